@@ -1,0 +1,47 @@
+# Lumber's two commands: `make demo` and `make test`. Each installs what it needs into .venv first.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.lumber-installed
+
+export SPARK_LOCAL_IP := 127.0.0.1
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+
+.PHONY: help java venv test lint typecheck pytest clean
+
+help:
+	@echo "make test   - ruff, mypy and the whole test suite (real ZooKeeper, brokers and Spark)"
+
+# Spark and ZooKeeper need Java 17 or newer; say so before installing anything.
+java:
+	@command -v java >/dev/null 2>&1 || { echo "error: Java 17 or newer is required (Spark and ZooKeeper run on it), and 'java' is not on PATH. Install e.g. Debian's openjdk-17-jre-headless." >&2; exit 1; }
+	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1); \
+	 if [ -z "$$v" ] || [ "$$v" -lt 17 ]; then echo "error: Java 17 or newer is required, found: $$(java -version 2>&1 | head -n1)" >&2; exit 1; fi
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "error: Python 3.11 or newer is required, found " + sys.version)'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+venv: java $(STAMP)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: venv
+	$(VENV)/bin/mypy
+
+pytest: venv
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

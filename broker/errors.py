@@ -1,0 +1,5 @@
+"""The broker package's root exception."""
+
+
+class BrokerError(Exception):
+    """Root of every error raised by :mod:`broker`."""

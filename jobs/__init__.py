@@ -1,0 +1,1 @@
+"""Thin ``spark-submit`` entry points: parse arguments, build config, call :mod:`pipeline`."""

@@ -1,0 +1,72 @@
+"""The ``lumber`` command line: one subcommand group per module in this package.
+
+Each group module exposes ``register(subparsers)``, which adds its parser and sets ``handler`` to a function
+``(args, config) -> exit code``. Errors from any Lumber package end the command with their message on stderr
+and exit code 1 (2 for a bad config or usage); a traceback is shown only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from broker.errors import BrokerError
+from pipeline import __version__
+from pipeline.cli import config_cmd, dev
+from pipeline.config import load_config
+from pipeline.errors import ConfigError, PipelineError
+from schemas.errors import SchemaError
+
+GROUPS = (dev, config_cmd)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lumber",
+        description="Lumber: Kafka-style brokers, ZooKeeper consumer groups, an Avro schema registry "
+        "and hourly Spark loads into Parquet, with an audit trail.",
+    )
+    parser.add_argument("--version", action="version", version=f"lumber {__version__}")
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help="lumber.toml to read (default: $LUMBER_CONFIG, else ./lumber.toml if present, else defaults)",
+    )
+    parser.add_argument("--debug", action="store_true", help="log at DEBUG level and show tracebacks")
+    subparsers = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    for group in GROUPS:
+        group.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        config = load_config(args.config)
+        code: int = args.handler(args, config)
+    except ConfigError as exc:
+        if args.debug:
+            raise
+        print(f"lumber: config error: {exc}", file=sys.stderr)
+        return 2
+    except (PipelineError, BrokerError, SchemaError) as exc:
+        if args.debug:
+            raise
+        print(f"lumber: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("lumber: interrupted", file=sys.stderr)
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""``lumber dev up|status|down``: the local stack of real services on 127.0.0.1."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pipeline.config import LumberConfig
+from pipeline.dev.dev_stack import DevStack
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("dev", help="start, inspect and stop the local stack (ZooKeeper, ...)")
+    sub = parser.add_subparsers(metavar="ACTION", required=True)
+
+    up = sub.add_parser("up", help="start the stack in the background and wait until it is ready")
+    _common(up)
+    up.set_defaults(handler=_up)
+
+    status = sub.add_parser("status", help="report what the stack runs")
+    _common(status)
+    status.set_defaults(handler=_status)
+
+    down = sub.add_parser("down", help="stop exactly the processes `dev up` started")
+    _common(down)
+    down.add_argument("--purge", action="store_true", help="also delete the state dir (data and logs)")
+    down.set_defaults(handler=_down)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-dir", type=Path, help="pids, ports, data and logs (default: [dev] state_dir)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def _stack(args: argparse.Namespace, config: LumberConfig) -> DevStack:
+    return DevStack(config, args.state_dir)
+
+
+def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(summary, indent=2))
+        return
+    print(f"state dir:  {summary['state_dir']}")
+    for service in summary["services"]:
+        state = "running" if service["running"] else "NOT running"
+        print(f"  {service['name']:<12} {service['endpoint']:<22} pid {service['pid']:<8} {state}")
+    if not summary["services"]:
+        print("  (nothing is running)")
+
+
+def _up(args: argparse.Namespace, config: LumberConfig) -> int:
+    stack = _stack(args, config)
+    progress = (lambda _msg: None) if args.json else (lambda msg: print(f"... {msg}", file=sys.stderr))
+    summary = stack.up(progress=progress)
+    _print_summary(summary, args.json)
+    if not args.json:
+        print(f"\nZooKeeper: {summary['zookeeper_connect']}")
+        print(f"Point other commands at this stack with:  export LUMBER_CONFIG={summary['config_path']}")
+        print("Stop it with:  lumber dev down" + (f" --state-dir {args.state_dir}" if args.state_dir else ""))
+    return 0
+
+
+def _status(args: argparse.Namespace, config: LumberConfig) -> int:
+    summary = _stack(args, config).summary()
+    _print_summary(summary, args.json)
+    services = summary["services"]
+    return 0 if services and all(s["running"] for s in services) else 3
+
+
+def _down(args: argparse.Namespace, config: LumberConfig) -> int:
+    progress = (lambda _msg: None) if args.json else (lambda msg: print(f"... {msg}", file=sys.stderr))
+    stopped = _stack(args, config).down(purge=args.purge, progress=progress)
+    if args.json:
+        print(json.dumps({"stopped": stopped}))
+    elif not stopped:
+        print("nothing was running")
+    return 0

@@ -1,0 +1,219 @@
+"""The local stack behind ``lumber dev up|status|down``: real services as background processes on 127.0.0.1.
+
+State folder layout (``--state-dir``, default ``.lumber``)::
+
+    <state_dir>/stack.json       what is running: one entry per service (pid, start time, ports, log)
+    <state_dir>/lumber.toml      a config file that points clients at this stack
+    <state_dir>/<service>/       each service's config, data and log
+
+``stack.json``::
+
+    {"state_dir": "...", "config_path": "...", "started_at": "<ISO-8601 UTC>",
+     "services": [{"name": "zookeeper", "endpoint": "127.0.0.1:2181", "ports": [2181],
+                   "process": {"name": ..., "pid": ..., "start_ticks": ..., "argv": [...], "log_path": ...}}]}
+
+``up`` refuses when the stack is already up or a port it needs is taken, starts the services in order and
+waits until each answers, and writes ``stack.json`` after every start, so ``down`` can always stop what was
+started even if ``up`` failed half-way. ``down`` stops exactly the recorded processes, by pid (checked against
+their start time), in reverse order; ``--purge`` also deletes the state folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pipeline.config import LumberConfig, dump_config
+from pipeline.dev.process import ProcessHandle, port_in_use, start_and_wait, stop
+from pipeline.dev.zookeeper_server import ZooKeeperServer
+from pipeline.errors import DevStackError
+
+STATE_FILE = "stack.json"
+CONFIG_FILE = "lumber.toml"
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """How to start one service of the stack and tell when it is ready."""
+
+    name: str
+    ports: tuple[int, ...]
+    endpoint: str
+    argv: Callable[[], Sequence[str]]
+    log_path: Path
+    is_ready: Callable[[], bool]
+    prepare: Callable[[], object] = field(default=lambda: None)
+
+
+@dataclass(frozen=True)
+class ServiceState:
+    name: str
+    endpoint: str
+    ports: tuple[int, ...]
+    process: ProcessHandle
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "endpoint": self.endpoint,
+            "ports": list(self.ports),
+            "process": self.process.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ServiceState:
+        return cls(
+            name=str(data["name"]),
+            endpoint=str(data["endpoint"]),
+            ports=tuple(int(p) for p in data["ports"]),
+            process=ProcessHandle.from_json(data["process"]),
+        )
+
+
+class DevStack:
+    """The stack recorded in one state folder. Not thread-safe; one CLI command at a time."""
+
+    def __init__(self, config: LumberConfig, state_dir: Path | None = None) -> None:
+        self.config = config
+        self.state_dir = Path(state_dir if state_dir is not None else config.dev.state_dir).absolute()
+
+    @property
+    def state_path(self) -> Path:
+        return self.state_dir / STATE_FILE
+
+    @property
+    def config_path(self) -> Path:
+        return self.state_dir / CONFIG_FILE
+
+    def stack_config(self) -> LumberConfig:
+        """The config that clients of this stack use: the user's, pointed at the stack's ports."""
+        zookeeper = dataclasses.replace(
+            self.config.zookeeper, connect=f"127.0.0.1:{self.config.dev.zookeeper_port}"
+        )
+        dev = dataclasses.replace(self.config.dev, state_dir=str(self.state_dir))
+        return dataclasses.replace(self.config, zookeeper=zookeeper, dev=dev, source=str(self.config_path))
+
+    def services(self) -> list[ServiceSpec]:
+        """The services ``up`` starts, in start order."""
+        dev = self.config.dev
+        zookeeper = ZooKeeperServer(
+            self.state_dir / "zookeeper", dev.zookeeper_port, heap_mb=dev.zookeeper_heap_mb
+        )
+        return [
+            ServiceSpec(
+                name="zookeeper",
+                ports=(dev.zookeeper_port,),
+                endpoint=zookeeper.connect,
+                argv=zookeeper.argv,
+                log_path=zookeeper.log_path,
+                is_ready=zookeeper.is_ready,
+                prepare=zookeeper.write_config,
+            )
+        ]
+
+    # -- state file ------------------------------------------------------------------------------------
+
+    def read_state(self) -> list[ServiceState]:
+        """The recorded services, or [] when the stack was never started here (or was brought down)."""
+        try:
+            raw = json.loads(self.state_path.read_text())
+        except FileNotFoundError:
+            return []
+        except (json.JSONDecodeError, OSError) as exc:
+            raise DevStackError(f"{self.state_path}: unreadable stack state: {exc}") from exc
+        try:
+            return [ServiceState.from_json(s) for s in raw["services"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DevStackError(f"{self.state_path}: malformed stack state: missing or bad {exc}") from exc
+
+    def _write_state(self, started: list[ServiceState], started_at: str) -> None:
+        doc = {
+            "state_dir": str(self.state_dir),
+            "config_path": str(self.config_path),
+            "started_at": started_at,
+            "services": [s.to_json() for s in started],
+        }
+        tmp = self.state_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(doc, indent=2) + "\n")
+        tmp.replace(self.state_path)
+
+    # -- commands ----------------------------------------------------------------------------------------
+
+    def up(self, progress: Callable[[str], None] = lambda _msg: None) -> dict[str, Any]:
+        """Start every service and wait until each is ready; return the connection summary."""
+        running = [s for s in self.read_state() if s.process.is_running()]
+        if running:
+            pids = ", ".join(f"{s.name} pid {s.process.pid}" for s in running)
+            raise DevStackError(
+                f"the stack in {self.state_dir} is already up ({pids}); run `lumber dev down` first"
+            )
+        specs = self.services()
+        for spec in specs:
+            for port in spec.ports:
+                if port_in_use(port):
+                    raise DevStackError(
+                        f"cannot start {spec.name}: port 127.0.0.1:{port} is already in use "
+                        f"(stop what holds it, or choose another port in [dev] of lumber.toml)"
+                    )
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(dump_config(self.stack_config()))
+        started_at = datetime.now(UTC).isoformat(timespec="seconds")
+        started: list[ServiceState] = []
+        self._write_state(started, started_at)
+        timeout_s = self.config.dev.start_timeout_ms / 1000
+        try:
+            for spec in specs:
+                progress(f"starting {spec.name} on {spec.endpoint}")
+                spec.prepare()
+
+                def record(handle: ProcessHandle, spec: ServiceSpec = spec) -> None:
+                    started.append(ServiceState(spec.name, spec.endpoint, spec.ports, handle))
+                    self._write_state(started, started_at)
+
+                handle, _ = start_and_wait(
+                    spec.name, spec.argv(), spec.log_path, spec.is_ready, timeout_s, on_spawned=record
+                )
+                progress(f"{spec.name} is ready (pid {handle.pid})")
+        except BaseException:
+            self.down()
+            raise
+        return self.summary()
+
+    def summary(self) -> dict[str, Any]:
+        """What is recorded and whether each process is alive: the JSON that ``--json`` prints."""
+        services = self.read_state()
+        return {
+            "state_dir": str(self.state_dir),
+            "config_path": str(self.config_path),
+            "zookeeper_connect": self.stack_config().zookeeper.connect,
+            "services": [
+                {
+                    "name": s.name,
+                    "endpoint": s.endpoint,
+                    "pid": s.process.pid,
+                    "running": s.process.is_running(),
+                    "log": s.process.log_path,
+                }
+                for s in services
+            ],
+        }
+
+    def down(self, purge: bool = False, progress: Callable[[str], None] = lambda _msg: None) -> list[str]:
+        """Stop exactly the recorded processes, in reverse start order. Returns the names stopped."""
+        stopped = []
+        for service in reversed(self.read_state()):
+            if stop(service.process):
+                progress(f"stopped {service.name} (pid {service.process.pid})")
+                stopped.append(service.name)
+        with contextlib.suppress(FileNotFoundError):
+            self.state_path.unlink()
+        if purge and self.state_dir.exists():
+            shutil.rmtree(self.state_dir)
+        return stopped

@@ -1,0 +1,1 @@
+"""Lumber's Avro schema registry, its client and the Confluent wire serde."""

@@ -1,0 +1,5 @@
+"""The schemas package's root exception."""
+
+
+class SchemaError(Exception):
+    """Root of every error raised by :mod:`schemas`."""
