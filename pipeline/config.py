@@ -33,7 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
+from broker.config import LogConfig
 from pipeline.errors import ConfigError
+from schemas.registry.config import RegistryConfig
 
 ENV_CONFIG_PATH = "LUMBER_CONFIG"
 ENV_PREFIX = "LUMBER_"
@@ -71,6 +73,9 @@ class DevConfig:
     zookeeper_port: int = setting(2181, "Port of the stack's ZooKeeper (127.0.0.1 only).", min=1, max=65535)
     zookeeper_heap_mb: int = setting(256, "Java heap of the stack's ZooKeeper.", min=64)
     start_timeout_ms: int = setting(60_000, "How long `dev up` waits for each service to answer.", min=1000)
+    registry_port: int = setting(
+        8081, "Port of the stack's schema registry (127.0.0.1 only).", min=1, max=65535
+    )
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,8 @@ class LumberConfig:
 
     zookeeper: ZooKeeperConfig = field(default_factory=ZooKeeperConfig)
     dev: DevConfig = field(default_factory=DevConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    registry: RegistryConfig = field(default_factory=RegistryConfig)
     source: str = field(default="<defaults>", compare=False, metadata={"internal": True})
 
 

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 
 from broker.errors import BrokerError
 from pipeline import __version__
-from pipeline.cli import config_cmd, dev
+from pipeline.cli import config_cmd, dev, schemas
 from pipeline.config import load_config
 from pipeline.errors import ConfigError, PipelineError
 from schemas.errors import SchemaError
 
-GROUPS = (dev, config_cmd)
+GROUPS = (dev, config_cmd, schemas)
 
 
 def build_parser() -> argparse.ArgumentParser:

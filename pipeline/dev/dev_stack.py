@@ -24,11 +24,14 @@ import contextlib
 import dataclasses
 import json
 import shutil
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from pipeline.config import LumberConfig, dump_config
 from pipeline.dev.process import ProcessHandle, port_in_use, start_and_wait, stop
@@ -98,14 +101,38 @@ class DevStack:
             self.config.zookeeper, connect=f"127.0.0.1:{self.config.dev.zookeeper_port}"
         )
         dev = dataclasses.replace(self.config.dev, state_dir=str(self.state_dir))
-        return dataclasses.replace(self.config, zookeeper=zookeeper, dev=dev, source=str(self.config_path))
+        registry = dataclasses.replace(
+            self.config.registry,
+            host="127.0.0.1",
+            port=self.config.dev.registry_port,
+            url=f"http://127.0.0.1:{self.config.dev.registry_port}",
+        )
+        return dataclasses.replace(
+            self.config, zookeeper=zookeeper, dev=dev, registry=registry, source=str(self.config_path)
+        )
 
     def services(self) -> list[ServiceSpec]:
-        """The services ``up`` starts, in start order."""
+        """The services ``up`` starts, in start order: ZooKeeper, then the schema registry (stored in it)."""
         dev = self.config.dev
         zookeeper = ZooKeeperServer(
             self.state_dir / "zookeeper", dev.zookeeper_port, heap_mb=dev.zookeeper_heap_mb
         )
+        registry_url = f"http://127.0.0.1:{dev.registry_port}"
+        registry_argv = [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "--config",
+            str(self.config_path),
+            "schemas",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(dev.registry_port),
+            "--zookeeper-connect",
+            zookeeper.connect,
+        ]
         return [
             ServiceSpec(
                 name="zookeeper",
@@ -115,7 +142,15 @@ class DevStack:
                 log_path=zookeeper.log_path,
                 is_ready=zookeeper.is_ready,
                 prepare=zookeeper.write_config,
-            )
+            ),
+            ServiceSpec(
+                name="registry",
+                ports=(dev.registry_port,),
+                endpoint=registry_url,
+                argv=lambda: registry_argv,
+                log_path=self.state_dir / "registry" / "registry.log",
+                is_ready=lambda: _http_answers(registry_url),
+            ),
         ]
 
     # -- state file ------------------------------------------------------------------------------------
@@ -217,3 +252,12 @@ class DevStack:
         if purge and self.state_dir.exists():
             shutil.rmtree(self.state_dir)
         return stopped
+
+
+def _http_answers(url: str) -> bool:
+    """True when an HTTP GET of ``url`` gets any answer."""
+    try:
+        httpx.get(url, timeout=1.0)
+    except httpx.HTTPError:
+        return False
+    return True

@@ -167,27 +167,21 @@ def stop(
 
     Only signals the pid while its start time still matches the handle's, so a recycled pid is left alone.
     """
-    if not handle.is_running():
-        if popen is not None:
-            popen.poll()
-        return False
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(handle.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if popen is not None and popen.poll() is not None:
-            return True
-        if not handle.is_running():
-            return True
-        time.sleep(0.05)
-    if handle.is_running():
+    was_running = handle.is_running()
+    if was_running:
         with contextlib.suppress(ProcessLookupError):
-            os.kill(handle.pid, signal.SIGKILL)
+            os.kill(handle.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while handle.is_running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if handle.is_running():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(handle.pid, signal.SIGKILL)
     if popen is not None:
-        popen.wait(timeout=timeout_s)
-    else:
+        popen.wait(timeout=timeout_s)  # our own child: reap it, so no zombie (and no ResourceWarning) is left
+    elif was_running:
         wait_until(lambda: not handle.is_running(), timeout_s, f"{handle.name} (pid {handle.pid}) to exit")
-    return True
+    return was_running
 
 
 def kill(handle: ProcessHandle, popen: subprocess.Popen[bytes] | None = None) -> None:

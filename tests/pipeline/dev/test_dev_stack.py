@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from pipeline.dev.process import free_port, port_in_use
@@ -15,8 +16,12 @@ from tests.support.zookeeper import new_client
 pytestmark = pytest.mark.zookeeper
 
 
-def lumber(state_dir: Path, port: int, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LUMBER_DEV__ZOOKEEPER_PORT": str(port)}
+def lumber(state_dir: Path, port: int, registry_port: int, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "LUMBER_DEV__ZOOKEEPER_PORT": str(port),
+        "LUMBER_DEV__REGISTRY_PORT": str(registry_port),
+    }
     env.pop("LUMBER_CONFIG", None)
     return subprocess.run(
         [sys.executable, "-m", "pipeline", "dev", *args, "--state-dir", str(state_dir)],
@@ -38,15 +43,17 @@ def pid_alive(pid: int) -> bool:
 
 def test_up_connect_status_down(tmp_path: Path) -> None:
     state_dir = tmp_path / "stack"
-    port = free_port()
-    up = lumber(state_dir, port, "up", "--json")
+    port, registry_port = free_port(), free_port()
+    up = lumber(state_dir, port, registry_port, "up", "--json")
     assert up.returncode == 0, up.stderr
     summary = json.loads(up.stdout)
     assert summary["zookeeper_connect"] == f"127.0.0.1:{port}"
-    [service] = summary["services"]
-    assert service["name"] == "zookeeper"
-    assert service["running"] is True
-    pid = service["pid"]
+    zookeeper, registry = summary["services"]
+    assert (zookeeper["name"], registry["name"]) == ("zookeeper", "registry")
+    assert zookeeper["running"] is True
+    assert registry["running"] is True
+    assert registry["endpoint"] == f"http://127.0.0.1:{registry_port}"
+    pid, registry_pid = zookeeper["pid"], registry["pid"]
     try:
         client = new_client(summary["zookeeper_connect"])
         client.create("/hello", b"world")
@@ -54,50 +61,66 @@ def test_up_connect_status_down(tmp_path: Path) -> None:
         client.stop()
         client.close()
 
-        status = lumber(state_dir, port, "status", "--json")
+        # the registry answers, and keeps its state in the stack's ZooKeeper
+        registry_url = f"http://127.0.0.1:{registry_port}"
+        assert httpx.get(f"{registry_url}/subjects", timeout=30).json() == []
+        answer = httpx.post(f"{registry_url}/subjects/s/versions", json={"schema": '"string"'}, timeout=30)
+        assert answer.json() == {"id": 1}
+        client = new_client(summary["zookeeper_connect"])
+        assert client.get("/schema_registry/ids/1")[0] == b'"string"'
+        client.stop()
+        client.close()
+
+        status = lumber(state_dir, port, registry_port, "status", "--json")
         assert status.returncode == 0
-        assert json.loads(status.stdout)["services"][0]["pid"] == pid
+        assert [s["pid"] for s in json.loads(status.stdout)["services"]] == [pid, registry_pid]
 
-        again = lumber(state_dir, port, "up")
+        again = lumber(state_dir, port, registry_port, "up")
         assert again.returncode == 1
-        assert f"already up (zookeeper pid {pid})" in again.stderr
+        assert f"already up (zookeeper pid {pid}, registry pid {registry_pid})" in again.stderr
 
-        # the config that points at the stack is valid and names its ZooKeeper
+        # the config that points at the stack is valid and names its ZooKeeper and registry
         cfg = (state_dir / "lumber.toml").read_text()
         assert f'connect = "127.0.0.1:{port}"' in cfg
+        assert f'url = "http://127.0.0.1:{registry_port}"' in cfg
     finally:
-        down = lumber(state_dir, port, "down", "--json")
+        down = lumber(state_dir, port, registry_port, "down", "--json")
     assert down.returncode == 0, down.stderr
-    assert json.loads(down.stdout) == {"stopped": ["zookeeper"]}
+    assert json.loads(down.stdout) == {"stopped": ["registry", "zookeeper"]}
     assert not pid_alive(pid)
+    assert not pid_alive(registry_pid)
     assert not port_in_use(port)
+    assert not port_in_use(registry_port)
     assert not (state_dir / "stack.json").exists()
 
-    status = lumber(state_dir, port, "status", "--json")
+    status = lumber(state_dir, port, registry_port, "status", "--json")
     assert status.returncode == 3
     assert json.loads(status.stdout)["services"] == []
 
-    down_again = lumber(state_dir, port, "down")
+    down_again = lumber(state_dir, port, registry_port, "down")
     assert down_again.returncode == 0
     assert down_again.stdout.strip() == "nothing was running"
 
 
-def test_up_refuses_a_taken_port(tmp_path: Path) -> None:
+@pytest.mark.parametrize("taken", ["zookeeper", "registry"])
+def test_up_refuses_a_taken_port(tmp_path: Path, taken: str) -> None:
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
-        port = holder.getsockname()[1]
-        result = lumber(tmp_path / "stack", port, "up")
+        held = holder.getsockname()[1]
+        port, registry_port = (held, free_port()) if taken == "zookeeper" else (free_port(), held)
+        result = lumber(tmp_path / "stack", port, registry_port, "up")
     assert result.returncode == 1
-    assert f"cannot start zookeeper: port 127.0.0.1:{port} is already in use" in result.stderr
+    assert f"cannot start {taken}: port 127.0.0.1:{held} is already in use" in result.stderr
     assert not (tmp_path / "stack" / "stack.json").exists()
 
 
 def test_down_purge_removes_state_dir(tmp_path: Path) -> None:
     state_dir = tmp_path / "stack"
-    port = free_port()
-    assert lumber(state_dir, port, "up").returncode == 0
-    down = lumber(state_dir, port, "down", "--purge")
+    port, registry_port = free_port(), free_port()
+    assert lumber(state_dir, port, registry_port, "up").returncode == 0
+    down = lumber(state_dir, port, registry_port, "down", "--purge")
     assert down.returncode == 0
     assert not state_dir.exists()
     assert not port_in_use(port)
+    assert not port_in_use(registry_port)

@@ -1,0 +1,122 @@
+"""The broker's config sections (``[log]`` in ``lumber.toml``).
+
+Each section is a frozen dataclass whose fields are the TOML keys; ``metadata`` documents each key (``doc``)
+and bounds it (``min``, ``max``, ``choices``), which :mod:`pipeline.config` reads to check a file and to print
+``lumber config defaults``. This module must not import :mod:`pipeline`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+DAY_MS = 24 * 60 * 60 * 1000
+GIB = 1024 * 1024 * 1024
+#: Kafka's ``message.max.bytes`` default: 1 MiB of records plus the 12-byte log overhead of a batch.
+DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024 + 12
+
+Expose = Literal["flushed", "appended"]
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """The broker's log storage: segments, indexes, flush policy and retention (paper section 3.1)."""
+
+    log_dirs: list[str] = field(
+        default_factory=lambda: [".lumber/logs"],
+        metadata={
+            "doc": "Folders holding the partitions (one sub-folder `<topic>-<partition>` each). Each is "
+            "locked by one broker at a time; new partitions go to the folder with the fewest partitions."
+        },
+    )
+    segment_bytes: int = field(
+        default=GIB,
+        metadata={
+            "doc": "A partition rolls to a new segment file when the next batch would grow the active one "
+            "past this size (a single larger batch still gets a segment of its own).",
+            "min": 128,
+            "max": 2**31 - 1,
+        },
+    )
+    segment_ms: int = field(
+        default=7 * DAY_MS,
+        metadata={
+            "doc": "A partition also rolls when a batch's max timestamp is this much later than the first "
+            "batch of the active segment (Kafka's segment.ms).",
+            "min": 1,
+        },
+    )
+    index_interval_bytes: int = field(
+        default=4096,
+        metadata={
+            "doc": "Bytes of log between two entries of the sparse offset and time indexes.",
+            "min": 0,
+        },
+    )
+    flush_messages: int = field(
+        default=10_000,
+        metadata={
+            "doc": "Flush (fsync) a partition once this many messages are unflushed: the paper's M. The "
+            "default is the 10,000 of Kafka 0.7/0.8's shipped server.properties, the paper's era.",
+            "min": 1,
+        },
+    )
+    flush_ms: int = field(
+        default=1000,
+        metadata={
+            "doc": "Flush a partition whose oldest unflushed message is this old: the paper's S "
+            "(1000 ms, as in that same sample server.properties).",
+            "min": 1,
+        },
+    )
+    expose: Expose = field(
+        default="flushed",
+        metadata={
+            "doc": "What consumers see: 'flushed' exposes a message only once it is flushed, the paper's "
+            "semantics (acks=-1 producers wait for the flush); 'appended' exposes every appended message.",
+            "choices": ("flushed", "appended"),
+        },
+    )
+    retention_ms: int = field(
+        default=7 * DAY_MS,
+        metadata={
+            "doc": "Delete a whole non-active segment once its largest record timestamp is older than "
+            "this; -1 keeps segments forever.",
+            "min": -1,
+        },
+    )
+    retention_bytes: int = field(
+        default=-1,
+        metadata={
+            "doc": "Delete a partition's oldest non-active segment while what remains is still at least this "
+            "large (Kafka's rule: the log stays within one segment of this size); -1 is off.",
+            "min": -1,
+        },
+    )
+    retention_check_interval_ms: int = field(
+        default=5 * 60 * 1000,
+        metadata={"doc": "How often the retention thread looks for segments to delete.", "min": 1},
+    )
+    recovery_checkpoint_interval_ms: int = field(
+        default=60_000,
+        metadata={
+            "doc": "How often each log dir's recovery-point checkpoint is rewritten (also at shutdown); "
+            "after a crash, recovery validates every batch after it.",
+            "min": 1,
+        },
+    )
+    max_message_bytes: int = field(
+        default=DEFAULT_MAX_MESSAGE_BYTES,
+        metadata={
+            "doc": "Largest record batch a partition accepts, header included (Kafka's message.max.bytes).",
+            "min": 61,
+        },
+    )
+
+    def __post_init__(self) -> None:
+        if not self.log_dirs:
+            raise ValueError("log_dirs must name at least one folder")
+        if len(set(self.log_dirs)) != len(self.log_dirs):
+            raise ValueError(f"log_dirs names a folder twice: {self.log_dirs!r}")
+        if any(not d for d in self.log_dirs):
+            raise ValueError(f"log_dirs has an empty folder name: {self.log_dirs!r}")

@@ -1,0 +1,136 @@
+"""Errors of the log storage engine, all under :class:`broker.errors.BrokerError`.
+
+Every class carries ``kafka_error_code``, the Kafka protocol error code the network layer answers with, so
+that a request handler can map any :class:`LogError` without a table of its own.
+
+::
+
+    BrokerError
+    └── LogError                       (KAFKA_STORAGE_ERROR 56)
+        ├── CorruptRecordError         (CORRUPT_MESSAGE 2): magic, lengths, CRC, undecodable records
+        │   └── UnsupportedCompressionError (UNSUPPORTED_COMPRESSION_TYPE 76)
+        ├── InvalidRecordError         (INVALID_RECORD 87): intact but not acceptable (count, control...)
+        ├── RecordTooLargeError        (MESSAGE_TOO_LARGE 10)
+        ├── OffsetOutOfRangeError      (OFFSET_OUT_OF_RANGE 1)
+        ├── InvalidTopicError          (INVALID_TOPIC_EXCEPTION 17)
+        ├── CorruptIndexError          (KAFKA_STORAGE_ERROR 56): an index file fails its sanity check
+        ├── LogDirLockedError          (KAFKA_STORAGE_ERROR 56): another process holds the log dir
+        ├── LogStorageError            (KAFKA_STORAGE_ERROR 56): an I/O error on a log file
+        └── LogClosedError             (NOT_LEADER_OR_FOLLOWER 6): the partition is closed or deleted
+"""
+
+from __future__ import annotations
+
+from broker.errors import BrokerError
+
+
+class LogError(BrokerError):
+    """Root of the log storage errors."""
+
+    kafka_error_code = 56  # KAFKA_STORAGE_ERROR
+
+
+class CorruptRecordError(LogError):
+    """A record batch fails validation: bad magic, impossible lengths, CRC mismatch or undecodable records.
+
+    ``where`` names the file or topic-partition (or request) the bytes came from, ``position`` the byte
+    position of the batch there, ``offset`` its base offset when known, ``reason`` what was wrong with
+    expected vs actual values.
+    """
+
+    kafka_error_code = 2  # CORRUPT_MESSAGE
+
+    def __init__(
+        self, where: str, reason: str, *, position: int | None = None, offset: int | None = None
+    ) -> None:
+        self.where = where
+        self.reason = reason
+        self.position = position
+        self.offset = offset
+        at = []
+        if position is not None:
+            at.append(f"position {position}")
+        if offset is not None:
+            at.append(f"base offset {offset}")
+        super().__init__(
+            f"{where}: corrupt record batch" + (f" at {', '.join(at)}" if at else "") + f": {reason}"
+        )
+
+
+class UnsupportedCompressionError(CorruptRecordError):
+    """A batch names a compression codec that Kafka does not define (attributes bits 0-2 above 4)."""
+
+    kafka_error_code = 76  # UNSUPPORTED_COMPRESSION_TYPE
+
+
+class InvalidRecordError(LogError):
+    """An intact batch that a partition does not accept (record count, offset range, control batch...)."""
+
+    kafka_error_code = 87  # INVALID_RECORD
+
+    def __init__(self, where: str, reason: str, *, position: int | None = None) -> None:
+        self.where = where
+        self.reason = reason
+        self.position = position
+        at = f" at position {position}" if position is not None else ""
+        super().__init__(f"{where}: invalid record batch{at}: {reason}")
+
+
+class RecordTooLargeError(LogError):
+    """A batch is larger than ``max_message_bytes``."""
+
+    kafka_error_code = 10  # MESSAGE_TOO_LARGE
+
+    def __init__(self, where: str, size_bytes: int, max_bytes: int, *, position: int | None = None) -> None:
+        self.where = where
+        self.size_bytes = size_bytes
+        self.max_bytes = max_bytes
+        self.position = position
+        at = f" at position {position}" if position is not None else ""
+        super().__init__(
+            f"{where}: record batch{at} is {size_bytes} bytes, larger than max_message_bytes {max_bytes}"
+        )
+
+
+class OffsetOutOfRangeError(LogError):
+    """A read asked for an offset outside ``[log_start_offset, log_end_offset]``."""
+
+    kafka_error_code = 1  # OFFSET_OUT_OF_RANGE
+
+    def __init__(self, where: str, offset: int, log_start_offset: int, log_end_offset: int) -> None:
+        self.where = where
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+        super().__init__(
+            f"{where}: offset {offset} is out of range: the log holds [{log_start_offset}, {log_end_offset})"
+        )
+
+
+class InvalidTopicError(LogError):
+    """A topic name or partition breaks Kafka's rules (``[a-zA-Z0-9._-]``, 1-249 chars, not . or ..)."""
+
+    kafka_error_code = 17  # INVALID_TOPIC_EXCEPTION
+
+
+class CorruptIndexError(LogError):
+    """An offset or time index file fails its sanity check; the loader rebuilds it from the log."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: corrupt index: {reason}")
+
+
+class LogDirLockedError(LogError):
+    """Another process (or another LogManager in this one) holds a log dir's lock file."""
+
+
+class LogStorageError(LogError):
+    """An I/O error on a log file; the message names the file and what was being done."""
+
+
+class LogClosedError(LogError):
+    """The partition's log has been closed or deleted."""
+
+    kafka_error_code = 6  # NOT_LEADER_OR_FOLLOWER

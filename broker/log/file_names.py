@@ -1,0 +1,140 @@
+"""Every file-name rule of the log storage, in one place.
+
+A log dir holds::
+
+    .lock                               exclusive flock while a broker (LogManager) uses the dir
+    .lumber_cleanshutdown               present only after a clean shutdown; removed at start-up
+    recovery-point-offset-checkpoint    flushed offset of every partition (see broker.log.checkpoint)
+    <topic>-<partition>/                one folder per partition
+    <topic>-<partition>.<32 hex>-delete/   a partition being deleted (renamed first, then removed)
+
+A partition folder holds segments, each named by its base offset as 20 zero-padded digits::
+
+    00000000000000000000.log        the record batches
+    00000000000000000000.index      sparse offset index  (broker.log.offset_index)
+    00000000000000000000.timeindex  sparse time index    (broker.log.time_index)
+    *.tmp                           an index being rebuilt; left over only by a crash, deleted at load
+
+Topic names follow Kafka's rules (:func:`validate_topic_name`), so a partition folder name can never
+contain a path separator or be ``.`` / ``..``.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import Path
+
+from broker.log.errors import InvalidTopicError
+from broker.log.topic_partition import TopicPartition
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TEMP_SUFFIX = ".tmp"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+
+LOCK_FILE_NAME = ".lock"
+CLEAN_SHUTDOWN_FILE_NAME = ".lumber_cleanshutdown"
+RECOVERY_POINT_CHECKPOINT_FILE_NAME = "recovery-point-offset-checkpoint"
+
+OFFSET_DIGITS = 20
+MAX_TOPIC_NAME_LENGTH = 249
+MAX_PARTITION = 2**31 - 1
+
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+_SEGMENT_FILE = re.compile(r"(\d{20})(\.log|\.index|\.timeindex)")
+_PARTITION_DIR = re.compile(r"(.+)-(\d+)")
+_DELETED_PARTITION_DIR = re.compile(r"(.+)-(\d+)\.([0-9a-f]{32})-delete")
+
+
+def validate_topic_name(topic: str) -> None:
+    """Kafka's rules: 1 to 249 of ``[a-zA-Z0-9._-]``, and neither ``.`` nor ``..``."""
+    if not isinstance(topic, str):
+        raise InvalidTopicError(f"topic name must be a string, got {type(topic).__name__}")
+    if not topic:
+        raise InvalidTopicError("topic name is empty")
+    if topic in {".", ".."}:
+        raise InvalidTopicError(f"topic name cannot be {topic!r}")
+    if len(topic) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(
+            f"topic name is {len(topic)} characters long, at most {MAX_TOPIC_NAME_LENGTH} are allowed"
+        )
+    if not _TOPIC_NAME.fullmatch(topic):
+        bad = sorted({c for c in topic if not _TOPIC_NAME.fullmatch(c)})
+        raise InvalidTopicError(
+            f"topic name {topic!r} contains {''.join(bad)!r}; only ASCII letters, digits, '.', '_' and '-' "
+            "are allowed"
+        )
+
+
+def validate_partition(partition: int) -> None:
+    if not isinstance(partition, int) or isinstance(partition, bool):
+        raise InvalidTopicError(f"partition must be an integer, got {partition!r}")
+    if not 0 <= partition <= MAX_PARTITION:
+        raise InvalidTopicError(f"partition {partition} is outside [0, {MAX_PARTITION}]")
+
+
+def partition_dir_name(tp: TopicPartition) -> str:
+    """``<topic>-<partition>``, after checking both by Kafka's rules."""
+    validate_topic_name(tp.topic)
+    validate_partition(tp.partition)
+    return f"{tp.topic}-{tp.partition}"
+
+
+def partition_dir(log_dir: Path, tp: TopicPartition) -> Path:
+    """The folder of ``tp`` inside ``log_dir``; checked to stay directly inside it."""
+    path = log_dir / partition_dir_name(tp)
+    if path.parent != log_dir or path.name in {"", ".", ".."}:
+        raise InvalidTopicError(f"partition {tp} would not be a folder directly inside {log_dir}")
+    return path
+
+
+def parse_partition_dir_name(name: str) -> TopicPartition | None:
+    """The partition a folder name stands for, or None when it is not a valid partition folder name."""
+    match = _PARTITION_DIR.fullmatch(name)
+    if match is None:
+        return None
+    tp = TopicPartition(match.group(1), int(match.group(2)))
+    if str(tp) != name:  # "t-007" is not the canonical folder of partition 7
+        return None
+    try:
+        validate_topic_name(tp.topic)
+        validate_partition(tp.partition)
+    except InvalidTopicError:
+        return None
+    return tp
+
+
+def deleted_partition_dir_name(tp: TopicPartition) -> str:
+    """A unique name to rename a partition folder to before removing it."""
+    return f"{partition_dir_name(tp)}.{uuid.uuid4().hex}-delete"
+
+
+def is_deleted_partition_dir_name(name: str) -> bool:
+    return _DELETED_PARTITION_DIR.fullmatch(name) is not None
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    """``<20-digit base offset><suffix>``, e.g. ``00000000000000000042.log``."""
+    if suffix not in SEGMENT_SUFFIXES:
+        raise ValueError(f"unknown segment file suffix {suffix!r}")
+    if not 0 <= base_offset < 10**OFFSET_DIGITS:
+        raise ValueError(f"base offset {base_offset} does not fit in {OFFSET_DIGITS} digits")
+    return f"{base_offset:0{OFFSET_DIGITS}d}{suffix}"
+
+
+def segment_path(partition_dir_path: Path, base_offset: int, suffix: str) -> Path:
+    return partition_dir_path / segment_file_name(base_offset, suffix)
+
+
+def parse_segment_file_name(name: str) -> tuple[int, str] | None:
+    """``(base_offset, suffix)`` of a segment file name, or None for any other name."""
+    match = _SEGMENT_FILE.fullmatch(name)
+    if match is None:
+        return None
+    return int(match.group(1)), match.group(2)
+
+
+def temp_path(path: Path) -> Path:
+    return path.with_name(path.name + TEMP_SUFFIX)

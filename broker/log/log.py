@@ -1,0 +1,655 @@
+"""One partition's log: a sorted, copy-on-write list of segments (paper section 3.1, "Simple storage").
+
+Appends go to the last (active) segment; the log rolls to a new segment at ``segment_bytes`` or
+``segment_ms``. Offsets are logical and consecutive: an append assigns them by rewriting each batch's base
+offset, never re-encoding records. Reads return a :class:`~broker.log.file_region.FileRegion` of whole
+batches for ``sendfile``.
+
+Offsets a log maintains::
+
+    log_start_offset <= high_watermark <= log_end_offset        flushed_offset <= log_end_offset
+
+* ``log_start_offset``: base offset of the first segment (moves up when retention deletes segments);
+* ``log_end_offset``: the offset the next appended record gets;
+* ``flushed_offset``: every offset below it is fsynced (the recovery point);
+* ``high_watermark``: every offset below it is exposed to readers. With ``expose = "flushed"`` (the
+  paper's semantics: "a message is only exposed to the consumers after it is flushed") it is the flushed
+  offset; with ``expose = "appended"`` it is the log end offset.
+
+Flush policy (the paper's M and S): a flush is due once ``flush_messages`` messages are unflushed, or the
+oldest unflushed message is ``flush_ms`` old. When an append makes a flush due (M reached) or starts a new
+S deadline (the first unflushed message), the log calls ``wake_flusher``: the
+:class:`~broker.log.log_manager.LogManager` wakes its background flusher, which flushes by M at once and
+sleeps until the earliest S deadline. A log without a ``wake_flusher`` flushes inline when M is reached.
+
+Concurrency: one lock serialises appends, rolls and retention; flushes are serialised by a second lock
+and fsync outside the first, so appends continue during an fsync. Readers take no lock: every change
+publishes a new immutable view (segments, log end, high watermark and the byte positions where they lie),
+and a reader uses the view it read once. A segment that retention deletes stays readable through the
+views and regions that still reference it (its files are unlinked, its descriptors stay open).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from broker.config import LogConfig
+from broker.log.clock import Clock, system_clock_ms
+from broker.log.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTopicError,
+    LogClosedError,
+    LogStorageError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
+from broker.log.file_handle import fsync_dir
+from broker.log.file_names import deleted_partition_dir_name, parse_partition_dir_name
+from broker.log.file_region import FileRegion
+from broker.log.record_batch import NO_TIMESTAMP, RecordBatch, scan_batches
+from broker.log.recovery import RecoveryResult, load_segments
+from broker.log.segment import Segment
+from broker.log.topic_partition import TopicPartition
+
+logger = logging.getLogger(__name__)
+
+Buffer = bytes | bytearray | memoryview
+#: Called with the partition and its new high watermark whenever the high watermark advances.
+HighWatermarkListener = Callable[[TopicPartition, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """What an append did: the offsets it assigned and what it wrote."""
+
+    first_offset: int
+    last_offset: int
+    #: The largest record timestamp among the appended batches (-1 when none had one).
+    max_timestamp_ms: int
+    record_count: int
+    batch_count: int
+    size_bytes: int
+
+
+class _View(NamedTuple):
+    """What readers see; replaced as a whole, never changed (a tuple: one is built per append)."""
+
+    segments: tuple[Segment, ...]
+    base_offsets: tuple[int, ...]
+    log_end_offset: int
+    #: Size of the last segment at ``log_end_offset``.
+    end_position: int
+    high_watermark: int
+    #: The segment and byte position where the high watermark lies.
+    hw_segment: Segment
+    hw_position: int
+
+
+class Log:
+    """One partition's log in ``directory`` (named ``<topic>-<partition>``). Thread-safe."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        clean_shutdown: bool = False,
+        clock: Clock = system_clock_ms,
+        wake_flusher: Callable[[Log], None] | None = None,
+    ) -> None:
+        tp = parse_partition_dir_name(directory.name)
+        if tp is None:
+            raise InvalidTopicError(f"{directory}: a partition folder is named <topic>-<partition>")
+        self._dir = directory
+        self._tp = tp
+        self._where = str(tp)
+        self._config = config
+        self._clock = clock
+        self._wake_flusher = wake_flusher
+        self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self._changed = threading.Condition(threading.Lock())
+        self._listeners: tuple[HighWatermarkListener, ...] = ()
+        self._closed = False
+        self._offline_reason: str | None = None
+        segments, self._recovery = load_segments(
+            directory,
+            where=self._where,
+            recovery_point=recovery_point,
+            clean_shutdown=clean_shutdown,
+            index_interval_bytes=config.index_interval_bytes,
+            now_ms=clock(),
+        )
+        active = segments[-1]
+        end = active.next_offset
+        self._next_offset = end
+        self._flushed_offset = end  # load_segments fsynced whatever it validated
+        self._unflushed_messages = 0
+        self._first_unflushed_ms: int | None = None
+        self._dir_dirty = False
+        self._view = _View(
+            segments=tuple(segments),
+            base_offsets=tuple(s.base_offset for s in segments),
+            log_end_offset=end,
+            end_position=active.size_bytes,
+            high_watermark=end,
+            hw_segment=active,
+            hw_position=active.size_bytes,
+        )
+
+    # ------------------------------------------------------------------------------------ properties
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return self._tp
+
+    @property
+    def dir(self) -> Path:
+        return self._dir
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @property
+    def recovery_result(self) -> RecoveryResult:
+        """What loading (and recovery, after an unclean shutdown) did to this partition's folder."""
+        return self._recovery
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._view.base_offsets[0]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._view.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """The exposed end: readers see offsets below it (see the module docstring)."""
+        return self._view.high_watermark
+
+    @property
+    def flushed_offset(self) -> int:
+        """Every offset below it is on disk: the recovery point."""
+        return self._flushed_offset
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._unflushed_messages
+
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        return self._view.segments
+
+    @property
+    def size_bytes(self) -> int:
+        view = self._view
+        return sum(s.size_bytes for s in view.segments[:-1]) + view.end_position
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # ------------------------------------------------------------------------------------ append
+
+    def append(self, batches: Buffer) -> AppendInfo:
+        """Validate every batch, then append them all with offsets assigned from the log end offset.
+
+        The whole request is rejected, with nothing written, if any batch is invalid:
+        :class:`CorruptRecordError` (magic, lengths, CRC, a partial batch at the end),
+        :class:`RecordTooLargeError`, :class:`InvalidRecordError` (no batch, record count not matching the
+        offset range, a control batch). :class:`LogStorageError` on an I/O error, after which the log is
+        offline until the broker restarts (and recovers it).
+        """
+        where = f"{self._where} append"
+        scan = scan_batches(batches, where=where)
+        if scan.partial_tail_bytes:
+            raise CorruptRecordError(
+                where,
+                f"the request ends with {scan.partial_tail_bytes} bytes of a partial batch",
+                position=scan.complete_bytes,
+            )
+        if not scan.batches:
+            raise InvalidRecordError(where, "the request holds no record batch")
+        max_message_bytes = self._config.max_message_bytes
+        record_count = 0
+        max_timestamp_ms = NO_TIMESTAMP
+        for batch in scan.batches:
+            if batch.size_bytes > max_message_bytes:
+                raise RecordTooLargeError(where, batch.size_bytes, max_message_bytes, position=batch.position)
+            batch.validate()
+            count = batch.record_count
+            if count < 1:
+                raise InvalidRecordError(
+                    where, f"a batch must hold records, this one has {count}", position=batch.position
+                )
+            if batch.last_offset_delta != count - 1:
+                raise InvalidRecordError(
+                    where,
+                    f"lastOffsetDelta {batch.last_offset_delta} does not match the record count {count}",
+                    position=batch.position,
+                )
+            if batch.is_control_batch:
+                raise InvalidRecordError(
+                    where, "clients may not append control batches", position=batch.position
+                )
+            record_count += count
+            max_timestamp_ms = max(max_timestamp_ms, batch.max_timestamp_ms)
+
+        config = self._config
+        expose_appended = config.expose == "appended"
+        with self._lock:
+            self._check_writable()
+            now = self._clock()
+            view = self._view
+            segments = view.segments
+            active = segments[-1]
+            first_offset = offset = self._next_offset
+            pending: list[RecordBatch] = []
+            pending_bases: list[int] = []
+            try:
+                for batch in scan.batches:
+                    last_offset = offset + batch.last_offset_delta
+                    if active.should_roll(
+                        batch.size_bytes,
+                        batch.max_timestamp_ms,
+                        last_offset,
+                        now,
+                        segment_bytes=config.segment_bytes,
+                        segment_ms=config.segment_ms,
+                    ):
+                        if pending:
+                            active.append(pending, pending_bases)
+                            pending, pending_bases = [], []
+                        active = self._roll(active, offset, now)
+                        segments = (*segments, active)
+                    pending.append(batch)
+                    pending_bases.append(offset)
+                    offset = last_offset + 1
+                active.append(pending, pending_bases)
+            except LogStorageError as exc:
+                self._offline_reason = str(exc)
+                logger.error("%s: log is offline after a failed append: %s", self._where, exc)  # noqa: TRY400
+                raise
+            self._next_offset = offset
+            self._unflushed_messages += record_count
+            new_deadline = self._first_unflushed_ms is None
+            if new_deadline:
+                self._first_unflushed_ms = now
+            if expose_appended:
+                high_watermark, hw_segment, hw_position = offset, active, active.size_bytes
+            else:
+                high_watermark, hw_segment, hw_position = (
+                    view.high_watermark,
+                    view.hw_segment,
+                    view.hw_position,
+                )
+            self._view = _View(
+                segments=segments,
+                base_offsets=view.base_offsets
+                if segments is view.segments
+                else tuple(s.base_offset for s in segments),
+                log_end_offset=offset,
+                end_position=active.size_bytes,
+                high_watermark=high_watermark,
+                hw_segment=hw_segment,
+                hw_position=hw_position,
+            )
+            flush_due = self._unflushed_messages >= config.flush_messages
+        if expose_appended:
+            self._publish(offset)
+        if self._wake_flusher is not None:
+            if flush_due or new_deadline:
+                self._wake_flusher(self)
+        elif flush_due:
+            self.flush()
+        return AppendInfo(
+            first_offset=first_offset,
+            last_offset=offset - 1,
+            max_timestamp_ms=max_timestamp_ms,
+            record_count=record_count,
+            batch_count=len(scan.batches),
+            size_bytes=scan.complete_bytes,
+        )
+
+    def _roll(self, active: Segment, base_offset: int, now_ms: int) -> Segment:
+        """Close off ``active`` and start a segment at ``base_offset`` (caller holds the lock)."""
+        active.on_become_inactive()
+        segment = Segment.create(
+            self._dir, base_offset, index_interval_bytes=self._config.index_interval_bytes, now_ms=now_ms
+        )
+        self._dir_dirty = True
+        logger.info("%s: rolled to a new segment at offset %d", self._where, base_offset)
+        return segment
+
+    def roll(self) -> None:
+        """Start a new segment now (if the active one holds any batch)."""
+        with self._lock:
+            self._check_writable()
+            view = self._view
+            active = view.segments[-1]
+            if active.size_bytes == 0:
+                return
+            try:
+                segment = self._roll(active, self._next_offset, self._clock())
+            except LogStorageError as exc:
+                self._offline_reason = str(exc)
+                raise
+            # The high watermark keeps pointing into the old segment, at or before its end.
+            self._view = view._replace(
+                segments=(*view.segments, segment),
+                base_offsets=(*view.base_offsets, segment.base_offset),
+                end_position=0,
+            )
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"{self._where}: the log is closed")
+        if self._offline_reason is not None:
+            raise LogStorageError(
+                f"{self._where}: the log is offline after an I/O error ({self._offline_reason}); "
+                "restart the broker to recover it"
+            )
+
+    # ------------------------------------------------------------------------------------ flush
+
+    def flush(self) -> int:
+        """fsync everything appended so far; returns the new flushed offset.
+
+        In ``expose = "flushed"`` mode this is what advances the high watermark.
+        """
+        with self._flush_lock:
+            return self._flush_locked()
+
+    def _flush_locked(self) -> int:
+        with self._lock:
+            self._check_writable()
+            target = self._next_offset
+            if target == self._flushed_offset and not self._dir_dirty:
+                return target
+            messages = self._unflushed_messages
+            view = self._view
+            first = max(bisect_right(view.base_offsets, self._flushed_offset) - 1, 0)
+            to_flush = view.segments[first:]
+            end_segment = view.segments[-1]
+            end_position = view.end_position
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
+        try:
+            for segment in to_flush:
+                segment.flush()
+            if dir_dirty:
+                fsync_dir(self._dir)
+        except LogStorageError as exc:
+            with self._lock:
+                self._offline_reason = str(exc)
+            logger.error("%s: log is offline after a failed flush: %s", self._where, exc)  # noqa: TRY400
+            raise
+        now = self._clock()
+        advanced = False
+        with self._lock:
+            self._flushed_offset = max(self._flushed_offset, target)
+            self._unflushed_messages -= messages
+            self._first_unflushed_ms = now if self._unflushed_messages > 0 else None
+            view = self._view
+            if self._config.expose == "flushed" and target > view.high_watermark:
+                self._view = view._replace(
+                    high_watermark=target, hw_segment=end_segment, hw_position=end_position
+                )
+                advanced = True
+        if advanced:
+            self._publish(target)
+        else:
+            with self._changed:
+                self._changed.notify_all()
+        return target
+
+    def flush_due(self, now_ms: int) -> bool:
+        """Whether the flush policy (M messages or S milliseconds) asks for a flush now."""
+        if self._unflushed_messages <= 0 or self._closed or self._offline_reason is not None:
+            return False
+        if self._unflushed_messages >= self._config.flush_messages:
+            return True
+        first = self._first_unflushed_ms
+        return first is not None and now_ms - first >= self._config.flush_ms
+
+    def next_flush_deadline_ms(self) -> int | None:
+        """When the oldest unflushed message reaches ``flush_ms`` (None when all is flushed)."""
+        first = self._first_unflushed_ms
+        if first is None or self._unflushed_messages <= 0:
+            return None
+        return first + self._config.flush_ms
+
+    # ------------------------------------------------------------------------------------ waiting
+
+    def add_listener(self, listener: HighWatermarkListener) -> None:
+        """Call ``listener(topic_partition, high_watermark)`` after every advance of the high watermark
+        (on the appending or flushing thread; it must be quick and must not call back into this log's
+        append or flush)."""
+        with self._lock:
+            self._listeners = (*self._listeners, listener)
+
+    def remove_listener(self, listener: HighWatermarkListener) -> None:
+        with self._lock:
+            self._listeners = tuple(existing for existing in self._listeners if existing is not listener)
+
+    def wait_for_flushed(self, offset: int, timeout_s: float) -> bool:
+        """Wait until every offset below ``offset`` is flushed (acks=-1); False on timeout or close."""
+        return self._wait(lambda: self._flushed_offset >= offset, timeout_s)
+
+    def wait_for_high_watermark(self, offset: int, timeout_s: float) -> bool:
+        """Wait until the high watermark reaches ``offset`` (fetch long-poll); False on timeout or close."""
+        return self._wait(lambda: self._view.high_watermark >= offset, timeout_s)
+
+    def _wait(self, done: Callable[[], bool], timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while not done():
+                if self._closed:
+                    return False
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+            return True
+
+    def _publish(self, high_watermark: int) -> None:
+        with self._changed:
+            self._changed.notify_all()
+        for listener in self._listeners:
+            try:
+                listener(self._tp, high_watermark)
+            except Exception:
+                logger.exception("%s: high-watermark listener %r failed", self._where, listener)
+
+    # ------------------------------------------------------------------------------------ read
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> FileRegion | None:
+        """Whole batches from the one holding ``offset``: at least one, then as many as fit ``max_bytes``.
+
+        Only offsets below ``max_offset`` are read; by default the high watermark (pass
+        ``log_end_offset`` to read unexposed data too). Returns None when there is nothing to read
+        there yet (``offset`` at or past that limit). Raises :class:`OffsetOutOfRangeError` for an
+        offset outside ``[log_start_offset, log_end_offset]``. The region never spans two segments.
+        """
+        view = self._view
+        if self._closed or not view.segments:
+            raise LogClosedError(f"{self._where}: the log is closed")
+        start = view.base_offsets[0]
+        end = view.log_end_offset
+        if offset < start or offset > end:
+            raise OffsetOutOfRangeError(self._where, offset, start, end)
+        limit = view.high_watermark if max_offset is None else min(max_offset, end)
+        if offset >= limit:
+            return None
+        segments = view.segments
+        last = len(segments) - 1
+        i = bisect_right(view.base_offsets, offset) - 1
+        while i <= last:
+            segment = segments[i]
+            if segment.base_offset >= limit:
+                return None
+            segment_end = view.end_position if i == last else segment.size_bytes
+            segment_end_offset = end if i == last else segment.next_offset
+            if max_offset is None:
+                if segment is view.hw_segment:
+                    max_position, end_offset = view.hw_position, view.high_watermark
+                else:
+                    max_position, end_offset = segment_end, segment_end_offset
+            else:
+                max_position, end_offset = segment_end, segment_end_offset
+                if limit < segment_end_offset:
+                    found = segment.position_of(limit, segment_end)
+                    if found is not None:
+                        max_position, end_offset = found[0], found[1]
+            region = segment.read(offset, max_bytes, max_position, end_offset)
+            if region is not None:
+                return region
+            i += 1
+        return None
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
+        """The first exposed offset whose record timestamp is >= ``timestamp_ms``, via the time indexes."""
+        view = self._view
+        if self._closed or not view.segments:
+            raise LogClosedError(f"{self._where}: the log is closed")
+        high_watermark = view.high_watermark
+        last = len(view.segments) - 1
+        for i, segment in enumerate(view.segments):
+            if segment.base_offset >= high_watermark:
+                break
+            if segment.max_timestamp_ms < timestamp_ms:
+                continue
+            if segment is view.hw_segment:
+                max_position = view.hw_position
+            else:
+                max_position = view.end_position if i == last else segment.size_bytes
+            found = segment.find_offset_by_timestamp(timestamp_ms, max_position)
+            if found is not None:
+                return found if found < high_watermark else None
+        return None
+
+    # ------------------------------------------------------------------------------------ retention
+
+    def apply_retention(self, now_ms: int | None = None) -> tuple[int, ...]:
+        """Delete whole segments past ``retention_ms`` (by their largest timestamp) or beyond
+        ``retention_bytes`` (oldest first), never the active one nor any holding unexposed offsets.
+        Returns the base offsets of the deleted segments."""
+        config = self._config
+        if config.retention_ms < 0 and config.retention_bytes < 0:
+            return ()
+        now = self._clock() if now_ms is None else now_ms
+        with self._lock:
+            if self._closed:
+                return ()
+            view = self._view
+            total_bytes = sum(s.size_bytes for s in view.segments[:-1]) + view.end_position
+            doomed: list[Segment] = []
+            for segment in view.segments[:-1]:
+                if segment.next_offset > view.high_watermark:
+                    break
+                newest_ms = segment.max_timestamp_ms
+                if newest_ms < 0:
+                    newest_ms = segment.last_modified_ms()
+                expired = config.retention_ms >= 0 and now - newest_ms > config.retention_ms
+                oversized = (
+                    config.retention_bytes >= 0 and total_bytes - segment.size_bytes >= config.retention_bytes
+                )
+                if not (expired or oversized):
+                    break
+                doomed.append(segment)
+                total_bytes -= segment.size_bytes
+            if not doomed:
+                return ()
+            kept = view.segments[len(doomed) :]
+            self._view = view._replace(segments=kept, base_offsets=view.base_offsets[len(doomed) :])
+        for segment in doomed:
+            segment.delete()
+        logger.info(
+            "%s: retention deleted segments %s; log start offset is now %d",
+            self._where,
+            [s.base_offset for s in doomed],
+            kept[0].base_offset,
+        )
+        return tuple(s.base_offset for s in doomed)
+
+    # ------------------------------------------------------------------------------------ closing
+
+    def close(self) -> None:
+        """Flush, record the active segment's max timestamp, close every file. Idempotent.
+
+        Raises :class:`LogStorageError` when the log could not be flushed (or was offline): the caller must
+        then not mark the shutdown clean, so that recovery checks the log at the next start.
+        """
+        with self._flush_lock:
+            if self._closed:
+                return
+            failure: LogStorageError | None = None
+            if self._offline_reason is None:
+                try:
+                    self._flush_locked()
+                except LogStorageError as exc:
+                    failure = exc
+            else:
+                failure = LogStorageError(f"{self._where}: closed while offline ({self._offline_reason})")
+            with self._lock:
+                self._closed = True
+                segments = self._view.segments
+                if self._offline_reason is None and segments:
+                    active = segments[-1]
+                    try:
+                        active.on_become_inactive()
+                        active.time_index.flush()
+                    except LogStorageError as exc:
+                        failure = failure or exc
+                for segment in segments:
+                    segment.close()
+        with self._changed:
+            self._changed.notify_all()
+        if failure is not None:
+            raise failure
+
+    def delete(self) -> None:
+        """Remove the partition: rename its folder to ``<name>.<uuid>-delete``, then delete it.
+
+        Readers still holding regions finish them (the descriptors stay open until the regions go).
+        """
+        with self._flush_lock, self._lock:
+            self._closed = True
+            segments = self._view.segments
+            for segment in segments:
+                segment.offset_index.close()
+                segment.time_index.close()
+            doomed = self._dir.parent / deleted_partition_dir_name(self._tp)
+            try:
+                self._dir.rename(doomed)
+                fsync_dir(self._dir.parent)
+            except OSError as exc:
+                raise LogStorageError(
+                    f"{self._dir}: cannot rename to {doomed.name} for deletion: {exc}"
+                ) from exc
+        with self._changed:
+            self._changed.notify_all()
+        try:
+            shutil.rmtree(doomed)
+        except OSError as exc:
+            raise LogStorageError(f"{doomed}: cannot delete: {exc}") from exc
+        logger.info("%s: deleted the partition's log", self._where)
+
+    def __repr__(self) -> str:
+        view = self._view
+        return (
+            f"Log({self._where}, log_start_offset={view.base_offsets[0] if view.base_offsets else None}, "
+            f"high_watermark={view.high_watermark}, log_end_offset={view.log_end_offset}, "
+            f"segments={len(view.segments)})"
+        )

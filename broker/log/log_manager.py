@@ -1,0 +1,385 @@
+"""Every partition log of a broker, across one or more log dirs, with the flusher and retention threads.
+
+Start-up, per log dir: take an exclusive ``flock`` on its ``.lock`` file (a second broker on the same dir
+fails with :class:`~broker.log.errors.LogDirLockedError`), remove partitions whose deletion a crash
+interrupted, read the recovery-point checkpoint, and open every ``<topic>-<partition>`` folder as a
+:class:`~broker.log.log.Log`. Without the clean-shutdown marker, each log recovers from its checkpoint
+(:mod:`broker.log.recovery`); the marker is then removed, so that a crash from now on is noticed.
+
+Running (after :meth:`LogManager.start`):
+
+* the flusher thread flushes a log as soon as it holds ``flush_messages`` unflushed messages (appends
+  wake it) or its oldest unflushed message is ``flush_ms`` old, and rewrites each dir's recovery-point
+  checkpoint every ``recovery_checkpoint_interval_ms``;
+* the retention thread applies ``retention_ms`` / ``retention_bytes`` every
+  ``retention_check_interval_ms``.
+
+:meth:`LogManager.close` stops the threads, flushes and closes every log, writes the checkpoints and the
+clean-shutdown markers, and releases the locks. All methods are thread-safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import shutil
+import threading
+from pathlib import Path
+from types import TracebackType
+
+from broker.config import LogConfig
+from broker.log.checkpoint import read_checkpoint, write_checkpoint
+from broker.log.clock import Clock, system_clock_ms
+from broker.log.errors import LogClosedError, LogDirLockedError, LogError, LogStorageError
+from broker.log.file_handle import FileHandle, fsync_dir
+from broker.log.file_names import (
+    CLEAN_SHUTDOWN_FILE_NAME,
+    LOCK_FILE_NAME,
+    RECOVERY_POINT_CHECKPOINT_FILE_NAME,
+    is_deleted_partition_dir_name,
+    parse_partition_dir_name,
+    partition_dir,
+    validate_partition,
+    validate_topic_name,
+)
+from broker.log.log import HighWatermarkListener, Log
+from broker.log.topic_partition import TopicPartition
+
+logger = logging.getLogger(__name__)
+
+_MAX_FLUSHER_SLEEP_MS = 1000
+
+
+class LogManager:
+    """Owns every partition in ``config.log_dirs``. Use as a context manager, or call :meth:`close`."""
+
+    def __init__(self, config: LogConfig, *, clock: Clock = system_clock_ms) -> None:
+        self._config = config
+        self._clock = clock
+        self._dirs = [Path(d).absolute() for d in config.log_dirs]
+        self._lock = threading.Lock()
+        self._checkpoint_lock = threading.Lock()
+        self._logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        self._listeners: tuple[HighWatermarkListener, ...] = ()
+        self._lock_fds: dict[Path, int] = {}
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+        try:
+            for directory in self._dirs:
+                self._lock_dir(directory)
+            for directory in self._dirs:
+                self._load_dir(directory)
+        except BaseException:
+            for log in self._logs.values():
+                try:
+                    log.close()
+                except LogError:
+                    logger.exception("%s: could not close after a failed start-up", log.topic_partition)
+            self._release_locks()
+            raise
+
+    # ------------------------------------------------------------------------------------ start-up
+
+    def _lock_dir(self, directory: Path) -> None:
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LogStorageError(f"{directory}: cannot create the log dir: {exc}") from exc
+        lock_path = directory / LOCK_FILE_NAME
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode("utf-8", "replace").strip()
+            os.close(fd)
+            raise LogDirLockedError(
+                f"{directory}: the log dir is in use by another broker ({lock_path} is locked"
+                + (f" by pid {holder}" if holder else "")
+                + "); only one broker may use a log dir at a time"
+            ) from None
+        except OSError as exc:
+            os.close(fd)
+            raise LogStorageError(f"{lock_path}: cannot lock: {exc}") from exc
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fds[directory] = fd
+
+    def _load_dir(self, directory: Path) -> None:
+        marker = directory / CLEAN_SHUTDOWN_FILE_NAME
+        clean = marker.exists()
+        checkpoint_path = directory / RECOVERY_POINT_CHECKPOINT_FILE_NAME
+        try:
+            checkpoint = read_checkpoint(checkpoint_path)
+        except LogStorageError as exc:
+            logger.warning("%s; every partition in %s is recovered from its start", exc, directory)
+            checkpoint = {}
+            clean = False
+        for entry in sorted(directory.iterdir()):
+            if not entry.is_dir():
+                continue
+            if is_deleted_partition_dir_name(entry.name):
+                logger.info("%s: finishing the deletion of %s", directory, entry.name)
+                shutil.rmtree(entry)
+                continue
+            tp = parse_partition_dir_name(entry.name)
+            if tp is None:
+                logger.warning(
+                    "%s: ignoring folder %s, which is not named <topic>-<partition>", directory, entry
+                )
+                continue
+            if tp in self._logs:
+                raise LogStorageError(
+                    f"partition {tp} is in two log dirs: {self._dir_of[tp]} and {directory}; remove one"
+                )
+            log = Log(
+                entry,
+                self._config,
+                recovery_point=checkpoint.get(tp, 0),
+                clean_shutdown=clean and tp in checkpoint,
+                clock=self._clock,
+                wake_flusher=self._wake_flusher,
+            )
+            self._logs[tp] = log
+            self._dir_of[tp] = directory
+        if clean:
+            marker.unlink()
+            fsync_dir(directory)
+        self._write_checkpoint(directory)
+
+    # ------------------------------------------------------------------------------------ partitions
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        return list(self._dirs)
+
+    def get_or_create_log(self, topic: str, partition: int) -> Log:
+        """The partition's log, created (in the log dir holding the fewest partitions) if needed.
+
+        Raises :class:`~broker.log.errors.InvalidTopicError` for names that break Kafka's rules.
+        """
+        validate_topic_name(topic)
+        validate_partition(partition)
+        tp = TopicPartition(topic, partition)
+        with self._lock:
+            self._check_open()
+            existing = self._logs.get(tp)
+            if existing is not None:
+                return existing
+            counts = dict.fromkeys(self._dirs, 0)
+            for d in self._dir_of.values():
+                counts[d] += 1
+            directory = min(self._dirs, key=lambda d: counts[d])
+            path = partition_dir(directory, tp)
+            try:
+                path.mkdir(exist_ok=True)
+                fsync_dir(directory)
+            except OSError as exc:
+                raise LogStorageError(f"{path}: cannot create the partition folder: {exc}") from exc
+            log = Log(
+                path,
+                self._config,
+                recovery_point=0,
+                clean_shutdown=False,
+                clock=self._clock,
+                wake_flusher=self._wake_flusher,
+            )
+            for listener in self._listeners:
+                log.add_listener(listener)
+            self._logs[tp] = log
+            self._dir_of[tp] = directory
+            logger.info("created the log of %s in %s", tp, directory)
+            return log
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get(TopicPartition(topic, partition))
+
+    def all_logs(self) -> list[Log]:
+        """Every partition's log, ordered by topic and partition."""
+        with self._lock:
+            return [self._logs[tp] for tp in sorted(self._logs)]
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Delete one partition's log and its files; False when there is no such partition."""
+        tp = TopicPartition(topic, partition)
+        with self._lock:
+            # Under the lock, so that a get_or_create_log of the same partition waits until the folder
+            # is gone instead of opening it while it is being removed.
+            self._check_open()
+            log = self._logs.pop(tp, None)
+            self._dir_of.pop(tp, None)
+            if log is None:
+                return False
+            log.delete()
+        return True
+
+    def delete_topic(self, topic: str) -> int:
+        """Delete every partition of ``topic``; returns how many there were."""
+        validate_topic_name(topic)
+        with self._lock:
+            partitions = [tp.partition for tp in self._logs if tp.topic == topic]
+        return sum(self.delete_log(topic, partition) for partition in partitions)
+
+    def add_listener(self, listener: HighWatermarkListener) -> None:
+        """Register a high-watermark listener on every log, present and future."""
+        with self._lock:
+            self._listeners = (*self._listeners, listener)
+            logs = list(self._logs.values())
+        for log in logs:
+            log.add_listener(listener)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError("the log manager is closed")
+
+    # ------------------------------------------------------------------------------------ background work
+
+    def start(self) -> None:
+        """Start the flusher and retention threads."""
+        with self._lock:
+            self._check_open()
+            if self._threads:
+                return
+            self._threads = [
+                threading.Thread(target=self._flusher_loop, name="lumber-log-flusher", daemon=True),
+                threading.Thread(target=self._retention_loop, name="lumber-log-retention", daemon=True),
+            ]
+        for thread in self._threads:
+            thread.start()
+
+    def _wake_flusher(self, log: Log) -> None:
+        """A log has a flush due (M) or a new flush deadline (S): wake the flusher, or flush now if the
+        threads are not running and M was reached."""
+        if self._threads and not self._stop.is_set():
+            self._wake.set()
+            return
+        if log.unflushed_messages >= self._config.flush_messages:
+            # Closed or deleted meanwhile: close() flushed it, or there is nothing left to flush.
+            with contextlib.suppress(LogClosedError):
+                log.flush()
+
+    def flush_due_logs(self, now_ms: int | None = None) -> list[TopicPartition]:
+        """Flush every log whose flush policy asks for it; returns which were flushed."""
+        now = self._clock() if now_ms is None else now_ms
+        flushed: list[TopicPartition] = []
+        for log in self.all_logs():
+            if not log.flush_due(now):
+                continue
+            try:
+                log.flush()
+            except LogClosedError:
+                continue  # deleted meanwhile
+            except LogError:
+                logger.exception("%s: flush failed", log.topic_partition)
+                continue
+            flushed.append(log.topic_partition)
+        return flushed
+
+    def apply_retention(self, now_ms: int | None = None) -> dict[TopicPartition, tuple[int, ...]]:
+        """Apply retention to every log; returns the base offsets of the deleted segments per partition."""
+        now = self._clock() if now_ms is None else now_ms
+        deleted: dict[TopicPartition, tuple[int, ...]] = {}
+        for log in self.all_logs():
+            try:
+                removed = log.apply_retention(now)
+            except LogError:
+                logger.exception("%s: retention failed", log.topic_partition)
+                continue
+            if removed:
+                deleted[log.topic_partition] = removed
+        return deleted
+
+    def checkpoint_recovery_points(self) -> None:
+        """Rewrite every log dir's recovery-point checkpoint with the logs' flushed offsets."""
+        for directory in self._dirs:
+            self._write_checkpoint(directory)
+
+    def _write_checkpoint(self, directory: Path) -> None:
+        with self._lock:
+            offsets = {
+                tp: log.flushed_offset for tp, log in self._logs.items() if self._dir_of[tp] == directory
+            }
+        with self._checkpoint_lock:
+            write_checkpoint(directory / RECOVERY_POINT_CHECKPOINT_FILE_NAME, offsets)
+
+    def _flusher_loop(self) -> None:
+        last_checkpoint_ms = self._clock()
+        interval_ms = self._config.recovery_checkpoint_interval_ms
+        while not self._stop.is_set():
+            try:
+                self._wake.clear()
+                self.flush_due_logs()
+                now = self._clock()
+                if now - last_checkpoint_ms >= interval_ms:
+                    self.checkpoint_recovery_points()
+                    last_checkpoint_ms = now
+                sleep_ms = min(_MAX_FLUSHER_SLEEP_MS, interval_ms - (now - last_checkpoint_ms))
+                for log in self.all_logs():
+                    deadline = log.next_flush_deadline_ms()
+                    if deadline is not None:
+                        sleep_ms = min(sleep_ms, deadline - now)
+            except Exception:
+                logger.exception("log flusher iteration failed")
+                sleep_ms = _MAX_FLUSHER_SLEEP_MS
+            self._wake.wait(max(sleep_ms, 1) / 1000)
+
+    def _retention_loop(self) -> None:
+        interval_s = self._config.retention_check_interval_ms / 1000
+        while not self._stop.wait(interval_s):
+            try:
+                self.apply_retention()
+            except Exception:
+                logger.exception("log retention iteration failed")
+
+    # ------------------------------------------------------------------------------------ shutdown
+
+    def close(self) -> None:
+        """Stop the threads, close every log (flushing it), write checkpoints and clean-shutdown markers."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            threads, self._threads = self._threads, []
+        self._stop.set()
+        self._wake.set()
+        for thread in threads:
+            thread.join()
+        failures: list[str] = []
+        for log in self.all_logs():
+            try:
+                log.close()
+            except LogError as exc:
+                failures.append(f"{log.topic_partition}: {exc}")
+        try:
+            for directory in self._dirs:
+                self._write_checkpoint(directory)
+                if not failures:
+                    marker = FileHandle.open(directory / CLEAN_SHUTDOWN_FILE_NAME, create=True)
+                    marker.fsync()
+                    marker.close()
+                    fsync_dir(directory)
+        except LogError as exc:
+            failures.append(str(exc))
+        finally:
+            self._release_locks()
+        if failures:
+            raise LogStorageError(
+                "unclean log shutdown (recovery will run at the next start): " + "; ".join(failures)
+            )
+
+    def _release_locks(self) -> None:
+        for fd in self._lock_fds.values():
+            os.close(fd)  # closing the descriptor releases the flock
+        self._lock_fds.clear()
+
+    def __enter__(self) -> LogManager:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

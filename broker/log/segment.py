@@ -1,0 +1,653 @@
+"""One segment of a partition: a ``.log`` file of record batches with its ``.index`` and ``.timeindex``.
+
+The ``.log`` file is record batches v2 (:mod:`broker.log.record_batch`) back to back, exactly as they
+travel on the wire, with no framing of its own. Invariants:
+
+* the file name's base offset (20 digits, :mod:`broker.log.file_names`) is the base offset of its first
+  batch, and batches follow each other with consecutive offsets (each base offset is the previous batch's
+  next offset);
+* every batch passed validation (magic, lengths, CRC) before it was written;
+* the indexes are sparse and carry no checksum, so they are rebuilt from the ``.log`` after an unclean
+  shutdown (see :mod:`broker.log.recovery`) or whenever they fail their sanity check.
+
+Thread safety: one writer (the owning :class:`~broker.log.log.Log`, under its lock) appends, flushes,
+rolls and deletes; readers call :meth:`Segment.read` and friends without a lock, always with a
+``max_position`` the log has published, below which the file never changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker.log.errors import CorruptIndexError, CorruptRecordError, LogStorageError
+from broker.log.file_handle import FileHandle
+from broker.log.file_names import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
+from broker.log.file_region import FileRegion
+from broker.log.offset_index import OffsetIndex
+from broker.log.record_batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    MIN_BATCH_LENGTH,
+    NO_TIMESTAMP,
+    RecordBatch,
+)
+from broker.log.time_index import TimeIndex
+
+logger = logging.getLogger(__name__)
+
+MAX_RELATIVE_OFFSET = 2**31 - 1
+# A batch header up to and including lastOffsetDelta, then the whole 61-byte header.
+_HEADER_PREFIX = struct.Struct(
+    ">qiibIhi"
+)  # baseOffset, batchLength, epoch, magic, crc, attributes, lastOffsetDelta
+_FULL_HEADER = struct.Struct(">qiibIhiqqqhii")
+_INT64 = struct.Struct(">q")
+_SCAN_CHUNK_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentScan:
+    """What validating every batch of a ``.log`` file found (recovery pass 1)."""
+
+    path: Path
+    base_offset: int
+    #: The file's size when it was scanned.
+    size_bytes: int
+    #: Bytes of whole, valid batches from the start of the file: where a truncation would cut.
+    valid_bytes: int
+    batch_count: int
+    #: The offset after the last valid batch (the base offset when there is none).
+    next_offset: int
+    max_timestamp_ms: int
+    #: Max timestamp of the first batch (the base of time-based rolling), or -1.
+    first_batch_max_timestamp_ms: int
+    offset_index_entries: tuple[tuple[int, int], ...]
+    time_index_entries: tuple[tuple[int, int], ...]
+    #: Why the batch at ``valid_bytes`` is invalid; None when the whole file is valid.
+    error: str | None
+
+    @property
+    def truncated_bytes(self) -> int:
+        return self.size_bytes - self.valid_bytes
+
+
+class Segment:
+    """A ``.log`` file and its two indexes. Create with :meth:`create`, :meth:`load` or :meth:`from_scan`."""
+
+    __slots__ = (
+        "_base_offset",
+        "_bytes_since_last_index_entry",
+        "_created_ms",
+        "_dir",
+        "_index_interval_bytes",
+        "_log",
+        "_max_timestamp_ms",
+        "_next_offset",
+        "_offset_index",
+        "_rolling_base_timestamp_ms",
+        "_size_bytes",
+        "_time_index",
+    )
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        log: FileHandle,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
+        *,
+        size_bytes: int,
+        next_offset: int,
+        max_timestamp_ms: int,
+        rolling_base_timestamp_ms: int,
+        index_interval_bytes: int,
+        created_ms: int,
+    ) -> None:
+        self._dir = directory
+        self._base_offset = base_offset
+        self._log = log
+        self._offset_index = offset_index
+        self._time_index = time_index
+        self._size_bytes = size_bytes
+        self._next_offset = next_offset
+        self._max_timestamp_ms = max_timestamp_ms
+        self._rolling_base_timestamp_ms = rolling_base_timestamp_ms
+        self._index_interval_bytes = index_interval_bytes
+        self._created_ms = created_ms
+        last = offset_index.last_entry()
+        self._bytes_since_last_index_entry = size_bytes - (last[1] if last else 0)
+
+    # ------------------------------------------------------------------------------------ opening
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, *, index_interval_bytes: int, now_ms: int) -> Segment:
+        """A new, empty segment; fails if any of its files already exists."""
+        log_path = segment_path(directory, base_offset, LOG_SUFFIX)
+        log = FileHandle.open(log_path, create=True, exclusive=True)
+        try:
+            offset_index = OffsetIndex.create(segment_path(directory, base_offset, INDEX_SUFFIX), base_offset)
+            time_index = TimeIndex.create(
+                segment_path(directory, base_offset, TIME_INDEX_SUFFIX), base_offset
+            )
+        except BaseException:
+            log.close()
+            log_path.unlink(missing_ok=True)
+            raise
+        return cls(
+            directory,
+            base_offset,
+            log,
+            offset_index,
+            time_index,
+            size_bytes=0,
+            next_offset=base_offset,
+            max_timestamp_ms=NO_TIMESTAMP,
+            rolling_base_timestamp_ms=NO_TIMESTAMP,
+            index_interval_bytes=index_interval_bytes,
+            created_ms=now_ms,
+        )
+
+    @classmethod
+    def load(cls, directory: Path, base_offset: int, *, index_interval_bytes: int, now_ms: int) -> Segment:
+        """Open an existing segment trusting its data (it was flushed or cleanly closed).
+
+        Checks the indexes against the log and reads the batch headers after the last index entry to
+        find the next offset. Raises :class:`FileNotFoundError` (an index is missing),
+        :class:`CorruptIndexError` or :class:`CorruptRecordError`; the loader then validates the segment
+        and rebuilds its indexes.
+        """
+        log = FileHandle.open(segment_path(directory, base_offset, LOG_SUFFIX))
+        offset_index: OffsetIndex | None = None
+        time_index: TimeIndex | None = None
+        try:
+            size = log.size()
+            offset_index = OffsetIndex.load(
+                segment_path(directory, base_offset, INDEX_SUFFIX), base_offset, size
+            )
+            time_index = TimeIndex.load(segment_path(directory, base_offset, TIME_INDEX_SUFFIX), base_offset)
+            next_offset, max_ts, rolling_base = _check_loaded(
+                log, size, base_offset, offset_index, time_index
+            )
+        except BaseException:
+            log.close()
+            if offset_index is not None:
+                offset_index.close()
+            if time_index is not None:
+                time_index.close()
+            raise
+        return cls(
+            directory,
+            base_offset,
+            log,
+            offset_index,
+            time_index,
+            size_bytes=size,
+            next_offset=next_offset,
+            max_timestamp_ms=max_ts,
+            rolling_base_timestamp_ms=rolling_base,
+            index_interval_bytes=index_interval_bytes,
+            created_ms=now_ms,
+        )
+
+    @classmethod
+    def from_scan(cls, scan: SegmentScan, *, index_interval_bytes: int, now_ms: int) -> Segment:
+        """Open a segment whose indexes :func:`write_indexes` rebuilt, its log cut to ``valid_bytes``."""
+        directory = scan.path.parent
+        log = FileHandle.open(scan.path)
+        try:
+            size = log.size()
+            _check_size(scan.path, scan.valid_bytes, size)
+            offset_index = OffsetIndex.load(
+                segment_path(directory, scan.base_offset, INDEX_SUFFIX), scan.base_offset, size
+            )
+            time_index = TimeIndex.load(
+                segment_path(directory, scan.base_offset, TIME_INDEX_SUFFIX), scan.base_offset
+            )
+        except BaseException:
+            log.close()
+            raise
+        return cls(
+            directory,
+            scan.base_offset,
+            log,
+            offset_index,
+            time_index,
+            size_bytes=size,
+            next_offset=scan.next_offset,
+            max_timestamp_ms=scan.max_timestamp_ms,
+            rolling_base_timestamp_ms=scan.first_batch_max_timestamp_ms,
+            index_interval_bytes=index_interval_bytes,
+            created_ms=now_ms,
+        )
+
+    # ------------------------------------------------------------------------------------ properties
+
+    @property
+    def base_offset(self) -> int:
+        return self._base_offset
+
+    @property
+    def next_offset(self) -> int:
+        """The offset after the last batch written (exclusive)."""
+        return self._next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return self._size_bytes
+
+    @property
+    def max_timestamp_ms(self) -> int:
+        """The largest record timestamp in the segment, -1 when it has none."""
+        return self._max_timestamp_ms
+
+    @property
+    def path(self) -> Path:
+        return self._log.path
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        return self._time_index
+
+    def last_modified_ms(self) -> int:
+        """The ``.log`` file's mtime: retention's fallback for segments without timestamps."""
+        try:
+            return self._log.path.stat().st_mtime_ns // 1_000_000
+        except OSError:
+            return 0
+
+    # ------------------------------------------------------------------------------------ writing
+
+    def should_roll(
+        self,
+        batch_size_bytes: int,
+        batch_max_timestamp_ms: int,
+        batch_last_offset: int,
+        now_ms: int,
+        *,
+        segment_bytes: int,
+        segment_ms: int,
+    ) -> bool:
+        """Kafka's roll rule: a non-empty segment rolls when the batch would overflow its size, when the
+        batch is ``segment_ms`` later than the segment's first batch (by record time, else by the clock
+        since the segment was created), or when the batch's offsets no longer fit relative offsets."""
+        if self._size_bytes == 0:
+            return False
+        if self._size_bytes + batch_size_bytes > segment_bytes:
+            return True
+        if self._rolling_base_timestamp_ms >= 0 and batch_max_timestamp_ms >= 0:
+            waited_ms = batch_max_timestamp_ms - self._rolling_base_timestamp_ms
+        else:
+            waited_ms = now_ms - self._created_ms
+        if waited_ms >= segment_ms:
+            return True
+        return batch_last_offset - self._base_offset > MAX_RELATIVE_OFFSET
+
+    def append(self, batches: Sequence[RecordBatch], base_offsets: Sequence[int]) -> None:
+        """Write ``batches`` with their base offsets rewritten to ``base_offsets`` (the CRC stays valid:
+        it does not cover the base offset), then index them. Raises :class:`LogStorageError`."""
+        pack = _INT64.pack
+        buffers: list[bytes | memoryview] = []
+        for batch, base_offset in zip(batches, base_offsets, strict=True):
+            buffers.append(pack(base_offset))
+            buffers.append(batch.buffer[8:])
+        start = self._size_bytes
+        try:
+            self._log.append_all(buffers)
+        except LogStorageError:
+            self._undo_partial_write(start)
+            raise
+        position = start
+        interval = self._index_interval_bytes
+        next_offset = self._next_offset
+        for batch, base_offset in zip(batches, base_offsets, strict=True):
+            size = batch.size_bytes
+            last_offset = base_offset + batch.last_offset_delta
+            max_ts = batch.max_timestamp_ms
+            if position == 0:
+                self._rolling_base_timestamp_ms = max_ts
+            self._max_timestamp_ms = max(self._max_timestamp_ms, max_ts)
+            if self._bytes_since_last_index_entry > interval:
+                self._offset_index.append(base_offset, position)
+                self._time_index.maybe_append(self._max_timestamp_ms, last_offset)
+                self._bytes_since_last_index_entry = 0
+            self._bytes_since_last_index_entry += size
+            position += size
+            next_offset = last_offset + 1
+        self._size_bytes = position
+        self._next_offset = next_offset
+
+    def _undo_partial_write(self, size_bytes: int) -> None:
+        try:
+            self._log.truncate(size_bytes)
+        except LogStorageError:
+            logger.exception("%s: could not cut a failed append back to %d bytes", self._log.path, size_bytes)
+
+    def on_become_inactive(self) -> None:
+        """Record the segment's max timestamp in its time index (at roll and at close)."""
+        if self._size_bytes and self._max_timestamp_ms >= 0:
+            self._time_index.maybe_append(self._max_timestamp_ms, self._next_offset - 1)
+
+    def flush(self) -> None:
+        """fsync the log and both indexes."""
+        self._log.fsync()
+        self._offset_index.flush()
+        self._time_index.flush()
+
+    def close(self) -> None:
+        self._log.close()
+        self._offset_index.close()
+        self._time_index.close()
+
+    def delete(self) -> None:
+        """Unlink the three files. Open descriptors stay valid for readers still holding regions."""
+        self._log.path.unlink(missing_ok=True)
+        self._offset_index.delete()
+        self._time_index.delete()
+
+    # ------------------------------------------------------------------------------------ reading
+
+    def position_of(self, offset: int, max_position: int) -> tuple[int, int, int] | None:
+        """``(position, base offset, size)`` of the batch holding ``offset`` (or the first batch after it),
+        looking only below ``max_position``; None when there is no such batch."""
+        _, position = self._offset_index.lookup(offset)
+        log = self._log
+        where = str(log.path)
+        while position < max_position:
+            header = _read_header_prefix(log, position, max_position, where)
+            size = LOG_OVERHEAD + header[1]
+            if header[0] + header[6] >= offset:
+                return position, header[0], size
+            position += size
+        return None
+
+    def read(self, offset: int, max_bytes: int, max_position: int, end_offset: int) -> FileRegion | None:
+        """Whole batches from the one holding ``offset``: at least one, then as many as fit ``max_bytes``,
+        all below ``max_position``, where offset ``end_offset`` begins. None when no batch at or after
+        ``offset`` lies below it."""
+        found = self.position_of(offset, max_position)
+        if found is None:
+            return None
+        start, base_offset, first_size = found
+        limit = start + max(max_bytes, 0)
+        end = start + first_size
+        if limit >= max_position:
+            end = max_position
+        elif end < limit:
+            # Every indexed position is a batch start, so every batch before the last one <= limit fits.
+            end = max(end, self._offset_index.floor_position(limit))
+            log = self._log
+            where = str(log.path)
+            while end < max_position:
+                header = _read_header_prefix(log, end, max_position, where)
+                following = end + LOG_OVERHEAD + header[1]
+                if following > limit:
+                    break
+                end = following
+        if end < max_position:
+            end_offset = _read_header_prefix(self._log, end, max_position, str(self._log.path))[0]
+        return FileRegion(self._log, start, end - start, base_offset, end_offset)
+
+    def read_batch(self, position: int, max_position: int) -> RecordBatch:
+        """The whole batch at ``position``, read into memory."""
+        header = _read_header_prefix(self._log, position, max_position, str(self._log.path))
+        data = self._log.pread(LOG_OVERHEAD + header[1], position)
+        return RecordBatch(data, where=str(self._log.path), position=position)
+
+    def find_offset_by_timestamp(self, timestamp_ms: int, max_position: int) -> int | None:
+        """The first offset whose record timestamp is >= ``timestamp_ms``, below ``max_position``."""
+        earlier = self._time_index.last_offset_before(timestamp_ms)
+        start_offset = self._base_offset if earlier is None else earlier + 1
+        found = self.position_of(start_offset, max_position)
+        if found is None:
+            return None
+        position = found[0]
+        where = str(self._log.path)
+        while position < max_position:
+            header = _read_full_header(self._log, position, max_position, where)
+            if header[8] >= timestamp_ms:
+                batch = self.read_batch(position, max_position)
+                for record in batch.records():
+                    if record.offset >= start_offset and record.timestamp_ms >= timestamp_ms:
+                        return record.offset
+            position += LOG_OVERHEAD + header[1]
+        return None
+
+    def __repr__(self) -> str:
+        return (
+            f"Segment({str(self._log.path)!r}, base_offset={self._base_offset}, "
+            f"next_offset={self._next_offset}, size_bytes={self._size_bytes})"
+        )
+
+
+# ---------------------------------------------------------------------------------------- recovery
+
+
+def scan_segment(path: Path, base_offset: int, *, index_interval_bytes: int) -> SegmentScan:
+    """Validate every batch of a ``.log`` file from the start (recovery pass 1).
+
+    Stops at the first batch that is torn (cut short), corrupt (bad magic, impossible length, CRC
+    mismatch) or out of sequence (base offset other than the previous batch's next offset), and computes
+    the index entries the valid prefix should have.
+    """
+    file = FileHandle.open(path)
+    try:
+        return _scan(file, base_offset, index_interval_bytes)
+    finally:
+        file.close()
+
+
+def _scan(file: FileHandle, base_offset: int, interval: int) -> SegmentScan:
+    size = file.size()
+    reader = _ChunkReader(file, size)
+    where = str(file.path)
+    position = 0
+    expected = base_offset
+    max_ts = NO_TIMESTAMP
+    first_ts = NO_TIMESTAMP
+    batches = 0
+    since_index = 0
+    offset_entries: list[tuple[int, int]] = []
+    time_entries: list[tuple[int, int]] = []
+    error: str | None = None
+    while position < size:
+        remaining = size - position
+        if remaining < HEADER_SIZE:
+            error = f"torn batch: the last {remaining} bytes cannot hold a batch header ({HEADER_SIZE} bytes)"
+            break
+        batch_base, length = struct.unpack_from(">qi", reader.get(position, LOG_OVERHEAD))
+        if length < MIN_BATCH_LENGTH:
+            error = f"batchLength {length} is below the minimum {MIN_BATCH_LENGTH}"
+            break
+        batch_size = LOG_OVERHEAD + length
+        if batch_size > remaining:
+            error = (
+                f"torn batch: batchLength announces {batch_size} bytes, only {remaining} remain in the file"
+            )
+            break
+        batch = RecordBatch(reader.get(position, batch_size), where=where, position=position)
+        try:
+            batch.validate()
+        except CorruptRecordError as exc:
+            error = exc.reason
+            break
+        if batch_base != expected:
+            error = f"expected base offset {expected} got {batch_base}"
+            break
+        if batch.last_offset_delta < 0 or batch.last_offset_delta + 1 < batch.record_count:
+            error = f"lastOffsetDelta {batch.last_offset_delta} does not cover {batch.record_count} records"
+            break
+        last_offset = batch_base + batch.last_offset_delta
+        if last_offset - base_offset > MAX_RELATIVE_OFFSET:
+            error = f"offset {last_offset} does not fit relative to the segment's base offset {base_offset}"
+            break
+        batch_max_ts = batch.max_timestamp_ms
+        if position == 0:
+            first_ts = batch_max_ts
+        max_ts = max(max_ts, batch_max_ts)
+        if since_index > interval:
+            offset_entries.append((batch_base, position))
+            if max_ts >= 0 and (not time_entries or max_ts > time_entries[-1][0]):
+                time_entries.append((max_ts, last_offset))
+            since_index = 0
+        since_index += batch_size
+        batches += 1
+        position += batch_size
+        expected = last_offset + 1
+    if max_ts >= 0 and batches and (not time_entries or max_ts > time_entries[-1][0]):
+        time_entries.append((max_ts, expected - 1))
+    return SegmentScan(
+        path=file.path,
+        base_offset=base_offset,
+        size_bytes=size,
+        valid_bytes=position,
+        batch_count=batches,
+        next_offset=expected,
+        max_timestamp_ms=max_ts,
+        first_batch_max_timestamp_ms=first_ts,
+        offset_index_entries=tuple(offset_entries),
+        time_index_entries=tuple(time_entries),
+        error=error,
+    )
+
+
+def write_indexes(scan: SegmentScan) -> None:
+    """Replace a segment's ``.index`` and ``.timeindex`` with the entries a scan computed (pass 2)."""
+    directory = scan.path.parent
+    OffsetIndex.create(
+        segment_path(directory, scan.base_offset, INDEX_SUFFIX), scan.base_offset, scan.offset_index_entries
+    ).close()
+    TimeIndex.create(
+        segment_path(directory, scan.base_offset, TIME_INDEX_SUFFIX),
+        scan.base_offset,
+        scan.time_index_entries,
+    ).close()
+
+
+def truncate_log_file(path: Path, size_bytes: int) -> None:
+    """Cut a ``.log`` file to ``size_bytes`` and fsync it (pass 3)."""
+    file = FileHandle.open(path)
+    try:
+        file.truncate(size_bytes)
+        file.fsync()
+    finally:
+        file.close()
+
+
+def fsync_file(path: Path) -> None:
+    file = FileHandle.open(path)
+    try:
+        file.fsync()
+    finally:
+        file.close()
+
+
+class _ChunkReader:
+    """Sequential reads of a file in large chunks, handing out zero-copy views."""
+
+    __slots__ = ("_buffer", "_file", "_size", "_start")
+
+    def __init__(self, file: FileHandle, size: int) -> None:
+        self._file = file
+        self._size = size
+        self._buffer = memoryview(b"")
+        self._start = 0
+
+    def get(self, position: int, size: int) -> memoryview:
+        start = self._start
+        if start <= position and position + size <= start + len(self._buffer):
+            return self._buffer[position - start : position - start + size]
+        data = self._file.pread(max(size, _SCAN_CHUNK_BYTES), position)
+        self._buffer = memoryview(data)
+        self._start = position
+        return self._buffer[:size]
+
+
+def _check_loaded(
+    log: FileHandle, size: int, base_offset: int, offset_index: OffsetIndex, time_index: TimeIndex
+) -> tuple[int, int, int]:
+    """Check freshly loaded indexes against the log; return (next offset, max timestamp, rolling base).
+
+    The first and last offset-index entries must point at batches with their offsets; the batches after
+    the last entry must follow each other; the time index must not name offsets past the end.
+    """
+    where = str(log.path)
+    for entry in (offset_index.first_entry(), offset_index.last_entry()):
+        if entry is None:
+            continue
+        header = _read_header_prefix(log, entry[1], size, where)
+        if header[0] != entry[0]:
+            raise CorruptIndexError(
+                str(offset_index.path),
+                f"entry ({entry[0]}, {entry[1]}) points at a batch with base offset {header[0]}",
+            )
+    last = offset_index.last_entry()
+    position, next_offset = (last[1], last[0]) if last else (0, base_offset)
+    max_ts = NO_TIMESTAMP
+    while position < size:
+        header = _read_full_header(log, position, size, where)
+        if header[0] != next_offset:
+            raise CorruptRecordError(
+                where, f"expected base offset {next_offset} got {header[0]}", position=position
+            )
+        next_offset = header[0] + header[6] + 1
+        max_ts = max(max_ts, header[8])
+        position += LOG_OVERHEAD + header[1]
+    time_last = time_index.last_entry()
+    if time_last is not None:
+        if time_last[1] >= next_offset:
+            raise CorruptIndexError(
+                str(time_index.path),
+                f"last entry names offset {time_last[1]}, the segment ends before {next_offset}",
+            )
+        max_ts = max(max_ts, time_last[0])
+    rolling_base = _read_full_header(log, 0, size, where)[8] if size else NO_TIMESTAMP
+    return next_offset, max_ts, rolling_base
+
+
+def _check_size(path: Path, expected: int, actual: int) -> None:
+    if actual != expected:
+        raise LogStorageError(f"{path}: expected {expected} bytes after recovery, found {actual}")
+
+
+def _read_header_prefix(log: FileHandle, position: int, max_position: int, where: str) -> tuple[int, ...]:
+    """baseOffset, batchLength, epoch, magic, crc, attributes, lastOffsetDelta of the batch at ``position``,
+    checked to be a plausible batch that ends at or before ``max_position``."""
+    data = log.pread(_HEADER_PREFIX.size, position)
+    if len(data) < _HEADER_PREFIX.size:
+        raise CorruptRecordError(where, f"batch header cut short: {len(data)} bytes", position=position)
+    header = _HEADER_PREFIX.unpack(data)
+    _check_header(header, position, max_position, where)
+    return header
+
+
+def _read_full_header(log: FileHandle, position: int, max_position: int, where: str) -> tuple[int, ...]:
+    data = log.pread(HEADER_SIZE, position)
+    if len(data) < HEADER_SIZE:
+        raise CorruptRecordError(where, f"batch header cut short: {len(data)} bytes", position=position)
+    header = _FULL_HEADER.unpack(data)
+    _check_header(header, position, max_position, where)
+    return header
+
+
+def _check_header(header: tuple[int, ...], position: int, max_position: int, where: str) -> None:
+    if header[3] != MAGIC:
+        raise CorruptRecordError(
+            where, f"expected magic {MAGIC} got {header[3]}", position=position, offset=header[0]
+        )
+    if header[1] < MIN_BATCH_LENGTH or position + LOG_OVERHEAD + header[1] > max_position:
+        raise CorruptRecordError(
+            where,
+            f"batchLength {header[1]} does not fit between position {position} and {max_position}",
+            position=position,
+            offset=header[0],
+        )

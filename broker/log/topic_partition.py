@@ -1,0 +1,16 @@
+"""The key of a partition's log."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TopicPartition:
+    """A partition of a topic. ``str()`` gives ``<topic>-<partition>``, the partition's folder name."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"

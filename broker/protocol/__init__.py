@@ -1,0 +1,125 @@
+"""Lumber's codec for the documented subset of the Kafka wire protocol that its broker speaks.
+
+Unmodified kafka-python 3.x and librdkafka 2.x clients (confluent-kafka, kcat) negotiate with the broker
+through ApiVersions and use the highest version both sides implement. Lumber implements:
+
+===============  ===  ========  ========  ===========================================================
+API              key  versions  flexible  why this range
+===============  ===  ========  ========  ===========================================================
+Produce            0  0-9       9+        v9 is kafka-python's highest; older librdkafka 2.x turns gzip
+                                          and snappy off unless the range includes v0 (librdkafka#4956,
+                                          why Kafka 4.0 still advertises v0, KAFKA-18659), and zstd off
+                                          below v7; v3+ carries record batch v2. v0-v2 requests decode,
+                                          and a server answers their old-format message sets
+                                          UNSUPPORTED_FOR_MESSAGE_FORMAT.
+Fetch              1  4-12      12+       v4 is record batch v2 (librdkafka's MsgVer2); librdkafka
+                                          enables zstd only if v10 is offered; v12 is kafka-python's
+                                          highest; v13+ names topics by topic id, which Lumber lacks.
+ListOffsets        2  1-6       6+        earliest (-2), latest (-1) and by timestamp; v1 is the floor
+                                          (librdkafka's OffsetTime feature, Kafka 4.0's minimum); v7 only
+                                          adds MAX_TIMESTAMP (-3), which consumers never send.
+Metadata           3  0-12      9+        the whole range both clients use; v13 (Kafka 4.0's top-level
+                                          error code) is not needed by either.
+FindCoordinator   10  0-2       none      librdkafka enables lz4 only if v0 is offered, and a
+                                          confluent-kafka consumer (which must have a group.id) looks its
+                                          coordinator up even in assign mode; answered
+                                          COORDINATOR_NOT_AVAILABLE until consumer groups exist.
+ApiVersions       18  0-4       3+        kafka-python starts at v4, librdkafka at v3; a newer request
+                                          gets the v0-format UNSUPPORTED_VERSION fallback.
+CreateTopics      19  2-7       5+        Kafka 4.0's range; both admin clients negotiate in it.
+DeleteTopics      20  1-6       4+        Kafka 4.0's range.
+InitProducerId    22  0-4       2+        kafka-python producers are idempotent by default and ask for a
+                                          producer id first; v4 is kafka-python's highest.
+===============  ===  ========  ========  ===========================================================
+
+Nothing else is advertised, and on purpose: without OffsetForLeaderEpoch (and with Metadata leader epochs
+of -1) clients skip KIP-320 offset validation; without fetch sessions in the answers (``session_id`` 0)
+they send full fetches; without GetTelemetrySubscriptions librdkafka sends no telemetry; the admin
+clients' create, list and delete use only CreateTopics, Metadata and DeleteTopics. With these ranges
+kafka-python identifies the broker as Kafka 2.8 (its newest probe that matches is Produce v9), which keeps
+zstd, idempotence and incremental fetch requests on.
+
+What the clients were seen to send through this codec (kafka-python 3.0.12, librdkafka 2.16.0):
+kafka-python producer ApiVersions v4, Metadata v12, InitProducerId v4, Produce v9; its assign-mode consumer
+ListOffsets v6, Fetch v12; its admin client CreateTopics v7, DeleteTopics v6. librdkafka ApiVersions v3,
+Metadata v12, Produce v9 (gzip, snappy, lz4 and zstd all enabled), FindCoordinator v2, ListOffsets v6,
+Fetch v12, CreateTopics v4, DeleteTopics v4.
+
+What this asks of a server: Metadata leader epochs -1 and a ``controller_id`` that is a live broker (the
+admin clients send CreateTopics/DeleteTopics to it); ignore Fetch ``current_leader_epoch`` (librdkafka sends
+0 when Metadata v9+ epochs are -1) and ``session_id``/``session_epoch``, answer ``session_id`` 0; no
+response to Produce with ``acks`` 0; FindCoordinator COORDINATOR_NOT_AVAILABLE; InitProducerId v3+ with a
+known producer id bumps its epoch; DeleteTopics v6 entries with only a topic id get UNKNOWN_TOPIC_ID.
+Bytes after a request body are ignored, as Kafka does: librdkafka sends an all-topics Metadata v12 request
+with three stray bytes (see :mod:`.codec`), which therefore reads ``allow_auto_topic_creation`` false.
+
+Layout: :mod:`.primitives` (the primitive types), :mod:`.schema` (how messages are declared, as data),
+:mod:`.messages` (one module per API), :mod:`.compiler` (fast codecs generated per message and version),
+:mod:`.interpreter` (the checked reference codec that names what failed), :mod:`.request_header`,
+:mod:`.response_header` and :mod:`.frame` (framing, separate from bodies), :mod:`.apis` (the table above)
+and :mod:`.codec` (whole requests and responses, including the Fetch response as chunks whose records
+are left to ``sendfile``).
+"""
+
+from broker.protocol.api_key import ApiKey
+from broker.protocol.api_spec import ApiSpec
+from broker.protocol.apis import SUPPORTED_APIS, RequestBody, ResponseBody, supported_api_versions
+from broker.protocol.codec import (
+    Request,
+    Response,
+    api_versions_response,
+    compile_all,
+    decode_request,
+    decode_response,
+    encode_api_versions_fallback,
+    encode_fetch_response,
+    encode_request,
+    encode_response,
+)
+from broker.protocol.error_code import ErrorCode
+from broker.protocol.errors import (
+    EncodeError,
+    FrameSizeError,
+    MalformedMessageError,
+    ProtocolError,
+    SchemaDefinitionError,
+    UnknownApiKeyError,
+    UnsupportedVersionError,
+)
+from broker.protocol.frame import SIZE_PREFIX_BYTES, frame_size
+from broker.protocol.region import RecordsData, Region
+from broker.protocol.request_header import RequestHeader
+from broker.protocol.response_header import ResponseHeader
+
+__all__ = [
+    "SIZE_PREFIX_BYTES",
+    "SUPPORTED_APIS",
+    "ApiKey",
+    "ApiSpec",
+    "EncodeError",
+    "ErrorCode",
+    "FrameSizeError",
+    "MalformedMessageError",
+    "ProtocolError",
+    "RecordsData",
+    "Region",
+    "Request",
+    "RequestBody",
+    "RequestHeader",
+    "Response",
+    "ResponseBody",
+    "ResponseHeader",
+    "SchemaDefinitionError",
+    "UnknownApiKeyError",
+    "UnsupportedVersionError",
+    "api_versions_response",
+    "compile_all",
+    "decode_request",
+    "decode_response",
+    "encode_api_versions_fallback",
+    "encode_fetch_response",
+    "encode_request",
+    "encode_response",
+    "frame_size",
+    "supported_api_versions",
+]

@@ -1,0 +1,97 @@
+"""The APIs Lumber implements, by key and by message class (see :mod:`broker.protocol` for the why)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.protocol.api_spec import ApiSpec
+from broker.protocol.errors import EncodeError
+from broker.protocol.messages.api_versions import (
+    API_VERSIONS,
+    ApiVersion,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+)
+from broker.protocol.messages.create_topics import CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse
+from broker.protocol.messages.delete_topics import DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse
+from broker.protocol.messages.fetch import FETCH, FetchRequest, FetchResponse
+from broker.protocol.messages.find_coordinator import (
+    FIND_COORDINATOR,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
+from broker.protocol.messages.init_producer_id import (
+    INIT_PRODUCER_ID,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+)
+from broker.protocol.messages.list_offsets import LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse
+from broker.protocol.messages.metadata import METADATA, MetadataRequest, MetadataResponse
+from broker.protocol.messages.produce import PRODUCE, ProduceRequest, ProduceResponse
+
+#: Every API Lumber implements, by API key.
+SUPPORTED_APIS: tuple[ApiSpec, ...] = (
+    PRODUCE,
+    FETCH,
+    LIST_OFFSETS,
+    METADATA,
+    FIND_COORDINATOR,
+    API_VERSIONS,
+    CREATE_TOPICS,
+    DELETE_TOPICS,
+    INIT_PRODUCER_ID,
+)
+
+#: A decoded request body.
+RequestBody = (
+    ProduceRequest
+    | FetchRequest
+    | ListOffsetsRequest
+    | MetadataRequest
+    | FindCoordinatorRequest
+    | ApiVersionsRequest
+    | CreateTopicsRequest
+    | DeleteTopicsRequest
+    | InitProducerIdRequest
+)
+
+#: A response body.
+ResponseBody = (
+    ProduceResponse
+    | FetchResponse
+    | ListOffsetsResponse
+    | MetadataResponse
+    | FindCoordinatorResponse
+    | ApiVersionsResponse
+    | CreateTopicsResponse
+    | DeleteTopicsResponse
+    | InitProducerIdResponse
+)
+
+APIS_BY_KEY: dict[int, ApiSpec] = {int(spec.key): spec for spec in SUPPORTED_APIS}
+_BY_REQUEST: dict[type[Any], ApiSpec] = {spec.request: spec for spec in SUPPORTED_APIS}
+_BY_RESPONSE: dict[type[Any], ApiSpec] = {spec.response: spec for spec in SUPPORTED_APIS}
+
+
+def api_for_request(body: object) -> ApiSpec:
+    """The API whose request ``body`` is."""
+    spec = _BY_REQUEST.get(type(body))
+    if spec is None:
+        raise EncodeError(f"{type(body).__name__} is not the request of an API Lumber implements")
+    return spec
+
+
+def api_for_response(body: object) -> ApiSpec:
+    """The API whose response ``body`` is."""
+    spec = _BY_RESPONSE.get(type(body))
+    if spec is None:
+        raise EncodeError(f"{type(body).__name__} is not the response of an API Lumber implements")
+    return spec
+
+
+def supported_api_versions() -> list[ApiVersion]:
+    """What an ApiVersions response lists: every implemented API and its version range, by key."""
+    return [
+        ApiVersion(api_key=int(spec.key), min_version=spec.min_version, max_version=spec.max_version)
+        for spec in sorted(SUPPORTED_APIS, key=lambda spec: int(spec.key))
+    ]

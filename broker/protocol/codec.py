@@ -1,0 +1,360 @@
+"""Requests and responses as whole frames: what the network server and the clients call.
+
+Server side::
+
+    request = decode_request(frame)            # frame: the bytes after the 4-byte size prefix
+    ...
+    sock.sendall(encode_response(request.header.api_version, request.header.correlation_id, body))
+    for chunk in encode_fetch_response(version, correlation_id, fetch_response):
+        sock.sendall(chunk) if isinstance(chunk, bytes) else chunk.send_to(sock)    # regions: sendfile
+
+``decode_request`` raises :class:`UnknownApiKeyError` or :class:`UnsupportedVersionError` (both carry the
+correlation id) before looking at the body; an ApiVersions request newer than Lumber's is answered with
+:func:`encode_api_versions_fallback`, anything else that fails to decode closes the connection, as Kafka
+does. Like Kafka, it ignores bytes after the end of a request body (librdkafka sends some); a response
+with bytes after its body is malformed. Client side: :func:`encode_request` and :func:`decode_response`.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any, NamedTuple, cast
+
+from broker.protocol import compiler, interpreter, primitives
+from broker.protocol.api_spec import ApiSpec
+from broker.protocol.apis import (
+    APIS_BY_KEY,
+    RequestBody,
+    ResponseBody,
+    api_for_request,
+    api_for_response,
+    supported_api_versions,
+)
+from broker.protocol.error_code import ErrorCode
+from broker.protocol.errors import (
+    EncodeError,
+    MalformedMessageError,
+    UnknownApiKeyError,
+    UnsupportedVersionError,
+)
+from broker.protocol.frame import SIZE_PREFIX
+from broker.protocol.messages.api_versions import API_VERSIONS, ApiVersionsResponse
+from broker.protocol.messages.fetch import FetchResponse
+from broker.protocol.region import Region
+from broker.protocol.request_header import (
+    RequestHeader,
+    decode_request_header,
+    encode_request_header,
+    peek_request_header,
+)
+from broker.protocol.response_header import ResponseHeader, decode_response_header, encode_response_header
+
+_HEADER_V1 = struct.Struct(">hhih")
+_CORRELATION_ID = struct.Struct(">i")
+_SIZE_PACK = SIZE_PREFIX.pack
+_ERROR_CODE = struct.Struct(">h")
+_UNSUPPORTED = int(ErrorCode.UNSUPPORTED_VERSION)
+_TNEW = tuple.__new__
+_STR = str
+
+
+class Request(NamedTuple):
+    """A decoded request: its header and body (one of the ``*Request`` message classes)."""
+
+    header: RequestHeader
+    body: RequestBody
+
+
+class Response(NamedTuple):
+    """A decoded response: its header and body (one of the ``*Response`` message classes)."""
+
+    header: ResponseHeader
+    body: ResponseBody
+
+
+class _BodyCodec(NamedTuple):
+    spec: ApiSpec
+    flexible: bool
+    codec: compiler.StructCodec
+    context: str
+
+
+_REQUEST_CODECS: dict[tuple[int, int], _BodyCodec] = {}
+#: (api key, version) -> (compiled body decoder, flexible, codec) for the fast path of decode_request.
+_FAST_REQUESTS: dict[tuple[int, int], tuple[compiler.Decoder, bool, _BodyCodec]] = {}
+_RESPONSE_CODECS: dict[tuple[int, int], _BodyCodec] = {}
+
+
+def _body_codec(spec: ApiSpec, version: int, *, request: bool) -> _BodyCodec:
+    table = _REQUEST_CODECS if request else _RESPONSE_CODECS
+    key = (int(spec.key), version)
+    found = table.get(key)
+    if found is None:
+        flexible = spec.is_flexible(version)
+        cls = spec.request if request else spec.response
+        context = f"{spec.name} v{version} {'request' if request else 'response'}"
+        found = table[key] = _BodyCodec(
+            spec, flexible, compiler.codec_for(cls, version, flexible=flexible), context
+        )
+    return found
+
+
+def compile_all() -> None:
+    """Compile every request and response codec now rather than on first use (e.g. at server start)."""
+    for spec in APIS_BY_KEY.values():
+        for version in spec.versions:
+            request = _body_codec(spec, version, request=True)
+            _FAST_REQUESTS[(int(spec.key), version)] = (request.codec.decode, request.flexible, request)
+            _body_codec(spec, version, request=False)
+
+
+def _view(frame: bytes | bytearray | memoryview) -> memoryview:
+    if type(frame) is memoryview and frame.format == "B" and frame.ndim == 1:
+        return frame
+    return primitives.byte_view(frame)
+
+
+def decode_request(frame: bytes | bytearray | memoryview) -> Request:
+    """Decode a request frame (the bytes after the size prefix); ``records`` in it are views of ``frame``."""
+    if type(frame) is bytes:
+        buf: bytes | memoryview = frame
+        view = memoryview(frame)
+    else:
+        buf = view = _view(frame)
+    # Fast path: a supported API and version, a client id that is present and valid, no header tags.
+    try:
+        api_key, api_version, correlation_id, client_id_length = _HEADER_V1.unpack_from(buf, 0)
+    except struct.error:
+        return _decode_request_carefully(view)
+    known = _FAST_REQUESTS.get((api_key, api_version))
+    if known is None or client_id_length < 0:
+        return _decode_request_carefully(view)
+    decoder, flexible, body_codec = known
+    pos = 10 + client_id_length
+    if pos >= len(buf) and (flexible or pos > len(buf)):
+        return _decode_request_carefully(view)
+    try:
+        client_id = _STR(buf[10:pos], "utf-8")
+    except UnicodeDecodeError:
+        return _decode_request_carefully(view)
+    if flexible:
+        if buf[pos]:
+            return _decode_request_carefully(view)
+        pos += 1
+    try:
+        body, pos = decoder(buf, view, pos)
+    except compiler.DECODE_FAILURES as exc:
+        raise compiler.diagnose_decode(
+            body_codec.codec.cls,
+            view,
+            pos,
+            api_version,
+            flexible=flexible,
+            context=body_codec.context,
+            cause=exc,
+        ) from None
+    # Bytes after the body are ignored, as Kafka does: librdkafka 2.x sends three stray bytes after an
+    # all-topics Metadata v9+ request (the unused rest of a 4-byte placeholder for the topic count).
+    return _TNEW(Request, (_TNEW(RequestHeader, (api_key, api_version, correlation_id, client_id)), body))
+
+
+def _decode_request_carefully(buf: memoryview) -> Request:
+    """:func:`decode_request` for everything off its fast path: short or odd headers, null client ids,
+    header tags, unknown APIs and versions (and the first request of each API version)."""
+    api_key, api_version, correlation_id = peek_request_header(buf)
+    spec = APIS_BY_KEY.get(api_key)
+    if spec is None:
+        raise UnknownApiKeyError(api_key, api_version, correlation_id)
+    if not spec.supports(api_version):
+        raise UnsupportedVersionError(
+            api_key, api_version, correlation_id, spec.min_version, spec.max_version
+        )
+    body_codec = _body_codec(spec, api_version, request=True)
+    _FAST_REQUESTS[(api_key, api_version)] = (body_codec.codec.decode, body_codec.flexible, body_codec)
+    header, pos = decode_request_header(buf, spec.request_header_version(api_version))
+    try:
+        body, pos = body_codec.codec.decode(buf, buf, pos)
+    except compiler.DECODE_FAILURES as exc:
+        raise compiler.diagnose_decode(
+            spec.request,
+            buf,
+            pos,
+            api_version,
+            flexible=body_codec.flexible,
+            context=body_codec.context,
+            cause=exc,
+        ) from None
+    return Request(header, cast(RequestBody, body))
+
+
+class _RegionRefusedError(EncodeError):
+    """A region where only bytes can go (anything but :func:`encode_fetch_response`)."""
+
+
+def _refuse_region(region: object) -> None:
+    raise _RegionRefusedError(
+        f"records hold a {type(region).__name__} region, which only encode_fetch_response can send"
+    )
+
+
+class _ResponseEncoding(NamedTuple):
+    header_v1: bool
+    body_codec: _BodyCodec
+
+
+#: (response class, version) -> how to encode it, for the fast path of the response encoders.
+_FAST_RESPONSES: dict[tuple[type[Any], int], _ResponseEncoding] = {}
+
+
+def _response_encoding(body: ResponseBody, version: int) -> _ResponseEncoding:
+    found = _FAST_RESPONSES.get((type(body), version))
+    if found is None:
+        spec = api_for_response(body)
+        if not spec.supports(version):
+            raise EncodeError(
+                f"{spec.name} v{version} is outside Lumber's range v{spec.min_version} to v{spec.max_version}"
+            )
+        body_codec = _body_codec(spec, version, request=False)
+        header_v1 = spec.response_header_version(version) == 1
+        found = _FAST_RESPONSES[(type(body), version)] = _ResponseEncoding(header_v1, body_codec)
+    return found
+
+
+def _encode_body(
+    body_codec: _BodyCodec,
+    body: Any,
+    version: int,
+    append: Callable[[Any], None],
+    region: Callable[[Any], None],
+) -> None:
+    try:
+        body_codec.codec.encode(body, append, region)
+    except _RegionRefusedError as exc:
+        raise exc.located(body_codec.context) from None
+    except compiler.ENCODE_FAILURES as exc:
+        raise compiler.diagnose_encode(
+            body,
+            body_codec.codec.cls,
+            version,
+            flexible=body_codec.flexible,
+            context=body_codec.context,
+            cause=exc,
+        ) from None
+
+
+def encode_response(version: int, correlation_id: int, body: ResponseBody) -> bytes:
+    """The response frame, size prefix included; the response's API is the type of ``body``."""
+    encoding = _response_encoding(body, version)
+    try:
+        header = _CORRELATION_ID.pack(correlation_id)
+    except struct.error:
+        header = encode_response_header(correlation_id, 0)  # raises the EncodeError that names the header
+    out: list[Any] = [header + b"\x00" if encoding.header_v1 else header]
+    _encode_body(encoding.body_codec, body, version, out.append, _refuse_region)
+    payload = b"".join(out)
+    return _SIZE_PACK(len(payload)) + payload
+
+
+def encode_fetch_response(version: int, correlation_id: int, response: FetchResponse) -> list[bytes | Region]:
+    """The Fetch response frame as chunks: bytes, and each partition's ``records`` region on its own.
+
+    The size prefix, header, every field and every records length are in the bytes chunks; a region
+    (any object with ``size_bytes``, e.g. :class:`broker.log.file_region.FileRegion`) stands for exactly
+    ``size_bytes`` bytes the caller sends with ``sendfile``. Adjacent bytes are merged, so the chunks
+    alternate between bytes and regions, starting with bytes.
+    """
+    encoding = _response_encoding(response, version)
+    out: list[Any] = [encode_response_header(correlation_id, 1 if encoding.header_v1 else 0)]
+    chunks: list[bytes | Region] = []
+
+    def region(value: Region) -> None:
+        chunks.append(b"".join(out))
+        out.clear()
+        chunks.append(value)
+
+    _encode_body(encoding.body_codec, response, version, out.append, region)
+    tail = b"".join(out)
+    if tail or not chunks:
+        chunks.append(tail)
+    total = 0
+    for chunk in chunks:
+        total += len(chunk) if type(chunk) is bytes else chunk.size_bytes  # type: ignore[union-attr]
+    chunks[0] = _SIZE_PACK(total) + cast(bytes, chunks[0])
+    return chunks
+
+
+def encode_api_versions_fallback(correlation_id: int) -> bytes:
+    """The answer to an ApiVersions request newer than Lumber's: the v0 format (header v0), error
+    UNSUPPORTED_VERSION and every supported API with its range, as the protocol guide prescribes (KIP-511);
+    the client retries with the highest ApiVersions version both support."""
+    body = ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=supported_api_versions())
+    return encode_response(0, correlation_id, body)
+
+
+def api_versions_response(version: int) -> ApiVersionsResponse:
+    """The ApiVersions response Lumber sends: no error and every supported API with its range."""
+    if not API_VERSIONS.supports(version):
+        raise EncodeError(
+            f"ApiVersions v{version} is outside v{API_VERSIONS.min_version}-v{API_VERSIONS.max_version}"
+        )
+    return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=supported_api_versions())
+
+
+def encode_request(version: int, correlation_id: int, client_id: str | None, body: RequestBody) -> bytes:
+    """The request frame, size prefix included; the request's API is the type of ``body``."""
+    spec = api_for_request(body)
+    if not spec.supports(version):
+        raise EncodeError(
+            f"{spec.name} v{version} is outside Lumber's range v{spec.min_version} to v{spec.max_version}"
+        )
+    body_codec = _body_codec(spec, version, request=True)
+    header = RequestHeader(int(spec.key), version, correlation_id, client_id)
+    out: list[Any] = [encode_request_header(header, spec.request_header_version(version))]
+    _encode_body(body_codec, body, version, out.append, _refuse_region)
+    payload = b"".join(out)
+    return _SIZE_PACK(len(payload)) + payload
+
+
+def decode_response(api_key: int, version: int, frame: bytes | bytearray | memoryview) -> Response:
+    """Decode the response frame (size prefix removed) to a request of ``api_key`` at ``version``.
+
+    An ApiVersions response with UNSUPPORTED_VERSION is decoded in the v0 format, whatever was asked.
+    """
+    spec = APIS_BY_KEY.get(api_key)
+    if spec is None or not spec.supports(version):
+        raise EncodeError(f"api key {api_key} v{version} is not an API version Lumber implements")
+    buf = _view(frame)
+    header, pos = decode_response_header(buf, spec.response_header_version(version))
+    if spec is API_VERSIONS and len(buf) >= pos + 2 and _ERROR_CODE.unpack_from(buf, pos)[0] == _UNSUPPORTED:
+        version = 0
+    body_codec = _body_codec(spec, version, request=False)
+    body, pos = compiler.decode(
+        body_codec.codec.cls, buf, pos, version, flexible=body_codec.flexible, context=body_codec.context
+    )
+    if pos != len(buf):
+        raise MalformedMessageError(
+            f"{len(buf) - pos} bytes follow the end of the message", position=pos, context=body_codec.context
+        )
+    return Response(header, cast(ResponseBody, body))
+
+
+def decode_request_reference(frame: bytes | bytearray | memoryview) -> Request:
+    """:func:`decode_request` done by the reference codec (:mod:`broker.protocol.interpreter`): for tests
+    and diagnosis, never the hot path."""
+    buf = _view(frame)
+    api_key, api_version, correlation_id = peek_request_header(buf)
+    spec = APIS_BY_KEY.get(api_key)
+    if spec is None:
+        raise UnknownApiKeyError(api_key, api_version, correlation_id)
+    if not spec.supports(api_version):
+        raise UnsupportedVersionError(
+            api_key, api_version, correlation_id, spec.min_version, spec.max_version
+        )
+    flexible = spec.is_flexible(api_version)
+    header, pos = decode_request_header(buf, spec.request_header_version(api_version))
+    context = f"{spec.name} v{api_version} request"
+    body, _ = interpreter.decode_message(
+        spec.request, buf, pos, api_version, flexible=flexible, context=context
+    )
+    return Request(header, cast(RequestBody, body))

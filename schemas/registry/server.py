@@ -1,0 +1,96 @@
+"""Running the registry: connect to ZooKeeper, prepare the store, serve the HTTP API with uvicorn.
+
+``lumber schemas serve`` calls :func:`serve`, which blocks until SIGTERM or SIGINT (uvicorn's handlers), then
+stops serving and closes the ZooKeeper session. Several servers may share one ZooKeeper store (same connect
+string and ``zookeeper_path``): they are all equal, and the store's compare-and-set settles their races.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import uvicorn
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
+
+from schemas.errors import StoreError
+from schemas.registry.app import create_app
+from schemas.registry.config import RegistryConfig
+from schemas.registry.schema_registry import SchemaRegistry
+from schemas.registry.schema_store import SchemaStore
+
+log = logging.getLogger(__name__)
+
+
+@contextmanager
+def connected_registry(
+    config: RegistryConfig,
+    zookeeper_connect: str,
+    session_timeout_ms: int = 10_000,
+    connect_timeout_ms: int = 15_000,
+) -> Iterator[SchemaRegistry]:
+    """A :class:`SchemaRegistry` on a started kazoo client (closed on exit), its store layout in place."""
+    client = KazooClient(hosts=zookeeper_connect, timeout=session_timeout_ms / 1000)
+    try:
+        client.start(timeout=connect_timeout_ms / 1000)
+    except KazooTimeoutError as exc:
+        client.close()
+        raise StoreError(
+            f"cannot connect to ZooKeeper at {zookeeper_connect} within {connect_timeout_ms} ms "
+            "(is it running? see [zookeeper] connect)"
+        ) from exc
+    try:
+        store = SchemaStore(client, config.zookeeper_path)
+        store.ensure_layout()
+        yield SchemaRegistry(store, config)
+    finally:
+        client.stop()
+        client.close()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, but a SIGTERM / SIGINT ends :meth:`run` normally instead of being re-raised after the
+    graceful shutdown, so that :func:`serve` closes its ZooKeeper session and the process exits with 0."""
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def serve(
+    config: RegistryConfig,
+    zookeeper_connect: str,
+    session_timeout_ms: int = 10_000,
+    connect_timeout_ms: int = 15_000,
+) -> None:
+    """Serve the registry on ``config.host:config.port`` until SIGTERM / SIGINT."""
+    with connected_registry(config, zookeeper_connect, session_timeout_ms, connect_timeout_ms) as registry:
+        app = create_app(registry)
+        log.info(
+            "schema registry on http://%s:%d, store %s%s",
+            config.host,
+            config.port,
+            zookeeper_connect,
+            config.zookeeper_path,
+        )
+        server = _Server(
+            uvicorn.Config(
+                app,
+                host=config.host,
+                port=config.port,
+                log_level="info",
+                access_log=False,
+                lifespan="off",
+                timeout_graceful_shutdown=5,
+            )
+        )
+        server.run()  # a port already in use ends the process with uvicorn's message and exit code 1
+    log.info("schema registry on http://%s:%d stopped", config.host, config.port)

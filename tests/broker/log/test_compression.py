@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+import gzip
+import io
+import struct
+import warnings
+
+import cramjam
+import pytest
+import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker.log.compression import XERIAL_MAGIC, CompressionType, compress, decompress
+from broker.log.errors import CorruptRecordError, UnsupportedCompressionError
+
+with warnings.catch_warnings():
+    # kafka-python's protocol package calls importlib.resources.read_text, deprecated in 3.11
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import codec as kafka_codec
+
+CODECS = list(CompressionType)
+DATA = st.binary(max_size=200_000) | st.text(max_size=5000).map(lambda t: t.encode() * 7)
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=[c.name for c in CODECS])
+@settings(max_examples=30, deadline=None)
+@given(data=DATA)
+def test_round_trip(codec: CompressionType, data: bytes) -> None:
+    assert decompress(codec, compress(codec, data), where="t") == data
+
+
+def test_snappy_is_xerial_framed_in_32_kib_blocks() -> None:
+    data = bytes(range(256)) * 300  # 76,800 bytes: blocks of 32768, 32768, 11264
+    framed = compress(CompressionType.SNAPPY, data)
+    assert framed[:16] == XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+    position = 16
+    decoded = []
+    while position < len(framed):
+        (length,) = struct.unpack_from(">i", framed, position)
+        decoded.append(bytes(cramjam.snappy.decompress_raw(framed[position + 4 : position + 4 + length])))
+        position += 4 + length
+    assert [len(block) for block in decoded] == [32768, 32768, 11264]
+    assert b"".join(decoded) == data
+
+
+def test_raw_snappy_as_librdkafka_writes_it() -> None:
+    data = b"librdkafka writes one raw snappy block " * 100
+    raw = bytes(cramjam.snappy.compress_raw(data))
+    assert not raw.startswith(XERIAL_MAGIC)
+    assert decompress(CompressionType.SNAPPY, raw, where="t") == data
+
+
+def test_lz4_frames_have_independent_blocks_and_no_content_checksum() -> None:
+    framed = compress(CompressionType.LZ4, b"abc" * 100_000)
+    assert framed[:4] == b"\x04\x22\x4d\x18"  # LZ4 frame magic 0x184D2204, little-endian
+    flg = framed[4]
+    assert flg >> 6 == 1  # version 01
+    assert flg & 0x20  # block independence: Java's reader refuses dependent blocks
+    assert not flg & 0x04  # no content checksum
+    assert not flg & 0x08  # no content size
+
+
+def test_gzip_with_several_members_and_zero_padding() -> None:
+    data = gzip.compress(b"first ") + gzip.compress(b"second") + b"\x00\x00"
+    assert decompress(CompressionType.GZIP, data, where="t") == b"first second"
+
+
+def test_zstd_without_content_size_as_java_streams_it() -> None:
+    buffer = io.BytesIO()
+    with zstandard.ZstdCompressor().stream_writer(buffer, closefd=False) as writer:
+        writer.write(b"streamed by ZstdOutputStream " * 1000)
+    framed = buffer.getvalue()
+    assert zstandard.get_frame_parameters(framed).content_size == zstandard.CONTENTSIZE_UNKNOWN
+    assert decompress(CompressionType.ZSTD, framed, where="t") == b"streamed by ZstdOutputStream " * 1000
+
+
+@pytest.mark.parametrize("codec", [c for c in CODECS if c != CompressionType.NONE], ids=lambda c: c.name)
+def test_garbage_raises_corrupt_record_naming_the_source(codec: CompressionType) -> None:
+    garbage = b"\x00\x01\x02 this is not compressed data \xff\xfe" * 3
+    if codec == CompressionType.SNAPPY:
+        garbage = XERIAL_MAGIC + struct.pack(">ii", 1, 1) + struct.pack(">i", 1000) + b"short"
+    with pytest.raises(CorruptRecordError) as info:
+        decompress(codec, garbage, where="clicks-3", position=77)
+    assert info.value.where == "clicks-3"
+    assert info.value.position == 77
+    assert codec.name in info.value.reason or "xerial" in info.value.reason
+
+
+def test_truncated_gzip_is_corrupt() -> None:
+    with pytest.raises(CorruptRecordError, match="GZIP"):
+        decompress(CompressionType.GZIP, gzip.compress(b"x" * 1000)[:-9], where="t")
+
+
+def test_unknown_codec() -> None:
+    with pytest.raises(UnsupportedCompressionError):
+        decompress(7, b"", where="t")  # type: ignore[arg-type]
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("codec", [c for c in CODECS if c != CompressionType.NONE], ids=lambda c: c.name)
+def test_kafka_python_codecs_read_ours_and_we_read_theirs(codec: CompressionType) -> None:
+    encode, decode = {
+        CompressionType.GZIP: (kafka_codec.gzip_encode, kafka_codec.gzip_decode),
+        CompressionType.SNAPPY: (kafka_codec.snappy_encode, kafka_codec.snappy_decode),
+        CompressionType.LZ4: (kafka_codec.lz4_encode, kafka_codec.lz4_decode),
+        CompressionType.ZSTD: (kafka_codec.zstd_encode, kafka_codec.zstd_decode),
+    }[codec]
+    data = b"interop between two independent implementations " * 2000
+    assert decode(compress(codec, data)) == data
+    assert decompress(codec, encode(data), where="t") == data

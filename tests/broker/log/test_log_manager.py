@@ -1,0 +1,233 @@
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from broker.config import LogConfig
+from broker.log.errors import InvalidTopicError, LogClosedError, LogDirLockedError
+from broker.log.log_manager import LogManager
+from broker.log.topic_partition import TopicPartition
+from tests.broker.log.helpers import BASE_TS, assert_records_match, make_batch, read_all
+
+DAY_MS = 24 * 3600 * 1000
+
+
+def manager_config(*dirs: Path, **overrides: object) -> LogConfig:
+    values: dict[str, object] = {"log_dirs": [str(d) for d in dirs]}
+    values.update(overrides)
+    return LogConfig(**values)  # type: ignore[arg-type]
+
+
+def test_creates_partitions_and_finds_them_again(tmp_path: Path) -> None:
+    with LogManager(manager_config(tmp_path)) as manager:
+        log = manager.get_or_create_log("clicks", 2)
+        assert manager.get_or_create_log("clicks", 2) is log
+        assert manager.get_log("clicks", 2) is log
+        assert manager.get_log("clicks", 3) is None
+        assert log.dir == tmp_path / "clicks-2"
+        log.append(make_batch(0, 5))
+        log.flush()
+    assert (tmp_path / ".lumber_cleanshutdown").exists()
+    assert (tmp_path / "recovery-point-offset-checkpoint").read_text() == "0\n1\nclicks 2 5\n"
+    with LogManager(manager_config(tmp_path)) as manager:
+        assert not (tmp_path / ".lumber_cleanshutdown").exists()  # removed once loaded
+        reloaded = manager.get_log("clicks", 2)
+        assert reloaded is not None
+        assert reloaded.recovery_result.clean_shutdown
+        assert reloaded.recovery_result.validated_segments == ()
+        assert_records_match(read_all(reloaded), 0, 5)
+
+
+def test_without_the_clean_marker_recovery_starts_at_the_checkpoint(tmp_path: Path) -> None:
+    with LogManager(manager_config(tmp_path, segment_bytes=1300)) as manager:
+        log = manager.get_or_create_log("clicks", 0)
+        for _ in range(6):
+            log.append(make_batch(log.log_end_offset, 5))
+        log.flush()
+        manager.checkpoint_recovery_points()
+        log.append(make_batch(30, 5))
+    (tmp_path / ".lumber_cleanshutdown").unlink()  # as if the broker had crashed
+    (tmp_path / "recovery-point-offset-checkpoint").write_text("0\n1\nclicks 0 30\n")
+    with LogManager(manager_config(tmp_path, segment_bytes=1300)) as manager:
+        reloaded = manager.get_log("clicks", 0)
+        assert reloaded is not None
+        result = reloaded.recovery_result
+        assert not result.clean_shutdown
+        assert result.recovery_point == 30
+        assert result.validated_segments == (30,)
+        assert reloaded.log_end_offset == 35
+
+
+def test_a_second_manager_on_the_same_dir_fails_clearly(tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    with LogManager(manager_config(tmp_path)):
+        with pytest.raises(LogDirLockedError) as info:
+            LogManager(manager_config(other, tmp_path))
+        assert str(tmp_path / ".lock") in str(info.value)
+        assert "only one broker may use a log dir" in str(info.value)
+        # the failed start released what it had locked
+        with LogManager(manager_config(other)):
+            pass
+    with LogManager(manager_config(tmp_path)):
+        pass
+
+
+@pytest.mark.parametrize("topic", ["../x", "a/b", ".", "..", "", "x" * 250, "a b", "/etc/passwd", "..\\x"])
+def test_topic_names_are_validated_and_cannot_escape(tmp_path: Path, topic: str) -> None:
+    log_dir = tmp_path / "logs"
+    with LogManager(manager_config(log_dir)) as manager:
+        with pytest.raises(InvalidTopicError):
+            manager.get_or_create_log(topic, 0)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]
+        assert sorted(p.name for p in log_dir.iterdir()) == [".lock", "recovery-point-offset-checkpoint"]
+
+
+def test_partition_numbers_are_validated(tmp_path: Path) -> None:
+    with (
+        LogManager(manager_config(tmp_path)) as manager,
+        pytest.raises(InvalidTopicError, match="partition -1"),
+    ):
+        manager.get_or_create_log("t", -1)
+
+
+def test_partitions_spread_over_log_dirs(tmp_path: Path) -> None:
+    first, second = tmp_path / "d1", tmp_path / "d2"
+    with LogManager(manager_config(first, second)) as manager:
+        logs = [manager.get_or_create_log("t", p) for p in range(4)]
+        assert [log.dir.parent for log in logs] == [first, second, first, second]
+        assert [log.topic_partition for log in manager.all_logs()] == [
+            TopicPartition("t", p) for p in range(4)
+        ]
+    with LogManager(manager_config(first, second)) as manager:
+        assert len(manager.all_logs()) == 4
+
+
+def test_delete_topic_and_log(tmp_path: Path) -> None:
+    with LogManager(manager_config(tmp_path)) as manager:
+        for partition in range(3):
+            manager.get_or_create_log("doomed", partition).append(make_batch(0, 2))
+        kept = manager.get_or_create_log("kept", 0)
+        region_log = manager.get_or_create_log("doomed", 0)
+        region = region_log.read(0, 100, max_offset=2)
+        assert region is not None
+        assert manager.delete_log("doomed", 2)
+        assert not manager.delete_log("doomed", 2)
+        assert manager.delete_topic("doomed") == 2
+        assert [log.topic_partition for log in manager.all_logs()] == [kept.topic_partition]
+        assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["kept-0"]
+        assert len(region.read_bytes()) == region.size_bytes  # an in-flight read still completes
+        with pytest.raises(LogClosedError):
+            region_log.append(make_batch(2, 1))
+
+
+def test_an_interrupted_deletion_is_finished_at_start(tmp_path: Path) -> None:
+    leftover = tmp_path / "gone-0.0123456789abcdef0123456789abcdef-delete"
+    leftover.mkdir()
+    (leftover / "00000000000000000000.log").write_bytes(b"x")
+    (tmp_path / "stray-folder").mkdir()
+    with LogManager(manager_config(tmp_path)) as manager:
+        assert manager.all_logs() == []
+    assert not leftover.exists()
+    assert (tmp_path / "stray-folder").exists()
+
+
+def test_background_flusher_flushes_by_time(tmp_path: Path) -> None:
+    with LogManager(manager_config(tmp_path, expose="flushed", flush_ms=50, flush_messages=10**6)) as manager:
+        manager.start()
+        log = manager.get_or_create_log("t", 0)
+        log.append(make_batch(0, 3))
+        assert log.high_watermark == 0
+        assert log.wait_for_flushed(3, timeout_s=10)
+        assert log.high_watermark == 3
+
+
+def test_background_flusher_flushes_by_message_count(tmp_path: Path) -> None:
+    with LogManager(manager_config(tmp_path, expose="flushed", flush_ms=10**9, flush_messages=10)) as manager:
+        manager.start()
+        log = manager.get_or_create_log("t", 0)
+        log.append(make_batch(0, 5))
+        assert not log.wait_for_flushed(5, timeout_s=0.3)  # 5 < M and S is far away
+        log.append(make_batch(5, 5))
+        assert log.wait_for_flushed(10, timeout_s=10)
+
+
+def test_listeners_reach_every_log_present_and_future(tmp_path: Path) -> None:
+    seen: list[tuple[TopicPartition, int]] = []
+    with LogManager(manager_config(tmp_path)) as manager:
+        first = manager.get_or_create_log("a", 0)
+        manager.add_listener(lambda tp, hw: seen.append((tp, hw)))
+        second = manager.get_or_create_log("b", 0)
+        first.append(make_batch(0, 2))
+        second.append(make_batch(0, 3))
+        first.flush()
+        second.flush()
+    assert seen == [(TopicPartition("a", 0), 2), (TopicPartition("b", 0), 3)]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now_ms = BASE_TS
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+def test_retention_with_an_injected_clock(tmp_path: Path) -> None:
+    clock = FakeClock()
+    config = manager_config(tmp_path, segment_bytes=1300, retention_ms=2 * DAY_MS, expose="appended")
+    with LogManager(config, clock=clock) as manager:
+        log = manager.get_or_create_log("t", 0)
+        for day in range(4):
+            for _ in range(2):
+                log.append(make_batch(log.log_end_offset, 5, timestamp_ms=BASE_TS + day * DAY_MS))
+        assert [s.base_offset for s in log.segments] == [0, 10, 20, 30]
+        assert manager.apply_retention() == {}
+        clock.now_ms = BASE_TS + 2 * DAY_MS + 5  # day 0 newest record (BASE_TS + 4) is now 2 days + 1 ms old
+        assert manager.apply_retention() == {TopicPartition("t", 0): (0,)}
+        clock.now_ms = BASE_TS + 10 * DAY_MS
+        assert manager.apply_retention() == {TopicPartition("t", 0): (10, 20)}
+        assert log.log_start_offset == 30
+
+
+def test_retention_thread_runs(tmp_path: Path) -> None:
+    config = manager_config(
+        tmp_path, segment_bytes=1300, retention_ms=DAY_MS, retention_check_interval_ms=20, expose="appended"
+    )
+    with LogManager(config) as manager:
+        manager.start()
+        log = manager.get_or_create_log("t", 0)
+        for _ in range(6):
+            log.append(make_batch(log.log_end_offset, 5, timestamp_ms=1000))  # 1970: long expired
+        deadline = time.monotonic() + 10
+        while log.log_start_offset == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert log.log_start_offset == 20  # all but the active segment
+
+
+def test_close_stops_threads_and_is_idempotent(tmp_path: Path) -> None:
+    manager = LogManager(manager_config(tmp_path, flush_ms=10))
+    manager.start()
+    log = manager.get_or_create_log("t", 0)
+    log.append(make_batch(0, 1))
+    manager.close()
+    manager.close()
+    assert log.closed
+    with pytest.raises(LogClosedError):
+        manager.get_or_create_log("t", 1)
+    assert not [t for t in threading.enumerate() if t.name.startswith("lumber-log-")]
+
+
+def test_a_corrupt_checkpoint_means_full_recovery(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with LogManager(manager_config(tmp_path)) as manager:
+        manager.get_or_create_log("t", 0).append(make_batch(0, 4))
+    (tmp_path / "recovery-point-offset-checkpoint").write_text("garbage")
+    with LogManager(manager_config(tmp_path)) as manager:
+        log = manager.get_log("t", 0)
+        assert log is not None
+        assert not log.recovery_result.clean_shutdown
+        assert log.recovery_result.validated_segments == (0,)
+        assert log.log_end_offset == 4
+    assert "is recovered from its start" in caplog.text

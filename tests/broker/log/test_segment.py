@@ -1,0 +1,197 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from broker.log.errors import CorruptIndexError, CorruptRecordError
+from broker.log.record_batch import RecordBatch, scan_batches
+from broker.log.segment import Segment, scan_segment
+from tests.broker.log.helpers import BASE_TS, make_batch
+
+DAY_MS = 24 * 3600 * 1000
+
+
+def fill(
+    segment: Segment, batches: int, records: int = 5, *, timestamps: list[int] | None = None
+) -> list[int]:
+    """Append ``batches`` batches of ``records`` records; return each batch's start position."""
+    positions = []
+    for i in range(batches):
+        offset = segment.next_offset
+        ts = timestamps[i] if timestamps else BASE_TS + offset
+        positions.append(segment.size_bytes)
+        segment.append([RecordBatch(make_batch(offset, records, timestamp_ms=ts))], [offset])
+    return positions
+
+
+@pytest.fixture
+def segment(tmp_path: Path) -> Segment:
+    return Segment.create(tmp_path, 100, index_interval_bytes=1000, now_ms=0)
+
+
+def test_files_and_offsets(tmp_path: Path, segment: Segment) -> None:
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "00000000000000000100.index",
+        "00000000000000000100.log",
+        "00000000000000000100.timeindex",
+    ]
+    fill(segment, 3, records=4)
+    assert segment.next_offset == 112
+    data = segment.path.read_bytes()
+    scan = scan_batches(data)
+    assert [b.base_offset for b in scan.batches] == [100, 104, 108]
+    assert scan.complete_bytes == len(data) == segment.size_bytes
+    for batch in scan.batches:
+        batch.validate()
+    segment.close()
+
+
+def test_sparse_index_every_interval_bytes(segment: Segment) -> None:
+    positions = fill(segment, 12, records=5)  # 5 records of 100 bytes: ~676-byte batches
+    batch_size = positions[1] - positions[0]
+    assert 600 < batch_size < 1000
+    # Kafka's rule: index a batch once more than index_interval_bytes (1000) were written since the last one.
+    expected, since = [], 0
+    for i, position in enumerate(positions):
+        if since > 1000:
+            expected.append((100 + 5 * i, position))
+            since = 0
+        since += batch_size
+    assert segment.offset_index.entries() == expected
+    assert len(expected) == 5
+    segment.close()
+
+
+def test_read_whole_batches_from_the_one_holding_the_offset(segment: Segment) -> None:
+    positions = fill(segment, 10, records=5)
+    size = positions[1]
+    end = segment.size_bytes
+    region = segment.read(117, 1, end, segment.next_offset)  # inside the 4th batch, max_bytes below one batch
+    assert region is not None
+    assert (region.position, region.size_bytes, region.base_offset, region.next_offset) == (
+        positions[3],
+        size,
+        115,
+        120,
+    )
+    region = segment.read(115, 3 * size + 10, end, segment.next_offset)
+    assert region is not None
+    assert (region.position, region.size_bytes, region.next_offset) == (positions[3], 3 * size, 130)
+    region = segment.read(100, 10**9, end, segment.next_offset)
+    assert region is not None
+    assert (region.position, region.size_bytes, region.next_offset) == (0, end, 150)
+    assert segment.read(150, 1000, end, 150) is None
+    # never past max_position, even if max_bytes allows it
+    region = segment.read(100, 10**9, positions[4], 120)
+    assert region is not None
+    assert (region.size_bytes, region.next_offset) == (positions[4], 120)
+    assert segment.read(120, 10**9, positions[4], 120) is None
+    segment.close()
+
+
+def test_position_of(segment: Segment) -> None:
+    positions = fill(segment, 10, records=5)
+    for offset in range(100, 150):
+        found = segment.position_of(offset, segment.size_bytes)
+        batch = (offset - 100) // 5
+        assert found == (positions[batch], 100 + 5 * batch, positions[1])
+    assert segment.position_of(150, segment.size_bytes) is None
+    segment.close()
+
+
+def test_find_offset_by_timestamp(segment: Segment) -> None:
+    # batch i holds offsets 100+5i .. 104+5i with timestamps ts_i + 0..4; timestamps not monotonic
+    stamps = [1000, 2000, 1500, 4000, 3000, 6000, 5000, 8000, 7000, 9000]
+    fill(segment, 10, records=5, timestamps=stamps)
+    end = segment.size_bytes
+
+    def brute(ts: int) -> int | None:
+        for i, base in enumerate(stamps):
+            for j in range(5):
+                if base + j >= ts:
+                    return 100 + 5 * i + j
+        return None
+
+    for ts in [0, 1000, 1003, 1005, 2002, 2500, 3999, 4004, 4005, 6001, 8888, 9004, 9005, 10**9]:
+        assert segment.find_offset_by_timestamp(ts, end) == brute(ts), ts
+    assert segment.max_timestamp_ms == 9004
+    segment.close()
+
+
+def test_should_roll(segment: Segment) -> None:
+    assert not segment.should_roll(10**9, BASE_TS, 100, 0, segment_bytes=1000, segment_ms=DAY_MS)  # empty
+    fill(segment, 1, records=5, timestamps=[BASE_TS])
+    size = segment.size_bytes
+
+    def roll(batch_bytes: int, ts: int, last: int = 200, now: int = 0) -> bool:
+        return segment.should_roll(batch_bytes, ts, last, now, segment_bytes=2 * size, segment_ms=DAY_MS)
+
+    assert not roll(size, BASE_TS)
+    assert roll(size + 1, BASE_TS)  # would overflow segment_bytes
+    first_max_ts = BASE_TS + 4  # the first batch's max timestamp is the base of time-based rolling
+    assert not roll(10, first_max_ts + DAY_MS - 1)
+    assert roll(10, first_max_ts + DAY_MS)  # a day of record time after the first batch
+    assert not roll(10, -1, now=DAY_MS - 1)  # no timestamp: the clock since creation counts
+    assert roll(10, -1, now=DAY_MS)
+    assert roll(10, BASE_TS, last=100 + 2**31)  # relative offsets would overflow
+    segment.close()
+
+
+def test_load_trusts_data_and_reads_the_tail(tmp_path: Path, segment: Segment) -> None:
+    fill(segment, 12, records=5)
+    segment.on_become_inactive()
+    entries = segment.offset_index.entries()
+    segment.close()
+    loaded = Segment.load(tmp_path, 100, index_interval_bytes=1000, now_ms=0)
+    assert loaded.next_offset == 160
+    assert loaded.offset_index.entries() == entries
+    assert loaded.max_timestamp_ms == BASE_TS + 155 + 4
+    loaded.close()
+
+
+def test_load_rejects_an_index_pointing_at_the_wrong_batch(tmp_path: Path, segment: Segment) -> None:
+    positions = fill(segment, 6, records=5)
+    segment.close()
+    index = tmp_path / "00000000000000000100.index"
+    index.write_bytes(
+        (5).to_bytes(4, "big") + positions[2].to_bytes(4, "big")
+    )  # offset 105 is at positions[1]
+    with pytest.raises(
+        CorruptIndexError, match=f"entry \\(105, {positions[2]}\\) points at a batch with base offset 110"
+    ):
+        Segment.load(tmp_path, 100, index_interval_bytes=1000, now_ms=0)
+
+
+def test_load_rejects_a_torn_tail(tmp_path: Path, segment: Segment) -> None:
+    fill(segment, 3, records=5)
+    segment.close()
+    log = tmp_path / "00000000000000000100.log"
+    log.write_bytes(log.read_bytes()[:-10])
+    with pytest.raises(CorruptRecordError, match="does not fit"):
+        Segment.load(tmp_path, 100, index_interval_bytes=1000, now_ms=0)
+
+
+def test_scan_finds_the_first_invalid_batch(tmp_path: Path, segment: Segment) -> None:
+    positions = fill(segment, 5, records=5)
+    segment.close()
+    log = tmp_path / "00000000000000000100.log"
+    data = bytearray(log.read_bytes())
+    data[positions[3] + 70] ^= 0xFF
+    log.write_bytes(data)
+    scan = scan_segment(log, 100, index_interval_bytes=1000)
+    assert scan.valid_bytes == positions[3]
+    assert scan.truncated_bytes == len(data) - positions[3]
+    assert scan.batch_count == 3
+    assert scan.next_offset == 115
+    assert scan.error is not None
+    assert scan.error.startswith("expected CRC 0x")
+
+
+def test_scan_requires_consecutive_offsets(tmp_path: Path, segment: Segment) -> None:
+    segment.append([RecordBatch(make_batch(100, 5))], [100])
+    segment.append([RecordBatch(make_batch(106, 5))], [106])  # a hole: 105 is missing
+    segment.close()
+    scan = scan_segment(tmp_path / "00000000000000000100.log", 100, index_interval_bytes=1000)
+    assert scan.batch_count == 1
+    assert scan.error == "expected base offset 105 got 106"

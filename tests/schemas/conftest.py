@@ -1,0 +1,118 @@
+"""Fixtures for the schema registry tests: real registry server processes on real ZooKeeper.
+
+* ``start_registry(zk_connect, ...)``: start ``lumber schemas serve`` (a real process, free 127.0.0.1 port,
+  its own ``lumber.toml``) and wait until it answers; stopped (by pid) at the end of the test.
+* ``registry``: one server on the test's own ZooKeeper chroot (``zk_connect``).
+* ``shared_registry``: one server per test module, on a chroot of its own; tests use unique subjects.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+
+from pipeline.dev.process import ProcessHandle, free_port, start_and_wait, stop
+from pipeline.dev.zookeeper_server import ZooKeeperServer
+from tests.support.zookeeper import make_chroot
+
+T = TypeVar("T")
+
+
+@dataclass
+class RegistryProcess:
+    url: str
+    port: int
+    zk_connect: str
+    handle: ProcessHandle
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+    config_path: Path
+
+    def stop(self) -> None:
+        stop(self.handle, popen=self.popen)
+        # reap it: stop() can see the zombie before Popen does, which leaves Popen.returncode unset
+        self.popen.wait(timeout=30)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def launch_registry(
+    zk_connect: str, base_dir: Path, name: str = "registry", extra_toml: str = ""
+) -> RegistryProcess:
+    port = free_port()
+    base_dir.mkdir(parents=True, exist_ok=True)
+    config_path = base_dir / f"{name}.toml"
+    config_path.write_text(
+        f'[zookeeper]\nconnect = "{zk_connect}"\n\n[registry]\nport = {port}\nurl = "http://127.0.0.1:{port}"\n'
+        + extra_toml
+    )
+    url = f"http://127.0.0.1:{port}"
+    log_path = base_dir / f"{name}.log"
+    argv = [sys.executable, "-m", "pipeline", "--config", str(config_path), "schemas", "serve"]
+    handle, popen = start_and_wait(name, argv, log_path, lambda: _answers(url), timeout_s=60)
+    return RegistryProcess(url, port, zk_connect, handle, popen, log_path, config_path)
+
+
+@pytest.fixture
+def start_registry(tmp_path: Path) -> Iterator[Callable[..., RegistryProcess]]:
+    started: list[RegistryProcess] = []
+
+    def start(zk_connect: str, name: str = "registry", extra_toml: str = "") -> RegistryProcess:
+        process = launch_registry(zk_connect, tmp_path / "registries", name, extra_toml)
+        started.append(process)
+        return process
+
+    yield start
+    for process in reversed(started):
+        process.stop()
+
+
+@pytest.fixture
+def registry(zk_connect: str, start_registry: Callable[..., RegistryProcess]) -> RegistryProcess:
+    return start_registry(zk_connect)
+
+
+@pytest.fixture(scope="module")
+def shared_registry(
+    zookeeper_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RegistryProcess]:
+    connect = make_chroot(zookeeper_server.connect, f"shared_registry_{uuid.uuid4().hex[:6]}")
+    process = launch_registry(connect, tmp_path_factory.mktemp("shared-registry"))
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def subject() -> str:
+    """A subject name unique to the test (tests on ``shared_registry`` must not see each other's)."""
+    return f"test-{uuid.uuid4().hex[:10]}-value"
+
+
+@pytest.fixture
+def closing() -> Iterator[Callable[[T], T]]:
+    """``closing(obj)`` returns ``obj`` and closes it at the end of the test (clients, serdes)."""
+    opened: list[Any] = []
+
+    def track(obj: T) -> T:
+        opened.append(obj)
+        return obj
+
+    yield track
+    for obj in reversed(opened):
+        obj.close()
