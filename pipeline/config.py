@@ -33,8 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
+from broker.client.consumer_config import ConsumerConfig
+from broker.client.producer_config import ProducerConfig
 from broker.config import LogConfig
 from pipeline.errors import ConfigError
+from pipeline.load_config import LoadConfig
 from schemas.registry.config import RegistryConfig
 
 ENV_CONFIG_PATH = "LUMBER_CONFIG"
@@ -86,6 +89,9 @@ class LumberConfig:
     dev: DevConfig = field(default_factory=DevConfig)
     log: LogConfig = field(default_factory=LogConfig)
     registry: RegistryConfig = field(default_factory=RegistryConfig)
+    producer: ProducerConfig = field(default_factory=ProducerConfig)
+    consumer: ConsumerConfig = field(default_factory=ConsumerConfig)
+    load: LoadConfig = field(default_factory=LoadConfig)
     source: str = field(default="<defaults>", compare=False, metadata={"internal": True})
 
 

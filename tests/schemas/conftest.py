@@ -8,65 +8,20 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import httpx
 import pytest
 
-from pipeline.dev.process import ProcessHandle, free_port, start_and_wait, stop
 from pipeline.dev.zookeeper_server import ZooKeeperServer
+from tests.support.registry import RegistryProcess, launch_registry
 from tests.support.zookeeper import make_chroot
 
+__all__ = ["RegistryProcess"]  # the tests import it from here
+
 T = TypeVar("T")
-
-
-@dataclass
-class RegistryProcess:
-    url: str
-    port: int
-    zk_connect: str
-    handle: ProcessHandle
-    popen: subprocess.Popen[bytes]
-    log_path: Path
-    config_path: Path
-
-    def stop(self) -> None:
-        stop(self.handle, popen=self.popen)
-        # reap it: stop() can see the zombie before Popen does, which leaves Popen.returncode unset
-        self.popen.wait(timeout=30)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=1.0).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-def launch_registry(
-    zk_connect: str, base_dir: Path, name: str = "registry", extra_toml: str = ""
-) -> RegistryProcess:
-    port = free_port()
-    base_dir.mkdir(parents=True, exist_ok=True)
-    config_path = base_dir / f"{name}.toml"
-    config_path.write_text(
-        f'[zookeeper]\nconnect = "{zk_connect}"\n\n[registry]\nport = {port}\nurl = "http://127.0.0.1:{port}"\n'
-        + extra_toml
-    )
-    url = f"http://127.0.0.1:{port}"
-    log_path = base_dir / f"{name}.log"
-    argv = [sys.executable, "-m", "pipeline", "--config", str(config_path), "schemas", "serve"]
-    handle, popen = start_and_wait(name, argv, log_path, lambda: _answers(url), timeout_s=60)
-    return RegistryProcess(url, port, zk_connect, handle, popen, log_path, config_path)
 
 
 @pytest.fixture

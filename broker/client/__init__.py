@@ -1,0 +1,42 @@
+"""Lumber's own Kafka clients: a batching producer and a prefetching consumer of explicit partitions.
+
+Both speak the Kafka wire protocol (:mod:`broker.protocol`) to Lumber brokers, or to any Kafka broker whose
+API versions overlap theirs, and learn the cluster from ZooKeeper (the paper's registry) or from bootstrap
+servers.
+
+Layout:
+
+* :mod:`.producer` (:class:`Producer`), :mod:`.producer_batch` (the per-partition batch, futures),
+  :mod:`.producer_config` (``[producer]``), :mod:`.partitioner` (murmur2 and the sticky partitioner);
+* :mod:`.consumer` (:class:`Consumer`), :mod:`.fetcher` (background fetching and prefetch),
+  :mod:`.fetched_batch` (batches and the record decoders), :mod:`.consumer_record`,
+  :mod:`.consumer_config` (``[consumer]``);
+* :mod:`.connection` (one pipelined broker connection), :mod:`.broker_pool` (a client's connections),
+  :mod:`.cluster_metadata`, :mod:`.cluster_snapshot`, :mod:`.bootstrap_metadata_source`,
+  :mod:`.zookeeper_metadata_source` (learning the cluster);
+* :mod:`.console` (what ``lumber produce`` and ``lumber consume`` do), :mod:`.errors`.
+"""
+
+from broker.client.consumer import Consumer
+from broker.client.consumer_config import ConsumerConfig
+from broker.client.consumer_record import ConsumerRecord
+from broker.client.fetched_batch import FetchedBatch, PartitionValues
+from broker.client.producer import Producer
+from broker.client.producer_batch import BulkDelivery, DeliveryRange, RecordFuture, RecordMetadata
+from broker.client.producer_config import ProducerConfig
+from broker.log.topic_partition import TopicPartition
+
+__all__ = [
+    "BulkDelivery",
+    "Consumer",
+    "ConsumerConfig",
+    "ConsumerRecord",
+    "DeliveryRange",
+    "FetchedBatch",
+    "PartitionValues",
+    "Producer",
+    "ProducerConfig",
+    "RecordFuture",
+    "RecordMetadata",
+    "TopicPartition",
+]

@@ -1,0 +1,539 @@
+"""One TCP connection to a broker: pipelined requests, responses matched by correlation id.
+
+Life of a connection::
+
+    NEW --connect()--> CONNECTED (TCP up, reader thread running) --ApiVersions--> READY --close()--> CLOSED
+                                     \\_________ any I/O error, timeout or bad frame ____________/
+
+* **Negotiation.** The first request is ApiVersions at the highest version Lumber implements. A broker that
+  does not know that version answers UNSUPPORTED_VERSION in the v0 format with its own range, and the
+  request is repeated at the highest version both sides implement. Every later request of an API uses the
+  highest version in both ranges (:meth:`BrokerConnection.api_version`); an API the broker lacks raises
+  :class:`~broker.client.errors.UnsupportedApiError` when it is first needed.
+* **Pipelining.** :meth:`BrokerConnection.send` writes a request and returns at once with a
+  :class:`PendingRequest`; any number of requests may be in flight (callers bound it, e.g. the producer's
+  ``max_in_flight_requests_per_connection``). Each response is matched to its request by correlation id.
+  A response whose correlation id matches nothing in flight is a protocol violation: the connection closes.
+* **Threads.** Any thread may send (writes are serialised by a lock). One reader thread per connection
+  receives frames, decodes them and completes their requests, running their callbacks; a callback must be
+  quick and must not block on this connection. Frames larger than the read buffer are received straight
+  into a buffer of their own, which the decoded response's ``records`` views then share (no copy).
+* **Timeouts.** A request with no response after ``request_timeout_ms`` closes the connection, as Kafka's
+  clients do (the stream can no longer be trusted): every request in flight fails with
+  :class:`~broker.client.errors.RequestTimeoutError`. Connecting has its own ``connect_timeout_ms``.
+* **Failures.** When the connection breaks, every request in flight fails with
+  :class:`~broker.client.errors.BrokerConnectionError` naming the broker and the cause; later sends fail
+  the same way. A closed connection is never reused: make a new one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import selectors
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from broker.client.errors import (
+    BrokerConnectionError,
+    ClientError,
+    RequestTimeoutError,
+    UnsupportedApiError,
+)
+from broker.protocol import (
+    ApiKey,
+    ProtocolError,
+    RequestBody,
+    ResponseBody,
+    decode_response,
+    encode_request,
+)
+from broker.protocol.apis import APIS_BY_KEY, api_for_request
+from broker.protocol.error_code import ErrorCode
+from broker.protocol.messages.api_versions import API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+_CORRELATION = struct.Struct(">i")
+#: Bytes the reader asks the socket for at once; larger frames get a buffer of their own.
+_READ_CHUNK_BYTES = 256 * 1024
+#: How often an idle reader wakes to check deadlines and the closed flag.
+_IDLE_WAKE_S = 0.5
+_SOCKET_BUFFER_BYTES = 4 * 1024 * 1024
+#: Lumber's own client software name and version, as ApiVersions v3+ reports them.
+_SOFTWARE_NAME = "lumber-python"
+_SOFTWARE_VERSION = "0.1.0"
+
+Callback = Callable[["PendingRequest"], None]
+
+
+class PendingRequest:
+    """A request that was sent: its response (``response``) or failure (``error``) once ``done``.
+
+    Thread safety: completed once, by the connection's reader thread (or by whoever closes the
+    connection); :meth:`wait` may be called from any thread.
+    """
+
+    __slots__ = (
+        "_event",
+        "_lock",
+        "api_key",
+        "api_version",
+        "broker",
+        "callback",
+        "correlation_id",
+        "deadline",
+        "done",
+        "error",
+        "response",
+        "sent_at",
+    )
+
+    def __init__(
+        self,
+        api_key: int,
+        api_version: int,
+        correlation_id: int,
+        deadline: float,
+        callback: Callback | None,
+        lock: threading.Lock,
+        broker: str,
+    ) -> None:
+        self.broker = broker
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.deadline = deadline
+        self.callback = callback
+        self.sent_at = 0.0
+        self.done = False
+        self.response: Any = None
+        self.error: ClientError | None = None
+        self._event: threading.Event | None = None
+        self._lock = lock
+
+    def _complete(self, response: Any, error: ClientError | None) -> None:
+        with self._lock:
+            if self.done:
+                return
+            self.response = response
+            self.error = error
+            self.done = True
+            event = self._event
+        if event is not None:
+            event.set()
+        callback = self.callback
+        if callback is not None:
+            try:
+                callback(self)
+            except Exception:
+                log.exception(
+                    "callback of %s request %d failed", ApiKey(self.api_key).title, self.correlation_id
+                )
+
+    def wait(self, timeout_s: float | None = None) -> Any:
+        """The response, after waiting up to ``timeout_s`` (``None``: until done); raises the request's error.
+
+        The connection's own request timeout always ends the wait, so ``None`` cannot hang forever.
+        """
+        if not self.done:
+            with self._lock:
+                if not self.done and self._event is None:
+                    self._event = threading.Event()
+                event = self._event
+            if event is not None and not event.wait(timeout_s):
+                raise RequestTimeoutError(
+                    self.broker,
+                    f"no response to {ApiKey(self.api_key).title} request {self.correlation_id} "
+                    f"within {timeout_s} s",
+                )
+        if self.error is not None:
+            raise self.error
+        return self.response
+
+
+class BrokerConnection:
+    """A connection to one broker (see the module docstring). ``node_id`` is -1 for a bootstrap server."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        node_id: int = -1,
+        client_id: str = "lumber",
+        request_timeout_ms: int = 30_000,
+        connect_timeout_ms: int = 10_000,
+        max_response_bytes: int = 1024 * 1024 * 1024,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.client_id = client_id
+        self.request_timeout_s = request_timeout_ms / 1000
+        self.connect_timeout_s = connect_timeout_ms / 1000
+        self.max_response_bytes = max_response_bytes
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._pending: dict[int, PendingRequest] = {}
+        self._correlation_ids = itertools.count(1)
+        self._closed = False
+        self._close_error: ClientError | None = None
+        self._reader: threading.Thread | None = None
+        self._versions: dict[int, int] = {}
+        self._broker_ranges: dict[int, tuple[int, int]] = {}
+
+    @property
+    def name(self) -> str:
+        """``host:port``, with the broker id when known: how errors name this broker."""
+        address = f"{self.host}:{self.port}"
+        return address if self.node_id < 0 else f"{address} (broker {self.node_id})"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent and not answered yet."""
+        return len(self._pending)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("ready" if self._versions else "new")
+        return f"BrokerConnection({self.name}, {state}, in_flight={len(self._pending)})"
+
+    # ------------------------------------------------------------------------------------------- setup
+
+    def connect(self) -> None:
+        """Open the TCP connection and negotiate API versions; raises :class:`BrokerConnectionError`."""
+        if self._sock is not None:
+            raise BrokerConnectionError(self.name, "connect() was already called on this connection")
+        try:
+            sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout_s)
+        except OSError as exc:
+            self._closed = True
+            raise BrokerConnectionError(self.name, f"cannot connect: {exc.strerror or exc}") from exc
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+            with contextlib.suppress(OSError):  # the kernel may keep its own limit
+                sock.setsockopt(socket.SOL_SOCKET, option, _SOCKET_BUFFER_BYTES)
+        # sends block at most this long (a broker that stops reading); the reader selects before recv
+        sock.settimeout(self.request_timeout_s)
+        self._sock = sock
+        self._reader = threading.Thread(
+            target=self._read_loop, name=f"lumber-conn-{self.host}:{self.port}", daemon=True
+        )
+        self._reader.start()
+        try:
+            self._negotiate()
+        except BaseException:
+            self.close()
+            raise
+
+    def _negotiate(self) -> None:
+        version = API_VERSIONS.max_version
+        body = ApiVersionsRequest(
+            client_software_name=_SOFTWARE_NAME, client_software_version=_SOFTWARE_VERSION
+        )
+        for _ in range(2):
+            response: ApiVersionsResponse = self._send_at(body, version, None, True).wait()
+            ranges = {item.api_key: (item.min_version, item.max_version) for item in response.api_keys}
+            if response.error_code == ErrorCode.UNSUPPORTED_VERSION:
+                theirs = ranges.get(int(ApiKey.API_VERSIONS))
+                if theirs is None or theirs[1] >= version:
+                    break
+                version = min(theirs[1], API_VERSIONS.max_version)
+                continue
+            if response.error_code != ErrorCode.NONE:
+                break
+            self._broker_ranges = ranges
+            versions = {}
+            for key, spec in APIS_BY_KEY.items():
+                found = ranges.get(key)
+                if found is None:
+                    continue
+                low, high = max(found[0], spec.min_version), min(found[1], spec.max_version)
+                if low <= high:
+                    versions[key] = high
+            self._versions = versions
+            return
+        raise BrokerConnectionError(
+            self.name,
+            f"ApiVersions negotiation failed: {ErrorCode.name_of(response.error_code)} "
+            f"(error code {response.error_code})",
+        )
+
+    def api_version(self, api_key: int) -> int:
+        """The version this connection uses for ``api_key``: the highest both sides implement."""
+        version = self._versions.get(api_key)
+        if version is None:
+            spec = APIS_BY_KEY[api_key]
+            raise UnsupportedApiError(
+                self.name, spec.name, (spec.min_version, spec.max_version), self._broker_ranges.get(api_key)
+            )
+        return version
+
+    # ------------------------------------------------------------------------------------------ requests
+
+    def send(
+        self,
+        body: RequestBody,
+        *,
+        callback: Callback | None = None,
+        expect_response: bool = True,
+        version: int | None = None,
+    ) -> PendingRequest:
+        """Write ``body`` at the negotiated version (or ``version``); return at once.
+
+        ``callback`` runs in the reader thread once the response (or failure) is there. Without
+        ``expect_response`` (Produce with acks 0) the request is complete once written.
+        """
+        api_key = int(api_for_request(body).key)
+        if version is None:
+            version = self.api_version(api_key)
+        return self._send_at(body, version, callback, expect_response)
+
+    def request(self, body: RequestBody, *, version: int | None = None) -> Any:
+        """Send ``body`` and wait for its response (bounded by the request timeout)."""
+        return self.send(body, version=version).wait()
+
+    def _send_at(
+        self, body: RequestBody, version: int, callback: Callback | None, expect_response: bool
+    ) -> PendingRequest:
+        api_key = int(api_for_request(body).key)
+        correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
+        try:
+            frame = encode_request(version, correlation_id, self.client_id, body)
+        except ProtocolError as exc:
+            raise BrokerConnectionError(self.name, f"cannot encode the request: {exc}") from exc
+        now = time.monotonic()
+        pending = PendingRequest(
+            api_key, version, correlation_id, now + self.request_timeout_s, callback, self._lock, self.name
+        )
+        pending.sent_at = now
+        sock = self._sock
+        with self._send_lock:
+            with self._lock:
+                if self._closed or sock is None:
+                    cause = (
+                        f": {self._close_error.reason}"
+                        if isinstance(self._close_error, BrokerConnectionError)
+                        else ""
+                    )
+                    raise BrokerConnectionError(self.name, f"the connection is closed{cause}")
+                if expect_response:
+                    self._pending[correlation_id] = pending
+            try:
+                sock.sendall(frame)
+            except OSError as exc:
+                if isinstance(exc, TimeoutError):
+                    error: BrokerConnectionError = RequestTimeoutError(
+                        self.name,
+                        f"could not write a {len(frame)}-byte request in {self.request_timeout_s} s",
+                    )
+                else:
+                    error = BrokerConnectionError(
+                        self.name, f"connection lost while sending: {exc.strerror or exc}"
+                    )
+                with self._lock:  # this request fails here, by raising: not through its callback too
+                    self._pending.pop(correlation_id, None)
+                self._fail(error)
+                raise error from exc
+        if not expect_response:
+            pending._complete(None, None)
+        return pending
+
+    # -------------------------------------------------------------------------------------------- reader
+
+    def _read_loop(self) -> None:
+        sock = self._sock
+        if sock is None:  # pragma: no cover - started by connect() only
+            return
+        buffer = bytearray(_READ_CHUNK_BYTES)
+        view = memoryview(buffer)
+        start = end = 0
+        selector = selectors.DefaultSelector()
+        selector.register(sock, selectors.EVENT_READ)
+        try:
+            while not self._closed:
+                timeout = self._next_wake()
+                if timeout is None:
+                    return
+                if not selector.select(timeout):
+                    continue
+                if end == len(buffer):  # the buffer is full of one partial frame header: move it
+                    view[: end - start] = view[start:end]
+                    end -= start
+                    start = 0
+                try:
+                    received = sock.recv_into(view[end:])
+                except (BlockingIOError, InterruptedError, TimeoutError):
+                    continue
+                except OSError as exc:
+                    self._fail(BrokerConnectionError(self.name, f"connection lost: {exc.strerror or exc}"))
+                    return
+                if received == 0:
+                    self._fail(BrokerConnectionError(self.name, "the broker closed the connection"))
+                    return
+                end += received
+                # complete frames in the buffer
+                while end - start >= 4:
+                    (size,) = _SIZE.unpack_from(buffer, start)
+                    if size < 4 or size > self.max_response_bytes:
+                        self._fail(
+                            BrokerConnectionError(
+                                self.name,
+                                f"response size prefix {size} is outside 4-{self.max_response_bytes} bytes",
+                            )
+                        )
+                        return
+                    frame_end = start + 4 + size
+                    if frame_end <= end:
+                        self._dispatch(bytes(view[start + 4 : frame_end]))
+                        start = frame_end
+                        continue
+                    if 4 + size > len(buffer):
+                        # a large frame: receive it into a buffer of its own, no copy later
+                        frame = bytearray(size)
+                        have = end - start - 4
+                        frame[:have] = view[start + 4 : end]
+                        start = end = 0
+                        if not self._receive_exactly(sock, selector, memoryview(frame)[have:]):
+                            return
+                        self._dispatch(frame)
+                    break
+                if start == end:
+                    start = end = 0
+                elif len(buffer) - end < 4096:
+                    view[: end - start] = view[start:end]
+                    end -= start
+                    start = 0
+        except Exception as exc:
+            if not self._closed:
+                log.exception("reader of %s failed", self.name)
+            self._fail(BrokerConnectionError(self.name, f"reader failed: {exc!r}"))
+        finally:
+            selector.close()
+            sock.close()
+
+    def _receive_exactly(
+        self, sock: socket.socket, selector: selectors.BaseSelector, target: memoryview
+    ) -> bool:
+        got = 0
+        total = len(target)
+        while got < total:
+            if self._closed:
+                return False
+            timeout = self._next_wake()
+            if timeout is None:
+                return False
+            if not selector.select(timeout):
+                continue
+            try:
+                received = sock.recv_into(target[got:])
+            except (BlockingIOError, InterruptedError, TimeoutError):
+                continue
+            except OSError as exc:
+                self._fail(BrokerConnectionError(self.name, f"connection lost: {exc.strerror or exc}"))
+                return False
+            if received == 0:
+                self._fail(
+                    BrokerConnectionError(
+                        self.name,
+                        f"the broker closed the connection mid-response ({got} of {total} bytes received)",
+                    )
+                )
+                return False
+            got += received
+        return True
+
+    def _next_wake(self) -> float | None:
+        """Seconds to the earliest request deadline (at most the idle wake); ``None``: a request timed out."""
+        if not self._pending:
+            return _IDLE_WAKE_S
+        now = time.monotonic()
+        with self._lock:
+            oldest = min(self._pending.values(), key=lambda pending: pending.deadline, default=None)
+        if oldest is None:
+            return _IDLE_WAKE_S
+        remaining = oldest.deadline - now
+        if remaining <= 0:
+            self._fail(
+                RequestTimeoutError(
+                    self.name,
+                    f"no response to {ApiKey(oldest.api_key).title} v{oldest.api_version} request "
+                    f"{oldest.correlation_id} within {self.request_timeout_s:g} s; closed the connection",
+                )
+            )
+            return None
+        return min(remaining, _IDLE_WAKE_S)
+
+    def _dispatch(self, frame: bytes | bytearray) -> None:
+        (correlation_id,) = _CORRELATION.unpack_from(frame, 0)
+        with self._lock:
+            pending = self._pending.pop(correlation_id, None)
+        if pending is None:
+            self._fail(
+                BrokerConnectionError(
+                    self.name, f"response with correlation id {correlation_id} matches no request in flight"
+                )
+            )
+            return
+        try:
+            response = decode_response(pending.api_key, pending.api_version, frame)
+        except ProtocolError as exc:
+            pending._complete(
+                None,
+                BrokerConnectionError(
+                    self.name,
+                    f"cannot decode the {ApiKey(pending.api_key).title} v{pending.api_version} response "
+                    f"to request {correlation_id}: {exc}",
+                ),
+            )
+            return
+        pending._complete(response.body, None)
+
+    # ------------------------------------------------------------------------------------------- closing
+
+    def _fail(self, error: ClientError) -> None:
+        """Close the connection because of ``error``, failing every request in flight with it."""
+        with self._lock:
+            if self._closed and not self._pending:
+                return
+            self._closed = True
+            if self._close_error is None:
+                self._close_error = error
+            pending = list(self._pending.values())
+            self._pending.clear()
+        sock = self._sock
+        if sock is not None:
+            with contextlib.suppress(OSError):  # wakes the reader, which closes the socket on its way out
+                sock.shutdown(socket.SHUT_RDWR)
+        if pending:
+            log.info("%s: failing %d request(s) in flight: %s", self.name, len(pending), error)
+        for request in pending:
+            request._complete(None, error)
+
+    def close(self, reason: str = "closed by the client") -> None:
+        """Close the connection; requests in flight fail with :class:`BrokerConnectionError`. Idempotent."""
+        self._fail(BrokerConnectionError(self.name, reason))
+        reader = self._reader
+        if reader is not None and reader is not threading.current_thread():
+            reader.join(timeout=5)
+        if reader is None and self._sock is not None:
+            self._sock.close()
+
+
+def response_of(pending: PendingRequest) -> ResponseBody:
+    """The response of a completed request (raising its error): for callbacks."""
+    if pending.error is not None:
+        raise pending.error
+    body: ResponseBody = pending.response
+    return body

@@ -1,0 +1,373 @@
+"""The producer's unit of work: the records bound for one partition, sent as one record batch v2.
+
+A batch keeps what it is handed as segments (:class:`~broker.client.record_encoder.Segment`: runs of values
+sharing a timestamp, key and headers) and encodes them once, when it is sent
+(:func:`~broker.client.record_encoder.encode_records`), so that ``send`` and ``send_many`` cost a few
+tuple operations per call, not an encoding per record. Sizes are upper bounds
+(:func:`~broker.client.record_encoder.record_bound`): ``size_bytes`` never undercounts what the records
+take once encoded, which is what ``batch_size``, ``max_request_size`` and ``buffer_memory`` are checked
+against. Every record carries the producer's header bytes (the producing ``host`` first), encoded once.
+
+Life of a batch::
+
+    OPEN (records appended) --full / linger / flush--> DRAINED (in a request) --response--> DONE
+                                                          |  retriable error, within limits
+                                                          +--> QUEUED again (head of its partition)
+
+Thread safety: appends and state changes happen under the producer's lock; :meth:`ProducerBatch.build`
+runs in the sender thread after the batch left its queue (no appends after that); completion is done once
+by whichever thread receives the outcome, and :meth:`ProducerBatch.wait` may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+
+import crc32c
+
+from broker.client.errors import ClientError
+from broker.client.record_encoder import Segment, encode_records, key_part, record_bound, varint
+from broker.log.compression import CompressionType, compress
+from broker.log.record_batch import HEADER_SIZE, MAGIC
+
+log = logging.getLogger(__name__)
+
+# Header split at the CRC boundary: [0, 21) baseOffset, batchLength, partitionLeaderEpoch, magic, crc;
+# [21, 61) attributes, lastOffsetDelta, firstTimestamp, maxTimestamp, producerId, producerEpoch,
+# baseSequence, recordCount.
+_HEAD = struct.Struct(">qiibI")
+_TAIL = struct.Struct(">hiqqqhii")
+_BATCH_LENGTH_BASE = HEADER_SIZE - 12
+_NO_ID = -1
+
+Header = tuple[str, bytes | None]
+#: Called with the metadata of one record (``None`` on failure) and the error (``None`` on success).
+DeliveryCallback = Callable[["RecordMetadata | None", "BaseException | None"], None]
+
+_EVENT_LOCK = threading.Lock()
+_BOUND_BASE = record_bound(0, 0, 0)
+_new_tuple = tuple.__new__
+
+
+def encode_headers(headers: Sequence[Header]) -> bytes:
+    """The headers section of a record: count, then each key (UTF-8) and value (-1 length for null)."""
+    parts = [varint(len(headers))]
+    for key, value in headers:
+        key_bytes = key.encode("utf-8")
+        parts.append(varint(len(key_bytes)))
+        parts.append(key_bytes)
+        if value is None:
+            parts.append(b"\x01")
+        else:
+            parts.append(varint(len(value)))
+            parts.append(bytes(value))
+    return b"".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    """Where one record landed: its offset (-1 with ``acks`` 0) and its timestamp."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryRange:
+    """Consecutive records of one ``send_many`` call that landed together: ``[base_offset, next_offset)``."""
+
+    topic: str
+    partition: int
+    base_offset: int
+    record_count: int
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.record_count if self.base_offset >= 0 else -1
+
+
+class ProducerBatch:
+    """Records for one partition (see the module docstring)."""
+
+    __slots__ = (
+        "_event",
+        "attempts",
+        "base_offset",
+        "callbacks",
+        "codec",
+        "count",
+        "created_at",
+        "done",
+        "drained",
+        "encoded",
+        "error",
+        "first_timestamp_ms",
+        "last_error",
+        "max_timestamp_ms",
+        "partition",
+        "reserved_bytes",
+        "retry_at",
+        "segments",
+        "size_bytes",
+        "topic",
+    )
+
+    def __init__(self, topic: str, partition: int, codec: CompressionType, created_at: float) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.codec = codec
+        self.created_at = created_at
+        self.segments: list[Segment] = []
+        self.count = 0
+        #: an upper bound of the encoded records' bytes (the batch header excluded)
+        self.size_bytes = 0
+        self.first_timestamp_ms = -1
+        self.max_timestamp_ms = -1
+        #: bytes of buffer_memory this batch holds, released when it is done
+        self.reserved_bytes = 0
+        self.callbacks: list[tuple[int, int, DeliveryCallback]] | None = None
+        self.drained = False
+        self.attempts = 0
+        self.retry_at = 0.0
+        self.encoded: bytes | None = None
+        self.done = False
+        self.base_offset = -1
+        self.error: BaseException | None = None
+        self.last_error: BaseException | None = None
+        self._event: threading.Event | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"ProducerBatch({self.topic}-{self.partition}, records={self.count}, bytes<={self.size_bytes}, "
+            f"attempts={self.attempts}, done={self.done})"
+        )
+
+    # -------------------------------------------------------------------------------------- appending
+
+    def append(
+        self, timestamp_ms: int, key: bytes | None, value: bytes | None, headers: bytes, max_bytes: int
+    ) -> int:
+        """Add one record (``headers`` already encoded) if the batch stays within ``max_bytes`` (the first
+        record always goes in); returns its index in the batch, or -1 when it does not fit."""
+        index = self.count
+        part = b"\x01" if key is None else varint(len(key)) + key
+        # record_bound(), inlined: this runs once per send()
+        size = _BOUND_BASE + len(part) + len(headers) + (0 if value is None else len(value))
+        if index:
+            if self.size_bytes + size > max_bytes:
+                return -1
+            if timestamp_ms > self.max_timestamp_ms:  # noqa: PLR1730 - cheaper than max() here
+                self.max_timestamp_ms = timestamp_ms
+        else:
+            self.first_timestamp_ms = self.max_timestamp_ms = timestamp_ms
+        self.segments.append(_new_tuple(Segment, ((value,), 0, 1, timestamp_ms, part, headers)))
+        self.size_bytes += size
+        self.count = index + 1
+        return index
+
+    def append_values(
+        self,
+        timestamp_ms: int,
+        key: bytes | None,
+        values: Sequence[bytes | None],
+        start: int,
+        headers: bytes,
+        max_bytes: int,
+    ) -> int:
+        """Append ``values[start:]`` (which must not change afterwards) with one timestamp and key while the
+        batch stays within ``max_bytes`` (the first record always goes in); returns the index after the
+        last value appended."""
+        part = key_part(key)
+        fixed = record_bound(0, len(part), len(headers))
+        room = max_bytes - self.size_bytes
+        try:
+            sizes = list(accumulate(map(len, values[start:] if start else values)))  # type: ignore[arg-type]
+        except TypeError:  # null values
+            sizes = list(accumulate(0 if v is None else len(v) for v in values[start:]))
+        # how many fit: the largest n with sizes[n - 1] + n * fixed <= room (room shrinks by fixed each)
+        n = 0
+        if sizes:
+            low, high = 0, len(sizes)
+            while low < high:  # sizes[i] + (i + 1) * fixed grows with i: binary search
+                middle = (low + high) // 2
+                if sizes[middle] + (middle + 1) * fixed <= room:
+                    low = middle + 1
+                else:
+                    high = middle
+            n = low
+            if n == 0 and self.count == 0:
+                n = 1
+        if n == 0:
+            return start
+        if self.count == 0:
+            self.first_timestamp_ms = self.max_timestamp_ms = timestamp_ms
+        elif timestamp_ms > self.max_timestamp_ms:
+            self.max_timestamp_ms = timestamp_ms
+        self.segments.append(Segment(values, start, start + n, timestamp_ms, part, headers))
+        self.size_bytes += sizes[n - 1] + n * fixed
+        self.count += n
+        return start + n
+
+    def add_callback(self, index: int, timestamp_ms: int, callback: DeliveryCallback) -> None:
+        if self.callbacks is None:
+            self.callbacks = []
+        self.callbacks.append((index, timestamp_ms, callback))
+
+    # ---------------------------------------------------------------------------------------- sending
+
+    def build(self) -> bytes:
+        """The record batch v2 bytes (base offset 0; the broker assigns offsets). Built once, then reused."""
+        encoded = self.encoded
+        if encoded is not None:
+            return encoded
+        records = encode_records(self.segments, self.count, self.first_timestamp_ms)
+        attributes = 0
+        if self.codec != CompressionType.NONE:
+            compressed = compress(self.codec, records)
+            if len(compressed) < len(records):
+                records = compressed
+                attributes = int(self.codec)
+        tail = _TAIL.pack(
+            attributes,
+            self.count - 1,
+            self.first_timestamp_ms,
+            self.max_timestamp_ms,
+            _NO_ID,
+            _NO_ID,
+            _NO_ID,
+            self.count,
+        )
+        crc = crc32c.crc32c(records, crc32c.crc32c(tail))
+        head = _HEAD.pack(0, _BATCH_LENGTH_BASE + len(records), -1, MAGIC, crc)
+        encoded = self.encoded = b"".join((head, tail, records))
+        self.segments = []  # the values are in the bytes now
+        return encoded
+
+    # ------------------------------------------------------------------------------------- completion
+
+    def complete(self, base_offset: int, error: BaseException | None) -> None:
+        """Record the outcome once (offset on success, ``error`` on failure), wake waiters, run callbacks."""
+        with _EVENT_LOCK:
+            if self.done:
+                return
+            self.base_offset = base_offset
+            self.error = error
+            self.done = True
+            event = self._event
+        if event is not None:
+            event.set()
+        callbacks = self.callbacks
+        if callbacks:
+            self._run_callbacks(callbacks)
+
+    def _run_callbacks(self, callbacks: list[tuple[int, int, DeliveryCallback]]) -> None:
+        for index, timestamp_ms, callback in callbacks:
+            metadata = None if self.error is not None else self.metadata(index, timestamp_ms)
+            try:
+                callback(metadata, self.error)
+            except Exception:
+                log.exception("delivery callback for %s-%d failed", self.topic, self.partition)
+
+    def metadata(self, index: int, timestamp_ms: int) -> RecordMetadata:
+        """Where record ``index`` landed (offset -1 when unknown: ``acks`` 0)."""
+        offset = self.base_offset + index if self.base_offset >= 0 else -1
+        return RecordMetadata(self.topic, self.partition, offset, timestamp_ms)
+
+    def wait(self, timeout_s: float | None) -> bool:
+        """Wait until the batch is done; ``False`` if ``timeout_s`` passed first."""
+        with _EVENT_LOCK:
+            event = self._event
+            if event is None and not self.done:
+                event = self._event = threading.Event()
+        return True if event is None else event.wait(timeout_s)
+
+
+class RecordFuture:
+    """The outcome of one :meth:`~broker.client.producer.Producer.send`: where the record went, or why not."""
+
+    __slots__ = ("_batch", "_index", "_timestamp_ms")
+
+    def __init__(self, batch: ProducerBatch, index: int, timestamp_ms: int) -> None:
+        self._batch = batch
+        self._index = index
+        self._timestamp_ms = timestamp_ms
+
+    def done(self) -> bool:
+        return self._batch.done
+
+    def result(self, timeout_s: float | None = None) -> RecordMetadata:
+        """The record's :class:`RecordMetadata`; raises the delivery error, or :class:`TimeoutError`."""
+        batch = self._batch
+        if not batch.wait(timeout_s):
+            raise TimeoutError(
+                f"record {self._index} of a batch for {batch.topic}-{batch.partition} not delivered "
+                f"within {timeout_s} s"
+            )
+        if batch.error is not None:
+            raise batch.error
+        return batch.metadata(self._index, self._timestamp_ms)
+
+    def exception(self, timeout_s: float | None = None) -> BaseException | None:
+        """The delivery error, ``None`` on success; raises :class:`TimeoutError` if not done in time."""
+        batch = self._batch
+        if not batch.wait(timeout_s):
+            raise TimeoutError(
+                f"a record for {batch.topic}-{batch.partition} not delivered within {timeout_s} s"
+            )
+        return batch.error
+
+
+class BulkDelivery:
+    """The outcome of one :meth:`~broker.client.producer.Producer.send_many`: one range per batch used."""
+
+    __slots__ = ("_parts", "accepted")
+
+    def __init__(self) -> None:
+        self._parts: list[tuple[ProducerBatch, int, int]] = []
+        #: how many of the values were accepted (all, unless send_many raised part-way)
+        self.accepted = 0
+
+    def _add(self, batch: ProducerBatch, first_index: int, count: int) -> None:
+        self._parts.append((batch, first_index, count))
+        self.accepted += count
+
+    def done(self) -> bool:
+        return all(batch.done for batch, _, _ in self._parts)
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait until every part is done; ``False`` on timeout."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        for batch, _, _ in self._parts:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not batch.wait(remaining):
+                return False
+        return True
+
+    def result(self, timeout_s: float | None = None) -> list[DeliveryRange]:
+        """Where the records landed, in the order given; raises the first delivery error, or
+        :class:`TimeoutError`."""
+        if not self.wait(timeout_s):
+            raise TimeoutError(f"{self.accepted} records not all delivered within {timeout_s} s")
+        ranges: list[DeliveryRange] = []
+        for batch, first, count in self._parts:
+            if batch.error is not None:
+                raise batch.error
+            base = batch.base_offset + first if batch.base_offset >= 0 else -1
+            ranges.append(DeliveryRange(batch.topic, batch.partition, base, count))
+        return ranges
+
+    def errors(self) -> list[BaseException]:
+        """The delivery errors of the parts that are done and failed."""
+        return [batch.error for batch, _, _ in self._parts if batch.done and batch.error is not None]
+
+
+def is_retriable(error: BaseException) -> bool:
+    return isinstance(error, ClientError) and error.retriable

@@ -1,0 +1,145 @@
+"""The producer's settings: the ``[producer]`` section of ``lumber.toml``.
+
+Names and defaults follow Apache Kafka's producer where Lumber has the same knob (``batch.size`` is
+``batch_size``), except ``batch_size`` and ``linger_ms``, which default higher so that a Python producer
+under load sends fewer, larger requests. This module must not import :mod:`pipeline`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from broker.client.settings import check_limits, check_servers
+
+Acks = Literal["0", "1", "all"]
+CompressionName = Literal["none", "gzip", "snappy", "lz4", "zstd"]
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ProducerConfig:
+    """Lumber's producer: batching, acknowledgements, compression, buffering and retries."""
+
+    bootstrap_servers: list[str] = field(
+        default_factory=list,
+        metadata={
+            "doc": "Brokers (host:port) to learn the cluster from with Metadata requests. Empty: learn it "
+            "from ZooKeeper ([zookeeper] connect), the paper's way."
+        },
+    )
+    client_id: str = field(default="lumber-producer", metadata={"doc": "Client id sent with every request."})
+    acks: Acks = field(
+        default="1",
+        metadata={
+            "doc": "'0': no response (the paper's asynchronous producer, offsets unknown); '1': the leader "
+            "appended the batch; 'all': the batch is flushed to disk, the paper's 'exposed after flush'.",
+            "choices": ("0", "1", "all"),
+        },
+    )
+    compression_type: CompressionName = field(
+        default="none",
+        metadata={
+            "doc": "Codec of every batch: none, gzip, snappy, lz4 or zstd.",
+            "choices": ("none", "gzip", "snappy", "lz4", "zstd"),
+        },
+    )
+    batch_size: int = field(
+        default=128 * 1024,
+        metadata={
+            "doc": "A partition's batch is sent once its records reach this many bytes (uncompressed). A "
+            "record larger than this gets a batch of its own.",
+            "min": 1,
+            "max": 2**31 - 1,
+        },
+    )
+    linger_ms: int = field(
+        default=5,
+        metadata={
+            "doc": "How long a batch that is not full waits for more records before it is sent.",
+            "min": 0,
+        },
+    )
+    buffer_memory: int = field(
+        default=32 * MIB,
+        metadata={
+            "doc": "Bytes of records the producer holds before they are acknowledged; send() blocks when "
+            "they are all taken (backpressure) and raises after max_block_ms.",
+            "min": 1024,
+        },
+    )
+    max_block_ms: int = field(
+        default=60_000,
+        metadata={
+            "doc": "How long send() waits for buffer space or for a topic's metadata before raising.",
+            "min": 0,
+        },
+    )
+    max_request_size: int = field(
+        default=MIB,
+        metadata={
+            "doc": "Largest Produce request in bytes; also the largest record the producer accepts.",
+            "min": 1024,
+            "max": 2**31 - 1,
+        },
+    )
+    max_in_flight_requests_per_connection: int = field(
+        default=5,
+        metadata={
+            "doc": "Produce requests sent to one broker without waiting for their responses. With more "
+            "than 1, a retried batch may land after a later one.",
+            "min": 1,
+        },
+    )
+    request_timeout_ms: int = field(
+        default=30_000,
+        metadata={
+            "doc": "How long to wait for a response; then the connection is closed and the request retried.",
+            "min": 1,
+        },
+    )
+    delivery_timeout_ms: int = field(
+        default=120_000,
+        metadata={
+            "doc": "A record not acknowledged this long after send() fails with DeliveryTimeoutError.",
+            "min": 1,
+        },
+    )
+    retries: int = field(
+        default=2**31 - 1,
+        metadata={
+            "doc": "How often a batch is resent after a retriable error (within delivery_timeout_ms).",
+            "min": 0,
+        },
+    )
+    retry_backoff_ms: int = field(
+        default=100, metadata={"doc": "Pause before a failed batch or metadata request is retried.", "min": 0}
+    )
+    connect_timeout_ms: int = field(
+        default=10_000, metadata={"doc": "How long connecting to a broker may take.", "min": 1}
+    )
+    metadata_max_age_ms: int = field(
+        default=300_000,
+        metadata={"doc": "Learn the cluster again at least this often, even without errors.", "min": 0},
+    )
+    allow_auto_topic_creation: bool = field(
+        default=True,
+        metadata={
+            "doc": "Ask brokers to create a topic the producer writes to that does not exist (brokers "
+            "still apply their own auto-create switch)."
+        },
+    )
+    host_name: str = field(
+        default="",
+        metadata={"doc": "Value of the 'host' header on every record. Empty: this machine's host name."},
+    )
+
+    def __post_init__(self) -> None:
+        check_limits(self)
+        check_servers("producer", self.bootstrap_servers)
+
+    @property
+    def acks_value(self) -> int:
+        """``acks`` as the Produce request's int16: 0, 1 or -1."""
+        return -1 if self.acks == "all" else int(self.acks)

@@ -1,0 +1,79 @@
+"""Failure injection for the load job's tests: explicit, documented hooks instead of monkeypatching.
+
+Set ``[load] fault_injection`` (or ``LUMBER_LOAD__FAULT_INJECTION='["commit:manifest"]'`` in the
+environment, which reaches ``spark-submit`` runs too) to a list of specs:
+
+``commit:<step>``
+    Raise :class:`~pipeline.load_errors.InjectedFault` right after the named step of a run, on the driver.
+    The steps, in order (:data:`COMMIT_STEPS`; see :mod:`pipeline.commit` for what each does):
+    ``plan`` (the plan is persisted), ``staged`` (every task's output is in staging and counted),
+    ``manifest_tmp`` (the manifest's temporary file is written), ``manifest`` (the manifest is renamed into
+    place: the run is committed), ``move:<i>`` (the i-th staged file, 1-based, is moved to its final name),
+    ``staging_cleanup`` (the run's staging folder is deleted), ``pointer`` (CURRENT names the manifest).
+    A step also fires when recovery repeats it (rolling a manifest forward), so a rerun with the same spec
+    fails the same way: tests rerun without it.
+``task:<id>`` or ``task:<id>:kill``
+    In the Spark task that reads task ``<id>`` of the plan, on its first attempt only (attempt number 0),
+    after it handed Spark its first Arrow batch: SIGKILL its own Python worker, as a crash would. Spark
+    retries the task (on a master that allows retries, e.g. ``local[2,4]``, or any cluster).
+``task:<id>:raise``
+    The same, raising :class:`~pipeline.load_errors.InjectedFault` instead of killing the worker.
+
+Unknown specs are rejected when the job starts, so a typo cannot silently inject nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pipeline.load_errors import InjectedFault, LoadError
+
+COMMIT_STEPS = ("plan", "staged", "manifest_tmp", "manifest", "move:<i>", "staging_cleanup", "pointer")
+_COMMIT = re.compile(r"commit:(plan|staged|manifest_tmp|manifest|move:[1-9][0-9]*|staging_cleanup|pointer)")
+_TASK = re.compile(r"task:([0-9]+)(?::(kill|raise))?")
+
+
+@dataclass(frozen=True)
+class Faults:
+    """The parsed ``fault_injection`` specs. Picklable (it travels to the tasks)."""
+
+    commit_steps: frozenset[str] = frozenset()
+    #: task id -> "kill" or "raise"
+    tasks: tuple[tuple[int, str], ...] = ()
+
+    @classmethod
+    def parse(cls, specs: Iterable[str]) -> Faults:
+        steps: set[str] = set()
+        tasks: dict[int, str] = {}
+        for spec in specs:
+            commit = _COMMIT.fullmatch(spec)
+            task = _TASK.fullmatch(spec)
+            if commit:
+                steps.add(commit.group(1))
+            elif task:
+                tasks[int(task.group(1))] = task.group(2) or "kill"
+            else:
+                raise LoadError(
+                    f"[load] fault_injection: unknown spec {spec!r}; expected 'commit:<step>' with a step of "
+                    f"{', '.join(COMMIT_STEPS)}, or 'task:<id>[:kill|:raise]'"
+                )
+        return cls(frozenset(steps), tuple(sorted(tasks.items())))
+
+    def after(self, step: str) -> None:
+        """Raise :class:`InjectedFault` if a failure is injected right after ``step``."""
+        if step in self.commit_steps:
+            raise InjectedFault(f"fault injected after commit step {step!r} ([load] fault_injection)")
+
+    def in_task(self, task_id: int, attempt_number: int) -> None:
+        """Fail the first attempt of ``task_id`` if asked to (called after its first Arrow batch)."""
+        if attempt_number != 0:
+            return
+        for wanted, how in self.tasks:
+            if wanted == task_id:
+                if how == "raise":
+                    raise InjectedFault(f"fault injected into attempt 0 of task {task_id}")
+                os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,170 @@
+"""The hourly load job's settings: the ``[load]`` section of ``lumber.toml``.
+
+The load job (:mod:`pipeline.load_job`) reads exact offset ranges of the topics that match ``topics_allow``
+and none of ``topics_deny`` into Parquet below ``warehouse_url`` and commits data, offsets and audit counts
+in one atomic step (:mod:`pipeline.commit`). ``job`` names the job: its lock in ZooKeeper, its metadata
+below ``<warehouse>/_lumber/<job>/`` and its committed offsets are its own, so two jobs with different names
+load the same topics independently.
+
+``fault_injection`` is a test hook (see :mod:`pipeline.faults`); it is empty in production.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+StartPolicy = Literal["earliest", "latest"]
+OutOfRangePolicy = Literal["fail", "earliest"]
+ParquetCompression = Literal["snappy", "zstd", "gzip", "none"]
+
+_JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def setting(default: Any, doc: str, **limits: Any) -> Any:
+    """A key of the section (as :func:`pipeline.config.setting`, which this module cannot import: the config
+    module composes this section)."""
+    if isinstance(default, list):
+        frozen = list(default)
+        return field(default_factory=lambda: list(frozen), metadata={"doc": doc, **limits})
+    return field(default=default, metadata={"doc": doc, **limits})
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    """The hourly Spark load: which topics, where to, and how to start, cap and fail."""
+
+    job: str = setting(
+        "hourly",
+        "Name of the load job: its ZooKeeper lock, its metadata folder <warehouse>/_lumber/<job>/ and its "
+        "committed offsets. Letters, digits, '_', '.', '-'.",
+    )
+    topics_allow: list[str] = setting(  # noqa: RUF009 - setting() is dataclasses.field()
+        [".*"], "Load the topics whose whole name matches one of these regular expressions."
+    )
+    topics_deny: list[str] = setting(  # noqa: RUF009 - setting() is dataclasses.field()
+        ["_.*"],
+        "Never load the topics whose whole name matches one of these (default: internal topics such as "
+        "_audit and _schemas). Deny wins over allow.",
+    )
+    warehouse_url: str = setting(
+        ".lumber/warehouse",
+        "Where the Parquet output and the job's metadata live: any Hadoop filesystem URL (hdfs://nn:8020/"
+        "warehouse, file:///data/warehouse); a plain path is a local folder, relative to the working "
+        "directory of the command.",
+    )
+    start: StartPolicy = setting(  # noqa: RUF009 - setting() is dataclasses.field()
+        "earliest",
+        "Where a partition the job never loaded starts: 'earliest' (its log start) or 'latest' (its log end "
+        "when first planned: only newer messages are loaded).",
+        choices=("earliest", "latest"),
+    )
+    on_out_of_range: OutOfRangePolicy = setting(  # noqa: RUF009 - setting() is dataclasses.field()
+        "fail",
+        "When retention deleted offsets the job has not loaded yet (committed offset < log start): 'fail' "
+        "(stop, naming the partition and the gap) or 'earliest' (skip to the log start and record the gap "
+        "as loss in the manifest, for the audit).",
+        choices=("fail", "earliest"),
+    )
+    max_records_per_partition: int = setting(
+        0,
+        "At most this many records of one partition per run; the rest waits for the next run. 0: no cap.",
+        min=0,
+    )
+    max_records_per_task: int = setting(
+        500_000,
+        "Ranges larger than this are split into several Spark tasks (smaller retries, better balance).",
+        min=1,
+    )
+    min_partitions: int = setting(
+        2, "Split the largest ranges until the run has at least this many Spark tasks.", min=1
+    )
+    event_time_fields: list[str] = setting(  # noqa: RUF009 - setting() is dataclasses.field()
+        [],
+        "Where a topic's event time comes from, as 'TOPIC=FIELD' (a long or int payload field in ms since "
+        "the epoch, or an Avro timestamp). Topics not listed use the record timestamp (CreateTime). The "
+        "event time picks the output folder dt=YYYY-MM-DD/hr=HH (UTC); a null field falls back to the "
+        "record timestamp.",
+    )
+    window_ms: int = setting(
+        600_000,
+        "Width of the audit windows: the manifest counts committed and quarantined records per topic, "
+        "partition and window of this many ms (by record timestamp).",
+        min=1000,
+    )
+    registry_url: str = setting("", "Schema registry URL. Empty: [registry] url.")
+    bootstrap_servers: list[str] = setting(  # noqa: RUF009 - setting() is dataclasses.field()
+        [], "Brokers (host:port) to learn the cluster from. Empty: ZooKeeper ([zookeeper] connect)."
+    )
+    lock_timeout_ms: int = setting(
+        0,
+        "How long a run waits for the job's ZooKeeper lock held by another run before it gives up with a "
+        "message naming the holder. 0: give up at once.",
+        min=0,
+    )
+    arrow_batch_records: int = setting(
+        20_000, "Records per Arrow batch handed from a reading task to Spark.", min=1
+    )
+    compression: ParquetCompression = setting(  # noqa: RUF009 - setting() is dataclasses.field()
+        "snappy", "Parquet compression codec.", choices=("snappy", "zstd", "gzip", "none")
+    )
+    spark_master: str = setting(
+        "local[*]", "Spark master for `lumber etl run` (local[N], spark://host:port, yarn)."
+    )
+    spark_submit: str = setting(
+        "", "The spark-submit to run. Empty: the one installed with pyspark next to this Python."
+    )
+    spark_conf: list[str] = setting(  # noqa: RUF009 - setting() is dataclasses.field()
+        [], "Extra Spark settings for `lumber etl run`, as 'key=value' (passed as spark-submit --conf)."
+    )
+    python: str = setting(
+        "",
+        "Python that runs the driver and the executors' workers (must have Lumber's dependencies at the "
+        "same path on every node). Empty: the Python running `lumber`.",
+    )
+    fault_injection: list[str] = setting(  # noqa: RUF009 - setting() is dataclasses.field()
+        [],
+        "TEST HOOK, leave empty: failures to inject, e.g. 'commit:manifest' or 'task:3' (see "
+        "pipeline/faults.py).",
+    )
+
+    def __post_init__(self) -> None:
+        # ValueError: pipeline.config.build_section turns it into a ConfigError naming the file
+        if not _JOB_NAME.fullmatch(self.job):
+            raise ValueError(
+                f"load.job must be 1-100 letters, digits, '_', '.' or '-' (not starting with one of the "
+                f"last three), got {self.job!r}"
+            )
+        for key, patterns in (("topics_allow", self.topics_allow), ("topics_deny", self.topics_deny)):
+            for pattern in patterns:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise ValueError(f"load.{key}: {pattern!r} is not a regular expression: {exc}") from exc
+        self.event_time_by_topic()
+        for entry in self.spark_conf:
+            key, sep, _ = entry.partition("=")
+            if not sep or not key.strip():
+                raise ValueError(f"load.spark_conf: expected 'key=value', got {entry!r}")
+        if not self.warehouse_url.strip():
+            raise ValueError("load.warehouse_url must not be empty")
+
+    def event_time_by_topic(self) -> dict[str, str]:
+        """``event_time_fields`` as ``{topic: field}``."""
+        found: dict[str, str] = {}
+        for entry in self.event_time_fields:
+            topic, sep, name = entry.partition("=")
+            if not sep or not topic or not _FIELD_NAME.fullmatch(name):
+                raise ValueError(f"load.event_time_fields: expected 'TOPIC=FIELD', got {entry!r}")
+            if topic in found:
+                raise ValueError(f"load.event_time_fields: topic {topic!r} is listed twice")
+            found[topic] = name
+        return found
+
+    def topic_selected(self, topic: str) -> bool:
+        """True when ``topic`` matches an allow pattern and no deny pattern (whole-name matches)."""
+        if any(re.fullmatch(p, topic) for p in self.topics_deny):
+            return False
+        return any(re.fullmatch(p, topic) for p in self.topics_allow)

@@ -1,0 +1,271 @@
+"""One run of the hourly load: lock -> recover -> plan -> persist the plan -> read -> stage -> commit.
+
+:func:`run_load` is what ``jobs/load.py`` calls with the SparkSession it built (this module never builds
+or configures one). In order:
+
+1. take the job's ZooKeeper lock (:class:`~pipeline.job_lock.JobLock`); another run holding it ends this
+   one at once with :class:`~pipeline.load_errors.JobLockedError` naming the holder;
+2. recover what a crashed run left (:meth:`~pipeline.commit.CommitProtocol.recover`), then record this run
+   as ``running``;
+3. plan (:func:`~pipeline.load_plan.make_plan`): committed offsets from the latest manifest, log offsets
+   from the brokers, reader schemas from the registry; persist the plan;
+4. read and stage every topic with Spark (:func:`~pipeline.staging.stage_topic`), counting what was staged;
+5. commit (:meth:`~pipeline.commit.CommitProtocol.commit`): the manifest with the new offsets, the counts
+   and the file moves, published at one atomic rename while the lock is still held; then the moves;
+6. record the outcome: ``committed``, ``nothing_to_load`` (no new records and no offset to move: no manifest),
+   or ``failed`` with the error (a crash leaves ``running``, which the next run's recovery turns into
+   ``crashed``).
+
+A run whose plan has no records but moves offsets (a new partition under ``start = latest``, a gap skipped
+under ``on_out_of_range = earliest``) still commits a manifest, without files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
+
+from pipeline.commit import CommitProtocol, Manifest, RecoveryReport, RunRecord
+from pipeline.config import LumberConfig
+from pipeline.faults import Faults
+from pipeline.fs import HadoopFileSystem
+from pipeline.job_lock import JobLock, contender_identifier
+from pipeline.load_errors import LoadError
+from pipeline.load_plan import ClusterView, LoadPlan, make_plan
+from pipeline.source import SourceSettings
+from pipeline.spark_progress import SparkProgress
+from pipeline.staging import TopicStaging, range_results, stage_topic, window_counts
+from schemas.client import SchemaRegistryClient
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str], None]
+#: Topics staged at once (each is its own Spark job).
+_TOPICS_AT_ONCE = 4
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def new_run_id(now_ms: int) -> str:
+    """``<UTC time>-<6 hex>``: sorts by start time, unique."""
+    moment = dt.datetime.fromtimestamp(now_ms / 1000, tz=dt.UTC)
+    return f"{moment.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
+
+
+def parse_until_hour(text: str) -> int:
+    """``--until-hour``: ``YYYY-MM-DDTHH`` (UTC) as ms since the epoch: load records before that hour."""
+    for layout in ("%Y-%m-%dT%H", "%Y-%m-%d %H", "%Y-%m-%dT%H:00", "%Y-%m-%dT%H:00:00"):
+        try:
+            moment = dt.datetime.strptime(text, layout).replace(tzinfo=dt.UTC)
+        except ValueError:
+            continue
+        return int(moment.timestamp()) * 1000
+    raise LoadError(f"--until-hour {text!r}: expected an hour as YYYY-MM-DDTHH (UTC), e.g. 2026-11-22T10")
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What a run did."""
+
+    record: RunRecord
+    recovery: RecoveryReport
+    plan: LoadPlan | None = None
+    manifest: Manifest | None = None
+
+
+def source_settings(config: LumberConfig, faults: Faults) -> SourceSettings:
+    load = config.load
+    return SourceSettings(
+        registry_url=load.registry_url or config.registry.url,
+        bootstrap_servers=tuple(load.bootstrap_servers),
+        zookeeper_connect=config.zookeeper.connect,
+        consumer=config.consumer,
+        registry_timeout_s=config.registry.request_timeout_ms / 1000,
+        arrow_batch_records=load.arrow_batch_records,
+        faults=faults,
+    )
+
+
+def _zookeeper(config: LumberConfig) -> KazooClient:
+    zk = config.zookeeper
+    client = KazooClient(hosts=zk.connect, timeout=zk.session_timeout_ms / 1000)
+    try:
+        client.start(timeout=zk.connect_timeout_ms / 1000)
+    except KazooTimeoutError as exc:
+        client.close()
+        raise LoadError(f"cannot reach ZooKeeper at {zk.connect} for the job lock: {exc}") from exc
+    return client
+
+
+def run_load(
+    spark: Any,
+    config: LumberConfig,
+    *,
+    topics: Sequence[str] | None = None,
+    cutoff_ms: int | None = None,
+    progress: Progress = log.info,
+    clock_ms: Callable[[], int] = _now_ms,
+) -> RunOutcome:
+    """Run the load once (see the module docstring). Raises :class:`LoadError` subclasses on failure."""
+    load = config.load
+    faults = Faults.parse(load.fault_injection)
+    fs = HadoopFileSystem.for_spark(spark, load.warehouse_url)
+    protocol = CommitProtocol(fs, load.job, faults=faults, clock_ms=clock_ms)
+    run_id = new_run_id(clock_ms())
+    zk = _zookeeper(config)
+    try:
+        with JobLock(
+            zk, load.job, contender_identifier(run_id), timeout_s=load.lock_timeout_ms / 1000
+        ) as lock:
+            progress(f"run {run_id} of job {load.job!r}: lock {lock.path} taken; warehouse {fs.root}")
+            recovery = protocol.recover()
+            if recovery.did_anything:
+                progress(
+                    f"recovered: rolled forward manifests {list(recovery.rolled_forward)} "
+                    f"({recovery.moved_files} files moved), discarded staging of "
+                    f"{len(recovery.discarded_staging)} runs, marked {recovery.crashed_run or 'no run'} "
+                    "crashed"
+                )
+            record = RunRecord(
+                run_id, load.job, "running", clock_ms(), host=socket.gethostname(), pid=os.getpid()
+            )
+            protocol.start_run(record)
+            try:
+                outcome = _run(
+                    spark, config, protocol, lock, run_id, topics, cutoff_ms, faults, progress, clock_ms
+                )
+            except BaseException as exc:
+                failed = dataclasses.replace(
+                    record, outcome="failed", finished_at_ms=clock_ms(), error=f"{type(exc).__name__}: {exc}"
+                )
+                try:
+                    protocol.write_run(failed)
+                except Exception:
+                    log.exception("could not record the failure of run %s", run_id)
+                raise
+            return dataclasses.replace(outcome, recovery=recovery)
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def _run(
+    spark: Any,
+    config: LumberConfig,
+    protocol: CommitProtocol,
+    lock: JobLock,
+    run_id: str,
+    topics: Sequence[str] | None,
+    cutoff_ms: int | None,
+    faults: Faults,
+    progress: Progress,
+    clock_ms: Callable[[], int],
+) -> RunOutcome:
+    load = config.load
+    started = protocol.read_run(run_id)
+    if started is None:
+        raise LoadError(f"run {run_id}: its run record vanished")
+    base = protocol.latest_manifest()
+    committed = dict(base.offsets) if base is not None else {}
+    base_sequence = base.sequence if base is not None else 0
+    settings = source_settings(config, faults)
+    cluster = ClusterView(config.consumer, load.bootstrap_servers, config.zookeeper.connect)
+    registry = SchemaRegistryClient.from_config(config.registry, url=load.registry_url or None)
+    try:
+        plan = make_plan(
+            load=load,
+            cluster=cluster,
+            registry=registry,
+            committed=committed,
+            run_id=run_id,
+            base_sequence=base_sequence,
+            planned_at_ms=clock_ms(),
+            cutoff_ms=cutoff_ms,
+            topics=topics,
+        )
+    finally:
+        cluster.close()
+        registry.close()
+    protocol.persist_plan(run_id, plan.to_json())
+    progress(
+        f"planned: {len(plan.ranges)} ranges, {plan.record_count} records, {len(plan.tasks)} tasks"
+        + (
+            f", {sum(loss.record_count for loss in plan.losses)} records lost to retention"
+            if plan.losses
+            else ""
+        )
+    )
+    lost = sum(loss.record_count for loss in plan.losses)
+    if not plan.tasks and dict(plan.next_offsets) == committed and not plan.losses:
+        record = dataclasses.replace(started, outcome="nothing_to_load", finished_at_ms=clock_ms())
+        protocol.write_run(record)
+        progress("nothing to load")
+        return RunOutcome(record, RecoveryReport(), plan)
+    topics_to_stage = plan.topics_with_tasks()
+
+    def stage(topic: str) -> TopicStaging:
+        return stage_topic(
+            spark,
+            plan,
+            topic,
+            protocol.layout,
+            settings,
+            window_ms=load.window_ms,
+            compression=load.compression,
+            progress=progress,
+        )
+
+    # one Spark job per topic (each has its own schema); run side by side so small topics share the cores
+    with (
+        SparkProgress(spark, progress),
+        ThreadPoolExecutor(min(_TOPICS_AT_ONCE, len(topics_to_stage) or 1)) as pool,
+    ):
+        staged: list[TopicStaging] = list(pool.map(stage, topics_to_stage))
+    files = protocol.staged_files(run_id, plan.tasks_by_id())
+    manifest = Manifest(
+        job=load.job,
+        sequence=base_sequence + 1,
+        run_id=run_id,
+        committed_at_ms=clock_ms(),
+        window_ms=load.window_ms,
+        offsets=dict(plan.next_offsets),
+        ranges=range_results(plan, staged),
+        counts=window_counts(staged),
+        losses=plan.losses,
+        files=tuple(files),
+        staging=protocol.layout.staging_rel(run_id),
+        cutoff_ms=cutoff_ms,
+    )
+    progress(f"staged: {manifest.rows} rows, {manifest.quarantined} quarantined, {len(files)} files")
+    faults.after("staged")
+    protocol.commit(manifest, check_still_allowed=lock.ensure_held)
+    record = dataclasses.replace(
+        started,
+        outcome="committed",
+        finished_at_ms=clock_ms(),
+        sequence=manifest.sequence,
+        ranges=len(plan.ranges),
+        rows=manifest.rows,
+        quarantined=manifest.quarantined,
+        lost=lost,
+    )
+    protocol.write_run(record)
+    progress(
+        f"committed manifest {manifest.sequence}: {manifest.rows} rows, {manifest.quarantined} quarantined, "
+        f"{len(files)} files"
+    )
+    return RunOutcome(record, RecoveryReport(), plan, manifest)

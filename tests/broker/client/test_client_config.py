@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import pytest
+
+from broker.client.consumer_config import ConsumerConfig
+from broker.client.errors import ClientConfigError
+from broker.client.producer_config import ProducerConfig
+from pipeline.config import config_from_mapping
+from pipeline.errors import ConfigError
+
+
+def test_defaults_and_acks_value() -> None:
+    assert ProducerConfig().acks_value == 1
+    assert ProducerConfig(acks="all").acks_value == -1
+    assert ProducerConfig(acks="0").acks_value == 0
+    assert ConsumerConfig().auto_offset_reset == "largest"
+
+
+def test_limits_hold_for_sections_built_in_python() -> None:
+    with pytest.raises(ClientConfigError, match=r"ProducerConfig.linger_ms must be at least 0, got -1"):
+        ProducerConfig(linger_ms=-1)
+    with pytest.raises(
+        ClientConfigError, match=r"ProducerConfig.acks must be one of '0', '1', 'all', got '2'"
+    ):
+        ProducerConfig(acks="2")  # type: ignore[arg-type]
+    with pytest.raises(ClientConfigError, match=r"'localhost' is not host:port"):
+        ConsumerConfig(bootstrap_servers=["localhost"])
+    with pytest.raises(
+        ClientConfigError, match=r"request_timeout_ms \(500\) must exceed .*fetch_max_wait_ms \(500\)"
+    ):
+        ConsumerConfig(request_timeout_ms=500, fetch_max_wait_ms=500)
+
+
+def test_sections_load_from_toml_tables() -> None:
+    config = config_from_mapping(
+        {
+            "producer": {"acks": "all", "compression_type": "zstd", "bootstrap_servers": ["127.0.0.1:9092"]},
+            "consumer": {"auto_offset_reset": "smallest", "max_prefetch_bytes": 1024},
+        }
+    )
+    assert (config.producer.acks, config.producer.compression_type) == ("all", "zstd")
+    assert config.producer.bootstrap_servers == ["127.0.0.1:9092"]
+    assert (config.consumer.auto_offset_reset, config.consumer.max_prefetch_bytes) == ("smallest", 1024)
+    with pytest.raises(ConfigError, match=r"key 'producer.compression_type' must be one of"):
+        config_from_mapping({"producer": {"compression_type": "brotli"}})
+    with pytest.raises(ConfigError, match=r"section \[consumer\]: consumer.request_timeout_ms"):
+        config_from_mapping({"consumer": {"request_timeout_ms": 100}})

@@ -1,0 +1,173 @@
+"""The consumer against real broker processes (the ``broker_cluster`` fixture) and a real ZooKeeper."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from broker.client.consumer import Consumer
+from broker.client.consumer_config import ConsumerConfig
+from broker.client.errors import NoOffsetError, OffsetOutOfRangeError
+from broker.log.topic_partition import TopicPartition
+from tests.broker.client.helpers import consumer, producer, read_batches, read_records
+
+TP = TopicPartition("events", 0)
+
+
+def produce(
+    cluster: Any, topic: str, count: int, *, partition: int = 0, start: int = 0, **settings: Any
+) -> None:
+    with producer(cluster, **settings) as p:
+        p.send_many(topic, [b"m%05d" % i for i in range(start, start + count)], partition=partition).result(
+            10
+        )
+
+
+def test_iterator_blocks_until_messages_arrive(broker_cluster: Any) -> None:
+    broker_cluster.create_topic("events", 1)
+    with consumer(broker_cluster, TP, auto_offset_reset="largest") as c:
+        assert c.position(TP) == 0
+        timer = threading.Timer(0.6, produce, (broker_cluster, "events", 3))
+        started = time.monotonic()
+        timer.start()
+        got = []
+        for record in c.messages(timeout_ms=10_000):
+            got.append((record.offset, record.value))
+            if len(got) == 3:
+                break
+        waited = time.monotonic() - started
+        timer.join()
+    assert got == [(0, b"m00000"), (1, b"m00001"), (2, b"m00002")]
+    assert 0.55 <= waited < 8
+
+
+def test_timeout_ends_the_wait(broker_cluster: Any) -> None:
+    broker_cluster.create_topic("events", 1)
+    with consumer(broker_cluster, TP) as c:
+        started = time.monotonic()
+        assert list(c.messages(timeout_ms=400)) == []
+        assert 0.38 <= time.monotonic() - started < 3
+        assert c.poll(timeout_ms=200) == []
+        assert c.poll_values(timeout_ms=0) == []
+
+
+def test_seek_and_position(broker_cluster: Any) -> None:
+    broker_cluster.create_topic("events", 1)
+    produce(broker_cluster, "events", 50)
+    with consumer(broker_cluster, TP) as c:
+        assert c.position(TP) == 0
+        c.seek(TP, 20)
+        assert c.position(TP) == 20
+        first = c.poll(timeout_ms=5000, max_records=5)
+        assert [r.offset for r in first] == [20, 21, 22, 23, 24]
+        assert c.position(TP) == 25
+        c.seek(TP, 3)  # backwards, with records fetched and not handed out yet
+        assert [r.value for r in read_records(c, 2)] == [b"m00003", b"m00004"]
+        c.seek(TP, 48)
+        values: list[tuple[int, bytes | None]] = []
+        while len(values) < 2:
+            for chunk in c.poll_values(timeout_ms=2000):
+                assert chunk.topic_partition == TP
+                values.extend(zip(chunk.offsets, chunk.values, strict=True))
+        assert values == [(48, b"m00048"), (49, b"m00049")]
+        assert c.position(TP) == 50
+        assert c.end_offsets([TP]) == {TP: 50}
+        assert c.beginning_offsets([TP]) == {TP: 0}
+
+
+def test_seek_to_time(broker_cluster: Any) -> None:
+    broker_cluster.create_topic("events", 1)
+    with producer(broker_cluster) as p:
+        for i in range(30):  # batches of one record each, timestamps 1000 ms apart
+            p.send("events", b"t%d" % i, timestamp_ms=1_700_000_000_000 + 1000 * i).result(10)
+    with consumer(broker_cluster, TP) as c:
+        assert c.seek_to_time(TP, 1_700_000_005_500) == 6
+        assert [r.value for r in read_records(c, 2)] == [b"t6", b"t7"]
+        assert c.seek_to_time(TP, 0) == 0
+        assert read_records(c, 1)[0].offset == 0
+        assert c.seek_to_time(TP, 1_800_000_000_000) == 30  # later than everything: the end
+        assert c.position(TP) == 30
+        assert c.offsets_for_times({TP: 1_800_000_000_000}) == {TP: None}
+        assert c.offsets_for_times({TP: 1_700_000_029_000}) == {TP: 29}
+
+
+@pytest.mark.parametrize(("reset", "expected_first"), [("smallest", 0), ("largest", 40)])
+def test_auto_offset_reset_when_out_of_range(broker_cluster: Any, reset: str, expected_first: int) -> None:
+    broker_cluster.create_topic("events", 1)
+    produce(broker_cluster, "events", 40)
+    with consumer(broker_cluster, TP, auto_offset_reset=reset) as c:
+        c.seek(TP, 10_000)
+        if reset == "largest":
+            deadline = time.monotonic() + 10
+            while c.poll(timeout_ms=100) == [] and time.monotonic() < deadline:
+                if c.position(TP) == 40:
+                    break
+            assert c.position(TP) == 40
+            produce(broker_cluster, "events", 2, start=40)
+        records = read_records(c, 2)
+    assert [r.offset for r in records] == [expected_first, expected_first + 1]
+
+
+def test_auto_offset_reset_none_raises(broker_cluster: Any) -> None:
+    broker_cluster.create_topic("events", 1)
+    produce(broker_cluster, "events", 5)
+    with consumer(broker_cluster, TP, auto_offset_reset="none") as c:
+        with pytest.raises(NoOffsetError, match=r"events-0: no position, and auto_offset_reset is 'none'"):
+            c.poll(timeout_ms=5000)
+        c.seek(TP, 99)
+        with pytest.raises(OffsetOutOfRangeError, match=r"events-0: offset 99 is out of range"):
+            c.poll(timeout_ms=5000)
+        c.seek(TP, 2)
+        assert [r.offset for r in read_records(c, 3)] == [2, 3, 4]
+
+
+def test_large_batches_and_small_fetches(broker_cluster: Any) -> None:
+    broker_cluster.create_topic("events", 1)
+    produce(broker_cluster, "events", 3000, batch_size=256 * 1024, linger_ms=1000)
+    with consumer(broker_cluster, TP, max_partition_fetch_bytes=10_000, max_prefetch_bytes=20_000) as c:
+        batches = read_batches(c, 3000)
+        assert next(b.record_count for b in batches) > 1000  # one batch far above max_partition_fetch_bytes
+        values = [v for b in batches for v in b.values().values]
+    assert values == [b"m%05d" % i for i in range(3000)]
+
+
+def test_consumer_resumes_after_the_broker_is_killed_and_restarted(broker_cluster: Any) -> None:
+    broker_cluster.create_topic("events", 1)
+    produce(broker_cluster, "events", 1000, acks="all")
+    with consumer(broker_cluster, TP, retry_backoff_ms=50, max_prefetch_bytes=4096) as c:
+        first = read_records(c, 500)
+        assert [r.offset for r in first] == list(range(500))
+        broker_cluster.brokers[0].kill()
+        broker_cluster.brokers[0].restart()
+        produce(broker_cluster, "events", 100, start=1000, acks="all")
+        rest = read_records(c, 600, timeout_s=60)
+    assert [r.offset for r in rest] == list(range(500, 1100))
+    assert [r.value for r in rest] == [b"m%05d" % i for i in range(500, 1100)]
+
+
+def test_consumer_learns_the_cluster_from_zookeeper(broker_cluster: Any) -> None:
+    broker_cluster.create_topic("events", 2)
+    produce(broker_cluster, "events", 10, partition=1)
+    config = ConsumerConfig(auto_offset_reset="smallest", fetch_max_wait_ms=100)
+    with Consumer(config, zookeeper_connect=broker_cluster.zk_connect) as c:
+        partitions = c.partitions_for("events")
+        assert partitions == [TopicPartition("events", 0), TopicPartition("events", 1)]
+        c.assign(partitions)
+        records = read_records(c, 10)
+    assert {(r.partition, r.offset) for r in records} == {(1, i) for i in range(10)}
+
+
+def test_iteration_hands_out_every_record_once(broker_cluster: Any) -> None:
+    broker_cluster.create_topic("events", 3)
+    for partition in range(3):
+        produce(broker_cluster, "events", 400, partition=partition)
+    partitions = [TopicPartition("events", p) for p in range(3)]
+    with consumer(broker_cluster, *partitions, max_prefetch_bytes=8192) as c:
+        seen = [(r.partition, r.offset) for r in c.messages(timeout_ms=1500)]
+        assert [c.position(tp) for tp in partitions] == [400, 400, 400]
+    assert sorted(seen) == [(p, o) for p in range(3) for o in range(400)]
+    for p in range(3):  # in order within each partition
+        assert [o for q, o in seen if q == p] == list(range(400))

@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker.client.producer_batch import encode_headers
+from broker.client.record_encoder import (
+    ARROW_VARINT_LIMIT,
+    Segment,
+    encode_records,
+    encode_records_arrow,
+    encode_records_python,
+    key_part,
+    record_bound,
+)
+from broker.log.record_batch import _decode_records
+
+HEADERS = [encode_headers([("host", b"h1")]), encode_headers([("host", b"h2"), ("trace", None), ("n", b"")])]
+
+SEGMENTS = st.lists(
+    st.tuples(
+        st.lists(
+            st.none() | st.binary(max_size=300) | st.sampled_from([b"x" * 70, b"y" * 9000]),
+            min_size=1,
+            max_size=40,
+        ),
+        st.integers(min_value=-100, max_value=10**9),
+        st.none() | st.binary(max_size=80),
+        st.sampled_from(HEADERS),
+        st.data(),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+def build_segments(raw: list[Any]) -> tuple[list[Segment], int]:
+    segments = []
+    count = 0
+    for values, ts_delta, key, headers, data in raw:
+        start = data.draw(st.integers(min_value=0, max_value=len(values) - 1))
+        stop = data.draw(st.integers(min_value=start + 1, max_value=len(values)))
+        segments.append(
+            Segment(tuple(values), start, stop, 1_700_000_000_000 + ts_delta, key_part(key), headers)
+        )
+        count += stop - start
+    return segments, count
+
+
+def reference(segments: list[Segment], first_ts: int) -> list[tuple[int, bytes | None]]:
+    records: list[tuple[int, bytes | None, bytes | None]] = []
+    for segment in segments:
+        for value in segment.values[segment.start : segment.stop]:
+            key = None if segment.key_part == b"\x01" else segment.key_part
+            records.append((segment.timestamp_ms, key, value))
+    return [(ts, value) for ts, _, value in records]
+
+
+@settings(max_examples=60, deadline=None)
+@given(SEGMENTS)
+def test_arrow_and_python_encoders_agree_and_decode(raw: list[Any]) -> None:
+    segments, count = build_segments(raw)
+    first_ts = segments[0].timestamp_ms
+    python = encode_records_python(segments, first_ts)
+    arrow = encode_records_arrow(segments, count, first_ts)
+    assert arrow == python
+    decoded = list(_decode_records(python, count, 100, first_ts, None, "<test>", None))
+    assert [(r.timestamp_ms, r.value) for r in decoded] == reference(segments, first_ts)
+    assert [r.offset for r in decoded] == list(range(100, 100 + count))
+    bound = sum(
+        record_bound(0 if v is None else len(v), len(s.key_part), len(s.headers))
+        for s in segments
+        for v in s.values[s.start : s.stop]
+    )
+    assert len(python) <= bound
+
+
+def test_arrow_declines_what_its_varint_table_cannot_hold() -> None:
+    header = HEADERS[0]
+    big = Segment((b"z" * ARROW_VARINT_LIMIT,), 0, 1, 5, b"\x01", header)
+    assert encode_records_arrow([big], 1, 5) is None
+    assert encode_records([big] * 300, 300, 5) == encode_records_python([big] * 300, 5)
+    many = Segment((b"v",) * ARROW_VARINT_LIMIT, 0, ARROW_VARINT_LIMIT, 5, b"\x01", header)
+    assert encode_records_arrow([many], ARROW_VARINT_LIMIT, 5) is None

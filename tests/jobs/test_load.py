@@ -1,0 +1,280 @@
+"""``jobs/load.py`` under spark-submit (and ``lumber etl run``) against real brokers, ZooKeeper and registry.
+
+Every run here is a real ``.venv/bin/spark-submit`` with the code shipped as a ``--py-files`` zip (about 15 s
+each), so there are few: a killed task attempt under ``lumber etl run``, the driver SIGKILLed at random
+moments (slow), and a Spark standalone cluster (slow).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.client.producer import Producer
+from broker.client.producer_config import ProducerConfig
+from pipeline.config import LumberConfig, dump_config
+from pipeline.dev.process import ProcessHandle, free_port, spawn, stop, wait_until
+from pipeline.load_job import run_load
+from pipeline.spark_submit import build_code_zip, spark_submit_command, submit_environment
+from schemas.client import SchemaRegistryClient
+from schemas.serde import AvroSerde
+from schemas.shipped import shipped_schema_text
+from tests.support.load_job import (
+    BASE_MS,
+    HOUR_MS,
+    ViewProducer,
+    committed_offsets,
+    load_config,
+    loaded_rows,
+    unique_topic,
+)
+from tests.support.registry import RegistryProcess
+
+SPARK_CLASS = Path(sys.executable).parent / "spark-class"
+
+
+def servers(cluster: Any) -> list[str]:
+    found = cluster.bootstrap_servers
+    return found.split(",") if isinstance(found, str) else list(found)
+
+
+@dataclass
+class Stack:
+    cluster: Any
+    registry: RegistryProcess
+    tmp: Path
+    topic: str
+    job: str
+    views: ViewProducer
+
+    @property
+    def warehouse(self) -> Path:
+        return self.tmp / "warehouse"
+
+    def config(self, job: str | None = None, warehouse: Path | None = None, **load: Any) -> LumberConfig:
+        return load_config(
+            zk_connect=self.cluster.zk_connect,
+            registry_url=self.registry.url,
+            bootstrap_servers=servers(self.cluster),
+            warehouse=warehouse or self.warehouse,
+            job=job or self.job,
+            topics=[self.topic],
+            **load,
+        )
+
+    def config_file(self, config: LumberConfig, name: str = "lumber.toml") -> Path:
+        path = self.tmp / name
+        text = dump_config(config).replace(
+            '[dev]\nstate_dir = ".lumber"', f'[dev]\nstate_dir = "{self.tmp / "state"}"'
+        )
+        path.write_text(text)
+        return path
+
+    def assert_loaded_exactly(self, warehouse: Path | None = None, job: str | None = None) -> None:
+        produced = self.views.produced
+        assert loaded_rows(warehouse or self.warehouse, self.topic) == produced.row_tuples()
+        assert committed_offsets(warehouse or self.warehouse, job or self.job) == produced.end_offsets()
+
+
+@pytest.fixture
+def stack(broker_cluster: Any, load_registry: RegistryProcess, tmp_path: Path) -> Iterator[Stack]:
+    topic = unique_topic("page_view")
+    broker_cluster.create_topic(topic, 2)
+    client = SchemaRegistryClient(load_registry.url)
+    v1 = client.register(f"{topic}-value", shipped_schema_text("page_view"))
+    v2 = client.register(f"{topic}-value", shipped_schema_text("page_view_v2"))
+    producer = Producer(ProducerConfig(bootstrap_servers=servers(broker_cluster), linger_ms=5, acks="all"))
+    views = ViewProducer(producer, AvroSerde(client), topic, v1, v2)
+    yield Stack(broker_cluster, load_registry, tmp_path, topic, unique_topic("job"), views)
+    producer.close()
+    client.close()
+
+
+def produce_some(views: ViewProducer, index: int) -> None:
+    views.views(0, 40, BASE_MS + index * HOUR_MS, 60_000, v2=index % 2 == 1)
+    views.views(1, 25, BASE_MS + index * HOUR_MS + 30_000, 120_000, v2=True)
+
+
+def test_etl_run_shows_progress_and_survives_a_killed_task_attempt(stack: Stack) -> None:
+    produce_some(stack.views, 0)
+    stack.views.malformed(1, BASE_MS + 5)
+    # task 1 kills its own Python worker on attempt 0; local[2,4] lets Spark retry it
+    config = stack.config(fault_injection=["task:1"], min_partitions=3)
+    path = stack.config_file(config)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "--config", str(path), "etl", "run", "--master", "local[2,4]"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "planned: 2 ranges, 69 records, 3 tasks" in out
+    assert "spark: stage" in out
+    assert "quarantining" in out
+    assert "committed manifest 1: 65 rows, 4 quarantined" in out
+    assert "lumber etl run: committed in" in out
+    logs = list((stack.tmp / "state" / "etl" / "logs").glob("*.log"))
+    assert len(logs) == 1
+    log = logs[0].read_text(errors="replace")
+    assert "Lost task" in log, log[-3000:]
+    stack.assert_loaded_exactly()
+
+
+def _submit(stack: Stack, config_path: Path, log_path: Path, master: str, code_zip: Path) -> tuple[Any, Any]:
+    load = stack.config().load
+    argv = spark_submit_command(load, config_path=config_path, code_zip=code_zip, master=master)
+    return spawn("spark-submit", argv, log_path, env=submit_environment(load))
+
+
+@pytest.mark.slow
+def test_sigkill_of_the_driver_at_random_moments_loses_and_duplicates_nothing(stack: Stack) -> None:
+    seed = int(time.time())
+    rng = random.Random(seed)
+    code_zip = build_code_zip(stack.tmp / "code.zip")
+    # a killed run's lock goes with its ZooKeeper session (6 s): the next run waits for it
+    config_path = stack.config_file(stack.config(lock_timeout_ms=30_000, min_partitions=4))
+    markers = ["", "lock ", "planned:", "reading ", "spark: stage", "staged:"]
+    kills = 0
+    for index in range(5):
+        produce_some(stack.views, index)
+        log_path = stack.tmp / f"run-{index}.log"
+        handle, popen = _submit(stack, config_path, log_path, "local[2]", code_zip)
+        marker = rng.choice(markers)
+        delay_s = rng.uniform(0.0, 1.5)
+        deadline = time.monotonic() + 90
+        while popen.poll() is None and time.monotonic() < deadline:
+            if marker in log_path.read_text(errors="replace"):
+                break
+            time.sleep(0.05)
+        time.sleep(delay_s)
+        if popen.poll() is None:
+            os.killpg(handle.pid, signal.SIGKILL)  # the driver JVM and its Python: the whole process group
+            kills += 1
+        popen.wait(timeout=30)
+        print(f"seed {seed} run {index}: marker {marker!r} + {delay_s:.2f} s, exit {popen.returncode}")
+    assert kills >= 3, f"seed {seed}: only {kills} of 5 runs were still running when killed"
+    final_log = stack.tmp / "final.log"
+    _handle, popen = _submit(stack, config_path, final_log, "local[2]", code_zip)
+    assert popen.wait(timeout=240) == 0, final_log.read_text(errors="replace")[-4000:]
+    stack.assert_loaded_exactly()
+    staging = stack.warehouse / "_lumber" / stack.job / "staging"
+    assert not staging.exists() or not any(staging.iterdir())
+
+
+@dataclass
+class Standalone:
+    master_url: str
+    handles: list[tuple[ProcessHandle, Any]]
+
+
+@pytest.fixture
+def standalone(tmp_path: Path) -> Iterator[Standalone]:
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    port = free_port()
+    started: list[tuple[ProcessHandle, Any]] = []
+    try:
+        master = spawn(
+            "spark-master",
+            [
+                str(SPARK_CLASS),
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                str(free_port()),
+            ],
+            tmp_path / "master.log",
+            env=env,
+        )
+        started.append(master)
+        wait_until(
+            lambda: "I have been elected leader" in (tmp_path / "master.log").read_text(errors="replace"),
+            60,
+            "the Spark master",
+        )
+        worker = spawn(
+            "spark-worker",
+            [
+                str(SPARK_CLASS),
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                "2",
+                "--memory",
+                "2g",
+                "--webui-port",
+                str(free_port()),
+                "--work-dir",
+                str(tmp_path / "work"),
+                f"spark://127.0.0.1:{port}",
+            ],
+            tmp_path / "worker.log",
+            env=env,
+        )
+        started.append(worker)
+        wait_until(
+            lambda: (
+                "Successfully registered with master" in (tmp_path / "worker.log").read_text(errors="replace")
+            ),
+            60,
+            "the Spark worker to register",
+        )
+        yield Standalone(f"spark://127.0.0.1:{port}", started)
+    finally:
+        for handle, popen in reversed(started):
+            stop(handle, popen=popen)
+
+
+@pytest.mark.slow
+def test_a_standalone_cluster_loads_what_local_mode_loads(
+    stack: Stack, standalone: Standalone, spark: Any
+) -> None:
+    produce_some(stack.views, 0)
+    produce_some(stack.views, 1)
+    stack.views.malformed(0, BASE_MS + 7)
+    local = stack.tmp / "local-warehouse"
+    run_load(spark, stack.config(warehouse=local), progress=lambda _: None)
+    code_zip = build_code_zip(stack.tmp / "code.zip")
+    config_path = stack.config_file(stack.config(spark_conf=["spark.executor.memory=1g"]))
+    log_path = stack.tmp / "cluster-run.log"
+    _handle, popen = _submit(stack, config_path, log_path, standalone.master_url, code_zip)
+    assert popen.wait(timeout=300) == 0, log_path.read_text(errors="replace")[-4000:]
+    log = log_path.read_text(errors="replace")
+    assert "committed manifest 1" in log
+    # the executors ran in their own JVMs, started by the worker
+    assert list((stack.tmp / "work").glob("app-*/0/stderr")), "no executor of the standalone worker ran"
+    stack.assert_loaded_exactly()
+    stack.assert_loaded_exactly(warehouse=local)
+
+    def files(root: Path) -> dict[str, int]:
+        return {
+            p.relative_to(root).as_posix(): len(loaded_rows_of(p))
+            for p in root.rglob("*.parquet")
+            if not p.relative_to(root).as_posix().startswith("_lumber/")
+        }
+
+    assert files(stack.warehouse) == files(local)
+
+
+def loaded_rows_of(path: Path) -> list[Any]:
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    rows: list[Any] = pq.read_table(path).to_pylist()
+    return rows
