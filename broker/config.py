@@ -120,3 +120,79 @@ class LogConfig:
             raise ValueError(f"log_dirs names a folder twice: {self.log_dirs!r}")
         if any(not d for d in self.log_dirs):
             raise ValueError(f"log_dirs has an empty folder name: {self.log_dirs!r}")
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """One broker process (``lumber broker start``): its id, its listener, its threads, its topic defaults."""
+
+    broker_id: int = field(
+        default=0,
+        metadata={
+            "doc": "The broker's id, unique in the cluster: it registers /brokers/ids/<id> in ZooKeeper and "
+            "refuses to start while another live broker holds the id.",
+            "min": 0,
+            "max": 2**31 - 1,
+        },
+    )
+    host: str = field(
+        default="127.0.0.1",
+        metadata={"doc": "Address the broker listens on (127.0.0.1 keeps it on this machine)."},
+    )
+    port: int = field(
+        default=9092,
+        metadata={"doc": "Port the broker listens on; 0 picks a free one.", "min": 0, "max": 65535},
+    )
+    advertised_host: str = field(
+        default="",
+        metadata={"doc": "Host clients are told to connect to (ZooKeeper and Metadata); empty: `host`."},
+    )
+    num_network_threads: int = field(
+        default=3,
+        metadata={"doc": "Processor threads, each with its own selector, doing the socket I/O.", "min": 1},
+    )
+    num_io_threads: int = field(
+        default=4,
+        metadata={"doc": "Request handler threads (decode, append, read, encode).", "min": 1},
+    )
+    queued_max_requests: int = field(
+        default=500,
+        metadata={"doc": "Requests waiting for a handler before the processors stop reading.", "min": 1},
+    )
+    socket_request_max_bytes: int = field(
+        default=100 * 1024 * 1024,
+        metadata={
+            "doc": "Largest request accepted; a larger size prefix closes the connection before anything of "
+            "the request is buffered (Kafka's socket.request.max.bytes).",
+            "min": 1024,
+            "max": 2**31 - 1,
+        },
+    )
+    connections_max_idle_ms: int = field(
+        default=600_000,
+        metadata={"doc": "Close connections idle for this long.", "min": 1000},
+    )
+    auto_create_topics: bool = field(
+        default=True,
+        metadata={
+            "doc": "Create a topic the first time a client asks for it in a Metadata request that allows it "
+            "(Kafka's auto.create.topics.enable)."
+        },
+    )
+    num_partitions: int = field(
+        default=1,
+        metadata={
+            "doc": "Partitions of an auto-created topic, and of a CreateTopics request that asks for the "
+            "broker default (-1).",
+            "min": 1,
+            "max": 10_000,
+        },
+    )
+    shutdown_timeout_ms: int = field(
+        default=30_000,
+        metadata={"doc": "How long a clean shutdown waits for in-flight requests.", "min": 100},
+    )
+
+    @property
+    def advertised(self) -> str:
+        return self.advertised_host or self.host

@@ -35,7 +35,7 @@ from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.producer_config import ProducerConfig
-from broker.config import LogConfig
+from broker.config import BrokerConfig, LogConfig
 from pipeline.errors import ConfigError
 from pipeline.load_config import LoadConfig
 from schemas.registry.config import RegistryConfig
@@ -79,6 +79,13 @@ class DevConfig:
     registry_port: int = setting(
         8081, "Port of the stack's schema registry (127.0.0.1 only).", min=1, max=65535
     )
+    brokers: int = setting(1, "How many brokers `dev up` starts (ids 0 to N-1).", min=0, max=64)
+    broker_port: int = setting(
+        9092,
+        "Port of the stack's first broker; broker i listens on broker_port + i (127.0.0.1).",
+        min=1,
+        max=65535,
+    )
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,7 @@ class LumberConfig:
 
     zookeeper: ZooKeeperConfig = field(default_factory=ZooKeeperConfig)
     dev: DevConfig = field(default_factory=DevConfig)
+    broker: BrokerConfig = field(default_factory=BrokerConfig)
     log: LogConfig = field(default_factory=LogConfig)
     registry: RegistryConfig = field(default_factory=RegistryConfig)
     producer: ProducerConfig = field(default_factory=ProducerConfig)

@@ -6,6 +6,7 @@ Fixtures:
 * ``zk_connect``: a connect string with a chroot unique to the test.
 * ``zk``: a started kazoo client on that chroot, closed after the test.
 * ``spark``: one ``local[2]`` SparkSession for the whole run, UI disabled, on 127.0.0.1.
+* ``broker_cluster`` / ``start_cluster``: real broker processes (:mod:`tests.support.broker_cluster`).
 
 Tests that use these fixtures get the ``zookeeper`` / ``spark`` markers automatically, so
 ``pytest -m "not spark"`` skips Spark without a word in each test.
@@ -24,7 +25,10 @@ import pytest
 
 from pipeline.dev.process import free_port
 from pipeline.dev.zookeeper_server import ZooKeeperServer
+from tests.support.broker_cluster import broker_cluster, start_cluster
 from tests.support.zookeeper import make_chroot, new_client
+
+__all__ = ["broker_cluster", "start_cluster"]
 
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -35,6 +39,8 @@ _FIXTURE_MARKERS = {
     "zk_connect": "zookeeper",
     "zk": "zookeeper",
     "spark": "spark",
+    "broker_cluster": "zookeeper",
+    "start_cluster": "zookeeper",
 }
 
 

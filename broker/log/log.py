@@ -407,11 +407,9 @@ class Log:
                     high_watermark=target, hw_segment=end_segment, hw_position=end_position
                 )
                 advanced = True
-        if advanced:
-            self._publish(target)
-        else:
-            with self._changed:
-                self._changed.notify_all()
+        # Listeners hear of every flush, not only of high-watermark advances: acks=-1 producers wait for
+        # the flush even when ``expose = "appended"`` moved the high watermark at append time.
+        self._publish(target if advanced else view.high_watermark)
         return target
 
     def flush_due(self, now_ms: int) -> bool:
@@ -434,8 +432,8 @@ class Log:
 
     def add_listener(self, listener: HighWatermarkListener) -> None:
         """Call ``listener(topic_partition, high_watermark)`` after every advance of the high watermark
-        (on the appending or flushing thread; it must be quick and must not call back into this log's
-        append or flush)."""
+        and after every flush (on the appending or flushing thread; it must be quick and must not call back
+        into this log's append or flush)."""
         with self._lock:
             self._listeners = (*self._listeners, listener)
 

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 
 from broker.errors import BrokerError
 from pipeline import __version__
-from pipeline.cli import config_cmd, consume, dev, etl, produce, schemas
+from pipeline.cli import broker, config_cmd, consume, dev, etl, produce, schemas, topics
 from pipeline.config import load_config
 from pipeline.errors import ConfigError, PipelineError
 from schemas.errors import SchemaError
 
-GROUPS = (dev, config_cmd, schemas, produce, consume, etl)
+GROUPS = (dev, config_cmd, broker, topics, schemas, produce, consume, etl)
 
 
 def build_parser() -> argparse.ArgumentParser:

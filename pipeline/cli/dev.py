@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 
 from pipeline.config import LumberConfig
 from pipeline.dev.dev_stack import DevStack
+from pipeline.errors import DevStackError
 
 
 def register(subparsers: Any) -> None:
@@ -18,6 +20,7 @@ def register(subparsers: Any) -> None:
 
     up = sub.add_parser("up", help="start the stack in the background and wait until it is ready")
     _common(up)
+    up.add_argument("--brokers", type=int, help="how many brokers to start (default: [dev] brokers, 1)")
     up.set_defaults(handler=_up)
 
     status = sub.add_parser("status", help="report what the stack runs")
@@ -54,6 +57,10 @@ def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
 
 
 def _up(args: argparse.Namespace, config: LumberConfig) -> int:
+    if args.brokers is not None:
+        if not 0 <= args.brokers <= 64:
+            raise DevStackError(f"--brokers {args.brokers}: give 0 to 64 brokers")
+        config = dataclasses.replace(config, dev=dataclasses.replace(config.dev, brokers=args.brokers))
     stack = _stack(args, config)
     progress = (lambda _msg: None) if args.json else (lambda msg: print(f"... {msg}", file=sys.stderr))
     summary = stack.up(progress=progress)

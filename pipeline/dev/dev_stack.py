@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import json
 import shutil
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -112,7 +113,7 @@ class DevStack:
         )
 
     def services(self) -> list[ServiceSpec]:
-        """The services ``up`` starts, in start order: ZooKeeper, then the schema registry (stored in it)."""
+        """The services ``up`` starts, in start order: ZooKeeper, the brokers, then the schema registry."""
         dev = self.config.dev
         zookeeper = ZooKeeperServer(
             self.state_dir / "zookeeper", dev.zookeeper_port, heap_mb=dev.zookeeper_heap_mb
@@ -133,6 +134,7 @@ class DevStack:
             "--zookeeper-connect",
             zookeeper.connect,
         ]
+        brokers = [self._broker_spec(i, zookeeper.connect) for i in range(dev.brokers)]
         return [
             ServiceSpec(
                 name="zookeeper",
@@ -143,6 +145,7 @@ class DevStack:
                 is_ready=zookeeper.is_ready,
                 prepare=zookeeper.write_config,
             ),
+            *brokers,
             ServiceSpec(
                 name="registry",
                 ports=(dev.registry_port,),
@@ -152,6 +155,38 @@ class DevStack:
                 is_ready=lambda: _http_answers(registry_url),
             ),
         ]
+
+    def _broker_spec(self, broker_id: int, zookeeper_connect: str) -> ServiceSpec:
+        port = self.config.dev.broker_port + broker_id
+        base = self.state_dir / f"broker-{broker_id}"
+        log_path = base / "broker.log"
+        argv = [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "--config",
+            str(self.config_path),
+            "broker",
+            "start",
+            "--id",
+            str(broker_id),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-dir",
+            str(base / "logs"),
+            "--zookeeper-connect",
+            zookeeper_connect,
+        ]
+        return ServiceSpec(
+            name=f"broker-{broker_id}",
+            ports=(port,),
+            endpoint=f"127.0.0.1:{port}",
+            argv=lambda: argv,
+            log_path=log_path,
+            is_ready=lambda: _broker_is_up(log_path, port),
+        )
 
     # -- state file ------------------------------------------------------------------------------------
 
@@ -261,3 +296,15 @@ def _http_answers(url: str) -> bool:
     except httpx.HTTPError:
         return False
     return True
+
+
+def _broker_is_up(log_path: Path, port: int) -> bool:
+    """True once the broker logged that it is up (it registers in ZooKeeper just before) and accepts."""
+    try:
+        if " is up on " not in log_path.read_text(errors="replace"):
+            return False
+    except FileNotFoundError:
+        return False
+    with socket.socket() as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex(("127.0.0.1", port)) == 0

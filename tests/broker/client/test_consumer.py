@@ -80,7 +80,7 @@ def test_seek_and_position(broker_cluster: Any) -> None:
 
 def test_seek_to_time(broker_cluster: Any) -> None:
     broker_cluster.create_topic("events", 1)
-    with producer(broker_cluster) as p:
+    with producer(broker_cluster, acks="all") as p:  # acknowledged once flushed, so exposed
         for i in range(30):  # batches of one record each, timestamps 1000 ms apart
             p.send("events", b"t%d" % i, timestamp_ms=1_700_000_000_000 + 1000 * i).result(10)
     with consumer(broker_cluster, TP) as c:

@@ -107,7 +107,9 @@ def test_send_many_fills_batches_to_the_same_bound(broker_cluster: Any) -> None:
     value = b"y" * 60
     bound = record_bound(len(value), 1, len(encode_headers([HOST_HEADER])))
     with producer(broker_cluster, batch_size=HEADER_SIZE + 4 * bound, linger_ms=60_000) as p:
-        ranges = p.send_many("sized-many", [value] * 10, partition=0).result(10)
+        delivery = p.send_many("sized-many", [value] * 10, partition=0)
+        p.flush()  # the last batch is not full: send it without waiting for the linger
+        ranges = delivery.result(10)
     assert [(r.base_offset, r.record_count) for r in ranges] == [(0, 4), (4, 4), (8, 2)]
     with consumer(broker_cluster, TopicPartition("sized-many", 0)) as c:
         batches = read_batches(c, 10)
@@ -139,9 +141,11 @@ def test_linger_holds_a_batch_until_it_expires(broker_cluster: Any) -> None:
 def test_records_without_a_key_stick_to_a_partition_per_batch(broker_cluster: Any) -> None:
     broker_cluster.create_topic("sticky", 3)
     value = b"z" * 50
-    bound = record_bound(len(value), 1, len(encode_headers([HOST_HEADER])))
+    bound = record_bound(3 + len(value), 1, len(encode_headers([HOST_HEADER])))  # b"%03d" + value
     with producer(broker_cluster, batch_size=HEADER_SIZE + 5 * bound, linger_ms=60_000) as p:
-        ranges = p.send_many("sticky", [b"%03d" % i + value for i in range(40)]).result(10)
+        delivery = p.send_many("sticky", [b"%03d" % i + value for i in range(40)])
+        p.flush()  # the last batch is not closed until a record does not fit: send it now
+        ranges = delivery.result(10)
     assert [r.record_count for r in ranges] == [5] * 8
     assert all(a.partition != b.partition for a, b in itertools.pairwise(ranges))
     next_offsets: dict[int, int] = {}
@@ -211,7 +215,9 @@ def test_delivery_errors_reach_the_caller(broker_cluster: Any) -> None:
     seen: list[tuple[Any, BaseException | None]] = []
     with producer(broker_cluster, max_request_size=4 << 20, batch_size=4 << 20) as p:
         # larger than the broker's max_message_bytes (1 MiB + 12): the broker refuses the batch
-        too_big = p.send("errors", b"x" * (2 << 20), on_delivery=lambda md, err: seen.append((md, err)))
+        too_big = p.send(
+            "errors", b"x" * (2 << 20), partition=0, on_delivery=lambda md, err: seen.append((md, err))
+        )
         fine = p.send("errors", b"fine", partition=1)
         p.flush()
         error = too_big.exception(0)

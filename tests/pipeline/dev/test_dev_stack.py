@@ -16,11 +16,15 @@ from tests.support.zookeeper import new_client
 pytestmark = pytest.mark.zookeeper
 
 
+BROKER_PORT = free_port()
+
+
 def lumber(state_dir: Path, port: int, registry_port: int, *args: str) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
         "LUMBER_DEV__ZOOKEEPER_PORT": str(port),
         "LUMBER_DEV__REGISTRY_PORT": str(registry_port),
+        "LUMBER_DEV__BROKER_PORT": str(BROKER_PORT),
     }
     env.pop("LUMBER_CONFIG", None)
     return subprocess.run(
@@ -48,16 +52,20 @@ def test_up_connect_status_down(tmp_path: Path) -> None:
     assert up.returncode == 0, up.stderr
     summary = json.loads(up.stdout)
     assert summary["zookeeper_connect"] == f"127.0.0.1:{port}"
-    zookeeper, registry = summary["services"]
-    assert (zookeeper["name"], registry["name"]) == ("zookeeper", "registry")
+    zookeeper, broker, registry = summary["services"]
+    assert (zookeeper["name"], broker["name"], registry["name"]) == ("zookeeper", "broker-0", "registry")
+    assert broker["endpoint"] == f"127.0.0.1:{BROKER_PORT}"
+    assert broker["running"] is True
     assert zookeeper["running"] is True
     assert registry["running"] is True
     assert registry["endpoint"] == f"http://127.0.0.1:{registry_port}"
-    pid, registry_pid = zookeeper["pid"], registry["pid"]
+    pid, broker_pid, registry_pid = zookeeper["pid"], broker["pid"], registry["pid"]
     try:
         client = new_client(summary["zookeeper_connect"])
         client.create("/hello", b"world")
         assert client.get("/hello")[0] == b"world"
+        # the broker registered itself
+        assert json.loads(client.get("/brokers/ids/0")[0])["port"] == BROKER_PORT
         client.stop()
         client.close()
 
@@ -73,11 +81,14 @@ def test_up_connect_status_down(tmp_path: Path) -> None:
 
         status = lumber(state_dir, port, registry_port, "status", "--json")
         assert status.returncode == 0
-        assert [s["pid"] for s in json.loads(status.stdout)["services"]] == [pid, registry_pid]
+        assert [s["pid"] for s in json.loads(status.stdout)["services"]] == [pid, broker_pid, registry_pid]
 
         again = lumber(state_dir, port, registry_port, "up")
         assert again.returncode == 1
-        assert f"already up (zookeeper pid {pid}, registry pid {registry_pid})" in again.stderr
+        assert (
+            f"already up (zookeeper pid {pid}, broker-0 pid {broker_pid}, registry pid {registry_pid})"
+            in (again.stderr)
+        )
 
         # the config that points at the stack is valid and names its ZooKeeper and registry
         cfg = (state_dir / "lumber.toml").read_text()
@@ -86,8 +97,10 @@ def test_up_connect_status_down(tmp_path: Path) -> None:
     finally:
         down = lumber(state_dir, port, registry_port, "down", "--json")
     assert down.returncode == 0, down.stderr
-    assert json.loads(down.stdout) == {"stopped": ["registry", "zookeeper"]}
+    assert json.loads(down.stdout) == {"stopped": ["registry", "broker-0", "zookeeper"]}
     assert not pid_alive(pid)
+    assert not pid_alive(broker_pid)
+    assert not port_in_use(BROKER_PORT)
     assert not pid_alive(registry_pid)
     assert not port_in_use(port)
     assert not port_in_use(registry_port)

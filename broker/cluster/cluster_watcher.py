@@ -1,0 +1,294 @@
+"""Each broker's live picture of the cluster: the brokers and topics in ZooKeeper, kept current by watches.
+
+How it stays current:
+
+* every read sets a watch: the children of ``/brokers/ids`` and ``/brokers/topics`` and the data of each
+  broker and topic node (``exists`` on a missing parent, so its creation is seen too). A read and its watch
+  are one ZooKeeper call, so no change after a read can go unnoticed;
+* kazoo runs watch callbacks and state listeners on its own threads; they only record *what* changed
+  (brokers, the topic list, topic X, or everything) and wake the reload thread. They never call ZooKeeper;
+* the reload thread re-reads what changed and publishes a new :class:`ClusterView` if it differs;
+  :meth:`ClusterWatcher.refresh` re-reads everything on the caller's thread. Both read and publish under one
+  lock, and one session's reads see ZooKeeper's state in order, so successive views never go back in time
+  (a topic, once seen deleted, does not reappear unless created again);
+* kazoo drops every watch when the connection is lost (SUSPENDED) and ZooKeeper drops them with an expired
+  session (LOST), so every CONNECTED triggers a full re-read, which sets them all again. While ZooKeeper
+  is unreachable the last view stays in place; failed reads are retried with backoff;
+* ``on_change(old, new)`` is called on the notification thread, once per published view, in order and
+  never concurrently; ``old`` is the view before ``new``, so successive calls chain. The state read by
+  :meth:`~ClusterWatcher.start` is not a change: callers take it from :attr:`~ClusterWatcher.view`. An
+  exception in ``on_change`` is logged and the next change is still delivered.
+
+A topic node that does not hold an assignment is logged and keeps its last good assignment (or stays out of
+the view if it never had one); a broker node without an address is left out. Thread-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import EventType
+
+from broker.cluster import zk_paths, zk_reads
+from broker.cluster.cluster_view import EMPTY_VIEW, ClusterView
+from broker.cluster.errors import ClusterError, zookeeper_error
+
+logger = logging.getLogger(__name__)
+
+#: First and longest wait before a failed re-read is tried again.
+RETRY_INITIAL_S = 0.1
+RETRY_MAX_S = 5.0
+#: How long :meth:`ClusterWatcher.stop` waits for each of its threads.
+STOP_TIMEOUT_S = 10.0
+
+OnChange = Callable[[ClusterView, ClusterView], None]
+
+_TOPIC_PREFIX = zk_paths.TOPICS_PATH + "/"
+_BROKER_PREFIX = zk_paths.BROKER_IDS_PATH + "/"
+
+
+@dataclass
+class _Dirty:
+    """What must be re-read."""
+
+    full: bool = False
+    brokers: bool = False
+    topic_list: bool = False
+    topics: set[str] = field(default_factory=set)
+
+    def __bool__(self) -> bool:
+        return self.full or self.brokers or self.topic_list or bool(self.topics)
+
+
+class ClusterWatcher:
+    """The cluster's brokers and topics, watched in ZooKeeper (see the module docstring)."""
+
+    def __init__(self, client: KazooClient, *, on_change: OnChange | None = None) -> None:
+        self._client = client
+        self._on_change = on_change
+        self._watch_fn = self._on_watch_event  # one object, so kazoo keeps one watch per path
+        self._reload_lock = threading.Lock()  # one reader at a time: reads and publishing stay in order
+        self._dirty_lock = threading.Lock()
+        self._dirty = _Dirty()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._changed = threading.Condition()  # guards _view and _pending
+        self._view = EMPTY_VIEW
+        self._pending: deque[tuple[ClusterView, ClusterView]] = deque()
+        self._started = False
+        self._threads: list[threading.Thread] = []
+
+    # ----------------------------------------------------------------------------------- public
+
+    def start(self) -> None:
+        """Read the cluster once (the view is valid on return), then follow it; ZooKeeperError if unable."""
+        with self._reload_lock:
+            if self._started:
+                raise ClusterError("the cluster watcher is already started")
+            for path in (zk_paths.BROKER_IDS_PATH, zk_paths.TOPICS_PATH):
+                try:
+                    self._client.ensure_path(path)
+                except (KazooException, KazooTimeoutError) as exc:
+                    raise zookeeper_error("create", path, exc) from exc
+            self._client.add_listener(self._on_state)
+            try:
+                self._view = self._read(_Dirty(full=True), EMPTY_VIEW)
+            except (KazooException, KazooTimeoutError) as exc:
+                self._client.remove_listener(self._on_state)
+                raise zookeeper_error("read the cluster from", zk_paths.BROKERS_PATH, exc) from exc
+            self._started = True
+        self._threads = [threading.Thread(target=self._run_reloads, name="cluster-watcher", daemon=True)]
+        if self._on_change is not None:
+            self._threads.append(
+                threading.Thread(target=self._run_notifications, name="cluster-watcher-notify", daemon=True)
+            )
+        for thread in self._threads:
+            thread.start()
+        view = self._view
+        logger.info(
+            "cluster: %d live brokers %s, %d topics",
+            len(view.brokers),
+            sorted(view.brokers),
+            len(view.topics),
+        )
+
+    @property
+    def view(self) -> ClusterView:
+        """The latest snapshot (immutable; replaced as a whole on every change)."""
+        return self._view
+
+    def refresh(self) -> ClusterView:
+        """Re-read everything now and return the result.
+
+        While ZooKeeper is unreachable this returns the last view (logged); the watcher re-reads once the
+        session is back.
+        """
+        if not self._started:
+            raise ClusterError("the cluster watcher is not started")
+        if not self._client.connected:
+            logger.debug("cluster: zookeeper is not connected; serving the last view")
+            return self._view
+        try:
+            return self._reload(_Dirty(full=True))
+        except (KazooException, KazooTimeoutError) as exc:
+            logger.warning("cluster: cannot re-read the cluster (%r); serving the last view", exc)
+            self._mark(full=True)
+            return self._view
+
+    def wait_for(self, predicate: Callable[[ClusterView], bool], timeout_s: float) -> bool:
+        """Wait until ``predicate(view)`` holds; False if it still does not after ``timeout_s``."""
+        with self._changed:
+            return self._changed.wait_for(lambda: predicate(self._view), timeout=timeout_s)
+
+    def stop(self) -> None:
+        """Stop following the cluster; pending notifications are dropped. Idempotent."""
+        self._stopping.set()
+        self._wake.set()
+        with self._changed:
+            self._changed.notify_all()
+        self._client.remove_listener(self._on_state)
+        for thread in self._threads:
+            if thread is threading.current_thread():
+                continue
+            thread.join(STOP_TIMEOUT_S)
+            if thread.is_alive():
+                logger.warning("cluster: thread %s did not stop within %.0f s", thread.name, STOP_TIMEOUT_S)
+
+    # ----------------------------------------------------------------------------------- reading
+
+    def _reload(self, dirty: _Dirty) -> ClusterView:
+        """Re-read what ``dirty`` names and publish the result (under the reload lock)."""
+        with self._reload_lock:
+            new = self._read(dirty, self._view)
+            with self._changed:
+                old = self._view
+                if new != old:
+                    self._view = new
+                    if self._on_change is not None:
+                        self._pending.append((old, new))
+                    self._changed.notify_all()
+            return new
+
+    def _read(self, dirty: _Dirty, current: ClusterView) -> ClusterView:
+        """``current`` with the parts named by ``dirty`` read again (setting their watches)."""
+        watch = self._watch_fn
+        brokers = current.brokers
+        if dirty.full or dirty.brokers:
+            brokers = zk_reads.read_brokers(self._client, watch)
+        topics = dict(current.topics)
+        if dirty.full or dirty.topic_list:
+            names = zk_reads.read_topic_names(self._client, watch)
+            to_read = set(names) if dirty.full else (set(names) - set(topics)) | (dirty.topics & set(names))
+            topics = {name: topics[name] for name in names if name in topics}
+        else:
+            to_read = dirty.topics
+        for name in sorted(to_read):
+            try:
+                assignment = zk_reads.read_assignment(self._client, name, watch)
+            except zk_paths.ZkDataError as exc:
+                kept = "keeping its last assignment" if name in topics else "leaving it out"
+                logger.error("cluster: topic %r: %s; %s", name, exc, kept)  # noqa: TRY400 - bad data, no traceback
+                continue
+            if assignment is None:
+                topics.pop(name, None)
+            else:
+                topics[name] = assignment
+        return ClusterView(brokers=brokers, topics=topics)
+
+    # ----------------------------------------------------------------------------------- kazoo callbacks
+
+    def _on_watch_event(self, event: Any) -> None:
+        """A watch fired (kazoo's callback thread): note what changed; the reload thread reads it."""
+        if self._stopping.is_set() or event.type == EventType.NONE:
+            return  # NONE: the connection dropped and kazoo cleared its watches; CONNECTED re-reads all
+        path: str = event.path or ""
+        if path == zk_paths.BROKER_IDS_PATH or path.startswith(_BROKER_PREFIX):
+            self._mark(brokers=True)
+        elif path == zk_paths.TOPICS_PATH:
+            self._mark(topic_list=True)
+        elif path.startswith(_TOPIC_PREFIX):
+            self._mark(topic=path[len(_TOPIC_PREFIX) :])
+        else:
+            self._mark(full=True)
+
+    def _on_state(self, state: KazooState) -> None:
+        """kazoo's state listener: never blocks, never calls ZooKeeper."""
+        if state == KazooState.CONNECTED and not self._stopping.is_set():
+            self._mark(full=True)
+        elif state == KazooState.LOST:
+            logger.warning(
+                "cluster: the zookeeper session expired; re-reading everything when connected again"
+            )
+
+    def _mark(
+        self, *, full: bool = False, brokers: bool = False, topic_list: bool = False, topic: str | None = None
+    ) -> None:
+        with self._dirty_lock:
+            self._dirty.full |= full
+            self._dirty.brokers |= brokers
+            self._dirty.topic_list |= topic_list
+            if topic is not None:
+                self._dirty.topics.add(topic)
+        self._wake.set()
+
+    def _take_dirty(self) -> _Dirty:
+        with self._dirty_lock:
+            dirty, self._dirty = self._dirty, _Dirty()
+        return dirty
+
+    # ----------------------------------------------------------------------------------- threads
+
+    def _run_reloads(self) -> None:
+        backoff_s = RETRY_INITIAL_S
+        while True:
+            self._wake.wait()
+            if self._stopping.is_set():
+                return
+            self._wake.clear()
+            dirty = self._take_dirty()
+            if not dirty:
+                continue
+            if not self._client.connected:
+                # calls would wait for the connection; the CONNECTED listener wakes us for a full re-read
+                with self._dirty_lock:
+                    self._dirty.full = True
+                continue
+            try:
+                self._reload(dirty)
+            except (KazooException, KazooTimeoutError) as exc:
+                logger.warning("cluster: cannot re-read the cluster (%r); retrying in %.1f s", exc, backoff_s)
+            except Exception:  # the thread's top loop: log and keep watching
+                logger.exception("cluster: re-reading the cluster failed; retrying in %.1f s", backoff_s)
+            else:
+                backoff_s = RETRY_INITIAL_S
+                continue
+            self._stopping.wait(backoff_s)
+            backoff_s = min(backoff_s * 2, RETRY_MAX_S)
+            self._mark(full=True)
+
+    def _run_notifications(self) -> None:
+        on_change = self._on_change
+        if on_change is None:
+            return
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: bool(self._pending) or self._stopping.is_set())
+                if self._stopping.is_set():
+                    return
+                old, new = self._pending.popleft()
+            try:
+                on_change(old, new)
+            except Exception:  # the thread's top loop: a failing listener must not stop the notifications
+                logger.exception("cluster: on_change failed for the change to %s", _summary(new))
+
+
+def _summary(view: ClusterView) -> str:
+    return f"brokers {sorted(view.brokers)}, topics {sorted(view.topics)}"

@@ -1,0 +1,123 @@
+"""Errors of the cluster metadata in ZooKeeper, all under :class:`broker.errors.BrokerError`.
+
+Every class carries ``kafka_error_code``, the Kafka protocol error code a request handler answers with
+(CreateTopics, DeleteTopics, Metadata), so that handlers need no table of their own. Invalid topic names are
+not here: they raise :class:`broker.log.errors.InvalidTopicError` (INVALID_TOPIC_EXCEPTION 17), the same
+error the log raises, through :func:`broker.log.file_names.validate_topic_name`.
+
+::
+
+    BrokerError
+    └── ClusterError                        (UNKNOWN_SERVER_ERROR -1)
+        ├── BrokerIdTakenError              another live session holds /brokers/ids/<id>
+        ├── TopicExistsError                (TOPIC_ALREADY_EXISTS 36)
+        ├── UnknownTopicError               (UNKNOWN_TOPIC_OR_PARTITION 3)
+        ├── InvalidPartitionsError          (INVALID_PARTITIONS 37): a partition count out of range
+        │   └── InvalidReplicaAssignmentError (INVALID_REPLICA_ASSIGNMENT 39): a bad explicit assignment
+        ├── NoLiveBrokersError              (INVALID_REPLICATION_FACTOR 38, Kafka's answer when there are
+        │                                    fewer live brokers than replicas)
+        └── ZooKeeperError                  (REQUEST_TIMED_OUT 7 if retriable, else UNKNOWN_SERVER_ERROR -1):
+                                             a kazoo failure or unreadable data, naming the path
+"""
+
+from __future__ import annotations
+
+from kazoo.exceptions import (
+    ConnectionLoss,
+    OperationTimeoutError,
+    SessionExpiredError,
+    SessionMovedError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import RetryFailedError
+
+from broker.errors import BrokerError
+from broker.protocol.error_code import ErrorCode
+
+#: kazoo failures that go away by themselves once the session is connected again.
+_RETRIABLE = (
+    ConnectionLoss,
+    OperationTimeoutError,
+    SessionExpiredError,  # includes ConnectionClosedError
+    SessionMovedError,
+    RetryFailedError,
+    KazooTimeoutError,
+)
+
+
+class ClusterError(BrokerError):
+    """Root of the cluster metadata errors."""
+
+    kafka_error_code: int = int(ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
+class BrokerIdTakenError(ClusterError):
+    """``/brokers/ids/<id>`` is held by another live ZooKeeper session: two brokers share one id."""
+
+    def __init__(self, broker_id: int, holder: str, owner_session_id: int) -> None:
+        self.broker_id = broker_id
+        self.holder = holder
+        self.owner_session_id = owner_session_id
+        super().__init__(
+            f"broker id {broker_id} is taken: /brokers/ids/{broker_id} is registered by a live broker at "
+            f"{holder} (session 0x{owner_session_id:x}); give this broker another broker id"
+        )
+
+
+class TopicExistsError(ClusterError):
+    kafka_error_code = int(ErrorCode.TOPIC_ALREADY_EXISTS)
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        super().__init__(f"topic {topic!r} already exists")
+
+
+class UnknownTopicError(ClusterError):
+    kafka_error_code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        super().__init__(f"topic {topic!r} does not exist")
+
+
+class InvalidPartitionsError(ClusterError):
+    """A partition count outside ``[1, MAX_PARTITIONS]``; the message names the topic and the count."""
+
+    kafka_error_code = int(ErrorCode.INVALID_PARTITIONS)
+
+
+class InvalidReplicaAssignmentError(InvalidPartitionsError):
+    """An explicit assignment that is not ``0..n-1 -> one live broker``; the message names what is wrong."""
+
+    kafka_error_code = int(ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+
+
+class NoLiveBrokersError(ClusterError):
+    """No broker is registered, so a topic's partitions cannot be placed."""
+
+    kafka_error_code = int(ErrorCode.INVALID_REPLICATION_FACTOR)
+
+
+class ZooKeeperError(ClusterError):
+    """ZooKeeper failed or holds something unreadable; the message names the path and the cause.
+
+    ``retriable`` is true for connection loss, timeouts and session expiry (the request may succeed once the
+    session is back); such errors answer REQUEST_TIMED_OUT, which Kafka clients retry.
+    """
+
+    def __init__(self, message: str, *, path: str, retriable: bool = False) -> None:
+        self.path = path
+        self.retriable = retriable
+        if retriable:
+            self.kafka_error_code = int(ErrorCode.REQUEST_TIMED_OUT)
+        super().__init__(message)
+
+
+def zookeeper_error(action: str, path: str, exc: Exception) -> ZooKeeperError:
+    """Map a kazoo failure (or a :class:`~broker.cluster.zk_paths.ZkDataError`) at the boundary.
+
+    Use as ``raise zookeeper_error("read", path, exc) from exc``.
+    """
+    return ZooKeeperError(
+        f"zookeeper: cannot {action} {path}: {exc!r}", path=path, retriable=isinstance(exc, _RETRIABLE)
+    )

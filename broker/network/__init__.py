@@ -1,0 +1,24 @@
+"""The broker's network layer (Kafka's SocketServer): TCP connections in, requests out, responses back.
+
+One acceptor thread accepts connections and deals them to N processor threads, each with its own selector;
+processors frame requests and hand them to handler threads through a :class:`RequestChannel`, and send back
+the :class:`NetworkResponse` the handlers give them, record data with ``sendfile``. Handling is not done
+here. One module per concept:
+
+* :mod:`~broker.network.socket_server`: :class:`SocketServer`, the threads' life cycle and the stats;
+* :mod:`~broker.network.acceptor`: the acceptor thread;
+* :mod:`~broker.network.processor`: a processor's loop (its steps and invariants);
+* :mod:`~broker.network.connection`: one connection's state (receiving, muted, sending);
+* :mod:`~broker.network.network_receive`: reading one size-prefixed request;
+* :mod:`~broker.network.response_send`: sending one response's bytes and file regions;
+* :mod:`~broker.network.request_channel`: :class:`RequestChannel`, :class:`NetworkRequest`,
+  :class:`NetworkResponse`;
+* :mod:`~broker.network.selector_wakeup`, :mod:`~broker.network.network_counters`: helpers;
+* :mod:`~broker.network.errors`: the errors, under :class:`broker.errors.BrokerError`.
+"""
+
+from broker.network.errors import NetworkError
+from broker.network.request_channel import NetworkRequest, NetworkResponse, RequestChannel
+from broker.network.socket_server import SocketServer
+
+__all__ = ["NetworkError", "NetworkRequest", "NetworkResponse", "RequestChannel", "SocketServer"]

@@ -1,0 +1,101 @@
+"""One accepted TCP connection as its processor sees it (Kafka's KafkaChannel): socket, receive, send.
+
+Life of a connection (one request in flight at a time, so responses leave in request order)::
+
+    RECEIVING ──request complete──▶ MUTED ──response with chunks──▶ SENDING ──all sent──▶ RECEIVING
+        ▲  selected for reading       │ not selected                  │ written at once, then selected
+        │                             │                               │ for writing while the socket
+        └──────── empty response ─────┘                               │ buffer is full
+                                                                      └─ close_after ─▶ CLOSED
+    any state ── EOF, I/O error, bad size prefix, idle, close_after, shutdown ──▶ CLOSED
+
+Invariants:
+
+* ``in_flight`` is the request being handled from the moment it is received until its response is fully
+  sent (or was empty); while it is set nothing is read from the socket;
+* ``send`` is set only in SENDING; ``interest`` is the selector events the socket is registered for
+  (0 = not registered), kept by the processor;
+* the socket is non-blocking with ``TCP_NODELAY``, and closed exactly once (:meth:`Connection.close`).
+
+Thread safety: none; a connection belongs to its processor's thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+
+from broker.network.network_receive import NetworkReceive
+from broker.network.request_channel import NetworkRequest, NetworkResponse
+from broker.network.response_send import ResponseSend
+
+
+class Connection:
+    """The processor's state for one peer: its socket, partial request, in-flight request and send."""
+
+    __slots__ = (
+        "close_after",
+        "close_reason",
+        "closed",
+        "connection_id",
+        "in_flight",
+        "interest",
+        "peer",
+        "receive",
+        "send",
+        "sock",
+    )
+
+    def __init__(self, sock: socket.socket, connection_id: str, peer: str, max_request_bytes: int) -> None:
+        self.sock = sock
+        self.connection_id = connection_id
+        self.peer = peer
+        self.receive = NetworkReceive(peer, max_request_bytes)
+        #: The request whose response has not been fully sent yet (None while RECEIVING).
+        self.in_flight: NetworkRequest | None = None
+        #: The response being sent (SENDING only).
+        self.send: ResponseSend | None = None
+        #: Close once the current send completes (the response asked for it), logging ``close_reason``.
+        self.close_after = False
+        self.close_reason = ""
+        #: Selector events the socket is registered for; 0 when not registered.
+        self.interest = 0
+        self.closed = False
+
+    @property
+    def muted(self) -> bool:
+        """Whether reading is suspended because a request is in flight."""
+        return self.in_flight is not None
+
+    def read(self) -> bytes | None:
+        """Read what the socket has of the next request; the frame when complete (see
+        :meth:`NetworkReceive.read_from` for what it raises)."""
+        return self.receive.read_from(self.sock)
+
+    def start_send(self, response: NetworkResponse) -> ResponseSend:
+        """Enter SENDING with ``response``'s chunks (raises
+        :class:`~broker.network.errors.ResponseSendError` for a chunk that cannot be sent)."""
+        send = ResponseSend(self.peer, response.chunks)
+        self.send = send
+        if response.close_after:
+            self.close_after = True
+            self.close_reason = response.reason
+        return send
+
+    def finish_request(self) -> None:
+        """The in-flight request is answered: back to RECEIVING."""
+        self.in_flight = None
+        self.send = None
+
+    def close(self) -> None:
+        """Close the socket; idempotent. Unregister it from the selector first."""
+        if self.closed:
+            return
+        self.closed = True
+        self.in_flight = None
+        self.send = None
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    def __repr__(self) -> str:
+        return f"Connection({self.connection_id!r}{', closed' if self.closed else ''})"

@@ -1,0 +1,259 @@
+"""One broker: the log manager, the cluster metadata in ZooKeeper, the request handlers and the network layer.
+
+Start-up, in order (each step undone if a later one fails):
+
+1. connect to ZooKeeper; refuse at once if a live broker already holds ``/brokers/ids/<id>``;
+2. open the log dirs (locking them, recovering a crashed shutdown: :mod:`broker.log.log_manager`);
+3. read the cluster id (``/cluster/id``, created by the first broker) and start the cluster watcher;
+   delete local partitions ZooKeeper no longer assigns here, create the logs of those it does;
+4. start the flusher and retention threads, the purgatory, the request handlers and the network layer
+   (bound before anything is registered, so the registered port answers);
+5. register ``/brokers/ids/<id>`` (ephemeral): from now on clients find the broker.
+
+:meth:`BrokerServer.shutdown` undoes them in reverse: deregister, stop accepting and reading, answer the
+waiting requests, flush and close every log (a clean shutdown needs no recovery next time), close the
+ZooKeeper session. Not thread-safe: one thread starts and stops it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from broker.cluster import zk_paths
+from broker.cluster.broker_registration import BrokerRegistration
+from broker.cluster.cluster_view import EMPTY_VIEW
+from broker.cluster.cluster_watcher import ClusterWatcher
+from broker.cluster.topic_admin import TopicAdmin
+from broker.config import BrokerConfig, LogConfig
+from broker.errors import BrokerError
+from broker.log.log_manager import LogManager
+from broker.network.errors import NetworkError
+from broker.network.request_channel import RequestChannel
+from broker.network.socket_server import SocketServer
+from broker.protocol import compile_all
+from broker.server.handler_pool import HandlerPool
+from broker.server.local_partitions import LocalPartitions
+from broker.server.purgatory import Purgatory
+from broker.server.request_handler import RequestHandler
+
+logger = logging.getLogger(__name__)
+
+
+class BrokerStartupError(BrokerError):
+    """The broker cannot start: ZooKeeper unreachable, its id taken, its log dirs locked or unreadable."""
+
+
+@dataclass(frozen=True)
+class ZooKeeperSettings:
+    """How the broker reaches ZooKeeper (``[zookeeper]`` of ``lumber.toml``)."""
+
+    connect: str
+    session_timeout_ms: int = 10_000
+    connect_timeout_ms: int = 15_000
+
+
+class BrokerServer:
+    """A broker process's parts, started and stopped in order (see the module docstring)."""
+
+    def __init__(self, config: BrokerConfig, log_config: LogConfig, zookeeper: ZooKeeperSettings) -> None:
+        self.config = config
+        self._log_config = log_config
+        self._zookeeper = zookeeper
+        self._stopped = threading.Event()
+        self._started = False
+        self._client: KazooClient | None = None
+        self._logs: LogManager | None = None
+        self._watcher: ClusterWatcher | None = None
+        self._purgatory: Purgatory | None = None
+        self._channel: RequestChannel | None = None
+        self._pool: HandlerPool | None = None
+        self._network: SocketServer | None = None
+        self._registration: BrokerRegistration | None = None
+        self.cluster_id = ""
+
+    @property
+    def port(self) -> int:
+        if self._network is None:
+            raise BrokerError("the broker is not started")
+        return self._network.port
+
+    @property
+    def log_manager(self) -> LogManager:
+        if self._logs is None:
+            raise BrokerError("the broker is not started")
+        return self._logs
+
+    def start(self) -> None:
+        config = self.config
+        try:
+            self._start()
+        except BaseException:
+            self.shutdown()
+            raise
+        self._started = True
+        logger.info(
+            "broker %d of cluster %s is up on %s:%d (advertised as %s), zookeeper %s, log dirs %s",
+            config.broker_id,
+            self.cluster_id,
+            config.host,
+            self.port,
+            config.advertised,
+            self._zookeeper.connect,
+            ", ".join(self._log_config.log_dirs),
+        )
+
+    def _start(self) -> None:
+        config = self.config
+        where = f"zookeeper {self._zookeeper.connect}"
+        client = KazooClient(hosts=self._zookeeper.connect, timeout=self._zookeeper.session_timeout_ms / 1000)
+        try:
+            client.start(timeout=self._zookeeper.connect_timeout_ms / 1000)
+        except (KazooTimeoutError, KazooException) as exc:
+            client.close()
+            raise BrokerStartupError(f"{where}: cannot connect: {exc!r}") from exc
+        self._client = client
+        self._check_id_free(client)
+
+        compile_all()
+        self._logs = LogManager(self._log_config)
+        self.cluster_id = self._cluster_id(client)
+        local = LocalPartitions(config.broker_id, self._logs)
+        self._watcher = ClusterWatcher(client, on_change=local.apply)
+        self._watcher.start()
+        strays = local.remove_strays(self._watcher.view)
+        if strays:
+            logger.warning("broker %d removed %d stray partitions: %s", config.broker_id, len(strays), strays)
+        local.apply(EMPTY_VIEW, self._watcher.view)
+
+        self._purgatory = Purgatory(f"broker-{config.broker_id}")
+        self._logs.add_listener(self._purgatory.notify)
+        self._logs.start()
+        self._channel = RequestChannel(queue_size=config.queued_max_requests)
+        handler = RequestHandler(
+            config=config,
+            log_manager=self._logs,
+            cluster=self._watcher,
+            admin=TopicAdmin(client),
+            channel=self._channel,
+            purgatory=self._purgatory,
+            cluster_id=self.cluster_id,
+        )
+        self._pool = HandlerPool(self._channel, handler.handle, config.num_io_threads)
+        self._pool.start()
+        self._network = SocketServer(
+            self._channel,
+            host=config.host,
+            port=config.port,
+            num_processors=config.num_network_threads,
+            max_request_bytes=config.socket_request_max_bytes,
+            connections_max_idle_ms=config.connections_max_idle_ms,
+            name=f"broker-{config.broker_id}",
+        )
+        try:
+            self._network.start()
+        except NetworkError as exc:
+            raise BrokerStartupError(f"cannot listen on {config.host}:{config.port}: {exc}") from exc
+        self._registration = BrokerRegistration(
+            client, config.broker_id, config.advertised, self._network.port
+        )
+        self._registration.register()
+
+    def _check_id_free(self, client: KazooClient) -> None:
+        """Refuse to start while a live broker holds our id. A registration left by this broker's own
+        crash vanishes once ZooKeeper expires that session, so it is waited for, up to a session timeout."""
+        path = zk_paths.broker_path(self.config.broker_id)
+        deadline = time.monotonic() + self._zookeeper.session_timeout_ms / 1000 + 2.0
+        warned = False
+        while True:
+            try:
+                data, _ = client.get(path)
+            except NoNodeError:
+                return
+            except KazooException as exc:
+                raise BrokerStartupError(
+                    f"zookeeper {self._zookeeper.connect}: cannot read {path}: {exc!r}"
+                ) from exc
+            try:
+                host, port = zk_paths.decode_broker(path, data)
+                holder = f"{host}:{port}"
+            except zk_paths.ZkDataError:
+                holder = repr(data[:100])
+            if time.monotonic() >= deadline:
+                raise BrokerStartupError(
+                    f"broker id {self.config.broker_id} is taken: {path} in zookeeper "
+                    f"{self._zookeeper.connect} is registered by a live broker at {holder}; give this broker "
+                    "another [broker] broker_id"
+                )
+            if not warned:
+                logger.warning(
+                    "broker id %d is registered by %s: waiting up to %.0f s for that session to expire "
+                    "(a broker that crashed leaves its registration behind until then)",
+                    self.config.broker_id,
+                    holder,
+                    deadline - time.monotonic(),
+                )
+                warned = True
+            time.sleep(0.25)
+
+    def _cluster_id(self, client: KazooClient) -> str:
+        path = zk_paths.CLUSTER_ID_PATH
+        try:
+            client.ensure_path(path.rsplit("/", 1)[0])
+            with contextlib.suppress(NodeExistsError):
+                client.create(path, zk_paths.encode_cluster_id("lumber-" + secrets.token_hex(8)))
+            data, _ = client.get(path)
+        except KazooException as exc:
+            raise BrokerStartupError(
+                f"zookeeper {self._zookeeper.connect}: cannot read {path}: {exc!r}"
+            ) from exc
+        try:
+            return zk_paths.decode_cluster_id(path, data)
+        except zk_paths.ZkDataError as exc:
+            raise BrokerStartupError(str(exc)) from exc
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Block until :meth:`shutdown`; True if it happened within ``timeout_s``."""
+        return self._stopped.wait(timeout_s)
+
+    def shutdown(self) -> None:
+        """Stop everything that was started, in reverse order; idempotent."""
+        steps = (
+            ("deregistering", self._registration.deregister if self._registration else None),
+            ("stopping the network layer", self._network.shutdown if self._network else None),
+            ("answering waiting requests", self._purgatory.shutdown if self._purgatory else None),
+            ("stopping the request handlers", self._pool.shutdown if self._pool else None),
+            ("closing the request channel", self._channel.close if self._channel else None),
+            ("stopping the cluster watcher", self._watcher.stop if self._watcher else None),
+            ("closing the logs", self._logs.close if self._logs else None),
+            ("closing the zookeeper session", self._close_client if self._client else None),
+        )
+        for what, step in steps:
+            if step is None:
+                continue
+            try:
+                step()
+            except Exception:
+                logger.exception("broker %d: %s failed", self.config.broker_id, what)
+        self._registration = self._network = self._purgatory = self._pool = None
+        self._channel = self._watcher = self._logs = self._client = None
+        if self._started:
+            logger.info("broker %d stopped", self.config.broker_id)
+            self._started = False
+        self._stopped.set()
+
+    def _close_client(self) -> None:
+        client = self._client
+        if client is not None:
+            try:
+                client.stop()
+            finally:
+                client.close()

@@ -1,0 +1,123 @@
+"""Where delayed operations wait (Kafka's purgatory): watched by partition, expired by deadline.
+
+Logs tell the purgatory about every change (:meth:`Purgatory.notify`, a high-watermark listener called on
+the appending or flushing thread): the partition is queued and the purgatory's own thread re-checks the
+operations that watch it, so no appending thread ever builds a response. The same thread completes
+operations whose deadline passed. Thread-safe.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+
+from broker.log.topic_partition import TopicPartition
+from broker.server.delayed_operation import DelayedOperation
+
+logger = logging.getLogger(__name__)
+
+_IDLE_WAIT_S = 1.0
+
+
+class Purgatory:
+    """Delayed operations keyed by the partitions they watch; one thread completes them."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._cond = threading.Condition()
+        self._watchers: dict[TopicPartition, set[DelayedOperation]] = {}
+        self._deadlines: list[tuple[float, int, DelayedOperation]] = []
+        self._sequence = itertools.count()
+        self._changed: set[TopicPartition] = set()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name=f"lumber-purgatory-{name}", daemon=True)
+        self._thread.start()
+
+    def watch(self, operation: DelayedOperation) -> None:
+        """Complete ``operation`` now if it is ready, else keep it until it is or its deadline passes."""
+        if operation.try_complete():
+            return
+        with self._cond:
+            if self._stopping:
+                stopping = True
+            else:
+                stopping = False
+                for key in operation.keys:
+                    self._watchers.setdefault(key, set()).add(operation)
+                heapq.heappush(self._deadlines, (operation.deadline, next(self._sequence), operation))
+                self._cond.notify()
+        if stopping:
+            operation.force_complete()
+            return
+        # a change between the first check and the registration would otherwise go unnoticed
+        if operation.try_complete():
+            self._forget(operation)
+
+    def notify(self, tp: TopicPartition, _high_watermark: int = 0) -> None:
+        """``tp``'s log changed: re-check the operations that watch it (on the purgatory's thread)."""
+        with self._cond:
+            if tp in self._watchers:
+                self._changed.add(tp)
+                self._cond.notify()
+
+    def pending(self) -> int:
+        with self._cond:
+            return len(self._deadlines)
+
+    def _forget(self, operation: DelayedOperation) -> None:
+        with self._cond:
+            for key in operation.keys:
+                ops = self._watchers.get(key)
+                if ops is not None:
+                    ops.discard(operation)
+                    if not ops:
+                        del self._watchers[key]
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._changed and not self._stopping:
+                    now = time.monotonic()
+                    if self._deadlines and self._deadlines[0][0] <= now:
+                        break
+                    wait_s = self._deadlines[0][0] - now if self._deadlines else _IDLE_WAIT_S
+                    self._cond.wait(min(wait_s, _IDLE_WAIT_S))
+                if self._stopping:
+                    return
+                changed, self._changed = self._changed, set()
+                candidates = {op for tp in changed for op in self._watchers.get(tp, ())}
+                now = time.monotonic()
+                expired = []
+                while self._deadlines and (self._deadlines[0][0] <= now or self._deadlines[0][2].completed):
+                    expired.append(heapq.heappop(self._deadlines)[2])
+            for operation in candidates:
+                self._complete(operation, force=False)
+            for operation in expired:
+                self._complete(operation, force=True)
+
+    def _complete(self, operation: DelayedOperation, *, force: bool) -> None:
+        try:
+            done = operation.force_complete() if force else operation.try_complete()
+        except Exception:
+            logger.exception("purgatory %s: completing %r failed", self._name, operation)
+            done = True
+        if done or operation.completed:
+            self._forget(operation)
+
+    def shutdown(self) -> None:
+        """Complete every waiting operation now (expired) and stop the thread."""
+        with self._cond:
+            self._stopping = True
+            waiting = [entry[2] for entry in self._deadlines]
+            self._deadlines.clear()
+            self._watchers.clear()
+            self._cond.notify_all()
+        self._thread.join(timeout=10)
+        for operation in waiting:
+            try:
+                operation.force_complete()
+            except Exception:
+                logger.exception("purgatory %s: completing %r at shutdown failed", self._name, operation)

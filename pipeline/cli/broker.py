@@ -1,0 +1,70 @@
+"""``lumber broker start``: run one broker in the foreground until Ctrl-C or SIGTERM.
+
+The broker is configured by ``[broker]`` (id, listener, threads, topic defaults), ``[log]`` (storage) and
+``[zookeeper]`` of ``lumber.toml``; the options override single keys. It logs to stderr; it is ready once
+it logs "is up" (and ``/brokers/ids/<id>`` exists in ZooKeeper). Exit codes: 0 after a clean shutdown,
+1 when it cannot start (the message names why: ZooKeeper unreachable, id taken, log dir locked, port taken).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import signal
+import sys
+from types import FrameType
+from typing import Any
+
+from broker.server.broker_server import BrokerServer, ZooKeeperSettings
+from pipeline.config import LumberConfig
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("broker", help="run a broker")
+    sub = parser.add_subparsers(metavar="ACTION", required=True)
+    start = sub.add_parser("start", help="run a broker in the foreground (Ctrl-C or SIGTERM stops it)")
+    start.add_argument("--id", type=int, dest="broker_id", help="broker id (default: [broker] broker_id)")
+    start.add_argument("--host", help="address to listen on (default: [broker] host)")
+    start.add_argument("--port", type=int, help="port to listen on (default: [broker] port; 0: any free)")
+    start.add_argument(
+        "--log-dir", action="append", dest="log_dirs", help="a log dir (repeatable; default: [log] log_dirs)"
+    )
+    start.add_argument("--zookeeper-connect", help="ZooKeeper connect string (default: [zookeeper] connect)")
+    start.set_defaults(handler=_start)
+
+
+def _start(args: argparse.Namespace, config: LumberConfig) -> int:
+    overrides = {
+        key: value
+        for key, value in (("broker_id", args.broker_id), ("host", args.host), ("port", args.port))
+        if value is not None
+    }
+    broker_config = dataclasses.replace(config.broker, **overrides)
+    log_config = dataclasses.replace(config.log, log_dirs=args.log_dirs) if args.log_dirs else config.log
+    zookeeper = ZooKeeperSettings(
+        connect=args.zookeeper_connect or config.zookeeper.connect,
+        session_timeout_ms=config.zookeeper.session_timeout_ms,
+        connect_timeout_ms=config.zookeeper.connect_timeout_ms,
+    )
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    server = BrokerServer(broker_config, log_config, zookeeper)
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        logging.getLogger(__name__).info("signal %d: shutting down", signum)
+        server.shutdown()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    server.start()
+    print(
+        f"broker {broker_config.broker_id} is up on {broker_config.host}:{server.port} "
+        f"(cluster {server.cluster_id}, zookeeper {zookeeper.connect})",
+        file=sys.stderr,
+        flush=True,
+    )
+    while not server.wait(1.0):
+        pass
+    return 0

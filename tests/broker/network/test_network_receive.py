@@ -1,0 +1,124 @@
+"""Reading size-prefixed requests off a non-blocking socket: exact frames, size checks, no read-ahead."""
+
+from __future__ import annotations
+
+import random
+import select
+import socket
+import struct
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from broker.network.errors import InvalidRequestSizeError, PeerClosedError
+from broker.network.network_receive import MIN_REQUEST_BYTES, PREALLOCATE_MAX_BYTES, NetworkReceive
+from broker.protocol.frame import framed
+
+_PEER = "127.0.0.1:4242"
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    server, client = socket.socketpair()
+    server.setblocking(False)
+    yield server, client
+    server.close()
+    client.close()
+
+
+def _read(receive: NetworkReceive, sock: socket.socket) -> bytes | None:
+    """``read_from`` until it completes a frame or the socket has nothing more."""
+    try:
+        while True:
+            frame = receive.read_from(sock)
+            if frame is not None:
+                return frame
+    except BlockingIOError:
+        return None
+
+
+def test_partial_writes_make_one_frame(pair: tuple[socket.socket, socket.socket]) -> None:
+    server, client = pair
+    receive = NetworkReceive(_PEER, 1024)
+    wire = framed(b"\x00\x03\x00\x01\x00\x00\x00\x09" + b"payload")
+    assert not receive.in_progress
+    for byte in wire[:-1]:
+        client.sendall(bytes([byte]))
+        assert _read(receive, server) is None
+        assert receive.in_progress
+    client.sendall(wire[-1:])
+    assert _read(receive, server) == wire[4:]
+    assert not receive.in_progress
+
+
+def test_reads_no_byte_past_the_frame(pair: tuple[socket.socket, socket.socket]) -> None:
+    server, client = pair
+    receive = NetworkReceive(_PEER, 1024)
+    first, second = b"A" * 8, b"B" * 20
+    client.sendall(framed(first) + framed(second))
+    assert receive.read_from(server) == first
+    assert server.recv(64, socket.MSG_PEEK) == framed(second)
+    assert receive.read_from(server) == second
+
+
+def test_large_frames_arrive_whole(pair: tuple[socket.socket, socket.socket]) -> None:
+    server, client = pair
+    receive = NetworkReceive(_PEER, 8 * 1024 * 1024)
+    sizes = (PREALLOCATE_MAX_BYTES, 3 * PREALLOCATE_MAX_BYTES + 5)
+    frames = [random.Random(size).randbytes(size) for size in sizes]
+    writer = threading.Thread(target=lambda: client.sendall(b"".join(framed(f) for f in frames)))
+    writer.start()
+    got: list[bytes] = []
+    while len(got) < len(frames):
+        try:
+            frame = receive.read_from(server)
+        except BlockingIOError:
+            assert select.select([server], [], [], 5)[0]
+            continue
+        if frame is not None:
+            got.append(frame)
+    writer.join()
+    assert got == frames
+
+
+@pytest.mark.parametrize(
+    ("size", "oversized"),
+    [
+        (-1, False),
+        (-(2**31), False),
+        (0, False),
+        (MIN_REQUEST_BYTES - 1, False),
+        (1025, True),
+        (2**31 - 1, True),
+    ],
+)
+def test_sizes_out_of_bounds_are_refused_before_reading_the_frame(
+    pair: tuple[socket.socket, socket.socket], size: int, oversized: bool
+) -> None:
+    server, client = pair
+    receive = NetworkReceive(_PEER, 1024)
+    client.sendall(struct.pack(">i", size) + b"rest of it")
+    with pytest.raises(InvalidRequestSizeError) as failure:
+        receive.read_from(server)
+    error = failure.value
+    assert (error.size_bytes, error.max_bytes, error.oversized) == (size, 1024, oversized)
+    assert str(error).startswith(f"{_PEER}: request size prefix {size} ")
+    assert "max_request_bytes=1024" in str(error)
+    assert server.recv(64) == b"rest of it"
+
+
+def test_end_of_stream(pair: tuple[socket.socket, socket.socket]) -> None:
+    server, client = pair
+    receive = NetworkReceive(_PEER, 1024)
+    client.sendall(framed(b"12345678")[:6])
+    client.shutdown(socket.SHUT_WR)
+    assert receive.read_from(server) is None
+    with pytest.raises(PeerClosedError) as failure:
+        receive.read_from(server)
+    assert receive.in_progress
+    assert str(failure.value) == f"{_PEER}: the peer closed the connection"
+    fresh = NetworkReceive(_PEER, 1024)
+    with pytest.raises(PeerClosedError):
+        fresh.read_from(server)
+    assert not fresh.in_progress

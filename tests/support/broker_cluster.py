@@ -1,0 +1,252 @@
+"""Real broker processes on 127.0.0.1 for the tests: ``lumber broker start``, one process per broker.
+
+Fixtures (imported by ``tests/conftest.py``):
+
+* ``broker_cluster``: one broker on the test's own ZooKeeper chroot, stopped after the test;
+* ``start_cluster``: a factory, ``start_cluster(3)`` starts three brokers (``**settings`` go to ``[broker]``
+  and ``[log]`` of each broker's config, e.g. ``auto_create_topics=False``).
+
+A :class:`BrokerProcess` can be stopped (SIGTERM), killed (SIGKILL) and restarted with the same id, port and
+log dir. The brokers flush every 20 ms (``[log] flush_ms``) so that tests need not wait the paper's second
+for messages to be exposed, and use 4 s ZooKeeper sessions so that a killed broker's registration goes soon.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from broker.cluster import zk_paths
+from broker.cluster.topic_admin import TopicAdmin
+from pipeline.dev.process import ProcessHandle, free_port, kill, start_and_wait, stop, wait_until
+from pipeline.dev.zookeeper_server import ZooKeeperServer
+from tests.support.zookeeper import make_chroot, new_client
+
+BROKER_SESSION_TIMEOUT_MS = 4000
+_LOG_SETTINGS = {
+    "flush_ms",
+    "flush_messages",
+    "segment_bytes",
+    "retention_ms",
+    "retention_bytes",
+    "retention_check_interval_ms",
+    "max_message_bytes",
+    "expose",
+    "index_interval_bytes",
+}
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return str(value)
+
+
+@dataclass
+class BrokerProcess:
+    """One ``lumber broker start`` process and everything needed to start it again the same way."""
+
+    broker_id: int
+    port: int
+    base_dir: Path
+    zk_connect: str
+    zk: KazooClient
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    handle: ProcessHandle | None = None
+    popen: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.base_dir / "logs"
+
+    @property
+    def log_path(self) -> Path:
+        return self.base_dir / "broker.log"
+
+    @property
+    def config_path(self) -> Path:
+        return self.base_dir / "lumber.toml"
+
+    def write_config(self) -> None:
+        broker = {"broker_id": self.broker_id, "host": "127.0.0.1", "port": self.port, "num_io_threads": 3}
+        log: dict[str, Any] = {"log_dirs": [str(self.log_dir)], "flush_ms": 20}
+        for key, value in self.settings.items():
+            (log if key in _LOG_SETTINGS else broker)[key] = value
+        lines = [
+            "[zookeeper]",
+            f"connect = {_toml_value(self.zk_connect)}",
+            f"session_timeout_ms = {BROKER_SESSION_TIMEOUT_MS}",
+            "",
+            "[broker]",
+            *(f"{k} = {_toml_value(v)}" for k, v in broker.items()),
+            "",
+            "[log]",
+            *(f"{k} = {_toml_value(v)}" for k, v in log.items()),
+        ]
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text("\n".join(lines) + "\n")
+
+    def registered(self) -> bool:
+        try:
+            data, _ = self.zk.get(zk_paths.broker_path(self.broker_id))
+        except NoNodeError:
+            return False
+        if zk_paths.decode_broker(zk_paths.broker_path(self.broker_id), data) != ("127.0.0.1", self.port):
+            return False
+        with socket.socket() as sock:
+            sock.settimeout(1.0)
+            return sock.connect_ex(("127.0.0.1", self.port)) == 0
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        if self.running:
+            raise RuntimeError(f"broker {self.broker_id} is already running (pid {self.popen.pid})")  # type: ignore[union-attr]
+        self.write_config()
+        argv = [sys.executable, "-m", "pipeline", "--config", str(self.config_path), "broker", "start"]
+        self.handle, self.popen = start_and_wait(
+            f"broker-{self.broker_id}", argv, self.log_path, self.registered, timeout_s
+        )
+
+    @property
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def stop(self) -> None:
+        """SIGTERM: a clean shutdown."""
+        if self.handle is not None:
+            stop(self.handle, popen=self.popen)
+        self.handle = self.popen = None
+
+    def kill(self) -> None:
+        """SIGKILL: a crash (its ZooKeeper registration stays until the session expires)."""
+        if self.handle is not None:
+            kill(self.handle, popen=self.popen)
+        self.handle = self.popen = None
+
+    def restart(self, timeout_s: float = 60.0) -> None:
+        if self.running:
+            self.stop()
+        self.start(timeout_s)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+class BrokerCluster:
+    """Brokers sharing one ZooKeeper chroot; the topic helpers wait until the brokers serve the topic."""
+
+    def __init__(self, zk_connect: str, base_dir: Path) -> None:
+        self.zk_connect = zk_connect
+        self.base_dir = base_dir
+        self.zk = new_client(zk_connect)
+        self.admin = TopicAdmin(self.zk)
+        self.brokers: list[BrokerProcess] = []
+
+    def add_broker(self, settings: Mapping[str, Any] | None = None) -> BrokerProcess:
+        broker_id = len(self.brokers)
+        broker = BrokerProcess(
+            broker_id,
+            free_port(),
+            self.base_dir / f"broker-{broker_id}",
+            self.zk_connect,
+            self.zk,
+            dict(settings or {}),
+        )
+        self.brokers.append(broker)
+        broker.start()
+        return broker
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(b.address for b in self.brokers)
+
+    def broker(self, broker_id: int) -> BrokerProcess:
+        return self.brokers[broker_id]
+
+    def create_topic(
+        self,
+        topic: str,
+        partitions: int,
+        assignment: Mapping[int, Sequence[int]] | None = None,
+        timeout_s: float = 30.0,
+    ) -> dict[int, tuple[int, ...]]:
+        """Create ``topic`` in ZooKeeper and wait until each partition's log exists on its broker."""
+        created = self.admin.create_topic(topic, partitions, assignment=assignment)
+        self.wait_for_topic(topic, created, timeout_s)
+        return created
+
+    def wait_for_topic(
+        self, topic: str, assignment: Mapping[int, Sequence[int]], timeout_s: float = 30.0
+    ) -> None:
+        def served() -> bool:
+            return all(
+                (self.brokers[replicas[0]].log_dir / f"{topic}-{p}").is_dir()
+                for p, replicas in assignment.items()
+                if self.brokers[replicas[0]].running
+            )
+
+        wait_until(served, timeout_s, f"the brokers to create the partitions of {topic}")
+
+    def leader_of(self, topic: str, partition: int) -> BrokerProcess:
+        return self.brokers[self.admin.describe_topic(topic)[partition][0]]
+
+    def stop(self) -> None:
+        for broker in self.brokers:
+            try:
+                broker.stop()
+            except Exception:
+                broker.kill()
+        self.zk.stop()
+        self.zk.close()
+
+
+@pytest.fixture
+def start_cluster(
+    zookeeper_server: ZooKeeperServer, request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Callable[..., BrokerCluster]]:
+    clusters: list[BrokerCluster] = []
+
+    def start(brokers: int = 1, **settings: Any) -> BrokerCluster:
+        name = f"{request.node.name}-c{len(clusters)}"
+        cluster = BrokerCluster(
+            make_chroot(zookeeper_server.connect, name), tmp_path / f"cluster-{len(clusters)}"
+        )
+        clusters.append(cluster)
+        for _ in range(brokers):
+            cluster.add_broker(settings)
+        return cluster
+
+    yield start
+    for cluster in clusters:
+        cluster.stop()
+
+
+@pytest.fixture
+def broker_cluster(start_cluster: Callable[..., BrokerCluster]) -> BrokerCluster:
+    return start_cluster(1)
+
+
+def wait_for(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+    """Poll ``predicate`` for up to ``timeout_s``; fail the test naming ``what``."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.05)
