@@ -5,7 +5,7 @@ Run from the repository root::
     .venv/bin/python bench/clients.py [--messages 1000000] [--baseline-messages 200000] [--rounds 3]
 
 It starts a real ZooKeeper and one real Lumber broker process on 127.0.0.1 (the test-suite helper
-``tests/support/broker.py``) and measures, with 200-byte values and ``acks=1``:
+``tests/support/broker_cluster.py``) and measures, with 200-byte values and ``acks=1``:
 
 1. **produce, batch size 1**: one ``Producer.send()`` call per message;
 2. **produce, batch size 50**: one ``Producer.send_many()`` call per 50 messages (the paper's producer
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
 
-    from tests.support.broker import bench_cluster  # noqa: PLC0415 - the test-suite helper starts the processes
+    from tests.support.broker_cluster import bench_cluster  # noqa: PLC0415 - the tests' launcher
 
     payload = values(args.messages)
     baseline_payload = values(args.baseline_messages)
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     rates: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="lumber-bench-") as folder, bench_cluster(Path(folder)) as cluster:
-        servers = list(cluster.bootstrap_servers)
+        servers = cluster.bootstrap_servers.split(",")
         round_number = 0
         source_topic = ""
         for round_number in range(args.rounds):

@@ -66,7 +66,9 @@ from schemas.client import SchemaRegistryClient
 from schemas.registry.avro_schema import AvroSchema
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema_text
+from tests.support.broker_cluster import BrokerCluster
 from tests.support.registry import launch_registry
+from tests.support.zookeeper import make_chroot
 
 TARGET_RATIO = 1.0
 TOPIC = "bench_page_view"
@@ -182,17 +184,21 @@ def main() -> int:
     try:
         registry = launch_registry(zookeeper.connect, work / "registry")
         stoppers.append(registry.stop)
-        broker = start_broker(zookeeper.connect, work / "broker")
-        stoppers.append(broker.stop)
+        cluster = BrokerCluster(make_chroot(zookeeper.connect, "bench"), work / "brokers")
+        stoppers.append(cluster.stop)
+        broker = cluster.add_broker()
         servers = [broker.address]
-        broker.create_topic(TOPIC, args.partitions)
+        cluster.create_topic(TOPIC, args.partitions)
         schema_id = SchemaRegistryClient(registry.url).register(f"{TOPIC}-value", shipped_schema_text("page_view_v2"))
         produce(servers, schema_id, args.records, args.partitions)
         with Consumer(ConsumerConfig(bootstrap_servers=servers)) as consumer:
-            ends = {
-                tp.partition: end
-                for tp, end in consumer.end_offsets([TopicPartition(TOPIC, p) for p in range(args.partitions)]).items()
-            }
+            deadline = time.monotonic() + 60  # acks=1: wait until the broker has flushed (exposed) it all
+            while True:
+                partitions = [TopicPartition(TOPIC, p) for p in range(args.partitions)]
+                ends = {tp.partition: end for tp, end in consumer.end_offsets(partitions).items()}
+                if sum(ends.values()) == args.records or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
         assert sum(ends.values()) == args.records, ends
 
         profiler = cProfile.Profile() if args.profile else None

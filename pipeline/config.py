@@ -36,6 +36,7 @@ from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.producer_config import ProducerConfig
 from broker.config import BrokerConfig, LogConfig
+from pipeline.audit_config import AuditConfig
 from pipeline.errors import ConfigError
 from pipeline.load_config import LoadConfig
 from schemas.registry.config import RegistryConfig
@@ -100,6 +101,7 @@ class LumberConfig:
     producer: ProducerConfig = field(default_factory=ProducerConfig)
     consumer: ConsumerConfig = field(default_factory=ConsumerConfig)
     load: LoadConfig = field(default_factory=LoadConfig)
+    audit: AuditConfig = field(default_factory=AuditConfig)
     source: str = field(default="<defaults>", compare=False, metadata={"internal": True})
 
 

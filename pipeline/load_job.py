@@ -14,7 +14,10 @@ or configures one). In order:
    and the file moves, published at one atomic rename while the lock is still held; then the moves;
 6. record the outcome: ``committed``, ``nothing_to_load`` (no new records and no offset to move: no manifest),
    or ``failed`` with the error (a crash leaves ``running``, which the next run's recovery turns into
-   ``crashed``).
+   ``crashed``);
+7. publish the audit counts of every committed manifest not published yet to the audit topic
+   (:func:`~pipeline.audit_publisher.publish_load_counts`: this run's, and those of a crashed run that
+   recovery rolled forward); a failure there is reported and left to the next run.
 
 A run whose plan has no records but moves offsets (a new partition under ``start = latest``, a gap skipped
 under ``on_out_of_range = earliest``) still commits a manifest, without files.
@@ -37,6 +40,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
+from pipeline.audit_publisher import publish_load_counts
 from pipeline.commit import CommitProtocol, Manifest, RecoveryReport, RunRecord
 from pipeline.config import LumberConfig
 from pipeline.faults import Faults
@@ -157,6 +161,7 @@ def run_load(
                 except Exception:
                     log.exception("could not record the failure of run %s", run_id)
                 raise
+            publish_load_counts(protocol, config, progress)
             return dataclasses.replace(outcome, recovery=recovery)
     finally:
         zk.stop()

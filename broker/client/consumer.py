@@ -171,12 +171,14 @@ class Consumer:
         """The offset after the last exposed message of each partition (its high watermark)."""
         return self._list_offsets(dict.fromkeys(partitions, LATEST_TIMESTAMP))
 
-    def position(self, tp: TopicPartition) -> int:
-        """The offset of the next record of ``tp`` the caller gets (resolving a pending reset)."""
+    def position(self, tp: TopicPartition, timeout_ms: int | None = None) -> int:
+        """The offset of the next record of ``tp`` the caller gets (resolving a pending reset, waiting up
+        to ``timeout_ms``, default ``request_timeout_ms``)."""
         for record in self._decoded:
             if record.topic == tp.topic and record.partition == tp.partition:
                 return record.offset
-        return self._fetcher.position(tp, self.config.request_timeout_ms / 1000)
+        wait_ms = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
+        return self._fetcher.position(tp, wait_ms / 1000)
 
     def high_watermark(self, tp: TopicPartition) -> int:
         """``tp``'s high watermark as of the last fetch response (-1 before the first)."""

@@ -23,7 +23,10 @@
             ├── OffsetOutOfRangeError  the position is outside the log and auto_offset_reset is 'none'
             ├── CorruptBatchError      a fetched batch fails its CRC or does not decode
             ├── FetchTooSmallError     a single batch is larger than the fetch size allows
-            └── ConsumerClosedError    the consumer was used after close()
+            ├── ConsumerClosedError    the consumer was used after close()
+            └── GroupError             a consumer group (ZooKeeper) could not do what was asked
+                ├── CommitFailedError  offsets not committed: the member's session expired (fenced)
+                └── GroupClosedError   the group consumer was used after close()
 
 Every message names the broker (``host:port``), the topic-partition and the offsets involved.
 """
@@ -251,3 +254,19 @@ class FetchTooSmallError(ConsumerError):
 
 class ConsumerClosedError(ConsumerError):
     """The consumer was used after ``close()``."""
+
+
+class GroupError(ConsumerError):
+    """Root of the consumer group's errors (see :mod:`broker.client.group_consumer`)."""
+
+
+class CommitFailedError(GroupError):
+    """Offsets were not committed: the member's ZooKeeper session expired (its registration, which every
+    commit checks in the same transaction, is gone), or ZooKeeper could not be reached. Records handed
+    out since the last commit will be consumed again by the partitions' next owners."""
+
+    retriable = True
+
+
+class GroupClosedError(GroupError):
+    """The group consumer (or one of its streams) was used after ``close()``."""

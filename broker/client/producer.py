@@ -51,6 +51,7 @@ from collections.abc import Sequence
 from time import time_ns as _time_ns
 from typing import Any
 
+from broker.client.audit_emitter import AuditEmitter
 from broker.client.broker_pool import BrokerPool
 from broker.client.cluster_metadata import ClusterMetadata, metadata_source
 from broker.client.cluster_snapshot import ClusterSnapshot
@@ -164,6 +165,7 @@ class Producer:
         self._plain_record_bound = record_bound(0, 0, len(self._host_headers))
         self._sender = threading.Thread(target=self._run_sender, name="lumber-producer-sender", daemon=True)
         self._sender.start()
+        self._audit = AuditEmitter(self, config, host, clock_ms) if config.audit_interval_ms > 0 else None
 
     # ----------------------------------------------------------------------------------------- sending
 
@@ -431,8 +433,11 @@ class Producer:
 
         Without ``timeout_s`` this waits as long as delivery takes (bounded by ``delivery_timeout_ms``).
         With it, records still undelivered when it passes fail with :class:`ProducerClosedError` (in their
-        futures and callbacks): they are reported, never silently dropped. Idempotent.
+        futures and callbacks): they are reported, never silently dropped. Idempotent. An audited producer
+        first publishes its last audit counts (:meth:`AuditEmitter.close`).
         """
+        if self._audit is not None:
+            self._audit.close(timeout_s)
         with self._lock:
             self._closing = True
             self._wake_sender.notify()
@@ -583,6 +588,8 @@ class Producer:
             by_topic: dict[str, list[PartitionProduceData]] = {}
             for batch in batches:
                 batch.attempts += 1
+                if self._audit is not None and batch.encoded is None:  # first request: still segments
+                    self._audit.counter.drained(batch)
                 by_topic.setdefault(batch.topic, []).append(
                     PartitionProduceData(index=batch.partition, records=batch.build())
                 )
@@ -695,6 +702,8 @@ class Producer:
                     self._wake_sender.notify()
         if error is not None:
             log.debug("%r failed: %s", batch, error)
+        if self._audit is not None:  # counted before anyone waiting on the batch wakes up
+            self._audit.counter.done(batch, error)
         batch.complete(base_offset, error)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from broker.client.errors import ClientConfigError
 from broker.client.settings import check_limits, check_servers
 
 Acks = Literal["0", "1", "all"]
@@ -134,10 +135,41 @@ class ProducerConfig:
         default="",
         metadata={"doc": "Value of the 'host' header on every record. Empty: this machine's host name."},
     )
+    audit_interval_ms: int = field(
+        default=0,
+        metadata={
+            "doc": "Publish this producer's audit counts (paper section 4: messages the brokers confirmed, "
+            "per topic and window of creation time) to audit_topic every this many ms, and on close. 0: "
+            "the producer does not audit.",
+            "min": 0,
+        },
+    )
+    audit_window_ms: int = field(
+        default=600_000,
+        metadata={
+            "doc": "Width of the audit windows (by record timestamp). Keep it equal to [load] window_ms "
+            "(or a divisor of the window the audit reports in).",
+            "min": 1000,
+        },
+    )
+    audit_topic: str = field(
+        default="_audit", metadata={"doc": "Topic the audit events go to (never counted itself)."}
+    )
+    audit_registry_url: str = field(
+        default="http://127.0.0.1:8081",
+        metadata={
+            "doc": "Schema registry where the audit event schema is registered (subject "
+            "'<audit_topic>-value'); the same as [registry] url in a Lumber deployment."
+        },
+    )
 
     def __post_init__(self) -> None:
         check_limits(self)
         check_servers("producer", self.bootstrap_servers)
+        if self.audit_interval_ms > 0 and not (self.audit_topic and self.audit_registry_url):
+            raise ClientConfigError(
+                "ProducerConfig: audit_interval_ms > 0 needs an audit_topic and an audit_registry_url"
+            )
 
     @property
     def acks_value(self) -> int:

@@ -98,7 +98,7 @@ class TopicAdmin:
         else:
             chosen = _checked_assignment(topic, partitions, assignment, brokers)
         self._create(topic, chosen)
-        logger.info("created topic %r: %s", topic, _describe(chosen))
+        logger.debug("created topic %r: %s", topic, _describe(chosen))
         return chosen
 
     def _create(self, topic: str, assignment: dict[int, tuple[int, ...]]) -> None:
@@ -141,7 +141,7 @@ class TopicAdmin:
             self._retry(delete_once)
         except (KazooException, KazooTimeoutError) as exc:
             raise zookeeper_error("delete", path, exc) from exc
-        logger.info("deleted topic %r", topic)
+        logger.debug("deleted topic %r", topic)
 
     def list_topics(self) -> list[str]:
         """The topic names, sorted."""

@@ -8,9 +8,25 @@ All paths are relative to the chroot of ``[zookeeper] connect``::
         {"version": 1, "partitions": {"0": [1], "1": [2], "2": [3]}}
     /cluster/id                             persistent, the cluster's id, created by the first broker
         {"version": 1, "id": "lumber-1f0c..."}
-    /consumers/<group>/ids/<consumer-id>    ephemeral, a member and its subscription
+    /consumers/<group>/ids/<consumer-id>    ephemeral, a member and its subscription (topic -> streams)
+        {"version": 1, "subscription": {"events": 2}, "host": "web-1", "pid": 4242, "timestamp_ms": ...}
     /consumers/<group>/owners/<topic>/<p>   ephemeral, the id of the member that owns partition p
+        {"version": 1, "owner": "<consumer-id>", "stream": 0, "generation": 7}
     /consumers/<group>/offsets/<topic>/<p>  persistent, the next offset the group will consume
+        {"version": 1, "offset": 1234, "member": "<consumer-id>", "timestamp_ms": ...}
+        (a bare integer, Kafka 0.8's format, is read too)
+    /consumers/<group>/leader/<consumer-id>-<seq>   ephemeral sequential, one election candidate per
+        member; the lowest sequence number is the group's leader. Data: the member's id.
+    /consumers/<group>/assignment           persistent, the generation: the whole assignment, written by
+        the leader only (compare-and-set on the znode version, fenced by its candidate node)
+        {"version": 1, "generation": 7, "leader": "<consumer-id>", "strategy": "range",
+         "timestamp_ms": ..., "assignment": {"<consumer-id>": {"events": [[0, 1], [2]]}}}
+        (per member, per topic: the partitions of each of the member's streams)
+    /consumers/<group>/rewind               persistent, bumped after offsets were rewound (seek, lumber
+        groups reset-offsets), so that the owners reload them
+        {"version": 1, "id": "<uuid>", "partitions": {"events": [0, 1]}, "timestamp_ms": ...}
+
+How the group nodes are used is documented in :mod:`broker.client.group_membership`.
 
 Lumber keeps one replica per partition (the paper's brokers do not replicate), so a partition's leader is
 its first replica while that broker is registered. Data is UTF-8 JSON; readers ignore keys they do not know,
@@ -79,6 +95,33 @@ def group_offset_path(group: str, topic: str, partition: int) -> str:
     return f"{group_offsets_path(group, topic)}/{int(partition)}"
 
 
+def group_leader_path(group: str) -> str:
+    """The election: one ephemeral sequential candidate per member below this node."""
+    return f"{group_path(group)}/leader"
+
+
+def group_candidate_prefix(group: str, consumer_id: str) -> str:
+    """What a member's candidate node is created as (ZooKeeper appends a 10-digit sequence number)."""
+    return f"{group_leader_path(group)}/{consumer_id}-"
+
+
+def candidate_sequence(name: str) -> int:
+    """The sequence number at the end of a candidate node's name (``<consumer-id>-0000000007`` -> 7)."""
+    digits = name[-10:]
+    if len(name) < 11 or not digits.isdigit() or name[-11] != "-":
+        raise ZkDataError(f"not an election candidate node name: {name!r}")
+    return int(digits)
+
+
+def group_assignment_path(group: str) -> str:
+    """The generation node: the leader's whole assignment."""
+    return f"{group_path(group)}/assignment"
+
+
+def group_rewind_path(group: str) -> str:
+    return f"{group_path(group)}/rewind"
+
+
 # ------------------------------------------------------------------------------------------- data
 
 
@@ -94,6 +137,16 @@ def _load(path: str, data: bytes) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ZkDataError(f"{path}: expected a JSON object, found {value!r}")
     return value
+
+
+def encode_json(value: Mapping[str, Any]) -> bytes:
+    """``value`` as this module's JSON (with ``"version"``), for the modules that own a node's data."""
+    return _dump(value)
+
+
+def decode_json(path: str, data: bytes) -> dict[str, Any]:
+    """A JSON object from ``path``; :class:`ZkDataError` naming the path if it is not one."""
+    return _load(path, data)
 
 
 def encode_broker(host: str, port: int, timestamp_ms: int) -> bytes:

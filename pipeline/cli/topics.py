@@ -103,8 +103,8 @@ def _run(handler: Handler) -> Callable[[argparse.Namespace, LumberConfig], int]:
     """Wrap ``handler`` with a ZooKeeper session and the bad-input exit code."""
 
     def run(args: argparse.Namespace, config: LumberConfig) -> int:
-        if not args.debug:  # kazoo logs every connection step at INFO: noise in a command's output
-            logging.getLogger("kazoo").setLevel(logging.WARNING)
+        if not args.debug:  # kazoo logs every connection attempt: noise next to our own one-line error
+            logging.getLogger("kazoo").setLevel(logging.ERROR)
         try:
             with _admin(args, config) as admin:
                 return handler(args, admin)

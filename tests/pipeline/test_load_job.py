@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,17 +14,21 @@ import pyarrow.dataset as ds
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
+from broker.client.consumer import Consumer
+from broker.client.consumer_config import ConsumerConfig
 from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
+from broker.log.topic_partition import TopicPartition
 from pipeline.cli import main as lumber
 from pipeline.config import LumberConfig
 from pipeline.faults import COMMIT_STEPS
 from pipeline.job_lock import JobLock
-from pipeline.load_errors import InjectedFault, JobLockedError
+from pipeline.load_errors import InjectedFault, JobLockedError, OffsetOutOfRangeError
 from pipeline.load_job import parse_until_hour, run_load
 from schemas.client import SchemaRegistryClient
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema_text
+from tests.support.broker_cluster import wait_for
 from tests.support.load_job import (
     BASE_MS,
     HOUR_MS,
@@ -96,7 +101,9 @@ def assert_loaded_exactly(stack: Stack, spark: Any) -> None:
     assert found is not None
     count, offsets = found
     assert (count, offsets) == (len(produced.rows), sum(r["_offset"] for r in produced.rows))
-    assert committed_offsets(stack.warehouse, stack.job) == dict(produced.end_offsets().items())
+    # every partition of the topic is committed, an empty one at 0
+    everything = [(stack.topic, p) for p in range(2)]
+    assert committed_offsets(stack.warehouse, stack.job) == produced.end_offsets(everything)
 
 
 def test_loads_v1_and_v2_exactly_with_the_error_dataset_and_counts(stack: Stack, spark: Any) -> None:
@@ -225,3 +232,61 @@ def test_etl_status_shows_offsets_lag_and_the_last_run(
     assert lumber(["--config", str(path), "etl", "status"]) == 0
     text = capsys.readouterr().out
     assert f"last run: {outcome.record.run_id} COMMITTED" in text
+
+
+def test_both_out_of_range_policies_against_real_retention(
+    start_cluster: Any, load_registry: RegistryProcess, tmp_path: Path, spark: Any
+) -> None:
+    # tiny segments and a retention that keeps about two of them: loading falls behind the log start
+    cluster = start_cluster(
+        1, segment_bytes=2048, retention_bytes=4096, retention_check_interval_ms=100, retention_ms=-1
+    )
+    topic = unique_topic("page_view")
+    cluster.create_topic(topic, 1)
+    client = SchemaRegistryClient(load_registry.url)
+    v1 = client.register(f"{topic}-value", shipped_schema_text("page_view"))
+    v2 = client.register(f"{topic}-value", shipped_schema_text("page_view_v2"))
+    producer = Producer(ProducerConfig(bootstrap_servers=servers(cluster), linger_ms=0, acks="all"))
+    views = ViewProducer(producer, AvroSerde(client), topic, v1, v2)
+    stack = Stack(cluster, load_registry, tmp_path / "warehouse", topic, unique_topic("job"), views)
+    try:
+        views.views(0, 10, BASE_MS, 1000, v2=False)
+        assert run_load(spark, stack.config(), progress=lambda _: None).record.rows == 10
+        for i in range(12):  # small batches, so that segments roll and retention deletes whole ones
+            views.views(0, 5, BASE_MS + 10_000 + 5000 * i, 1000, v2=False)
+        reader = Consumer(ConsumerConfig(bootstrap_servers=servers(cluster)))
+        try:
+            tp = TopicPartition(topic, 0)
+            seen: list[int] = []
+
+            def settled() -> bool:  # past offset 10, and unchanged over a few retention checks
+                seen.append(reader.beginning_offsets([tp])[tp])
+                time.sleep(0.2)
+                return seen[-1] > 10 and len(seen) >= 4 and len(set(seen[-4:])) == 1
+
+            wait_for(settled, 30, "retention to delete past offset 10 and settle")
+            log_start = seen[-1]
+        finally:
+            reader.close()
+
+        with pytest.raises(OffsetOutOfRangeError) as caught:
+            run_load(spark, stack.config(), progress=lambda _: None)
+        message = str(caught.value)
+        assert f"{topic}-0" in message
+        assert f"[10, {log_start})" in message
+        assert committed_offsets(stack.warehouse, stack.job) == {(topic, 0): 10}
+
+        outcome = run_load(spark, stack.config(on_out_of_range="earliest"), progress=lambda _: None)
+        assert outcome.record.outcome == "committed"
+        assert outcome.record.rows == 70 - log_start
+        manifest = outcome.manifest
+        assert manifest is not None
+        assert [
+            (loss.partition, loss.from_offset, loss.until_offset, loss.reason) for loss in manifest.losses
+        ] == [(0, 10, log_start, "out_of_range")]
+        assert committed_offsets(stack.warehouse, stack.job) == {(topic, 0): 70}
+        kept = [row for row in views.produced.row_tuples() if not 10 <= row[-1] < log_start]
+        assert loaded_rows(stack.warehouse, topic) == kept
+    finally:
+        producer.close()
+        client.close()

@@ -40,6 +40,10 @@ def test_audit_event_fields() -> None:
         "missing_timestamp_count": "long",
         "event_id": "string",
         "emitted_at_ms": "long",
+        "partition": ["null", "int"],
+        "counter": "string",
+        "job": ["null", "string"],
+        "sequence": "long",
     }
 
 

@@ -3,6 +3,7 @@
 Fixtures (imported by ``tests/conftest.py``):
 
 * ``broker_cluster``: one broker on the test's own ZooKeeper chroot, stopped after the test;
+* ``bench_cluster``: the same outside pytest, with a ZooKeeper of its own (for ``bench/``);
 * ``start_cluster``: a factory, ``start_cluster(3)`` starts three brokers (``**settings`` go to ``[broker]``
   and ``[log]`` of each broker's config, e.g. ``auto_create_topics=False``).
 
@@ -13,6 +14,7 @@ for messages to be exposed, and use 4 s ZooKeeper sessions so that a killed brok
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import sys
@@ -250,3 +252,20 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float, what: str) -> None
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
         time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def bench_cluster(base_dir: Path, brokers: int = 1, **settings: Any) -> Iterator[BrokerCluster]:
+    """A ZooKeeper of its own and ``brokers`` broker processes, outside pytest (for ``bench/``)."""
+    zookeeper = ZooKeeperServer(base_dir / "zookeeper", free_port())
+    zookeeper.start()
+    try:
+        cluster = BrokerCluster(make_chroot(zookeeper.connect, "bench"), base_dir / "brokers")
+        try:
+            for _ in range(brokers):
+                cluster.add_broker(settings)
+            yield cluster
+        finally:
+            cluster.stop()
+    finally:
+        zookeeper.stop()

@@ -13,7 +13,7 @@ import json
 import re
 import struct
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,8 +102,9 @@ class Produced:
             tuple(row.get(c) for c in (*PAYLOAD_COLUMNS, "_partition", "_offset")) for row in self.rows
         )
 
-    def end_offsets(self) -> dict[tuple[str, int], int]:
-        ends: dict[tuple[str, int], int] = {}
+    def end_offsets(self, partitions: Iterable[tuple[str, int]] = ()) -> dict[tuple[str, int], int]:
+        """The next offset of each partition written to (and 0 for the other ``partitions``)."""
+        ends: dict[tuple[str, int], int] = dict.fromkeys(partitions, 0)
         for row in self.rows:
             key = (row["_topic"], row["_partition"])
             ends[key] = max(ends.get(key, 0), row["_offset"] + 1)

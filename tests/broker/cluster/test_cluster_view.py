@@ -49,12 +49,19 @@ def test_immutable_ordered_and_compared_by_value() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         VIEW.brokers = {}  # type: ignore[misc]
     source = {"t": {0: [1]}}
-    view = ClusterView(brokers={}, topics=source)  # type: ignore[dict-item]
+    view = ClusterView(brokers={}, topics=source)  # type: ignore[arg-type]
     source["t"][0].append(2)
     assert view.topics == {"t": {0: (1,)}}
-    assert ClusterView(brokers={1: B1, 3: B3}, topics={"a": {0: (3,), 1: (1,), 2: (2,)}, "b": {0: (1,), 1: (2,)}}) == VIEW
-    assert ClusterView(brokers={1: B1}, topics={}) != ClusterView(brokers={1: BrokerInfo(1, "127.0.0.1", 1)}, topics={})
-    assert EMPTY_VIEW == ClusterView(brokers={}, topics={})
+    assert (
+        ClusterView(
+            brokers={1: B1, 3: B3}, topics={"a": {0: (3,), 1: (1,), 2: (2,)}, "b": {0: (1,), 1: (2,)}}
+        )
+        == VIEW
+    )
+    assert ClusterView(brokers={1: B1}, topics={}) != ClusterView(
+        brokers={1: BrokerInfo(1, "127.0.0.1", 1)}, topics={}
+    )
+    assert ClusterView(brokers={}, topics={}) == EMPTY_VIEW
 
 
 def test_broker_address() -> None:

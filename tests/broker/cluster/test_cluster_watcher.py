@@ -208,9 +208,14 @@ def test_on_change_errors_are_logged_and_later_changes_still_delivered(
         wait_until(lambda: len(seen) == 1, WAIT_S)
         add_broker(other, 2, 9092)
         wait_until(lambda: len(seen) == 2, WAIT_S)
-        assert seen == [ClusterView(brokers={1: B1}, topics={}), ClusterView(brokers={1: B1, 2: B2}, topics={})]
+        assert seen == [
+            ClusterView(brokers={1: B1}, topics={}),
+            ClusterView(brokers={1: B1, 2: B2}, topics={}),
+        ]
         failures = [r for r in caplog.records if r.levelno == logging.ERROR]
-        assert [r.getMessage() for r in failures] == ["cluster: on_change failed for the change to brokers [1], topics []"]
+        assert [r.getMessage() for r in failures] == [
+            "cluster: on_change failed for the change to brokers [1], topics []"
+        ]
         assert failures[0].exc_info is not None
         assert str(failures[0].exc_info[1]) == "listener bug"
     finally:

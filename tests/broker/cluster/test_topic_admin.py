@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from broker.cluster.broker_info import BrokerInfo
 from broker.cluster.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
@@ -16,7 +17,6 @@ from broker.cluster.errors import (
     UnknownTopicError,
     ZooKeeperError,
 )
-from broker.cluster.broker_info import BrokerInfo
 from broker.cluster.topic_admin import MAX_PARTITIONS, TopicAdmin
 from broker.log.errors import InvalidTopicError
 from tests.broker.cluster.helpers import add_broker
@@ -63,7 +63,7 @@ def test_create_existing_topic(zk: Any) -> None:
     add_broker(zk, 1, 9091)
     admin = TopicAdmin(zk)
     admin.create_topic("once", 1)
-    with pytest.raises(TopicExistsError, match="^topic 'once' already exists$") as info:
+    with pytest.raises(TopicExistsError, match=r"^topic 'once' already exists$") as info:
         admin.create_topic("once", 5)
     assert info.value.kafka_error_code == 36
     assert admin.describe_topic("once") == {0: (1,)}
@@ -161,11 +161,19 @@ def test_invalid_partition_counts(zk: Any, partitions: Any, message: str) -> Non
         (
             1,
             {0: [1, 2]},
-            "topic 't': assignment gives partition 0 the replicas [1, 2]: Lumber keeps exactly one replica "
-            "per partition",
+            (
+                "topic 't': assignment gives partition 0 the replicas [1, 2]: Lumber keeps exactly one "
+                "replica per partition"
+            ),
         ),
-        (1, {0: []}, "topic 't': assignment gives partition 0 the replicas []: Lumber keeps exactly one replica "
-         "per partition"),
+        (
+            1,
+            {0: []},
+            (
+                "topic 't': assignment gives partition 0 the replicas []: Lumber keeps exactly one replica "
+                "per partition"
+            ),
+        ),
     ],
 )
 def test_invalid_explicit_assignments(zk: Any, partitions: int, assignment: Any, message: str) -> None:
@@ -212,7 +220,9 @@ def test_zookeeper_failures_are_mapped(zk_connect: str) -> None:
     client.close()
     with pytest.raises(ZooKeeperError) as info:
         TopicAdmin(client).list_topics()
-    assert str(info.value).startswith("zookeeper: cannot list the topics in /brokers/topics: ConnectionClosedError(")
+    assert str(info.value).startswith(
+        "zookeeper: cannot list the topics in /brokers/topics: ConnectionClosedError("
+    )
     assert info.value.retriable is True
     assert info.value.kafka_error_code == 7
     assert isinstance(info.value.__cause__, Exception)

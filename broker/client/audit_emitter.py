@@ -1,0 +1,198 @@
+"""The producer tier's publishing: a producer's counts go to the audit topic every N seconds and on close.
+
+A :class:`~broker.client.producer.Producer` whose ``audit_interval_ms`` is above 0 owns one
+:class:`AuditEmitter`. It holds the producer's :class:`~broker.client.audit_counter.AuditCounter` (which the
+producer's delivery path feeds) and a background thread that, every ``audit_interval_ms``:
+
+1. takes the counts confirmed since the last emission as events (:meth:`AuditCounter.take`) into its
+   *outbox*;
+2. sends every outbox event that is not already in flight to ``audit_topic`` through the producer itself
+   (key: the counted topic; value: :class:`~broker.client.audit_codec.AuditEventCodec`'s Avro, whose schema
+   is registered at ``audit_registry_url`` on first use);
+3. drops an event from the outbox once the broker confirmed it; a failed send or encoding (registry down,
+   topic not there) leaves it in the outbox for the next round, with the same id.
+
+:meth:`AuditEmitter.close` (the first thing ``Producer.close()`` does) stops the thread, waits until every
+record sent so far is confirmed or failed (so that it is counted), emits the last counts and waits for the
+outbox to empty, resending what failed, until the close deadline (``timeout_s``, else
+``delivery_timeout_ms``). A clean close therefore loses no event; events still undelivered at the deadline
+are logged at ERROR level with their full content, never dropped silently.
+
+Thread safety: the outbox is guarded by a lock that is never held while sending (a send may wait for
+buffer space, which the delivery callbacks free).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from broker.client.audit_counter import AuditCounter
+from broker.client.audit_event import AuditEvent
+from broker.client.errors import ClientError
+from broker.client.producer_batch import RecordMetadata
+from broker.log.clock import Clock
+from schemas.errors import SchemaError
+
+if TYPE_CHECKING:
+    from broker.client.audit_codec import AuditEventCodec
+    from broker.client.producer import Producer
+    from broker.client.producer_config import ProducerConfig
+
+log = logging.getLogger(__name__)
+
+#: Rounds of resending at close after the first emission, each waiting for the previous one's outcome.
+_CLOSE_ROUNDS = 5
+
+
+def _new_codec(config: ProducerConfig) -> AuditEventCodec:
+    # imported here: producers without an audit never load the registry client
+    from broker.client.audit_codec import AuditEventCodec  # noqa: PLC0415
+
+    return AuditEventCodec.for_url(
+        config.audit_registry_url, config.audit_topic, timeout_s=config.request_timeout_ms / 1000
+    )
+
+
+class AuditEmitter:
+    """Publishes one producer's audit counts; see the module docstring."""
+
+    def __init__(
+        self,
+        producer: Producer,
+        config: ProducerConfig,
+        host: str,
+        clock_ms: Clock,
+        codec_factory: Callable[[ProducerConfig], AuditEventCodec] = _new_codec,
+    ) -> None:
+        self._producer = producer
+        self._config = config
+        self.topic = config.audit_topic
+        self.counter = AuditCounter(
+            host=host,
+            counter=f"{config.client_id}-{secrets.token_hex(4)}",
+            window_ms=config.audit_window_ms,
+            audit_topic=config.audit_topic,
+            clock_ms=clock_ms,
+        )
+        self._codec_factory = codec_factory
+        self._codec: AuditEventCodec | None = None
+        self._lock = threading.Lock()
+        self._outbox: dict[str, AuditEvent] = {}
+        self._in_flight: set[str] = set()
+        self._delivered = 0
+        self._closed = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lumber-producer-audit", daemon=True)
+        self._thread.start()
+
+    # ---------------------------------------------------------------------------------- emitting
+
+    def _run(self) -> None:
+        interval_s = self._config.audit_interval_ms / 1000
+        while not self._stop.wait(interval_s):
+            try:
+                self.emit()
+            except Exception:
+                log.exception(
+                    "the producer's audit emitter failed to emit; it tries again in %.1f s", interval_s
+                )
+
+    def emit(self) -> int:
+        """Take the new counts and send every outbox event not in flight; returns how many were sent."""
+        taken = self.counter.take()
+        with self._lock:
+            for event in taken:
+                self._outbox[event.event_id] = event
+            todo = [e for i, e in self._outbox.items() if i not in self._in_flight]
+            self._in_flight.update(e.event_id for e in todo)
+        sent = 0
+        for index, event in enumerate(todo):
+            try:
+                payload = self._codec_or_new().encode(event)
+                self._producer.send(
+                    self.topic,
+                    payload,
+                    key=event.topic.encode("utf-8"),
+                    on_delivery=self._callback(event.event_id),
+                )
+            except (ClientError, SchemaError) as exc:
+                with self._lock:
+                    self._in_flight.difference_update(e.event_id for e in todo[index:])
+                log.warning(
+                    "audit: %d events for %s not sent (%s); they stay queued with their ids",
+                    len(todo) - index,
+                    self.topic,
+                    exc,
+                )
+                break
+            sent += 1
+        return sent
+
+    def _codec_or_new(self) -> AuditEventCodec:
+        if self._codec is None:
+            self._codec = self._codec_factory(self._config)
+        return self._codec
+
+    def _callback(self, event_id: str) -> Callable[[RecordMetadata | None, BaseException | None], None]:
+        def delivered(_metadata: RecordMetadata | None, error: BaseException | None) -> None:
+            with self._lock:
+                self._in_flight.discard(event_id)
+                if error is None and self._outbox.pop(event_id, None) is not None:
+                    self._delivered += 1
+            if error is not None:
+                log.warning("audit event %s not delivered (%s); it is sent again", event_id, error)
+
+        return delivered
+
+    @property
+    def pending(self) -> list[AuditEvent]:
+        """Events taken and not confirmed yet."""
+        with self._lock:
+            return list(self._outbox.values())
+
+    @property
+    def delivered(self) -> int:
+        """Events the brokers confirmed."""
+        with self._lock:
+            return self._delivered
+
+    # ---------------------------------------------------------------------------------- closing
+
+    def close(self, timeout_s: float | None = None) -> None:
+        """Emit the last counts and wait for every event (see the module docstring). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        budget_s = self._config.delivery_timeout_ms / 1000 if timeout_s is None else timeout_s
+        deadline = time.monotonic() + budget_s
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(max(0.0, deadline - time.monotonic()))
+        try:
+            self._producer.flush(max(0.0, deadline - time.monotonic()))  # the data: every outcome counted
+            for _ in range(1 + _CLOSE_ROUNDS):
+                self.emit()
+                self._producer.flush(max(0.0, deadline - time.monotonic()))
+                if not self.pending or time.monotonic() >= deadline:
+                    break
+                time.sleep(min(self._config.retry_backoff_ms / 1000, max(0.0, deadline - time.monotonic())))
+        except TimeoutError as exc:
+            log.warning("audit: closing ran out of time: %s", exc)
+        finally:
+            left = self.pending
+            if left:
+                log.error(
+                    "audit: %d events could not be delivered to %s before the producer closed; their "
+                    "counts: %s",
+                    len(left),
+                    self.topic,
+                    json.dumps([e.to_record() for e in left]),
+                )
+            if self._codec is not None:
+                self._codec.close()

@@ -1,0 +1,253 @@
+"""One stream of a group member: the records of the partitions the group gives it, as they arrive.
+
+``create_message_streams({"events": 2})`` gives a member two streams of ``events`` (paper section 3.2); the
+group assigns partitions to streams, and each stream reads its partitions with its own
+:class:`~broker.client.consumer.Consumer` (background prefetch). Iterating a stream never ends: it blocks
+until new messages arrive (until the member is closed). ``poll`` is the same stream, batch-wise.
+
+Positions, per partition of the stream::
+
+    consumed <= delivered
+    delivered: the offset after the last record handed to the application
+    consumed:  ``delivered`` as it was when the application last came back for more (next(), poll()) or
+               called commit(); records between the two are "in hand", being processed
+
+Only consumed offsets are committed automatically, so a crash never commits a record that was being
+processed (at-least-once). When the group moves a partition away, the member first stops fetching it and
+handing out its records, then waits (``release_timeout_ms``) for the application to come back for more,
+so that the records in hand count as consumed, then commits and lets go.
+
+Concurrency: the member's condition (one per member) guards every field. The application's thread waits
+for data inside the Consumer without holding it, then hands records out under it; the member's
+coordination thread changes the partitions under it. A batch fetched before a change to its partition (a
+seek, a release) is recognised by the change counter and dropped, never handed out.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from broker.client.consumer import Consumer
+from broker.client.consumer_record import ConsumerRecord
+from broker.client.errors import ConsumerClosedError, GroupClosedError
+from broker.log.topic_partition import TopicPartition
+
+
+@dataclass
+class _Partition:
+    delivered: int | None
+    consumed: int | None
+    #: the stream's change counter when this partition last changed (batches fetched before are dropped)
+    changed: int
+    releasing: bool = False
+
+
+class MessageStream:
+    """A member's stream of records (see the module docstring). Iterate it, or ``poll()`` it, from one
+    application thread at a time; the group's coordination thread reassigns it."""
+
+    def __init__(self, name: str, consumer: Consumer, condition: threading.Condition) -> None:
+        self.name = name
+        self._consumer = consumer
+        self._cond = condition
+        self._parts: dict[TopicPartition, _Partition] = {}
+        self._buffer: deque[ConsumerRecord] = deque()
+        self._in_hand: set[TopicPartition] = set()
+        self._changes = 0
+        self._paused = False
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"MessageStream({self.name!r}, partitions={sorted(self._parts)})"
+
+    # ------------------------------------------------------------------------------ application side
+
+    def poll(self, timeout_ms: int | None = 0, max_records: int | None = None) -> list[ConsumerRecord]:
+        """Up to ``max_records`` records (all that are ready when ``None``), waiting up to ``timeout_ms``
+        for the first (``None``: until there is one). The records of the previous call count as consumed.
+
+        Raises :class:`~broker.client.errors.GroupClosedError` once the member is closed.
+        """
+        deadline = None if timeout_ms is None or timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+        with self._cond:
+            self._mark_consumed()
+        while True:
+            with self._cond:
+                if self._closed:
+                    raise GroupClosedError(f"stream {self.name}: the group consumer is closed")
+                if self._buffer:
+                    return self._hand_out(max_records)
+                seen = self._changes
+            remaining_ms = None if deadline is None else int(max(deadline - time.monotonic(), 0) * 1000)
+            try:
+                batches = self._consumer.poll_batches(timeout_ms=-1 if remaining_ms is None else remaining_ms)
+            except ConsumerClosedError:
+                raise GroupClosedError(f"stream {self.name}: the group consumer is closed") from None
+            decoded = [(b.topic_partition, b.from_offset, b.records()) for b in batches]
+            with self._cond:
+                for tp, from_offset, records in decoded:
+                    part = self._parts.get(tp)
+                    if part is None or part.releasing or part.changed > seen or self._paused:
+                        continue  # fetched before a change to the partition: stale
+                    if part.delivered is None:
+                        part.delivered = part.consumed = from_offset
+                    self._buffer.extend(records)
+                if deadline is not None and not self._buffer and time.monotonic() >= deadline:
+                    return []
+
+    def messages(self, timeout_ms: int | None = None) -> Iterator[ConsumerRecord]:
+        """Every record as it arrives, blocking while there is none; with ``timeout_ms`` the iteration
+        ends once that long passed without a record. Ends when the member is closed."""
+        while True:
+            try:
+                records = self.poll(timeout_ms, max_records=1)
+            except GroupClosedError:
+                return
+            if not records:
+                return
+            yield records[0]
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        """Never ends while the member is open: blocks until new messages arrive (paper section 3.2)."""
+        return self.messages(None)
+
+    def _hand_out(self, max_records: int | None) -> list[ConsumerRecord]:
+        buffer = self._buffer
+        count = len(buffer) if max_records is None else min(max_records, len(buffer))
+        out = [buffer.popleft() for _ in range(count)]
+        parts = self._parts
+        for record in out:
+            tp = TopicPartition(record.topic, record.partition)
+            part = parts[tp]
+            part.delivered = record.offset + 1
+            self._in_hand.add(tp)
+        return out
+
+    def _mark_consumed(self) -> None:
+        if not self._in_hand:
+            return
+        for tp in self._in_hand:
+            part = self._parts.get(tp)
+            if part is not None:
+                part.consumed = part.delivered
+        self._in_hand.clear()
+        self._cond.notify_all()
+
+    # ------------------------------------------------------------------------------ member side
+    # Every method below is called with the member's condition held.
+
+    def mark_consumed(self) -> None:
+        """The application is done with everything handed out (commit(), close())."""
+        self._mark_consumed()
+
+    def partitions(self) -> list[TopicPartition]:
+        return list(self._parts)
+
+    def fetching(self) -> set[TopicPartition]:
+        """What this stream's Consumer is fetching right now."""
+        return set(self._consumer.assignment())
+
+    def add(self, tp: TopicPartition, offset: int | None) -> None:
+        """Start consuming ``tp`` at ``offset`` (``None``: where ``auto_offset_reset`` says)."""
+        self._changes += 1
+        self._parts[tp] = _Partition(offset, offset, self._changes)
+        if not self._paused and not self._closed:
+            self._sync()
+            if offset is not None:
+                self._consumer.seek(tp, offset)
+
+    def stop(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop fetching ``partitions`` and handing out their records (they stay until :meth:`remove`)."""
+        self._changes += 1
+        stopped = set()
+        for tp in partitions:
+            part = self._parts.get(tp)
+            if part is not None:
+                part.releasing = True
+                part.changed = self._changes
+                stopped.add(tp)
+        self._drop_buffered(stopped)
+        if not self._closed:
+            self._sync()
+
+    def in_hand(self, partitions: Iterable[TopicPartition]) -> bool:
+        return any(tp in self._in_hand for tp in partitions)
+
+    def position(self, tp: TopicPartition, *, consumed: bool = True) -> int | None:
+        part = self._parts.get(tp)
+        if part is None:
+            return None
+        return part.consumed if consumed else part.delivered
+
+    def remove(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        """Forget ``partitions``; returns each one's consumed offset (``None``: nothing known)."""
+        positions: dict[TopicPartition, int | None] = {}
+        for tp in partitions:
+            part = self._parts.pop(tp, None)
+            self._in_hand.discard(tp)
+            if part is not None:
+                positions[tp] = part.consumed
+        self._changes += 1
+        self._drop_buffered(set(positions))
+        if not self._closed:
+            self._sync()
+        return positions
+
+    def rewind(self, tp: TopicPartition, offset: int) -> None:
+        """The group's offset of ``tp`` was set to ``offset``: go on from there."""
+        part = self._parts.get(tp)
+        if part is None:
+            return
+        self._changes += 1
+        part.delivered = part.consumed = offset
+        part.changed = self._changes
+        self._in_hand.discard(tp)
+        self._drop_buffered({tp})
+        if not self._paused and not self._closed and not part.releasing:
+            self._consumer.seek(tp, offset)
+
+    def pause(self) -> None:
+        """Stop fetching everything now (the ZooKeeper connection is lost: ownership is in doubt)."""
+        self._paused = True
+        self._changes += 1
+        for part in self._parts.values():
+            part.changed = self._changes
+        self._buffer.clear()
+        if not self._closed:
+            self._consumer.assign([])
+
+    def resume(self) -> None:
+        """Fetch again, from the delivered positions (the connection is back within the session)."""
+        if not self._paused:
+            return
+        self._paused = False
+        if self._closed:
+            return
+        self._sync()
+        for tp, part in self._parts.items():
+            if part.delivered is not None and not part.releasing:
+                self._consumer.seek(tp, part.delivered)
+
+    def close_delivery(self) -> None:
+        """Hand out nothing more (the member is closing); waiting callers get GroupClosedError."""
+        self._closed = True
+        self._buffer.clear()
+
+    @property
+    def consumer(self) -> Consumer:
+        return self._consumer
+
+    def _sync(self) -> None:
+        wanted = [] if self._paused else [tp for tp, part in self._parts.items() if not part.releasing]
+        if set(wanted) != set(self._consumer.assignment()):
+            self._consumer.assign(wanted)
+
+    def _drop_buffered(self, partitions: set[TopicPartition]) -> None:
+        if partitions and self._buffer:
+            kept = [r for r in self._buffer if TopicPartition(r.topic, r.partition) not in partitions]
+            self._buffer.clear()
+            self._buffer.extend(kept)

@@ -1,0 +1,98 @@
+"""An :class:`~pipeline.audit.AuditReport` as a terminal table: one block per topic, one line per window."""
+
+from __future__ import annotations
+
+from pipeline.audit import AuditReport, WindowAudit, utc_text
+
+_COLUMNS = (
+    ("window (UTC)", 16, "<"),
+    ("expected", 9, ">"),
+    ("loaded", 9, ">"),
+    ("missing", 8, ">"),
+    ("duplicate", 9, ">"),
+    ("late", 6, ">"),
+    ("malformed", 9, ">"),
+    ("no ts", 6, ">"),
+    ("status", 10, "<"),
+)
+
+
+def _duration(ms: int) -> str:
+    if ms % 3_600_000 == 0:
+        return f"{ms // 3_600_000}h"
+    if ms % 60_000 == 0:
+        return f"{ms // 60_000}m"
+    return f"{ms / 1000:g}s"
+
+
+def _row(cells: list[str]) -> str:
+    return "  ".join(
+        f"{cell:{align}{width}}" for (_, width, align), cell in zip(_COLUMNS, cells, strict=True)
+    ).rstrip()
+
+
+def _window_cells(w: WindowAudit) -> list[str]:
+    no_timestamp = sum(w.missing_timestamp.values())
+    return [
+        utc_text(w.window_start_ms),
+        str(w.expected),
+        str(w.loaded),
+        str(w.missing),
+        str(w.duplicate),
+        str(w.late),
+        str(w.malformed),
+        str(no_timestamp),
+        w.status,
+    ]
+
+
+def render_text(report: AuditReport) -> str:
+    """The report as aligned text (what ``lumber audit verify`` prints)."""
+    lines = [
+        f"audit {utc_text(report.since_ms)} .. {utc_text(report.until_ms)} UTC, windows of "
+        f"{_duration(report.window_ms)}, grace {_duration(report.grace_ms)}, tolerance {report.tolerance}"
+        + (f", load job {report.job!r}" if report.job else "")
+        + f"; {report.events_unique} events ({report.events_read - report.events_unique} repeats dropped)",
+    ]
+    header = _row([name for name, _, _ in _COLUMNS])
+    for topic in report.topics:
+        windows = report.windows_of(topic)
+        totals = report.totals(topic)
+        lines.append("")
+        lines.append(f"topic {topic}")
+        if not windows:
+            lines.append("  no audit events in this range")
+            continue
+        lines.append("  " + header)
+        lines.extend("  " + _row(_window_cells(w)) for w in windows)
+        statuses = ", ".join(f"{n} {s}" for s, n in sorted(totals.statuses.items()))
+        lines.append(
+            "  "
+            + _row(
+                [
+                    "total",
+                    str(totals.expected),
+                    str(totals.loaded),
+                    str(totals.missing),
+                    str(totals.duplicate),
+                    str(totals.late),
+                    str(totals.malformed),
+                    str(sum(sum(w.missing_timestamp.values()) for w in windows)),
+                    "",
+                ]
+            )
+            + f"   {statuses}"
+        )
+    lines.extend(f"note: {note}" for note in report.notes)
+    failing = report.failing
+    lines.append("")
+    if failing:
+        lines.append(
+            f"FAILED: {len(failing)} windows INCOMPLETE beyond the tolerance after the grace period: "
+            + ", ".join(f"{w.topic} {utc_text(w.window_start_ms)}" for w in failing[:5])
+            + (" ..." if len(failing) > 5 else "")
+        )
+    else:
+        opened = sum(1 for w in report.windows if w.status == "OPEN")
+        lines.append("OK" + (f" ({opened} windows still OPEN)" if opened else ""))
+    return "\n".join(lines) + "\n"

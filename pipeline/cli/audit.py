@@ -1,0 +1,207 @@
+"""``lumber audit verify``: reconcile the producers' counts with the loads', per topic and window.
+
+Reads every event of the audit topic (``[audit] topic``) up to its current end, deduplicates by event id and
+reconciles them (:mod:`pipeline.audit` explains every column and status)::
+
+    lumber audit verify --topic page_view --since 2026-11-22T00 --until 2026-11-23T00 [--grace 1h]
+        [--tolerance 0 | --tolerance 0.1%] [--job hourly | --all-jobs] [--json] [--html report.html]
+
+Times are UTC: ``YYYY-MM-DD``, ``YYYY-MM-DDTHH``, ``YYYY-MM-DDTHH:MM[:SS]`` (a trailing ``Z`` or ``+00:00``
+is allowed), ms since the epoch, ``now``, or relative to now: ``-6h``, ``-2d``, ``-30m``. Windows that start
+in ``[since, until)`` are reported; the defaults are the last 24 whole hours up to now. Durations: ``90s``,
+``30m``, ``1h``, ``2h30m``, ``1d``, ``0``. ``--now`` evaluates the grace period as of another moment (a
+reproducible report). The cluster is ``--bootstrap-server``, else ``[consumer] bootstrap_servers``,
+else ``[load] bootstrap_servers``, else ZooKeeper; the registry is ``[load] registry_url``, else
+``[registry] url``.
+
+Output: the table (default), ``--json`` instead, and ``--html FILE`` in addition (a page with a chart per
+topic). Exit code 0 when no window is INCOMPLETE, 3 when one is (missing or duplicate beyond the tolerance
+after the grace period), 1 when the audit topic cannot be read, 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from broker.client.audit_codec import AuditEventCodec
+from pipeline.audit import reconcile
+from pipeline.audit_errors import AuditError
+from pipeline.audit_reader import read_audit_events
+from pipeline.audit_text import render_text
+from pipeline.audit_tolerance import Tolerance
+from pipeline.config import LumberConfig
+
+FAILED_EXIT_CODE = 3
+HOUR_MS = 3_600_000
+_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": HOUR_MS, "d": 24 * HOUR_MS}
+_DURATION = re.compile(r"(?:[0-9]+(?:ms|s|m|h|d))+")
+_DURATION_PART = re.compile(r"([0-9]+)(ms|s|m|h|d)")
+_RELATIVE = re.compile(r"-((?:[0-9]+(?:ms|s|m|h|d))+)")
+_LAYOUTS = ("%Y-%m-%d", "%Y-%m-%dT%H", "%Y-%m-%d %H", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M")
+
+
+def parse_duration_ms(text: str, what: str = "duration") -> int:
+    """``90s``, ``30m``, ``1h``, ``2h30m``, ``1d``, ``250ms`` or ``0`` as ms."""
+    value = text.strip().lower()
+    if value == "0":
+        return 0
+    if not _DURATION.fullmatch(value):
+        raise AuditError(f"{what} {text!r}: expected a duration such as 90s, 30m, 1h, 2h30m or 1d")
+    return sum(int(n) * _UNITS_MS[unit] for n, unit in _DURATION_PART.findall(value))
+
+
+def parse_time_ms(text: str, now_ms: int, what: str = "time") -> int:
+    """A UTC moment (see the module docstring for the forms) as ms since the epoch."""
+    value = text.strip()
+    if value.lower() == "now":
+        return now_ms
+    relative = _RELATIVE.fullmatch(value.lower())
+    if relative:
+        return now_ms - parse_duration_ms(relative.group(1), what)
+    if value.isdigit() and len(value) >= 10:
+        return int(value)
+    bare = value.removesuffix("Z").removesuffix("z").removesuffix("+00:00")
+    for layout in _LAYOUTS:
+        try:
+            return int(dt.datetime.strptime(bare, layout).replace(tzinfo=dt.UTC).timestamp()) * 1000
+        except ValueError:
+            continue
+    try:
+        moment = dt.datetime.fromisoformat(value)
+    except ValueError:
+        moment = None
+    if moment is not None:
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=dt.UTC)
+        return int(moment.timestamp() * 1000)
+    raise AuditError(
+        f"{what} {text!r}: expected a UTC time (2026-11-22, 2026-11-22T10, 2026-11-22T10:30), ms since the "
+        "epoch, 'now' or a time relative to now (-6h)"
+    )
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("audit", help="reconcile producer counts with load counts (the audit)")
+    sub = parser.add_subparsers(metavar="ACTION", required=True)
+    verify = sub.add_parser(
+        "verify",
+        help="per topic and window: expected, loaded, missing, duplicate, late, malformed, status",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    verify.add_argument(
+        "--topic", action="append", default=[], help="topic to audit (repeatable; default: every topic seen)"
+    )
+    verify.add_argument("--since", help="first window start, UTC (default: 24 whole hours before --until)")
+    verify.add_argument("--until", help="end of the range, UTC, exclusive (default: now)")
+    verify.add_argument(
+        "--grace", help="how long after its end a window stays OPEN (default: [audit] grace_ms)"
+    )
+    verify.add_argument(
+        "--tolerance", help="messages a window may miss or duplicate: N or P%% (default: [audit] tolerance)"
+    )
+    jobs = verify.add_mutually_exclusive_group()
+    jobs.add_argument("--job", help="count the load tier of this job only (default: [load] job)")
+    jobs.add_argument("--all-jobs", action="store_true", help="count the load tier of every job")
+    verify.add_argument("--window", help="report window width, e.g. 1h (default: [audit] window_ms)")
+    verify.add_argument("--now", help="evaluate the grace period as of this time (default: now)")
+    verify.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+    verify.add_argument("--html", type=Path, metavar="FILE", help="also write the report as an HTML page")
+    verify.add_argument(
+        "--bootstrap-server", action="append", metavar="HOST:PORT", help="broker to read the audit topic from"
+    )
+    verify.set_defaults(handler=_verify)
+
+
+def _verify(args: argparse.Namespace, config: LumberConfig) -> int:
+    try:
+        settings = _settings(args, config)
+    except AuditError as exc:
+        print(f"lumber: error: {exc}", file=sys.stderr)
+        return 2
+    return _run_verify(args, config, settings)
+
+
+@dataclass(frozen=True)
+class _Settings:
+    now_ms: int
+    since_ms: int
+    until_ms: int
+    grace_ms: int
+    tolerance: Tolerance
+    window_ms: int
+    job: str | None
+
+
+def _settings(args: argparse.Namespace, config: LumberConfig) -> _Settings:
+    audit = config.audit
+    wall_ms = time.time_ns() // 1_000_000
+    now_ms = parse_time_ms(args.now, wall_ms, "--now") if args.now else wall_ms
+    until_ms = parse_time_ms(args.until, now_ms, "--until") if args.until else now_ms
+    if args.since:
+        since_ms = parse_time_ms(args.since, now_ms, "--since")
+    else:
+        since_ms = until_ms - 24 * HOUR_MS
+        since_ms -= since_ms % HOUR_MS
+    grace_ms = parse_duration_ms(args.grace, "--grace") if args.grace else audit.grace_ms
+    try:
+        tolerance = Tolerance.parse(
+            args.tolerance if args.tolerance is not None else audit.tolerance, "--tolerance"
+        )
+    except ValueError as exc:
+        raise AuditError(str(exc)) from exc
+    window_ms = parse_duration_ms(args.window, "--window") if args.window else audit.window_ms
+    if until_ms <= since_ms:
+        raise AuditError(f"--until must be after --since (the range {since_ms}..{until_ms} ms is empty)")
+    job = None if args.all_jobs else (args.job or config.load.job)
+    return _Settings(now_ms, since_ms, until_ms, grace_ms, tolerance, window_ms, job)
+
+
+def _run_verify(args: argparse.Namespace, config: LumberConfig, settings: _Settings) -> int:
+    audit = config.audit
+    consumer = config.consumer
+    servers = args.bootstrap_server or consumer.bootstrap_servers or config.load.bootstrap_servers
+    consumer = dataclasses.replace(consumer, bootstrap_servers=list(servers))
+    codec = AuditEventCodec.for_url(
+        config.load.registry_url or config.registry.url,
+        audit.topic,
+        timeout_s=config.registry.request_timeout_ms / 1000,
+    )
+    try:
+        read = read_audit_events(
+            consumer, codec, topic=audit.topic, zookeeper_connect=config.zookeeper.connect
+        )
+    finally:
+        codec.close()
+    report = reconcile(
+        read.events,
+        since_ms=settings.since_ms,
+        until_ms=settings.until_ms,
+        now_ms=settings.now_ms,
+        grace_ms=settings.grace_ms,
+        tolerance=settings.tolerance,
+        topics=args.topic,
+        job=settings.job,
+        window_ms=settings.window_ms,
+        unreadable=read.unreadable,
+    )
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(render_text(report), end="")
+    if args.html is not None:
+        from pipeline.audit_html import render_html  # noqa: PLC0415 - matplotlib only for --html
+
+        args.html.parent.mkdir(parents=True, exist_ok=True)
+        args.html.write_text(render_html(report), encoding="utf-8")
+        if not args.json:
+            print(f"wrote {args.html}")
+    return 0 if report.ok else FAILED_EXIT_CODE
