@@ -11,9 +11,10 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: help java venv test lint typecheck pytest clean
+.PHONY: help java venv demo test lint typecheck pytest clean
 
 help:
+	@echo "make demo   - start a local stack (.lumber-demo/) and run the hourly pipeline end to end"
 	@echo "make test   - ruff, mypy and the whole test suite (real ZooKeeper, brokers and Spark)"
 
 # Spark and ZooKeeper need Java 17 or newer; say so before installing anything.
@@ -25,11 +26,17 @@ java:
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "error: Python 3.11 or newer is required, found " + sys.version)'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "installing Lumber and its dependencies into $(VENV) (the first time takes a few minutes: pyspark is large)"
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
 venv: java $(STAMP)
+
+# The stack keeps running afterwards; the last lines say how to look around and how to stop it.
+# DEMO_ARGS e.g. --hours 4, --state-dir /tmp/demo (see .venv/bin/lumber demo --help).
+demo: venv
+	$(VENV)/bin/lumber demo $(DEMO_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .

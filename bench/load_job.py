@@ -175,6 +175,9 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--dir", type=Path, help="work folder (default: a temporary one, deleted after)")
     parser.add_argument("--profile", action="store_true", help="profile the baseline (cProfile)")
+    parser.add_argument(
+        "--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)"
+    )
     args = parser.parse_args()
     work = Path(args.dir or tempfile.mkdtemp(prefix="lumber-bench-load-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -213,7 +216,7 @@ def main() -> int:
 
         from pyspark.sql import SparkSession
 
-        spark = (
+        builder = (
             SparkSession.builder.master("local[2]")
             .appName("lumber-bench-load")
             .config("spark.ui.enabled", "false")
@@ -221,8 +224,11 @@ def main() -> int:
             .config("spark.driver.host", "127.0.0.1")
             .config("spark.sql.session.timeZone", "UTC")
             .config("spark.local.dir", str(work / "spark-local"))
-            .getOrCreate()
         )
+        for entry in args.spark_conf:
+            key, _, value = entry.partition("=")
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("WARN")
         stoppers.append(spark.stop)
         config = config_from_mapping(

@@ -63,6 +63,15 @@ def utc_text(ms: int, seconds: bool = False) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M")
 
 
+def duration_text(ms: int) -> str:
+    """``1h``, ``10m``, ``90s``: a duration as the command line takes it."""
+    if ms and ms % 3_600_000 == 0:
+        return f"{ms // 3_600_000}h"
+    if ms and ms % 60_000 == 0:
+        return f"{ms // 60_000}m"
+    return f"{ms / 1000:g}s"
+
+
 # ---------------------------------------------------------------------------------------------- dedupe
 
 

@@ -8,9 +8,10 @@ when the range holds more than :data:`MAX_HOURS` hours with data):
 
 * **messages per tier**: the producer tier's count (expected) beside the load tier's committed rows with its
   malformed records stacked on them (and the mirror tier's count when there is one);
-* **completeness per tier**: what each tier after the producer accounted for, as a percentage of the
-  producer tier's count, against a 100 % line; a point is green on 100 %, red below, amber above, and
-  labelled with the missing (``-n``) or duplicate (``+n``) count. Late messages are marked under the axis.
+* **completeness per tier**: what each tier after the producer accounted for (the load: rows plus
+  malformed), as a percentage of the producer tier's count, against a 100 % line; a point is green on
+  100 %, red below, amber above, and labelled with its percentage and the missing or duplicate count.
+  The late part of the load's rows is hatched in the first panel.
 
 matplotlib is used through its object API (``Figure``, the Agg canvas): no global pyplot state, safe in
 threads.
@@ -24,8 +25,9 @@ import io
 from dataclasses import dataclass, field
 
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
-from pipeline.audit import AuditReport, WindowAudit, utc_text
+from pipeline.audit import AuditReport, WindowAudit, duration_text, utc_text
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
@@ -82,27 +84,47 @@ def _label(start_ms: int, width_ms: int) -> str:
     return f"{text[5:10]}\n{text[11:13]}h"
 
 
+def _share(received: int, expected: int) -> float:
+    return 100.0 * received / expected
+
+
 def completeness_chart_png(report: AuditReport, topic: str) -> bytes:
     """The chart of ``topic`` (see the module docstring) as PNG bytes."""
     buckets, width = _buckets(report.windows_of(topic))
     n = max(1, len(buckets))
-    figure = Figure(figsize=(min(16.0, max(7.0, 0.7 * n + 2.5)), 6.4), dpi=110, layout="constrained")
+    figure = Figure(figsize=(min(16.0, max(7.5, 0.8 * n + 3.0)), 6.6), dpi=110, layout="constrained")
     counts_axes, share_axes = figure.subplots(2, 1, sharex=True, height_ratios=(3, 2))
     positions = list(range(len(buckets)))
     has_mirror = any(b.mirror for b in buckets)
-    bar = 0.38 if not has_mirror else 0.27
+    bar = 0.36 if not has_mirror else 0.26
+    unit = "hour" if width < DAY_MS else "day"
 
-    # panel 1: messages per tier
+    # panel 1: messages per tier; the late part of the load's rows hatched
     expected = [b.expected for b in buckets]
     loaded = [b.loaded for b in buckets]
     malformed = [b.malformed for b in buckets]
-    left = [p - bar / 2 if not has_mirror else p - bar for p in positions]
-    right = [p + bar / 2 if not has_mirror else p for p in positions]
+    late = [min(b.late, b.loaded) for b in buckets]
+    offset = bar / 2 if not has_mirror else bar
+    left = [p - offset for p in positions]
+    middle = [p + (bar / 2 if not has_mirror else 0.0) for p in positions]
     counts_axes.bar(left, expected, bar, color=_COLORS["producer"], label="producer tier (expected)")
-    counts_axes.bar(right, loaded, bar, color=_COLORS["load"], label="load tier: rows committed")
-    counts_axes.bar(
-        right, malformed, bar, bottom=loaded, color=_COLORS["malformed"], label="load tier: malformed"
-    )
+    counts_axes.bar(middle, loaded, bar, color=_COLORS["load"], label="load tier: rows committed")
+    if any(late):
+        counts_axes.bar(
+            middle,
+            late,
+            bar,
+            bottom=[a - b for a, b in zip(loaded, late, strict=True)],
+            color=_COLORS["load"],
+            hatch="///",
+            edgecolor="white",
+            linewidth=0,
+            label="of which late",
+        )
+    if any(malformed):
+        counts_axes.bar(
+            middle, malformed, bar, bottom=loaded, color=_COLORS["malformed"], label="load tier: malformed"
+        )
     if has_mirror:
         counts_axes.bar(
             [p + bar for p in positions],
@@ -112,70 +134,80 @@ def completeness_chart_png(report: AuditReport, topic: str) -> bytes:
             label="mirror tier",
         )
     counts_axes.set_ylabel("messages")
-    counts_axes.set_title(
-        f"{topic}: messages per {'hour' if width < DAY_MS else 'day'} and tier (UTC)", loc="left", fontsize=11
-    )
-    counts_axes.legend(loc="upper left", fontsize=8, ncols=4 if has_mirror else 3, frameon=False)
+    counts_axes.set_title(f"{topic}: messages per {unit} and tier (UTC)", loc="left", fontsize=11)
+    counts_axes.legend(loc="upper right", fontsize=8, frameon=False)
     top = max([*expected, *(a + b for a, b in zip(loaded, malformed, strict=True)), 1])
-    counts_axes.set_ylim(0, top * 1.25)
+    counts_axes.set_ylim(0, top * 1.3)
     counts_axes.grid(axis="y", alpha=0.3)
 
     # panel 2: completeness per tier, as a share of the producer tier's count
-    tiers = [("load", [b.loaded + b.malformed for b in buckets], _COLORS["load"])]
+    tiers: list[tuple[str, list[int], str]] = [("load", [b.loaded + b.malformed for b in buckets], "o")]
     if has_mirror:
-        tiers.append(("mirror", [b.mirror for b in buckets], _COLORS["mirror"]))
-    peak = 100.0
-    for name, received, color in tiers:
-        xs = [p for p, b in zip(positions, buckets, strict=True) if b.expected > 0]
-        ys = [100.0 * r / b.expected for r, b in zip(received, buckets, strict=True) if b.expected > 0]
-        share_axes.plot(xs, ys, color=color, alpha=0.45, linewidth=1.5, label=f"{name} tier")
-        for x, y in zip(xs, ys, strict=True):
-            state = "ok" if abs(y - 100.0) < 1e-9 else ("low" if y < 100 else "high")
-            share_axes.scatter([x], [y], s=46, color=_COLORS[state], zorder=3, edgecolors="white")
-            peak = max(peak, y)
-        if name == "load":
-            for bucket, x in zip(buckets, positions, strict=True):
-                if bucket.expected == 0:
+        tiers.append(("mirror", [b.mirror for b in buckets], "s"))
+    shares = [
+        _share(r, b.expected)
+        for _, received, _ in tiers
+        for r, b in zip(received, buckets, strict=True)
+        if b.expected
+    ]
+    lowest = min(shares, default=100.0)
+    low_limit = min(90.0, lowest - 15.0) if lowest >= 15.0 else -8.0  # a point at 0 % stays visible
+    high_limit = max(118.0, max(shares, default=100.0) * 1.08 + 20.0)  # room for the labels above
+    share_axes.axhline(100.0, color="#888888", linewidth=1, linestyle="--", zorder=1)
+    for name, received, marker in tiers:
+        shift = 0.0 if not has_mirror else (-0.12 if name == "load" else 0.12)
+        for x, r, bucket in zip(positions, received, buckets, strict=True):
+            if bucket.expected == 0:
+                if name != "load":
                     continue
-                y = 100.0 * (bucket.loaded + bucket.malformed) / bucket.expected
-                note = []
+                share_axes.annotate(
+                    "nothing expected", (x, 100.0), ha="center", va="bottom", fontsize=7, color="#777777"
+                )
+                continue
+            y = _share(r, bucket.expected)
+            state = "ok" if r == bucket.expected else ("low" if r < bucket.expected else "high")
+            share_axes.scatter(
+                [x + shift], [y], s=60, marker=marker, color=_COLORS[state], zorder=3, edgecolors="white"
+            )
+            text = f"{y:.0f}%" if abs(y - round(y)) < 0.05 else f"{y:.1f}%"
+            if name == "load":
                 if bucket.missing:
-                    note.append(f"-{bucket.missing} missing")
+                    text += f"\n-{bucket.missing} missing"
                 if bucket.duplicate:
-                    note.append(f"+{bucket.duplicate} dup")
-                if note:
-                    share_axes.annotate(
-                        "\n".join(note),
-                        (x, y),
-                        textcoords="offset points",
-                        xytext=(0, -22 if y < 100 else 8),
-                        ha="center",
-                        fontsize=8,
-                        color=_COLORS["low"] if bucket.missing else _COLORS["high"],
-                    )
-                if bucket.late:
-                    share_axes.annotate(
-                        f"{bucket.late} late",
-                        (x, 0),
-                        xycoords=("data", "axes fraction"),
-                        textcoords="offset points",
-                        xytext=(0, 4),
-                        ha="center",
-                        fontsize=8,
-                        color="#555555",
-                    )
-    share_axes.axhline(100.0, color="#888888", linewidth=1, linestyle="--")
-    lowest = min(
-        [100.0]
-        + [100.0 * (b.loaded + b.malformed) / b.expected for b in buckets if b.expected > 0]
-        + [100.0 * b.mirror / b.expected for b in buckets if b.expected > 0 and has_mirror]
-    )
-    share_axes.set_ylim(max(0.0, min(90.0, lowest - 10.0)), max(110.0, peak + 8.0))
+                    text += f"\n+{bucket.duplicate} duplicate"
+            share_axes.annotate(
+                text,
+                (x + shift, y),
+                textcoords="offset points",
+                xytext=(0, 8),
+                ha="center",
+                va="bottom",
+                fontsize=8,
+                color=_COLORS[state] if state != "ok" else "#333333",
+            )
+    share_axes.set_ylim(low_limit, high_limit)
+    share_axes.set_yticks([t for t in share_axes.get_yticks() if 0 <= t <= high_limit])
+    share_axes.set_ylim(low_limit, high_limit)
+    if has_mirror:
+        share_axes.legend(
+            handles=[
+                Line2D([], [], linestyle="", marker=marker, color="#555555", label=f"{name} tier")
+                for name, _, marker in tiers
+            ],
+            loc="best",
+            fontsize=7,
+            frameon=False,
+        )
     share_axes.set_ylabel("% of expected")
-    share_axes.legend(loc="lower left", fontsize=8, frameon=False)
+    share_axes.set_title(
+        "completeness per tier: (rows + malformed) / expected; green = 100 %, red below, amber above",
+        loc="left",
+        fontsize=9,
+        color="#444444",
+    )
     share_axes.grid(axis="y", alpha=0.3)
     share_axes.set_xticks(positions, [_label(b.start_ms, width) for b in buckets], fontsize=8)
-    share_axes.set_xlim(-0.6, max(0.6, len(buckets) - 0.4))
+    share_axes.set_xlim(-0.7, max(0.7, len(buckets) - 0.3))
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     return buffer.getvalue()
@@ -229,7 +261,7 @@ def render_html(report: AuditReport) -> str:
         f"<style>{_CSS}</style></head><body>",
         "<h1>Lumber audit: producers against loads</h1>",
         f'<div class="params">{esc(utc_text(report.since_ms))} to {esc(utc_text(report.until_ms))} UTC; '
-        f"windows of {report.window_ms // 60_000} min; grace {report.grace_ms // 60_000} min; tolerance "
+        f"windows of {duration_text(report.window_ms)}; grace {duration_text(report.grace_ms)}; tolerance "
         f"{esc(str(report.tolerance))}"
         + (f"; load job {esc(report.job)}" if report.job else "")
         + f"; {report.events_unique} events ({report.events_read - report.events_unique} repeats dropped); "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.audit import AuditReport, WindowAudit, utc_text
+from pipeline.audit import AuditReport, WindowAudit, duration_text, utc_text
 
 _COLUMNS = (
     ("window (UTC)", 16, "<"),
@@ -15,14 +15,6 @@ _COLUMNS = (
     ("no ts", 6, ">"),
     ("status", 10, "<"),
 )
-
-
-def _duration(ms: int) -> str:
-    if ms % 3_600_000 == 0:
-        return f"{ms // 3_600_000}h"
-    if ms % 60_000 == 0:
-        return f"{ms // 60_000}m"
-    return f"{ms / 1000:g}s"
 
 
 def _row(cells: list[str]) -> str:
@@ -50,7 +42,8 @@ def render_text(report: AuditReport) -> str:
     """The report as aligned text (what ``lumber audit verify`` prints)."""
     lines = [
         f"audit {utc_text(report.since_ms)} .. {utc_text(report.until_ms)} UTC, windows of "
-        f"{_duration(report.window_ms)}, grace {_duration(report.grace_ms)}, tolerance {report.tolerance}"
+        f"{duration_text(report.window_ms)}, grace {duration_text(report.grace_ms)}, "
+        f"tolerance {report.tolerance}"
         + (f", load job {report.job!r}" if report.job else "")
         + f"; {report.events_unique} events ({report.events_read - report.events_unique} repeats dropped)",
     ]
@@ -78,10 +71,9 @@ def render_text(report: AuditReport) -> str:
                     str(totals.late),
                     str(totals.malformed),
                     str(sum(sum(w.missing_timestamp.values()) for w in windows)),
-                    "",
+                    statuses,
                 ]
             )
-            + f"   {statuses}"
         )
     lines.extend(f"note: {note}" for note in report.notes)
     failing = report.failing

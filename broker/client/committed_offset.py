@@ -23,7 +23,9 @@ class CommittedOffset:
     zk_version: int = -1
 
     def encode(self) -> bytes:
-        return zk_paths.encode_json({"offset": self.offset, "member": self.member, "timestamp_ms": self.timestamp_ms})
+        return zk_paths.encode_json(
+            {"offset": self.offset, "member": self.member, "timestamp_ms": self.timestamp_ms}
+        )
 
     @classmethod
     def decode(cls, path: str, data: bytes, zk_version: int = -1) -> CommittedOffset:

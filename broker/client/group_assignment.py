@@ -62,7 +62,8 @@ class GroupAssignment:
             raw: Mapping[str, Any] = value["assignment"]
             assignment = {
                 str(member): {
-                    str(topic): [[int(p) for p in stream] for stream in streams] for topic, streams in topics.items()
+                    str(topic): [[int(p) for p in stream] for stream in streams]
+                    for topic, streams in topics.items()
                 }
                 for member, topics in raw.items()
             }

@@ -29,7 +29,8 @@ class GroupConfig:
         },
     )
     connect_timeout_ms: int = field(
-        default=15_000, metadata={"doc": "How long joining waits for the first ZooKeeper connection.", "min": 100}
+        default=15_000,
+        metadata={"doc": "How long joining waits for the first ZooKeeper connection.", "min": 100},
     )
     auto_commit_enable: bool = field(
         default=True,
@@ -62,7 +63,10 @@ class GroupConfig:
     )
     retry_backoff_ms: int = field(
         default=100,
-        metadata={"doc": "First pause before a failed ZooKeeper step is retried (jittered, doubling).", "min": 1},
+        metadata={
+            "doc": "First pause before a failed ZooKeeper step is retried (jittered, doubling).",
+            "min": 1,
+        },
     )
     retry_backoff_max_ms: int = field(
         default=2000, metadata={"doc": "Longest pause between retries of a failed ZooKeeper step.", "min": 1}

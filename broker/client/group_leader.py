@@ -30,7 +30,13 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError, RuntimeInconsistency
+from kazoo.exceptions import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+    RuntimeInconsistency,
+)
 
 from broker.client.errors import GroupError
 from broker.client.group_assignment import GroupAssignment
@@ -100,11 +106,13 @@ class GroupLeader:
             view = self._watcher.view
             topics = {topic for registration in members.values() for topic in registration.subscription}
             counts = {topic: len(view.topics[topic]) for topic in topics if topic in view.topics}
-            assignment = assign(
-                self._strategy, {m: r.subscription for m, r in members.items()}, counts
-            )
+            assignment = assign(self._strategy, {m: r.subscription for m, r in members.items()}, counts)
             current, version = self._read_current()
-            if current is not None and current.assignment == assignment and current.strategy == self._strategy:
+            if (
+                current is not None
+                and current.assignment == assignment
+                and current.strategy == self._strategy
+            ):
                 return None
             new = GroupAssignment(
                 generation=(current.generation + 1) if current is not None else 1,

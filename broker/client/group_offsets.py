@@ -112,9 +112,8 @@ class GroupOffsets:
         base = zk_paths.group_offsets_path(self.group)
         partitions: list[TopicPartition] = []
         for topic in _children(self._client, base):
-            for child in _children(self._client, f"{base}/{topic}"):
-                if child.isdigit():
-                    partitions.append(TopicPartition(topic, int(child)))
+            children = _children(self._client, f"{base}/{topic}")
+            partitions.extend(TopicPartition(topic, int(c)) for c in children if c.isdigit())
         return {tp: found for tp, found in self.read(partitions).items() if found is not None}
 
     # ------------------------------------------------------------------------------------ committing
@@ -200,11 +199,18 @@ class GroupOffsets:
                 return
             kind, tp = ops[index - 1]
             if kind == "offset" and isinstance(error, BadVersionError | NodeExistsError | NoNodeError):
-                log.info("group %s: %s: the committed offset changed meanwhile (a rewind): %r", self.group, tp, error)
+                log.info(
+                    "group %s: %s: the committed offset changed meanwhile (a rewind): %r",
+                    self.group,
+                    tp,
+                    error,
+                )
                 outcome.conflicts.add(tp)
                 del writes[tp]
             elif kind == "owner" and isinstance(error, NoNodeError | BadVersionError):
-                log.warning("group %s: %s: the owner node is not this member's any more (%r)", self.group, tp, error)
+                log.warning(
+                    "group %s: %s: the owner node is not this member's any more (%r)", self.group, tp, error
+                )
                 deletes.remove(tp)
             else:
                 raise error
@@ -224,16 +230,27 @@ class GroupOffsets:
         self._ensure_parents({tp.topic for tp in offsets})
         rewind_path = zk_paths.group_rewind_path(self.group)
         items = sorted(offsets.items())
-        chunks = [items[i : i + MAX_OPS_PER_TRANSACTION - 1] for i in range(0, len(items), MAX_OPS_PER_TRANSACTION - 1)]
+        chunks = [
+            items[i : i + MAX_OPS_PER_TRANSACTION - 1]
+            for i in range(0, len(items), MAX_OPS_PER_TRANSACTION - 1)
+        ]
         now_ms = int(time.time() * 1000)
         for chunk in chunks or [[]]:
             topics: dict[str, list[int]] = {}
             for tp, _ in chunk:
                 topics.setdefault(tp.topic, []).append(tp.partition)
-            marker = zk_paths.encode_json({"id": uuid.uuid4().hex, "partitions": topics, "timestamp_ms": now_ms})
+            marker = zk_paths.encode_json(
+                {"id": uuid.uuid4().hex, "partitions": topics, "timestamp_ms": now_ms}
+            )
             for _ in range(_REWIND_ROUNDS):
                 exists = [
-                    (tp, offset, self._client.exists_async(zk_paths.group_offset_path(self.group, tp.topic, tp.partition)))
+                    (
+                        tp,
+                        offset,
+                        self._client.exists_async(
+                            zk_paths.group_offset_path(self.group, tp.topic, tp.partition)
+                        ),
+                    )
                     for tp, offset in chunk
                 ]
                 transaction = self._client.transaction()

@@ -41,6 +41,8 @@ from broker.log.topic_partition import TopicPartition
 class _Partition:
     delivered: int | None
     consumed: int | None
+    #: the offset the next fetched batch must start at (``None``: wherever the offset reset puts it)
+    fetched: int | None
     #: the stream's change counter when this partition last changed (batches fetched before are dropped)
     changed: int
     releasing: bool = False
@@ -59,7 +61,8 @@ class MessageStream:
         self._in_hand: set[TopicPartition] = set()
         self._changes = 0
         self._paused = False
-        self._closed = False
+        self._closed = False  # no more records handed out
+        self._consumer_closed = False
 
     def __repr__(self) -> str:
         return f"MessageStream({self.name!r}, partitions={sorted(self._parts)})"
@@ -87,14 +90,18 @@ class MessageStream:
                 batches = self._consumer.poll_batches(timeout_ms=-1 if remaining_ms is None else remaining_ms)
             except ConsumerClosedError:
                 raise GroupClosedError(f"stream {self.name}: the group consumer is closed") from None
-            decoded = [(b.topic_partition, b.from_offset, b.records()) for b in batches]
+            decoded = [(b.topic_partition, b.from_offset, b.next_offset, b.records()) for b in batches]
             with self._cond:
-                for tp, from_offset, records in decoded:
+                for tp, from_offset, next_offset, records in decoded:
                     part = self._parts.get(tp)
-                    if part is None or part.releasing or part.changed > seen or self._paused:
-                        continue  # fetched before a change to the partition: stale
+                    if part is None or part.releasing or self._paused:
+                        continue
+                    if part.fetched is not None and from_offset != part.fetched and part.changed > seen:
+                        continue  # fetched before a change to the partition (a seek): stale
+                    # else: it continues what was fetched, or the Consumer moved by itself (offset reset)
                     if part.delivered is None:
                         part.delivered = part.consumed = from_offset
+                    part.fetched = next_offset
                     self._buffer.extend(records)
                 if deadline is not None and not self._buffer and time.monotonic() >= deadline:
                     return []
@@ -154,8 +161,8 @@ class MessageStream:
     def add(self, tp: TopicPartition, offset: int | None) -> None:
         """Start consuming ``tp`` at ``offset`` (``None``: where ``auto_offset_reset`` says)."""
         self._changes += 1
-        self._parts[tp] = _Partition(offset, offset, self._changes)
-        if not self._paused and not self._closed:
+        self._parts[tp] = _Partition(offset, offset, offset, self._changes)
+        if not self._paused and not self._consumer_closed:
             self._sync()
             if offset is not None:
                 self._consumer.seek(tp, offset)
@@ -171,7 +178,7 @@ class MessageStream:
                 part.changed = self._changes
                 stopped.add(tp)
         self._drop_buffered(stopped)
-        if not self._closed:
+        if not self._consumer_closed:
             self._sync()
 
     def in_hand(self, partitions: Iterable[TopicPartition]) -> bool:
@@ -193,7 +200,7 @@ class MessageStream:
                 positions[tp] = part.consumed
         self._changes += 1
         self._drop_buffered(set(positions))
-        if not self._closed:
+        if not self._consumer_closed:
             self._sync()
         return positions
 
@@ -203,11 +210,11 @@ class MessageStream:
         if part is None:
             return
         self._changes += 1
-        part.delivered = part.consumed = offset
+        part.delivered = part.consumed = part.fetched = offset
         part.changed = self._changes
         self._in_hand.discard(tp)
         self._drop_buffered({tp})
-        if not self._paused and not self._closed and not part.releasing:
+        if not self._paused and not self._consumer_closed and not part.releasing:
             self._consumer.seek(tp, offset)
 
     def pause(self) -> None:
@@ -217,7 +224,7 @@ class MessageStream:
         for part in self._parts.values():
             part.changed = self._changes
         self._buffer.clear()
-        if not self._closed:
+        if not self._consumer_closed:
             self._consumer.assign([])
 
     def resume(self) -> None:
@@ -225,10 +232,11 @@ class MessageStream:
         if not self._paused:
             return
         self._paused = False
-        if self._closed:
+        if self._consumer_closed:
             return
         self._sync()
         for tp, part in self._parts.items():
+            part.fetched = part.delivered
             if part.delivered is not None and not part.releasing:
                 self._consumer.seek(tp, part.delivered)
 
@@ -240,6 +248,13 @@ class MessageStream:
     @property
     def consumer(self) -> Consumer:
         return self._consumer
+
+    def close_consumer(self) -> None:
+        """Close the stream's Consumer (called without the member's condition held, after the member left)."""
+        with self._cond:
+            self._closed = self._consumer_closed = True
+            self._buffer.clear()
+        self._consumer.close()
 
     def _sync(self) -> None:
         wanted = [] if self._paused else [tp for tp, part in self._parts.items() if not part.releasing]

@@ -57,7 +57,11 @@ def round_robin_assign(subscriptions: Subscriptions, partition_counts: Mapping[s
     """Every topic-partition in order to the next subscribing stream, in circular sorted order."""
     assignment = _empty(subscriptions, partition_counts)
     circle = sorted(
-        {(member, number) for member, topics in subscriptions.items() for number in range(max(topics.values(), default=0))}
+        {
+            (member, number)
+            for member, topics in subscriptions.items()
+            for number in range(max(topics.values(), default=0))
+        }
     )
     cursor = 0
     for topic in sorted(partition_counts):
@@ -81,7 +85,9 @@ def assign(strategy: str, subscriptions: Subscriptions, partition_counts: Mappin
     try:
         assignor = ASSIGNORS[strategy]
     except KeyError:
-        raise ValueError(f"unknown partition assignment strategy {strategy!r}: use one of {sorted(ASSIGNORS)}") from None
+        raise ValueError(
+            f"unknown partition assignment strategy {strategy!r}: use one of {sorted(ASSIGNORS)}"
+        ) from None
     return assignor(subscriptions, partition_counts)
 
 
@@ -100,7 +106,9 @@ def _check(subscriptions: Subscriptions, partition_counts: Mapping[str, int]) ->
     for member, topics in subscriptions.items():
         for topic, streams in topics.items():
             if isinstance(streams, bool) or not isinstance(streams, int) or streams < 1:
-                raise ValueError(f"member {member!r} subscribes to {topic!r} with {streams!r} streams: need >= 1")
+                raise ValueError(
+                    f"member {member!r} subscribes to {topic!r} with {streams!r} streams: need >= 1"
+                )
     for topic, count in partition_counts.items():
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise ValueError(f"topic {topic!r} has {count!r} partitions: need an integer >= 0")
@@ -109,7 +117,11 @@ def _check(subscriptions: Subscriptions, partition_counts: Mapping[str, int]) ->
 def _empty(subscriptions: Subscriptions, partition_counts: Mapping[str, int]) -> Assignment:
     _check(subscriptions, partition_counts)
     return {
-        member: {topic: [[] for _ in range(streams)] for topic, streams in sorted(topics.items()) if topic in partition_counts}
+        member: {
+            topic: [[] for _ in range(streams)]
+            for topic, streams in sorted(topics.items())
+            if topic in partition_counts
+        }
         for member, topics in sorted(subscriptions.items())
     }
 

@@ -21,7 +21,9 @@ class PartitionOwner:
     generation: int
 
     def encode(self) -> bytes:
-        return zk_paths.encode_json({"owner": self.owner, "stream": self.stream, "generation": self.generation})
+        return zk_paths.encode_json(
+            {"owner": self.owner, "stream": self.stream, "generation": self.generation}
+        )
 
     @classmethod
     def decode(cls, path: str, data: bytes) -> PartitionOwner:

@@ -19,7 +19,7 @@ class RebalanceListener:
     """Override either method; the defaults do nothing."""
 
     def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None:
-        """Called after fetching of ``partitions`` stopped, before their offsets are committed and released."""
+        """After fetching of ``partitions`` stopped; before their offsets are committed and released."""
 
     def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None:
         """Called after ``partitions`` were claimed and their fetching started."""

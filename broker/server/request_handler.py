@@ -225,7 +225,10 @@ class RequestHandler:
         log = self._logs.get_log(topic, partition)
         if log is None:
             # the view is newer than the partition manager's last pass: create it now
-            log = self._logs.get_or_create_log(topic, partition)
+            try:
+                log = self._logs.get_or_create_log(topic, partition)
+            except LogError as exc:
+                raise PartitionLookupError(ErrorCode(exc.kafka_error_code), str(exc)) from exc
         return log
 
     # ------------------------------------------------------------------------------------ ApiVersions
@@ -287,14 +290,12 @@ class RequestHandler:
             return MetadataResponseTopic(error_code=int(ErrorCode.INVALID_TOPIC_EXCEPTION), name=name)
         assignment = view.topics.get(name)
         if assignment is None:
-            code = create_error if create_error not in (None, ErrorCode.NONE) else None
-            if code is None:
-                # just created but not seen yet: clients retry on LEADER_NOT_AVAILABLE
-                code = (
-                    ErrorCode.LEADER_NOT_AVAILABLE
-                    if create_error is not None
-                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                )
+            if create_error is None:  # not created here
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif create_error == ErrorCode.NONE:  # created, not seen yet: clients retry on this one
+                code = ErrorCode.LEADER_NOT_AVAILABLE
+            else:
+                code = create_error
             return MetadataResponseTopic(error_code=int(code), name=name)
         partitions = []
         for number in sorted(assignment):

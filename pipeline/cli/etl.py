@@ -1,9 +1,12 @@
-"""``lumber etl run|status|package``: the hourly Spark load, submitted and watched from the command line.
+"""``lumber etl run|schedule|status|package``: the hourly Spark load, run, scheduled and watched.
 
 ``run`` packs the project's code (:func:`pipeline.spark_submit.build_code_zip`), writes the effective config
 next to it, runs ``spark-submit jobs/load.py`` (the command in :mod:`pipeline.spark_submit`) and shows the
 job's progress lines as they come; Spark's own log goes to ``<[dev] state_dir>/etl/logs/``. Its exit code
 is the job's: 0 committed or nothing to load, 1 failed, 2 bad arguments, 3 another run holds the job's lock.
+
+``schedule`` runs ``run --until-hour H`` for every hour once its grace period has passed, catching up on
+missed hours in order and retrying failures with backoff (:mod:`pipeline.scheduler`; ``--once`` for cron).
 
 ``status`` shows, per partition the job has loaded, the committed offset, the log end and the lag, and the
 last run with its outcome (the job's metadata is read through a Hadoop filesystem client, so it works for
@@ -13,23 +16,28 @@ last run with its outcome (the job's metadata is read through a Hadoop filesyste
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from jobs.load import PROGRESS_PREFIX, RESULT_PREFIX
-from pipeline.commit import CommitProtocol, RunRecord
-from pipeline.config import LumberConfig, dump_config
+from pipeline.commit import CommitProtocol
+from pipeline.config import LumberConfig
 from pipeline.fs import launched_filesystem
-from pipeline.load_errors import LoadError
 from pipeline.load_plan import ClusterView
-from pipeline.spark_submit import build_code_zip, spark_submit_command, submit_environment
-
-_TAIL_LINES = 25
+from pipeline.load_submit import prepare_submit, submit_load
+from pipeline.schedule_config import HOUR_MS, ScheduleConfig
+from pipeline.scheduler import (
+    Scheduler,
+    SchedulerError,
+    ScheduleStateStore,
+    SparkSubmitRunner,
+    default_state_path,
+    parse_duration_ms,
+)
+from pipeline.spark_submit import build_code_zip
 
 
 def register(subparsers: Any) -> None:
@@ -50,13 +58,44 @@ def register(subparsers: Any) -> None:
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.set_defaults(handler=_status)
 
+    schedule = sub.add_parser(
+        "schedule",
+        help="run the load for every hour once its grace period has passed (catches up, retries)",
+        description="Run `etl run --until-hour H` for each hour H once H + DELAY has passed; after downtime, "
+        "the missed hours in order; a failed run (or a held job lock) is retried with backoff. SIGTERM or "
+        "Ctrl-C stops it after the running load (twice: aborts that load). Exit codes: 0 stopped or (with "
+        "--once) caught up, 1 gave up after --max-attempts, 2 bad arguments or config.",
+    )
+    schedule.add_argument("--every", help="interval, whole hours: 1h, 2h, 1d (default: [schedule] every_ms)")
+    schedule.add_argument(
+        "--delay", help="grace period after each hour: 10m, 90s (default: [schedule] delay_ms)"
+    )
+    schedule.add_argument(
+        "--once", action="store_true", help="run what is due (catching up in order), then exit: for cron"
+    )
+    schedule.add_argument(
+        "--start-hour", help="first hour to load when there is no state yet, YYYY-MM-DDTHH (UTC)"
+    )
+    schedule.add_argument(
+        "--state-file",
+        type=Path,
+        help="where to record progress (default: <[dev] state_dir>/etl/schedule-<job>.json)",
+    )
+    schedule.add_argument(
+        "--max-attempts", type=int, help="give up after this many failures of one hour (0: never)"
+    )
+    schedule.add_argument(
+        "--topics", help="comma-separated topics (default: [load] topics_allow / topics_deny)"
+    )
+    schedule.add_argument("--master", help="Spark master (default: [load] spark_master)")
+    schedule.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting (repeatable)"
+    )
+    schedule.set_defaults(handler=_schedule)
+
     package = sub.add_parser("package", help="build the --py-files zip of Lumber's code for spark-submit")
     package.add_argument("--output", type=Path, required=True, help="where to write the zip")
     package.set_defaults(handler=_package)
-
-
-def _etl_dir(config: LumberConfig) -> Path:
-    return Path(config.dev.state_dir) / "etl"
 
 
 def _package(args: argparse.Namespace, _config: LumberConfig) -> int:
@@ -67,63 +106,90 @@ def _package(args: argparse.Namespace, _config: LumberConfig) -> int:
 
 def _run(args: argparse.Namespace, config: LumberConfig) -> int:
     load = config.load
-    state = _etl_dir(config)
-    code_zip = build_code_zip(state / "lumber-code.zip")
-    config_path = state / f"{load.job}.toml"
-    config_path.write_text(
-        f"# effective config of `lumber etl run` (from {config.source})\n" + dump_config(config)
-    )
     topics = [t.strip() for t in args.topics.split(",") if t.strip()] if args.topics else []
-    argv = spark_submit_command(
-        load,
-        config_path=config_path.resolve(),
-        code_zip=code_zip.resolve(),
-        master=args.master,
-        extra_conf=args.conf,
-        topics=topics,
-        until_hour=args.until_hour,
+    prepared = prepare_submit(
+        config, until_hour=args.until_hour, topics=topics, master=args.master, extra_conf=args.conf
     )
     if args.print_command:
-        print(" ".join(argv))
+        print(" ".join(prepared.argv))
         return 0
-    stamp = dt.datetime.now(tz=dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    log_path = state / "logs" / f"{load.job}-{stamp}.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    print(f"lumber etl run: job {load.job!r} on {args.master or load.spark_master}; Spark's log: {log_path}")
-    started = time.monotonic()
-    result: dict[str, Any] | None = None
-    with log_path.open("w", encoding="utf-8") as log_file:
-        process = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=log_file, env=submit_environment(load), text=True, bufsize=1
-        )
-        if process.stdout is None:
-            raise LoadError("spark-submit started without a stdout pipe")
-        for line in process.stdout:
-            if line.startswith(PROGRESS_PREFIX):
-                print(
-                    f"[{time.monotonic() - started:7.1f}s] {line[len(PROGRESS_PREFIX) :].rstrip()}",
-                    flush=True,
-                )
-            elif line.startswith(RESULT_PREFIX):
-                result = json.loads(line[len(RESULT_PREFIX) :])
-            else:
-                log_file.write(line)
-        code = process.wait()
-    if code != 0:
-        print(f"lumber etl run: spark-submit exited with {code}; the end of {log_path}:", file=sys.stderr)
-        lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
-        errors = [line for line in lines if line.startswith("jobs/load.py:")]
-        for line in (errors or lines[-_TAIL_LINES:])[-_TAIL_LINES:]:
-            print(f"  {line}", file=sys.stderr)
-        return code
-    if result is not None:
-        record = RunRecord.from_json(result)
+    print(
+        f"lumber etl run: job {load.job!r} on {args.master or load.spark_master}; "
+        f"Spark's log: {prepared.log_path}",
+        flush=True,
+    )
+    result = submit_load(
+        prepared, on_progress=lambda elapsed, line: print(f"[{elapsed:7.1f}s] {line}", flush=True)
+    )
+    if result.exit_code != 0:
         print(
-            f"lumber etl run: {record.outcome} in {time.monotonic() - started:.1f} s: run {record.run_id}, "
-            f"{record.rows} rows, {record.quarantined} quarantined, {record.lost} lost"
-            + (f", manifest {record.sequence}" if record.sequence is not None else "")
+            f"lumber etl run: spark-submit exited with {result.exit_code}; the end of {result.log_path}:",
+            file=sys.stderr,
         )
+        for line in result.error_lines:
+            print(f"  {line}", file=sys.stderr)
+        return result.exit_code
+    if result.record is not None:
+        print(f"lumber etl run: {result.summary()}")
     return 0
+
+
+def schedule_settings(config: LumberConfig) -> ScheduleConfig:
+    """``[schedule]`` of the config (its defaults while the section is not part of :class:`LumberConfig`)."""
+    section = getattr(config, "schedule", None)
+    return section if isinstance(section, ScheduleConfig) else ScheduleConfig()
+
+
+def _schedule_overrides(args: argparse.Namespace, settings: ScheduleConfig) -> ScheduleConfig:
+    changes: dict[str, Any] = {}
+    if args.every is not None:
+        changes["every_ms"] = parse_duration_ms(args.every, "--every")
+    if args.delay is not None:
+        changes["delay_ms"] = parse_duration_ms(args.delay, "--delay")
+    if args.start_hour is not None:
+        changes["start_hour"] = args.start_hour
+    if args.state_file is not None:
+        changes["state_file"] = str(args.state_file)
+    if args.max_attempts is not None:
+        changes["max_attempts"] = args.max_attempts
+    try:
+        chosen = dataclasses.replace(settings, **changes)
+    except ValueError as exc:
+        raise SchedulerError(str(exc).replace("schedule.every_ms", "--every")) from exc
+    if chosen.every_ms < HOUR_MS or chosen.max_attempts < 0:
+        raise SchedulerError("--every must be at least 1h and --max-attempts at least 0")
+    return chosen
+
+
+def _say(line: str) -> None:
+    print(f"{dt.datetime.now(tz=dt.UTC).strftime('%Y-%m-%dT%H:%M:%SZ')} {line}", flush=True)
+
+
+def _schedule(args: argparse.Namespace, config: LumberConfig) -> int:
+    try:
+        settings = _schedule_overrides(args, schedule_settings(config))
+    except SchedulerError as exc:
+        print(f"lumber etl schedule: {exc}", file=sys.stderr)
+        return 2
+    topics = [t.strip() for t in args.topics.split(",") if t.strip()] if args.topics else []
+    runner = SparkSubmitRunner(
+        config,
+        topics=topics,
+        master=args.master,
+        extra_conf=args.conf,
+        kill_timeout_s=settings.kill_timeout_ms / 1000,
+        say=_say,
+    )
+    store = ScheduleStateStore(default_state_path(config, settings), config.load.job)
+    scheduler = Scheduler(runner, store, settings, say=_say)
+    restore = scheduler.install_signal_handlers()
+    try:
+        finished = scheduler.run(once=args.once)
+    finally:
+        restore()
+    if finished.code != 0:
+        print(f"lumber etl schedule: {finished.reason}", file=sys.stderr)
+    return finished.code
 
 
 def _status(args: argparse.Namespace, config: LumberConfig) -> int:

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import io
+import json
+from typing import Any
+
 import pytest
+from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
 from broker.client.audit_event import AuditEvent, load_event_id, producer_event_id
 from pipeline.audit import AuditReport, dedupe, reconcile
 from pipeline.audit_errors import AuditError
 from pipeline.audit_tolerance import Tolerance
+from schemas.registry.avro_schema import AvroSchema
+from schemas.registry.compatibility import incompatibilities
+from schemas.shipped import shipped_schema
 
 W = 600_000
 HOUR = 3_600_000
@@ -227,8 +235,10 @@ def test_only_the_chosen_jobs_load_counts_and_the_chosen_topics() -> None:
     both = audit(events)
     assert both.topics == ("clicks", "pv")
     assert both.notes == (
-        "clicks: no load-tier events in this range from job 'hourly': not loaded yet, or [audit] "
-        "publish_load_counts is off",
+        (
+            "clicks: no load-tier events in this range from job 'hourly': not loaded yet, or [audit] "
+            "publish_load_counts is off"
+        ),
     )
     assert audit(events, topics=["pv"]).topics == ("pv",)
 
@@ -267,8 +277,10 @@ def test_a_topic_without_producer_counts_says_so() -> None:
     report = audit([loaded(0, 4, T0 + HOUR)])
     assert row(report, 0) == (0, 4, 0, 4, 0, 0, "INCOMPLETE")
     assert report.notes == (
-        "pv: no producer-tier events in this range, so nothing is expected: are its producers audited "
-        "([producer] audit_interval_ms)?",
+        (
+            "pv: no producer-tier events in this range, so nothing is expected: are its producers audited "
+            "([producer] audit_interval_ms)?"
+        ),
     )
 
 
@@ -320,3 +332,19 @@ def test_the_json_form_names_every_column() -> None:
         "conflicting_ids": [],
         "unreadable": 0,
     }
+
+
+def test_events_of_the_first_schema_version_read_with_the_added_fields_defaults() -> None:
+    current = shipped_schema("audit_event")
+    added = ("partition", "counter", "job", "sequence")
+    first_tree = {**current.tree, "fields": [f for f in current.tree["fields"] if f["name"] not in added]}
+    first = AvroSchema.parse(json.dumps(first_tree))
+    assert incompatibilities(reader=current, writer=first) == []
+    assert incompatibilities(reader=first, writer=current) == []  # a full-compatible evolution
+    old = {k: v for k, v in produced(0, 5, T0 + HOUR).to_record().items() if k not in added}
+    stream = io.BytesIO()
+    schemaless_writer(stream, parse_schema(first_tree), old)
+    stream.seek(0)
+    record: Any = schemaless_reader(stream, parse_schema(first_tree), parse_schema(current.tree))
+    event = AuditEvent.from_record(record)
+    assert (event.count, event.partition, event.counter, event.job, event.sequence) == (5, None, "", None, 0)

@@ -1,0 +1,238 @@
+"""``lumber groups list|describe|reset-offsets``: consumer groups in the ZooKeeper of ``[zookeeper] connect``.
+
+    lumber groups list
+    lumber groups describe --group audit          members, generation, per partition: owner, committed
+                                                  offset, log end offset and lag
+    lumber groups reset-offsets --group audit --topic events --to-earliest
+    lumber groups reset-offsets --group audit --topic events --to-offset 1200      (clamped to the log)
+    lumber groups reset-offsets --group audit --topic events --to-datetime 2026-11-22T10:00:00Z
+
+A reset is the paper's rewind for a whole group (:mod:`broker.client.group_offsets`): it may run while
+the group consumes; the members that own the partitions go on from the new offsets. Log end offsets and
+offsets by time come from the brokers (``[consumer] bootstrap_servers``, else ZooKeeper). Every command
+takes ``--json``. Exit codes: 0 done, 1 error (ZooKeeper or brokers unreachable), 2 bad input (unknown
+group, bad date).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
+
+from broker.client.consumer import Consumer
+from broker.client.group_admin import GroupAdmin, GroupDescription, UnknownGroupError
+from broker.cluster.errors import ZooKeeperError
+from pipeline.config import LumberConfig
+
+BAD_INPUT_EXIT_CODE = 2
+
+Handler = Callable[[argparse.Namespace, LumberConfig, GroupAdmin], int]
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("groups", help="list, describe and rewind consumer groups (in ZooKeeper)")
+    sub = parser.add_subparsers(metavar="ACTION", required=True)
+
+    listing = sub.add_parser("list", help="list the consumer groups")
+    _common(listing)
+    listing.set_defaults(handler=_run(_list))
+
+    describe = sub.add_parser("describe", help="members, owners, committed offsets and lag of a group")
+    describe.add_argument("--group", required=True)
+    _common(describe)
+    describe.set_defaults(handler=_run(_describe))
+
+    reset = sub.add_parser("reset-offsets", help="rewind (or skip) a group's offsets of a topic")
+    reset.add_argument("--group", required=True)
+    reset.add_argument("--topic", required=True)
+    target = reset.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to-earliest", action="store_true", help="the log start of every partition")
+    target.add_argument("--to-latest", action="store_true", help="the log end of every partition")
+    target.add_argument("--to-offset", type=int, metavar="N", help="offset N (clamped to each log)")
+    target.add_argument(
+        "--to-datetime",
+        type=_parse_datetime,
+        metavar="ISO",
+        help="the first record at or after this time, e.g. 2026-11-22T10:00:00Z (no zone: UTC)",
+    )
+    _common(reset)
+    reset.set_defaults(handler=_run(_reset))
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--zookeeper-connect", help="ZooKeeper connect string (default: [zookeeper] connect)")
+    parser.add_argument("--json", action="store_true", help="print the answer as JSON")
+
+
+def _parse_datetime(text: str) -> int:
+    """ISO 8601 -> milliseconds since the epoch (a time without a zone is UTC)."""
+    try:
+        moment = datetime.fromisoformat(text)  # Python 3.11 reads a trailing Z
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO 8601 date and time") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def _run(handler: Handler) -> Callable[[argparse.Namespace, LumberConfig], int]:
+    def run(args: argparse.Namespace, config: LumberConfig) -> int:
+        if not args.debug:  # kazoo logs every connection step at INFO: noise in a command's output
+            logging.getLogger("kazoo").setLevel(logging.WARNING)
+        try:
+            with _zookeeper(args, config) as client:
+                return handler(args, config, GroupAdmin(client))
+        except UnknownGroupError as exc:
+            if args.debug:
+                raise
+            print(f"lumber: error: {exc}", file=sys.stderr)
+            return BAD_INPUT_EXIT_CODE
+
+    return run
+
+
+@contextmanager
+def _zookeeper(args: argparse.Namespace, config: LumberConfig) -> Iterator[KazooClient]:
+    connect = args.zookeeper_connect or config.zookeeper.connect
+    client = KazooClient(hosts=connect, timeout=config.zookeeper.session_timeout_ms / 1000)
+    try:
+        client.start(timeout=config.zookeeper.connect_timeout_ms / 1000)
+    except (KazooTimeoutError, KazooException) as exc:
+        client.close()
+        raise ZooKeeperError(
+            f"zookeeper {connect}: cannot connect: {exc!r}", path="/", retriable=True
+        ) from exc
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+@contextmanager
+def _brokers(args: argparse.Namespace, config: LumberConfig) -> Iterator[Consumer]:
+    """A consumer of no partitions, for ListOffsets."""
+    settings = config.consumer
+    connect = args.zookeeper_connect or config.zookeeper.connect
+    with Consumer(settings, zookeeper_connect=None if settings.bootstrap_servers else connect) as consumer:
+        yield consumer
+
+
+def _list(args: argparse.Namespace, config: LumberConfig, admin: GroupAdmin) -> int:
+    groups = admin.list_groups()
+    rows = [
+        {"group": g, "members": len(admin.members(g)), "generation": _generation(admin, g)} for g in groups
+    ]
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    for row in rows:
+        generation = "-" if row["generation"] is None else row["generation"]
+        print(f"{row['group']}\tmembers {row['members']}\tgeneration {generation}")
+    return 0
+
+
+def _generation(admin: GroupAdmin, group: str) -> int | None:
+    found = admin.generation(group)
+    return None if found is None else found.generation
+
+
+def _describe(args: argparse.Namespace, config: LumberConfig, admin: GroupAdmin) -> int:
+    if not admin.exists(args.group):
+        raise UnknownGroupError(args.group)
+    with _brokers(args, config) as consumer:
+        description = admin.describe(args.group, consumer.end_offsets)
+    if args.json:
+        print(json.dumps(_description_json(description)))
+        return 0
+    generation = description.generation
+    if generation is None:
+        print(f"group {args.group!r}: no generation yet")
+    else:
+        print(
+            f"group {args.group!r}: generation {generation.generation}, leader {generation.leader}, "
+            f"strategy {generation.strategy}"
+        )
+    print(f"members ({len(description.members)}):")
+    for m in description.members:
+        subscription = ", ".join(f"{t}:{n}" for t, n in sorted(m.subscription.items()))
+        print(f"  {m.consumer_id}  host {m.host} pid {m.pid}  subscription {subscription}")
+    print(f"  {'topic':<20} {'partition':>9}  {'committed':>10}  {'log end':>10}  {'lag':>8}  owner")
+    for p in description.partitions:
+        print(
+            f"  {p.topic:<20} {p.partition:>9}  {_dash(p.committed):>10}  {_dash(p.log_end):>10}  "
+            f"{_dash(p.lag):>8}  {p.owner or '-'}"
+        )
+    return 0
+
+
+def _dash(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _description_json(description: GroupDescription) -> dict[str, Any]:
+    generation = description.generation
+    return {
+        "group": description.group,
+        "generation": None if generation is None else generation.generation,
+        "leader": None if generation is None else generation.leader,
+        "members": [
+            {"id": m.consumer_id, "host": m.host, "pid": m.pid, "subscription": m.subscription}
+            for m in description.members
+        ],
+        "partitions": [
+            {
+                "topic": p.topic,
+                "partition": p.partition,
+                "owner": p.owner,
+                "committed": p.committed,
+                "log_end": p.log_end,
+                "lag": p.lag,
+            }
+            for p in description.partitions
+        ],
+    }
+
+
+def _reset(args: argparse.Namespace, config: LumberConfig, admin: GroupAdmin) -> int:
+    if not admin.exists(args.group):
+        raise UnknownGroupError(args.group)
+    partitions = admin.partitions(args.group, [args.topic])
+    if not partitions:
+        print(f"lumber: error: topic {args.topic!r} does not exist", file=sys.stderr)
+        return BAD_INPUT_EXIT_CODE
+    with _brokers(args, config) as consumer:
+        earliest = consumer.beginning_offsets(partitions)
+        latest = consumer.end_offsets(partitions)
+        if args.to_earliest:
+            offsets = earliest
+        elif args.to_latest:
+            offsets = latest
+        elif args.to_offset is not None:
+            offsets = {tp: min(max(args.to_offset, earliest[tp]), latest[tp]) for tp in partitions}
+        else:
+            found = consumer.offsets_for_times(dict.fromkeys(partitions, args.to_datetime))
+            offsets = {tp: latest[tp] if offset is None else offset for tp, offset in found.items()}
+    before = admin.committed(args.group, partitions)
+    admin.reset_offsets(args.group, offsets, requested_by="lumber groups reset-offsets")
+    if args.json:
+        rows = [
+            {"topic": tp.topic, "partition": tp.partition, "before": before[tp], "after": offsets[tp]}
+            for tp in sorted(offsets)
+        ]
+        print(json.dumps({"group": args.group, "partitions": rows}))
+        return 0
+    print(f"group {args.group!r}, topic {args.topic!r}: offsets reset")
+    for tp in sorted(offsets):
+        print(f"  partition {tp.partition}: {_dash(before[tp])} -> {offsets[tp]}")
+    return 0

@@ -1,0 +1,607 @@
+"""``lumber demo`` (``make demo``): the whole system on one machine, end to end, in a few minutes.
+
+Steps, each announced with the time since the start (the commands it runs are printed as ``$ lumber ...``
+and are the real ones; their own progress streams through, and everything they print goes to
+``<state_dir>/demo.log``):
+
+1. **Stack**: ``lumber dev up --brokers 3 --state-dir .lumber-demo``: ZooKeeper, three brokers and the
+   schema registry as background processes, with a config (``.lumber-demo/demo-base.toml``) that puts the
+   warehouse in the state folder, takes page views' event time from ``timestamp_ms`` and turns on the
+   producers' audit. The demo refuses if its stack is already up (stop it first); a state folder left by an
+   earlier demo that is down is deleted (it is marked as the demo's own); any other non-empty folder is
+   refused.
+2. **Topics and schemas**: page_view (6 partitions), click and search (3 each) spread over the brokers;
+   page_view v1, click and search registered.
+3. **Traffic** (:mod:`pipeline.demo_traffic`): the last ``hours`` whole hours before now, from four
+   frontend hosts, one producer each, with the schema evolution page_view v1 -> v2 half-way and a few
+   malformed messages; closing the producers publishes their audit counts.
+4. **Hourly loads**: ``lumber etl run --until-hour H`` (one spark-submit each) for every completed hour,
+   oldest first: what ``lumber etl schedule`` does after downtime.
+5. **Audit**: ``lumber audit verify`` over those hours, as a table and as ``.lumber-demo/audit.html``.
+6. **Warehouse**: the Parquet layout as a tree.
+7. **Query**: DuckDB on the Parquet files as they are: page views per hour and host, v1 vs v2, load times;
+   and the quarantined messages by reason. The loaded totals are checked against what was produced.
+8. How to look around, and how to stop the stack (it keeps running).
+
+Exit code 0 when every step worked and the counts match, 1 otherwise (the stack stays up for a look; the
+last lines say how to stop it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from kazoo.client import KazooClient
+
+from broker.client.producer import Producer
+from broker.cluster.topic_admin import TopicAdmin
+from pipeline.config import LumberConfig, dump_config, load_config
+from pipeline.demo_traffic import HOUR_MS, TOPICS, TrafficProducer, TrafficSpec
+from pipeline.dev.dev_stack import DevStack
+from pipeline.errors import PipelineError
+from schemas.client import SchemaRegistryClient
+from schemas.serde import AvroSerde
+from schemas.shipped import shipped_schema_text
+
+MARKER_FILE = "LUMBER_DEMO"
+BASE_CONFIG_FILE = "demo-base.toml"
+LOG_FILE = "demo.log"
+PARTITIONS = {"page_view": 6, "click": 3, "search": 3}
+STEPS = 8
+#: A child's log line at DEBUG/INFO level (``lumber``'s logging format): kept out of the terminal.
+_CHATTER = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3} (?:DEBUG|INFO) ")
+
+
+class DemoError(PipelineError):
+    """The demo cannot start or go on (the message says what to do)."""
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """What ``lumber demo`` was asked for."""
+
+    state_dir: Path = Path(".lumber-demo")
+    brokers: int = 3
+    hours: int = 3
+    spark_master: str = "local[2]"
+    #: ``lumber`` as the user types it (shown in the printed commands)
+    lumber: str = "lumber"
+
+
+def _fmt(value: int) -> str:
+    return f"{value:,}"
+
+
+def _elapsed(seconds: float) -> str:
+    minutes, secs = divmod(seconds, 60)
+    return f"{int(minutes)}m {secs:04.1f}s" if minutes else f"{secs:.1f}s"
+
+
+def _hour(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H")
+
+
+def _clock(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%H:%M")
+
+
+def _size(length: int) -> str:
+    size = float(length)
+    for unit in ("B", "KiB", "MiB"):
+        if size < 1024 or unit == "MiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} MiB"
+
+
+class Demo:
+    """One run of the demo (see the module docstring). Not thread-safe."""
+
+    def __init__(
+        self,
+        options: DemoOptions,
+        base: LumberConfig,
+        *,
+        out: TextIO | None = None,
+        now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+    ) -> None:
+        self.options = options
+        self.base = base
+        self.out = out if out is not None else sys.stdout
+        self.now_ms = now_ms
+        self.state_dir = options.state_dir.absolute()
+        self.shown_dir = self._shown(options.state_dir)
+        self.started = time.monotonic()
+        self.timings: list[tuple[str, float]] = []
+        self._log: TextIO | None = None
+        self._step = 0
+        self._title = ""
+        self._step_started = self.started
+
+    # -- output --------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _shown(path: Path) -> str:
+        """``path`` as the user should type it: relative to the working directory when below it."""
+        try:
+            return str(path.absolute().relative_to(Path.cwd()))
+        except ValueError:
+            return str(path)
+
+    def say(self, line: str = "") -> None:
+        print(line, file=self.out, flush=True)
+        if self._log is not None:
+            self._log.write(line + "\n")
+            self._log.flush()
+
+    def step(self, title: str) -> None:
+        now = time.monotonic()
+        if self._step:
+            self.timings.append((self._title, now - self._step_started))
+        self._step += 1
+        self._title = title
+        self._step_started = now
+        self.say()
+        self.say(f"[{self._step}/{STEPS}] {title}   (+{_elapsed(now - self.started)})")
+
+    def _finish_step(self) -> None:
+        if self._step:
+            self.timings.append((self._title, time.monotonic() - self._step_started))
+            self._step = 0
+
+    @property
+    def lumber(self) -> str:
+        return self.options.lumber
+
+    def _lumber(self, args: Sequence[str], config_path: Path) -> int:
+        """Run ``lumber ARGS`` with ``LUMBER_CONFIG=config_path``, printing its output as it comes (its
+        INFO chatter only to the log). Returns its exit code."""
+        self.say(f"  $ {self.lumber} {shlex.join(args)}")
+        env = {**os.environ, "LUMBER_CONFIG": str(config_path), "PYTHONUNBUFFERED": "1"}
+        env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pipeline", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            text=True,
+            bufsize=1,
+        )
+        if process.stdout is None:
+            process.kill()
+            raise DemoError(f"could not read the output of `lumber {args[0]}`")
+        try:
+            for raw in process.stdout:
+                line = raw.rstrip("\n")
+                if self._log is not None:
+                    self._log.write(line + "\n")
+                if not _CHATTER.match(line):
+                    print(f"    {line}", file=self.out, flush=True)
+            return process.wait()
+        except BaseException:
+            process.terminate()
+            process.wait(timeout=60)
+            raise
+
+    # -- the steps -----------------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Run every step; returns the exit code (see the module docstring)."""
+        stack_up = False
+        ok = True
+        try:
+            self._prepare_state_dir()
+            self._log = (self.state_dir / LOG_FILE).open("w", encoding="utf-8")
+            self.say(
+                f"Lumber demo: a {self.options.brokers}-broker stack, {self.options.hours} hours of tracking "
+                f"traffic, hourly Spark loads, the audit and a query. State: {self.shown_dir}/"
+            )
+            config_path = self._start_stack()
+            stack_up = True
+            stack = load_config(config_path, env={})
+            spec = self._traffic_spec()
+            ids = self._topics_and_schemas(stack)
+            expected = self._produce(stack, spec, ids)
+            ok &= self._load(spec, config_path)
+            ok &= self._audit(spec, config_path)
+            self._tree(Path(_local_path(stack.load.warehouse_url)))
+            ok &= self._query(Path(_local_path(stack.load.warehouse_url)), spec, ids, expected)
+            self._finish_step()
+            self._look_around(spec, ok)
+        except (DemoError, PipelineError) as exc:
+            self._finish_step()
+            self.say()
+            self.say(f"demo: {exc}")
+            ok = False
+        except KeyboardInterrupt:
+            self._finish_step()
+            self.say()
+            self.say("demo: interrupted")
+            ok = False
+        finally:
+            if not ok and stack_up:
+                self.say(f"The stack is still running; stop it with:  {self._down_command()}")
+            if self._log is not None:
+                self._log.close()
+                self._log = None
+        return 0 if ok else 1
+
+    def _down_command(self) -> str:
+        return f"{self.lumber} dev down --state-dir {shlex.quote(self.shown_dir)}"
+
+    def _prepare_state_dir(self) -> None:
+        """Refuse a running demo stack or a foreign folder; clear an old demo's (see the module doc)."""
+        stack = DevStack(self.base, self.state_dir)
+        running = [s for s in stack.read_state() if s.process.is_running()]
+        if running:
+            raise DemoError(
+                f"the demo stack in {self.shown_dir} is already up "
+                f"({', '.join(s.name for s in running)}). Look around with "
+                f"`export LUMBER_CONFIG={self.shown_dir}/lumber.toml`, or stop it with "
+                f"`{self._down_command()}` and run the demo again (it starts from scratch)"
+            )
+        if self.state_dir.exists() and any(self.state_dir.iterdir()):
+            if not (self.state_dir / MARKER_FILE).is_file():
+                raise DemoError(
+                    f"{self.shown_dir} exists and is not a demo's state folder (no {MARKER_FILE} file in "
+                    "it); choose another --state-dir or remove it"
+                )
+            shutil.rmtree(self.state_dir)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        (self.state_dir / MARKER_FILE).write_text(
+            "This folder belongs to `lumber demo`, which deletes it when it starts again.\n"
+        )
+
+    def _start_stack(self) -> Path:
+        self.step("Starting the stack: ZooKeeper, brokers, schema registry")
+        base = self.base
+        registry_url = f"http://127.0.0.1:{base.dev.registry_port}"
+        demo = dataclasses.replace(
+            base,
+            dev=dataclasses.replace(base.dev, state_dir=str(self.state_dir), brokers=self.options.brokers),
+            producer=dataclasses.replace(
+                base.producer, audit_interval_ms=2000, audit_registry_url=registry_url
+            ),
+            load=dataclasses.replace(
+                base.load,
+                warehouse_url=str(self.state_dir / "warehouse"),
+                event_time_fields=[f"{topic}=timestamp_ms" for topic in TOPICS],
+                spark_master=self.options.spark_master,
+            ),
+        )
+        base_path = self.state_dir / BASE_CONFIG_FILE
+        base_path.write_text(
+            "# `lumber demo`'s settings for `lumber dev up`, which writes the stack's lumber.toml from them\n"
+            + dump_config(demo)
+        )
+        code = self._lumber(
+            ["dev", "up", "--brokers", str(self.options.brokers), "--state-dir", self.shown_dir], base_path
+        )
+        config_path = self.state_dir / "lumber.toml"
+        if code != 0:
+            if code == 1 and any(DevStack(demo, self.state_dir).read_state()):
+                DevStack(demo, self.state_dir).down()
+            raise DemoError(
+                f"`{self.lumber} dev up` failed (exit {code}; its output is above). If a port is taken, free "
+                "it or move the demo: LUMBER_DEV__ZOOKEEPER_PORT, LUMBER_DEV__BROKER_PORT, "
+                "LUMBER_DEV__REGISTRY_PORT"
+            )
+        self.say(f"  every command below runs with  export LUMBER_CONFIG={self.shown_dir}/lumber.toml")
+        return config_path
+
+    def _traffic_spec(self) -> TrafficSpec:
+        now = self.now_ms()
+        this_hour = now - now % HOUR_MS
+        return TrafficSpec(start_ms=this_hour - self.options.hours * HOUR_MS, hours=self.options.hours)
+
+    def _topics_and_schemas(self, stack: LumberConfig) -> dict[str, int]:
+        self.step("Creating topics and registering the schemas")
+        zk = KazooClient(hosts=stack.zookeeper.connect, timeout=stack.zookeeper.session_timeout_ms / 1000)
+        zk.start(timeout=stack.zookeeper.connect_timeout_ms / 1000)
+        try:
+            admin = TopicAdmin(zk)
+            for topic, partitions in PARTITIONS.items():
+                assignment = admin.create_topic(topic, partitions)
+                brokers = sorted({replicas[0] for replicas in assignment.values()})
+                self.say(
+                    f"  topic {topic:<10} {partitions} partitions on brokers {', '.join(map(str, brokers))}"
+                    f"   (= {self.lumber} topics create {topic} --partitions {partitions})"
+                )
+        finally:
+            zk.stop()
+            zk.close()
+        ids: dict[str, int] = {}
+        with SchemaRegistryClient(stack.registry.url) as registry:
+            for topic in TOPICS:
+                ids[topic] = registry.register(f"{topic}-value", shipped_schema_text(topic))
+                self.say(
+                    f"  schema {topic}-value version 1 -> id {ids[topic]}"
+                    f"   (= {self.lumber} schemas register {topic}-value schemas/avro/{topic}.avsc)"
+                )
+        return ids
+
+    def _produce(self, stack: LumberConfig, spec: TrafficSpec, ids: dict[str, int]) -> dict[str, int]:
+        hosts = [h.name for h in spec.hosts]
+        self.step(
+            f"Producing {_hour(spec.start_ms)}:00 .. {_hour(spec.end_ms)}:00 UTC of tracking traffic from "
+            f"{len(hosts)} hosts ({', '.join(hosts)}), one producer each"
+        )
+        registry = SchemaRegistryClient(stack.registry.url)
+        producers: dict[str, Producer] = {}
+        expected: dict[str, int] = dict.fromkeys(TOPICS, 0)
+        try:
+            for host in hosts:
+                settings = dataclasses.replace(
+                    stack.producer, host_name=host, client_id=f"frontend-{host}", linger_ms=20, acks="1"
+                )
+                producers[host] = Producer(settings, zookeeper_connect=stack.zookeeper.connect)
+
+            def register_v2() -> int:
+                return registry.register("page_view-value", shipped_schema_text("page_view_v2"))
+
+            def switched(schema_id: int) -> None:
+                self.say(
+                    f"  {_clock(spec.evolution_ms)}  schema evolution: page_view-value version 2 registered "
+                    f"(id {schema_id}, adds load_time_ms; the registry checked it is BACKWARD compatible); "
+                    "every host now writes v2"
+                )
+
+            sender = TrafficProducer(spec, producers, AvroSerde(registry), ids, register_v2)
+            for index in range(spec.hours):
+                sent = sender.send_hour(index, on_switch=switched)
+                for topic in TOPICS:
+                    expected[topic] += sent.by_topic[topic]
+                schemas = (
+                    f"v1 {_fmt(sent.by_schema['page_view'])} / v2 {_fmt(sent.by_schema['page_view_v2'])}"
+                )
+                self.say(
+                    f"  {_clock(sent.start_ms)}-{_clock(sent.start_ms + HOUR_MS)}  "
+                    f"page_view {_fmt(sent.by_topic['page_view']):>6} ({schemas})  "
+                    f"click {_fmt(sent.by_topic['click']):>5}  search {_fmt(sent.by_topic['search']):>5}"
+                    + (
+                        f"  + {sent.malformed} malformed page views from {spec.malformed_host} "
+                        "(a bad deploy: wrong magic byte, unknown schema id, truncated Avro, JSON)"
+                        if sent.malformed
+                        else ""
+                    )
+                )
+        finally:
+            for producer in producers.values():
+                producer.close()
+            registry.close()
+        total = sum(expected.values())
+        self.say(
+            f"  {_fmt(total)} messages confirmed by the brokers; closing the producers published their audit "
+            "counts (per topic, host and 10-minute window) to the _audit topic"
+        )
+        return expected
+
+    def _load(self, spec: TrafficSpec, config_path: Path) -> bool:
+        self.step(f"Loading each completed hour into Parquet: {spec.hours} spark-submit runs, oldest first")
+        self.say("  (what `lumber etl schedule --every 1h --delay 10m` does after downtime)")
+        for index in range(spec.hours):
+            until = spec.hour_start_ms(index) + HOUR_MS
+            self.say()
+            code = self._lumber(["etl", "run", "--until-hour", _hour(until)], config_path)
+            if code != 0:
+                raise DemoError(f"the load up to {_hour(until)} failed (exit {code}); see its output above")
+        return True
+
+    def _audit(self, spec: TrafficSpec, config_path: Path) -> bool:
+        self.step("Auditing: what the producers counted against what the loads committed")
+        html = self.state_dir / "audit.html"
+        args = [
+            "audit",
+            "verify",
+            f"--since={_hour(spec.start_ms)}",
+            f"--until={_hour(spec.end_ms)}",
+            "--window",
+            "1h",
+            "--html",
+            self._shown(html),
+        ]
+        code = self._lumber(args, config_path)
+        if code == 0:
+            self.say(f"  every hour is COMPLETE; the report with charts: {self._shown(html)}")
+            return True
+        if code == 3:
+            self.say("  the audit found INCOMPLETE windows (above)")
+        else:
+            self.say(f"  `{self.lumber} audit verify` did not run (exit {code})")
+        return False
+
+    def _tree(self, warehouse: Path) -> None:
+        self.step("The warehouse: Parquet files by topic, event-time day and hour")
+        self.say(f"  {self._shown(warehouse)}/")
+        for line in warehouse_tree(warehouse):
+            self.say(f"  {line}")
+
+    def _query(
+        self, warehouse: Path, spec: TrafficSpec, ids: Mapping[str, int], expected: Mapping[str, int]
+    ) -> bool:
+        self.step("Querying the Parquet files as they are, with DuckDB")
+        try:
+            import duckdb  # noqa: PLC0415 - a dev dependency: `make demo` installs it
+        except ImportError:
+            self.say("  DuckDB is not installed (pip install duckdb): skipping the query")
+            return True
+        root = str(warehouse).replace("'", "''")
+        views = f"read_parquet('{root}/page_view/*/*/*.parquet', hive_partitioning = true)"
+        v1 = ids["page_view"]
+        queries = [
+            (
+                "page views per hour and host; v1 and v2 rows side by side in one table",
+                (
+                    "SELECT dt, hr, host, count(*) AS page_views,\n"
+                    f"       count(*) FILTER (WHERE _schema_id = {v1}) AS v1,\n"
+                    f"       count(*) FILTER (WHERE _schema_id <> {v1}) AS v2,\n"
+                    "       round(avg(load_time_ms)) AS avg_load_time_ms\n"
+                    f"FROM {views}\nGROUP BY ALL ORDER BY ALL"
+                ),
+            ),
+            (
+                "the quarantined messages, with the reason the load gave",
+                (
+                    "SELECT _topic AS topic, hr, _reason AS reason, count(*) AS messages\n"
+                    f"FROM read_parquet('{root}/_errors/*/*/*/*.parquet', hive_partitioning = true)\n"
+                    "GROUP BY ALL ORDER BY ALL"
+                ),
+            ),
+        ]
+        connection = duckdb.connect()
+        try:
+            for title, sql in queries:
+                self.say(f"  -- {title}")
+                for line in sql.replace(root, self._shown(warehouse)).splitlines():
+                    self.say(f"  {line}")
+                relation = connection.sql(sql)
+                self.say()
+                for line in format_table(relation.columns, relation.fetchall()):
+                    self.say(f"    {line}")
+                self.say()
+            ok = True
+            for topic in TOPICS:
+                loaded = connection.execute(
+                    "SELECT count(*) FROM read_parquet(?)", [f"{warehouse}/{topic}/*/*/*.parquet"]
+                ).fetchall()[0][0]
+                quarantined = connection.execute(
+                    "SELECT count(*) FROM read_parquet(?) WHERE _topic = ?",
+                    [f"{warehouse}/_errors/*/*/*/*.parquet", topic],
+                ).fetchall()[0][0]
+                good = expected[topic] - (spec.malformed if topic == "page_view" else 0)
+                mark = "ok" if loaded == good and loaded + quarantined == expected[topic] else "MISMATCH"
+                ok &= mark == "ok"
+                self.say(
+                    f"  {mark:>8}: {topic:<10} produced {_fmt(expected[topic]):>6} = loaded {_fmt(loaded):>6}"
+                    f" + quarantined {quarantined}"
+                )
+        finally:
+            connection.close()
+        return ok
+
+    def _look_around(self, spec: TrafficSpec, ok: bool) -> None:
+        total = time.monotonic() - self.started
+        self.say()
+        self.say(("Done" if ok else "Finished with problems (above)") + f" in {_elapsed(total)}:")
+        self.say(
+            "  " + ", ".join(f"{title.split(':')[0].lower()} {_elapsed(s)}" for title, s in self.timings)
+        )
+        state = shlex.quote(self.shown_dir)
+        lumber = self.lumber
+        python = lumber.removesuffix("lumber") + "python" if lumber.endswith("/lumber") else "python"
+        wh = f"{state}/warehouse"
+        sql = f"SELECT * FROM '{wh}/click/*/*/*.parquet' LIMIT 5"  # noqa: S608 - printed, not run
+        lines = [
+            (f"{lumber} dev status", "what runs where"),
+            (f"{lumber} topics describe page_view", "partitions and their leaders"),
+            (f"{lumber} schemas get page_view-value --version latest", "the evolved schema"),
+            (f"{lumber} etl status", "committed offsets, lag, the last run"),
+            (f"{lumber} audit verify --since={_hour(spec.start_ms)} --window 1h", "the audit again"),
+            (f"{lumber} etl schedule --every 1h --delay 10m", "keep loading every hour (Ctrl-C stops)"),
+            (f"ls {wh}/_lumber/hourly/manifests/", "the commits: one manifest per run"),
+            (f'{python} -c "import duckdb; duckdb.sql(\\"{sql}\\").show()"', "any SQL on the output"),
+        ]
+        self.say()
+        self.say("Look around (the stack keeps running):")
+        self.say(f"  export LUMBER_CONFIG={state}/lumber.toml")
+        width = max(len(command) for command, _ in lines[:-1])
+        for command, what in lines:
+            self.say(f"  {command:<{width}}   # {what}")
+        self.say(
+            f"  the audit report: {state}/audit.html; logs: {state}/*/*.log, Spark's: {state}/etl/logs/, "
+            f"this demo's: {state}/{LOG_FILE}"
+        )
+        self.say()
+        self.say("Stop the stack:")
+        self.say(f"  {self._down_command()}   # add --purge to delete its data too")
+
+
+def _local_path(url: str) -> str:
+    """The local path of a ``file:`` URL or a plain path (the demo's warehouse is local)."""
+    return url.removeprefix("file://").removeprefix("file:")
+
+
+def warehouse_tree(root: Path, max_depth: int = 6) -> list[str]:
+    """``root`` as an indented tree: a folder holding only files becomes one line (count, size, an example
+    name); hidden files (Hadoop's ``.crc``) are left out; topics first, then ``_errors`` and ``_lumber``."""
+
+    def entries(folder: Path) -> list[Path]:
+        return sorted(
+            (p for p in folder.iterdir() if not p.name.startswith(".")),
+            key=lambda p: (p.name.startswith("_"), p.name),
+        )
+
+    def summary(files: list[Path]) -> str:
+        size = sum(f.stat().st_size for f in files)
+        example = files[0].name
+        return f"{len(files)} file{'s' if len(files) != 1 else ''}, {_size(size)}" + (
+            f"   e.g. {example}" if len(files) > 1 else f"   {example}"
+        )
+
+    lines: list[str] = []
+
+    def walk(folder: Path, prefix: str, depth: int) -> None:
+        children = entries(folder)
+        for n, child in enumerate(children):
+            last = n == len(children) - 1
+            branch = "└── " if last else "├── "
+            if child.is_dir():
+                inside = entries(child)
+                if inside and all(p.is_file() for p in inside):
+                    lines.append(f"{prefix}{branch}{child.name}/   {summary(inside)}")
+                elif depth >= max_depth:
+                    lines.append(f"{prefix}{branch}{child.name}/   ...")
+                else:
+                    lines.append(f"{prefix}{branch}{child.name}/")
+                    walk(child, prefix + ("    " if last else "│   "), depth + 1)
+            else:
+                lines.append(f"{prefix}{branch}{child.name}")
+
+    if root.is_dir():
+        walk(root, "", 1)
+    return lines
+
+
+def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    """``rows`` under ``columns``, numbers right-aligned, ``NULL`` for None."""
+
+    def text(value: Any) -> str:
+        if value is None:
+            return "NULL"
+        if isinstance(value, float) and value.is_integer():
+            return f"{int(value):,}"
+        if isinstance(value, int) and not isinstance(value, bool):
+            return f"{value:,}" if abs(value) >= 10_000 else str(value)
+        return str(value)
+
+    cells = [[text(v) for v in row] for row in rows]
+    numeric = [
+        all(isinstance(row[i], int | float) or row[i] is None for row in rows) if rows else False
+        for i in range(len(columns))
+    ]
+    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(
+            v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True)
+        ).rstrip()
+
+    return [line(columns), line(["-" * w for w in widths]), *(line(r) for r in cells)]
+
+
+def run_demo(options: DemoOptions, base: LumberConfig, out: TextIO | None = None) -> int:
+    """Run the demo (see the module docstring); returns its exit code."""
+    return Demo(options, base, out=out).run()

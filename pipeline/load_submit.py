@@ -1,0 +1,214 @@
+"""One load run through ``spark-submit``, watched from outside: what ``lumber etl run`` and the scheduler do.
+
+:func:`prepare_submit` packs the project's code (:func:`~pipeline.spark_submit.build_code_zip`), writes the
+effective config to ``<[dev] state_dir>/etl/<job>.toml`` and returns the command
+(:func:`~pipeline.spark_submit.spark_submit_command`). :func:`submit_load` runs it:
+
+* spark-submit runs in a process group of its own, so that the driver JVM and the Python driver it starts
+  can be stopped together, and only they (``abort``, or an exception such as Ctrl-C in the caller);
+* the job's progress lines (``lumber-load: ...``) go to ``on_progress`` as they come, its result line
+  (``lumber-load-result: {...}``) becomes :attr:`SubmitResult.record`, everything else (Spark's log) goes
+  to ``<[dev] state_dir>/etl/logs/<job>-<UTC time>.log``;
+* the exit code is the job's (``jobs/load.py``): 0 committed or nothing to load, 1 failed, 2 bad arguments
+  or config, 3 another run holds the job's lock.
+
+A run stopped half-way commits nothing (or, past its commit point, everything): the next run repairs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jobs.load import LOCKED_EXIT_CODE, PROGRESS_PREFIX, RESULT_PREFIX
+from pipeline.commit import RunRecord
+from pipeline.config import LumberConfig, dump_config
+from pipeline.load_errors import LoadError
+from pipeline.spark_submit import build_code_zip, spark_submit_command, submit_environment
+
+BAD_CONFIG_EXIT_CODE = 2
+_TAIL_LINES = 25
+#: Called with (seconds since the start, progress line without its prefix).
+Progress = Callable[[float, str], None]
+
+
+def etl_dir(config: LumberConfig) -> Path:
+    """``<[dev] state_dir>/etl``: the code zip, the effective configs and the runs' Spark logs."""
+    return Path(config.dev.state_dir) / "etl"
+
+
+@dataclass(frozen=True)
+class PreparedSubmit:
+    """The command of one run and where its Spark log goes."""
+
+    argv: tuple[str, ...]
+    log_path: Path
+    env: dict[str, str]
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    """How one spark-submit ended."""
+
+    exit_code: int
+    record: RunRecord | None
+    log_path: Path
+    elapsed_s: float
+    #: the job's own error lines (``jobs/load.py: ...``), else the end of the Spark log; empty on success
+    error_lines: tuple[str, ...] = ()
+    aborted: bool = False
+
+    @property
+    def outcome(self) -> str:
+        """``committed`` / ``nothing_to_load`` (exit 0), ``locked`` (3), ``bad_config`` (2), ``aborted``
+        (stopped by the caller) or ``failed`` (anything else)."""
+        if self.aborted:
+            return "aborted"
+        if self.exit_code == 0:
+            return self.record.outcome if self.record is not None else "committed"
+        if self.exit_code == LOCKED_EXIT_CODE:
+            return "locked"
+        if self.exit_code == BAD_CONFIG_EXIT_CODE:
+            return "bad_config"
+        return "failed"
+
+    def summary(self) -> str:
+        """One line: the outcome and what the run did or why it failed."""
+        if self.exit_code == 0 and self.record is not None:
+            record = self.record
+            return (
+                f"{record.outcome} in {self.elapsed_s:.1f} s: run {record.run_id}, {record.rows} rows, "
+                f"{record.quarantined} quarantined, {record.lost} lost"
+                + (f", manifest {record.sequence}" if record.sequence is not None else "")
+            )
+        if self.aborted:
+            return f"aborted after {self.elapsed_s:.1f} s; Spark's log: {self.log_path}"
+        reason = self.error_lines[-1] if self.error_lines else "(no message)"
+        return (
+            f"{self.outcome} (spark-submit exit {self.exit_code}) after {self.elapsed_s:.1f} s: {reason}; "
+            f"Spark's log: {self.log_path}"
+        )
+
+
+def prepare_submit(
+    config: LumberConfig,
+    *,
+    until_hour: str | None = None,
+    topics: Sequence[str] = (),
+    master: str | None = None,
+    extra_conf: Sequence[str] = (),
+) -> PreparedSubmit:
+    """Pack the code, write the effective config and build the command (see the module docstring)."""
+    load = config.load
+    state = etl_dir(config)
+    code_zip = build_code_zip(state / "lumber-code.zip")
+    config_path = state / f"{load.job}.toml"
+    text = f"# effective config of `lumber etl run` (from {config.source})\n" + dump_config(config)
+    tmp = config_path.with_name(f"{config_path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(config_path)
+    argv = spark_submit_command(
+        load,
+        config_path=config_path.resolve(),
+        code_zip=code_zip.resolve(),
+        master=master,
+        extra_conf=extra_conf,
+        topics=topics,
+        until_hour=until_hour,
+    )
+    stamp = dt.datetime.now(tz=dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    log_path = state / "logs" / f"{load.job}-{stamp}.log"
+    return PreparedSubmit(tuple(argv), log_path, submit_environment(load))
+
+
+def _signal_group(process: subprocess.Popen[str], sig: signal.Signals) -> None:
+    """Signal the process group of ``process`` (which we started as its leader), if it is still there."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, sig)
+
+
+def _stop_group(process: subprocess.Popen[str], kill_timeout_s: float) -> None:
+    """SIGTERM the run's process group, SIGKILL it after ``kill_timeout_s``; reap the leader."""
+    _signal_group(process, signal.SIGTERM)
+    try:
+        process.wait(timeout=kill_timeout_s)
+    except subprocess.TimeoutExpired:
+        _signal_group(process, signal.SIGKILL)
+        process.wait(timeout=30)
+    # the Python driver may outlive the JVM for a moment: the group gets the last word
+    _signal_group(process, signal.SIGKILL)
+
+
+def submit_load(
+    prepared: PreparedSubmit,
+    *,
+    on_progress: Progress = lambda _s, _line: None,
+    abort: threading.Event | None = None,
+    kill_timeout_s: float = 30.0,
+) -> SubmitResult:
+    """Run ``prepared`` and wait for it (see the module docstring). ``abort`` set: stop the run's process
+    group (SIGTERM, then SIGKILL after ``kill_timeout_s``) and return an ``aborted`` result."""
+    prepared.log_path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    result: dict[str, Any] | None = None
+    aborted = threading.Event()
+    finished = threading.Event()
+    with prepared.log_path.open("w", encoding="utf-8") as log_file:
+        process = subprocess.Popen(
+            list(prepared.argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=log_file,
+            env=prepared.env,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
+        )
+
+        def watch_abort() -> None:
+            if abort is None:
+                return
+            while not finished.is_set():
+                if abort.wait(0.2):
+                    aborted.set()
+                    _stop_group(process, kill_timeout_s)
+                    return
+
+        if process.stdout is None:
+            _stop_group(process, kill_timeout_s)
+            raise LoadError("spark-submit started without a stdout pipe")
+        watcher = threading.Thread(target=watch_abort, name="lumber-load-abort", daemon=True)
+        watcher.start()
+        try:
+            for line in process.stdout:
+                if line.startswith(PROGRESS_PREFIX):
+                    on_progress(time.monotonic() - started, line[len(PROGRESS_PREFIX) :].rstrip())
+                elif line.startswith(RESULT_PREFIX):
+                    result = json.loads(line[len(RESULT_PREFIX) :])
+                else:
+                    log_file.write(line)
+            code = process.wait()
+        except BaseException:
+            _stop_group(process, kill_timeout_s)
+            raise
+        finally:
+            finished.set()
+            watcher.join(timeout=kill_timeout_s + 35)
+    elapsed = time.monotonic() - started
+    record = RunRecord.from_json(result) if result is not None else None
+    errors: tuple[str, ...] = ()
+    if code != 0:
+        lines = prepared.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+        own = [line for line in lines if line.startswith("jobs/load.py:")]
+        errors = tuple((own or lines[-_TAIL_LINES:])[-_TAIL_LINES:])
+    return SubmitResult(code, record, prepared.log_path, elapsed, errors, aborted.is_set())
