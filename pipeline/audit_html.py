@@ -4,7 +4,8 @@ The page has the verdict, then per topic: the totals, a chart (PNG drawn with ma
 ``data:`` URL, so the file can be mailed or archived alone) and the table of windows, statuses coloured.
 
 The chart (:func:`completeness_chart_png`) has two panels sharing the time axis, one group per hour (per day
-when the range holds more than :data:`MAX_HOURS` hours with data):
+when the range holds more than :data:`MAX_HOURS` hours with data; hours without data are left out, and a
+dotted line marks where time jumps):
 
 * **messages per tier**: the producer tier's count (expected) beside the load tier's committed rows with its
   malformed records stacked on them (and the mirror tier's count when there is one);
@@ -206,6 +207,10 @@ def completeness_chart_png(report: AuditReport, topic: str) -> bytes:
         color="#444444",
     )
     share_axes.grid(axis="y", alpha=0.3)
+    for index in range(1, len(buckets)):  # hours without data are left out: mark where time jumps
+        if buckets[index].start_ms - buckets[index - 1].start_ms > width:
+            for axes in (counts_axes, share_axes):
+                axes.axvline(index - 0.5, color="#bbbbbb", linewidth=1, linestyle=":")
     share_axes.set_xticks(positions, [_label(b.start_ms, width) for b in buckets], fontsize=8)
     share_axes.set_xlim(-0.7, max(0.7, len(buckets) - 0.3))
     buffer = io.BytesIO()

@@ -59,7 +59,7 @@ MARKER_FILE = "LUMBER_DEMO"
 BASE_CONFIG_FILE = "demo-base.toml"
 LOG_FILE = "demo.log"
 PARTITIONS = {"page_view": 6, "click": 3, "search": 3}
-STEPS = 8
+STEPS = 7
 #: A child's log line at DEBUG/INFO level (``lumber``'s logging format): kept out of the terminal.
 _CHATTER = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3} (?:DEBUG|INFO) ")
 
@@ -146,12 +146,13 @@ class Demo:
             self._log.write(line + "\n")
             self._log.flush()
 
-    def step(self, title: str) -> None:
+    def step(self, name: str, title: str) -> None:
+        """Start the next step: ``name`` for the timings at the end, ``title`` for the header."""
         now = time.monotonic()
         if self._step:
             self.timings.append((self._title, now - self._step_started))
         self._step += 1
-        self._title = title
+        self._title = name
         self._step_started = now
         self.say()
         self.say(f"[{self._step}/{STEPS}] {title}   (+{_elapsed(now - self.started)})")
@@ -206,7 +207,7 @@ class Demo:
             self._prepare_state_dir()
             self._log = (self.state_dir / LOG_FILE).open("w", encoding="utf-8")
             self.say(
-                f"Lumber demo: a {self.options.brokers}-broker stack, {self.options.hours} hours of tracking "
+                f"Lumber demo: a {self.options.brokers}-broker stack, {self.options.hours} hour(s) of tracking "
                 f"traffic, hourly Spark loads, the audit and a query. State: {self.shown_dir}/"
             )
             config_path = self._start_stack()
@@ -266,7 +267,7 @@ class Demo:
         )
 
     def _start_stack(self) -> Path:
-        self.step("Starting the stack: ZooKeeper, brokers, schema registry")
+        self.step("stack", "Starting the stack: ZooKeeper, brokers, schema registry")
         base = self.base
         registry_url = f"http://127.0.0.1:{base.dev.registry_port}"
         demo = dataclasses.replace(
@@ -308,7 +309,7 @@ class Demo:
         return TrafficSpec(start_ms=this_hour - self.options.hours * HOUR_MS, hours=self.options.hours)
 
     def _topics_and_schemas(self, stack: LumberConfig) -> dict[str, int]:
-        self.step("Creating topics and registering the schemas")
+        self.step("topics and schemas", "Creating topics and registering the schemas")
         zk = KazooClient(hosts=stack.zookeeper.connect, timeout=stack.zookeeper.session_timeout_ms / 1000)
         zk.start(timeout=stack.zookeeper.connect_timeout_ms / 1000)
         try:
@@ -336,8 +337,9 @@ class Demo:
     def _produce(self, stack: LumberConfig, spec: TrafficSpec, ids: dict[str, int]) -> dict[str, int]:
         hosts = [h.name for h in spec.hosts]
         self.step(
-            f"Producing {_hour(spec.start_ms)}:00 .. {_hour(spec.end_ms)}:00 UTC of tracking traffic from "
-            f"{len(hosts)} hosts ({', '.join(hosts)}), one producer each"
+            "traffic",
+            f"Producing {spec.hours} hour(s) of tracking traffic "
+            f"({_clock(spec.start_ms)}-{_clock(spec.end_ms)} UTC) from {len(hosts)} hosts, one producer each",
         )
         registry = SchemaRegistryClient(stack.registry.url)
         producers: dict[str, Producer] = {}
@@ -390,7 +392,9 @@ class Demo:
         return expected
 
     def _load(self, spec: TrafficSpec, config_path: Path) -> bool:
-        self.step(f"Loading each completed hour into Parquet: {spec.hours} spark-submit runs, oldest first")
+        self.step(
+            "loads", f"Loading each completed hour into Parquet: {spec.hours} spark-submit runs, oldest first"
+        )
         self.say("  (what `lumber etl schedule --every 1h --delay 10m` does after downtime)")
         for index in range(spec.hours):
             until = spec.hour_start_ms(index) + HOUR_MS
@@ -401,7 +405,7 @@ class Demo:
         return True
 
     def _audit(self, spec: TrafficSpec, config_path: Path) -> bool:
-        self.step("Auditing: what the producers counted against what the loads committed")
+        self.step("audit", "Auditing: what the producers counted against what the loads committed")
         html = self.state_dir / "audit.html"
         args = [
             "audit",
@@ -424,7 +428,7 @@ class Demo:
         return False
 
     def _tree(self, warehouse: Path) -> None:
-        self.step("The warehouse: Parquet files by topic, event-time day and hour")
+        self.step("tree", "The warehouse: Parquet files by topic, event-time day and hour")
         self.say(f"  {self._shown(warehouse)}/")
         for line in warehouse_tree(warehouse):
             self.say(f"  {line}")
@@ -432,7 +436,7 @@ class Demo:
     def _query(
         self, warehouse: Path, spec: TrafficSpec, ids: Mapping[str, int], expected: Mapping[str, int]
     ) -> bool:
-        self.step("Querying the Parquet files as they are, with DuckDB")
+        self.step("query", "Querying the Parquet files as they are, with DuckDB")
         try:
             import duckdb  # noqa: PLC0415 - a dev dependency: `make demo` installs it
         except ImportError:
@@ -519,7 +523,11 @@ class Demo:
         self.say(f"  export LUMBER_CONFIG={state}/lumber.toml")
         width = max(len(command) for command, _ in lines[:-1])
         for command, what in lines:
-            self.say(f"  {command:<{width}}   # {what}")
+            if len(command) > width:
+                self.say(f"  # {what}:")
+                self.say(f"  {command}")
+            else:
+                self.say(f"  {command:<{width}}   # {what}")
         self.say(
             f"  the audit report: {state}/audit.html; logs: {state}/*/*.log, Spark's: {state}/etl/logs/, "
             f"this demo's: {state}/{LOG_FILE}"
@@ -560,7 +568,9 @@ def warehouse_tree(root: Path, max_depth: int = 6) -> list[str]:
             branch = "└── " if last else "├── "
             if child.is_dir():
                 inside = entries(child)
-                if inside and all(p.is_file() for p in inside):
+                if not inside:
+                    lines.append(f"{prefix}{branch}{child.name}/   (empty)")
+                elif all(p.is_file() for p in inside):
                     lines.append(f"{prefix}{branch}{child.name}/   {summary(inside)}")
                 elif depth >= max_depth:
                     lines.append(f"{prefix}{branch}{child.name}/   ...")

@@ -204,6 +204,7 @@ def submit_load(
         finally:
             finished.set()
             watcher.join(timeout=kill_timeout_s + 35)
+            process.stdout.close()
     elapsed = time.monotonic() - started
     record = RunRecord.from_json(result) if result is not None else None
     errors: tuple[str, ...] = ()

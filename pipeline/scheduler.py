@@ -432,7 +432,11 @@ class Scheduler:
             if until > due:
                 catching_up_to = None
                 if once:
-                    return ScheduleExit(EXIT_OK, f"nothing due: the next is {self._hour(until)}")
+                    reason = (
+                        f"caught up; the next is {self._hour(until)} at {_clock_text(until + self.delay_ms)}"
+                    )
+                    self.say(reason)
+                    return ScheduleExit(EXIT_OK, reason)
                 wake_ms = until + self.delay_ms
                 if announced_wait != until:
                     self.say(

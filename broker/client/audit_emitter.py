@@ -184,6 +184,8 @@ class AuditEmitter:
                 time.sleep(min(self._config.retry_backoff_ms / 1000, max(0.0, deadline - time.monotonic())))
         except TimeoutError as exc:
             log.warning("audit: closing ran out of time: %s", exc)
+        except Exception:  # the producer must close all the same; what is left is logged below
+            log.exception("audit: publishing the last counts failed")
         finally:
             left = self.pending
             if left:

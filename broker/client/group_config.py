@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from broker.client.errors import ClientConfigError
 from broker.client.settings import check_limits
 
 AssignmentStrategy = Literal["range", "roundrobin"]
@@ -81,3 +82,12 @@ class GroupConfig:
 
     def __post_init__(self) -> None:
         check_limits(self)
+        if "/" in self.member_id_prefix:
+            raise ClientConfigError(
+                f"GroupConfig.member_id_prefix must not contain '/': {self.member_id_prefix!r}"
+            )
+        if self.retry_backoff_max_ms < self.retry_backoff_ms:
+            raise ClientConfigError(
+                f"GroupConfig.retry_backoff_max_ms ({self.retry_backoff_max_ms}) must be at least "
+                f"retry_backoff_ms ({self.retry_backoff_ms})"
+            )

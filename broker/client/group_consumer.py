@@ -35,6 +35,8 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from types import TracebackType
 
+from kazoo.client import KazooClient
+
 from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.consumer_record import ConsumerRecord
@@ -247,13 +249,18 @@ class GroupConsumer:
             return found
 
     @property
+    def streams(self) -> list[MessageStream]:
+        """This member's streams (one, over every subscribed topic, after :meth:`subscribe`)."""
+        return list(self._streams)
+
+    @property
     def condition(self) -> threading.Condition:
         """The member's condition: the member changes what it fetches only while holding it, so holding it
         freezes :meth:`fetching` (for invariant checkers). Never hold it across a blocking call."""
         return self._cond
 
     @property
-    def zookeeper(self) -> object:
+    def zookeeper(self) -> KazooClient:
         """The member's kazoo client (its session is the member's)."""
         return self._member().client
 

@@ -626,6 +626,12 @@ class GroupMembership:
     def _apply(self) -> None:
         """Move to the latest generation: release first, then move between own streams, then claim."""
         target = self.target()
+        unknown = {tp: n for tp, n in target.items() if (tp.topic, n) not in self._streams}
+        if unknown:
+            log.error(
+                "group %s: generation gives this member streams it does not have: %s", self.group, unknown
+            )
+            target = {tp: n for tp, n in target.items() if tp not in unknown}
         release = [tp for tp in self._owned if tp not in target]
         if release:
             self._release(release)
@@ -734,15 +740,18 @@ class GroupMembership:
         ]
         got: list[TopicPartition] = []
         busy: list[TopicPartition] = []
+        freed: list[TopicPartition] = []
         for tp, result in creates:
             try:
                 result.get()
             except NodeExistsError:
                 busy.append(tp)
+            except NoNodeError:  # the topic's owners folder was deleted meanwhile: make it again
+                self._owner_parents.clear()
+                freed.append(tp)
             else:
                 got.append(tp)
         reads = [(tp, self._client.get_async(self._owner_path(tp), watch=self._owner_watch)) for tp in busy]
-        freed: list[TopicPartition] = []
         for tp, result in reads:
             try:
                 _, stat = result.get()

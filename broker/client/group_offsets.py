@@ -86,7 +86,6 @@ class GroupOffsets:
         self._client = client
         self.group = group
         zk_paths.group_path(group)  # validates the name
-        self._parents: set[str] = set()
 
     # ------------------------------------------------------------------------------------ reading
 
@@ -281,10 +280,7 @@ class GroupOffsets:
 
     def _ensure_parents(self, topics: Iterable[str]) -> None:
         for topic in topics:
-            path = zk_paths.group_offsets_path(self.group, topic)
-            if path not in self._parents:
-                self._client.ensure_path(path)
-                self._parents.add(path)
+            self._client.ensure_path(zk_paths.group_offsets_path(self.group, topic))
 
 
 def _children(client: KazooClient, path: str) -> list[str]:

@@ -19,8 +19,9 @@ so that the records in hand count as consumed, then commits and lets go.
 
 Concurrency: the member's condition (one per member) guards every field. The application's thread waits
 for data inside the Consumer without holding it, then hands records out under it; the member's
-coordination thread changes the partitions under it. A batch fetched before a change to its partition (a
-seek, a release) is recognised by the change counter and dropped, never handed out.
+coordination thread changes the partitions under it. A batch is taken only if it starts where the last one
+of its partition ended (or the Consumer moved by itself, an offset reset, with no change made meanwhile):
+a batch fetched before a change to its partition (a seek, a release) is dropped, never handed out.
 """
 
 from __future__ import annotations

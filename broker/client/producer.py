@@ -35,6 +35,10 @@ How it works:
   raise the error and its callbacks get it. With several requests in flight a retried batch may land after
   a later one (as in Kafka without idempotence). Nothing accepted is dropped silently: every record's
   future ends in an offset or an error.
+* **Audit** (paper section 4). With ``audit_interval_ms`` above 0, the records the brokers confirmed are
+  counted per topic and window of their timestamp (:mod:`broker.client.audit_counter`, fed by the
+  delivery path) and published to ``audit_topic`` every interval and on close
+  (:mod:`broker.client.audit_emitter`).
 
 Thread safety: every public method may be called from any thread. Delivery callbacks run in a connection's
 reader thread (or the sender thread): keep them short, and do not call ``flush()`` or ``close()`` in them.
@@ -163,9 +167,9 @@ class Producer:
         self._partitioner = StickyPartitioner()
         self._sticky_partitions = self._partitioner.current
         self._plain_record_bound = record_bound(0, 0, len(self._host_headers))
+        self._audit = AuditEmitter(self, config, host, clock_ms) if config.audit_interval_ms > 0 else None
         self._sender = threading.Thread(target=self._run_sender, name="lumber-producer-sender", daemon=True)
         self._sender.start()
-        self._audit = AuditEmitter(self, config, host, clock_ms) if config.audit_interval_ms > 0 else None
 
     # ----------------------------------------------------------------------------------------- sending
 

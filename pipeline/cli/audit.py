@@ -95,7 +95,9 @@ def register(subparsers: Any) -> None:
     verify = sub.add_parser(
         "verify",
         help="per topic and window: expected, loaded, missing, duplicate, late, malformed, status",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        description="Reconcile the producers' audit counts with the load's, per topic and window: "
+        "expected, loaded, missing, duplicate, late, malformed and a status (COMPLETE, INCOMPLETE, OPEN). "
+        "Exit code 3 when a window is INCOMPLETE.",
     )
     verify.add_argument(
         "--topic", action="append", default=[], help="topic to audit (repeatable; default: every topic seen)"

@@ -7,6 +7,7 @@ what was produced, 1 otherwise; the stack keeps running either way (``lumber dev
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
 import sys
@@ -55,6 +56,8 @@ def _demo(args: argparse.Namespace, config: LumberConfig) -> int:
     if not 1 <= args.brokers <= 16 or not 1 <= args.hours <= 24:
         print("lumber demo: --brokers must be 1-16 and --hours 1-24", file=sys.stderr)
         return 2
+    if not args.debug:  # the steps' own lines are the progress; the clients' INFO chatter is not
+        logging.getLogger().setLevel(logging.WARNING)
     options = DemoOptions(
         state_dir=args.state_dir,
         brokers=args.brokers,

@@ -182,7 +182,9 @@ def test_a_new_group_starts_at_smallest_or_largest(broker_cluster: Any) -> None:
         smallest.subscribe(TOPIC)
         largest.subscribe(TOPIC)
         wait_settled(broker_cluster, "from-end", TOPIC, 2, [largest], 15)
-        assert largest.poll(timeout_ms=300) == []
+        (stream,) = largest.streams
+        assert [stream.consumer.position(TopicPartition(TOPIC, p)) for p in range(2)] == [5, 5]  # reset done
+        assert largest.poll(timeout_ms=100) == []
         produce(broker_cluster, TOPIC, 2, 3, start=5)
         got = drive([smallest, largest], lambda g: len(g[0]) == 16 and len(g[1]) == 6)
         assert sorted(got[0]) == [(p, o) for p in range(2) for o in range(8)]
