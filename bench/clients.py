@@ -35,7 +35,6 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -60,7 +59,9 @@ TARGETS = {"produce, batch 1": 2.5, "produce, batch 50": 25.0, "consume": 20.0}
 
 def values(count: int) -> list[bytes]:
     """Distinct 200-byte values (log-line-like), reused round-robin."""
-    distinct = [(b"%08d GET /api/v1/items?id=%d 200 " % (i, i * 7919)).ljust(VALUE_BYTES, b"x") for i in range(1000)]
+    distinct = [
+        (b"%08d GET /api/v1/items?id=%d 200 " % (i, i * 7919)).ljust(VALUE_BYTES, b"x") for i in range(1000)
+    ]
     return [distinct[i % 1000] for i in range(count)]
 
 
@@ -195,9 +196,13 @@ def best(rates: list[float]) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--messages", type=int, default=1_000_000, help="messages per Lumber case")
-    parser.add_argument("--baseline-messages", type=int, default=200_000, help="messages per kafka-python case")
+    parser.add_argument(
+        "--baseline-messages", type=int, default=200_000, help="messages per kafka-python case"
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", metavar="CASE", help="run only CASE once (for py-spy) and exit")
     args = parser.parse_args(argv)
@@ -220,7 +225,10 @@ def main(argv: list[str] | None = None) -> int:
         ("consume, kafka-python", consume_kafka_python, True),
     ]
     rates: dict[str, list[float]] = {}
-    with tempfile.TemporaryDirectory(prefix="lumber-bench-") as folder, bench_cluster(Path(folder)) as cluster:
+    with (
+        tempfile.TemporaryDirectory(prefix="lumber-bench-") as folder,
+        bench_cluster(Path(folder)) as cluster,
+    ):
         servers = cluster.bootstrap_servers.split(",")
         round_number = 0
         source_topic = ""
@@ -232,7 +240,9 @@ def main(argv: list[str] | None = None) -> int:
                 cluster.create_topic(topic, 1)
                 elapsed = run(servers, topic, data)
                 rates.setdefault(name, []).append(len(data) / elapsed)
-                print(f"round {round_number + 1}: {name:<40s} {len(data) / elapsed:>12,.0f} msg/s", flush=True)
+                print(
+                    f"round {round_number + 1}: {name:<40s} {len(data) / elapsed:>12,.0f} msg/s", flush=True
+                )
                 if name == "produce, batch 50":
                     source_topic = topic
             if not source_topic:
@@ -259,10 +269,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<40s} {rate:>12,.0f} {rate / baseline:>15.2f} {rate / reference:>15.2f}")
     print()
     for name, target in TARGETS.items():
-        found = best(rates.get(name, [])) if name != "consume" else best(rates.get("consume, poll_values", []))
+        found = (
+            best(rates.get(name, [])) if name != "consume" else best(rates.get("consume, poll_values", []))
+        )
         reference = RABBITMQ_PRODUCE if name.startswith("produce") else RABBITMQ_CONSUME
-        print(f"issue 9 target {name}: >= {target:g}x RabbitMQ's {reference:,} msg/s = {target * reference:,.0f}; "
-              f"here {found:,.0f} ({found / reference:.1f}x)")
+        print(
+            f"issue 9 target {name}: >= {target:g}x RabbitMQ's {reference:,} msg/s "
+            f"= {target * reference:,.0f}; "
+            f"here {found:,.0f} ({found / reference:.1f}x)"
+        )
     return 0
 
 

@@ -105,7 +105,9 @@ def payloads(schema_id: int, count: int) -> list[bytes]:
 def produce(servers: list[str], schema_id: int, records: int, partitions: int) -> None:
     values = payloads(schema_id, DISTINCT)
     producer = Producer(
-        ProducerConfig(bootstrap_servers=servers, linger_ms=20, batch_size=1024 * 1024, acks="1", host_name="bench")
+        ProducerConfig(
+            bootstrap_servers=servers, linger_ms=20, batch_size=1024 * 1024, acks="1", host_name="bench"
+        )
     )
     chunk = 5000
     sent = 0
@@ -114,7 +116,11 @@ def produce(servers: list[str], schema_id: int, records: int, partitions: int) -
         while sent < records:
             count = min(chunk, records - sent)
             start = sent % DISTINCT
-            batch = (values[start:] + values)[:count] if start + count > DISTINCT else values[start : start + count]
+            batch = (
+                (values[start:] + values)[:count]
+                if start + count > DISTINCT
+                else values[start : start + count]
+            )
             ts = BASE_MS + sent * SPAN_MS // records
             producer.send_many(TOPIC, batch, partition=(sent // chunk) % partitions, timestamp_ms=ts)
             sent += count
@@ -192,7 +198,9 @@ def main() -> int:
         broker = cluster.add_broker()
         servers = [broker.address]
         cluster.create_topic(TOPIC, args.partitions)
-        schema_id = SchemaRegistryClient(registry.url).register(f"{TOPIC}-value", shipped_schema_text("page_view_v2"))
+        schema_id = SchemaRegistryClient(registry.url).register(
+            f"{TOPIC}-value", shipped_schema_text("page_view_v2")
+        )
         produce(servers, schema_id, args.records, args.partitions)
         with Consumer(ConsumerConfig(bootstrap_servers=servers)) as consumer:
             deadline = time.monotonic() + 60  # acks=1: wait until the broker has flushed (exposed) it all
@@ -214,7 +222,7 @@ def main() -> int:
         base_s = time.monotonic() - started
         assert base_rows == args.records, base_rows
 
-        from pyspark.sql import SparkSession
+        from pyspark.sql import SparkSession  # noqa: PLC0415 - started after the baseline, on purpose
 
         builder = (
             SparkSession.builder.master("local[2]")
@@ -252,7 +260,10 @@ def main() -> int:
         load_rate = args.records / load_s
         ratio = load_rate / base_rate
         print()
-        print(f"records: {args.records:,} in {args.partitions} partitions, {len(outcome.plan.tasks) if outcome.plan else 0} Spark tasks")
+        print(
+            f"records: {args.records:,} in {args.partitions} partitions, "
+            f"{len(outcome.plan.tasks) if outcome.plan else 0} Spark tasks"
+        )
         print(f"{'':<44} {'seconds':>9} {'records/s':>12}")
         print(f"{'baseline (1 process: fetch+decode+write)':<44} {base_s:>9.1f} {base_rate:>12,.0f}")
         print(f"{'load job (local[2]: plan..commit)':<44} {load_s:>9.1f} {load_rate:>12,.0f}")

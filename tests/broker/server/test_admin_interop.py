@@ -10,7 +10,7 @@ from tests.support.broker_cluster import BrokerCluster, wait_for
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
     from kafka.admin import KafkaAdminClient
     from kafka.admin import NewTopic as KafkaNewTopic
 
