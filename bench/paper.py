@@ -86,7 +86,7 @@ from bench.peers import (
     ActiveMQServer,
     PeerError,
     RabbitMQServer,
-    disk_bytes,
+    disk_bytes_by_kind,
     install_peers,
     package_version,
 )
@@ -136,6 +136,8 @@ class PhaseRun:
 
     messages: int
     seconds: float
+    #: when the client had handed every message over (the broker may still be catching up)
+    handed_s: float
     client_cpu_s: float
     server_cpu_s: float
     #: (seconds since the start, messages done so far), about 200 points
@@ -152,6 +154,8 @@ class SystemResult:
     produce: list[PhaseRun] = field(default_factory=list)
     consume: list[PhaseRun] = field(default_factory=list)
     disk_bytes_per_message: float | None = None
+    #: round 1's bytes on disk per message by kind of file
+    disk_by_kind: dict[str, float] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -216,13 +220,16 @@ def own_cpu_seconds() -> float:
     return times.user + times.system
 
 
-def settled_disk_bytes(path: Path) -> int:
-    """``disk_bytes(path)`` once two readings 0.25 s apart agree (stores write behind), bounded in time."""
+def disk_by_kind(path: Path) -> dict[str, int]:
+    """Bytes on disk below ``path`` per kind of file, once two readings 0.25 s apart agree (the stores
+    write behind), bounded in time; {} if ``path`` does not exist yet."""
+    if not path.exists():
+        return {}
     deadline = time.monotonic() + SETTLE_TIMEOUT_S
-    last = disk_bytes(path)
+    last = disk_bytes_by_kind(path)
     while time.monotonic() < deadline:
         time.sleep(0.25)
-        now = disk_bytes(path)
+        now = disk_bytes_by_kind(path)
         if now == last:
             return now
         last = now
@@ -282,7 +289,9 @@ class Target(Protocol):
 
     def consume(self, round_number: int, count: int, meter: Meter) -> PhaseRun: ...
 
-    def disk_bytes_written(self, round_number: int) -> int: ...
+    def data_dir(self, round_number: int) -> Path:
+        """The folder whose growth while producing round ``round_number`` is the messages' disk use."""
+        ...
 
     def close(self) -> None: ...
 
@@ -359,11 +368,12 @@ class LumberTarget:
                         done += len(batch)
                     meter.update(done)
             producer.flush()
+            handed = time.perf_counter() - meter.started
             wait_for(lambda: offsets.end_offsets([tp])[tp] >= n, f"Lumber to expose {n} messages of {topic}")
             seconds = time.perf_counter() - meter.started
             cpu1, server1 = own_cpu_seconds(), self._server_cpu()
         meter.update(n)
-        return PhaseRun(n, seconds, cpu1 - cpu0, server1 - server0, meter.samples)
+        return PhaseRun(n, seconds, handed, cpu1 - cpu0, server1 - server0, meter.samples)
 
     def consume(self, round_number: int, count: int, meter: Meter) -> PhaseRun:
         topic = self.topic(round_number)
@@ -398,10 +408,10 @@ class LumberTarget:
             raise RuntimeError(f"Lumber: consumed {seen} messages of {topic}, expected {count}")
         self.batch_sizes_seen.update(sizes)
         meter.update(seen)
-        return PhaseRun(count, seconds, cpu1 - cpu0, server1 - server0, meter.samples)
+        return PhaseRun(count, seconds, seconds, cpu1 - cpu0, server1 - server0, meter.samples)
 
-    def disk_bytes_written(self, round_number: int) -> int:
-        return settled_disk_bytes(self._broker.log_dir / f"{self.topic(round_number)}-0")
+    def data_dir(self, round_number: int) -> Path:
+        return self._broker.log_dir / f"{self.topic(round_number)}-0"
 
     def close(self) -> None:
         pass
@@ -441,8 +451,6 @@ class RabbitMQTarget:
         self._channel.queue_declare(QUEUE, durable=True)
         self._channel.queue_purge(QUEUE)
         self._properties = pika.BasicProperties(delivery_mode=2)  # persistent
-        self._disk_before: dict[int, int] = {}
-        self._disk_after: dict[int, int] = {}
 
     def _server_cpu(self) -> float:
         return cpu_seconds(self._server.beam_pid())
@@ -454,8 +462,6 @@ class RabbitMQTarget:
     def produce(self, round_number: int, values: list[bytes], meter: Meter) -> PhaseRun:
         if self._queued():
             self._channel.queue_purge(QUEUE)
-        if round_number == 1:
-            self._disk_before[round_number] = settled_disk_bytes(self._server.data_dir)
         n = len(values)
         step = meter.step
         chunks = [values[i : i + step] for i in range(0, n, step)]
@@ -469,12 +475,11 @@ class RabbitMQTarget:
                 publish("", QUEUE, value, properties)
             done += len(chunk)
             meter.update(done)
+        handed = time.perf_counter() - meter.started
         wait_for(lambda: self._queued() >= n, f"RabbitMQ's queue to hold {n} messages")
         seconds = time.perf_counter() - meter.started
         cpu1, server1 = own_cpu_seconds(), self._server_cpu()
-        if round_number == 1:
-            self._disk_after[round_number] = settled_disk_bytes(self._server.data_dir)
-        return PhaseRun(n, seconds, cpu1 - cpu0, server1 - server0, meter.samples)
+        return PhaseRun(n, seconds, handed, cpu1 - cpu0, server1 - server0, meter.samples)
 
     def consume(self, round_number: int, count: int, meter: Meter) -> PhaseRun:
         received = [0]
@@ -503,10 +508,10 @@ class RabbitMQTarget:
         if received[0] != count:
             raise RuntimeError(f"RabbitMQ: consumed {received[0]} messages, expected {count}")
         meter.update(count)
-        return PhaseRun(count, seconds, cpu1 - cpu0, server1 - server0, meter.samples)
+        return PhaseRun(count, seconds, seconds, cpu1 - cpu0, server1 - server0, meter.samples)
 
-    def disk_bytes_written(self, round_number: int) -> int:
-        return self._disk_after[round_number] - self._disk_before[round_number]
+    def data_dir(self, round_number: int) -> Path:
+        return self._server.data_dir
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -556,8 +561,6 @@ class ActiveMQTarget:
         self._server = server
         self._listener = _StompCounter()
         self._connection = stomp_connection(server.port, self._listener)
-        self._disk_before: dict[int, int] = {}
-        self._disk_after: dict[int, int] = {}
         self._subscriptions = 0
 
     def _server_cpu(self) -> float:
@@ -575,8 +578,6 @@ class ActiveMQTarget:
             listener.changed.clear()
 
     def produce(self, round_number: int, values: list[bytes], meter: Meter) -> PhaseRun:
-        if round_number == 1:
-            self._disk_before[round_number] = settled_disk_bytes(self._server.data_dir)
         n = len(values)
         step = meter.step
         chunks = [values[i : i + step] for i in range(0, n, step)]
@@ -595,13 +596,12 @@ class ActiveMQTarget:
             send(DESTINATION, value, headers=headers)
         receipt = f"produced-{round_number}"
         send(DESTINATION, last[-1], headers={"persistent": "true", "receipt": receipt})
+        handed = time.perf_counter() - meter.started
         self._receipt(receipt)  # frames are handled in order: every message before it is in the store
         seconds = time.perf_counter() - meter.started
         cpu1, server1 = own_cpu_seconds(), self._server_cpu()
-        if round_number == 1:
-            self._disk_after[round_number] = settled_disk_bytes(self._server.data_dir)
         meter.update(n)
-        return PhaseRun(n, seconds, cpu1 - cpu0, server1 - server0, meter.samples)
+        return PhaseRun(n, seconds, handed, cpu1 - cpu0, server1 - server0, meter.samples)
 
     def consume(self, round_number: int, count: int, meter: Meter) -> PhaseRun:
         listener = self._listener
@@ -629,10 +629,10 @@ class ActiveMQTarget:
         self._connection.unsubscribe(id=subscription)
         if listener.count != count:
             raise RuntimeError(f"ActiveMQ: consumed {listener.count} messages, expected {count}")
-        return PhaseRun(count, seconds, cpu1 - cpu0, server1 - server0, meter.samples)
+        return PhaseRun(count, seconds, seconds, cpu1 - cpu0, server1 - server0, meter.samples)
 
-    def disk_bytes_written(self, round_number: int) -> int:
-        return self._disk_after[round_number] - self._disk_before[round_number]
+    def data_dir(self, round_number: int) -> Path:
+        return self._server.data_dir
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

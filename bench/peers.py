@@ -100,6 +100,18 @@ def disk_bytes(path: Path) -> int:
     return total
 
 
+def disk_bytes_by_kind(path: Path) -> dict[str, int]:
+    """:func:`disk_bytes` per kind of file (its suffix, e.g. ``.log``, ``.index``, ``.idx``, ``.rdq``)."""
+    kinds: dict[str, int] = {}
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(FileNotFoundError):
+                size = (Path(root) / name).lstat().st_blocks * 512
+                kind = Path(name).suffix or name
+                kinds[kind] = kinds.get(kind, 0) + size
+    return kinds
+
+
 def _listening(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.5)

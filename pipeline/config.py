@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 from broker.client.consumer_config import ConsumerConfig
+from broker.client.group_config import GroupConfig
 from broker.client.producer_config import ProducerConfig
 from broker.config import BrokerConfig, LogConfig
 from pipeline.audit_config import AuditConfig
@@ -100,6 +101,7 @@ class LumberConfig:
     registry: RegistryConfig = field(default_factory=RegistryConfig)
     producer: ProducerConfig = field(default_factory=ProducerConfig)
     consumer: ConsumerConfig = field(default_factory=ConsumerConfig)
+    group: GroupConfig = field(default_factory=GroupConfig)
     load: LoadConfig = field(default_factory=LoadConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
     source: str = field(default="<defaults>", compare=False, metadata={"internal": True})
