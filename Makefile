@@ -11,11 +11,12 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: help java venv demo test lint typecheck pytest clean
+.PHONY: help java venv demo test bench lint typecheck pytest clean
 
 help:
 	@echo "make demo   - start a local stack (.lumber-demo/) and run the hourly pipeline end to end"
 	@echo "make test   - ruff, mypy and the whole test suite (real ZooKeeper, brokers and Spark)"
+	@echo "make bench  - the paper's Section 5 experiment: Lumber vs RabbitMQ and ActiveMQ (a few minutes)"
 
 # Spark and ZooKeeper need Java 17 or newer; say so before installing anything.
 java:
@@ -37,6 +38,13 @@ venv: java $(STAMP)
 # DEMO_ARGS e.g. --hours 4, --state-dir /tmp/demo (see .venv/bin/lumber demo --help).
 demo: venv
 	$(VENV)/bin/lumber demo $(DEMO_ARGS)
+
+# The paper's Section 5 experiment (bench/paper.py; results in BENCHMARKS.md). Its setup step installs
+# the peers, Debian's rabbitmq-server and activemq, when they are missing (apt-get: needs root).
+# BENCH_ARGS e.g. --quick (a smoke run), --messages 500000, --rounds 5.
+bench: venv
+	$(PY) bench/paper.py --setup
+	$(PY) bench/paper.py $(BENCH_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .

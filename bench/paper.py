@@ -15,16 +15,21 @@ Every client is a Python client in this process tree: Lumber's own, ``pika`` (AM
 The paper's settings, for every system:
 
 * **Persistence with asynchronous flushing.** Lumber: the paper's flush policy, every M = 10,000 messages or
-  S = 1 s (``[log] flush_messages`` / ``flush_ms``), and messages exposed to consumers only once flushed
-  (``expose = "flushed"``). RabbitMQ: a durable classic queue, persistent messages (``delivery_mode=2``), no
-  publisher confirms. ActiveMQ: KahaDB, persistent messages, journal synced once a second.
+  S = 1 s (``[log] flush_messages`` / ``flush_ms``), on two brokers: one exposes messages to consumers only
+  once flushed (``expose = "flushed"``, the paper's semantics), the other once appended. RabbitMQ: a
+  durable classic queue, persistent messages (``delivery_mode=2``), no publisher confirms. ActiveMQ:
+  KahaDB, persistent messages, journal synced once a second.
 * **Producer.** One producer publishes N messages of 200 bytes. Lumber's producer does not wait for
   acknowledgements (``acks=0``, as the paper's) and sends exactly 1 or 50 messages per Produce request
   (``batch_size`` sized to hold exactly that many records; batch 50 hands them over with ``send_many``).
   The peers publish one message per call (no batching, as in the paper). The clock stops when the broker
-  has them all: Lumber's log end offset (ListOffsets, which with ``expose = "flushed"`` means *flushed*)
-  reaches N; RabbitMQ's queue holds N messages (passive ``queue.declare``); ActiveMQ answers the receipt
-  requested with the last message.
+  holds them all, ready for consumers: RabbitMQ's queue holds N messages (passive ``queue.declare``);
+  ActiveMQ answers the receipt requested with the last message; Lumber's log end offset (ListOffsets)
+  reaches N. The peers count a message before it is on disk, so Lumber's throughput phases run on a broker
+  with ``expose = "appended"`` and the same asynchronous M / S flush policy: with ``expose = "flushed"``
+  the last partial block of M messages of a finite run would wait S = 1 s for its flush before ListOffsets
+  shows it, which is most of a batch-50 run of 200,000 messages. What exposing only flushed messages costs
+  is in the latency rows.
 * **Consumer.** One consumer reads all N with a prefetch of about 1000 messages / 200 KB: Lumber's consumer
   with ``max_partition_fetch_bytes`` = ``max_prefetch_bytes`` = 200 KiB (``poll_values``, CRC-checked);
   RabbitMQ ``basic.qos(prefetch_count=1000)`` with automatic acknowledgement (the paper's mode; RabbitMQ
@@ -108,7 +113,13 @@ LUMBER_FLUSH_MS = 1000  # the paper's S
 PHASE_TIMEOUT_S = 600.0
 SETTLE_TIMEOUT_S = 15.0
 LATENCY_GRACE_S = 10.0
+#: traffic that keeps flowing after the measured window at the same rate (longer than Lumber's S = 1 s,
+#: so that no message of the window waits for a flush that only a finite run's end would delay)
+LATENCY_TAIL_S = 1.5
 MAX_BEHIND_S = 1.0
+SUSTAINED_FRACTION = 0.95
+#: latency growing more than this from the window's first fifth to its last: the consumer falls behind
+MAX_LATENCY_GROWTH_MS = 500.0
 MB = 1_000_000
 MIB = 1024 * 1024
 
@@ -140,7 +151,8 @@ class PhaseRun:
     handed_s: float
     client_cpu_s: float
     server_cpu_s: float
-    #: (seconds since the start, messages done so far), about 200 points
+    #: (seconds since the start, messages done so far): producing, what the broker holds (sampled by a
+    #: probe every 50 ms); consuming, what the consumer received
     samples: list[tuple[float, int]]
 
     @property
@@ -170,6 +182,8 @@ class LatencyResult:
     p50_ms: float | None = None
     p99_ms: float | None = None
     max_ms: float | None = None
+    #: median latency of the window's last fifth minus that of its first fifth (by send time)
+    growth_ms: float | None = None
     sustained: bool = False
     verdict: str = ""
 
@@ -280,6 +294,45 @@ class Meter:
         self._progress.remove_task(self._task)
 
 
+class BrokerProbe:
+    """Samples how far a broker has got, every 50 ms in a thread of its own, while a producer runs: the
+    producer's own count shows only what it handed to its socket, which says little for a producer that
+    does not wait for acknowledgements. ``read`` returns progress in any unit that grows linearly with the
+    messages the broker holds (queue depth, bytes written); :meth:`samples` scales the readings so that the
+    last one, taken when the phase ended, is all ``messages``."""
+
+    def __init__(self, read: Callable[[], float]) -> None:
+        self._read = read
+        self._readings: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._started = 0.0
+        self._thread = threading.Thread(target=self._run, name="broker-probe", daemon=True)
+
+    def start(self, started: float) -> None:
+        self._started = started
+        self._thread.start()
+
+    def _run(self) -> None:
+        baseline = self._read()
+        while not self._stop.wait(0.05):
+            self._readings.append((time.perf_counter() - self._started, self._read() - baseline))
+        self._readings.append((time.perf_counter() - self._started, self._read() - baseline))
+
+    def samples(self, messages: int, seconds: float) -> list[tuple[float, int]]:
+        self._stop.set()
+        self._thread.join(10)
+        final = self._readings[-1][1] if self._readings else 0.0
+        points = [(0.0, 0)]
+        if final > 0:
+            points += [
+                (t, min(messages, max(0, round(units / final * messages))))
+                for t, units in self._readings
+                if t < seconds
+            ]
+        points.append((seconds, messages))
+        return points
+
+
 class Target(Protocol):
     """One system under test, as the rounds drive it."""
 
@@ -311,12 +364,12 @@ def exact_batch_size(records: int) -> int:
 
 
 class LumberTarget:
-    def __init__(self, name: str, cluster: Any, batch: int) -> None:
+    def __init__(self, name: str, cluster: Any, batch: int, broker_id: int) -> None:
         self.name = name
         self.batch = batch
         self._cluster = cluster
-        self._servers = cluster.bootstrap_servers.split(",")[:1]
-        self._broker = cluster.brokers[0]
+        self._broker = cluster.brokers[broker_id]
+        self._servers = [self._broker.address]
         self.batch_sizes_seen: Counter[int] = Counter()
 
     def topic(self, round_number: int) -> str:
@@ -339,7 +392,8 @@ class LumberTarget:
         step = meter.step
         with (
             Producer(config) as producer,
-            Consumer(ConsumerConfig(bootstrap_servers=self._servers), partitions=[tp]) as offsets,
+            # no assignment: it only asks for end offsets (an assigned consumer would also prefetch)
+            Consumer(ConsumerConfig(bootstrap_servers=self._servers)) as offsets,
         ):
             producer.partitions_for(topic)
             offsets.end_offsets([tp])
@@ -350,8 +404,11 @@ class LumberTarget:
                     [values[j : j + self.batch] for j in range(i, min(n, i + step), self.batch)]
                     for i in range(0, n, step)
                 ]
+            folder = self.data_dir(round_number)
+            probe = BrokerProbe(lambda: float(sum(f.stat().st_size for f in folder.glob("*.log"))))
             cpu0, server0 = own_cpu_seconds(), self._server_cpu()
             meter.start()
+            probe.start(meter.started)
             done = 0
             if self.batch == 1:
                 send = producer.send
@@ -373,7 +430,7 @@ class LumberTarget:
             seconds = time.perf_counter() - meter.started
             cpu1, server1 = own_cpu_seconds(), self._server_cpu()
         meter.update(n)
-        return PhaseRun(n, seconds, handed, cpu1 - cpu0, server1 - server0, meter.samples)
+        return PhaseRun(n, seconds, handed, cpu1 - cpu0, server1 - server0, probe.samples(n, seconds))
 
     def consume(self, round_number: int, count: int, meter: Meter) -> PhaseRun:
         topic = self.topic(round_number)
@@ -451,6 +508,9 @@ class RabbitMQTarget:
         self._channel.queue_declare(QUEUE, durable=True)
         self._channel.queue_purge(QUEUE)
         self._properties = pika.BasicProperties(delivery_mode=2)  # persistent
+        # the probe's own connection: pika connections are not shared between threads
+        self._probe_connection = rabbitmq_connection(server.port)
+        self._probe_channel = self._probe_connection.channel()
 
     def _server_cpu(self) -> float:
         return cpu_seconds(self._server.beam_pid())
@@ -467,8 +527,13 @@ class RabbitMQTarget:
         chunks = [values[i : i + step] for i in range(0, n, step)]
         publish = self._channel.basic_publish
         properties = self._properties
+        probe_channel = self._probe_channel
+        probe = BrokerProbe(
+            lambda: float(probe_channel.queue_declare(QUEUE, durable=True, passive=True).method.message_count)
+        )
         cpu0, server0 = own_cpu_seconds(), self._server_cpu()
         meter.start()
+        probe.start(meter.started)
         done = 0
         for chunk in chunks:
             for value in chunk:
@@ -479,7 +544,7 @@ class RabbitMQTarget:
         wait_for(lambda: self._queued() >= n, f"RabbitMQ's queue to hold {n} messages")
         seconds = time.perf_counter() - meter.started
         cpu1, server1 = own_cpu_seconds(), self._server_cpu()
-        return PhaseRun(n, seconds, handed, cpu1 - cpu0, server1 - server0, meter.samples)
+        return PhaseRun(n, seconds, handed, cpu1 - cpu0, server1 - server0, probe.samples(n, seconds))
 
     def consume(self, round_number: int, count: int, meter: Meter) -> PhaseRun:
         received = [0]
@@ -514,8 +579,9 @@ class RabbitMQTarget:
         return self._server.data_dir
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self._connection.close()
+        for connection in (self._connection, self._probe_connection):
+            with contextlib.suppress(Exception):
+                connection.close()
 
 
 # ------------------------------------------------------------------------------------------ ActiveMQ
@@ -583,8 +649,11 @@ class ActiveMQTarget:
         chunks = [values[i : i + step] for i in range(0, n, step)]
         send = self._connection.send
         headers = {"persistent": "true"}
+        folder = self._server.data_dir
+        probe = BrokerProbe(lambda: float(sum(f.stat().st_blocks for f in folder.glob("db-*.log"))))
         cpu0, server0 = own_cpu_seconds(), self._server_cpu()
         meter.start()
+        probe.start(meter.started)
         done = 0
         for chunk in chunks[:-1]:
             for value in chunk:
@@ -601,7 +670,7 @@ class ActiveMQTarget:
         seconds = time.perf_counter() - meter.started
         cpu1, server1 = own_cpu_seconds(), self._server_cpu()
         meter.update(n)
-        return PhaseRun(n, seconds, handed, cpu1 - cpu0, server1 - server0, meter.samples)
+        return PhaseRun(n, seconds, handed, cpu1 - cpu0, server1 - server0, probe.samples(n, seconds))
 
     def consume(self, round_number: int, count: int, meter: Meter) -> PhaseRun:
         listener = self._listener
@@ -643,28 +712,34 @@ class ActiveMQTarget:
 
 
 def latency_consumer(
-    kind: str, address: dict[str, Any], expected: int, timeout_s: float, ready: Any, results: Connection
+    kind: str, address: dict[str, Any], expected: int, stop: Any, ready: Any, results: Connection
 ) -> None:
-    """Child process: receive ``expected`` stamped messages (or until ``timeout_s``) and send back the
-    latencies in ns (receive time minus the stamp)."""
+    """Child process: receive stamped messages until ``expected`` arrived or ``stop`` is set (or an hour
+    passed), then send back (stamp, latency) pairs in ns, flattened (latency: receive time minus stamp)."""
     latencies = array("q")
-    now_ns = time.monotonic_ns
     try:
         if kind == "lumber":
-            _latency_lumber(address, expected, timeout_s, ready, latencies)
+            _latency_lumber(address, expected, stop, ready, latencies)
         elif kind == "rabbitmq":
-            _latency_rabbitmq(address, expected, timeout_s, ready, latencies)
+            _latency_rabbitmq(address, expected, stop, ready, latencies)
         else:
-            _latency_activemq(address, expected, timeout_s, ready, latencies)
+            _latency_activemq(address, expected, stop, ready, latencies)
         results.send(("ok", latencies.tobytes()))
     except Exception as exc:
         ready.set()
-        results.send(("error", f"{type(exc).__name__}: {exc}", now_ns()))
+        results.send(("error", f"{type(exc).__name__}: {exc}"))
 
 
-def _latency_lumber(
-    address: dict[str, Any], expected: int, timeout_s: float, ready: Any, out: array[int]
-) -> None:
+def _receiving(out: array[int], expected: int, stop: Any) -> Callable[[], bool]:
+    deadline = time.monotonic() + 3600
+
+    def more() -> bool:
+        return len(out) < 2 * expected and not stop.is_set() and time.monotonic() < deadline
+
+    return more
+
+
+def _latency_lumber(address: dict[str, Any], expected: int, stop: Any, ready: Any, out: array[int]) -> None:
     tp = TopicPartition(address["topic"], 0)
     config = ConsumerConfig(
         bootstrap_servers=[address["server"]],
@@ -676,18 +751,19 @@ def _latency_lumber(
         consumer.seek(tp, 0)
         consumer.end_offsets([tp])
         ready.set()
-        deadline = time.monotonic() + timeout_s
         now_ns = time.monotonic_ns
-        while len(out) < expected and time.monotonic() < deadline:
+        more = _receiving(out, expected, stop)
+        while more():
             chunks = consumer.poll_values(timeout_ms=100)
             now = now_ns()
             for chunk in chunks:
-                out.extend(now - int(value[:16], 16) for value in chunk.values)  # type: ignore[index]
+                for value in chunk.values:
+                    stamp = int(value[:16], 16)  # type: ignore[index]
+                    out.append(stamp)
+                    out.append(now - stamp)
 
 
-def _latency_rabbitmq(
-    address: dict[str, Any], expected: int, timeout_s: float, ready: Any, out: array[int]
-) -> None:
+def _latency_rabbitmq(address: dict[str, Any], expected: int, stop: Any, ready: Any, out: array[int]) -> None:
     connection = rabbitmq_connection(address["port"])
     try:
         channel = connection.channel()
@@ -695,13 +771,15 @@ def _latency_rabbitmq(
         now_ns = time.monotonic_ns
 
         def on_message(_channel: Any, _method: Any, _properties: Any, body: bytes) -> None:
-            out.append(now_ns() - int(body[:16], 16))
+            stamp = int(body[:16], 16)
+            out.append(stamp)
+            out.append(now_ns() - stamp)
 
         channel.basic_consume(LATENCY_QUEUE, on_message, auto_ack=True)
         ready.set()
-        deadline = time.monotonic() + timeout_s
-        while len(out) < expected and time.monotonic() < deadline:
-            connection.process_data_events(time_limit=0.1)
+        more = _receiving(out, expected, stop)
+        while more():
+            connection.process_data_events(time_limit=0.05)
     finally:
         connection.close()
 
@@ -712,12 +790,12 @@ class _StompLatency:
         self.now_ns = time.monotonic_ns
 
     def on_message(self, frame: Any) -> None:
-        self.out.append(self.now_ns() - int(frame.body[:16], 16))
+        stamp = int(frame.body[:16], 16)
+        self.out.append(stamp)
+        self.out.append(self.now_ns() - stamp)
 
 
-def _latency_activemq(
-    address: dict[str, Any], expected: int, timeout_s: float, ready: Any, out: array[int]
-) -> None:
+def _latency_activemq(address: dict[str, Any], expected: int, stop: Any, ready: Any, out: array[int]) -> None:
     connection = stomp_connection(address["port"], _StompLatency(out))
     try:
         connection.subscribe(
@@ -726,10 +804,10 @@ def _latency_activemq(
             ack="auto",
             headers={"activemq.prefetchSize": str(PREFETCH_MESSAGES)},
         )
-        time.sleep(0.5)  # SUBSCRIBE has no answer: give the broker time to register it
+        time.sleep(0.5)  # let the broker register the subscription before the producer starts
         ready.set()
-        deadline = time.monotonic() + timeout_s
-        while len(out) < expected and time.monotonic() < deadline:
+        more = _receiving(out, expected, stop)
+        while more():
             time.sleep(0.01)
     finally:
         connection.disconnect()
@@ -747,8 +825,10 @@ class LatencySetup:
     max_chunk: int
 
 
-def paced_send(setup: LatencySetup, rate: int, total: int) -> tuple[int, float, bool]:
-    """Send ``total`` stamped messages at ``rate`` msg/s; returns (sent, seconds, fell_behind)."""
+def paced_send(setup: LatencySetup, rate: int, total: int) -> tuple[int, int, float, bool]:
+    """Send ``total`` stamped messages at ``rate`` msg/s, each stamped with its scheduled time (so that a
+    producer falling behind shows as latency); returns (schedule start in ns, sent, seconds until the last
+    hand-over, whether it fell more than ``MAX_BEHIND_S`` behind and stopped)."""
     interval_ns = 1e9 / rate
     start_ns = time.monotonic_ns() + 20_000_000
     now_ns = time.monotonic_ns
@@ -762,40 +842,43 @@ def paced_send(setup: LatencySetup, rate: int, total: int) -> tuple[int, float, 
             time.sleep(max(0.0, (start_ns + sent * interval_ns - now) / 1e9))
             continue
         if now - (start_ns + sent * interval_ns) > MAX_BEHIND_S * 1e9:
-            return sent, (now - start_ns) / 1e9, True
+            return start_ns, sent, (now - start_ns) / 1e9, True
         n = min(due - sent, max_chunk)
         send([stamped(int(start_ns + (sent + k) * interval_ns)) for k in range(n)])
         sent += n
+    elapsed = (now_ns() - start_ns) / 1e9
     setup.finish()
-    return sent, (now_ns() - start_ns) / 1e9, False
+    return start_ns, sent, elapsed, False
 
 
 def run_latency(setup: LatencySetup, rate: int, seconds: float) -> LatencyResult:
+    """``seconds`` of measured traffic at ``rate`` plus ``LATENCY_TAIL_S`` of unmeasured traffic after it;
+    the latencies are those of the messages scheduled inside the window."""
     import numpy as np  # noqa: PLC0415
 
     result = LatencyResult(setup.system, rate)
-    total = int(rate * seconds)
+    measured = int(rate * seconds)
+    total = measured + int(rate * LATENCY_TAIL_S)
     context = multiprocessing.get_context("spawn")
-    ready = context.Event()
+    ready, stop = context.Event(), context.Event()
     receiver, sender = context.Pipe(duplex=False)
     child = context.Process(
-        target=latency_consumer,
-        args=(setup.kind, setup.address, total, seconds + 60 + LATENCY_GRACE_S, ready, sender),
-        daemon=True,
+        target=latency_consumer, args=(setup.kind, setup.address, total, stop, ready, sender), daemon=True
     )
     child.start()
     try:
         if not ready.wait(60):
             raise TimeoutError(f"{setup.system}: the latency consumer did not start within 60 s")
-        sent, elapsed, behind = paced_send(setup, rate, total)
-        result.sent = sent
+        start_ns, sent, elapsed, behind = paced_send(setup, rate, total)
+        result.sent = min(sent, measured)
         result.achieved_rate = sent / elapsed if elapsed > 0 else 0.0
-        if not receiver.poll(LATENCY_GRACE_S if not behind else 2.0):
-            child.terminate()  # our own child: it stops early only when the messages do not come
-            if not receiver.poll(5):
-                raise TimeoutError(f"{setup.system}: no result from the latency consumer")
+        if not receiver.poll(2.0 if behind else LATENCY_GRACE_S):
+            stop.set()  # whatever has not arrived by now counts as not delivered in time
+        if not receiver.poll(30):
+            raise TimeoutError(f"{setup.system}: no result from the latency consumer")
         answer = receiver.recv()
     finally:
+        stop.set()
         child.join(10)
         if child.is_alive():
             child.kill()
@@ -803,24 +886,38 @@ def run_latency(setup: LatencySetup, rate: int, seconds: float) -> LatencyResult
         receiver.close()
         sender.close()
     if answer[0] != "ok":
-        raise RuntimeError(f"{setup.system}: latency consumer failed: {answer[1]}")
-    latencies = np.frombuffer(answer[1], dtype=np.int64)
+        raise RuntimeError(f"{setup.system}: the latency consumer failed: {answer[1]}")
+    pairs = np.frombuffer(answer[1], dtype=np.int64).reshape(-1, 2)
+    window_end_ns = start_ns + int(measured * 1e9 / rate)
+    window = pairs[pairs[:, 0] < window_end_ns]
+    latencies = window[np.argsort(window[:, 0], kind="stable"), 1]
     result.received = len(latencies)
     if len(latencies):
         result.p50_ms = float(np.percentile(latencies, 50)) / 1e6
         result.p99_ms = float(np.percentile(latencies, 99)) / 1e6
         result.max_ms = float(latencies.max()) / 1e6
-    result.sustained = not behind and result.received == total
+        fifth = max(1, len(latencies) // 5)
+        result.growth_ms = float(np.median(latencies[-fifth:]) - np.median(latencies[:fifth])) / 1e6
+    kept_up = result.achieved_rate >= SUSTAINED_FRACTION * rate
+    steady = result.growth_ms is not None and result.growth_ms <= MAX_LATENCY_GROWTH_MS
+    result.sustained = not behind and kept_up and steady and result.received == measured
     if behind:
         result.verdict = (
-            f"not sustained: the producer fell {MAX_BEHIND_S:.0f} s behind after {sent:,} messages"
+            f"not sustained: the producer fell {MAX_BEHIND_S:.0f} s behind schedule after {sent:,} messages"
         )
-    elif result.received < total:
+    elif result.received < measured:
         result.verdict = (
-            f"not sustained: {result.received:,} of {total:,} received within {LATENCY_GRACE_S:.0f} s"
+            f"not sustained: {result.received:,} of {measured:,} received within {LATENCY_GRACE_S:.0f} s"
+        )
+    elif not kept_up:
+        result.verdict = f"not sustained: the producer reached {result.achieved_rate / rate:.0%} of the rate"
+    elif not steady:
+        result.verdict = (
+            f"not sustained: latency grew by {result.growth_ms:,.0f} ms over the window "
+            "(the consumer falls behind)"
         )
     else:
-        result.verdict = "sustained"
+        result.verdict = f"sustained ({measured:,} messages measured)"
     return result
 
 
@@ -931,23 +1028,21 @@ def run_rounds(
 ) -> None:
     values = make_values(args.messages)
     for round_number in range(1, args.rounds + 1):
+        produced: set[str] = set()
         for phase in ("produce", "consume"):
             for target in targets:
+                if phase == "consume" and target.name not in produced:
+                    continue  # its produce failed: nothing to consume
                 result = report.systems[target.name]
                 meter = Meter(
                     progress, f"round {round_number}/{args.rounds} {target.name:<16} {phase}", args.messages
                 )
                 try:
                     if phase == "produce":
-                        run = target.produce(round_number, values, meter)
+                        run = produce_and_measure_disk(target, round_number, values, meter, result)
                         result.produce.append(run)
-                        if round_number == 1:
-                            result.disk_bytes_per_message = (
-                                target.disk_bytes_written(round_number) / args.messages
-                            )
+                        produced.add(target.name)
                     else:
-                        if len(result.produce) < round_number:
-                            continue  # its produce failed: nothing to consume
                         run = target.consume(round_number, args.messages, meter)
                         result.consume.append(run)
                 except Exception as exc:
@@ -959,27 +1054,41 @@ def run_rounds(
                     meter.close()
                 console.print(
                     f"round {round_number}/{args.rounds}  {target.name:<16} {phase:<8} "
-                    f"{run.rate:>10,.0f} msg/s  ({run.seconds:.2f} s; CPU client {run.client_cpu_s:.2f} s, "
-                    f"server {run.server_cpu_s:.2f} s)"
+                    f"{run.rate:>10,.0f} msg/s  ({run.seconds:.2f} s, handed over {run.handed_s:.2f} s; "
+                    f"CPU client {run.client_cpu_s:.2f} s, server {run.server_cpu_s:.2f} s)"
                 )
+
+
+def produce_and_measure_disk(
+    target: Target, round_number: int, values: list[bytes], meter: Meter, result: SystemResult
+) -> PhaseRun:
+    """Produce; in round 1 also record the growth of the target's data folder per message (by kind)."""
+    if round_number != 1:
+        return target.produce(round_number, values, meter)
+    folder = target.data_dir(round_number)
+    before = disk_by_kind(folder)
+    run = target.produce(round_number, values, meter)
+    after = disk_by_kind(folder)
+    result.disk_by_kind = {
+        kind: (after.get(kind, 0) - before.get(kind, 0)) / len(values)
+        for kind in sorted(set(before) | set(after))
+        if after.get(kind, 0) != before.get(kind, 0)
+    }
+    result.disk_bytes_per_message = sum(result.disk_by_kind.values())
+    return run
 
 
 def run_latencies(
     setups: dict[str, Callable[[int], LatencySetup]],
-    capacity: dict[str, float],
     args: argparse.Namespace,
     report: Report,
     progress: Progress,
     console: Console,
 ) -> None:
+    """Every configuration at every rate; whether it keeps up is measured, not assumed."""
     for rate in args.rates:
         for system, make in setups.items():
             result = LatencyResult(system, rate)
-            if capacity.get(system, 0.0) < rate:
-                result.verdict = f"not run: produces at most {capacity.get(system, 0.0):,.0f} msg/s here"
-                report.latency.append(result)
-                console.print(f"latency {rate:>7,} msg/s  {system:<44} {result.verdict}")
-                continue
             task = progress.add_task(f"latency {rate:,} msg/s {system}", total=None, rate="")
             setup: LatencySetup | None = None
             try:
@@ -1000,18 +1109,6 @@ def run_latencies(
                 else ""
             )
             console.print(f"latency {rate:>7,} msg/s  {system:<44} {figures}  {result.verdict}")
-
-
-def capacity_for_latency(report: Report) -> dict[str, float]:
-    """The produce throughput each latency configuration can at best sustain (median, this run)."""
-    b50 = (
-        median([r.rate for r in report.systems[LUMBER_B50].produce]) if LUMBER_B50 in report.systems else 0.0
-    )
-    capacity = {LUMBER_LAT_FLUSHED: b50, LUMBER_LAT_APPENDED: b50}
-    for name in (RABBITMQ, ACTIVEMQ):
-        if name in report.systems:
-            capacity[name] = median([r.rate for r in report.systems[name].produce])
-    return capacity
 
 
 # ------------------------------------------------------------------------------------------- output
@@ -1095,7 +1192,13 @@ def markdown(report: Report) -> str:
             f"| {lat.system} | {lat.rate:,} | {lat.achieved_rate:,.0f} | {_ms(lat.p50_ms)} "
             f"| {_ms(lat.p99_ms)} | {_ms(lat.max_ms)} | {lat.verdict} |"
         )
-    lines += ["", *limit_lines(report)]
+    lines += ["", *limit_lines(report), ""]
+    for result in report.systems.values():
+        if result.disk_by_kind:
+            kinds = ", ".join(f"`{kind}` {size:,.1f}" for kind, size in result.disk_by_kind.items())
+            lines.append(f"- {result.name}, bytes on disk per message by file kind: {kinds}")
+        lines.extend(f"- {result.name}: {note}" for note in result.notes)
+        lines.extend(f"- {result.name} FAILED {failure}" for failure in result.failures)
     return "\n".join(lines)
 
 
@@ -1172,13 +1275,36 @@ def print_tables(report: Report, console: Console) -> None:
             "yes" if overhead <= TARGET_OVERHEAD_BYTES else "no",
         )
     console.print(ratios)
-    console.print()
-    console.print(markdown(report), markup=False, highlight=False)
-    for result in report.systems.values():
-        for failure in result.failures:
-            console.print(f"[red]{result.name}: {failure}")
-        for note in result.notes:
-            console.print(f"{result.name}: {note}")
+    print()
+    print(markdown(report), flush=True)
+
+
+def median_run(runs: list[PhaseRun]) -> PhaseRun:
+    return sorted(runs, key=lambda r: r.rate)[len(runs) // 2]
+
+
+def write_json(report: Report, path: Path) -> None:
+    """Every figure of the run; progress samples only for the median runs (the chart's), one line each."""
+    data = asdict(report)
+    inline: dict[str, str] = {}
+    for name, result in report.systems.items():
+        for phase in ("produce", "consume"):
+            runs: list[PhaseRun] = getattr(result, phase)
+            for index, run in enumerate(runs):
+                entry = data["systems"][name][phase][index]
+                entry["rate"] = round(run.rate, 1)
+                if run is median_run(runs):
+                    key = f"@samples-{len(inline)}@"
+                    inline[key] = json.dumps(
+                        [[round(t, 4), n] for t, n in run.samples], separators=(",", ":")
+                    )
+                    entry["samples"] = key
+                else:
+                    del entry["samples"]
+    text = json.dumps(data, indent=1, default=str)
+    for key, samples in inline.items():
+        text = text.replace(f'"{key}"', samples)
+    path.write_text(text + "\n")
 
 
 def draw_chart(report: Report, path: Path) -> None:
@@ -1197,12 +1323,15 @@ def draw_chart(report: Report, path: Path) -> None:
             runs = result.produce if phase == "produce" else result.consume
             if not runs:
                 continue
-            run = sorted(runs, key=lambda r: r.rate)[len(runs) // 2]
+            run = median_run(runs)
             xs, ys = windowed_rates(run.samples)
             if xs:
                 axis.plot(xs, ys, marker=".", markersize=3, label=f"{result.name} ({run.rate:,.0f} msg/s)")
         axis.set_yscale("log")
-        axis.set_xlabel(f"MB {'sent' if phase == 'produce' else 'consumed'} ({VALUE_BYTES}-byte messages)")
+        axis.set_xlabel(
+            f"MB {'received by the broker' if phase == 'produce' else 'consumed'} "
+            f"({VALUE_BYTES}-byte messages)"
+        )
         axis.set_ylabel("throughput (messages/s)")
         axis.set_title(title)
         axis.grid(visible=True, which="both", alpha=0.3)
@@ -1293,7 +1422,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from tests.support.broker_cluster import bench_cluster  # noqa: PLC0415 - the tests' launcher
 
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 200)  # a log file gets whole lines
     report = Report(
         command=" ".join(["bench/paper.py", *(argv if argv is not None else sys.argv[1:])]),
         started=time.strftime("%Y-%m-%d %H:%M"),
@@ -1347,7 +1476,8 @@ def main(argv: list[str] | None = None) -> int:
                         "expose": "appended",
                     }
                 )
-                targets += [LumberTarget(LUMBER_B1, cluster, 1), LumberTarget(LUMBER_B50, cluster, 50)]
+                # throughput on broker 1 (expose = "appended"): see the module docstring
+                targets += [LumberTarget(LUMBER_B1, cluster, 1, 1), LumberTarget(LUMBER_B50, cluster, 50, 1)]
             if "rabbitmq" in args.systems:
                 rabbit = stack.enter_context(RabbitMQServer(scratch / "rabbitmq"))
                 targets.append(RabbitMQTarget(rabbit))
@@ -1389,7 +1519,7 @@ def main(argv: list[str] | None = None) -> int:
             if active is not None:
                 active_server = active
                 setups[ACTIVEMQ] = lambda _rate: activemq_latency_setup(active_server)
-            run_latencies(setups, capacity_for_latency(report), args, report, progress, console)
+            run_latencies(setups, args, report, progress, console)
             report.load_after = load_note()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -1397,7 +1527,7 @@ def main(argv: list[str] | None = None) -> int:
     console.print(f"machine: before {report.load_before}; after {report.load_after}")
     print_tables(report, console)
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / "paper.json").write_text(json.dumps(asdict(report), indent=1, default=str) + "\n")
+    write_json(report, args.out_dir / "paper.json")
     draw_chart(report, args.out_dir / "paper.png")
     console.print(f"wrote {args.out_dir / 'paper.json'} and {args.out_dir / 'paper.png'}")
     return 1 if any(result.failures for result in report.systems.values()) else 0

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 
@@ -33,8 +34,14 @@ RESULT_PREFIX = "lumber-load-result: "
 LOCKED_EXIT_CODE = 3
 
 
+_SAY_LOCK = threading.Lock()
+
+
 def _say(line: str) -> None:
-    print(PROGRESS_PREFIX + line, flush=True)
+    # topics are staged by several threads at once: one write per line, under a lock, or lines interleave
+    with _SAY_LOCK:
+        sys.stdout.write(f"{PROGRESS_PREFIX}{line}\n")
+        sys.stdout.flush()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -58,6 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"jobs/load.py: {exc}", file=sys.stderr)
         return 2
     topics = [t.strip() for t in args.topics.split(",") if t.strip()] if args.topics else None
+    _say("driver started; starting the Spark session")
     spark = (
         SparkSession.builder.appName(f"lumber-load-{config.load.job}")
         .config("spark.sql.session.timeZone", "UTC")

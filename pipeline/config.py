@@ -40,6 +40,7 @@ from broker.config import BrokerConfig, LogConfig
 from pipeline.audit_config import AuditConfig
 from pipeline.errors import ConfigError
 from pipeline.load_config import LoadConfig
+from pipeline.schedule_config import ScheduleConfig
 from schemas.registry.config import RegistryConfig
 
 ENV_CONFIG_PATH = "LUMBER_CONFIG"
@@ -103,6 +104,7 @@ class LumberConfig:
     consumer: ConsumerConfig = field(default_factory=ConsumerConfig)
     group: GroupConfig = field(default_factory=GroupConfig)
     load: LoadConfig = field(default_factory=LoadConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
     source: str = field(default="<defaults>", compare=False, metadata={"internal": True})
 

@@ -38,6 +38,7 @@ import shutil
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -207,8 +208,8 @@ class Demo:
             self._prepare_state_dir()
             self._log = (self.state_dir / LOG_FILE).open("w", encoding="utf-8")
             self.say(
-                f"Lumber demo: a {self.options.brokers}-broker stack, {self.options.hours} hour(s) of tracking "
-                f"traffic, hourly Spark loads, the audit and a query. State: {self.shown_dir}/"
+                f"Lumber demo: a {self.options.brokers}-broker stack, {self.options.hours} hour(s) of "
+                f"tracking traffic, hourly Spark loads, the audit and a query. State: {self.shown_dir}/"
             )
             config_path = self._start_stack()
             stack_up = True
@@ -231,6 +232,13 @@ class Demo:
             self._finish_step()
             self.say()
             self.say("demo: interrupted")
+            ok = False
+        except Exception as exc:  # noqa: BLE001 - the driver's top: say what failed, then how to stop
+            self._finish_step()
+            if self._log is not None:
+                traceback.print_exc(file=self._log)
+            self.say()
+            self.say(f"demo: failed: {type(exc).__name__}: {exc} (traceback in {self.shown_dir}/{LOG_FILE})")
             ok = False
         finally:
             if not ok and stack_up:
@@ -292,9 +300,7 @@ class Demo:
             ["dev", "up", "--brokers", str(self.options.brokers), "--state-dir", self.shown_dir], base_path
         )
         config_path = self.state_dir / "lumber.toml"
-        if code != 0:
-            if code == 1 and any(DevStack(demo, self.state_dir).read_state()):
-                DevStack(demo, self.state_dir).down()
+        if code != 0:  # `dev up` stopped what it had started
             raise DemoError(
                 f"`{self.lumber} dev up` failed (exit {code}; its output is above). If a port is taken, free "
                 "it or move the demo: LUMBER_DEV__ZOOKEEPER_PORT, LUMBER_DEV__BROKER_PORT, "

@@ -14,12 +14,25 @@ from collections.abc import Sequence
 
 from broker.errors import BrokerError
 from pipeline import __version__
-from pipeline.cli import audit, broker, config_cmd, consume, demo, dev, etl, groups, produce, schemas, topics
+from pipeline.cli import (
+    audit,
+    broker,
+    config_cmd,
+    consume,
+    demo,
+    dev,
+    etl,
+    groups,
+    mirror,
+    produce,
+    schemas,
+    topics,
+)
 from pipeline.config import load_config
 from pipeline.errors import ConfigError, PipelineError
 from schemas.errors import SchemaError
 
-GROUPS = (dev, config_cmd, broker, topics, schemas, produce, consume, groups, etl, audit, demo)
+GROUPS = (dev, config_cmd, broker, topics, schemas, produce, consume, groups, mirror, etl, audit, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -134,11 +134,6 @@ def _run(args: argparse.Namespace, config: LumberConfig) -> int:
     return 0
 
 
-def schedule_settings(config: LumberConfig) -> ScheduleConfig:
-    """``[schedule]`` of the config (its defaults while the section is not part of :class:`LumberConfig`)."""
-    section = getattr(config, "schedule", None)
-    return section if isinstance(section, ScheduleConfig) else ScheduleConfig()
-
 
 def _schedule_overrides(args: argparse.Namespace, settings: ScheduleConfig) -> ScheduleConfig:
     changes: dict[str, Any] = {}
@@ -167,7 +162,7 @@ def _say(line: str) -> None:
 
 def _schedule(args: argparse.Namespace, config: LumberConfig) -> int:
     try:
-        settings = _schedule_overrides(args, schedule_settings(config))
+        settings = _schedule_overrides(args, config.schedule)
     except SchedulerError as exc:
         print(f"lumber etl schedule: {exc}", file=sys.stderr)
         return 2

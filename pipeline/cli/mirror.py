@@ -1,0 +1,114 @@
+"""``lumber mirror``: copy topics of a source cluster into a target cluster (paper section 4), until stopped.
+
+::
+
+    lumber mirror --source-zookeeper 127.0.0.1:2181/live --target-zookeeper 127.0.0.1:2181/offline \\
+        --topics 'page_view|click' [--group lumber-mirror] [--streams 2] [--registry-url URL]
+
+Runs in the foreground until SIGINT or SIGTERM, then finishes the records in hand, commits, publishes the
+last audit counts and leaves the group (:class:`broker.mirror.Mirror`). Start several with the same
+``--group`` to share the partitions. Consumer, group and producer settings come from ``[consumer]``,
+``[group]`` and ``[producer]`` (their cluster addresses are ignored: the ZooKeepers name the clusters). The
+mirror tier's audit goes to ``_audit`` on the target every ``--audit-interval-ms`` through the registry at
+``--registry-url`` (default ``[registry] url``); ``--audit-interval-ms 0`` turns it off. A new partition
+starts at its log start (``[consumer] auto_offset_reset`` is ignored). Exit code 1 if a stream failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import Any
+
+from broker.mirror import Mirror
+from broker.mirror_config import MirrorConfig
+from pipeline.config import LumberConfig
+
+log = logging.getLogger(__name__)
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("mirror", help="copy topics of one cluster into another (at least once)")
+    parser.add_argument(
+        "--source-zookeeper",
+        required=True,
+        metavar="CONNECT",
+        help="the source cluster's ZooKeeper (with chroot)",
+    )
+    parser.add_argument(
+        "--target-zookeeper",
+        required=True,
+        metavar="CONNECT",
+        help="the target cluster's ZooKeeper (with chroot)",
+    )
+    parser.add_argument(
+        "--topics", required=True, metavar="REGEX", help="source topics whose whole name matches"
+    )
+    parser.add_argument(
+        "--group", default="lumber-mirror", help="consumer group on the source (default: lumber-mirror)"
+    )
+    parser.add_argument(
+        "--streams", type=int, default=1, metavar="N", help="streams (threads) per topic (default: 1)"
+    )
+    parser.add_argument(
+        "--registry-url", help="schema registry for the audit events (default: [registry] url)"
+    )
+    parser.add_argument(
+        "--audit-interval-ms",
+        type=int,
+        default=10_000,
+        help="publish the mirror tier's counts this often (default: 10000; 0: no audit)",
+    )
+    parser.set_defaults(handler=_mirror)
+
+
+def _mirror(args: argparse.Namespace, config: LumberConfig) -> int:
+    settings = MirrorConfig(
+        topics=args.topics,
+        group=args.group,
+        streams=args.streams,
+        audit_interval_ms=args.audit_interval_ms,
+        audit_window_ms=config.producer.audit_window_ms,
+        audit_topic=config.producer.audit_topic,
+        audit_registry_url=args.registry_url or config.registry.url,
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("mirror: %s received, stopping", signal.Signals(signum).name)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    mirror = Mirror(
+        settings,
+        source_zookeeper=args.source_zookeeper,
+        target_zookeeper=args.target_zookeeper,
+        consumer_config=dataclasses.replace(config.consumer, auto_offset_reset="smallest"),
+        group_config=config.group,
+        producer_config=config.producer,
+    )
+    try:
+        topics = mirror.start()
+        print(
+            f"lumber: mirroring {', '.join(sorted(topics))} from {args.source_zookeeper} to "
+            f"{args.target_zookeeper} (group {args.group})",
+            file=sys.stderr,
+            flush=True,
+        )
+        while not stop.wait(0.2) and not mirror.wait(0):
+            pass
+    finally:
+        mirror.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    failure = mirror.failure
+    print(f"lumber: mirror stopped after copying {mirror.copied} records", file=sys.stderr)
+    if failure is not None:
+        print(f"lumber: error: a mirror stream failed: {failure}", file=sys.stderr)
+        return 1
+    return 0

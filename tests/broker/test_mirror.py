@@ -1,0 +1,325 @@
+"""The mirror (issue 11) against real ZooKeeper and two real broker clusters on 127.0.0.1.
+
+* a clean run: the target holds exactly the source's records per partition, in order (key, value,
+  timestamp, headers), and the mirror tier's audit counts on the target equal what was produced per window;
+* a ``lumber mirror`` process SIGKILLed mid-stream and restarted: nothing is lost, and the only duplicates
+  are the source offsets from the last commit before the kill up to where the killed process had copied.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.client.audit_codec import AuditEventCodec
+from broker.client.consumer_config import ConsumerConfig
+from broker.client.consumer_record import ConsumerRecord
+from broker.client.group_config import GroupConfig
+from broker.cluster import zk_paths
+from broker.log.topic_partition import TopicPartition
+from broker.mirror import Mirror
+from broker.mirror_config import MirrorConfig
+from pipeline.audit_reader import read_audit_events
+from pipeline.dev.zookeeper_server import ZooKeeperServer
+from tests.broker.client.helpers import consumer, producer, read_records
+from tests.support.broker_cluster import BrokerCluster, wait_for
+from tests.support.registry import RegistryProcess, launch_registry
+from tests.support.zookeeper import make_chroot
+
+ROOT = Path(__file__).resolve().parents[2]
+WINDOW_MS = 60_000
+#: the start of a window, well in the past (the timestamps are the records' own, never the clock's)
+BASE_MS = 1_700_000_000_000 - 1_700_000_000_000 % WINDOW_MS
+
+
+@pytest.fixture
+def registry(zookeeper_server: ZooKeeperServer, tmp_path: Path) -> Iterator[RegistryProcess]:
+    process = launch_registry(make_chroot(zookeeper_server.connect, "mirror_registry"), tmp_path / "registry")
+    yield process
+    process.stop()
+
+
+def end_offsets(cluster: BrokerCluster, topic: str, partitions: int) -> dict[int, int]:
+    with consumer(cluster) as reader:
+        ends = reader.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
+    return {tp.partition: offset for tp, offset in ends.items()}
+
+
+def read_partition(cluster: BrokerCluster, topic: str, partition: int, count: int) -> list[ConsumerRecord]:
+    with consumer(cluster, TopicPartition(topic, partition)) as reader:
+        return read_records(reader, count)
+
+
+def content(record: ConsumerRecord) -> tuple[Any, ...]:
+    return (record.key, record.value, record.timestamp_ms, record.headers)
+
+
+def test_the_target_holds_the_source_per_partition_in_order_and_the_audit_counts_the_mirror_tier(
+    start_cluster: Callable[..., BrokerCluster], registry: RegistryProcess
+) -> None:
+    source = start_cluster(1)
+    target = start_cluster(1)
+    partitions = 4
+    source.create_topic("page_view", partitions)
+    source.create_topic("not_mirrored", 1)
+    # 3 windows x 4 partitions x 150 records: keys, null keys and values, extra headers, own timestamps
+    produced: Counter[int] = Counter()  # window start -> records
+    with producer(source, batch_size=4096, acks="all") as p:
+        for window in range(3):
+            for partition in range(partitions):
+                for i in range(150):
+                    timestamp_ms = BASE_MS + window * WINDOW_MS + 100 * i
+                    p.send(
+                        "page_view",
+                        None if i % 50 == 7 else b"v-%d-%d-%d" % (window, partition, i),
+                        None if i % 3 == 0 else b"k%d" % i,
+                        partition=partition,
+                        headers=[("trace", b"t%d" % i), ("empty", None)],
+                        timestamp_ms=timestamp_ms,
+                    )
+                    produced[BASE_MS + window * WINDOW_MS] += 1
+        p.send("not_mirrored", b"x", partition=0)
+        p.flush()
+    source_ends = end_offsets(source, "page_view", partitions)
+    assert sum(source_ends.values()) == 1800
+
+    config = MirrorConfig(
+        topics="page_.*",
+        group="mirror-test",
+        streams=2,
+        max_records_per_poll=100,
+        audit_interval_ms=300,
+        audit_window_ms=WINDOW_MS,
+        audit_registry_url=registry.url,
+    )
+    with Mirror(
+        config,
+        source_zookeeper=source.zk_connect,
+        target_zookeeper=target.zk_connect,
+        consumer_config=ConsumerConfig(fetch_max_wait_ms=100, auto_offset_reset="smallest"),
+        group_config=GroupConfig(auto_commit_interval_ms=100),
+    ) as mirror:
+        assert mirror.start() == {"page_view": partitions}
+        wait_for(lambda: mirror.copied >= 1800, 30, "the mirror to copy every record")
+        assert mirror.failure is None
+    assert target.admin.list_topics().count("not_mirrored") == 0
+    assert len(target.admin.describe_topic("page_view")) == partitions
+    assert end_offsets(target, "page_view", partitions) == source_ends  # a clean run copies once
+
+    for partition in range(partitions):
+        want = read_partition(source, "page_view", partition, source_ends[partition])
+        got = read_partition(target, "page_view", partition, source_ends[partition])
+        assert [content(r) for r in got] == [content(r) for r in want]
+        assert [r.offset for r in got] == [r.offset for r in want]
+
+    # the group committed everything it copied
+    committed = [
+        json.loads(source.zk.get(zk_paths.group_offset_path("mirror-test", "page_view", p))[0])["offset"]
+        for p in range(partitions)
+    ]
+    assert committed == [source_ends[p] for p in range(partitions)]
+
+    codec = AuditEventCodec.for_url(registry.url)
+    try:
+        read = read_audit_events(
+            ConsumerConfig(fetch_max_wait_ms=100), codec, topic="_audit", zookeeper_connect=target.zk_connect
+        )
+    finally:
+        codec.close()
+    mirrored: Counter[int] = Counter()
+    for event in read.events:
+        assert event.tier == "mirror"
+        assert event.topic == "page_view"
+        assert event.window_ms == WINDOW_MS
+        mirrored[event.window_start_ms] += event.count
+    assert len({e.event_id for e in read.events}) == len(read.events)
+    assert mirrored == produced
+    assert sorted(mirrored) == [BASE_MS, BASE_MS + WINDOW_MS, BASE_MS + 2 * WINDOW_MS]
+
+
+TOPIC = "stream"
+PARTITIONS = 6
+GROUP = "mirror-kill"
+SESSION_TIMEOUT_MS = 3000
+
+
+def start_mirror(
+    source: BrokerCluster, target: BrokerCluster, config: Path, log: Any
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            sys.executable, "-m", "pipeline", "--config", str(config), "mirror",
+            "--source-zookeeper", source.zk_connect, "--target-zookeeper", target.zk_connect,
+            "--topics", TOPIC, "--group", GROUP, "--streams", "2", "--audit-interval-ms", "0",
+        ],
+        cwd=ROOT,
+        stderr=log,
+    )  # fmt: skip
+
+
+def committed(source: BrokerCluster, partition: int) -> int:
+    path = zk_paths.group_offset_path(GROUP, TOPIC, partition)
+    return int(json.loads(source.zk.get(path)[0])["offset"]) if source.zk.exists(path) else 0
+
+
+def target_values(target: BrokerCluster) -> dict[int, list[int]]:
+    ends = end_offsets(target, TOPIC, PARTITIONS)
+    return {
+        p: [int(r.value or b"-1") for r in read_partition(target, TOPIC, p, ends[p])]
+        for p in range(PARTITIONS)
+    }
+
+
+def test_a_killed_mirror_loses_nothing_and_duplicates_only_its_uncommitted_window(
+    start_cluster: Callable[..., BrokerCluster], tmp_path: Path
+) -> None:
+    source = start_cluster(1)
+    target = start_cluster(1)
+    source.create_topic(TOPIC, PARTITIONS)
+    config = tmp_path / "mirror.toml"
+    config.write_text(
+        f"[group]\nsession_timeout_ms = {SESSION_TIMEOUT_MS}\nauto_commit_interval_ms = 300\n\n"
+        "[consumer]\nfetch_max_wait_ms = 100\n\n[producer]\nlinger_ms = 5\n"
+    )
+    produced = Counter[int]()  # partition -> records; each value is its own source offset
+    stop_producing = threading.Event()
+
+    def produce() -> None:
+        with producer(source, acks="all") as p:
+            while not stop_producing.is_set():
+                for partition in range(PARTITIONS):
+                    for _ in range(5):
+                        p.send(TOPIC, b"%d" % produced[partition], partition=partition)
+                        produced[partition] += 1
+                p.flush()
+                time.sleep(0.01)
+
+    logs = [(tmp_path / f"mirror-{i}.log").open("wb") for i in range(2)]
+    feeder = threading.Thread(target=produce, daemon=True)
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        feeder.start()
+        processes.append(start_mirror(source, target, config, logs[0]))
+        wait_for(
+            lambda: (
+                TOPIC in target.admin.list_topics()
+                and all(n > 100 for n in end_offsets(target, TOPIC, PARTITIONS).values())
+            ),
+            40,
+            "the first mirror to copy into every partition",
+        )
+        os.kill(processes[0].pid, signal.SIGKILL)
+        processes[0].wait(10)
+        time.sleep(0.2)  # a commit already on the wire lands; after this nobody commits for the victim
+        at_kill = {p: committed(source, p) for p in range(PARTITIONS)}
+        copied_by_victim = end_offsets(target, TOPIC, PARTITIONS)
+        processes.append(start_mirror(source, target, config, logs[1]))
+        time.sleep(1.0)
+        stop_producing.set()
+        feeder.join(10)
+        total = sum(produced.values())
+        wait_for(
+            lambda: (
+                sum(end_offsets(target, TOPIC, PARTITIONS).values())
+                >= total + sum(copied_by_victim[p] - at_kill[p] for p in range(PARTITIONS))
+            ),
+            SESSION_TIMEOUT_MS / 1000 + 30,
+            "the restarted mirror to copy the rest",
+        )
+        processes[1].send_signal(signal.SIGTERM)
+        assert processes[1].wait(30) == 0
+    finally:
+        stop_producing.set()
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
+        for log in logs:
+            log.close()
+
+    found = target_values(target)
+    for p in range(PARTITIONS):
+        victim = copied_by_victim[p]
+        assert at_kill[p] <= victim
+        # the victim's copy, then everything again from the last commit before the kill: nothing lost,
+        # duplicates exactly the uncommitted window [at_kill, victim)
+        assert found[p] == list(range(victim)) + list(range(at_kill[p], produced[p])), f"partition {p}"
+        duplicates = sorted(v for v, n in Counter(found[p]).items() if n > 1)
+        assert duplicates == list(range(at_kill[p], victim))
+
+
+def owner_pids(source: BrokerCluster) -> set[int]:
+    pids = set()
+    for p in range(PARTITIONS):
+        path = zk_paths.group_owner_path(GROUP, TOPIC, p)
+        if source.zk.exists(path):
+            owner = json.loads(source.zk.get(path)[0])["owner"]
+            pids.add(int(owner.split("-")[-2]))
+    return pids
+
+
+def test_two_mirror_processes_share_the_partitions_and_copy_everything_once(
+    start_cluster: Callable[..., BrokerCluster], tmp_path: Path
+) -> None:
+    source = start_cluster(1)
+    target = start_cluster(1)
+    source.create_topic(TOPIC, PARTITIONS)
+    config = tmp_path / "mirror.toml"
+    config.write_text(
+        f"[group]\nsession_timeout_ms = {SESSION_TIMEOUT_MS}\nauto_commit_interval_ms = 300\n\n"
+        "[consumer]\nfetch_max_wait_ms = 100\n\n[producer]\nlinger_ms = 5\n"
+    )
+    produced = Counter[int]()
+    logs = [(tmp_path / f"mirror-{i}.log").open("wb") for i in range(2)]
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        with producer(source, acks="all") as p:
+
+            def send_round() -> None:
+                for partition in range(PARTITIONS):
+                    for _ in range(20):
+                        p.send(TOPIC, b"%d" % produced[partition], partition=partition)
+                        produced[partition] += 1
+                p.flush()
+
+            send_round()
+            processes.append(start_mirror(source, target, config, logs[0]))
+            wait_for(
+                lambda: owner_pids(source) == {processes[0].pid}, 30, "the first mirror to own everything"
+            )
+            processes.append(start_mirror(source, target, config, logs[1]))
+            deadline = time.monotonic() + 30
+            while owner_pids(source) != {process.pid for process in processes}:  # records flow meanwhile
+                assert time.monotonic() < deadline, "the two mirrors did not come to share the partitions"
+                send_round()
+                time.sleep(0.05)
+            for _ in range(20):
+                send_round()
+        wait_for(
+            lambda: end_offsets(target, TOPIC, PARTITIONS) == {p: produced[p] for p in range(PARTITIONS)},
+            30,
+            "the mirrors to copy every record",
+        )
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        assert [process.wait(30) for process in processes] == [0, 0]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
+        for log in logs:
+            log.close()
+    found = target_values(target)
+    assert found == {p: list(range(produced[p])) for p in range(PARTITIONS)}
