@@ -1240,11 +1240,11 @@ def print_tables(report: Report, console: Console) -> None:
     table = Table(title=f"{report.messages:,} messages of {VALUE_BYTES} bytes, {report.rounds} rounds")
     for column in (
         "system",
-        "produce msg/s (median [min-max])",
+        "produce msg/s, median \\[min - max]",  # \\[: not rich markup
         "consume msg/s",
         "disk B/msg",
-        "CPU us/msg p",
-        "c",
+        "CPU us/msg produce (client + server)",
+        "consume",
     ):
         table.add_column(column, justify="left" if column == "system" else "right")
     for result in report.systems.values():

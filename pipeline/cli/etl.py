@@ -134,7 +134,6 @@ def _run(args: argparse.Namespace, config: LumberConfig) -> int:
     return 0
 
 
-
 def _schedule_overrides(args: argparse.Namespace, settings: ScheduleConfig) -> ScheduleConfig:
     changes: dict[str, Any] = {}
     if args.every is not None:
