@@ -25,13 +25,9 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
-from kazoo.handlers.threading import KazooTimeoutError
-
 from broker.client.consumer import Consumer
 from broker.client.group_admin import GroupAdmin, GroupDescription, UnknownGroupError
-from broker.cluster.errors import ZooKeeperError
+from pipeline.cli.zookeeper_session import zookeeper_session
 from pipeline.config import LumberConfig
 
 BAD_INPUT_EXIT_CODE = 2
@@ -90,7 +86,7 @@ def _run(handler: Handler) -> Callable[[argparse.Namespace, LumberConfig], int]:
         if not args.debug:  # kazoo logs every connection step at INFO: noise in a command's output
             logging.getLogger("kazoo").setLevel(logging.WARNING)
         try:
-            with _zookeeper(args, config) as client:
+            with zookeeper_session(args, config) as client:
                 return handler(args, config, GroupAdmin(client))
         except UnknownGroupError as exc:
             if args.debug:
@@ -99,24 +95,6 @@ def _run(handler: Handler) -> Callable[[argparse.Namespace, LumberConfig], int]:
             return BAD_INPUT_EXIT_CODE
 
     return run
-
-
-@contextmanager
-def _zookeeper(args: argparse.Namespace, config: LumberConfig) -> Iterator[KazooClient]:
-    connect = args.zookeeper_connect or config.zookeeper.connect
-    client = KazooClient(hosts=connect, timeout=config.zookeeper.session_timeout_ms / 1000)
-    try:
-        client.start(timeout=config.zookeeper.connect_timeout_ms / 1000)
-    except (KazooTimeoutError, KazooException) as exc:
-        client.close()
-        raise ZooKeeperError(
-            f"zookeeper {connect}: cannot connect: {exc!r}", path="/", retriable=True
-        ) from exc
-    try:
-        yield client
-    finally:
-        client.stop()
-        client.close()
 
 
 @contextmanager

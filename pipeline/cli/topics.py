@@ -20,22 +20,17 @@ import json
 import logging
 import re
 import sys
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from typing import Any
-
-from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
-from kazoo.handlers.threading import KazooTimeoutError
 
 from broker.cluster.errors import (
     InvalidPartitionsError,
     TopicExistsError,
     UnknownTopicError,
-    ZooKeeperError,
 )
 from broker.cluster.topic_admin import TopicAdmin
 from broker.log.errors import InvalidTopicError
+from pipeline.cli.zookeeper_session import zookeeper_session
 from pipeline.config import LumberConfig
 
 BAD_INPUT_EXIT_CODE = 2
@@ -106,7 +101,8 @@ def _run(handler: Handler) -> Callable[[argparse.Namespace, LumberConfig], int]:
         if not args.debug:  # kazoo logs every connection attempt: noise next to our own one-line error
             logging.getLogger("kazoo").setLevel(logging.ERROR)
         try:
-            with _admin(args, config) as admin:
+            with zookeeper_session(args, config) as client:
+                admin = TopicAdmin(client)
                 return handler(args, admin)
         except _BAD_INPUT as exc:
             if args.debug:
@@ -115,24 +111,6 @@ def _run(handler: Handler) -> Callable[[argparse.Namespace, LumberConfig], int]:
             return BAD_INPUT_EXIT_CODE
 
     return run
-
-
-@contextmanager
-def _admin(args: argparse.Namespace, config: LumberConfig) -> Iterator[TopicAdmin]:
-    connect = args.zookeeper_connect or config.zookeeper.connect
-    client = KazooClient(hosts=connect, timeout=config.zookeeper.session_timeout_ms / 1000)
-    try:
-        client.start(timeout=config.zookeeper.connect_timeout_ms / 1000)
-    except (KazooTimeoutError, KazooException) as exc:
-        client.close()
-        raise ZooKeeperError(
-            f"zookeeper {connect}: cannot connect: {exc!r}", path="/", retriable=True
-        ) from exc
-    try:
-        yield TopicAdmin(client)
-    finally:
-        client.stop()
-        client.close()
 
 
 def _create(args: argparse.Namespace, admin: TopicAdmin) -> int:

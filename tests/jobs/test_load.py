@@ -29,6 +29,7 @@ from pipeline.spark_submit import build_code_zip, spark_submit_command, submit_e
 from schemas.client import SchemaRegistryClient
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema_text
+from tests.support.broker_cluster import servers
 from tests.support.load_job import (
     BASE_MS,
     HOUR_MS,
@@ -41,11 +42,6 @@ from tests.support.load_job import (
 from tests.support.registry import RegistryProcess
 
 SPARK_CLASS = Path(sys.executable).parent / "spark-class"
-
-
-def servers(cluster: Any) -> list[str]:
-    found = cluster.bootstrap_servers
-    return found.split(",") if isinstance(found, str) else list(found)
 
 
 @dataclass

@@ -25,7 +25,8 @@ from schemas.client import SchemaRegistryClient
 from schemas.errors import SchemaError
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema_text
-from tests.broker.client.helpers import read_records, servers
+from tests.broker.client.helpers import read_records
+from tests.support.broker_cluster import servers
 from tests.support.load_job import BASE_MS
 from tests.support.registry import RegistryProcess
 

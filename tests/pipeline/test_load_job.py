@@ -28,7 +28,7 @@ from pipeline.load_job import parse_until_hour, run_load
 from schemas.client import SchemaRegistryClient
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema_text
-from tests.support.broker_cluster import wait_for
+from tests.support.broker_cluster import servers, wait_for
 from tests.support.load_job import (
     BASE_MS,
     HOUR_MS,
@@ -41,11 +41,6 @@ from tests.support.load_job import (
 )
 from tests.support.registry import RegistryProcess
 from tests.support.zookeeper import new_client
-
-
-def servers(cluster: Any) -> list[str]:
-    found = cluster.bootstrap_servers
-    return found.split(",") if isinstance(found, str) else list(found)
 
 
 @dataclass

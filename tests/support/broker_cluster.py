@@ -245,6 +245,12 @@ def broker_cluster(start_cluster: Callable[..., BrokerCluster]) -> BrokerCluster
     return start_cluster(1)
 
 
+def servers(cluster: Any) -> list[str]:
+    """The cluster's brokers as a list of ``host:port``."""
+    found = cluster.bootstrap_servers
+    return found.split(",") if isinstance(found, str) else list(found)
+
+
 def wait_for(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
     """Poll ``predicate`` for up to ``timeout_s``; fail the test naming ``what``."""
     deadline = time.monotonic() + timeout_s

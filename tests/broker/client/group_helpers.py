@@ -12,7 +12,8 @@ from broker.client.errors import GroupClosedError
 from broker.client.group_config import GroupConfig
 from broker.client.group_consumer import GroupConsumer
 from broker.client.rebalance_listener import RebalanceListener
-from tests.broker.client.helpers import producer, servers
+from tests.broker.client.helpers import producer
+from tests.support.broker_cluster import servers
 from tests.support.group_invariants import settled
 
 #: Member sessions in the tests: long enough not to expire on a busy 2-core machine, short enough to wait.

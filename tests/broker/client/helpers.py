@@ -12,13 +12,9 @@ from broker.client.fetched_batch import FetchedBatch
 from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
 from broker.log.topic_partition import TopicPartition
+from tests.support.broker_cluster import servers
 
 HOST = "test-host"
-
-
-def servers(cluster: Any) -> list[str]:
-    found = cluster.bootstrap_servers
-    return found.split(",") if isinstance(found, str) else list(found)
 
 
 def producer(cluster: Any, **settings: Any) -> Producer:

@@ -20,8 +20,8 @@ from broker.client.producer_config import ProducerConfig
 from broker.log.compression import CompressionType
 from pipeline.audit_reader import read_audit_events
 from pipeline.dev.zookeeper_server import ZooKeeperServer
-from tests.broker.client.helpers import HOST, producer, servers
-from tests.support.broker_cluster import wait_for
+from tests.broker.client.helpers import HOST, producer
+from tests.support.broker_cluster import servers, wait_for
 from tests.support.registry import RegistryProcess, launch_registry
 from tests.support.zookeeper import make_chroot
 

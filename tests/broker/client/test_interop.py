@@ -17,7 +17,8 @@ import pytest
 
 from broker.client.producer_batch import RecordMetadata
 from broker.log.topic_partition import TopicPartition
-from tests.broker.client.helpers import HOST, consumer, producer, read_records, servers
+from tests.broker.client.helpers import HOST, consumer, producer, read_records
+from tests.support.broker_cluster import servers
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

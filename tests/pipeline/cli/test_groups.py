@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.broker.client.group_helpers import member, produce, wait_settled
-from tests.broker.client.helpers import servers
+from tests.support.broker_cluster import servers
 
 
 def lumber(config: Path, *args: str) -> subprocess.CompletedProcess[str]:

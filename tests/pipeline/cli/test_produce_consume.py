@@ -9,7 +9,8 @@ import sys
 from typing import Any
 
 from broker.log.topic_partition import TopicPartition
-from tests.broker.client.helpers import consumer, read_records, servers
+from tests.broker.client.helpers import consumer, read_records
+from tests.support.broker_cluster import servers
 
 
 def lumber(*args: str, stdin: bytes = b"", timeout_s: float = 60) -> subprocess.CompletedProcess[bytes]:
