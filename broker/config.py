@@ -155,6 +155,14 @@ class BrokerConfig:
         default=4,
         metadata={"doc": "Request handler threads (decode, append, read, encode).", "min": 1},
     )
+    inline_requests: bool = field(
+        default=True,
+        metadata={
+            "doc": "Answer Produce, Fetch, ListOffsets and ApiVersions on the network thread that read them "
+            "(no hand-over to a handler thread, which under Python's GIL costs more than the request); "
+            "false: every request goes to the handler threads, as in Kafka.",
+        },
+    )
     queued_max_requests: int = field(
         default=500,
         metadata={"doc": "Requests waiting for a handler before the processors stop reading.", "min": 1},

@@ -66,7 +66,7 @@ class PeerClosedError(ConnectionFailure):
 
 
 class InvalidRequestSizeError(ConnectionFailure):
-    """A request's int32 size prefix is outside ``[min_bytes, max_bytes]``; nothing of its body is read.
+    """A request's int32 size prefix is outside ``[min_bytes, max_bytes]``; no frame is allocated for it.
 
     ``oversized`` tells a size above ``max_bytes`` (``max_request_bytes``) from one that is negative, zero or
     too small to hold a request header.

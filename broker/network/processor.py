@@ -52,7 +52,7 @@ from broker.network.errors import (
     ResponseSendError,
 )
 from broker.network.network_counters import NetworkCounters
-from broker.network.request_channel import NetworkRequest, NetworkResponse, RequestChannel
+from broker.network.request_channel import InlineHandler, NetworkRequest, NetworkResponse, RequestChannel
 from broker.network.selector_wakeup import SelectorWakeup
 from broker.protocol.frame import SIZE_PREFIX_BYTES
 
@@ -62,8 +62,9 @@ logger = logging.getLogger(__name__)
 _POLL_TIMEOUT_S = 0.3
 #: How long step 4 waits for room in a full request channel before checking for shutdown.
 _OFFER_WAIT_S = 0.1
-#: Reads of one connection per poll, so that a large request does not starve the others.
-_MAX_READS_PER_POLL = 16
+#: Reads of one connection per poll (frames served inline count too), so that a large request or a
+#: pipelining client does not starve the others.
+_MAX_READS_PER_POLL = 64
 
 _READ = selectors.EVENT_READ
 _WRITE = selectors.EVENT_WRITE
@@ -82,6 +83,7 @@ class Processor:
         connections_max_idle_ms: int,
         connection_index: Iterator[int],
         thread_name: str,
+        inline: InlineHandler | None = None,
     ) -> None:
         self.processor_id = processor_id
         self._channel = channel
@@ -90,6 +92,8 @@ class Processor:
         self._max_idle_ms = connections_max_idle_ms
         self._max_idle_ns = connections_max_idle_ms * 1_000_000
         self._connection_index = connection_index
+        self._inline = inline
+        self._inline_keys = inline.api_keys if inline is not None else frozenset()
         self.counters = NetworkCounters()
 
         self._selector = selectors.DefaultSelector()
@@ -105,11 +109,18 @@ class Processor:
         self._stopped = False
 
         # The processor thread's own state.
+        self._thread_ident: int | None = None
+        #: Responses enqueued by the processor's own thread (inline handling), taken without the lock.
+        self._local_responses: list[NetworkResponse] = []
+        #: Connections with a complete frame in their read-ahead buffer: the socket will not select
+        #: readable for it, so the next turn reads them without waiting.
+        self._buffered: list[Connection] = []
         self._connections: dict[str, Connection] = {}
         #: Connections waiting for a request (RECEIVING), oldest activity first: id -> last activity (ns).
         self._idle: OrderedDict[str, int] = OrderedDict()
         self._to_write: list[Connection] = []
-        self._completed_receives: list[tuple[Connection, bytes, int]] = []
+        #: Requests read in this turn for the handler threads (their connections already muted).
+        self._completed_receives: list[tuple[Connection, NetworkRequest]] = []
         self._completed_sends: list[Connection] = []
         #: (connection, reason, log level or None if already logged) closed in this turn.
         self._disconnected: list[tuple[Connection, str, int | None]] = []
@@ -133,6 +144,10 @@ class Processor:
 
     def enqueue_response(self, response: NetworkResponse) -> None:
         """Queue ``response`` for step 2 and wake the selector (any thread); dropped once stopped."""
+        if threading.get_ident() == self._thread_ident:
+            # an inline request, or a delayed one it completed: the loop takes it without a wake-up
+            self._local_responses.append(response)
+            return
         with self._lock:
             if self._stopped:
                 return
@@ -168,6 +183,7 @@ class Processor:
     # -- the loop ------------------------------------------------------------------------------------
 
     def _run(self) -> None:
+        self._thread_ident = threading.get_ident()
         try:
             while self._running:
                 try:
@@ -182,6 +198,9 @@ class Processor:
             self._wakeup_pending = False
             new_sockets, self._new_sockets = self._new_sockets, []
             responses, self._new_responses = self._new_responses, []
+        if self._local_responses:
+            responses = self._local_responses + responses
+            self._local_responses = []
         now = time.monotonic_ns()
         self._configure_new_connections(new_sockets, now)
         self._process_new_responses(responses, now)
@@ -248,7 +267,7 @@ class Processor:
         for pending in to_write:
             if not pending.closed:
                 self._write(pending)
-        if self._completed_sends or self._completed_receives or self._disconnected:
+        if self._completed_sends or self._completed_receives or self._disconnected or self._buffered:
             timeout_s = 0.0
         else:
             timeout_s = _POLL_TIMEOUT_S
@@ -267,17 +286,33 @@ class Processor:
                 self._write(conn)
             if mask & _READ and conn.in_flight is None and not conn.closed:
                 self._read(conn)
+        if self._buffered:
+            buffered, self._buffered = self._buffered, []
+            for conn in buffered:
+                if conn.in_flight is None and not conn.closed and conn.receive.has_frame:
+                    self._read(conn)
         self._close_idle_connections(time.monotonic_ns())
 
     def _read(self, conn: Connection) -> None:
+        inline_keys = self._inline_keys
         try:
             for _ in range(_MAX_READS_PER_POLL):
                 frame = conn.read()
-                if frame is not None:
-                    received_ns = time.monotonic_ns()
-                    self._completed_receives.append((conn, frame, received_ns))
-                    self._touch(conn, received_ns)
+                if frame is None:
+                    continue
+                received_ns = time.monotonic_ns()
+                self._touch(conn, received_ns)
+                if inline_keys and ((frame[0] << 8) | frame[1]) in inline_keys:
+                    if self._serve_inline(conn, frame, received_ns):
+                        continue  # answered: on to the next request
                     return
+                # muted now, so that nothing more is read from it in this turn (buffered frames included)
+                self._mute(conn)
+                request = self._in_flight(conn, frame, received_ns)
+                self._completed_receives.append((conn, request))
+                return
+            if conn.receive.has_frame:
+                self._buffered.append(conn)
             self._touch(conn, time.monotonic_ns())
         except BlockingIOError:
             self._touch(conn, time.monotonic_ns())
@@ -296,6 +331,43 @@ class Processor:
         except Exception:
             logger.exception("processor %d: unexpected error reading from %s", self.processor_id, conn.peer)
             self._close(conn, "unexpected error while reading", "error_closed", None)
+
+    def _in_flight(self, conn: Connection, frame: bytes, received_ns: int) -> NetworkRequest:
+        """``frame`` as the request in flight on ``conn``, counted."""
+        request = NetworkRequest(self.processor_id, conn.connection_id, conn.peer, frame, received_ns)
+        conn.in_flight = request
+        counters = self.counters
+        counters.requests += 1
+        counters.request_bytes += SIZE_PREFIX_BYTES + len(frame)
+        return request
+
+    def _serve_inline(self, conn: Connection, frame: bytes, received_ns: int) -> bool:
+        """Answer ``frame`` on this thread; whether ``conn`` is ready for its next request (else it is muted,
+        sending, or closed)."""
+        assert self._inline is not None
+        request = self._in_flight(conn, frame, received_ns)
+        try:
+            self._inline.handle(request)
+        except Exception:
+            logger.exception("processor %d: serving a request from %s failed", self.processor_id, conn.peer)
+            self._close(conn, "unexpected error while serving a request", "error_closed", None)
+        if self._local_responses:
+            responses, self._local_responses = self._local_responses, []
+            self._process_new_responses(responses, received_ns)
+            to_write, self._to_write = self._to_write, []
+            for pending in to_write:
+                if not pending.closed:
+                    self._write(pending)
+            self._process_completed_sends()
+        if conn.closed:
+            return False
+        if not conn.muted:  # answered (in_flight cleared)
+            return True
+        if conn.send is None:
+            self._mute(conn)  # answered later, from the purgatory
+        else:
+            self._idle.pop(conn.connection_id, None)  # the rest of the response waits for the socket
+        return False
 
     def _write(self, conn: Connection) -> None:
         send = conn.send
@@ -341,14 +413,9 @@ class Processor:
     # 4. completed receives
     def _process_completed_receives(self) -> None:
         receives, self._completed_receives = self._completed_receives, []
-        for conn, frame, received_ns in receives:
+        for conn, request in receives:
             if conn.closed:
                 continue
-            self._mute(conn)
-            request = NetworkRequest(self.processor_id, conn.connection_id, conn.peer, frame, received_ns)
-            conn.in_flight = request
-            self.counters.requests += 1
-            self.counters.request_bytes += SIZE_PREFIX_BYTES + len(frame)
             if not self._hand_over(conn, request):
                 return  # shutting down: every connection is about to close
 
@@ -411,7 +478,11 @@ class Processor:
     def _unmute(self, conn: Connection, now: int) -> None:
         self._set_interest(conn, _READ)
         if not conn.closed:
-            self._idle[conn.connection_id] = now
+            idle = self._idle
+            idle[conn.connection_id] = now
+            idle.move_to_end(conn.connection_id)  # not muted before when an inline request was answered
+            if conn.receive.has_frame:
+                self._buffered.append(conn)
 
     def _set_interest(self, conn: Connection, events: int) -> None:
         if conn.interest == events:
@@ -457,6 +528,8 @@ class Processor:
         self._completed_receives = []
         self._completed_sends = []
         self._to_write = []
+        self._buffered = []
+        self._local_responses = []
         with contextlib.suppress(OSError, ValueError, KeyError):
             self._selector.unregister(self._wakeup.fileno())
         self._selector.close()

@@ -33,6 +33,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -74,6 +75,21 @@ class NetworkResponse:
     close_after: bool = False
     #: Why the connection is closed (logged); only with ``close_after``.
     reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class InlineHandler:
+    """Requests a processor serves on its own thread instead of handing them to a handler thread.
+
+    Under CPython's GIL the hand-over (queue, handler thread wake-up, response queue, selector wake-up)
+    costs more than answering a Produce, Fetch, ListOffsets or ApiVersions request, which neither blocks
+    nor waits (a Fetch long-poll or an ``acks=-1`` Produce waits in the purgatory, not on the thread).
+    ``handle`` must answer through the channel exactly as a handler thread would; requests whose api key
+    is not in ``api_keys`` (ZooKeeper work: Metadata, CreateTopics...) still go to the handler threads.
+    """
+
+    handle: Callable[[NetworkRequest], None]
+    api_keys: frozenset[int]
 
 
 class ResponseSink(Protocol):

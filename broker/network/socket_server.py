@@ -9,8 +9,10 @@
 The server does I/O only: it frames requests (int32 size prefix, checked against ``max_request_bytes`` before
 anything is buffered), hands them to the :class:`~broker.network.request_channel.RequestChannel`, and sends
 the responses the handlers give back, record data with ``sendfile``. Handling requests is the handler
-threads' job, written against the channel; see :mod:`broker.network.processor` for the processor's loop and
-its invariants (one request in flight per connection, a failure closes only its connection).
+threads' job, written against the channel; ``inline`` names the cheap requests a processor answers on its
+own thread instead (:class:`~broker.network.request_channel.InlineHandler`). See
+:mod:`broker.network.processor` for the processor's loop and its invariants (one request in flight per
+connection, a failure closes only its connection).
 
 Life cycle: ``SocketServer(...)`` allocates nothing; :meth:`SocketServer.start` binds and listens (port 0
 picks a free port, :attr:`SocketServer.port` tells which) before it returns, then starts the threads;
@@ -33,7 +35,7 @@ from broker.network.errors import ListenError, NetworkConfigError, SocketServerS
 from broker.network.network_counters import NetworkCounters
 from broker.network.network_receive import MIN_REQUEST_BYTES
 from broker.network.processor import Processor
-from broker.network.request_channel import RequestChannel
+from broker.network.request_channel import InlineHandler, RequestChannel
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +60,7 @@ class SocketServer:
         max_request_bytes: int = 100 * 1024 * 1024,
         connections_max_idle_ms: int = 600_000,
         name: str = "broker",
+        inline: InlineHandler | None = None,
     ) -> None:
         if num_processors < 1:
             raise NetworkConfigError(f"num_processors must be at least 1, got {num_processors}")
@@ -79,6 +82,7 @@ class SocketServer:
         self._max_request_bytes = max_request_bytes
         self._connections_max_idle_ms = connections_max_idle_ms
         self._name = name
+        self._inline = inline
         self._lock = threading.Lock()
         self._state = _NEW
         self._port = 0
@@ -149,6 +153,7 @@ class SocketServer:
                 connections_max_idle_ms=self._connections_max_idle_ms,
                 connection_index=connection_index,
                 thread_name=f"{self._name}-network-processor-{processor_id}",
+                inline=self._inline,
             )
             self._processors.append(processor)
             self._channel.register_processor(processor_id, processor)

@@ -37,13 +37,13 @@ from broker.config import BrokerConfig, LogConfig
 from broker.errors import BrokerError
 from broker.log.log_manager import LogManager
 from broker.network.errors import NetworkError
-from broker.network.request_channel import RequestChannel
+from broker.network.request_channel import InlineHandler, RequestChannel
 from broker.network.socket_server import SocketServer
 from broker.protocol import compile_all
 from broker.server.handler_pool import HandlerPool
 from broker.server.local_partitions import LocalPartitions
 from broker.server.purgatory import Purgatory
-from broker.server.request_handler import RequestHandler
+from broker.server.request_handler import INLINE_API_KEYS, RequestHandler
 
 logger = logging.getLogger(__name__)
 
@@ -157,6 +157,7 @@ class BrokerServer:
             max_request_bytes=config.socket_request_max_bytes,
             connections_max_idle_ms=config.connections_max_idle_ms,
             name=f"broker-{config.broker_id}",
+            inline=InlineHandler(handler.handle, INLINE_API_KEYS) if config.inline_requests else None,
         )
         try:
             self._network.start()

@@ -114,6 +114,11 @@ logger = logging.getLogger(__name__)
 _NONE = int(ErrorCode.NONE)
 _UNKNOWN_TOPIC = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 _NOT_LEADER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+#: The APIs whose handling never blocks its thread (a wait goes to the purgatory), so that the network
+#: threads may serve them themselves (``[broker] inline_requests``); the others may talk to ZooKeeper.
+INLINE_API_KEYS = frozenset(
+    int(key) for key in (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.API_VERSIONS)
+)
 #: Produce v0-v2 carry the old message sets, which the log does not store.
 _FIRST_RECORD_BATCH_PRODUCE_VERSION = 3
 

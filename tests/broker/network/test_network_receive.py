@@ -1,4 +1,4 @@
-"""Reading size-prefixed requests off a non-blocking socket: exact frames, size checks, no read-ahead."""
+"""Reading size-prefixed requests off a non-blocking socket: exact frames, size checks, bounded read-ahead."""
 
 from __future__ import annotations
 
@@ -12,7 +12,12 @@ from collections.abc import Iterator
 import pytest
 
 from broker.network.errors import InvalidRequestSizeError, PeerClosedError
-from broker.network.network_receive import MIN_REQUEST_BYTES, PREALLOCATE_MAX_BYTES, NetworkReceive
+from broker.network.network_receive import (
+    MIN_REQUEST_BYTES,
+    PREALLOCATE_MAX_BYTES,
+    READ_AHEAD_BYTES,
+    NetworkReceive,
+)
 from broker.protocol.frame import framed
 
 _PEER = "127.0.0.1:4242"
@@ -38,6 +43,10 @@ def _read(receive: NetworkReceive, sock: socket.socket) -> bytes | None:
         return None
 
 
+def _has_frame(receive: NetworkReceive) -> bool:
+    return receive.has_frame
+
+
 def test_partial_writes_make_one_frame(pair: tuple[socket.socket, socket.socket]) -> None:
     server, client = pair
     receive = NetworkReceive(_PEER, 1024)
@@ -52,14 +61,73 @@ def test_partial_writes_make_one_frame(pair: tuple[socket.socket, socket.socket]
     assert not receive.in_progress
 
 
-def test_reads_no_byte_past_the_frame(pair: tuple[socket.socket, socket.socket]) -> None:
+def test_pipelined_frames_come_out_of_one_recv_in_order(pair: tuple[socket.socket, socket.socket]) -> None:
     server, client = pair
     receive = NetworkReceive(_PEER, 1024)
-    first, second = b"A" * 8, b"B" * 20
-    client.sendall(framed(first) + framed(second))
-    assert receive.read_from(server) == first
-    assert server.recv(64, socket.MSG_PEEK) == framed(second)
-    assert receive.read_from(server) == second
+    frames = [bytes([65 + i]) * (8 + i) for i in range(20)]
+    assert not receive.has_frame  # nothing read yet
+    client.sendall(b"".join(framed(f) for f in frames))
+    assert receive.read_from(server) == frames[0]
+    # the other 19 were read by the same recv: the socket is empty, the receive serves them
+    assert select.select([server], [], [], 0)[0] == []
+    got: list[bytes | None] = []
+    while _has_frame(receive):
+        got.append(receive.read_from(server))
+    assert got == frames[1:]
+    assert not receive.in_progress
+    with pytest.raises(BlockingIOError):
+        receive.read_from(server)
+
+
+def test_read_ahead_is_bounded(pair: tuple[socket.socket, socket.socket]) -> None:
+    server, client = pair
+    receive = NetworkReceive(_PEER, 1024)
+    frame = b"F" * 1000
+    wire = b"".join(framed(frame) for _ in range(2 * READ_AHEAD_BYTES // len(framed(frame))))
+    writer = threading.Thread(target=lambda: client.sendall(wire))
+    writer.start()
+    assert select.select([server], [], [], 5)[0]
+    assert receive.read_from(server) == frame
+    writer_left = len(wire) - READ_AHEAD_BYTES
+    assert writer_left > 0
+    # whatever one recv took, no more than READ_AHEAD_BYTES left the socket
+    buffered = 0
+    while receive.has_frame:
+        assert receive.read_from(server) == frame
+        buffered += 1
+    assert buffered <= READ_AHEAD_BYTES // len(framed(frame))
+    got = 1 + buffered
+    while got < len(wire) // len(framed(frame)):
+        try:
+            if receive.read_from(server) is not None:
+                got += 1
+        except BlockingIOError:
+            assert select.select([server], [], [], 5)[0]
+    writer.join()
+    assert got == len(wire) // len(framed(frame))
+
+
+def test_a_frame_split_across_the_read_ahead_buffer_arrives_whole(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    server, client = pair
+    receive = NetworkReceive(_PEER, 2 * READ_AHEAD_BYTES)
+    sizes = [READ_AHEAD_BYTES - 100, 500, READ_AHEAD_BYTES - 4, READ_AHEAD_BYTES - 3, 9]
+    frames = [random.Random(i).randbytes(size) for i, size in enumerate(sizes)]
+    writer = threading.Thread(target=lambda: client.sendall(b"".join(framed(f) for f in frames)))
+    writer.start()
+    got: list[bytes] = []
+    while len(got) < len(frames):
+        try:
+            frame = receive.read_from(server)
+        except BlockingIOError:
+            assert select.select([server], [], [], 5)[0]
+            continue
+        if frame is not None:
+            got.append(frame)
+    writer.join()
+    assert [len(f) for f in got] == sizes
+    assert got == frames
 
 
 def test_large_frames_arrive_whole(pair: tuple[socket.socket, socket.socket]) -> None:
@@ -105,7 +173,10 @@ def test_sizes_out_of_bounds_are_refused_before_reading_the_frame(
     assert (error.size_bytes, error.max_bytes, error.oversized) == (size, 1024, oversized)
     assert str(error).startswith(f"{_PEER}: request size prefix {size} ")
     assert "max_request_bytes=1024" in str(error)
-    assert server.recv(64) == b"rest of it"
+    # the receive never skips the bad prefix: the processor is told to read it, and it raises again
+    assert receive.has_frame
+    with pytest.raises(InvalidRequestSizeError):
+        receive.read_from(server)
 
 
 def test_end_of_stream(pair: tuple[socket.socket, socket.socket]) -> None:

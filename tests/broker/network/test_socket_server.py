@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,9 +21,11 @@ from broker.log.file_handle import FileHandle
 from broker.log.file_region import FileRegion
 from broker.network import NetworkRequest, NetworkResponse, RequestChannel, SocketServer
 from broker.network.errors import ListenError, NetworkConfigError, SocketServerStateError
+from broker.network.request_channel import InlineHandler
 from broker.protocol.frame import framed
 from tests.broker.network.helpers import (
     CLOSE,
+    ECHO,
     ECHO_THEN_CLOSE,
     EMPTY,
     NO_ANSWER,
@@ -469,7 +472,8 @@ def test_a_full_request_channel_holds_requests_back_until_handlers_take_them() -
         wait_until(lambda: channel.pending_requests() == 1)
         time.sleep(0.1)
         assert channel.pending_requests() == 1
-        assert server.stats()["requests"] <= 2
+        # read (one request per connection, each connection muted), but not handed over: the processor waits
+        assert server.stats()["requests"] <= len(socks)
         answered: list[bytes] = []
         while len(answered) < 4:
             request = channel.receive_request(5)
@@ -602,3 +606,103 @@ def test_servers_sharing_a_channel_route_responses_to_their_own_connections() ->
             assert via_first.processor_id in {0, 1}
         finally:
             second.shutdown()
+
+
+# -- requests served on the processor thread (InlineHandler) ----------------------------------------------
+
+#: Test api keys: echoed by a handler thread (not inline), and answered later from another thread.
+_HANDED_OVER, _LATER = 6, 7
+
+
+class _Inline:
+    """An inline handler answering like :func:`commands`, recording the thread and order of each request."""
+
+    def __init__(self, channel: RequestChannel) -> None:
+        self.channel = channel
+        self.served: list[tuple[int, str]] = []
+        self.later: list[NetworkRequest] = []
+
+    def handle(self, request: NetworkRequest) -> None:
+        (api_key, _version, correlation_id) = struct.unpack_from(">hhi", request.frame, 0)
+        self.served.append((correlation_id, threading.current_thread().name))
+        if api_key == _LATER:
+            self.later.append(request)
+            threading.Timer(0.2, lambda: self.channel.send_response(echo(request))).start()
+            return
+        if api_key == CLOSE + 100:
+            raise RuntimeError("the inline handler failed")
+        response = commands(request)
+        if response is not None:
+            self.channel.send_response(response)
+
+
+@contextlib.contextmanager
+def _serving_inline(keys: set[int]) -> Iterator[tuple[Any, _Inline]]:
+    channel_box: list[_Inline] = []
+
+    def handle(request: NetworkRequest) -> None:
+        channel_box[0].handle(request)
+
+    with serving(inline=InlineHandler(handle, frozenset(keys)), num_processors=1) as served:
+        inline = _Inline(served.channel)
+        channel_box.append(inline)
+        yield served, inline
+
+
+def test_inline_requests_are_served_by_the_processor_in_order_with_handed_over_ones() -> None:
+    with _serving_inline({ECHO, EMPTY}) as (served, inline):
+        sock = served.connect()
+        kinds = [(ECHO, EMPTY, _HANDED_OVER)[i % 3] if i % 5 else ECHO for i in range(600)]
+        frames = [request_frame(i, i.to_bytes(4, "big") * (i % 9), api_key=k) for i, k in enumerate(kinds)]
+        sock.sendall(b"".join(framed(f) for f in frames))
+        answered = [f for f, k in zip(frames, kinds, strict=True) if k != EMPTY]
+        assert [recv_frame(sock) for _ in answered] == answered
+        inline_ids = [i for i, k in enumerate(kinds) if k in (ECHO, EMPTY)]
+        assert [cid for cid, _ in inline.served] == inline_ids
+        assert {name for _, name in inline.served} == {f"{served.name}-network-processor-0"}
+        handed = [struct.unpack_from(">i", r.frame, 4)[0] for r in served.handlers.handled]
+        assert handed == [i for i, k in enumerate(kinds) if k == _HANDED_OVER]
+        served.wait_stat("responses_sent", len(answered))
+        stats = served.stats()
+        assert stats["requests"] == 600
+        assert stats["responses_empty"] == kinds.count(EMPTY)
+        assert stats["request_bytes"] == sum(4 + len(f) for f in frames)
+        assert is_open(sock)
+
+
+def test_an_inline_request_answered_later_holds_back_the_next_one() -> None:
+    with _serving_inline({ECHO, _LATER}) as (served, inline):
+        sock = served.connect()
+        later = request_frame(1, b"answered from a timer", api_key=_LATER)
+        after = request_frame(2, b"pipelined behind it")
+        sock.sendall(framed(later) + framed(after))
+        time.sleep(0.1)
+        assert [cid for cid, _ in inline.served] == [1]  # muted: the second is not served yet
+        assert recv_frame(sock) == later
+        assert recv_frame(sock) == after
+        assert [cid for cid, _ in inline.served] == [1, 2]
+        # another connection is served meanwhile: the delay mutes only its own connection
+        other = served.connect()
+        sock.sendall(framed(request_frame(3, api_key=_LATER)))
+        send_request(other, request_frame(4, b"not held back"))
+        assert recv_frame(other) == request_frame(4, b"not held back")
+        assert recv_frame(sock) == request_frame(3, api_key=_LATER)
+
+
+def test_an_inline_handler_failing_closes_only_its_connection(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger=_LOGGER)
+    with _serving_inline({ECHO, CLOSE, CLOSE + 100}) as (served, _inline):
+        failing, closing, fine = served.connect(), served.connect(), served.connect()
+        send_request(failing, request_frame(1, api_key=CLOSE + 100))
+        assert read_until_closed(failing) == b""
+        wait_until(
+            lambda: any(
+                "serving a request from" in r.getMessage() and r.exc_info for r in list(caplog.records)
+            ),
+            what="the handler's failure logged with its traceback",
+        )
+        send_request(closing, request_frame(2, api_key=CLOSE))
+        assert read_until_closed(closing) == b""
+        send_request(fine, request_frame(3, b"still served"))
+        assert recv_frame(fine) == request_frame(3, b"still served")
+        served.wait_stat("connections_open", 1)
