@@ -55,6 +55,7 @@ class NetworkReceive:
         "_max_bytes",
         "_peer",
         "_pieces",
+        "_pushed_back",
         "_start",
         "_view",
     )
@@ -72,15 +73,19 @@ class NetworkReceive:
         self._large_read = 0
         self._large_view: memoryview | None = None
         self._pieces: list[bytes] = []
+        #: Frames handed back by :meth:`push_back`, next first (served before the buffer).
+        self._pushed_back: list[bytes] = []
 
     @property
     def in_progress(self) -> bool:
         """Whether part of a request (or any buffered byte) has been read."""
-        return self._end > self._start or self._large_size >= 0
+        return self._end > self._start or self._large_size >= 0 or bool(self._pushed_back)
 
     @property
     def has_frame(self) -> bool:
         """Whether a complete frame is buffered: the next :meth:`read_from` returns it without a syscall."""
+        if self._pushed_back:
+            return True
         available = self._end - self._start
         if self._large_size >= 0 or available < SIZE_PREFIX_BYTES:
             return False
@@ -90,6 +95,25 @@ class NetworkReceive:
         out_of_bounds = size < MIN_REQUEST_BYTES or size > self._max_bytes
         return bool(out_of_bounds or available - SIZE_PREFIX_BYTES >= size)
 
+    def next_api_key(self) -> int:
+        """The api key (first int16) of the buffered frame :meth:`read_from` returns next; -1 if there is
+        no complete frame buffered (or its size is out of bounds: reading it raises)."""
+        if self._pushed_back:
+            frame = self._pushed_back[-1]
+            return (frame[0] << 8) | frame[1]
+        if not self.has_frame:
+            return -1
+        assert self._buffer is not None
+        (size,) = _unpack_size(self._buffer, self._start)
+        if size < MIN_REQUEST_BYTES or size > self._max_bytes:
+            return -1
+        at = self._start + SIZE_PREFIX_BYTES
+        return (self._buffer[at] << 8) | self._buffer[at + 1]
+
+    def push_back(self, frames: list[bytes]) -> None:
+        """Return ``frames`` (read from this receive, in order) to be read again, before anything else."""
+        self._pushed_back.extend(reversed(frames))
+
     def read_from(self, sock: socket.socket) -> bytes | None:
         """The next frame: a buffered one, else what ``sock`` has; ``None`` if no frame is complete yet.
 
@@ -98,6 +122,8 @@ class NetworkReceive:
         end of stream, and :class:`~broker.network.errors.InvalidRequestSizeError` for a size prefix out
         of bounds; other :class:`OSError` from the socket pass through.
         """
+        if self._pushed_back:
+            return self._pushed_back.pop()
         if self._large_size >= 0:
             return self._read_large(sock)
         frame = self._cut()

@@ -6,18 +6,27 @@ touches it. Each turn of the loop runs the same steps, in this order::
     1. register new connections     sockets from the acceptor: selected for reading, idle clock started
     2. queue responses              responses from the handlers: empty ones unmute (or close) at once, the
                                     others start a send
-    3. poll                         write the new sends; select; read readable connections, write writable
+    3. poll                         write the new sends; select; read readable connections (and those
+                                    with a complete request in their read-ahead buffer), write writable
                                     ones; close connections idle longer than connections_max_idle_ms
-    4. completed receives           mute each connection that delivered a whole request, hand the request
-                                    to the request channel
+    4. completed receives           hand each request read for the handler threads to the request channel
+                                    (its connection was muted when the request was read)
     5. completed sends              each fully sent response ends its request: unmute (or close_after)
     6. disconnects                  log why each connection closed in this turn, count it
+
+**Inline requests.** With an :class:`~broker.network.request_channel.InlineHandler`, step 3 serves the
+requests it names itself, as it reads them: a response given during the call is queued without a wake-up
+and, when empty or sent at once, the connection goes on to its next request in the same read (no mute,
+no selector change); one answered later mutes the connection as usual. A run of pipelined requests the
+handler can serve together goes to ``handle_run``; the requests it leaves are served one at a time.
 
 Invariants:
 
 * **One request in flight per connection.** A connection is muted (not selected for reading, nothing read)
   from the moment a request is complete until its response is fully sent or was empty; so responses go out
-  in request order and a pipelining client is simply read later (TCP holds its bytes).
+  in request order and a pipelining client is simply read later (its read-ahead buffer, at most
+  ``READ_AHEAD_BYTES``, waits; TCP holds the rest). A run served by ``handle_run`` is requests that need
+  no response at all, served in order.
 * **A failure closes only its connection.** An I/O error, end of stream, a size prefix out of bounds, an
   unsendable response or even a bug while serving one connection closes that connection with a logged
   reason; the processor keeps serving the others.
@@ -28,8 +37,9 @@ Invariants:
   does), checking for shutdown every :data:`_OFFER_WAIT_S`.
 
 Thread safety: :meth:`Processor.accept` (acceptor thread), :meth:`Processor.enqueue_response` (any thread)
-and :meth:`Processor.initiate_shutdown` (any thread) queue work under a lock and wake the selector;
-everything else runs on the processor's own thread.
+and :meth:`Processor.initiate_shutdown` (any thread) queue work under a lock and wake the selector (a
+response enqueued by the processor's own thread skips both); everything else runs on the processor's own
+thread.
 """
 
 from __future__ import annotations
@@ -65,6 +75,8 @@ _OFFER_WAIT_S = 0.1
 #: Reads of one connection per poll (frames served inline count too), so that a large request or a
 #: pipelining client does not starve the others.
 _MAX_READS_PER_POLL = 64
+#: The most requests in one run given to ``InlineHandler.handle_run``.
+_MAX_RUN = 1000
 
 _READ = selectors.EVENT_READ
 _WRITE = selectors.EVENT_WRITE
@@ -94,6 +106,7 @@ class Processor:
         self._connection_index = connection_index
         self._inline = inline
         self._inline_keys = inline.api_keys if inline is not None else frozenset()
+        self._run_keys = inline.run_api_keys if inline is not None and inline.handle_run else frozenset()
         self.counters = NetworkCounters()
 
         self._selector = selectors.DefaultSelector()
@@ -301,11 +314,15 @@ class Processor:
                 if frame is None:
                     continue
                 received_ns = time.monotonic_ns()
-                self._touch(conn, received_ns)
-                if inline_keys and ((frame[0] << 8) | frame[1]) in inline_keys:
+                api_key = (frame[0] << 8) | frame[1]
+                if inline_keys and api_key in inline_keys:
+                    if api_key in self._run_keys and conn.receive.next_api_key() in self._run_keys:
+                        frame = self._serve_run(conn, frame, received_ns)
+                        if frame is None:
+                            continue  # all served: on to the next request
                     if self._serve_inline(conn, frame, received_ns):
-                        continue  # answered: on to the next request
-                    return
+                        continue  # answered: on to the next request (touched below)
+                    return  # in flight, so not idle; or closed
                 # muted now, so that nothing more is read from it in this turn (buffered frames included)
                 self._mute(conn)
                 request = self._in_flight(conn, frame, received_ns)
@@ -341,6 +358,35 @@ class Processor:
         counters.request_bytes += SIZE_PREFIX_BYTES + len(frame)
         return request
 
+    def _serve_run(self, conn: Connection, first: bytes, received_ns: int) -> bytes | None:
+        """Give ``first`` and the run buffered after it to ``handle_run``; ``None`` if it served them all,
+        else the first frame it left (to serve alone; the ones after it are pushed back to be read again)."""
+        assert self._inline is not None
+        handle_run = self._inline.handle_run
+        assert handle_run is not None
+        receive, run_keys = conn.receive, self._run_keys
+        frames = [first]
+        while len(frames) < _MAX_RUN and receive.next_api_key() in run_keys:
+            frame = receive.read_from(conn.sock)  # buffered: no syscall
+            assert frame is not None
+            frames.append(frame)
+        processor_id, connection_id, peer = self.processor_id, conn.connection_id, conn.peer
+        requests = [NetworkRequest(processor_id, connection_id, peer, f, received_ns) for f in frames]
+        try:
+            served = handle_run(requests)
+        except Exception:
+            logger.exception("processor %d: serving requests from %s failed", self.processor_id, peer)
+            served = 0
+        if served:
+            counters = self.counters
+            counters.requests += served
+            counters.request_bytes += sum(map(len, frames[:served])) + SIZE_PREFIX_BYTES * served
+            counters.responses_empty += served
+        if served == len(frames):
+            return None
+        receive.push_back(frames[served + 1 :])
+        return frames[served]
+
     def _serve_inline(self, conn: Connection, frame: bytes, received_ns: int) -> bool:
         """Answer ``frame`` on this thread; whether ``conn`` is ready for its next request (else it is muted,
         sending, or closed)."""
@@ -351,8 +397,17 @@ class Processor:
         except Exception:
             logger.exception("processor %d: serving a request from %s failed", self.processor_id, conn.peer)
             self._close(conn, "unexpected error while serving a request", "error_closed", None)
-        if self._local_responses:
-            responses, self._local_responses = self._local_responses, []
+        local = self._local_responses
+        if len(local) == 1:
+            only = local[0]
+            if only.request is request and not only.chunks and not only.close_after and not conn.closed:
+                # the common case (Produce with acks=0): nothing to send, the connection stays selected
+                local.clear()
+                conn.finish_request()
+                self.counters.responses_empty += 1
+                return True
+        if local:
+            responses, self._local_responses = local, []
             self._process_new_responses(responses, received_ns)
             to_write, self._to_write = self._to_write, []
             for pending in to_write:

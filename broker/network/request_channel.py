@@ -33,9 +33,9 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from broker.network.errors import ChannelClosedError, NetworkConfigError
 from broker.protocol.region import Region
@@ -43,9 +43,9 @@ from broker.protocol.region import Region
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class NetworkRequest:
-    """One complete request as it came off a connection."""
+class NetworkRequest(NamedTuple):
+    """One complete request as it came off a connection (a named tuple: made once per request, it must be
+    cheap; the processor tells requests apart by identity)."""
 
     #: The processor that owns the connection (responses are routed back to it).
     processor_id: int
@@ -59,8 +59,7 @@ class NetworkRequest:
     received_ns: int
 
 
-@dataclass(frozen=True, slots=True)
-class NetworkResponse:
+class NetworkResponse(NamedTuple):
     """The answer to ``request``: what to send, and whether to close the connection afterwards.
 
     ``chunks`` are sent in order and verbatim, so they hold the whole response as it goes on the wire,
@@ -86,10 +85,19 @@ class InlineHandler:
     nor waits (a Fetch long-poll or an ``acks=-1`` Produce waits in the purgatory, not on the thread).
     ``handle`` must answer through the channel exactly as a handler thread would; requests whose api key
     is not in ``api_keys`` (ZooKeeper work: Metadata, CreateTopics...) still go to the handler threads.
+
+    ``handle_run`` serves a *run*: consecutive requests of one connection, all with api keys in
+    ``run_api_keys``, that a pipelining client sent and the processor has buffered (a producer with
+    ``acks=0`` sends hundreds per read). It serves the leading requests of the run that need no response
+    at all, as one unit (one append per partition instead of one per request), and returns how many it
+    served; it must leave the first request it cannot serve that way (one that needs a response, or
+    fails) and every request after it untouched, for :attr:`handle`, one at a time.
     """
 
     handle: Callable[[NetworkRequest], None]
     api_keys: frozenset[int]
+    handle_run: Callable[[Sequence[NetworkRequest]], int] | None = None
+    run_api_keys: frozenset[int] = frozenset()
 
 
 class ResponseSink(Protocol):

@@ -48,7 +48,7 @@ from broker.config import BrokerConfig
 from broker.errors import BrokerError
 from broker.log.errors import InvalidTopicError, LogError, OffsetOutOfRangeError
 from broker.log.file_names import validate_topic_name
-from broker.log.log import AppendInfo, Log
+from broker.log.log import AppendInfo, Buffer, Log
 from broker.log.log_manager import LogManager
 from broker.log.topic_partition import TopicPartition
 from broker.network.request_channel import NetworkRequest, NetworkResponse, RequestChannel
@@ -119,6 +119,8 @@ _NOT_LEADER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 INLINE_API_KEYS = frozenset(
     int(key) for key in (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.API_VERSIONS)
 )
+#: The APIs :meth:`RequestHandler.handle_run` serves in runs.
+RUN_API_KEYS = frozenset({int(ApiKey.PRODUCE)})
 #: Produce v0-v2 carry the old message sets, which the log does not store.
 _FIRST_RECORD_BATCH_PRODUCE_VERSION = 3
 
@@ -197,6 +199,59 @@ class RequestHandler:
                 header.correlation_id,
             )
             self._close(request, f"handling failed: {exc!r}")
+
+    def handle_run(self, requests: Sequence[NetworkRequest]) -> int:
+        """Serve the leading ``acks=0`` Produce requests of ``requests`` (consecutive requests of one
+        connection) together; returns how many were served. They get no response, as with :meth:`handle`.
+
+        Served together means one :meth:`Log.append` per run of requests to the same partition, with the
+        same outcome as appending them one by one. A request that is not a single-partition ``acks=0``
+        Produce to a partition led here, or whose append fails, ends the run: it and the requests after it
+        are left to :meth:`handle` (which answers or closes as usual), nothing of them appended.
+        """
+        view = self._cluster.view
+        groups: list[tuple[Log, list[Buffer]]] = []
+        for request in requests:
+            try:
+                header, body = decode_request(request.frame)
+            except ProtocolError:
+                break
+            if (
+                type(body) is not ProduceRequest
+                or body.acks != 0
+                or header.api_version < _FIRST_RECORD_BATCH_PRODUCE_VERSION
+                or len(body.topic_data) != 1
+                or len(body.topic_data[0].partition_data) != 1
+            ):
+                break
+            topic_data = body.topic_data[0]
+            partition_data = topic_data.partition_data[0]
+            records = partition_data.records
+            if not isinstance(records, (bytes, bytearray, memoryview)):
+                break
+            try:
+                log = self._leader_log(view, topic_data.name, partition_data.index)
+            except PartitionLookupError:
+                break
+            if groups and groups[-1][0] is log:
+                groups[-1][1].append(records)
+            else:
+                groups.append((log, [records]))
+        served = 0
+        for log, parts in groups:
+            try:
+                log.append(parts[0] if len(parts) == 1 else b"".join(parts))
+            except LogError:
+                # one of them is bad: append one at a time up to it; handle() reports it
+                for part in parts:
+                    try:
+                        log.append(part)
+                    except LogError:
+                        return served
+                    served += 1
+            else:
+                served += len(parts)
+        return served
 
     def _send(self, request: NetworkRequest, chunks: Sequence[bytes | Region]) -> None:
         self._channel.send_response(NetworkResponse(request, tuple(chunks)))

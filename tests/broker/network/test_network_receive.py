@@ -193,3 +193,24 @@ def test_end_of_stream(pair: tuple[socket.socket, socket.socket]) -> None:
     with pytest.raises(PeerClosedError):
         fresh.read_from(server)
     assert not fresh.in_progress
+
+
+def test_next_api_key_peeks_and_push_back_replays_in_order(pair: tuple[socket.socket, socket.socket]) -> None:
+    server, client = pair
+    receive = NetworkReceive(_PEER, 1024)
+    assert receive.next_api_key() == -1
+    frames = [struct.pack(">hhi", key, 0, key) + b"x" * key for key in (0, 7, 300, 18)]
+    client.sendall(b"".join(framed(f) for f in frames) + framed(frames[0])[:5])
+    assert receive.read_from(server) == frames[0]
+    assert receive.next_api_key() == 7
+    taken = [receive.read_from(server), receive.read_from(server)]
+    assert taken == frames[1:3]
+    assert receive.next_api_key() == 18
+    receive.push_back([f for f in taken if f is not None])
+    assert receive.in_progress
+    assert receive.next_api_key() == 7
+    assert [receive.read_from(server) for _ in range(3)] == frames[1:]
+    assert receive.next_api_key() == -1  # 5 bytes of the next frame: not complete
+    with pytest.raises(BlockingIOError):
+        receive.read_from(server)
+    assert receive.in_progress

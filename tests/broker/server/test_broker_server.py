@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from broker.client.connection import BrokerConnection
 from broker.log.record_batch import RecordBatch, RecordBatchBuilder, scan_batches
 from broker.protocol import ErrorCode, encode_request
@@ -233,6 +235,73 @@ def test_acks_zero_error_closes_the_connection(broker_cluster: BrokerCluster) ->
     try:
         produce(conn, "missing-topic", 0, batch(0, 1), acks=0)
         wait_for(lambda: conn.closed, 10, "the broker to close the acks=0 connection")
+    finally:
+        conn.close()
+
+
+def _produce_frame(
+    correlation_id: int, topic: str, partition: int, records: bytes, acks: int, version: int
+) -> bytes:
+    body = ProduceRequest(
+        acks=acks,
+        timeout_ms=5000,
+        topic_data=[TopicProduceData(topic, [PartitionProduceData(partition, records)])],
+    )
+    return encode_request(version, correlation_id, "runs", body)
+
+
+def _values(records: Any) -> list[bytes | None]:
+    scan = scan_batches(bytes(records), where="test")
+    return [r.value for b in scan.batches for r in b.records()]
+
+
+@pytest.mark.parametrize("inline_requests", [True, False])
+def test_pipelined_acks_zero_produces_are_appended_in_order_up_to_a_bad_one(
+    start_cluster: Callable[..., BrokerCluster], inline_requests: bool
+) -> None:
+    """A producer pipelining acks=0 requests: the broker serves them in runs (one append per partition and
+    run) when ``inline_requests`` is on; either way exactly what came before the corrupt request is kept,
+    in order, with an acks=1 request in the middle answered, and the connection is then closed."""
+    cluster = start_cluster(1, inline_requests=inline_requests)
+    cluster.create_topic("runs", 2)
+    broker = cluster.brokers[0]
+    wire: list[bytes] = []
+    expected: dict[int, list[int]] = {0: [], 1: []}
+    for i in range(400):
+        partition = 0 if i % 7 else 1
+        records = batch(i, 1)
+        if i == 300:
+            corrupt = bytearray(records)
+            corrupt[-1] ^= 0xFF
+            records = bytes(corrupt)
+        acks = 1 if i == 100 else 0
+        wire.append(_produce_frame(i, "runs", partition, records, acks, version=9 if i % 2 else 7))
+        if i < 300:
+            expected[partition].append(i)
+    sock = _raw(broker)
+    try:
+        sock.sendall(b"".join(wire))
+        sock.settimeout(10)
+        (size,) = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))
+        response = sock.recv(size, socket.MSG_WAITALL)
+        assert struct.unpack_from(">i", response, 0) == (100,)  # the acks=1 one, correlation id 100
+        assert _closed_by_peer(sock)
+    finally:
+        sock.close()
+    conn = connect(broker)
+    try:
+        for partition in (0, 1):
+
+            def flushed(p: int = partition) -> bool:
+                return bool(fetch(conn, [("runs", p, 0, 1)])[("runs", p)].high_watermark >= len(expected[p]))
+
+            wait_for(flushed, 10, "the appended records to be flushed")
+            parts = fetch(conn, [("runs", partition, 0, 1 << 20)])
+            assert parts[("runs", partition)].high_watermark == len(expected[partition])
+            values = _values(parts[("runs", partition)].records)
+            assert values == [(b"v%06d" % i).ljust(50, b".") for i in expected[partition]]
+            assert offsets_in(parts[("runs", partition)].records) == list(range(len(expected[partition])))
+        assert len(expected[0]) + len(expected[1]) == 300
     finally:
         conn.close()
 
