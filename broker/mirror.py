@@ -8,42 +8,47 @@ member of consumer group ``group`` on the *source* cluster and a producer on the
                     target_zookeeper="zk-offline:2181")
     mirror.start()          # topics made on the target, the group joined, one thread per stream
     ...
-    mirror.close()          # finish the records in hand, commit them, publish the last audit counts
+    mirror.close()          # finish the sends in flight, commit what the target acknowledged, audit, leave
 
 Run it with ``lumber mirror`` (:mod:`pipeline.cli.mirror`).
 
-**Topics.** The source topics whose whole name matches ``topics`` when :meth:`Mirror.start` runs are
-mirrored (a topic created later needs a restart). Each is created on the target with the same partition
-count (an existing one must have it: :class:`~broker.mirror_errors.TopicMismatchError`), and each record
-goes to the same partition with its key, timestamp and headers. The records are re-sent one by one through
-the :class:`~broker.client.producer.Producer`, which re-batches them: it has no pass-through of raw record
-batches. A record without a ``host`` header gets the mirror's host (the producer adds one).
+**Topics.** The source topics whose whole name matches ``topics`` are mirrored: those there when
+:meth:`Mirror.start` runs, and those created later, found every ``topic_refresh_ms`` (each new set joins
+the group as one more member of this process, with ``streams`` streams per topic). Each is created on the
+target with the same partition count (an existing one must have it:
+:class:`~broker.mirror_errors.TopicMismatchError`; partitions added to a source topic later are not
+followed), and each record goes to the same partition.
 
-**Delivery: at least once.** Each stream (``streams`` per topic, each on its own thread) repeats:
+**Batches pass through.** Each stream (:class:`~broker.mirror_stream.MirrorStream`, on its own thread)
+takes whole fetched batches from the source and sends each, byte for byte, to the same partition of the
+target (:meth:`~broker.client.producer.Producer.send_batch`): keys, values, timestamps, headers and
+compression are kept because nothing is decoded; the target assigns the offsets. Only a batch that cannot
+go as it is (the committed position falls inside it, too large for the producer, refused by the target)
+is re-encoded, with the same record fields. The mirror adds no header.
 
-1. ``poll`` up to ``max_records_per_poll`` records; this marks the previous ones as *consumed*;
-2. send them to the target with ``acks=all`` and one request in flight per broker (so a partition's
-   records land in order), ``flush``, and check every record's outcome;
-3. if the target failed some (after the producer's own retries), send again from the first failure on, after
-   ``send_retry_backoff_ms``, until all are acknowledged; only then count them for the audit and go back
-   to 1.
+**Delivery: at least once, pipelined.** A stream never waits for one send before the next: it keeps taking
+batches while earlier ones are in flight, up to ``max_in_flight_records`` / ``max_in_flight_bytes`` not
+yet acknowledged. The target acknowledges with ``acks=all`` (one request in flight per broker, so a
+partition's batches land in order); per partition, in the order sent, the position after the last
+*contiguous* acknowledged record is what the group may commit (the streams have explicit positions,
+:mod:`broker.client.message_stream`): every ``[group] auto_commit_interval_ms``, when a partition moves
+(the group first waits ``release_timeout_ms`` for the partition's sends in flight; what is still not
+acknowledged then is not committed), and on close. So a killed mirror loses nothing: the partition's next
+owner starts at the last committed offset and copies again what was copied since (duplicates on the
+target, at most one commit interval plus the in-flight window per stream). A send that fails after the
+producer's retries is sent again, with the partition's later ones, after ``send_retry_backoff_ms``, until
+the target takes it. Several mirror processes in one group share the partitions; when one dies its
+partitions move to the others after its ZooKeeper session expires.
 
-The group commits only consumed offsets (``[group] auto_commit_interval_ms``, and when a partition moves),
-so an offset is committed only after the target acknowledged its record, and a killed mirror loses
-nothing: the partition's next owner starts at the last committed offset and copies again what was copied
-since (duplicates on the target, at most one commit interval plus one poll per partition). Several mirror
-processes in one group share the partitions; when one dies its partitions move to the others after its
-ZooKeeper session expires. A target failure that outlasts :meth:`Mirror.close` leaves the process without
-committing (the group is not left cleanly, the session expires): the next owner copies again.
+**Throughput.** A Lumber broker acknowledges ``acks=all`` once the records are flushed (``[log] flush_ms``
+/ ``flush_messages`` on the target), and answers one request per connection at a time: each round trip
+carries every partition's queued batches (consecutive raw batches of a partition travel together up to
+``[producer] batch_size``, a request up to ``max_request_size``). Raise those two for the mirror's
+producer, and ``streams`` up to the partition count, for more.
 
-**Throughput.** A stream waits for the target's acknowledgement of each poll before the next one, and a
-Lumber broker acknowledges ``acks=all`` once the records are flushed (``[log] flush_ms`` /
-``flush_messages`` on the target), so each stream copies at most about ``max_records_per_poll`` records
-per target flush interval: raise ``streams`` (up to the partition count) and ``max_records_per_poll``, or
-lower the target's ``flush_ms``, for more.
-
-**Audit.** With ``audit_interval_ms`` > 0, what the target acknowledged is counted per topic and window
-and published to ``audit_topic`` on the target as tier ``mirror`` (:mod:`broker.mirror_audit`).
+**Audit.** With ``audit_interval_ms`` > 0, what the target acknowledged is counted per topic and window of
+each record's timestamp and published to ``audit_topic`` on the target as tier ``mirror``
+(:mod:`broker.mirror_audit`).
 
 Thread safety: :meth:`start` and :meth:`close` from one controlling thread; the properties from any.
 """
@@ -55,7 +60,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from kazoo.client import KazooClient
@@ -63,27 +68,21 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from broker.client.consumer_config import ConsumerConfig
-from broker.client.consumer_record import ConsumerRecord
-from broker.client.errors import ClientError, GroupClosedError
 from broker.client.group_config import GroupConfig
 from broker.client.group_consumer import GroupConsumer
 from broker.client.message_stream import MessageStream
 from broker.client.producer import Producer
-from broker.client.producer_batch import RecordFuture
 from broker.client.producer_config import ProducerConfig
-from broker.cluster.errors import TopicExistsError, ZooKeeperError
+from broker.cluster.errors import ClusterError, TopicExistsError, ZooKeeperError
 from broker.cluster.topic_admin import TopicAdmin
 from broker.mirror_audit import MirrorAuditEmitter
 from broker.mirror_config import MirrorConfig
 from broker.mirror_errors import MirrorError, TopicMismatchError
+from broker.mirror_stream import MirrorStream
 
 log = logging.getLogger(__name__)
 
 _ZK_TIMEOUT_S = 15.0
-
-
-class _UnacknowledgedError(MirrorError):
-    """A stream stopped while the target had not acknowledged records it holds."""
 
 
 class Mirror:
@@ -112,34 +111,38 @@ class Mirror:
             producer,
             bootstrap_servers=[],
             acks="all",
-            max_in_flight_requests_per_connection=1,  # a partition's records land in order
+            max_in_flight_requests_per_connection=1,  # a partition's batches land in order
             audit_interval_ms=0,  # the mirror counts as its own tier, never as the producer tier
             host_name=self._host,
         )
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
-        self._group: GroupConsumer | None = None
+        self._streams: list[MirrorStream] = []
+        self._members: list[GroupConsumer] = []
         self._producer: Producer | None = None
         self._audit: MirrorAuditEmitter | None = None
         self._topics: dict[str, int] = {}
+        self._refresher: threading.Thread | None = None
         self._copied = 0
-        self._unacknowledged = False
         self._failure: BaseException | None = None
+        self._drain_deadline = float("inf")
+        self._started = False
         self._closed = False
 
     # ------------------------------------------------------------------------------ starting
 
     def start(self) -> dict[str, int]:
-        """Create the topics on the target, join the group, start the streams; returns topic -> partitions."""
-        if self._group is not None or self._closed:
+        """Create the topics on the target, join the group, start the streams (and the topic refresh);
+        returns topic -> partitions of the topics mirrored from the start."""
+        if self._started or self._closed:
             raise MirrorError("a Mirror starts once")
-        topics = self._prepare_topics()
-        if not topics:
+        self._started = True
+        topics = self._matching_topics()
+        if not topics and self.config.topic_refresh_ms == 0:
             raise MirrorError(
                 f"no topic of the source cluster ({self.source_zookeeper}) matches {self.config.topics!r}"
             )
-        self._topics = topics
         self._producer = Producer(self.producer_config, zookeeper_connect=self.target_zookeeper)
         if self.config.audit_interval_ms > 0:
             audit_settings = dataclasses.replace(
@@ -151,20 +154,46 @@ class Mirror:
                 audit_registry_url=self.config.audit_registry_url,
             )
             self._audit = MirrorAuditEmitter(self._producer, audit_settings, self._host)
-        self._group = GroupConsumer(
+        if topics:
+            self._mirror_topics(topics)
+        else:
+            log.warning(
+                "mirror %s: no topic of %s matches %r yet; looking again every %d ms",
+                self.config.group,
+                self.source_zookeeper,
+                self.config.topics,
+                self.config.topic_refresh_ms,
+            )
+        if self.config.topic_refresh_ms > 0:
+            self._refresher = threading.Thread(
+                target=self._refresh_topics, name="lumber-mirror-topics", daemon=True
+            )
+            self._refresher.start()
+        return dict(topics)
+
+    def _matching_topics(self) -> dict[str, int]:
+        """The source topics matching ``topics``, with their partition counts."""
+        with _admin(self.source_zookeeper) as source:
+            return {t: len(source.describe_topic(t)) for t in source.list_topics() if self.config.matches(t)}
+
+    def _mirror_topics(self, topics: dict[str, int]) -> None:
+        """Create ``topics`` on the target, then join the group for them with a member of their own."""
+        self._create_on_target(topics)
+        member = GroupConsumer(
             self.config.group,
             zookeeper_connect=self.source_zookeeper,
             config=self.group_config,
             consumer_config=self.consumer_config,
         )
-        streams = self._group.create_message_streams(dict.fromkeys(topics, self.config.streams))
+        streams = member.create_message_streams(
+            dict.fromkeys(topics, self.config.streams), explicit_positions=True
+        )
+        with self._lock:
+            self._members.append(member)
+            self._topics.update(topics)
         for topic_streams in streams.values():
             for stream in topic_streams:
-                thread = threading.Thread(
-                    target=self._run_stream, args=(stream,), name=f"lumber-mirror-{stream.name}", daemon=True
-                )
-                self._threads.append(thread)
-                thread.start()
+                self._start_stream(stream)
         log.info(
             "mirror %s: copying %s from %s to %s",
             self.config.group,
@@ -172,14 +201,8 @@ class Mirror:
             self.source_zookeeper,
             self.target_zookeeper,
         )
-        return dict(topics)
 
-    def _prepare_topics(self) -> dict[str, int]:
-        """The matching source topics with their partition counts, each present on the target alike."""
-        with _admin(self.source_zookeeper) as source:
-            topics = {
-                t: len(source.describe_topic(t)) for t in source.list_topics() if self.config.matches(t)
-            }
+    def _create_on_target(self, topics: dict[str, int]) -> None:
         with _admin(self.target_zookeeper) as target:
             existing = set(target.list_topics())
             for topic, partitions in sorted(topics.items()):
@@ -198,98 +221,87 @@ class Mirror:
                         "mirror keeps partitions, "
                         "so the counts must be equal"
                     )
-        return topics
+
+    def _start_stream(self, stream: MessageStream) -> None:
+        producer = self._producer
+        if producer is None:  # pragma: no cover - streams start after the producer
+            raise MirrorError("the mirror is not started")
+        copier = MirrorStream(
+            stream,
+            producer,
+            self.config,
+            stopping=self._stopping,
+            audit=None if self._audit is None else self._audit.mirror_counter,
+            on_copied=self._count_copied,
+            drain_deadline=lambda: self._drain_deadline,
+        )
+        thread = threading.Thread(
+            target=self._run_stream, args=(copier,), name=f"lumber-mirror-{stream.name}", daemon=True
+        )
+        with self._lock:
+            self._streams.append(copier)
+            self._threads.append(thread)
+        thread.start()
+
+    def _refresh_topics(self) -> None:
+        """The refresher thread: mirror the source topics that appeared since the last look."""
+        interval_s = self.config.topic_refresh_ms / 1000
+        while not self._stopping.wait(interval_s):
+            try:
+                found = self._matching_topics()
+                new = {t: n for t, n in found.items() if t not in self._topics}
+                if new and not self._stopping.is_set():
+                    self._mirror_topics(new)
+            except TopicMismatchError as exc:
+                self._fail(exc)
+                return
+            except (ClusterError, KazooException, KazooTimeoutError, MirrorError) as exc:
+                log.warning(
+                    "mirror %s: looking for new topics failed: %s; trying again", self.config.group, exc
+                )
+            except Exception as exc:  # the thread's top loop: the mirror stops, never silently
+                log.exception("mirror %s: looking for new topics failed", self.config.group)
+                self._fail(exc)
+                return
 
     # ------------------------------------------------------------------------------ copying
 
-    def _run_stream(self, stream: MessageStream) -> None:
-        config = self.config
+    def _run_stream(self, copier: MirrorStream) -> None:
         try:
-            while not self._stopping.is_set():
-                try:
-                    records = stream.poll(
-                        timeout_ms=config.poll_timeout_ms, max_records=config.max_records_per_poll
-                    )
-                except GroupClosedError:
-                    return
-                if records:
-                    self._copy(records)
-        except _UnacknowledgedError as exc:
-            log.error("mirror stream %s: %s", stream.name, exc)  # noqa: TRY400 - expected, no traceback
-            with self._lock:
-                self._unacknowledged = True
+            copier.run()
         except BaseException as exc:
-            log.exception("mirror stream %s failed; the mirror stops", stream.name)
-            with self._lock:
-                self._unacknowledged = True
-                if self._failure is None:
-                    self._failure = exc
-            self._stopping.set()
+            log.exception("mirror stream %s failed; the mirror stops", copier.stream.name)
+            self._fail(exc)
 
-    def _copy(self, records: Sequence[ConsumerRecord]) -> None:
-        """Send ``records`` until the target acknowledged all of them (see the module docstring)."""
-        producer = self._producer
-        if producer is None:  # pragma: no cover - threads start after the producer
-            raise MirrorError("the mirror is not started")
-        pending = records
-        while True:
-            futures: list[RecordFuture] = []
-            error: BaseException | None = None
-            for record in pending:
-                try:
-                    futures.append(
-                        producer.send(
-                            record.topic,
-                            record.value,
-                            record.key,
-                            partition=record.partition,
-                            headers=record.headers,
-                            timestamp_ms=record.timestamp_ms,
-                        )
-                    )
-                except ClientError as exc:
-                    error = exc
-                    break
-            producer.flush()
-            failed = len(futures)
-            for index, future in enumerate(futures):
-                outcome = future.exception()
-                if outcome is not None:
-                    failed, error = index, outcome
-                    break
-            if error is None:
-                break
-            pending = pending[failed:]
-            log.warning(
-                "mirror: the target did not take %d records (from %s-%d offset %d): %s; sending them again",
-                len(pending),
-                pending[0].topic,
-                pending[0].partition,
-                pending[0].offset,
-                error,
-            )
-            if self._stopping.wait(self.config.send_retry_backoff_ms / 1000):
-                raise _UnacknowledgedError(
-                    f"stopped with {len(pending)} records not acknowledged by the target; their offsets are "
-                    "not committed"
-                )
-        if self._audit is not None:
-            self._audit.mirror_counter.copied(records)
+    def _fail(self, exc: BaseException) -> None:
         with self._lock:
-            self._copied += len(records)
+            if self._failure is None:
+                self._failure = exc
+        self._stopping.set()
+
+    def _count_copied(self, records: int) -> None:
+        with self._lock:
+            self._copied += records
 
     # ------------------------------------------------------------------------------ state
 
     @property
     def topics(self) -> dict[str, int]:
         """The mirrored topics and their partition counts (after :meth:`start`)."""
-        return dict(self._topics)
+        with self._lock:
+            return dict(self._topics)
 
     @property
     def copied(self) -> int:
         """Records the target acknowledged so far (duplicates included)."""
         with self._lock:
             return self._copied
+
+    @property
+    def streams(self) -> list[MirrorStream]:
+        """Every stream of this process (one per topic set joined and stream number)."""
+        with self._lock:
+            return list(self._streams)
 
     @property
     def failure(self) -> BaseException | None:
@@ -299,46 +311,50 @@ class Mirror:
 
     @property
     def group(self) -> GroupConsumer:
-        if self._group is None:
-            raise MirrorError("the mirror is not started")
-        return self._group
+        """The group member of the topics mirrored from the start (the first one joined)."""
+        with self._lock:
+            if not self._members:
+                raise MirrorError("the mirror has not joined the group yet")
+            return self._members[0]
+
+    @property
+    def members(self) -> list[GroupConsumer]:
+        """This process's group members: one per set of topics found (at the start, then by the refresh)."""
+        with self._lock:
+            return list(self._members)
 
     def wait(self, timeout_s: float | None = None) -> bool:
-        """Block until a stream fails (``True``) or ``timeout_s`` passes (``False``)."""
+        """Block until the mirror stops by itself (a stream failed: ``True``) or ``timeout_s`` passes."""
         return self._stopping.wait(timeout_s)
 
     # ------------------------------------------------------------------------------ closing
 
     def close(self, timeout_s: float = 60.0) -> None:
-        """Stop the streams once their records in hand are acknowledged, commit, publish the last audit
-        counts, leave the group. If some records could not be acknowledged, nothing more is committed and
-        the group is not left cleanly (its session expires). Idempotent."""
+        """Stop taking from the source, wait (up to ``timeout_s``) for the sends in flight, commit what the
+        target acknowledged (never more), publish the last audit counts, leave the group. Idempotent."""
         if self._closed:
             return
         self._closed = True
-        self._stopping.set()
         deadline = time.monotonic() + timeout_s
-        for thread in self._threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        stuck = [t.name for t in self._threads if t.is_alive()]
+        self._drain_deadline = deadline
+        self._stopping.set()
+        if self._refresher is not None:
+            self._refresher.join(max(0.0, deadline - time.monotonic()))
         with self._lock:
-            unsafe = self._unacknowledged or bool(stuck)
+            threads = list(self._threads)
+            members = list(self._members)
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        stuck = [t.name for t in threads if t.is_alive()]
+        if stuck:
+            log.error("mirror %s: streams still running at close: %s", self.config.group, stuck)
         try:
             if self._audit is not None:
                 self._audit.close(max(0.0, deadline - time.monotonic()))
         finally:
             try:
-                if self._group is not None:
-                    if unsafe:
-                        log.error(
-                            "mirror %s: leaving without a final commit (records not acknowledged by the "
-                            "target%s); the next owners copy them again",
-                            self.config.group,
-                            f"; streams still running: {stuck}" if stuck else "",
-                        )
-                        self._group.zookeeper.stop()
-                    else:
-                        self._group.close()
+                for member in members:
+                    member.close()  # commits the acknowledged positions only (explicit positions)
             finally:
                 if self._producer is not None:
                     self._producer.close(max(0.0, deadline - time.monotonic()))

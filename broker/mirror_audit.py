@@ -4,9 +4,12 @@ The paper's offline cluster pulls from the live ones (section 4); its audit comp
 topic and window of creation time. The mirror reuses the producer tier's machinery:
 
 * :class:`MirrorAuditCounter` is an :class:`~broker.client.audit_counter.AuditCounter` fed by the mirror
-  (:meth:`MirrorAuditCounter.copied`, called once the target acknowledged a stream's records, with
-  ``acks=all``) instead of by a producer's delivery path, whose events carry tier ``mirror`` and an id of
-  their own (:func:`mirror_event_id`: host, counter instance, topic, window, sequence);
+  (:meth:`MirrorAuditCounter.copied_batches`, called once the target acknowledged (``acks=all``) a
+  stream's batches, or :meth:`MirrorAuditCounter.copied` for records) instead of by a producer's delivery
+  path; a batch passed through unchanged is still counted record by record, by each record's timestamp
+  (its records are walked for their timestamps and value sizes, not decoded into objects). Its events
+  carry tier ``mirror`` and an id of their own (:func:`mirror_event_id`: host, counter instance, topic,
+  window, sequence);
 * :class:`MirrorAuditEmitter` is the producer's :class:`~broker.client.audit_emitter.AuditEmitter` (outbox,
   retries, same id on resend, a last emission on close) publishing those events through the mirror's target
   producer.
@@ -29,9 +32,14 @@ from broker.client.audit_counter import AuditCounter, WindowCounts
 from broker.client.audit_emitter import AuditEmitter
 from broker.client.audit_event import AuditEvent, window_start
 from broker.client.consumer_record import ConsumerRecord
+from broker.client.fetched_batch import FetchedBatch
 from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
 from broker.log.clock import Clock, system_clock_ms
+from broker.log.compression import CompressionType
+from broker.log.record_batch import COMPRESSION_MASK, HEADER_SIZE, TimestampType, decode_varint
+
+_Tally = dict[tuple[str, int | None], WindowCounts]
 
 
 def mirror_event_id(
@@ -47,23 +55,48 @@ class MirrorAuditCounter(AuditCounter):
 
     def copied(self, records: Sequence[ConsumerRecord]) -> None:
         """``records`` are acknowledged by the target: count them (records of the audit topic are not)."""
-        window_ms = self.window_ms
-        tally: dict[tuple[str, int | None], WindowCounts] = {}
+        tally: _Tally = {}
         for record in records:
-            if record.topic == self.audit_topic:
+            if record.topic != self.audit_topic:
+                self._tally(tally, record.topic, record.timestamp_ms, record.value)
+        self._add(tally)
+
+    def copied_batches(self, batches: Sequence[FetchedBatch]) -> None:
+        """The records of ``batches`` (each from its ``from_offset`` on) are acknowledged by the target:
+        count them by their own timestamps (batches of the audit topic are not)."""
+        tally: _Tally = {}
+        window_ms = self.window_ms
+        for fetched in batches:
+            topic = fetched.topic_partition.topic
+            if topic == self.audit_topic:
                 continue
-            ts = record.timestamp_ms
-            key = (record.topic, None if ts < 0 else window_start(ts, window_ms))
-            counts = tally.get(key)
-            if counts is None:
-                counts = tally[key] = WindowCounts()
-            if ts < 0:
-                counts.missing_timestamp_count += 1
-            else:
-                counts.count += 1
-            counts.bytes += 0 if record.value is None else len(record.value)
+            for timestamp_ms, value_bytes in _timestamps_and_sizes(fetched):
+                key = (topic, None if timestamp_ms < 0 else timestamp_ms - timestamp_ms % window_ms)
+                counts = tally.get(key)
+                if counts is None:
+                    counts = tally[key] = WindowCounts()
+                if timestamp_ms < 0:
+                    counts.missing_timestamp_count += 1
+                else:
+                    counts.count += 1
+                counts.bytes += value_bytes
+        self._add(tally)
+
+    def _tally(self, tally: _Tally, topic: str, timestamp_ms: int, value: bytes | None) -> None:
+        key = (topic, None if timestamp_ms < 0 else window_start(timestamp_ms, self.window_ms))
+        counts = tally.get(key)
+        if counts is None:
+            counts = tally[key] = WindowCounts()
+        if timestamp_ms < 0:
+            counts.missing_timestamp_count += 1
+        else:
+            counts.count += 1
+        counts.bytes += 0 if value is None else len(value)
+
+    def _add(self, tally: _Tally) -> None:
         if not tally:
             return
+        window_ms = self.window_ms
         now = self._clock_ms()
         with self._lock:
             for (topic, start), counts in tally.items():
@@ -121,3 +154,40 @@ class MirrorAuditEmitter(AuditEmitter):
         if not isinstance(counter, MirrorAuditCounter):  # pragma: no cover - set in __init__
             raise TypeError("MirrorAuditEmitter.counter must be a MirrorAuditCounter")
         return counter
+
+
+def _timestamps_and_sizes(fetched: FetchedBatch) -> list[tuple[int, int]]:
+    """(timestamp, value bytes) of each record of ``fetched`` from its ``from_offset`` on.
+
+    An uncompressed CreateTime batch is walked field by field (length, attributes, timestamp delta,
+    offset delta, key, value length; the rest skipped by the record's length); any other batch, or one
+    that does not walk cleanly, is decoded by :meth:`FetchedBatch.records` (which names what is wrong).
+    """
+    batch = fetched.batch
+    codec = batch.attributes & COMPRESSION_MASK
+    if codec != CompressionType.NONE or batch.timestamp_type == TimestampType.LOG_APPEND_TIME:
+        return [(r.timestamp_ms, 0 if r.value is None else len(r.value)) for r in fetched.records()]
+    data = bytes(batch.buffer[HEADER_SIZE:])
+    first_timestamp_ms = batch.first_timestamp_ms
+    base_offset = batch.base_offset
+    from_offset = fetched.from_offset
+    out: list[tuple[int, int]] = []
+    position = 0
+    try:
+        for _ in range(batch.record_count):
+            length, position = decode_varint(data, position)
+            end = position + length
+            timestamp_delta, field = decode_varint(data, position + 1)
+            offset_delta, field = decode_varint(data, field)
+            key_length, field = decode_varint(data, field)
+            value_length, field = decode_varint(data, field + max(key_length, 0))
+            if field > end or length < 6:
+                break  # malformed: records() below names what is wrong
+            if base_offset + offset_delta >= from_offset:
+                out.append((first_timestamp_ms + timestamp_delta, max(value_length, 0)))
+            position = end
+    except (IndexError, ValueError):
+        position = -1
+    if position != len(data):
+        return [(r.timestamp_ms, 0 if r.value is None else len(r.value)) for r in fetched.records()]
+    return out

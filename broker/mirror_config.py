@@ -33,9 +33,34 @@ class MirrorConfig:
     max_records_per_poll: int = field(
         default=10_000,
         metadata={
-            "doc": "Records a stream copies at a time: they are sent, acknowledged by the target, and only "
-            "then counted as consumed (and so committed).",
+            "doc": "Records a stream takes from the source at a time (whole batches, at least one); they "
+            "are sent at once and committed once the target acknowledged them.",
             "min": 1,
+        },
+    )
+    max_in_flight_records: int = field(
+        default=200_000,
+        metadata={
+            "doc": "Records a stream has sent that the target has not acknowledged yet, at most (it stops "
+            "taking more from the source meanwhile); also the most a killed mirror copies twice per "
+            "stream, on top of one auto-commit interval.",
+            "min": 1,
+        },
+    )
+    max_in_flight_bytes: int = field(
+        default=32 * 1024 * 1024,
+        metadata={
+            "doc": "Bytes of batches a stream has sent that the target has not acknowledged yet, at most "
+            "(the memory the window holds).",
+            "min": 1,
+        },
+    )
+    topic_refresh_ms: int = field(
+        default=10_000,
+        metadata={
+            "doc": "Look for new source topics matching `topics` this often (they are created on the "
+            "target and mirrored too). 0: only when the mirror starts.",
+            "min": 0,
         },
     )
     poll_timeout_ms: int = field(
@@ -80,12 +105,18 @@ class MirrorConfig:
         for name in (
             "streams",
             "max_records_per_poll",
+            "max_in_flight_records",
+            "max_in_flight_bytes",
             "poll_timeout_ms",
             "send_retry_backoff_ms",
             "audit_window_ms",
         ):
             if getattr(self, name) < 1:
                 raise MirrorConfigError(f"MirrorConfig.{name} must be at least 1, got {getattr(self, name)}")
+        if self.topic_refresh_ms < 0:
+            raise MirrorConfigError(
+                f"MirrorConfig.topic_refresh_ms must be >= 0, got {self.topic_refresh_ms}"
+            )
         if self.audit_interval_ms < 0:
             raise MirrorConfigError(
                 f"MirrorConfig.audit_interval_ms must be >= 0, got {self.audit_interval_ms}"

@@ -22,8 +22,11 @@ the consumer's ``auto_offset_reset`` says (``smallest`` or ``largest``).
 Delivery is at least once: offsets are committed every ``auto_commit_interval_ms`` (consumed records
 only: those handed out before the application came back for more), by :meth:`GroupConsumer.commit`, and
 whenever a partition moves; a member that crashes has its uncommitted records delivered again to the next
-owner. Rewinding (:meth:`GroupConsumer.seek`, :meth:`GroupConsumer.seek_to_time`) moves the whole
-group's offsets, whoever owns the partitions.
+owner. An application that finishes records out of step with its polls (the mirror: sends in flight)
+creates its streams with ``explicit_positions=True`` and says how far it got, per partition, with
+:meth:`MessageStream.acknowledge` or ``commit(offsets)``; only those positions are ever committed
+(:mod:`broker.client.message_stream`). Rewinding (:meth:`GroupConsumer.seek`,
+:meth:`GroupConsumer.seek_to_time`) moves the whole group's offsets, whoever owns the partitions.
 
 Thread safety: each stream is read by one application thread at a time; the other methods may be called
 from any thread.
@@ -82,13 +85,18 @@ class GroupConsumer:
 
     # ------------------------------------------------------------------------------ subscribing
 
-    def create_message_streams(self, topic_counts: Mapping[str, int]) -> dict[str, list[MessageStream]]:
+    def create_message_streams(
+        self, topic_counts: Mapping[str, int], *, explicit_positions: bool = False
+    ) -> dict[str, list[MessageStream]]:
         """Join the group with ``topic_counts[t]`` streams of each topic ``t``; returns them by topic.
 
         Each stream is an iterator that never ends (it blocks until new messages arrive); read each from
-        its own thread. Call once per member.
+        its own thread. Call once per member. With ``explicit_positions`` a record counts as consumed
+        only once acknowledged (:meth:`MessageStream.acknowledge`, :meth:`commit` with offsets), never by
+        coming back for more.
         """
         counts = dict(topic_counts)
+        explicit = explicit_positions
         for topic, count in counts.items():
             validate_topic_name(topic)
             if isinstance(count, bool) or not isinstance(count, int) or count < 1:
@@ -96,7 +104,9 @@ class GroupConsumer:
         keyed: dict[StreamKey, MessageStream] = {}
         for topic, count in sorted(counts.items()):
             for number in range(count):
-                keyed[(topic, number)] = MessageStream(f"{topic}-{number}", self._new_consumer(), self._cond)
+                keyed[(topic, number)] = MessageStream(
+                    f"{topic}-{number}", self._new_consumer(), self._cond, explicit_positions=explicit
+                )
         self._start(counts, keyed)
         return {topic: [keyed[(topic, number)] for number in range(count)] for topic, count in counts.items()}
 
@@ -161,11 +171,31 @@ class GroupConsumer:
 
     # ------------------------------------------------------------------------------ offsets
 
-    def commit(self) -> None:
-        """Commit every record handed out so far, on every stream. Raises
+    def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+        """Commit every record handed out so far, on every stream; with ``offsets``, commit exactly
+        those positions instead (each partition's next offset to consume: it is acknowledged on its
+        stream first, see :meth:`MessageStream.acknowledge`), and the consumed positions of the other
+        partitions. Raises :class:`~broker.client.errors.GroupError` for a partition this member's
+        streams do not have or an offset past what was handed out, and
         :class:`~broker.client.errors.CommitFailedError` if the member's session expired since the last
         commit (those records go to the partitions' next owners) or ZooKeeper is unreachable."""
-        self._member().commit()
+        membership = self._member()
+        if offsets is None:
+            membership.commit()
+            return
+        with self._cond:
+            by_stream: dict[int, tuple[MessageStream, dict[TopicPartition, int]]] = {}
+            for tp, offset in offsets.items():
+                stream = next((s for s in self._streams if tp in s.partitions()), None)
+                if stream is None:
+                    raise GroupError(
+                        f"group {self.group}: cannot commit {tp} at offset {offset}: none of this member's "
+                        f"streams has it (it owns {sorted(self._member().owned())})"
+                    )
+                by_stream.setdefault(id(stream), (stream, {}))[1][tp] = offset
+        for stream, stream_offsets in by_stream.values():
+            stream.acknowledge(stream_offsets)
+        membership.commit(mark_consumed=False)
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         """Rewind (or skip) the whole group's consumption of ``tp`` to ``offset``."""

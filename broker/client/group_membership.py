@@ -240,11 +240,13 @@ class GroupMembership:
         assignment = self._assignment
         return {} if assignment is None or not self.member_id else assignment.streams_of(self.member_id)
 
-    def commit(self) -> None:
-        """Commit every record handed out so far (the application is done with them)."""
-        with self._cond:
-            for stream in self._unique_streams:
-                stream.mark_consumed()
+    def commit(self, *, mark_consumed: bool = True) -> None:
+        """Commit every record handed out so far (the application is done with them); without
+        ``mark_consumed``, commit the consumed positions as they are."""
+        if mark_consumed:
+            with self._cond:
+                for stream in self._unique_streams:
+                    stream.mark_consumed()
         if self._progress_lost:
             self._progress_lost = False
             raise CommitFailedError(

@@ -17,6 +17,18 @@ processed (at-least-once). When the group moves a partition away, the member fir
 handing out its records, then waits (``release_timeout_ms``) for the application to come back for more,
 so that the records in hand count as consumed, then commits and lets go.
 
+**Explicit positions** (``explicit_positions=True``, e.g. the mirror, which finishes records long after it
+polled them, out of step with its polls): coming back for more does *not* consume anything; only
+:meth:`MessageStream.acknowledge` moves ``consumed``, to any offset up to ``delivered``. Every commit
+(automatic, :meth:`~broker.client.group_consumer.GroupConsumer.commit`, a release, ``close``) then
+commits exactly the acknowledged positions, and a release waits (``release_timeout_ms``) until the
+partition's records are all acknowledged. Records in hand are never counted as consumed by the member.
+
+**Whole batches.** :meth:`MessageStream.poll_batches` hands out the fetched batches themselves
+(:class:`~broker.client.fetched_batch.FetchedBatch`: raw, CRC-checked bytes, ``from_offset`` where the
+partition's position falls inside the first one) instead of records; ``delivered`` moves to each batch's
+``next_offset``. A stream is read either with ``poll``/iteration or with ``poll_batches``, not both.
+
 Concurrency: the member's condition (one per member) guards every field. The application's thread waits
 for data inside the Consumer without holding it, then hands records out under it; the member's
 coordination thread changes the partitions under it. A batch is taken only if it starts where the last one
@@ -29,12 +41,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from broker.client.consumer import Consumer
 from broker.client.consumer_record import ConsumerRecord
-from broker.client.errors import ConsumerClosedError, GroupClosedError
+from broker.client.errors import ConsumerClosedError, GroupClosedError, GroupError
+from broker.client.fetched_batch import FetchedBatch
 from broker.log.topic_partition import TopicPartition
 
 
@@ -53,12 +66,23 @@ class MessageStream:
     """A member's stream of records (see the module docstring). Iterate it, or ``poll()`` it, from one
     application thread at a time; the group's coordination thread reassigns it."""
 
-    def __init__(self, name: str, consumer: Consumer, condition: threading.Condition) -> None:
+    def __init__(
+        self,
+        name: str,
+        consumer: Consumer,
+        condition: threading.Condition,
+        *,
+        explicit_positions: bool = False,
+    ) -> None:
         self.name = name
+        self.explicit_positions = explicit_positions
         self._consumer = consumer
         self._cond = condition
         self._parts: dict[TopicPartition, _Partition] = {}
         self._buffer: deque[ConsumerRecord] = deque()
+        self._batches: deque[FetchedBatch] = deque()
+        #: how the stream is read: "records" (poll, iteration) or "batches" (poll_batches); None: not yet
+        self._mode: str | None = None
         self._in_hand: set[TopicPartition] = set()
         self._changes = 0
         self._paused = False
@@ -72,10 +96,12 @@ class MessageStream:
 
     def poll(self, timeout_ms: int | None = 0, max_records: int | None = None) -> list[ConsumerRecord]:
         """Up to ``max_records`` records (all that are ready when ``None``), waiting up to ``timeout_ms``
-        for the first (``None``: until there is one). The records of the previous call count as consumed.
+        for the first (``None``: until there is one). The records of the previous call count as consumed
+        (unless the stream has explicit positions).
 
         Raises :class:`~broker.client.errors.GroupClosedError` once the member is closed.
         """
+        self._read_as("records")
         deadline = None if timeout_ms is None or timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
         with self._cond:
             self._mark_consumed()
@@ -86,26 +112,73 @@ class MessageStream:
                 if self._buffer:
                     return self._hand_out(max_records)
                 seen = self._changes
-            remaining_ms = None if deadline is None else int(max(deadline - time.monotonic(), 0) * 1000)
-            try:
-                batches = self._consumer.poll_batches(timeout_ms=-1 if remaining_ms is None else remaining_ms)
-            except ConsumerClosedError:
-                raise GroupClosedError(f"stream {self.name}: the group consumer is closed") from None
-            decoded = [(b.topic_partition, b.from_offset, b.next_offset, b.records()) for b in batches]
+            batches = self._fetch(deadline)
+            decoded = [(b, b.records()) for b in batches]
             with self._cond:
-                for tp, from_offset, next_offset, records in decoded:
-                    part = self._parts.get(tp)
-                    if part is None or part.releasing or self._paused:
-                        continue
-                    if part.fetched is not None and from_offset != part.fetched and part.changed > seen:
-                        continue  # fetched before a change to the partition (a seek): stale
-                    # else: it continues what was fetched, or the Consumer moved by itself (offset reset)
-                    if part.delivered is None:
-                        part.delivered = part.consumed = from_offset
-                    part.fetched = next_offset
-                    self._buffer.extend(records)
+                for batch, records in decoded:
+                    if self._accept(batch, seen):
+                        self._buffer.extend(records)
                 if deadline is not None and not self._buffer and time.monotonic() >= deadline:
                     return []
+
+    def poll_batches(self, timeout_ms: int | None = 0, max_records: int | None = None) -> list[FetchedBatch]:
+        """Whole fetched batches, oldest first, until their records reach ``max_records`` (at least one
+        batch; all that are ready when ``None``), waiting up to ``timeout_ms`` for the first (``None``:
+        until there is one). A batch's records before its ``from_offset`` are not the stream's (the
+        partition's position fell inside it). The batches of the previous call count as consumed (unless
+        the stream has explicit positions).
+
+        Raises :class:`~broker.client.errors.GroupClosedError` once the member is closed.
+        """
+        self._read_as("batches")
+        deadline = None if timeout_ms is None or timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+        with self._cond:
+            self._mark_consumed()
+        while True:
+            with self._cond:
+                if self._closed:
+                    raise GroupClosedError(f"stream {self.name}: the group consumer is closed")
+                if self._batches:
+                    return self._hand_out_batches(max_records)
+                seen = self._changes
+            batches = self._fetch(deadline)
+            with self._cond:
+                for batch in batches:
+                    if self._accept(batch, seen):
+                        self._batches.append(batch)
+                if deadline is not None and not self._batches and time.monotonic() >= deadline:
+                    return []
+
+    def _read_as(self, mode: str) -> None:
+        if self._mode is None:
+            self._mode = mode
+        elif self._mode != mode:
+            raise GroupError(
+                f"stream {self.name}: read with poll_batches() or with poll()/iteration, not both "
+                f"(it is read as {self._mode})"
+            )
+
+    def _fetch(self, deadline: float | None) -> list[FetchedBatch]:
+        """The Consumer's next batches (without the member's condition held)."""
+        remaining_ms = None if deadline is None else int(max(deadline - time.monotonic(), 0) * 1000)
+        try:
+            return self._consumer.poll_batches(timeout_ms=-1 if remaining_ms is None else remaining_ms)
+        except ConsumerClosedError:
+            raise GroupClosedError(f"stream {self.name}: the group consumer is closed") from None
+
+    def _accept(self, batch: FetchedBatch, seen: int) -> bool:
+        """Under the condition: whether ``batch`` continues its partition (else it is dropped)."""
+        part = self._parts.get(batch.topic_partition)
+        if part is None or part.releasing or self._paused:
+            return False
+        from_offset = batch.from_offset
+        if part.fetched is not None and from_offset != part.fetched and part.changed > seen:
+            return False  # fetched before a change to the partition (a seek): stale
+        # else: it continues what was fetched, or the Consumer moved by itself (offset reset)
+        if part.delivered is None:
+            part.delivered = part.consumed = from_offset
+        part.fetched = batch.next_offset
+        return True
 
     def messages(self, timeout_ms: int | None = None) -> Iterator[ConsumerRecord]:
         """Every record as it arrives, blocking while there is none; with ``timeout_ms`` the iteration
@@ -135,8 +208,43 @@ class MessageStream:
             self._in_hand.add(tp)
         return out
 
+    def _hand_out_batches(self, max_records: int | None) -> list[FetchedBatch]:
+        batches = self._batches
+        out = [batches.popleft()]
+        taken = out[0].next_offset - out[0].from_offset
+        while batches and (max_records is None or taken + batches[0].record_count <= max_records):
+            batch = batches.popleft()
+            taken += batch.next_offset - batch.from_offset
+            out.append(batch)
+        parts = self._parts
+        for batch in out:
+            tp = batch.topic_partition
+            parts[tp].delivered = batch.next_offset
+            self._in_hand.add(tp)
+        return out
+
+    def acknowledge(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """The application is done with every record of each partition before ``offsets[tp]``: that is
+        the partition's consumed position now (committed with the next commit). Partitions the stream no
+        longer has (released meanwhile) and offsets at or below the consumed position are ignored; an
+        offset past what was handed out raises :class:`~broker.client.errors.GroupError`."""
+        with self._cond:
+            for tp, offset in offsets.items():
+                part = self._parts.get(tp)
+                if part is None or part.consumed is None or offset <= part.consumed:
+                    continue
+                if part.delivered is None or offset > part.delivered:
+                    raise GroupError(
+                        f"stream {self.name}: cannot acknowledge {tp} up to offset {offset}: expected at "
+                        f"most {part.delivered} (the offset after the last record handed out), got {offset}"
+                    )
+                part.consumed = offset
+                if offset == part.delivered:
+                    self._in_hand.discard(tp)
+            self._cond.notify_all()
+
     def _mark_consumed(self) -> None:
-        if not self._in_hand:
+        if not self._in_hand or self.explicit_positions:
             return
         for tp in self._in_hand:
             part = self._parts.get(tp)
@@ -149,7 +257,8 @@ class MessageStream:
     # Every method below is called with the member's condition held.
 
     def mark_consumed(self) -> None:
-        """The application is done with everything handed out (commit(), close())."""
+        """The application is done with everything handed out (commit(), close()); with explicit
+        positions only :meth:`acknowledge` says so, and this does nothing."""
         self._mark_consumed()
 
     def partitions(self) -> list[TopicPartition]:
@@ -225,6 +334,7 @@ class MessageStream:
         for part in self._parts.values():
             part.changed = self._changes
         self._buffer.clear()
+        self._batches.clear()
         if not self._consumer_closed:
             self._consumer.assign([])
 
@@ -245,6 +355,7 @@ class MessageStream:
         """Hand out nothing more (the member is closing); waiting callers get GroupClosedError."""
         self._closed = True
         self._buffer.clear()
+        self._batches.clear()
 
     @property
     def consumer(self) -> Consumer:
@@ -255,6 +366,7 @@ class MessageStream:
         with self._cond:
             self._closed = self._consumer_closed = True
             self._buffer.clear()
+            self._batches.clear()
         self._consumer.close()
 
     def _sync(self) -> None:
@@ -267,3 +379,7 @@ class MessageStream:
             kept = [r for r in self._buffer if TopicPartition(r.topic, r.partition) not in partitions]
             self._buffer.clear()
             self._buffer.extend(kept)
+        if partitions and self._batches:
+            batches = [b for b in self._batches if b.topic_partition not in partitions]
+            self._batches.clear()
+            self._batches.extend(batches)

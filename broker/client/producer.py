@@ -5,6 +5,7 @@ Usage::
     producer = Producer(ProducerConfig(bootstrap_servers=["127.0.0.1:9092"], acks="all"))
     future = producer.send("events", b"value", key=b"user-7")     # returns at once
     producer.send_many("events", values, partition=3)              # many records, one call, one result
+    producer.send_batch("events", 3, batch_bytes)                   # a whole record batch v2, as it is
     producer.flush()                                               # everything sent so far is done
     future.result()                 # RecordMetadata(topic, partition, offset, timestamp_ms), or raises
     producer.close()                # sends what was accepted, then stops; loses nothing
@@ -22,6 +23,16 @@ How it works:
   by leader into Produce requests (one batch per partition, at most ``max_request_size`` bytes) and keeps
   up to ``max_in_flight_requests_per_connection`` requests in flight per broker (pipelined on one
   connection). Responses complete the batches in the connection's reader thread.
+* **Raw batches.** ``send_batch()`` takes one whole record batch v2 encoded elsewhere (e.g. a
+  :class:`~broker.client.fetched_batch.FetchedBatch`'s bytes, fetched from another cluster) and sends it
+  unchanged to the given partition: no record is decoded or re-encoded, so keys, values, timestamps,
+  headers, compression and producer fields stay as they are (no ``host`` header is added), and the broker
+  assigns the offsets (it rewrites only the base offset, outside the CRC). It goes after the records sent
+  to that partition before it (their open batch is closed), and consecutive raw batches of a partition
+  travel together, one after the other in one request's records, up to ``batch_size`` bytes (a larger one
+  alone, up to ``max_request_size``). Queued at once, with no linger; the rest (leaders, requests in
+  flight, acks, retries, ``buffer_memory``, ``delivery_timeout_ms``) is as for any batch. Raw batches are
+  not counted by the producer's audit: they were counted where they were produced.
 * **Acks.** ``acks="0"``: no response (offsets are -1, the paper's asynchronous producer); ``"1"``: the
   leader appended; ``"all"``: the leader flushed (Lumber has one replica per partition).
 * **Backpressure.** Records hold ``buffer_memory`` bytes from ``send()`` until their batch is done. A send
@@ -67,6 +78,7 @@ from broker.client.errors import (
     ClientError,
     DeliveryTimeoutError,
     ProducerClosedError,
+    ProducerError,
     RecordTooLargeError,
     UnknownPartitionError,
 )
@@ -83,7 +95,8 @@ from broker.client.producer_config import ProducerConfig
 from broker.client.record_encoder import record_bound
 from broker.log.clock import Clock, system_clock_ms
 from broker.log.compression import CompressionType
-from broker.log.record_batch import HEADER_SIZE
+from broker.log.errors import CorruptRecordError
+from broker.log.record_batch import HEADER_SIZE, MAGIC, RecordBatch
 from broker.protocol.error_code import ErrorCode
 from broker.protocol.messages.produce import (
     PartitionProduceData,
@@ -96,6 +109,8 @@ log = logging.getLogger(__name__)
 
 #: Bytes of a Produce request around its batches: header, client id, topic names, counts (a bound).
 _REQUEST_OVERHEAD_BYTES = 512
+#: With ``acks=0``, the most Produce requests the sender writes to one broker at once.
+_MAX_UNANSWERED_REQUESTS = 500
 _HOST_HEADER = "host"
 
 PartitionKey = tuple[str, int]
@@ -356,6 +371,63 @@ class Producer:
                     self._close_batch(key_tuple, batch)
         return delivery
 
+    def send_batch(
+        self,
+        topic: str,
+        partition: int,
+        batch: bytes | memoryview,
+        *,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> BulkDelivery:
+        """Queue ``batch``, one whole record batch v2, for ``partition`` of ``topic``, to be sent as it is
+        (see "Raw batches" in the module docstring; its base offset is ignored: the broker assigns).
+
+        Returns a :class:`BulkDelivery` whose ``result()`` is the one range where its records landed.
+        ``on_delivery`` is called once, with the metadata of its first record or the error. Raises
+        :class:`ProducerError` if ``batch`` is not one whole batch v2 of at least one record (a control
+        batch is refused too), and like :meth:`send` otherwise; the broker checks the CRC.
+        """
+        partitions = self._metadata.snapshot.topics.get(topic)
+        if partitions is None:
+            partitions = self._wait_for_topic(topic)
+        count = len(partitions)
+        if not 0 <= partition < count:
+            raise UnknownPartitionError(topic, partition, count)
+        header = _raw_batch_header(topic, partition, batch)
+        size = len(batch)
+        if size > self._max_record_bytes:
+            raise RecordTooLargeError(
+                f"a {size}-byte record batch for {topic}-{partition} (offsets {header.base_offset}.."
+                f"{header.last_offset} at the source) is more than the producer can send: max_request_size "
+                f"is {self.config.max_request_size} and buffer_memory {self._buffer_memory}"
+            )
+        record_count = header.record_count
+        key = (topic, partition)
+        limit = self._batch_records_limit + HEADER_SIZE
+        delivery = BulkDelivery()
+        with self._lock:
+            if self._closing:
+                raise ProducerClosedError(f"cannot send to topic {topic!r}: the producer is closed")
+            if self._buffered_bytes + size > self._buffer_memory:
+                self._wait_for_space(size, topic)
+            open_batch = self._open.get(key)
+            if open_batch is not None:  # records sent before this batch are sent before it
+                self._close_batch(key, open_batch)
+            queue = self._queued.get(key)
+            target = queue[-1] if queue else None
+            index = -1 if target is None else target.append_raw(batch, record_count, limit)
+            if target is None or index < 0:
+                target = ProducerBatch.raw(topic, partition, time.monotonic())
+                self._incomplete.add(target)
+                index = target.append_raw(batch, record_count, limit)
+                self._close_batch(key, target)
+            self._buffered_bytes += size
+            target.reserved_bytes += size
+            if on_delivery is not None:
+                target.add_callback(index, header.first_timestamp_ms, on_delivery)
+            delivery._add(target, index, record_count)
+        return delivery
+
     def _encode_headers(self, headers: Sequence[Header]) -> bytes:
         if any(name == _HOST_HEADER for name, _ in headers):
             return encode_headers(headers)
@@ -501,25 +573,28 @@ class Producer:
                 for batch, error in expired:
                     self._finish(batch, -1, error)
                 snapshot = self._metadata.snapshot
-                for node_id, batches in ready.items():
-                    self._send_to(node_id, batches, snapshot)
+                for node_id, requests in ready.items():
+                    self._send_to(node_id, requests, snapshot)
         except Exception:
             log.exception("the producer's sender thread failed")
             self._force_close("the sender thread failed")
 
     def _drain(
         self, now: float
-    ) -> tuple[dict[int, list[ProducerBatch]], list[tuple[ProducerBatch, ClientError]], float]:
+    ) -> tuple[dict[int, list[list[ProducerBatch]]], list[tuple[ProducerBatch, ClientError]], float]:
         """Under the lock: take the batches that are ready and whose leader can take a request.
 
-        Returns them by leader, the batches past ``delivery_timeout_ms`` (to fail), and how long the sender
-        may sleep before something becomes ready.
+        Returns them by leader as the batches of each request to send (one request, one batch per
+        partition; with ``acks=0``, which keeps nothing in flight, as many requests as the partitions have
+        batches queued, up to :data:`_MAX_UNANSWERED_REQUESTS`, written together), the batches past
+        ``delivery_timeout_ms`` (to fail), and how long the sender may sleep before something becomes ready.
         """
         snapshot = self._metadata.snapshot
         hurry = self._flushing > 0 or self._closing or self._space_waiters > 0
         wake_in = 1.0 if self._incomplete else 5.0
-        ready: dict[int, list[ProducerBatch]] = {}
+        ready: dict[int, list[list[ProducerBatch]]] = {}
         sizes: dict[int, int] = {}
+        request_sizes: dict[int, list[int]] = {}  # acks=0: bytes of each request after the first
         expired: list[tuple[ProducerBatch, ClientError]] = []
         limit = self.config.max_request_size - _REQUEST_OVERHEAD_BYTES
         keys = set(self._queued) | set(self._open)
@@ -568,7 +643,26 @@ class Producer:
             else:
                 del self._open[key]
             head.drained = True
-            ready.setdefault(node, []).append(head)
+            requests = ready.get(node)
+            if requests is None:
+                requests = ready[node] = [[]]
+            requests[0].append(head)
+            if self._acks == 0 and queue:
+                # nothing stays in flight: the next batches of this partition go in the next requests
+                sizes_of = request_sizes.setdefault(node, [])
+                index = 1
+                while queue and index < _MAX_UNANSWERED_REQUESTS and queue[0].retry_at <= now:
+                    size = queue[0].size_bytes + HEADER_SIZE
+                    if index == len(requests):
+                        requests.append([])
+                        sizes_of.append(0)
+                    if sizes_of[index - 1] and sizes_of[index - 1] + size > limit:
+                        break  # that request is full; the rest goes next time
+                    batch = queue.popleft()
+                    batch.drained = True
+                    requests[index].append(batch)
+                    sizes_of[index - 1] += size
+                    index += 1
         if ready and self._acks != 0:
             for node in ready:
                 self._in_flight[node] = self._in_flight.get(node, 0) + 1
@@ -583,33 +677,37 @@ class Producer:
             cause,
         )
 
-    def _send_to(self, node_id: int, batches: list[ProducerBatch], snapshot: ClusterSnapshot) -> None:
+    def _produce_request(self, batches: list[ProducerBatch]) -> ProduceRequest:
+        by_topic: dict[str, list[PartitionProduceData]] = {}
+        for batch in batches:
+            batch.attempts += 1
+            if self._audit is not None and batch.encoded is None:  # first request: still segments
+                self._audit.counter.drained(batch)
+            by_topic.setdefault(batch.topic, []).append(
+                PartitionProduceData(index=batch.partition, records=batch.build())
+            )
+        return ProduceRequest(
+            transactional_id=None,
+            acks=self._acks,
+            timeout_ms=self.config.request_timeout_ms,
+            topic_data=[TopicProduceData(name=name, partition_data=data) for name, data in by_topic.items()],
+        )
+
+    def _send_to(self, node_id: int, requests: list[list[ProducerBatch]], snapshot: ClusterSnapshot) -> None:
+        """Send ``requests`` (each a list of batches, one per partition) to broker ``node_id``: with
+        ``acks=0`` all in one write, else the one request, completed by its response."""
         address = snapshot.brokers.get(node_id)
+        batches = requests[0] if len(requests) == 1 else [b for request in requests for b in request]
         try:
             if address is None:
                 raise BrokerConnectionError(f"broker {node_id}", "not in the cluster's metadata any more")
             connection = self._pool.get(address)
-            by_topic: dict[str, list[PartitionProduceData]] = {}
-            for batch in batches:
-                batch.attempts += 1
-                if self._audit is not None and batch.encoded is None:  # first request: still segments
-                    self._audit.counter.drained(batch)
-                by_topic.setdefault(batch.topic, []).append(
-                    PartitionProduceData(index=batch.partition, records=batch.build())
-                )
-            request = ProduceRequest(
-                transactional_id=None,
-                acks=self._acks,
-                timeout_ms=self.config.request_timeout_ms,
-                topic_data=[
-                    TopicProduceData(name=name, partition_data=data) for name, data in by_topic.items()
-                ],
-            )
             if self._acks == 0:
-                connection.send(request, expect_response=False)
+                connection.send_unanswered([self._produce_request(request) for request in requests])
             else:
                 connection.send(
-                    request, callback=lambda pending: self._on_response(node_id, batches, pending)
+                    self._produce_request(batches),
+                    callback=lambda pending: self._on_response(node_id, batches, pending),
                 )
         except ClientError as exc:
             if self._acks != 0:
@@ -620,8 +718,7 @@ class Producer:
                 self._retry_or_fail(batch, exc)
             return
         if self._acks == 0:
-            for batch in batches:
-                self._finish(batch, -1, None)
+            self._finish_all(batches, -1, None)
 
     def _request_done(self, node_id: int) -> None:
         with self._lock:
@@ -696,22 +793,64 @@ class Producer:
             self._wake_sender.notify()
 
     def _finish(self, batch: ProducerBatch, base_offset: int, error: BaseException | None) -> None:
+        self._finish_all((batch,), base_offset, error)
+
+    def _finish_all(
+        self, batches: Sequence[ProducerBatch], base_offset: int, error: BaseException | None
+    ) -> None:
+        """``batches`` are done (with ``base_offset`` or ``error``): free their buffer space under one
+        lock, count them for the audit, and complete their futures and callbacks."""
         with self._lock:
-            if batch in self._incomplete:
-                self._incomplete.discard(batch)
-                self._buffered_bytes -= batch.reserved_bytes
+            incomplete = self._incomplete
+            freed = 0
+            done = False
+            for batch in batches:
+                if batch in incomplete:
+                    incomplete.discard(batch)
+                    freed += batch.reserved_bytes
+                    done = True
+            if done:
+                self._buffered_bytes -= freed
                 if self._space_waiters:
                     self._space_freed.notify_all()
                 if self._closing or self._flushing:
                     self._wake_sender.notify()
-        if error is not None:
-            log.debug("%r failed: %s", batch, error)
-        if self._audit is not None:  # counted before anyone waiting on the batch wakes up
-            self._audit.counter.done(batch, error)
-        batch.complete(base_offset, error)
+        audit = self._audit
+        for batch in batches:
+            if error is not None:
+                log.debug("%r failed: %s", batch, error)
+            if audit is not None:  # counted before anyone waiting on the batch wakes up
+                audit.counter.done(batch, error)
+            batch.complete(base_offset, error)
 
 
 _VALUE_TYPES = frozenset({bytes, type(None)})
+
+
+def _raw_batch_header(topic: str, partition: int, data: bytes | memoryview) -> RecordBatch:
+    """``data`` as one whole record batch v2 that a broker appends, or :class:`ProducerError`."""
+    where = f"send_batch to {topic}-{partition}"
+    try:
+        header = RecordBatch(data, where=where)
+    except CorruptRecordError as exc:
+        raise ProducerError(f"{where}: not a record batch: {exc}") from exc
+    base = header.base_offset
+    if header.size_bytes != len(data):
+        raise ProducerError(
+            f"{where}: expected one record batch of {len(data)} bytes, got a batch of {header.size_bytes} "
+            f"bytes (offset {base}) followed by {len(data) - header.size_bytes} more"
+        )
+    if header.magic != MAGIC:
+        raise ProducerError(f"{where}: batch at offset {base}: expected magic {MAGIC}, got {header.magic}")
+    count = header.record_count
+    if count < 1 or header.last_offset_delta != count - 1:
+        raise ProducerError(
+            f"{where}: batch at offset {base}: expected lastOffsetDelta {count - 1} for {count} records "
+            f"(at least one), got {header.last_offset_delta}"
+        )
+    if header.is_control_batch:
+        raise ProducerError(f"{where}: batch at offset {base} is a control batch; clients cannot send those")
+    return header
 
 
 def _length(value: bytes | None) -> int:

@@ -8,6 +8,11 @@ tuple operations per call, not an encoding per record. Sizes are upper bounds
 take once encoded, which is what ``batch_size``, ``max_request_size`` and ``buffer_memory`` are checked
 against. Every record carries the producer's header bytes (the producing ``host`` first), encoded once.
 
+A *raw* batch (:meth:`ProducerBatch.raw`, for
+:meth:`~broker.client.producer.Producer.send_batch`) holds whole record batches v2 encoded elsewhere instead
+of segments, sent as they are, one after the other in the request's records field (the broker assigns
+their offsets in that order); more of them may be added until it is drained.
+
 Life of a batch::
 
     OPEN (records appended) --full / linger / flush--> DRAINED (in a request) --response--> DONE
@@ -113,6 +118,7 @@ class ProducerBatch:
         "last_error",
         "max_timestamp_ms",
         "partition",
+        "raw_parts",
         "reserved_bytes",
         "retry_at",
         "segments",
@@ -138,6 +144,8 @@ class ProducerBatch:
         self.attempts = 0
         self.retry_at = 0.0
         self.encoded: bytes | None = None
+        #: whole record batches to send as they are (a raw batch), None for a batch of segments
+        self.raw_parts: list[bytes | memoryview] | None = None
         self.done = False
         self.base_offset = -1
         self.error: BaseException | None = None
@@ -216,6 +224,30 @@ class ProducerBatch:
         self.count += n
         return start + n
 
+    @classmethod
+    def raw(cls, topic: str, partition: int, created_at: float) -> ProducerBatch:
+        """An empty raw batch: :meth:`append_raw` adds whole record batches to it."""
+        batch = cls(topic, partition, CompressionType.NONE, created_at)
+        batch.raw_parts = []
+        return batch
+
+    def append_raw(self, data: bytes | memoryview, record_count: int, max_bytes: int) -> int:
+        """Add one whole record batch v2 (``data``, ``record_count`` records) if this raw batch stays
+        within ``max_bytes`` (the first always goes in); returns its first record's index, or -1 when it
+        does not fit (or the batch is not raw, or already built)."""
+        parts = self.raw_parts
+        if parts is None:
+            return -1
+        size = len(data)
+        total = self.size_bytes + HEADER_SIZE if parts else 0  # size_bytes excludes one batch header
+        if parts and total + size > max_bytes:
+            return -1
+        index = self.count
+        parts.append(data)
+        self.size_bytes = total + size - HEADER_SIZE
+        self.count = index + record_count
+        return index
+
     def add_callback(self, index: int, timestamp_ms: int, callback: DeliveryCallback) -> None:
         if self.callbacks is None:
             self.callbacks = []
@@ -227,6 +259,10 @@ class ProducerBatch:
         """The record batch v2 bytes (base offset 0; the broker assigns offsets). Built once, then reused."""
         encoded = self.encoded
         if encoded is not None:
+            return encoded
+        if self.raw_parts is not None:
+            encoded = self.encoded = b"".join(self.raw_parts)
+            self.raw_parts = None
             return encoded
         records = encode_records(self.segments, self.count, self.first_timestamp_ms)
         attributes = 0

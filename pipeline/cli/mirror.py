@@ -3,15 +3,18 @@
 ::
 
     lumber mirror --source-zookeeper 127.0.0.1:2181/live --target-zookeeper 127.0.0.1:2181/offline \\
-        --topics 'page_view|click' [--group lumber-mirror] [--streams 2] [--registry-url URL]
+        --topics 'page_view|click' [--group lumber-mirror] [--streams 2] [--registry-url URL] \\
+        [--topic-refresh-ms 10000]
 
-Runs in the foreground until SIGINT or SIGTERM, then finishes the records in hand, commits, publishes the
-last audit counts and leaves the group (:class:`broker.mirror.Mirror`). Start several with the same
-``--group`` to share the partitions. Consumer, group and producer settings come from ``[consumer]``,
-``[group]`` and ``[producer]`` (their cluster addresses are ignored: the ZooKeepers name the clusters). The
-mirror tier's audit goes to ``_audit`` on the target every ``--audit-interval-ms`` through the registry at
-``--registry-url`` (default ``[registry] url``); ``--audit-interval-ms 0`` turns it off. A new partition
-starts at its log start (``[consumer] auto_offset_reset`` is ignored). Exit code 1 if a stream failed.
+Runs in the foreground until SIGINT or SIGTERM, then waits for the sends in flight, commits what the
+target acknowledged, publishes the last audit counts and leaves the group (:class:`broker.mirror.Mirror`).
+Start several with the same ``--group`` to share the partitions. Consumer, group and producer settings
+come from ``[consumer]``, ``[group]`` and ``[producer]`` (their cluster addresses are ignored: the
+ZooKeepers name the clusters). The mirror tier's audit goes to ``_audit`` on the target every
+``--audit-interval-ms`` through the registry at ``--registry-url`` (default ``[registry] url``);
+``--audit-interval-ms 0`` turns it off. A new partition starts at its log start (``[consumer]
+auto_offset_reset`` is ignored). Topics created on the source later are found every
+``--topic-refresh-ms`` (0: only at the start). Exit code 1 if a stream failed.
 """
 
 from __future__ import annotations
@@ -64,6 +67,12 @@ def register(subparsers: Any) -> None:
         default=10_000,
         help="publish the mirror tier's counts this often (default: 10000; 0: no audit)",
     )
+    parser.add_argument(
+        "--topic-refresh-ms",
+        type=int,
+        default=10_000,
+        help="look for new matching source topics this often (default: 10000; 0: only at the start)",
+    )
     parser.set_defaults(handler=_mirror)
 
 
@@ -73,6 +82,7 @@ def _mirror(args: argparse.Namespace, config: LumberConfig) -> int:
         group=args.group,
         streams=args.streams,
         audit_interval_ms=args.audit_interval_ms,
+        topic_refresh_ms=args.topic_refresh_ms,
         audit_window_ms=config.producer.audit_window_ms,
         audit_topic=config.producer.audit_topic,
         audit_registry_url=args.registry_url or config.registry.url,

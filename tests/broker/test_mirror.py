@@ -3,7 +3,11 @@
 * a clean run: the target holds exactly the source's records per partition, in order (key, value,
   timestamp, headers), and the mirror tier's audit counts on the target equal what was produced per window;
 * a ``lumber mirror`` process SIGKILLed mid-stream and restarted: nothing is lost, and the only duplicates
-  are the source offsets from the last commit before the kill up to where the killed process had copied.
+  are the source offsets from the last commit before the kill up to where the killed process had copied;
+* batches pass through byte for byte (only one that starts before the committed offset is re-encoded);
+* while the target does not answer (its broker SIGSTOPped), the sends stay in flight and the group
+  commits nothing past what the target acknowledged; once it answers, exactly the rest;
+* a topic created on the source after the mirror started is mirrored too.
 """
 
 from __future__ import annotations
@@ -25,14 +29,16 @@ import pytest
 from broker.client.audit_codec import AuditEventCodec
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.consumer_record import ConsumerRecord
+from broker.client.fetched_batch import FetchedBatch
 from broker.client.group_config import GroupConfig
+from broker.client.group_offsets import GroupOffsets
 from broker.cluster import zk_paths
 from broker.log.topic_partition import TopicPartition
 from broker.mirror import Mirror
 from broker.mirror_config import MirrorConfig
 from pipeline.audit_reader import read_audit_events
 from pipeline.dev.zookeeper_server import ZooKeeperServer
-from tests.broker.client.helpers import consumer, producer, read_records
+from tests.broker.client.helpers import consumer, producer, read_batches, read_records
 from tests.support.broker_cluster import BrokerCluster, wait_for
 from tests.support.registry import RegistryProcess, launch_registry
 from tests.support.zookeeper import make_chroot
@@ -323,3 +329,171 @@ def test_two_mirror_processes_share_the_partitions_and_copy_everything_once(
             log.close()
     found = target_values(target)
     assert found == {p: list(range(produced[p])) for p in range(PARTITIONS)}
+
+
+def read_partition_batches(
+    cluster: BrokerCluster, topic: str, partition: int, count: int
+) -> list[FetchedBatch]:
+    with consumer(cluster, TopicPartition(topic, partition)) as reader:
+        return read_batches(reader, count)
+
+
+def batch_bytes(batches: list[FetchedBatch]) -> list[bytes]:
+    """Each batch's bytes from batchLength on (the base offset is the broker's to assign)."""
+    return [bytes(b.batch.buffer[8:]) for b in batches]
+
+
+def committed_offsets(
+    source: BrokerCluster, group: str, topic: str, partitions: int
+) -> dict[int, int | None]:
+    found: dict[int, int | None] = {}
+    for p in range(partitions):
+        path = zk_paths.group_offset_path(group, topic, p)
+        found[p] = int(json.loads(source.zk.get(path)[0])["offset"]) if source.zk.exists(path) else None
+    return found
+
+
+def quick_mirror(
+    source: BrokerCluster, target: BrokerCluster, topics: str, group: str, **settings: Any
+) -> Mirror:
+    return Mirror(
+        MirrorConfig(topics=topics, group=group, audit_interval_ms=0, **settings),
+        source_zookeeper=source.zk_connect,
+        target_zookeeper=target.zk_connect,
+        consumer_config=ConsumerConfig(fetch_max_wait_ms=50, auto_offset_reset="smallest"),
+        group_config=GroupConfig(auto_commit_interval_ms=50, session_timeout_ms=SESSION_TIMEOUT_MS),
+    )
+
+
+def test_batches_pass_through_byte_for_byte_and_only_a_batch_cut_by_the_committed_offset_is_reencoded(
+    start_cluster: Callable[..., BrokerCluster],
+) -> None:
+    source = start_cluster(1)
+    target = start_cluster(1)
+    source.create_topic("pass", 3)
+    for codec, partitions in (("none", (0, 1)), ("gzip", (2,))):
+        with producer(source, batch_size=2048, linger_ms=50, compression_type=codec, acks="all") as p:
+            for partition in partitions:
+                for i in range(120):
+                    p.send(
+                        "pass",
+                        b"v%d-%d" % (partition, i) * (1 + i % 5),
+                        None if i % 4 == 0 else b"k%d" % i,
+                        partition=partition,
+                        headers=[("n", b"%d" % i)] if i % 2 else [("n", b"%d" % i), ("null", None)],
+                        timestamp_ms=BASE_MS + 1000 * i - (7 if i % 3 == 0 else 0),
+                    )
+            p.flush()
+    ends = end_offsets(source, "pass", 3)
+    assert ends == {0: 120, 1: 120, 2: 120}
+    source_batches = {p: read_partition_batches(source, "pass", p, 120) for p in range(3)}
+    assert all(len(b) > 2 for b in source_batches.values())
+    assert source_batches[0][0].record_count > 5  # offset 5 is inside the first batch
+    GroupOffsets(source.zk, "pass-g").rewind({TopicPartition("pass", 0): 5}, requested_by="test")
+
+    with quick_mirror(source, target, "pass", "pass-g", streams=2) as mirror:
+        mirror.start()
+        wait_for(lambda: mirror.copied >= 355, 30, "the mirror to copy every record from the commits on")
+        wait_for(lambda: committed_offsets(source, "pass-g", "pass", 3) == ends, 10, "the last commit")
+        streams = mirror.streams
+    assert end_offsets(target, "pass", 3) == {0: 115, 1: 120, 2: 120}
+    assert sum(s.reencoded for s in streams) == 1
+    assert sum(s.passed_through for s in streams) == sum(len(b) for b in source_batches.values()) - 1
+    for partition in (1, 2):  # whole partitions: the very same batches
+        got = read_partition_batches(target, "pass", partition, 120)
+        assert [(b.base_offset, b.record_count) for b in got] == [
+            (b.base_offset, b.record_count) for b in source_batches[partition]
+        ]
+        assert batch_bytes(got) == batch_bytes(source_batches[partition])
+        assert [content(r) for r in read_partition(target, "pass", partition, 120)] == [
+            content(r) for r in read_partition(source, "pass", partition, 120)
+        ]
+    got = read_partition_batches(target, "pass", 0, 115)
+    assert batch_bytes(got[1:]) == batch_bytes(source_batches[0][1:])  # the first one was cut at offset 5
+    assert got[0].record_count == source_batches[0][0].record_count - 5
+    want = read_partition(source, "pass", 0, 120)[5:]
+    copied = read_partition(target, "pass", 0, 115)
+    assert [content(r) for r in copied] == [content(r) for r in want]
+    assert [r.offset for r in copied] == [r.offset - 5 for r in want]
+
+
+def test_the_group_commits_only_what_the_target_acknowledged_while_sends_are_in_flight(
+    start_cluster: Callable[..., BrokerCluster],
+) -> None:
+    source = start_cluster(1)
+    target = start_cluster(1)
+    source.create_topic("pipe", 2)
+
+    def produce(start: int, count: int) -> None:
+        with producer(source, acks="all") as p:
+            for partition in range(2):
+                for i in range(start, start + count):
+                    p.send("pipe", b"%d" % i, partition=partition)
+            p.flush()
+
+    produce(0, 100)
+    target_broker = target.brokers[0]
+    assert target_broker.popen is not None
+    with quick_mirror(source, target, "pipe", "pipe-g") as mirror:
+        mirror.start()
+        wait_for(
+            lambda: committed_offsets(source, "pipe-g", "pipe", 2) == {0: 100, 1: 100}, 20, "the first copy"
+        )
+        os.kill(target_broker.popen.pid, signal.SIGSTOP)  # the target takes requests but never answers
+        try:
+            produce(100, 50)
+            wait_for(
+                lambda: sum(s.in_flight_records for s in mirror.streams) == 100,
+                10,
+                "the sends to be in flight",
+            )
+            time.sleep(0.5)  # ten auto-commit intervals
+            assert committed_offsets(source, "pipe-g", "pipe", 2) == {0: 100, 1: 100}
+        finally:
+            os.kill(target_broker.popen.pid, signal.SIGCONT)
+        wait_for(
+            lambda: committed_offsets(source, "pipe-g", "pipe", 2) == {0: 150, 1: 150},
+            20,
+            "the acknowledgements",
+        )
+        assert mirror.copied == 300
+        assert sum(s.in_flight_records for s in mirror.streams) == 0
+    assert end_offsets(target, "pipe", 2) == {0: 150, 1: 150}
+    for partition in range(2):
+        assert [r.value for r in read_partition(target, "pipe", partition, 150)] == [
+            b"%d" % i for i in range(150)
+        ]
+
+
+def test_a_topic_created_on_the_source_after_the_start_is_mirrored_too(
+    start_cluster: Callable[..., BrokerCluster],
+) -> None:
+    source = start_cluster(1)
+    target = start_cluster(1)
+    source.create_topic("late_a", 1)
+    with quick_mirror(source, target, "late_.*", "late-g", topic_refresh_ms=200) as mirror:
+        assert mirror.start() == {"late_a": 1}
+        source.create_topic("late_b", 3)
+        source.create_topic("other", 1)
+        with producer(source) as p:
+            for partition in range(3):
+                for i in range(10):
+                    p.send(
+                        "late_b",
+                        b"%d-%d" % (partition, i),
+                        b"k",
+                        partition=partition,
+                        timestamp_ms=BASE_MS + i,
+                    )
+            p.send("other", b"x", partition=0)
+            p.flush()
+        wait_for(lambda: mirror.copied >= 30, 20, "the new topic to be mirrored")
+        assert mirror.topics == {"late_a": 1, "late_b": 3}
+        assert len(mirror.members) == 2
+    assert "other" not in target.admin.list_topics()
+    assert len(target.admin.describe_topic("late_b")) == 3
+    for partition in range(3):
+        assert [content(r) for r in read_partition(target, "late_b", partition, 10)] == [
+            content(r) for r in read_partition(source, "late_b", partition, 10)
+        ]
+    assert end_offsets(target, "late_b", 3) == {0: 10, 1: 10, 2: 10}

@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
-from broker.client.errors import CommitFailedError, GroupClosedError
+from broker.client.errors import CommitFailedError, GroupClosedError, GroupError
+from broker.client.fetched_batch import FetchedBatch
 from broker.client.group_consumer import GroupConsumer
+from broker.client.message_stream import MessageStream
 from broker.client.rebalance_listener import RebalanceListener
 from broker.cluster import zk_paths
 from broker.log.topic_partition import TopicPartition
@@ -281,3 +283,72 @@ def test_round_robin_deals_partitions_of_all_topics_in_turn(broker_cluster: Any)
     finally:
         a.close()
         b.close()
+
+
+def take_batches(stream: MessageStream, records: int, timeout_s: float = 20) -> list[FetchedBatch]:
+    got: list[FetchedBatch] = []
+    deadline = time.monotonic() + timeout_s
+    while sum(b.next_offset - b.from_offset for b in got) < records:
+        assert time.monotonic() < deadline, f"only {len(got)} batches within {timeout_s} s"
+        got.extend(stream.poll_batches(timeout_ms=100))
+    return got
+
+
+def test_explicit_positions_commit_only_what_was_acknowledged(broker_cluster: Any) -> None:
+    broker_cluster.create_topic(TOPIC, 2)
+    produce(broker_cluster, TOPIC, 2, 30)
+    zk = broker_cluster.zk
+    tp0, tp1 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)
+    m = member(broker_cluster, "explicit", auto_commit_interval_ms=50)
+    try:
+        (stream,) = m.create_message_streams({TOPIC: 1}, explicit_positions=True)[TOPIC]
+        batches = take_batches(stream, 60)
+        assert {b.topic_partition: b.next_offset for b in batches} == {tp0: 30, tp1: 30}
+        with pytest.raises(GroupError, match="read with poll_batches"):
+            stream.poll()
+        assert stream.poll_batches(timeout_ms=300) == []  # coming back for more consumes nothing
+        m.commit()
+        # where the partitions started (nothing acknowledged), not where the handed-out batches end
+        assert (offset_of(zk, "explicit", 0), offset_of(zk, "explicit", 1)) == (0, 0)
+        stream.acknowledge({tp0: 10})
+        deadline = time.monotonic() + 10
+        while offset_of(zk, "explicit", 0) != 10:  # the auto-commit takes the acknowledged position
+            assert time.monotonic() < deadline, "the acknowledged offset was not auto-committed"
+            time.sleep(0.02)
+        assert offset_of(zk, "explicit", 1) == 0
+        with pytest.raises(GroupError, match=rf"{TOPIC}-1 up to offset 31: expected at most 30 .*, got 31"):
+            stream.acknowledge({tp1: 31})
+        stream.acknowledge({tp0: 4})  # below the acknowledged position: ignored
+        m.commit({tp1: 25})
+        assert (offset_of(zk, "explicit", 0), offset_of(zk, "explicit", 1)) == (10, 25)
+        with pytest.raises(GroupError, match=r"cannot commit other-0 at offset 1"):
+            m.commit({TopicPartition("other", 0): 1})
+    finally:
+        m.close()
+    # closing commits the acknowledged positions, not what was handed out
+    assert (offset_of(zk, "explicit", 0), offset_of(zk, "explicit", 1)) == (10, 25)
+
+
+def test_a_released_partition_with_explicit_positions_is_committed_at_its_acknowledged_offset(
+    broker_cluster: Any,
+) -> None:
+    broker_cluster.create_topic(TOPIC, 2)
+    produce(broker_cluster, TOPIC, 2, 20)
+    zk = broker_cluster.zk
+    first = member(broker_cluster, "moving", auto_commit_enable=False, release_timeout_ms=500)
+    second = member(broker_cluster, "moving", auto_commit_enable=False)
+    try:
+        (stream,) = first.create_message_streams({TOPIC: 1}, explicit_positions=True)[TOPIC]
+        take_batches(stream, 40)
+        stream.acknowledge({TopicPartition(TOPIC, 0): 7, TopicPartition(TOPIC, 1): 9})
+        second.subscribe([TOPIC])  # one partition moves; its last 13 or 11 records are never acknowledged
+        got = drive([second], lambda g: len(g[0]) >= 1)[0]
+        moved = second.assignment()
+        assert len(moved) == 1
+        acknowledged = {0: 7, 1: 9}[moved[0].partition]
+        assert offset_of(zk, "moving", moved[0].partition) == acknowledged
+        assert got[0] == (moved[0].partition, acknowledged)  # the next owner goes on from there
+        assert offset_of(zk, "moving", 1 - moved[0].partition) is None  # the kept one: no commit yet
+    finally:
+        second.close()
+        first.close()

@@ -13,16 +13,18 @@ from broker.client.errors import (
     BrokerResponseError,
     BufferExhaustedError,
     ProducerClosedError,
+    ProducerError,
     RecordTooLargeError,
     UnknownPartitionError,
     UnknownTopicError,
 )
 from broker.client.partitioner import partition_for_key
 from broker.client.producer import Producer
-from broker.client.producer_batch import RecordMetadata, encode_headers
+from broker.client.producer_batch import DeliveryRange, RecordMetadata, encode_headers
 from broker.client.producer_config import ProducerConfig
 from broker.client.record_encoder import record_bound
-from broker.log.record_batch import HEADER_SIZE
+from broker.log.compression import CompressionType
+from broker.log.record_batch import HEADER_SIZE, RecordBatchBuilder
 from broker.log.topic_partition import TopicPartition
 from broker.protocol.error_code import ErrorCode
 from tests.broker.client.helpers import HOST, consumer, producer, read_batches, read_records
@@ -280,3 +282,78 @@ def test_concurrent_senders_lose_nothing(broker_cluster: Any) -> None:
     for r in records:
         by_key.setdefault(r.key, []).append(r.value)
     assert dict(by_key.items()) == {b"%d" % n: [b"%d-%d" % (n, i) for i in range(500)] for n in range(4)}
+
+
+def built_batch(first_ts: int, values: list[bytes], codec: CompressionType = CompressionType.NONE) -> bytes:
+    """A record batch v2 made elsewhere: keys, headers and timestamps of its own, base offset 1000."""
+    builder = RecordBatchBuilder(codec, base_offset=1000)
+    for i, value in enumerate(values):
+        builder.append(first_ts + i, b"k%d" % i, value, [("origin", b"elsewhere"), ("none", None)])
+    return builder.build()
+
+
+def test_send_batch_appends_the_bytes_as_they_are_after_the_records_sent_before(broker_cluster: Any) -> None:
+    broker_cluster.create_topic("raw", 1)
+    first = built_batch(1_700_000_000_000, [b"a-%d" % i for i in range(5)])
+    second = built_batch(1_700_000_100_000, [b"b-%d" % i for i in range(300)], CompressionType.GZIP)
+    delivered: list[tuple[RecordMetadata | None, BaseException | None]] = []
+    with producer(broker_cluster, linger_ms=10_000) as p:
+        before = p.send("raw", b"plain", partition=0, timestamp_ms=5)  # lingers in its open batch
+        one = p.send_batch("raw", 0, first, on_delivery=lambda m, e: delivered.append((m, e)))
+        two = p.send_batch("raw", 0, memoryview(second))
+        p.flush()
+        assert before.result(0) == RecordMetadata("raw", 0, 0, 5)
+        assert one.result(0) == [DeliveryRange("raw", 0, 1, 5)]
+        assert two.result(0) == [DeliveryRange("raw", 0, 6, 300)]
+        assert delivered == [(RecordMetadata("raw", 0, 1, 1_700_000_000_000), None)]
+    with consumer(broker_cluster, TopicPartition("raw", 0)) as c:
+        batches = read_batches(c, 306)
+        c.seek(TopicPartition("raw", 0), 0)
+        records = read_records(c, 306)
+    assert [(b.base_offset, b.record_count) for b in batches] == [(0, 1), (1, 5), (6, 300)]
+    # the same bytes from the batch length on (the broker rewrote only the base offset)
+    assert [bytes(b.batch.buffer[8:]) for b in batches[1:]] == [first[8:], second[8:]]
+    assert batches[2].batch.compression == CompressionType.GZIP
+    assert [(r.offset, r.key, r.value, r.timestamp_ms, r.headers) for r in records[1:]] == [
+        (1 + i, b"k%d" % i, b"a-%d" % i, 1_700_000_000_000 + i, (("origin", b"elsewhere"), ("none", None)))
+        for i in range(5)
+    ] + [
+        (6 + i, b"k%d" % i, b"b-%d" % i, 1_700_000_100_000 + i, (("origin", b"elsewhere"), ("none", None)))
+        for i in range(300)
+    ]
+
+
+def test_consecutive_raw_batches_of_a_partition_travel_in_one_request(broker_cluster: Any) -> None:
+    broker_cluster.create_topic("raw", 1)
+    parts = [built_batch(1_700_000_000_000, [b"%d-%d" % (n, i) for i in range(10)]) for n in range(4)]
+    with producer(broker_cluster, acks="all", max_in_flight_requests_per_connection=1) as p:
+        p.partitions_for("raw")
+        # the first may leave alone; the others queue behind it while it waits for its flush, together
+        deliveries = [p.send_batch("raw", 0, part) for part in parts]
+        p.flush()
+        assert [d.result(0) for d in deliveries] == [[DeliveryRange("raw", 0, 10 * n, 10)] for n in range(4)]
+        carriers = [d._parts[0][0] for d in deliveries]
+        assert carriers[1] is carriers[2] is carriers[3]
+        assert carriers[1].count in (30, 40)
+    with consumer(broker_cluster, TopicPartition("raw", 0)) as c:
+        batches = read_batches(c, 40)
+    assert [(b.base_offset, b.record_count) for b in batches] == [(0, 10), (10, 10), (20, 10), (30, 10)]
+
+
+def test_send_batch_refuses_what_is_not_one_whole_batch(broker_cluster: Any) -> None:
+    broker_cluster.create_topic("raw", 2)
+    batch = built_batch(0, [b"x", b"y"])
+    with producer(broker_cluster, max_request_size=4096) as p:
+        assert len(batch) == 127
+        with pytest.raises(
+            ProducerError,
+            match=r"raw-0: expected one record batch of 254 bytes, got a batch of 127 bytes \(offset 1000\)",
+        ):
+            p.send_batch("raw", 0, batch + batch)
+        with pytest.raises(ProducerError, match="raw-1: not a record batch"):
+            p.send_batch("raw", 1, batch[:-1])
+        with pytest.raises(UnknownPartitionError):
+            p.send_batch("raw", 2, batch)
+        big = built_batch(0, [bytes(3000), bytes(3000)])
+        with pytest.raises(RecordTooLargeError, match=r"raw-0 \(offsets 1000..1001 at the source\)"):
+            p.send_batch("raw", 0, big)
