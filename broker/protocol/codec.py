@@ -41,6 +41,8 @@ from broker.protocol.errors import (
 from broker.protocol.frame import SIZE_PREFIX
 from broker.protocol.messages.api_versions import API_VERSIONS, ApiVersionsResponse
 from broker.protocol.messages.fetch import FetchResponse
+from broker.protocol.messages.produce import ProduceRequest
+from broker.protocol.primitives import encode_uvarint
 from broker.protocol.region import Region
 from broker.protocol.request_header import (
     RequestHeader,
@@ -303,6 +305,14 @@ def api_versions_response(version: int) -> ApiVersionsResponse:
 
 def encode_request(version: int, correlation_id: int, client_id: str | None, body: RequestBody) -> bytes:
     """The request frame, size prefix included; the request's API is the type of ``body``."""
+    if type(body) is ProduceRequest and len(body.topic_data) == 1:
+        topic = body.topic_data[0]
+        if len(topic.partition_data) == 1 and type(topic.partition_data[0].records) is bytes:
+            return _encode_single_produce(version, correlation_id, client_id, body)
+    return _encode_request(version, correlation_id, client_id, body)
+
+
+def _encode_request(version: int, correlation_id: int, client_id: str | None, body: RequestBody) -> bytes:
     spec = api_for_request(body)
     if not spec.supports(version):
         raise EncodeError(
@@ -314,6 +324,70 @@ def encode_request(version: int, correlation_id: int, client_id: str | None, bod
     _encode_body(body_codec, body, version, out.append, _refuse_region)
     payload = b"".join(out)
     return _SIZE_PACK(len(payload)) + payload
+
+
+class _ProduceTemplate(NamedTuple):
+    """A single-partition Produce request cut around its two variable parts: the correlation id and the
+    records (with their length), from the generic encoding of the same request with empty records."""
+
+    head: bytes  # api key and version
+    middle: bytes  # from the client id to the partition index
+    flexible: bool  # records length as an unsigned varint of length + 1 (else int32)
+    tail: bytes  # tagged fields after the records (flexible versions)
+
+
+_PRODUCE_TEMPLATES: dict[tuple[Any, ...], _ProduceTemplate] = {}
+_MAX_PRODUCE_TEMPLATES = 1024
+
+
+def _encode_single_produce(
+    version: int, correlation_id: int, client_id: str | None, body: ProduceRequest
+) -> bytes:
+    """:func:`encode_request` of a Produce request to one partition (a producer's hot path, every request
+    at batch size 1): the bytes around the records come from a cached template, so only the correlation
+    id, the records' length and the size are encoded per request. Byte-for-byte the generic encoding."""
+    topic = body.topic_data[0]
+    partition = topic.partition_data[0]
+    records = partition.records
+    assert type(records) is bytes
+    key = (version, client_id, body.transactional_id, body.acks, body.timeout_ms, topic.name, partition.index)
+    template = _PRODUCE_TEMPLATES.get(key)
+    if template is None:
+        template = _produce_template(version, client_id, body)
+        if len(_PRODUCE_TEMPLATES) >= _MAX_PRODUCE_TEMPLATES:
+            _PRODUCE_TEMPLATES.clear()
+        _PRODUCE_TEMPLATES[key] = template
+    n = len(records)
+    length = encode_uvarint(n + 1) if template.flexible else _CORRELATION_ID.pack(n)
+    size = 8 + len(template.middle) + len(length) + len(records) + len(template.tail)
+    return b"".join(
+        (
+            _SIZE_PACK(size),
+            template.head,
+            _CORRELATION_ID.pack(correlation_id),
+            template.middle,
+            length,
+            records,
+            template.tail,
+        )
+    )
+
+
+def _produce_template(version: int, client_id: str | None, body: ProduceRequest) -> _ProduceTemplate:
+    topic = body.topic_data[0]
+    empty = body._replace(
+        topic_data=[topic._replace(partition_data=[topic.partition_data[0]._replace(records=b"")])]
+    )
+    frame = _encode_request(version, 0, client_id, empty)
+    flexible = api_for_request(body).is_flexible(version)
+    # empty records end the partition: int32 0, or the varint 1 then the partition's, topic's and body's
+    # (empty) tagged fields
+    tail = b"\x00\x00\x00" if flexible else b""
+    length = b"\x01" if flexible else b"\x00\x00\x00\x00"
+    cut = len(frame) - len(tail) - len(length)
+    if frame[cut:] != length + tail:  # pragma: no cover - the layout of Produce changed
+        raise EncodeError(f"Produce v{version}: the records are not the last field of the request")
+    return _ProduceTemplate(frame[4:8], frame[12:cut], flexible, tail)
 
 
 def decode_response(api_key: int, version: int, frame: bytes | bytearray | memoryview) -> Response:

@@ -17,6 +17,7 @@ from broker.protocol import (
     UnknownApiKeyError,
     UnsupportedVersionError,
     api_versions_response,
+    codec,
     compile_all,
     compiler,
     decode_request,
@@ -272,3 +273,30 @@ def test_compile_all_compiles_every_version():
             decode_request(encode_request(version, 1, "c", produce_request())[4:]).header.api_version
             == version
         )
+
+
+@pytest.mark.parametrize("version", range(10))
+@pytest.mark.parametrize("records_bytes", [0, 1, 126, 127, 128, 16_383, 16_384, 70_000])
+def test_a_single_partition_produce_encodes_byte_for_byte_like_any_request(
+    version: int, records_bytes: int
+) -> None:
+    """The template fast path of one-partition Produce requests against the generic encoder, across
+    versions (int32 and varint record lengths, their boundaries), client ids and transactional ids."""
+    records = bytes(range(256)) * (records_bytes // 256) + bytes(records_bytes % 256)
+    for client_id, transactional_id in (("producer-1", None), (None, "tx-7"), ("", None)):
+        body = ProduceRequest(
+            transactional_id=transactional_id if version >= 3 else None,
+            acks=-1,
+            timeout_ms=30_000,
+            topic_data=[TopicProduceData("events", [PartitionProduceData(index=11, records=records)])],
+        )
+        for correlation_id in (0, 1, 2**31 - 1):
+            fast = encode_request(version, correlation_id, client_id, body)
+            assert fast == codec._encode_request(version, correlation_id, client_id, body)
+            decoded = decode_request_reference(fast[4:])
+            assert decoded.header.correlation_id == correlation_id
+            body_back = decoded.body
+            assert isinstance(body_back, ProduceRequest)
+            records_back = body_back.topic_data[0].partition_data[0].records
+            assert isinstance(records_back, bytes | memoryview)
+            assert bytes(records_back) == records
