@@ -91,6 +91,28 @@ def test_acks(broker_cluster: Any, acks: str) -> None:
     assert [r.offset for r in records] == list(range(301))
 
 
+def test_acks_zero_writes_queued_batches_as_many_requests_in_order(broker_cluster: Any) -> None:
+    """With acks=0 the sender writes every queued batch at once, one request per batch and partition:
+    each partition gets exactly its records, one per batch, in the order sent."""
+    broker_cluster.create_topic("unanswered", 3)
+    value = b"z" * 40
+    bound = record_bound(len(value) + 6, 1, len(encode_headers([HOST_HEADER])))
+    sent: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
+    with producer(broker_cluster, acks="0", batch_size=HEADER_SIZE + bound, linger_ms=60_000) as p:
+        for i in range(1500):
+            partition = (i * 7) % 3 if i % 11 else 2
+            record = b"%06d" % i + value
+            p.send("unanswered", record, partition=partition)
+            sent[partition].append(record)
+        p.flush()
+    for partition, records in sent.items():
+        with consumer(broker_cluster, TopicPartition("unanswered", partition)) as c:
+            batches = read_batches(c, len(records))
+        assert [b.record_count for b in batches] == [1] * len(records)
+        assert [b.base_offset for b in batches] == list(range(len(records)))
+        assert [v for b in batches for v in b.values().values] == records
+
+
 def test_batches_close_at_batch_size(broker_cluster: Any) -> None:
     broker_cluster.create_topic("sized", 1)
     value = b"x" * 100
