@@ -326,40 +326,94 @@ def _encode_request(version: int, correlation_id: int, client_id: str | None, bo
     return _SIZE_PACK(len(payload)) + payload
 
 
-class _ProduceTemplate(NamedTuple):
-    """A single-partition Produce request cut around its two variable parts: the correlation id and the
-    records (with their length), from the generic encoding of the same request with empty records."""
+class ProduceTemplate(NamedTuple):
+    """A Produce request to one partition, cut around its two variable parts, the correlation id and the
+    records (with their length): cut from the generic encoding of the same request with empty records.
+
+    The producer encodes with it (:func:`encode_request`); the broker recognises, with
+    :meth:`records_of`, the requests a pipelining producer sends one after the other, which differ only in
+    those two parts, without decoding each.
+    """
 
     head: bytes  # api key and version
     middle: bytes  # from the client id to the partition index
     flexible: bool  # records length as an unsigned varint of length + 1 (else int32)
     tail: bytes  # tagged fields after the records (flexible versions)
 
+    def records_of(self, frame: bytes) -> memoryview | None:
+        """The records of ``frame`` (a request frame, size prefix removed) when it is this request with any
+        correlation id and records, byte-for-byte; ``None`` otherwise (decode it the general way)."""
+        middle = self.middle
+        if not (frame.startswith(self.head) and frame.startswith(middle, 8)):
+            return None
+        pos = 8 + len(middle)
+        size = len(frame)
+        try:
+            if self.flexible:
+                byte = frame[pos]
+                length = byte & 0x7F
+                shift = 7
+                pos += 1
+                while byte & 0x80:
+                    if shift > 28:
+                        return None
+                    byte = frame[pos]
+                    length |= (byte & 0x7F) << shift
+                    shift += 7
+                    pos += 1
+                length -= 1
+            else:
+                (length,) = _CORRELATION_ID.unpack_from(frame, pos)
+                pos += 4
+        except (IndexError, struct.error):
+            return None
+        end = pos + length
+        tail = self.tail
+        if length < 0 or end + len(tail) != size or (tail and not frame.endswith(tail)):
+            return None
+        return memoryview(frame)[pos:end]
 
-_PRODUCE_TEMPLATES: dict[tuple[Any, ...], _ProduceTemplate] = {}
+
+_PRODUCE_TEMPLATES: dict[tuple[Any, ...], ProduceTemplate] = {}
 _MAX_PRODUCE_TEMPLATES = 1024
+
+
+def produce_template(version: int, client_id: str | None, body: ProduceRequest) -> ProduceTemplate:
+    """The (cached) template of ``body``, a Produce request to exactly one partition, at ``version``."""
+    topic = body.topic_data[0]
+    partition = topic.partition_data[0]
+    key = (version, client_id, body.transactional_id, body.acks, body.timeout_ms, topic.name, partition.index)
+    template = _PRODUCE_TEMPLATES.get(key)
+    if template is None:
+        empty = body._replace(topic_data=[topic._replace(partition_data=[partition._replace(records=b"")])])
+        frame = _encode_request(version, 0, client_id, empty)
+        flexible = api_for_request(body).is_flexible(version)
+        # empty records end the partition: int32 0, or the varint 1 then the partition's, topic's and
+        # body's (empty) tagged fields
+        tail = b"\x00\x00\x00" if flexible else b""
+        length = b"\x01" if flexible else b"\x00\x00\x00\x00"
+        cut = len(frame) - len(tail) - len(length)
+        if frame[cut:] != length + tail:  # pragma: no cover - the layout of Produce changed
+            raise EncodeError(f"Produce v{version}: the records are not the last field of the request")
+        template = ProduceTemplate(frame[4:8], frame[12:cut], flexible, tail)
+        if len(_PRODUCE_TEMPLATES) >= _MAX_PRODUCE_TEMPLATES:
+            _PRODUCE_TEMPLATES.clear()
+        _PRODUCE_TEMPLATES[key] = template
+    return template
 
 
 def _encode_single_produce(
     version: int, correlation_id: int, client_id: str | None, body: ProduceRequest
 ) -> bytes:
     """:func:`encode_request` of a Produce request to one partition (a producer's hot path, every request
-    at batch size 1): the bytes around the records come from a cached template, so only the correlation
-    id, the records' length and the size are encoded per request. Byte-for-byte the generic encoding."""
-    topic = body.topic_data[0]
-    partition = topic.partition_data[0]
-    records = partition.records
+    at batch size 1): the bytes around the records come from its template, so only the correlation id,
+    the records' length and the size are encoded per request. Byte-for-byte the generic encoding."""
+    records = body.topic_data[0].partition_data[0].records
     assert type(records) is bytes
-    key = (version, client_id, body.transactional_id, body.acks, body.timeout_ms, topic.name, partition.index)
-    template = _PRODUCE_TEMPLATES.get(key)
-    if template is None:
-        template = _produce_template(version, client_id, body)
-        if len(_PRODUCE_TEMPLATES) >= _MAX_PRODUCE_TEMPLATES:
-            _PRODUCE_TEMPLATES.clear()
-        _PRODUCE_TEMPLATES[key] = template
+    template = produce_template(version, client_id, body)
     n = len(records)
     length = encode_uvarint(n + 1) if template.flexible else _CORRELATION_ID.pack(n)
-    size = 8 + len(template.middle) + len(length) + len(records) + len(template.tail)
+    size = 8 + len(template.middle) + len(length) + n + len(template.tail)
     return b"".join(
         (
             _SIZE_PACK(size),
@@ -371,23 +425,6 @@ def _encode_single_produce(
             template.tail,
         )
     )
-
-
-def _produce_template(version: int, client_id: str | None, body: ProduceRequest) -> _ProduceTemplate:
-    topic = body.topic_data[0]
-    empty = body._replace(
-        topic_data=[topic._replace(partition_data=[topic.partition_data[0]._replace(records=b"")])]
-    )
-    frame = _encode_request(version, 0, client_id, empty)
-    flexible = api_for_request(body).is_flexible(version)
-    # empty records end the partition: int32 0, or the varint 1 then the partition's, topic's and body's
-    # (empty) tagged fields
-    tail = b"\x00\x00\x00" if flexible else b""
-    length = b"\x01" if flexible else b"\x00\x00\x00\x00"
-    cut = len(frame) - len(tail) - len(length)
-    if frame[cut:] != length + tail:  # pragma: no cover - the layout of Produce changed
-        raise EncodeError(f"Produce v{version}: the records are not the last field of the request")
-    return _ProduceTemplate(frame[4:8], frame[12:cut], flexible, tail)
 
 
 def decode_response(api_key: int, version: int, frame: bytes | bytearray | memoryview) -> Response:

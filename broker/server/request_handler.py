@@ -66,6 +66,7 @@ from broker.protocol import (
     encode_fetch_response,
     encode_response,
 )
+from broker.protocol.codec import ProduceTemplate, produce_template
 from broker.protocol.messages.create_topics import (
     CreatableTopic,
     CreatableTopicResult,
@@ -211,28 +212,37 @@ class RequestHandler:
         """
         view = self._cluster.view
         groups: list[tuple[Log, list[Buffer]]] = []
+        template: ProduceTemplate | None = None  # the last request decoded: the next are likely the same
+        log: Log | None = None
         for request in requests:
-            try:
-                header, body = decode_request(request.frame)
-            except ProtocolError:
-                break
-            if (
-                type(body) is not ProduceRequest
-                or body.acks != 0
-                or header.api_version < _FIRST_RECORD_BATCH_PRODUCE_VERSION
-                or len(body.topic_data) != 1
-                or len(body.topic_data[0].partition_data) != 1
-            ):
-                break
-            topic_data = body.topic_data[0]
-            partition_data = topic_data.partition_data[0]
-            records = partition_data.records
-            if not isinstance(records, (bytes, bytearray, memoryview)):
-                break
-            try:
-                log = self._leader_log(view, topic_data.name, partition_data.index)
-            except PartitionLookupError:
-                break
+            frame = request.frame
+            records: Buffer | None = None if template is None else template.records_of(frame)
+            if records is None:
+                try:
+                    header, body = decode_request(frame)
+                except ProtocolError:
+                    break
+                if (
+                    type(body) is not ProduceRequest
+                    or body.acks != 0
+                    or header.api_version < _FIRST_RECORD_BATCH_PRODUCE_VERSION
+                    or len(body.topic_data) != 1
+                    or len(body.topic_data[0].partition_data) != 1
+                ):
+                    break
+                topic_data = body.topic_data[0]
+                partition_data = topic_data.partition_data[0]
+                decoded_records = partition_data.records
+                if not isinstance(decoded_records, (bytes, bytearray, memoryview)):
+                    break
+                records = decoded_records
+                try:
+                    log = self._leader_log(view, topic_data.name, partition_data.index)
+                except PartitionLookupError:
+                    break
+                template = produce_template(header.api_version, header.client_id, body)
+            # else: the same request as the template's (acks=0, same partition, same log), other records
+            assert log is not None
             if groups and groups[-1][0] is log:
                 groups[-1][1].append(records)
             else:

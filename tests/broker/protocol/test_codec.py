@@ -300,3 +300,35 @@ def test_a_single_partition_produce_encodes_byte_for_byte_like_any_request(
             records_back = body_back.topic_data[0].partition_data[0].records
             assert isinstance(records_back, bytes | memoryview)
             assert bytes(records_back) == records
+
+
+@pytest.mark.parametrize("version", [3, 8, 9])
+def test_a_produce_template_recognises_only_the_same_request_with_other_records(version: int) -> None:
+    def body(records: bytes | None, partition: int = 11, acks: int = 0) -> ProduceRequest:
+        return ProduceRequest(
+            acks=acks,
+            timeout_ms=30_000,
+            topic_data=[TopicProduceData("events", [PartitionProduceData(index=partition, records=records)])],
+        )
+
+    template = codec.produce_template(version, "producer-1", body(b""))
+    for size in (0, 1, 127, 128, 5000):
+        records = bytes(range(256)) * (size // 256) + bytes(size % 256)
+        for correlation_id in (0, 77, 2**31 - 1):
+            frame = encode_request(version, correlation_id, "producer-1", body(records))[4:]
+            found = template.records_of(frame)
+            assert found is not None
+            assert bytes(found) == records
+            # cut short or longer by a byte: not this request any more
+            assert template.records_of(frame[:-1]) is None
+            assert template.records_of(frame + b"\x00") is None
+    others = [
+        encode_request(version, 1, "producer-1", body(b"x", partition=12)),
+        encode_request(version, 1, "producer-1", body(b"x", acks=1)),
+        encode_request(version, 1, "producer-2", body(b"x")),
+        encode_request(version, 1, "producer-1", body(None)),
+        encode_request(version - 1, 1, "producer-1", body(b"x")),
+    ]
+    assert [template.records_of(frame[4:]) for frame in others] == [None] * len(others)
+    assert template.records_of(b"") is None
+    assert template.records_of(encode_request(version, 1, "producer-1", body(b""))[4:30]) is None
