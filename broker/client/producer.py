@@ -109,6 +109,7 @@ log = logging.getLogger(__name__)
 
 #: Bytes of a Produce request around its batches: header, client id, topic names, counts (a bound).
 _REQUEST_OVERHEAD_BYTES = 512
+_NOT_WAITING = float("inf")
 #: With ``acks=0``, the most Produce requests the sender writes to one broker at once.
 _MAX_UNANSWERED_REQUESTS = 500
 _HOST_HEADER = "host"
@@ -165,6 +166,7 @@ class Producer:
         self._retry_backoff_s = config.retry_backoff_ms / 1000
         self._delivery_timeout_s = config.delivery_timeout_ms / 1000
         self._max_in_flight = config.max_in_flight_requests_per_connection
+        self._request_timeout_ms = config.request_timeout_ms
 
         self._lock = threading.Lock()
         self._wake_sender = threading.Condition(self._lock)
@@ -178,7 +180,8 @@ class Producer:
         self._flushing = 0
         self._closing = False
         self._force_closed = False
-        self._sender_wake_at = float("inf")
+        #: When the sleeping sender wakes up by itself; _NOT_WAITING while it works (under the lock).
+        self._sender_wake_at = _NOT_WAITING
         self._partitioner = StickyPartitioner()
         self._sticky_partitions = self._partitioner.current
         self._plain_record_bound = record_bound(0, 0, len(self._host_headers))
@@ -468,8 +471,9 @@ class Producer:
         batch = ProducerBatch(key[0], key[1], self._codec, time.monotonic())
         self._open[key] = batch
         self._incomplete.add(batch)
-        if batch.created_at + self._linger_s < self._sender_wake_at:
-            self._wake_sender.notify()
+        wake_at = self._sender_wake_at
+        if wake_at != _NOT_WAITING and batch.created_at + self._linger_s < wake_at:
+            self._wake_sender.notify()  # it sleeps past this batch's linger
         return batch
 
     def _close_batch(self, key: PartitionKey, batch: ProducerBatch) -> None:
@@ -480,7 +484,8 @@ class Producer:
         if queue is None:
             queue = self._queued[key] = deque()
         queue.append(batch)
-        self._wake_sender.notify()
+        if self._sender_wake_at != _NOT_WAITING:  # a busy sender drains it anyway before it sleeps
+            self._wake_sender.notify()
 
     # ---------------------------------------------------------------------------------- flush and close
 
@@ -568,7 +573,7 @@ class Producer:
                             return
                         self._sender_wake_at = time.monotonic() + wake_in
                         self._wake_sender.wait(wake_in)
-                        self._sender_wake_at = float("inf")
+                        self._sender_wake_at = _NOT_WAITING
                         continue
                 for batch, error in expired:
                     self._finish(batch, -1, error)
@@ -678,6 +683,12 @@ class Producer:
         )
 
     def _produce_request(self, batches: list[ProducerBatch]) -> ProduceRequest:
+        if len(batches) == 1 and self._audit is None:  # every request at batch size 1: keep it short
+            batch = batches[0]
+            batch.attempts += 1
+            partition = PartitionProduceData(batch.partition, batch.build())
+            topic = TopicProduceData(batch.topic, (partition,))
+            return ProduceRequest(None, self._acks, self._request_timeout_ms, (topic,))
         by_topic: dict[str, list[PartitionProduceData]] = {}
         for batch in batches:
             batch.attempts += 1

@@ -72,11 +72,29 @@ def record_bound(value_bytes: int, key_part_bytes: int, header_bytes: int) -> in
 def encode_records(segments: Sequence[Segment], count: int, first_timestamp_ms: int) -> bytes:
     """The records of ``segments`` (``count`` in all), offset deltas from 0, timestamps relative to
     ``first_timestamp_ms``."""
+    if count == 1:
+        return _encode_one(segments[0])
     if count >= ARROW_MIN_RECORDS:
         encoded = encode_records_arrow(segments, count, first_timestamp_ms)
         if encoded is not None:
             return encoded
     return encode_records_python(segments, first_timestamp_ms)
+
+
+def _encode_one(segment: Segment) -> bytes:
+    """The one record of a one-record batch (batch size 1): timestamp and offset deltas are 0."""
+    values, start, _stop, _timestamp_ms, key, headers = segment
+    value = values[start]
+    small = _SMALL
+    if value is None:
+        value_prefix, value = NULL_PART, b""
+    else:
+        n = len(value)
+        value_prefix = small[n] if n < _SMALL_LIMIT else encode_varint(n)
+    # attributes 0, timestampDelta 0, offsetDelta 0
+    body = 3 + len(key) + len(value_prefix) + len(value) + len(headers)
+    length = small[body] if body < _SMALL_LIMIT else encode_varint(body)
+    return b"".join((length, b"\x00\x00\x00", key, value_prefix, value, headers))
 
 
 def encode_records_python(segments: Sequence[Segment], first_timestamp_ms: int) -> bytes:

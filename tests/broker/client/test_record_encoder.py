@@ -84,3 +84,22 @@ def test_arrow_declines_what_its_varint_table_cannot_hold() -> None:
     assert encode_records([big] * 300, 300, 5) == encode_records_python([big] * 300, 5)
     many = Segment((b"v",) * ARROW_VARINT_LIMIT, 0, ARROW_VARINT_LIMIT, 5, b"\x01", header)
     assert encode_records_arrow([many], ARROW_VARINT_LIMIT, 5) is None
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.none() | st.binary(max_size=300) | st.sampled_from([b"z" * 8191, b"z" * 8192, b"w" * 20000]),
+    st.none() | st.binary(max_size=80),
+    st.sampled_from(HEADERS),
+    st.integers(min_value=0, max_value=3),
+)
+def test_a_one_record_batch_encodes_like_the_loop(
+    value: bytes | None, key: bytes | None, headers: bytes, start: int
+) -> None:
+    values = tuple([b"before"] * start + [value] + [b"after"])
+    segment = Segment(values, start, start + 1, 1_700_000_000_123, key_part(key), headers)
+    encoded = encode_records([segment], 1, segment.timestamp_ms)
+    assert encoded == encode_records_python([segment], segment.timestamp_ms)
+    (record,) = _decode_records(encoded, 1, 7, segment.timestamp_ms, None, "<test>", None)
+    expected = (7, segment.timestamp_ms, key, value)
+    assert (record.offset, record.timestamp_ms, record.key, record.value) == expected
