@@ -45,8 +45,14 @@ from broker.client.cluster_metadata import ClusterMetadata, metadata_source
 from broker.client.cluster_snapshot import BrokerAddress
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.consumer_record import ConsumerRecord
-from broker.client.errors import BrokerConnectionError, BrokerResponseError, ClientError, ConsumerError
-from broker.client.fetched_batch import FetchedBatch, PartitionValues
+from broker.client.errors import (
+    BrokerConnectionError,
+    BrokerResponseError,
+    ClientError,
+    ConsumerError,
+    CorruptBatchError,
+)
+from broker.client.fetched_batch import FetchedBatch, PartitionValues, decode_values, load_decoder
 from broker.client.fetcher import Fetcher
 from broker.log.topic_partition import TopicPartition
 from broker.protocol.api_key import ApiKey
@@ -97,6 +103,7 @@ class Consumer:
             metadata_max_age_ms=config.metadata_max_age_ms,
             allow_auto_create=False,
         )
+        load_decoder()  # so that the first poll_values() does not pause to import numpy
         self._fetcher = Fetcher(config, self._pool, self._metadata, self._list_offsets)
         self._decoded: deque[ConsumerRecord] = deque()
         self._closed = False
@@ -202,16 +209,40 @@ class Consumer:
         return self._fetcher.take(_seconds(timeout_ms), max_batches)
 
     def poll_values(self, timeout_ms: int = 0) -> list[PartitionValues]:
-        """Offsets and values of the fetched records, per batch (waiting up to ``timeout_ms`` for some)."""
+        """Offsets and values of the fetched records, per batch (waiting up to ``timeout_ms`` for some).
+
+        The batches fetched so far are decoded together, in one vectorised pass when they hold enough
+        records (:func:`~broker.client.fetched_batch.decode_values`)."""
         out: list[PartitionValues] = []
         if self._decoded:
             out.extend(self._leftover_values())
             timeout_ms = 0
-        for batch in self._fetcher.take(_seconds(timeout_ms) if not out else 0.0):
-            values = batch.values()
+        batches = self._fetcher.take(_seconds(timeout_ms) if not out else 0.0)
+        try:
+            decoded = decode_values(batches)
+        except CorruptBatchError:
+            return self._values_before_corruption(out, batches)
+        out.extend(values for values in decoded if values.values)
+        return out
+
+    def _values_before_corruption(
+        self, out: list[PartitionValues], batches: list[FetchedBatch]
+    ) -> list[PartitionValues]:
+        """Some batch of ``batches`` (taken, so positions moved past them) does not decode: return the
+        values of the batches before it, and put each partition's position back to its first batch not
+        returned, so that nothing is skipped; the corrupt batch raises :class:`CorruptBatchError` (at its
+        base offset, the position stays there) when it comes first."""
+        for index, batch in enumerate(batches):
+            try:
+                values = batch.values()
+            except CorruptBatchError:
+                self._rewind(batches[index:])
+                if out:
+                    return out
+                raise
             if values.values:
                 out.append(values)
-        return out
+        return out  # pragma: no cover - decode_values raised, so one of them does
 
     def _leftover_values(self) -> list[PartitionValues]:
         grouped: dict[TopicPartition, PartitionValues] = {}
@@ -239,9 +270,24 @@ class Consumer:
 
     def _fill(self, timeout_s: float | None) -> bool:
         batches = self._fetcher.take(timeout_s)
-        for batch in batches:
-            self._decoded.extend(batch.records())
+        for index, batch in enumerate(batches):
+            try:
+                self._decoded.extend(batch.records())
+            except CorruptBatchError:
+                self._rewind(batches[index:])  # the records before it are handed out first
+                if self._decoded:
+                    return True
+                raise
         return bool(self._decoded)
+
+    def _rewind(self, undelivered: list[FetchedBatch]) -> None:
+        """Put each partition of ``undelivered`` (taken, so their positions moved past them) back to its
+        first record not handed out, keeping what was decoded before them."""
+        rewind: dict[TopicPartition, int] = {}
+        for batch in undelivered:
+            rewind.setdefault(batch.topic_partition, max(batch.base_offset, batch.from_offset))
+        for tp, offset in rewind.items():
+            self._fetcher.seek(tp, offset)
 
     def messages(self, timeout_ms: int | None = None) -> Iterator[ConsumerRecord]:
         """Every record, as it arrives: blocks while there is nothing new. With ``timeout_ms`` the
@@ -282,6 +328,8 @@ class Consumer:
                     self._metadata.update()
                 except ClientError as exc:
                     last = exc
+                else:
+                    self._fetcher.metadata_updated()
             snapshot = self._metadata.snapshot
             by_leader: dict[int, list[TopicPartition]] = {}
             for tp in todo:

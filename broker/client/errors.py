@@ -237,7 +237,8 @@ class CorruptBatchError(ConsumerError):
     """A fetched record batch fails its CRC-32C check or does not decode.
 
     ``offset`` is the batch's base offset; the consumer's position stays there, so the caller can inspect
-    the data or ``seek()`` past it.
+    the data or ``seek()`` past it. Records fetched before it are handed out first; nothing after it is
+    skipped.
     """
 
     def __init__(self, topic: str, partition: int, offset: int, reason: str) -> None:

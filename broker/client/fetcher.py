@@ -24,7 +24,9 @@ What a response does to a partition (in the connection's reader thread):
   what was buffered; with ``none`` the caller gets :class:`~broker.client.errors.OffsetOutOfRangeError`.
 * NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, a lost connection, other retriable errors: learn the
   cluster again, and fetch again after ``retry_backoff_ms`` from the same ``fetch_offset`` (so after a
-  broker restart the consumer resumes exactly where it was).
+  broker restart the consumer resumes exactly where it was). A partition whose leader is not known waits
+  for a newer metadata snapshot (whoever refreshes it, :meth:`Fetcher.metadata_updated` wakes the fetcher),
+  at most ``retry_backoff_ms``.
 * any other error code: the caller gets a :class:`~broker.client.errors.BrokerResponseError`.
 
 Responses to fetches sent before a ``seek`` are recognised by the partition's epoch and dropped.
@@ -144,6 +146,7 @@ class _PartitionState:
         "fetch_offset",
         "high_watermark",
         "in_flight",
+        "leaderless_at_version",
         "log_start_offset",
         "position",
         "reset",
@@ -166,6 +169,8 @@ class _PartitionState:
         self.fetch_bytes = 0
         self.high_watermark = -1
         self.log_start_offset = -1
+        #: the metadata version in which no leader was found (-1: not waiting for one)
+        self.leaderless_at_version = -1
 
     def fetchable(self, now: float) -> bool:
         return (
@@ -346,6 +351,11 @@ class Fetcher:
         self._work.notify()
         return error
 
+    def metadata_updated(self) -> None:
+        """The cluster metadata was refreshed: partitions waiting for their leader look again now."""
+        with self._lock:
+            self._work.notify()
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -386,11 +396,12 @@ class Fetcher:
                     epochs = {tp: self._states[tp].epoch for tp in resets}
                 if resets:
                     self._do_resets(resets, epochs)
+                version = self._metadata.version  # first: the snapshot is at least this new
                 snapshot = self._metadata.snapshot
                 with self._lock:
                     if self._is_closed():
                         return
-                    requests, wait_s = self._plan(snapshot, time.monotonic())
+                    requests, wait_s = self._plan(snapshot, version, time.monotonic())
                     if not requests:
                         if not any(s.reset in _RESET_TIMESTAMPS for s in self._states.values()):
                             self._work.wait(wait_s)
@@ -425,9 +436,10 @@ class Fetcher:
             self._data.notify_all()
 
     def _plan(
-        self, snapshot: ClusterSnapshot, now: float
+        self, snapshot: ClusterSnapshot, version: int, now: float
     ) -> tuple[dict[int, list[tuple[_PartitionState, int, int, int]]], float]:
-        """Under the lock: the fetches to send, by leader, as (state, epoch, fetch offset, max bytes)."""
+        """Under the lock: the fetches to send, by leader, as (state, epoch, fetch offset, max bytes);
+        ``snapshot`` is metadata version ``version`` or newer."""
         wait_s = 1.0
         if self._buffered_bytes >= self._config.max_prefetch_bytes:
             return {}, wait_s
@@ -449,6 +461,9 @@ class Fetcher:
                 )
                 self._data.notify_all()
                 continue
+            if state.leaderless_at_version not in (-1, version):
+                state.leaderless_at_version = -1  # a newer snapshot: no need to wait out the backoff
+                state.retry_at = 0.0
             if not state.fetchable(now):
                 if state.retry_at > now:
                     wait_s = min(wait_s, state.retry_at - now)
@@ -456,9 +471,11 @@ class Fetcher:
             leader = snapshot.leader(state.tp.topic, state.tp.partition)
             if leader is None:
                 self._metadata.request_update()
+                state.leaderless_at_version = version
                 state.retry_at = now + self._retry_backoff_s
                 wait_s = min(wait_s, max(self._retry_backoff_s, 0.01))
                 continue
+            state.leaderless_at_version = -1
             if leader.node_id in self._busy_nodes:
                 continue
             offset = state.fetch_offset

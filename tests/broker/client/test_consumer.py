@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 from typing import Any
 
+import crc32c
 import pytest
 
 from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
-from broker.client.errors import NoOffsetError, OffsetOutOfRangeError
+from broker.client.errors import CorruptBatchError, NoOffsetError, OffsetOutOfRangeError
+from broker.log.record_batch import RecordBatchBuilder
 from broker.log.topic_partition import TopicPartition
 from tests.broker.client.helpers import consumer, producer, read_batches, read_records
 
 TP = TopicPartition("events", 0)
+BASE_TS = 1_700_000_000_000
 
 
 def produce(
@@ -76,6 +80,53 @@ def test_seek_and_position(broker_cluster: Any) -> None:
         assert c.position(TP) == 50
         assert c.end_offsets([TP]) == {TP: 50}
         assert c.beginning_offsets([TP]) == {TP: 0}
+
+
+def test_poll_values_decodes_many_batches_at_once_exactly(broker_cluster: Any) -> None:
+    broker_cluster.create_topic("events", 1)
+    produce(broker_cluster, "events", 150, batch_size=2048, linger_ms=200)  # batches of about 70 records
+    produce(broker_cluster, "events", 1, start=150)
+    produce(broker_cluster, "events", 200, start=151, compression_type="zstd", linger_ms=200)
+    produce(broker_cluster, "events", 49, start=351, batch_size=1024, linger_ms=200)
+    expected = [(offset, b"m%05d" % offset) for offset in range(37, 400)]
+    with consumer(broker_cluster, TP, max_partition_fetch_bytes=1 << 20, max_prefetch_bytes=1 << 20) as c:
+        c.seek(TP, 37)  # in the middle of the first batch
+        batches = read_batches(c, 363)
+        assert len(batches) >= 5
+        assert {b.batch.attributes & 7 for b in batches} == {0, 4}  # plain and zstd batches
+        c.seek(TP, 37)
+        got: list[tuple[int, bytes | None]] = []
+        chunks = 0
+        deadline = time.monotonic() + 20
+        while len(got) < len(expected) and time.monotonic() < deadline:
+            for chunk in c.poll_values(timeout_ms=1000):
+                assert chunk.topic_partition == TP
+                assert isinstance(chunk.offsets, range)
+                got.extend(zip(chunk.offsets, chunk.values, strict=True))
+                chunks += 1
+        assert c.position(TP) == 400
+    assert got == expected
+    assert chunks == len(batches)  # one chunk per batch, as before
+
+
+@pytest.mark.parametrize("seek", [True, False])
+def test_the_first_fetch_does_not_wait_out_the_retry_backoff(broker_cluster: Any, seek: bool) -> None:
+    # The fetcher's first metadata refresh may predate the assignment; the partition's leader then shows
+    # up in a refresh made by the caller's thread (ListOffsets), and the fetch must go out right away.
+    broker_cluster.create_topic("events", 1)
+    produce(broker_cluster, "events", 10, acks="all")  # acknowledged once flushed, so exposed
+    for _ in range(3):
+        with consumer(broker_cluster, TP, retry_backoff_ms=20_000) as c:
+            if seek:
+                c.seek(TP, 0)
+            assert c.end_offsets([TP]) == {TP: 10}
+            started = time.monotonic()
+            got: list[bytes | None] = []
+            while len(got) < 10 and time.monotonic() - started < 30:
+                got.extend(v for chunk in c.poll_values(timeout_ms=500) for v in chunk.values)
+            waited = time.monotonic() - started
+        assert got == [b"m%05d" % i for i in range(10)]
+        assert waited < 5
 
 
 def test_seek_to_time(broker_cluster: Any) -> None:
@@ -171,3 +222,56 @@ def test_iteration_hands_out_every_record_once(broker_cluster: Any) -> None:
     assert sorted(seen) == [(p, o) for p in range(3) for o in range(400)]
     for p in range(3):  # in order within each partition
         assert [o for q, o in seen if q == p] == list(range(400))
+
+
+def _undecodable_batch() -> bytes:
+    """Five records whose header claims four (count and lastOffsetDelta), CRC recomputed: a broker takes
+    it (it checks the CRC and the header, never the records); a consumer cannot decode it."""
+    builder = RecordBatchBuilder()
+    for i in range(5):
+        builder.append(BASE_TS + i, None, b"bad%d" % i)
+    data = bytearray(builder.build())
+    struct.pack_into(">i", data, 23, 3)  # lastOffsetDelta
+    struct.pack_into(">i", data, 57, 4)  # record count
+    struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
+    return bytes(data)
+
+
+@pytest.mark.parametrize("api", ["poll_values", "poll"])
+def test_a_corrupt_batch_loses_nothing_before_or_after_it(broker_cluster: Any, api: str) -> None:
+    """The values of the batches before an undecodable one are handed out, the error names its offset and
+    leaves the position there, and seeking past it reads on."""
+    broker_cluster.create_topic("events", 1)
+    good = [b"g%02d" % i for i in range(10)]
+    after = [b"a%02d" % i for i in range(7)]
+    with producer(broker_cluster, acks="1") as p:
+        p.send_many("events", good, partition=0).result(10)
+        p.send_batch("events", 0, _undecodable_batch()).result(10)
+        p.send_many("events", after, partition=0).result(10)
+
+    def read(c: Consumer) -> list[tuple[int, bytes | None]]:
+        if api == "poll":
+            return [(r.offset, r.value) for r in c.poll(timeout_ms=500)]
+        chunks = c.poll_values(timeout_ms=500)
+        return [pair for chunk in chunks for pair in zip(chunk.offsets, chunk.values, strict=True)]
+
+    def read_until_it_fails(c: Consumer, into: list[tuple[int, bytes | None]]) -> None:
+        for _ in range(40):
+            into.extend(read(c))
+
+    with consumer(broker_cluster, TP, max_partition_fetch_bytes=1 << 20) as c:
+        got: list[tuple[int, bytes | None]] = []
+        with pytest.raises(CorruptBatchError) as failure:
+            read_until_it_fails(c, got)
+        assert got == list(enumerate(good))
+        assert (failure.value.topic, failure.value.partition, failure.value.offset) == ("events", 0, 10)
+        assert c.position(TP) == 10
+        with pytest.raises(CorruptBatchError):  # still there
+            read_until_it_fails(c, got)
+        assert len(got) == len(good)
+        c.seek(TP, 14)
+        deadline = time.monotonic() + 20
+        rest: list[tuple[int, bytes | None]] = []
+        while len(rest) < len(after) and time.monotonic() < deadline:
+            rest.extend(read(c))
+    assert rest == [(14 + i, value) for i, value in enumerate(after)]

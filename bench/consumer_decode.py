@@ -1,0 +1,208 @@
+"""Consumer value decoding: us per record for ``Consumer.poll_values``' decoding, old against new, one run.
+
+Run from the repository root::
+
+    .venv/bin/python bench/consumer_decode.py [--baseline-rev da4d3d6] [--repeats 7]
+
+What it measures, all in this one process:
+
+1. **Fetches.** Realistic 200 KiB fetch responses for one partition, CRC-checked and split into batches as
+   the fetcher does (:func:`~broker.client.fetcher.parse_partition_records`): 200-byte values with one
+   ``host`` header, no key, in record batches of 50 (the paper benchmark's consume phase), of 1 and of 500;
+   200-byte values in zstd batches of 50; and values of 100-300 bytes in batches of 50. For each, the
+   decoding that ``poll_values`` does with one fetch's batches in hand: the baseline (``--baseline-rev``'s
+   ``broker/client/fetched_batch.py``, loaded from git: ``FetchedBatch.values()`` batch by batch, as
+   ``poll_values`` did there) and now (:func:`~broker.client.fetched_batch.decode_values`). The outputs are
+   checked to be equal. The fetch parsing itself (CRC included) is timed too, for scale.
+2. **Break-even.** The Python walk against the vectorised decoder for N records per call, in one batch
+   and in batches of 50: where :data:`~broker.client.fetched_batch._VECTORISED_MIN_RECORDS` belongs.
+
+Every figure is the best of ``--repeats`` timings (the machine is shared), in us per record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from broker.client.fetched_batch import (
+    FetchedBatch,
+    PartitionValues,
+    _decode_values_python,
+    _decode_values_vectorised,
+    decode_values,
+)
+from broker.client.fetcher import parse_partition_records
+from broker.log.record_batch import HEADER_SIZE, CompressionType, RecordBatchBuilder
+from broker.log.topic_partition import TopicPartition
+
+ROOT = Path(__file__).resolve().parent.parent
+TP = TopicPartition("paper", 0)
+FETCH_BYTES = 200 * 1024
+#: The commit whose ``fetched_batch.py`` is the baseline: the one before the multi-batch decoder.
+BASELINE_REV = "da4d3d6043ab7e71c4b3828c3d2806661cc7d2af"
+
+
+def build_fetch(
+    records_per_batch: int, codec: CompressionType, value_bytes: Callable[[int], int], fetch_bytes: int
+) -> bytes:
+    """Concatenated batches of about ``fetch_bytes`` (at least one batch), offsets from 0."""
+    rng = random.Random(records_per_batch)
+    parts: list[bytes] = []
+    size = 0
+    offset = 0
+    while size < fetch_bytes or not parts:
+        builder = RecordBatchBuilder(codec, base_offset=offset)
+        for i in range(records_per_batch):
+            value = bytes(rng.getrandbits(8) for _ in range(value_bytes(offset + i)))
+            builder.append(1_700_000_000_000 + (offset + i) // 300, None, value, (("host", b"vm"),))
+        batch = builder.build()
+        if size + len(batch) > fetch_bytes and parts:
+            break  # a fetch holds whole batches up to its byte limit
+        parts.append(batch)
+        size += len(batch)
+        offset += records_per_batch
+    return b"".join(parts)
+
+
+def fetched_batches(records: bytes, batch_class: Any = FetchedBatch) -> list[Any]:
+    parsed = parse_partition_records(records, TP, 0, check_crcs=True)
+    assert parsed.error is None
+    return [batch_class(TP, batch, 0) for batch in parsed.batches]
+
+
+def best_seconds(run: Callable[[], object], repeats: int, min_seconds: float = 0.05) -> float:
+    """Best time of one call, over ``repeats`` timings of enough calls to take ``min_seconds``."""
+    calls = 1
+    while True:
+        started = time.perf_counter()
+        for _ in range(calls):
+            run()
+        elapsed = time.perf_counter() - started
+        if elapsed >= min_seconds:
+            break
+        calls *= 2
+    best = elapsed / calls
+    for _ in range(repeats - 1):
+        started = time.perf_counter()
+        for _ in range(calls):
+            run()
+        best = min(best, (time.perf_counter() - started) / calls)
+    return best
+
+
+def load_baseline(rev: str) -> ModuleType:
+    """``broker/client/fetched_batch.py`` as of ``rev``, imported as its own module."""
+    source = subprocess.run(
+        ["git", "show", f"{rev}:broker/client/fetched_batch.py"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "fetched_batch_baseline.py"
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location("fetched_batch_baseline", path)
+        if spec is None or spec.loader is None:
+            raise SystemExit(f"cannot load the baseline decoder from {path}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return module
+
+
+def as_pairs(chunks: Sequence[PartitionValues]) -> list[tuple[list[int], list[bytes | None]]]:
+    return [(list(chunk.offsets), list(chunk.values)) for chunk in chunks]
+
+
+def constant_200(_: int) -> int:
+    return 200
+
+
+CASES: list[tuple[str, int, CompressionType, Callable[[int], int]]] = [
+    ("200 B values, batches of 50 (the paper's)", 50, CompressionType.NONE, constant_200),
+    ("200 B values, batches of 1", 1, CompressionType.NONE, constant_200),
+    ("200 B values, batches of 500", 500, CompressionType.NONE, constant_200),
+    ("200 B values, zstd batches of 50", 50, CompressionType.ZSTD, constant_200),
+    ("100-300 B values, batches of 50", 50, CompressionType.NONE, lambda i: 100 + (i * 7919) % 201),
+]
+
+
+def fetch_table(baseline: ModuleType, repeats: int) -> None:
+    kib = FETCH_BYTES // 1024
+    print(f"1. One {kib} KiB fetch decoded as poll_values does, us per record (best of {repeats})")
+    print(
+        f"{'case':<44} {'records':>7} {'batches':>7} {'parse+CRC':>9} {'baseline':>9} {'now':>7} "
+        f"{'speed-up':>8}"
+    )
+    for name, per_batch, codec, value_bytes in CASES:
+        records = build_fetch(per_batch, codec, value_bytes, FETCH_BYTES)
+        new_batches = fetched_batches(records)
+        old_batches = fetched_batches(records, baseline.FetchedBatch)
+        count = sum(b.record_count for b in new_batches)
+
+        old = partial(decode_one_by_one, old_batches)
+        new = partial(decode_values, new_batches)
+        if as_pairs(old()) != as_pairs(new()):
+            raise SystemExit(f"{name}: the new decoder's output differs from the baseline's")
+        parse = best_seconds(partial(parse_partition_records, records, TP, 0, check_crcs=True), repeats)
+        old_s = best_seconds(old, repeats)
+        new_s = best_seconds(new, repeats)
+        us = 1e6 / count
+        print(
+            f"{name:<44} {count:>7} {len(new_batches):>7} {parse * us:>9.3f} {old_s * us:>9.3f} "
+            f"{new_s * us:>7.3f} {old_s / new_s:>7.1f}x"
+        )
+
+
+def decode_one_by_one(batches: list[Any]) -> list[Any]:
+    """What ``poll_values`` did before: each batch's ``values()`` in turn."""
+    return [batch.values() for batch in batches]
+
+
+def break_even_table(repeats: int) -> None:
+    print()
+    print("2. Python walk vs vectorised decoder, N records of 200 B per call, us per record")
+    print(f"{'N':>6} {'python':>8} {'vector, 1 batch':>16} {'vector, batches of 50':>22}")
+    for n in (16, 32, 48, 64, 100, 150, 200, 400, 1000):
+        body = build_fetch(n, CompressionType.NONE, constant_200, 0)[HEADER_SIZE:]
+        python = best_seconds(partial(_decode_values_python, body, n, 0, 0), repeats)
+        vector = best_seconds(partial(_decode_values_vectorised, [body], [n], [0], [0]), repeats)
+        many_text = ""
+        if n % 50 == 0:
+            batches = fetched_batches(build_fetch(50, CompressionType.NONE, constant_200, n * 250))[: n // 50]
+            bodies = [b.batch.buffer[HEADER_SIZE:] for b in batches]
+            bases = [b.base_offset for b in batches]
+            many = best_seconds(
+                partial(_decode_values_vectorised, bodies, [50] * len(bodies), bases, bases), repeats
+            )
+            many_text = f"{many * 1e6 / n:.3f}"
+        print(f"{n:>6} {python * 1e6 / n:>8.3f} {vector * 1e6 / n:>16.3f} {many_text:>22}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--baseline-rev", default=BASELINE_REV, help="git revision of the baseline decoder")
+    parser.add_argument("--repeats", type=int, default=7, help="timings per figure; the best counts")
+    args = parser.parse_args(argv)
+    fetch_table(load_baseline(args.baseline_rev), args.repeats)
+    break_even_table(args.repeats)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
