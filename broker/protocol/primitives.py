@@ -164,6 +164,8 @@ def encode_uvarint(value: int) -> bytes:
     """The unsigned varint encoding of ``0 <= value``; callers check the upper bound."""
     if value < 128:
         return _SMALL_UVARINTS[value]
+    if value < 16384:  # two bytes: the lengths of most records and requests
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
