@@ -58,31 +58,23 @@ class MirrorAuditCounter(AuditCounter):
         tally: _Tally = {}
         for record in records:
             if record.topic != self.audit_topic:
-                self._tally(tally, record.topic, record.timestamp_ms, record.value)
+                value = record.value
+                self._tally(tally, record.topic, record.timestamp_ms, 0 if value is None else len(value))
         self._add(tally)
 
     def copied_batches(self, batches: Sequence[FetchedBatch]) -> None:
         """The records of ``batches`` (each from its ``from_offset`` on) are acknowledged by the target:
         count them by their own timestamps (batches of the audit topic are not)."""
         tally: _Tally = {}
-        window_ms = self.window_ms
         for fetched in batches:
             topic = fetched.topic_partition.topic
             if topic == self.audit_topic:
                 continue
             for timestamp_ms, value_bytes in _timestamps_and_sizes(fetched):
-                key = (topic, None if timestamp_ms < 0 else timestamp_ms - timestamp_ms % window_ms)
-                counts = tally.get(key)
-                if counts is None:
-                    counts = tally[key] = WindowCounts()
-                if timestamp_ms < 0:
-                    counts.missing_timestamp_count += 1
-                else:
-                    counts.count += 1
-                counts.bytes += value_bytes
+                self._tally(tally, topic, timestamp_ms, value_bytes)
         self._add(tally)
 
-    def _tally(self, tally: _Tally, topic: str, timestamp_ms: int, value: bytes | None) -> None:
+    def _tally(self, tally: _Tally, topic: str, timestamp_ms: int, value_bytes: int) -> None:
         key = (topic, None if timestamp_ms < 0 else window_start(timestamp_ms, self.window_ms))
         counts = tally.get(key)
         if counts is None:
@@ -91,7 +83,7 @@ class MirrorAuditCounter(AuditCounter):
             counts.missing_timestamp_count += 1
         else:
             counts.count += 1
-        counts.bytes += 0 if value is None else len(value)
+        counts.bytes += value_bytes
 
     def _add(self, tally: _Tally) -> None:
         if not tally:
