@@ -50,7 +50,7 @@ from pipeline.load_errors import LoadError
 from pipeline.load_plan import ClusterView, LoadPlan, make_plan
 from pipeline.source import SourceSettings
 from pipeline.spark_progress import SparkProgress
-from pipeline.staging import TopicStaging, range_results, stage_topic, window_counts
+from pipeline.staging import TopicStaging, range_results, side_by_side_writers, stage_topic, window_counts
 from schemas.client import SchemaRegistryClient
 
 log = logging.getLogger(__name__)
@@ -237,6 +237,7 @@ def _run(
     # one Spark job per topic (each has its own schema); run side by side so small topics share the cores
     with (
         SparkProgress(spark, progress),
+        side_by_side_writers(spark),
         ThreadPoolExecutor(min(_TOPICS_AT_ONCE, len(topics_to_stage) or 1)) as pool,
     ):
         staged: list[TopicStaging] = list(pool.map(stage, topics_to_stage))

@@ -14,7 +14,7 @@ docstring shows)::
     <spark-submit> --master <[load] spark_master> --name lumber-load-<job>
         --conf spark.pyspark.python=<python> --conf spark.pyspark.driver.python=<python>
         --conf spark.sql.session.timeZone=UTC --conf spark.ui.enabled=false
-        --conf spark.sql.maxConcurrentOutputFileWriters=32 --conf <[load] spark_conf>...
+        --conf <[load] spark_conf>...
         --py-files <zip> <repo>/jobs/load.py --config <lumber.toml> [--topics a,b] [--until-hour H]
 """
 
@@ -113,9 +113,6 @@ def spark_submit_command(
         "spark.sql.session.timeZone=UTC",
         "--conf",
         "spark.ui.enabled=false",
-        # hourly partitions are few per task: write them side by side instead of sorting every task's rows
-        "--conf",
-        "spark.sql.maxConcurrentOutputFileWriters=32",
     ]
     for entry in [*load.spark_conf, *extra_conf]:
         if "=" not in entry:

@@ -14,12 +14,17 @@ Per topic (topics have different schemas, so each is one Spark write of its own)
    change: a task is deterministic.)
 4. every task must account for its whole range: rows + quarantined = ``until - from``, else
    :class:`~pipeline.load_errors.ReadError` and the run commits nothing.
+
+A task's rows arrive in offset order, so their hours follow one another and each task writes only a few
+``dt``/``hr`` partitions: :func:`side_by_side_writers` lets Spark write them side by side instead of
+sorting every task's rows by partition first (about 15 % of a load's time on 2 cores).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +45,27 @@ class TopicStaging:
     quarantined: dict[int, int] = field(default_factory=dict)
     #: (partition, window_start_ms) -> [rows, quarantined]
     windows: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+
+
+#: Spark's setting for the number of files a task may write at once without sorting (default 0: sort).
+CONCURRENT_WRITERS_KEY = "spark.sql.maxConcurrentOutputFileWriters"
+CONCURRENT_WRITERS = 32
+
+
+@contextlib.contextmanager
+def side_by_side_writers(spark: Any) -> Iterator[None]:
+    """Within the block, ``spark`` writes a task's partitions side by side (up to
+    :data:`CONCURRENT_WRITERS` files at once) unless the session already sets
+    :data:`CONCURRENT_WRITERS_KEY` (e.g. through ``[load] spark_conf``); the setting is restored after."""
+    current = spark.conf.get(CONCURRENT_WRITERS_KEY, "0")
+    if current != "0":
+        yield
+        return
+    spark.conf.set(CONCURRENT_WRITERS_KEY, str(CONCURRENT_WRITERS))
+    try:
+        yield
+    finally:
+        spark.conf.set(CONCURRENT_WRITERS_KEY, current)
 
 
 def _spark_schema(arrow_schema: Any) -> Any:

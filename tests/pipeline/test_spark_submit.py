@@ -60,7 +60,6 @@ def test_the_spark_submit_command(tmp_path: Path) -> None:
         "spark.pyspark.driver.python=/opt/py/bin/python",
         "spark.sql.session.timeZone=UTC",
         "spark.ui.enabled=false",
-        "spark.sql.maxConcurrentOutputFileWriters=32",
         "spark.executor.memory=2g",
         "spark.task.maxFailures=4",
     ]
