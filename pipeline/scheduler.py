@@ -47,7 +47,6 @@ import datetime as dt
 import json
 import logging
 import os
-import re
 import signal
 import threading
 import time
@@ -92,21 +91,6 @@ def duration_text(ms: int) -> str:
     minutes, secs = divmod(rest, 60)
     parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else "", f"{secs}s" if secs else ""]
     return " ".join(p for p in parts if p) or "0s"
-
-
-_UNITS_MS = {"s": 1000, "m": 60_000, "h": HOUR_MS, "d": 24 * HOUR_MS}
-_DURATION = re.compile(r"(?:[0-9]+[smhd])+")
-_DURATION_PART = re.compile(r"([0-9]+)([smhd])")
-
-
-def parse_duration_ms(text: str, what: str) -> int:
-    """``90s``, ``10m``, ``1h``, ``2h30m``, ``1d`` or ``0`` as ms; :class:`SchedulerError` otherwise."""
-    value = text.strip().lower()
-    if value == "0":
-        return 0
-    if not _DURATION.fullmatch(value):
-        raise SchedulerError(f"{what} {text!r}: expected a duration such as 90s, 10m, 1h, 2h30m or 1d")
-    return sum(int(n) * _UNITS_MS[unit] for n, unit in _DURATION_PART.findall(value))
 
 
 # ---------------------------------------------------------------------------------------------- clock

@@ -39,24 +39,12 @@ from pipeline.audit_reader import read_audit_events
 from pipeline.audit_text import render_text
 from pipeline.audit_tolerance import Tolerance
 from pipeline.config import LumberConfig
+from pipeline.durations import DurationError, parse_duration_ms
 
 FAILED_EXIT_CODE = 3
 HOUR_MS = 3_600_000
-_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": HOUR_MS, "d": 24 * HOUR_MS}
-_DURATION = re.compile(r"(?:[0-9]+(?:ms|s|m|h|d))+")
-_DURATION_PART = re.compile(r"([0-9]+)(ms|s|m|h|d)")
 _RELATIVE = re.compile(r"-((?:[0-9]+(?:ms|s|m|h|d))+)")
 _LAYOUTS = ("%Y-%m-%d", "%Y-%m-%dT%H", "%Y-%m-%d %H", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M")
-
-
-def parse_duration_ms(text: str, what: str = "duration") -> int:
-    """``90s``, ``30m``, ``1h``, ``2h30m``, ``1d``, ``250ms`` or ``0`` as ms."""
-    value = text.strip().lower()
-    if value == "0":
-        return 0
-    if not _DURATION.fullmatch(value):
-        raise AuditError(f"{what} {text!r}: expected a duration such as 90s, 30m, 1h, 2h30m or 1d")
-    return sum(int(n) * _UNITS_MS[unit] for n, unit in _DURATION_PART.findall(value))
 
 
 def parse_time_ms(text: str, now_ms: int, what: str = "time") -> int:
@@ -126,7 +114,7 @@ def register(subparsers: Any) -> None:
 def _verify(args: argparse.Namespace, config: LumberConfig) -> int:
     try:
         settings = _settings(args, config)
-    except AuditError as exc:
+    except (AuditError, DurationError) as exc:
         print(f"lumber: error: {exc}", file=sys.stderr)
         return 2
     return _run_verify(args, config, settings)

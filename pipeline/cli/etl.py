@@ -25,6 +25,7 @@ from typing import Any
 
 from pipeline.commit import CommitProtocol
 from pipeline.config import LumberConfig
+from pipeline.durations import DurationError, parse_duration_ms
 from pipeline.fs import launched_filesystem
 from pipeline.load_plan import ClusterView
 from pipeline.load_submit import prepare_submit, submit_load
@@ -35,7 +36,6 @@ from pipeline.scheduler import (
     ScheduleStateStore,
     SparkSubmitRunner,
     default_state_path,
-    parse_duration_ms,
 )
 from pipeline.spark_submit import build_code_zip
 
@@ -162,7 +162,7 @@ def _say(line: str) -> None:
 def _schedule(args: argparse.Namespace, config: LumberConfig) -> int:
     try:
         settings = _schedule_overrides(args, config.schedule)
-    except SchedulerError as exc:
+    except (SchedulerError, DurationError) as exc:
         print(f"lumber etl schedule: {exc}", file=sys.stderr)
         return 2
     topics = [t.strip() for t in args.topics.split(",") if t.strip()] if args.topics else []

@@ -32,7 +32,6 @@ from pipeline.scheduler import (
     Scheduler,
     SchedulerError,
     ScheduleStateStore,
-    parse_duration_ms,
 )
 from tests.support.zookeeper import new_client
 
@@ -350,14 +349,6 @@ def test_state_files_of_another_job_or_garbage_are_refused(tmp_path: Path) -> No
     path.write_text("{not json")
     with pytest.raises(SchedulerError, match="unreadable scheduler state"):
         ScheduleStateStore(path, "hourly").load()
-
-
-def test_durations() -> None:
-    assert parse_duration_ms("10m", "--delay") == 600_000
-    assert parse_duration_ms("2h30m", "--every") == 9_000_000
-    assert parse_duration_ms("0", "--delay") == 0
-    with pytest.raises(SchedulerError, match="--every '1 hour'"):
-        parse_duration_ms("1 hour", "--every")
 
 
 def test_the_command_rejects_bad_intervals_and_stops_on_sigterm(tmp_path: Path) -> None:

@@ -14,7 +14,8 @@ from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
 from pipeline.audit_errors import AuditError
 from pipeline.cli import main as lumber
-from pipeline.cli.audit import parse_duration_ms, parse_time_ms
+from pipeline.cli.audit import parse_time_ms
+from pipeline.durations import parse_duration_ms
 from tests.support.registry import RegistryProcess
 
 W = 600_000
