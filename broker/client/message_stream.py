@@ -41,14 +41,17 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from broker.client.consumer import Consumer
 from broker.client.consumer_record import ConsumerRecord
 from broker.client.errors import ConsumerClosedError, GroupClosedError, GroupError
 from broker.client.fetched_batch import FetchedBatch
 from broker.log.topic_partition import TopicPartition
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -102,24 +105,7 @@ class MessageStream:
         Raises :class:`~broker.client.errors.GroupClosedError` once the member is closed.
         """
         self._read_as("records")
-        deadline = None if timeout_ms is None or timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
-        with self._cond:
-            self._mark_consumed()
-        while True:
-            with self._cond:
-                if self._closed:
-                    raise GroupClosedError(f"stream {self.name}: the group consumer is closed")
-                if self._buffer:
-                    return self._hand_out(max_records)
-                seen = self._changes
-            batches = self._fetch(deadline)
-            decoded = [(b, b.records()) for b in batches]
-            with self._cond:
-                for batch, records in decoded:
-                    if self._accept(batch, seen):
-                        self._buffer.extend(records)
-                if deadline is not None and not self._buffer and time.monotonic() >= deadline:
-                    return []
+        return self._poll(timeout_ms, self._buffer, lambda: self._hand_out(max_records), self._keep_records)
 
     def poll_batches(self, timeout_ms: int | None = 0, max_records: int | None = None) -> list[FetchedBatch]:
         """Whole fetched batches, oldest first, until their records reach ``max_records`` (at least one
@@ -131,6 +117,19 @@ class MessageStream:
         Raises :class:`~broker.client.errors.GroupClosedError` once the member is closed.
         """
         self._read_as("batches")
+        return self._poll(
+            timeout_ms, self._batches, lambda: self._hand_out_batches(max_records), self._keep_batches
+        )
+
+    def _poll(
+        self,
+        timeout_ms: int | None,
+        ready: deque[Any],
+        hand_out: Callable[[], list[_T]],
+        keep: Callable[[list[FetchedBatch], int], None],
+    ) -> list[_T]:
+        """The loop of :meth:`poll` and :meth:`poll_batches`: ``hand_out`` what is ``ready``, else fetch
+        and ``keep`` the batches (with the change count seen before fetching) until the deadline."""
         deadline = None if timeout_ms is None or timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
         with self._cond:
             self._mark_consumed()
@@ -138,16 +137,26 @@ class MessageStream:
             with self._cond:
                 if self._closed:
                     raise GroupClosedError(f"stream {self.name}: the group consumer is closed")
-                if self._batches:
-                    return self._hand_out_batches(max_records)
+                if ready:
+                    return hand_out()
                 seen = self._changes
-            batches = self._fetch(deadline)
+            keep(self._fetch(deadline), seen)
             with self._cond:
-                for batch in batches:
-                    if self._accept(batch, seen):
-                        self._batches.append(batch)
-                if deadline is not None and not self._batches and time.monotonic() >= deadline:
+                if deadline is not None and not ready and time.monotonic() >= deadline:
                     return []
+
+    def _keep_records(self, batches: list[FetchedBatch], seen: int) -> None:
+        decoded = [(b, b.records()) for b in batches]  # outside the lock
+        with self._cond:
+            for batch, records in decoded:
+                if self._accept(batch, seen):
+                    self._buffer.extend(records)
+
+    def _keep_batches(self, batches: list[FetchedBatch], seen: int) -> None:
+        with self._cond:
+            for batch in batches:
+                if self._accept(batch, seen):
+                    self._batches.append(batch)
 
     def _read_as(self, mode: str) -> None:
         if self._mode is None:
