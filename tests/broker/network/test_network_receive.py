@@ -107,13 +107,10 @@ def test_read_ahead_is_bounded(pair: tuple[socket.socket, socket.socket]) -> Non
     assert got == len(wire) // len(framed(frame))
 
 
-def test_a_frame_split_across_the_read_ahead_buffer_arrives_whole(
-    pair: tuple[socket.socket, socket.socket],
-) -> None:
-    server, client = pair
-    receive = NetworkReceive(_PEER, 2 * READ_AHEAD_BYTES)
-    sizes = [READ_AHEAD_BYTES - 100, 500, READ_AHEAD_BYTES - 4, READ_AHEAD_BYTES - 3, 9]
-    frames = [random.Random(i).randbytes(size) for i, size in enumerate(sizes)]
+def _send_and_read_all(
+    receive: NetworkReceive, server: socket.socket, client: socket.socket, frames: list[bytes]
+) -> list[bytes]:
+    """Send ``frames`` from a thread (they may exceed the socket buffers) and read as many back."""
     writer = threading.Thread(target=lambda: client.sendall(b"".join(framed(f) for f in frames)))
     writer.start()
     got: list[bytes] = []
@@ -126,6 +123,17 @@ def test_a_frame_split_across_the_read_ahead_buffer_arrives_whole(
         if frame is not None:
             got.append(frame)
     writer.join()
+    return got
+
+
+def test_a_frame_split_across_the_read_ahead_buffer_arrives_whole(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    server, client = pair
+    receive = NetworkReceive(_PEER, 2 * READ_AHEAD_BYTES)
+    sizes = [READ_AHEAD_BYTES - 100, 500, READ_AHEAD_BYTES - 4, READ_AHEAD_BYTES - 3, 9]
+    frames = [random.Random(i).randbytes(size) for i, size in enumerate(sizes)]
+    got = _send_and_read_all(receive, server, client, frames)
     assert [len(f) for f in got] == sizes
     assert got == frames
 
@@ -135,18 +143,7 @@ def test_large_frames_arrive_whole(pair: tuple[socket.socket, socket.socket]) ->
     receive = NetworkReceive(_PEER, 8 * 1024 * 1024)
     sizes = (PREALLOCATE_MAX_BYTES, 3 * PREALLOCATE_MAX_BYTES + 5)
     frames = [random.Random(size).randbytes(size) for size in sizes]
-    writer = threading.Thread(target=lambda: client.sendall(b"".join(framed(f) for f in frames)))
-    writer.start()
-    got: list[bytes] = []
-    while len(got) < len(frames):
-        try:
-            frame = receive.read_from(server)
-        except BlockingIOError:
-            assert select.select([server], [], [], 5)[0]
-            continue
-        if frame is not None:
-            got.append(frame)
-    writer.join()
+    got = _send_and_read_all(receive, server, client, frames)
     assert got == frames
 
 
