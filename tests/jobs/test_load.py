@@ -20,83 +20,25 @@ from typing import Any
 
 import pytest
 
-from broker.client.producer import Producer
-from broker.client.producer_config import ProducerConfig
-from pipeline.config import LumberConfig, dump_config
 from pipeline.dev.process import ProcessHandle, free_port, spawn, stop, wait_until
 from pipeline.load_job import run_load
 from pipeline.spark_submit import build_code_zip, spark_submit_command, submit_environment
-from schemas.client import SchemaRegistryClient
-from schemas.serde import AvroSerde
-from schemas.shipped import shipped_schema_text
-from tests.support.broker_cluster import servers
 from tests.support.load_job import (
     BASE_MS,
     HOUR_MS,
+    LoadStack,
     ViewProducer,
-    committed_offsets,
-    load_config,
-    loaded_rows,
-    unique_topic,
+    load_stack,
 )
 from tests.support.registry import RegistryProcess
 
 SPARK_CLASS = Path(sys.executable).parent / "spark-class"
 
 
-@dataclass
-class Stack:
-    cluster: Any
-    registry: RegistryProcess
-    tmp: Path
-    topic: str
-    job: str
-    views: ViewProducer
-
-    @property
-    def warehouse(self) -> Path:
-        return self.tmp / "warehouse"
-
-    def config(self, job: str | None = None, warehouse: Path | None = None, **load: Any) -> LumberConfig:
-        return load_config(
-            zk_connect=self.cluster.zk_connect,
-            registry_url=self.registry.url,
-            bootstrap_servers=servers(self.cluster),
-            warehouse=warehouse or self.warehouse,
-            job=job or self.job,
-            topics=[self.topic],
-            **load,
-        )
-
-    def config_file(self, config: LumberConfig, name: str = "lumber.toml") -> Path:
-        path = self.tmp / name
-        text = dump_config(config).replace(
-            '[dev]\nstate_dir = ".lumber"', f'[dev]\nstate_dir = "{self.tmp / "state"}"'
-        )
-        path.write_text(text)
-        return path
-
-    def assert_loaded_exactly(self, warehouse: Path | None = None, job: str | None = None) -> None:
-        produced = self.views.produced
-        assert loaded_rows(warehouse or self.warehouse, self.topic) == produced.row_tuples()
-        everything = [(self.topic, p) for p in range(2)]  # an empty partition is committed at 0
-        assert committed_offsets(warehouse or self.warehouse, job or self.job) == produced.end_offsets(
-            everything
-        )
-
-
 @pytest.fixture
-def stack(broker_cluster: Any, load_registry: RegistryProcess, tmp_path: Path) -> Iterator[Stack]:
-    topic = unique_topic("page_view")
-    broker_cluster.create_topic(topic, 2)
-    client = SchemaRegistryClient(load_registry.url)
-    v1 = client.register(f"{topic}-value", shipped_schema_text("page_view"))
-    v2 = client.register(f"{topic}-value", shipped_schema_text("page_view_v2"))
-    producer = Producer(ProducerConfig(bootstrap_servers=servers(broker_cluster), linger_ms=5, acks="all"))
-    views = ViewProducer(producer, AvroSerde(client), topic, v1, v2)
-    yield Stack(broker_cluster, load_registry, tmp_path, topic, unique_topic("job"), views)
-    producer.close()
-    client.close()
+def stack(broker_cluster: Any, load_registry: RegistryProcess, tmp_path: Path) -> Iterator[LoadStack]:
+    with load_stack(broker_cluster, load_registry, tmp_path) as found:
+        yield found
 
 
 def produce_some(views: ViewProducer, index: int) -> None:
@@ -104,7 +46,7 @@ def produce_some(views: ViewProducer, index: int) -> None:
     views.views(1, 25, BASE_MS + index * HOUR_MS + 30_000, 120_000, v2=True)
 
 
-def test_etl_run_shows_progress_and_survives_a_killed_task_attempt(stack: Stack) -> None:
+def test_etl_run_shows_progress_and_survives_a_killed_task_attempt(stack: LoadStack) -> None:
     produce_some(stack.views, 0)
     stack.views.malformed(1, BASE_MS + 5)
     # task 1 kills its own Python worker on attempt 0; local[2,4] lets Spark retry it
@@ -130,17 +72,19 @@ def test_etl_run_shows_progress_and_survives_a_killed_task_attempt(stack: Stack)
     assert len(logs) == 1
     log = logs[0].read_text(errors="replace")
     assert "Lost task" in log, log[-3000:]
-    stack.assert_loaded_exactly()
+    stack.assert_rows_and_offsets()
 
 
-def _submit(stack: Stack, config_path: Path, log_path: Path, master: str, code_zip: Path) -> tuple[Any, Any]:
+def _submit(
+    stack: LoadStack, config_path: Path, log_path: Path, master: str, code_zip: Path
+) -> tuple[Any, Any]:
     load = stack.config().load
     argv = spark_submit_command(load, config_path=config_path, code_zip=code_zip, master=master)
     return spawn("spark-submit", argv, log_path, env=submit_environment(load))
 
 
 @pytest.mark.slow
-def test_sigkill_of_the_driver_at_random_moments_loses_and_duplicates_nothing(stack: Stack) -> None:
+def test_sigkill_of_the_driver_at_random_moments_loses_and_duplicates_nothing(stack: LoadStack) -> None:
     seed = int(time.time())
     rng = random.Random(seed)
     code_zip = build_code_zip(stack.tmp / "code.zip")
@@ -169,7 +113,7 @@ def test_sigkill_of_the_driver_at_random_moments_loses_and_duplicates_nothing(st
     final_log = stack.tmp / "final.log"
     _handle, popen = _submit(stack, config_path, final_log, "local[2]", code_zip)
     assert popen.wait(timeout=240) == 0, final_log.read_text(errors="replace")[-4000:]
-    stack.assert_loaded_exactly()
+    stack.assert_rows_and_offsets()
     staging = stack.warehouse / "_lumber" / stack.job / "staging"
     assert not staging.exists() or not any(staging.iterdir())
 
@@ -243,7 +187,7 @@ def standalone(tmp_path: Path) -> Iterator[Standalone]:
 
 @pytest.mark.slow
 def test_a_standalone_cluster_loads_what_local_mode_loads(
-    stack: Stack, standalone: Standalone, spark: Any
+    stack: LoadStack, standalone: Standalone, spark: Any
 ) -> None:
     produce_some(stack.views, 0)
     produce_some(stack.views, 1)
@@ -259,8 +203,8 @@ def test_a_standalone_cluster_loads_what_local_mode_loads(
     assert "committed manifest 1" in log
     # the executors ran in their own JVMs, started by the worker
     assert list((stack.tmp / "work").glob("app-*/0/stderr")), "no executor of the standalone worker ran"
-    stack.assert_loaded_exactly()
-    stack.assert_loaded_exactly(warehouse=local)
+    stack.assert_rows_and_offsets()
+    stack.assert_rows_and_offsets(warehouse=local)
 
     def files(root: Path) -> dict[str, int]:
         return {

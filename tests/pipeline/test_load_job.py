@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,73 +15,33 @@ from pyspark.testing import assertDataFrameEqual
 
 from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
-from broker.client.producer import Producer
-from broker.client.producer_config import ProducerConfig
 from broker.log.topic_partition import TopicPartition
 from pipeline.cli import main as lumber
-from pipeline.config import LumberConfig
 from pipeline.faults import COMMIT_STEPS
 from pipeline.job_lock import JobLock
 from pipeline.load_errors import InjectedFault, JobLockedError, OffsetOutOfRangeError
 from pipeline.load_job import parse_until_hour, run_load
-from schemas.client import SchemaRegistryClient
-from schemas.serde import AvroSerde
-from schemas.shipped import shipped_schema_text
 from tests.support.broker_cluster import servers, wait_for
 from tests.support.load_job import (
     BASE_MS,
     HOUR_MS,
     PAGE_VIEW_DDL,
-    ViewProducer,
+    LoadStack,
     committed_offsets,
-    load_config,
+    load_stack,
     loaded_rows,
-    unique_topic,
 )
 from tests.support.registry import RegistryProcess
 from tests.support.zookeeper import new_client
 
 
-@dataclass
-class Stack:
-    cluster: Any
-    registry: RegistryProcess
-    warehouse: Path
-    topic: str
-    job: str
-    views: ViewProducer
-
-    def config(self, **load: Any) -> LumberConfig:
-        return load_config(
-            zk_connect=self.cluster.zk_connect,
-            registry_url=self.registry.url,
-            bootstrap_servers=servers(self.cluster),
-            warehouse=self.warehouse,
-            job=self.job,
-            topics=[self.topic],
-            **load,
-        )
-
-
 @pytest.fixture
-def stack(broker_cluster: Any, load_registry: RegistryProcess, tmp_path: Path) -> Iterator[Stack]:
-    topic = unique_topic("page_view")
-    broker_cluster.create_topic(topic, 2)
-    client = SchemaRegistryClient(load_registry.url)
-    v1 = client.register(f"{topic}-value", shipped_schema_text("page_view"))
-    v2 = client.register(f"{topic}-value", shipped_schema_text("page_view_v2"))
-    producer = Producer(
-        ProducerConfig(
-            bootstrap_servers=servers(broker_cluster), linger_ms=5, acks="all", max_block_ms=10_000
-        )
-    )
-    views = ViewProducer(producer, AvroSerde(client), topic, v1, v2)
-    yield Stack(broker_cluster, load_registry, tmp_path / "warehouse", topic, unique_topic("job"), views)
-    producer.close()
-    client.close()
+def stack(broker_cluster: Any, load_registry: RegistryProcess, tmp_path: Path) -> Iterator[LoadStack]:
+    with load_stack(broker_cluster, load_registry, tmp_path) as found:
+        yield found
 
 
-def assert_loaded_exactly(stack: Stack, spark: Any) -> None:
+def assert_loaded_exactly(stack: LoadStack, spark: Any) -> None:
     """Spark, pyarrow and DuckDB all read exactly the produced rows; offsets match the data."""
     produced = stack.views.produced
     table = spark.read.parquet(str(stack.warehouse / stack.topic))
@@ -101,7 +60,7 @@ def assert_loaded_exactly(stack: Stack, spark: Any) -> None:
     assert committed_offsets(stack.warehouse, stack.job) == produced.end_offsets(everything)
 
 
-def test_loads_v1_and_v2_exactly_with_the_error_dataset_and_counts(stack: Stack, spark: Any) -> None:
+def test_loads_v1_and_v2_exactly_with_the_error_dataset_and_counts(stack: LoadStack, spark: Any) -> None:
     views = stack.views
     views.views(0, 30, BASE_MS + 1000, 60_000, v2=False)  # 08:00:01 .. 08:29:01
     views.views(1, 20, BASE_MS + 50 * 60_000, 10 * 60_000, v2=False)  # 08:50 .. 11:00
@@ -154,7 +113,7 @@ def test_loads_v1_and_v2_exactly_with_the_error_dataset_and_counts(stack: Stack,
     assert_loaded_exactly(stack, spark)
 
 
-def test_a_cutoff_hour_loads_only_what_came_before_it(stack: Stack, spark: Any) -> None:
+def test_a_cutoff_hour_loads_only_what_came_before_it(stack: LoadStack, spark: Any) -> None:
     views = stack.views
     views.views(0, 10, BASE_MS + 10, 60_000, v2=True)  # hour 08
     views.views(0, 10, BASE_MS + HOUR_MS + 10, 60_000, v2=True)  # hour 09
@@ -168,7 +127,7 @@ def test_a_cutoff_hour_loads_only_what_came_before_it(stack: Stack, spark: Any) 
     assert_loaded_exactly(stack, spark)
 
 
-def test_a_failure_at_every_commit_step_then_a_rerun_loads_exactly_once(stack: Stack, spark: Any) -> None:
+def test_a_failure_at_every_commit_step_then_a_rerun_loads_exactly_once(stack: LoadStack, spark: Any) -> None:
     views = stack.views
     meta = stack.warehouse / "_lumber" / stack.job
     steps = [s for s in COMMIT_STEPS if s != "move:<i>"] + ["move:1", "move:2"]
@@ -186,7 +145,7 @@ def test_a_failure_at_every_commit_step_then_a_rerun_loads_exactly_once(stack: S
         assert not list((meta / "staging").glob("*")), step
 
 
-def test_a_second_run_is_refused_while_the_lock_is_held(stack: Stack, spark: Any) -> None:
+def test_a_second_run_is_refused_while_the_lock_is_held(stack: LoadStack, spark: Any) -> None:
     stack.views.views(0, 3, BASE_MS, 1000, v2=True)
     holder = new_client(stack.cluster.zk_connect)
     try:
@@ -201,7 +160,7 @@ def test_a_second_run_is_refused_while_the_lock_is_held(stack: Stack, spark: Any
 
 
 def test_etl_status_shows_offsets_lag_and_the_last_run(
-    stack: Stack, spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    stack: LoadStack, spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     stack.views.views(0, 4, BASE_MS, 1000, v2=True)
     stack.views.views(1, 2, BASE_MS, 1000, v2=True)
@@ -236,15 +195,8 @@ def test_both_out_of_range_policies_against_real_retention(
     cluster = start_cluster(
         1, segment_bytes=2048, retention_bytes=4096, retention_check_interval_ms=100, retention_ms=-1
     )
-    topic = unique_topic("page_view")
-    cluster.create_topic(topic, 1)
-    client = SchemaRegistryClient(load_registry.url)
-    v1 = client.register(f"{topic}-value", shipped_schema_text("page_view"))
-    v2 = client.register(f"{topic}-value", shipped_schema_text("page_view_v2"))
-    producer = Producer(ProducerConfig(bootstrap_servers=servers(cluster), linger_ms=0, acks="all"))
-    views = ViewProducer(producer, AvroSerde(client), topic, v1, v2)
-    stack = Stack(cluster, load_registry, tmp_path / "warehouse", topic, unique_topic("job"), views)
-    try:
+    with load_stack(cluster, load_registry, tmp_path, partitions=1, linger_ms=0) as stack:
+        topic, views = stack.topic, stack.views
         views.views(0, 10, BASE_MS, 1000, v2=False)
         assert run_load(spark, stack.config(), progress=lambda _: None).record.rows == 10
         for i in range(12):  # small batches, so that segments roll and retention deletes whole ones
@@ -282,6 +234,3 @@ def test_both_out_of_range_policies_against_real_retention(
         assert committed_offsets(stack.warehouse, stack.job) == {(topic, 0): 70}
         kept = [row for row in views.produced.row_tuples() if not 10 <= row[-1] < log_start]
         assert loaded_rows(stack.warehouse, topic) == kept
-    finally:
-        producer.close()
-        client.close()

@@ -8,6 +8,7 @@ Import the fixtures into a ``conftest.py`` to use them.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import re
@@ -21,9 +22,13 @@ from typing import Any
 import pytest
 
 from broker.client.producer import Producer
-from pipeline.config import LumberConfig, config_from_mapping
+from broker.client.producer_config import ProducerConfig
+from pipeline.config import LumberConfig, config_from_mapping, dump_config
 from pipeline.dev.zookeeper_server import ZooKeeperServer
+from schemas.client import SchemaRegistryClient
 from schemas.serde import AvroSerde
+from schemas.shipped import shipped_schema_text
+from tests.support.broker_cluster import servers
 from tests.support.registry import RegistryProcess, launch_registry
 from tests.support.zookeeper import make_chroot
 
@@ -223,3 +228,69 @@ def committed_offsets(warehouse: Path, job: str) -> dict[tuple[str, int], int]:
         return {}
     offsets = json.loads(manifests[-1].read_text())["offsets"]
     return {(t, int(p)): o for t, parts in offsets.items() for p, o in parts.items()}
+
+
+@dataclass
+class LoadStack:
+    """A test's load: a 2-partition ``page_view`` topic with schemas v1 and v2 registered, a producer of
+    views, its own job name, and a folder (``tmp``) for the warehouse and anything else."""
+
+    cluster: Any
+    registry: RegistryProcess
+    tmp: Path
+    topic: str
+    job: str
+    views: ViewProducer
+
+    @property
+    def warehouse(self) -> Path:
+        return self.tmp / "warehouse"
+
+    def config(self, job: str | None = None, warehouse: Path | None = None, **load: Any) -> LumberConfig:
+        return load_config(
+            zk_connect=self.cluster.zk_connect,
+            registry_url=self.registry.url,
+            bootstrap_servers=servers(self.cluster),
+            warehouse=warehouse or self.warehouse,
+            job=job or self.job,
+            topics=[self.topic],
+            **load,
+        )
+
+    def config_file(self, config: LumberConfig, name: str = "lumber.toml") -> Path:
+        """``config`` written to ``tmp/name``, with the dev state under ``tmp/state``."""
+        path = self.tmp / name
+        text = dump_config(config).replace(
+            '[dev]\nstate_dir = ".lumber"', f'[dev]\nstate_dir = "{self.tmp / "state"}"'
+        )
+        path.write_text(text)
+        return path
+
+    def assert_rows_and_offsets(self, warehouse: Path | None = None, job: str | None = None) -> None:
+        """The warehouse holds exactly the produced rows, and the job committed every partition's end."""
+        produced = self.views.produced
+        assert loaded_rows(warehouse or self.warehouse, self.topic) == produced.row_tuples()
+        everything = [(self.topic, p) for p in range(2)]  # an empty partition is committed at 0
+        assert committed_offsets(warehouse or self.warehouse, job or self.job) == produced.end_offsets(
+            everything
+        )
+
+
+@contextlib.contextmanager
+def load_stack(
+    cluster: Any, registry: RegistryProcess, tmp: Path, partitions: int = 2, **producer: Any
+) -> Iterator[LoadStack]:
+    """A :class:`LoadStack` on ``cluster``; ``producer`` settings override linger 5 ms, acks all."""
+    topic = unique_topic("page_view")
+    cluster.create_topic(topic, partitions)
+    client = SchemaRegistryClient(registry.url)
+    v1 = client.register(f"{topic}-value", shipped_schema_text("page_view"))
+    v2 = client.register(f"{topic}-value", shipped_schema_text("page_view_v2"))
+    settings = {"linger_ms": 5, "acks": "all", "max_block_ms": 10_000, **producer}
+    views_producer = Producer(ProducerConfig(bootstrap_servers=servers(cluster), **settings))
+    try:
+        views = ViewProducer(views_producer, AvroSerde(client), topic, v1, v2)
+        yield LoadStack(cluster, registry, tmp, topic, unique_topic("job"), views)
+    finally:
+        views_producer.close()
+        client.close()
