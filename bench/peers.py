@@ -29,8 +29,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -154,7 +156,52 @@ def _stop_process(handle: ProcessHandle, popen: subprocess.Popen[bytes]) -> None
         popen.wait(timeout=STOP_TIMEOUT_S)
 
 
-class RabbitMQServer:
+class _PeerServer:
+    """What both peers share: a server process started by :meth:`start`, stopped by :meth:`stop`, and a
+    context manager around the two."""
+
+    @property
+    def log_path(self) -> Path:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def _await_ready(
+        self,
+        popen: subprocess.Popen[bytes],
+        name: str,
+        check: Callable[[], bool],
+        what: str,
+        interval_s: float,
+    ) -> None:
+        """Wait until ``check()`` (``what`` names it); stop everything if ``popen`` exits or time runs out."""
+
+        def ready() -> bool:
+            if popen.poll() is not None:
+                raise PeerError(f"{name} exited with code {popen.returncode}; see {self.log_path}")
+            return check()
+
+        try:
+            wait_until(ready, START_TIMEOUT_S, what, interval_s)
+        except BaseException:
+            self.stop()
+            raise
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+class RabbitMQServer(_PeerServer):
     """One RabbitMQ node on 127.0.0.1 below ``base_dir``; a context manager (see the module docstring)."""
 
     def __init__(self, base_dir: Path) -> None:
@@ -210,20 +257,13 @@ class RabbitMQServer:
             "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
         }
         self._server = spawn("rabbitmq-server", [str(RABBITMQ_SERVER)], self.log_path, env=env)
-        popen = self._server[1]
-
-        def ready() -> bool:
-            if popen.poll() is not None:
-                raise PeerError(f"rabbitmq-server exited with code {popen.returncode}; see {self.log_path}")
-            return _listening(self.port)
-
-        try:
-            wait_until(
-                ready, START_TIMEOUT_S, f"RabbitMQ to listen on {LOOPBACK}:{self.port} ({self.log_path})"
-            )
-        except BaseException:
-            self.stop()
-            raise
+        self._await_ready(
+            self._server[1],
+            "rabbitmq-server",
+            lambda: _listening(self.port),
+            f"RabbitMQ to listen on {LOOPBACK}:{self.port} ({self.log_path})",
+            0.05,
+        )
 
     def stop(self) -> None:
         if self._server is not None:
@@ -232,15 +272,6 @@ class RabbitMQServer:
         if self._epmd is not None:
             _stop_process(*self._epmd)
             self._epmd = None
-
-    def __enter__(self) -> RabbitMQServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
 
 _ACTIVEMQ_XML = """<beans xmlns="http://www.springframework.org/schema/beans"
@@ -269,7 +300,7 @@ log4j.logger.org.apache.activemq.broker.BrokerService=INFO
 """
 
 
-class ActiveMQServer:
+class ActiveMQServer(_PeerServer):
     """One ActiveMQ broker (KahaDB, STOMP) on 127.0.0.1 below ``base_dir``; a context manager."""
 
     def __init__(self, base_dir: Path) -> None:
@@ -317,32 +348,18 @@ class ActiveMQServer:
             f"xbean:file:{xml}",
         ]
         self._server = spawn("activemq", argv, self.log_path, cwd=self.base_dir)
-        popen = self._server[1]
-
-        def ready() -> bool:
-            if popen.poll() is not None:
-                raise PeerError(f"ActiveMQ exited with code {popen.returncode}; see {self.log_path}")
-            return _listening(self.port) and _stomp_connects(self.port)
-
-        try:
-            wait_until(ready, START_TIMEOUT_S, f"ActiveMQ to accept STOMP on {LOOPBACK}:{self.port}", 0.2)
-        except BaseException:
-            self.stop()
-            raise
+        self._await_ready(
+            self._server[1],
+            "ActiveMQ",
+            lambda: _listening(self.port) and _stomp_connects(self.port),
+            f"ActiveMQ to accept STOMP on {LOOPBACK}:{self.port}",
+            0.2,
+        )
 
     def stop(self) -> None:
         if self._server is not None:
             _stop_process(*self._server)
             self._server = None
-
-    def __enter__(self) -> ActiveMQServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
 
 def _stomp_connects(port: int) -> bool:
