@@ -187,17 +187,23 @@ def target_values(target: BrokerCluster) -> dict[int, list[int]]:
     }
 
 
+def process_config(tmp_path: Path) -> Path:
+    """The ``lumber.toml`` of a mirror process: short group session, quick commits and fetches."""
+    config = tmp_path / "mirror.toml"
+    config.write_text(
+        f"[group]\nsession_timeout_ms = {SESSION_TIMEOUT_MS}\nauto_commit_interval_ms = 300\n\n"
+        "[consumer]\nfetch_max_wait_ms = 100\n\n[producer]\nlinger_ms = 5\n"
+    )
+    return config
+
+
 def test_a_killed_mirror_loses_nothing_and_duplicates_only_its_uncommitted_window(
     start_cluster: Callable[..., BrokerCluster], tmp_path: Path
 ) -> None:
     source = start_cluster(1)
     target = start_cluster(1)
     source.create_topic(TOPIC, PARTITIONS)
-    config = tmp_path / "mirror.toml"
-    config.write_text(
-        f"[group]\nsession_timeout_ms = {SESSION_TIMEOUT_MS}\nauto_commit_interval_ms = 300\n\n"
-        "[consumer]\nfetch_max_wait_ms = 100\n\n[producer]\nlinger_ms = 5\n"
-    )
+    config = process_config(tmp_path)
     produced = Counter[int]()  # partition -> records; each value is its own source offset
     stop_producing = threading.Event()
 
@@ -281,11 +287,7 @@ def test_two_mirror_processes_share_the_partitions_and_copy_everything_once(
     source = start_cluster(1)
     target = start_cluster(1)
     source.create_topic(TOPIC, PARTITIONS)
-    config = tmp_path / "mirror.toml"
-    config.write_text(
-        f"[group]\nsession_timeout_ms = {SESSION_TIMEOUT_MS}\nauto_commit_interval_ms = 300\n\n"
-        "[consumer]\nfetch_max_wait_ms = 100\n\n[producer]\nlinger_ms = 5\n"
-    )
+    config = process_config(tmp_path)
     produced = Counter[int]()
     logs = [(tmp_path / f"mirror-{i}.log").open("wb") for i in range(2)]
     processes: list[subprocess.Popen[bytes]] = []
