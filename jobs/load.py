@@ -90,4 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from pipeline.parent_watch import watch_parent
+
+    watch_parent()  # die with the JVM and with `lumber etl run`, even a SIGKILLed one (see there)
     sys.exit(main())

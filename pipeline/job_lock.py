@@ -7,10 +7,20 @@ States::
     NEW --acquire() ok--> HELD --release()--> RELEASED
      |                     |
      |                     +-- session SUSPENDED or LOST --> DOUBTFUL (ensure_held() re-checks, LOST: raises)
-     +-- another run holds it (after lock_timeout_ms) --> JobLockedError naming the holder
+     +-- another run holds it (after lock_timeout_ms):
+           holder known dead (this host, its pid gone) --> WAITING (said on stderr) --node gone--> HELD
+                                                             +-- still there after the session timeout --+
+           holder alive, or on another host ---------------------------------------------------------------+
+                                                                        --> JobLockedError naming the holder
 
 A contender node is ephemeral: a run that dies (even by SIGKILL) drops the lock when its ZooKeeper session
-expires (``[zookeeper] session_timeout_ms`` later). While ZooKeeper is unreachable the lock cannot be
+expires (``[zookeeper] session_timeout_ms`` later). Until then its node is still there, so a run started
+right after a killed one would be refused. The contender's identifier (:func:`contender_identifier`) names
+its host and pid: when the holder ran on this host and that pid is gone (or a zombie), the node can only
+be waiting for its session to expire, so :meth:`JobLock.acquire` waits for it, at most the session timeout
+(plus ZooKeeper's tick-sized expiry granularity), and says so (:data:`WAIT_PREFIX` lines on stderr). A
+holder on another host cannot be checked from here: it is refused as before (raise ``[load]
+lock_timeout_ms`` to wait for it). While ZooKeeper is unreachable the lock cannot be
 trusted (the session may have expired and another run may have taken it), so the commit protocol calls
 :meth:`JobLock.ensure_held` right before its commit point: the session must be connected, never lost since
 acquiring, and the contender node must still exist. Not thread-safe: one run uses its lock.
@@ -21,8 +31,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import socket
+import sys
 import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -34,20 +49,72 @@ from pipeline.load_errors import JobLockedError
 
 log = logging.getLogger(__name__)
 
+#: Lines that say a run waits for a dead holder's session start with this (``lumber etl run`` shows them).
+WAIT_PREFIX = "lumber-lock: "
+#: ZooKeeper expires sessions in buckets of its tick (2 s by default): a session may outlive its timeout
+#: by up to that much.
+_EXPIRY_SLACK_S = 4.0
+_IDENTIFIER = re.compile(r"^(?P<host>\S+) pid (?P<pid>\d+)(?: |$)")
+
 
 def contender_identifier(run_id: str) -> str:
     return f"{socket.gethostname()} pid {os.getpid()} run {run_id}"
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host is running (a zombie is not: it only waits to be reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc: kill(0) said it exists
+    # pid (comm) state ...: comm may hold spaces and parentheses, the state follows the last ")"
+    return stat[stat.rfind(")") + 2 : stat.rfind(")") + 3] not in ("Z", "X")
+
+
+def dead_holder_pid(identifier: str) -> int | None:
+    """The pid of a holder that ran on this host and is gone; None if it may be alive (or elsewhere)."""
+    match = _IDENTIFIER.match(identifier)
+    if match is None or match["host"] != socket.gethostname():
+        return None
+    pid = int(match["pid"])
+    return None if pid_alive(pid) else pid
+
+
+def _say_on_stderr(line: str) -> None:
+    sys.stderr.write(f"{WAIT_PREFIX}{line}\n")
+    sys.stderr.flush()
+
+
 class JobLock:
     """The ZooKeeper lock of one load job, held for the length of a run."""
 
-    def __init__(self, client: KazooClient, job: str, identifier: str, *, timeout_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        client: KazooClient,
+        job: str,
+        identifier: str,
+        *,
+        timeout_s: float = 0.0,
+        session_timeout_s: float | None = None,
+        say: Callable[[str], None] = _say_on_stderr,
+    ) -> None:
+        """``session_timeout_s`` bounds the wait for a dead holder (default: ``client``'s own session
+        timeout, the same ``[zookeeper] session_timeout_ms`` as the holder's); ``say`` tells of that wait."""
         self.client = client
         self.job = job
         self.path = job_lock_path(job)
         self.identifier = identifier
         self.timeout_s = timeout_s
+        self.session_timeout_s = (
+            session_timeout_s if session_timeout_s is not None else client._session_timeout / 1000
+        )
+        self._say = say
         self._lock: Any = client.Lock(self.path, identifier)
         self._lost = threading.Event()
         self._held = False
@@ -60,12 +127,9 @@ class JobLock:
 
     def acquire(self) -> None:
         """Take the lock, waiting up to ``timeout_s``; :class:`JobLockedError` names the holder otherwise."""
-        try:
-            got = self._lock.acquire(blocking=self.timeout_s > 0, timeout=self.timeout_s or None)
-        except LockTimeout:
-            got = False
-        except KazooException as exc:
-            raise JobLockedError(f"cannot take the lock {self.path} of job {self.job!r}: {exc}") from exc
+        got = self._try_acquire(self.timeout_s)
+        if not got:
+            got = self._wait_out_dead_holder()
         if not got:
             with contextlib.suppress(KazooException):
                 self._lock.cancel()
@@ -77,6 +141,33 @@ class JobLock:
             )
         self._held = True
         self.client.add_listener(self._on_state)
+
+    def _try_acquire(self, timeout_s: float) -> bool:
+        try:
+            return bool(self._lock.acquire(blocking=timeout_s > 0, timeout=timeout_s or None))
+        except LockTimeout:
+            return False
+        except KazooException as exc:
+            raise JobLockedError(f"cannot take the lock {self.path} of job {self.job!r}: {exc}") from exc
+
+    def _wait_out_dead_holder(self) -> bool:
+        """WAITING in the module docstring: while every contender ahead is a dead process of this host,
+        wait for their sessions to expire, at most the session timeout (plus slack) from now."""
+        holders = self.holders()
+        dead = [dead_holder_pid(h) for h in holders]
+        if not holders or None in dead:
+            return False
+        bound_s = self.session_timeout_s + _EXPIRY_SLACK_S
+        self._say(
+            f"job {self.job!r}: the lock {self.path} is held by {holders[0]}, but that process is gone "
+            f"(pid {dead[0]} is not running on this host); its ZooKeeper session expires within "
+            f"{self.session_timeout_s:.0f} s: waiting up to {bound_s:.0f} s for it"
+        )
+        started = time.monotonic()
+        got = self._try_acquire(bound_s)
+        if got:
+            self._say(f"job {self.job!r}: lock {self.path} taken after {time.monotonic() - started:.1f} s")
+        return got
 
     def holders(self) -> list[str]:
         """The identifiers of the contenders, holder first."""

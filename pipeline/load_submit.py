@@ -6,6 +6,12 @@ effective config to ``<[dev] state_dir>/etl/<job>.toml`` and returns the command
 
 * spark-submit runs in a process group of its own, so that the driver JVM and the Python driver it starts
   can be stopped together, and only they (``abort``, or an exception such as Ctrl-C in the caller);
+* the run dies with the caller, even when the caller is SIGKILLed (:mod:`pipeline.parent_watch`: the JVM
+  gets a parent-death signal, the driver watches the caller's pid, passed as ``LUMBER_PARENT_PID``); so
+  :func:`submit_load` waits for the run in the thread that started it, and the caller must not hand the
+  run over to another thread;
+* the lines the driver's job lock writes when it waits for a dead holder's ZooKeeper session
+  (:data:`~pipeline.job_lock.WAIT_PREFIX`) go to ``on_wait`` as they come; the rest of stderr to the log;
 * the job's progress lines (``lumber-load: ...``) go to ``on_progress`` as they come, its result line
   (``lumber-load-result: {...}``) becomes :attr:`SubmitResult.record`, everything else (Spark's log) goes
   to ``<[dev] state_dir>/etl/logs/<job>-<UTC time>.log``;
@@ -21,20 +27,23 @@ import contextlib
 import datetime as dt
 import json
 import os
+import shlex
 import signal
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from jobs.load import LOCKED_EXIT_CODE, PROGRESS_PREFIX, RESULT_PREFIX
 from pipeline.commit import RunRecord
 from pipeline.config import LumberConfig, dump_config
+from pipeline.job_lock import WAIT_PREFIX
 from pipeline.load_errors import LoadError
-from pipeline.spark_submit import build_code_zip, spark_submit_command, submit_environment
+from pipeline.parent_watch import PARENT_PID_ENV, die_with_parent
+from pipeline.spark_submit import build_code_zip, spark_submit_command, submit_environment, submit_variables
 
 BAD_CONFIG_EXIT_CODE = 2
 _TAIL_LINES = 25
@@ -54,6 +63,12 @@ class PreparedSubmit:
     argv: tuple[str, ...]
     log_path: Path
     env: dict[str, str]
+    #: the variables of ``env`` that Lumber sets (:func:`~pipeline.spark_submit.submit_variables`)
+    variables: dict[str, str] = field(default_factory=dict)
+
+    def command_line(self) -> str:
+        """The command as a shell runs it: ``VAR=value ... spark-submit ...``, quoted where needed."""
+        return shlex.join([*(f"{k}={v}" for k, v in sorted(self.variables.items())), *self.argv])
 
 
 @dataclass(frozen=True)
@@ -128,7 +143,12 @@ def prepare_submit(
     )
     stamp = dt.datetime.now(tz=dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
     log_path = state / "logs" / f"{load.job}-{stamp}.log"
-    return PreparedSubmit(tuple(argv), log_path, submit_environment(load))
+    return PreparedSubmit(
+        tuple(argv),
+        log_path,
+        submit_environment(load, master=master),
+        submit_variables(load, master=master),
+    )
 
 
 def _signal_group(process: subprocess.Popen[str], sig: signal.Signals) -> None:
@@ -149,10 +169,22 @@ def _stop_group(process: subprocess.Popen[str], kill_timeout_s: float) -> None:
     _signal_group(process, signal.SIGKILL)
 
 
+def _copy_stderr(
+    stream: Any, log_file: Any, log_lock: threading.Lock, on_wait: Callable[[str], None]
+) -> None:
+    """The run's stderr into the log, and the job lock's waiting lines to ``on_wait`` as well."""
+    for line in stream:
+        if line.startswith(WAIT_PREFIX):
+            on_wait(line[len(WAIT_PREFIX) :].rstrip())
+        with log_lock, contextlib.suppress(ValueError):  # closed: the run is over, a straggler's line
+            log_file.write(line)
+
+
 def submit_load(
     prepared: PreparedSubmit,
     *,
     on_progress: Progress = lambda _s, _line: None,
+    on_wait: Callable[[str], None] = lambda _line: None,
     abort: threading.Event | None = None,
     kill_timeout_s: float = 30.0,
 ) -> SubmitResult:
@@ -163,17 +195,26 @@ def submit_load(
     result: dict[str, Any] | None = None
     aborted = threading.Event()
     finished = threading.Event()
+    log_lock = threading.Lock()
     with prepared.log_path.open("w", encoding="utf-8") as log_file:
         process = subprocess.Popen(
             list(prepared.argv),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=log_file,
-            env=prepared.env,
+            stderr=subprocess.PIPE,
+            env={**prepared.env, PARENT_PID_ENV: str(os.getpid())},
             text=True,
             bufsize=1,
             start_new_session=True,
+            preexec_fn=die_with_parent(os.getpid()),  # noqa: PLW1509 - only prctl and getppid run there
         )
+        stderr_copier = threading.Thread(
+            target=_copy_stderr,
+            args=(process.stderr, log_file, log_lock, on_wait),
+            name="lumber-load-stderr",
+            daemon=True,
+        )
+        stderr_copier.start()
 
         def watch_abort() -> None:
             if abort is None:
@@ -196,7 +237,8 @@ def submit_load(
                 elif line.startswith(RESULT_PREFIX):
                     result = json.loads(line[len(RESULT_PREFIX) :])
                 else:
-                    log_file.write(line)
+                    with log_lock:
+                        log_file.write(line)
             code = process.wait()
         except BaseException:
             _stop_group(process, kill_timeout_s)
@@ -204,7 +246,11 @@ def submit_load(
         finally:
             finished.set()
             watcher.join(timeout=kill_timeout_s + 35)
+            # the group's last processes (Python workers) may hold stderr open a moment after the JVM
+            stderr_copier.join(timeout=10)
             process.stdout.close()
+            if not stderr_copier.is_alive() and process.stderr is not None:
+                process.stderr.close()
     elapsed = time.monotonic() - started
     record = RunRecord.from_json(result) if result is not None else None
     errors: tuple[str, ...] = ()

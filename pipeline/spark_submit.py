@@ -16,6 +16,12 @@ docstring shows)::
         --conf spark.sql.session.timeZone=UTC --conf spark.ui.enabled=false
         --conf <[load] spark_conf>...
         --py-files <zip> <repo>/jobs/load.py --config <lumber.toml> [--topics a,b] [--until-hour H]
+
+run with the variables of :func:`submit_variables`: ``PYSPARK_PYTHON`` and ``PYSPARK_DRIVER_PYTHON`` (the
+same Python), and for a local master (``local``, ``local[N]``, ``local[N,F]``, ``local-cluster[...]``)
+``SPARK_LOCAL_IP=127.0.0.1`` unless the environment sets it: without it Spark binds the driver to the
+host's first address and warns that it does so. A cluster's driver must be reachable by the executors, so
+for any other master the variable is left to the user (or Spark's ``conf/spark-env.sh``).
 """
 
 from __future__ import annotations
@@ -126,11 +132,28 @@ def spark_submit_command(
     return argv
 
 
-def submit_environment(load: LoadConfig, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of spark-submit: PYSPARK_PYTHON set, and Spark bound to loopback unless told."""
-    env = dict(os.environ if base is None else base)
+def is_local_master(master: str) -> bool:
+    """Whether ``master`` runs Spark inside the driver's JVM on this machine (``local``, ``local[...]``,
+    ``local-cluster[...]``)."""
+    return master == "local" or master.startswith(("local[", "local-cluster["))
+
+
+def submit_variables(
+    load: LoadConfig, *, master: str | None = None, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The variables Lumber sets for spark-submit (see the module docstring), with their values."""
+    env = os.environ if base is None else base
     python = load.python or sys.executable
-    env["PYSPARK_PYTHON"] = python
-    env["PYSPARK_DRIVER_PYTHON"] = python
-    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    variables = {"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}
+    if is_local_master(master or load.spark_master):
+        variables["SPARK_LOCAL_IP"] = env.get("SPARK_LOCAL_IP") or "127.0.0.1"
+    return variables
+
+
+def submit_environment(
+    load: LoadConfig, base: Mapping[str, str] | None = None, *, master: str | None = None
+) -> dict[str, str]:
+    """The environment of spark-submit: ``base`` (default: this process's) with :func:`submit_variables`."""
+    env = dict(os.environ if base is None else base)
+    env.update(submit_variables(load, master=master, base=env))
     return env

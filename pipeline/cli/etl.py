@@ -1,9 +1,14 @@
 """``lumber etl run|schedule|status|package``: the hourly Spark load, run, scheduled and watched.
 
-``run`` packs the project's code (:func:`pipeline.spark_submit.build_code_zip`), writes the effective config
-next to it, runs ``spark-submit jobs/load.py`` (the command in :mod:`pipeline.spark_submit`) and shows the
-job's progress lines as they come; Spark's own log goes to ``<[dev] state_dir>/etl/logs/``. Its exit code
-is the job's: 0 committed or nothing to load, 1 failed, 2 bad arguments, 3 another run holds the job's lock.
+``run`` first checks its arguments without starting anything: ``--until-hour`` is an hour, ``--master`` a
+Spark master, each ``--conf`` a ``key=value``, and each of ``--topics`` a topic of the cluster that
+``[load] topics_allow`` / ``topics_deny`` let through (one Metadata request); any of these wrong is exit 2
+with the reason, before any JVM. Then it packs the project's code
+(:func:`pipeline.spark_submit.build_code_zip`), writes the effective config next to it, runs ``spark-submit
+jobs/load.py`` (the command and variables in :mod:`pipeline.spark_submit`; ``--print-command`` prints them)
+and shows the job's progress lines as they come; Spark's own log goes to ``<[dev] state_dir>/etl/logs/``.
+The run dies with this process, even a SIGKILLed one (:mod:`pipeline.parent_watch`). Its exit code is the
+job's: 0 committed or nothing to load, 1 failed, 2 bad arguments, 3 another run holds the job's lock.
 
 ``schedule`` runs ``run --until-hour H`` for every hour once its grace period has passed, catching up on
 missed hours in order and retrying failures with backoff (:mod:`pipeline.scheduler`; ``--once`` for cron).
@@ -19,15 +24,19 @@ import argparse
 import dataclasses
 import datetime as dt
 import json
+import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pipeline.commit import CommitProtocol
 from pipeline.config import LumberConfig
 from pipeline.durations import DurationError, parse_duration_ms
+from pipeline.errors import PipelineError
 from pipeline.fs import launched_filesystem
-from pipeline.load_plan import ClusterView
+from pipeline.load_job import parse_until_hour
+from pipeline.load_plan import ClusterView, select_topics
 from pipeline.load_submit import prepare_submit, submit_load
 from pipeline.schedule_config import HOUR_MS, ScheduleConfig
 from pipeline.scheduler import (
@@ -104,14 +113,68 @@ def _package(args: argparse.Namespace, _config: LumberConfig) -> int:
     return 0
 
 
+#: What spark-submit accepts as ``--master`` (SparkSubmitArguments, SparkContext.createTaskScheduler).
+_MASTER = re.compile(
+    r"local|local\[(\*|\d+)(,\d+)?\]|local-cluster\[\d+,\d+,\d+\]|yarn|(spark|k8s|mesos)://\S+"
+)
+
+
+class RunArgumentError(PipelineError):
+    """An ``etl run`` argument is wrong; found before anything was started."""
+
+
+def _check_run_arguments(args: argparse.Namespace, config: LumberConfig, topics: Sequence[str]) -> None:
+    """Everything ``run`` can check without Spark (see the module docstring); raises RunArgumentError."""
+    load = config.load
+    if args.until_hour is not None:
+        try:
+            parse_until_hour(args.until_hour)
+        except PipelineError as exc:
+            raise RunArgumentError(str(exc)) from exc
+    master = args.master or load.spark_master
+    if not _MASTER.fullmatch(master):
+        where = "--master" if args.master else "[load] spark_master"
+        raise RunArgumentError(
+            f"{where} {master!r} is not a Spark master: expected local, local[N], local[N,F], "
+            "local-cluster[N,C,M], spark://HOST:PORT, yarn, k8s://URL or mesos://URL"
+        )
+    for entry in args.conf:
+        if "=" not in entry or not entry.split("=", 1)[0].strip():
+            raise RunArgumentError(f"--conf {entry!r}: expected KEY=VALUE, e.g. spark.executor.memory=2g")
+    if args.topics is not None and not topics:
+        raise RunArgumentError(f"--topics {args.topics!r} names no topic")
+    if topics:
+        try:
+            cluster = ClusterView(config.consumer, load.bootstrap_servers, config.zookeeper.connect)
+            try:
+                available = cluster.topics()
+            finally:
+                cluster.close()
+        except Exception as exc:
+            servers = ", ".join(load.bootstrap_servers) or config.zookeeper.connect
+            raise RunArgumentError(
+                f"--topics: cannot list the cluster's topics ({servers}) to check them: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        try:
+            select_topics(available, load, topics)
+        except PipelineError as exc:
+            raise RunArgumentError(str(exc)) from exc
+
+
 def _run(args: argparse.Namespace, config: LumberConfig) -> int:
     load = config.load
-    topics = [t.strip() for t in args.topics.split(",") if t.strip()] if args.topics else []
+    topics = [t.strip() for t in args.topics.split(",") if t.strip()] if args.topics is not None else []
+    try:
+        _check_run_arguments(args, config, topics)
+    except RunArgumentError as exc:
+        print(f"lumber etl run: {exc}; nothing was started", file=sys.stderr)
+        return 2
     prepared = prepare_submit(
         config, until_hour=args.until_hour, topics=topics, master=args.master, extra_conf=args.conf
     )
     if args.print_command:
-        print(" ".join(prepared.argv))
+        print(prepared.command_line())
         return 0
     print(
         f"lumber etl run: job {load.job!r} on {args.master or load.spark_master}; "
@@ -119,7 +182,9 @@ def _run(args: argparse.Namespace, config: LumberConfig) -> int:
         flush=True,
     )
     result = submit_load(
-        prepared, on_progress=lambda elapsed, line: print(f"[{elapsed:7.1f}s] {line}", flush=True)
+        prepared,
+        on_progress=lambda elapsed, line: print(f"[{elapsed:7.1f}s] {line}", flush=True),
+        on_wait=lambda line: print(f"lumber etl run: {line}", file=sys.stderr, flush=True),
     )
     if result.exit_code != 0:
         print(

@@ -6,7 +6,14 @@ import zipfile
 from pathlib import Path
 
 from pipeline.load_config import LoadConfig
-from pipeline.spark_submit import build_code_zip, code_digest, spark_submit_command, submit_environment
+from pipeline.spark_submit import (
+    build_code_zip,
+    code_digest,
+    is_local_master,
+    spark_submit_command,
+    submit_environment,
+    submit_variables,
+)
 
 
 def test_the_code_zip_carries_the_packages_and_imports_from_the_zip(tmp_path: Path) -> None:
@@ -77,3 +84,21 @@ def test_the_spark_submit_command(tmp_path: Path) -> None:
     env = submit_environment(load, {"SPARK_LOCAL_IP": "10.0.0.5"})
     assert (env["PYSPARK_PYTHON"], env["SPARK_LOCAL_IP"]) == ("/opt/py/bin/python", "10.0.0.5")
     assert submit_environment(load, {})["SPARK_LOCAL_IP"] == "127.0.0.1"
+
+
+def test_spark_is_bound_to_loopback_for_a_local_master_only_unless_the_user_says() -> None:
+    load = LoadConfig(spark_master="local[2]", python="/opt/py/bin/python")
+    assert all(is_local_master(m) for m in ("local", "local[*]", "local[2,4]", "local-cluster[2,1,1024]"))
+    assert not any(is_local_master(m) for m in ("yarn", "spark://h:7077", "k8s://https://h", "localhost"))
+    assert submit_variables(load, base={}) == {
+        "PYSPARK_PYTHON": "/opt/py/bin/python",
+        "PYSPARK_DRIVER_PYTHON": "/opt/py/bin/python",
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
+    assert submit_variables(load, base={"SPARK_LOCAL_IP": "10.0.0.5"})["SPARK_LOCAL_IP"] == "10.0.0.5"
+    cluster = submit_environment(load, {"PATH": "/bin"}, master="spark://h:7077")
+    assert cluster == {
+        "PATH": "/bin",
+        "PYSPARK_PYTHON": "/opt/py/bin/python",
+        "PYSPARK_DRIVER_PYTHON": "/opt/py/bin/python",
+    }

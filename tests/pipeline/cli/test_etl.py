@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import sys
 import zipfile
 from pathlib import Path
 
@@ -26,8 +29,14 @@ def test_package_and_print_command(tmp_path: Path, capsys: pytest.CaptureFixture
     assert (
         main(["--config", str(config), "etl", "run", "--print-command", "--until-hour", "2026-11-22T10"]) == 0
     )
-    command = capsys.readouterr().out.split()
-    assert command[1:3] == ["--master", "local[2]"]
+    command = shlex.split(capsys.readouterr().out)
+    # the variables Lumber sets come first, as a shell would run them: Spark on loopback for a local master
+    assert command[:3] == [
+        f"PYSPARK_DRIVER_PYTHON={sys.executable}",
+        f"PYSPARK_PYTHON={sys.executable}",
+        f"SPARK_LOCAL_IP={os.environ.get('SPARK_LOCAL_IP') or '127.0.0.1'}",
+    ]
+    assert command[4:6] == ["--master", "local[2]"]
     assert command[-2:] == ["--until-hour", "2026-11-22T10"]
     effective = tmp_path / "state" / "etl" / "hourly.toml"
     assert command[command.index("--config") + 1] == str(effective)

@@ -1,0 +1,131 @@
+"""A load run dies with the ``lumber etl run`` (or scheduler) that started it, even a SIGKILLed one.
+
+The process tree of one run::
+
+    lumber etl run (Python)                     sets LUMBER_PARENT_PID=<its pid> for the run
+     └── spark-submit -> spark-class -> java    (bash ``exec``\\s: one pid) -- (1) parent-death signal
+          ├── python jobs/load.py               the driver: takes the job's lock, commits -- (2) and (3)
+          └── python -m pyspark.daemon          Python workers: exit on EOF of their stdin from the JVM
+
+SIGTERM and Ctrl-C of the CLI are forwarded (:mod:`pipeline.load_submit` stops the run's process group), but
+SIGKILL cannot be, and spark-submit runs in a session of its own. So:
+
+1. :func:`die_with_parent` runs in the forked child before ``exec`` of spark-submit (``preexec_fn``): it
+   sets ``PR_SET_PDEATHSIG`` to SIGKILL, which survives ``exec`` and so covers the JVM. The signal is sent
+   when the *thread* that forked the child ends, so the caller must wait for the run in that thread (as
+   :func:`pipeline.load_submit.submit_load` does). If the parent died before the setting took effect, the
+   child kills itself at once.
+2. :func:`watch_parent`, called first thing by the driver (``jobs/load.py``), sets the same signal for the
+   driver itself: its parent is the JVM (Spark's ``PythonRunner`` starts it and waits for it), so the
+   driver is SIGKILLed when the JVM dies, whoever killed it.
+3. :func:`watch_parent` also watches the process named by ``LUMBER_PARENT_PID`` (the CLI) through a pidfd
+   in a daemon thread and SIGKILLs the driver when it exits: the driver, which holds the lock and commits,
+   goes within milliseconds even if the JVM lingers.
+
+A driver started by hand (no ``LUMBER_PARENT_PID``) gets (2) only. The driver dies by SIGKILL: no
+``finally`` runs, the lock's ephemeral node stays until its ZooKeeper session expires, and the next run waits
+that out (:mod:`pipeline.job_lock`); a run killed before its commit point committed nothing, one killed after
+it is rolled forward by the next run's recovery (:mod:`pipeline.commit`).
+
+Linux only (``prctl`` and ``pidfd_open``); elsewhere these are no-ops, as is (3) on kernels before 5.3.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import select
+import signal
+import sys
+import threading
+from collections.abc import Callable
+
+#: The environment variable naming the pid the driver must not outlive.
+PARENT_PID_ENV = "LUMBER_PARENT_PID"
+_PR_SET_PDEATHSIG = 1
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+    prctl: Callable[..., int] = libc.prctl
+    return prctl
+
+
+# loaded once, in the parent: the child between fork and exec must not import or allocate much
+_PRCTL = _load_prctl()
+
+
+def set_parent_death_signal(sig: int = signal.SIGKILL) -> bool:
+    """Have the kernel send ``sig`` to this process when the thread that forked it ends; False if
+    unsupported."""
+    if _PRCTL is None:
+        return False
+    return _PRCTL(_PR_SET_PDEATHSIG, ctypes.c_ulong(sig), 0, 0, 0) == 0
+
+
+def die_with_parent(parent_pid: int) -> Callable[[], None]:
+    """A ``preexec_fn`` for :class:`subprocess.Popen`, see (1) in the module docstring; ``parent_pid`` is
+    the caller's ``os.getpid()``."""
+
+    def preexec() -> None:
+        set_parent_death_signal(signal.SIGKILL)
+        if os.getppid() != parent_pid:  # the parent is already gone: nobody will send the signal
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
+
+
+def _open_pidfd(pid: int) -> int | None:
+    """A pidfd for ``pid``; None if unsupported; raises ProcessLookupError if ``pid`` is gone."""
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is None:
+        return None
+    try:
+        fd: int = pidfd_open(pid)
+    except ProcessLookupError:
+        raise
+    except OSError:
+        return None
+    return fd
+
+
+def _die(reason: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"lumber: {reason}; stopping this run (SIGKILL)\n")
+        sys.stderr.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def watch_parent(environ: dict[str, str] | None = None) -> None:
+    """(2) and (3) of the module docstring, for the driver; returns at once (the watch is a daemon thread)."""
+    env = os.environ if environ is None else environ
+    set_parent_death_signal(signal.SIGKILL)
+    if os.getppid() == 1:
+        _die("the process that started this driver is gone")
+    value = env.get(PARENT_PID_ENV, "")
+    if not value.isdigit():
+        return
+    pid = int(value)
+    try:
+        fd = _open_pidfd(pid)
+    except ProcessLookupError:
+        _die(f"the lumber process that started this run (pid {pid}) is gone")
+        return
+    if fd is None:
+        return
+
+    def wait() -> None:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        while not poller.poll(None):
+            pass
+        _die(f"the lumber process that started this run (pid {pid}) exited")
+
+    threading.Thread(target=wait, name="lumber-parent-watch", daemon=True).start()
