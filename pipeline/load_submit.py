@@ -11,7 +11,8 @@ effective config to ``<[dev] state_dir>/etl/<job>.toml`` and returns the command
   :func:`submit_load` waits for the run in the thread that started it, and the caller must not hand the
   run over to another thread;
 * the lines the driver's job lock writes when it waits for a dead holder's ZooKeeper session
-  (:data:`~pipeline.job_lock.WAIT_PREFIX`) go to ``on_wait`` as they come; the rest of stderr to the log;
+  (:data:`~pipeline.job_lock.WAIT_PREFIX`, on the driver's stderr, which Spark's ``PythonRunner`` merges
+  into its stdout) go to ``on_wait`` as they come, and to the log;
 * the job's progress lines (``lumber-load: ...``) go to ``on_progress`` as they come, its result line
   (``lumber-load-result: {...}``) becomes :attr:`SubmitResult.record`, everything else (Spark's log) goes
   to ``<[dev] state_dir>/etl/logs/<job>-<UTC time>.log``;
@@ -169,17 +170,6 @@ def _stop_group(process: subprocess.Popen[str], kill_timeout_s: float) -> None:
     _signal_group(process, signal.SIGKILL)
 
 
-def _copy_stderr(
-    stream: Any, log_file: Any, log_lock: threading.Lock, on_wait: Callable[[str], None]
-) -> None:
-    """The run's stderr into the log, and the job lock's waiting lines to ``on_wait`` as well."""
-    for line in stream:
-        if line.startswith(WAIT_PREFIX):
-            on_wait(line[len(WAIT_PREFIX) :].rstrip())
-        with log_lock, contextlib.suppress(ValueError):  # closed: the run is over, a straggler's line
-            log_file.write(line)
-
-
 def submit_load(
     prepared: PreparedSubmit,
     *,
@@ -195,26 +185,18 @@ def submit_load(
     result: dict[str, Any] | None = None
     aborted = threading.Event()
     finished = threading.Event()
-    log_lock = threading.Lock()
     with prepared.log_path.open("w", encoding="utf-8") as log_file:
         process = subprocess.Popen(
             list(prepared.argv),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=log_file,
             env={**prepared.env, PARENT_PID_ENV: str(os.getpid())},
             text=True,
             bufsize=1,
             start_new_session=True,
             preexec_fn=die_with_parent(os.getpid()),  # noqa: PLW1509 - only prctl and getppid run there
         )
-        stderr_copier = threading.Thread(
-            target=_copy_stderr,
-            args=(process.stderr, log_file, log_lock, on_wait),
-            name="lumber-load-stderr",
-            daemon=True,
-        )
-        stderr_copier.start()
 
         def watch_abort() -> None:
             if abort is None:
@@ -237,8 +219,9 @@ def submit_load(
                 elif line.startswith(RESULT_PREFIX):
                     result = json.loads(line[len(RESULT_PREFIX) :])
                 else:
-                    with log_lock:
-                        log_file.write(line)
+                    if line.startswith(WAIT_PREFIX):
+                        on_wait(line[len(WAIT_PREFIX) :].rstrip())
+                    log_file.write(line)
             code = process.wait()
         except BaseException:
             _stop_group(process, kill_timeout_s)
@@ -246,11 +229,7 @@ def submit_load(
         finally:
             finished.set()
             watcher.join(timeout=kill_timeout_s + 35)
-            # the group's last processes (Python workers) may hold stderr open a moment after the JVM
-            stderr_copier.join(timeout=10)
             process.stdout.close()
-            if not stderr_copier.is_alive() and process.stderr is not None:
-                process.stderr.close()
     elapsed = time.monotonic() - started
     record = RunRecord.from_json(result) if result is not None else None
     errors: tuple[str, ...] = ()

@@ -39,14 +39,13 @@ others this registry does not use are accepted and ignored.
 
 from __future__ import annotations
 
-import json
 import logging
 from http import HTTPStatus
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -133,6 +132,13 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (500, "50001 store error"),
     )
 }
+
+
+def _schema_json(text: str) -> Response:
+    """A stored schema served as the JSON it is. Its text is sent as stored (canonical JSON), never parsed
+    and serialized again: every schema the registry accepts (nested up to ``normalize.MAX_DEPTH`` levels)
+    is served, where a serializer's own depth limit would fail deep ones."""
+    return Response(content=text.encode(), media_type=MEDIA_TYPE)
 
 
 def _check_content_type(request: Request) -> None:
@@ -222,8 +228,8 @@ def create_app(registry: SchemaRegistry) -> FastAPI:
         return {"schema": registry.schema_text(id)}
 
     @app.get("/schemas/ids/{id}/schema", summary="The schema of an id, as JSON")
-    def raw_schema_by_id(id: int) -> Any:  # noqa: A002
-        return json.loads(registry.schema_text(id))
+    def raw_schema_by_id(id: int) -> Response:  # noqa: A002
+        return _schema_json(registry.schema_text(id))
 
     @app.get("/schemas/ids/{id}/subjects", summary="Subjects using an id")
     def subjects_by_id(id: int, deleted: bool = False) -> list[str]:  # noqa: A002
@@ -262,8 +268,8 @@ def create_app(registry: SchemaRegistry) -> FastAPI:
         return registry.get_version(subject, version, deleted=deleted).to_json()
 
     @app.get("/subjects/{subject}/versions/{version}/schema", summary="One version's schema, as JSON")
-    def get_version_schema(subject: str, version: str, deleted: bool = False) -> Any:
-        return json.loads(registry.get_version(subject, version, deleted=deleted).schema)
+    def get_version_schema(subject: str, version: str, deleted: bool = False) -> Response:
+        return _schema_json(registry.get_version(subject, version, deleted=deleted).schema)
 
     @app.post(
         "/subjects/{subject}",

@@ -93,3 +93,20 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat[stat.rindex(")") + 2] not in "ZX"
+
+
+def test_the_lock_s_waiting_lines_are_shown_as_they_come_and_the_run_knows_its_caller(tmp_path: Path) -> None:
+    script = """
+        import os, sys
+        print("lumber-lock: job 'hourly': the lock is held by a process that is gone; waiting", flush=True)
+        print("lumber-load: parent " + os.environ["LUMBER_PARENT_PID"], flush=True)
+    """
+    waits: list[str] = []
+    seen: list[str] = []
+    result = submit_load(
+        prepared(tmp_path, script), on_progress=lambda _s, line: seen.append(line), on_wait=waits.append
+    )
+    assert result.exit_code == 0
+    assert waits == ["job 'hourly': the lock is held by a process that is gone; waiting"]
+    assert seen == [f"parent {os.getpid()}"]
+    assert "lumber-lock: job 'hourly'" in result.log_path.read_text()

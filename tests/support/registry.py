@@ -6,10 +6,12 @@ Used by the registry's own tests (``tests/schemas/conftest.py``) and by every te
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -57,3 +59,19 @@ def launch_registry(
     argv = [sys.executable, "-m", "pipeline", "--config", str(config_path), "schemas", "serve"]
     handle, popen = start_and_wait(name, argv, log_path, lambda: _answers(url), timeout_s=60)
     return RegistryProcess(url, port, zk_connect, handle, popen, log_path, config_path)
+
+
+def nested_record(depth: int, extra_field: bool = False) -> str:
+    """A record nested ``depth`` records deep; ``extra_field``: the innermost one has a field with a
+    default more (a compatible change at the bottom)."""
+    # R0 is at depth 0, R<k> at depth k, and the innermost field's type at depth ``depth``
+    inner: dict[str, Any] = {
+        "type": "record",
+        "name": f"R{depth - 1}",
+        "fields": [{"name": "leaf", "type": "long"}],
+    }
+    if extra_field:
+        inner["fields"].append({"name": "more", "type": "string", "default": ""})
+    for level in range(depth - 2, -1, -1):
+        inner = {"type": "record", "name": f"R{level}", "fields": [{"name": f"f{level}", "type": inner}]}
+    return json.dumps(inner)

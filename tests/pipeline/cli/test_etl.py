@@ -3,13 +3,17 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import subprocess
 import sys
+import uuid
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pipeline.cli import main
+from tests.support.broker_cluster import servers
 
 
 def write_config(tmp_path: Path, zk_connect: str = "127.0.0.1:1") -> Path:
@@ -52,3 +56,86 @@ def test_status_of_a_job_that_never_ran(tmp_path: Path, capsys: pytest.CaptureFi
     assert status["partitions"] == []
     assert status["last_run"] is None
     assert status["warehouse"] == f"file:{tmp_path / 'warehouse'}"
+
+
+def launch_detector(tmp_path: Path) -> tuple[Path, Path]:
+    """A ``[load] spark_submit`` that records that it was launched (and exits 1): (the script, its mark)."""
+    mark = tmp_path / "spark-submit-was-launched"
+    script = tmp_path / "spark-submit"
+    script.write_text(f'#!/bin/sh\necho "$@" > {shlex.quote(str(mark))}\nexit 1\n')
+    script.chmod(0o755)
+    return script, mark
+
+
+def etl_run(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", "--config", str(config), "etl", "run", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_bad_arguments_fail_before_spark_submit_is_launched(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    script, mark = launch_detector(tmp_path)
+    with config.open("a") as toml:
+        toml.write(f'spark_submit = "{script}"\n')
+    cases = {
+        (
+            "--until-hour",
+            "garbage",
+        ): "lumber etl run: --until-hour 'garbage': expected an hour as YYYY-MM-DDTHH "
+        "(UTC), e.g. 2026-11-22T10; nothing was started\n",
+        (
+            "--master",
+            "lokal[2]",
+        ): "lumber etl run: --master 'lokal[2]' is not a Spark master: expected local, "
+        "local[N], local[N,F], local-cluster[N,C,M], spark://HOST:PORT, yarn, k8s://URL or mesos://URL; "
+        "nothing was started\n",
+        ("--conf", "spark.executor.memory"): "lumber etl run: --conf 'spark.executor.memory': expected "
+        "KEY=VALUE, e.g. spark.executor.memory=2g; nothing was started\n",
+        ("--topics", " , "): "lumber etl run: --topics ' , ' names no topic; nothing was started\n",
+    }
+    for args, message in cases.items():
+        done = etl_run(config, *args)
+        assert (done.returncode, done.stdout, done.stderr) == (2, "", message)
+        assert not mark.exists(), args
+    # the detector works: good arguments launch it (and its exit 1 is the run's)
+    done = etl_run(config, "--until-hour", "2026-11-22T10", "--conf", "spark.executor.memory=2g")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert mark.read_text().split()[-2:] == ["--until-hour", "2026-11-22T10"]
+
+
+def test_unknown_or_excluded_topics_fail_before_spark_submit_is_launched(
+    tmp_path: Path, broker_cluster: Any
+) -> None:
+    topic = f"etl_topics_{uuid.uuid4().hex[:8]}"
+    broker_cluster.create_topic(topic, 1)
+    script, mark = launch_detector(tmp_path)
+    config = tmp_path / "lumber.toml"
+    config.write_text(
+        f'[zookeeper]\nconnect = "{broker_cluster.zk_connect}"\n\n'
+        f'[dev]\nstate_dir = "{tmp_path / "state"}"\n\n'
+        f'[load]\nwarehouse_url = "{tmp_path / "warehouse"}"\nspark_master = "local[2]"\n'
+        f"bootstrap_servers = {json.dumps(servers(broker_cluster))}\n"
+        f'topics_allow = ["etl_topics_.*"]\ntopics_deny = []\nspark_submit = "{script}"\n'
+    )
+    done = etl_run(config, "--topics", f"{topic},nosuch_topic")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "lumber etl run: --topics names nosuch_topic, which the cluster does not have; nothing was started\n"
+    )
+    assert not mark.exists()
+    broker_cluster.create_topic("etl_other_topic_x", 1)
+    done = etl_run(config, "--topics", "etl_other_topic_x")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "lumber etl run: --topics names etl_other_topic_x, which [load] topics_allow / topics_deny exclude; "
+        "nothing was started\n"
+    )
+    assert not mark.exists()
+    done = etl_run(config, "--topics", topic)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert mark.read_text().split()[-2:] == ["--topics", topic]

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from tests.schemas.conftest import RegistryProcess
+from tests.support.registry import nested_record
 
 MEDIA = "application/vnd.schemaregistry.v1+json"
 V1 = json.dumps({"type": "record", "name": "Event", "fields": [{"name": "id", "type": "string"}]})
@@ -248,3 +249,39 @@ def test_openapi_description(shared_registry: RegistryProcess) -> None:
     }
     assert set(paths["/subjects/{subject}"]) == {"post", "delete"}
     assert set(paths["/config/{subject}"]) == {"get", "put", "delete"}
+
+
+@pytest.mark.parametrize("depth", [90, 150, 200])
+def test_a_deeply_nested_schema_that_is_accepted_is_served(
+    shared_registry: RegistryProcess, subject: str, depth: int
+) -> None:
+    reg = shared_registry
+    text = nested_record(depth)
+    registered = call(reg, "POST", f"/subjects/{subject}/versions", {"schema": text})
+    assert registered.status_code == 200, registered.text
+    schema_id = registered.json()["id"]
+    by_id = call(reg, "GET", f"/schemas/ids/{schema_id}/schema")
+    assert by_id.status_code == 200, by_id.text
+    assert by_id.json() == json.loads(text)
+    assert json.loads(call(reg, "GET", f"/schemas/ids/{schema_id}").json()["schema"]) == json.loads(text)
+    version = call(reg, "GET", f"/subjects/{subject}/versions/1/schema")
+    assert version.status_code == 200, version.text
+    assert version.json() == json.loads(text)
+    assert call(reg, "GET", f"/subjects/{subject}/versions/latest").json()["id"] == schema_id
+    looked_up = call(reg, "POST", f"/subjects/{subject}", {"schema": text})
+    assert (looked_up.status_code, looked_up.json()["id"]) == (200, schema_id)
+    # a compatible change at the bottom is checked through every level, and registered
+    evolved = nested_record(depth, extra_field=True)
+    tested = call(reg, "POST", f"/compatibility/subjects/{subject}/versions/latest", {"schema": evolved})
+    assert (tested.status_code, tested.json()) == (200, {"is_compatible": True}), tested.text
+    second = call(reg, "POST", f"/subjects/{subject}/versions", {"schema": evolved})
+    assert second.status_code == 200, second.text
+    assert call(reg, "GET", f"/subjects/{subject}/versions/2/schema").json() == json.loads(evolved)
+
+
+def test_a_schema_deeper_than_the_limit_is_refused_naming_it(
+    shared_registry: RegistryProcess, subject: str
+) -> None:
+    response = call(shared_registry, "POST", f"/subjects/{subject}/versions", {"schema": nested_record(201)})
+    message = expect_error(response, 422, 42201)
+    assert "nested more than 200 levels deep" in message, message

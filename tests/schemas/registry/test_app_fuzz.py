@@ -2,11 +2,14 @@
 
 * schemathesis generates requests for every operation of our OpenAPI description, both fitting it (positive)
   and breaking it (negative: wrong types, missing fields, odd strings in paths): no answer may be a 5xx, and
-  every error answer is a Confluent error body.
+  every error answer is a Confluent error body. Generated ids and subjects mostly name nothing (404), so
+  each positive request is sent a second time aimed at a schema that exists: one nested as deep as the
+  registry accepts (``normalize.MAX_DEPTH``), which once registered and then failed to be served (a 500).
 * hypothesis generates Avro-ish schemas (valid, invalid and evolving ones) registered into one subject: each
   answer is an id, a 42201 that says what is wrong, or a 409 that names the rule that failed.
 
-Bounded: a fixed number of examples per operation, no shrinking, no example database.
+Bounded and repeatable: a fixed number of examples per operation, derandomized (the same examples every
+run), no shrinking, no example database.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
+from schemas.registry.normalize import MAX_DEPTH
 from tests.schemas.conftest import RegistryProcess
+from tests.support.registry import nested_record
 
 EXAMPLES_PER_OPERATION = 12
 RULE_PHRASES = (
@@ -37,6 +42,7 @@ RULE_PHRASES = (
 )
 FUZZ_SETTINGS = settings(
     max_examples=EXAMPLES_PER_OPERATION,
+    derandomize=True,
     deadline=None,
     database=None,
     phases=[Phase.explicit, Phase.generate],
@@ -56,10 +62,16 @@ def check_answer(response: Any, what: str) -> None:
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 def test_no_server_errors_for_any_request(shared_registry: RegistryProcess, mode: GenerationMode) -> None:
     url = shared_registry.url
+    deep_subject = f"fuzz-deep-{mode.value}-value"
+    registered = httpx.post(
+        f"{url}/subjects/{deep_subject}/versions", json={"schema": nested_record(MAX_DEPTH)}, timeout=30
+    )
+    assert registered.status_code == 200, registered.text
+    known = {"id": str(registered.json()["id"]), "subject": deep_subject, "version": "1"}
     api = schemathesis.openapi.from_url(f"{url}/openapi.json", timeout=30)
     operations = [result.ok() for result in api.get_all_operations()]  # type: ignore[union-attr]
     assert len(operations) == 21
-    fuzzed = [op.label for op in operations if fuzz_operation(op, mode, url)]
+    fuzzed = [op.label for op in operations if fuzz_operation(op, mode, url, known)]
     if mode is GenerationMode.POSITIVE:
         assert len(fuzzed) == 21
     else:
@@ -67,14 +79,20 @@ def test_no_server_errors_for_any_request(shared_registry: RegistryProcess, mode
         assert len(fuzzed) >= 14, fuzzed
 
 
-def fuzz_operation(operation: Any, mode: GenerationMode, url: str) -> bool:
-    """Fuzz one operation; False if no request can be generated in this mode (nothing to break)."""
+def fuzz_operation(operation: Any, mode: GenerationMode, url: str, known: dict[str, str]) -> bool:
+    """Fuzz one operation; False if no request can be generated in this mode (nothing to break). A positive
+    request with an ``id``, ``subject`` or ``version`` in its path is also sent with ``known`` ones."""
 
     @FUZZ_SETTINGS
     @given(case=operation.as_strategy(generation_mode=mode))
     def fuzz(case: Any) -> None:
         response = case.call(base_url=url, timeout=30)
         check_answer(response, f"{operation.method.upper()} {case.formatted_path}")
+        generated = dict(case.path_parameters or {})
+        if mode is GenerationMode.POSITIVE and set(generated) & set(known):
+            case.path_parameters = {name: known.get(name, value) for name, value in generated.items()}
+            response = case.call(base_url=url, timeout=30)
+            check_answer(response, f"{operation.method.upper()} {case.formatted_path}")
 
     try:
         fuzz()
