@@ -43,7 +43,7 @@ from pipeline.commit import RunRecord
 from pipeline.config import LumberConfig, dump_config
 from pipeline.job_lock import WAIT_PREFIX
 from pipeline.load_errors import LoadError
-from pipeline.parent_watch import PARENT_PID_ENV, die_with_parent
+from pipeline.parent_watch import PARENT_PID_ENV, die_with_parent, parent_value
 from pipeline.spark_submit import build_code_zip, spark_submit_command, submit_environment, submit_variables
 
 BAD_CONFIG_EXIT_CODE = 2
@@ -191,7 +191,7 @@ def submit_load(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=log_file,
-            env={**prepared.env, PARENT_PID_ENV: str(os.getpid())},
+            env={**prepared.env, PARENT_PID_ENV: parent_value()},
             text=True,
             bufsize=1,
             start_new_session=True,

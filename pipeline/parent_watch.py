@@ -2,7 +2,7 @@
 
 The process tree of one run::
 
-    lumber etl run (Python)                     sets LUMBER_PARENT_PID=<its pid> for the run
+    lumber etl run (Python)                     sets LUMBER_PARENT_PID=<its pid>@<host> for the run
      └── spark-submit -> spark-class -> java    (bash ``exec``\\s: one pid) -- (1) parent-death signal
           ├── python jobs/load.py               the driver: takes the job's lock, commits -- (2) and (3)
           └── python -m pyspark.daemon          Python workers: exit on EOF of their stdin from the JVM
@@ -20,7 +20,8 @@ SIGKILL cannot be, and spark-submit runs in a session of its own. So:
    driver is SIGKILLed when the JVM dies, whoever killed it.
 3. :func:`watch_parent` also watches the process named by ``LUMBER_PARENT_PID`` (the CLI) through a pidfd
    in a daemon thread and SIGKILLs the driver when it exits: the driver, which holds the lock and commits,
-   goes within milliseconds even if the JVM lingers.
+   goes within milliseconds even if the JVM lingers. The value names the host too: a driver that runs
+   elsewhere (a cluster deploy mode that passed the environment on) does not watch a pid of another host.
 
 A driver started by hand (no ``LUMBER_PARENT_PID``) gets (2) only. The driver dies by SIGKILL: no
 ``finally`` runs, the lock's ephemeral node stays until its ZooKeeper session expires, and the next run waits
@@ -38,11 +39,12 @@ import ctypes.util
 import os
 import select
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable
 
-#: The environment variable naming the pid the driver must not outlive.
+#: The environment variable naming the process the driver must not outlive: ``<pid>@<host name>``.
 PARENT_PID_ENV = "LUMBER_PARENT_PID"
 _PR_SET_PDEATHSIG = 1
 
@@ -82,6 +84,11 @@ def die_with_parent(parent_pid: int) -> Callable[[], None]:
     return preexec
 
 
+def parent_value(pid: int | None = None) -> str:
+    """The value of :data:`PARENT_PID_ENV` naming ``pid`` (default: this process) on this host."""
+    return f"{os.getpid() if pid is None else pid}@{socket.gethostname()}"
+
+
 def _open_pidfd(pid: int) -> int | None:
     """A pidfd for ``pid``; None if unsupported; raises ProcessLookupError if ``pid`` is gone."""
     pidfd_open = getattr(os, "pidfd_open", None)
@@ -108,10 +115,10 @@ def watch_parent(environ: dict[str, str] | None = None) -> None:
     env = os.environ if environ is None else environ
     # no check of getppid() here: in a container the JVM may well be pid 1
     set_parent_death_signal(signal.SIGKILL)
-    value = env.get(PARENT_PID_ENV, "")
-    if not value.isdigit():
+    pid_text, _, host = env.get(PARENT_PID_ENV, "").partition("@")
+    if not pid_text.isdigit() or host != socket.gethostname():
         return
-    pid = int(value)
+    pid = int(pid_text)
     try:
         fd = _open_pidfd(pid)
     except ProcessLookupError:

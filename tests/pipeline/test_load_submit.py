@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import textwrap
 import threading
@@ -108,5 +109,5 @@ def test_the_lock_s_waiting_lines_are_shown_as_they_come_and_the_run_knows_its_c
     )
     assert result.exit_code == 0
     assert waits == ["job 'hourly': the lock is held by a process that is gone; waiting"]
-    assert seen == [f"parent {os.getpid()}"]
+    assert seen == [f"parent {os.getpid()}@{socket.gethostname()}"]
     assert "lumber-lock: job 'hourly'" in result.log_path.read_text()

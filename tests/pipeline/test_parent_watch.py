@@ -19,7 +19,7 @@ from typing import IO, Any
 import pytest
 
 from pipeline.job_lock import pid_alive
-from pipeline.parent_watch import PARENT_PID_ENV
+from pipeline.parent_watch import PARENT_PID_ENV, parent_value
 from tests.support.load_job import BASE_MS, HOUR_MS, LoadStack, load_stack
 from tests.support.registry import RegistryProcess
 
@@ -198,7 +198,7 @@ def test_watch_parent_kills_the_driver_when_the_named_process_exits() -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, PARENT_PID_ENV: str(cli.pid)},
+        env={**os.environ, PARENT_PID_ENV: parent_value(cli.pid)},
     )
     try:
         assert driver.stdout is not None
@@ -226,8 +226,18 @@ def test_watch_parent_kills_the_driver_when_the_named_process_exits() -> None:
         capture_output=True,
         text=True,
         timeout=30,
-        env={**os.environ, PARENT_PID_ENV: str(gone)},
+        env={**os.environ, PARENT_PID_ENV: parent_value(gone)},
         check=False,
     )
     assert (early.returncode, early.stdout) == (-signal.SIGKILL, "")
     assert f"(pid {gone}) is gone" in early.stderr
+    # a pid of another host is not watched: the driver runs on
+    elsewhere = subprocess.run(
+        [sys.executable, "-c", driver_code.replace("time.sleep(600)", "")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, PARENT_PID_ENV: f"{gone}@some-other-host"},
+        check=False,
+    )
+    assert (elsewhere.returncode, elsewhere.stdout, elsewhere.stderr) == (0, "watching\n", "")
