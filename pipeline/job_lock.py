@@ -128,13 +128,19 @@ class JobLock:
     def acquire(self) -> None:
         """Take the lock, waiting up to ``timeout_s``; :class:`JobLockedError` names the holder otherwise."""
         got = self._try_acquire(self.timeout_s)
+        waited_s = None
         if not got:
-            got = self._wait_out_dead_holder()
+            got, waited_s = self._wait_out_dead_holder()
         if not got:
             with contextlib.suppress(KazooException):
                 self._lock.cancel()
             holders = self.holders()
             holder = holders[0] if holders else "a run that has just finished"
+            if waited_s is not None:
+                raise JobLockedError(
+                    f"load job {self.job!r}: the ZooKeeper lock {self.path} is still held by {holder} after "
+                    f"waiting {waited_s:.0f} s for a dead holder's session to expire; this run did not start"
+                )
             raise JobLockedError(
                 f"load job {self.job!r} is already running (ZooKeeper lock {self.path} is held by {holder}); "
                 "this run did not start. Wait for it to finish, or raise [load] lock_timeout_ms to wait"
@@ -150,24 +156,26 @@ class JobLock:
         except KazooException as exc:
             raise JobLockedError(f"cannot take the lock {self.path} of job {self.job!r}: {exc}") from exc
 
-    def _wait_out_dead_holder(self) -> bool:
-        """WAITING in the module docstring: while every contender ahead is a dead process of this host,
-        wait for their sessions to expire, at most the session timeout (plus slack) from now."""
+    def _wait_out_dead_holder(self) -> tuple[bool, float | None]:
+        """WAITING in the module docstring: if every contender ahead is a dead process of this host, wait
+        for their sessions to expire, at most the session timeout (plus slack) from now. Returns whether
+        the lock was taken, and how long it waited (None: it did not, the holders may be alive)."""
         holders = self.holders()
         dead = [dead_holder_pid(h) for h in holders]
         if not holders or None in dead:
-            return False
+            return False, None
         bound_s = self.session_timeout_s + _EXPIRY_SLACK_S
         self._say(
             f"job {self.job!r}: the lock {self.path} is held by {holders[0]}, but that process is gone "
             f"(pid {dead[0]} is not running on this host); its ZooKeeper session expires within "
-            f"{self.session_timeout_s:.0f} s: waiting up to {bound_s:.0f} s for it"
+            f"{self.session_timeout_s:g} s: waiting up to {bound_s:g} s for it"
         )
         started = time.monotonic()
         got = self._try_acquire(bound_s)
+        waited_s = time.monotonic() - started
         if got:
-            self._say(f"job {self.job!r}: lock {self.path} taken after {time.monotonic() - started:.1f} s")
-        return got
+            self._say(f"job {self.job!r}: lock {self.path} taken after {waited_s:.1f} s")
+        return got, waited_s
 
     def holders(self) -> list[str]:
         """The identifiers of the contenders, holder first."""

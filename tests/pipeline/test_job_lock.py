@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -64,7 +65,7 @@ HOLDER = """
 import socket, sys, time
 from kazoo.client import KazooClient
 from pipeline.job_lock import JobLock, contender_identifier
-client = KazooClient(hosts=sys.argv[1], timeout=3.0)
+client = KazooClient(hosts=sys.argv[1], timeout=float(sys.argv[2]))
 client.start(timeout=30)
 JobLock(client, "hourly", contender_identifier("r-dead")).acquire()
 print("held", flush=True)
@@ -74,7 +75,10 @@ time.sleep(600)
 
 def test_a_killed_holder_on_this_host_is_waited_out(zk: Any, zk_connect: str) -> None:
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, zk_connect], stdout=subprocess.PIPE, text=True, start_new_session=True
+        [sys.executable, "-c", HOLDER, zk_connect, "3.0"],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     try:
         assert holder.stdout is not None
@@ -137,3 +141,39 @@ def test_pid_alive_tells_a_zombie_from_a_running_process() -> None:
     assert not pid_alive(child.pid)
     assert pid_alive(os.getpid())
     assert dead_holder_pid(f"{socket.gethostname()} pid {os.getpid()} run r") is None
+
+
+def test_a_dead_holder_whose_session_outlives_the_wait_is_refused_saying_so(zk: Any, zk_connect: str) -> None:
+    # the holder's session (30 s) is longer than this run expects (0.5 s + slack): it waits, then gives up
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, zk_connect, "30.0"],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == "held\n"
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=10)
+        said: list[str] = []
+        with pytest.raises(JobLockedError) as caught:
+            JobLock(zk, "hourly", "me", session_timeout_s=0.5, say=said.append).acquire()
+        identifier = f"{socket.gethostname()} pid {holder.pid} run r-dead"
+        message = str(caught.value)
+        assert re.fullmatch(
+            "load job 'hourly': the ZooKeeper lock /etl/jobs/hourly/lock is still held by "
+            f"{re.escape(identifier)}"
+            r" after waiting [45] s for a dead holder's session to expire; this run did not start",
+            message,
+        ), message
+        assert len(said) == 1
+        assert said[0].endswith("its ZooKeeper session expires within 0.5 s: waiting up to 4.5 s for it")
+        # nothing of this run is left behind: only the dead holder's node
+        assert len(zk.get_children(job_lock_path("hourly"))) == 1
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
