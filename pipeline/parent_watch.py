@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import os
 import select
 import signal
@@ -53,10 +52,10 @@ def _load_prctl() -> Callable[..., int] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    except OSError:
+        libc = ctypes.CDLL(None, use_errno=True)  # this process's symbols, libc's among them
+        prctl: Callable[..., int] = libc.prctl
+    except (OSError, AttributeError):
         return None
-    prctl: Callable[..., int] = libc.prctl
     return prctl
 
 
@@ -69,7 +68,7 @@ def set_parent_death_signal(sig: int = signal.SIGKILL) -> bool:
     unsupported."""
     if _PRCTL is None:
         return False
-    return _PRCTL(_PR_SET_PDEATHSIG, ctypes.c_ulong(sig), 0, 0, 0) == 0
+    return _PRCTL(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
 
 
 def die_with_parent(parent_pid: int) -> Callable[[], None]:
