@@ -79,6 +79,8 @@ class DemoOptions:
     spark_master: str = "local[2]"
     #: ``lumber`` as the user types it (shown in the printed commands)
     lumber: str = "lumber"
+    #: added to the environment of the ``lumber`` commands the demo runs (how to print ``lumber``)
+    child_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _fmt(value: int) -> str:
@@ -171,7 +173,12 @@ class Demo:
         """Run ``lumber ARGS`` with ``LUMBER_CONFIG=config_path``, printing its output as it comes (its
         INFO chatter only to the log). Returns its exit code."""
         self.say(f"  $ {self.lumber} {shlex.join(args)}")
-        env = {**os.environ, "LUMBER_CONFIG": str(config_path), "PYTHONUNBUFFERED": "1"}
+        env = {
+            **os.environ,
+            **self.options.child_env,
+            "LUMBER_CONFIG": str(config_path),
+            "PYTHONUNBUFFERED": "1",
+        }
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         process = subprocess.Popen(
             [sys.executable, "-m", "pipeline", *args],
