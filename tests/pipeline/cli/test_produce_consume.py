@@ -108,11 +108,11 @@ def test_console_tools_find_the_cluster_in_zookeeper(broker_cluster: Any, tmp_pa
     config = tmp_path / "lumber.toml"
     config.write_text(f'[zookeeper]\nconnect = "{broker_cluster.zk_connect}"\n')
     produced = lumber("--config", str(config), "produce", "zk-console", "--partition", "1", stdin=b"a\nb\n")
-    assert produced.returncode == 0, produced.stderr
+    assert (produced.returncode, produced.stderr) == (0, b"")
     consumed = lumber(
         "--config", str(config), "consume", "zk-console", "--from-beginning", "--max", "2", "--print-offset"
     )
-    assert consumed.returncode == 0, consumed.stderr
+    assert (consumed.returncode, consumed.stderr) == (0, b"")
     assert consumed.stdout == b"1\t0\ta\n1\t1\tb\n"
 
 
