@@ -79,6 +79,7 @@ def test_the_target_holds_the_source_per_partition_in_order_and_the_audit_counts
     partitions = 4
     source.create_topic("page_view", partitions)
     source.create_topic("not_mirrored", 1)
+    target.create_topic("_audit", 1)  # the mirror tier's audit goes to the target; brokers create no topics
     # 3 windows x 4 partitions x 150 records: keys, null keys and values, extra headers, own timestamps
     produced: Counter[int] = Counter()  # window start -> records
     with producer(source, batch_size=4096, acks="all") as p:
