@@ -58,7 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    verbosity.configure(args)
+    with verbosity.configured(args):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
         code: int = args.handler(args, config)

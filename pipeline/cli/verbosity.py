@@ -17,15 +17,15 @@ requests) are kept at WARNING in commands: ``-v`` shows Lumber's own progress, n
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
+from collections.abc import Iterator
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 #: Libraries that log every routine step at INFO.
 CHATTY_LIBRARIES = ("kazoo", "httpx", "httpcore")
-
-_handler: logging.Handler | None = None
 
 
 def serves(parser: argparse.ArgumentParser) -> None:
@@ -91,17 +91,33 @@ def level_of(args: argparse.Namespace) -> int:
     return logging.WARNING
 
 
-def configure(args: argparse.Namespace) -> None:
-    """Set up logging to stderr for the command of ``args`` (called once, before its handler runs)."""
-    global _handler  # noqa: PLW0603 - one handler per process, replaced by a second main() (the tests)
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to ``sys.stderr`` as it is when a record comes (a test may have replaced it meanwhile)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr  # handle() holds the handler's lock around emit()
+        super().emit(record)
+
+
+@contextlib.contextmanager
+def configured(args: argparse.Namespace) -> Iterator[None]:
+    """Logging to stderr for the command of ``args`` while it runs; the previous setup afterwards (so that
+    ``main()`` called twice in one process, as the tests do, leaves nothing behind)."""
     level = level_of(args)
     root = logging.getLogger()
-    if _handler is not None:
-        root.removeHandler(_handler)
-    _handler = logging.StreamHandler(sys.stderr)
-    _handler.setFormatter(logging.Formatter(FORMAT))
-    root.addHandler(_handler)
-    root.setLevel(level)
+    handler = _StderrHandler()
+    handler.setFormatter(logging.Formatter(FORMAT))
     quiet = level > logging.DEBUG and not getattr(args, "server", False)
-    for name in CHATTY_LIBRARIES:
-        logging.getLogger(name).setLevel(max(level, logging.WARNING) if quiet else logging.NOTSET)
+    libraries = [logging.getLogger(name) for name in CHATTY_LIBRARIES]
+    saved = (root.level, [library.level for library in libraries])
+    root.addHandler(handler)
+    root.setLevel(level)
+    for library in libraries:
+        library.setLevel(max(level, logging.WARNING) if quiet else logging.NOTSET)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(saved[0])
+        for library, library_level in zip(libraries, saved[1], strict=True):
+            library.setLevel(library_level)
