@@ -314,3 +314,49 @@ def avro_json(record: dict[str, Any]) -> dict[str, Any]:
         "referrer": None if record["referrer"] is None else {"string": record["referrer"]},
         "blob": record["blob"].decode("latin-1"),
     }
+
+
+def test_produce_refuses_lines_that_do_not_fit_the_schema_and_sends_the_rest(
+    broker_cluster: Any, load_registry: RegistryProcess, tmp_path: Path
+) -> None:
+    broker_cluster.create_topic("avro-strict", 1)
+    server = servers(broker_cluster)[0]
+    schema_file = tmp_path / "page_view.avsc"
+    schema_file.write_text(json.dumps(SCHEMA))
+    good = avro_json(RECORDS[0])
+    lines = [
+        json.dumps(good),
+        json.dumps({**good, "referrer": "not wrapped"}),  # a union value must name its branch
+        json.dumps({**good, "extra": 1}),
+        "not json",
+        json.dumps({k: v for k, v in good.items() if k != "user"}),
+        json.dumps({**avro_json(RECORDS[1])}),
+    ]
+    produced = lumber(
+        "produce", "avro-strict", "--value-format", "avro", "--schema-file", str(schema_file),
+        "--subject", "strict-views", "--registry-url", load_registry.url, "--bootstrap-server", server,
+        stdin="\n".join(lines).encode() + b"\n",
+    )  # fmt: skip
+    assert produced.returncode == 1
+    errors = produced.stderr.decode().splitlines()
+    assert [e.split(":")[0:2] for e in errors[:4]] == [["lumber", " not sent"]] * 4
+    assert errors[0].startswith(
+        f"lumber: not sent: line 2: does not fit {schema_file}: write a non-null union"
+    )
+    assert errors[1] == f"lumber: not sent: line 3: fields ['extra'] are not in the schema of {schema_file}"
+    assert errors[2].startswith("lumber: not sent: line 4: not JSON: Expecting value")
+    assert errors[3].startswith(f"lumber: not sent: line 5: does not fit {schema_file}: ValueError: no value")
+    assert errors[4:] == ["lumber: 4 line(s) failed, 2 records sent"]
+    with SchemaRegistryClient(load_registry.url) as client:
+        registered = client.get_latest("strict-views")
+        serde = AvroSerde(client)
+        with consumer(broker_cluster, TopicPartition("avro-strict", 0)) as c:
+            sent = [r.value for r in read_records(c, 2)]
+        assert [serde.schema_id_of(v) for v in sent] == [registered.schema_id] * 2
+        assert [serde.decode(v) for v in sent] == [RECORDS[0], RECORDS[1]]
+
+    usage = lumber("produce", "avro-strict", "--value-format", "avro", "--bootstrap-server", server)
+    assert (usage.returncode, usage.stderr) == (
+        2,
+        b"lumber produce: --value-format avro needs --schema-file F.avsc\n",
+    )
