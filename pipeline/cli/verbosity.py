@@ -42,28 +42,33 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 def _add(parser: argparse.ArgumentParser, *, top: bool) -> None:
     # Below the top level the defaults are SUPPRESS, so that an option not given after the command leaves
-    # the one given before it in place (argparse copies a command's namespace over the top-level one).
-    parser.add_argument(
-        "-v",
-        "--verbose",
-        action="count",
-        default=0 if top else argparse.SUPPRESS,
-        help="log INFO (progress, connections); twice: DEBUG (default: warnings and errors only)",
-    )
-    parser.add_argument(
-        "--log-level",
-        type=str.upper,
-        choices=LEVELS,
-        default=None if top else argparse.SUPPRESS,
-        metavar="LEVEL",
-        help="log at this level: " + ", ".join(LEVELS) + " (default: WARNING; INFO for servers)",
-    )
-    parser.add_argument(
-        "--debug",
-        action="store_true",
-        default=False if top else argparse.SUPPRESS,
-        help="log at DEBUG level and show tracebacks",
-    )
+    # the one given before it in place (argparse copies a command's namespace over the top-level one). A
+    # command that has an option of the same name for its own use keeps it.
+    taken = set(parser._option_string_actions)
+    if not {"-v", "--verbose"} & taken:
+        parser.add_argument(
+            "-v",
+            "--verbose",
+            action="count",
+            default=0 if top else argparse.SUPPRESS,
+            help="log INFO (progress, connections); twice: DEBUG (default: warnings and errors only)",
+        )
+    if "--log-level" not in taken:
+        parser.add_argument(
+            "--log-level",
+            type=str.upper,
+            choices=LEVELS,
+            default=None if top else argparse.SUPPRESS,
+            metavar="LEVEL",
+            help="log at this level: " + ", ".join(LEVELS) + " (default: WARNING; INFO for servers)",
+        )
+    if "--debug" not in taken:
+        parser.add_argument(
+            "--debug",
+            action="store_true",
+            default=False if top else argparse.SUPPRESS,
+            help="log at DEBUG level and show tracebacks",
+        )
 
 
 def _commands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
