@@ -362,3 +362,20 @@ def test_produce_refuses_lines_that_do_not_fit_the_schema_and_sends_the_rest(
         2,
         b"lumber produce: --value-format avro needs --schema-file F.avsc\n",
     )
+
+
+def test_json_values_are_checked_on_the_way_in_and_printed_compactly(broker_cluster: Any) -> None:
+    broker_cluster.create_topic("json-lines", 1)
+    server = ["--bootstrap-server", servers(broker_cluster)[0]]
+    lines = b'{"a": 1, "b": ["x\\ny", "\\u00e9"]}\nnope\n'
+    produced = lumber("produce", "json-lines", "--value-format", "json", *server, stdin=lines)
+    assert produced.returncode == 1
+    assert produced.stderr.decode() == (
+        "lumber: not sent: line 2: not JSON: Expecting value: line 1 column 1 (char 0)\n"
+        "lumber: 1 line(s) failed, 1 records sent\n"
+    )
+    consumed = lumber(
+        "consume", "json-lines", "--from-beginning", "--max", "1", "--value-format", "json", *server
+    )
+    assert (consumed.returncode, consumed.stderr) == (0, b"")
+    assert consumed.stdout == '{"a":1,"b":["x\\ny","é"]}\n'.encode()
