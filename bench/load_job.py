@@ -198,6 +198,7 @@ def main() -> int:
         broker = cluster.add_broker()
         servers = [broker.address]
         cluster.create_topic(TOPIC, args.partitions)
+        cluster.create_topic("_audit", 1)  # the load publishes its counts there; brokers create no topics
         schema_id = SchemaRegistryClient(registry.url).register(
             f"{TOPIC}-value", shipped_schema_text("page_view_v2")
         )

@@ -181,10 +181,11 @@ class BrokerConfig:
         metadata={"doc": "Close connections idle for this long.", "min": 1000},
     )
     auto_create_topics: bool = field(
-        default=True,
+        default=False,
         metadata={
             "doc": "Create a topic the first time a client asks for it in a Metadata request that allows it "
-            "(Kafka's auto.create.topics.enable)."
+            "(Kafka's auto.create.topics.enable). Off by default, as production Kafka sets it: a typo in a "
+            "topic name is an error, not a new topic; create topics with `lumber topics create`."
         },
     )
     num_partitions: int = field(

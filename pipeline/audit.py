@@ -11,7 +11,8 @@ topic and validate those counts with the monitoring events". The events come fro
 2. **Select**: the requested topics; of the load tier, the requested job's events only (two jobs loading one
    topic each load it whole).
 3. **Window**: every event is put in the report's window holding its window (the report's ``window_ms`` is
-   the widest among the events unless given; every event's window must divide it, so windows nest). Windows
+   the one given, else the preferred one when the events' windows divide it, else the widest among the
+   events: :func:`report_window_ms`; every event's window must divide it, so windows nest). Windows
    starting in ``[since_ms, until_ms)`` are reported; a window no event mentions is not.
 4. **Count**, per window, with *received* = loaded + malformed (a malformed record reached the load and is in
    its error dataset: it is accounted for, not lost):
@@ -305,10 +306,17 @@ class AuditReport:
 # ---------------------------------------------------------------------------------------------- reconcile
 
 
-def report_window_ms(events: Sequence[AuditEvent], window_ms: int = 0) -> int:
-    """The report's window: ``window_ms`` if given, else the widest event window (every event's window must
-    divide it; raises :class:`AuditError` naming the ones that do not)."""
-    chosen = window_ms or max((e.window_ms for e in events), default=DEFAULT_WINDOW_MS)
+def report_window_ms(events: Sequence[AuditEvent], window_ms: int = 0, preferred_window_ms: int = 0) -> int:
+    """The report's window: ``window_ms`` if given; else ``preferred_window_ms`` (``lumber audit verify``:
+    the loads' interval) when every event's window divides it; else the widest event window. Every event's
+    window must divide the chosen one (raises :class:`AuditError` naming the ones that do not)."""
+    widest = max((e.window_ms for e in events), default=DEFAULT_WINDOW_MS)
+    if window_ms:
+        chosen = window_ms
+    elif preferred_window_ms and all(preferred_window_ms % e.window_ms == 0 for e in events):
+        chosen = preferred_window_ms
+    else:
+        chosen = widest
     odd = sorted({(e.topic, e.tier, e.window_ms) for e in events if chosen % e.window_ms})
     if odd:
         listed = ", ".join(f"{topic} {tier} tier: {w} ms" for topic, tier, w in odd[:5])
@@ -410,10 +418,11 @@ def reconcile(
     topics: Sequence[str] = (),
     job: str | None = None,
     window_ms: int = 0,
+    preferred_window_ms: int = 0,
     unreadable: int = 0,
 ) -> AuditReport:
     """Reconcile ``events`` (see the module docstring). ``topics`` empty: every topic the events mention;
-    ``job`` ``None``: every load job's events."""
+    ``job`` ``None``: every load job's events; the window: :func:`report_window_ms`."""
     if until_ms <= since_ms:
         raise AuditError(
             f"the audit range is empty: until {utc_text(until_ms)} is not after since {utc_text(since_ms)}"
@@ -426,7 +435,7 @@ def reconcile(
         for e in unique.events
         if (not wanted or e.topic in wanted) and (e.tier != "load" or job is None or e.job in (job, None))
     ]
-    width = report_window_ms(selected, window_ms)
+    width = report_window_ms(selected, window_ms, preferred_window_ms)
     buckets: dict[tuple[str, int], list[AuditEvent]] = {}
     for event in selected:
         start = window_start(event.window_start_ms, width)

@@ -50,8 +50,9 @@ class AuditConfig:
     )
     window_ms: int = setting(
         0,
-        "Width of the windows `audit verify` reports in (every event's window must divide it). 0: the widest "
-        "window among the events read.",
+        "Width of the windows `audit verify` reports in (every event's window must divide it). 0: the loads' "
+        "interval, [schedule] every_ms (an hour by default), when the events' windows divide it; else the "
+        "widest window among the events read.",
         min=0,
     )
 

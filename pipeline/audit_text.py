@@ -38,11 +38,14 @@ def _window_cells(w: WindowAudit) -> list[str]:
     ]
 
 
-def render_text(report: AuditReport) -> str:
-    """The report as aligned text (what ``lumber audit verify`` prints)."""
+def render_text(report: AuditReport, window_source: str = "") -> str:
+    """The report as aligned text (what ``lumber audit verify`` prints); ``window_source`` says where the
+    window width came from (in the header, after the width)."""
     lines = [
         f"audit {utc_text(report.since_ms)} .. {utc_text(report.until_ms)} UTC, windows of "
-        f"{duration_text(report.window_ms)}, grace {duration_text(report.grace_ms)}, "
+        f"{duration_text(report.window_ms)}"
+        + (f" ({window_source})" if window_source else "")
+        + f", grace {duration_text(report.grace_ms)}, "
         f"tolerance {report.tolerance}"
         + (f", load job {report.job!r}" if report.job else "")
         + f"; {report.events_unique} events ({report.events_read - report.events_unique} repeats dropped)",
@@ -75,6 +78,9 @@ def render_text(report: AuditReport) -> str:
                 ]
             )
         )
+    if not report.topics:
+        lines.append("")
+        lines.append("no audit events for windows in this range (for any topic)")
     lines.extend(f"note: {note}" for note in report.notes)
     failing = report.failing
     lines.append("")

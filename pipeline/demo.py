@@ -79,6 +79,8 @@ class DemoOptions:
     spark_master: str = "local[2]"
     #: ``lumber`` as the user types it (shown in the printed commands)
     lumber: str = "lumber"
+    #: added to the environment of the ``lumber`` commands the demo runs (how to print ``lumber``)
+    child_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _fmt(value: int) -> str:
@@ -171,7 +173,12 @@ class Demo:
         """Run ``lumber ARGS`` with ``LUMBER_CONFIG=config_path``, printing its output as it comes (its
         INFO chatter only to the log). Returns its exit code."""
         self.say(f"  $ {self.lumber} {shlex.join(args)}")
-        env = {**os.environ, "LUMBER_CONFIG": str(config_path), "PYTHONUNBUFFERED": "1"}
+        env = {
+            **os.environ,
+            **self.options.child_env,
+            "LUMBER_CONFIG": str(config_path),
+            "PYTHONUNBUFFERED": "1",
+        }
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         process = subprocess.Popen(
             [sys.executable, "-m", "pipeline", *args],
@@ -184,7 +191,7 @@ class Demo:
         )
         if process.stdout is None:
             process.kill()
-            raise DemoError(f"could not read the output of `lumber {args[0]}`")
+            raise DemoError(f"could not read the output of `{self.lumber} {args[0]}`")
         try:
             for raw in process.stdout:
                 line = raw.rstrip("\n")
@@ -401,7 +408,7 @@ class Demo:
         self.step(
             "loads", f"Loading each completed hour into Parquet: {spec.hours} spark-submit runs, oldest first"
         )
-        self.say("  (what `lumber etl schedule --every 1h --delay 10m` does after downtime)")
+        self.say(f"  (what `{self.lumber} etl schedule --every 1h --delay 10m` does after downtime)")
         for index in range(spec.hours):
             until = spec.hour_start_ms(index) + HOUR_MS
             self.say()
@@ -519,7 +526,7 @@ class Demo:
             (f"{lumber} topics describe page_view", "partitions and their leaders"),
             (f"{lumber} schemas get page_view-value --version latest", "the evolved schema"),
             (f"{lumber} etl status", "committed offsets, lag, the last run"),
-            (f"{lumber} audit verify --since={_hour(spec.start_ms)} --window 1h", "the audit again"),
+            (f"{lumber} audit verify --since={_hour(spec.start_ms)}", "the audit again, by hour"),
             (f"{lumber} etl schedule --every 1h --delay 10m", "keep loading every hour (Ctrl-C stops)"),
             (f"ls {wh}/_lumber/hourly/manifests/", "the commits: one manifest per run"),
             (f'{python} -c "import duckdb; duckdb.sql(\\"{sql}\\").show()"', "any SQL on the output"),

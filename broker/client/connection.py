@@ -529,8 +529,9 @@ class BrokerConnection:
 
     # ------------------------------------------------------------------------------------------- closing
 
-    def _fail(self, error: ClientError) -> None:
-        """Close the connection because of ``error``, failing every request in flight with it."""
+    def _fail(self, error: ClientError, *, by_client: bool = False) -> None:
+        """Close the connection because of ``error``, failing every request in flight with it
+        (``by_client``: the owner closed it, a normal end that is logged at DEBUG only)."""
         with self._lock:
             if self._closed and not self._pending:
                 return
@@ -544,13 +545,19 @@ class BrokerConnection:
             with contextlib.suppress(OSError):  # wakes the reader, which closes the socket on its way out
                 sock.shutdown(socket.SHUT_RDWR)
         if pending:
-            log.info("%s: failing %d request(s) in flight: %s", self.name, len(pending), error)
+            log.log(
+                logging.DEBUG if by_client else logging.INFO,
+                "%s: failing %d request(s) in flight: %s",
+                self.name,
+                len(pending),
+                error,
+            )
         for request in pending:
             request._complete(None, error)
 
     def close(self, reason: str = "closed by the client") -> None:
         """Close the connection; requests in flight fail with :class:`BrokerConnectionError`. Idempotent."""
-        self._fail(BrokerConnectionError(self.name, reason))
+        self._fail(BrokerConnectionError(self.name, reason), by_client=True)
         reader = self._reader
         if reader is not None and reader is not threading.current_thread():
             reader.join(timeout=5)

@@ -543,7 +543,13 @@ class Fetcher:
     ) -> None:
         """A fetch response (or failure), in the connection's reader thread."""
         if pending.error is not None:
-            log.info("fetch from broker %d failed: %s", node_id, pending.error)
+            # a fetch in flight when the consumer closes fails as its connection closes: not news
+            log.log(
+                logging.DEBUG if self._closed else logging.INFO,
+                "fetch from broker %d failed: %s",
+                node_id,
+                pending.error,
+            )
             self._metadata.request_update()
             self._fetch_failed(node_id, partitions)
             return

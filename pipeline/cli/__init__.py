@@ -2,13 +2,13 @@
 
 Each group module exposes ``register(subparsers)``, which adds its parser and sets ``handler`` to a function
 ``(args, config) -> exit code``. Errors from any Lumber package end the command with their message on stderr
-and exit code 1 (2 for a bad config or usage); a traceback is shown only with ``--debug``.
+and exit code 1 (2 for a bad config or usage); a traceback is shown only with ``--debug``. Commands log
+warnings and errors only, servers INFO; ``-v`` and ``--log-level`` change that (:mod:`.verbosity`).
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 
@@ -27,6 +27,7 @@ from pipeline.cli import (
     produce,
     schemas,
     topics,
+    verbosity,
 )
 from pipeline.config import load_config
 from pipeline.errors import ConfigError, PipelineError
@@ -47,21 +48,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="lumber.toml to read (default: $LUMBER_CONFIG, else ./lumber.toml if present, else defaults)",
     )
-    parser.add_argument("--debug", action="store_true", help="log at DEBUG level and show tracebacks")
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     for group in GROUPS:
         group.register(subparsers)
+    verbosity.add_options(parser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.debug else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    with verbosity.configured(args):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
         code: int = args.handler(args, config)

@@ -8,11 +8,13 @@ reconciles them (:mod:`pipeline.audit` explains every column and status)::
 
 Times are UTC: ``YYYY-MM-DD``, ``YYYY-MM-DDTHH``, ``YYYY-MM-DDTHH:MM[:SS]`` (a trailing ``Z`` or ``+00:00``
 is allowed), ms since the epoch, ``now``, or relative to now: ``-6h``, ``-2d``, ``-30m``. Windows that start
-in ``[since, until)`` are reported; the defaults are the last 24 whole hours up to now. Durations: ``90s``,
-``30m``, ``1h``, ``2h30m``, ``1d``, ``0``. ``--now`` evaluates the grace period as of another moment (a
-reproducible report). The cluster is ``--bootstrap-server``, else ``[consumer] bootstrap_servers``,
-else ``[load] bootstrap_servers``, else ZooKeeper; the registry is ``[load] registry_url``, else
-``[registry] url``.
+in ``[since, until)`` are reported; the defaults are the last 24 whole hours up to now. The windows are
+``--window`` wide, else ``[audit] window_ms``, else the loads' interval (``[schedule] every_ms``, an hour
+by default) when the events' windows divide it, else the widest event window; the header says which.
+Durations: ``90s``, ``30m``, ``1h``, ``2h30m``, ``1d``, ``0``. ``--now`` evaluates the grace period as of
+another moment (a reproducible report). The cluster is ``--bootstrap-server``, else ``[consumer]
+bootstrap_servers``, else ``[load] bootstrap_servers``, else ZooKeeper; the registry is ``[load]
+registry_url``, else ``[registry] url``.
 
 Output: the table (default), ``--json`` instead, and ``--html FILE`` in addition (a page with a chart per
 topic). Exit code 0 when no window is INCOMPLETE, 3 when one is (missing or duplicate beyond the tolerance
@@ -101,7 +103,11 @@ def register(subparsers: Any) -> None:
     jobs = verify.add_mutually_exclusive_group()
     jobs.add_argument("--job", help="count the load tier of this job only (default: [load] job)")
     jobs.add_argument("--all-jobs", action="store_true", help="count the load tier of every job")
-    verify.add_argument("--window", help="report window width, e.g. 1h (default: [audit] window_ms)")
+    verify.add_argument(
+        "--window",
+        help="report window width, e.g. 1h (default: [audit] window_ms, else the loads' interval, "
+        "[schedule] every_ms)",
+    )
     verify.add_argument("--now", help="evaluate the grace period as of this time (default: now)")
     verify.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
     verify.add_argument("--html", type=Path, metavar="FILE", help="also write the report as an HTML page")
@@ -181,12 +187,14 @@ def _run_verify(args: argparse.Namespace, config: LumberConfig, settings: _Setti
         topics=args.topic,
         job=settings.job,
         window_ms=settings.window_ms,
+        preferred_window_ms=config.schedule.every_ms,
         unreadable=read.unreadable,
     )
+    source = _window_source(args, config, report.window_ms)
     if args.json:
-        print(json.dumps(report.to_json(), indent=2))
+        print(json.dumps({**report.to_json(), "window_source": source}, indent=2))
     else:
-        print(render_text(report), end="")
+        print(render_text(report, source), end="")
     if args.html is not None:
         from pipeline.audit_html import render_html  # noqa: PLC0415 - matplotlib only for --html
 
@@ -195,3 +203,14 @@ def _run_verify(args: argparse.Namespace, config: LumberConfig, settings: _Setti
         if not args.json:
             print(f"wrote {args.html}")
     return 0 if report.ok else FAILED_EXIT_CODE
+
+
+def _window_source(args: argparse.Namespace, config: LumberConfig, window_ms: int) -> str:
+    """Where the report's window width came from, for its header."""
+    if args.window:
+        return "--window"
+    if config.audit.window_ms:
+        return "[audit] window_ms"
+    if window_ms == config.schedule.every_ms:
+        return "the loads' interval, [schedule] every_ms; --window to change"
+    return "the widest window the events count in; --window to change"

@@ -1,7 +1,8 @@
 """``lumber broker start``: run one broker in the foreground until Ctrl-C or SIGTERM.
 
 The broker is configured by ``[broker]`` (id, listener, threads, topic defaults), ``[log]`` (storage) and
-``[zookeeper]`` of ``lumber.toml``; the options override single keys. It logs to stderr; it is ready once
+``[zookeeper]`` of ``lumber.toml``; the options override single keys. It logs INFO to stderr (``--log-level``
+changes that; see :mod:`pipeline.cli.verbosity`); it is ready once
 it logs "is up" (and ``/brokers/ids/<id>`` exists in ZooKeeper). Exit codes: 0 after a clean shutdown,
 1 when it cannot start (the message names why: ZooKeeper unreachable, id taken, log dir locked, port taken).
 """
@@ -17,6 +18,7 @@ from types import FrameType
 from typing import Any
 
 from broker.server.broker_server import BrokerServer, ZooKeeperSettings
+from pipeline.cli.verbosity import serves
 from pipeline.config import LumberConfig
 
 
@@ -32,6 +34,7 @@ def register(subparsers: Any) -> None:
     )
     start.add_argument("--zookeeper-connect", help="ZooKeeper connect string (default: [zookeeper] connect)")
     start.set_defaults(handler=_start)
+    serves(start)
 
 
 def _start(args: argparse.Namespace, config: LumberConfig) -> int:
@@ -46,9 +49,6 @@ def _start(args: argparse.Namespace, config: LumberConfig) -> int:
         connect=args.zookeeper_connect or config.zookeeper.connect,
         session_timeout_ms=config.zookeeper.session_timeout_ms,
         connect_timeout_ms=config.zookeeper.connect_timeout_ms,
-    )
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     server = BrokerServer(broker_config, log_config, zookeeper)
 

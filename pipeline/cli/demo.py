@@ -7,13 +7,11 @@ what was produced, 1 otherwise; the stack keeps running either way (``lumber dev
 from __future__ import annotations
 
 import argparse
-import logging
-import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
+from pipeline.cli.invocation import INVOKED_AS_ENV, invoked_as
 from pipeline.config import LumberConfig
 from pipeline.demo import DemoOptions, run_demo
 
@@ -38,31 +36,16 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=_demo)
 
 
-def _invoked_as() -> str:
-    """How the user ran ``lumber`` (``.venv/bin/lumber`` under make): the printed commands work as typed."""
-    argv0 = sys.argv[0] if sys.argv else ""
-    if not argv0.endswith("lumber"):
-        return "lumber"
-    found = shutil.which("lumber")
-    if found and os.path.realpath(found) == os.path.realpath(argv0):
-        return "lumber"
-    try:
-        return str(Path(argv0).absolute().relative_to(Path.cwd()))
-    except ValueError:
-        return argv0
-
-
 def _demo(args: argparse.Namespace, config: LumberConfig) -> int:
     if not 1 <= args.brokers <= 16 or not 1 <= args.hours <= 24:
         print("lumber demo: --brokers must be 1-16 and --hours 1-24", file=sys.stderr)
         return 2
-    if not args.debug:  # the steps' own lines are the progress; the clients' INFO chatter is not
-        logging.getLogger().setLevel(logging.WARNING)
     options = DemoOptions(
         state_dir=args.state_dir,
         brokers=args.brokers,
         hours=args.hours,
         spark_master=args.master,
-        lumber=_invoked_as(),
+        lumber=invoked_as(),
+        child_env={INVOKED_AS_ENV: invoked_as()},
     )
     return run_demo(options, config)

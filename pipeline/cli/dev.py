@@ -1,4 +1,9 @@
-"""``lumber dev up|status|down``: the local stack of real services on 127.0.0.1."""
+"""``lumber dev up|status|down``: the local stack of real services on 127.0.0.1.
+
+``--json`` prints :meth:`pipeline.dev.dev_stack.DevStack.summary`: ``bootstrap_servers``,
+``zookeeper_connect`` and ``registry_url`` at the top, then every service. The commands the output
+suggests (``dev down`` with the same ``--state-dir`` and ``--config``) work as printed.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pipeline.cli.invocation import suggest
 from pipeline.config import LumberConfig
 from pipeline.dev.dev_stack import DevStack
 from pipeline.errors import DevStackError
@@ -44,6 +50,11 @@ def _stack(args: argparse.Namespace, config: LumberConfig) -> DevStack:
     return DevStack(config, args.state_dir)
 
 
+def _down_command(args: argparse.Namespace) -> str:
+    """``lumber dev down`` for the stack ``args`` name, as the user types it."""
+    return suggest(args, "dev", "down", *(("--state-dir", args.state_dir) if args.state_dir else ()))
+
+
 def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print(json.dumps(summary, indent=2))
@@ -63,12 +74,14 @@ def _up(args: argparse.Namespace, config: LumberConfig) -> int:
         config = dataclasses.replace(config, dev=dataclasses.replace(config.dev, brokers=args.brokers))
     stack = _stack(args, config)
     progress = (lambda _msg: None) if args.json else (lambda msg: print(f"... {msg}", file=sys.stderr))
-    summary = stack.up(progress=progress)
+    summary = stack.up(progress=progress, down_command=_down_command(args))
     _print_summary(summary, args.json)
     if not args.json:
         print(f"\nZooKeeper: {summary['zookeeper_connect']}")
+        print(f"Brokers:   {','.join(summary['bootstrap_servers']) or '(none)'}")
+        print(f"Registry:  {summary['registry_url']}")
         print(f"Point other commands at this stack with:  export LUMBER_CONFIG={summary['config_path']}")
-        print("Stop it with:  lumber dev down" + (f" --state-dir {args.state_dir}" if args.state_dir else ""))
+        print(f"Stop it with:  {_down_command(args)}")
     return 0
 
 

@@ -114,6 +114,8 @@ def _list(args: argparse.Namespace, config: LumberConfig, admin: GroupAdmin) -> 
     if args.json:
         print(json.dumps(rows))
         return 0
+    if not rows:
+        print("no consumer groups")
     for row in rows:
         generation = "-" if row["generation"] is None else row["generation"]
         print(f"{row['group']}\tmembers {row['members']}\tgeneration {generation}")

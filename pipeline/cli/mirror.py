@@ -30,6 +30,7 @@ from typing import Any
 
 from broker.mirror import Mirror
 from broker.mirror_config import MirrorConfig
+from pipeline.cli.verbosity import serves
 from pipeline.config import LumberConfig
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,7 @@ def register(subparsers: Any) -> None:
         help="look for new matching source topics this often (default: 10000; 0: only at the start)",
     )
     parser.set_defaults(handler=_mirror)
+    serves(parser)
 
 
 def _mirror(args: argparse.Namespace, config: LumberConfig) -> int:

@@ -14,6 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from pipeline.cli.verbosity import serves
 from pipeline.config import LumberConfig
 from schemas.client import SchemaRegistryClient
 from schemas.errors import SchemaError
@@ -32,6 +33,7 @@ def register(subparsers: Any) -> None:
     serve.add_argument("--port", type=int, help="port to listen on (default: [registry] port)")
     serve.add_argument("--zookeeper-connect", help="ZooKeeper connect string (default: [zookeeper] connect)")
     serve.set_defaults(handler=_serve)
+    serves(serve)
 
     reg = sub.add_parser("register", help="register a schema file under a subject; print its id and version")
     reg.add_argument("subject")
@@ -148,6 +150,8 @@ def _list(args: argparse.Namespace, config: LumberConfig) -> int:
         subjects = client.subjects(deleted=args.deleted)
     if args.json:
         print(json.dumps(subjects))
+    elif not subjects:
+        print("no subjects" + (" (not even soft-deleted ones)" if args.deleted else ""))
     else:
         for subject in subjects:
             print(subject)

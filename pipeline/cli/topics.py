@@ -133,6 +133,8 @@ def _list(args: argparse.Namespace, admin: TopicAdmin) -> int:
     topics = admin.list_topics()
     if args.json:
         print(json.dumps(topics))
+    elif not topics:
+        print("no topics")
     else:
         for topic in topics:
             print(topic)

@@ -3,8 +3,13 @@
 State folder layout (``--state-dir``, default ``.lumber``)::
 
     <state_dir>/stack.json       what is running: one entry per service (pid, start time, ports, log)
-    <state_dir>/lumber.toml      a config file that points clients at this stack
-    <state_dir>/<service>/       each service's config, data and log
+    <state_dir>/lumber.toml      the stack's config: clients read it, and every service starts from it
+    <state_dir>/<service>/       each service's config, data and log (broker-N/logs: broker N's log dir)
+
+``lumber.toml`` describes the stack as it runs: ZooKeeper's and the registry's addresses, ``[dev]
+state_dir``, and in ``[broker]`` and ``[log]`` broker 0 (its id, port and log dir); broker N starts from
+the same file with ``--id N --port <broker_port + N> --log-dir <state_dir>/broker-N/logs``, as a comment at
+its top says.
 
 ``stack.json``::
 
@@ -14,8 +19,11 @@ State folder layout (``--state-dir``, default ``.lumber``)::
 
 ``up`` refuses when the stack is already up or a port it needs is taken, starts the services in order and
 waits until each answers, and writes ``stack.json`` after every start, so ``down`` can always stop what was
-started even if ``up`` failed half-way. ``down`` stops exactly the recorded processes, by pid (checked against
-their start time), in reverse order; ``--purge`` also deletes the state folder.
+started even if ``up`` failed half-way. Brokers do not create topics on demand (``[broker]
+auto_create_topics`` is off), so ``up`` creates the audit topic (``[audit] topic``) that producers and load
+jobs publish their counts to, as Kafka's brokers create their internal topics. ``down`` stops exactly the
+recorded processes, by pid (checked against their start time), in reverse order; ``--purge`` also deletes
+the state folder.
 """
 
 from __future__ import annotations
@@ -33,7 +41,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
 
+from broker.cluster.errors import ClusterError, TopicExistsError
+from broker.cluster.topic_admin import TopicAdmin
 from pipeline.config import LumberConfig, dump_config
 from pipeline.dev.process import ProcessHandle, port_in_use, start_and_wait, stop
 from pipeline.dev.zookeeper_server import ZooKeeperServer
@@ -108,9 +121,35 @@ class DevStack:
             port=self.config.dev.registry_port,
             url=f"http://127.0.0.1:{self.config.dev.registry_port}",
         )
-        return dataclasses.replace(
-            self.config, zookeeper=zookeeper, dev=dev, registry=registry, source=str(self.config_path)
+        broker = dataclasses.replace(
+            self.config.broker, broker_id=0, host="127.0.0.1", port=self.config.dev.broker_port
         )
+        log = dataclasses.replace(self.config.log, log_dirs=[str(self.broker_log_dir(0))])
+        return dataclasses.replace(
+            self.config,
+            zookeeper=zookeeper,
+            dev=dev,
+            registry=registry,
+            broker=broker,
+            log=log,
+            source=str(self.config_path),
+        )
+
+    def broker_log_dir(self, broker_id: int) -> Path:
+        return self.state_dir / f"broker-{broker_id}" / "logs"
+
+    def config_text(self) -> str:
+        """``lumber.toml`` of the stack (see the module docstring)."""
+        dev = self.config.dev
+        header = [
+            f"# written by `lumber dev up`: the config of the stack in {self.state_dir}",
+            (
+                f"# [broker] and [log] describe broker 0; broker N (of {dev.brokers}) runs with --id N "
+                f"--port {dev.broker_port}+N --log-dir {self.state_dir}/broker-N/logs"
+            ),
+            "",
+        ]
+        return "\n".join(header) + dump_config(self.stack_config())
 
     def services(self) -> list[ServiceSpec]:
         """The services ``up`` starts, in start order: ZooKeeper, the brokers, then the schema registry."""
@@ -175,7 +214,7 @@ class DevStack:
             "--port",
             str(port),
             "--log-dir",
-            str(base / "logs"),
+            str(self.broker_log_dir(broker_id)),
             "--zookeeper-connect",
             zookeeper_connect,
         ]
@@ -216,13 +255,21 @@ class DevStack:
 
     # -- commands ----------------------------------------------------------------------------------------
 
-    def up(self, progress: Callable[[str], None] = lambda _msg: None) -> dict[str, Any]:
-        """Start every service and wait until each is ready; return the connection summary."""
+    def up(
+        self,
+        progress: Callable[[str], None] = lambda _msg: None,
+        *,
+        down_command: str = "lumber dev down",
+    ) -> dict[str, Any]:
+        """Start every service and wait until each is ready; return the connection summary.
+
+        ``down_command`` is what the refusal of a stack that is already up tells the user to run: the CLI
+        passes the command as the user would type it (with its ``--state-dir``)."""
         running = [s for s in self.read_state() if s.process.is_running()]
         if running:
             pids = ", ".join(f"{s.name} pid {s.process.pid}" for s in running)
             raise DevStackError(
-                f"the stack in {self.state_dir} is already up ({pids}); run `lumber dev down` first"
+                f"the stack in {self.state_dir} is already up ({pids}); stop it first with:  {down_command}"
             )
         specs = self.services()
         for spec in specs:
@@ -233,7 +280,7 @@ class DevStack:
                         f"(stop what holds it, or choose another port in [dev] of lumber.toml)"
                     )
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.config_path.write_text(dump_config(self.stack_config()))
+        self.config_path.write_text(self.config_text())
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
         started: list[ServiceState] = []
         self._write_state(started, started_at)
@@ -251,18 +298,44 @@ class DevStack:
                     spec.name, spec.argv(), spec.log_path, spec.is_ready, timeout_s, on_spawned=record
                 )
                 progress(f"{spec.name} is ready (pid {handle.pid})")
+            if self.config.dev.brokers:
+                self._create_audit_topic(progress)
         except BaseException:
             self.down()
             raise
         return self.summary()
 
+    def _create_audit_topic(self, progress: Callable[[str], None]) -> None:
+        """Create ``[audit] topic`` (``[broker] num_partitions`` partitions) unless it exists."""
+        config = self.stack_config()
+        topic = config.audit.topic
+        client = KazooClient(
+            hosts=config.zookeeper.connect, timeout=config.zookeeper.session_timeout_ms / 1000
+        )
+        try:
+            client.start(timeout=config.zookeeper.connect_timeout_ms / 1000)
+            TopicAdmin(client).create_topic(topic, config.broker.num_partitions)
+        except TopicExistsError:
+            return
+        except (KazooTimeoutError, KazooException, ClusterError) as exc:
+            raise DevStackError(f"cannot create the audit topic {topic!r}: {exc}") from exc
+        finally:
+            client.stop()
+            client.close()
+        progress(f"created the audit topic {topic!r}")
+
     def summary(self) -> dict[str, Any]:
-        """What is recorded and whether each process is alive: the JSON that ``--json`` prints."""
+        """What is recorded and whether each process is alive: the JSON that ``--json`` prints, with the
+        addresses a client needs at the top (``bootstrap_servers``, ``zookeeper_connect``,
+        ``registry_url``)."""
         services = self.read_state()
+        stack = self.stack_config()
         return {
             "state_dir": str(self.state_dir),
             "config_path": str(self.config_path),
-            "zookeeper_connect": self.stack_config().zookeeper.connect,
+            "bootstrap_servers": [s.endpoint for s in services if s.name.startswith("broker-")],
+            "zookeeper_connect": stack.zookeeper.connect,
+            "registry_url": stack.registry.url,
             "services": [
                 {
                     "name": s.name,

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+import logging
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pipeline import __version__
+from pipeline.cli import build_parser, verbosity
 
 
 def run_lumber(*args: str) -> subprocess.CompletedProcess[str]:
@@ -34,3 +39,39 @@ def test_config_error_exit_code_and_message(tmp_path: Path) -> None:
     assert result.stderr.strip() == (
         f"lumber: config error: {bad}: key 'dev.zookeeper_port' must be at least 1, got -1"
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "level"),
+    [
+        (["topics", "list"], logging.WARNING),  # a command: warnings and errors only
+        (["-v", "topics", "list"], logging.INFO),
+        (["topics", "list", "-v"], logging.INFO),  # after the command too
+        (["topics", "list", "-vv"], logging.DEBUG),
+        (["--log-level", "error", "topics", "list"], logging.ERROR),
+        (["-v", "topics", "list", "--log-level", "CRITICAL"], logging.CRITICAL),
+        (["topics", "list", "--debug"], logging.DEBUG),
+        (["broker", "start"], logging.INFO),  # servers keep INFO
+        (["schemas", "serve"], logging.INFO),
+        (["mirror", "--source-zookeeper", "a", "--target-zookeeper", "b", "--topics", "t"], logging.INFO),
+        (["broker", "start", "--log-level", "WARNING"], logging.WARNING),
+    ],
+)
+def test_commands_are_quiet_and_servers_log_info(argv: list[str], level: int) -> None:
+    assert verbosity.level_of(build_parser().parse_args(argv)) == level
+
+
+def test_a_bad_log_level_is_a_usage_error() -> None:
+    result = run_lumber("topics", "list", "--log-level", "loud")
+    assert result.returncode == 2
+    assert "argument --log-level: invalid choice: 'LOUD'" in result.stderr
+
+
+def test_make_help_lists_every_target_the_readme_names() -> None:
+    root = Path(__file__).resolve().parents[2]
+    named = set(re.findall(r"`make ([a-z]+)", (root / "README.md").read_text()))
+    assert {"venv", "pytest", "bench", "lint", "typecheck", "demo", "test", "clean"} <= named
+    shown = subprocess.run(["make", "-s", "help"], cwd=root, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    listed = {line.split()[1] for line in shown.stdout.splitlines() if line.startswith("make ")}
+    assert named - {"help"} <= listed, named - listed

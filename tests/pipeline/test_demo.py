@@ -5,13 +5,14 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from pipeline.config import LumberConfig, config_from_mapping
+from pipeline.config import LumberConfig, config_from_mapping, load_config
 from pipeline.demo import MARKER_FILE, Demo, DemoError, DemoOptions, format_table, warehouse_tree
 from pipeline.dev.dev_stack import DevStack
 from pipeline.dev.process import ProcessHandle, free_port, process_start_ticks
@@ -98,12 +99,11 @@ def test_a_small_demo_runs_end_to_end(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LUMBER_")} | ports
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     config = config_from_mapping({}, env=ports)
+    lumber = Path(sys.executable).parent / "lumber"
     try:
         done = subprocess.run(
             [
-                sys.executable,
-                "-m",
-                "pipeline",
+                str(lumber),  # as `make demo` runs it: every command the demo prints starts the same way
                 "demo",
                 "--brokers",
                 "1",
@@ -129,7 +129,18 @@ def test_a_small_demo_runs_end_to_end(tmp_path: Path) -> None:
         assert "ok: page_view" in out
         assert "ok: click" in out
         assert "ok: search" in out
-        assert "lumber dev down --state-dir demo " in out  # relative to the working directory
+        assert f"{lumber} dev down --state-dir demo " in out  # relative to the working directory
+        assert f"$ {lumber} dev up --brokers 1 --state-dir demo" in out
+        assert f"Stop it with:  {lumber} dev down --state-dir demo" in out  # printed by `dev up` itself
+        # a command (`lumber etl run: ...` is a message prefix): none without the lumber that was run
+        bare = [
+            line for line in out.splitlines() if re.search(r"(^|[\s`$])lumber [a-z]+ [a-z-]+\b(?!:)", line)
+        ]
+        assert bare == []
+        # the config the stack wrote describes it: broker 0's log dir is where its data is
+        stack = load_config(state / "lumber.toml", env={})
+        assert stack.log.log_dirs == [str(state / "broker-0" / "logs")]
+        assert (state / "broker-0" / "logs" / "page_view-0").is_dir()
         assert (state / "audit.html").is_file()
         assert list((state / "warehouse" / "_errors" / "page_view").glob("dt=*/hr=*/*.parquet"))
         assert DevStack(config, state).summary()["services"], "the stack should keep running after the demo"

@@ -27,6 +27,8 @@ def lumber(registry: RegistryProcess, *args: str) -> subprocess.CompletedProcess
 
 
 def test_register_get_list(registry: RegistryProcess) -> None:
+    empty = lumber(registry, "list")
+    assert (empty.returncode, empty.stdout, empty.stderr) == (0, "no subjects\n", "")
     first = lumber(registry, "register", "page_view-value", str(AVRO_DIR / "page_view.avsc"))
     assert first.returncode == 0, first.stderr
     assert (
@@ -50,7 +52,8 @@ def test_register_get_list(registry: RegistryProcess) -> None:
     assert json.loads(latest.stdout.split("\n", 1)[1]) == shipped_schema("page_view_v2").to_json()
 
     lumber(registry, "register", "click-value", str(AVRO_DIR / "click.avsc"))
-    assert lumber(registry, "list").stdout == "click-value\npage_view-value\n"
+    listed = lumber(registry, "list")
+    assert (listed.stdout, listed.stderr) == ("click-value\npage_view-value\n", "")
     assert json.loads(lumber(registry, "list", "--json").stdout) == ["click-value", "page_view-value"]
 
 

@@ -50,6 +50,8 @@ def load_registry(
 # ---------------------------------------------------------------------------------------------- data
 
 HOUR_MS = 3_600_000
+#: ``[audit] topic``: where the load publishes its counts (created by the stack, as ``lumber dev up`` does)
+AUDIT_TOPIC = "_audit"
 #: 2026-11-22T08:00:00Z: event times in the tests are hours from here.
 BASE_MS = 1_795_334_400_000
 
@@ -283,6 +285,10 @@ def load_stack(
     """A :class:`LoadStack` on ``cluster``; ``producer`` settings override linger 5 ms, acks all."""
     topic = unique_topic("page_view")
     cluster.create_topic(topic, partitions)
+    if (
+        AUDIT_TOPIC not in cluster.admin.list_topics()
+    ):  # the load publishes its counts; brokers create no topics
+        cluster.create_topic(AUDIT_TOPIC, 1)
     client = SchemaRegistryClient(registry.url)
     v1 = client.register(f"{topic}-value", shipped_schema_text("page_view"))
     v2 = client.register(f"{topic}-value", shipped_schema_text("page_view_v2"))

@@ -147,6 +147,7 @@ def test_an_audited_producer_publishes_what_was_confirmed_every_interval_and_on_
     broker_cluster: Any, registry: RegistryProcess
 ) -> None:
     broker_cluster.create_topic("pv", 2)
+    broker_cluster.create_topic("_audit", 1)
     p = producer(
         broker_cluster,
         acks="1",
@@ -222,6 +223,7 @@ def test_a_clean_close_publishes_the_counts_an_interval_never_reached(
     broker_cluster: Any, registry: RegistryProcess
 ) -> None:
     broker_cluster.create_topic("pv", 1)
+    broker_cluster.create_topic("_audit", 1)
     with producer(
         broker_cluster, acks="0", audit_interval_ms=3_600_000, audit_registry_url=registry.url
     ) as p:

@@ -113,7 +113,7 @@ def test_three_brokers_spread_a_twelve_partition_topic(start_cluster: Callable[.
 
 
 def test_metadata_auto_creates_only_when_allowed(start_cluster: Callable[..., BrokerCluster]) -> None:
-    cluster = start_cluster(1, num_partitions=3)
+    cluster = start_cluster(1, num_partitions=3, auto_create_topics=True)
     conn = connect(cluster.brokers[0])
     try:
         no = conn.request(
@@ -129,7 +129,7 @@ def test_metadata_auto_creates_only_when_allowed(start_cluster: Callable[..., Br
         conn.close()
     assert cluster.admin.describe_topic("fresh") == {0: (0,), 1: (0,), 2: (0,)}
 
-    off = start_cluster(1, auto_create_topics=False)
+    off = start_cluster(1)  # the default: off, as production Kafka sets it
     conn = connect(off.brokers[0])
     try:
         answer = conn.request(MetadataRequest(topics=[MetadataRequestTopic(name="fresh")]))

@@ -70,15 +70,20 @@ def test_verify_prints_the_table_json_and_html_and_exits_by_the_verdict(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     at = T0 + 2 * HOUR
+    broker_cluster.create_topic("_audit", 1)  # brokers do not create topics on demand
     good = [producer_event(0, 5, "web-1", at), producer_event(0, 3, "web-2", at), load_event(0, 8, at + 1)]
     publish(broker_cluster, load_registry, [*good, good[0]])  # an event published twice counts once
     verify = ["--config", str(config_path), "audit", "verify", "--topic", "pv"]
     window = ["--since", "2026-11-22T08", "--until", "2026-11-22T09", "--now", "2026-11-22T12"]
     capsys.readouterr()
+    # events count in 10-minute windows; the report's default is the loads' interval, an hour, and says so
     assert lumber([*verify, *window]) == 0
-    assert capsys.readouterr().out == (
-        "audit 2026-11-22 08:00 .. 2026-11-22 09:00 UTC, windows of 10m, grace 1h, tolerance 0, load job "
-        "'hourly'; 3 events (1 repeats dropped)\n"
+    out, err = capsys.readouterr()
+    assert err == ""  # nothing on stderr
+    assert out == (
+        "audit 2026-11-22 08:00 .. 2026-11-22 09:00 UTC, windows of 1h (the loads' interval, [schedule] "
+        "every_ms; --window to change), grace 1h, tolerance 0, load job 'hourly'; 3 events (1 repeats "
+        "dropped)\n"
         "\n"
         "topic pv\n"
         "  window (UTC)       expected     loaded   missing  duplicate    late  malformed   no ts  status\n"
@@ -88,6 +93,11 @@ def test_verify_prints_the_table_json_and_html_and_exits_by_the_verdict(
         "\n"
         "OK\n"
     )
+    assert lumber([*verify, *window, "--window", "10m"]) == 0
+    assert capsys.readouterr().out.startswith(
+        "audit 2026-11-22 08:00 .. 2026-11-22 09:00 UTC, windows of 10m (--window), grace 1h"
+    )
+    verify += ["--window", "10m"]
 
     # a window short by 2, one with a malformed record, and a record that is no audit event
     publish(
@@ -141,6 +151,29 @@ def test_verify_refuses_bad_arguments_and_a_missing_audit_topic(
     assert "expected a count of messages" in capsys.readouterr().err
     assert lumber(verify) == 1
     assert "the audit topic _audit does not exist" in capsys.readouterr().err
+
+
+def test_verify_of_an_empty_audit_topic_says_so(
+    broker_cluster: Any, config_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broker_cluster.create_topic("_audit", 1)
+    capsys.readouterr()
+    args = [
+        "--config",
+        str(config_path),
+        "audit",
+        "verify",
+        "--since",
+        "2026-11-22T08",
+        "--until",
+        "2026-11-22T09",
+    ]
+    assert lumber(args) == 0
+    out, err = capsys.readouterr()
+    assert (out.splitlines()[1:], err) == (
+        ["", "no audit events for windows in this range (for any topic)", "", "OK"],
+        "",
+    )
 
 
 def test_times_and_durations() -> None:

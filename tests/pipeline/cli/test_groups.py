@@ -41,6 +41,9 @@ def test_list_describe_and_reset_a_live_group(broker_cluster: Any, tmp_path: Pat
         f'[zookeeper]\nconnect = "{broker_cluster.zk_connect}"\n\n'
         f"[consumer]\nbootstrap_servers = {json.dumps(servers(broker_cluster))}\nrequest_timeout_ms = 5000\n"
     )
+    empty = lumber(config, "list")
+    assert (empty.returncode, empty.stdout, empty.stderr) == (0, "no consumer groups\n", "")
+    assert lumber(config, "list", "--json").stdout == "[]\n"
     with member(broker_cluster, "audit", auto_commit_enable=False) as m:
         m.subscribe("events")
         wait_settled(broker_cluster, "audit", "events", 2, [m], 15)
@@ -48,7 +51,11 @@ def test_list_describe_and_reset_a_live_group(broker_cluster: Any, tmp_path: Pat
         m.commit()
 
         listed = lumber(config, "list")
-        assert (listed.returncode, listed.stdout) == (0, "audit\tmembers 1\tgeneration 1\n"), listed.stderr
+        assert (listed.returncode, listed.stdout, listed.stderr) == (
+            0,
+            "audit\tmembers 1\tgeneration 1\n",
+            "",
+        )
 
         described = lumber(config, "describe", "--group", "audit", "--json")
         assert described.returncode == 0, described.stderr

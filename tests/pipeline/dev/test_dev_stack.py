@@ -2,14 +2,17 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
 import pytest
 
+from pipeline.config import load_config
 from pipeline.dev.process import free_port, port_in_use
 from tests.support.zookeeper import new_client
 
@@ -19,7 +22,11 @@ pytestmark = pytest.mark.zookeeper
 BROKER_PORT = free_port()
 
 
-def lumber(state_dir: Path, port: int, registry_port: int, *args: str) -> subprocess.CompletedProcess[str]:
+#: the `lumber` a user runs (the commands it suggests start with it)
+LUMBER = Path(sys.executable).parent / "lumber"
+
+
+def stack_env(port: int, registry_port: int) -> dict[str, str]:
     env = {
         **os.environ,
         "LUMBER_DEV__ZOOKEEPER_PORT": str(port),
@@ -27,13 +34,31 @@ def lumber(state_dir: Path, port: int, registry_port: int, *args: str) -> subpro
         "LUMBER_DEV__BROKER_PORT": str(BROKER_PORT),
     }
     env.pop("LUMBER_CONFIG", None)
+    return env
+
+
+def lumber(state_dir: Path, port: int, registry_port: int, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pipeline", "dev", *args, "--state-dir", str(state_dir)],
         capture_output=True,
         text=True,
         timeout=180,
-        env=env,
+        env=stack_env(port, registry_port),
         cwd=state_dir.parent,
+    )
+
+
+def as_typed(
+    command: Sequence[str], cwd: Path, port: int, registry_port: int
+) -> subprocess.CompletedProcess[str]:
+    """``command`` run as a user types it, in ``cwd``."""
+    return subprocess.run(
+        list(command),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=stack_env(port, registry_port),
+        cwd=cwd,
     )
 
 
@@ -51,7 +76,12 @@ def test_up_connect_status_down(tmp_path: Path) -> None:
     up = lumber(state_dir, port, registry_port, "up", "--json")
     assert up.returncode == 0, up.stderr
     summary = json.loads(up.stdout)
+    assert list(summary)[:5] == [
+        "state_dir", "config_path", "bootstrap_servers", "zookeeper_connect", "registry_url",
+    ]  # fmt: skip
+    assert summary["bootstrap_servers"] == [f"127.0.0.1:{BROKER_PORT}"]
     assert summary["zookeeper_connect"] == f"127.0.0.1:{port}"
+    assert summary["registry_url"] == f"http://127.0.0.1:{registry_port}"
     zookeeper, broker, registry = summary["services"]
     assert (zookeeper["name"], broker["name"], registry["name"]) == ("zookeeper", "broker-0", "registry")
     assert broker["endpoint"] == f"127.0.0.1:{BROKER_PORT}"
@@ -64,8 +94,9 @@ def test_up_connect_status_down(tmp_path: Path) -> None:
         client = new_client(summary["zookeeper_connect"])
         client.create("/hello", b"world")
         assert client.get("/hello")[0] == b"world"
-        # the broker registered itself
+        # the broker registered itself; the audit topic exists (brokers do not create topics on demand)
         assert json.loads(client.get("/brokers/ids/0")[0])["port"] == BROKER_PORT
+        assert json.loads(client.get("/brokers/topics/_audit")[0])["partitions"] == {"0": [0]}
         client.stop()
         client.close()
 
@@ -83,21 +114,33 @@ def test_up_connect_status_down(tmp_path: Path) -> None:
         assert status.returncode == 0
         assert [s["pid"] for s in json.loads(status.stdout)["services"]] == [pid, broker_pid, registry_pid]
 
-        again = lumber(state_dir, port, registry_port, "up")
-        assert again.returncode == 1
-        assert (
-            f"already up (zookeeper pid {pid}, broker-0 pid {broker_pid}, registry pid {registry_pid})"
-            in (again.stderr)
-        )
+        # the config of the stack describes it: ZooKeeper, the registry, broker 0 and its log dir
+        stack = load_config(state_dir / "lumber.toml", env={})
+        assert stack.zookeeper.connect == f"127.0.0.1:{port}"
+        assert stack.registry.url == f"http://127.0.0.1:{registry_port}"
+        assert (stack.broker.broker_id, stack.broker.host, stack.broker.port) == (0, "127.0.0.1", BROKER_PORT)
+        assert stack.log.log_dirs == [str(state_dir / "broker-0" / "logs")]
+        assert (state_dir / "broker-0" / "logs" / "_audit-0").is_dir()  # where the broker keeps its data
 
-        # the config that points at the stack is valid and names its ZooKeeper and registry
-        cfg = (state_dir / "lumber.toml").read_text()
-        assert f'connect = "127.0.0.1:{port}"' in cfg
-        assert f'url = "http://127.0.0.1:{registry_port}"' in cfg
+        # a second `up` refuses, naming the `dev down` that stops this stack; run as printed, it does
+        again = as_typed([str(LUMBER), "dev", "up", "--state-dir", "stack"], tmp_path, port, registry_port)
+        assert again.returncode == 1
+        assert again.stderr == (
+            f"lumber: error: the stack in {state_dir} is already up (zookeeper pid {pid}, broker-0 pid "
+            f"{broker_pid}, registry pid {registry_pid}); stop it first with:  {LUMBER} dev down --state-dir "
+            "stack\n"
+        )
+        advice = again.stderr.rsplit("stop it first with:  ", 1)[1].strip()
+        down = as_typed(shlex.split(advice), tmp_path, port, registry_port)
     finally:
-        down = lumber(state_dir, port, registry_port, "down", "--json")
+        if (state_dir / "stack.json").exists():
+            lumber(state_dir, port, registry_port, "down")
     assert down.returncode == 0, down.stderr
-    assert json.loads(down.stdout) == {"stopped": ["registry", "broker-0", "zookeeper"]}
+    assert down.stderr.splitlines() == [
+        f"... stopped registry (pid {registry_pid})",
+        f"... stopped broker-0 (pid {broker_pid})",
+        f"... stopped zookeeper (pid {pid})",
+    ]
     assert not pid_alive(pid)
     assert not pid_alive(broker_pid)
     assert not port_in_use(BROKER_PORT)
@@ -131,8 +174,16 @@ def test_up_refuses_a_taken_port(tmp_path: Path, taken: str) -> None:
 def test_down_purge_removes_state_dir(tmp_path: Path) -> None:
     state_dir = tmp_path / "stack"
     port, registry_port = free_port(), free_port()
-    assert lumber(state_dir, port, registry_port, "up").returncode == 0
-    down = lumber(state_dir, port, registry_port, "down", "--purge")
+    (tmp_path / "work").mkdir()
+    up = as_typed(
+        [str(LUMBER), "dev", "up", "--state-dir", "../stack"], tmp_path / "work", port, registry_port
+    )
+    assert up.returncode == 0, up.stderr
+    stop_line = up.stdout.splitlines()[-1]
+    assert stop_line == f"Stop it with:  {LUMBER} dev down --state-dir ../stack"
+    down = as_typed(
+        [*shlex.split(stop_line.split(":  ", 1)[1]), "--purge"], tmp_path / "work", port, registry_port
+    )
     assert down.returncode == 0
     assert not state_dir.exists()
     assert not port_in_use(port)
