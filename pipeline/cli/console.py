@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 from typing import Any
 
 from pipeline.config import LumberConfig
@@ -36,6 +37,9 @@ def _serve(args: argparse.Namespace, config: LumberConfig) -> int:
         config.console, host=args.host or config.console.host, port=args.port or config.console.port
     )
     config = dataclasses.replace(config, console=console)
+    if not args.debug:  # each page opens ZooKeeper, broker and registry connections: INFO is noise here
+        for name in ("kazoo", "httpx", "broker.client"):
+            logging.getLogger(name).setLevel(logging.WARNING)
     print(f"lumber console: http://{console.host}:{console.port}/", flush=True)
     uvicorn.run(create_app(config), host=console.host, port=console.port, log_level="warning")
     return 0

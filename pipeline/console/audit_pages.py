@@ -21,7 +21,6 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from broker.client.audit_codec import AuditEventCodec
-from broker.client.audit_event import TIERS
 from pipeline.audit import AuditReport, WindowAudit, reconcile, utc_text
 from pipeline.audit_errors import AuditError
 from pipeline.audit_reader import AuditRead, read_audit_events
@@ -38,6 +37,8 @@ SourcesDep = Annotated[Sources, Depends(request_sources)]
 HOUR_MS = 3_600_000
 MAX_COLUMNS = 24 * 14
 ALL_JOBS = "*"
+#: the heatmap's rows per topic, in the order the messages travel
+TIERS = ("producer", "mirror", "load")
 
 
 class _Query:

@@ -45,7 +45,7 @@ def completeness_color(received: int, expected: int) -> str:
 
 def heatmap(rows: Sequence[str], columns: Sequence[str], cells: dict[tuple[int, int], Cell]) -> str:
     """Rows by columns; missing cells are drawn empty."""
-    width = LABEL_W + CELL_W * len(columns) + 10
+    width = LABEL_W + CELL_W * len(columns) + HEADER_H
     height = HEADER_H + CELL_H * len(rows) + 10
     out = [
         (

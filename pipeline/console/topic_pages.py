@@ -51,7 +51,7 @@ def topic_page(
         partition,
         offset=offset,
         time_ms=parse_moment_ms(time, "time") if time else None,
-        limit=limit or sources.config.console.records_per_page,
+        limit=sources.config.console.records_per_page if limit is None else limit,
     )
     partitions = table(
         ("partition", "leader", "log start", "log end", "messages"),
@@ -72,7 +72,7 @@ def topic_page(
             "partition": ("partition", partition),
             "offset": ("offset", "" if offset is None else offset),
             "time": ("or time (UTC)", time or ""),
-            "limit": ("limit", limit or sources.config.console.records_per_page),
+            "limit": ("limit", sources.config.console.records_per_page if limit is None else limit),
         },
     )
     body = (
