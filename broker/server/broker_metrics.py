@@ -45,14 +45,15 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from broker.log.file_handle import FileHandle
 from broker.log.file_region import FileRegion
 from broker.log.log_manager import LogManager
 from broker.log.topic_partition import TopicPartition
@@ -115,7 +116,8 @@ class BrokerMetrics:
             registry=self.registry,
         )
         self._per_api: dict[int, tuple[Any, Any]] = {}
-        self._per_dir: dict[Path, Any] = {}
+        #: segment file -> its topic's counter (weak: a segment retention deletes lets go of its entry)
+        self._per_file: weakref.WeakKeyDictionary[FileHandle, Any] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
     def answered(self, api_key: int, seconds: float) -> None:
@@ -128,12 +130,11 @@ class BrokerMetrics:
         found[1].observe(seconds)
 
     def sent_region(self, region: FileRegion) -> None:
-        folder = region.file.path.parent
-        counter = self._per_dir.get(folder)
+        counter = self._per_file.get(region.file)
         if counter is None:
-            topic = folder.name.rsplit("-", 1)[0]
+            topic = region.file.path.parent.name.rsplit("-", 1)[0]  # <topic>-<partition>/<segment>.log
             with self._lock:
-                counter = self._per_dir[folder] = self.bytes_out.labels(topic)
+                counter = self._per_file[region.file] = self.bytes_out.labels(topic)
         counter.inc(region.size_bytes)
 
 
