@@ -35,6 +35,10 @@ class LagCollector(Collector):
     def update(self, group: str, partitions: Sequence[PartitionLag]) -> None:
         self._groups = {**self._groups, group: tuple(partitions)}
 
+    def forget(self, group: str) -> None:
+        """``group`` is gone from ZooKeeper: its series end."""
+        self._groups = {g: found for g, found in self._groups.items() if g != group}
+
     def collect(self) -> Iterator[GaugeMetricFamily]:
         groups = self._groups
         labels = ["consumergroup", "topic", "partition"]

@@ -5,6 +5,7 @@
                                                   offset, log end offset and lag
     lumber groups lag --group audit               lag per partition, once
     lumber groups lag --group audit --watch [--interval 10s] [--window 10] [--metrics-port 9310]
+    lumber groups lag --all-groups --watch --metrics-port 9310      a lag exporter for every group
                                                   every interval: lag and Burrow's OK / WARNING / STALLED /
                                                   STOPPED over the last --window observations
                                                   (:mod:`broker.client.lag_evaluation`); with
@@ -60,7 +61,11 @@ def register(subparsers: Any) -> None:
     describe.set_defaults(handler=_run(_describe))
 
     lag = sub.add_parser("lag", help="lag per partition; --watch adds Burrow's status over a window")
-    lag.add_argument("--group", required=True)
+    which = lag.add_mutually_exclusive_group(required=True)
+    which.add_argument("--group")
+    which.add_argument(
+        "--all-groups", action="store_true", help="every group in ZooKeeper, as found at each observation"
+    )
     lag.add_argument(
         "--watch", action="store_true", help="observe every --interval until Ctrl-C (or --count)"
     )
@@ -209,11 +214,11 @@ def _description_json(description: GroupDescription) -> dict[str, Any]:
 
 
 def _lag(args: argparse.Namespace, config: LumberConfig, admin: GroupAdmin) -> int:
-    if not admin.exists(args.group):
+    if args.group is not None and not admin.exists(args.group):
         raise UnknownGroupError(args.group)
     try:
         interval_s = parse_duration_ms(args.interval, "--interval") / 1000
-        window = LagWindow(args.window)
+        LagWindow(args.window)  # checks --window
     except (DurationError, ValueError) as exc:
         print(f"lumber: error: {exc}", file=sys.stderr)
         return BAD_INPUT_EXIT_CODE
@@ -226,26 +231,33 @@ def _lag(args: argparse.Namespace, config: LumberConfig, admin: GroupAdmin) -> i
         start_http_server(args.metrics_port, addr=args.metrics_host, registry=registry)
     count = (args.count if args.count is not None else -1) if args.watch else 1
     observed = 0
+    windows: dict[str, LagWindow] = {}
     with _brokers(args, config) as consumer:
         while count < 0 or observed < count:
             if observed:
                 time.sleep(interval_s)
-            partitions = admin.partitions(args.group)
-            committed = {
-                tp: (c.offset, c.timestamp_ms)
-                for tp, c in admin.committed_offsets(args.group, partitions).items()
-                if c is not None
-            }
-            now_ms = time.time_ns() // 1_000_000
-            window.observe(now_ms, committed, consumer.end_offsets(partitions) if partitions else {})
-            evaluation = window.evaluate(now_ms)
-            collector.update(args.group, evaluation)
             observed += 1
-            _print_lag(args, evaluation, observed)
+            groups = admin.list_groups() if args.all_groups else [args.group]
+            for group in [g for g in windows if g not in groups]:
+                del windows[group]
+                collector.forget(group)
+            for group in groups:
+                window = windows.setdefault(group, LagWindow(args.window))
+                partitions = admin.partitions(group)
+                committed = {
+                    tp: (c.offset, c.timestamp_ms)
+                    for tp, c in admin.committed_offsets(group, partitions).items()
+                    if c is not None
+                }
+                now_ms = time.time_ns() // 1_000_000
+                window.observe(now_ms, committed, consumer.end_offsets(partitions) if partitions else {})
+                evaluation = window.evaluate(now_ms)
+                collector.update(group, evaluation)
+                _print_lag(args, group, evaluation, observed)
     return 0
 
 
-def _print_lag(args: argparse.Namespace, evaluation: list[PartitionLag], observed: int) -> None:
+def _print_lag(args: argparse.Namespace, group: str, evaluation: list[PartitionLag], observed: int) -> None:
     judged = observed >= 2
     status = group_status(evaluation).name if judged else None
     if args.json:
@@ -261,10 +273,10 @@ def _print_lag(args: argparse.Namespace, evaluation: list[PartitionLag], observe
             }
             for p in evaluation
         ]
-        print(json.dumps({"group": args.group, "status": status, "partitions": rows}), flush=True)
+        print(json.dumps({"group": group, "status": status, "partitions": rows}), flush=True)
         return
     total = sum(p.lag for p in evaluation)
-    print(f"group {args.group!r}: lag {total}, status {status or '- (one observation: use --watch)'}")
+    print(f"group {group!r}: lag {total}, status {status or '- (one observation: use --watch)'}")
     print(f"  {'topic':<20} {'partition':>9}  {'committed':>10}  {'log end':>10}  {'lag':>8}  status")
     for p in evaluation:
         print(

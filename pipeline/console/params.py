@@ -29,7 +29,10 @@ def parse_moment_ms(text: str, name: str) -> int:
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.UTC)
-    return int(moment.timestamp() * 1000)
+    ms = int(moment.timestamp() * 1000)
+    if ms < 0:  # ListOffsets reads -1 and -2 as "latest" and "earliest"
+        raise BadRequestError(f"parameter {name}={text!r}: a time before 1970 holds no record")
+    return ms
 
 
 def utc_iso(ms: int) -> str:

@@ -27,7 +27,8 @@ def test_lag_once_then_watched_with_metrics(broker_cluster: Any, tmp_path: Path)
         f'[zookeeper]\nconnect = "{broker_cluster.zk_connect}"\n\n'
         f"[consumer]\nbootstrap_servers = {json.dumps(servers(broker_cluster))}\nrequest_timeout_ms = 5000\n"
     )
-    base = [sys.executable, "-m", "pipeline", "--config", str(config), "groups", "lag", "--group", "audit"]
+    lag = [sys.executable, "-m", "pipeline", "--config", str(config), "groups", "lag"]
+    base = [*lag, "--group", "audit"]
     with member(broker_cluster, "audit", auto_commit_enable=False) as m:
         m.subscribe("events")
         wait_settled(broker_cluster, "audit", "events", 2, [m], 15)
@@ -60,6 +61,13 @@ def test_lag_once_then_watched_with_metrics(broker_cluster: Any, tmp_path: Path)
                 },
             ],
         }
+
+        # every group (here the one): the same answer, one JSON line per group
+        every = subprocess.run(
+            [*lag, "--all-groups", "--json"], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert every.returncode == 0, every.stderr
+        assert every.stdout == once.stdout
 
         # watched: nobody commits partition 1 again, so it is STOPPED once two observations exist
         port = free_port()

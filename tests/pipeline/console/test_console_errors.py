@@ -28,6 +28,7 @@ from tests.pipeline.console.conftest import ConsoleStack
         ("/topics/{topic}?partition=0&offset=-1", 400, "offset -1 is out of range"),
         ("/topics/{topic}?partition=0&offset=abc", 400, "parameter offset='abc'"),
         ("/topics/{topic}?partition=0&time=yesterday", 400, "parameter time='yesterday'"),
+        ("/topics/{topic}?partition=0&time=1969-12-31T23:59:59", 400, "a time before 1970 holds no record"),
         ("/topics/{topic}?partition=0&offset=1&time=2026-11-22", 400, "give offset or time, not both"),
         ("/topics/{topic}?limit=0", 400, "parameter limit=0: expected 1 to 1000"),
         ("/topics/{topic}/0/7", 400, "no record at offset 7 of {topic}-0"),
