@@ -145,11 +145,13 @@ def read_records(
     offset: int | None = None,
     time_ms: int | None = None,
     limit: int,
+    view: TopicView | None = None,
 ) -> RecordPage:
-    """Up to ``limit`` records of ``topic-partition`` (see the module docstring for where they start)."""
+    """Up to ``limit`` records of ``topic-partition`` (see the module docstring for where they start);
+    ``view``: the topic as the caller just read it (else it is read here)."""
     if not 1 <= limit <= MAX_LIMIT:
         raise BadRequestError(f"parameter limit={limit}: expected 1 to {MAX_LIMIT}")
-    log_start, log_end = partition_of(read_topic(sources, topic), partition)
+    log_start, log_end = partition_of(view or read_topic(sources, topic), partition)
     tp = TopicPartition(topic, partition)
     consumer = sources.consumer
     if offset is not None:

@@ -52,6 +52,7 @@ def topic_page(
         offset=offset,
         time_ms=parse_moment_ms(time, "time") if time else None,
         limit=sources.config.console.records_per_page if limit is None else limit,
+        view=view,
     )
     partitions = table(
         ("partition", "leader", "log start", "log end", "messages"),

@@ -28,6 +28,10 @@ AUDIT_RANGE = {"since": "2026-11-22T00", "until": "2026-11-23T00"}
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    if not Path(CHROMIUM).is_file():
+        pytest.fail(
+            f"the console's browser tests need Debian's Chromium at {CHROMIUM}: apt-get install chromium"
+        )
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium
