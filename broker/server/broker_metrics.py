@@ -16,6 +16,7 @@ metric                                                                          
 ``kafka_log_log_size{topic,partition}``                                           partition bytes on disk
 ``kafka_log_log_numlogsegments{topic,partition}``                                 segments
 ``kafka_log_log_logstartoffset`` / ``_logendoffset`` / ``_highwatermark``          offsets
+``kafka_log_logflushstats_logflush_seconds``                                       flusher's flush time
 ``kafka_server_replicamanager_partitioncount`` / ``_leadercount``                 partitions hosted / led
 ``kafka_server_replicamanager_underreplicatedpartitions``                         always 0: one replica each
 ``kafka_server_socketservermetrics_connection_count``                             open client connections
@@ -115,6 +116,12 @@ class BrokerMetrics:
             ["topic"],
             registry=self.registry,
         )
+        self.flush_time = Histogram(
+            "kafka_log_logflushstats_logflush_seconds",
+            "Time of each flush of a partition's log by the flusher thread",
+            buckets=TIME_BUCKETS,
+            registry=self.registry,
+        )
         self._per_api: dict[int, tuple[Any, Any]] = {}
         #: segment file -> its topic's counter (weak: a segment retention deletes lets go of its entry)
         self._per_file: weakref.WeakKeyDictionary[FileHandle, Any] = weakref.WeakKeyDictionary()
@@ -128,6 +135,9 @@ class BrokerMetrics:
                 found = self._per_api[api_key] = (self.requests.labels(name), self.total_time.labels(name))
         found[0].inc()
         found[1].observe(seconds)
+
+    def flushed(self, _partition: TopicPartition, seconds: float) -> None:
+        self.flush_time.observe(seconds)
 
     def sent_region(self, region: FileRegion) -> None:
         counter = self._per_file.get(region.file)

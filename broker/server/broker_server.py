@@ -142,6 +142,8 @@ class BrokerServer:
         self._logs.add_listener(self._purgatory.notify)
         self._logs.start()
         metrics = BrokerMetrics() if config.metrics_listen_port is not None else None
+        if metrics is not None:
+            self._logs.add_flush_listener(metrics.flushed)
         self._channel = (
             RequestChannel(queue_size=config.queued_max_requests)
             if metrics is None

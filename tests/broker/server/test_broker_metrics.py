@@ -92,6 +92,11 @@ def test_counters_after_a_known_workload(start_cluster: Callable[..., BrokerClus
         assert found[("kafka_log_log_logstartoffset", partition(p))] == 0
         assert found[("kafka_log_log_numlogsegments", partition(p))] == 1
         assert found[("kafka_log_log_size", partition(p))] == log_bytes[p]
+    # acks=all waited for each record's flush (every 20 ms here): the flusher flushed at least once per
+    # partition, each flush timed
+    flushes = found[("kafka_log_logflushstats_logflush_seconds_count", ())]
+    assert 2 <= flushes <= 8
+    assert 0 < found[("kafka_log_logflushstats_logflush_seconds_sum", ())] < flushes
     assert found[("kafka_server_replicamanager_partitioncount", ())] == 2
     assert found[("kafka_server_replicamanager_underreplicatedpartitions", ())] == 0
     # 8 acks=all produces and the fetches waited there; completed ones count until their deadline passes
