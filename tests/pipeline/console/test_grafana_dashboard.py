@@ -27,6 +27,6 @@ def test_every_queried_metric_is_exported() -> None:
     sources = "".join(Path(m.__file__).read_text() for m in MODULES if m.__file__)
     exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
     names = {n for e in exprs for n in re.findall(r"\b((?:kafka|lumber|schema_registry)_[a-z_]+)\b", e)}
-    assert len(exprs) == 19
-    assert len(names) == 18
+    assert len(exprs) == 21
+    assert len(names) == 20
     assert sorted(n for n in names if not declared(n, sources)) == []
