@@ -40,11 +40,9 @@ from schemas.client import SchemaRegistryClient
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema_text
 from tests.support.broker_cluster import BrokerCluster, wait_for
-from tests.support.load_job import BASE_MS, HOUR_MS, load_config, load_registry, page_view, unique_topic
+from tests.support.load_job import BASE_MS, HOUR_MS, load_config, page_view, unique_topic
 from tests.support.registry import RegistryProcess
 from tests.support.zookeeper import make_chroot
-
-__all__ = ["load_registry"]
 
 NOT_AVRO = b"\x07this is not Avro"
 HOUR_08 = BASE_MS
