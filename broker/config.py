@@ -201,7 +201,23 @@ class BrokerConfig:
         default=30_000,
         metadata={"doc": "How long a clean shutdown waits for in-flight requests.", "min": 100},
     )
+    metrics_port: int = field(
+        default=-1,
+        metadata={
+            "doc": "Port of the broker's Prometheus metrics (GET /metrics on `host`, names in the Kafka JMX "
+            "exporter's style; broker/server/broker_metrics.py). -1: 9308 + broker_id; 0: no metrics.",
+            "min": -1,
+            "max": 65535,
+        },
+    )
 
     @property
     def advertised(self) -> str:
         return self.advertised_host or self.host
+
+    @property
+    def metrics_listen_port(self) -> int | None:
+        """The metrics port in effect (``None``: metrics off)."""
+        if self.metrics_port == 0:
+            return None
+        return 9308 + self.broker_id if self.metrics_port < 0 else self.metrics_port

@@ -92,6 +92,24 @@ class DevConfig:
 
 
 @dataclass(frozen=True)
+class ConsoleConfig:
+    """The web console, ``lumber console`` (:mod:`pipeline.console`)."""
+
+    host: str = setting(
+        "127.0.0.1", "Address the console listens on (127.0.0.1: this machine only; it has no login)."
+    )
+    port: int = setting(8090, "Port of the console.", min=1, max=65535)
+    records_per_page: int = setting(
+        50, "Records a topic page shows at most (?limit= may ask for fewer or more, up to 1000).", min=1
+    )
+    request_timeout_ms: int = setting(
+        10_000,
+        "How long a page waits for ZooKeeper, the brokers and the registry before it answers 503.",
+        min=100,
+    )
+
+
+@dataclass(frozen=True)
 class LumberConfig:
     """The whole of ``lumber.toml``: one attribute per section."""
 
@@ -106,6 +124,7 @@ class LumberConfig:
     load: LoadConfig = field(default_factory=LoadConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
+    console: ConsoleConfig = field(default_factory=ConsoleConfig)
     source: str = field(default="<defaults>", compare=False, metadata={"internal": True})
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from broker.client.committed_offset import CommittedOffset
 from broker.client.errors import GroupError
 from broker.client.group_assignment import GroupAssignment
 from broker.client.group_offsets import GroupOffsets
@@ -131,6 +132,12 @@ class GroupAdmin:
     def committed(self, group: str, partitions: list[TopicPartition]) -> dict[TopicPartition, int | None]:
         found = GroupOffsets(self._client, group).read(partitions)
         return {tp: (None if c is None else c.offset) for tp, c in found.items()}
+
+    def committed_offsets(
+        self, group: str, partitions: list[TopicPartition]
+    ) -> dict[TopicPartition, CommittedOffset | None]:
+        """The committed offsets with who committed them and when (for the lag evaluation)."""
+        return GroupOffsets(self._client, group).read(partitions)
 
     def _owner(self, group: str, tp: TopicPartition) -> str | None:
         path = zk_paths.group_owner_path(group, tp.topic, tp.partition)

@@ -26,6 +26,8 @@ import logging
 import os
 import shutil
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -64,6 +66,8 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self._listeners: tuple[HighWatermarkListener, ...] = ()
+        #: told the seconds of each flush the flusher thread does (the broker's metrics)
+        self._flush_listeners: tuple[Callable[[TopicPartition, float], None], ...] = ()
         self._lock_fds: dict[Path, int] = {}
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -232,6 +236,12 @@ class LogManager:
         for log in logs:
             log.add_listener(listener)
 
+    def add_flush_listener(self, listener: Callable[[TopicPartition, float], None]) -> None:
+        """Call ``listener(partition, seconds)`` after each flush of :meth:`flush_due_logs` (the flusher
+        thread's; it must be quick)."""
+        with self._lock:
+            self._flush_listeners = (*self._flush_listeners, listener)
+
     def _check_open(self) -> None:
         if self._closed:
             raise LogClosedError("the log manager is closed")
@@ -269,6 +279,7 @@ class LogManager:
         for log in self.all_logs():
             if not log.flush_due(now):
                 continue
+            started = time.perf_counter()
             try:
                 log.flush()
             except LogClosedError:
@@ -277,6 +288,8 @@ class LogManager:
                 logger.exception("%s: flush failed", log.topic_partition)
                 continue
             flushed.append(log.topic_partition)
+            for listener in self._flush_listeners:
+                listener(log.topic_partition, time.perf_counter() - started)
         return flushed
 
     def apply_retention(self, now_ms: int | None = None) -> dict[TopicPartition, tuple[int, ...]]:

@@ -23,10 +23,12 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
+from prometheus_client import start_http_server
 
 from broker.cluster import zk_paths
 from broker.cluster.broker_registration import BrokerRegistration
@@ -40,6 +42,7 @@ from broker.network.errors import NetworkError
 from broker.network.request_channel import InlineHandler, RequestChannel
 from broker.network.socket_server import SocketServer
 from broker.protocol import compile_all
+from broker.server.broker_metrics import BrokerCollector, BrokerMetrics, MeteredRequestChannel
 from broker.server.handler_pool import HandlerPool
 from broker.server.local_partitions import LocalPartitions
 from broker.server.purgatory import Purgatory
@@ -78,6 +81,7 @@ class BrokerServer:
         self._pool: HandlerPool | None = None
         self._network: SocketServer | None = None
         self._registration: BrokerRegistration | None = None
+        self._metrics_server: Any = None
         self.cluster_id = ""
 
     @property
@@ -137,7 +141,14 @@ class BrokerServer:
         self._purgatory = Purgatory(f"broker-{config.broker_id}")
         self._logs.add_listener(self._purgatory.notify)
         self._logs.start()
-        self._channel = RequestChannel(queue_size=config.queued_max_requests)
+        metrics = BrokerMetrics() if config.metrics_listen_port is not None else None
+        if metrics is not None:
+            self._logs.add_flush_listener(metrics.flushed)
+        self._channel = (
+            RequestChannel(queue_size=config.queued_max_requests)
+            if metrics is None
+            else MeteredRequestChannel(metrics, queue_size=config.queued_max_requests)
+        )
         handler = RequestHandler(
             config=config,
             log_manager=self._logs,
@@ -165,10 +176,42 @@ class BrokerServer:
             self._network.start()
         except NetworkError as exc:
             raise BrokerStartupError(f"cannot listen on {config.host}:{config.port}: {exc}") from exc
+        port = config.metrics_listen_port
+        if metrics is not None and port is not None:
+            collector = BrokerCollector(config.broker_id, self._logs, self._purgatory, self._network.stats)
+            self._serve_metrics(metrics, port, collector)
         self._registration = BrokerRegistration(
             client, config.broker_id, config.advertised, self._network.port
         )
         self._registration.register()
+
+    def _serve_metrics(self, metrics: BrokerMetrics, port: int, collector: BrokerCollector) -> None:
+        """GET /metrics on ``host:metrics port`` (broker/server/broker_metrics.py); a port that cannot be
+        bound leaves the broker up without metrics, with an error in its log."""
+        metrics.registry.register(collector)
+        try:
+            self._metrics_server, _ = start_http_server(
+                port, addr=self.config.host, registry=metrics.registry
+            )
+        except OSError as exc:
+            logger.error(  # noqa: TRY400 - the traceback adds nothing to "address in use"
+                "broker %d: cannot serve metrics on %s:%s (%s): metrics are off; set [broker] metrics_port "
+                "(0: off)",
+                self.config.broker_id,
+                self.config.host,
+                port,
+                exc,
+            )
+            return
+        logger.info(
+            "broker %d: metrics on http://%s:%s/metrics", self.config.broker_id, self.config.host, port
+        )
+
+    def _stop_metrics(self) -> None:
+        server, self._metrics_server = self._metrics_server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
 
     def _check_id_free(self, client: KazooClient) -> None:
         """Refuse to start while a live broker holds our id. A registration left by this broker's own
@@ -231,6 +274,7 @@ class BrokerServer:
         """Stop everything that was started, in reverse order; idempotent."""
         steps = (
             ("deregistering", self._registration.deregister if self._registration else None),
+            ("stopping the metrics server", self._stop_metrics if self._metrics_server else None),
             ("stopping the network layer", self._network.shutdown if self._network else None),
             ("answering waiting requests", self._purgatory.shutdown if self._purgatory else None),
             ("stopping the request handlers", self._pool.shutdown if self._pool else None),

@@ -18,6 +18,7 @@ from pipeline.cli import (
     audit,
     broker,
     config_cmd,
+    console,
     consume,
     demo,
     dev,
@@ -33,7 +34,21 @@ from pipeline.config import load_config
 from pipeline.errors import ConfigError, PipelineError
 from schemas.errors import SchemaError
 
-GROUPS = (dev, config_cmd, broker, topics, schemas, produce, consume, groups, mirror, etl, audit, demo)
+GROUPS = (
+    dev,
+    config_cmd,
+    broker,
+    topics,
+    schemas,
+    produce,
+    consume,
+    groups,
+    mirror,
+    etl,
+    audit,
+    demo,
+    console,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,8 +1,16 @@
-"""``lumber groups list|describe|reset-offsets``: consumer groups in the ZooKeeper of ``[zookeeper] connect``.
+"""``lumber groups list|describe|lag|reset-offsets``: consumer groups in ZooKeeper (``[zookeeper] connect``).
 
     lumber groups list
     lumber groups describe --group audit          members, generation, per partition: owner, committed
                                                   offset, log end offset and lag
+    lumber groups lag --group audit               lag per partition, once
+    lumber groups lag --group audit --watch [--interval 10s] [--window 10] [--metrics-port 9310]
+    lumber groups lag --all-groups --watch --metrics-port 9310      a lag exporter for every group
+                                                  every interval: lag and Burrow's OK / WARNING / STALLED /
+                                                  STOPPED over the last --window observations
+                                                  (:mod:`broker.client.lag_evaluation`); with
+                                                  --metrics-port, also as Prometheus metrics
+                                                  (:mod:`pipeline.lag_metrics`) on 127.0.0.1
     lumber groups reset-offsets --group audit --topic events --to-earliest
     lumber groups reset-offsets --group audit --topic events --to-offset 1200      (clamped to the log)
     lumber groups reset-offsets --group audit --topic events --to-datetime 2026-11-22T10:00:00Z
@@ -20,6 +28,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -27,8 +36,11 @@ from typing import Any
 
 from broker.client.consumer import Consumer
 from broker.client.group_admin import GroupAdmin, GroupDescription, UnknownGroupError
+from broker.client.lag_evaluation import LagWindow, PartitionLag, group_status
 from pipeline.cli.zookeeper_session import zookeeper_session
 from pipeline.config import LumberConfig
+from pipeline.durations import DurationError, parse_duration_ms
+from pipeline.lag_metrics import LagCollector
 
 BAD_INPUT_EXIT_CODE = 2
 
@@ -47,6 +59,25 @@ def register(subparsers: Any) -> None:
     describe.add_argument("--group", required=True)
     _common(describe)
     describe.set_defaults(handler=_run(_describe))
+
+    lag = sub.add_parser("lag", help="lag per partition; --watch adds Burrow's status over a window")
+    which = lag.add_mutually_exclusive_group(required=True)
+    which.add_argument("--group")
+    which.add_argument(
+        "--all-groups", action="store_true", help="every group in ZooKeeper, as found at each observation"
+    )
+    lag.add_argument(
+        "--watch", action="store_true", help="observe every --interval until Ctrl-C (or --count)"
+    )
+    lag.add_argument("--interval", default="10s", help="time between observations (default 10s)")
+    lag.add_argument(
+        "--window", type=int, default=10, help="observations the status is judged over (default 10)"
+    )
+    lag.add_argument("--count", type=int, help="with --watch: stop after this many observations")
+    lag.add_argument("--metrics-port", type=int, help="with --watch: serve Prometheus metrics on this port")
+    lag.add_argument("--metrics-host", default="127.0.0.1", help="address of the metrics server (127.0.0.1)")
+    _common(lag)
+    lag.set_defaults(handler=_run(_lag))
 
     reset = sub.add_parser("reset-offsets", help="rewind (or skip) a group's offsets of a topic")
     reset.add_argument("--group", required=True)
@@ -182,6 +213,79 @@ def _description_json(description: GroupDescription) -> dict[str, Any]:
             for p in description.partitions
         ],
     }
+
+
+def _lag(args: argparse.Namespace, config: LumberConfig, admin: GroupAdmin) -> int:
+    if args.group is not None and not admin.exists(args.group):
+        raise UnknownGroupError(args.group)
+    try:
+        interval_s = parse_duration_ms(args.interval, "--interval") / 1000
+        LagWindow(args.window)  # checks --window
+    except (DurationError, ValueError) as exc:
+        print(f"lumber: error: {exc}", file=sys.stderr)
+        return BAD_INPUT_EXIT_CODE
+    collector = LagCollector()
+    if args.watch and args.metrics_port is not None:
+        from prometheus_client import CollectorRegistry, start_http_server  # noqa: PLC0415
+
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(collector)
+        start_http_server(args.metrics_port, addr=args.metrics_host, registry=registry)
+    count = (args.count if args.count is not None else -1) if args.watch else 1
+    observed = 0
+    windows: dict[str, LagWindow] = {}
+    with _brokers(args, config) as consumer:
+        while count < 0 or observed < count:
+            if observed:
+                time.sleep(interval_s)
+            observed += 1
+            groups = admin.list_groups() if args.all_groups else [args.group]
+            for group in [g for g in windows if g not in groups]:
+                del windows[group]
+                collector.forget(group)
+            for group in groups:
+                window = windows.setdefault(group, LagWindow(args.window))
+                partitions = admin.partitions(group)
+                committed = {
+                    tp: (c.offset, c.timestamp_ms)
+                    for tp, c in admin.committed_offsets(group, partitions).items()
+                    if c is not None
+                }
+                now_ms = time.time_ns() // 1_000_000
+                window.observe(now_ms, committed, consumer.end_offsets(partitions) if partitions else {})
+                evaluation = window.evaluate(now_ms)
+                collector.update(group, evaluation)
+                _print_lag(args, group, evaluation, observed)
+    return 0
+
+
+def _print_lag(args: argparse.Namespace, group: str, evaluation: list[PartitionLag], observed: int) -> None:
+    judged = observed >= 2
+    status = group_status(evaluation).name if judged else None
+    if args.json:
+        rows = [
+            {
+                "topic": p.partition.topic,
+                "partition": p.partition.partition,
+                "committed": p.latest.committed_offset,
+                "log_end": p.latest.log_end_offset,
+                "lag": p.lag,
+                "status": p.status.name if judged else None,
+                "samples": p.samples,
+            }
+            for p in evaluation
+        ]
+        print(json.dumps({"group": group, "status": status, "partitions": rows}), flush=True)
+        return
+    total = sum(p.lag for p in evaluation)
+    print(f"group {group!r}: lag {total}, status {status or '- (one observation: use --watch)'}")
+    print(f"  {'topic':<20} {'partition':>9}  {'committed':>10}  {'log end':>10}  {'lag':>8}  status")
+    for p in evaluation:
+        print(
+            f"  {p.partition.topic:<20} {p.partition.partition:>9}  {p.latest.committed_offset:>10}  "
+            f"{p.latest.log_end_offset:>10}  {p.lag:>8}  {p.status.name if judged else '-'}"
+        )
+    sys.stdout.flush()
 
 
 def _reset(args: argparse.Namespace, config: LumberConfig, admin: GroupAdmin) -> int:

@@ -19,6 +19,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from schemas.errors import StoreError
 from schemas.registry.app import create_app
 from schemas.registry.config import RegistryConfig
+from schemas.registry.registry_metrics import CountingSchemaStore, RegistryMetrics, instrument
 from schemas.registry.schema_registry import SchemaRegistry
 from schemas.registry.schema_store import SchemaStore
 
@@ -31,6 +32,7 @@ def connected_registry(
     zookeeper_connect: str,
     session_timeout_ms: int = 10_000,
     connect_timeout_ms: int = 15_000,
+    metrics: RegistryMetrics | None = None,
 ) -> Iterator[SchemaRegistry]:
     """A :class:`SchemaRegistry` on a started kazoo client (closed on exit), its store layout in place."""
     client = KazooClient(hosts=zookeeper_connect, timeout=session_timeout_ms / 1000)
@@ -43,7 +45,11 @@ def connected_registry(
             "(is it running? see [zookeeper] connect)"
         ) from exc
     try:
-        store = SchemaStore(client, config.zookeeper_path)
+        store = (
+            SchemaStore(client, config.zookeeper_path)
+            if metrics is None
+            else CountingSchemaStore(client, config.zookeeper_path, metrics)
+        )
         store.ensure_layout()
         yield SchemaRegistry(store, config)
     finally:
@@ -72,8 +78,12 @@ def serve(
     connect_timeout_ms: int = 15_000,
 ) -> None:
     """Serve the registry on ``config.host:config.port`` until SIGTERM / SIGINT."""
-    with connected_registry(config, zookeeper_connect, session_timeout_ms, connect_timeout_ms) as registry:
+    metrics = RegistryMetrics()
+    with connected_registry(
+        config, zookeeper_connect, session_timeout_ms, connect_timeout_ms, metrics
+    ) as registry:
         app = create_app(registry)
+        instrument(app, metrics)  # GET /metrics (schemas/registry/registry_metrics.py)
         log.info(
             "schema registry on http://%s:%d, store %s%s",
             config.host,

@@ -88,7 +88,13 @@ class BrokerProcess:
         return self.base_dir / "lumber.toml"
 
     def write_config(self) -> None:
-        broker = {"broker_id": self.broker_id, "host": "127.0.0.1", "port": self.port, "num_io_threads": 3}
+        broker = {
+            "broker_id": self.broker_id,
+            "host": "127.0.0.1",
+            "port": self.port,
+            "num_io_threads": 3,
+            "metrics_port": 0,  # off unless a test asks (9308 + id would collide between parallel runs)
+        }
         log: dict[str, Any] = {"log_dirs": [str(self.log_dir)], "flush_ms": 20}
         for key, value in self.settings.items():
             (log if key in _LOG_SETTINGS else broker)[key] = value

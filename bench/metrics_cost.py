@@ -1,0 +1,193 @@
+"""What the broker's Prometheus metrics cost the Section 5 produce and consume figures (issue 23; goal <= 3%).
+
+Run from the repository root::
+
+    .venv/bin/python bench/metrics_cost.py            # --messages 200000 --rounds 10
+    .venv/bin/python bench/metrics_cost.py --quick    # smoke run: 20,000 messages, 2 rounds
+
+One ZooKeeper and two Lumber broker processes on 127.0.0.1 (``tests/support/broker_cluster.py``), the same
+but for ``[broker] metrics_port``: broker 0 has no metrics, broker 1 serves them and a thread of this
+process scrapes its ``/metrics`` every second (Prometheus scrapes every 15 s by default: this is harsher).
+Both use ``bench/paper.py``'s Lumber settings and phases (its ``LumberTarget``): the paper's flush policy
+with ``expose = "appended"``, 200-byte messages, ``acks=0`` batches of 50 (``send_many``), the clock
+stopping when ListOffsets shows all N; the consumer reads them with 200 KiB of prefetch (``poll_values``).
+Each round runs the four phases (off/on x produce/consume), the order of off and on alternating between
+rounds, so that both see the same machine load; halfway, both brokers restart with the metrics moved to
+the other one, so that a difference between the two broker processes cancels out. The medians and the
+ratio on/off of each are printed, with a Markdown line for ``BENCHMARKS.md``.
+
+On a shared machine the end-to-end ratios carry a few percent of noise, so the script also times, in this
+process, what the metrics add where they sit on a request's path: one
+:meth:`~broker.server.broker_metrics.MeteredRequestChannel.send_response` bookkeeping (an answered request
+and the log region of a Fetch answer), per answer, against the time of the answers themselves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import httpx
+from rich.progress import Progress
+
+from bench.paper import LUMBER_FLUSH_MESSAGES, LUMBER_FLUSH_MS, LumberTarget, Meter, make_values
+from broker.log.file_handle import FileHandle
+from broker.log.file_region import FileRegion
+from broker.server.broker_metrics import BrokerMetrics
+from pipeline.dev.process import free_port
+from pipeline.dev.zookeeper_server import ZooKeeperServer
+from tests.support.broker_cluster import BrokerCluster
+from tests.support.zookeeper import make_chroot
+
+
+@contextlib.contextmanager
+def two_brokers(base: Path, metrics_port: int) -> Iterator[BrokerCluster]:
+    zookeeper = ZooKeeperServer(base / "zookeeper", free_port())
+    zookeeper.start()
+    try:
+        cluster = BrokerCluster(make_chroot(zookeeper.connect, "metrics_cost"), base / "brokers")
+        try:
+            common = {
+                "flush_messages": LUMBER_FLUSH_MESSAGES,
+                "flush_ms": LUMBER_FLUSH_MS,
+                "expose": "appended",
+            }
+            cluster.add_broker({**common, "metrics_port": 0})
+            cluster.add_broker({**common, "metrics_port": metrics_port})
+            yield cluster
+        finally:
+            cluster.stop()
+    finally:
+        zookeeper.stop()
+
+
+class Scraper(threading.Thread):
+    """GET /metrics every ``interval_s`` until stopped; counts the scrapes."""
+
+    def __init__(self, url: str, interval_s: float) -> None:
+        super().__init__(daemon=True)
+        self.url = url
+        self.interval_s = interval_s
+        self.scrapes = 0
+        self.bytes = 0
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        with httpx.Client(timeout=10) as client:
+            while not self._stop_event.wait(self.interval_s):
+                answer = client.get(self.url)
+                answer.raise_for_status()
+                self.scrapes += 1
+                self.bytes = len(answer.content)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=30)
+
+
+def bookkeeping_us(count: int = 200_000) -> float:
+    """Microseconds one answered Fetch adds in :class:`MeteredRequestChannel` (its counting alone)."""
+    metrics = BrokerMetrics()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "events-0"
+        folder.mkdir()
+        path = folder / "00000000000000000000.log"
+        path.write_bytes(b"x" * 4096)
+        handle = FileHandle.open(path)
+        try:
+            region = FileRegion(handle, 0, 4096, 0, 10)
+            frame = (1).to_bytes(2, "big") + b"\x00" * 30
+            started = time.perf_counter()
+            for _ in range(count):
+                metrics.answered(int.from_bytes(frame[:2], "big", signed=True), 0.001)
+                metrics.sent_region(region)
+            return (time.perf_counter() - started) / count * 1e6
+        finally:
+            handle.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    if args.quick:
+        args.messages, args.rounds = 20_000, 2
+    logging.basicConfig(level=logging.WARNING)
+    values = make_values(args.messages)
+    port = free_port()
+    rates: dict[str, list[float]] = {"produce off": [], "produce on": [], "consume off": [], "consume on": []}
+    with (
+        tempfile.TemporaryDirectory(prefix="lumber-metrics-cost-") as tmp,
+        two_brokers(Path(tmp), port) as cluster,
+    ):
+        scrapes = 0
+        with Progress(transient=True) as progress:
+            for round_number in range(1, args.rounds + 1):
+                metered = 1 if round_number <= args.rounds // 2 else 0
+                if round_number == args.rounds // 2 + 1:  # move the metrics to the other broker
+                    for broker in cluster.brokers:  # both down first: broker 1 holds the port
+                        broker.stop()
+                    for broker in cluster.brokers:
+                        broker.settings = {
+                            **broker.settings,
+                            "metrics_port": port if broker.broker_id == 0 else 0,
+                        }
+                        broker.start()
+                targets = {
+                    "off": LumberTarget("off", cluster, 50, 1 - metered),
+                    "on": LumberTarget("on", cluster, 50, metered),
+                }
+                scraper = Scraper(f"http://127.0.0.1:{port}/metrics", 1.0)
+                scraper.start()
+                try:
+                    order = ("off", "on") if round_number % 2 else ("on", "off")
+                    for phase in ("produce", "consume"):
+                        for which in order:
+                            meter = Meter(
+                                progress, f"round {round_number} {phase} metrics {which}", args.messages
+                            )
+                            target = targets[which]
+                            key = 2 * round_number + (which == "on")  # a topic of its own per broker
+                            run = (
+                                target.produce(key, values, meter)
+                                if phase == "produce"
+                                else target.consume(key, args.messages, meter)
+                            )
+                            meter.close()
+                            rates[f"{phase} {which}"].append(run.rate)
+                finally:
+                    scraper.stop()
+                    scrapes += scraper.scrapes
+        print(f"{scrapes} scrapes of /metrics during the run")
+    per_answer_us = bookkeeping_us()
+    print(f"metrics bookkeeping per answered request (in-process): {per_answer_us:.2f} us")
+    medians = {name: statistics.median(found) for name, found in rates.items()}
+    for name, found in rates.items():
+        print(
+            f"{name:12} median {medians[name]:>10,.0f} msg/s  (min {min(found):,.0f}, max {max(found):,.0f})"
+        )
+    produce = medians["produce on"] / medians["produce off"]
+    consume = medians["consume on"] / medians["consume off"]
+    print(f"ratio on/off: produce {produce:.3f}, consume {consume:.3f}")
+    print(
+        f"| {args.messages:,} msgs x {args.rounds} rounds | {medians['produce off']:,.0f} | "
+        f"{medians['produce on']:,.0f} | {produce:.3f} | {medians['consume off']:,.0f} | "
+        f"{medians['consume on']:,.0f} | {consume:.3f} |"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

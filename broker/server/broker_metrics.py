@@ -1,0 +1,285 @@
+"""The broker's Prometheus metrics, named as the Kafka JMX exporter names Kafka's MBeans, so that existing
+dashboards map over. Served by ``prometheus_client`` at ``http://<[broker] host>:<metrics port>/metrics``
+(``[broker] metrics_port``, default 9308 + broker id; 0 turns them off).
+
+================================================================================ ===========================
+metric                                                                            what (where it comes from)
+================================================================================ ===========================
+``kafka_server_brokertopicmetrics_messagesin_total{topic}``                       messages appended (log end
+                                                                                  offset growth)
+``kafka_server_brokertopicmetrics_bytesin_total{topic}``                          bytes appended (segment
+                                                                                  growth)
+``kafka_server_brokertopicmetrics_bytesout_total{topic}``                         log bytes sent to fetchers
+``kafka_network_requestmetrics_requests_total{request}``                          requests answered, per API
+``kafka_network_requestmetrics_totaltime_seconds{request}``                       received -> answer queued
+``kafka_server_delayedoperationpurgatory_purgatorysize{delayedOperation="All"}``  watched Produce/Fetch (*)
+``kafka_log_log_size{topic,partition}``                                           partition bytes on disk
+``kafka_log_log_numlogsegments{topic,partition}``                                 segments
+``kafka_log_log_logstartoffset`` / ``_logendoffset`` / ``_highwatermark``          offsets
+``kafka_log_logflushstats_logflush_seconds``                                       flusher's flush time
+``kafka_server_replicamanager_partitioncount`` / ``_leadercount``                 partitions hosted / led
+``kafka_server_replicamanager_underreplicatedpartitions``                         always 0: one replica each
+``kafka_server_socketservermetrics_connection_count``                             open client connections
+``kafka_server_socketservermetrics_network_io_total{direction}``                  request / response bytes
+================================================================================ ===========================
+
+(*) as Kafka's purgatory size: a completed operation stays counted until its deadline passes (Kafka: until
+the next purge).
+
+Cost on the hot paths: nothing on Produce. Appends are counted at scrape time from the logs themselves
+(:class:`BrokerCollector`: the growth of each partition's log end offset and of each segment since the
+previous scrape; a log already on disk when the broker started counts from where it was then), so the
+produce path carries no hook. Answered requests are counted where every answer passes,
+:meth:`MeteredRequestChannel.send_response` (one subtraction, one histogram observation per answer, and a
+counter per log region a Fetch answer sends). Requests answered by no response (``acks=0`` produce runs
+served inline) are not counted there; their messages are, in ``messagesin``.
+
+Lumber differs from Kafka: messages in is counted when they reach the log (Kafka counts on append too, but
+per request), time is measured until the answer is queued for its connection (Kafka's TotalTimeMs ends when
+it is sent), and there is one purgatory for Produce and Fetch.
+
+Thread safety: the channel's counters are prometheus_client's (thread-safe); the collector's baselines are
+guarded by its lock (scrapes may overlap).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from broker.log.file_handle import FileHandle
+from broker.log.file_region import FileRegion
+from broker.log.log_manager import LogManager
+from broker.log.topic_partition import TopicPartition
+from broker.network.request_channel import NetworkResponse, RequestChannel
+from broker.protocol.api_key import ApiKey
+from broker.server.purgatory import Purgatory
+
+#: Request-time buckets (seconds): 100 µs to 30 s, a long-poll Fetch waits up to its max wait
+TIME_BUCKETS = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    2.5,
+    5,
+    10,
+    30,
+)
+
+
+def request_name(api_key: int) -> str:
+    """Kafka's name of an API (``Produce``, ``ListOffsets``), as the JMX exporter's ``request`` label."""
+    try:
+        return "".join(part.capitalize() for part in ApiKey(api_key).name.split("_"))
+    except ValueError:
+        return f"Unknown{api_key}"
+
+
+class BrokerMetrics:
+    """The broker's registry and the counters the request channel updates."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "kafka_network_requestmetrics_requests",
+            "Requests answered, per API",
+            ["request"],
+            registry=self.registry,
+        )
+        self.total_time = Histogram(
+            "kafka_network_requestmetrics_totaltime_seconds",
+            "Time from a request's last byte to its answer being queued for its connection",
+            ["request"],
+            buckets=TIME_BUCKETS,
+            registry=self.registry,
+        )
+        self.bytes_out = Counter(
+            "kafka_server_brokertopicmetrics_bytesout",
+            "Log bytes sent to fetchers, per topic",
+            ["topic"],
+            registry=self.registry,
+        )
+        self.flush_time = Histogram(
+            "kafka_log_logflushstats_logflush_seconds",
+            "Time of each flush of a partition's log by the flusher thread",
+            buckets=TIME_BUCKETS,
+            registry=self.registry,
+        )
+        self._per_api: dict[int, tuple[Any, Any]] = {}
+        #: segment file -> its topic's counter (weak: a segment retention deletes lets go of its entry)
+        self._per_file: weakref.WeakKeyDictionary[FileHandle, Any] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def answered(self, api_key: int, seconds: float) -> None:
+        found = self._per_api.get(api_key)
+        if found is None:
+            name = request_name(api_key)
+            with self._lock:
+                found = self._per_api[api_key] = (self.requests.labels(name), self.total_time.labels(name))
+        found[0].inc()
+        found[1].observe(seconds)
+
+    def flushed(self, _partition: TopicPartition, seconds: float) -> None:
+        self.flush_time.observe(seconds)
+
+    def sent_region(self, region: FileRegion) -> None:
+        counter = self._per_file.get(region.file)
+        if counter is None:
+            topic = region.file.path.parent.name.rsplit("-", 1)[0]  # <topic>-<partition>/<segment>.log
+            with self._lock:
+                counter = self._per_file[region.file] = self.bytes_out.labels(topic)
+        counter.inc(region.size_bytes)
+
+
+class MeteredRequestChannel(RequestChannel):
+    """A :class:`RequestChannel` that counts and times every answer, and the log bytes Fetch answers send."""
+
+    def __init__(self, metrics: BrokerMetrics, queue_size: int = 500) -> None:
+        super().__init__(queue_size)
+        self.metrics = metrics
+
+    def send_response(self, response: NetworkResponse) -> None:
+        request = response.request
+        frame = request.frame
+        if len(frame) >= 2:
+            self.metrics.answered(
+                int.from_bytes(frame[:2], "big", signed=True),
+                (time.monotonic_ns() - request.received_ns) / 1e9,
+            )
+        for chunk in response.chunks:
+            if type(chunk) is FileRegion:
+                self.metrics.sent_region(chunk)
+        super().send_response(response)
+
+
+class BrokerCollector(Collector):
+    """What the broker holds, read at scrape time: appends since start, logs, purgatory, connections."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        logs: LogManager,
+        purgatory: Purgatory,
+        network_stats: Callable[[], dict[str, int]],
+    ) -> None:
+        self.broker_id = broker_id
+        self.logs = logs
+        self.purgatory = purgatory
+        self.network_stats = network_stats
+        self._lock = threading.Lock()
+        #: per partition: the log end offset and {segment base offset: size} seen last
+        self._seen: dict[TopicPartition, tuple[int, dict[int, int]]] = {}
+        self._messages_in: dict[str, int] = {}
+        self._bytes_in: dict[str, int] = {}
+        for log in logs.all_logs():  # what was there before this broker started is not "in"
+            self._seen[log.topic_partition] = (
+                log.log_end_offset,
+                {s.base_offset: s.size_bytes for s in log.segments},
+            )
+
+    def _count_appends(self) -> None:
+        live: set[TopicPartition] = set()
+        for log in self.logs.all_logs():
+            tp = log.topic_partition
+            live.add(tp)
+            end = log.log_end_offset
+            sizes = {s.base_offset: s.size_bytes for s in log.segments}
+            seen_end, seen_sizes = self._seen.get(tp, (log.log_start_offset, {}))
+            grown = sum(max(size - seen_sizes.get(base, 0), 0) for base, size in sizes.items())
+            self._messages_in[tp.topic] = self._messages_in.get(tp.topic, 0) + max(end - seen_end, 0)
+            self._bytes_in[tp.topic] = self._bytes_in.get(tp.topic, 0) + grown
+            self._seen[tp] = (end, sizes)
+        for gone in [tp for tp in self._seen if tp not in live]:
+            del self._seen[gone]
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            self._count_appends()
+            messages_in = dict(self._messages_in)
+            bytes_in = dict(self._bytes_in)
+        topic_in = CounterMetricFamily(
+            "kafka_server_brokertopicmetrics_messagesin", "Messages appended, per topic", labels=["topic"]
+        )
+        topic_bytes = CounterMetricFamily(
+            "kafka_server_brokertopicmetrics_bytesin", "Bytes appended, per topic", labels=["topic"]
+        )
+        for topic in sorted(messages_in):
+            topic_in.add_metric([topic], messages_in[topic])
+            topic_bytes.add_metric([topic], bytes_in[topic])
+        yield topic_in
+        yield topic_bytes
+        yield from self._logs()
+        labels = ["broker"]
+        broker = [str(self.broker_id)]
+        purgatory = GaugeMetricFamily(
+            "kafka_server_delayedoperationpurgatory_purgatorysize",
+            "Produce and Fetch requests waiting in the purgatory",
+            labels=["delayedOperation"],
+        )
+        purgatory.add_metric(["All"], self.purgatory.pending())
+        yield purgatory
+        stats = self.network_stats()
+        connections = GaugeMetricFamily(
+            "kafka_server_socketservermetrics_connection_count", "Open client connections", labels=labels
+        )
+        connections.add_metric(broker, stats.get("connections_open", 0))
+        yield connections
+        io = CounterMetricFamily(
+            "kafka_server_socketservermetrics_network_io",
+            "Bytes of requests received and responses sent, size prefixes included",
+            labels=["direction"],
+        )
+        io.add_metric(["in"], stats.get("request_bytes", 0))
+        io.add_metric(["out"], stats.get("response_bytes", 0))
+        yield io
+
+    def _logs(self) -> Iterator[Metric]:
+        labels = ["topic", "partition"]
+        size = GaugeMetricFamily("kafka_log_log_size", "Bytes of the partition's log", labels=labels)
+        segments = GaugeMetricFamily(
+            "kafka_log_log_numlogsegments", "Segments of the partition's log", labels=labels
+        )
+        start = GaugeMetricFamily(
+            "kafka_log_log_logstartoffset", "The partition's log start offset", labels=labels
+        )
+        end = GaugeMetricFamily("kafka_log_log_logendoffset", "The partition's log end offset", labels=labels)
+        high = GaugeMetricFamily(
+            "kafka_log_log_highwatermark", "The partition's high watermark", labels=labels
+        )
+        logs = sorted(self.logs.all_logs(), key=lambda log: log.topic_partition)
+        for log in logs:
+            tp = log.topic_partition
+            values = [tp.topic, str(tp.partition)]
+            size.add_metric(values, log.size_bytes)
+            segments.add_metric(values, len(log.segments))
+            start.add_metric(values, log.log_start_offset)
+            end.add_metric(values, log.log_end_offset)
+            high.add_metric(values, log.high_watermark)
+        yield from (size, segments, start, end, high)
+        count = GaugeMetricFamily("kafka_server_replicamanager_partitioncount", "Partitions on this broker")
+        count.add_metric([], len(logs))
+        leaders = GaugeMetricFamily("kafka_server_replicamanager_leadercount", "Partitions this broker leads")
+        leaders.add_metric([], len(logs))
+        under = GaugeMetricFamily(
+            "kafka_server_replicamanager_underreplicatedpartitions",
+            "Partitions with fewer in-sync replicas than replicas (Lumber keeps one replica: always 0)",
+        )
+        under.add_metric([], 0)
+        yield from (count, leaders, under)

@@ -1,0 +1,45 @@
+"""``lumber console``: the web console (:mod:`pipeline.console`) on ``[console] host:port``.
+
+    lumber console                              http://127.0.0.1:8090/
+    lumber console --port 9000 --host 0.0.0.0   (it has no login: bind beyond 127.0.0.1 knowingly)
+
+It reads ZooKeeper (``[zookeeper] connect``), the brokers registered there (or ``[consumer]
+bootstrap_servers``), the registry (``[load] registry_url``, else ``[registry] url``) and the load job's
+warehouse (``[load] warehouse_url``, ``[load] job``) on every request; it keeps nothing. Stops on Ctrl-C /
+SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+from typing import Any
+
+from pipeline.config import LumberConfig
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "console", help="the web console: cluster, topics, groups, schemas, loads, audit"
+    )
+    parser.add_argument("--host", help="address to listen on (default: [console] host, 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port to listen on (default: [console] port, 8090)")
+    parser.set_defaults(handler=_serve)
+
+
+def _serve(args: argparse.Namespace, config: LumberConfig) -> int:
+    import uvicorn  # noqa: PLC0415 - only this command needs the server
+
+    from pipeline.console.app import create_app  # noqa: PLC0415
+
+    console = dataclasses.replace(
+        config.console, host=args.host or config.console.host, port=args.port or config.console.port
+    )
+    config = dataclasses.replace(config, console=console)
+    if not args.debug:  # each page opens ZooKeeper, broker and registry connections: INFO is noise here
+        for name in ("kazoo", "httpx", "broker.client"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+    print(f"lumber console: http://{console.host}:{console.port}/", flush=True)
+    uvicorn.run(create_app(config), host=console.host, port=console.port, log_level="warning")
+    return 0

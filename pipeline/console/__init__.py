@@ -1,0 +1,23 @@
+"""The web console (``lumber console``): cluster, topics, groups, schemas, loads and the audit at a glance.
+
+Server-rendered HTML pages (FastAPI, no JavaScript), charts as inline SVG; every page has a JSON twin
+(``?format=json``). The console keeps no state of its own: each request reads ZooKeeper, the brokers, the
+registry and the load job's manifests afresh (:mod:`pipeline.console.sources`), so it can be restarted,
+or run twice, at any time.
+
+========================================== =================================================================
+``/``                                      cluster: brokers, topics, partitions, leader, replicas, offsets
+``/topics/{topic}``                        a topic's partitions and records (``?partition=&offset=|time=``)
+``/topics/{topic}/{partition}/{offset}``   one record; ``.../value`` its value decoded, as JSON
+``/groups``, ``/groups/{group}``           consumer groups: members, owners, committed offsets, lag
+``/schemas``, ``/schemas/{subject}``       subjects, versions, compatibility level; ``/diff`` between two
+``/schemas/ids/{id}``                      the schema of an id and the subject versions holding it
+``/loads``                                 the load job's runs and the warehouse tree per topic and hour
+``/audit``, ``/audit/{topic}/{start_ms}``  the completeness heatmap; one window's counts
+========================================== =================================================================
+
+Modules: :mod:`~pipeline.console.app` builds the application; one ``*_pages`` module per page group; the
+readers (:mod:`~pipeline.console.cluster_reader`, :mod:`~pipeline.console.record_reader`,
+:mod:`~pipeline.console.warehouse_reader`) fetch what the pages show; :mod:`~pipeline.console.page` lays
+pages out and answers HTML or JSON; :mod:`~pipeline.console.svg` draws the charts.
+"""

@@ -1,0 +1,96 @@
+"""Charts as inline SVG, drawn on the server: the audit heatmap and horizontal bars.
+
+No script: a heatmap cell that leads somewhere is an SVG ``<a>``, and every cell has a ``<title>`` (the
+browser's tooltip) with its figures. Text in a chart goes through :func:`~pipeline.console.page.esc`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pipeline.console.page import esc
+
+CELL_W = 22
+CELL_H = 20
+LABEL_W = 220
+HEADER_H = 64
+STATUS_COLORS = {"COMPLETE": "#3c9a4f", "INCOMPLETE": "#d2392f", "OPEN": "#c9cfd8"}
+EMPTY_COLOR = "#f0f2f5"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One heatmap cell: its colour, tooltip and optional link."""
+
+    color: str
+    tooltip: str
+    url: str | None = None
+    label: str = ""
+
+
+def completeness_color(received: int, expected: int) -> str:
+    """Green when ``received == expected``, red when short, purple when over, grey with nothing expected."""
+    if expected <= 0:
+        return "#c9cfd8" if received == 0 else "#7a4fbf"
+    if received > expected:
+        return "#7a4fbf"
+    ratio = received / expected
+    if ratio >= 1:
+        return "#3c9a4f"
+    red = 210
+    green = int(60 + 140 * ratio)
+    return f"#{red:02x}{green:02x}3c"
+
+
+def heatmap(rows: Sequence[str], columns: Sequence[str], cells: dict[tuple[int, int], Cell]) -> str:
+    """Rows by columns; missing cells are drawn empty."""
+    width = LABEL_W + CELL_W * len(columns) + HEADER_H
+    height = HEADER_H + CELL_H * len(rows) + 10
+    out = [
+        (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" role="img" class="heatmap">'
+        )
+    ]
+    for c, name in enumerate(columns):
+        x = LABEL_W + c * CELL_W + CELL_W // 2
+        out.append(
+            f'<text x="{x}" y="{HEADER_H - 6}" font-size="10" transform="rotate(-60 {x} {HEADER_H - 6})">'
+            f"{esc(name)}</text>"
+        )
+    for r, name in enumerate(rows):
+        y = HEADER_H + r * CELL_H
+        out.append(f'<text x="4" y="{y + CELL_H - 6}" font-size="12">{esc(name)}</text>')
+        for c in range(len(columns)):
+            cell = cells.get((r, c))
+            x = LABEL_W + c * CELL_W
+            color = cell.color if cell else EMPTY_COLOR
+            rect = (
+                f'<rect x="{x}" y="{y}" width="{CELL_W - 2}" height="{CELL_H - 2}" fill="{color}"'
+                + (f' data-label="{esc(cell.label)}"' if cell and cell.label else "")
+                + ">"
+                + (f"<title>{esc(cell.tooltip)}</title>" if cell else "")
+                + "</rect>"
+            )
+            out.append(f'<a href="{esc(cell.url)}">{rect}</a>' if cell and cell.url else rect)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def bars(labels: Sequence[str], values: Sequence[int], unit: str = "") -> str:
+    """Horizontal bars, one per label, scaled to the largest value."""
+    top = max(values, default=0) or 1
+    bar_w = 300
+    row_h = 18
+    height = row_h * len(labels) + 4
+    width = LABEL_W + bar_w + 120
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">']
+    for i, (label, value) in enumerate(zip(labels, values, strict=True)):
+        y = i * row_h + 2
+        w = max(1, int(bar_w * value / top)) if value else 0
+        out.append(f'<text x="4" y="{y + 13}" font-size="12">{esc(label)}</text>')
+        out.append(f'<rect x="{LABEL_W}" y="{y}" width="{w}" height="{row_h - 4}" fill="#4f7cc4"></rect>')
+        out.append(f'<text x="{LABEL_W + w + 6}" y="{y + 13}" font-size="12">{esc(value)}{esc(unit)}</text>')
+    out.append("</svg>")
+    return "".join(out)

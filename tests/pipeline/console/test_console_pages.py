@@ -1,0 +1,203 @@
+"""Every console page in a real Chromium (Debian's, headless, driven by Playwright) against the real stack
+of ``conftest.py``: each page loads with status 200 and no console error, shows the stack's exact figures,
+and is saved as a screenshot under the test's temporary folder; each JSON twin gives the same figures."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from tests.pipeline.console.conftest import HOUR_08, HOUR_09, NOT_AVRO, ConsoleStack
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+AUDIT_RANGE = {"since": "2026-11-22T00", "until": "2026-11-23T00"}
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not Path(CHROMIUM).is_file():
+        pytest.fail(
+            f"the console's browser tests need Debian's Chromium at {CHROMIUM}: apt-get install chromium"
+        )
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+class Visit:
+    """Opens pages in one tab, failing on any console error or uncaught page error."""
+
+    def __init__(self, page: Page, base_url: str, shots: Path) -> None:
+        self.page = page
+        self.base_url = base_url
+        self.shots = shots
+        self.errors: list[str] = []
+        page.on(
+            "console",
+            lambda m: self.errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None,
+        )
+        page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+
+    def open(self, path: str, shot: str, status: int = 200) -> Page:
+        response = self.page.goto(self.base_url + path)
+        assert response is not None
+        assert response.status == status, f"{path}: {response.status}: {self.page.inner_text('main')}"
+        self.page.screenshot(path=str(self.shots / f"{shot}.png"), full_page=True)
+        assert self.errors == [], f"{path}: {self.errors}"
+        return self.page
+
+
+@pytest.fixture
+def visit(browser: Browser, console_stack: ConsoleStack, tmp_path: Path) -> Iterator[Visit]:
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    yield Visit(page, console_stack.url, tmp_path)
+    page.close()
+
+
+def json_of(stack: ConsoleStack, path: str, **params: Any) -> Any:
+    response = stack.get(path, format="json", **params)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_cluster_page(visit: Visit, console_stack: ConsoleStack) -> None:
+    page = visit.open("/", "cluster")
+    assert console_stack.cluster.brokers[0].address in page.inner_text("main")
+    data = json_of(console_stack, "/")
+    assert [b["address"] for b in data["brokers"]] == [console_stack.cluster.brokers[0].address]
+    (topic,) = [t for t in data["topics"] if t["topic"] == console_stack.topic]
+    assert [
+        (p["partition"], p["leader"], p["replicas"], p["log_start_offset"], p["log_end_offset"])
+        for p in topic["partitions"]
+    ] == [(0, 0, [0], 0, 7), (1, 0, [0], 0, 7)]
+    assert topic["messages"] == 14
+    assert (visit.shots / "cluster.png").stat().st_size > 1000
+
+
+def test_topic_page_shows_decoded_records(visit: Visit, console_stack: ConsoleStack) -> None:
+    stack = console_stack
+    page = visit.open(f"/topics/{stack.topic}?partition=0&offset=0", "topic-p0")
+    rows = page.locator("main table").nth(1).locator("tr")
+    assert rows.count() == 1 + 7  # header, 6 views and the record that is not Avro
+    for offset, view in enumerate(stack.values[0][:6]):
+        cells = rows.nth(1 + offset).locator("td")
+        assert cells.nth(0).inner_text() == str(offset)
+        assert cells.nth(2).inner_text() == f"key-0-{offset}"
+        assert cells.nth(3).inner_text() == "host: console-test"
+        assert cells.nth(4).inner_text() == f"id {stack.schema_ids['v1']} · {stack.topic}-value v1"
+        assert json.loads(cells.nth(5).inner_text()) == view
+    bad = rows.nth(7).locator("td")
+    assert "not Avro" in bad.nth(5).inner_text()
+    assert "magic byte is 0x07" in bad.nth(5).inner_text()
+    assert "0x" + NOT_AVRO.hex() in bad.nth(5).inner_text()  # not printable: shown as hex
+
+    data = json_of(stack, f"/topics/{stack.topic}", partition=1)
+    records = data["page"]["records"]
+    assert [r["offset"] for r in records] == list(range(7))
+    assert [r["value"] for r in records] == stack.values[1]
+    assert [r["version"] for r in records] == [2, 2, 2, 2, 1, 1, 1]
+    assert records[0]["timestamp_ms"] == HOUR_08
+    assert records[4]["timestamp_ms"] == HOUR_09
+
+    # the schema link leads to the subject's version, which diffs against v1
+    page.click(f"text={stack.topic}-value v1")
+    assert page.url.endswith(f"/schemas/{stack.topic}-value?version=1")
+    visit.open(f"/topics/{stack.topic}?partition=1&time=2026-11-22T09:00:00Z", "topic-p1-by-time")
+    assert page.locator("main table").nth(1).locator("tr").count() == 1 + 3
+    visit.open(f"/topics/{stack.topic}/0/3", "record")
+    assert json.loads(page.locator("main pre").first.inner_text()) == stack.values[0][3]
+
+
+def test_group_page(visit: Visit, console_stack: ConsoleStack) -> None:
+    stack = console_stack
+    page = visit.open("/groups", "groups")
+    page.click(f"text={stack.group}")
+    page.wait_for_url(f"**/groups/{stack.group}")
+    visit.open(f"/groups/{stack.group}", "group")
+    data = json_of(stack, f"/groups/{stack.group}")
+    assert len(data["members"]) == 1
+    assert data["members"][0]["subscription"] == {stack.topic: 1}
+    member = data["members"][0]["id"]
+    assert [
+        (p["partition"], p["owner"], p["committed"], p["log_end"], p["lag"]) for p in data["partitions"]
+    ] == [
+        (0, member, 5, 7, 2),
+        (1, member, 7, 7, 0),
+    ]
+    assert data["total_lag"] == 2
+
+
+def test_schema_pages(visit: Visit, console_stack: ConsoleStack) -> None:
+    stack = console_stack
+    subject = f"{stack.topic}-value"
+    visit.open("/schemas", "schemas")
+    page = visit.open(f"/schemas/{subject}", "subject")
+    assert "Compatibility BACKWARD" in page.inner_text("main")
+    page = visit.open(f"/schemas/{subject}/diff?from=1&to=2", "diff")
+    added = page.locator("span.add").all_inner_texts()
+    assert any('"name": "load_time_ms"' in line for line in added), added
+    data = json_of(stack, f"/schemas/{subject}")
+    assert [(v["version"], v["id"]) for v in data["versions"]] == [
+        (1, stack.schema_ids["v1"]),
+        (2, stack.schema_ids["v2"]),
+    ]
+    visit.open(f"/schemas/ids/{stack.schema_ids['v2']}", "schema-id")
+
+
+def test_loads_page(visit: Visit, console_stack: ConsoleStack) -> None:
+    stack = console_stack
+    visit.open(f"/loads?job={stack.job}", "loads")
+    data = json_of(stack, "/loads", job=stack.job)
+    (run,) = data["runs"]
+    assert (run["outcome"], run["rows"], run["quarantined"], run["sequence"]) == ("committed", 10, 1, 1)
+    assert (run["first_hour"], run["last_hour"]) == ("2026-11-22T08", "2026-11-22T08")
+    assert run["duration_ms"] > 0
+    tree = {(h["topic"], h["dataset"], h["dt"], h["hr"]): h for h in data["tree"]}
+    assert set(tree) == {
+        (stack.topic, "data", "2026-11-22", "08"),
+        (stack.topic, "errors", "2026-11-22", "08"),
+    }
+    data_files = sorted((stack.warehouse / stack.topic / "dt=2026-11-22" / "hr=08").glob("*.parquet"))
+    assert tree[(stack.topic, "data", "2026-11-22", "08")]["files"] == len(data_files) == run["files"] - 1
+    assert tree[(stack.topic, "data", "2026-11-22", "08")]["bytes"] == sum(
+        f.stat().st_size for f in data_files
+    )
+
+
+def test_audit_heatmap_shows_the_incomplete_window(visit: Visit, console_stack: ConsoleStack) -> None:
+    stack = console_stack
+    query = f"since={AUDIT_RANGE['since']}&until={AUDIT_RANGE['until']}&job={stack.job}"
+    page = visit.open(f"/audit?{query}", "audit")
+    assert page.locator('rect[data-label="INCOMPLETE"]').count() == 1
+    assert page.locator('rect[data-label="COMPLETE"]').count() == 1
+    page.click('a:has(rect[data-label="INCOMPLETE"])')
+    page.wait_for_url(f"**/audit/{stack.topic}/{HOUR_09}?*")
+    page.screenshot(path=str(visit.shots / "audit-window.png"), full_page=True)
+    assert visit.errors == []
+    row = page.locator("main table").first.locator("tr").nth(1).locator("td").all_inner_texts()
+    assert row[2:] == ["3", "0", "3", "0", "0", "0", "INCOMPLETE"]
+
+    data = json_of(stack, "/audit", job=stack.job, **AUDIT_RANGE)
+    windows = {w["window_start_ms"]: w for w in data["windows"] if w["topic"] == stack.topic}
+    assert {
+        s: (w["expected"], w["loaded"], w["malformed"], w["missing"], w["status"]) for s, w in windows.items()
+    } == {
+        HOUR_08: (11, 10, 1, 0, "COMPLETE"),
+        HOUR_09: (3, 0, 0, 3, "INCOMPLETE"),
+    }
+    window = json_of(stack, f"/audit/{stack.topic}/{HOUR_08}", job=stack.job, **AUDIT_RANGE)
+    assert window["hosts"] == {"web-1": 11}
