@@ -16,6 +16,7 @@ import dataclasses
 import logging
 from typing import Any
 
+from pipeline.cli.verbosity import serves
 from pipeline.config import LumberConfig
 
 
@@ -26,6 +27,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--host", help="address to listen on (default: [console] host, 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port to listen on (default: [console] port, 8090)")
     parser.set_defaults(handler=_serve)
+    serves(parser)
 
 
 def _serve(args: argparse.Namespace, config: LumberConfig) -> int:
