@@ -91,13 +91,14 @@ from broker.client.producer_batch import (
     RecordFuture,
     encode_headers,
 )
-from broker.client.producer_config import ProducerConfig
+from broker.client.producer_config import MAX_IDEMPOTENT_IN_FLIGHT, ProducerConfig
 from broker.client.record_encoder import record_bound
 from broker.log.clock import Clock, system_clock_ms
 from broker.log.compression import CompressionType
 from broker.log.errors import CorruptRecordError
 from broker.log.record_batch import HEADER_SIZE, MAGIC, RecordBatch
 from broker.protocol.error_code import ErrorCode
+from broker.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from broker.protocol.messages.produce import (
     PartitionProduceData,
     ProduceRequest,
@@ -167,6 +168,16 @@ class Producer:
         self._delivery_timeout_s = config.delivery_timeout_ms / 1000
         self._max_in_flight = config.max_in_flight_requests_per_connection
         self._request_timeout_ms = config.request_timeout_ms
+        self._idempotent = config.enable_idempotence
+        #: Idempotence (under the lock): the id and epoch new batches get (-1 until InitProducerId
+        #: answered, and again after a reset), each partition's next sequence, and the batch each
+        #: partition has in flight (one at a time, so that a retry never lands after a later batch).
+        self._producer_id = -1
+        self._producer_epoch = -1
+        self._next_sequence: dict[PartitionKey, int] = {}
+        self._partition_in_flight: dict[PartitionKey, ProducerBatch] = {}
+        self._next_init_at = 0.0
+        self._raw_parts_per_batch = MAX_IDEMPOTENT_IN_FLIGHT if config.enable_idempotence else 2**31 - 1
 
         self._lock = threading.Lock()
         self._wake_sender = threading.Condition(self._lock)
@@ -418,11 +429,12 @@ class Producer:
                 self._close_batch(key, open_batch)
             queue = self._queued.get(key)
             target = queue[-1] if queue else None
-            index = -1 if target is None else target.append_raw(batch, record_count, limit)
+            parts = self._raw_parts_per_batch
+            index = -1 if target is None else target.append_raw(batch, record_count, limit, parts)
             if target is None or index < 0:
                 target = ProducerBatch.raw(topic, partition, time.monotonic())
                 self._incomplete.add(target)
-                index = target.append_raw(batch, record_count, limit)
+                index = target.append_raw(batch, record_count, limit, parts)
                 self._close_batch(key, target)
             self._buffered_bytes += size
             target.reserved_bytes += size
@@ -564,6 +576,8 @@ class Producer:
             while True:
                 if self._metadata.needs_update():
                     self._metadata.maybe_update()
+                if self._idempotent and self._producer_id < 0 and time.monotonic() >= self._next_init_at:
+                    self._init_producer_id()
                 with self._lock:
                     ready, expired, wake_in = self._drain(time.monotonic())
                     if not ready and not expired:
@@ -629,6 +643,12 @@ class Producer:
                 if queue is not None:
                     del self._queued[key]
                 continue
+            if self._idempotent:
+                if key in self._partition_in_flight:
+                    continue  # its batch in flight completes (or is retried) first; a response wakes us
+                if head.producer_id < 0 and self._producer_id < 0:
+                    wake_in = min(wake_in, max(self._next_init_at - now, 0.01))
+                    continue  # it waits for a producer id
             leader = snapshot.leader(key[0], key[1])
             if leader is None:
                 self._metadata.request_update()
@@ -648,6 +668,16 @@ class Producer:
             else:
                 del self._open[key]
             head.drained = True
+            if self._idempotent:
+                self._partition_in_flight[key] = head
+                if head.producer_id < 0:  # its first send: stamp it; retries keep the stamp
+                    sequence = self._next_sequence.get(key, 0)
+                    head.producer_id, head.producer_epoch, head.base_sequence = (
+                        self._producer_id,
+                        self._producer_epoch,
+                        sequence,
+                    )
+                    self._next_sequence[key] = (sequence + head.count) & _MAX_SEQUENCE
             requests = ready.get(node)
             if requests is None:
                 requests = ready[node] = [[]]
@@ -794,6 +824,9 @@ class Producer:
             return
         log.info("retrying %r after: %s", batch, error)
         with self._lock:
+            key = (batch.topic, batch.partition)
+            if self._partition_in_flight.get(key) is batch:
+                del self._partition_in_flight[key]
             batch.drained = False
             batch.retry_at = now + self._retry_backoff_s
             key = (batch.topic, batch.partition)
@@ -815,6 +848,8 @@ class Producer:
             incomplete = self._incomplete
             freed = 0
             done = False
+            if self._idempotent:
+                self._idempotent_done(batches, error)
             for batch in batches:
                 if batch in incomplete:
                     incomplete.discard(batch)
@@ -834,8 +869,61 @@ class Producer:
                 audit.counter.done(batch, error)
             batch.complete(base_offset, error)
 
+    def _idempotent_done(self, batches: Sequence[ProducerBatch], error: BaseException | None) -> None:
+        """Under the lock: ``batches`` are done; their partitions may send again. A stamped batch that
+        failed leaves a hole in its partition's sequences (or an unknown outcome), so the producer starts
+        over with a new producer id, as Kafka's does; the batches stamped before keep theirs."""
+        in_flight = self._partition_in_flight
+        for batch in batches:
+            key = (batch.topic, batch.partition)
+            if in_flight.get(key) is batch:
+                del in_flight[key]
+        if error is None:
+            return
+        stamped = [b for b in batches if b.producer_id >= 0]
+        if stamped and any(b.producer_id == self._producer_id for b in stamped):
+            log.warning(
+                "producer id %d: %d batches failed after their sequences were given (%s); the next batches "
+                "get a new producer id",
+                self._producer_id,
+                len(stamped),
+                error,
+            )
+            self._producer_id = self._producer_epoch = -1
+            self._next_sequence.clear()
+            self._wake_sender.notify()
+
+    def _init_producer_id(self) -> bool:
+        """Get a producer id and epoch from any broker (InitProducerId, Kafka's non-transactional way).
+        False when none answered: the sender asks again after ``retry_backoff_ms`` (new batches wait,
+        bounded by ``delivery_timeout_ms``)."""
+        snapshot = self._metadata.snapshot
+        error: BaseException | None = None
+        for address in list(snapshot.brokers.values()):
+            try:
+                response: InitProducerIdResponse = self._pool.get(address).request(
+                    InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1)
+                )
+            except ClientError as exc:
+                error = exc
+                continue
+            if response.error_code != 0:
+                error = BrokerResponseError(response.error_code, "InitProducerId")
+                continue
+            with self._lock:
+                self._producer_id, self._producer_epoch = response.producer_id, response.producer_epoch
+                self._next_sequence.clear()
+            log.info("idempotent producer id %d, epoch %d", response.producer_id, response.producer_epoch)
+            return True
+        if not snapshot.brokers:
+            self._metadata.request_update()
+        log.info("no producer id yet (%s); retrying in %d ms", error, self.config.retry_backoff_ms)
+        self._next_init_at = time.monotonic() + max(self._retry_backoff_s, 0.01)
+        return False
+
 
 _VALUE_TYPES = frozenset({bytes, type(None)})
+_MAX_SEQUENCE = 2**31 - 1
 
 
 def _raw_batch_header(topic: str, partition: int, data: bytes | memoryview) -> RecordBatch:
