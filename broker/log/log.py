@@ -168,7 +168,8 @@ class Log:
         """Load the newest valid snapshot and replay the batches after it (see the module docstring)."""
         view = self._view
         end = view.log_end_offset
-        snapshot_offset = self._producers.load_latest_snapshot(end, self._clock())
+        now = self._clock()
+        snapshot_offset = self._producers.load_latest_snapshot(end, now)
         start = (
             view.base_offsets[0] if snapshot_offset is None else max(snapshot_offset, view.base_offsets[0])
         )
@@ -180,7 +181,9 @@ class Log:
             for header in segment.batch_headers(start, segment.size_bytes):
                 # baseOffset 0, lastOffsetDelta 6, maxTimestamp 8, producerId 9, epoch 10, baseSequence 11
                 if header[9] != NO_PRODUCER_ID:
-                    update(header[9], header[10], header[11], header[0], header[0] + header[6], header[8])
+                    update(
+                        header[9], header[10], header[11], header[0], header[0] + header[6], header[8], now
+                    )
                 replayed += 1
         if replayed or (snapshot_offset is None and end > 0):
             logger.info(
@@ -353,6 +356,7 @@ class Log:
                             offset,
                             last_offset,
                             batch.max_timestamp_ms,
+                            now,
                         )
                     offset = last_offset + 1
                 active.append(pending, pending_bases)

@@ -34,7 +34,7 @@ producer, so that a retry after a restart is still recognised; all integers big-
     producer_count times:
         producer_id      int64
         producer_epoch   int16
-        last_timestamp   int64   max timestamp of the producer's last batch (ms)
+        last_timestamp   int64   when the broker last appended a batch of the producer (ms)
         batch_count      int8    1 to 5, oldest first
         batch_count times:
             first_sequence   int32
@@ -43,10 +43,13 @@ producer, so that a retry after a restart is still recognised; all integers big-
             last_offset      int64
             timestamp        int64   the batch's max timestamp (ms)
 
-Expiry: a producer whose last batch's max timestamp is ``producer_id_expiration_ms`` or more older than
-the clock is forgotten by :meth:`ProducerStateManager.remove_expired_producers` (and when a snapshot is
-loaded), as Kafka's ``producer.id.expiration.ms`` (default 1 day); its next batch is then accepted at
-any sequence.
+Expiry: a producer that appended nothing for ``producer_id_expiration_ms`` (Kafka's
+``producer.id.expiration.ms``, default 1 day) is forgotten by
+:meth:`ProducerStateManager.remove_expired_producers` (and when a snapshot is loaded); its next batch is
+then accepted at any sequence. Where Lumber differs: the time is the broker's clock when it last appended
+a batch of the producer (a batch replayed from the log at load counts as appended then), not the batch's
+max timestamp as in Kafka, so that a producer sending old record timestamps (a backfill, a mirror) is not
+forgotten at once.
 
 Concurrency: a :class:`ProducerStateManager` is not thread-safe; its owner, the partition's
 :class:`~broker.log.log.Log`, calls every method under its append lock, so that the sequence check and
@@ -56,7 +59,6 @@ the append it guards are one atomic step per partition.
 from __future__ import annotations
 
 import logging
-import os
 import struct
 from collections import deque
 from collections.abc import Iterable
@@ -71,7 +73,6 @@ from broker.log.errors import (
     LogStorageError,
     OutOfOrderSequenceError,
 )
-from broker.log.file_handle import fsync_dir
 from broker.log.file_names import parse_snapshot_file_name, snapshot_file_name, temp_path
 from broker.log.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
@@ -125,13 +126,13 @@ class ProducerStateEntry:
     def last_sequence(self) -> int:
         return self.batches[-1].last_sequence if self.batches else -1
 
-    def add_batch(self, producer_epoch: int, batch: BatchMetadata) -> None:
-        """Record an appended batch; a new epoch forgets the batches of the old one."""
+    def add_batch(self, producer_epoch: int, batch: BatchMetadata, now_ms: int) -> None:
+        """Record a batch appended at ``now_ms``; a new epoch forgets the batches of the old one."""
         if producer_epoch != self.producer_epoch:
             self.producer_epoch = producer_epoch
             self.batches.clear()
         self.batches.append(batch)
-        self.last_timestamp_ms = batch.timestamp_ms
+        self.last_timestamp_ms = max(self.last_timestamp_ms, now_ms)
 
     def find_duplicate(
         self, producer_epoch: int, first_sequence: int, last_sequence: int
@@ -244,9 +245,11 @@ class ProducerStateManager:
         first_offset: int,
         last_offset: int,
         max_timestamp_ms: int,
+        now_ms: int,
     ) -> None:
-        """Record a batch appended at ``[first_offset, last_offset]`` (after :meth:`prepare` checked it,
-        or replayed from the log). Batches without a producer id are ignored."""
+        """Record a batch appended at ``[first_offset, last_offset]`` at ``now_ms`` on the broker's clock
+        (after :meth:`prepare` checked it, or replayed from the log at load). Batches without a producer
+        id are ignored."""
         if producer_id == NO_PRODUCER_ID:
             return
         entry = self._producers.get(producer_id)
@@ -261,6 +264,7 @@ class ProducerStateManager:
                 last_offset=last_offset,
                 timestamp_ms=max_timestamp_ms,
             ),
+            now_ms,
         )
 
     def evict_below(self, log_start_offset: int) -> list[int]:
@@ -307,17 +311,15 @@ class ProducerStateManager:
 
     def take_snapshot(self, offset: int) -> Path:
         """Write the state as of ``offset`` (every batch below it applied) to ``<offset>.snapshot``:
-        a temp file, fsynced, renamed over."""
+        a temp file renamed over. Not fsynced (it runs under the log's append lock at every roll): a
+        snapshot that a power loss tears or loses fails its CRC or is missing at load, and the state is
+        rebuilt from an older one and the log."""
         path = self.snapshot_path(offset)
         temp = temp_path(path)
         data = encode_snapshot(self._producers.values())
         try:
-            with temp.open("wb") as file:
-                file.write(data)
-                file.flush()
-                os.fsync(file.fileno())
+            temp.write_bytes(data)
             temp.replace(path)
-            fsync_dir(self._dir)
         except OSError as exc:
             raise LogStorageError(f"{path}: cannot write the producer-state snapshot: {exc}") from exc
         return path

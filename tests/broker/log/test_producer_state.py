@@ -157,19 +157,27 @@ def test_sequences_wrap_after_int32_max(tmp_path: Path) -> None:
 
 
 def test_producers_expire_after_producer_id_expiration_ms(tmp_path: Path) -> None:
-    clock = FakeClock(BASE_TS)
+    """Timed by the broker's (injected) clock at append, not by the records' timestamps: these are a
+    year old and do not matter."""
+    clock = FakeClock(BASE_TS + 365 * DAY_MS)
     log = open_log(tmp_path, clock, producer_id_expiration_ms=60_000)
-    log.append(idempotent_batch(PID, 0, 0, 1, timestamp_ms=BASE_TS))
-    log.append(idempotent_batch(PID + 1, 0, 0, 1, timestamp_ms=BASE_TS + 30_000))
-    clock.now_ms = BASE_TS + 59_999
+    log.append(idempotent_batch(PID, 0, 0, 1))
+    clock.now_ms += 30_000
+    log.append(idempotent_batch(PID + 1, 0, 0, 1))
+    clock.now_ms += 29_999
     assert log.remove_expired_producers() == []
     with pytest.raises(OutOfOrderSequenceError):
-        log.append(idempotent_batch(PID, 0, 5, 1, timestamp_ms=BASE_TS))
-    clock.now_ms = BASE_TS + 60_000
+        log.append(idempotent_batch(PID, 0, 5, 1))
+    clock.now_ms += 1
     assert log.remove_expired_producers() == [PID]
     assert sorted(log.producer_state.producers) == [PID + 1]
     # forgotten: its next batch is accepted at any sequence, as an unknown producer's
-    assert offsets(log.append(idempotent_batch(PID, 0, 5, 1, timestamp_ms=clock.now_ms))) == (2, 2, False)
+    assert offsets(log.append(idempotent_batch(PID, 0, 5, 1))) == (2, 2, False)
+    log.close()
+    # a snapshot's producers expire by the same clock when they are loaded
+    clock.now_ms += 30_000
+    log = open_log(tmp_path, clock, producer_id_expiration_ms=60_000, clean_shutdown=True)
+    assert sorted(log.producer_state.producers) == [PID]
     log.close()
 
 
@@ -257,10 +265,10 @@ def test_a_corrupt_or_torn_snapshot_is_reported_and_the_state_rebuilt_from_the_l
 def test_snapshot_format_round_trips_and_checks_every_byte() -> None:
     entry = ProducerStateEntry(PID, 3)
     for i in range(NUM_BATCHES_TO_RETAIN):
-        entry.add_batch(3, BatchMetadata(i * 10, i * 10 + 9, 100 + i * 10, 109 + i * 10, BASE_TS + i))
+        entry.add_batch(3, BatchMetadata(i * 10, i * 10 + 9, 100 + i * 10, 109 + i * 10, BASE_TS + i), 77 + i)
     data = encode_snapshot([entry])
     (decoded,) = decode_snapshot(data, where="t")
-    assert (decoded.producer_id, decoded.producer_epoch, decoded.last_timestamp_ms) == (PID, 3, BASE_TS + 4)
+    assert (decoded.producer_id, decoded.producer_epoch, decoded.last_timestamp_ms) == (PID, 3, 81)
     assert list(decoded.batches) == list(entry.batches)
     assert len(data) == 2 + 4 + 4 + (8 + 2 + 8 + 1) + NUM_BATCHES_TO_RETAIN * 32
     for position in range(len(data)):
