@@ -22,7 +22,10 @@ followed), and each record goes to the same partition.
 **Batches pass through.** Each stream (:class:`~broker.mirror_stream.MirrorStream`, on its own thread)
 takes whole fetched batches from the source and sends each, byte for byte, to the same partition of the
 target (:meth:`~broker.client.producer.Producer.send_batch`): keys, values, timestamps, headers and
-compression are kept because nothing is decoded; the target assigns the offsets. Only a batch that cannot
+compression are kept because nothing is decoded; the target assigns the offsets. The mirror's producer is
+idempotent (the default), so it stamps its own producer id, epoch and sequences on each batch (recomputing
+the CRC): the source's producer ids mean nothing on the target, and the target then stores a retried send
+once. Only a batch that cannot
 go as it is (the committed position falls inside it, too large for the producer, refused by the target)
 is re-encoded, with the same record fields. The mirror adds no header.
 

@@ -341,8 +341,12 @@ def read_partition_batches(
 
 
 def batch_bytes(batches: list[FetchedBatch]) -> list[bytes]:
-    """Each batch's bytes from batchLength on (the base offset is the broker's to assign)."""
-    return [bytes(b.batch.buffer[8:]) for b in batches]
+    """Each batch's bytes from batchLength on (the base offset is the broker's to assign), but for the CRC
+    and the producer id, epoch and base sequence: the mirror's idempotent producer stamps its own."""
+    return [
+        bytes(b.batch.buffer[8:17]) + bytes(b.batch.buffer[21:43]) + bytes(b.batch.buffer[57:])
+        for b in batches
+    ]
 
 
 def committed_offsets(
