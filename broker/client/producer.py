@@ -39,13 +39,21 @@ How it works:
   that does not fit waits up to ``max_block_ms`` (while every batch is sent at once), then raises
   :class:`~broker.client.errors.BufferExhaustedError`. Waiting for an unknown topic's metadata is bounded
   by ``max_block_ms`` too (:class:`~broker.client.errors.UnknownTopicError`).
+* **Idempotence** (``enable_idempotence``, on by default as in Kafka; it needs ``acks="all"``). The sender
+  asks a broker for a producer id (InitProducerId) before the first batch, and stamps the id, its epoch
+  and the partition's next sequence on each batch when it is first drained; a retry sends the same bytes,
+  which the broker recognises (the original offsets come back) instead of storing them twice. A partition
+  has one batch in flight at a time (Kafka allows five), so a retry never lands after a later batch. A
+  stamped batch that fails for good (a sequence error such as OUT_OF_ORDER_SEQUENCE_NUMBER, which means
+  the broker refused it, or any other final error) leaves a hole in its partition's sequences, so the
+  producer asks for a new producer id and the next batches start over at sequence 0, as Kafka's does.
 * **Errors.** A retriable error (leader moved, connection lost, request timed out...) sends the batch again
   after ``retry_backoff_ms``, at the head of its partition, after learning the cluster again when the error
   says the leader moved, up to ``retries`` times and within ``delivery_timeout_ms`` of the batch's creation.
   Anything else (MESSAGE_TOO_LARGE, an unknown topic past the deadline, ...) fails the batch: its futures
-  raise the error and its callbacks get it. With several requests in flight a retried batch may land after
-  a later one (as in Kafka without idempotence). Nothing accepted is dropped silently: every record's
-  future ends in an offset or an error.
+  raise the error and its callbacks get it. Without idempotence and with several requests in flight a
+  retried batch may land after a later one, or twice (as in Kafka). Nothing accepted is dropped silently:
+  every record's future ends in an offset or an error.
 * **Audit** (paper section 4). With ``audit_interval_ms`` above 0, the records the brokers confirmed are
   counted per topic and window of their timestamp (:mod:`broker.client.audit_counter`, fed by the
   delivery path) and published to ``audit_topic`` every interval and on close
@@ -797,12 +805,20 @@ class Producer:
             elif result.error_code == 0:
                 self._finish(batch, result.base_offset, None)
             else:
+                detail = result.error_message
+                if result.error_code in _SEQUENCE_ERROR_CODES:
+                    detail = (
+                        f"{detail or ErrorCode(result.error_code).name}; the broker refused producer id "
+                        f"{batch.producer_id} epoch {batch.producer_epoch} sequences from "
+                        f"{batch.base_sequence}, so these records were not stored: the batch fails and the "
+                        "producer goes on with a new producer id"
+                    )
                 error = BrokerResponseError(
                     result.error_code,
                     f"produce of a {len(batch.encoded or b'')}-byte batch of {batch.count} records",
                     topic=batch.topic,
                     partition=batch.partition,
-                    detail=result.error_message,
+                    detail=detail,
                 )
                 if error.needs_metadata:
                     self._metadata.request_update()
@@ -924,6 +940,16 @@ class Producer:
 
 _VALUE_TYPES = frozenset({bytes, type(None)})
 _MAX_SEQUENCE = 2**31 - 1
+#: Produce errors of the idempotent producer's sequence check: the batch was refused, not stored.
+_SEQUENCE_ERROR_CODES = frozenset(
+    int(code)
+    for code in (
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+        ErrorCode.UNKNOWN_PRODUCER_ID,
+        ErrorCode.PRODUCER_FENCED,
+    )
+)
 
 
 def _raw_batch_header(topic: str, partition: int, data: bytes | memoryview) -> RecordBatch:

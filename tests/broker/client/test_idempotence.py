@@ -16,9 +16,12 @@ from typing import Any
 
 import pytest
 
+from broker.client.errors import BrokerResponseError
 from broker.client.producer_batch import RecordMetadata
 from broker.log.topic_partition import TopicPartition
 from tests.broker.client.helpers import consumer, producer, read_batches, read_records
+from tests.broker.server.test_broker_server import connect, produce
+from tests.broker.server.test_idempotent_produce import idempotent_batch
 from tests.support.broker_cluster import servers
 
 with warnings.catch_warnings():
@@ -227,3 +230,40 @@ def test_kafka_python_idempotent_by_default_gets_exact_offsets_and_no_duplicate_
     assert [s[1] for s in sequences] == [
         s[0] for s in sequences
     ]  # one producer from sequence 0: seq = offset
+
+
+def test_a_fenced_lumber_producer_fails_the_batch_clearly_and_goes_on_with_a_new_producer_id(
+    broker_cluster: Any,
+) -> None:
+    broker_cluster.create_topic("fence", 1)
+    tp = TopicPartition("fence", 0)
+    with producer(broker_cluster) as p:
+        assert p.send("fence", b"a", partition=0).result(10).offset == 0
+        with consumer(broker_cluster, tp) as c:
+            (first,) = read_batches(c, 1)
+        pid = first.batch.producer_id
+        assert (pid, first.batch.producer_epoch, first.batch.base_sequence) == (pid, 0, 0)
+        # another producer with the same id and a newer epoch fences this one
+        conn = connect(broker_cluster.brokers[0])
+        try:
+            assert produce(conn, "fence", 0, idempotent_batch(pid, 1, 0, 1), acks=-1).base_offset == 1
+        finally:
+            conn.close()
+        fenced = p.send("fence", b"b", partition=0)
+        with pytest.raises(
+            BrokerResponseError,
+            match=rf"INVALID_PRODUCER_EPOCH \(error code 47\) \(.*epoch 0, smaller than the last seen epoch 1"
+            rf".*the broker refused producer id {pid} epoch 0 sequences from 1, so these records were not "
+            "stored: the batch fails and the producer goes on with a new producer id",
+        ):
+            fenced.result(10)
+        assert p.send("fence", b"c", partition=0).result(10).offset == 2
+    with consumer(broker_cluster, tp) as c:
+        batches = read_batches(c, 3)
+    ids = [
+        (b.base_offset, b.batch.producer_id, b.batch.producer_epoch, b.batch.base_sequence) for b in batches
+    ]
+    assert ids[:2] == [(0, pid, 0, 0), (1, pid, 1, 0)]
+    assert ids[2][0] == 2
+    assert ids[2][1] not in (pid, -1)
+    assert ids[2][2:] == (0, 0)  # a new id starts at epoch 0, sequence 0
