@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from broker.log.topic_partition import TopicPartition
-from tests.broker.client.helpers import consumer, read_records
+from tests.broker.client.helpers import consumer, read_batches, read_records
 from tests.support.broker_cluster import servers
 
 
@@ -113,3 +113,16 @@ def test_console_errors_are_clear(broker_cluster: Any) -> None:
     bad_server = lumber("produce", "console", "--bootstrap-server", "localhost", stdin=b"x\n")
     assert bad_server.returncode == 1
     assert "'localhost' is not host:port" in bad_server.stderr.decode()
+
+
+def test_produce_with_acks_1_turns_the_idempotent_producer_off(broker_cluster: Any) -> None:
+    broker_cluster.create_topic("console1", 1)
+    server = servers(broker_cluster)[0]
+    produced = lumber("produce", "console1", "--acks", "1", "--bootstrap-server", server, stdin=b"a\nb\n")
+    assert produced.returncode == 0, produced.stderr
+    with consumer(broker_cluster, TopicPartition("console1", 0)) as c:
+        batches = read_batches(c, 2)
+        c.seek(TopicPartition("console1", 0), 0)
+        records = read_records(c, 2)
+    assert [(r.offset, r.value) for r in records] == [(0, b"a"), (1, b"b")]
+    assert {b.batch.producer_id for b in batches} == {-1}  # not idempotent
