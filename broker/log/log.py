@@ -262,8 +262,12 @@ class Log:
         The whole request is rejected, with nothing written, if any batch is invalid:
         :class:`CorruptRecordError` (magic, lengths, CRC, a partial batch at the end),
         :class:`RecordTooLargeError`, :class:`InvalidRecordError` (no batch, record count not matching the
-        offset range, a control batch). :class:`LogStorageError` on an I/O error, after which the log is
-        offline until the broker restarts (and recovers it).
+        offset range, a control batch), :class:`~broker.log.errors.OutOfOrderSequenceError` and
+        :class:`~broker.log.errors.InvalidProducerEpochError` (an idempotent producer's sequence gap or
+        fenced epoch). A batch an idempotent producer already appended is not appended again: when every
+        batch is such a retry, the result has ``duplicate`` set and the original batch's offsets.
+        :class:`LogStorageError` on an I/O error, after which the log is offline until the broker restarts
+        (and recovers it).
         """
         where = f"{self._where} append"
         scan = scan_batches(batches, where=where)
