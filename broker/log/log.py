@@ -281,7 +281,6 @@ class Log:
             raise InvalidRecordError(where, "the request holds no record batch")
         max_message_bytes = self._config.max_message_bytes
         record_count = 0
-        idempotent = False
         max_timestamp_ms = NO_TIMESTAMP
         for batch in scan.batches:
             if batch.size_bytes > max_message_bytes:
@@ -304,11 +303,11 @@ class Log:
                 )
             record_count += count
             max_timestamp_ms = max(max_timestamp_ms, batch.max_timestamp_ms)
-            idempotent = idempotent or batch.producer_id != NO_PRODUCER_ID
 
         config = self._config
         expose_appended = config.expose == "appended"
         to_append = scan.batches
+        idempotent = any(batch.producer_id != NO_PRODUCER_ID for batch in to_append)
         with self._lock:
             self._check_writable()
             if idempotent:
