@@ -121,6 +121,7 @@ def test_lumber_producer_through_ten_kill_9s_stores_every_acknowledged_record_on
 
 
 @pytest.mark.slow
+@pytest.mark.interop
 def test_confluent_kafka_through_ten_kill_9s_stores_every_acknowledged_record_once(
     start_cluster: Callable[..., Any],
 ) -> None:
@@ -180,6 +181,7 @@ def test_confluent_kafka_through_ten_kill_9s_stores_every_acknowledged_record_on
     assert sent > 2000
 
 
+@pytest.mark.interop
 def test_kafka_python_idempotent_by_default_gets_exact_offsets_and_no_duplicate_on_a_retry(
     broker_cluster: Any,
 ) -> None:
