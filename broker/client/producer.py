@@ -890,10 +890,14 @@ class Producer:
         failed leaves a hole in its partition's sequences (or an unknown outcome), so the producer starts
         over with a new producer id, as Kafka's does; the batches stamped before keep theirs."""
         in_flight = self._partition_in_flight
+        freed = False
         for batch in batches:
             key = (batch.topic, batch.partition)
             if in_flight.get(key) is batch:
                 del in_flight[key]
+                freed = True
+        if freed and (self._queued or self._open):
+            self._wake_sender.notify()  # the partition's next batch may go now
         if error is None:
             return
         stamped = [b for b in batches if b.producer_id >= 0]
