@@ -74,7 +74,7 @@ from broker.log.errors import (
     OutOfOrderSequenceError,
 )
 from broker.log.file_names import parse_snapshot_file_name, snapshot_file_name, temp_path
-from broker.log.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from broker.log.record_batch import NO_PRODUCER_ID
 
 logger = logging.getLogger(__name__)
 
@@ -409,7 +409,7 @@ def decode_snapshot(data: bytes, *, where: str) -> list[ProducerStateEntry]:
         for _ in range(count):
             producer_id, epoch, last_timestamp, batch_count = _PRODUCER.unpack_from(data, position)
             position += _PRODUCER.size
-            if not 1 <= batch_count <= NUM_BATCHES_TO_RETAIN or producer_id < 0 or epoch == NO_PRODUCER_EPOCH:
+            if not 1 <= batch_count <= NUM_BATCHES_TO_RETAIN or producer_id < 0:
                 raise CorruptSnapshotError(
                     where,
                     f"producer {producer_id} epoch {epoch} with {batch_count} batches at byte {position}",
