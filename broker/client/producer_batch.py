@@ -14,6 +14,8 @@ of segments, sent as they are, one after the other in the request's records fiel
 their offsets in that order); more of them may be added until it is drained. An idempotent producer stamps
 its producer id, epoch and base sequence on a batch when it is first drained (a raw batch's parts get
 consecutive sequences, their CRC recomputed); retries send the same bytes, so the broker recognises them.
+A producer that is not idempotent clears another producer's id from a raw batch's parts (they come from
+another cluster, whose producer ids mean nothing here), and leaves the other parts as they are.
 
 Life of a batch::
 
@@ -58,6 +60,7 @@ _PRODUCER_FIELDS_OFFSET = 43  # producerId int64, producerEpoch int16, baseSeque
 _RECORD_COUNT_OFFSET = 57
 _CRC = struct.Struct(">I")
 _PRODUCER_FIELDS = struct.Struct(">qhi")
+_PRODUCER_ID = struct.Struct(">q")
 _COUNT = struct.Struct(">i")
 _MAX_SEQUENCE = 2**31 - 1
 _NO_ID = -1
@@ -282,9 +285,9 @@ class ProducerBatch:
         if encoded is not None:
             return encoded
         if self.raw_parts is not None:
-            parts: Sequence[bytes | bytearray | memoryview] = self.raw_parts
-            if self.producer_id != _NO_ID:
-                parts = _stamp_raw_parts(parts, self.producer_id, self.producer_epoch, self.base_sequence)
+            parts = _stamp_raw_parts(
+                self.raw_parts, self.producer_id, self.producer_epoch, self.base_sequence
+            )
             encoded = self.encoded = b"".join(parts)
             self.raw_parts = None
             return encoded
@@ -352,17 +355,24 @@ class ProducerBatch:
 
 def _stamp_raw_parts(
     parts: Sequence[bytes | bytearray | memoryview], producer_id: int, producer_epoch: int, base_sequence: int
-) -> list[bytes | bytearray]:
-    """Copies of whole record batches with this producer's id, epoch and consecutive sequences from
-    ``base_sequence``, their CRC-32C recomputed (the producer fields lie inside what it covers)."""
-    stamped: list[bytes | bytearray] = []
+) -> list[bytes | bytearray | memoryview]:
+    """Whole record batches with this producer's id, epoch and consecutive sequences from
+    ``base_sequence`` (copies, their CRC-32C recomputed: the producer fields lie inside what it covers).
+    Without a producer id (-1), a batch that carries another producer's id (from another cluster) is
+    cleared to -1 instead, so that this cluster does not check it against its own producers; the others are
+    kept as they are."""
+    stamped: list[bytes | bytearray | memoryview] = []
     sequence = base_sequence
     for part in parts:
+        if producer_id == _NO_ID and _PRODUCER_ID.unpack_from(part, _PRODUCER_FIELDS_OFFSET)[0] == _NO_ID:
+            stamped.append(part)
+            continue
         data = bytearray(part)
         _PRODUCER_FIELDS.pack_into(data, _PRODUCER_FIELDS_OFFSET, producer_id, producer_epoch, sequence)
         _CRC.pack_into(data, _CRC_OFFSET, crc32c.crc32c(memoryview(data)[_ATTRIBUTES_OFFSET:]))
         stamped.append(data)
-        sequence = (sequence + _COUNT.unpack_from(data, _RECORD_COUNT_OFFSET)[0]) & _MAX_SEQUENCE
+        if producer_id != _NO_ID:
+            sequence = (sequence + _COUNT.unpack_from(data, _RECORD_COUNT_OFFSET)[0]) & _MAX_SEQUENCE
     return stamped
 
 
