@@ -26,11 +26,13 @@ How it works:
 * **Raw batches.** ``send_batch()`` takes one whole record batch v2 encoded elsewhere (e.g. a
   :class:`~broker.client.fetched_batch.FetchedBatch`'s bytes, fetched from another cluster) and sends it
   unchanged to the given partition: no record is decoded or re-encoded, so keys, values, timestamps,
-  headers, compression and producer fields stay as they are (no ``host`` header is added), and the broker
+  headers and compression stay as they are (no ``host`` header is added), and the broker
   assigns the offsets (it rewrites only the base offset, outside the CRC). It goes after the records sent
   to that partition before it (their open batch is closed), and consecutive raw batches of a partition
   travel together, one after the other in one request's records, up to ``batch_size`` bytes (a larger one
-  alone, up to ``max_request_size``). Queued at once, with no linger; the rest (leaders, requests in
+  alone, up to ``max_request_size``; at most five with idempotence, the most a broker remembers per
+  producer, each stamped with this producer's id and sequences; without it, another cluster's producer id
+  is cleared). Queued at once, with no linger; the rest (leaders, requests in
   flight, acks, retries, ``buffer_memory``, ``delivery_timeout_ms``) is as for any batch. Raw batches are
   not counted by the producer's audit: they were counted where they were produced.
 * **Acks.** ``acks="0"``: no response (offsets are -1, the paper's asynchronous producer); ``"1"``: the
