@@ -69,6 +69,7 @@ def producer_config(servers: list[str]) -> ProducerConfig:
     return ProducerConfig(
         bootstrap_servers=servers,
         acks="1",
+        enable_idempotence=False,
         linger_ms=LINGER_MS,
         batch_size=BATCH_BYTES,
         buffer_memory=64 * 1024 * 1024,

@@ -106,7 +106,12 @@ def produce(servers: list[str], schema_id: int, records: int, partitions: int) -
     values = payloads(schema_id, DISTINCT)
     producer = Producer(
         ProducerConfig(
-            bootstrap_servers=servers, linger_ms=20, batch_size=1024 * 1024, acks="1", host_name="bench"
+            bootstrap_servers=servers,
+            linger_ms=20,
+            batch_size=1024 * 1024,
+            acks="1",
+            enable_idempotence=False,
+            host_name="bench",
         )
     )
     chunk = 5000

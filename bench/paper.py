@@ -385,6 +385,7 @@ class LumberTarget:
         config = ProducerConfig(
             bootstrap_servers=self._servers,
             acks="0",
+            enable_idempotence=False,
             linger_ms=0 if self.batch == 1 else 5,
             batch_size=exact_batch_size(self.batch),
         )
@@ -925,7 +926,9 @@ def lumber_latency_setup(system: str, cluster: Any, broker_id: int, rate: int) -
     topic = f"paper-latency-{broker_id}-{rate}"
     cluster.create_topic(topic, 1, assignment={0: [broker_id]})
     server = cluster.brokers[broker_id].address
-    producer = Producer(ProducerConfig(bootstrap_servers=[server], acks="0", linger_ms=5))
+    producer = Producer(
+        ProducerConfig(bootstrap_servers=[server], acks="0", enable_idempotence=False, linger_ms=5)
+    )
     producer.partitions_for(topic)
 
     def send(values: list[bytes]) -> None:

@@ -14,6 +14,8 @@ DAY_MS = 24 * 60 * 60 * 1000
 GIB = 1024 * 1024 * 1024
 #: Kafka's ``message.max.bytes`` default: 1 MiB of records plus the 12-byte log overhead of a batch.
 DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024 + 12
+#: Kafka's ``producer.id.expiration.ms`` default: one day.
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = DAY_MS
 
 Expose = Literal["flushed", "appended"]
 
@@ -195,6 +197,15 @@ class BrokerConfig:
             "broker default (-1).",
             "min": 1,
             "max": 10_000,
+        },
+    )
+    producer_id_expiration_ms: int = field(
+        default=DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        metadata={
+            "doc": "A partition forgets an idempotent producer's sequence state once its last batch's "
+            "timestamp is this old (Kafka's producer.id.expiration.ms); checked with retention, every "
+            "[log] retention_check_interval_ms.",
+            "min": 1,
         },
     )
     shutdown_timeout_ms: int = field(

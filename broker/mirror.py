@@ -22,7 +22,11 @@ followed), and each record goes to the same partition.
 **Batches pass through.** Each stream (:class:`~broker.mirror_stream.MirrorStream`, on its own thread)
 takes whole fetched batches from the source and sends each, byte for byte, to the same partition of the
 target (:meth:`~broker.client.producer.Producer.send_batch`): keys, values, timestamps, headers and
-compression are kept because nothing is decoded; the target assigns the offsets. Only a batch that cannot
+compression are kept because nothing is decoded; the target assigns the offsets. The source's producer
+ids mean nothing on the target (and could collide with the target's own), so a batch that carries one is
+sent with its producer id, epoch and sequence cleared (-1, the CRC recomputed). The mirror's producer is
+not idempotent: a request carries many batches per partition, more than the five a broker remembers per
+idempotent producer, and at-least-once is the mirror's contract anyway (see below). Only a batch that cannot
 go as it is (the committed position falls inside it, too large for the producer, refused by the target)
 is re-encoded, with the same record fields. The mirror adds no header.
 
@@ -111,6 +115,7 @@ class Mirror:
             producer,
             bootstrap_servers=[],
             acks="all",
+            enable_idempotence=False,  # many batches per partition and request (see the module docstring)
             max_in_flight_requests_per_connection=1,  # a partition's batches land in order
             audit_interval_ms=0,  # the mirror counts as its own tier, never as the producer tier
             host_name=self._host,

@@ -360,7 +360,12 @@ class Demo:
         try:
             for host in hosts:
                 settings = dataclasses.replace(
-                    stack.producer, host_name=host, client_id=f"frontend-{host}", linger_ms=20, acks="1"
+                    stack.producer,
+                    host_name=host,
+                    client_id=f"frontend-{host}",
+                    linger_ms=20,
+                    acks="1",
+                    enable_idempotence=False,
                 )
                 producers[host] = Producer(settings, zookeeper_connect=stack.zookeeper.connect)
 

@@ -26,11 +26,13 @@ How it works:
 * **Raw batches.** ``send_batch()`` takes one whole record batch v2 encoded elsewhere (e.g. a
   :class:`~broker.client.fetched_batch.FetchedBatch`'s bytes, fetched from another cluster) and sends it
   unchanged to the given partition: no record is decoded or re-encoded, so keys, values, timestamps,
-  headers, compression and producer fields stay as they are (no ``host`` header is added), and the broker
+  headers and compression stay as they are (no ``host`` header is added), and the broker
   assigns the offsets (it rewrites only the base offset, outside the CRC). It goes after the records sent
   to that partition before it (their open batch is closed), and consecutive raw batches of a partition
   travel together, one after the other in one request's records, up to ``batch_size`` bytes (a larger one
-  alone, up to ``max_request_size``). Queued at once, with no linger; the rest (leaders, requests in
+  alone, up to ``max_request_size``; at most five with idempotence, the most a broker remembers per
+  producer, each stamped with this producer's id and sequences; without it, another cluster's producer id
+  is cleared). Queued at once, with no linger; the rest (leaders, requests in
   flight, acks, retries, ``buffer_memory``, ``delivery_timeout_ms``) is as for any batch. Raw batches are
   not counted by the producer's audit: they were counted where they were produced.
 * **Acks.** ``acks="0"``: no response (offsets are -1, the paper's asynchronous producer); ``"1"``: the
@@ -39,13 +41,21 @@ How it works:
   that does not fit waits up to ``max_block_ms`` (while every batch is sent at once), then raises
   :class:`~broker.client.errors.BufferExhaustedError`. Waiting for an unknown topic's metadata is bounded
   by ``max_block_ms`` too (:class:`~broker.client.errors.UnknownTopicError`).
+* **Idempotence** (``enable_idempotence``, on by default as in Kafka; it needs ``acks="all"``). The sender
+  asks a broker for a producer id (InitProducerId) before the first batch, and stamps the id, its epoch
+  and the partition's next sequence on each batch when it is first drained; a retry sends the same bytes,
+  which the broker recognises (the original offsets come back) instead of storing them twice. A partition
+  has one batch in flight at a time (Kafka allows five), so a retry never lands after a later batch. A
+  stamped batch that fails for good (a sequence error such as OUT_OF_ORDER_SEQUENCE_NUMBER, which means
+  the broker refused it, or any other final error) leaves a hole in its partition's sequences, so the
+  producer asks for a new producer id and the next batches start over at sequence 0, as Kafka's does.
 * **Errors.** A retriable error (leader moved, connection lost, request timed out...) sends the batch again
   after ``retry_backoff_ms``, at the head of its partition, after learning the cluster again when the error
   says the leader moved, up to ``retries`` times and within ``delivery_timeout_ms`` of the batch's creation.
   Anything else (MESSAGE_TOO_LARGE, an unknown topic past the deadline, ...) fails the batch: its futures
-  raise the error and its callbacks get it. With several requests in flight a retried batch may land after
-  a later one (as in Kafka without idempotence). Nothing accepted is dropped silently: every record's
-  future ends in an offset or an error.
+  raise the error and its callbacks get it. Without idempotence and with several requests in flight a
+  retried batch may land after a later one, or twice (as in Kafka). Nothing accepted is dropped silently:
+  every record's future ends in an offset or an error.
 * **Audit** (paper section 4). With ``audit_interval_ms`` above 0, the records the brokers confirmed are
   counted per topic and window of their timestamp (:mod:`broker.client.audit_counter`, fed by the
   delivery path) and published to ``audit_topic`` every interval and on close
@@ -91,13 +101,14 @@ from broker.client.producer_batch import (
     RecordFuture,
     encode_headers,
 )
-from broker.client.producer_config import ProducerConfig
+from broker.client.producer_config import MAX_IDEMPOTENT_IN_FLIGHT, ProducerConfig
 from broker.client.record_encoder import record_bound
 from broker.log.clock import Clock, system_clock_ms
 from broker.log.compression import CompressionType
 from broker.log.errors import CorruptRecordError
 from broker.log.record_batch import HEADER_SIZE, MAGIC, RecordBatch
 from broker.protocol.error_code import ErrorCode
+from broker.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from broker.protocol.messages.produce import (
     PartitionProduceData,
     ProduceRequest,
@@ -167,6 +178,16 @@ class Producer:
         self._delivery_timeout_s = config.delivery_timeout_ms / 1000
         self._max_in_flight = config.max_in_flight_requests_per_connection
         self._request_timeout_ms = config.request_timeout_ms
+        self._idempotent = config.enable_idempotence
+        #: Idempotence (under the lock): the id and epoch new batches get (-1 until InitProducerId
+        #: answered, and again after a reset), each partition's next sequence, and the batch each
+        #: partition has in flight (one at a time, so that a retry never lands after a later batch).
+        self._producer_id = -1
+        self._producer_epoch = -1
+        self._next_sequence: dict[PartitionKey, int] = {}
+        self._partition_in_flight: dict[PartitionKey, ProducerBatch] = {}
+        self._next_init_at = 0.0
+        self._raw_parts_per_batch = MAX_IDEMPOTENT_IN_FLIGHT if config.enable_idempotence else 2**31 - 1
 
         self._lock = threading.Lock()
         self._wake_sender = threading.Condition(self._lock)
@@ -418,11 +439,12 @@ class Producer:
                 self._close_batch(key, open_batch)
             queue = self._queued.get(key)
             target = queue[-1] if queue else None
-            index = -1 if target is None else target.append_raw(batch, record_count, limit)
+            parts = self._raw_parts_per_batch
+            index = -1 if target is None else target.append_raw(batch, record_count, limit, parts)
             if target is None or index < 0:
                 target = ProducerBatch.raw(topic, partition, time.monotonic())
                 self._incomplete.add(target)
-                index = target.append_raw(batch, record_count, limit)
+                index = target.append_raw(batch, record_count, limit, parts)
                 self._close_batch(key, target)
             self._buffered_bytes += size
             target.reserved_bytes += size
@@ -564,6 +586,8 @@ class Producer:
             while True:
                 if self._metadata.needs_update():
                     self._metadata.maybe_update()
+                if self._idempotent and self._producer_id < 0 and time.monotonic() >= self._next_init_at:
+                    self._init_producer_id()
                 with self._lock:
                     ready, expired, wake_in = self._drain(time.monotonic())
                     if not ready and not expired:
@@ -629,6 +653,12 @@ class Producer:
                 if queue is not None:
                     del self._queued[key]
                 continue
+            if self._idempotent:
+                if key in self._partition_in_flight:
+                    continue  # its batch in flight completes (or is retried) first; a response wakes us
+                if head.producer_id < 0 and self._producer_id < 0:
+                    wake_in = min(wake_in, max(self._next_init_at - now, 0.01))
+                    continue  # it waits for a producer id
             leader = snapshot.leader(key[0], key[1])
             if leader is None:
                 self._metadata.request_update()
@@ -648,6 +678,16 @@ class Producer:
             else:
                 del self._open[key]
             head.drained = True
+            if self._idempotent:
+                self._partition_in_flight[key] = head
+                if head.producer_id < 0:  # its first send: stamp it; retries keep the stamp
+                    sequence = self._next_sequence.get(key, 0)
+                    head.producer_id, head.producer_epoch, head.base_sequence = (
+                        self._producer_id,
+                        self._producer_epoch,
+                        sequence,
+                    )
+                    self._next_sequence[key] = (sequence + head.count) & _MAX_SEQUENCE
             requests = ready.get(node)
             if requests is None:
                 requests = ready[node] = [[]]
@@ -767,12 +807,20 @@ class Producer:
             elif result.error_code == 0:
                 self._finish(batch, result.base_offset, None)
             else:
+                detail = result.error_message
+                if result.error_code in _SEQUENCE_ERROR_CODES:
+                    detail = (
+                        f"{detail or ErrorCode(result.error_code).name}; the broker refused producer id "
+                        f"{batch.producer_id} epoch {batch.producer_epoch} sequences from "
+                        f"{batch.base_sequence}, so these records were not stored: the batch fails and the "
+                        "producer goes on with a new producer id"
+                    )
                 error = BrokerResponseError(
                     result.error_code,
                     f"produce of a {len(batch.encoded or b'')}-byte batch of {batch.count} records",
                     topic=batch.topic,
                     partition=batch.partition,
-                    detail=result.error_message,
+                    detail=detail,
                 )
                 if error.needs_metadata:
                     self._metadata.request_update()
@@ -794,6 +842,9 @@ class Producer:
             return
         log.info("retrying %r after: %s", batch, error)
         with self._lock:
+            key = (batch.topic, batch.partition)
+            if self._partition_in_flight.get(key) is batch:
+                del self._partition_in_flight[key]
             batch.drained = False
             batch.retry_at = now + self._retry_backoff_s
             key = (batch.topic, batch.partition)
@@ -815,6 +866,8 @@ class Producer:
             incomplete = self._incomplete
             freed = 0
             done = False
+            if self._idempotent:
+                self._idempotent_done(batches, error)
             for batch in batches:
                 if batch in incomplete:
                     incomplete.discard(batch)
@@ -834,8 +887,75 @@ class Producer:
                 audit.counter.done(batch, error)
             batch.complete(base_offset, error)
 
+    def _idempotent_done(self, batches: Sequence[ProducerBatch], error: BaseException | None) -> None:
+        """Under the lock: ``batches`` are done; their partitions may send again. A stamped batch that
+        failed leaves a hole in its partition's sequences (or an unknown outcome), so the producer starts
+        over with a new producer id, as Kafka's does; the batches stamped before keep theirs."""
+        in_flight = self._partition_in_flight
+        freed = False
+        for batch in batches:
+            key = (batch.topic, batch.partition)
+            if in_flight.get(key) is batch:
+                del in_flight[key]
+                freed = True
+        if freed and (self._queued or self._open):
+            self._wake_sender.notify()  # the partition's next batch may go now
+        if error is None:
+            return
+        stamped = [b for b in batches if b.producer_id >= 0]
+        if stamped and any(b.producer_id == self._producer_id for b in stamped):
+            log.warning(
+                "producer id %d: %d batches failed after their sequences were given (%s); the next batches "
+                "get a new producer id",
+                self._producer_id,
+                len(stamped),
+                error,
+            )
+            self._producer_id = self._producer_epoch = -1
+            self._next_sequence.clear()
+            self._wake_sender.notify()
+
+    def _init_producer_id(self) -> bool:
+        """Get a producer id and epoch from any broker (InitProducerId, Kafka's non-transactional way).
+        False when none answered: the sender asks again after ``retry_backoff_ms`` (new batches wait,
+        bounded by ``delivery_timeout_ms``)."""
+        snapshot = self._metadata.snapshot
+        error: BaseException | None = None
+        for address in list(snapshot.brokers.values()):
+            try:
+                response: InitProducerIdResponse = self._pool.get(address).request(
+                    InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1)
+                )
+            except ClientError as exc:
+                error = exc
+                continue
+            if response.error_code != 0:
+                error = BrokerResponseError(response.error_code, "InitProducerId")
+                continue
+            with self._lock:
+                self._producer_id, self._producer_epoch = response.producer_id, response.producer_epoch
+                self._next_sequence.clear()
+            log.info("idempotent producer id %d, epoch %d", response.producer_id, response.producer_epoch)
+            return True
+        if not snapshot.brokers:
+            self._metadata.request_update()
+        log.info("no producer id yet (%s); retrying in %d ms", error, self.config.retry_backoff_ms)
+        self._next_init_at = time.monotonic() + max(self._retry_backoff_s, 0.01)
+        return False
+
 
 _VALUE_TYPES = frozenset({bytes, type(None)})
+_MAX_SEQUENCE = 2**31 - 1
+#: Produce errors of the idempotent producer's sequence check: the batch was refused, not stored.
+_SEQUENCE_ERROR_CODES = frozenset(
+    int(code)
+    for code in (
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+        ErrorCode.UNKNOWN_PRODUCER_ID,
+        ErrorCode.PRODUCER_FENCED,
+    )
+)
 
 
 def _raw_batch_header(topic: str, partition: int, data: bytes | memoryview) -> RecordBatch:

@@ -11,7 +11,11 @@ against. Every record carries the producer's header bytes (the producing ``host`
 A *raw* batch (:meth:`ProducerBatch.raw`, for
 :meth:`~broker.client.producer.Producer.send_batch`) holds whole record batches v2 encoded elsewhere instead
 of segments, sent as they are, one after the other in the request's records field (the broker assigns
-their offsets in that order); more of them may be added until it is drained.
+their offsets in that order); more of them may be added until it is drained. An idempotent producer stamps
+its producer id, epoch and base sequence on a batch when it is first drained (a raw batch's parts get
+consecutive sequences, their CRC recomputed); retries send the same bytes, so the broker recognises them.
+A producer that is not idempotent clears another producer's id from a raw batch's parts (they come from
+another cluster, whose producer ids mean nothing here), and leaves the other parts as they are.
 
 Life of a batch::
 
@@ -49,6 +53,16 @@ log = logging.getLogger(__name__)
 _HEAD = struct.Struct(">qiibI")
 _TAIL = struct.Struct(">hiqqqhii")
 _BATCH_LENGTH_BASE = HEADER_SIZE - 12
+# Byte positions in a batch header (broker.log.record_batch's layout) that stamping a raw batch rewrites.
+_CRC_OFFSET = 17
+_ATTRIBUTES_OFFSET = 21
+_PRODUCER_FIELDS_OFFSET = 43  # producerId int64, producerEpoch int16, baseSequence int32
+_RECORD_COUNT_OFFSET = 57
+_CRC = struct.Struct(">I")
+_PRODUCER_FIELDS = struct.Struct(">qhi")
+_PRODUCER_ID = struct.Struct(">q")
+_COUNT = struct.Struct(">i")
+_MAX_SEQUENCE = 2**31 - 1
 _NO_ID = -1
 
 Header = tuple[str, bytes | None]
@@ -106,6 +120,7 @@ class ProducerBatch:
         "_event",
         "attempts",
         "base_offset",
+        "base_sequence",
         "callbacks",
         "codec",
         "count",
@@ -118,6 +133,8 @@ class ProducerBatch:
         "last_error",
         "max_timestamp_ms",
         "partition",
+        "producer_epoch",
+        "producer_id",
         "raw_parts",
         "reserved_bytes",
         "retry_at",
@@ -146,6 +163,11 @@ class ProducerBatch:
         self.encoded: bytes | None = None
         #: whole record batches to send as they are (a raw batch), None for a batch of segments
         self.raw_parts: list[bytes | memoryview] | None = None
+        #: The idempotent producer's stamp, set when the batch is first drained and kept by its retries
+        #: (the broker recognises a retry by it); -1 when the producer is not idempotent.
+        self.producer_id = _NO_ID
+        self.producer_epoch = _NO_ID
+        self.base_sequence = _NO_ID
         self.done = False
         self.base_offset = -1
         self.error: BaseException | None = None
@@ -231,12 +253,14 @@ class ProducerBatch:
         batch.raw_parts = []
         return batch
 
-    def append_raw(self, data: bytes | memoryview, record_count: int, max_bytes: int) -> int:
+    def append_raw(
+        self, data: bytes | memoryview, record_count: int, max_bytes: int, max_parts: int = 2**31 - 1
+    ) -> int:
         """Add one whole record batch v2 (``data``, ``record_count`` records) if this raw batch stays
-        within ``max_bytes`` (the first always goes in); returns its first record's index, or -1 when it
-        does not fit (or the batch is not raw, or already built)."""
+        within ``max_bytes`` and ``max_parts`` record batches (the first always goes in); returns its first
+        record's index, or -1 when it does not fit (or the batch is not raw, or already built)."""
         parts = self.raw_parts
-        if parts is None:
+        if parts is None or len(parts) >= max_parts:
             return -1
         size = len(data)
         total = self.size_bytes + HEADER_SIZE if parts else 0  # size_bytes excludes one batch header
@@ -261,7 +285,10 @@ class ProducerBatch:
         if encoded is not None:
             return encoded
         if self.raw_parts is not None:
-            encoded = self.encoded = b"".join(self.raw_parts)
+            parts = _stamp_raw_parts(
+                self.raw_parts, self.producer_id, self.producer_epoch, self.base_sequence
+            )
+            encoded = self.encoded = b"".join(parts)
             self.raw_parts = None
             return encoded
         records = encode_records(self.segments, self.count, self.first_timestamp_ms)
@@ -276,9 +303,9 @@ class ProducerBatch:
             self.count - 1,
             self.first_timestamp_ms,
             self.max_timestamp_ms,
-            _NO_ID,
-            _NO_ID,
-            _NO_ID,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
             self.count,
         )
         crc = crc32c.crc32c(records, crc32c.crc32c(tail))
@@ -324,6 +351,29 @@ class ProducerBatch:
             if event is None and not self.done:
                 event = self._event = threading.Event()
         return True if event is None else event.wait(timeout_s)
+
+
+def _stamp_raw_parts(
+    parts: Sequence[bytes | bytearray | memoryview], producer_id: int, producer_epoch: int, base_sequence: int
+) -> list[bytes | bytearray | memoryview]:
+    """Whole record batches with this producer's id, epoch and consecutive sequences from
+    ``base_sequence`` (copies, their CRC-32C recomputed: the producer fields lie inside what it covers).
+    Without a producer id (-1), a batch that carries another producer's id (from another cluster) is
+    cleared to -1 instead, so that this cluster does not check it against its own producers; the others are
+    kept as they are."""
+    stamped: list[bytes | bytearray | memoryview] = []
+    sequence = base_sequence
+    for part in parts:
+        if producer_id == _NO_ID and _PRODUCER_ID.unpack_from(part, _PRODUCER_FIELDS_OFFSET)[0] == _NO_ID:
+            stamped.append(part)
+            continue
+        data = bytearray(part)
+        _PRODUCER_FIELDS.pack_into(data, _PRODUCER_FIELDS_OFFSET, producer_id, producer_epoch, sequence)
+        _CRC.pack_into(data, _CRC_OFFSET, crc32c.crc32c(memoryview(data)[_ATTRIBUTES_OFFSET:]))
+        stamped.append(data)
+        if producer_id != _NO_ID:
+            sequence = (sequence + _COUNT.unpack_from(data, _RECORD_COUNT_OFFSET)[0]) & _MAX_SEQUENCE
+    return stamped
 
 
 class RecordFuture:

@@ -17,6 +17,8 @@ Acks = Literal["0", "1", "all"]
 CompressionName = Literal["none", "gzip", "snappy", "lz4", "zstd"]
 
 MIB = 1024 * 1024
+#: Kafka's bound for an idempotent producer: the broker remembers a producer's last five batches.
+MAX_IDEMPOTENT_IN_FLIGHT = 5
 
 
 @dataclass(frozen=True)
@@ -32,11 +34,21 @@ class ProducerConfig:
     )
     client_id: str = field(default="lumber-producer", metadata={"doc": "Client id sent with every request."})
     acks: Acks = field(
-        default="1",
+        default="all",
         metadata={
             "doc": "'0': no response (the paper's asynchronous producer, offsets unknown); '1': the leader "
-            "appended the batch; 'all': the batch is flushed to disk, the paper's 'exposed after flush'.",
+            "appended the batch; 'all': every in-sync replica has it (Kafka's default; idempotence needs "
+            "it).",
             "choices": ("0", "1", "all"),
+        },
+    )
+    enable_idempotence: bool = field(
+        default=True,
+        metadata={
+            "doc": "Kafka's idempotent producer (KIP-98, on by default as in Kafka): the producer gets a "
+            "producer id from the brokers and stamps a sequence number on every batch, so that a retried "
+            "batch is stored once and a partition's batches stay in order. Needs acks = 'all' and "
+            "max_in_flight_requests_per_connection <= 5; set false to use acks '0' or '1'.",
         },
     )
     compression_type: CompressionName = field(
@@ -88,8 +100,9 @@ class ProducerConfig:
     max_in_flight_requests_per_connection: int = field(
         default=5,
         metadata={
-            "doc": "Produce requests sent to one broker without waiting for their responses. With more "
-            "than 1, a retried batch may land after a later one.",
+            "doc": "Produce requests sent to one broker without waiting for their responses. Without "
+            "idempotence and with more than 1, a retried batch may land after a later one; with it, at most "
+            "5, and a partition has one batch in flight at a time, so its order holds.",
             "min": 1,
         },
     )
@@ -166,6 +179,17 @@ class ProducerConfig:
     def __post_init__(self) -> None:
         check_limits(self)
         check_servers("producer", self.bootstrap_servers)
+        if self.enable_idempotence and self.acks != "all":
+            raise ClientConfigError(
+                f"ProducerConfig: enable_idempotence = true needs acks = 'all', got acks = '{self.acks}'; "
+                "set enable_idempotence = false to produce with acks '0' or '1'"
+            )
+        if self.enable_idempotence and self.max_in_flight_requests_per_connection > MAX_IDEMPOTENT_IN_FLIGHT:
+            raise ClientConfigError(
+                "ProducerConfig: enable_idempotence = true allows at most "
+                f"{MAX_IDEMPOTENT_IN_FLIGHT} max_in_flight_requests_per_connection, got "
+                f"{self.max_in_flight_requests_per_connection}; lower it or set enable_idempotence = false"
+            )
         if self.audit_interval_ms > 0 and not (self.audit_topic and self.audit_registry_url):
             raise ClientConfigError(
                 "ProducerConfig: audit_interval_ms > 0 needs an audit_topic and an audit_registry_url"

@@ -8,6 +8,11 @@ All paths are relative to the chroot of ``[zookeeper] connect``::
         {"version": 1, "partitions": {"0": [1], "1": [2], "2": [3]}}
     /cluster/id                             persistent, the cluster's id, created by the first broker
         {"version": 1, "id": "lumber-1f0c..."}
+    /latest_producer_id_block               persistent, the last block of idempotent producer ids handed
+        to a broker (Kafka's node and JSON): each broker claims the next 1000 ids by a compare-and-set on
+        the znode version (:mod:`broker.cluster.producer_id_manager`), so no id is given out twice, across
+        brokers and restarts
+        {"version": 1, "broker": 2, "block_start": "1000", "block_end": "1999"}
     /consumers/<group>/ids/<consumer-id>    ephemeral, a member and its subscription (topic -> streams)
         {"version": 1, "subscription": {"events": 2}, "host": "web-1", "pid": 4242, "timestamp_ms": ...}
     /consumers/<group>/owners/<topic>/<p>   ephemeral, the id of the member that owns partition p
@@ -44,6 +49,7 @@ BROKER_IDS_PATH = f"{BROKERS_PATH}/ids"
 TOPICS_PATH = f"{BROKERS_PATH}/topics"
 CONSUMERS_PATH = "/consumers"
 CLUSTER_ID_PATH = "/cluster/id"
+PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 
 #: The ``version`` every JSON value written here carries.
 DATA_VERSION = 1
@@ -193,3 +199,20 @@ def decode_cluster_id(path: str, data: bytes) -> str:
     if not isinstance(value, str) or not value:
         raise ZkDataError(f"{path}: expected a non-empty 'id', found {value!r}")
     return value
+
+
+def encode_producer_id_block(broker_id: int, block_start: int, block_end: int) -> bytes:
+    """Kafka's JSON: the ids as strings (they are int64), ``block_end`` inclusive."""
+    return _dump({"broker": int(broker_id), "block_start": str(block_start), "block_end": str(block_end)})
+
+
+def decode_producer_id_block(path: str, data: bytes) -> tuple[int, int, int]:
+    """``(broker, block_start, block_end)`` from ``/latest_producer_id_block``."""
+    value = _load(path, data)
+    try:
+        broker, start, end = int(value["broker"]), int(value["block_start"]), int(value["block_end"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ZkDataError(f"{path}: is not a producer id block: {value!r}") from exc
+    if not 0 <= start <= end:
+        raise ZkDataError(f"{path}: block [{start}, {end}] is not a range of producer ids")
+    return broker, start, end

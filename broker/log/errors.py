@@ -12,6 +12,9 @@ that a request handler can map any :class:`LogError` without a table of its own.
         ├── InvalidRecordError         (INVALID_RECORD 87): intact but not acceptable (count, control...)
         ├── RecordTooLargeError        (MESSAGE_TOO_LARGE 10)
         ├── OffsetOutOfRangeError      (OFFSET_OUT_OF_RANGE 1)
+        ├── OutOfOrderSequenceError    (OUT_OF_ORDER_SEQUENCE_NUMBER 45): an idempotent producer's gap
+        ├── InvalidProducerEpochError  (INVALID_PRODUCER_EPOCH 47): a fenced (older) producer epoch
+        ├── CorruptSnapshotError       (KAFKA_STORAGE_ERROR 56): a producer-state snapshot fails its check
         ├── InvalidTopicError          (INVALID_TOPIC_EXCEPTION 17)
         ├── CorruptIndexError          (KAFKA_STORAGE_ERROR 56): an index file fails its sanity check
         ├── LogDirLockedError          (KAFKA_STORAGE_ERROR 56): another process holds the log dir
@@ -105,6 +108,27 @@ class OffsetOutOfRangeError(LogError):
         super().__init__(
             f"{where}: offset {offset} is out of range: the log holds [{log_start_offset}, {log_end_offset})"
         )
+
+
+class OutOfOrderSequenceError(LogError):
+    """An idempotent producer's batch does not follow its last one (a gap, or a new epoch not at 0)."""
+
+    kafka_error_code = 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class InvalidProducerEpochError(LogError):
+    """An idempotent producer's batch carries an epoch older than the partition has seen (fenced)."""
+
+    kafka_error_code = 47  # INVALID_PRODUCER_EPOCH
+
+
+class CorruptSnapshotError(LogError):
+    """A producer-state snapshot is torn or fails its CRC; the state is rebuilt from the log instead."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: corrupt producer-state snapshot: {reason}")
 
 
 class InvalidTopicError(LogError):

@@ -13,6 +13,8 @@ A partition folder holds segments, each named by its base offset as 20 zero-padd
     00000000000000000000.log        the record batches
     00000000000000000000.index      sparse offset index  (broker.log.offset_index)
     00000000000000000000.timeindex  sparse time index    (broker.log.time_index)
+    00000000000000000042.snapshot   the idempotent producers' state as of offset 42
+                                    (broker.log.producer_state); written at rolls and clean shutdowns
     *.tmp                           an index being rebuilt; left over only by a crash, deleted at load
 
 Topic names follow Kafka's rules (:func:`validate_topic_name`), so a partition folder name can never
@@ -33,6 +35,7 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 TEMP_SUFFIX = ".tmp"
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+SNAPSHOT_SUFFIX = ".snapshot"
 
 LOCK_FILE_NAME = ".lock"
 CLEAN_SHUTDOWN_FILE_NAME = ".lumber_cleanshutdown"
@@ -44,6 +47,7 @@ MAX_PARTITION = 2**31 - 1
 
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 _SEGMENT_FILE = re.compile(r"(\d{20})(\.log|\.index|\.timeindex)")
+_SNAPSHOT_FILE = re.compile(r"(\d{20})\.snapshot")
 _PARTITION_DIR = re.compile(r"(.+)-(\d+)")
 _DELETED_PARTITION_DIR = re.compile(r"(.+)-(\d+)\.([0-9a-f]{32})-delete")
 
@@ -138,3 +142,16 @@ def parse_segment_file_name(name: str) -> tuple[int, str] | None:
 
 def temp_path(path: Path) -> Path:
     return path.with_name(path.name + TEMP_SUFFIX)
+
+
+def snapshot_file_name(offset: int) -> str:
+    """``<20-digit offset>.snapshot``: the producer state as of ``offset`` (broker.log.producer_state)."""
+    if not 0 <= offset < 10**OFFSET_DIGITS:
+        raise ValueError(f"offset {offset} does not fit in {OFFSET_DIGITS} digits")
+    return f"{offset:0{OFFSET_DIGITS}d}{SNAPSHOT_SUFFIX}"
+
+
+def parse_snapshot_file_name(name: str) -> int | None:
+    """The offset of a producer-state snapshot file name, or None for any other name."""
+    match = _SNAPSHOT_FILE.fullmatch(name)
+    return None if match is None else int(match.group(1))

@@ -22,6 +22,14 @@ S deadline (the first unflushed message), the log calls ``wake_flusher``: the
 :class:`~broker.log.log_manager.LogManager` wakes its background flusher, which flushes by M at once and
 sleeps until the earliest S deadline. A log without a ``wake_flusher`` flushes inline when M is reached.
 
+Idempotent producers (KIP-98): the log owns the partition's
+:class:`~broker.log.producer_state.ProducerStateManager`. Under the append lock, before anything is
+written, every batch with a producer id is checked against it (a duplicate is not appended and its
+original offsets are answered; a gap or a fenced epoch refuses the whole append), and the state is updated
+as the batches get their offsets, so that check and append are one atomic step per partition. The state is
+snapshotted when a segment rolls and at a clean close, and rebuilt at load from the newest valid snapshot
+and the batches after it.
+
 Concurrency: one lock serialises appends, rolls and retention; flushes are serialised by a second lock
 and fsync outside the first, so appends continue during an fsync. Readers take no lock: every change
 publishes a new immutable view (segments, log end, high watermark and the byte positions where they lie),
@@ -41,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from broker.config import LogConfig
+from broker.config import DEFAULT_PRODUCER_ID_EXPIRATION_MS, LogConfig
 from broker.log.clock import Clock, system_clock_ms
 from broker.log.errors import (
     CorruptRecordError,
@@ -55,7 +63,8 @@ from broker.log.errors import (
 from broker.log.file_handle import fsync_dir
 from broker.log.file_names import deleted_partition_dir_name, parse_partition_dir_name
 from broker.log.file_region import FileRegion
-from broker.log.record_batch import NO_TIMESTAMP, RecordBatch, scan_batches
+from broker.log.producer_state import BatchMetadata, ProducerStateManager
+from broker.log.record_batch import NO_PRODUCER_ID, NO_TIMESTAMP, RecordBatch, scan_batches
 from broker.log.recovery import RecoveryResult, load_segments
 from broker.log.segment import Segment
 from broker.log.topic_partition import TopicPartition
@@ -78,6 +87,9 @@ class AppendInfo:
     record_count: int
     batch_count: int
     size_bytes: int
+    #: True when every batch was a retry of an appended one: nothing was written, and the offsets are
+    #: the original batch's (an idempotent producer's duplicate).
+    duplicate: bool = False
 
 
 class _View(NamedTuple):
@@ -106,6 +118,7 @@ class Log:
         clean_shutdown: bool = False,
         clock: Clock = system_clock_ms,
         wake_flusher: Callable[[Log], None] | None = None,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         tp = parse_partition_dir_name(directory.name)
         if tp is None:
@@ -146,6 +159,41 @@ class Log:
             hw_segment=active,
             hw_position=active.size_bytes,
         )
+        self._producers = ProducerStateManager(
+            directory, where=self._where, producer_id_expiration_ms=producer_id_expiration_ms
+        )
+        self._load_producer_state()
+
+    def _load_producer_state(self) -> None:
+        """Load the newest valid snapshot and replay the batches after it (see the module docstring)."""
+        view = self._view
+        end = view.log_end_offset
+        now = self._clock()
+        snapshot_offset = self._producers.load_latest_snapshot(end, now)
+        start = (
+            view.base_offsets[0] if snapshot_offset is None else max(snapshot_offset, view.base_offsets[0])
+        )
+        replayed = 0
+        update = self._producers.update
+        for segment in view.segments:
+            if segment.next_offset <= start:
+                continue
+            for header in segment.batch_headers(start, segment.size_bytes):
+                # baseOffset 0, lastOffsetDelta 6, maxTimestamp 8, producerId 9, epoch 10, baseSequence 11
+                if header[9] != NO_PRODUCER_ID:
+                    update(
+                        header[9], header[10], header[11], header[0], header[0] + header[6], header[8], now
+                    )
+                replayed += 1
+        if replayed or (snapshot_offset is None and end > 0):
+            logger.info(
+                "%s: rebuilt the state of %d producers from %s and %d batches of the log from offset %d",
+                self._where,
+                len(self._producers.producers),
+                "no snapshot" if snapshot_offset is None else f"the snapshot at offset {snapshot_offset}",
+                replayed,
+                start,
+            )
 
     # ------------------------------------------------------------------------------------ properties
 
@@ -201,6 +249,11 @@ class Log:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        """The idempotent producers' state (read it only while no append runs: tests and tools)."""
+        return self._producers
+
     # ------------------------------------------------------------------------------------ append
 
     def append(self, batches: Buffer) -> AppendInfo:
@@ -209,8 +262,12 @@ class Log:
         The whole request is rejected, with nothing written, if any batch is invalid:
         :class:`CorruptRecordError` (magic, lengths, CRC, a partial batch at the end),
         :class:`RecordTooLargeError`, :class:`InvalidRecordError` (no batch, record count not matching the
-        offset range, a control batch). :class:`LogStorageError` on an I/O error, after which the log is
-        offline until the broker restarts (and recovers it).
+        offset range, a control batch), :class:`~broker.log.errors.OutOfOrderSequenceError` and
+        :class:`~broker.log.errors.InvalidProducerEpochError` (an idempotent producer's sequence gap or
+        fenced epoch). A batch an idempotent producer already appended is not appended again: when every
+        batch is such a retry, the result has ``duplicate`` set and the original batch's offsets.
+        :class:`LogStorageError` on an I/O error, after which the log is offline until the broker restarts
+        (and recovers it).
         """
         where = f"{self._where} append"
         scan = scan_batches(batches, where=where)
@@ -249,8 +306,26 @@ class Log:
 
         config = self._config
         expose_appended = config.expose == "appended"
+        to_append = scan.batches
+        idempotent = any(batch.producer_id != NO_PRODUCER_ID for batch in to_append)
         with self._lock:
             self._check_writable()
+            if idempotent:
+                duplicate, to_append = self._check_producers(to_append)
+                if duplicate is not None and not to_append:
+                    return AppendInfo(
+                        first_offset=duplicate.first_offset,
+                        last_offset=duplicate.last_offset,
+                        max_timestamp_ms=duplicate.timestamp_ms,
+                        record_count=0,
+                        batch_count=0,
+                        size_bytes=0,
+                        duplicate=True,
+                    )
+                if duplicate is not None:
+                    record_count = sum(b.record_count for b in to_append)
+                    max_timestamp_ms = max(b.max_timestamp_ms for b in to_append)
+            update_producer = self._producers.update
             now = self._clock()
             view = self._view
             segments = view.segments
@@ -259,7 +334,7 @@ class Log:
             pending: list[RecordBatch] = []
             pending_bases: list[int] = []
             try:
-                for batch in scan.batches:
+                for batch in to_append:
                     last_offset = offset + batch.last_offset_delta
                     if active.should_roll(
                         batch.size_bytes,
@@ -276,6 +351,16 @@ class Log:
                         segments = (*segments, active)
                     pending.append(batch)
                     pending_bases.append(offset)
+                    if idempotent:
+                        update_producer(
+                            batch.producer_id,
+                            batch.producer_epoch,
+                            batch.base_sequence,
+                            offset,
+                            last_offset,
+                            batch.max_timestamp_ms,
+                            now,
+                        )
                     offset = last_offset + 1
                 active.append(pending, pending_bases)
             except LogStorageError as exc:
@@ -319,13 +404,52 @@ class Log:
             last_offset=offset - 1,
             max_timestamp_ms=max_timestamp_ms,
             record_count=record_count,
-            batch_count=len(scan.batches),
-            size_bytes=scan.complete_bytes,
+            batch_count=len(to_append),
+            size_bytes=scan.complete_bytes
+            if to_append is scan.batches
+            else sum(b.size_bytes for b in to_append),
         )
 
+    def _check_producers(
+        self, batches: tuple[RecordBatch, ...]
+    ) -> tuple[BatchMetadata | None, tuple[RecordBatch, ...]]:
+        """Check the idempotent producers' batches (caller holds the lock): the first duplicate found and
+        the batches to append (every batch but the duplicates). Raises
+        :class:`~broker.log.errors.OutOfOrderSequenceError` or
+        :class:`~broker.log.errors.InvalidProducerEpochError`, with nothing written."""
+        check = self._producers.prepare().check
+        offset = self._next_offset
+        duplicate: BatchMetadata | None = None
+        to_append: list[RecordBatch] = []
+        for batch in batches:
+            producer_id = batch.producer_id
+            if producer_id != NO_PRODUCER_ID:
+                found = check(
+                    producer_id, batch.producer_epoch, batch.base_sequence, batch.last_offset_delta, offset
+                )
+                if found is not None:
+                    duplicate = duplicate or found
+                    logger.info(
+                        "%s: producer %d epoch %d sequences [%d, %d] were appended at offsets [%d, %d]: not "
+                        "appended again",
+                        self._where,
+                        producer_id,
+                        batch.producer_epoch,
+                        found.first_sequence,
+                        found.last_sequence,
+                        found.first_offset,
+                        found.last_offset,
+                    )
+                    continue
+            to_append.append(batch)
+            offset += batch.last_offset_delta + 1
+        return duplicate, tuple(to_append) if duplicate is not None else batches
+
     def _roll(self, active: Segment, base_offset: int, now_ms: int) -> Segment:
-        """Close off ``active`` and start a segment at ``base_offset`` (caller holds the lock)."""
+        """Close off ``active``, snapshot the producer state as of ``base_offset``, and start a segment
+        there (caller holds the lock, and the producer state holds every batch below ``base_offset``)."""
         active.on_become_inactive()
+        self._producers.take_snapshot(base_offset)
         segment = Segment.create(
             self._dir, base_offset, index_interval_bytes=self._config.index_interval_bytes, now_ms=now_ms
         )
@@ -571,6 +695,8 @@ class Log:
                 return ()
             kept = view.segments[len(doomed) :]
             self._view = view._replace(segments=kept, base_offsets=view.base_offsets[len(doomed) :])
+            self._producers.evict_below(kept[0].base_offset)
+            self._producers.delete_snapshots_below(kept[0].base_offset)
         for segment in doomed:
             segment.delete()
         logger.info(
@@ -580,6 +706,14 @@ class Log:
             kept[0].base_offset,
         )
         return tuple(s.base_offset for s in doomed)
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> list[int]:
+        """Forget the idempotent producers whose last batch is ``producer_id_expiration_ms`` old."""
+        now = self._clock() if now_ms is None else now_ms
+        with self._lock:
+            if self._closed:
+                return []
+            return self._producers.remove_expired_producers(now)
 
     # ------------------------------------------------------------------------------------ closing
 
@@ -608,6 +742,8 @@ class Log:
                     try:
                         active.on_become_inactive()
                         active.time_index.flush()
+                        if failure is None:
+                            self._producers.take_snapshot(self._next_offset)
                     except LogStorageError as exc:
                         failure = failure or exc
                 for segment in segments:

@@ -12,7 +12,8 @@ Running (after :meth:`LogManager.start`):
   wake it) or its oldest unflushed message is ``flush_ms`` old, and rewrites each dir's recovery-point
   checkpoint every ``recovery_checkpoint_interval_ms``;
 * the retention thread applies ``retention_ms`` / ``retention_bytes`` every
-  ``retention_check_interval_ms``.
+  ``retention_check_interval_ms``, and forgets the idempotent producers whose last batch is
+  ``producer_id_expiration_ms`` old (``[broker]``, Kafka's ``producer.id.expiration.ms``).
 
 :meth:`LogManager.close` stops the threads, flushes and closes every log, writes the checkpoints and the
 clean-shutdown markers, and releases the locks. All methods are thread-safe.
@@ -31,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from broker.config import LogConfig
+from broker.config import DEFAULT_PRODUCER_ID_EXPIRATION_MS, LogConfig
 from broker.log.checkpoint import read_checkpoint, write_checkpoint
 from broker.log.clock import Clock, system_clock_ms
 from broker.log.errors import LogClosedError, LogDirLockedError, LogError, LogStorageError
@@ -57,8 +58,15 @@ _MAX_FLUSHER_SLEEP_MS = 1000
 class LogManager:
     """Owns every partition in ``config.log_dirs``. Use as a context manager, or call :meth:`close`."""
 
-    def __init__(self, config: LogConfig, *, clock: Clock = system_clock_ms) -> None:
+    def __init__(
+        self,
+        config: LogConfig,
+        *,
+        clock: Clock = system_clock_ms,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ) -> None:
         self._config = config
+        self._producer_id_expiration_ms = producer_id_expiration_ms
         self._clock = clock
         self._dirs = [Path(d).absolute() for d in config.log_dirs]
         self._lock = threading.Lock()
@@ -147,6 +155,7 @@ class LogManager:
                 clean_shutdown=clean and tp in checkpoint,
                 clock=self._clock,
                 wake_flusher=self._wake_flusher,
+                producer_id_expiration_ms=self._producer_id_expiration_ms,
             )
             self._logs[tp] = log
             self._dir_of[tp] = directory
@@ -191,6 +200,7 @@ class LogManager:
                 clean_shutdown=False,
                 clock=self._clock,
                 wake_flusher=self._wake_flusher,
+                producer_id_expiration_ms=self._producer_id_expiration_ms,
             )
             for listener in self._listeners:
                 log.add_listener(listener)
@@ -306,6 +316,16 @@ class LogManager:
                 deleted[log.topic_partition] = removed
         return deleted
 
+    def remove_expired_producers(self, now_ms: int | None = None) -> dict[TopicPartition, list[int]]:
+        """Forget expired idempotent producers in every log; returns their ids per partition."""
+        now = self._clock() if now_ms is None else now_ms
+        expired: dict[TopicPartition, list[int]] = {}
+        for log in self.all_logs():
+            removed = log.remove_expired_producers(now)
+            if removed:
+                expired[log.topic_partition] = removed
+        return expired
+
     def checkpoint_recovery_points(self) -> None:
         """Rewrite every log dir's recovery-point checkpoint with the logs' flushed offsets."""
         for directory in self._dirs:
@@ -345,6 +365,7 @@ class LogManager:
         while not self._stop.wait(interval_s):
             try:
                 self.apply_retention()
+                self.remove_expired_producers()
             except Exception:
                 logger.exception("log retention iteration failed")
 

@@ -13,6 +13,10 @@ Pass 3, truncate: cut the segment holding the first invalid batch right before i
     segment (its offsets would follow a hole), and log exactly what was removed: file, byte range, the
     first offset lost and why.
 
+Then the log rebuilds its idempotent producers' state (:mod:`broker.log.producer_state`): it deletes the
+snapshots past the recovered log end, loads the newest readable one (a torn or corrupt one is reported and
+deleted) and replays the batches after it. Pass 0 leaves the ``.snapshot`` files to it.
+
 Nothing invalid survives to be served: after these passes every byte of every segment is a whole batch
 that was validated at append time (and flushed) or just now. The result says what each pass did.
 """
@@ -33,6 +37,7 @@ from broker.log.file_names import (
     TEMP_SUFFIX,
     TIME_INDEX_SUFFIX,
     parse_segment_file_name,
+    parse_snapshot_file_name,
     segment_path,
 )
 from broker.log.segment import (
@@ -113,6 +118,8 @@ def load_segments(
             continue
         parsed = parse_segment_file_name(entry.name)
         if parsed is None:
+            if parse_snapshot_file_name(entry.name) is not None:
+                continue  # a producer-state snapshot: the log's ProducerStateManager loads it
             logger.warning("%s: ignoring %s, which is not a segment file", where, entry)
             continue
         base_offset, suffix = parsed

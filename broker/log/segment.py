@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -402,6 +402,19 @@ class Segment:
         header = _read_header_prefix(self._log, position, max_position, str(self._log.path))
         data = self._log.pread(LOG_OVERHEAD + header[1], position)
         return RecordBatch(data, where=str(self._log.path), position=position)
+
+    def batch_headers(self, offset: int, max_position: int) -> Iterator[tuple[int, ...]]:
+        """The 61-byte headers (the fields of :mod:`broker.log.record_batch`'s layout, in order) of the
+        batches from the one holding ``offset`` to ``max_position``; used to replay producer state."""
+        found = self.position_of(offset, max_position)
+        if found is None:
+            return
+        position = found[0]
+        where = str(self._log.path)
+        while position < max_position:
+            header = _read_full_header(self._log, position, max_position, where)
+            yield header
+            position += LOG_OVERHEAD + header[1]
 
     def find_offset_by_timestamp(self, timestamp_ms: int, max_position: int) -> int | None:
         """The first offset whose record timestamp is >= ``timestamp_ms``, below ``max_position``."""

@@ -34,6 +34,7 @@ from broker.cluster import zk_paths
 from broker.cluster.broker_registration import BrokerRegistration
 from broker.cluster.cluster_view import EMPTY_VIEW
 from broker.cluster.cluster_watcher import ClusterWatcher
+from broker.cluster.producer_id_manager import ProducerIdManager
 from broker.cluster.topic_admin import TopicAdmin
 from broker.config import BrokerConfig, LogConfig
 from broker.errors import BrokerError
@@ -128,7 +129,7 @@ class BrokerServer:
         self._check_id_free(client)
 
         compile_all()
-        self._logs = LogManager(self._log_config)
+        self._logs = LogManager(self._log_config, producer_id_expiration_ms=config.producer_id_expiration_ms)
         self.cluster_id = self._cluster_id(client)
         local = LocalPartitions(config.broker_id, self._logs)
         self._watcher = ClusterWatcher(client, on_change=local.apply)
@@ -157,6 +158,7 @@ class BrokerServer:
             channel=self._channel,
             purgatory=self._purgatory,
             cluster_id=self.cluster_id,
+            producer_ids=ProducerIdManager(client, config.broker_id),
         )
         self._pool = HandlerPool(self._channel, handler.handle, config.num_io_threads)
         self._pool.start()

@@ -21,28 +21,33 @@ an ``acks=-1`` Produce, from the purgatory when the request can be answered. Wha
 * **CreateTopics / DeleteTopics**: through ZooKeeper (:class:`~broker.cluster.topic_admin.TopicAdmin`);
   one replica per partition, so a replication factor above 1 is INVALID_REPLICATION_FACTOR.
 * **FindCoordinator**: COORDINATOR_NOT_AVAILABLE (groups coordinate through ZooKeeper, not a broker).
-* **InitProducerId**: a producer id unique to this broker and epoch (no sequence deduplication).
+* **InitProducerId**: what Kafka answers an idempotent (non-transactional) producer: a fresh producer
+  id, unique across brokers and restarts (claimed in blocks through ZooKeeper,
+  :mod:`broker.cluster.producer_id_manager`), and epoch 0, whatever id and epoch the request carries
+  (Kafka bumps an epoch only for transactional ids; Lumber has no transactions and answers a
+  transactional id TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+  Each partition's log checks the producers' sequences (:mod:`broker.log.producer_state`): a retried batch
+  gets its original offsets, a gap OUT_OF_ORDER_SEQUENCE_NUMBER, a fenced epoch INVALID_PRODUCER_EPOCH.
 
 A request that does not decode, an unknown API key, or an unsupported version of any API but ApiVersions
 closes its connection, with the reason logged, as Kafka does; every other client is unaffected. Partition
 errors use Kafka's codes: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (the view names another
 leader), OFFSET_OUT_OF_RANGE, CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_TOPIC_EXCEPTION, INVALID_RECORD,
-INVALID_REQUIRED_ACKS, UNSUPPORTED_FOR_MESSAGE_FORMAT (Produce v0-v2 message sets) and
-KAFKA_STORAGE_ERROR. Thread-safe: any number of handler threads may call :meth:`RequestHandler.handle`.
+INVALID_REQUIRED_ACKS, UNSUPPORTED_FOR_MESSAGE_FORMAT (Produce v0-v2 message sets),
+OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH and KAFKA_STORAGE_ERROR. Thread-safe: any number of
+handler threads may call :meth:`RequestHandler.handle`.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
-import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from broker.cluster.cluster_view import ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.errors import ClusterError
+from broker.cluster.producer_id_manager import ProducerIdManager
 from broker.cluster.topic_admin import TopicAdmin
 from broker.config import BrokerConfig
 from broker.errors import BrokerError
@@ -147,6 +152,7 @@ class RequestHandler:
         channel: RequestChannel,
         purgatory: Purgatory,
         cluster_id: str,
+        producer_ids: ProducerIdManager,
     ) -> None:
         self._config = config
         self._broker_id = config.broker_id
@@ -156,8 +162,7 @@ class RequestHandler:
         self._channel = channel
         self._purgatory = purgatory
         self._cluster_id = cluster_id
-        self._producer_ids = itertools.count(1)
-        self._producer_id_lock = threading.Lock()
+        self._producer_ids = producer_ids
         self._handlers: dict[int, Callable[[NetworkRequest, RequestHeader, Any], None]] = {
             int(ApiKey.PRODUCE): self._produce,
             int(ApiKey.FETCH): self._fetch,
@@ -762,16 +767,13 @@ class RequestHandler:
                 InitProducerIdResponse(error_code=int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)),
             )
             return
-        if body.producer_id >= 0 and body.producer_epoch >= 0:
-            producer_id, epoch = body.producer_id, (body.producer_epoch + 1) % 32768
-        else:
-            with self._producer_id_lock:
-                sequence = next(self._producer_ids)
-            # unique per broker and start: broker id, start time in seconds, then a counter
-            producer_id = (
-                (self._broker_id << 44) | ((int(time.time()) & 0xFFFFF) << 24) | (sequence & 0xFFFFFF)
-            )
-            epoch = 0
+        try:
+            producer_id = self._producer_ids.generate_producer_id()
+        except ClusterError as exc:
+            logger.warning("InitProducerId from %s: %s", request.peer, exc)
+            self._respond(request, header, InitProducerIdResponse(error_code=exc.kafka_error_code))
+            return
+        epoch = 0
         self._respond(
             request,
             header,

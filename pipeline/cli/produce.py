@@ -60,7 +60,9 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--partition", type=int, help="send every record to this partition")
     parser.add_argument(
-        "--acks", choices=("0", "1", "all"), help="acknowledgements (default: [producer] acks)"
+        "--acks",
+        choices=("0", "1", "all"),
+        help="acknowledgements (default: [producer] acks); 0 or 1 turns the idempotent producer off",
     )
     parser.add_argument(
         "--compression",
@@ -106,7 +108,11 @@ def _produce(args: argparse.Namespace, config: LumberConfig) -> int:
         return 2
     settings = config.producer
     if args.acks is not None:
-        settings = dataclasses.replace(settings, acks=args.acks)
+        # idempotence needs acks=all: asking for less on the command line turns it off (as Kafka's
+        # producer does when acks is set and enable.idempotence is not)
+        settings = dataclasses.replace(
+            settings, acks=args.acks, enable_idempotence=settings.enable_idempotence and args.acks == "all"
+        )
     if args.compression is not None:
         settings = dataclasses.replace(settings, compression_type=args.compression)
     if args.bootstrap_server:

@@ -344,8 +344,12 @@ def read_partition_batches(
 
 
 def batch_bytes(batches: list[FetchedBatch]) -> list[bytes]:
-    """Each batch's bytes from batchLength on (the base offset is the broker's to assign)."""
-    return [bytes(b.batch.buffer[8:]) for b in batches]
+    """Each batch's bytes from batchLength on (the base offset is the broker's to assign), but for the CRC
+    and the producer id, epoch and base sequence: the mirror clears the source's producer ids."""
+    return [
+        bytes(b.batch.buffer[8:17]) + bytes(b.batch.buffer[21:43]) + bytes(b.batch.buffer[57:])
+        for b in batches
+    ]
 
 
 def committed_offsets(
@@ -410,6 +414,8 @@ def test_batches_pass_through_byte_for_byte_and_only_a_batch_cut_by_the_committe
             (b.base_offset, b.record_count) for b in source_batches[partition]
         ]
         assert batch_bytes(got) == batch_bytes(source_batches[partition])
+        assert {b.batch.producer_id for b in source_batches[partition]} != {-1}  # an idempotent source
+        assert {(b.batch.producer_id, b.batch.base_sequence) for b in got} == {(-1, -1)}
         assert [content(r) for r in read_partition(target, "pass", partition, 120)] == [
             content(r) for r in read_partition(source, "pass", partition, 120)
         ]

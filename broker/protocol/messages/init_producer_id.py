@@ -1,10 +1,10 @@
 """InitProducerId (key 22), v0-v4: a producer id and epoch for an idempotent producer.
 
-kafka-python 3.x producers are idempotent by default against any broker that looks like Kafka 0.11 or
-newer, and ask for a producer id before their first Produce; without this API they would fail. Lumber
-hands out ids but does not deduplicate by sequence number (the audit trail detects duplicates). v2 is
-flexible; v3 lets a producer bump its epoch by sending its current id and epoch (KIP-360), v4 is the
-highest kafka-python sends.
+Idempotent producers (kafka-python 3.x and Lumber's by default, confluent-kafka with
+``enable.idempotence``) ask for a producer id before their first Produce; the broker then deduplicates
+their retries by sequence number (:mod:`broker.log.producer_state`). v2 is flexible; v3 lets a producer
+send its current id and epoch (KIP-360: Kafka bumps the epoch of a transactional id; a non-transactional
+producer gets a fresh id, in Kafka as in Lumber), v4 is the highest kafka-python sends.
 """
 
 from typing import Annotated, NamedTuple

@@ -22,6 +22,8 @@ def producer(cluster: Any, **settings: Any) -> Producer:
     settings.setdefault("linger_ms", 0)
     settings.setdefault("request_timeout_ms", 10_000)
     settings.setdefault("max_block_ms", 10_000)
+    # idempotence (the default) needs acks=all: a test asking for acks 0 or 1 turns it off
+    settings.setdefault("enable_idempotence", settings.get("acks", "all") == "all")
     return Producer(ProducerConfig(bootstrap_servers=servers(cluster), **settings))
 
 

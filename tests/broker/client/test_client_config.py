@@ -10,10 +10,28 @@ from pipeline.errors import ConfigError
 
 
 def test_defaults_and_acks_value() -> None:
-    assert ProducerConfig().acks_value == 1
+    assert ProducerConfig().acks_value == -1  # Kafka's defaults: acks=all, idempotent
+    assert ProducerConfig().enable_idempotence
+    assert ProducerConfig(acks="1", enable_idempotence=False).acks_value == 1
     assert ProducerConfig(acks="all").acks_value == -1
-    assert ProducerConfig(acks="0").acks_value == 0
+    assert ProducerConfig(acks="0", enable_idempotence=False).acks_value == 0
     assert ConsumerConfig().auto_offset_reset == "largest"
+
+
+def test_idempotence_refuses_settings_it_cannot_keep() -> None:
+    with pytest.raises(
+        ClientConfigError,
+        match=r"enable_idempotence = true needs acks = 'all', got acks = '1'; set enable_idempotence = false",
+    ):
+        ProducerConfig(acks="1")
+    with pytest.raises(
+        ClientConfigError,
+        match=r"allows at most 5 max_in_flight_requests_per_connection, got 6",
+    ):
+        ProducerConfig(max_in_flight_requests_per_connection=6)
+    assert ProducerConfig(max_in_flight_requests_per_connection=6, enable_idempotence=False).acks == "all"
+    with pytest.raises(ConfigError, match=r"needs acks = 'all', got acks = '0'"):
+        config_from_mapping({"producer": {"acks": "0"}})
 
 
 def test_limits_hold_for_sections_built_in_python() -> None:

@@ -333,8 +333,20 @@ def test_send_batch_appends_the_bytes_as_they_are_after_the_records_sent_before(
         c.seek(TopicPartition("raw", 0), 0)
         records = read_records(c, 306)
     assert [(b.base_offset, b.record_count) for b in batches] == [(0, 1), (1, 5), (6, 300)]
-    # the same bytes from the batch length on (the broker rewrote only the base offset)
-    assert [bytes(b.batch.buffer[8:]) for b in batches[1:]] == [first[8:], second[8:]]
+    # the same bytes from the batch length on, but for the idempotent producer's stamp (producer id,
+    # epoch, consecutive sequences after the plain record's) and the CRC over it; the broker rewrote only
+    # the base offset
+    for fetched, sent in zip(batches[1:], (first, second), strict=True):
+        got = bytes(fetched.batch.buffer)
+        assert got[8:17] + got[21:43] + got[57:] == sent[8:17] + sent[21:43] + sent[57:]
+        fetched.batch.validate()  # the CRC was recomputed
+    producer_id = batches[0].batch.producer_id
+    assert producer_id >= 0
+    assert [(b.batch.producer_id, b.batch.producer_epoch, b.batch.base_sequence) for b in batches] == [
+        (producer_id, 0, 0),
+        (producer_id, 0, 1),
+        (producer_id, 0, 6),
+    ]
     assert batches[2].batch.compression == CompressionType.GZIP
     assert [(r.offset, r.key, r.value, r.timestamp_ms, r.headers) for r in records[1:]] == [
         (1 + i, b"k%d" % i, b"a-%d" % i, 1_700_000_000_000 + i, (("origin", b"elsewhere"), ("none", None)))

@@ -133,6 +133,7 @@ def test_corruption_in_a_middle_segment_deletes_the_later_ones(tmp_path: Path) -
         "00000000000000000000.timeindex",
         "00000000000000000020.index",
         "00000000000000000020.log",
+        "00000000000000000020.snapshot",  # the producer state at the roll; the one at 40 is past the end
         "00000000000000000020.timeindex",
     ]
     assert log.log_end_offset == base_offset

@@ -20,7 +20,7 @@ from broker.log.topic_partition import TopicPartition
 from pipeline.cli import main
 from schemas.client import SchemaRegistryClient
 from schemas.serde import AvroSerde
-from tests.broker.client.helpers import consumer, producer, read_records
+from tests.broker.client.helpers import consumer, producer, read_batches, read_records
 from tests.support.broker_cluster import servers
 from tests.support.registry import RegistryProcess
 
@@ -379,3 +379,16 @@ def test_json_values_are_checked_on_the_way_in_and_printed_compactly(broker_clus
     )
     assert (consumed.returncode, consumed.stderr) == (0, b"")
     assert consumed.stdout == '{"a":1,"b":["x\\ny","é"]}\n'.encode()
+
+
+def test_produce_with_acks_1_turns_the_idempotent_producer_off(broker_cluster: Any) -> None:
+    broker_cluster.create_topic("console1", 1)
+    server = servers(broker_cluster)[0]
+    produced = lumber("produce", "console1", "--acks", "1", "--bootstrap-server", server, stdin=b"a\nb\n")
+    assert produced.returncode == 0, produced.stderr
+    with consumer(broker_cluster, TopicPartition("console1", 0)) as c:
+        batches = read_batches(c, 2)
+        c.seek(TopicPartition("console1", 0), 0)
+        records = read_records(c, 2)
+    assert [(r.offset, r.value) for r in records] == [(0, b"a"), (1, b"b")]
+    assert {b.batch.producer_id for b in batches} == {-1}  # not idempotent
