@@ -45,6 +45,8 @@ _LOG_SETTINGS = {
     "max_message_bytes",
     "expose",
     "index_interval_bytes",
+    "flush_on_ack",
+    "validate_records",
 }
 
 
