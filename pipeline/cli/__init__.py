@@ -23,6 +23,7 @@ from pipeline.cli import (
     dev,
     etl,
     groups,
+    log,
     mirror,
     produce,
     schemas,
@@ -32,7 +33,7 @@ from pipeline.config import load_config
 from pipeline.errors import ConfigError, PipelineError
 from schemas.errors import SchemaError
 
-GROUPS = (dev, config_cmd, broker, topics, schemas, produce, consume, groups, mirror, etl, audit, demo)
+GROUPS = (dev, config_cmd, broker, topics, log, schemas, produce, consume, groups, mirror, etl, audit, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -126,18 +126,35 @@ def test_kcat_acks_all_in_batches_of_seven_writes_every_line(broker_cluster: Bro
     broker_cluster.create_topic("kcat-all", 1)
     lines = "".join(f"line-{i}\n" for i in range(700))
     subprocess.run(
-        [KCAT, "-P", "-b", broker_cluster.bootstrap_servers, "-t", "kcat-all", "-p", "0",
-         "-X", "acks=all", "-X", "batch.num.messages=7"],
-        input=lines.encode(), check=True, timeout=60, capture_output=True,
-    )  # fmt: skip
+        [
+            KCAT,
+            "-P",
+            "-b",
+            broker_cluster.bootstrap_servers,
+            "-t",
+            "kcat-all",
+            "-p",
+            "0",
+            "-X",
+            "acks=all",
+            "-X",
+            "batch.num.messages=7",
+        ],
+        input=lines.encode(),
+        check=True,
+        timeout=60,
+        capture_output=True,
+    )
     assert kcat_read(broker_cluster.bootstrap_servers, "kcat-all") == [f"line-{i}" for i in range(700)]
 
 
 def kcat_read(servers: str, topic: str) -> list[str]:
     done = subprocess.run(
         [KCAT, "-C", "-b", servers, "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q", "-f", "%s\\n"],
-        check=True, timeout=60, capture_output=True,
-    )  # fmt: skip
+        check=True,
+        timeout=60,
+        capture_output=True,
+    )
     return done.stdout.decode().splitlines()
 
 
@@ -152,9 +169,14 @@ def test_confluent_producer_and_consumer_in_both_expose_modes(
     reports = paced_produce(cluster.bootstrap_servers, "modes", 500, 1)
     assert max(latency for _, latency in reports) < 0.100
     consumer = KafkaConsumer(
-        {"bootstrap.servers": cluster.bootstrap_servers, "group.id": "g", "enable.auto.commit": False,
-         "auto.offset.reset": "earliest", "enable.partition.eof": True}
-    )  # fmt: skip
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": "g",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": True,
+        }
+    )
     try:
         consumer.assign([_kafka_partition("modes")])
         got: list[int] = []
