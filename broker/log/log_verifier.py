@@ -185,7 +185,7 @@ class _Walk:
                         Damage(
                             path,
                             position,
-                            base,
+                            self.expected,
                             f"torn tail: batchLength announces {batch_size} "
                             f"bytes, only {remaining} remain in the file",
                         )
