@@ -655,6 +655,8 @@ def _walk_records(
     pos = 0
     end = len(data)
     index = 0
+    last_header_bytes = b""  # never equal to a header block, which holds at least the count
+    last_headers: tuple[Header, ...] = ()
     try:
         for index in range(count):
             if pos >= end and not decode:
@@ -667,6 +669,10 @@ def _walk_records(
             if byte < 0x80:
                 length = (byte >> 1) ^ -(byte & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:  # two bytes: records of 64 B to 8 KiB
+                length = (byte & 0x7F) | (data[pos + 1] << 7)
+                length = (length >> 1) ^ -(length & 1)
+                pos += 2
             else:
                 length, pos = decode_varint(data, pos)
             record_end = pos + length
@@ -709,6 +715,10 @@ def _walk_records(
             if byte < 0x80:
                 value_len = (byte >> 1) ^ -(byte & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                value_len = (byte & 0x7F) | (data[pos + 1] << 7)
+                value_len = (value_len >> 1) ^ -(value_len & 1)
+                pos += 2
             else:
                 value_len, pos = decode_varint(data, pos)
             value: bytes | None
@@ -729,7 +739,16 @@ def _walk_records(
                 headers = ()
                 pos += 1
             else:
-                headers, pos = _decode_headers(data, pos, where, position, index)
+                # Records of a batch mostly carry the same headers (the producer's host): the same bytes
+                # as the last record's decode to the same headers, and fit the same way.
+                header_bytes = data[pos:record_end]
+                if header_bytes == last_header_bytes:
+                    headers = last_headers
+                    pos = record_end
+                else:
+                    headers, pos = _decode_headers(data, pos, where, position, index)
+                    if pos == record_end:
+                        last_header_bytes, last_headers = header_bytes, headers
             if pos != record_end:
                 raise _record_error(
                     where,
