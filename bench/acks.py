@@ -11,7 +11,10 @@ Run from the repository root::
   paced at ``--rate`` msg/s of 200-byte values for ``--seconds``; each message's latency is from its
   ``produce()`` call to its delivery report; p50 / p99 / max. Rows: ``acks=1`` (the baseline), ``acks=all``
   on a broker with the paper's flush policy (M = 10,000 / S = 1 s, ``expose = "flushed"``), and ``acks=all``
-  on a broker with ``[log] flush_on_ack`` (every acknowledged batch fsynced first, by group commit).
+  on a broker with ``[log] flush_on_ack`` (every acknowledged batch fsynced first, by group commit), with
+  librdkafka's pipelining and with ``max.in.flight.requests.per.connection = 1`` (the broker serves a
+  connection's requests one at a time, so pipelined requests each wait for an fsync of their own, while one
+  request in flight lets the producer gather everything sent during an fsync into the next request).
 * **Validation cost.** Batches of 50 records of 200 bytes (uncompressed, and lz4), built once, sent as
   ``acks=0`` Produce requests on one connection (pipelined: the broker appends them in runs) to a broker
   with ``[log] validate_records = true`` and to one with it off, alternately, ``--rounds`` times; the clock
@@ -245,15 +248,23 @@ def acks_cluster(base_dir: Path) -> Iterator[tuple[Any, dict[str, int]]]:
 def ack_rows(cluster: Any, ids: dict[str, int], rate: int, seconds: float) -> list[AckLatency]:
     """The acks rows: acks=1 (baseline), acks=all, acks=all with flush_on_ack."""
     rows = []
-    for system, role, acks in (
-        ("confluent-kafka acks=1, produce to delivery report", "flushed", "1"),
-        ("confluent-kafka acks=all (default), produce to delivery report", "flushed", "all"),
-        ("confluent-kafka acks=all, broker flush_on_ack (group commit)", "flush_on_ack", "all"),
+    one_in_flight = {"max.in.flight.requests.per.connection": 1}
+    for number, (system, role, config) in enumerate(
+        (
+            ("confluent-kafka acks=1, produce to delivery report", "flushed", {"acks": "1"}),
+            ("confluent-kafka acks=all (default), produce to delivery report", "flushed", {"acks": "all"}),
+            ("confluent-kafka acks=all, broker flush_on_ack (group commit)", "flush_on_ack", {"acks": "all"}),
+            (
+                "confluent-kafka acks=all, max.in.flight 1, broker flush_on_ack",
+                "flush_on_ack",
+                {"acks": "all", **one_in_flight},
+            ),
+        )
     ):
         broker_id = ids[role]
-        topic = f"acks-{role}-{acks}-{rate}"
+        topic = f"acks-{role}-{number}-{rate}"
         cluster.create_topic(topic, 1, assignment={0: [broker_id]})
-        rows.append(ack_latency(system, cluster.brokers[broker_id].address, topic, rate, seconds, acks=acks))
+        rows.append(ack_latency(system, cluster.brokers[broker_id].address, topic, rate, seconds, **config))
     return rows
 
 

@@ -112,7 +112,11 @@ def test_flush_on_ack_answers_only_flushed_records_by_group_commit(
             answer = produce_raw(conn, "synced", record_count_mismatch(3, 3))
             assert (answer.error_code, answer.base_offset) == (0, i * 3)
             assert latest_offset(conn, "synced") == (i + 1) * 3  # flushed before the answer
-        reports = paced_produce(cluster.bootstrap_servers, "synced", 1000, 3, **{"linger.ms": 1})
+        # one request in flight: the producer gathers what it sends during an fsync into its next request
+        # (pipelined requests of one connection would each wait for a group commit of their own)
+        reports = paced_produce(
+            cluster.bootstrap_servers, "synced", 1000, 3, **{"max.in.flight.requests.per.connection": 1}
+        )
         assert sorted(offset for offset, _ in reports) == list(range(60, 3060))
         assert latest_offset(conn, "synced") == 3060
         slowest = max(latency for _, latency in reports)
