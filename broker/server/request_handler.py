@@ -127,6 +127,9 @@ INLINE_API_KEYS = frozenset(
 )
 #: The APIs :meth:`RequestHandler.handle_run` serves in runs.
 RUN_API_KEYS = frozenset({int(ApiKey.PRODUCE)})
+#: The APIs a processor may serve while an earlier request of the connection waits for its answer (an
+#: acks=-1 Produce waiting for its group commit), answering in order: one fsync then answers them all.
+PIPELINE_API_KEYS = frozenset({int(ApiKey.PRODUCE)})
 #: Produce v0-v2 carry the old message sets, which the log does not store.
 _FIRST_RECORD_BATCH_PRODUCE_VERSION = 3
 

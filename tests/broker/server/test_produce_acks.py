@@ -112,15 +112,31 @@ def test_flush_on_ack_answers_only_flushed_records_by_group_commit(
             answer = produce_raw(conn, "synced", record_count_mismatch(3, 3))
             assert (answer.error_code, answer.base_offset) == (0, i * 3)
             assert latest_offset(conn, "synced") == (i + 1) * 3  # flushed before the answer
-        # one request in flight: the producer gathers what it sends during an fsync into its next request
-        # (pipelined requests of one connection would each wait for a group commit of their own)
-        reports = paced_produce(
-            cluster.bootstrap_servers, "synced", 1000, 3, **{"max.in.flight.requests.per.connection": 1}
-        )
-        assert sorted(offset for offset, _ in reports) == list(range(60, 3060))
-        assert latest_offset(conn, "synced") == 3060
+        # 40 requests pipelined on one connection: served behind the one waiting for its fsync, answered
+        # in order, each once flushed
+        pending = [
+            conn.send(
+                ProduceRequest(
+                    acks=-1,
+                    timeout_ms=5000,
+                    topic_data=[
+                        TopicProduceData("synced", [PartitionProduceData(0, record_count_mismatch(3, 3))])
+                    ],
+                )
+            )
+            for _ in range(40)
+        ]
+        answers = [p.wait(30).responses[0].partition_responses[0] for p in pending]
+        assert [(a.error_code, a.base_offset) for a in answers] == [(0, 60 + i * 3) for i in range(40)]
+        assert latest_offset(conn, "synced") == 180
+        # librdkafka's defaults pipeline requests: each waits for a group commit, those behind it are
+        # appended meanwhile and answered by the same or the next fsync
+        reports = paced_produce(cluster.bootstrap_servers, "synced", 1000, 3)
+        assert sorted(offset for offset, _ in reports) == list(range(180, 3180))
+        assert latest_offset(conn, "synced") == 3180
         slowest = max(latency for _, latency in reports)
-        assert slowest < 0.100, f"slowest delivery report after {slowest * 1000:.1f} ms"
+        # an fsync per answer (three files: log and indexes), on a shared disk: bounded, not 100 ms
+        assert slowest < 0.500, f"slowest delivery report after {slowest * 1000:.1f} ms"
     finally:
         conn.close()
     assert "log flusher" not in cluster.brokers[0].log()  # no flusher failure logged
