@@ -643,8 +643,8 @@ def _serving_inline(keys: set[int], pipeline: frozenset[int] = frozenset()) -> I
     def handle(request: NetworkRequest) -> None:
         channel_box[0].handle(request)
 
-    inline = InlineHandler(handle, frozenset(keys), pipeline_api_keys=pipeline)
-    with serving(inline=inline, num_processors=1) as served:
+    handler = InlineHandler(handle, frozenset(keys), pipeline_api_keys=pipeline)
+    with serving(inline=handler, num_processors=1) as served:
         inline = _Inline(served.channel)
         channel_box.append(inline)
         yield served, inline
