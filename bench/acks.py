@@ -12,9 +12,9 @@ Run from the repository root::
   ``produce()`` call to its delivery report; p50 / p99 / max. Rows: ``acks=1`` (the baseline), ``acks=all``
   on a broker with the paper's flush policy (M = 10,000 / S = 1 s, ``expose = "flushed"``), and ``acks=all``
   on a broker with ``[log] flush_on_ack`` (every acknowledged batch fsynced first, by group commit), with
-  librdkafka's pipelining and with ``max.in.flight.requests.per.connection = 1`` (the broker serves a
-  connection's requests one at a time, so pipelined requests each wait for an fsync of their own, while one
-  request in flight lets the producer gather everything sent during an fsync into the next request).
+  librdkafka's pipelining (the processor appends the requests buffered behind the one waiting for its
+  fsync, so they share the next one) and with ``max.in.flight.requests.per.connection = 1`` (the producer
+  gathers what it sends during an fsync into its next request).
 * **Validation cost.** Batches of 50 records of 200 bytes (uncompressed, and lz4), built once, sent as
   ``acks=0`` Produce requests on one connection (pipelined: the broker appends them in runs) to a broker
   with ``[log] validate_records = true`` and to one with it off, alternately, ``--rounds`` times; the clock
