@@ -483,7 +483,8 @@ class Processor:
             conn.in_flight = waiting.request
             response = waiting.response
             if response is None:
-                return  # answered later: the connection stays muted
+                self._mute(conn)  # answered later (not selected for writing either: nothing to send)
+                return
             if not response.chunks:
                 self.counters.responses_empty += 1
                 conn.finish_request()
