@@ -172,3 +172,13 @@ def test_a_refused_append_writes_nothing(tmp_path: Path) -> None:
         assert log.append(make_batch(3, 2)).first_offset == 3
     finally:
         log.close()
+
+
+def test_a_zstd_bomb_is_refused_without_exhausting_memory() -> None:
+    """65 MiB of zeros compress to a few kilobytes of zstd: the validator refuses the batch at the
+    64 MiB limit instead of materialising whatever it claims."""
+    bomb = forge_batch(b"\x00" * (65 * 1024 * 1024), 1, compress_with=CompressionType.ZSTD)
+    assert len(bomb) < 64 * 1024
+    error = refused(bomb)
+    assert type(error) is CorruptRecordError
+    assert "ZSTD records decompress to more than 67108864 bytes" in str(error)
