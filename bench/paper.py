@@ -46,6 +46,13 @@ The paper's settings, for every system:
   its latency is the flush interval). A system whose measured produce throughput is below the rate is not
   run at that rate; a run whose producer falls more than 1 s behind schedule is stopped and reported as not
   sustained.
+* **acks rows and validation cost** (issue 16; ``bench/acks.py`` has the details and runs them alone). In the
+  latency table, a confluent-kafka producer with librdkafka's defaults (``acks=all``) at 10k msg/s: produce()
+  to delivery report, p50 / p99, with ``acks=1`` as the baseline, and ``acks=all`` on a third broker with
+  ``[log] flush_on_ack`` (fsync before the answer, by group commit). Then a validation-cost line per codec
+  (none, lz4): batches of 50 records sent as pipelined ``acks=0`` Produce requests to broker 1 (records
+  validated) and to a fourth broker with ``[log] validate_records = false``, alternately, ``--rounds``
+  times: records/s and broker CPU per record, on / off.
 * **Limits.** Raw ``os.write`` appends and raw loopback ``sendfile`` of 1 MiB chunks
   (``bench/log_ingest.py``'s functions) in the same run, and Lumber's fraction of each: producing at batch
   50 and consuming, in bytes on disk per second.
@@ -86,6 +93,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from bench import log_ingest
+from bench.acks import ack_rows, validation_cost
 from bench.peers import (
     LOOPBACK,
     ActiveMQServer,
@@ -101,6 +109,7 @@ from broker.client.producer import Producer
 from broker.client.producer_batch import encode_headers
 from broker.client.producer_config import ProducerConfig
 from broker.client.record_encoder import record_bound
+from broker.log.compression import CompressionType
 from broker.log.record_batch import HEADER_SIZE
 from broker.log.topic_partition import TopicPartition
 
@@ -1024,6 +1033,8 @@ class Report:
     latency: list[LatencyResult] = field(default_factory=list)
     limits: Limits = field(default_factory=Limits)
     lumber_records_per_batch: dict[str, dict[int, int]] = field(default_factory=dict)
+    #: produce at batch 50 with record validation against without, one line per codec (same run)
+    validation: list[str] = field(default_factory=list)
 
 
 def run_rounds(
@@ -1114,6 +1125,32 @@ def run_latencies(
             console.print(f"latency {rate:>7,} msg/s  {system:<44} {figures}  {result.verdict}")
 
 
+def run_acks_and_validation(cluster: Any, args: argparse.Namespace, report: Report, console: Console) -> None:
+    """The confluent-kafka acks rows at 10k msg/s and the validation-cost lines (see the module docstring)."""
+    rate = 10_000
+    for row in ack_rows(cluster, {"flushed": 0, "flush_on_ack": 2}, rate, args.latency_seconds):
+        result = LatencyResult(
+            row.system,
+            row.rate,
+            sent=row.sent,
+            received=row.sent,
+            achieved_rate=row.achieved_rate,
+            p50_ms=row.p50_ms,
+            p99_ms=row.p99_ms,
+            max_ms=row.max_ms,
+            verdict=row.verdict,
+        )
+        report.latency.append(result)
+        console.print(
+            f"latency {rate:>7,} msg/s  {row.system:<44} p50 {_ms(row.p50_ms)} ms  p99 {_ms(row.p99_ms)} ms  "
+            f"{row.verdict}"
+        )
+    for codec in (CompressionType.NONE, CompressionType.LZ4):
+        cost = validation_cost(cluster, 1, 3, codec, args.messages, args.rounds)
+        report.validation.append(cost.line())
+        console.print(f"validation cost: {cost.line()}")
+
+
 # ------------------------------------------------------------------------------------------- output
 
 
@@ -1195,6 +1232,7 @@ def markdown(report: Report) -> str:
             f"| {lat.system} | {lat.rate:,} | {lat.achieved_rate:,.0f} | {_ms(lat.p50_ms)} "
             f"| {_ms(lat.p99_ms)} | {_ms(lat.max_ms)} | {lat.verdict} |"
         )
+    lines += ["", *(f"- validation cost: {line}" for line in report.validation)]
     lines += ["", *limit_lines(report), ""]
     for result in report.systems.values():
         if result.disk_by_kind:
@@ -1464,7 +1502,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster = None
             rabbit = active = None
             task = progress.add_task(
-                "starting Lumber (ZooKeeper + 2 brokers), RabbitMQ, ActiveMQ", total=None, rate=""
+                "starting Lumber (ZooKeeper + 4 brokers), RabbitMQ, ActiveMQ", total=None, rate=""
             )
             if "lumber" in args.systems:
                 cluster = stack.enter_context(
@@ -1479,6 +1517,10 @@ def main(argv: list[str] | None = None) -> int:
                         "expose": "appended",
                     }
                 )
+                # broker 2: acks=all with fsync before the answer; broker 3: no record validation
+                paper_flush = {"flush_messages": LUMBER_FLUSH_MESSAGES, "flush_ms": LUMBER_FLUSH_MS}
+                cluster.add_broker({**paper_flush, "flush_on_ack": True})
+                cluster.add_broker({**paper_flush, "expose": "appended", "validate_records": False})
                 # throughput on broker 1 (expose = "appended"): see the module docstring
                 targets += [LumberTarget(LUMBER_B1, cluster, 1, 1), LumberTarget(LUMBER_B50, cluster, 50, 1)]
             if "rabbitmq" in args.systems:
@@ -1523,6 +1565,8 @@ def main(argv: list[str] | None = None) -> int:
                 active_server = active
                 setups[ACTIVEMQ] = lambda _rate: activemq_latency_setup(active_server)
             run_latencies(setups, args, report, progress, console)
+            if cluster is not None:
+                run_acks_and_validation(cluster, args, report, console)
             report.load_after = load_note()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

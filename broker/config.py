@@ -75,8 +75,24 @@ class LogConfig:
         default="flushed",
         metadata={
             "doc": "What consumers see: 'flushed' exposes a message only once it is flushed, the paper's "
-            "semantics (acks=-1 producers wait for the flush); 'appended' exposes every appended message.",
+            "semantics; 'appended' exposes every appended message. Producers never wait for it: acks=-1 "
+            "is answered once the in-sync replicas (today the leader alone) have the batch.",
             "choices": ("flushed", "appended"),
+        },
+    )
+    flush_on_ack: bool = field(
+        default=False,
+        metadata={
+            "doc": "Answer an acks=-1 produce only once its batches are fsynced. Done as group commit: a "
+            "waiting request wakes the flusher, and one fsync answers every request waiting on it."
+        },
+    )
+    validate_records: bool = field(
+        default=True,
+        metadata={
+            "doc": "Walk every record of every produced batch before appending it (Kafka's LogValidator). "
+            "Turn off only to measure its cost: without it a CRC-valid batch of garbage can be stored and "
+            "stop every consumer of its partition."
         },
     )
     retention_ms: int = field(

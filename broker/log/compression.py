@@ -18,13 +18,21 @@ compressed blob (the record count stays in the header). The blob's framing per c
 * ``ZSTD`` (4): zstd frames (level 3, Kafka's default); reading accepts frames without a content size (what
   Java's streaming ``ZstdOutputStream`` writes) and several concatenated frames.
 
-Decompression failures raise :class:`~broker.log.errors.CorruptRecordError` naming ``where``.
+Decompression failures raise :class:`~broker.log.errors.CorruptRecordError` naming ``where``, and so does a
+payload that would decompress to more than ``max_bytes`` (:data:`MAX_DECOMPRESSED_BYTES` by default): the
+broker decompresses every produced batch to validate its records, and a few kilobytes of zstd or gzip can
+claim gigabytes (a "decompression bomb"). The limit is enforced while decompressing: gzip with zlib's
+``max_length``, snappy from its length header, lz4 and zstd into a bounded buffer (one anonymous mapping
+per thread, reused: its pages are only committed as far as they are written).
 """
 
 from __future__ import annotations
 
+import mmap
 import struct
+import threading
 import zlib
+from collections.abc import Callable
 from enum import IntEnum
 
 import cramjam
@@ -53,6 +61,15 @@ _ZSTD_LEVEL = 3
 
 Buffer = bytes | bytearray | memoryview
 
+#: The most bytes one batch's records may decompress to. A batch is at most ``max_message_bytes`` on the
+#: wire (1 MiB by default); real records do not compress 64-fold, a bomb does.
+MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
+_buffers = threading.local()
+
+
+class _TooLargeError(Exception):
+    """The payload decompresses to more than the limit."""
+
 
 def compress(codec: CompressionType, data: Buffer) -> bytes:
     """``data`` compressed and framed for ``codec`` (``NONE`` returns the bytes unchanged)."""
@@ -72,22 +89,39 @@ def compress(codec: CompressionType, data: Buffer) -> bytes:
     raise UnsupportedCompressionError("<compress>", f"unknown compression codec {int(codec)}")
 
 
-def decompress(codec: CompressionType, data: Buffer, *, where: str, position: int | None = None) -> bytes:
-    """Undo :func:`compress` (and the other framings Kafka clients write); ``where`` names the source."""
+def decompress(
+    codec: CompressionType,
+    data: Buffer,
+    *,
+    where: str,
+    position: int | None = None,
+    max_bytes: int = MAX_DECOMPRESSED_BYTES,
+) -> bytes:
+    """Undo :func:`compress` (and the other framings Kafka clients write); ``where`` names the source.
+
+    More than ``max_bytes`` of output is refused (:class:`CorruptRecordError`), see the module docstring.
+    """
     try:
         if codec == CompressionType.GZIP:
-            return _gunzip(data)
+            return _gunzip(data, max_bytes)
         if codec == CompressionType.SNAPPY:
             view = memoryview(data)
             if view[:8] == XERIAL_MAGIC:
-                return _xerial_snappy_decompress(view, where, position)
+                return _xerial_snappy_decompress(view, where, position, max_bytes)
+            _check_snappy_length(view, max_bytes)
             return bytes(cramjam.snappy.decompress_raw(view))
         if codec == CompressionType.LZ4:
-            return bytes(cramjam.lz4.decompress(data))
+            return _decompress_bounded(cramjam.lz4.decompress_into, data, max_bytes)
         if codec == CompressionType.ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
+            return _decompress_bounded(cramjam.zstd.decompress_into, data, max_bytes)
         if codec == CompressionType.NONE:
             return bytes(data)
+    except _TooLargeError:
+        raise CorruptRecordError(
+            where,
+            f"{codec.name} records decompress to more than {max_bytes} bytes (the most a batch may hold)",
+            position=position,
+        ) from None
     except (zlib.error, cramjam.DecompressionError) as exc:
         raise CorruptRecordError(
             where, f"cannot decompress {codec.name} records: {exc}", position=position
@@ -95,12 +129,46 @@ def decompress(codec: CompressionType, data: Buffer, *, where: str, position: in
     raise UnsupportedCompressionError(where, f"unknown compression codec {int(codec)}", position=position)
 
 
-def _gunzip(data: Buffer) -> bytes:
+def _decompress_bounded(decompress_into: Callable[..., int], data: Buffer, max_bytes: int) -> bytes:
+    """Decompress into this thread's bounded buffer (more than ``max_bytes`` raises _TooLargeError)."""
+    buffer: mmap.mmap | None = getattr(_buffers, "buffer", None)
+    if buffer is None or len(buffer) <= max_bytes:
+        buffer = mmap.mmap(-1, max_bytes + 1)
+        _buffers.buffer = buffer
+    try:
+        size = decompress_into(data, buffer)
+    except cramjam.DecompressionError as exc:
+        if "failed to write whole buffer" in str(exc):
+            raise _TooLargeError from exc
+        raise
+    if size > max_bytes:
+        raise _TooLargeError
+    return buffer[:size]
+
+
+def _check_snappy_length(block: memoryview, max_bytes: int) -> int:
+    """The uncompressed length a raw snappy block starts with (an unsigned varint), checked."""
+    length = 0
+    for i in range(min(len(block), 5)):
+        length |= (block[i] & 0x7F) << (7 * i)
+        if block[i] < 0x80:
+            break
+    if length > max_bytes:
+        raise _TooLargeError
+    return length
+
+
+def _gunzip(data: Buffer, max_bytes: int) -> bytes:
     out: list[bytes] = []
     rest: Buffer = data
+    left = max_bytes
     while True:
         inflater = zlib.decompressobj(_GUNZIP_WBITS)
-        out.append(inflater.decompress(rest))
+        chunk = inflater.decompress(rest, left + 1)
+        if len(chunk) > left:
+            raise _TooLargeError
+        left -= len(chunk)
+        out.append(chunk)
         if not inflater.eof:
             raise zlib.error("gzip stream is truncated")
         rest = inflater.unused_data
@@ -120,8 +188,9 @@ def _xerial_snappy_compress(data: Buffer) -> bytes:
     return b"".join(parts)
 
 
-def _xerial_snappy_decompress(view: memoryview, where: str, position: int | None) -> bytes:
+def _xerial_snappy_decompress(view: memoryview, where: str, position: int | None, max_bytes: int) -> bytes:
     out: list[bytes] = []
+    left = max_bytes
     pos = len(_XERIAL_HEADER)
     end = len(view)
     raw_decompress = cramjam.snappy.decompress_raw
@@ -139,6 +208,7 @@ def _xerial_snappy_decompress(view: memoryview, where: str, position: int | None
                 f"xerial snappy block at byte {pos - 4} claims {length} bytes, {end - pos} remain",
                 position=position,
             )
+        left -= _check_snappy_length(view[pos : pos + length], left)
         out.append(bytes(raw_decompress(view[pos : pos + length])))
         pos += length
     return b"".join(out)

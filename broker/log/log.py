@@ -30,8 +30,19 @@ as the batches get their offsets, so that check and append are one atomic step p
 snapshotted when a segment rolls and at a clean close, and rebuilt at load from the newest valid snapshot
 and the batches after it.
 
+Flush on ack (``[log] flush_on_ack``), as group commit: an ``acks=-1`` produce that must wait for its
+batches to be on disk calls :meth:`Log.request_flush` with the offset it needs flushed, which raises
+``flush_requested_offset`` and wakes the flusher; the flusher flushes every log whose requested offset is
+above its flushed offset, and every waiter below the new flushed offset is answered by that one fsync
+(they learn of it through the listeners). Requests that arrive during an fsync wait for the next one,
+which the flusher starts as soon as the current one ends: N concurrent producers cost one fsync per turn,
+not N. Without a ``wake_flusher`` the requesting thread flushes inline (``_flush_lock`` serialises it with
+any other flush, and a flush that finds the offset already flushed returns at once).
+
 Concurrency: one lock serialises appends, rolls and retention; flushes are serialised by a second lock
-and fsync outside the first, so appends continue during an fsync. Readers take no lock: every change
+and fsync outside the first, so appends continue during an fsync. ``flush_requested_offset`` only grows,
+under the first lock; the flusher reads it without one (a stale read at worst delays a flush to the
+flusher's next turn, which the request's own wake-up starts). Readers take no lock: every change
 publishes a new immutable view (segments, log end, high watermark and the byte positions where they lie),
 and a reader uses the view it read once. A segment that retention deletes stays readable through the
 views and regions that still reference it (its files are unlinked, its descriptors stay open).
@@ -58,13 +69,13 @@ from broker.log.errors import (
     LogClosedError,
     LogStorageError,
     OffsetOutOfRangeError,
-    RecordTooLargeError,
 )
 from broker.log.file_handle import fsync_dir
 from broker.log.file_names import deleted_partition_dir_name, parse_partition_dir_name
 from broker.log.file_region import FileRegion
+from broker.log.log_validator import validate_batches
 from broker.log.producer_state import BatchMetadata, ProducerStateManager
-from broker.log.record_batch import NO_PRODUCER_ID, NO_TIMESTAMP, RecordBatch, scan_batches
+from broker.log.record_batch import NO_PRODUCER_ID, RecordBatch, scan_batches
 from broker.log.recovery import RecoveryResult, load_segments
 from broker.log.segment import Segment
 from broker.log.topic_partition import TopicPartition
@@ -149,6 +160,7 @@ class Log:
         self._flushed_offset = end  # load_segments fsynced whatever it validated
         self._unflushed_messages = 0
         self._first_unflushed_ms: int | None = None
+        self._flush_requested_offset = 0
         self._dir_dirty = False
         self._view = _View(
             segments=tuple(segments),
@@ -259,10 +271,11 @@ class Log:
     def append(self, batches: Buffer) -> AppendInfo:
         """Validate every batch, then append them all with offsets assigned from the log end offset.
 
-        The whole request is rejected, with nothing written, if any batch is invalid:
-        :class:`CorruptRecordError` (magic, lengths, CRC, a partial batch at the end),
-        :class:`RecordTooLargeError`, :class:`InvalidRecordError` (no batch, record count not matching the
-        offset range, a control batch), :class:`~broker.log.errors.OutOfOrderSequenceError` and
+        The whole request is rejected, with nothing written, if any batch is invalid
+        (:mod:`broker.log.log_validator`): :class:`CorruptRecordError` (magic, lengths, CRC, record framing,
+        a partial batch at the end), :class:`RecordTooLargeError`, :class:`InvalidRecordError` (no batch,
+        record count not matching the offset range or the records, a control batch),
+        :class:`~broker.log.errors.OutOfOrderSequenceError` and
         :class:`~broker.log.errors.InvalidProducerEpochError` (an idempotent producer's sequence gap or
         fenced epoch). A batch an idempotent producer already appended is not appended again: when every
         batch is such a retry, the result has ``duplicate`` set and the original batch's offsets.
@@ -279,30 +292,13 @@ class Log:
             )
         if not scan.batches:
             raise InvalidRecordError(where, "the request holds no record batch")
-        max_message_bytes = self._config.max_message_bytes
-        record_count = 0
-        max_timestamp_ms = NO_TIMESTAMP
-        for batch in scan.batches:
-            if batch.size_bytes > max_message_bytes:
-                raise RecordTooLargeError(where, batch.size_bytes, max_message_bytes, position=batch.position)
-            batch.validate()
-            count = batch.record_count
-            if count < 1:
-                raise InvalidRecordError(
-                    where, f"a batch must hold records, this one has {count}", position=batch.position
-                )
-            if batch.last_offset_delta != count - 1:
-                raise InvalidRecordError(
-                    where,
-                    f"lastOffsetDelta {batch.last_offset_delta} does not match the record count {count}",
-                    position=batch.position,
-                )
-            if batch.is_control_batch:
-                raise InvalidRecordError(
-                    where, "clients may not append control batches", position=batch.position
-                )
-            record_count += count
-            max_timestamp_ms = max(max_timestamp_ms, batch.max_timestamp_ms)
+        validated = validate_batches(
+            scan.batches,
+            where=where,
+            max_message_bytes=self._config.max_message_bytes,
+            validate_records=self._config.validate_records,
+        )
+        record_count, max_timestamp_ms = validated.record_count, validated.max_timestamp_ms
 
         config = self._config
         expose_appended = config.expose == "appended"
@@ -531,15 +527,35 @@ class Log:
                     high_watermark=target, hw_segment=end_segment, hw_position=end_position
                 )
                 advanced = True
-        # Listeners hear of every flush, not only of high-watermark advances: acks=-1 producers wait for
-        # the flush even when ``expose = "appended"`` moved the high watermark at append time.
+        # Listeners hear of every flush, not only of high-watermark advances: acks=-1 producers with
+        # ``flush_on_ack`` wait for the flush even when ``expose = "appended"`` moved the high watermark.
         self._publish(target if advanced else view.high_watermark)
         return target
 
+    def request_flush(self, offset: int) -> bool:
+        """Ask for every offset below ``offset`` to be fsynced now (group commit, see the module docstring);
+        True when it already is. The caller waits for the flush through a listener."""
+        with self._lock:
+            if self._flushed_offset >= offset:
+                return True
+            self._flush_requested_offset = max(self._flush_requested_offset, offset)
+        if self._wake_flusher is not None:
+            self._wake_flusher(self)
+        else:
+            self.flush()
+        return False
+
+    @property
+    def flush_requested(self) -> bool:
+        """Whether a waiter asked for offsets that are not flushed yet (:meth:`request_flush`)."""
+        return self._flush_requested_offset > self._flushed_offset
+
     def flush_due(self, now_ms: int) -> bool:
-        """Whether the flush policy (M messages or S milliseconds) asks for a flush now."""
+        """Whether the flush policy (M messages or S milliseconds) or a waiter asks for a flush now."""
         if self._unflushed_messages <= 0 or self._closed or self._offline_reason is not None:
             return False
+        if self._flush_requested_offset > self._flushed_offset:
+            return True
         if self._unflushed_messages >= self._config.flush_messages:
             return True
         first = self._first_unflushed_ms
@@ -566,7 +582,7 @@ class Log:
             self._listeners = tuple(existing for existing in self._listeners if existing is not listener)
 
     def wait_for_flushed(self, offset: int, timeout_s: float) -> bool:
-        """Wait until every offset below ``offset`` is flushed (acks=-1); False on timeout or close."""
+        """Wait until every offset below ``offset`` is flushed; False on timeout or close."""
         return self._wait(lambda: self._flushed_offset >= offset, timeout_s)
 
     def wait_for_high_watermark(self, offset: int, timeout_s: float) -> bool:

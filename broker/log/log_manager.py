@@ -9,7 +9,9 @@ interrupted, read the recovery-point checkpoint, and open every ``<topic>-<parti
 Running (after :meth:`LogManager.start`):
 
 * the flusher thread flushes a log as soon as it holds ``flush_messages`` unflushed messages (appends
-  wake it) or its oldest unflushed message is ``flush_ms`` old, and rewrites each dir's recovery-point
+  wake it), a waiting ``acks=-1`` produce asks for it (``flush_on_ack``: group commit, one fsync per
+  turn answers every waiter, see :mod:`broker.log.log`) or its oldest unflushed message is ``flush_ms``
+  old, and rewrites each dir's recovery-point
   checkpoint every ``recovery_checkpoint_interval_ms``;
 * the retention thread applies ``retention_ms`` / ``retention_bytes`` every
   ``retention_check_interval_ms``, and forgets the idempotent producers whose last batch is
@@ -272,12 +274,12 @@ class LogManager:
             thread.start()
 
     def _wake_flusher(self, log: Log) -> None:
-        """A log has a flush due (M) or a new flush deadline (S): wake the flusher, or flush now if the
-        threads are not running and M was reached."""
+        """A log has a flush due (M, or a waiter's :meth:`Log.request_flush`) or a new flush deadline (S):
+        wake the flusher, or flush now if the threads are not running and a flush is due."""
         if self._threads and not self._stop.is_set():
             self._wake.set()
             return
-        if log.unflushed_messages >= self._config.flush_messages:
+        if log.unflushed_messages >= self._config.flush_messages or log.flush_requested:
             # Closed or deleted meanwhile: close() flushed it, or there is nothing left to flush.
             with contextlib.suppress(LogClosedError):
                 log.flush()

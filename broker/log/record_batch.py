@@ -50,7 +50,7 @@ from enum import IntEnum
 import crc32c
 
 from broker.log.compression import CompressionType, compress, decompress
-from broker.log.errors import CorruptRecordError, UnsupportedCompressionError
+from broker.log.errors import CorruptRecordError, InvalidRecordError, UnsupportedCompressionError
 
 __all__ = [
     "HEADER_SIZE",
@@ -443,6 +443,11 @@ class RecordBatch:
         return self._buffer
 
     @property
+    def where(self) -> str:
+        """The file, partition or request the batch was read from (for messages)."""
+        return self._where
+
+    @property
     def position(self) -> int | None:
         """The batch's byte position in the file, partition or request it was read from, if known."""
         return self._position
@@ -587,6 +592,21 @@ class RecordBatch:
 
     def records(self) -> Iterator[Record]:
         """The records, decompressed when needed. Call :meth:`validate` first for untrusted bytes."""
+        return self._walk(decode=True)
+
+    def validate_records(self) -> None:
+        """Walk (and decompress) every record without building them, checking its framing.
+
+        The same walker as :meth:`records`, stricter: every varint, length and header must fit its record
+        and each record's length must be exactly what its fields take (:class:`CorruptRecordError`); the
+        records must be exactly ``recordCount``, fill the (decompressed) data exactly and carry offset
+        deltas 0, 1, 2, ... (:class:`InvalidRecordError`). Check the header and CRC first
+        (:meth:`validate`): this reads only the records.
+        """
+        for _ in self._walk(decode=False):
+            pass  # validation yields nothing: the walk is the check
+
+    def _walk(self, *, decode: bool) -> Iterator[Record]:
         codec = self.compression
         if codec == CompressionType.NONE:
             data = bytes(self._buffer[HEADER_SIZE:])
@@ -594,8 +614,15 @@ class RecordBatch:
             data = decompress(codec, self._buffer[HEADER_SIZE:], where=self._where, position=self._position)
         header = self._header
         log_append_ms = header[8] if header[5] & TIMESTAMP_TYPE_MASK else None
-        return _decode_records(
-            data, header[12], self.base_offset, header[7], log_append_ms, self._where, self._position
+        return _walk_records(
+            data,
+            header[12],
+            self.base_offset,
+            header[7],
+            log_append_ms,
+            self._where,
+            self._position,
+            decode=decode,
         )
 
     def __repr__(self) -> str:
@@ -606,7 +633,7 @@ class RecordBatch:
         )
 
 
-def _decode_records(
+def _walk_records(
     data: bytes,
     count: int,
     base_offset: int,
@@ -614,17 +641,38 @@ def _decode_records(
     log_append_time_ms: int | None,
     where: str,
     position: int | None,
+    *,
+    decode: bool,
 ) -> Iterator[Record]:
-    """Decode ``count`` records from ``data`` (inline single-byte varint fast paths)."""
+    """Walk ``count`` records in ``data``: the one reader of record bodies (inline single-byte varint
+    fast paths).
+
+    ``decode``: yield each :class:`Record`. Otherwise (validation) build nothing, yield nothing and
+    also require offset deltas 0, 1, 2, ...; a record count that does not match the data is then an
+    :class:`InvalidRecordError` (Kafka's "incorrect declared batch size"), as is a wrong offset delta.
+    Framing errors are :class:`CorruptRecordError` either way.
+    """
     pos = 0
     end = len(data)
     index = 0
+    last_header_bytes = b""  # never equal to a header block, which holds at least the count
+    last_headers: tuple[Header, ...] = ()
     try:
         for index in range(count):
+            if pos >= end and not decode:
+                raise InvalidRecordError(
+                    where,
+                    f"the header counts {count} records but the data holds {index}",
+                    position=position,
+                )
             byte = data[pos]
             if byte < 0x80:
                 length = (byte >> 1) ^ -(byte & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:  # two bytes: records of 64 B to 8 KiB
+                length = (byte & 0x7F) | (data[pos + 1] << 7)
+                length = (length >> 1) ^ -(length & 1)
+                pos += 2
             else:
                 length, pos = decode_varint(data, pos)
             record_end = pos + length
@@ -653,7 +701,11 @@ def _decode_records(
                 key_len, pos = decode_varint(data, pos)
             key: bytes | None
             if key_len >= 0:
-                key = data[pos : pos + key_len]
+                if pos + key_len > record_end:
+                    raise _record_error(
+                        where, position, index, f"key length {key_len} runs past the record's end"
+                    )
+                key = data[pos : pos + key_len] if decode else None
                 pos += key_len
             elif key_len == -1:
                 key = None
@@ -663,11 +715,19 @@ def _decode_records(
             if byte < 0x80:
                 value_len = (byte >> 1) ^ -(byte & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                value_len = (byte & 0x7F) | (data[pos + 1] << 7)
+                value_len = (value_len >> 1) ^ -(value_len & 1)
+                pos += 2
             else:
                 value_len, pos = decode_varint(data, pos)
             value: bytes | None
             if value_len >= 0:
-                value = data[pos : pos + value_len]
+                if pos + value_len > record_end:
+                    raise _record_error(
+                        where, position, index, f"value length {value_len} runs past the record's end"
+                    )
+                value = data[pos : pos + value_len] if decode else None
                 pos += value_len
             elif value_len == -1:
                 value = None
@@ -679,7 +739,16 @@ def _decode_records(
                 headers = ()
                 pos += 1
             else:
-                headers, pos = _decode_headers(data, pos, where, position, index)
+                # Records of a batch mostly carry the same headers (the producer's host): the same bytes
+                # as the last record's decode to the same headers, and fit the same way.
+                header_bytes = data[pos:record_end]
+                if header_bytes == last_header_bytes:
+                    headers = last_headers
+                    pos = record_end
+                else:
+                    headers, pos = _decode_headers(data, pos, where, position, index)
+                    if pos == record_end:
+                        last_header_bytes, last_headers = header_bytes, headers
             if pos != record_end:
                 raise _record_error(
                     where,
@@ -687,14 +756,27 @@ def _decode_records(
                     index,
                     f"record length says {length} bytes, fields take {pos - record_end + length}",
                 )
-            timestamp_ms = (
-                first_timestamp_ms + timestamp_delta if log_append_time_ms is None else log_append_time_ms
-            )
-            yield Record(base_offset + offset_delta, timestamp_ms, key, value, headers)
+            if decode:
+                timestamp_ms = (
+                    first_timestamp_ms + timestamp_delta if log_append_time_ms is None else log_append_time_ms
+                )
+                yield Record(base_offset + offset_delta, timestamp_ms, key, value, headers)
+            elif offset_delta != index:
+                raise InvalidRecordError(
+                    where,
+                    f"record #{index}: offset delta {offset_delta}, expected {index}",
+                    position=position,
+                )
     except (IndexError, ValueError) as exc:
         raise _record_error(where, position, index, f"record cut short or malformed ({exc})") from exc
     if pos != end:
-        raise _record_error(where, position, count, f"{end - pos} bytes left after {count} records")
+        if decode:
+            raise _record_error(where, position, count, f"{end - pos} bytes left after {count} records")
+        raise InvalidRecordError(
+            where,
+            f"the header counts {count} records but {end - pos} bytes are left after them",
+            position=position,
+        )
 
 
 def _decode_headers(

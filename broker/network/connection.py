@@ -13,6 +13,10 @@ Invariants:
 
 * ``in_flight`` is the request being handled from the moment it is received until its response is fully
   sent (or was empty); while it is set nothing is read from the socket;
+* ``pipelined`` holds the requests served after ``in_flight`` while it waits for its answer (read-ahead
+  pipelining of the processor: only requests already in the read-ahead buffer, only api keys the inline
+  handler allows), oldest first, each with its response once given; each becomes ``in_flight`` in turn,
+  so responses still leave in request order;
 * ``send`` is set only in SENDING; ``interest`` is the selector events the socket is registered for
   (0 = not registered), kept by the processor;
 * the socket is non-blocking with ``TCP_NODELAY``, and closed exactly once (:meth:`Connection.close`).
@@ -24,10 +28,21 @@ from __future__ import annotations
 
 import contextlib
 import socket
+from collections import deque
 
 from broker.network.network_receive import NetworkReceive
 from broker.network.request_channel import NetworkRequest, NetworkResponse
 from broker.network.response_send import ResponseSend
+
+
+class PipelinedRequest:
+    """A request served while an earlier one of its connection waits, and its response once given."""
+
+    __slots__ = ("request", "response")
+
+    def __init__(self, request: NetworkRequest) -> None:
+        self.request = request
+        self.response: NetworkResponse | None = None
 
 
 class Connection:
@@ -41,6 +56,7 @@ class Connection:
         "in_flight",
         "interest",
         "peer",
+        "pipelined",
         "receive",
         "send",
         "sock",
@@ -53,6 +69,8 @@ class Connection:
         self.receive = NetworkReceive(peer, max_request_bytes)
         #: The request whose response has not been fully sent yet (None while RECEIVING).
         self.in_flight: NetworkRequest | None = None
+        #: Requests served while ``in_flight`` waits, oldest first, with their responses once given.
+        self.pipelined: deque[PipelinedRequest] = deque()
         #: The response being sent (SENDING only).
         self.send: ResponseSend | None = None
         #: Close once the current send completes (the response asked for it), logging ``close_reason``.
@@ -93,6 +111,7 @@ class Connection:
             return
         self.closed = True
         self.in_flight = None
+        self.pipelined.clear()
         self.send = None
         with contextlib.suppress(OSError):
             self.sock.close()

@@ -20,13 +20,20 @@ and, when empty or sent at once, the connection goes on to its next request in t
 no selector change); one answered later mutes the connection as usual. A run of pipelined requests the
 handler can serve together goes to ``handle_run``; the requests it leaves are served one at a time.
 
+**Read-ahead pipelining.** When an inline request whose api key is in the handler's ``pipeline_api_keys``
+(Produce) is answered later (an ``acks=-1`` Produce waiting for its group commit), the requests with such
+keys already in the connection's read-ahead buffer are served at once too (appended, their flushes
+requested), up to :data:`_MAX_PIPELINED`; their responses wait in ``Connection.pipelined`` and go out in
+request order once the earlier ones are sent. Nothing more is read from the socket meanwhile.
+
 Invariants:
 
-* **One request in flight per connection.** A connection is muted (not selected for reading, nothing read)
-  from the moment a request is complete until its response is fully sent or was empty; so responses go out
-  in request order and a pipelining client is simply read later (its read-ahead buffer, at most
-  ``READ_AHEAD_BYTES``, waits; TCP holds the rest). A run served by ``handle_run`` is requests that need
-  no response at all, served in order.
+* **One request in flight per connection**, as far as the socket is concerned: a connection is muted (not
+  selected for reading, nothing read) from the moment a request is complete until its response (and those
+  of the requests pipelined behind it) is fully sent or was empty; so responses go out in request order
+  and a pipelining client is simply read later (its read-ahead buffer, at most ``READ_AHEAD_BYTES``, waits;
+  TCP holds the rest), except for the pipelined requests already buffered (above). A run served by
+  ``handle_run`` is requests that need no response at all, served in order.
 * **A failure closes only its connection.** An I/O error, end of stream, a size prefix out of bounds, an
   unsendable response or even a bug while serving one connection closes that connection with a logged
   reason; the processor keeps serving the others.
@@ -53,7 +60,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator
 
-from broker.network.connection import Connection
+from broker.network.connection import Connection, PipelinedRequest
 from broker.network.errors import (
     ChannelClosedError,
     ConnectionFailure,
@@ -77,6 +84,8 @@ _OFFER_WAIT_S = 0.1
 _MAX_READS_PER_POLL = 64
 #: The most requests in one run given to ``InlineHandler.handle_run``.
 _MAX_RUN = 1000
+#: The most requests served behind one that waits for its answer (read-ahead pipelining).
+_MAX_PIPELINED = 100
 
 _READ = selectors.EVENT_READ
 _WRITE = selectors.EVENT_WRITE
@@ -107,6 +116,7 @@ class Processor:
         self._inline = inline
         self._inline_keys = inline.api_keys if inline is not None else frozenset()
         self._run_keys = inline.run_api_keys if inline is not None and inline.handle_run else frozenset()
+        self._pipeline_keys = inline.pipeline_api_keys if inline is not None else frozenset()
         self.counters = NetworkCounters()
 
         self._selector = selectors.DefaultSelector()
@@ -245,6 +255,11 @@ class Processor:
         for response in responses:
             request = response.request
             conn = self._connections.get(request.connection_id)
+            if conn is not None and conn.pipelined and conn.in_flight is not request:
+                waiting = next((p for p in conn.pipelined if p.request is request), None)
+                if waiting is not None and waiting.response is None:
+                    waiting.response = response  # sent after the requests before it
+                    continue
             if conn is None or conn.in_flight is not request or conn.send is not None:
                 self.counters.responses_dropped += 1
                 logger.debug(
@@ -262,7 +277,7 @@ class Processor:
                     if response.close_after:
                         self._close(conn, response.reason or "the response asked to close", "response_closed")
                     else:
-                        self._unmute(conn, now)
+                        self._after_request(conn, now)
                     continue
                 conn.start_send(response)
             except ResponseSendError as exc:
@@ -322,6 +337,8 @@ class Processor:
                             continue  # all served: on to the next request
                     if self._serve_inline(conn, frame, received_ns):
                         continue  # answered: on to the next request (touched below)
+                    if api_key in self._pipeline_keys:
+                        self._serve_pipelined(conn)
                     return  # in flight, so not idle; or closed
                 # muted now, so that nothing more is read from it in this turn (buffered frames included)
                 self._mute(conn)
@@ -424,6 +441,67 @@ class Processor:
             self._idle.pop(conn.connection_id, None)  # the rest of the response waits for the socket
         return False
 
+    def _serve_pipelined(self, conn: Connection) -> None:
+        """``conn``'s in-flight request waits for its answer: serve the requests with pipeline api keys that
+        its read-ahead buffer holds (read-ahead pipelining, see the module docstring)."""
+        assert self._inline is not None
+        receive, keys, counters = conn.receive, self._pipeline_keys, self.counters
+        while (
+            not conn.closed
+            and conn.in_flight is not None
+            and conn.send is None
+            and len(conn.pipelined) < _MAX_PIPELINED
+            and receive.has_frame
+            and receive.next_api_key() in keys
+            and not any(p.response is not None and p.response.close_after for p in conn.pipelined)
+        ):
+            frame = receive.read_from(conn.sock)  # buffered: no syscall
+            assert frame is not None
+            request = NetworkRequest(
+                self.processor_id, conn.connection_id, conn.peer, frame, time.monotonic_ns()
+            )
+            conn.pipelined.append(PipelinedRequest(request))
+            counters.requests += 1
+            counters.request_bytes += SIZE_PREFIX_BYTES + len(frame)
+            try:
+                self._inline.handle(request)
+            except Exception:
+                logger.exception(
+                    "processor %d: serving a request from %s failed", self.processor_id, conn.peer
+                )
+                self._close(conn, "unexpected error while serving a request", "error_closed", None)
+                return
+            if self._local_responses:
+                responses, self._local_responses = self._local_responses, []
+                self._process_new_responses(responses, request.received_ns)
+
+    def _after_request(self, conn: Connection, now: int) -> None:
+        """``conn``'s in-flight request is answered: the next pipelined request takes its place (its
+        response, if given, starts now), or the connection is unmuted when none is left."""
+        while conn.pipelined and not conn.closed:
+            waiting = conn.pipelined.popleft()
+            conn.in_flight = waiting.request
+            response = waiting.response
+            if response is None:
+                self._mute(conn)  # answered later (not selected for writing either: nothing to send)
+                return
+            if not response.chunks:
+                self.counters.responses_empty += 1
+                conn.finish_request()
+                if response.close_after:
+                    self._close(conn, response.reason or "the response asked to close", "response_closed")
+                    return
+                continue
+            try:
+                conn.start_send(response)
+            except ResponseSendError as exc:
+                self._close(conn, exc.reason, "error_closed", logging.ERROR)
+                return
+            self._to_write.append(conn)
+            return
+        if not conn.closed:
+            self._unmute(conn, now)
+
     def _write(self, conn: Connection) -> None:
         send = conn.send
         if send is None:
@@ -500,7 +578,7 @@ class Processor:
             if conn.close_after:
                 self._close(conn, conn.close_reason or "the response asked to close", "response_closed")
             else:
-                self._unmute(conn, now)
+                self._after_request(conn, now)
 
     # 6. disconnects
     def _process_disconnected(self) -> None:

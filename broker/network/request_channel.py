@@ -92,12 +92,19 @@ class InlineHandler:
     at all, as one unit (one append per partition instead of one per request), and returns how many it
     served; it must leave the first request it cannot serve that way (one that needs a response, or
     fails) and every request after it untouched, for :attr:`handle`, one at a time.
+
+    ``pipeline_api_keys``: while a request with one of these api keys waits for its answer (an ``acks=-1``
+    Produce waiting for its group commit), the processor also serves the following requests with these
+    keys that its read-ahead buffer already holds, through :attr:`handle`, and sends their answers in
+    request order after the waiting one's; one fsync can then answer a pipelining producer's requests
+    together instead of one each.
     """
 
     handle: Callable[[NetworkRequest], None]
     api_keys: frozenset[int]
     handle_run: Callable[[Sequence[NetworkRequest]], int] | None = None
     run_api_keys: frozenset[int] = frozenset()
+    pipeline_api_keys: frozenset[int] = frozenset()
 
 
 class ResponseSink(Protocol):

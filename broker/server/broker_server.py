@@ -47,7 +47,7 @@ from broker.server.broker_metrics import BrokerCollector, BrokerMetrics, Metered
 from broker.server.handler_pool import HandlerPool
 from broker.server.local_partitions import LocalPartitions
 from broker.server.purgatory import Purgatory
-from broker.server.request_handler import INLINE_API_KEYS, RUN_API_KEYS, RequestHandler
+from broker.server.request_handler import INLINE_API_KEYS, PIPELINE_API_KEYS, RUN_API_KEYS, RequestHandler
 
 logger = logging.getLogger(__name__)
 
@@ -170,7 +170,9 @@ class BrokerServer:
             max_request_bytes=config.socket_request_max_bytes,
             connections_max_idle_ms=config.connections_max_idle_ms,
             name=f"broker-{config.broker_id}",
-            inline=InlineHandler(handler.handle, INLINE_API_KEYS, handler.handle_run, RUN_API_KEYS)
+            inline=InlineHandler(
+                handler.handle, INLINE_API_KEYS, handler.handle_run, RUN_API_KEYS, PIPELINE_API_KEYS
+            )
             if config.inline_requests
             else None,
         )

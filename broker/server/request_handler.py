@@ -10,8 +10,13 @@ an ``acks=-1`` Produce, from the purgatory when the request can be answered. Wha
   unknown topics are created when the request and ``[broker] auto_create_topics`` both allow it.
 * **Produce**: each partition's batches are validated (magic, lengths, CRC, sizes) and appended by the log
   with offsets assigned there; ``acks=0`` gets no response (an error closes the connection, so the
-  producer notices), ``acks=1`` is answered once appended, ``acks=-1`` once flushed (the paper's
-  "exposed after flush") or REQUEST_TIMED_OUT after ``timeout_ms``.
+  producer notices), ``acks=1`` is answered once appended, ``acks=-1`` once every in-sync replica has
+  the batches (Kafka's definition; the ISR is the leader alone, so that is right after the append too) or,
+  with ``[log] flush_on_ack``, once they are fsynced (group commit: the request wakes the flusher and one
+  fsync answers every waiter); REQUEST_TIMED_OUT after ``timeout_ms``. ``expose = "flushed"`` only holds
+  back consumers, never producers. Records are validated before they are appended
+  (:mod:`broker.log.log_validator`): a refused partition gets CORRUPT_MESSAGE or INVALID_RECORD and has
+  nothing appended.
 * **Fetch**: whole batches from the segment files as regions that the network layer sends with
   ``sendfile``; the broker never decodes a batch to serve it. ``partition_max_bytes`` and the request's
   ``max_bytes`` are honoured (only the first partition with data may exceed them, by one batch, as in
@@ -127,6 +132,9 @@ INLINE_API_KEYS = frozenset(
 )
 #: The APIs :meth:`RequestHandler.handle_run` serves in runs.
 RUN_API_KEYS = frozenset({int(ApiKey.PRODUCE)})
+#: The APIs a processor may serve while an earlier request of the connection waits for its answer (an
+#: acks=-1 Produce waiting for its group commit), answering in order: one fsync then answers them all.
+PIPELINE_API_KEYS = frozenset({int(ApiKey.PRODUCE)})
 #: Produce v0-v2 carry the old message sets, which the log does not store.
 _FIRST_RECORD_BATCH_PRODUCE_VERSION = 3
 
@@ -459,9 +467,11 @@ class RequestHandler:
                     tp = TopicPartition(name, number)
                     code, message, info, log = results[tp]
                     if tp in timed_out:
+                        flushing = log is not None and log.config.flush_on_ack
+                        waited_for = "flushed" if flushing else "replicated"
                         code, message = (
                             int(ErrorCode.REQUEST_TIMED_OUT),
-                            f"{tp}: not flushed within {body.timeout_ms} ms",
+                            f"{tp}: not {waited_for} within {body.timeout_ms} ms",
                         )
                     partitions.append(
                         PartitionProduceResponse(
@@ -484,7 +494,11 @@ class RequestHandler:
             for tp, (_code, _message, info, log) in results.items()
             if info is not None and log is not None
         }
-        self._purgatory.watch(_DelayedProduce(waiting, body.timeout_ms, respond))
+        flush_on_ack = any(log.config.flush_on_ack for log, _end in waiting.values())
+        if flush_on_ack:
+            for log, end in waiting.values():
+                log.request_flush(end)
+        self._purgatory.watch(_DelayedProduce(waiting, body.timeout_ms, respond, flush_on_ack=flush_on_ack))
 
     def _produce_error_all(
         self,
@@ -782,23 +796,35 @@ class RequestHandler:
 
 
 class _DelayedProduce(DelayedOperation):
-    """An ``acks=-1`` Produce: answered once every appended partition is flushed past its batches."""
+    """An ``acks=-1`` Produce: answered once every appended partition's acknowledged offset is past its
+    batches, or REQUEST_TIMED_OUT for those that are not at the deadline.
+
+    The acknowledged offset is what every in-sync replica has: the ISR's lowest log end offset, which is
+    the leader's own log end while Lumber keeps one replica (so the operation is ready as soon as it is
+    watched); with ``flush_on_ack`` it is the flushed offset, which the flusher advances (group commit).
+    """
 
     def __init__(
         self,
         waiting: dict[TopicPartition, tuple[Log, int]],
         timeout_ms: int,
         respond: Callable[[frozenset[TopicPartition]], None],
+        *,
+        flush_on_ack: bool,
     ) -> None:
         super().__init__(list(waiting), timeout_ms)
         self._waiting = waiting
         self._respond = respond
+        self._flush_on_ack = flush_on_ack
+
+    def _acknowledged(self, log: Log) -> int:
+        return log.flushed_offset if self._flush_on_ack else log.log_end_offset
 
     def ready(self) -> bool:
-        return all(log.flushed_offset >= end or log.closed for log, end in self._waiting.values())
+        return all(self._acknowledged(log) >= end or log.closed for log, end in self._waiting.values())
 
     def on_complete(self, *, expired: bool) -> None:
-        timed_out = frozenset(tp for tp, (log, end) in self._waiting.items() if log.flushed_offset < end)
+        timed_out = frozenset(tp for tp, (log, end) in self._waiting.items() if self._acknowledged(log) < end)
         self._respond(timed_out if expired else frozenset())
 
 

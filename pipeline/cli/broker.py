@@ -4,7 +4,8 @@ The broker is configured by ``[broker]`` (id, listener, threads, topic defaults)
 ``[zookeeper]`` of ``lumber.toml``; the options override single keys. It logs INFO to stderr (``--log-level``
 changes that; see :mod:`pipeline.cli.verbosity`); it is ready once
 it logs "is up" (and ``/brokers/ids/<id>`` exists in ZooKeeper). Exit codes: 0 after a clean shutdown,
-1 when it cannot start (the message names why: ZooKeeper unreachable, id taken, log dir locked, port taken).
+1 when it cannot start (the message names why: ZooKeeper unreachable, id taken, log dir locked, port taken,
+damage found by ``--verify-logs``, which walks every partition's files first as ``lumber log verify`` does).
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import dataclasses
 import logging
 import signal
 import sys
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from broker.server.broker_server import BrokerServer, ZooKeeperSettings
+from pipeline.cli.log import describe, verify_log_dirs
 from pipeline.cli.verbosity import serves
 from pipeline.config import LumberConfig
 
@@ -33,6 +36,11 @@ def register(subparsers: Any) -> None:
         "--log-dir", action="append", dest="log_dirs", help="a log dir (repeatable; default: [log] log_dirs)"
     )
     start.add_argument("--zookeeper-connect", help="ZooKeeper connect string (default: [zookeeper] connect)")
+    start.add_argument(
+        "--verify-logs",
+        action="store_true",
+        help="walk every partition's files first (as `lumber log verify` does); refuse to start on damage",
+    )
     start.set_defaults(handler=_start)
     serves(start)
 
@@ -50,6 +58,8 @@ def _start(args: argparse.Namespace, config: LumberConfig) -> int:
         session_timeout_ms=config.zookeeper.session_timeout_ms,
         connect_timeout_ms=config.zookeeper.connect_timeout_ms,
     )
+    if args.verify_logs and not _verify_logs(broker_config.broker_id, [Path(d) for d in log_config.log_dirs]):
+        return 1
     server = BrokerServer(broker_config, log_config, zookeeper)
 
     def stop(signum: int, _frame: FrameType | None) -> None:
@@ -68,3 +78,27 @@ def _start(args: argparse.Namespace, config: LumberConfig) -> int:
     while not server.wait(1.0):
         pass
     return 0
+
+
+def _verify_logs(broker_id: int, log_dirs: list[Path]) -> bool:
+    """``--verify-logs``: walk every partition in ``log_dirs``; False (and why, on stderr) on damage."""
+    reports = verify_log_dirs(log_dirs)
+    damaged = [report for report in reports if not report.ok]
+    for report in damaged:
+        print("\n".join(describe(report)), file=sys.stderr)
+    if damaged:
+        print(
+            f"lumber: broker {broker_id} refuses to start: --verify-logs found damage in "
+            f"{len(damaged)} of {len(reports)} partition(s) (listed above). Restore those files, or move "
+            "the damaged segments away and start without --verify-logs to let recovery truncate them.",
+            file=sys.stderr,
+        )
+        return False
+    records = sum(report.records for report in reports)
+    print(
+        f"broker {broker_id}: --verify-logs checked {len(reports)} partition(s), {records} record(s): "
+        "no damage",
+        file=sys.stderr,
+        flush=True,
+    )
+    return True

@@ -10,6 +10,9 @@ Fixtures (imported by ``tests/conftest.py``):
 A :class:`BrokerProcess` can be stopped (SIGTERM), killed (SIGKILL) and restarted with the same id, port and
 log dir. The brokers flush every 20 ms (``[log] flush_ms``) so that tests need not wait the paper's second
 for messages to be exposed, and use 4 s ZooKeeper sessions so that a killed broker's registration goes soon.
+The pytest fixtures' brokers also fsync before answering acks=all (``[log] flush_on_ack``, unless a test
+passes ``flush_on_ack=False``): with the default ``expose = "flushed"``, what an acks=all producer was told
+is stored is then also exposed, so a test may read it at once. ``bench_cluster`` keeps the defaults.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ _LOG_SETTINGS = {
     "max_message_bytes",
     "expose",
     "index_interval_bytes",
+    "flush_on_ack",
+    "validate_records",
 }
 
 
@@ -232,6 +237,7 @@ def start_cluster(
     clusters: list[BrokerCluster] = []
 
     def start(brokers: int = 1, **settings: Any) -> BrokerCluster:
+        settings.setdefault("flush_on_ack", True)  # acknowledged by acks=all, so exposed: see above
         name = f"{request.node.name}-c{len(clusters)}"
         cluster = BrokerCluster(
             make_chroot(zookeeper_server.connect, name), tmp_path / f"cluster-{len(clusters)}"

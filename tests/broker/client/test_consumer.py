@@ -16,6 +16,7 @@ from broker.client.errors import CorruptBatchError, NoOffsetError, OffsetOutOfRa
 from broker.log.record_batch import RecordBatchBuilder
 from broker.log.topic_partition import TopicPartition
 from tests.broker.client.helpers import consumer, producer, read_batches, read_records
+from tests.support.broker_cluster import wait_for
 
 TP = TopicPartition("events", 0)
 BASE_TS = 1_700_000_000_000
@@ -28,6 +29,13 @@ def produce(
         p.send_many(topic, [b"m%05d" % i for i in range(start, start + count)], partition=partition).result(
             10
         )
+
+
+def wait_exposed(cluster: Any, tp: TopicPartition, offset: int) -> None:
+    """acks=all is answered once the batch is appended; with ``expose = "flushed"`` consumers see it after
+    the next flush (``flush_ms`` 20 in the tests)."""
+    with consumer(cluster) as c:
+        wait_for(lambda: c.end_offsets([tp])[tp] >= offset, 10, f"{tp} to expose offsets below {offset}")
 
 
 def test_iterator_blocks_until_messages_arrive(broker_cluster: Any) -> None:
@@ -114,7 +122,8 @@ def test_the_first_fetch_does_not_wait_out_the_retry_backoff(broker_cluster: Any
     # The fetcher's first metadata refresh may predate the assignment; the partition's leader then shows
     # up in a refresh made by the caller's thread (ListOffsets), and the fetch must go out right away.
     broker_cluster.create_topic("events", 1)
-    produce(broker_cluster, "events", 10, acks="all")  # acknowledged once flushed, so exposed
+    produce(broker_cluster, "events", 10, acks="all")
+    wait_exposed(broker_cluster, TP, 10)
     for _ in range(3):
         with consumer(broker_cluster, TP, retry_backoff_ms=20_000) as c:
             if seek:
@@ -131,9 +140,10 @@ def test_the_first_fetch_does_not_wait_out_the_retry_backoff(broker_cluster: Any
 
 def test_seek_to_time(broker_cluster: Any) -> None:
     broker_cluster.create_topic("events", 1)
-    with producer(broker_cluster, acks="all") as p:  # acknowledged once flushed, so exposed
+    with producer(broker_cluster, acks="all") as p:
         for i in range(30):  # batches of one record each, timestamps 1000 ms apart
             p.send("events", b"t%d" % i, timestamp_ms=1_700_000_000_000 + 1000 * i).result(10)
+    wait_exposed(broker_cluster, TP, 30)
     with consumer(broker_cluster, TP) as c:
         assert c.seek_to_time(TP, 1_700_000_005_500) == 6
         assert [r.value for r in read_records(c, 2)] == [b"t6", b"t7"]
@@ -225,8 +235,9 @@ def test_iteration_hands_out_every_record_once(broker_cluster: Any) -> None:
 
 
 def _undecodable_batch() -> bytes:
-    """Five records whose header claims four (count and lastOffsetDelta), CRC recomputed: a broker takes
-    it (it checks the CRC and the header, never the records); a consumer cannot decode it."""
+    """Five records whose header claims four (count and lastOffsetDelta), CRC recomputed: a broker that
+    validates records refuses it (INVALID_RECORD); one with ``[log] validate_records = false`` stores it,
+    as a disk could after a clean shutdown; a consumer cannot decode it."""
     builder = RecordBatchBuilder()
     for i in range(5):
         builder.append(BASE_TS + i, None, b"bad%d" % i)
@@ -238,9 +249,10 @@ def _undecodable_batch() -> bytes:
 
 
 @pytest.mark.parametrize("api", ["poll_values", "poll"])
-def test_a_corrupt_batch_loses_nothing_before_or_after_it(broker_cluster: Any, api: str) -> None:
+def test_a_corrupt_batch_loses_nothing_before_or_after_it(start_cluster: Any, api: str) -> None:
     """The values of the batches before an undecodable one are handed out, the error names its offset and
     leaves the position there, and seeking past it reads on."""
+    broker_cluster = start_cluster(1, validate_records=False)
     broker_cluster.create_topic("events", 1)
     good = [b"g%02d" % i for i in range(10)]
     after = [b"a%02d" % i for i in range(7)]

@@ -109,3 +109,16 @@ def test_kafka_python_codecs_read_ours_and_we_read_theirs(codec: CompressionType
     data = b"interop between two independent implementations " * 2000
     assert decode(compress(codec, data)) == data
     assert decompress(codec, encode(data), where="t") == data
+
+
+@pytest.mark.parametrize("codec", [c for c in CompressionType if c != CompressionType.NONE])
+def test_a_decompression_bomb_is_refused_at_the_limit(codec: CompressionType) -> None:
+    """More output than ``max_bytes`` is refused while decompressing; exactly ``max_bytes`` passes."""
+    limit = 256 * 1024
+    exact = compress(codec, b"\x00" * limit)
+    assert decompress(codec, exact, where="t-0", max_bytes=limit) == b"\x00" * limit
+    bomb = compress(codec, b"\x00" * (limit + 1))
+    with pytest.raises(CorruptRecordError) as info:
+        decompress(codec, bomb, where="t-0", position=7, max_bytes=limit)
+    assert f"{codec.name} records decompress to more than {limit} bytes" in str(info.value)
+    assert info.value.position == 7

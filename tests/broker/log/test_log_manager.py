@@ -248,3 +248,32 @@ def test_expired_producers_are_forgotten_in_every_log_by_the_injected_clock(tmp_
         assert manager.remove_expired_producers() == {TopicPartition("t", 0): [7]}
         clock.now_ms += 500
         assert manager.remove_expired_producers() == {TopicPartition("t", 1): [8]}
+
+
+def test_flush_requests_are_answered_by_group_commit(tmp_path: Path) -> None:
+    """flush_on_ack: waiters wake the flusher (the policy alone would not flush for a minute) and every
+    one of them is answered; those that arrive during an fsync share the next one."""
+    config = manager_config(tmp_path, flush_ms=60_000, flush_messages=10**9, flush_on_ack=True)
+    with LogManager(config) as manager:
+        manager.start()
+        log = manager.get_or_create_log("acked", 0)
+        flushes: list[int] = []
+        log.add_listener(lambda _tp, _hw: flushes.append(log.flushed_offset))
+        answered: list[bool] = []
+
+        def producer(n: int) -> None:
+            for i in range(10):
+                end = log.append(make_batch(n * 100 + i, 3)).last_offset + 1
+                log.request_flush(end)
+                answered.append(log.wait_for_flushed(end, 10))
+
+        threads = [threading.Thread(target=producer, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert answered == [True] * 80
+        assert log.flushed_offset == log.log_end_offset == 240
+        assert log.request_flush(240) is True  # already on disk: nothing to wait for
+        assert 1 <= len(flushes) <= 80
+        assert flushes == sorted(flushes)

@@ -637,13 +637,14 @@ class _Inline:
 
 
 @contextlib.contextmanager
-def _serving_inline(keys: set[int]) -> Iterator[tuple[Any, _Inline]]:
+def _serving_inline(keys: set[int], pipeline: frozenset[int] = frozenset()) -> Iterator[tuple[Any, _Inline]]:
     channel_box: list[_Inline] = []
 
     def handle(request: NetworkRequest) -> None:
         channel_box[0].handle(request)
 
-    with serving(inline=InlineHandler(handle, frozenset(keys)), num_processors=1) as served:
+    handler = InlineHandler(handle, frozenset(keys), pipeline_api_keys=pipeline)
+    with serving(inline=handler, num_processors=1) as served:
         inline = _Inline(served.channel)
         channel_box.append(inline)
         yield served, inline
@@ -687,6 +688,33 @@ def test_an_inline_request_answered_later_holds_back_the_next_one() -> None:
         send_request(other, request_frame(4, b"not held back"))
         assert recv_frame(other) == request_frame(4, b"not held back")
         assert recv_frame(sock) == request_frame(3, api_key=_LATER)
+
+
+def test_buffered_requests_are_pipelined_behind_one_answered_later_and_answered_in_order() -> None:
+    """Read-ahead pipelining: the requests already buffered behind one that waits are served at once (an
+    acks=-1 Produce waiting for its group commit: one fsync then answers them all), in request order."""
+    with _serving_inline({ECHO, EMPTY, CLOSE, _LATER}, frozenset({ECHO, EMPTY, CLOSE, _LATER})) as (
+        served,
+        inline,
+    ):
+        sock = served.connect()
+        kinds = [_LATER, ECHO, EMPTY, _LATER, ECHO]
+        frames = [request_frame(i, b"p%d" % i, api_key=k) for i, k in enumerate(kinds, start=1)]
+        sock.sendall(b"".join(framed(f) for f in frames))
+        wait_until(lambda: len(inline.served) == 5, 5, "every buffered request to be served")
+        assert [cid for cid, _ in inline.served] == [1, 2, 3, 4, 5]  # before the first one's answer
+        assert [recv_frame(sock) for _ in range(4)] == [frames[0], frames[1], frames[3], frames[4]]
+        send_request(sock, request_frame(6, b"after the pipeline"))
+        assert recv_frame(sock) == request_frame(6, b"after the pipeline")
+        served.wait_stat("responses_empty", 1)
+        assert served.stats()["requests"] == 6
+        # a request that closes the connection ends the pipeline: nothing after it is served
+        other = served.connect()
+        doomed = [request_frame(7, api_key=_LATER), request_frame(8, api_key=CLOSE), request_frame(9, b"no")]
+        other.sendall(b"".join(framed(f) for f in doomed))
+        assert recv_frame(other) == doomed[0]
+        assert read_until_closed(other) == b""
+        assert [cid for cid, _ in inline.served][6:] == [7, 8]
 
 
 def test_an_inline_handler_failing_closes_only_its_connection(caplog: pytest.LogCaptureFixture) -> None:

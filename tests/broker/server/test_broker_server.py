@@ -66,6 +66,22 @@ def fetch(conn: BrokerConnection, parts: list[tuple[str, int, int, int]], **requ
     return {(t.topic, p.partition_index): p for t in response.responses for p in t.partitions}
 
 
+def wait_exposed(conn: BrokerConnection, topic: str, partition: int, offset: int) -> None:
+    """acks=-1 is answered once appended; with ``expose = "flushed"`` consumers see the records once the
+    next flush (``flush_ms`` 20 in the tests) moves the high watermark: wait for it."""
+
+    def exposed() -> bool:
+        response = conn.request(
+            ListOffsetsRequest(
+                topics=[ListOffsetsTopic(topic, [ListOffsetsPartition(partition, timestamp=-1)])]
+            )
+        )
+        found: int = response.topics[0].partitions[0].offset
+        return found >= offset
+
+    wait_for(exposed, 10, f"{topic}-{partition} to expose offsets below {offset}")
+
+
 def offsets_in(records: Any) -> list[int]:
     scan = scan_batches(bytes(records), where="test")
     out: list[int] = []
@@ -203,6 +219,7 @@ def test_produce_acks_and_offsets(broker_cluster: BrokerCluster) -> None:
         assert (flushed.error_code, flushed.base_offset) == (0, 8)
         bad = produce(conn, "acks", 0, batch(10, 1), acks=2)
         assert bad.error_code == ErrorCode.INVALID_REQUIRED_ACKS
+        wait_exposed(conn, "acks", 0, 10)
         parts = fetch(conn, [("acks", 0, 0, 1 << 20)])
         assert offsets_in(parts[("acks", 0)].records) == list(range(10))
         assert parts[("acks", 0)].high_watermark == 10
@@ -319,6 +336,8 @@ def test_fetch_honours_partition_and_total_max_bytes(broker_cluster: BrokerClust
             sizes.append(len(data))
             for p in (0, 1):
                 produce(conn, "sized", p, data, acks=-1)
+        for p in (0, 1):
+            wait_exposed(conn, "sized", p, 100)
         one = sizes[0]
         assert len(set(sizes)) == 1
         parts = fetch(conn, [("sized", 0, 0, 3 * one), ("sized", 1, 0, 3 * one)])
@@ -380,6 +399,7 @@ def test_list_offsets_earliest_latest_and_by_time(broker_cluster: BrokerCluster)
     try:
         for i in range(5):
             produce(conn, "times", 0, batch(i * 10, 10, ts=BASE_TS + i * 1000), acks=-1)
+        wait_exposed(conn, "times", 0, 50)
 
         def ask(ts: int) -> tuple[int, int]:
             response = conn.request(

@@ -1,0 +1,92 @@
+"""What a partition accepts (Kafka's ``LogValidator``): every produced batch is checked before it is appended.
+
+:meth:`broker.log.log.Log.append` calls :func:`validate_batches` before it takes its lock, and appends
+nothing of the request when any batch is refused. The checks, in order, per batch:
+
+1. size: at most ``max_message_bytes`` (:class:`RecordTooLargeError`, MESSAGE_TOO_LARGE);
+2. header and CRC (:meth:`RecordBatch.validate`): magic 2, record count not negative, a codec Kafka defines,
+   the CRC-32C (:class:`CorruptRecordError`, CORRUPT_MESSAGE; UNSUPPORTED_COMPRESSION_TYPE for the codec);
+3. the offset range: at least one record, ``lastOffsetDelta == recordCount - 1``, not a control batch
+   (:class:`InvalidRecordError`, INVALID_RECORD);
+4. the records (:meth:`RecordBatch.validate_records`, the one record walker of
+   :mod:`broker.log.record_batch`): the payload is decompressed per its codec, then every record is walked:
+   varints, the record length against what its fields take, key, value and header lengths inside the
+   record, header keys in UTF-8 (CORRUPT_MESSAGE); exactly ``recordCount`` records that fill the
+   (decompressed) data exactly, offset deltas 0, 1, 2, ... (INVALID_RECORD).
+
+A CRC only proves the bytes are what the producer sent; step 4 proves consumers can read them. Without it
+one buggy producer could append a CRC-valid batch of garbage that stops every consumer of the partition at
+that offset. ``[log] validate_records = false`` skips step 4; it exists to measure what it costs
+(``bench/paper.py``), never to run a broker with.
+
+:func:`validate_stored_batch` is the same walk for batches already on disk (``lumber log verify``), where
+control batches are legal. Stateless functions: thread-safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from broker.log.errors import InvalidRecordError, RecordTooLargeError
+from broker.log.record_batch import NO_TIMESTAMP, RecordBatch
+
+__all__ = ["ValidatedBatches", "validate_batches", "validate_stored_batch"]
+
+
+@dataclass(frozen=True, slots=True)
+class ValidatedBatches:
+    """What :func:`validate_batches` learnt of the batches it accepted."""
+
+    record_count: int
+    #: The largest record timestamp among the batches (-1 when none had one).
+    max_timestamp_ms: int
+
+
+def validate_batches(
+    batches: Sequence[RecordBatch], *, where: str, max_message_bytes: int, validate_records: bool = True
+) -> ValidatedBatches:
+    """Check every batch of one produce request to one partition (steps 1-4 of the module docstring).
+
+    Raises the first failure; the caller appends nothing then.
+    """
+    record_count = 0
+    max_timestamp_ms = NO_TIMESTAMP
+    for batch in batches:
+        if batch.size_bytes > max_message_bytes:
+            raise RecordTooLargeError(where, batch.size_bytes, max_message_bytes, position=batch.position)
+        batch.validate()
+        count = batch.record_count
+        if count < 1:
+            raise InvalidRecordError(
+                where, f"a batch must hold records, this one has {count}", position=batch.position
+            )
+        if batch.last_offset_delta != count - 1:
+            raise InvalidRecordError(
+                where,
+                f"lastOffsetDelta {batch.last_offset_delta} does not match the record count {count}",
+                position=batch.position,
+            )
+        if batch.is_control_batch:
+            raise InvalidRecordError(where, "clients may not append control batches", position=batch.position)
+        if validate_records:
+            batch.validate_records()
+        record_count += count
+        max_timestamp_ms = max(max_timestamp_ms, batch.max_timestamp_ms)
+    return ValidatedBatches(record_count, max_timestamp_ms)
+
+
+def validate_stored_batch(batch: RecordBatch) -> None:
+    """Check a batch read back from a segment: header, CRC, offset range and every record.
+
+    The batch's ``where`` and ``position`` (its file and byte position) name it in the error.
+    """
+    batch.validate()
+    count = batch.record_count
+    if batch.last_offset_delta != count - 1:
+        raise InvalidRecordError(
+            batch.where,
+            f"lastOffsetDelta {batch.last_offset_delta} does not match the record count {count}",
+            position=batch.position,
+        )
+    batch.validate_records()

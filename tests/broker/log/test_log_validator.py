@@ -1,0 +1,184 @@
+"""The log validator: every rejection reason, and what a refused append leaves behind (nothing)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from broker.log.compression import CompressionType
+from broker.log.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    LogError,
+    RecordTooLargeError,
+    UnsupportedCompressionError,
+)
+from broker.log.log import Log
+from broker.log.log_validator import validate_batches, validate_stored_batch
+from broker.log.record_batch import RecordBatch, RecordBatchBuilder, scan_batches
+from tests.broker.log.helpers import config, make_batch
+from tests.support.poison_batches import (
+    forge_batch,
+    gzip_flag_on_plain_records,
+    random_records_batch,
+    record,
+    record_count_mismatch,
+    record_length_past_the_end,
+    records,
+)
+
+MAX = 1024 * 1024
+
+
+def check(data: bytes, *, validate_records: bool = True) -> None:
+    batches = scan_batches(data, where="t-0 append").batches
+    validate_batches(batches, where="t-0 append", max_message_bytes=MAX, validate_records=validate_records)
+
+
+def refused(data: bytes) -> LogError:
+    with pytest.raises(LogError) as info:
+        check(data)
+    return info.value
+
+
+@pytest.mark.parametrize("codec", list(CompressionType))
+def test_well_formed_batches_pass_in_every_codec(codec: CompressionType) -> None:
+    builder = RecordBatchBuilder(codec)
+    for i in range(50):
+        builder.append(1000 + i, f"k{i}".encode(), b"v" * 100, (("host", b"h1"), ("n", None)))
+    data = builder.build()
+    result = validate_batches(scan_batches(data + make_batch(0, 3)).batches, where="w", max_message_bytes=MAX)
+    assert (result.record_count, result.max_timestamp_ms) == (53, 1_700_000_000_002)
+    validate_stored_batch(RecordBatch(data))
+    assert len(list(RecordBatch(data).records())) == 50
+
+
+def test_forged_well_formed_records_pass() -> None:
+    check(forge_batch(records(7), 7))
+    check(forge_batch(records(7), 7, compress_with=CompressionType.LZ4))
+    check(forge_batch(records(7), 7, compress_with=CompressionType.GZIP))
+
+
+def test_random_record_bytes_are_corrupt() -> None:
+    for seed in range(20):
+        error = refused(random_records_batch(seed))
+        assert isinstance(error, (CorruptRecordError, InvalidRecordError)), error
+        assert error.kafka_error_code in (2, 87)
+
+
+def test_gzip_flag_on_a_plain_payload() -> None:
+    error = refused(gzip_flag_on_plain_records())
+    assert type(error) is CorruptRecordError
+    assert error.kafka_error_code == 2
+    assert "cannot decompress GZIP records" in str(error)
+    assert "t-0 append" in str(error)
+
+
+def test_record_length_past_the_batch_end() -> None:
+    error = refused(record_length_past_the_end())
+    assert type(error) is CorruptRecordError
+    assert "record #2: record length" in str(error)
+
+
+@pytest.mark.parametrize(("actual", "claimed", "reason"), [(3, 5, "holds 3"), (5, 3, "bytes are left")])
+def test_record_count_not_matching_the_records(actual: int, claimed: int, reason: str) -> None:
+    error = refused(record_count_mismatch(actual, claimed))
+    assert type(error) is InvalidRecordError
+    assert error.kafka_error_code == 87
+    assert f"the header counts {claimed} records" in str(error)
+    assert reason in str(error)
+
+
+def test_decompressed_data_must_be_consumed_exactly() -> None:
+    error = refused(forge_batch(records(4) + b"\x00\x00", 4, compress_with=CompressionType.LZ4))
+    assert type(error) is InvalidRecordError
+    assert "2 bytes are left after them" in str(error)
+
+
+def test_offset_deltas_must_count_up() -> None:
+    body = record(0) + record(2) + record(1)
+    error = refused(forge_batch(body, 3))
+    assert type(error) is InvalidRecordError
+    assert "record #1: offset delta 2, expected 1" in str(error)
+
+
+def test_record_length_longer_than_its_fields() -> None:
+    error = refused(forge_batch(record(0, length_delta=1) + b"\x00", 1))
+    assert type(error) is CorruptRecordError
+    assert "record #0: record length says" in str(error)
+
+
+def test_key_length_past_the_record() -> None:
+    error = refused(forge_batch(record(0, key_length=40), 1))
+    assert type(error) is CorruptRecordError
+    assert "key length 40 runs past the record's end" in str(error)
+
+
+def test_negative_key_length_other_than_null() -> None:
+    error = refused(forge_batch(record(0, key_length=-3), 1))
+    assert type(error) is CorruptRecordError
+    assert "key length -3" in str(error)
+
+
+def test_varint_longer_than_ten_bytes() -> None:
+    body = b"\x14\x00" + b"\xff" * 11 + b"\x00" * 8
+    error = refused(forge_batch(body, 1))
+    assert type(error) is CorruptRecordError
+    assert "record #0" in str(error)
+
+
+def test_header_key_not_utf8() -> None:
+    headers = b"\x02" + b"\x04" + b"\xff\xfe" + b"\x01"  # one header, key of 2 bytes, null value
+    error = refused(forge_batch(record(0, header_bytes=headers), 1))
+    assert type(error) is CorruptRecordError
+    assert "header key is not UTF-8" in str(error)
+
+
+def test_header_level_checks() -> None:
+    good = make_batch(0, 3)
+    flipped = bytearray(good)
+    flipped[-1] ^= 0x01
+    assert "expected CRC" in str(refused(bytes(flipped)))
+    bad_codec = forge_batch(records(1), 1, attributes=7)
+    assert type(refused(bad_codec)) is UnsupportedCompressionError
+    assert "lastOffsetDelta 5 does not match" in str(refused(forge_batch(records(3), 3, last_offset_delta=5)))
+    assert "must hold records" in str(refused(forge_batch(b"", 0)))
+    control = forge_batch(records(1), 1, attributes=0x20)
+    assert "control batches" in str(refused(control))
+    with pytest.raises(RecordTooLargeError):
+        validate_batches(scan_batches(good).batches, where="w", max_message_bytes=len(good) - 1)
+
+
+def test_validation_off_checks_only_the_header() -> None:
+    check(gzip_flag_on_plain_records(), validate_records=False)
+    with pytest.raises(CorruptRecordError):
+        check(gzip_flag_on_plain_records(), validate_records=True)
+
+
+def test_a_refused_append_writes_nothing(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    log = Log(directory, config(tmp_path))
+    try:
+        log.append(make_batch(0, 3))
+        size = log.size_bytes
+        # a good batch followed by a poisoned one in the same request: neither is appended
+        with pytest.raises(InvalidRecordError):
+            log.append(make_batch(3, 2) + record_count_mismatch())
+        with pytest.raises(CorruptRecordError):
+            log.append(gzip_flag_on_plain_records())
+        assert (log.log_end_offset, log.size_bytes) == (3, size)
+        assert log.append(make_batch(3, 2)).first_offset == 3
+    finally:
+        log.close()
+
+
+def test_a_zstd_bomb_is_refused_without_exhausting_memory() -> None:
+    """65 MiB of zeros compress to a few kilobytes of zstd: the validator refuses the batch at the
+    64 MiB limit instead of materialising whatever it claims."""
+    bomb = forge_batch(b"\x00" * (65 * 1024 * 1024), 1, compress_with=CompressionType.ZSTD)
+    assert len(bomb) < 64 * 1024
+    error = refused(bomb)
+    assert type(error) is CorruptRecordError
+    assert "ZSTD records decompress to more than 67108864 bytes" in str(error)

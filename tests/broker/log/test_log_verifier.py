@@ -1,0 +1,57 @@
+"""The deep log walk behind ``lumber log verify``: intact logs pass with exact counts, and index damage and a
+missing segment are named with file, position and offset (record and batch damage: tests/pipeline/cli)."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+from broker.log.log import Log
+from broker.log.log_verifier import find_partition_dirs, verify_partition
+from tests.broker.log.helpers import config, make_batch
+
+
+def write_log(tmp_path: Path, batches: int, **overrides: object) -> Path:
+    directory = tmp_path / "clicks-0"
+    directory.mkdir()
+    log = Log(directory, config(tmp_path, index_interval_bytes=0, **overrides))
+    for i in range(batches):
+        log.append(make_batch(i * 4, 4))
+    log.close()
+    return directory
+
+
+def test_an_intact_log_passes_with_exact_counts(tmp_path: Path) -> None:
+    directory = write_log(tmp_path, 30, segment_bytes=4000)
+    report = verify_partition(directory)
+    assert report.ok, report.damage
+    assert (report.batches, report.records, report.next_offset) == (30, 120, 120)
+    assert report.segments == len(list(directory.glob("*.log"))) > 1
+    assert find_partition_dirs([tmp_path], "clicks") == [directory]
+    assert find_partition_dirs([tmp_path], "clicks", 1) == []
+    assert find_partition_dirs([tmp_path]) == [directory]
+
+
+def test_an_index_entry_pointing_nowhere_is_named(tmp_path: Path) -> None:
+    directory = write_log(tmp_path, 5)
+    index = directory / "00000000000000000000.index"
+    entries = index.read_bytes()
+    relative, position = struct.unpack_from(">ii", entries, 8)
+    index.write_bytes(entries[:8] + struct.pack(">ii", relative, position + 1) + entries[16:])
+    (damage,) = verify_partition(directory).damage
+    assert (damage.file, damage.position, damage.offset) == (index, 8, relative)
+    assert f"entry #1 points at position {position + 1}, where no batch with base offset {relative}" in str(
+        damage
+    )
+
+
+def test_a_missing_segment_is_named(tmp_path: Path) -> None:
+    directory = write_log(tmp_path, 30, segment_bytes=4000)
+    logs = sorted(directory.glob("*.log"))
+    second_base = int(logs[1].stem)
+    third_base = int(logs[2].stem)
+    for suffix in (".log", ".index", ".timeindex"):
+        logs[1].with_suffix(suffix).unlink()
+    (damage,) = verify_partition(directory).damage
+    assert (damage.file, damage.position, damage.offset) == (logs[2], 0, third_base)
+    assert f"the previous one ended before offset {second_base}" in damage.reason
