@@ -16,8 +16,8 @@ from broker.client.producer_config import ProducerConfig
 from tests.support.broker_cluster import BrokerCluster, servers
 
 
-def producer_of(cluster: BrokerCluster, **settings: object) -> Producer:
-    return Producer(ProducerConfig(bootstrap_servers=servers(cluster), **settings))  # type: ignore[arg-type]
+def producer_of(cluster: BrokerCluster) -> Producer:
+    return Producer(ProducerConfig(bootstrap_servers=servers(cluster)))
 
 
 def test_two_creators_at_once_both_succeed_and_the_topic_has_exactly_the_configured_partitions(
