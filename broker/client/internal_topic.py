@@ -15,7 +15,8 @@ publish, :func:`ensure_producer_topic`) and:
 
 1. asks the cluster once about the topic, without auto-creation (a Metadata request to a broker, or a
    ZooKeeper read, whichever way the client learns the cluster). A topic that exists is used as it is,
-   whatever its partition count: it is never changed;
+   whatever its partition count (it is never changed), and so is one whose leaders are down
+   (LEADER_NOT_AVAILABLE): sending to it is the producer's business, with its own retries and timeouts;
 2. if it is missing, sends CreateTopics (the count, replication factor "broker default") to a live broker,
    the controller first. NONE and TOPIC_ALREADY_EXISTS (another publisher created it meanwhile: two
    creators race) are both success; a broker that cannot be reached is skipped for the next one;
@@ -66,9 +67,9 @@ def create_command(topic: str, partitions: int) -> str:
 
 def ensure_topic(
     metadata: ClusterMetadata, pool: BrokerPool, topic: str, partitions: int, *, timeout_ms: int
-) -> int:
+) -> None:
     """Make sure ``topic`` exists, creating it with ``partitions`` partitions if it does not (see the module
-    docstring); returns its partition count. Raises :class:`TopicCreationError`."""
+    docstring). Raises :class:`TopicCreationError`."""
     if partitions < 1:
         raise ValueError(f"ensure_topic({topic!r}): partitions must be at least 1, got {partitions}")
     remedy = f"create it with `{create_command(topic, partitions)}`"
@@ -77,29 +78,27 @@ def ensure_topic(
         snapshot = source.fetch([topic], False, metadata.snapshot)
     except ClientError as exc:
         raise TopicCreationError(topic, f"cannot ask {source.describe()} about it ({exc})", remedy) from exc
-    found = snapshot.partitions(topic)
-    if found:
-        return len(found)
     code = snapshot.topic_errors.get(topic, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-    if code not in (int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), int(ErrorCode.LEADER_NOT_AVAILABLE)):
+    if snapshot.partitions(topic) or code == int(ErrorCode.LEADER_NOT_AVAILABLE):
+        return
+    if code != int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
         raise TopicCreationError(
             topic, f"{source.describe()} answers {snapshot.topic_error(topic)} about it", remedy
         )
-    if code == int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-        _create(snapshot, pool, topic, partitions, timeout_ms, remedy)  # 2.
+    _create(snapshot, pool, topic, partitions, timeout_ms, remedy)  # 2.
     try:  # 3. the client's own view, so that the first send finds it
-        return len(metadata.wait_for_topic(topic, timeout_ms))
+        metadata.wait_for_topic(topic, timeout_ms)
     except UnknownTopicError as exc:
         raise TopicCreationError(
             topic, f"it was created but the cluster does not serve it yet ({exc})", remedy
         ) from exc
 
 
-def ensure_producer_topic(producer: Producer, topic: str, partitions: int) -> int:
+def ensure_producer_topic(producer: Producer, topic: str, partitions: int) -> None:
     """:func:`ensure_topic` through ``producer``'s own cluster view and connections (the producer that
     will publish to ``topic``), within its ``request_timeout_ms``."""
     # The producer's collaborators (as its audit emitter is): same package, same connections.
-    return ensure_topic(
+    ensure_topic(
         producer._metadata,
         producer._pool,
         topic,

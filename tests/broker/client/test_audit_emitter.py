@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -15,25 +15,12 @@ from broker.client.consumer_config import ConsumerConfig
 from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
 from pipeline.audit_reader import read_audit_events
-from pipeline.dev.zookeeper_server import ZooKeeperServer
 from tests.support.broker_cluster import BrokerCluster, servers, wait_for
-from tests.support.registry import RegistryProcess, launch_registry
-from tests.support.zookeeper import make_chroot
+from tests.support.registry import RegistryProcess
 
 WINDOW_MS = 60_000
 W0 = 1_795_334_400_000  # 2026-11-22T08:00Z
 W1 = W0 + WINDOW_MS
-
-
-@pytest.fixture(scope="module")
-def registry(
-    zookeeper_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[RegistryProcess]:
-    process = launch_registry(
-        make_chroot(zookeeper_server.connect, "audit_emitter_registry"), tmp_path_factory.mktemp("registry")
-    )
-    yield process
-    process.stop()
 
 
 def test_an_audited_producer_creates_the_audit_topic_and_its_counts_read_back_exactly(
