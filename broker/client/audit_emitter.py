@@ -33,7 +33,9 @@ outbox to empty, resending what failed, until the close deadline (``timeout_s``,
 are logged at ERROR level with their full content, never dropped silently.
 
 Thread safety: the outbox is guarded by a lock that is never held while sending (a send may wait for
-buffer space, which the delivery callbacks free).
+buffer space, which the delivery callbacks free); making sure of the topic has a lock of its own, so the
+thread and :meth:`AuditEmitter.close` never create it twice. A refusal is logged at ERROR level once, its
+repetitions (every round, every resending round of close) at DEBUG level.
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ class AuditEmitter:
         self._closed = False
         self._topic_ready = False
         self._topic_lock = threading.Lock()
+        self._last_refusal = ""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lumber-producer-audit", daemon=True)
         self._thread.start()
@@ -115,7 +118,7 @@ class AuditEmitter:
         try:
             self.ensure_topic()
         except TopicCreationError as exc:  # reported now; every publish asks again until it exists
-            log.error("audit: %s", exc)  # noqa: TRY400 - the message says all; no traceback
+            self._report_refusal("audit: %s", exc)
         except Exception:
             log.exception("audit: checking the audit topic %s failed", self.topic)
         while not self._stop.wait(interval_s):
@@ -141,7 +144,7 @@ class AuditEmitter:
         except TopicCreationError as exc:
             with self._lock:
                 self._in_flight.difference_update(e.event_id for e in todo)
-            log.error("audit: %d events stay queued with their ids: %s", len(todo), exc)  # noqa: TRY400
+            self._report_refusal(f"audit: {len(todo)} events stay queued with their ids: %s", exc)
             return 0
         sent = 0
         for index, event in enumerate(todo):
@@ -175,6 +178,13 @@ class AuditEmitter:
             if not self._topic_ready:
                 ensure_producer_topic(self._producer, self.topic, self._config.audit_topic_partitions)
                 self._topic_ready = True
+
+    def _report_refusal(self, template: str, exc: TopicCreationError) -> None:
+        """ERROR the first time this is said, DEBUG while it repeats (``template`` has one ``%s``)."""
+        message = template % exc
+        repeated = message == self._last_refusal
+        self._last_refusal = message
+        log.log(logging.DEBUG if repeated else logging.ERROR, "%s", message)
 
     def _codec_or_new(self) -> AuditEventCodec:
         if self._codec is None:

@@ -35,6 +35,7 @@ Thread-safe as the client's :class:`~broker.client.cluster_metadata.ClusterMetad
 from __future__ import annotations
 
 import logging
+import shlex
 from typing import TYPE_CHECKING
 
 from broker.client.cluster_snapshot import BrokerAddress, ClusterSnapshot
@@ -61,8 +62,8 @@ _DEFAULT_REPLICATION_FROM = 4
 
 
 def create_command(topic: str, partitions: int) -> str:
-    """The command that creates ``topic`` by hand."""
-    return f"lumber topics create {topic} --partitions {partitions}"
+    """The command that creates ``topic`` by hand (shell-quoted)."""
+    return f"lumber topics create {shlex.quote(topic)} --partitions {partitions}"
 
 
 def ensure_topic(

@@ -105,5 +105,5 @@ def test_a_broker_that_refuses_gives_its_error_code_and_message_at_once(
         f"topic {bad!r} does not exist and cannot be created: broker {cluster.broker(0).address} (broker 0) "
         "refused CreateTopics (1 partitions): INVALID_TOPIC_EXCEPTION (error code 17): "
     )
-    assert message.endswith(f"; create it with `lumber topics create {bad} --partitions 1`")
+    assert message.endswith("; create it with `lumber topics create 'audit topic' --partitions 1`")
     assert cluster.admin.list_topics() == []
