@@ -52,7 +52,8 @@ producer, and ``streams`` up to the partition count, for more.
 
 **Audit.** With ``audit_interval_ms`` > 0, what the target acknowledged is counted per topic and window of
 each record's timestamp and published to ``audit_topic`` on the target as tier ``mirror``
-(:mod:`broker.mirror_audit`).
+(:mod:`broker.mirror_audit`), which the audit emitter creates on the target if it is missing (``[producer]
+audit_topic_partitions`` of ``producer_config``; :mod:`broker.client.internal_topic`).
 
 Thread safety: :meth:`start` and :meth:`close` from one controlling thread; the properties from any.
 """

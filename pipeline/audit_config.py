@@ -5,6 +5,10 @@ window. Producers publish their counts when ``[producer] audit_interval_ms`` is 
 theirs after every commit when ``publish_load_counts`` is on (:mod:`pipeline.audit_publisher`);
 ``lumber audit verify`` reconciles them (:mod:`pipeline.audit`), with ``grace_ms`` and ``tolerance`` as the
 defaults of its ``--grace`` and ``--tolerance``.
+
+The audit topic (``topic``) is created by its publishers when it is missing, with ``[producer]
+audit_topic_partitions`` partitions (:mod:`broker.client.internal_topic`): the producers' audit lives in
+the client package, which reads ``[producer]`` and never this section, so the count is that one key.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ class AuditConfig:
     topic: str = setting(
         "_audit",
         "Topic of the audit events (Avro, schema subject '<topic>-value'); keep it equal to [producer] "
-        "audit_topic.",
+        "audit_topic. Its publishers create it if it is missing ([producer] audit_topic_partitions).",
     )
     publish_load_counts: bool = setting(
         True,

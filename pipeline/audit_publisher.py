@@ -25,6 +25,12 @@ Per manifest count (``window_ms`` of the manifest):
 * records without a timestamp (the manifest puts them in the window starting at ``-window_ms``) become
   ``missing_timestamp_count`` in the window of the commit time.
 
+Before it sends, the publisher makes sure the audit topic exists, creating it with ``[producer]
+audit_topic_partitions`` partitions if it does not (:func:`~broker.client.internal_topic.ensure_topic`, as
+the producers' audit does): brokers create no topic on demand by default, and a send to a missing topic
+would wait ``max_block_ms`` for nothing. A cluster that refuses to create it fails the publishing at once,
+with the command that creates it.
+
 Publishing never fails a run: an error is reported through ``progress`` and left for the next run.
 """
 
@@ -39,6 +45,7 @@ from dataclasses import dataclass
 
 from broker.client.audit_codec import AuditEventCodec
 from broker.client.audit_event import AuditEvent, load_event_id, window_start
+from broker.client.internal_topic import ensure_producer_topic
 from broker.client.producer import Producer
 from pipeline.commit import CommitProtocol, Manifest
 from pipeline.config import LumberConfig
@@ -153,6 +160,7 @@ class LoadAuditPublisher:
         confirmed = 0
         published = self.published_sequence() if move_pointer else 0
         try:
+            ensure_producer_topic(producer, self.topic, settings.audit_topic_partitions)
             for sequence in sequences:
                 manifest = self.protocol.read_manifest(sequence)
                 futures = [

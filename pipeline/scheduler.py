@@ -59,7 +59,7 @@ from typing import Any, Literal, Protocol
 from pipeline.config import LumberConfig
 from pipeline.errors import PipelineError
 from pipeline.load_errors import LoadError
-from pipeline.load_submit import etl_dir, prepare_submit, submit_load
+from pipeline.load_submit import PreparedSubmit, etl_dir, prepare_submit, submit_load
 from pipeline.schedule_config import HOUR_MS, ScheduleConfig, parse_hour_ms
 
 log = logging.getLogger(__name__)
@@ -144,7 +144,9 @@ class LoadRunner(Protocol):
 
 class SparkSubmitRunner:
     """The production runner: ``spark-submit jobs/load.py --until-hour H`` per run, exactly what
-    ``lumber etl run --until-hour H`` does (:mod:`pipeline.load_submit`), progress lines passed to ``say``."""
+    ``lumber etl run --until-hour H`` does (:mod:`pipeline.load_submit`). Its progress lines, and the job
+    lock's lines when the run waits for a dead holder's ZooKeeper session (how long at most, then how long
+    it took), are passed to ``say`` as they come. ``prepare`` builds the command (``prepare_submit``)."""
 
     def __init__(
         self,
@@ -155,8 +157,10 @@ class SparkSubmitRunner:
         extra_conf: Sequence[str] = (),
         kill_timeout_s: float = 30.0,
         say: Say = log.info,
+        prepare: Callable[..., PreparedSubmit] = prepare_submit,
     ) -> None:
         self.config = config
+        self.prepare = prepare
         self.topics = tuple(topics)
         self.master = master
         self.extra_conf = tuple(extra_conf)
@@ -166,7 +170,7 @@ class SparkSubmitRunner:
     def run(self, until_ms: int, abort: threading.Event) -> RunResult:
         until = hour_text(until_ms)
         try:
-            prepared = prepare_submit(
+            prepared = self.prepare(
                 self.config,
                 until_hour=until,
                 topics=self.topics,
@@ -177,6 +181,7 @@ class SparkSubmitRunner:
             result = submit_load(
                 prepared,
                 on_progress=lambda elapsed, line: self.say(f"  [{elapsed:6.1f}s] {line}"),
+                on_wait=lambda line: self.say(f"  lock: {line}"),
                 abort=abort,
                 kill_timeout_s=self.kill_timeout_s,
             )

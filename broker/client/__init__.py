@@ -13,7 +13,8 @@ Layout:
   :mod:`.consumer_config` (``[consumer]``);
 * :mod:`.connection` (one pipelined broker connection), :mod:`.broker_pool` (a client's connections),
   :mod:`.cluster_metadata`, :mod:`.cluster_snapshot`, :mod:`.bootstrap_metadata_source`,
-  :mod:`.zookeeper_metadata_source` (learning the cluster);
+  :mod:`.zookeeper_metadata_source` (learning the cluster), :mod:`.internal_topic` (the audit topic,
+  created by its publishers when missing);
 * :mod:`.console` (what ``lumber produce`` and ``lumber consume`` do), :mod:`.errors`.
 """
 

@@ -12,6 +12,20 @@ producer's delivery path feeds) and a background thread that, every ``audit_inte
 3. drops an event from the outbox once the broker confirmed it; a failed send or encoding (registry down,
    topic not there) leaves it in the outbox for the next round, with the same id.
 
+**The audit topic.** The emitter creates ``audit_topic`` (``audit_topic_partitions`` partitions) if it is
+missing, as Kafka's brokers create ``__consumer_offsets`` whatever their auto-create switch says
+(:func:`~broker.client.internal_topic.ensure_topic`: one Metadata question, then CreateTopics, a creation
+race being success). It does so on its thread *as it starts*, not in the producer's constructor, and again
+*before a publish* until that once succeeds:
+
+* starting: a cluster that refuses (creation not allowed, no live broker) is reported at once, at ERROR
+  level with the command that creates the topic by hand, rather than one interval (or a whole run) later;
+  yet ``Producer()`` itself never waits on, nor fails because of, the cluster: its data sends have their
+  own timeouts and retries, and the cluster may simply not be up yet;
+* before a publish: the events are sent only once the topic is known to exist, so a send never waits
+  ``max_block_ms`` for a topic nobody creates. A refusal fails that round at once (no wait) and leaves the
+  events in the outbox, logged at ERROR level; the next round (or :meth:`AuditEmitter.close`) asks again.
+
 :meth:`AuditEmitter.close` (the first thing ``Producer.close()`` does) stops the thread, waits until every
 record sent so far is confirmed or failed (so that it is counted), emits the last counts and waits for the
 outbox to empty, resending what failed, until the close deadline (``timeout_s``, else
@@ -19,7 +33,9 @@ outbox to empty, resending what failed, until the close deadline (``timeout_s``,
 are logged at ERROR level with their full content, never dropped silently.
 
 Thread safety: the outbox is guarded by a lock that is never held while sending (a send may wait for
-buffer space, which the delivery callbacks free).
+buffer space, which the delivery callbacks free); making sure of the topic has a lock of its own, so the
+thread and :meth:`AuditEmitter.close` never create it twice. A refusal is logged at ERROR level once, its
+repetitions (every round, every resending round of close) at DEBUG level.
 """
 
 from __future__ import annotations
@@ -34,7 +50,8 @@ from typing import TYPE_CHECKING
 
 from broker.client.audit_counter import AuditCounter
 from broker.client.audit_event import AuditEvent
-from broker.client.errors import ClientError
+from broker.client.errors import ClientError, TopicCreationError
+from broker.client.internal_topic import ensure_producer_topic
 from broker.client.producer_batch import RecordMetadata
 from broker.log.clock import Clock
 from schemas.errors import SchemaError
@@ -87,6 +104,9 @@ class AuditEmitter:
         self._in_flight: set[str] = set()
         self._delivered = 0
         self._closed = False
+        self._topic_ready = False
+        self._topic_lock = threading.Lock()
+        self._last_refusal = ""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lumber-producer-audit", daemon=True)
         self._thread.start()
@@ -95,6 +115,12 @@ class AuditEmitter:
 
     def _run(self) -> None:
         interval_s = self._config.audit_interval_ms / 1000
+        try:
+            self.ensure_topic()
+        except TopicCreationError as exc:  # reported now; every publish asks again until it exists
+            self._report_refusal("audit: %s", exc)
+        except Exception:
+            log.exception("audit: checking the audit topic %s failed", self.topic)
         while not self._stop.wait(interval_s):
             try:
                 self.emit()
@@ -111,6 +137,15 @@ class AuditEmitter:
                 self._outbox[event.event_id] = event
             todo = [e for i, e in self._outbox.items() if i not in self._in_flight]
             self._in_flight.update(e.event_id for e in todo)
+        if not todo:
+            return 0
+        try:
+            self.ensure_topic()
+        except TopicCreationError as exc:
+            with self._lock:
+                self._in_flight.difference_update(e.event_id for e in todo)
+            self._report_refusal(f"audit: {len(todo)} events stay queued with their ids: %s", exc)
+            return 0
         sent = 0
         for index, event in enumerate(todo):
             try:
@@ -133,6 +168,23 @@ class AuditEmitter:
                 break
             sent += 1
         return sent
+
+    def ensure_topic(self) -> None:
+        """Create the audit topic unless it exists (once it does, never asks again); raises
+        :class:`TopicCreationError` at once when the cluster refuses (see the module docstring)."""
+        if self._topic_ready:
+            return
+        with self._topic_lock:
+            if not self._topic_ready:
+                ensure_producer_topic(self._producer, self.topic, self._config.audit_topic_partitions)
+                self._topic_ready = True
+
+    def _report_refusal(self, template: str, exc: TopicCreationError) -> None:
+        """ERROR the first time this is said, DEBUG while it repeats (``template`` has one ``%s``)."""
+        message = template % exc
+        repeated = message == self._last_refusal
+        self._last_refusal = message
+        log.log(logging.DEBUG if repeated else logging.ERROR, "%s", message)
 
     def _codec_or_new(self) -> AuditEventCodec:
         if self._codec is None:

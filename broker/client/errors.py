@@ -12,6 +12,7 @@
         ├── BrokerResponseError        the broker answered with a Kafka error code (``error_code``,
         │                              ``topic_partition``, ``retriable``)
         ├── UnknownTopicError          a topic the cluster does not know, still unknown after waiting
+        ├── TopicCreationError         an internal topic (the audit's) is missing and could not be created
         ├── UnknownPartitionError      a partition number the topic does not have
         ├── ProducerError
         │   ├── BufferExhaustedError   send() waited max_block_ms for buffer space
@@ -165,6 +166,17 @@ class UnknownTopicError(ClientError):
             f"topic {topic!r} is not in the cluster's metadata after {waited_ms} ms"
             + (f": {detail}" if detail else "")
         )
+
+
+class TopicCreationError(ClientError):
+    """A topic the client creates itself when missing (:mod:`broker.client.internal_topic`) could not be
+    created: the cluster refused, or had no live broker to ask. Names the topic and how to create it by hand.
+    """
+
+    def __init__(self, topic: str, reason: str, remedy: str) -> None:
+        self.topic = topic
+        self.reason = reason
+        super().__init__(f"topic {topic!r} does not exist and cannot be created: {reason}; {remedy}")
 
 
 class UnknownPartitionError(ClientError):

@@ -168,6 +168,16 @@ class ProducerConfig:
     audit_topic: str = field(
         default="_audit", metadata={"doc": "Topic the audit events go to (never counted itself)."}
     )
+    audit_topic_partitions: int = field(
+        default=1,
+        metadata={
+            "doc": "Partitions of audit_topic when an audit publisher creates it: producers, mirrors and "
+            "load jobs create it if it is missing, as Kafka creates its internal topics, whatever [broker] "
+            "auto_create_topics says. An existing audit topic is used as it is.",
+            "min": 1,
+            "max": 10_000,
+        },
+    )
     audit_registry_url: str = field(
         default="http://127.0.0.1:8081",
         metadata={

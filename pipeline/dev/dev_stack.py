@@ -306,7 +306,8 @@ class DevStack:
         return self.summary()
 
     def _create_audit_topic(self, progress: Callable[[str], None]) -> None:
-        """Create ``[audit] topic`` (``[broker] num_partitions`` partitions) unless it exists."""
+        """Create ``[audit] topic`` (``[producer] audit_topic_partitions`` partitions, as its publishers
+        would) unless it exists."""
         config = self.stack_config()
         topic = config.audit.topic
         client = KazooClient(
@@ -314,7 +315,7 @@ class DevStack:
         )
         try:
             client.start(timeout=config.zookeeper.connect_timeout_ms / 1000)
-            TopicAdmin(client).create_topic(topic, config.broker.num_partitions)
+            TopicAdmin(client).create_topic(topic, config.producer.audit_topic_partitions)
         except TopicExistsError:
             return
         except (KazooTimeoutError, KazooException, ClusterError) as exc:

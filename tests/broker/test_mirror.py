@@ -33,6 +33,7 @@ from broker.client.consumer_record import ConsumerRecord
 from broker.client.fetched_batch import FetchedBatch
 from broker.client.group_config import GroupConfig
 from broker.client.group_offsets import GroupOffsets
+from broker.client.producer_config import ProducerConfig
 from broker.cluster import zk_paths
 from broker.log.topic_partition import TopicPartition
 from broker.mirror import Mirror
@@ -80,7 +81,8 @@ def test_the_target_holds_the_source_per_partition_in_order_and_the_audit_counts
     partitions = 4
     source.create_topic("page_view", partitions)
     source.create_topic("not_mirrored", 1)
-    target.create_topic("_audit", 1)  # the mirror tier's audit goes to the target; brokers create no topics
+    # the mirror tier's audit goes to the target, which has no _audit and whose brokers create no topics on
+    # demand: the mirror's audit emitter creates it ([producer] audit_topic_partitions)
     # 3 windows x 4 partitions x 150 records: keys, null keys and values, extra headers, own timestamps
     produced: Counter[int] = Counter()  # window start -> records
     with producer(source, batch_size=4096, acks="all") as p:
@@ -117,12 +119,14 @@ def test_the_target_holds_the_source_per_partition_in_order_and_the_audit_counts
         target_zookeeper=target.zk_connect,
         consumer_config=ConsumerConfig(fetch_max_wait_ms=100, auto_offset_reset="smallest"),
         group_config=GroupConfig(auto_commit_interval_ms=100),
+        producer_config=ProducerConfig(audit_topic_partitions=2),
     ) as mirror:
         assert mirror.start() == {"page_view": partitions}
         wait_for(lambda: mirror.copied >= 1800, 30, "the mirror to copy every record")
         assert mirror.failure is None
     assert target.admin.list_topics().count("not_mirrored") == 0
     assert len(target.admin.describe_topic("page_view")) == partitions
+    assert len(target.admin.describe_topic("_audit")) == 2
     assert end_offsets(target, "page_view", partitions) == source_ends  # a clean run copies once
 
     for partition in range(partitions):

@@ -172,7 +172,7 @@ def test_the_audit_finds_each_fault_in_its_window_and_column(
     t, loss_topic, job = unique_topic("page_view"), unique_topic("old_views"), unique_topic("job")
     cluster.create_topic(t, 2)
     cluster.create_topic(loss_topic, 1)
-    cluster.create_topic("_audit", 1)  # brokers do not create topics on demand
+    # no _audit, and brokers create no topic on demand: the first audited producer creates it
     client = SchemaRegistryClient(load_registry.url)
     ids = {
         topic: client.register(f"{topic}-value", shipped_schema_text("page_view"))

@@ -1,11 +1,25 @@
-"""The load tier's events, made from a manifest alone (the publishing itself runs in test_audit_load.py)."""
+"""The load tier's events, made from a manifest alone, and their publishing to a cluster that has no audit
+topic yet (the whole story, with Spark loads and recovery, runs in test_audit_load.py)."""
 
 from __future__ import annotations
 
+import dataclasses
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from broker.client.audit_codec import AuditEventCodec
 from broker.client.audit_event import AuditEvent, load_event_id
+from broker.client.consumer_config import ConsumerConfig
 from broker.log.topic_partition import TopicPartition
-from pipeline.audit_publisher import load_events
-from pipeline.commit import Manifest, WindowCount
+from pipeline.audit_publisher import LoadAuditPublisher, PublishReport, load_events, publish_load_counts
+from pipeline.audit_reader import read_audit_events
+from pipeline.commit import CommitProtocol, Manifest, WindowCount
+from pipeline.fs import HadoopFileSystem
+from tests.support.broker_cluster import BrokerCluster, servers
+from tests.support.load_job import load_config
+from tests.support.registry import RegistryProcess
 
 W = 600_000
 T0 = 1_795_334_400_000  # 2026-11-22T08:00Z
@@ -58,3 +72,89 @@ def test_one_event_per_partition_and_window_and_timestampless_records_at_the_com
     again = load_events(manifest, "etl-9")
     assert [e.event_id for e in again] == [e.event_id for e in load_events(manifest, "etl-7")]
     assert all(a.same_counts(b) for a, b in zip(again, load_events(manifest, "etl-7"), strict=True))
+
+
+def test_the_publisher_creates_the_missing_audit_topic_and_publishes_within_seconds(
+    start_cluster: Callable[..., BrokerCluster], load_registry: RegistryProcess, spark: Any, tmp_path: Path
+) -> None:
+    # brokers create no topic on demand (their default) and nobody created _audit: the publisher does,
+    # with [producer] audit_topic_partitions partitions, instead of waiting max_block_ms (60 s)
+    cluster = start_cluster(1)
+    warehouse = tmp_path / "warehouse"
+    config = load_config(
+        zk_connect=cluster.zk_connect,
+        registry_url=load_registry.url,
+        bootstrap_servers=servers(cluster),
+        warehouse=warehouse,
+        job="hourly",
+        topics=["pv"],
+    )
+    config = dataclasses.replace(
+        config, producer=dataclasses.replace(config.producer, audit_topic_partitions=2)
+    )
+    protocol = CommitProtocol(HadoopFileSystem.for_spark(spark, f"file://{warehouse}"), "hourly")
+    manifest = Manifest(
+        job="hourly",
+        sequence=1,
+        run_id="20261122T085000Z-abc123",
+        committed_at_ms=T0 + 5 * W,
+        window_ms=W,
+        offsets={TopicPartition("pv", 0): 11},
+        counts=(WindowCount("pv", 0, T0, 10, 1),),
+    )
+    protocol.fs.write_text(protocol.layout.manifest(1), manifest.dumps(), overwrite=False)
+    publisher = LoadAuditPublisher(protocol, config, host="etl-7")
+    lines: list[str] = []
+    started = time.monotonic()
+    report = publish_load_counts(protocol, config, lines.append)
+    assert time.monotonic() - started < 10
+    assert report == PublishReport(manifests=(1,), events=1)
+    assert lines == ["audit: published 1 load counts of manifests 1-1 to _audit"]
+    assert publisher.published_sequence() == 1
+    assert sorted(cluster.admin.describe_topic("_audit")) == [0, 1]
+    codec = AuditEventCodec.for_url(load_registry.url)
+    try:
+        read = read_audit_events(
+            ConsumerConfig(bootstrap_servers=servers(cluster), fetch_max_wait_ms=100), codec, topic="_audit"
+        )
+    finally:
+        codec.close()
+    assert [
+        (e.tier, e.topic, e.partition, e.window_start_ms, e.count, e.malformed_count) for e in read.events
+    ] == [("load", "pv", 0, T0, 10, 1)]
+
+
+def test_the_publisher_reports_a_cluster_that_cannot_create_the_topic_at_once(
+    start_cluster: Callable[..., BrokerCluster], load_registry: RegistryProcess, spark: Any, tmp_path: Path
+) -> None:
+    cluster = start_cluster(1)
+    cluster.broker(0).stop()  # ZooKeeper knows no live broker: nobody can create _audit
+    warehouse = tmp_path / "warehouse"
+    config = load_config(
+        zk_connect=cluster.zk_connect,
+        registry_url=load_registry.url,
+        bootstrap_servers=[],  # learn the cluster from ZooKeeper
+        warehouse=warehouse,
+        job="hourly",
+        topics=["pv"],
+    )
+    protocol = CommitProtocol(HadoopFileSystem.for_spark(spark, f"file://{warehouse}"), "hourly")
+    manifest = Manifest(
+        "hourly", 1, "r1", T0, W, {TopicPartition("pv", 0): 3}, counts=(WindowCount("pv", 0, T0, 3, 0),)
+    )
+    protocol.fs.write_text(protocol.layout.manifest(1), manifest.dumps(), overwrite=False)
+    lines: list[str] = []
+    started = time.monotonic()
+    report = publish_load_counts(protocol, config, lines.append)
+    assert time.monotonic() - started < 2
+    assert report.error == (
+        "TopicCreationError: topic '_audit' does not exist and cannot be created: the cluster has no live "
+        "broker to create it; create it with `lumber topics create _audit --partitions 1`"
+    )
+    assert lines == [
+        (
+            f"audit: the committed counts were not published to _audit ({report.error}); the next run "
+            "publishes them"
+        )
+    ]
+    assert LoadAuditPublisher(protocol, config).published_sequence() == 0

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -20,8 +21,10 @@ from typing import Any
 
 import pytest
 
+from pipeline.config import LumberConfig
 from pipeline.job_lock import JobLock
 from pipeline.load_errors import JobLockedError
+from pipeline.load_submit import PreparedSubmit
 from pipeline.schedule_config import ScheduleConfig
 from pipeline.scheduler import (
     EXIT_FATAL,
@@ -32,6 +35,7 @@ from pipeline.scheduler import (
     Scheduler,
     SchedulerError,
     ScheduleStateStore,
+    SparkSubmitRunner,
 )
 from tests.support.zookeeper import new_client
 
@@ -379,3 +383,42 @@ def test_the_command_rejects_bad_intervals_and_stops_on_sigterm(tmp_path: Path) 
     assert process.returncode == 0, err
     assert "stopped (SIGTERM)" in out
     assert "SIGTERM: stopping" in err
+
+
+def test_the_scheduler_s_log_says_when_a_run_waits_for_the_job_lock_and_how_long(
+    store: ScheduleStateStore, tmp_path: Path
+) -> None:
+    # A stand-in for spark-submit prints what jobs/load.py prints when its lock's holder died (the lock's
+    # own waiting is tested in test_job_lock.py): the scheduler's log must show both lines, not only
+    # Spark's log.
+    record = {"run_id": "r1", "job": "hourly", "outcome": "committed", "started_at_ms": 1, "rows": 5}
+    script = f"""
+        print("lumber-lock: job 'hourly': the lock is held by web-1 pid 42, but that process is gone; its "
+              "ZooKeeper session expires within 10 s: waiting up to 14 s for it", flush=True)
+        print("lumber-lock: job 'hourly': lock /lumber/etl/hourly/lock taken after 9.6 s", flush=True)
+        print("lumber-load: committed", flush=True)
+        print("lumber-load-result: " + {json.dumps(json.dumps(record))}, flush=True)
+    """
+    asked: list[str] = []
+
+    def prepare(_config: LumberConfig, *, until_hour: str, **_: Any) -> PreparedSubmit:
+        asked.append(until_hour)
+        argv = (sys.executable, "-c", textwrap.dedent(script))
+        return PreparedSubmit(argv, tmp_path / "logs" / f"{until_hour}.log", dict(os.environ))
+
+    said: list[str] = []
+    runner = SparkSubmitRunner(LumberConfig(), say=said.append, prepare=prepare)
+    clock = FakeClock(at("2026-11-22T10:30"))
+    scheduler = Scheduler(runner, store, settings(start_hour="2026-11-22T09"), clock=clock, say=said.append)
+    assert scheduler.run(once=True).code == EXIT_OK
+    assert asked == ["2026-11-22T10"]
+    waits = [line for line in said if line.startswith("  lock: ")]
+    assert waits == [
+        (
+            "  lock: job 'hourly': the lock is held by web-1 pid 42, but that process is gone; its "
+            "ZooKeeper session expires within 10 s: waiting up to 14 s for it"
+        ),
+        "  lock: job 'hourly': lock /lumber/etl/hourly/lock taken after 9.6 s",
+    ]
+    assert said.index(waits[1]) < next(i for i, line in enumerate(said) if line.endswith("] committed"))
+    assert saved(store)["loaded_until"] == "2026-11-22T10"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,11 +18,9 @@ from broker.client.producer_batch import ProducerBatch
 from broker.client.producer_config import ProducerConfig
 from broker.log.compression import CompressionType
 from pipeline.audit_reader import read_audit_events
-from pipeline.dev.zookeeper_server import ZooKeeperServer
 from tests.broker.client.helpers import HOST, producer
 from tests.support.broker_cluster import servers, wait_for
-from tests.support.registry import RegistryProcess, launch_registry
-from tests.support.zookeeper import make_chroot
+from tests.support.registry import RegistryProcess
 
 W = 600_000
 T0 = 1_795_334_400_000  # 2026-11-22T08:00Z, a window start
@@ -112,18 +109,6 @@ def test_an_audit_needs_a_topic_and_a_registry() -> None:
 # ---------------------------------------------------------------------------------------------- publishing
 
 
-@pytest.fixture(scope="module")
-def registry(
-    zookeeper_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[RegistryProcess]:
-    process = launch_registry(
-        make_chroot(zookeeper_server.connect, "audit_counter_registry"),
-        tmp_path_factory.mktemp("audit-registry"),
-    )
-    yield process
-    process.stop()
-
-
 def audit_events(cluster: Any, registry: RegistryProcess) -> list[AuditEvent]:
     codec = AuditEventCodec.for_url(registry.url)
     try:
@@ -200,17 +185,29 @@ def test_an_audited_producer_publishes_what_was_confirmed_every_interval_and_on_
 def test_an_event_that_could_not_be_sent_is_sent_later_with_its_id(
     start_cluster: Any, registry: RegistryProcess, caplog: pytest.LogCaptureFixture
 ) -> None:
-    cluster = start_cluster(1, auto_create_topics=False)
-    cluster.create_topic("pv", 1)
+    cluster = start_cluster(2)
+    cluster.create_topic("pv", 1, assignment={0: [0]})
+    cluster.create_topic("_audit", 1, assignment={0: [1]})
+    cluster.broker(1).stop()  # the audit topic's only broker: its events cannot be delivered for now
     caplog.set_level(logging.WARNING, logger="broker.client.audit_emitter")
     p = producer(
-        cluster, acks="all", audit_interval_ms=200, audit_registry_url=registry.url, max_block_ms=400
+        cluster,
+        acks="all",
+        audit_interval_ms=200,
+        audit_registry_url=registry.url,
+        max_block_ms=400,
+        request_timeout_ms=1000,
+        delivery_timeout_ms=1000,
     )
     try:
         p.send_many("pv", [b"a", b"b", b"c", b"d"], timestamp_ms=T0 + 1).result(10)
-        # no audit topic yet (and brokers do not create it): the event waits in the outbox
-        wait_for(lambda: any("not sent" in r.getMessage() for r in caplog.records), 20, "a failed emission")
-        cluster.create_topic("_audit", 1)
+        # the event waits in the outbox
+        wait_for(
+            lambda: any(m in r.getMessage() for r in caplog.records for m in ("not sent", "not delivered")),
+            20,
+            "a failed emission",
+        )
+        cluster.broker(1).start()
         wait_for(lambda: len(audit_events(cluster, registry)) == 1, 20, "the event to be sent again")
     finally:
         p.close()

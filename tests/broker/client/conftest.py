@@ -1,0 +1,23 @@
+"""Fixtures of the client tests: one schema registry process for the audit's tests (the producer tier's
+events are Avro, their schema registered on first use)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from pipeline.dev.zookeeper_server import ZooKeeperServer
+from tests.support.registry import RegistryProcess, launch_registry
+from tests.support.zookeeper import make_chroot
+
+
+@pytest.fixture(scope="session")
+def registry(
+    zookeeper_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RegistryProcess]:
+    process = launch_registry(
+        make_chroot(zookeeper_server.connect, "client_audit_registry"), tmp_path_factory.mktemp("registry")
+    )
+    yield process
+    process.stop()
