@@ -11,7 +11,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: help java venv kcat demo test bench lint typecheck pytest clean
+.PHONY: help java venv test-packages demo test bench lint typecheck pytest clean
 
 help:
 	@echo "make demo      - start a local stack (.lumber-demo/) and run the hourly pipeline end to end"
@@ -58,12 +58,19 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy
 
-# The tests drive the broker with kcat (Debian's librdkafka CLI) as a third-party client: install it when
-# it is missing (apt-get: needs root).
-kcat:
-	@command -v kcat >/dev/null 2>&1 || { echo "installing kcat (apt-get)"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat; }
+# Debian packages the tests use as real third-party parts: kcat (librdkafka's CLI, a Kafka client) and
+# chromium (the console's pages are tested in a headless browser, driven by Playwright; no browser is
+# downloaded). Installed when missing (apt-get: needs root).
+test-packages:
+	@missing=""; \
+	 command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
+	 test -x /usr/bin/chromium || missing="$$missing chromium"; \
+	 if [ -n "$$missing" ]; then \
+	   echo "installing$$missing (apt-get)"; \
+	   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	 fi
 
-pytest: venv kcat
+pytest: venv test-packages
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest
