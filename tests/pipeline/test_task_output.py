@@ -152,7 +152,7 @@ def test_counts_are_the_files_contents_and_the_parquet_is_as_configured(
 
     # the audit windows in the summary are what DuckDB counts in the files
     folder = tmp_path / summary.folder
-    counted = {}
+    counted: dict[int, list[int]] = {}
     for dataset, column in (("data", 1), ("errors", 2)):
         query = (
             f"SELECT _timestamp // {WINDOW_MS} * {WINDOW_MS} AS w, count(*) FROM "
