@@ -171,6 +171,16 @@ def quarantine_reason(value: bytes | None, error: BaseException | None) -> str:
 class _HourLabels:
     """``(dt, hr)`` folder labels of an event time in ms, cached per hour."""
 
+    def of_all(self, times_ms: list[int]) -> list[tuple[str, str]]:
+        """The label of each of ``times_ms`` (one label repeated when they all fall in one hour, the common
+        case: min and max run at C speed)."""
+        if not times_ms:
+            return []
+        low, high = min(times_ms), max(times_ms)
+        if low // _HOUR_MS == high // _HOUR_MS:
+            return [self(low)] * len(times_ms)
+        return [self(ms) for ms in times_ms]
+
     def __init__(self) -> None:
         self._cache: dict[int, tuple[str, str]] = {}
 
@@ -422,10 +432,10 @@ def _convert(
     )
     return Converted(
         data,
-        [hours(ms) for ms in event_ms],
+        hours.of_all(event_ms),
         rows.timestamps_ms,
         error_batch,
-        [hours(ms) for ms in quarantined.timestamps_ms],
+        hours.of_all(quarantined.timestamps_ms),
         quarantined.timestamps_ms,
     )
 
@@ -447,12 +457,17 @@ def _meta_columns(records: RecordColumns, task: ReadTask) -> list[pa.Array]:
         unpack(v, 1)[0] if v is not None and len(v) >= HEADER_BYTES and v[0] == 0 else None
         for v in records.values
     ]
-    hosts = [None if h is None else h.decode("utf-8", errors="replace") for h in records.hosts]
+    try:  # the header's bytes as UTF-8 text, validated at C speed; invalid bytes are replaced, slowly
+        hosts = pa.array(records.hosts, pa.binary()).cast(pa.string())
+    except pa.ArrowInvalid:
+        hosts = pa.array(
+            [None if h is None else h.decode("utf-8", errors="replace") for h in records.hosts], pa.string()
+        )
     return [
         pa.array([task.range.topic] * n, pa.string()),
         pa.array([task.range.partition] * n, pa.int32()),
         pa.array(records.offsets, pa.int64()),
         pa.array(records.timestamps_ms, pa.int64()),
         pa.array(schema_ids, pa.int32()),
-        pa.array(hosts, pa.string()),
+        hosts,
     ]

@@ -30,7 +30,6 @@ staging folder is deleted (at the commit, or by the next run's recovery).
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import time
 import zlib
@@ -192,7 +191,7 @@ class TaskOutput:
         if not batch.num_rows:
             return
         first = hours[0]
-        if all(label == first for label in hours):  # the common case: one hour per batch
+        if hours.count(first) == len(hours):  # the common case: one hour per batch
             self._add(dataset, first, batch)
             return
         by_hour: dict[tuple[str, str], list[int]] = {}
@@ -327,19 +326,17 @@ def write_task(
 
 
 def _count(converted: Converted, window_ms: int, rows: Counter[int], quarantined: Counter[int]) -> None:
-    timestamps = converted.data_timestamps_ms
-    if timestamps:
-        first = timestamps[0] // window_ms
-        if timestamps[-1] // window_ms == first and _ordered(timestamps):
-            rows[first * window_ms] += len(timestamps)
+    for timestamps, counter in (
+        (converted.data_timestamps_ms, rows),
+        (converted.error_timestamps_ms, quarantined),
+    ):
+        if not timestamps:
+            continue
+        low = min(timestamps) // window_ms
+        if max(timestamps) // window_ms == low:  # the common case, at C speed
+            counter[low * window_ms] += len(timestamps)
         else:
-            rows.update(ts // window_ms * window_ms for ts in timestamps)
-    quarantined.update(ts // window_ms * window_ms for ts in converted.error_timestamps_ms)
-
-
-def _ordered(values: list[int]) -> bool:
-    """True when ``values`` never decreases (then first and last in one window means all are)."""
-    return all(a <= b for a, b in itertools.pairwise(values))
+            counter.update(ts // window_ms * window_ms for ts in timestamps)
 
 
 def spark_task(
