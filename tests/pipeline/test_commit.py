@@ -288,3 +288,13 @@ def test_a_run_that_failed_after_its_commit_point_is_recorded_as_committed(fs: F
     assert last.error == (
         "InjectedFault: boom; it had passed its commit point (manifest 1): the next run rolled it forward"
     )
+
+
+def test_a_manifest_naming_another_staging_folder_deletes_nothing(fs: FileSystem, tmp_path: Path) -> None:
+    proto = protocol(fs)
+    files = stage(proto, "run-1", 0)
+    for staging in ("", "_lumber/hourly/staging", "_lumber/hourly/staging/run-2"):
+        wrong = dataclasses.replace(manifest(proto, "run-1", files), staging=staging)
+        with pytest.raises(CommitError, match="refusing to delete it"):
+            proto.roll_forward(wrong)
+        assert (tmp_path / "warehouse" / "_lumber" / JOB / "plans" / "run-1.json").exists()
