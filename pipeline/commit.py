@@ -614,17 +614,16 @@ class CommitProtocol:
 
     def roll_forward(self, manifest: Manifest) -> int:
         """Do what is left of a committed manifest's moves, cleanup and pointer; returns files moved."""
+        if manifest.staging != self.layout.staging_rel(manifest.run_id):
+            raise CommitError(
+                f"manifest {manifest.sequence}: staging folder {manifest.staging!r}, expected "
+                f"{self.layout.staging_rel(manifest.run_id)!r}; refusing to delete it"
+            )
         moved = 0
         for index, staged_file in enumerate(manifest.files, start=1):
             moved += self._move(manifest, staged_file)
             self.faults.after(f"move:{index}")
-        if manifest.staging:
-            if manifest.staging != self.layout.staging_rel(manifest.run_id):
-                raise CommitError(
-                    f"manifest {manifest.sequence}: staging folder {manifest.staging!r}, expected "
-                    f"{self.layout.staging_rel(manifest.run_id)!r}; refusing to delete it"
-                )
-            self.fs.delete(self.layout.url(manifest.staging), recursive=True, missing_ok=True)
+        self.fs.delete(self.layout.url(manifest.staging), recursive=True, missing_ok=True)
         self.faults.after("staging_cleanup")
         self._point_at(manifest.sequence)
         self.faults.after("pointer")
