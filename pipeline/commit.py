@@ -678,15 +678,24 @@ class CommitProtocol:
                 moved += self.roll_forward(manifest)
                 rolled.append(sequence)
                 staging_dirs.pop(staging_name, None)
-        # 2. staging no manifest covers: its run never reached the commit point
+        # 2. staging no manifest covers: its run never reached the commit point; or the staging of an older
+        #    committed run, re-created after its cleanup by a straggling task attempt (a speculative copy
+        #    Spark was still killing): junk once every file of that manifest is at its final name
         discarded: list[str] = []
         for name, url in sorted(staging_dirs.items()):
             plan = self.read_plan(name)
-            if plan is not None and self._committed_as(name, plan) is not None:
-                raise CommitError(
-                    f"{url}: staging of run {name}, which is committed as manifest "
-                    f"{self._committed_as(name, plan)} but is not the latest one; expected it rolled forward"
-                )
+            sequence = None if plan is None else self._committed_as(name, plan)
+            if sequence is not None:
+                missing = [
+                    f.final
+                    for f in self.read_manifest(sequence).files
+                    if not self.fs.exists(self.layout.url(f.final))
+                ]
+                if missing:
+                    raise CommitError(
+                        f"{url}: staging of run {name}, committed as manifest {sequence} (not the latest), "
+                        f"whose files {missing[:3]} are not at their final names; expected it rolled forward"
+                    )
             self.fs.delete(url, recursive=True)
             discarded.append(name)
         # 3. temporary manifests of runs that died before their commit point

@@ -298,3 +298,28 @@ def test_a_manifest_naming_another_staging_folder_deletes_nothing(fs: FileSystem
         with pytest.raises(CommitError, match="refusing to delete it"):
             proto.roll_forward(wrong)
         assert (tmp_path / "warehouse" / "_lumber" / JOB / "plans" / "run-1.json").exists()
+
+
+def test_a_straggling_attempt_that_writes_after_the_commit_is_cleaned_up(
+    fs: FileSystem, tmp_path: Path
+) -> None:
+    """A speculative copy Spark was still killing writes into its committed run's staging after the
+    cleanup: the next recovery deletes it (the run's files are all published), whichever run is latest."""
+    proto = protocol(fs)
+    proto.commit(manifest(proto, "run-1", stage(proto, "run-1", 0)))
+    proto.commit(manifest(proto, "run-2", stage(proto, "run-2", 1), sequence=2))
+    late = join(
+        proto.layout.staging("run-1"), "page_view/task=0/attempt=1.9/data/dt=2026-11-22/hr=09/p.parquet"
+    )
+    fs.create(late, b"late", overwrite=False)
+    report = proto.recover()
+    assert report.discarded_staging == ("run-1",)
+    assert not fs.exists(proto.layout.staging("run-1"))
+    assert len(finals(tmp_path / "warehouse")) == 8
+    # the same, but a file of that committed run is not where its manifest says: a repair, not junk
+    fs.create(late, b"late", overwrite=False)
+    first = proto.read_manifest(1).files[0]
+    (tmp_path / "warehouse" / first.final).unlink()
+    with pytest.raises(CommitError, match="committed as manifest 1 \\(not the latest\\)"):
+        proto.recover()
+    assert fs.exists(late)
