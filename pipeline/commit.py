@@ -684,16 +684,16 @@ class CommitProtocol:
         discarded: list[str] = []
         for name, url in sorted(staging_dirs.items()):
             plan = self.read_plan(name)
-            sequence = None if plan is None else self._committed_as(name, plan)
-            if sequence is not None:
+            committed = None if plan is None else self._committed_as(name, plan)
+            if committed is not None:
                 missing = [
                     f.final
-                    for f in self.read_manifest(sequence).files
+                    for f in self.read_manifest(committed).files
                     if not self.fs.exists(self.layout.url(f.final))
                 ]
                 if missing:
                     raise CommitError(
-                        f"{url}: staging of run {name}, committed as manifest {sequence} (not the latest), "
+                        f"{url}: staging of run {name}, committed as manifest {committed} (not the latest), "
                         f"whose files {missing[:3]} are not at their final names; expected it rolled forward"
                     )
             self.fs.delete(url, recursive=True)
