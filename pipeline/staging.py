@@ -60,6 +60,13 @@ def stage(
     finally:
         context.setJobDescription(None)
     chosen = choose_attempts(plan, (TaskSummary.from_json(json.loads(text)) for text in collected))
+    summaries = list(chosen.values())
+    progress(
+        f"tasks wrote {sum(len(s.files) for s in summaries)} files, "
+        f"{sum(f.bytes for s in summaries for f in s.files)} bytes; task time "
+        f"{min(s.seconds for s in summaries):.1f}-{max(s.seconds for s in summaries):.1f} s, "
+        f"{sum(s.cpu_seconds for s in summaries):.1f} CPU s in all"
+    )
     for topic in plan.topics_with_tasks():
         bad = [chosen[t.task_id] for t in plan.tasks_of(topic) if chosen[t.task_id].quarantined]
         if bad:
