@@ -289,7 +289,9 @@ def timed_load(spark: Any, config: Any, records: int) -> tuple[float, float, flo
     jvm_before, workers_before = tree_cpu_s(jvm_pid)
     driver_before = time.process_time()
     started = time.monotonic()
-    outcome = run_load(spark, config, progress=lambda line: print(f"  load: {line}"))
+    outcome = run_load(
+        spark, config, progress=lambda line: print(f"  load {time.monotonic() - started:6.2f} s: {line}")
+    )
     wall = time.monotonic() - started
     jvm_after, workers_after = tree_cpu_s(jvm_pid)
     assert outcome.record.rows == records, outcome.record
