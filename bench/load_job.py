@@ -2,8 +2,9 @@
 
 Run from the repository root::
 
-    .venv/bin/python bench/load_job.py                      # 5,000,000 records (about 6 minutes)
-    .venv/bin/python bench/load_job.py --records 200000     # a quick run
+    .venv/bin/python bench/load_job.py                      # 5,000,000 records (several minutes)
+    .venv/bin/python bench/load_job.py --records 1000000    # what a shared machine affords
+    .venv/bin/python bench/load_job.py --records 200000 --scaling --demo   # + local[1] and spark-submit
 
 What it does, all on 127.0.0.1 in one run:
 
@@ -14,14 +15,22 @@ What it does, all on 127.0.0.1 in one run:
 2. **baseline** (this process, one core): the same ranges read with the same client (a consumer per
    partition, CRC-checked fetches, :func:`pipeline.record_columns.batch_columns`), decoded with fastavro
    (:class:`pipeline.source.ChunkDecoder`), turned into the same Arrow columns and written with
-   ``pyarrow.parquet`` to one file per (partition, hour): everything the load does per record, without
-   Spark, staging, counting or committing;
+   ``pyarrow.parquet`` (the load's codec) to one file per (partition, hour): everything the load does per
+   record, without Spark, planning or committing;
 3. **load**: :func:`pipeline.load_job.run_load` on a ``local[2]`` SparkSession (started before the clock
-   starts): plan, read in Spark tasks, stage, count back, commit (manifest and moves), into a fresh
-   warehouse; its committed row count must equal ``--records``.
+   starts): plan, Spark tasks that fetch, decode and write their own Parquet, manifest commit, moves, into
+   a fresh warehouse; its committed row count must equal ``--records``. Also measured: CPU seconds per
+   million records of the Spark JVM, of its Python workers and of the driver's Python (``/proc``), and the
+   Parquet bytes per record against Spark's own writer (the same rows rewritten by
+   ``DataFrame.write.parquet``, snappy: the writer the load used before);
+4. ``--scaling``: the same load on ``local[1]`` (a new session, a fresh warehouse);
+5. ``--demo``: a one-hour load of the demo's size (``--demo-records``, 6,000) through ``spark-submit
+   jobs/load.py``, split into spark-submit + JVM start (until the job's first line), Spark session start,
+   and the run itself (lock to committed), from the job's progress lines.
 
-It prints records/s of both and the ratio load / baseline; the target (issue 7) is >= 1.0, and the script
-exits 1 below it. ``--profile`` also prints where the baseline's time goes (cProfile).
+It prints records/s of both and the ratio load / baseline; the target (issue 22) is >= 1.5, and the script
+exits 1 below it. ``--profile`` also prints where the baseline's and the task code's time goes (cProfile,
+wall clock).
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ import json
 import os
 import pstats
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -56,12 +66,17 @@ from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
 from broker.log.topic_partition import TopicPartition
 from pipeline import avro_arrow
-from pipeline.config import config_from_mapping
+from pipeline.config import config_from_mapping, dump_config
 from pipeline.dev.process import free_port
 from pipeline.dev.zookeeper_server import ZooKeeperServer
-from pipeline.load_job import run_load
+from pipeline.faults import Faults
+from pipeline.fs import open_filesystem
+from pipeline.load_job import parquet_settings, run_load, source_settings
+from pipeline.ranges import OffsetRange
 from pipeline.record_columns import RecordColumns, batch_columns
-from pipeline.source import ChunkDecoder
+from pipeline.source import ChunkDecoder, ReadTask
+from pipeline.spark_submit import build_code_zip, spark_submit_command, submit_environment
+from pipeline.task_output import write_task
 from schemas.client import SchemaRegistryClient
 from schemas.registry.avro_schema import AvroSchema
 from schemas.serde import AvroSerde
@@ -70,7 +85,7 @@ from tests.support.broker_cluster import BrokerCluster
 from tests.support.registry import launch_registry
 from tests.support.zookeeper import make_chroot
 
-TARGET_RATIO = 1.0
+TARGET_RATIO = 1.5
 TOPIC = "bench_page_view"
 BASE_MS = 1_795_334_400_000  # 2026-11-22T08:00:00Z
 SPAN_MS = 3 * 3_600_000
@@ -136,7 +151,9 @@ def produce(servers: list[str], schema_id: int, records: int, partitions: int) -
     print(f"produced {records:,} records in {elapsed:.1f} s ({records / elapsed:,.0f} records/s)")
 
 
-def baseline(servers: list[str], registry_url: str, ends: dict[int, int], out_dir: Path) -> int:
+def baseline(
+    servers: list[str], registry_url: str, ends: dict[int, int], out_dir: Path, compression: str
+) -> int:
     """Fetch + fastavro decode + pyarrow Parquet write of [0, end) of every partition, in this process."""
     client = SchemaRegistryClient(registry_url)
     reader = AvroSchema.parse(client.get_latest(f"{TOPIC}-value").schema)
@@ -175,9 +192,175 @@ def baseline(servers: list[str], registry_url: str, ends: dict[int, int], out_di
         for hour, batches in by_hour.items():
             path = out_dir / f"p{partition}" / f"hr={hour}" / "part.parquet"
             path.parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(pa.Table.from_batches(batches), path, compression="snappy")
+            pq.write_table(pa.Table.from_batches(batches), path, compression=compression)
     client.close()
     return rows
+
+
+def task_path(config: Any, ends: dict[int, int], schema: Any, out: Path) -> int:
+    """The load's own task code (:func:`pipeline.task_output.write_task`: fetch, decode once, write Parquet)
+    run in this process over every partition, one after the other: the load's per-record cost without
+    Spark."""
+    settings = source_settings(config, Faults())
+    fs = open_filesystem(str(out))
+    rows = 0
+    for partition, end in sorted(ends.items()):
+        task = ReadTask(partition, OffsetRange(TOPIC, partition, 0, end), schema.schema, schema.schema_id)
+        summary = write_task(
+            task,
+            settings,
+            fs,
+            f"p{partition}",
+            attempt="0.0",
+            attempt_number=0,
+            window_ms=config.load.window_ms,
+            parquet=parquet_settings(config),
+        )
+        rows += summary.rows
+    return rows
+
+
+def tree_cpu_s(root: int) -> tuple[float, float]:
+    """CPU seconds (user + system) of process ``root`` itself, and of all its descendants (with the
+    children they reaped), from ``/proc``."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    own: dict[int, float] = {}
+    reaped: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        own[pid] = (int(fields[11]) + int(fields[12])) / ticks
+        reaped[pid] = (int(fields[13]) + int(fields[14])) / ticks
+    below: list[int] = []
+    frontier = [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent]
+        below += children
+        frontier += children
+    return own.get(root, 0.0), sum(own[p] + reaped[p] for p in below)
+
+
+def spark_session(master: str, work: Path, spark_conf: list[str]) -> Any:
+    from pyspark.sql import SparkSession  # noqa: PLC0415 - started after the baseline, on purpose
+
+    builder = (
+        SparkSession.builder.master(master)
+        .appName("lumber-bench-load")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.local.dir", str(work / "spark-local"))
+    )
+    for entry in spark_conf:
+        key, _, value = entry.partition("=")
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def load_config(zk: str, registry_url: str, servers: list[str], job: str, warehouse: Path, topic: str) -> Any:
+    return config_from_mapping(
+        {
+            "zookeeper": {"connect": zk},
+            "registry": {"url": registry_url},
+            "load": {
+                "job": job,
+                "warehouse_url": str(warehouse),
+                "topics_allow": [topic],
+                "bootstrap_servers": servers,
+            },
+        }
+    )
+
+
+def parquet_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*.parquet"))
+
+
+def timed_load(spark: Any, config: Any, records: int) -> tuple[float, float, float, float, Any]:
+    """(wall s, JVM CPU s, Python workers CPU s, driver Python CPU s, outcome) of one load."""
+    jvm_pid = spark.sparkContext._gateway.proc.pid
+    jvm_before, workers_before = tree_cpu_s(jvm_pid)
+    driver_before = time.process_time()
+    started = time.monotonic()
+    outcome = run_load(
+        spark, config, progress=lambda line: print(f"  load {time.monotonic() - started:6.2f} s: {line}")
+    )
+    wall = time.monotonic() - started
+    jvm_after, workers_after = tree_cpu_s(jvm_pid)
+    assert outcome.record.rows == records, outcome.record
+    return (
+        wall,
+        jvm_after - jvm_before,
+        workers_after - workers_before,
+        time.process_time() - driver_before,
+        outcome,
+    )
+
+
+def demo_submit(work: Path, zk: str, registry_url: str, servers: list[str], records: int) -> dict[str, float]:
+    """A one-hour load of ``records`` records through spark-submit; seconds per phase."""
+    topic = "bench_demo"
+    config = load_config(zk, registry_url, servers, "demo", work / "demo-warehouse", topic)
+    config_path = work / "demo.toml"
+    config_path.write_text(dump_config(config))
+    code_zip = build_code_zip(work / "code.zip")
+    argv = spark_submit_command(config.load, config_path=config_path, code_zip=code_zip, master="local[2]")
+    started = time.monotonic()
+    marks: dict[str, float] = {}
+    with subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=submit_environment(config.load),
+        cwd=work,
+    ) as process:
+        assert process.stdout is not None
+        for line in process.stdout:
+            now = time.monotonic() - started
+            if "driver started" in line:
+                marks.setdefault("driver", now)
+            elif " lock " in line and "taken" in line:
+                marks.setdefault("session", now)
+            elif line.startswith("lumber-load: committed manifest"):
+                marks.setdefault("committed", now)
+        code = process.wait(timeout=300)
+    marks["exit"] = time.monotonic() - started
+    assert code == 0, (code, marks)
+    assert "committed" in marks, marks
+    return marks
+
+
+def produce_demo(servers: list[str], registry_url: str, cluster: Any, records: int) -> None:
+    cluster.create_topic("bench_demo", 2)
+    schema_id = SchemaRegistryClient(registry_url).register(
+        "bench_demo-value", shipped_schema_text("page_view_v2")
+    )
+    values = payloads(schema_id, records)
+    producer = Producer(ProducerConfig(bootstrap_servers=servers, linger_ms=5, acks="all", host_name="bench"))
+    try:
+        for index in range(0, records, 500):
+            producer.send_many(
+                "bench_demo",
+                values[index : index + 500],
+                partition=(index // 500) % 2,
+                timestamp_ms=BASE_MS + index * HOUR_MS // records,
+            )
+        producer.flush()
+    finally:
+        producer.close()
 
 
 def main() -> int:
@@ -185,7 +368,11 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=5_000_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--dir", type=Path, help="work folder (default: a temporary one, deleted after)")
-    parser.add_argument("--profile", action="store_true", help="profile the baseline (cProfile)")
+    parser.add_argument("--profile", action="store_true", help="profile the baseline and the task code")
+    parser.add_argument("--scaling", action="store_true", help="also run the load on local[1]")
+    parser.add_argument("--demo", action="store_true", help="also time a demo-size load via spark-submit")
+    parser.add_argument("--demo-records", type=int, default=6000)
+    parser.add_argument("--no-spark-writer", action="store_true", help="skip the Spark writer comparison")
     parser.add_argument(
         "--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)"
     )
@@ -218,49 +405,56 @@ def main() -> int:
                 time.sleep(0.1)
         assert sum(ends.values()) == args.records, ends
 
+        config = load_config(zookeeper.connect, registry.url, servers, "bench", work / "warehouse", TOPIC)
+        compression = config.load.parquet_compression
         profiler = cProfile.Profile() if args.profile else None
         started = time.monotonic()
+        cpu_started = time.process_time()
         if profiler:
             profiler.enable()
-        base_rows = baseline(servers, registry.url, ends, work / "baseline")
+        base_rows = baseline(servers, registry.url, ends, work / "baseline", compression)
         if profiler:
             profiler.disable()
         base_s = time.monotonic() - started
+        base_cpu = time.process_time() - cpu_started
         assert base_rows == args.records, base_rows
 
-        from pyspark.sql import SparkSession  # noqa: PLC0415 - started after the baseline, on purpose
-
-        builder = (
-            SparkSession.builder.master("local[2]")
-            .appName("lumber-bench-load")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.local.dir", str(work / "spark-local"))
-        )
-        for entry in args.spark_conf:
-            key, _, value = entry.partition("=")
-            builder = builder.config(key, value)
-        spark = builder.getOrCreate()
-        spark.sparkContext.setLogLevel("WARN")
-        stoppers.append(spark.stop)
-        config = config_from_mapping(
-            {
-                "zookeeper": {"connect": zookeeper.connect},
-                "registry": {"url": registry.url},
-                "load": {
-                    "job": "bench",
-                    "warehouse_url": str(work / "warehouse"),
-                    "topics_allow": [TOPIC],
-                    "bootstrap_servers": servers,
-                },
-            }
-        )
         started = time.monotonic()
-        outcome = run_load(spark, config, progress=lambda line: print(f"  load: {line}"))
-        load_s = time.monotonic() - started
-        assert outcome.record.rows == args.records, outcome.record
+        cpu_started = time.process_time()
+        latest = SchemaRegistryClient(registry.url).get_latest(f"{TOPIC}-value")
+        task_profiler = cProfile.Profile() if args.profile else None
+        if task_profiler:
+            task_profiler.enable()
+        assert task_path(config, ends, latest, work / "task-path") == args.records
+        if task_profiler:
+            task_profiler.disable()
+        task_s = time.monotonic() - started
+        task_cpu = time.process_time() - cpu_started
+
+        spark = spark_session("local[2]", work, args.spark_conf)
+        stoppers.append(spark.stop)
+        load_s, jvm_cpu, workers_cpu, driver_cpu, outcome = timed_load(spark, config, args.records)
+        millions = args.records / 1e6
+        data_bytes = parquet_bytes(work / "warehouse" / TOPIC)
+        spark_bytes = None
+        if not args.no_spark_writer:
+            frame = spark.read.parquet(str(work / "warehouse" / TOPIC))
+            frame.write.partitionBy("dt", "hr").option("compression", "snappy").parquet(
+                str(work / "spark-writer")
+            )
+            spark_bytes = parquet_bytes(work / "spark-writer")
+        one_core = None
+        if args.scaling:
+            spark.stop()
+            spark = spark_session("local[1]", work, args.spark_conf)
+            stoppers.append(spark.stop)
+            one = load_config(zookeeper.connect, registry.url, servers, "bench1", work / "warehouse1", TOPIC)
+            one_core = timed_load(spark, one, args.records)
+        demo = None
+        if args.demo:
+            spark.stop()
+            produce_demo(servers, registry.url, cluster, args.demo_records)
+            demo = demo_submit(work, zookeeper.connect, registry.url, servers, args.demo_records)
 
         base_rate = args.records / base_s
         load_rate = args.records / load_s
@@ -268,14 +462,40 @@ def main() -> int:
         print()
         print(
             f"records: {args.records:,} in {args.partitions} partitions, "
-            f"{len(outcome.plan.tasks) if outcome.plan else 0} Spark tasks"
+            f"{len(outcome.plan.tasks) if outcome.plan else 0} Spark tasks, Parquet {compression}"
         )
         print(f"{'':<44} {'seconds':>9} {'records/s':>12}")
         print(f"{'baseline (1 process: fetch+decode+write)':<44} {base_s:>9.1f} {base_rate:>12,.0f}")
+        print(f"{'task code in 1 process (no Spark)':<44} {task_s:>9.1f} {args.records / task_s:>12,.0f}")
         print(f"{'load job (local[2]: plan..commit)':<44} {load_s:>9.1f} {load_rate:>12,.0f}")
+        if one_core is not None:
+            print(f"{'load job (local[1])':<44} {one_core[0]:>9.1f} {args.records / one_core[0]:>12,.0f}")
         print(f"ratio load / baseline: {ratio:.2f} (target >= {TARGET_RATIO})")
+        print(
+            f"CPU s per million records: baseline {base_cpu / millions:.1f}; task code in 1 process "
+            f"{task_cpu / millions:.1f}; load: JVM "
+            f"{jvm_cpu / millions:.1f}, Python workers {workers_cpu / millions:.1f}, driver Python "
+            f"{driver_cpu / millions:.1f}"
+        )
+        print(f"Parquet bytes per record: load {data_bytes / args.records:.1f}", end="")
+        if spark_bytes is not None:
+            print(
+                f", Spark's writer (snappy) {spark_bytes / args.records:.1f} "
+                f"({data_bytes / spark_bytes:.2f}x)"
+            )
+        else:
+            print()
+        if demo is not None:
+            print(
+                f"demo-size load ({args.demo_records:,} records, spark-submit local[2]): "
+                f"{demo['exit']:.1f} s = spark-submit + JVM start {demo['driver']:.1f} s, Spark session "
+                f"{demo['session'] - demo['driver']:.1f} s, run (lock..committed) "
+                f"{demo['committed'] - demo['session']:.1f} s, stop {demo['exit'] - demo['committed']:.1f} s"
+            )
         if profiler:
             pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+        if task_profiler:
+            pstats.Stats(task_profiler).sort_stats("tottime").print_stats(15)
         return 0 if ratio >= TARGET_RATIO else 1
     finally:
         for stopper in reversed(stoppers):

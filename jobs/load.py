@@ -69,7 +69,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = (
         SparkSession.builder.appName(f"lumber-load-{config.load.job}")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         .config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()
     )

@@ -6,7 +6,8 @@ Layout of the warehouse (``[load] warehouse_url``; every path below is relative 
     _errors/<topic>/dt=YYYY-MM-DD/hr=HH/<topic>+<partition>+<from>+<until>+<n>.parquet   quarantined records
     _lumber/<job>/                                   the job's metadata; nothing else writes here
         plans/<run_id>.json                          each run's plan, written before any record is read
-        staging/<run_id>/<topic>/{data,errors}/_task=<id>/dt=../hr=../part-*.parquet   Spark's output
+        staging/<run_id>/<topic>/task=<id>/attempt=<a>/{data,errors}/dt=../hr=../part-NNNNN.parquet
+                                                     one attempt of a task (pipeline/task_output.py)
         manifests/<sequence:020d>.json               one per committed run: THE commit point
         manifests/_tmp/<sequence>-<run_id>.json      a manifest being written (never read)
         CURRENT                                      {"sequence": N}: the latest manifest whose moves are done
@@ -28,10 +29,15 @@ A run (:mod:`pipeline.load_job`), holding the job's ZooKeeper lock:
    ``running`` in LAST_RUN is marked ``crashed``;
 2. reads the committed offsets from the latest manifest: CURRENT names it, and manifests are probed forward
    from there (normally one ``exists``), so this is constant time and never looks at data files;
-3. plans and **persists the plan** (``plans/<run_id>.json``), then Spark writes into ``staging/<run_id>/``;
-4. lists staging and builds the manifest: the cumulative offsets of every partition the job ever loaded,
-   the ranges with their row and quarantine counts, the audit counts per (topic, partition, window), the
-   losses (gaps skipped by ``on_out_of_range = earliest``) and the staged -> final name of every file;
+3. plans and **persists the plan** (``plans/<run_id>.json``), then the Spark tasks write into
+   ``staging/<run_id>/``, each attempt of a task into a folder of its own, and each returns a summary of what
+   it wrote (files with bytes, rows and CRC-32, counts per audit window);
+4. keeps exactly one successful attempt per task (the one whose summary Spark returned; any other attempt's
+   folder, from a retry or a speculative copy, is never named and goes with the staging folder), checks
+   each named file's length against its summary (:meth:`CommitProtocol.name_files`) and builds the
+   manifest: the cumulative offsets of every partition the job ever loaded, the ranges with their row and
+   quarantine counts, the audit counts per (topic, partition, window), the losses (gaps skipped by
+   ``on_out_of_range = earliest``) and the staged -> final name of every file;
 5. **commits**: writes the manifest to ``manifests/_tmp/`` and renames it to
    ``manifests/<previous + 1>.json`` after checking that name is free and the lock is still held. That
    rename is the single atomic commit point: data files, offsets and audit counts are published together
@@ -55,8 +61,10 @@ Manifest JSON (``format`` 1)::
                  "reason": "out_of_range"}],
      "files": [{"dataset": "data", "task": 0, "topic": "page_view", "partition": 0, "from_offset": 1000,
                 "until_offset": 1200, "dt": "2026-11-22", "hr": "09",
-                "staged": "_lumber/hourly/staging/<run_id>/page_view/data/_task=0/dt=../hr=09/part-*.parquet",
-                "final": "page_view/dt=2026-11-22/hr=09/page_view+0+1000+1200+0.parquet"}],
+                "staged": "_lumber/hourly/staging/<run_id>/page_view/task=0/attempt=0.17/data/dt=2026-11-22/"
+                          "hr=09/part-00000.parquet",
+                "final": "page_view/dt=2026-11-22/hr=09/page_view+0+1000+1200+0.parquet",
+                "bytes": 48211, "rows": 199, "crc32": 2834991234}],
      "staging": "_lumber/hourly/staging/<run_id>"}
 
 Not thread-safe: one run at a time per job (the lock), one thread per run.
@@ -74,16 +82,12 @@ from typing import Any
 
 from broker.log.topic_partition import TopicPartition
 from pipeline.faults import Faults
-from pipeline.fs import HadoopFileSystem, join, relative_to
+from pipeline.fs import FileSystem, join
 from pipeline.load_errors import CommitError, FileSystemError
 from pipeline.ranges import LossRange, OffsetRange
 
 MANIFEST_FORMAT = 1
 DATASETS = ("data", "errors")
-_STAGED = re.compile(
-    r"(?P<topic>[A-Za-z0-9._-]+)/(?P<dataset>data|errors)/_task=(?P<task>[0-9]+)/"
-    r"dt=(?P<dt>[0-9]{4}-[0-9]{2}-[0-9]{2})/hr=(?P<hr>[0-9]{2})/(?P<name>[^/]+)"
-)
 _MANIFEST_NAME = re.compile(r"([0-9]{20})\.json")
 
 
@@ -121,8 +125,9 @@ class JobLayout:
     def staging_rel(self, run_id: str) -> str:
         return f"{self.meta_rel}/staging/{run_id}"
 
-    def staged_dataset(self, run_id: str, topic: str, dataset: str) -> str:
-        return join(self.staging(run_id), topic, dataset)
+    def attempt_rel(self, run_id: str, topic: str, task: int, attempt: str) -> str:
+        """The folder of one attempt of a task (relative to the warehouse)."""
+        return f"{self.staging_rel(run_id)}/{topic}/task={task}/attempt={attempt}"
 
     @property
     def staging_root(self) -> str:
@@ -164,7 +169,8 @@ class JobLayout:
 
 @dataclass(frozen=True, slots=True)
 class StagedFile:
-    """One file of a run: where Spark wrote it and its final name (both relative to the warehouse)."""
+    """One file of a run: where its task wrote it and its final name (both relative to the warehouse),
+    with what the task reported of it: bytes, rows and CRC-32 (``None`` in manifests older than that)."""
 
     dataset: str
     task: int
@@ -172,10 +178,13 @@ class StagedFile:
     dt: str
     hr: str
     staged: str
-    final: str
+    final: str = ""
+    bytes: int | None = None
+    rows: int | None = None
+    crc32: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "dataset": self.dataset,
             "task": self.task,
             **self.range.to_json(),
@@ -184,9 +193,17 @@ class StagedFile:
             "staged": self.staged,
             "final": self.final,
         }
+        for key in ("bytes", "rows", "crc32"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> StagedFile:
+        def optional(key: str) -> int | None:
+            found = value.get(key)
+            return None if found is None else int(found)
+
         return cls(
             str(value["dataset"]),
             int(value["task"]),
@@ -195,6 +212,9 @@ class StagedFile:
             str(value["hr"]),
             str(value["staged"]),
             str(value["final"]),
+            optional("bytes"),
+            optional("rows"),
+            optional("crc32"),
         )
 
 
@@ -419,7 +439,7 @@ class CommitProtocol:
 
     def __init__(
         self,
-        fs: HadoopFileSystem,
+        fs: FileSystem,
         job: str,
         *,
         faults: Faults | None = None,
@@ -530,40 +550,39 @@ class CommitProtocol:
 
     # ------------------------------------------------------------------------------ staging -> manifest
 
-    def staged_files(self, run_id: str, tasks: Mapping[int, OffsetRange]) -> list[StagedFile]:
-        """Every Parquet file Spark wrote into the run's staging, with its final name.
+    def name_files(self, run_id: str, staged: Sequence[StagedFile]) -> list[StagedFile]:
+        """``staged`` (the files the tasks' chosen attempts wrote, as their summaries say) with their final
+        names: per (dataset, task, hour), numbered from 0 in the order of their staged names, skipping names
+        already taken in the warehouse.
 
-        Raises :class:`CommitError` for a file that fits no task of the plan. Paths with a part starting
-        with ``.`` or ``_`` (other than ``_task=``: checksums, ``_SUCCESS``, ``_temporary``) are Hadoop's and
-        Spark's bookkeeping and stay behind (deleted with the staging folder).
+        Raises :class:`CommitError` for a file outside the run's staging folder, or missing, or of another
+        length than its task reported (nothing else is read: the counts are the tasks').
         """
-        staging = self.layout.staging(run_id)
-        root = self.fs.qualify(staging)
-        found: list[tuple[str, int, str, str, str]] = []
-        for info in self.fs.list_files(staging):
-            rel = relative_to(info.url, root)
-            if any(part.startswith((".", "_")) and not part.startswith("_task=") for part in rel.split("/")):
-                continue  # Hadoop's checksums, Spark's _SUCCESS and _temporary leftovers
-            match = _STAGED.fullmatch(rel)
-            if match is None or int(match["task"]) not in tasks:
-                raise CommitError(f"{info.url}: a staged file outside the layout of run {run_id}'s plan")
-            task_range = tasks[int(match["task"])]
-            if match["topic"] != task_range.topic:
-                raise CommitError(f"{info.url}: staged under topic {match['topic']}, task is {task_range}")
-            found.append((match["dataset"], int(match["task"]), match["dt"], match["hr"], rel))
+        prefix = self.layout.staging_rel(run_id) + "/"
         files: list[StagedFile] = []
         taken: set[str] = set()
-        for dataset, task, dt, hr, rel in sorted(found):
-            task_range = tasks[task]
+        for found in sorted(staged, key=lambda f: (f.dataset, f.task, f.dt, f.hr, f.staged)):
+            if not found.staged.startswith(prefix) or ".." in found.staged.split("/"):
+                raise CommitError(f"{found.staged}: a staged file outside the staging folder of run {run_id}")
+            url = self.layout.url(found.staged)
+            length = self.fs.stat(url)
+            if length is None or length.is_dir:
+                raise CommitError(f"{url}: staged by task {found.task} ({found.range}), and not there")
+            if found.bytes is not None and length.length_bytes != found.bytes:
+                raise CommitError(
+                    f"{url}: task {found.task} ({found.range}) wrote {found.bytes} bytes, the file has "
+                    f"{length.length_bytes}"
+                )
             n = 0
             while True:
-                final = JobLayout.final_rel(dataset, task_range.topic, dt, hr, task_range, n)
+                final = JobLayout.final_rel(
+                    found.dataset, found.range.topic, found.dt, found.hr, found.range, n
+                )
                 if final not in taken and not self.fs.exists(self.layout.url(final)):
                     break
                 n += 1
             taken.add(final)
-            staged = f"{self.layout.staging_rel(run_id)}/{rel}"
-            files.append(StagedFile(dataset, task, task_range, dt, hr, staged, final))
+            files.append(dataclasses.replace(found, final=final))
         return files
 
     # ------------------------------------------------------------------------------ commit
@@ -595,6 +614,11 @@ class CommitProtocol:
 
     def roll_forward(self, manifest: Manifest) -> int:
         """Do what is left of a committed manifest's moves, cleanup and pointer; returns files moved."""
+        if manifest.staging != self.layout.staging_rel(manifest.run_id):
+            raise CommitError(
+                f"manifest {manifest.sequence}: staging folder {manifest.staging!r}, expected "
+                f"{self.layout.staging_rel(manifest.run_id)!r}; refusing to delete it"
+            )
         moved = 0
         for index, staged_file in enumerate(manifest.files, start=1):
             moved += self._move(manifest, staged_file)
@@ -654,15 +678,24 @@ class CommitProtocol:
                 moved += self.roll_forward(manifest)
                 rolled.append(sequence)
                 staging_dirs.pop(staging_name, None)
-        # 2. staging no manifest covers: its run never reached the commit point
+        # 2. staging no manifest covers: its run never reached the commit point; or the staging of an older
+        #    committed run, re-created after its cleanup by a straggling task attempt (a speculative copy
+        #    Spark was still killing): junk once every file of that manifest is at its final name
         discarded: list[str] = []
         for name, url in sorted(staging_dirs.items()):
             plan = self.read_plan(name)
-            if plan is not None and self._committed_as(name, plan) is not None:
-                raise CommitError(
-                    f"{url}: staging of run {name}, which is committed as manifest "
-                    f"{self._committed_as(name, plan)} but is not the latest one; expected it rolled forward"
-                )
+            committed = None if plan is None else self._committed_as(name, plan)
+            if committed is not None:
+                missing = [
+                    f.final
+                    for f in self.read_manifest(committed).files
+                    if not self.fs.exists(self.layout.url(f.final))
+                ]
+                if missing:
+                    raise CommitError(
+                        f"{url}: staging of run {name}, committed as manifest {committed} (not the latest), "
+                        f"whose files {missing[:3]} are not at their final names; expected it rolled forward"
+                    )
             self.fs.delete(url, recursive=True)
             discarded.append(name)
         # 3. temporary manifests of runs that died before their commit point

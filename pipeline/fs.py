@@ -1,39 +1,57 @@
-"""Hadoop filesystems from the driver, through Spark's JVM gateway: every operation checked.
+"""The warehouse's filesystems from Python, without a JVM: one small checked interface, three backends.
 
-The load job's metadata (plans, manifests, the CURRENT pointer) and its moves of staged files go through
-``org.apache.hadoop.fs.FileSystem``, the same client Spark writes Parquet with, so any Hadoop filesystem
-works: ``file://`` by default, ``hdfs://`` on a cluster (and s3a://, abfs://... where their jars are on
-Spark's classpath). :meth:`HadoopFileSystem.for_spark` uses a running SparkSession's Hadoop configuration;
-:func:`launched_filesystem` starts a bare JVM gateway (no SparkContext) for tools such as
-``lumber etl status``.
+:class:`FileSystem` is everything the load job needs of a filesystem: the driver's metadata (plans,
+manifests, the CURRENT pointer, run records) and its moves of staged files, the tasks' Parquet output
+(:meth:`FileSystem.open_output`), and the tools that only read manifests (``lumber etl status``).
+:func:`open_filesystem` picks the backend from the URL of ``[load] warehouse_url``:
 
-Checked means: a call that returns ``false`` (Hadoop's way of failing ``rename``, ``delete``, ``mkdirs``)
-raises :class:`~pipeline.load_errors.FileSystemError` naming the path(s), and Java exceptions are mapped to
-it too (``raise ... from``). Camus let a failed rename pass silently; this module never does.
+* ``file:`` (or a plain path): :class:`ArrowFileSystem` on ``pyarrow.fs.LocalFileSystem``; files written by
+  :meth:`~FileSystem.create` and :meth:`~FileSystem.rename` are ``fsync``-ed (file, then its folder), which
+  is what HDFS's ``hsync`` gives the metadata on a cluster;
+* ``hdfs://namenode:port/path``: :class:`ArrowFileSystem` on ``pyarrow.fs.HadoopFileSystem`` (libhdfs,
+  present on every Hadoop node; pyarrow finds it through ``ARROW_LIBHDFS_DIR`` or ``HADOOP_HOME``, and the
+  Hadoop jars through ``CLASSPATH``, as pyarrow documents); where libhdfs cannot be loaded and
+  ``[load] webhdfs_url`` is set (``http://namenode:9870``), :class:`WebHdfsFileSystem` over the WebHDFS REST
+  API with the ``hdfs`` package (user: ``$HADOOP_USER_NAME``, else the process's user).
 
-Rename semantics differ between filesystems, so :meth:`HadoopFileSystem.rename` pins them down:
+Checked means: every call that fails raises :class:`~pipeline.load_errors.FileSystemError` naming the
+path(s) (``raise ... from`` the backend's error), and so does a call that reports success without doing it:
+a rename after which the source is still there or the destination is not, a write whose length differs.
+Camus let a failed rename pass silently; this module never does.
 
-* HDFS renames a file onto an existing file by failing (``false``), and *into* an existing directory by
-  moving the source below it; the local filesystem (``java.io.File.renameTo``, i.e. ``rename(2)``)
-  silently replaces an existing file or an empty directory, and falls back to copy-and-delete when the
-  rename itself fails (e.g. across mounts). Here the destination must not exist (checked first, and the
-  caller holds the job lock, so nothing races the check), its parent is created, and after the call the
-  source must be gone and the destination present.
-* :meth:`HadoopFileSystem.create` with ``overwrite=False`` is create-exclusive: HDFS makes that atomic in
-  the NameNode; on the local filesystem it is check-then-create (again: under the job lock).
+Rename semantics differ between filesystems, so :meth:`FileSystem.rename` pins them down: HDFS renames a
+file onto an existing file by failing and *into* an existing directory by moving the source below it; the
+local ``rename(2)`` silently replaces an existing file or an empty directory. Here the destination must not
+exist (checked first; the caller holds the job lock, so nothing races the check), its parent is created,
+and after the call the source must be gone and the destination present. :meth:`FileSystem.create` with
+``overwrite=False`` is create-exclusive the same way (check, then create, under the job lock).
 
 Paths are URLs (``file:/abs/path``, ``hdfs://nn:8020/path``); :func:`normalize_url` turns a plain path into
-an absolute ``file:`` URL. Not thread-safe per instance beyond what Hadoop's FileSystem is (it is).
+an absolute ``file:`` URL. A backend maps a URL to its own path (the URL's path part), and listings map back.
+
+What ran where: the contract suite (``tests/pipeline/test_fs.py``) runs every test against each backend it
+is given; on a machine without Hadoop that is ``file:`` only. :class:`WebHdfsFileSystem` and the libhdfs
+path of :class:`ArrowFileSystem` have not been run against a live cluster here (README, "HDFS").
+
+Instances are safe to use from several threads as far as their backend is (pyarrow's filesystems and the
+``hdfs`` client are); tasks open their own through :func:`open_filesystem` (one per worker process).
 """
 
 from __future__ import annotations
 
 import contextlib
+import getpass
+import os
+import threading
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
+
+import pyarrow as pa
+import pyarrow.fs as pafs
 
 from pipeline.load_errors import FileSystemError
 
@@ -56,8 +74,11 @@ class FileInfo:
 
 
 def normalize_url(location: str) -> str:
-    """``location`` as a URL: a plain (relative or absolute) path becomes ``file:<absolute path>``."""
+    """``location`` as a URL: a plain (relative or absolute) path becomes ``file:<absolute path>``;
+    ``file:///x`` becomes ``file:/x``."""
     parsed = urlparse(location)
+    if parsed.scheme == "file":
+        return "file:" + (os.path.normpath(parsed.path) if parsed.path else "/")
     if parsed.scheme and len(parsed.scheme) > 1:  # not a Windows drive letter
         return location.rstrip("/") or location
     return "file:" + str(Path(location).absolute())
@@ -72,89 +93,125 @@ def join(base: str, *parts: str) -> str:
 
 
 def relative_to(url: str, base: str) -> str:
-    """The part of ``url`` below ``base`` (both as Hadoop qualifies them)."""
+    """The part of ``url`` below ``base`` (both qualified)."""
     stripped = base.rstrip("/") + "/"
     if not url.startswith(stripped):
         raise FileSystemError(f"{url} is not below {base}")
     return url[len(stripped) :]
 
 
-class HadoopFileSystem:
-    """Checked operations on one Hadoop filesystem (see the module docstring)."""
+def parent(url: str) -> str:
+    stripped = url.rstrip("/")
+    head, _, _ = stripped.rpartition("/")
+    return head or stripped
 
-    def __init__(self, jvm: Any, hadoop_conf: Any, url: str) -> None:
-        self._jvm = jvm
-        self._conf = hadoop_conf
-        self._Path = jvm.org.apache.hadoop.fs.Path
+
+class FileSystem(ABC):
+    """Checked operations on one filesystem (see the module docstring).
+
+    Subclasses implement the ``_``-prefixed primitives on paths; this class holds every check, so each
+    backend behaves the same (``tests/pipeline/test_fs.py`` is the contract).
+    """
+
+    def __init__(self, url: str) -> None:
         self.url = normalize_url(url)
-        try:
-            root = self._Path(self.url)
-            self._fs = root.getFileSystem(hadoop_conf)
-            #: ``url`` as the filesystem qualifies it (what listings return).
-            self.root = str(self._fs.makeQualified(root).toString())
-        except Exception as exc:  # py4j's Py4JJavaError and friends
-            raise FileSystemError(f"{self.url}: cannot open the filesystem: {_java_message(exc)}") from exc
+        parsed = urlparse(self.url)
+        #: ``scheme:`` or ``scheme://authority``: what a path is prefixed with to make a URL.
+        self._prefix = f"{parsed.scheme}://{parsed.netloc}" if parsed.netloc else f"{parsed.scheme}:"
+        #: ``url`` qualified (what listings return).
+        self.root = self.qualify(self.url)
 
-    @classmethod
-    def for_spark(cls, spark: Any, url: str) -> HadoopFileSystem:
-        """The filesystem of ``url`` with the Hadoop configuration of the running SparkSession."""
-        return cls(spark.sparkContext._jvm, spark.sparkContext._jsc.hadoopConfiguration(), url)
-
-    # ------------------------------------------------------------------------------ helpers
+    # ------------------------------------------------------------------------------ URLs
 
     def qualify(self, url: str) -> str:
-        """``url`` as the filesystem qualifies it (``file:/x`` for ``file:///x``)."""
-        return str(self._fs.makeQualified(self._Path(url)).toString())
+        """``url`` as this filesystem names it (``file:/x`` for ``file:///x``)."""
+        return self._prefix + self.path(url)
 
-    def _call(self, what: str, fn: Any, *args: Any) -> Any:
+    def path(self, url: str) -> str:
+        """The backend's path of ``url`` (which must be on this filesystem)."""
+        normal = normalize_url(url)
+        parsed = urlparse(normal)
+        mine = urlparse(self.url)
+        if parsed.scheme != mine.scheme or (parsed.netloc and parsed.netloc != mine.netloc):
+            raise FileSystemError(f"{url} is not on the filesystem of {self.url}")
+        path = os.path.normpath(parsed.path or "/")
+        return path if path.startswith("/") else "/" + path
+
+    def _url(self, path: str) -> str:
+        return self._prefix + path
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args)
-        except Exception as exc:
-            message = _java_message(exc)
-            if "FileAlreadyExistsException" in message:
-                raise PathExistsError(f"{what}: already exists ({message})") from exc
-            raise FileSystemError(f"{what}: {message}") from exc
+            return fn(*args, **kwargs)
+        except FileSystemError:
+            raise
+        except Exception as exc:  # the backend's OSError, ArrowException, HdfsError...
+            raise FileSystemError(f"{what}: {type(exc).__name__}: {exc}") from exc
+
+    # ------------------------------------------------------------------------------ primitives
+
+    @abstractmethod
+    def _stat(self, path: str) -> FileInfo | None:
+        """The entry at ``path``, ``None`` when there is none."""
+
+    @abstractmethod
+    def _list(self, path: str, recursive: bool) -> list[FileInfo]:
+        """Entries below the existing directory ``path`` (files only when ``recursive``)."""
+
+    @abstractmethod
+    def _read(self, path: str) -> bytes: ...
+
+    @abstractmethod
+    def _write(self, path: str, data: bytes) -> None:
+        """Create or replace ``path`` with ``data``, durably, the parent existing."""
+
+    @abstractmethod
+    def _mkdirs(self, path: str) -> None: ...
+
+    @abstractmethod
+    def _move(self, src: str, dst: str) -> None: ...
+
+    @abstractmethod
+    def _delete(self, path: str, is_dir: bool, recursive: bool) -> None: ...
+
+    @abstractmethod
+    def _open_output(self, path: str) -> Any:
+        """A writable binary stream (``write``, ``close``) of a new file."""
 
     # ------------------------------------------------------------------------------ queries
 
+    def stat(self, url: str) -> FileInfo | None:
+        return self._call(f"stat {url}", self._stat, self.path(url))  # type: ignore[no-any-return]
+
     def exists(self, url: str) -> bool:
-        return bool(self._call(f"exists {url}", self._fs.exists, self._Path(url)))
+        return self.stat(url) is not None
 
     def is_dir(self, url: str) -> bool:
-        return bool(self._call(f"is a directory {url}", self._fs.isDirectory, self._Path(url)))
+        found = self.stat(url)
+        return found is not None and found.is_dir
 
     def length_bytes(self, url: str) -> int:
-        status = self._call(f"stat {url}", self._fs.getFileStatus, self._Path(url))
-        return int(status.getLen())
+        found = self.stat(url)
+        if found is None:
+            raise FileSystemError(f"stat {url}: no such file")
+        return found.length_bytes
 
     def list_dir(self, url: str) -> list[FileInfo]:
         """The entries of the directory ``url``, sorted by URL; a missing directory lists as empty."""
-        if not self.exists(url):
+        if not self.is_dir(url):
             return []
-        statuses = self._call(f"list {url}", self._fs.listStatus, self._Path(url))
-        out = [
-            FileInfo(str(s.getPath().toString()), bool(s.isDirectory()), int(s.getLen())) for s in statuses
-        ]
-        return sorted(out, key=lambda info: info.url)
+        found: list[FileInfo] = self._call(f"list {url}", self._list, self.path(url), False)
+        return sorted(found, key=lambda info: info.url)
 
     def list_files(self, url: str) -> list[FileInfo]:
         """Every file below ``url`` (recursively), sorted by URL; a missing directory lists as empty."""
-        if not self.exists(url):
+        if not self.is_dir(url):
             return []
-        out: list[FileInfo] = []
-        iterator = self._call(f"list {url}", self._fs.listFiles, self._Path(url), True)
-        while self._call(f"list {url}", iterator.hasNext):
-            status = iterator.next()
-            out.append(FileInfo(str(status.getPath().toString()), False, int(status.getLen())))
-        return sorted(out, key=lambda info: info.url)
+        found: list[FileInfo] = self._call(f"list {url}", self._list, self.path(url), True)
+        return sorted(found, key=lambda info: info.url)
 
     def read_bytes(self, url: str) -> bytes:
-        stream = self._call(f"open {url}", self._fs.open, self._Path(url))
-        try:
-            data = self._call(f"read {url}", self._jvm.org.apache.commons.io.IOUtils.toByteArray, stream)
-        finally:
-            self._call(f"close {url}", stream.close)
-        return bytes(data)
+        return self._call(f"read {url}", self._read, self.path(url))  # type: ignore[no-any-return]
 
     def read_text(self, url: str) -> str:
         try:
@@ -165,23 +222,22 @@ class HadoopFileSystem:
     # ------------------------------------------------------------------------------ changes
 
     def mkdirs(self, url: str) -> None:
-        if not self._call(f"mkdirs {url}", self._fs.mkdirs, self._Path(url)):
-            raise FileSystemError(f"mkdirs {url}: the filesystem answered false")
+        found = self.stat(url)
+        if found is not None and not found.is_dir:
+            raise FileSystemError(f"mkdirs {url}: a file is in the way")
+        if found is None:
+            self._call(f"mkdirs {url}", self._mkdirs, self.path(url))
+            if not self.is_dir(url):
+                raise FileSystemError(f"mkdirs {url}: reported done, but there is no directory")
 
     def create(self, url: str, data: bytes, *, overwrite: bool) -> None:
-        """Write ``data`` to ``url`` and close it (``hsync`` first: durable when this returns).
-
-        ``overwrite=False`` is create-exclusive: :class:`PathExistsError` when ``url`` exists.
-        """
-        if not overwrite and self.exists(url):
-            raise PathExistsError(f"create {url}: already exists")
-        self.mkdirs(self.parent(url))
-        stream = self._call(f"create {url}", self._fs.create, self._Path(url), overwrite)
-        try:
-            self._call(f"write {url}", stream.write, bytearray(data))
-            self._call(f"sync {url}", stream.hsync)
-        finally:
-            self._call(f"close {url}", stream.close)
+        """Write ``data`` to ``url`` durably. ``overwrite=False`` is create-exclusive: raises
+        :class:`PathExistsError` when ``url`` exists."""
+        found = self.stat(url)
+        if found is not None and (not overwrite or found.is_dir):
+            raise PathExistsError(f"create {url}: already exists{' (a directory)' if found.is_dir else ''}")
+        self.mkdirs(parent(url))
+        self._call(f"create {url}", self._write, self.path(url), bytes(data))
         written = self.length_bytes(url)
         if written != len(data):
             raise FileSystemError(f"create {url}: expected {len(data)} bytes written, found {written}")
@@ -189,58 +245,267 @@ class HadoopFileSystem:
     def write_text(self, url: str, text: str, *, overwrite: bool) -> None:
         self.create(url, text.encode("utf-8"), overwrite=overwrite)
 
+    @contextlib.contextmanager
+    def open_output(self, url: str) -> Iterator[Any]:
+        """A new file at ``url`` to stream into (create-exclusive; the parent is created), closed on exit."""
+        if self.exists(url):
+            raise PathExistsError(f"create {url}: already exists")
+        self.mkdirs(parent(url))
+        stream = self._call(f"create {url}", self._open_output, self.path(url))
+        try:
+            yield stream
+        finally:
+            self._call(f"close {url}", stream.close)
+
     def rename(self, src: str, dst: str) -> None:
         """Move ``src`` to ``dst``, which must not exist (see the module docstring for why)."""
         if self.exists(dst):
             raise PathExistsError(f"rename {src} -> {dst}: the destination already exists")
-        self.mkdirs(self.parent(dst))
-        if not self._call(f"rename {src} -> {dst}", self._fs.rename, self._Path(src), self._Path(dst)):
-            raise FileSystemError(f"rename {src} -> {dst}: the filesystem answered false")
-        if self.exists(src) or not self.exists(dst):
+        if not self.exists(src):
+            raise FileSystemError(f"rename {src} -> {dst}: the source does not exist")
+        self.mkdirs(parent(dst))
+        self._call(f"rename {src} -> {dst}", self._move, self.path(src), self.path(dst))
+        src_there, dst_there = self.exists(src), self.exists(dst)
+        if src_there or not dst_there:
             raise FileSystemError(
                 f"rename {src} -> {dst}: reported done, but the source "
-                f"{'is still there' if self.exists(src) else 'is gone'} and the destination "
-                f"{'exists' if self.exists(dst) else 'does not exist'}"
+                f"{'is still there' if src_there else 'is gone'} and the destination "
+                f"{'exists' if dst_there else 'does not exist'}"
             )
 
     def delete(self, url: str, *, recursive: bool = False, missing_ok: bool = False) -> None:
-        """Delete ``url``; a missing path raises unless ``missing_ok``."""
-        if not self.exists(url):
+        """Delete ``url``; a missing path raises unless ``missing_ok``; a non-empty directory needs
+        ``recursive``."""
+        found = self.stat(url)
+        if found is None:
             if missing_ok:
                 return
             raise FileSystemError(f"delete {url}: no such file or directory")
-        if not self._call(f"delete {url}", self._fs.delete, self._Path(url), recursive):
-            raise FileSystemError(f"delete {url}: the filesystem answered false")
+        if found.is_dir and not recursive and self.list_dir(url):
+            raise FileSystemError(f"delete {url}: a directory that is not empty (recursive=False)")
+        self._call(f"delete {url}", self._delete, self.path(url), found.is_dir, recursive)
+        if self.exists(url):
+            raise FileSystemError(f"delete {url}: reported done, but it is still there")
 
     @staticmethod
     def parent(url: str) -> str:
-        stripped = url.rstrip("/")
-        head, _, _ = stripped.rpartition("/")
-        return head or stripped
+        return parent(url)
 
 
-@contextlib.contextmanager
-def launched_filesystem(url: str) -> Iterator[HadoopFileSystem]:
-    """The filesystem of ``url`` in a bare JVM with Spark's jars (no SparkContext), for tools; the JVM is
-    stopped on exit. Takes a few seconds to start."""
-    from pyspark.java_gateway import launch_gateway  # noqa: PLC0415 - only tools pay for it
+class ArrowFileSystem(FileSystem):
+    """A pyarrow filesystem: ``LocalFileSystem`` for ``file:``, ``HadoopFileSystem`` (libhdfs) for
+    ``hdfs://``."""
 
-    gateway: Any = launch_gateway()  # type: ignore[no-untyped-call]
+    def __init__(self, url: str, backend: pafs.FileSystem) -> None:
+        self._fs = backend
+        self._local = isinstance(backend, pafs.LocalFileSystem)
+        super().__init__(url)
+
+    def _info(self, info: pafs.FileInfo) -> FileInfo:
+        is_dir = info.type == pafs.FileType.Directory
+        return FileInfo(self._url(info.path), is_dir, 0 if is_dir else int(info.size or 0))
+
+    def _stat(self, path: str) -> FileInfo | None:
+        info = self._fs.get_file_info(path)
+        return None if info.type == pafs.FileType.NotFound else self._info(info)
+
+    def _list(self, path: str, recursive: bool) -> list[FileInfo]:
+        found = self._fs.get_file_info(pafs.FileSelector(path, recursive=recursive))
+        return [self._info(info) for info in found if not recursive or info.type == pafs.FileType.File]
+
+    def _read(self, path: str) -> bytes:
+        with self._fs.open_input_stream(path, compression=None) as stream:
+            return bytes(stream.read())
+
+    def _write(self, path: str, data: bytes) -> None:
+        with self._fs.open_output_stream(path, compression=None) as stream:
+            stream.write(data)
+        if self._local:
+            _fsync(path)
+
+    def _mkdirs(self, path: str) -> None:
+        self._fs.create_dir(path, recursive=True)
+
+    def _move(self, src: str, dst: str) -> None:
+        self._fs.move(src, dst)
+        if self._local:
+            _fsync(parent(dst))
+            _fsync(parent(src))
+
+    def _delete(self, path: str, is_dir: bool, recursive: bool) -> None:
+        if is_dir:
+            self._fs.delete_dir(path)
+        else:
+            self._fs.delete_file(path)
+
+    def _open_output(self, path: str) -> Any:
+        stream = self._fs.open_output_stream(path, compression=None)
+        return _SyncOnClose(stream, path) if self._local else stream
+
+
+class _SyncOnClose:
+    """A local output stream that ``fsync``-s its file when closed (what ``hsync`` + close give on HDFS)."""
+
+    def __init__(self, stream: pa.NativeFile, path: str) -> None:
+        self._stream = stream
+        self._path = path
+
+    def write(self, data: Any) -> int:
+        return int(self._stream.write(data))
+
+    def tell(self) -> int:
+        return int(self._stream.tell())
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._stream.closed)
+
+    def close(self) -> None:
+        if not self._stream.closed:
+            self._stream.close()
+            _fsync(self._path)
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
     try:
-        jvm = gateway.jvm
-        yield HadoopFileSystem(jvm, jvm.org.apache.hadoop.conf.Configuration(), url)
+        os.fsync(fd)
     finally:
-        gateway.shutdown()
-        proc = getattr(gateway, "proc", None)
-        if proc is not None:
-            with contextlib.suppress(Exception):
-                proc.stdin.close()
-                proc.wait(timeout=30)
+        os.close(fd)
 
 
-def _java_message(exc: BaseException) -> str:
-    java = getattr(exc, "java_exception", None)
-    if java is not None:
-        with contextlib.suppress(Exception):
-            return f"{java.getClass().getName()}: {java.getMessage()}"
-    return f"{type(exc).__name__}: {exc}"
+class WebHdfsFileSystem(FileSystem):
+    """HDFS over the WebHDFS REST API (the ``hdfs`` package), for hosts without libhdfs.
+
+    ``webhdfs_url`` is the NameNode's HTTP address (``http://namenode:9870``); paths are those of the
+    ``hdfs://`` warehouse URL. Not run against a live cluster here (see the module docstring).
+    """
+
+    def __init__(self, url: str, webhdfs_url: str, *, client: Any = None) -> None:
+        self._client = client if client is not None else webhdfs_client(webhdfs_url)
+        self.webhdfs_url = webhdfs_url
+        super().__init__(url)
+
+    def _entry(self, path: str, status: dict[str, Any]) -> FileInfo:
+        is_dir = status.get("type") == "DIRECTORY"
+        return FileInfo(self._url(path), is_dir, 0 if is_dir else int(status.get("length", 0)))
+
+    def _stat(self, path: str) -> FileInfo | None:
+        status = self._client.status(path, strict=False)
+        return None if status is None else self._entry(path, status)
+
+    def _list(self, path: str, recursive: bool) -> list[FileInfo]:
+        if not recursive:
+            return [
+                self._entry(f"{path.rstrip('/')}/{name}", status)
+                for name, status in self._client.list(path, status=True)
+            ]
+        out: list[FileInfo] = []
+        for folder, _dirs, files in self._client.walk(path, status=True):
+            base = folder[0].rstrip("/")
+            for name, status in files:
+                out.append(self._entry(f"{base}/{name}", status))
+        return out
+
+    def _read(self, path: str) -> bytes:
+        with self._client.read(path) as reader:
+            return bytes(reader.read())
+
+    def _write(self, path: str, data: bytes) -> None:
+        self._client.write(path, data=data, overwrite=True)
+
+    def _mkdirs(self, path: str) -> None:
+        self._client.makedirs(path)
+
+    def _move(self, src: str, dst: str) -> None:
+        self._client.rename(src, dst)  # raises HdfsError when the NameNode answers false
+
+    def _delete(self, path: str, is_dir: bool, recursive: bool) -> None:
+        if not self._client.delete(path, recursive=recursive):
+            raise FileSystemError(f"delete {path}: the NameNode answered false")
+
+    def _open_output(self, path: str) -> Any:
+        return _WebHdfsWriter(self._client, path)
+
+
+class _WebHdfsWriter:
+    """A file-like writer over one WebHDFS CREATE (the ``hdfs`` package streams it from a thread)."""
+
+    def __init__(self, client: Any, path: str) -> None:
+        self._context = client.write(path, overwrite=False)
+        self._writer = self._context.__enter__()
+        self._position = 0
+        self._closed = False
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        self._writer.write(view.tobytes())
+        self._position += len(view)
+        return len(view)
+
+    def tell(self) -> int:
+        return self._position
+
+    def flush(self) -> None:
+        return None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._context.__exit__(None, None, None)
+
+
+_BACKENDS: dict[tuple[str, str], pafs.FileSystem | Any] = {}
+_BACKENDS_LOCK = threading.Lock()
+
+
+def open_filesystem(url: str, *, webhdfs_url: str = "") -> FileSystem:
+    """The filesystem of ``url`` (see the module docstring for the choice). The backend (a libhdfs
+    connection, a WebHDFS client) is opened once per process and NameNode."""
+    normal = normalize_url(url)
+    parsed = urlparse(normal)
+    if parsed.scheme == "file":
+        return ArrowFileSystem(normal, pafs.LocalFileSystem())
+    if parsed.scheme != "hdfs":
+        raise FileSystemError(
+            f"{url}: filesystem {parsed.scheme!r} is not supported; the warehouse must be a local path, "
+            "file:/..., or hdfs://namenode:port/..."
+        )
+    key = (parsed.netloc, webhdfs_url)
+    with _BACKENDS_LOCK:
+        backend = _BACKENDS.get(key)
+        if backend is None:
+            backend = _BACKENDS[key] = _hdfs_backend(
+                normal, parsed.hostname or "default", parsed.port or 8020, webhdfs_url
+            )
+    if isinstance(backend, pafs.FileSystem):
+        return ArrowFileSystem(normal, backend)
+    return WebHdfsFileSystem(normal, webhdfs_url, client=backend)
+
+
+def _hdfs_backend(url: str, host: str, port: int, webhdfs_url: str) -> pafs.FileSystem | Any:
+    try:
+        return pafs.HadoopFileSystem(host, port)
+    except (OSError, pa.ArrowException) as exc:
+        if webhdfs_url:
+            return webhdfs_client(webhdfs_url)
+        first_line = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise FileSystemError(
+            f"{url}: cannot load libhdfs ({first_line}); on a Hadoop node set HADOOP_HOME (or "
+            "ARROW_LIBHDFS_DIR) and CLASSPATH=$(hadoop classpath --glob), or set [load] webhdfs_url = "
+            "'http://namenode:9870' to go over WebHDFS"
+        ) from exc
+
+
+def webhdfs_client(webhdfs_url: str, user: str | None = None) -> Any:
+    """An ``hdfs.InsecureClient`` of ``webhdfs_url`` as ``user`` ($HADOOP_USER_NAME, else this user)."""
+    from hdfs import InsecureClient  # noqa: PLC0415 - only WebHDFS warehouses need it
+
+    return InsecureClient(webhdfs_url, user=user or os.environ.get("HADOOP_USER_NAME") or getpass.getuser())

@@ -51,9 +51,9 @@ class LoadConfig:
     )
     warehouse_url: str = setting(
         ".lumber/warehouse",
-        "Where the Parquet output and the job's metadata live: any Hadoop filesystem URL (hdfs://nn:8020/"
-        "warehouse, file:///data/warehouse); a plain path is a local folder, relative to the working "
-        "directory of the command.",
+        "Where the Parquet output and the job's metadata live: hdfs://nn:8020/warehouse (libhdfs, or "
+        "WebHDFS with webhdfs_url) or file:///data/warehouse; a plain path is a local folder, relative to "
+        "the working directory of the command.",
     )
     start: StartPolicy = setting(  # noqa: RUF009 - setting() is dataclasses.field()
         "earliest",
@@ -105,10 +105,28 @@ class LoadConfig:
         min=0,
     )
     arrow_batch_records: int = setting(
-        20_000, "Records per Arrow batch handed from a reading task to Spark.", min=1
+        20_000, "Records a reading task decodes into one Arrow batch before writing it.", min=1
     )
-    compression: ParquetCompression = setting(  # noqa: RUF009 - setting() is dataclasses.field()
-        "snappy", "Parquet compression codec.", choices=("snappy", "zstd", "gzip", "none")
+    parquet_compression: ParquetCompression = setting(  # noqa: RUF009 - setting() is dataclasses.field()
+        "zstd",
+        "Parquet compression codec of the output: zstd (smaller, what new tables should use), snappy "
+        "(Spark's default), gzip, none.",
+        choices=("snappy", "zstd", "gzip", "none"),
+    )
+    parquet_row_group_rows: int = setting(
+        250_000,
+        "Rows per Parquet row group (a task buffers this many rows per open hour before writing them).",
+        min=1,
+    )
+    target_file_bytes: int = setting(
+        128 * 1024 * 1024,
+        "A task starts a new file of an hour once its current one reaches this size.",
+        min=1024,
+    )
+    webhdfs_url: str = setting(
+        "",
+        "For an hdfs:// warehouse on hosts without libhdfs: the NameNode's WebHDFS address "
+        "(http://namenode:9870), used when libhdfs cannot be loaded. Empty: libhdfs only.",
     )
     spark_master: str = setting(
         "local[*]", "Spark master for `lumber etl run` (local[N], spark://host:port, yarn)."

@@ -9,7 +9,8 @@ or configures one). In order:
    as ``running``;
 3. plan (:func:`~pipeline.load_plan.make_plan`): committed offsets from the latest manifest, log offsets
    from the brokers, reader schemas from the registry; persist the plan;
-4. read and stage every topic with Spark (:func:`~pipeline.staging.stage_topic`), counting what was staged;
+4. read with Spark (:func:`~pipeline.staging.stage`): each task fetches, decodes and writes its own Parquet
+   files into the folder of its attempt and returns a summary; one attempt per task is kept;
 5. commit (:meth:`~pipeline.commit.CommitProtocol.commit`): the manifest with the new offsets, the counts
    and the file moves, published at one atomic rename while the lock is still held; then the moves;
 6. record the outcome: ``committed``, ``nothing_to_load`` (no new records and no offset to move: no manifest),
@@ -33,7 +34,6 @@ import secrets
 import socket
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,20 +44,19 @@ from pipeline.audit_publisher import publish_load_counts
 from pipeline.commit import CommitProtocol, Manifest, RecoveryReport, RunRecord
 from pipeline.config import LumberConfig
 from pipeline.faults import Faults
-from pipeline.fs import HadoopFileSystem
+from pipeline.fs import open_filesystem
 from pipeline.job_lock import JobLock, contender_identifier
 from pipeline.load_errors import LoadError
 from pipeline.load_plan import ClusterView, LoadPlan, make_plan
 from pipeline.source import SourceSettings
 from pipeline.spark_progress import SparkProgress
-from pipeline.staging import TopicStaging, range_results, side_by_side_writers, stage_topic, window_counts
+from pipeline.staging import range_results, stage, staged_files, window_counts
+from pipeline.task_output import ParquetSettings
 from schemas.client import SchemaRegistryClient
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[str], None]
-#: Topics staged at once (each is its own Spark job).
-_TOPICS_AT_ONCE = 4
 
 
 def _now_ms() -> int:
@@ -104,6 +103,15 @@ def source_settings(config: LumberConfig, faults: Faults) -> SourceSettings:
     )
 
 
+def parquet_settings(config: LumberConfig) -> ParquetSettings:
+    load = config.load
+    return ParquetSettings(
+        compression=load.parquet_compression,
+        row_group_rows=load.parquet_row_group_rows,
+        target_file_bytes=load.target_file_bytes,
+    )
+
+
 def _zookeeper(config: LumberConfig) -> KazooClient:
     zk = config.zookeeper
     client = KazooClient(hosts=zk.connect, timeout=zk.session_timeout_ms / 1000)
@@ -127,7 +135,7 @@ def run_load(
     """Run the load once (see the module docstring). Raises :class:`LoadError` subclasses on failure."""
     load = config.load
     faults = Faults.parse(load.fault_injection)
-    fs = HadoopFileSystem.for_spark(spark, load.warehouse_url)
+    fs = open_filesystem(load.warehouse_url, webhdfs_url=load.webhdfs_url)
     protocol = CommitProtocol(fs, load.job, faults=faults, clock_ms=clock_ms)
     run_id = new_run_id(clock_ms())
     zk = _zookeeper(config)
@@ -220,28 +228,19 @@ def _run(
         protocol.write_run(record)
         progress("nothing to load")
         return RunOutcome(record, RecoveryReport(), plan)
-    topics_to_stage = plan.topics_with_tasks()
-
-    def stage(topic: str) -> TopicStaging:
-        return stage_topic(
+    with SparkProgress(spark, progress):
+        chosen = stage(
             spark,
             plan,
-            topic,
             protocol.layout,
             settings,
+            warehouse_url=load.warehouse_url,
+            webhdfs_url=load.webhdfs_url,
             window_ms=load.window_ms,
-            compression=load.compression,
+            parquet=parquet_settings(config),
             progress=progress,
         )
-
-    # one Spark job per topic (each has its own schema); run side by side so small topics share the cores
-    with (
-        SparkProgress(spark, progress),
-        side_by_side_writers(spark),
-        ThreadPoolExecutor(min(_TOPICS_AT_ONCE, len(topics_to_stage) or 1)) as pool,
-    ):
-        staged: list[TopicStaging] = list(pool.map(stage, topics_to_stage))
-    files = protocol.staged_files(run_id, plan.tasks_by_id())
+    files = protocol.name_files(run_id, staged_files(plan, chosen))
     manifest = Manifest(
         job=load.job,
         sequence=base_sequence + 1,
@@ -249,8 +248,8 @@ def _run(
         committed_at_ms=clock_ms(),
         window_ms=load.window_ms,
         offsets=dict(plan.next_offsets),
-        ranges=range_results(plan, staged),
-        counts=window_counts(staged),
+        ranges=range_results(plan, chosen),
+        counts=window_counts(plan, chosen),
         losses=plan.losses,
         files=tuple(files),
         staging=protocol.layout.staging_rel(run_id),

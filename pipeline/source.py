@@ -4,29 +4,30 @@ Planning (the driver, :mod:`pipeline.load_job`) hands every task a :class:`ReadT
 description: the range ``[from_offset, until_offset)``, the topic's reader schema (pinned when the run was
 planned: the latest schema of the value subject ``<topic>-value``) and the event-time field. The job-wide
 :class:`SourceSettings` (registry URL, how to find the brokers, consumer settings) travel in the task's
-closure. Inside the task, :func:`read_range`:
+closure. Inside the task (:mod:`pipeline.task_output` drives it and writes the batches):
 
-1. opens its own connections: a :class:`~broker.client.consumer.Consumer` of that one partition (it finds
-   the leader through ZooKeeper or bootstrap servers, and checks every batch's CRC-32C on receipt), seeks
-   to ``from_offset`` and polls until ``until_offset``, dropping what lies beyond; each batch's records
-   become columns (:mod:`pipeline.record_columns`: offset, timestamp, key, value, ``host`` header);
+1. :func:`fetch_range` opens its own connections: a :class:`~broker.client.consumer.Consumer` of that one
+   partition (it finds the leader through ZooKeeper or bootstrap servers, and checks every batch's CRC-32C
+   on receipt), seeks to ``from_offset`` and polls until ``until_offset``, dropping what lies beyond; each
+   batch's records become columns (:mod:`pipeline.record_columns`: offset, timestamp, key, value,
+   ``host`` header);
 2. checks that the offsets are exactly ``from_offset, from_offset + 1, ..., until_offset - 1`` (Lumber's
    offsets are consecutive): a gap, a repeat, or no progress within ``request_timeout_ms`` fails the task;
-3. decodes the Confluent-framed Avro values with an :class:`~schemas.serde.AvroSerde` (writer schemas
-   fetched from the registry once per schema id, per Python worker) resolved to the reader schema, so v1
-   and v2 records land in one table; a chunk decodes in one ``decode_many`` call, and only a chunk with a
-   bad record is decoded record by record to find it;
+3. :func:`convert_chunks` decodes the Confluent-framed Avro values with an
+   :class:`~schemas.serde.AvroSerde` (writer schemas fetched from the registry once per schema id, per
+   Python worker) resolved to the reader schema, so v1 and v2 records land in one table; a chunk decodes
+   in one ``decode_many`` call, and only a chunk with a bad record is decoded record by record to find it;
 4. quarantines what cannot be decoded, with its raw key and value, topic, partition, offset and reason:
    ``null_value`` (no value), ``bad_framing`` (magic byte not 0, or shorter than the 5-byte header),
    ``unknown_schema_id``, ``schema_mismatch`` (the writer schema does not resolve to the reader schema),
    ``corrupt_bytes`` (the Avro bytes do not decode, or bytes are left over). A registry that cannot be
    reached is not a property of the record: the task fails and Spark retries it;
-5. yields Arrow record batches: ``mode="data"`` the decoded rows (payload columns, then ``_topic``,
-   ``_partition``, ``_offset``, ``_timestamp`` (record timestamp, ms), ``_schema_id``, ``_host`` (the
-   ``host`` header), then the staging columns ``_task``, ``dt``, ``hr`` (UTC hour of the event time));
-   ``mode="errors"`` the quarantined records (:data:`~pipeline.avro_arrow.ERROR_SCHEMA` plus the staging
-   columns);
-6. at the end, whichever the mode, checks rows + quarantined == ``until_offset - from_offset`` and raises
+5. yields, per chunk, one :class:`Converted`: the decoded rows as an Arrow batch (payload columns, then
+   ``_topic``, ``_partition``, ``_offset``, ``_timestamp`` (record timestamp, ms), ``_schema_id``, ``_host``
+   (the ``host`` header)) and the quarantined records (:data:`~pipeline.avro_arrow.ERROR_SCHEMA`), each row
+   with its ``dt``/``hr`` label (UTC hour of the event time) and its record timestamp: every record is
+   decoded once and lands in exactly one of the two;
+6. at the end checks rows + quarantined == ``until_offset - from_offset`` and raises
    :class:`~pipeline.load_errors.ReadError` otherwise.
 
 A task is deterministic: reading the same range again (a retry, a speculative copy) gives the same rows.
@@ -170,6 +171,16 @@ def quarantine_reason(value: bytes | None, error: BaseException | None) -> str:
 class _HourLabels:
     """``(dt, hr)`` folder labels of an event time in ms, cached per hour."""
 
+    def of_all(self, times_ms: list[int]) -> list[tuple[str, str]]:
+        """The label of each of ``times_ms`` (one label repeated when they all fall in one hour, the common
+        case: min and max run at C speed)."""
+        if not times_ms:
+            return []
+        low, high = min(times_ms), max(times_ms)
+        if low // _HOUR_MS == high // _HOUR_MS:
+            return [self(low)] * len(times_ms)
+        return [self(ms) for ms in times_ms]
+
     def __init__(self) -> None:
         self._cache: dict[int, tuple[str, str]] = {}
 
@@ -243,58 +254,73 @@ def fetch_range(
         consumer.close()
 
 
-def read_range(
-    task: ReadTask, settings: SourceSettings, mode: Mode, attempt_number: int = 0
-) -> Iterator[pa.RecordBatch]:
-    """The Arrow batches of one task (see the module docstring for the columns and the checks)."""
-    chunks = fetch_range(task.range, settings, task.task_id)
-    return records_to_batches(task, settings, mode, chunks, attempt_number)
+@dataclass(frozen=True)
+class Converted:
+    """One chunk of a task's records, decoded: its rows and its quarantined records, each with the
+    ``(dt, hr)`` label and the record timestamp of every row (what the task's writer splits and counts by).
+    """
+
+    data: pa.RecordBatch  # data_schema(payload): payload columns, then the load's META_FIELDS
+    data_hours: list[tuple[str, str]]
+    data_timestamps_ms: list[int]
+    errors: pa.RecordBatch  # ERROR_SCHEMA
+    error_hours: list[tuple[str, str]]
+    error_timestamps_ms: list[int]
 
 
-def records_to_batches(
-    task: ReadTask,
-    settings: SourceSettings,
-    mode: Mode,
-    chunks: Iterable[RecordColumns],
-    attempt_number: int = 0,
-) -> Iterator[pa.RecordBatch]:
-    """Steps 3 to 6 of the module docstring over the fetched ``chunks`` of ``task``'s range."""
+def convert_chunks(
+    task: ReadTask, settings: SourceSettings, chunks: Iterable[RecordColumns]
+) -> Iterator[Converted]:
+    """Steps 3 to 6 of the module docstring over the fetched ``chunks`` of ``task``'s range, in one pass:
+    every record is decoded once and lands in the rows or in the quarantine."""
     reader = AvroSchema.parse(task.reader_schema)
     payload = avro_arrow.payload_schema(reader)
-    out_schema = avro_arrow.staging_schema(
-        avro_arrow.data_schema(payload) if mode == "data" else avro_arrow.ERROR_SCHEMA
-    )
+    data_schema = avro_arrow.data_schema(payload)
     decoder = ChunkDecoder(_serde(settings, task.reader_schema), reader)
     event_kind = avro_arrow.event_time_type(reader, task.event_time_field) if task.event_time_field else None
     hours = _HourLabels()
     counts = _Counts()
     pending = RecordColumns()
-    emitted = 0
     size = settings.arrow_batch_records
     for chunk in chunks:
         pending.extend(chunk)
         while len(pending) >= size:
             part, pending = pending.split(size)
-            batch = _convert(part, task, decoder, payload, out_schema, mode, event_kind, hours, counts)
-            if batch.num_rows:
-                yield batch
-                emitted += 1
-                if emitted == 1:
-                    settings.faults.in_task(task.task_id, attempt_number)
+            yield _convert(part, task, decoder, payload, data_schema, event_kind, hours, counts)
     while len(pending):
         part, pending = pending.split(size)
-        batch = _convert(part, task, decoder, payload, out_schema, mode, event_kind, hours, counts)
-        if batch.num_rows:
-            yield batch
-            emitted += 1
-            if emitted == 1:
-                settings.faults.in_task(task.task_id, attempt_number)
+        yield _convert(part, task, decoder, payload, data_schema, event_kind, hours, counts)
     expected = task.range.record_count
     if counts.seen != expected or counts.rows + counts.quarantined != expected:
         raise ReadError(
             f"task {task.task_id} {task.range}: {counts.rows} rows + {counts.quarantined} quarantined = "
             f"{counts.rows + counts.quarantined} of {counts.seen} records read, expected {expected}"
         )
+
+
+def records_to_batches(
+    task: ReadTask, settings: SourceSettings, mode: Mode, chunks: Iterable[RecordColumns]
+) -> Iterator[pa.RecordBatch]:
+    """The rows (``mode="data"``) or the quarantined records (``"errors"``) of ``chunks`` as Arrow batches
+    with the staging columns ``_task``, ``dt``, ``hr`` appended (for tools and tests; the load writes
+    :func:`convert_chunks`'s output directly)."""
+    for converted in convert_chunks(task, settings, chunks):
+        batch, labels = (
+            (converted.data, converted.data_hours)
+            if mode == "data"
+            else (converted.errors, converted.error_hours)
+        )
+        if batch.num_rows:
+            schema = avro_arrow.staging_schema(batch.schema)
+            yield pa.RecordBatch.from_arrays(
+                [
+                    *batch.columns,
+                    pa.array([task.task_id] * batch.num_rows, pa.int32()),
+                    pa.array([label[0] for label in labels], pa.string()),
+                    pa.array([label[1] for label in labels], pa.string()),
+                ],
+                schema=schema,
+            )
 
 
 class ChunkDecoder:
@@ -362,12 +388,11 @@ def _convert(
     task: ReadTask,
     decoder: ChunkDecoder,
     payload: pa.Schema,
-    out_schema: pa.Schema,
-    mode: Mode,
+    data_schema: pa.Schema,
     event_kind: str | None,
     hours: _HourLabels,
     counts: _Counts,
-) -> pa.RecordBatch:
+) -> Converted:
     counts.seen += len(records)
     decoded = decoder.decode(records.values)
     good: list[int] = []
@@ -376,47 +401,53 @@ def _convert(
         (bad if error is not None or value is None else good).append(index)
     counts.rows += len(good)
     counts.quarantined += len(bad)
-    keep = good if mode == "data" else bad
-    if len(keep) != len(records):
-        records = RecordColumns(
-            [records.offsets[i] for i in keep],
-            [records.timestamps_ms[i] for i in keep],
-            [records.keys[i] for i in keep],
-            [records.values[i] for i in keep],
-            [records.hosts[i] for i in keep],
-        )
-    n = len(keep)
-    meta = _meta_columns(records, task)
-    event_ms: list[int] = records.timestamps_ms
-    if mode == "data":
-        values = [decoded[i][0] for i in keep]
-        if event_kind is not None and task.event_time_field is not None:
-            name = task.event_time_field
-            event_ms = [
-                fallback if found is None else found
-                for found, fallback in zip(
-                    (_event_time_ms(v.get(name), event_kind) for v in values), event_ms, strict=True
-                )
-            ]
-        arrays = [*avro_arrow.columns(values, payload), *meta]
-    else:
-        errors = [decoded[i][1] for i in keep]
-        arrays = [
-            *meta,
-            pa.array(records.keys, pa.binary()),
-            pa.array(records.values, pa.binary()),
+    rows = records if not bad else _pick(records, good)
+    values = [decoded[i][0] for i in good]
+    event_ms: list[int] = rows.timestamps_ms
+    if event_kind is not None and task.event_time_field is not None:
+        name = task.event_time_field
+        event_ms = [
+            fallback if found is None else found
+            for found, fallback in zip(
+                (_event_time_ms(v.get(name), event_kind) for v in values), event_ms, strict=True
+            )
+        ]
+    data = pa.RecordBatch.from_arrays(
+        [*avro_arrow.columns(values, payload), *_meta_columns(rows, task)], schema=data_schema
+    )
+    quarantined = _pick(records, bad)
+    errors = [decoded[i][1] for i in bad]
+    error_batch = pa.RecordBatch.from_arrays(
+        [
+            *_meta_columns(quarantined, task),
+            pa.array(quarantined.keys, pa.binary()),
+            pa.array(quarantined.values, pa.binary()),
             pa.array(
-                [quarantine_reason(v, e) for v, e in zip(records.values, errors, strict=True)], pa.string()
+                [quarantine_reason(v, e) for v, e in zip(quarantined.values, errors, strict=True)],
+                pa.string(),
             ),
             pa.array([str(e) if e is not None else "the record has no value" for e in errors], pa.string()),
-        ]
-    labels = [hours(ms) for ms in event_ms]
-    arrays += [
-        pa.array([task.task_id] * n, pa.int32()),
-        pa.array([label[0] for label in labels], pa.string()),
-        pa.array([label[1] for label in labels], pa.string()),
-    ]
-    return pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+        ],
+        schema=avro_arrow.ERROR_SCHEMA,
+    )
+    return Converted(
+        data,
+        hours.of_all(event_ms),
+        rows.timestamps_ms,
+        error_batch,
+        hours.of_all(quarantined.timestamps_ms),
+        quarantined.timestamps_ms,
+    )
+
+
+def _pick(records: RecordColumns, keep: list[int]) -> RecordColumns:
+    return RecordColumns(
+        [records.offsets[i] for i in keep],
+        [records.timestamps_ms[i] for i in keep],
+        [records.keys[i] for i in keep],
+        [records.values[i] for i in keep],
+        [records.hosts[i] for i in keep],
+    )
 
 
 def _meta_columns(records: RecordColumns, task: ReadTask) -> list[pa.Array]:
@@ -426,31 +457,17 @@ def _meta_columns(records: RecordColumns, task: ReadTask) -> list[pa.Array]:
         unpack(v, 1)[0] if v is not None and len(v) >= HEADER_BYTES and v[0] == 0 else None
         for v in records.values
     ]
-    hosts = [None if h is None else h.decode("utf-8", errors="replace") for h in records.hosts]
+    try:  # the header's bytes as UTF-8 text, validated at C speed; invalid bytes are replaced, slowly
+        hosts = pa.array(records.hosts, pa.binary()).cast(pa.string())
+    except pa.ArrowInvalid:
+        hosts = pa.array(
+            [None if h is None else h.decode("utf-8", errors="replace") for h in records.hosts], pa.string()
+        )
     return [
         pa.array([task.range.topic] * n, pa.string()),
         pa.array([task.range.partition] * n, pa.int32()),
         pa.array(records.offsets, pa.int64()),
         pa.array(records.timestamps_ms, pa.int64()),
         pa.array(schema_ids, pa.int32()),
-        pa.array(hosts, pa.string()),
+        hosts,
     ]
-
-
-def arrow_reader(
-    settings: SourceSettings, mode: Mode
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function for ``DataFrame.mapInArrow`` over a DataFrame of task descriptions (column ``task``:
-    :meth:`ReadTask.to_json` as JSON text)."""
-
-    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext  # noqa: PLC0415 - executors only
-
-        context = TaskContext.get()
-        attempt = context.attemptNumber() if context is not None else 0
-        for batch in batches:
-            for text in batch.column("task").to_pylist():
-                task = ReadTask.from_json(json.loads(text))
-                yield from read_range(task, settings, mode, attempt)
-
-    return read

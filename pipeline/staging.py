@@ -1,185 +1,131 @@
-"""Spark's part of a load run: read every task's range into the run's staging folder, then count it.
+"""Spark's part of a load run: one Spark task per planned task, each writing its own files; the driver keeps
+one attempt per task and turns the summaries into the manifest's ranges, counts and files.
 
-Per topic (topics have different schemas, so each is one Spark write of its own):
-
-1. a DataFrame of the topic's task descriptions, one per Spark partition, goes through ``mapInArrow`` with
-   :func:`pipeline.source.arrow_reader` in ``data`` mode, and is written with
-   ``partitionBy("_task", "dt", "hr")`` into ``staging/<run_id>/<topic>/data/``: each staged file's folder
-   names its task (hence its offset range) and its event-time hour, which is what its final name is made of;
-2. the staged rows are counted back from the files (per task, partition and audit window): the counts that
-   go into the manifest are those of the files that will be published, not of what a task said it did;
-3. a task that wrote fewer rows than its range has records quarantined some: only those tasks read their
-   range again in ``errors`` mode, into ``staging/<run_id>/<topic>/errors/``, and are counted the same way.
-   (Reading twice costs nothing when no record is bad, the common case, and a range's records do not
-   change: a task is deterministic.)
-4. every task must account for its whole range: rows + quarantined = ``until - from``, else
+1. :func:`stage` runs one Spark job over an RDD of the plan's task descriptions (one per Spark partition,
+   the largest first so the last tasks to start are small). Each Spark task runs
+   :func:`pipeline.task_output.write_task`: fetch, decode once, write data and quarantine Parquet with
+   pyarrow into the folder of its own attempt, and return a :class:`~pipeline.task_output.TaskSummary`.
+   Spark schedules, retries and speculates these tasks as any others (``local[*]``, standalone, YARN,
+   Kubernetes); no record crosses into the JVM, and nothing is read back.
+2. :func:`choose_attempts` keeps exactly one summary per task (Spark's ``collect`` returns one per
+   partition: the attempt that finished first; a second summary for a task, which only a caller merging
+   several collections could produce, is ignored, as Hadoop's output committer ignores a second attempt
+   asking to commit), and checks every task accounts for its whole range: rows + quarantined =
+   ``until - from``, and the rows of its files add up to the same; else
    :class:`~pipeline.load_errors.ReadError` and the run commits nothing.
-
-A task's rows arrive in offset order, so their hours follow one another and each task writes only a few
-``dt``/``hr`` partitions: :func:`side_by_side_writers` lets Spark write them side by side instead of
-sorting every task's rows by partition first (about 15 % of a load's time on 2 cores).
+3. :func:`range_results`, :func:`window_counts` and :func:`staged_files` are what goes into the manifest;
+   :meth:`pipeline.commit.CommitProtocol.name_files` gives the files their final names.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from pipeline import avro_arrow
-from pipeline.commit import JobLayout, RangeResult, WindowCount
+from pipeline.commit import JobLayout, RangeResult, StagedFile, WindowCount
 from pipeline.load_errors import ReadError
 from pipeline.load_plan import LoadPlan
-from pipeline.source import Mode, ReadTask, SourceSettings, arrow_reader
-from schemas.registry.avro_schema import AvroSchema
+from pipeline.source import SourceSettings
+from pipeline.task_output import ParquetSettings, TaskSummary, spark_task
 
 
-@dataclass
-class TopicStaging:
-    """What was staged for one topic: per task rows and quarantined records, per window counts."""
-
-    topic: str
-    rows: dict[int, int] = field(default_factory=dict)
-    quarantined: dict[int, int] = field(default_factory=dict)
-    #: (partition, window_start_ms) -> [rows, quarantined]
-    windows: dict[tuple[int, int], list[int]] = field(default_factory=dict)
-
-
-#: Spark's setting for the number of files a task may write at once without sorting (default 0: sort).
-CONCURRENT_WRITERS_KEY = "spark.sql.maxConcurrentOutputFileWriters"
-CONCURRENT_WRITERS = 32
-
-
-@contextlib.contextmanager
-def side_by_side_writers(spark: Any) -> Iterator[None]:
-    """Within the block, ``spark`` writes a task's partitions side by side (up to
-    :data:`CONCURRENT_WRITERS` files at once) unless the session already sets
-    :data:`CONCURRENT_WRITERS_KEY` (e.g. through ``[load] spark_conf``); the setting is restored after."""
-    current = spark.conf.get(CONCURRENT_WRITERS_KEY, "0")
-    if current != "0":
-        yield
-        return
-    spark.conf.set(CONCURRENT_WRITERS_KEY, str(CONCURRENT_WRITERS))
-    try:
-        yield
-    finally:
-        spark.conf.set(CONCURRENT_WRITERS_KEY, current)
-
-
-def _spark_schema(arrow_schema: Any) -> Any:
-    from pyspark.sql.pandas.types import from_arrow_schema  # noqa: PLC0415 - Spark only where Spark runs
-
-    return from_arrow_schema(arrow_schema)
-
-
-def _tasks_frame(spark: Any, tasks: Sequence[ReadTask]) -> Any:
-    rows = [(task.task_id, json.dumps(task.to_json())) for task in tasks]
-    rdd = spark.sparkContext.parallelize(rows, len(rows))  # one task description per Spark partition
-    return spark.createDataFrame(rdd, "task_id int, task string")
-
-
-def _write(
-    spark: Any,
-    tasks: Sequence[ReadTask],
-    settings: SourceSettings,
-    mode: Mode,
-    arrow_schema: Any,
-    url: str,
-    compression: str,
-) -> None:
-    frame = _tasks_frame(spark, tasks).mapInArrow(arrow_reader(settings, mode), _spark_schema(arrow_schema))
-    (
-        frame.write.partitionBy("_task", "dt", "hr")
-        .option("compression", "none" if compression == "none" else compression)
-        .mode("errorifexists")
-        .parquet(url)
-    )
-
-
-def _count(spark: Any, arrow_schema: Any, url: str, window_ms: int) -> list[tuple[int, int, int, int]]:
-    """``(task, partition, window_start_ms, count)`` of the Parquet files below ``url``."""
-    from pyspark.sql import functions as F  # noqa: N812, PLC0415
-
-    frame = spark.read.schema(_spark_schema(arrow_schema)).option("basePath", url).parquet(url)
-    window = F.col("_timestamp") - F.pmod(F.col("_timestamp"), F.lit(window_ms))
-    grouped = frame.groupBy("_task", "_partition", window.alias("window_start_ms")).count().collect()
-    return [
-        (int(r["_task"]), int(r["_partition"]), int(r["window_start_ms"]), int(r["count"])) for r in grouped
-    ]
-
-
-def stage_topic(
+def stage(
     spark: Any,
     plan: LoadPlan,
-    topic: str,
     layout: JobLayout,
     settings: SourceSettings,
     *,
+    warehouse_url: str,
+    webhdfs_url: str,
     window_ms: int,
-    compression: str,
+    parquet: ParquetSettings,
     progress: Callable[[str], None] = lambda _: None,
-) -> TopicStaging:
-    """Stage and count one topic of ``plan`` (see the module docstring)."""
-    tasks = plan.tasks_of(topic)
-    staged = TopicStaging(topic)
-    if not tasks:
-        return staged
-    payload = avro_arrow.payload_schema(AvroSchema.parse(plan.schemas[topic].schema))
-    data_schema = avro_arrow.staging_schema(avro_arrow.data_schema(payload))
-    error_schema = avro_arrow.staging_schema(avro_arrow.ERROR_SCHEMA)
-    data_url = layout.staged_dataset(plan.run_id, topic, "data")
-    errors_url = layout.staged_dataset(plan.run_id, topic, "errors")
-    records = sum(task.range.record_count for task in tasks)
-    progress(f"reading {topic}: {len(tasks)} tasks, {records} records")
-    spark.sparkContext.setJobDescription(f"lumber load {plan.run_id}: {topic} data")
-    _write(spark, tasks, settings, "data", data_schema, data_url, compression)
-    for task_id, partition, window_start, count in _count(spark, data_schema, data_url, window_ms):
-        staged.rows[task_id] = staged.rows.get(task_id, 0) + count
-        staged.windows.setdefault((partition, window_start), [0, 0])[0] += count
-    short = [task for task in tasks if staged.rows.get(task.task_id, 0) < task.range.record_count]
-    if short:
-        missing = sum(task.range.record_count - staged.rows.get(task.task_id, 0) for task in short)
-        progress(f"quarantining {topic}: {missing} undecodable records in {len(short)} tasks")
-        spark.sparkContext.setJobDescription(f"lumber load {plan.run_id}: {topic} errors")
-        _write(spark, short, settings, "errors", error_schema, errors_url, compression)
-        for task_id, partition, window_start, count in _count(spark, error_schema, errors_url, window_ms):
-            staged.quarantined[task_id] = staged.quarantined.get(task_id, 0) + count
-            staged.windows.setdefault((partition, window_start), [0, 0])[1] += count
-    spark.sparkContext.setJobDescription(None)
-    for task in tasks:
-        rows = staged.rows.get(task.task_id, 0)
-        quarantined = staged.quarantined.get(task.task_id, 0)
-        if rows + quarantined != task.range.record_count:
-            raise ReadError(
-                f"task {task.task_id} {task.range}: staged {rows} rows + {quarantined} quarantined = "
-                f"{rows + quarantined}, expected {task.range.record_count} records; nothing is committed"
-            )
-    return staged
-
-
-def range_results(plan: LoadPlan, staged: Sequence[TopicStaging]) -> tuple[RangeResult, ...]:
-    by_topic = {s.topic: s for s in staged}
-    out = []
-    for task in plan.tasks:
-        found = by_topic[task.range.topic]
-        out.append(
-            RangeResult(
-                task.task_id,
-                task.range,
-                found.rows.get(task.task_id, 0),
-                found.quarantined.get(task.task_id, 0),
-            )
+) -> dict[int, TaskSummary]:
+    """Run every task of ``plan`` in one Spark job; the chosen attempt's summary per task id."""
+    if not plan.tasks:
+        return {}
+    for topic in plan.topics_with_tasks():
+        tasks = plan.tasks_of(topic)
+        progress(f"reading {topic}: {len(tasks)} tasks, {sum(t.range.record_count for t in tasks)} records")
+    ordered = sorted(plan.tasks, key=lambda t: (-t.range.record_count, t.task_id))
+    texts = [json.dumps(task.to_json()) for task in ordered]
+    context = spark.sparkContext
+    context.setJobDescription(f"lumber load {plan.run_id}: {len(texts)} tasks")
+    try:
+        run = spark_task(
+            settings, warehouse_url, webhdfs_url, layout.staging_rel(plan.run_id), window_ms, parquet
         )
-    return tuple(out)
-
-
-def window_counts(staged: Sequence[TopicStaging]) -> tuple[WindowCount, ...]:
-    return tuple(
-        sorted(
-            WindowCount(s.topic, partition, window_start, counts[0], counts[1])
-            for s in staged
-            for (partition, window_start), counts in s.windows.items()
-        )
+        collected = context.parallelize(texts, len(texts)).mapPartitions(run).collect()
+    finally:
+        context.setJobDescription(None)
+    chosen = choose_attempts(plan, (TaskSummary.from_json(json.loads(text)) for text in collected))
+    summaries = list(chosen.values())
+    progress(
+        f"tasks wrote {sum(len(s.files) for s in summaries)} files, "
+        f"{sum(f.bytes for s in summaries for f in s.files)} bytes; task time "
+        f"{min(s.seconds for s in summaries):.1f}-{max(s.seconds for s in summaries):.1f} s, "
+        f"{sum(s.cpu_seconds for s in summaries):.1f} CPU s in all"
     )
+    for topic in plan.topics_with_tasks():
+        bad = [chosen[t.task_id] for t in plan.tasks_of(topic) if chosen[t.task_id].quarantined]
+        if bad:
+            progress(
+                f"quarantining {topic}: {sum(s.quarantined for s in bad)} undecodable records of "
+                f"{len(bad)} tasks into _errors/{topic}"
+            )
+    return chosen
+
+
+def choose_attempts(plan: LoadPlan, summaries: Iterable[TaskSummary]) -> dict[int, TaskSummary]:
+    """One summary per task of ``plan``, the first given; checks every task's counts (see the module
+    docstring)."""
+    ranges = plan.tasks_by_id()
+    chosen: dict[int, TaskSummary] = {}
+    for summary in summaries:
+        if summary.task not in ranges:
+            raise ReadError(f"a summary of task {summary.task}, which run {plan.run_id}'s plan does not have")
+        chosen.setdefault(summary.task, summary)
+    for task_id, task_range in sorted(ranges.items()):
+        found = chosen.get(task_id)
+        if found is None:
+            raise ReadError(f"task {task_id} {task_range}: no attempt reported; nothing is committed")
+        file_rows = sum(f.rows for f in found.files)
+        if (
+            found.rows + found.quarantined != task_range.record_count
+            or file_rows != found.rows + found.quarantined
+        ):
+            raise ReadError(
+                f"task {task_id} {task_range} (attempt {found.attempt}): {found.rows} rows + "
+                f"{found.quarantined} quarantined = {found.rows + found.quarantined}, in files of "
+                f"{file_rows} rows, expected {task_range.record_count} records; nothing is committed"
+            )
+    return chosen
+
+
+def range_results(plan: LoadPlan, chosen: Mapping[int, TaskSummary]) -> tuple[RangeResult, ...]:
+    return tuple(
+        RangeResult(task.task_id, task.range, chosen[task.task_id].rows, chosen[task.task_id].quarantined)
+        for task in plan.tasks
+    )
+
+
+def window_counts(plan: LoadPlan, chosen: Mapping[int, TaskSummary]) -> tuple[WindowCount, ...]:
+    totals: dict[tuple[str, int, int], list[int]] = {}
+    for task in plan.tasks:
+        for start, rows, quarantined in chosen[task.task_id].windows:
+            found = totals.setdefault((task.range.topic, task.range.partition, start), [0, 0])
+            found[0] += rows
+            found[1] += quarantined
+    return tuple(sorted(WindowCount(t, p, w, c[0], c[1]) for (t, p, w), c in totals.items()))
+
+
+def staged_files(plan: LoadPlan, chosen: Mapping[int, TaskSummary]) -> list[StagedFile]:
+    """Every file of the chosen attempts, without its final name yet."""
+    return [
+        StagedFile(
+            f.dataset, task.task_id, task.range, f.dt, f.hr, f.path, bytes=f.bytes, rows=f.rows, crc32=f.crc32
+        )
+        for task in plan.tasks
+        for f in chosen[task.task_id].files
+    ]

@@ -14,8 +14,8 @@ job's: 0 committed or nothing to load, 1 failed, 2 bad arguments, 3 another run 
 missed hours in order and retrying failures with backoff (:mod:`pipeline.scheduler`; ``--once`` for cron).
 
 ``status`` shows, per partition the job has loaded, the committed offset, the log end and the lag, and the
-last run with its outcome (the job's metadata is read through a Hadoop filesystem client, so it works for
-``hdfs://`` warehouses too; starting that JVM takes a few seconds).
+last run with its outcome. It reads the job's metadata through :mod:`pipeline.fs` (pyarrow for ``file:``
+and ``hdfs://``, or WebHDFS): no JVM starts.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from pipeline.commit import CommitProtocol
 from pipeline.config import LumberConfig
 from pipeline.durations import DurationError, parse_duration_ms
 from pipeline.errors import PipelineError
-from pipeline.fs import launched_filesystem
+from pipeline.fs import open_filesystem
 from pipeline.load_job import parse_until_hour
 from pipeline.load_plan import ClusterView, select_topics
 from pipeline.load_submit import prepare_submit, submit_load
@@ -253,11 +253,11 @@ def _schedule(args: argparse.Namespace, config: LumberConfig) -> int:
 
 def _status(args: argparse.Namespace, config: LumberConfig) -> int:
     load = config.load
-    with launched_filesystem(load.warehouse_url) as fs:
-        protocol = CommitProtocol(fs, load.job)
-        manifest = protocol.latest_manifest()
-        last = protocol.last_run()
-        warehouse = fs.root
+    fs = open_filesystem(load.warehouse_url, webhdfs_url=load.webhdfs_url)
+    protocol = CommitProtocol(fs, load.job)
+    manifest = protocol.latest_manifest()
+    last = protocol.last_run()
+    warehouse = fs.root
     offsets = dict(manifest.offsets) if manifest is not None else {}
     ends: dict[Any, int] = {}
     cluster_error = None

@@ -39,7 +39,7 @@ from pipeline.audit_reader import read_audit_events
 from pipeline.cli import main as lumber
 from pipeline.commit import CommitProtocol
 from pipeline.config import LumberConfig
-from pipeline.fs import HadoopFileSystem
+from pipeline.fs import open_filesystem
 from pipeline.load_errors import InjectedFault
 from pipeline.load_job import run_load
 from schemas.client import SchemaRegistryClient
@@ -266,7 +266,7 @@ def test_the_audit_finds_each_fault_in_its_window_and_column(
     unique_before = report.events_unique
 
     # publishing again never counts twice
-    protocol = CommitProtocol(HadoopFileSystem.for_spark(spark, str(warehouse)), job)
+    protocol = CommitProtocol(open_filesystem(str(warehouse)), job)
     assert LoadAuditPublisher(protocol, config).publish_manifests([1, 2, 3]) == 11
     again = verify(cluster, load_registry, [t, loss_topic], job)
     assert (rows(again, t), rows(again, loss_topic)) == (expected_t, expected_loss)

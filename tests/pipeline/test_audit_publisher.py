@@ -7,7 +7,6 @@ import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from broker.client.audit_codec import AuditEventCodec
 from broker.client.audit_event import AuditEvent, load_event_id
@@ -16,7 +15,7 @@ from broker.log.topic_partition import TopicPartition
 from pipeline.audit_publisher import LoadAuditPublisher, PublishReport, load_events, publish_load_counts
 from pipeline.audit_reader import read_audit_events
 from pipeline.commit import CommitProtocol, Manifest, WindowCount
-from pipeline.fs import HadoopFileSystem
+from pipeline.fs import open_filesystem
 from tests.support.broker_cluster import BrokerCluster, servers
 from tests.support.load_job import load_config
 from tests.support.registry import RegistryProcess
@@ -75,7 +74,7 @@ def test_one_event_per_partition_and_window_and_timestampless_records_at_the_com
 
 
 def test_the_publisher_creates_the_missing_audit_topic_and_publishes_within_seconds(
-    start_cluster: Callable[..., BrokerCluster], load_registry: RegistryProcess, spark: Any, tmp_path: Path
+    start_cluster: Callable[..., BrokerCluster], load_registry: RegistryProcess, tmp_path: Path
 ) -> None:
     # brokers create no topic on demand (their default) and nobody created _audit: the publisher does,
     # with [producer] audit_topic_partitions partitions, instead of waiting max_block_ms (60 s)
@@ -92,7 +91,7 @@ def test_the_publisher_creates_the_missing_audit_topic_and_publishes_within_seco
     config = dataclasses.replace(
         config, producer=dataclasses.replace(config.producer, audit_topic_partitions=2)
     )
-    protocol = CommitProtocol(HadoopFileSystem.for_spark(spark, f"file://{warehouse}"), "hourly")
+    protocol = CommitProtocol(open_filesystem(f"file://{warehouse}"), "hourly")
     manifest = Manifest(
         job="hourly",
         sequence=1,
@@ -125,7 +124,7 @@ def test_the_publisher_creates_the_missing_audit_topic_and_publishes_within_seco
 
 
 def test_the_publisher_reports_a_cluster_that_cannot_create_the_topic_at_once(
-    start_cluster: Callable[..., BrokerCluster], load_registry: RegistryProcess, spark: Any, tmp_path: Path
+    start_cluster: Callable[..., BrokerCluster], load_registry: RegistryProcess, tmp_path: Path
 ) -> None:
     cluster = start_cluster(1)
     cluster.broker(0).stop()  # ZooKeeper knows no live broker: nobody can create _audit
@@ -138,7 +137,7 @@ def test_the_publisher_reports_a_cluster_that_cannot_create_the_topic_at_once(
         job="hourly",
         topics=["pv"],
     )
-    protocol = CommitProtocol(HadoopFileSystem.for_spark(spark, f"file://{warehouse}"), "hourly")
+    protocol = CommitProtocol(open_filesystem(f"file://{warehouse}"), "hourly")
     manifest = Manifest(
         "hourly", 1, "r1", T0, W, {TopicPartition("pv", 0): 3}, counts=(WindowCount("pv", 0, T0, 3, 0),)
     )

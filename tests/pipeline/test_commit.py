@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -13,10 +14,11 @@ from pipeline.commit import (
     Manifest,
     RangeResult,
     RunRecord,
+    StagedFile,
     WindowCount,
 )
 from pipeline.faults import Faults
-from pipeline.fs import HadoopFileSystem, join
+from pipeline.fs import FileSystem, join, open_filesystem
 from pipeline.load_errors import CommitError, InjectedFault
 from pipeline.ranges import LossRange, OffsetRange
 
@@ -24,13 +26,20 @@ JOB = "hourly"
 T0 = OffsetRange("page_view", 0, 100, 150)
 T1 = OffsetRange("page_view", 1, 40, 60)
 TASKS = {0: T0, 1: T1}
-STAGED = [  # (run-relative path, bytes)
-    ("page_view/data/_task=0/dt=2026-11-22/hr=09/part-00000-a.c000.snappy.parquet", b"a" * 10),
-    ("page_view/data/_task=0/dt=2026-11-22/hr=10/part-00000-a.c000.snappy.parquet", b"b" * 11),
-    ("page_view/data/_task=1/dt=2026-11-22/hr=09/part-00001-a.c000.snappy.parquet", b"c" * 12),
-    ("page_view/errors/_task=1/dt=2026-11-22/hr=09/part-00000-e.c000.snappy.parquet", b"d" * 13),
-    ("page_view/data/_SUCCESS", b""),
+STAGED = [  # (task, dataset, hour, run-relative path, bytes): what the tasks' chosen attempts wrote
+    (0, "data", "09", "page_view/task=0/attempt=0.3/data/dt=2026-11-22/hr=09/part-00000.parquet", b"a" * 10),
+    (0, "data", "10", "page_view/task=0/attempt=0.3/data/dt=2026-11-22/hr=10/part-00000.parquet", b"b" * 11),
+    (1, "data", "09", "page_view/task=1/attempt=1.5/data/dt=2026-11-22/hr=09/part-00000.parquet", b"c" * 12),
+    (
+        1,
+        "errors",
+        "09",
+        "page_view/task=1/attempt=1.5/errors/dt=2026-11-22/hr=09/part-00000.parquet",
+        b"d" * 13,
+    ),
 ]
+#: a failed attempt's leftovers: never named, deleted with the staging folder
+LEFTOVER = "page_view/task=1/attempt=0.4/data/dt=2026-11-22/hr=09/part-00000.parquet"
 FINALS = {
     "page_view/dt=2026-11-22/hr=09/page_view+0+100+150+0.parquet": b"a" * 10,
     "page_view/dt=2026-11-22/hr=10/page_view+0+100+150+0.parquet": b"b" * 11,
@@ -40,19 +49,27 @@ FINALS = {
 
 
 @pytest.fixture
-def fs(spark: Any, tmp_path: Path) -> HadoopFileSystem:
-    return HadoopFileSystem.for_spark(spark, str(tmp_path / "warehouse"))
+def fs(tmp_path: Path) -> FileSystem:
+    return open_filesystem(str(tmp_path / "warehouse"))
 
 
-def protocol(fs: HadoopFileSystem, *faults: str) -> CommitProtocol:
+def protocol(fs: FileSystem, *faults: str) -> CommitProtocol:
     return CommitProtocol(fs, JOB, faults=Faults.parse(faults), clock_ms=lambda: 1_795_341_900_000)
 
 
 def stage(proto: CommitProtocol, run_id: str, base_sequence: int) -> list[Any]:
     proto.persist_plan(run_id, {"run_id": run_id, "base_sequence": base_sequence})
-    for rel, data in STAGED:
+    proto.fs.create(join(proto.layout.staging(run_id), LEFTOVER), b"x" * 7, overwrite=False)
+    written = []
+    for task, dataset, hour, rel, data in STAGED:
         proto.fs.create(join(proto.layout.staging(run_id), rel), data, overwrite=False)
-    return proto.staged_files(run_id, TASKS)
+        staged = f"{proto.layout.staging_rel(run_id)}/{rel}"
+        written.append(
+            StagedFile(
+                dataset, task, TASKS[task], "2026-11-22", hour, staged, bytes=len(data), rows=1, crc32=0
+            )
+        )
+    return proto.name_files(run_id, list(reversed(written)))
 
 
 def manifest(proto: CommitProtocol, run_id: str, files: list[Any], sequence: int = 1) -> Manifest:
@@ -83,7 +100,7 @@ def finals(root: Path) -> dict[str, bytes]:
     return found
 
 
-def test_commit_publishes_files_offsets_and_counts(fs: HadoopFileSystem, tmp_path: Path) -> None:
+def test_commit_publishes_files_offsets_and_counts(fs: FileSystem, tmp_path: Path) -> None:
     proto = protocol(fs)
     files = stage(proto, "run-1", 0)
     assert [(f.dataset, f.final) for f in files] == [
@@ -136,7 +153,7 @@ def test_commit_publishes_files_offsets_and_counts(fs: HadoopFileSystem, tmp_pat
     ],
 )
 def test_a_failure_at_any_commit_step_is_repaired_by_recovery(
-    fs: HadoopFileSystem, tmp_path: Path, step: str, committed: bool
+    fs: FileSystem, tmp_path: Path, step: str, committed: bool
 ) -> None:
     proto = protocol(fs, f"commit:{step}")
     files = stage(proto, "run-1", 0)
@@ -160,7 +177,7 @@ def test_a_failure_at_any_commit_step_is_repaired_by_recovery(
     assert not healthy.recover().did_anything  # recovery is idempotent
 
 
-def test_recovery_can_itself_be_interrupted_and_repeated(fs: HadoopFileSystem, tmp_path: Path) -> None:
+def test_recovery_can_itself_be_interrupted_and_repeated(fs: FileSystem, tmp_path: Path) -> None:
     proto = protocol(fs, "commit:manifest")
     files = stage(proto, "run-1", 0)
     with pytest.raises(InjectedFault):
@@ -171,7 +188,7 @@ def test_recovery_can_itself_be_interrupted_and_repeated(fs: HadoopFileSystem, t
     assert finals(tmp_path / "warehouse") == FINALS
 
 
-def test_staging_of_runs_that_never_committed_is_discarded(fs: HadoopFileSystem, tmp_path: Path) -> None:
+def test_staging_of_runs_that_never_committed_is_discarded(fs: FileSystem, tmp_path: Path) -> None:
     proto = protocol(fs)
     proto.commit(manifest(proto, "run-1", stage(proto, "run-1", 0)))
     stage(proto, "run-2", 1)  # died before its manifest
@@ -184,9 +201,7 @@ def test_staging_of_runs_that_never_committed_is_discarded(fs: HadoopFileSystem,
     assert finals(tmp_path / "warehouse") == FINALS
 
 
-def test_committed_offsets_need_no_listing_and_survive_a_lost_pointer(
-    fs: HadoopFileSystem, tmp_path: Path
-) -> None:
+def test_committed_offsets_need_no_listing_and_survive_a_lost_pointer(fs: FileSystem, tmp_path: Path) -> None:
     proto = protocol(fs)
     proto.commit(manifest(proto, "run-1", stage(proto, "run-1", 0)))
     meta = tmp_path / "warehouse" / "_lumber" / JOB
@@ -204,7 +219,7 @@ def test_committed_offsets_need_no_listing_and_survive_a_lost_pointer(
     assert proto.latest_sequence() == 2
 
 
-def test_names_already_taken_get_the_next_number(fs: HadoopFileSystem, tmp_path: Path) -> None:
+def test_names_already_taken_get_the_next_number(fs: FileSystem, tmp_path: Path) -> None:
     proto = protocol(fs)
     proto.commit(manifest(proto, "run-1", stage(proto, "run-1", 0)))
     # the same ranges staged again (offsets moved back by hand): the names move on to +1
@@ -214,7 +229,7 @@ def test_names_already_taken_get_the_next_number(fs: HadoopFileSystem, tmp_path:
     assert len(finals(tmp_path / "warehouse")) == 8
 
 
-def test_a_committed_file_that_vanished_is_an_error(fs: HadoopFileSystem, tmp_path: Path) -> None:
+def test_a_committed_file_that_vanished_is_an_error(fs: FileSystem, tmp_path: Path) -> None:
     proto = protocol(fs, "commit:manifest")
     files = stage(proto, "run-1", 0)
     with pytest.raises(InjectedFault):
@@ -225,21 +240,23 @@ def test_a_committed_file_that_vanished_is_an_error(fs: HadoopFileSystem, tmp_pa
         protocol(fs).recover()
 
 
-def test_commit_refuses_a_stale_sequence_and_stray_files(fs: HadoopFileSystem) -> None:
+def test_commit_refuses_a_stale_sequence_and_stray_files(fs: FileSystem) -> None:
     proto = protocol(fs)
     files = stage(proto, "run-1", 0)
     with pytest.raises(CommitError, match="expected 1"):
         proto.commit(manifest(proto, "run-1", files, sequence=2))
-    fs.create(
-        join(proto.layout.staging("run-1"), "page_view/data/_task=7/dt=2026-11-22/hr=01/x.parquet"),
-        b"",
-        overwrite=False,
-    )
-    with pytest.raises(CommitError, match="outside the layout"):
-        proto.staged_files("run-1", TASKS)
+    outside = dataclasses.replace(files[0], staged="_lumber/hourly/staging/run-2/x.parquet")
+    with pytest.raises(CommitError, match="outside the staging folder of run run-1"):
+        proto.name_files("run-1", [outside])
+    truncated = dataclasses.replace(files[0], bytes=11)
+    with pytest.raises(CommitError, match="wrote 11 bytes, the file has 10"):
+        proto.name_files("run-1", [truncated])
+    fs.delete(join(fs.root, files[0].staged))
+    with pytest.raises(CommitError, match="and not there"):
+        proto.name_files("run-1", [files[0]])
 
 
-def test_a_run_left_running_is_marked_crashed(fs: HadoopFileSystem) -> None:
+def test_a_run_left_running_is_marked_crashed(fs: FileSystem) -> None:
     proto = protocol(fs)
     proto.start_run(RunRecord("run-1", JOB, "running", 1000, host="h", pid=7))
     stage(proto, "run-1", 0)
@@ -258,7 +275,7 @@ def test_layout_names() -> None:
     )
 
 
-def test_a_run_that_failed_after_its_commit_point_is_recorded_as_committed(fs: HadoopFileSystem) -> None:
+def test_a_run_that_failed_after_its_commit_point_is_recorded_as_committed(fs: FileSystem) -> None:
     proto = protocol(fs, "commit:move:1")
     proto.start_run(RunRecord("run-1", JOB, "running", 1000))
     with pytest.raises(InjectedFault):
@@ -271,3 +288,38 @@ def test_a_run_that_failed_after_its_commit_point_is_recorded_as_committed(fs: H
     assert last.error == (
         "InjectedFault: boom; it had passed its commit point (manifest 1): the next run rolled it forward"
     )
+
+
+def test_a_manifest_naming_another_staging_folder_deletes_nothing(fs: FileSystem, tmp_path: Path) -> None:
+    proto = protocol(fs)
+    files = stage(proto, "run-1", 0)
+    for staging in ("", "_lumber/hourly/staging", "_lumber/hourly/staging/run-2"):
+        wrong = dataclasses.replace(manifest(proto, "run-1", files), staging=staging)
+        with pytest.raises(CommitError, match="refusing to delete it"):
+            proto.roll_forward(wrong)
+        assert (tmp_path / "warehouse" / "_lumber" / JOB / "plans" / "run-1.json").exists()
+
+
+def test_a_straggling_attempt_that_writes_after_the_commit_is_cleaned_up(
+    fs: FileSystem, tmp_path: Path
+) -> None:
+    """A speculative copy Spark was still killing writes into its committed run's staging after the
+    cleanup: the next recovery deletes it (the run's files are all published), whichever run is latest."""
+    proto = protocol(fs)
+    proto.commit(manifest(proto, "run-1", stage(proto, "run-1", 0)))
+    proto.commit(manifest(proto, "run-2", stage(proto, "run-2", 1), sequence=2))
+    late = join(
+        proto.layout.staging("run-1"), "page_view/task=0/attempt=1.9/data/dt=2026-11-22/hr=09/p.parquet"
+    )
+    fs.create(late, b"late", overwrite=False)
+    report = proto.recover()
+    assert report.discarded_staging == ("run-1",)
+    assert not fs.exists(proto.layout.staging("run-1"))
+    assert len(finals(tmp_path / "warehouse")) == 8
+    # the same, but a file of that committed run is not where its manifest says: a repair, not junk
+    fs.create(late, b"late", overwrite=False)
+    first = proto.read_manifest(1).files[0]
+    (tmp_path / "warehouse" / first.final).unlink()
+    with pytest.raises(CommitError, match="committed as manifest 1 \\(not the latest\\)"):
+        proto.recover()
+    assert fs.exists(late)

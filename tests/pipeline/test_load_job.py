@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
@@ -99,6 +101,13 @@ def test_loads_v1_and_v2_exactly_with_the_error_dataset_and_counts(stack: LoadSt
     for _, partition, _, _, _ in views.produced.errors:
         expected.setdefault((partition, (BASE_MS + 2 * HOUR_MS) // 600_000 * 600_000), [0, 0])[1] += 1
     assert {(c.partition, c.window_start_ms): [c.rows, c.quarantined] for c in manifest.counts} == expected
+    # every published file is the one its task reported: bytes, CRC-32 and rows, never read back by the load
+    for published in manifest.files:
+        path = stack.warehouse / published.final
+        data = path.read_bytes()
+        assert (len(data), zlib.crc32(data)) == (published.bytes, published.crc32), published.final
+        assert pq.ParquetFile(path).metadata.num_rows == published.rows
+    assert sum(f.rows or 0 for f in manifest.files) == 79
 
     # nothing new: no manifest; then more data: only the new records, no duplicates
     again = run_load(spark, stack.config(), progress=lambda _: None)

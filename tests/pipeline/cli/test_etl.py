@@ -12,7 +12,10 @@ from typing import Any
 
 import pytest
 
+from broker.log.topic_partition import TopicPartition
 from pipeline.cli import main
+from pipeline.commit import CommitProtocol, Manifest, RunRecord
+from pipeline.fs import open_filesystem
 from tests.support.broker_cluster import servers
 
 
@@ -139,3 +142,42 @@ def test_unknown_or_excluded_topics_fail_before_spark_submit_is_launched(
     done = etl_run(config, "--topics", topic)
     assert done.returncode == 1, done.stdout + done.stderr
     assert mark.read_text().split()[-2:] == ["--topics", topic]
+
+
+def test_status_reads_the_manifests_without_a_jvm(tmp_path: Path) -> None:
+    """``etl status`` of a job with a committed manifest and a last run, in a fresh interpreter: neither
+    pyspark nor py4j is imported (so no JVM can start), and nothing of Spark's is logged."""
+    config = write_config(tmp_path)
+    protocol = CommitProtocol(open_filesystem(str(tmp_path / "warehouse")), "hourly")
+    protocol.start_run(RunRecord("r1", "hourly", "running", 1_795_338_000_000))
+    protocol.persist_plan("r1", {"run_id": "r1", "base_sequence": 0})
+    offsets = {TopicPartition("page_view", 0): 42}
+    staging = protocol.layout.staging_rel("r1")
+    protocol.commit(Manifest("hourly", 1, "r1", 1_795_338_060_000, 600_000, offsets, staging=staging))
+    protocol.write_run(
+        RunRecord("r1", "hourly", "committed", 1_795_338_000_000, 1_795_338_061_000, 1, rows=42)
+    )
+    probe = (
+        "import sys\n"
+        "from pipeline.cli import main\n"
+        f"code = main(['--config', {str(config)!r}, 'etl', 'status', '--json'])\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j'))\n"
+        "print('LOADED', loaded, file=sys.stderr)\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert "LOADED []" in done.stderr
+    assert "spark" not in done.stderr.lower()
+    status = json.loads(done.stdout)
+    assert status["manifest"] == 1
+    assert [(p["topic"], p["partition"], p["committed_offset"]) for p in status["partitions"]] == [
+        ("page_view", 0, 42)
+    ]
+    assert (status["last_run"]["run_id"], status["last_run"]["outcome"], status["last_run"]["rows"]) == (
+        "r1",
+        "committed",
+        42,
+    )
