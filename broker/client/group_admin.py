@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -59,6 +60,32 @@ class GroupDescription:
     members: list[MemberRegistration]
     generation: GroupAssignment | None
     partitions: list[PartitionState]
+
+    def to_json(self) -> dict[str, Any]:
+        """The description as JSON: ``lumber groups describe --json`` and the console's group page."""
+        generation = self.generation
+        return {
+            "group": self.group,
+            "generation": None if generation is None else generation.generation,
+            "leader": None if generation is None else generation.leader,
+            "strategy": None if generation is None else generation.strategy,
+            "members": [
+                {"id": m.consumer_id, "host": m.host, "pid": m.pid, "subscription": m.subscription}
+                for m in self.members
+            ],
+            "partitions": [
+                {
+                    "topic": p.topic,
+                    "partition": p.partition,
+                    "owner": p.owner,
+                    "committed": p.committed,
+                    "log_end": p.log_end,
+                    "lag": p.lag,
+                }
+                for p in self.partitions
+            ],
+            "total_lag": sum(p.lag or 0 for p in self.partitions),
+        }
 
 
 class GroupAdmin:

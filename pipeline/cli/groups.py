@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from broker.client.consumer import Consumer
-from broker.client.group_admin import GroupAdmin, GroupDescription, UnknownGroupError
+from broker.client.group_admin import GroupAdmin, UnknownGroupError
 from broker.client.lag_evaluation import LagWindow, PartitionLag, group_status
 from pipeline.cli.zookeeper_session import zookeeper_session
 from pipeline.config import LumberConfig
@@ -164,7 +164,7 @@ def _describe(args: argparse.Namespace, config: LumberConfig, admin: GroupAdmin)
     with _brokers(args, config) as consumer:
         description = admin.describe(args.group, consumer.end_offsets)
     if args.json:
-        print(json.dumps(_description_json(description)))
+        print(json.dumps(description.to_json()))
         return 0
     generation = description.generation
     if generation is None:
@@ -189,30 +189,6 @@ def _describe(args: argparse.Namespace, config: LumberConfig, admin: GroupAdmin)
 
 def _dash(value: int | None) -> str:
     return "-" if value is None else str(value)
-
-
-def _description_json(description: GroupDescription) -> dict[str, Any]:
-    generation = description.generation
-    return {
-        "group": description.group,
-        "generation": None if generation is None else generation.generation,
-        "leader": None if generation is None else generation.leader,
-        "members": [
-            {"id": m.consumer_id, "host": m.host, "pid": m.pid, "subscription": m.subscription}
-            for m in description.members
-        ],
-        "partitions": [
-            {
-                "topic": p.topic,
-                "partition": p.partition,
-                "owner": p.owner,
-                "committed": p.committed,
-                "log_end": p.log_end,
-                "lag": p.lag,
-            }
-            for p in description.partitions
-        ],
-    }
 
 
 def _lag(args: argparse.Namespace, config: LumberConfig, admin: GroupAdmin) -> int:

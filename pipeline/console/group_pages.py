@@ -53,36 +53,10 @@ def describe(sources: Sources, group: str) -> GroupDescription:
     return admin.describe(group, sources.consumer.end_offsets)
 
 
-def description_json(description: GroupDescription) -> dict[str, Any]:
-    generation = description.generation
-    return {
-        "group": description.group,
-        "generation": None if generation is None else generation.generation,
-        "leader": None if generation is None else generation.leader,
-        "strategy": None if generation is None else generation.strategy,
-        "members": [
-            {"id": m.consumer_id, "host": m.host, "pid": m.pid, "subscription": m.subscription}
-            for m in description.members
-        ],
-        "partitions": [
-            {
-                "topic": p.topic,
-                "partition": p.partition,
-                "owner": p.owner,
-                "committed": p.committed,
-                "log_end": p.log_end,
-                "lag": p.lag,
-            }
-            for p in description.partitions
-        ],
-        "total_lag": sum(p.lag or 0 for p in description.partitions),
-    }
-
-
 @router.get("/groups/{group}")
 def group_page(request: Request, sources: SourcesDep, group: str) -> Response:
     description = describe(sources, group)
-    data = description_json(description)
+    data = description.to_json()
     generation = description.generation
     summary = (
         "<p>No generation yet (no leader has assigned partitions).</p>"
