@@ -647,6 +647,13 @@ class RecordBatch:
         )
 
 
+# The header block the walker decoded last, and its headers: batches of one record from one producer carry
+# the same. One tuple replaced whole, so threads walking at once read a consistent pair (at worst another
+# thread's, which is as valid: the bytes are compared before the headers are used). ``b""`` is never equal
+# to a header block, which holds at least the count.
+_recent_headers: tuple[bytes, tuple[Header, ...]] = (b"", ())
+
+
 def _walk_records(
     data: bytes,
     count: int,
@@ -671,8 +678,8 @@ def _walk_records(
     pos = 0
     end = len(data)
     index = 0
-    last_header_bytes = b""  # never equal to a header block, which holds at least the count
-    last_headers: tuple[Header, ...] = ()
+    global _recent_headers  # noqa: PLW0603 - a cache of one entry, replaced whole (see its comment)
+    last_header_bytes, last_headers = _recent_headers
     try:
         for index in range(first_index, first_index + count):
             if pos >= end and not decode:
@@ -755,8 +762,9 @@ def _walk_records(
                 headers = ()
                 pos += 1
             else:
-                # Records of a batch mostly carry the same headers (the producer's host): the same bytes
-                # as the last record's decode to the same headers, and fit the same way.
+                # Records mostly carry the same headers (the producer's host): the same bytes as the last
+                # record's (of this batch or, for batches of one record, the last batch) decode to the same
+                # headers, and fit the same way.
                 header_bytes = data[pos:record_end]
                 if header_bytes == last_header_bytes:
                     headers = last_headers
@@ -764,7 +772,7 @@ def _walk_records(
                 else:
                     headers, pos = _decode_headers(data, pos, where, position, index)
                     if pos == record_end:
-                        last_header_bytes, last_headers = header_bytes, headers
+                        last_header_bytes, last_headers = _recent_headers = header_bytes, headers
             if pos != record_end:
                 raise _record_error(
                     where,
