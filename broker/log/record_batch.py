@@ -65,6 +65,7 @@ __all__ = [
     "TimestampType",
     "decode_varint",
     "encode_varint",
+    "one_record_batches_valid",
     "scan_batches",
     "set_base_offset",
     "size_of_varint",
@@ -807,7 +808,30 @@ def _walk_records(
 _OFFSET_DELTA_WIDTH_ENDS = (0, 1 << 6, 1 << 13, 1 << 20, 1 << 27)
 
 
-def _records_of_one_layout(data: bytes, count: int, where: str, position: int | None) -> bool:
+def one_record_batches_valid(batches: Sequence[RecordBatch]) -> bool:
+    """``True`` when every batch of ``batches`` would pass :meth:`RecordBatch.validate_records`, proved
+    together; ``False`` when this cannot vouch for them (then validate each). Never raises.
+
+    For a pipelining producer's run of batches of one record each (``linger`` 0, as the paper's batch 1),
+    appended together: when they are all uncompressed, of one record and of one size, their records are
+    laid end to end and checked as one batch's by :func:`_records_of_one_layout`, every offset delta 0.
+    About 0.3 us per batch instead of 1.5.
+    """
+    if len(batches) < 2:
+        return False
+    size = batches[0].size_bytes
+    for batch in batches:
+        header = batch._header
+        if header[12] != 1 or header[5] & COMPRESSION_MASK or batch.size_bytes != size:
+            return False
+    data = b"".join([batch._buffer[HEADER_SIZE:] for batch in batches])
+    first = batches[0]
+    return _records_of_one_layout(data, len(batches), first._where, first._position, one_per_batch=True)
+
+
+def _records_of_one_layout(
+    data: bytes, count: int, where: str, position: int | None, *, one_per_batch: bool = False
+) -> bool:
     """The validation walk's fast strategy: ``True`` when the ``count`` records of ``data`` all pass
     :func:`_walk_records`'s validation, ``False`` when it cannot vouch for them (the caller then walks
     them, which also names what is wrong). Never raises for bad data.
@@ -821,6 +845,9 @@ def _records_of_one_layout(data: bytes, count: int, where: str, position: int | 
     the timestamp varint's continuation bits, and the offset delta against the expected one. Keys, values,
     attributes and timestamp values are not framing: the walker accepts any. About 0.1 us per record for
     50-record batches of 200-byte values with a header, against 0.85 us for the walk.
+
+    ``one_per_batch``: ``data`` is the records of ``count`` batches of one record each, end to end (see
+    :func:`one_record_batches_valid`): every offset delta must be 0.
     """
     end = len(data)
     pos = 0
@@ -852,14 +879,22 @@ def _records_of_one_layout(data: bytes, count: int, where: str, position: int | 
             headers_at = p - pos
             if od_width >= len(_OFFSET_DELTA_WIDTH_ENDS) or headers_at >= stride:
                 return False
-            n = min(count, _OFFSET_DELTA_WIDTH_ENDS[od_width]) - index
+            n = count if one_per_batch else min(count, _OFFSET_DELTA_WIDTH_ENDS[od_width]) - index
             stop = pos + n * stride
             if n < 1 or stop > end:
                 return False
             # the first record of the run, by the walker
             try:
                 for _ in _walk_records(
-                    data[pos : pos + stride], 1, 0, 0, None, where, position, decode=False, first_index=index
+                    data[pos : pos + stride],
+                    1,
+                    0,
+                    0,
+                    None,
+                    where,
+                    position,
+                    decode=False,
+                    first_index=0 if one_per_batch else index,
                 ):
                     pass
             except (CorruptRecordError, InvalidRecordError):
@@ -879,7 +914,7 @@ def _records_of_one_layout(data: bytes, count: int, where: str, position: int | 
                 for at in range(pos + ts_at, last):
                     if min(data[at:stop:stride]) < 0x80:
                         return False
-                expected = _offset_delta_columns(index, n, od_width)
+                expected = (bytes(n),) if one_per_batch else _offset_delta_columns(index, n, od_width)
                 for column, at in enumerate(range(pos + od_at, pos + od_at + od_width)):
                     if data[at:stop:stride] != expected[column]:
                         return False
