@@ -37,7 +37,13 @@ A record (varint = zigzag LEB128, as protobuf's sint32/sint64)::
     headers         [headerKeyLength varint, headerKey UTF-8, headerValueLength varint (-1 null), value]
 
 Thread safety: a :class:`RecordBatch` is an immutable view (safe to share); a :class:`RecordBatchBuilder`
-belongs to one thread.
+belongs to one thread. The record walker remembers the last header block it decoded in one module-level
+tuple, replaced whole (see ``_recent_headers``): threads walking at once are safe.
+
+Validation (:meth:`RecordBatch.validate_records`) walks every record with the one walker,
+``_walk_records``; its fast strategies (``_records_of_one_layout``, :func:`one_record_batches_valid`) prove
+records of one layout valid by comparing their framing bytes with a first record the walker checked, and
+decline anything else to the walker.
 """
 
 from __future__ import annotations
