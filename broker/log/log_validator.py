@@ -12,7 +12,12 @@ nothing of the request when any batch is refused. The checks, in order, per batc
    :mod:`broker.log.record_batch`): the payload is decompressed per its codec, then every record is walked:
    varints, the record length against what its fields take, key, value and header lengths inside the
    record, header keys in UTF-8 (CORRUPT_MESSAGE); exactly ``recordCount`` records that fill the
-   (decompressed) data exactly, offset deltas 0, 1, 2, ... (INVALID_RECORD).
+   (decompressed) data exactly, offset deltas 0, 1, 2, ... (INVALID_RECORD). The walk has two strategies
+   for the usual input, which decline what they cannot vouch for (the walker then walks it record by
+   record and names what is wrong): records of one layout in a batch (the walker checks the first of each
+   run of them, strided byte compares prove the others pass the same checks: about 0.2 us per record
+   instead of 0.85), and a run of one-record batches of one size (a pipelining producer's batch 1),
+   whose records are proved together the same way before the per-batch checks below.
 
 A CRC only proves the bytes are what the producer sent; step 4 proves consumers can read them. Without it
 one buggy producer could append a CRC-valid batch of garbage that stops every consumer of the partition at
@@ -29,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from broker.log.errors import InvalidRecordError, RecordTooLargeError
-from broker.log.record_batch import NO_TIMESTAMP, RecordBatch
+from broker.log.record_batch import NO_TIMESTAMP, RecordBatch, one_record_batches_valid
 
 __all__ = ["ValidatedBatches", "validate_batches", "validate_stored_batch"]
 
@@ -52,6 +57,10 @@ def validate_batches(
     """
     record_count = 0
     max_timestamp_ms = NO_TIMESTAMP
+    # a pipelining producer's batches of one record each: their records are proved valid together (the
+    # checks below still run in order, so the first failure is still the one raised)
+    if validate_records and one_record_batches_valid(batches):
+        validate_records = False
     for batch in batches:
         if batch.size_bytes > max_message_bytes:
             raise RecordTooLargeError(where, batch.size_bytes, max_message_bytes, position=batch.position)

@@ -37,7 +37,13 @@ A record (varint = zigzag LEB128, as protobuf's sint32/sint64)::
     headers         [headerKeyLength varint, headerKey UTF-8, headerValueLength varint (-1 null), value]
 
 Thread safety: a :class:`RecordBatch` is an immutable view (safe to share); a :class:`RecordBatchBuilder`
-belongs to one thread.
+belongs to one thread. The record walker remembers the last header block it decoded in one module-level
+tuple, replaced whole (see ``_recent_headers``): threads walking at once are safe.
+
+Validation (:meth:`RecordBatch.validate_records`) walks every record with the one walker,
+``_walk_records``; its fast strategies (``_records_of_one_layout``, :func:`one_record_batches_valid`) prove
+records of one layout valid by comparing their framing bytes with a first record the walker checked, and
+decline anything else to the walker.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from functools import lru_cache
 
 import crc32c
 
@@ -64,6 +71,7 @@ __all__ = [
     "TimestampType",
     "decode_varint",
     "encode_varint",
+    "one_record_batches_valid",
     "scan_batches",
     "set_base_offset",
     "size_of_varint",
@@ -603,7 +611,20 @@ class RecordBatch:
         deltas 0, 1, 2, ... (:class:`InvalidRecordError`). Check the header and CRC first
         (:meth:`validate`): this reads only the records.
         """
-        for _ in self._walk(decode=False):
+        header = self._header
+        codec = header[5] & COMPRESSION_MASK
+        if codec == CompressionType.NONE:
+            data = bytes(self._buffer[HEADER_SIZE:])
+        else:
+            data = decompress(
+                CompressionType(codec), self._buffer[HEADER_SIZE:], where=self._where, position=self._position
+            )
+        count: int = header[12]
+        if count > 1 and _records_of_one_layout(data, count, self._where, self._position):
+            return
+        for _ in _walk_records(
+            data, count, header[0], header[7], None, self._where, self._position, decode=False
+        ):
             pass  # validation yields nothing: the walk is the check
 
     def _walk(self, *, decode: bool) -> Iterator[Record]:
@@ -633,6 +654,13 @@ class RecordBatch:
         )
 
 
+# The header block the walker decoded last, and its headers: batches of one record from one producer carry
+# the same. One tuple replaced whole, so threads walking at once read a consistent pair (at worst another
+# thread's, which is as valid: the bytes are compared before the headers are used). ``b""`` is never equal
+# to a header block, which holds at least the count.
+_recent_headers: tuple[bytes, tuple[Header, ...]] = (b"", ())
+
+
 def _walk_records(
     data: bytes,
     count: int,
@@ -643,9 +671,11 @@ def _walk_records(
     position: int | None,
     *,
     decode: bool,
+    first_index: int = 0,
 ) -> Iterator[Record]:
     """Walk ``count`` records in ``data``: the one reader of record bodies (inline single-byte varint
-    fast paths).
+    fast paths). ``first_index`` is the index of the first of them in its batch (the first offset delta
+    expected, and the record number errors name).
 
     ``decode``: yield each :class:`Record`. Otherwise (validation) build nothing, yield nothing and
     also require offset deltas 0, 1, 2, ...; a record count that does not match the data is then an
@@ -655,10 +685,10 @@ def _walk_records(
     pos = 0
     end = len(data)
     index = 0
-    last_header_bytes = b""  # never equal to a header block, which holds at least the count
-    last_headers: tuple[Header, ...] = ()
+    global _recent_headers  # noqa: PLW0603 - a cache of one entry, replaced whole (see its comment)
+    last_header_bytes, last_headers = _recent_headers
     try:
-        for index in range(count):
+        for index in range(first_index, first_index + count):
             if pos >= end and not decode:
                 raise InvalidRecordError(
                     where,
@@ -739,8 +769,9 @@ def _walk_records(
                 headers = ()
                 pos += 1
             else:
-                # Records of a batch mostly carry the same headers (the producer's host): the same bytes
-                # as the last record's decode to the same headers, and fit the same way.
+                # Records mostly carry the same headers (the producer's host): the same bytes as the last
+                # record's (of this batch or, for batches of one record, the last batch) decode to the same
+                # headers, and fit the same way.
                 header_bytes = data[pos:record_end]
                 if header_bytes == last_header_bytes:
                     headers = last_headers
@@ -748,7 +779,7 @@ def _walk_records(
                 else:
                     headers, pos = _decode_headers(data, pos, where, position, index)
                     if pos == record_end:
-                        last_header_bytes, last_headers = header_bytes, headers
+                        last_header_bytes, last_headers = _recent_headers = header_bytes, headers
             if pos != record_end:
                 raise _record_error(
                     where,
@@ -777,6 +808,135 @@ def _walk_records(
             f"the header counts {count} records but {end - pos} bytes are left after them",
             position=position,
         )
+
+
+# The first index whose offset delta takes one more varint byte: the zigzag of delta d is 2d.
+_OFFSET_DELTA_WIDTH_ENDS = (0, 1 << 6, 1 << 13, 1 << 20, 1 << 27)
+
+
+def one_record_batches_valid(batches: Sequence[RecordBatch]) -> bool:
+    """``True`` when every batch of ``batches`` would pass :meth:`RecordBatch.validate_records`, proved
+    together; ``False`` when this cannot vouch for them (then validate each). Never raises.
+
+    For a pipelining producer's run of batches of one record each (``linger`` 0, as the paper's batch 1),
+    appended together: when they are all uncompressed, of one record and of one size, their records are
+    laid end to end and checked as one batch's by :func:`_records_of_one_layout`, every offset delta 0.
+    About 0.3 us per batch instead of 1.5.
+    """
+    if len(batches) < 2:
+        return False
+    size = batches[0].size_bytes
+    for batch in batches:
+        header = batch._header
+        if header[12] != 1 or header[5] & COMPRESSION_MASK or batch.size_bytes != size:
+            return False
+    data = b"".join([batch._buffer[HEADER_SIZE:] for batch in batches])
+    first = batches[0]
+    return _records_of_one_layout(data, len(batches), first._where, first._position, one_per_batch=True)
+
+
+def _records_of_one_layout(
+    data: bytes, count: int, where: str, position: int | None, *, one_per_batch: bool = False
+) -> bool:
+    """The validation walk's fast strategy: ``True`` when the ``count`` records of ``data`` all pass
+    :func:`_walk_records`'s validation, ``False`` when it cannot vouch for them (the caller then walks
+    them, which also names what is wrong). Never raises for bad data.
+
+    A producer's batch is mostly records of one layout: the same length, key and value lengths and
+    header bytes, timestamp deltas of one varint width, offset deltas counting up. The records whose
+    offset deltas have the same varint width (0-63, 64-8191, ...) lie then at a fixed distance from each
+    other; the first of them is checked by the walker itself (``first_index``), and every other is proved
+    to pass the same checks by comparing its framing bytes with the first's, one strided slice per byte
+    position (C loops): the length, key length and value length varints and the header block byte for byte,
+    the timestamp varint's continuation bits, and the offset delta against the expected one. Keys, values,
+    attributes and timestamp values are not framing: the walker accepts any. About 0.1 us per record for
+    50-record batches of 200-byte values with a header, against 0.85 us for the walk.
+
+    ``one_per_batch``: ``data`` is the records of ``count`` batches of one record each, end to end (see
+    :func:`one_record_batches_valid`): every offset delta must be 0.
+    """
+    end = len(data)
+    pos = 0
+    index = 0
+    try:
+        while index < count:
+            # the layout of the record at pos
+            p = pos
+            length, p = decode_varint(data, p)
+            length_width = p - pos
+            stride = length_width + length
+            if length < 6 or pos + stride > end:
+                return False
+            p += 1  # attributes
+            ts_at = p - pos
+            _, p = decode_varint(data, p)
+            ts_width = p - pos - ts_at
+            od_at = p - pos
+            _, p = decode_varint(data, p)
+            od_width = p - pos - od_at
+            key_at = p - pos
+            key_len, p = decode_varint(data, p)
+            key_end = p - pos
+            p += max(key_len, 0)
+            value_at = p - pos
+            value_len, p = decode_varint(data, p)
+            value_end = p - pos
+            p += max(value_len, 0)
+            headers_at = p - pos
+            if od_width >= len(_OFFSET_DELTA_WIDTH_ENDS) or headers_at >= stride:
+                return False
+            n = count if one_per_batch else min(count, _OFFSET_DELTA_WIDTH_ENDS[od_width]) - index
+            stop = pos + n * stride
+            if n < 1 or stop > end:
+                return False
+            # the first record of the run, by the walker
+            try:
+                for _ in _walk_records(
+                    data[pos : pos + stride],
+                    1,
+                    0,
+                    0,
+                    None,
+                    where,
+                    position,
+                    decode=False,
+                    first_index=0 if one_per_batch else index,
+                ):
+                    pass
+            except (CorruptRecordError, InvalidRecordError):
+                return False
+            if n > 1:
+                for at in (
+                    *range(length_width),
+                    *range(key_at, key_end),
+                    *range(value_at, value_end),
+                    *range(headers_at, stride),
+                ):
+                    if data[pos + at : stop : stride].count(data[pos + at]) != n:
+                        return False
+                last = pos + ts_at + ts_width - 1
+                if not data[last:stop:stride].isascii():
+                    return False
+                for at in range(pos + ts_at, last):
+                    if min(data[at:stop:stride]) < 0x80:
+                        return False
+                expected = (bytes(n),) if one_per_batch else _offset_delta_columns(index, n, od_width)
+                for column, at in enumerate(range(pos + od_at, pos + od_at + od_width)):
+                    if data[at:stop:stride] != expected[column]:
+                        return False
+            pos = stop
+            index += n
+    except (IndexError, ValueError):
+        return False
+    return pos == end
+
+
+@lru_cache(maxsize=64)
+def _offset_delta_columns(first: int, n: int, width: int) -> tuple[bytes, ...]:
+    """Byte ``i`` of the varints of offset deltas ``first .. first + n - 1`` (all ``width`` bytes long),
+    for ``i`` in ``range(width)``."""
+    joined = b"".join(encode_varint(delta) for delta in range(first, first + n))
+    return tuple(joined[i::width] for i in range(width))
 
 
 def _decode_headers(
