@@ -4,6 +4,7 @@ that survive a kill -9 of the broker (the state is rebuilt from the snapshot and
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -73,6 +74,13 @@ def test_a_retry_after_kill_9_gets_its_original_offsets(start_cluster: Callable[
     assert "rebuilt the state of 1 producers from the snapshot at offset" in broker.log()
     conn = connect(broker)
     try:
+        # the restarted broker answers NOT_LEADER_OR_FOLLOWER (retriable) until its view names it leader
+        deadline = time.monotonic() + 15
+        while (
+            produce(conn, "idem", 0, b"", acks=-1).error_code == int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.1)
         # the last five batches are retries: the original offsets, error NONE, nothing appended
         for data, base_offset in sent[-5:]:
             answer = produce(conn, "idem", 0, data, acks=-1)
