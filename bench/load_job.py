@@ -65,10 +65,10 @@ from broker.client.consumer_config import ConsumerConfig
 from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
 from broker.log.topic_partition import TopicPartition
+from lumber.config import config_from_mapping, dump_config
+from lumber.dev.process import free_port
+from lumber.dev.zookeeper_server import ZooKeeperServer
 from pipeline import avro_arrow
-from pipeline.config import config_from_mapping, dump_config
-from pipeline.dev.process import free_port
-from pipeline.dev.zookeeper_server import ZooKeeperServer
 from pipeline.faults import Faults
 from pipeline.fs import open_filesystem
 from pipeline.load_job import parquet_settings, run_load, source_settings

@@ -44,8 +44,8 @@ from bench.paper import LUMBER_FLUSH_MESSAGES, LUMBER_FLUSH_MS, LumberTarget, Me
 from broker.log.file_handle import FileHandle
 from broker.log.file_region import FileRegion
 from broker.server.broker_metrics import BrokerMetrics
-from pipeline.dev.process import free_port
-from pipeline.dev.zookeeper_server import ZooKeeperServer
+from lumber.dev.process import free_port
+from lumber.dev.zookeeper_server import ZooKeeperServer
 from tests.support.broker_cluster import BrokerCluster
 from tests.support.zookeeper import make_chroot
 

@@ -13,7 +13,7 @@ policy (M = 10,000 messages / S = 1 s) and ``expose = "appended"``, as the throu
 1. **Producer.** One producer sends N messages of 200 bytes to a new one-partition topic of the *source*
    cluster exactly as ``bench/paper.py`` measures "Lumber, batch 50" (its ``LumberTarget.produce``:
    ``acks=0``, ``send_many`` of 50 records per batch, the clock stops when ListOffsets shows all N).
-2. **Mirror.** A :class:`~broker.mirror.Mirror` (a new group per round, no audit) copies that topic to the
+2. **Mirror.** A :class:`~mirror.mirror.Mirror` (a new group per round, no audit) copies that topic to the
    *target* cluster: batches passed through, ``acks=all``, commits of what the target acknowledged. Its
    producer may send large requests (``batch_size`` 4 MiB, ``max_request_size`` 8 MiB), so that each
    round trip carries more than the target's M = 10,000 messages and is flushed (and acknowledged) at once
@@ -51,8 +51,8 @@ from broker.client.consumer_config import ConsumerConfig
 from broker.client.group_config import GroupConfig
 from broker.client.producer_config import ProducerConfig
 from broker.log.topic_partition import TopicPartition
-from broker.mirror import Mirror
-from broker.mirror_config import MirrorConfig
+from mirror.mirror import Mirror
+from mirror.mirror_config import MirrorConfig
 
 MIB = 1024 * 1024
 #: Longest a phase may take before the run is abandoned.

@@ -4,7 +4,7 @@ Both come from Debian's packages (``rabbitmq-server`` 3.10, ``activemq`` 5.17); 
 benchmark's setup step and installs them with ``apt-get`` when they are missing. Neither the packages'
 services nor systemd are used: each server runs from its own folder below the benchmark's scratch folder and
 is stopped by the pid that started it (checked against its start time, see
-:class:`pipeline.dev.process.ProcessHandle`).
+:class:`lumber.dev.process.ProcessHandle`).
 
 * **RabbitMQ**: the package's ``rabbitmq-server`` script with its own node name, ``RABBITMQ_MNESIA_BASE``,
   ``RABBITMQ_LOG_BASE``, config file and an empty plugin list (no management plugin), the AMQP listener and
@@ -36,7 +36,7 @@ from typing import Self
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipeline.dev.process import ProcessHandle, free_port, spawn, wait_until
+from lumber.dev.process import ProcessHandle, free_port, spawn, wait_until
 
 DEBIAN_PACKAGES = ("rabbitmq-server", "activemq")
 RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")

@@ -1,7 +1,7 @@
 """The broker's config sections (``[log]`` in ``lumber.toml``).
 
 Each section is a frozen dataclass whose fields are the TOML keys; ``metadata`` documents each key (``doc``)
-and bounds it (``min``, ``max``, ``choices``), which :mod:`pipeline.config` reads to check a file and to print
+and bounds it (``min``, ``max``, ``choices``), which :mod:`lumber.config` reads to check a file and to print
 ``lumber config defaults``. This module must not import :mod:`pipeline`.
 """
 

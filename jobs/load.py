@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from pyspark.sql import SparkSession  # noqa: PLC0415 - argument errors need no JVM
 
-    from pipeline.config import load_config  # noqa: PLC0415
+    from lumber.config import load_config  # noqa: PLC0415
     from pipeline.errors import ConfigError, PipelineError  # noqa: PLC0415
     from pipeline.load_errors import JobLockedError  # noqa: PLC0415
     from pipeline.load_job import parse_until_hour, run_load  # noqa: PLC0415

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from pipeline.cli import main as lumber
+from lumber.cli import main as lumber
 
 
 def main(argv: Sequence[str] | None = None) -> int:

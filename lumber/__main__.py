@@ -1,7 +1,7 @@
-"""``python -m pipeline`` is the ``lumber`` command."""
+"""``python -m lumber`` is the ``lumber`` command."""
 
 import sys
 
-from pipeline.cli import main
+from lumber.cli import main
 
 sys.exit(main())

@@ -93,7 +93,7 @@ class DevConfig:
 
 @dataclass(frozen=True)
 class ConsoleConfig:
-    """The web console, ``lumber console`` (:mod:`pipeline.console`)."""
+    """The web console, ``lumber console`` (:mod:`lumber.console`)."""
 
     host: str = setting(
         "127.0.0.1", "Address the console listens on (127.0.0.1: this machine only; it has no login)."

@@ -12,7 +12,7 @@ and are the real ones; their own progress streams through, and everything they p
    refused.
 2. **Topics and schemas**: page_view (6 partitions), click and search (3 each) spread over the brokers;
    page_view v1, click and search registered.
-3. **Traffic** (:mod:`pipeline.demo_traffic`): the last ``hours`` whole hours before now, from four
+3. **Traffic** (:mod:`lumber.demo_traffic`): the last ``hours`` whole hours before now, from four
    frontend hosts, one producer each, with the schema evolution page_view v1 -> v2 half-way and a few
    malformed messages; closing the producers publishes their audit counts.
 4. **Hourly loads**: ``lumber etl run --until-hour H`` (one spark-submit each) for every completed hour,
@@ -48,9 +48,9 @@ from kazoo.client import KazooClient
 
 from broker.client.producer import Producer
 from broker.cluster.topic_admin import TopicAdmin
-from pipeline.config import LumberConfig, dump_config, load_config
-from pipeline.demo_traffic import HOUR_MS, TOPICS, TrafficProducer, TrafficSpec
-from pipeline.dev.dev_stack import DevStack
+from lumber.config import LumberConfig, dump_config, load_config
+from lumber.demo_traffic import HOUR_MS, TOPICS, TrafficProducer, TrafficSpec
+from lumber.dev.dev_stack import DevStack
 from pipeline.errors import PipelineError
 from schemas.client import SchemaRegistryClient
 from schemas.serde import AvroSerde

@@ -10,16 +10,16 @@ member of consumer group ``group`` on the *source* cluster and a producer on the
     ...
     mirror.close()          # finish the sends in flight, commit what the target acknowledged, audit, leave
 
-Run it with ``lumber mirror`` (:mod:`pipeline.cli.mirror`).
+Run it with ``lumber mirror`` (:mod:`lumber.cli.mirror`).
 
 **Topics.** The source topics whose whole name matches ``topics`` are mirrored: those there when
 :meth:`Mirror.start` runs, and those created later, found every ``topic_refresh_ms`` (each new set joins
 the group as one more member of this process, with ``streams`` streams per topic). Each is created on the
 target with the same partition count (an existing one must have it:
-:class:`~broker.mirror_errors.TopicMismatchError`; partitions added to a source topic later are not
+:class:`~mirror.mirror_errors.TopicMismatchError`; partitions added to a source topic later are not
 followed), and each record goes to the same partition.
 
-**Batches pass through.** Each stream (:class:`~broker.mirror_stream.MirrorStream`, on its own thread)
+**Batches pass through.** Each stream (:class:`~mirror.mirror_stream.MirrorStream`, on its own thread)
 takes whole fetched batches from the source and sends each, byte for byte, to the same partition of the
 target (:meth:`~broker.client.producer.Producer.send_batch`): keys, values, timestamps, headers and
 compression are kept because nothing is decoded; the target assigns the offsets. The source's producer
@@ -52,7 +52,7 @@ producer, and ``streams`` up to the partition count, for more.
 
 **Audit.** With ``audit_interval_ms`` > 0, what the target acknowledged is counted per topic and window of
 each record's timestamp and published to ``audit_topic`` on the target as tier ``mirror``
-(:mod:`broker.mirror_audit`), which the audit emitter creates on the target if it is missing (``[producer]
+(:mod:`mirror.mirror_audit`), which the audit emitter creates on the target if it is missing (``[producer]
 audit_topic_partitions`` of ``producer_config``; :mod:`broker.client.internal_topic`).
 
 Thread safety: :meth:`start` and :meth:`close` from one controlling thread; the properties from any.
@@ -80,10 +80,10 @@ from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
 from broker.cluster.errors import ClusterError, TopicExistsError, ZooKeeperError
 from broker.cluster.topic_admin import TopicAdmin
-from broker.mirror_audit import MirrorAuditEmitter
-from broker.mirror_config import MirrorConfig
-from broker.mirror_errors import MirrorError, TopicMismatchError
-from broker.mirror_stream import MirrorStream
+from mirror.mirror_audit import MirrorAuditEmitter
+from mirror.mirror_config import MirrorConfig
+from mirror.mirror_errors import MirrorError, TopicMismatchError
+from mirror.mirror_stream import MirrorStream
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ topic and window of creation time. The mirror reuses the producer tier's machine
   producer.
 
 The counts are what reached the target: records copied twice after a crash (at-least-once, see
-:mod:`broker.mirror`) are counted twice, exactly as they are present twice on the target; a mirror killed
+:mod:`mirror.mirror`) are counted twice, exactly as they are present twice on the target; a mirror killed
 before its next emission loses the counts of that interval (the records themselves are not lost).
 
 Thread-safe: :meth:`MirrorAuditCounter.copied` takes the counter's lock.

@@ -1,4 +1,4 @@
-"""The mirror's own settings (:mod:`broker.mirror`); the consumer, group and producer keep theirs.
+"""The mirror's own settings (:mod:`mirror.mirror`); the consumer, group and producer keep theirs.
 
 A frozen dataclass, ready to become a ``[mirror]`` section of ``lumber.toml`` (every field has a ``doc``).
 This module must not import :mod:`pipeline`.
@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from broker.client.audit_event import AUDIT_TOPIC, DEFAULT_WINDOW_MS
-from broker.mirror_errors import MirrorConfigError
+from mirror.mirror_errors import MirrorConfigError
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The mirror's exceptions (:mod:`broker.mirror`)."""
+"""The mirror's exceptions (:mod:`mirror.mirror`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ class MirrorError(BrokerError):
 
 
 class MirrorConfigError(MirrorError, ValueError):
-    """A :class:`~broker.mirror_config.MirrorConfig` value is out of range or inconsistent."""
+    """A :class:`~mirror.mirror_config.MirrorConfig` value is out of range or inconsistent."""
 
 
 class TopicMismatchError(MirrorError):

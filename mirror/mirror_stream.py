@@ -1,6 +1,6 @@
 """One mirror stream: a group stream of the source copied, batch by batch and pipelined, into the target.
 
-A :class:`MirrorStream` runs on its own thread (:class:`~broker.mirror.Mirror` starts one per stream) and
+A :class:`MirrorStream` runs on its own thread (:class:`~mirror.mirror.Mirror` starts one per stream) and
 repeats, without ever waiting for one send before the next:
 
 1. finish what the target answered: per partition, in the order sent, every leading *unit* (one source
@@ -53,8 +53,8 @@ from broker.client.producer_batch import RecordMetadata
 from broker.log.compression import CompressionType
 from broker.log.record_batch import HEADER_SIZE, RecordBatchBuilder
 from broker.log.topic_partition import TopicPartition
-from broker.mirror_audit import MirrorAuditCounter
-from broker.mirror_config import MirrorConfig
+from mirror.mirror_audit import MirrorAuditCounter
+from mirror.mirror_config import MirrorConfig
 
 log = logging.getLogger(__name__)
 

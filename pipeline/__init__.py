@@ -1,3 +1,5 @@
-"""Lumber's ETL framework: hourly Spark loads, atomic commits, audit, config, the ``lumber`` CLI."""
+"""Lumber's ETL library: hourly Spark loads, atomic commits, the scheduler, the audit reconciliation.
 
-__version__ = "0.1.0"
+It imports the broker's clients and the schema registry's client, never the app (:mod:`lumber`) nor the
+``spark-submit`` entry points (:mod:`jobs`), which import it.
+"""

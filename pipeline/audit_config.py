@@ -23,7 +23,7 @@ _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
 def setting(default: Any, doc: str, **limits: Any) -> Any:
-    """A key of the section (as :func:`pipeline.config.setting`, which this module cannot import: the config
+    """A key of the section (as :func:`lumber.config.setting`, which this module cannot import: the config
     module composes this section)."""
     return field(default=default, metadata={"doc": doc, **limits})
 
@@ -61,7 +61,7 @@ class AuditConfig:
     )
 
     def __post_init__(self) -> None:
-        # ValueError: pipeline.config.build_section turns it into a ConfigError naming the file
+        # ValueError: lumber.config.build_section turns it into a ConfigError naming the file
         if not _TOPIC_NAME.fullmatch(self.topic):
             raise ValueError(
                 f"audit.topic must be a topic name (letters, digits, '.', '_', '-'), got {self.topic!r}"

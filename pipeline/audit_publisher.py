@@ -47,8 +47,8 @@ from broker.client.audit_codec import AuditEventCodec
 from broker.client.audit_event import AuditEvent, load_event_id, window_start
 from broker.client.internal_topic import ensure_producer_topic
 from broker.client.producer import Producer
+from lumber.config import LumberConfig
 from pipeline.commit import CommitProtocol, Manifest
-from pipeline.config import LumberConfig
 from pipeline.fs import join
 from pipeline.load_errors import CommitError
 

@@ -24,7 +24,7 @@ _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def setting(default: Any, doc: str, **limits: Any) -> Any:
-    """A key of the section (as :func:`pipeline.config.setting`, which this module cannot import: the config
+    """A key of the section (as :func:`lumber.config.setting`, which this module cannot import: the config
     module composes this section)."""
     if isinstance(default, list):
         frozen = list(default)
@@ -149,7 +149,7 @@ class LoadConfig:
     )
 
     def __post_init__(self) -> None:
-        # ValueError: pipeline.config.build_section turns it into a ConfigError naming the file
+        # ValueError: lumber.config.build_section turns it into a ConfigError naming the file
         if not _JOB_NAME.fullmatch(self.job):
             raise ValueError(
                 f"load.job must be 1-100 letters, digits, '_', '.' or '-' (not starting with one of the "

@@ -40,9 +40,9 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
+from lumber.config import LumberConfig
 from pipeline.audit_publisher import publish_load_counts
 from pipeline.commit import CommitProtocol, Manifest, RecoveryReport, RunRecord
-from pipeline.config import LumberConfig
 from pipeline.faults import Faults
 from pipeline.fs import open_filesystem
 from pipeline.job_lock import JobLock, contender_identifier

@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from jobs.load import LOCKED_EXIT_CODE, PROGRESS_PREFIX, RESULT_PREFIX
+from lumber.config import LumberConfig, dump_config
 from pipeline.commit import RunRecord
-from pipeline.config import LumberConfig, dump_config
 from pipeline.job_lock import WAIT_PREFIX
 from pipeline.load_errors import LoadError
 from pipeline.parent_watch import PARENT_PID_ENV, die_with_parent, parent_value

@@ -15,7 +15,7 @@ HOUR_MS = 3_600_000
 
 
 def setting(default: Any, doc: str, **limits: Any) -> Any:
-    """A key of the section (as :func:`pipeline.config.setting`, which this module cannot import: the config
+    """A key of the section (as :func:`lumber.config.setting`, which this module cannot import: the config
     module composes this section)."""
     return field(default=default, metadata={"doc": doc, **limits})
 
@@ -79,7 +79,7 @@ class ScheduleConfig:
     )
 
     def __post_init__(self) -> None:
-        # ValueError: pipeline.config.build_section turns it into a ConfigError naming the file
+        # ValueError: lumber.config.build_section turns it into a ConfigError naming the file
         if self.every_ms % HOUR_MS:
             raise ValueError(f"schedule.every_ms must be a whole number of hours, got {self.every_ms} ms")
         if self.retry_backoff_max_ms < self.retry_backoff_ms:

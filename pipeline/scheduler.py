@@ -56,7 +56,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Literal, Protocol
 
-from pipeline.config import LumberConfig
+from lumber.config import LumberConfig
 from pipeline.errors import PipelineError
 from pipeline.load_errors import LoadError
 from pipeline.load_submit import PreparedSubmit, etl_dir, prepare_submit, submit_load

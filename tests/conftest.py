@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from pipeline.dev.process import free_port
-from pipeline.dev.zookeeper_server import ZooKeeperServer
+from lumber.dev.process import free_port
+from lumber.dev.zookeeper_server import ZooKeeperServer
 from tests.support.broker_cluster import broker_cluster, start_cluster
 from tests.support.zookeeper import make_chroot, new_client
 

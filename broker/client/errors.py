@@ -88,7 +88,7 @@ class ClientError(BrokerError):
 class ClientConfigError(ClientError, ValueError):
     """Client settings that cannot work, e.g. neither bootstrap servers nor a ZooKeeper connect string.
 
-    Also a :class:`ValueError`, which :mod:`pipeline.config` turns into a config error naming the file.
+    Also a :class:`ValueError`, which :mod:`lumber.config` turns into a config error naming the file.
     """
 
 

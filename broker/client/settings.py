@@ -1,6 +1,6 @@
 """Checks shared by the client config sections: every field's ``min``/``max``/``choices`` metadata.
 
-:mod:`pipeline.config` checks the same limits when it reads ``lumber.toml``; checking them again in
+:mod:`lumber.config` checks the same limits when it reads ``lumber.toml``; checking them again in
 ``__post_init__`` makes a section built in Python (``ProducerConfig(linger_ms=-1)``) fail just as clearly.
 """
 

@@ -13,8 +13,8 @@ import sys
 from collections.abc import Sequence
 
 from broker.errors import BrokerError
-from pipeline import __version__
-from pipeline.cli import (
+from lumber import __version__
+from lumber.cli import (
     audit,
     broker,
     config_cmd,
@@ -31,7 +31,7 @@ from pipeline.cli import (
     topics,
     verbosity,
 )
-from pipeline.config import load_config
+from lumber.config import load_config
 from pipeline.errors import ConfigError, PipelineError
 from schemas.errors import SchemaError
 

@@ -35,12 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from broker.client.audit_codec import AuditEventCodec
+from lumber.config import LumberConfig
 from pipeline.audit import reconcile
 from pipeline.audit_errors import AuditError
 from pipeline.audit_reader import read_audit_events
 from pipeline.audit_text import render_text
 from pipeline.audit_tolerance import Tolerance
-from pipeline.config import LumberConfig
 from pipeline.durations import DurationError, parse_duration_ms
 
 FAILED_EXIT_CODE = 3

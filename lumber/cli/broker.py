@@ -2,7 +2,7 @@
 
 The broker is configured by ``[broker]`` (id, listener, threads, topic defaults), ``[log]`` (storage) and
 ``[zookeeper]`` of ``lumber.toml``; the options override single keys. It logs INFO to stderr (``--log-level``
-changes that; see :mod:`pipeline.cli.verbosity`); it is ready once
+changes that; see :mod:`lumber.cli.verbosity`); it is ready once
 it logs "is up" (and ``/brokers/ids/<id>`` exists in ZooKeeper). Exit codes: 0 after a clean shutdown,
 1 when it cannot start (the message names why: ZooKeeper unreachable, id taken, log dir locked, port taken,
 damage found by ``--verify-logs``, which walks every partition's files first as ``lumber log verify`` does).
@@ -20,9 +20,9 @@ from types import FrameType
 from typing import Any
 
 from broker.server.broker_server import BrokerServer, ZooKeeperSettings
-from pipeline.cli.log import describe, verify_log_dirs
-from pipeline.cli.verbosity import serves
-from pipeline.config import LumberConfig
+from lumber.cli.log import describe, verify_log_dirs
+from lumber.cli.verbosity import serves
+from lumber.config import LumberConfig
 
 
 def register(subparsers: Any) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pipeline.config import LumberConfig, dump_config, render_defaults
+from lumber.config import LumberConfig, dump_config, render_defaults
 
 
 def register(subparsers: Any) -> None:

@@ -1,4 +1,4 @@
-"""``lumber console``: the web console (:mod:`pipeline.console`) on ``[console] host:port``.
+"""``lumber console``: the web console (:mod:`lumber.console`) on ``[console] host:port``.
 
     lumber console                              http://127.0.0.1:8090/
     lumber console --port 9000 --host 0.0.0.0   (it has no login: bind beyond 127.0.0.1 knowingly)
@@ -16,8 +16,8 @@ import dataclasses
 import logging
 from typing import Any
 
-from pipeline.cli.verbosity import serves
-from pipeline.config import LumberConfig
+from lumber.cli.verbosity import serves
+from lumber.config import LumberConfig
 
 
 def register(subparsers: Any) -> None:
@@ -33,7 +33,7 @@ def register(subparsers: Any) -> None:
 def _serve(args: argparse.Namespace, config: LumberConfig) -> int:
     import uvicorn  # noqa: PLC0415 - only this command needs the server
 
-    from pipeline.console.app import create_app  # noqa: PLC0415
+    from lumber.console.app import create_app  # noqa: PLC0415
 
     console = dataclasses.replace(
         config.console, host=args.host or config.console.host, port=args.port or config.console.port

@@ -1,4 +1,4 @@
-"""``lumber consume TOPIC``: print a topic's records, one line each (:mod:`pipeline.cli.record_format`).
+"""``lumber consume TOPIC``: print a topic's records, one line each (:mod:`lumber.cli.record_format`).
 
 By default every partition is read from its end (only new records) until interrupted; ``--from-beginning``
 starts at the log start, ``--offset N`` at offset N (of ``--partition P``, or of every partition).
@@ -23,11 +23,11 @@ from broker.client.console import consume_to
 from broker.client.consumer import Consumer
 from broker.client.errors import UnknownPartitionError
 from broker.log.topic_partition import TopicPartition
-from pipeline.cli.invocation import suggest
-from pipeline.cli.produce import separator
-from pipeline.cli.record_format import AvroText, Format, RecordPrinter
-from pipeline.cli.topic_check import require_topic
-from pipeline.config import LumberConfig
+from lumber.cli.invocation import suggest
+from lumber.cli.produce import separator
+from lumber.cli.record_format import AvroText, Format, RecordPrinter
+from lumber.cli.topic_check import require_topic
+from lumber.config import LumberConfig
 from schemas.client import SchemaRegistryClient
 
 log = logging.getLogger(__name__)

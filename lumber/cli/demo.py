@@ -1,6 +1,6 @@
 """``lumber demo``: the whole system end to end on this machine (what ``make demo`` runs).
 
-See :mod:`pipeline.demo` for the steps. Exit code 0 when every step worked and the loaded counts match
+See :mod:`lumber.demo` for the steps. Exit code 0 when every step worked and the loaded counts match
 what was produced, 1 otherwise; the stack keeps running either way (``lumber dev down --state-dir DIR``).
 """
 
@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pipeline.cli.invocation import INVOKED_AS_ENV, invoked_as
-from pipeline.config import LumberConfig
-from pipeline.demo import DemoOptions, run_demo
+from lumber.cli.invocation import INVOKED_AS_ENV, invoked_as
+from lumber.config import LumberConfig
+from lumber.demo import DemoOptions, run_demo
 
 
 def register(subparsers: Any) -> None:

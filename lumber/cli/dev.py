@@ -1,6 +1,6 @@
 """``lumber dev up|status|down``: the local stack of real services on 127.0.0.1.
 
-``--json`` prints :meth:`pipeline.dev.dev_stack.DevStack.summary`: ``bootstrap_servers``,
+``--json`` prints :meth:`lumber.dev.dev_stack.DevStack.summary`: ``bootstrap_servers``,
 ``zookeeper_connect`` and ``registry_url`` at the top, then every service. The commands the output
 suggests (``dev down`` with the same ``--state-dir`` and ``--config``) work as printed.
 """
@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pipeline.cli.invocation import suggest
-from pipeline.config import LumberConfig
-from pipeline.dev.dev_stack import DevStack
+from lumber.cli.invocation import suggest
+from lumber.config import LumberConfig
+from lumber.dev.dev_stack import DevStack
 from pipeline.errors import DevStackError
 
 

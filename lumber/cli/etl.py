@@ -30,8 +30,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lumber.config import LumberConfig
 from pipeline.commit import CommitProtocol
-from pipeline.config import LumberConfig
 from pipeline.durations import DurationError, parse_duration_ms
 from pipeline.errors import PipelineError
 from pipeline.fs import open_filesystem

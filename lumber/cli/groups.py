@@ -37,8 +37,8 @@ from typing import Any
 from broker.client.consumer import Consumer
 from broker.client.group_admin import GroupAdmin, UnknownGroupError
 from broker.client.lag_evaluation import LagWindow, PartitionLag, group_status
-from pipeline.cli.zookeeper_session import zookeeper_session
-from pipeline.config import LumberConfig
+from lumber.cli.zookeeper_session import zookeeper_session
+from lumber.config import LumberConfig
 from pipeline.durations import DurationError, parse_duration_ms
 from pipeline.lag_metrics import LagCollector
 

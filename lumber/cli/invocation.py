@@ -3,7 +3,7 @@
 A suggestion starts with ``lumber`` as the user typed it (``.venv/bin/lumber`` under ``make``, when that is
 not the ``lumber`` on ``PATH``) and repeats the options that chose what the command acted on: ``--config``
 when one was given, and whatever the caller adds (``--state-dir``). A ``lumber`` that runs another
-``lumber`` (the demo runs ``python -m pipeline``) passes its own form down in :data:`INVOKED_AS_ENV`.
+``lumber`` (the demo runs ``python -m lumber``) passes its own form down in :data:`INVOKED_AS_ENV`.
 """
 
 from __future__ import annotations

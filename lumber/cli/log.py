@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.log.log_verifier import PartitionReport, find_partition_dirs, verify_partition
-from pipeline.config import LumberConfig
+from lumber.config import LumberConfig
 
 DAMAGE_EXIT_CODE = 1
 NOT_FOUND_EXIT_CODE = 2

@@ -7,7 +7,7 @@
         [--topic-refresh-ms 10000]
 
 Runs in the foreground until SIGINT or SIGTERM, then waits for the sends in flight, commits what the
-target acknowledged, publishes the last audit counts and leaves the group (:class:`broker.mirror.Mirror`).
+target acknowledged, publishes the last audit counts and leaves the group (:class:`mirror.mirror.Mirror`).
 Start several with the same ``--group`` to share the partitions. Consumer, group and producer settings
 come from ``[consumer]``, ``[group]`` and ``[producer]`` (their cluster addresses are ignored: the
 ZooKeepers name the clusters). The mirror tier's audit goes to ``_audit`` on the target every
@@ -28,10 +28,10 @@ import threading
 from types import FrameType
 from typing import Any
 
-from broker.mirror import Mirror
-from broker.mirror_config import MirrorConfig
-from pipeline.cli.verbosity import serves
-from pipeline.config import LumberConfig
+from lumber.cli.verbosity import serves
+from lumber.config import LumberConfig
+from mirror.mirror import Mirror
+from mirror.mirror_config import MirrorConfig
 
 log = logging.getLogger(__name__)
 

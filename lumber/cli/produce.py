@@ -35,9 +35,9 @@ from fastavro import json_reader
 
 from broker.client.console import produce_lines
 from broker.client.producer import Producer
-from pipeline.cli.invocation import suggest
-from pipeline.cli.topic_check import require_topic
-from pipeline.config import LumberConfig
+from lumber.cli.invocation import suggest
+from lumber.cli.topic_check import require_topic
+from lumber.config import LumberConfig
 from schemas.client import SchemaRegistryClient
 from schemas.errors import EncodeError, SchemaError
 from schemas.registry.avro_schema import AvroSchema

@@ -14,8 +14,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from pipeline.cli.verbosity import serves
-from pipeline.config import LumberConfig
+from lumber.cli.verbosity import serves
+from lumber.config import LumberConfig
 from schemas.client import SchemaRegistryClient
 from schemas.errors import SchemaError
 

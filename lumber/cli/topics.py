@@ -30,8 +30,8 @@ from broker.cluster.errors import (
 )
 from broker.cluster.topic_admin import TopicAdmin
 from broker.log.errors import InvalidTopicError
-from pipeline.cli.zookeeper_session import zookeeper_session
-from pipeline.config import LumberConfig
+from lumber.cli.zookeeper_session import zookeeper_session
+from lumber.config import LumberConfig
 
 BAD_INPUT_EXIT_CODE = 2
 #: Errors caused by what the user typed: exit code 2 with the message alone.

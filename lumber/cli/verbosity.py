@@ -1,4 +1,4 @@
-"""How loud ``lumber`` is: the logging setup of every command, done once by :func:`pipeline.cli.main`.
+"""How loud ``lumber`` is: the logging setup of every command, done once by :func:`lumber.cli.main`.
 
 A command that answers and exits (``consume``, ``produce``, ``topics``, ``groups``, ``schemas get``,
 ``audit verify``, ...) logs WARNING and above: its output is its answer, and a run that worked leaves stderr

@@ -11,7 +11,7 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from broker.cluster.errors import ZooKeeperError
-from pipeline.config import LumberConfig
+from lumber.config import LumberConfig
 
 
 @contextmanager

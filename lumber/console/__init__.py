@@ -2,7 +2,7 @@
 
 Server-rendered HTML pages (FastAPI, no JavaScript), charts as inline SVG; every page has a JSON twin
 (``?format=json``). The console keeps no state of its own: each request reads ZooKeeper, the brokers, the
-registry and the load job's manifests afresh (:mod:`pipeline.console.sources`), so it can be restarted,
+registry and the load job's manifests afresh (:mod:`lumber.console.sources`), so it can be restarted,
 or run twice, at any time.
 
 ========================================== =================================================================
@@ -16,8 +16,8 @@ or run twice, at any time.
 ``/audit``, ``/audit/{topic}/{start_ms}``  the completeness heatmap; one window's counts
 ========================================== =================================================================
 
-Modules: :mod:`~pipeline.console.app` builds the application; one ``*_pages`` module per page group; the
-readers (:mod:`~pipeline.console.cluster_reader`, :mod:`~pipeline.console.record_reader`,
-:mod:`~pipeline.console.warehouse_reader`) fetch what the pages show; :mod:`~pipeline.console.page` lays
-pages out and answers HTML or JSON; :mod:`~pipeline.console.svg` draws the charts.
+Modules: :mod:`~lumber.console.app` builds the application; one ``*_pages`` module per page group; the
+readers (:mod:`~lumber.console.cluster_reader`, :mod:`~lumber.console.record_reader`,
+:mod:`~lumber.console.warehouse_reader`) fetch what the pages show; :mod:`~lumber.console.page` lays
+pages out and answers HTML or JSON; :mod:`~lumber.console.svg` draws the charts.
 """

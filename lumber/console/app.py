@@ -1,11 +1,11 @@
 """The console's FastAPI application: the page routers, and every error rendered as a clear page.
 
-:func:`create_app` takes the whole :class:`~pipeline.config.LumberConfig` (kept on ``app.state``; the only
+:func:`create_app` takes the whole :class:`~lumber.config.LumberConfig` (kept on ``app.state``; the only
 thing the application holds) and mounts the page groups. Errors become pages (or JSON with
 ``?format=json``) with the status that says whose fault they are:
 
 =========================================================== =================================================
-:class:`~pipeline.console.errors.ConsoleError`              its own status (404 not found, 400 bad parameter,
+:class:`~lumber.console.errors.ConsoleError`              its own status (404 not found, 400 bad parameter,
                                                             503 a source does not answer)
 a malformed parameter (``?offset=abc``), FastAPI's check    400, naming the parameter and what it expects
 an unknown route or method                                  404 / 405
@@ -27,8 +27,8 @@ from kazoo.exceptions import KazooException
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from broker.errors import BrokerError
-from pipeline.config import LumberConfig
-from pipeline.console import (
+from lumber.config import LumberConfig
+from lumber.console import (
     audit_pages,
     cluster_pages,
     group_pages,
@@ -36,8 +36,8 @@ from pipeline.console import (
     schema_pages,
     topic_pages,
 )
-from pipeline.console.errors import ConsoleError
-from pipeline.console.page import error_response
+from lumber.console.errors import ConsoleError
+from lumber.console.page import error_response
 from schemas.errors import (
     RegistryError,
     RegistryUnavailableError,

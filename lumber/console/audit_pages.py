@@ -21,15 +21,15 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from broker.client.audit_codec import AuditEventCodec
+from lumber.console.errors import BadRequestError, NotFoundError
+from lumber.console.page import esc, form, link, num, pretty_json, respond, table, url
+from lumber.console.params import parse_moment_ms
+from lumber.console.sources import Sources, request_sources
+from lumber.console.svg import STATUS_COLORS, Cell, completeness_color, heatmap
 from pipeline.audit import AuditReport, WindowAudit, reconcile, utc_text
 from pipeline.audit_errors import AuditError
 from pipeline.audit_reader import AuditRead, read_audit_events
 from pipeline.audit_tolerance import Tolerance
-from pipeline.console.errors import BadRequestError, NotFoundError
-from pipeline.console.page import esc, form, link, num, pretty_json, respond, table, url
-from pipeline.console.params import parse_moment_ms
-from pipeline.console.sources import Sources, request_sources
-from pipeline.console.svg import STATUS_COLORS, Cell, completeness_color, heatmap
 from pipeline.durations import DurationError, parse_duration_ms
 
 router = APIRouter()

@@ -7,10 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from pipeline.console.cluster_reader import read_cluster
-from pipeline.console.page import esc, link, num, respond, table
-from pipeline.console.sources import Sources, request_sources
-from pipeline.console.svg import bars
+from lumber.console.cluster_reader import read_cluster
+from lumber.console.page import esc, link, num, respond, table
+from lumber.console.sources import Sources, request_sources
+from lumber.console.svg import bars
 
 router = APIRouter()
 

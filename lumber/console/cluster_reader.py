@@ -19,8 +19,8 @@ from broker.cluster.broker_info import BrokerInfo
 from broker.log.errors import InvalidTopicError
 from broker.log.file_names import validate_topic_name
 from broker.log.topic_partition import TopicPartition
-from pipeline.console.errors import NotFoundError
-from pipeline.console.sources import Sources
+from lumber.console.errors import NotFoundError
+from lumber.console.sources import Sources
 
 
 @dataclass(frozen=True)

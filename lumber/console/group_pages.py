@@ -13,10 +13,10 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from broker.client.group_admin import GroupAdmin, GroupDescription
-from pipeline.console.errors import NotFoundError
-from pipeline.console.page import esc, link, num, respond, table
-from pipeline.console.sources import Sources, request_sources
-from pipeline.console.svg import bars
+from lumber.console.errors import NotFoundError
+from lumber.console.page import esc, link, num, respond, table
+from lumber.console.sources import Sources, request_sources
+from lumber.console.svg import bars
 
 router = APIRouter()
 SourcesDep = Annotated[Sources, Depends(request_sources)]

@@ -1,15 +1,15 @@
 """The loads page (``/loads?job=``): the job's runs from its run records and manifests, and the warehouse
-tree per topic and hour (:mod:`pipeline.console.warehouse_reader`)."""
+tree per topic and hour (:mod:`lumber.console.warehouse_reader`)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from pipeline.console.page import esc, link, num, respond, table
-from pipeline.console.params import utc_iso
-from pipeline.console.svg import bars
-from pipeline.console.warehouse_reader import list_jobs, read_runs, read_tree, warehouse_path
+from lumber.console.page import esc, link, num, respond, table
+from lumber.console.params import utc_iso
+from lumber.console.svg import bars
+from lumber.console.warehouse_reader import list_jobs, read_runs, read_tree, warehouse_path
 
 router = APIRouter()
 

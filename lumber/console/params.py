@@ -2,14 +2,14 @@
 
 A moment is ms since the epoch (``1795334400000``) or an ISO 8601 UTC time (``2026-11-22``,
 ``2026-11-22T08``, ``2026-11-22T08:30:00Z``; a time without a zone is UTC). Anything else is a
-:class:`~pipeline.console.errors.BadRequestError` naming the parameter and the forms it takes.
+:class:`~lumber.console.errors.BadRequestError` naming the parameter and the forms it takes.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 
-from pipeline.console.errors import BadRequestError
+from lumber.console.errors import BadRequestError
 
 
 def parse_moment_ms(text: str, name: str) -> int:

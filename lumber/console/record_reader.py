@@ -1,7 +1,7 @@
 """Reading a page of a partition's records, and decoding their values through the schema registry.
 
 :func:`read_records` starts at an offset (checked against the log: an offset outside ``[log start, log
-end]`` is a :class:`~pipeline.console.errors.BadRequestError`), at the first record at or after a time
+end]`` is a :class:`~lumber.console.errors.BadRequestError`), at the first record at or after a time
 (ListOffsets), or by default at the last ``limit`` records; it reads by explicit assignment (no group, no
 committed offsets) until it has ``limit`` records or reached the log end it saw first, bounded by the
 console's request timeout.
@@ -25,10 +25,10 @@ from typing import Any
 
 from broker.client.consumer_record import ConsumerRecord
 from broker.log.topic_partition import TopicPartition
-from pipeline.console.cluster_reader import TopicView, read_topic
-from pipeline.console.errors import BadRequestError, NotFoundError, SourceUnavailableError
-from pipeline.console.params import utc_iso
-from pipeline.console.sources import Sources
+from lumber.console.cluster_reader import TopicView, read_topic
+from lumber.console.errors import BadRequestError, NotFoundError, SourceUnavailableError
+from lumber.console.params import utc_iso
+from lumber.console.sources import Sources
 from schemas.errors import RegistryError, SchemaError, SerdeError
 from schemas.serde import AvroSerde
 

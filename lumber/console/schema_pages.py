@@ -11,9 +11,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
-from pipeline.console.errors import BadRequestError, NotFoundError
-from pipeline.console.page import esc, form, link, num, pretty_json, respond, table
-from pipeline.console.sources import Sources, request_sources
+from lumber.console.errors import BadRequestError, NotFoundError
+from lumber.console.page import esc, form, link, num, pretty_json, respond, table
+from lumber.console.sources import Sources, request_sources
 from schemas.errors import (
     InvalidVersionError,
     SchemaNotFoundError,

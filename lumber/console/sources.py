@@ -6,7 +6,7 @@ of no partitions bootstrapped from ``[consumer] bootstrap_servers`` (else the br
 ZooKeeper), and a :class:`~schemas.client.SchemaRegistryClient` of ``[load] registry_url`` (else
 ``[registry] url``). Nothing is shared between requests, so the console holds no state that could go stale;
 each source is opened only if the page needs it. Every wait is bounded by ``[console] request_timeout_ms``;
-a source that does not answer raises :class:`~pipeline.console.errors.SourceUnavailableError` naming it.
+a source that does not answer raises :class:`~lumber.console.errors.SourceUnavailableError` naming it.
 
 Not thread-safe: one request, one thread.
 """
@@ -25,8 +25,8 @@ from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.errors import ClientError
 from broker.cluster import zk_reads
-from pipeline.config import LumberConfig
-from pipeline.console.errors import SourceUnavailableError
+from lumber.config import LumberConfig
+from lumber.console.errors import SourceUnavailableError
 from schemas.client import SchemaRegistryClient
 
 

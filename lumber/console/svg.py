@@ -1,7 +1,7 @@
 """Charts as inline SVG, drawn on the server: the audit heatmap and horizontal bars.
 
 No script: a heatmap cell that leads somewhere is an SVG ``<a>``, and every cell has a ``<title>`` (the
-browser's tooltip) with its figures. Text in a chart goes through :func:`~pipeline.console.page.esc`.
+browser's tooltip) with its figures. Text in a chart goes through :func:`~lumber.console.page.esc`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pipeline.console.page import esc
+from lumber.console.page import esc
 
 CELL_W = 22
 CELL_H = 20

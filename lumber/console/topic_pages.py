@@ -13,11 +13,11 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
-from pipeline.console.cluster_reader import read_topic
-from pipeline.console.errors import BadRequestError
-from pipeline.console.page import esc, form, link, num, pretty_json, respond, table
-from pipeline.console.params import parse_moment_ms, utc_iso
-from pipeline.console.record_reader import (
+from lumber.console.cluster_reader import read_topic
+from lumber.console.errors import BadRequestError
+from lumber.console.page import esc, form, link, num, pretty_json, respond, table
+from lumber.console.params import parse_moment_ms, utc_iso
+from lumber.console.record_reader import (
     DecodedRecord,
     RecordPage,
     partition_of,
@@ -25,7 +25,7 @@ from pipeline.console.record_reader import (
     read_records,
     show_bytes,
 )
-from pipeline.console.sources import Sources, request_sources
+from lumber.console.sources import Sources, request_sources
 
 router = APIRouter()
 SourcesDep = Annotated[Sources, Depends(request_sources)]

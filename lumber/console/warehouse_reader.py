@@ -4,7 +4,7 @@ This is the console's one coupling to the load job's files: the layout is :mod:`
 docstring draws it), and each file is parsed by that module's own readers (:meth:`Manifest.loads`,
 :meth:`RunRecord.from_json`), so the console never has a second idea of their format. Only ``file:`` (or
 plain path) warehouses are read: an ``hdfs://`` warehouse is a
-:class:`~pipeline.console.errors.BadRequestError` naming it (the console does not start a JVM).
+:class:`~lumber.console.errors.BadRequestError` naming it (the console does not start a JVM).
 
 * :func:`read_runs`: every ``runs/<run_id>.json`` of the job, newest first, each with its manifest's hour
   range and file count when it committed one; a file that does not parse is reported, not fatal.
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from lumber.console.errors import BadRequestError
 from pipeline.commit import Manifest, RunRecord
-from pipeline.console.errors import BadRequestError
 from pipeline.load_errors import CommitError
 
 _MANIFEST = re.compile(r"[0-9]{20}\.json")

@@ -47,9 +47,9 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from broker.cluster.errors import ClusterError, TopicExistsError
 from broker.cluster.topic_admin import TopicAdmin
-from pipeline.config import LumberConfig, dump_config
-from pipeline.dev.process import ProcessHandle, port_in_use, start_and_wait, stop
-from pipeline.dev.zookeeper_server import ZooKeeperServer
+from lumber.config import LumberConfig, dump_config
+from lumber.dev.process import ProcessHandle, port_in_use, start_and_wait, stop
+from lumber.dev.zookeeper_server import ZooKeeperServer
 from pipeline.errors import DevStackError
 
 STATE_FILE = "stack.json"

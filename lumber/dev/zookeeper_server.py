@@ -25,7 +25,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.dev.process import LOOPBACK, ProcessHandle, port_in_use, start_and_wait, stop
+from lumber.dev.process import LOOPBACK, ProcessHandle, port_in_use, start_and_wait, stop
 from pipeline.errors import DevStackError
 
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"

@@ -1,7 +1,7 @@
 """The schema registry's config section (``[registry]`` in ``lumber.toml``).
 
 A frozen dataclass whose fields are the TOML keys; ``metadata`` documents each key (``doc``) and bounds it
-(``min``, ``max``, ``choices``), which :mod:`pipeline.config` reads to check a file and to print
+(``min``, ``max``, ``choices``), which :mod:`lumber.config` reads to check a file and to print
 ``lumber config defaults``. The registry reaches ZooKeeper through the ``[zookeeper]`` section (``connect``,
 timeouts). This module must not import :mod:`pipeline`.
 """

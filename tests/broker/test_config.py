@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from broker.config import LogConfig
-from pipeline.config import config_from_mapping, render_defaults
+from lumber.config import config_from_mapping, render_defaults
 from pipeline.errors import ConfigError
 
 

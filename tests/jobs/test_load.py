@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.dev.process import ProcessHandle, free_port, spawn, stop, wait_until
+from lumber.dev.process import ProcessHandle, free_port, spawn, stop, wait_until
 from pipeline.load_job import run_load
 from pipeline.spark_submit import build_code_zip, spark_submit_command, submit_environment
 from tests.support.load_job import (

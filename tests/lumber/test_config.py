@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import LumberConfig, config_from_mapping, dump_config, load_config, render_defaults
+from lumber.config import LumberConfig, config_from_mapping, dump_config, load_config, render_defaults
 from pipeline.errors import ConfigError
 
 

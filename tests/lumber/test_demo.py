@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import LumberConfig, config_from_mapping, load_config
-from pipeline.demo import MARKER_FILE, Demo, DemoError, DemoOptions, format_table, warehouse_tree
-from pipeline.dev.dev_stack import DevStack
-from pipeline.dev.process import ProcessHandle, free_port, process_start_ticks
+from lumber.config import LumberConfig, config_from_mapping, load_config
+from lumber.demo import MARKER_FILE, Demo, DemoError, DemoOptions, format_table, warehouse_tree
+from lumber.dev.dev_stack import DevStack
+from lumber.dev.process import ProcessHandle, free_port, process_start_ticks
 
 
 def demo_in(state_dir: Path) -> Demo:

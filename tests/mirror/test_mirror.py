@@ -36,10 +36,10 @@ from broker.client.group_offsets import GroupOffsets
 from broker.client.producer_config import ProducerConfig
 from broker.cluster import zk_paths
 from broker.log.topic_partition import TopicPartition
-from broker.mirror import Mirror
-from broker.mirror_config import MirrorConfig
+from lumber.dev.zookeeper_server import ZooKeeperServer
+from mirror.mirror import Mirror
+from mirror.mirror_config import MirrorConfig
 from pipeline.audit_reader import read_audit_events
-from pipeline.dev.zookeeper_server import ZooKeeperServer
 from tests.broker.client.helpers import consumer, producer, read_batches, read_records
 from tests.support.broker_cluster import BrokerCluster, wait_for
 from tests.support.registry import RegistryProcess, launch_registry

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.config import LumberConfig
+from lumber.config import LumberConfig
 from pipeline.job_lock import JobLock
 from pipeline.load_errors import JobLockedError
 from pipeline.load_submit import PreparedSubmit

@@ -1,4 +1,4 @@
-"""``lumber schemas register|get|check|list`` (pipeline/cli/schemas.py) against a real registry process.
+"""``lumber schemas register|get|check|list`` (lumber/cli/schemas.py) against a real registry process.
 
 ``lumber schemas serve`` itself is what every registry process of these tests runs (see conftest.py).
 """
@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline.dev.process import free_port
+from lumber.dev.process import free_port
 from schemas.shipped import shipped_schema
 from tests.schemas.conftest import RegistryProcess
 

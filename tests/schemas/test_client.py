@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from pipeline.dev.process import free_port
+from lumber.dev.process import free_port
 from schemas.client import SchemaRegistryClient
 from schemas.errors import (
     IncompatibleSchemaError,

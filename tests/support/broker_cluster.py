@@ -33,8 +33,8 @@ from kazoo.exceptions import NoNodeError
 
 from broker.cluster import zk_paths
 from broker.cluster.topic_admin import TopicAdmin
-from pipeline.dev.process import ProcessHandle, free_port, kill, start_and_wait, stop, wait_until
-from pipeline.dev.zookeeper_server import ZooKeeperServer
+from lumber.dev.process import ProcessHandle, free_port, kill, start_and_wait, stop, wait_until
+from lumber.dev.zookeeper_server import ZooKeeperServer
 from tests.support.zookeeper import make_chroot, new_client
 
 BROKER_SESSION_TIMEOUT_MS = 4000

@@ -23,8 +23,8 @@ import pytest
 
 from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
-from pipeline.config import LumberConfig, config_from_mapping, dump_config
-from pipeline.dev.zookeeper_server import ZooKeeperServer
+from lumber.config import LumberConfig, config_from_mapping, dump_config
+from lumber.dev.zookeeper_server import ZooKeeperServer
 from schemas.client import SchemaRegistryClient
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema_text

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from pipeline.dev.process import ProcessHandle, free_port, start_and_wait, stop
+from lumber.dev.process import ProcessHandle, free_port, start_and_wait, stop
 
 
 @dataclass

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pipeline.dev.zookeeper_server import ZooKeeperServer
+from lumber.dev.zookeeper_server import ZooKeeperServer
 from tests.support.registry import RegistryProcess, launch_registry
 from tests.support.zookeeper import make_chroot
 

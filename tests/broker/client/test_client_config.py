@@ -5,7 +5,7 @@ import pytest
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.errors import ClientConfigError
 from broker.client.producer_config import ProducerConfig
-from pipeline.config import config_from_mapping
+from lumber.config import config_from_mapping
 from pipeline.errors import ConfigError
 
 

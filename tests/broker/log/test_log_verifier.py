@@ -1,5 +1,5 @@
 """The deep log walk behind ``lumber log verify``: intact logs pass with exact counts, and index damage and a
-missing segment are named with file, position and offset (record and batch damage: tests/pipeline/cli)."""
+missing segment are named with file, position and offset (record and batch damage: tests/lumber/cli)."""
 
 from __future__ import annotations
 

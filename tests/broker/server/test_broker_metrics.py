@@ -14,7 +14,7 @@ from broker.client.consumer_config import ConsumerConfig
 from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
 from broker.log.topic_partition import TopicPartition
-from pipeline.dev.process import free_port
+from lumber.dev.process import free_port
 from tests.support.broker_cluster import BrokerCluster, servers
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

@@ -12,9 +12,9 @@ from broker.client.audit_codec import AuditEventCodec
 from broker.client.audit_event import AuditEvent, load_event_id, producer_event_id
 from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
+from lumber.cli import main as lumber
+from lumber.cli.audit import parse_time_ms
 from pipeline.audit_errors import AuditError
-from pipeline.cli import main as lumber
-from pipeline.cli.audit import parse_time_ms
 from pipeline.durations import parse_duration_ms
 from tests.support.registry import RegistryProcess
 

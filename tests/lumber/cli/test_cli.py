@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import __version__
-from pipeline.cli import build_parser, verbosity
+from lumber import __version__
+from lumber.cli import build_parser, verbosity
 
 
 def run_lumber(*args: str) -> subprocess.CompletedProcess[str]:

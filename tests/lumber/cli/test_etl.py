@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from broker.log.topic_partition import TopicPartition
-from pipeline.cli import main
+from lumber.cli import main
 from pipeline.commit import CommitProtocol, Manifest, RunRecord
 from pipeline.fs import open_filesystem
 from tests.support.broker_cluster import servers
@@ -159,7 +159,7 @@ def test_status_reads_the_manifests_without_a_jvm(tmp_path: Path) -> None:
     )
     probe = (
         "import sys\n"
-        "from pipeline.cli import main\n"
+        "from lumber.cli import main\n"
         f"code = main(['--config', {str(config)!r}, 'etl', 'status', '--json'])\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j'))\n"
         "print('LOADED', loaded, file=sys.stderr)\n"

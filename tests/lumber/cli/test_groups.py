@@ -1,4 +1,4 @@
-"""``lumber groups list|describe|reset-offsets`` (pipeline/cli/groups.py) as subprocesses, against a live
+"""``lumber groups list|describe|reset-offsets`` (lumber/cli/groups.py) as subprocesses, against a live
 group of a real broker: a reset rewinds the members while they consume."""
 
 from __future__ import annotations

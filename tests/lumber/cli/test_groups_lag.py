@@ -1,4 +1,4 @@
-"""``lumber groups lag`` (pipeline/cli/groups.py) as a subprocess against a live group of a real broker:
+"""``lumber groups lag`` (lumber/cli/groups.py) as a subprocess against a live group of a real broker:
 the lag once, then ``--watch`` with Burrow's status and its Prometheus metrics scraped and parsed."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.log.topic_partition import TopicPartition
-from pipeline.dev.process import free_port
+from lumber.dev.process import free_port
 from tests.broker.client.group_helpers import member, produce, wait_settled
-from tests.pipeline.cli.test_groups import drain
+from tests.lumber.cli.test_groups import drain
 from tests.support.broker_cluster import servers, wait_for
 
 

@@ -17,7 +17,7 @@ import pytest
 from fastavro import json_reader, parse_schema
 
 from broker.log.topic_partition import TopicPartition
-from pipeline.cli import main
+from lumber.cli import main
 from schemas.client import SchemaRegistryClient
 from schemas.serde import AvroSerde
 from tests.broker.client.helpers import consumer, producer, read_batches, read_records
@@ -84,7 +84,7 @@ def test_produce_then_consume_round_trip(broker_cluster: Any) -> None:
         "consume", "console", "--from-beginning", "--timeout-ms", "1000", "--bootstrap-server", server, "-v"
     )
     assert verbose.returncode == 0, verbose.stderr
-    assert "INFO pipeline.cli.consume: consumed 5 records from console" in verbose.stderr.decode()
+    assert "INFO lumber.cli.consume: consumed 5 records from console" in verbose.stderr.decode()
     # closing the consumer ends its fetch in flight: a normal end, not logged as a failure even at INFO
     assert "fail" not in verbose.stderr.decode(), verbose.stderr.decode()
 

@@ -32,9 +32,9 @@ from broker.client.group_consumer import GroupConsumer
 from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
 from broker.log.topic_partition import TopicPartition
-from pipeline.config import ConsoleConfig, dump_config
-from pipeline.dev.process import free_port, start_and_wait, stop
-from pipeline.dev.zookeeper_server import ZooKeeperServer
+from lumber.config import ConsoleConfig, dump_config
+from lumber.dev.process import free_port, start_and_wait, stop
+from lumber.dev.zookeeper_server import ZooKeeperServer
 from pipeline.load_job import run_load
 from schemas.client import SchemaRegistryClient
 from schemas.serde import AvroSerde

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.pipeline.console.conftest import ConsoleStack
+from tests.lumber.console.conftest import ConsoleStack
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from tests.pipeline.console.conftest import HOUR_08, HOUR_09, NOT_AVRO, ConsoleStack
+from tests.lumber.console.conftest import HOUR_08, HOUR_09, NOT_AVRO, ConsoleStack
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

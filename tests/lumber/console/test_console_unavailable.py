@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from pipeline.config import config_from_mapping
-from pipeline.console.app import create_app
-from pipeline.dev.process import free_port
+from lumber.config import config_from_mapping
+from lumber.console.app import create_app
+from lumber.dev.process import free_port
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The Grafana dashboard (pipeline/console/grafana_dashboard.json) only queries metrics Lumber exports."""
+"""The Grafana dashboard (lumber/console/grafana_dashboard.json) only queries metrics Lumber exports."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def declared(name: str, sources: str) -> bool:
 
 
 def test_every_queried_metric_is_exported() -> None:
-    dashboard = json.loads((ROOT / "pipeline/console/grafana_dashboard.json").read_text())
+    dashboard = json.loads((ROOT / "lumber/console/grafana_dashboard.json").read_text())
     sources = "".join(Path(m.__file__).read_text() for m in MODULES if m.__file__)
     exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
     names = {n for e in exprs for n in re.findall(r"\b((?:kafka|lumber|schema_registry)_[a-z_]+)\b", e)}

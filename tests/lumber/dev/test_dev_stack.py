@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipeline.config import load_config
-from pipeline.dev.process import free_port, port_in_use
+from lumber.config import load_config
+from lumber.dev.process import free_port, port_in_use
 from tests.support.zookeeper import new_client
 
 pytestmark = pytest.mark.zookeeper

@@ -6,8 +6,8 @@ import pytest
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoNodeError
 
-from pipeline.dev.process import free_port, wait_until
-from pipeline.dev.zookeeper_server import ZooKeeperServer, four_letter_word
+from lumber.dev.process import free_port, wait_until
+from lumber.dev.zookeeper_server import ZooKeeperServer, four_letter_word
 from pipeline.errors import DevStackError
 from tests.support.zookeeper import expire_session, new_client
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.config import config_from_mapping, render_defaults
+from lumber.config import config_from_mapping, render_defaults
 from pipeline.errors import ConfigError
 from schemas.registry.config import RegistryConfig
 

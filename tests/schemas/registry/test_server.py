@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 
-from pipeline.dev.process import free_port, port_in_use
-from pipeline.dev.zookeeper_server import ZooKeeperServer
+from lumber.dev.process import free_port, port_in_use
+from lumber.dev.zookeeper_server import ZooKeeperServer
 from tests.schemas.conftest import RegistryProcess
 
 
