@@ -214,7 +214,7 @@ def task_path(config: Any, ends: dict[int, int], schema: Any, out: Path) -> int:
             attempt="0.0",
             attempt_number=0,
             window_ms=config.load.window_ms,
-            parquet=parquet_settings(config),
+            parquet=parquet_settings(config.load),
         )
         rows += summary.rows
     return rows

@@ -29,10 +29,14 @@ import threading
 import traceback
 from collections.abc import Sequence
 
-PROGRESS_PREFIX = "lumber-load: "
-RESULT_PREFIX = "lumber-load-result: "
-LOCKED_EXIT_CODE = 3
-
+from pipeline.driver_output import (
+    BAD_CONFIG_EXIT_CODE,
+    FAILED_EXIT_CODE,
+    LOCKED_EXIT_CODE,
+    OK_EXIT_CODE,
+    PROGRESS_PREFIX,
+    RESULT_PREFIX,
+)
 
 _SAY_LOCK = threading.Lock()
 
@@ -63,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cutoff_ms = parse_until_hour(args.until_hour) if args.until_hour else None
     except (ConfigError, PipelineError) as exc:
         print(f"jobs/load.py: {exc}", file=sys.stderr)
-        return 2
+        return BAD_CONFIG_EXIT_CODE
     topics = [t.strip() for t in args.topics.split(",") if t.strip()] if args.topics else None
     _say("driver started; starting the Spark session")
     spark = (
@@ -81,11 +85,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - any failure ends the job with its message and exit code 1
         traceback.print_exc(file=sys.stderr)
         print(f"jobs/load.py: the run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        return FAILED_EXIT_CODE
     finally:
         spark.stop()
     print(RESULT_PREFIX + json.dumps(outcome.record.to_json()), flush=True)
-    return 0
+    return OK_EXIT_CODE
 
 
 if __name__ == "__main__":

@@ -181,7 +181,7 @@ class Demo:
         }
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         process = subprocess.Popen(
-            [sys.executable, "-m", "pipeline", *args],
+            [sys.executable, "-m", "lumber", *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -47,10 +47,10 @@ from broker.client.audit_codec import AuditEventCodec
 from broker.client.audit_event import AuditEvent, load_event_id, window_start
 from broker.client.internal_topic import ensure_producer_topic
 from broker.client.producer import Producer
-from lumber.config import LumberConfig
 from pipeline.commit import CommitProtocol, Manifest
 from pipeline.fs import join
 from pipeline.load_errors import CommitError
+from pipeline.load_sections import LoadSections
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class PublishReport:
 class LoadAuditPublisher:
     """Publishes one job's committed counts (see the module docstring). One per run, under the job lock."""
 
-    def __init__(self, protocol: CommitProtocol, config: LumberConfig, *, host: str | None = None) -> None:
+    def __init__(self, protocol: CommitProtocol, config: LoadSections, *, host: str | None = None) -> None:
         self.protocol = protocol
         self.config = config
         self.topic = config.audit.topic
@@ -183,7 +183,7 @@ class LoadAuditPublisher:
 
 
 def publish_load_counts(
-    protocol: CommitProtocol, config: LumberConfig, progress: Callable[[str], None]
+    protocol: CommitProtocol, config: LoadSections, progress: Callable[[str], None]
 ) -> PublishReport:
     """What the load job calls at the end of a run: publish what is pending; never raises."""
     if not config.audit.publish_load_counts:

@@ -40,14 +40,15 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
-from lumber.config import LumberConfig
 from pipeline.audit_publisher import publish_load_counts
 from pipeline.commit import CommitProtocol, Manifest, RecoveryReport, RunRecord
 from pipeline.faults import Faults
 from pipeline.fs import open_filesystem
 from pipeline.job_lock import JobLock, contender_identifier
+from pipeline.load_config import LoadConfig
 from pipeline.load_errors import LoadError
 from pipeline.load_plan import ClusterView, LoadPlan, make_plan
+from pipeline.load_sections import LoadSections
 from pipeline.source import SourceSettings
 from pipeline.spark_progress import SparkProgress
 from pipeline.staging import range_results, stage, staged_files, window_counts
@@ -90,7 +91,7 @@ class RunOutcome:
     manifest: Manifest | None = None
 
 
-def source_settings(config: LumberConfig, faults: Faults) -> SourceSettings:
+def source_settings(config: LoadSections, faults: Faults) -> SourceSettings:
     load = config.load
     return SourceSettings(
         registry_url=load.registry_url or config.registry.url,
@@ -103,8 +104,7 @@ def source_settings(config: LumberConfig, faults: Faults) -> SourceSettings:
     )
 
 
-def parquet_settings(config: LumberConfig) -> ParquetSettings:
-    load = config.load
+def parquet_settings(load: LoadConfig) -> ParquetSettings:
     return ParquetSettings(
         compression=load.parquet_compression,
         row_group_rows=load.parquet_row_group_rows,
@@ -112,7 +112,7 @@ def parquet_settings(config: LumberConfig) -> ParquetSettings:
     )
 
 
-def _zookeeper(config: LumberConfig) -> KazooClient:
+def _zookeeper(config: LoadSections) -> KazooClient:
     zk = config.zookeeper
     client = KazooClient(hosts=zk.connect, timeout=zk.session_timeout_ms / 1000)
     try:
@@ -125,7 +125,7 @@ def _zookeeper(config: LumberConfig) -> KazooClient:
 
 def run_load(
     spark: Any,
-    config: LumberConfig,
+    config: LoadSections,
     *,
     topics: Sequence[str] | None = None,
     cutoff_ms: int | None = None,
@@ -178,7 +178,7 @@ def run_load(
 
 def _run(
     spark: Any,
-    config: LumberConfig,
+    config: LoadSections,
     protocol: CommitProtocol,
     lock: JobLock,
     run_id: str,
@@ -237,7 +237,7 @@ def _run(
             warehouse_url=load.warehouse_url,
             webhdfs_url=load.webhdfs_url,
             window_ms=load.window_ms,
-            parquet=parquet_settings(config),
+            parquet=parquet_settings(load),
             progress=progress,
         )
     files = protocol.name_files(run_id, staged_files(plan, chosen))

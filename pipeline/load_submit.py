@@ -38,23 +38,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs.load import LOCKED_EXIT_CODE, PROGRESS_PREFIX, RESULT_PREFIX
-from lumber.config import LumberConfig, dump_config
 from pipeline.commit import RunRecord
+from pipeline.driver_output import BAD_CONFIG_EXIT_CODE, LOCKED_EXIT_CODE, PROGRESS_PREFIX, RESULT_PREFIX
 from pipeline.job_lock import WAIT_PREFIX
+from pipeline.load_config import LoadConfig
 from pipeline.load_errors import LoadError
 from pipeline.parent_watch import PARENT_PID_ENV, die_with_parent, parent_value
 from pipeline.spark_submit import build_code_zip, spark_submit_command, submit_environment, submit_variables
 
-BAD_CONFIG_EXIT_CODE = 2
 _TAIL_LINES = 25
 #: Called with (seconds since the start, progress line without its prefix).
 Progress = Callable[[float, str], None]
 
 
-def etl_dir(config: LumberConfig) -> Path:
-    """``<[dev] state_dir>/etl``: the code zip, the effective configs and the runs' Spark logs."""
-    return Path(config.dev.state_dir) / "etl"
+@dataclass(frozen=True)
+class SubmitSettings:
+    """What a submitted run needs from the config: the ``[load]`` section, the folder for the code zip,
+    the effective configs and the runs' Spark logs (``<[dev] state_dir>/etl``), and the effective config
+    itself as the TOML text the driver reads (``jobs/load.py --config``). The app builds it from its
+    composite config (:func:`lumber.etl_settings.submit_settings`); this library never imports the app."""
+
+    load: LoadConfig
+    etl_dir: Path
+    #: the whole effective ``lumber.toml``: the driver reads every section the load reads
+    config_text: str
 
 
 @dataclass(frozen=True)
@@ -117,7 +124,7 @@ class SubmitResult:
 
 
 def prepare_submit(
-    config: LumberConfig,
+    settings: SubmitSettings,
     *,
     until_hour: str | None = None,
     topics: Sequence[str] = (),
@@ -125,13 +132,12 @@ def prepare_submit(
     extra_conf: Sequence[str] = (),
 ) -> PreparedSubmit:
     """Pack the code, write the effective config and build the command (see the module docstring)."""
-    load = config.load
-    state = etl_dir(config)
+    load = settings.load
+    state = settings.etl_dir
     code_zip = build_code_zip(state / "lumber-code.zip")
     config_path = state / f"{load.job}.toml"
-    text = f"# effective config of `lumber etl run` (from {config.source})\n" + dump_config(config)
     tmp = config_path.with_name(f"{config_path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
+    tmp.write_text(settings.config_text)
     tmp.replace(config_path)
     argv = spark_submit_command(
         load,

@@ -56,10 +56,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Literal, Protocol
 
-from lumber.config import LumberConfig
 from pipeline.errors import PipelineError
 from pipeline.load_errors import LoadError
-from pipeline.load_submit import PreparedSubmit, etl_dir, prepare_submit, submit_load
+from pipeline.load_submit import PreparedSubmit, SubmitSettings, prepare_submit, submit_load
 from pipeline.schedule_config import HOUR_MS, ScheduleConfig, parse_hour_ms
 
 log = logging.getLogger(__name__)
@@ -150,7 +149,7 @@ class SparkSubmitRunner:
 
     def __init__(
         self,
-        config: LumberConfig,
+        settings: SubmitSettings,
         *,
         topics: Sequence[str] = (),
         master: str | None = None,
@@ -159,7 +158,7 @@ class SparkSubmitRunner:
         say: Say = log.info,
         prepare: Callable[..., PreparedSubmit] = prepare_submit,
     ) -> None:
-        self.config = config
+        self.settings = settings
         self.prepare = prepare
         self.topics = tuple(topics)
         self.master = master
@@ -171,7 +170,7 @@ class SparkSubmitRunner:
         until = hour_text(until_ms)
         try:
             prepared = self.prepare(
-                self.config,
+                self.settings,
                 until_hour=until,
                 topics=self.topics,
                 master=self.master,
@@ -273,11 +272,11 @@ class ScheduleStateStore:
         tmp.replace(self.path)
 
 
-def default_state_path(config: LumberConfig, schedule: ScheduleConfig) -> Path:
+def default_state_path(settings: SubmitSettings, schedule: ScheduleConfig) -> Path:
     """``[schedule] state_file``, else ``<[dev] state_dir>/etl/schedule-<job>.json``."""
     if schedule.state_file:
         return Path(schedule.state_file)
-    return etl_dir(config) / f"schedule-{config.load.job}.json"
+    return settings.etl_dir / f"schedule-{settings.load.job}.json"
 
 
 # ---------------------------------------------------------------------------------------------- scheduler

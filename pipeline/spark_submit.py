@@ -1,7 +1,8 @@
 """How the load job is submitted: the project's code as a ``--py-files`` zip, and the spark-submit command.
 
 The executors of a cluster do not have Lumber installed, so the job ships it: :func:`build_code_zip` packs
-the ``broker``, ``schemas``, ``pipeline`` and ``jobs`` packages (their ``.py`` files and the shipped
+the ``broker``, ``schemas``, ``pipeline``, ``lumber`` (the driver reads ``lumber.toml`` with
+:func:`lumber.config.load_config`) and ``jobs`` packages (their ``.py`` files and the shipped
 ``.avsc`` schemas) into one zip that ``spark-submit --py-files`` puts on every executor's ``sys.path``.
 Lumber's third-party dependencies (pyarrow, fastavro, kazoo, httpx, crc32c, cramjam...) are not in the zip:
 the Python named by ``spark.pyspark.python`` must have them, at the same path on every node (e.g. the
@@ -36,7 +37,7 @@ from pathlib import Path
 from pipeline.load_config import LoadConfig
 from pipeline.load_errors import LoadError
 
-PACKAGES = ("broker", "schemas", "pipeline", "jobs")
+PACKAGES = ("broker", "schemas", "pipeline", "lumber", "jobs")
 _SUFFIXES = (".py", ".avsc", ".typed")
 #: A fixed timestamp for the zip's entries, so the same code gives the same bytes.
 _ZIP_TIME = (2020, 1, 1, 0, 0, 0)
@@ -50,10 +51,12 @@ def source_root() -> Path:
 
 
 def job_script() -> Path:
-    """``jobs/load.py``, the file spark-submit runs."""
-    import jobs.load  # noqa: PLC0415
-
-    return Path(jobs.load.__file__).resolve()
+    """``jobs/load.py``, the file spark-submit runs, found beside this package (not imported: ``jobs``
+    imports ``pipeline``, never the reverse)."""
+    script = source_root() / "jobs" / "load.py"
+    if not script.is_file():
+        raise LoadError(f"cannot find the load job's script: {script} does not exist")
+    return script
 
 
 def build_code_zip(dest: Path) -> Path:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import httpx
@@ -28,10 +28,22 @@ from schemas.compatibility_result import CompatibilityResult
 from schemas.errors import RegistryRequestError, RegistryUnavailableError, registry_error_for
 from schemas.registered_schema import RegisteredSchema
 from schemas.registry.avro_schema import AvroSchema
-from schemas.registry.config import RegistryConfig
 
 MEDIA_TYPE = "application/vnd.schemaregistry.v1+json"
 Version = int | str
+
+
+class RegistryClientSettings(Protocol):
+    """The ``[registry]`` keys a client reads (:meth:`SchemaRegistryClient.from_config`). The registry's
+    own section (:class:`schemas.registry.config.RegistryConfig`) has them; the client never imports the
+    server's package (issue 18: ``schemas.registry`` imports the client side, not the reverse)."""
+
+    @property
+    def url(self) -> str: ...
+    @property
+    def request_timeout_ms(self) -> int: ...
+    @property
+    def subject_cache_ttl_ms(self) -> int: ...
 
 
 def _segment(value: str | int) -> str:
@@ -59,7 +71,7 @@ class SchemaRegistryClient:
         self._init_runtime()
 
     @classmethod
-    def from_config(cls, config: RegistryConfig, url: str | None = None) -> SchemaRegistryClient:
+    def from_config(cls, config: RegistryClientSettings, url: str | None = None) -> SchemaRegistryClient:
         return cls(
             url or config.url,
             timeout_s=config.request_timeout_ms / 1000,

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from lumber.config import LumberConfig
+from lumber.etl_settings import submit_settings
 from pipeline.commit import CommitProtocol
 from pipeline.durations import DurationError, parse_duration_ms
 from pipeline.errors import PipelineError
@@ -171,7 +172,11 @@ def _run(args: argparse.Namespace, config: LumberConfig) -> int:
         print(f"lumber etl run: {exc}; nothing was started", file=sys.stderr)
         return 2
     prepared = prepare_submit(
-        config, until_hour=args.until_hour, topics=topics, master=args.master, extra_conf=args.conf
+        submit_settings(config),
+        until_hour=args.until_hour,
+        topics=topics,
+        master=args.master,
+        extra_conf=args.conf,
     )
     if args.print_command:
         print(prepared.command_line())
@@ -231,15 +236,16 @@ def _schedule(args: argparse.Namespace, config: LumberConfig) -> int:
         print(f"lumber etl schedule: {exc}", file=sys.stderr)
         return 2
     topics = [t.strip() for t in args.topics.split(",") if t.strip()] if args.topics else []
+    submit = submit_settings(config)
     runner = SparkSubmitRunner(
-        config,
+        submit,
         topics=topics,
         master=args.master,
         extra_conf=args.conf,
         kill_timeout_s=settings.kill_timeout_ms / 1000,
         say=_say,
     )
-    store = ScheduleStateStore(default_state_path(config, settings), config.load.job)
+    store = ScheduleStateStore(default_state_path(submit, settings), config.load.job)
     scheduler = Scheduler(runner, store, settings, say=_say)
     restore = scheduler.install_signal_handlers()
     try:

@@ -161,7 +161,7 @@ class DevStack:
         registry_argv = [
             sys.executable,
             "-m",
-            "pipeline",
+            "lumber",
             "--config",
             str(self.config_path),
             "schemas",
@@ -202,7 +202,7 @@ class DevStack:
         argv = [
             sys.executable,
             "-m",
-            "pipeline",
+            "lumber",
             "--config",
             str(self.config_path),
             "broker",

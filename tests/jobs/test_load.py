@@ -54,7 +54,7 @@ def test_etl_run_shows_progress_and_survives_a_killed_task_attempt(stack: LoadSt
     path = stack.config_file(config)
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "--config", str(path), "etl", "run", "--master", "local[2,4]"],
+        [sys.executable, "-m", "lumber", "--config", str(path), "etl", "run", "--master", "local[2,4]"],
         capture_output=True,
         text=True,
         timeout=240,

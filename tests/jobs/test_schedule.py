@@ -13,6 +13,7 @@ import pytest
 
 from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
+from lumber.etl_settings import submit_settings
 from pipeline.schedule_config import ScheduleConfig
 from pipeline.scheduler import Scheduler, ScheduleStateStore, SparkSubmitRunner
 from schemas.client import SchemaRegistryClient
@@ -82,7 +83,7 @@ def test_the_scheduler_loads_two_missed_hours_in_order(
         config, dev=dataclasses.replace(config.dev, state_dir=str(tmp_path / "state"))
     )
     said: list[str] = []
-    runner = SparkSubmitRunner(config, say=said.append)
+    runner = SparkSubmitRunner(submit_settings(config), say=said.append)
     store = ScheduleStateStore(tmp_path / "schedule.json", config.load.job)
     clock = StoppingClock(BASE_MS + 2 * HOUR_MS + 15 * 60_000)
     settings = ScheduleConfig(delay_ms=10 * 60_000, start_hour="2026-11-22T08")

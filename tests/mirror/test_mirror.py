@@ -171,7 +171,7 @@ def start_mirror(
 ) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
-            sys.executable, "-m", "pipeline", "--config", str(config), "mirror",
+            sys.executable, "-m", "lumber", "--config", str(config), "mirror",
             "--source-zookeeper", source.zk_connect, "--target-zookeeper", target.zk_connect,
             "--topics", TOPIC, "--group", GROUP, "--streams", "2", "--audit-interval-ms", "0",
         ],

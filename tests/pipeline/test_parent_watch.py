@@ -60,7 +60,7 @@ def manifests(stack: LoadStack) -> list[str]:
 
 def etl_run(config_path: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "pipeline", "--config", str(config_path), "etl", "run"],
+        [sys.executable, "-m", "lumber", "--config", str(config_path), "etl", "run"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -22,9 +22,10 @@ from typing import Any
 import pytest
 
 from lumber.config import LumberConfig
+from lumber.etl_settings import submit_settings
 from pipeline.job_lock import JobLock
 from pipeline.load_errors import JobLockedError
-from pipeline.load_submit import PreparedSubmit
+from pipeline.load_submit import PreparedSubmit, SubmitSettings
 from pipeline.schedule_config import ScheduleConfig
 from pipeline.scheduler import (
     EXIT_FATAL,
@@ -358,7 +359,7 @@ def test_state_files_of_another_job_or_garbage_are_refused(tmp_path: Path) -> No
 def test_the_command_rejects_bad_intervals_and_stops_on_sigterm(tmp_path: Path) -> None:
     config = tmp_path / "lumber.toml"
     config.write_text(f'[dev]\nstate_dir = "{tmp_path / "state"}"\n[zookeeper]\nconnect = "127.0.0.1:1"\n')
-    base = [sys.executable, "-m", "pipeline", "--config", str(config), "etl", "schedule"]
+    base = [sys.executable, "-m", "lumber", "--config", str(config), "etl", "schedule"]
     bad = subprocess.run([*base, "--every", "30m"], capture_output=True, text=True, timeout=60, check=False)
     assert bad.returncode == 2
     assert "whole number of hours" in bad.stderr
@@ -401,13 +402,13 @@ def test_the_scheduler_s_log_says_when_a_run_waits_for_the_job_lock_and_how_long
     """
     asked: list[str] = []
 
-    def prepare(_config: LumberConfig, *, until_hour: str, **_: Any) -> PreparedSubmit:
+    def prepare(_settings: SubmitSettings, *, until_hour: str, **_: Any) -> PreparedSubmit:
         asked.append(until_hour)
         argv = (sys.executable, "-c", textwrap.dedent(script))
         return PreparedSubmit(argv, tmp_path / "logs" / f"{until_hour}.log", dict(os.environ))
 
     said: list[str] = []
-    runner = SparkSubmitRunner(LumberConfig(), say=said.append, prepare=prepare)
+    runner = SparkSubmitRunner(submit_settings(LumberConfig()), say=said.append, prepare=prepare)
     clock = FakeClock(at("2026-11-22T10:30"))
     scheduler = Scheduler(runner, store, settings(start_hour="2026-11-22T09"), clock=clock, say=said.append)
     assert scheduler.run(once=True).code == EXIT_OK

@@ -19,7 +19,7 @@ AVRO_DIR = Path(__file__).resolve().parents[2] / "schemas" / "avro"
 
 def lumber(registry: RegistryProcess, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline", "--config", str(registry.config_path), "schemas", *args],
+        [sys.executable, "-m", "lumber", "--config", str(registry.config_path), "schemas", *args],
         capture_output=True,
         text=True,
         timeout=60,

@@ -132,7 +132,7 @@ class BrokerProcess:
         if self.running:
             raise RuntimeError(f"broker {self.broker_id} is already running (pid {self.popen.pid})")  # type: ignore[union-attr]
         self.write_config()
-        argv = [sys.executable, "-m", "pipeline", "--config", str(self.config_path), "broker", "start"]
+        argv = [sys.executable, "-m", "lumber", "--config", str(self.config_path), "broker", "start"]
         self.handle, self.popen = start_and_wait(
             f"broker-{self.broker_id}", argv, self.log_path, self.registered, timeout_s
         )

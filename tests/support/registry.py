@@ -56,7 +56,7 @@ def launch_registry(
     )
     url = f"http://127.0.0.1:{port}"
     log_path = base_dir / f"{name}.log"
-    argv = [sys.executable, "-m", "pipeline", "--config", str(config_path), "schemas", "serve"]
+    argv = [sys.executable, "-m", "lumber", "--config", str(config_path), "schemas", "serve"]
     handle, popen = start_and_wait(name, argv, log_path, lambda: _answers(url), timeout_s=60)
     return RegistryProcess(url, port, zk_connect, handle, popen, log_path, config_path)
 

@@ -526,7 +526,7 @@ def test_a_taken_broker_id_is_refused(broker_cluster: BrokerCluster, tmp_path: A
         f'[broker]\nbroker_id = 0\nport = 0\n[log]\nlog_dirs = ["{tmp_path / "dup-logs"}"]\n'
     )
     result = subprocess.run(
-        [sys.executable, "-m", "pipeline", "--config", str(config), "broker", "start"],
+        [sys.executable, "-m", "lumber", "--config", str(config), "broker", "start"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -14,7 +14,7 @@ from lumber.cli import build_parser, verbosity
 
 def run_lumber(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline", *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "lumber", *args], capture_output=True, text=True, timeout=120
     )
 
 

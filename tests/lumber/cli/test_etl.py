@@ -72,7 +72,7 @@ def launch_detector(tmp_path: Path) -> tuple[Path, Path]:
 
 def etl_run(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline", "--config", str(config), "etl", "run", *args],
+        [sys.executable, "-m", "lumber", "--config", str(config), "etl", "run", *args],
         capture_output=True,
         text=True,
         timeout=120,

@@ -16,7 +16,7 @@ from tests.support.broker_cluster import servers
 
 def lumber(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline", "--config", str(config), "groups", *args],
+        [sys.executable, "-m", "lumber", "--config", str(config), "groups", *args],
         capture_output=True,
         text=True,
         timeout=60,

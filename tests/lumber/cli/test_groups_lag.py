@@ -27,7 +27,7 @@ def test_lag_once_then_watched_with_metrics(broker_cluster: Any, tmp_path: Path)
         f'[zookeeper]\nconnect = "{broker_cluster.zk_connect}"\n\n'
         f"[consumer]\nbootstrap_servers = {json.dumps(servers(broker_cluster))}\nrequest_timeout_ms = 5000\n"
     )
-    lag = [sys.executable, "-m", "pipeline", "--config", str(config), "groups", "lag"]
+    lag = [sys.executable, "-m", "lumber", "--config", str(config), "groups", "lag"]
     base = [*lag, "--group", "audit"]
     with member(broker_cluster, "audit", auto_commit_enable=False) as m:
         m.subscribe("events")

@@ -24,7 +24,7 @@ SEGMENT = "00000000000000000000.log"
 
 def lumber(config: Path, *args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline", "--config", str(config), *args],
+        [sys.executable, "-m", "lumber", "--config", str(config), *args],
         capture_output=True,
         text=True,
         timeout=timeout_s,
@@ -116,7 +116,7 @@ def test_verify_logs_starts_a_broker_whose_logs_are_intact(broker_cluster: Broke
     broker_cluster.create_topic("intact", 2)
     fill(broker, "intact", 2, 4)
     broker.stop()
-    argv = [sys.executable, "-m", "pipeline", "--config", str(broker.config_path), "broker", "start"]
+    argv = [sys.executable, "-m", "lumber", "--config", str(broker.config_path), "broker", "start"]
     log_path = broker.base_dir / "verify-logs.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen([*argv, "--verify-logs"], stderr=log)

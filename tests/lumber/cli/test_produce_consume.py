@@ -32,7 +32,7 @@ def lumber(*args: str, stdin: bytes = b"", timeout_s: float = 60) -> subprocess.
         "LUMBER_PRODUCER__MAX_BLOCK_MS": "3000",
     }
     return subprocess.run(
-        [sys.executable, "-m", "pipeline", *args],
+        [sys.executable, "-m", "lumber", *args],
         input=stdin,
         capture_output=True,
         timeout=timeout_s,

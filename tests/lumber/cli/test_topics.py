@@ -22,7 +22,7 @@ def config(tmp_path: Path, zk_connect: str) -> Path:
 
 def topics(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline", "--config", str(config), "topics", *args],
+        [sys.executable, "-m", "lumber", "--config", str(config), "topics", *args],
         capture_output=True,
         text=True,
         timeout=60,

@@ -184,7 +184,7 @@ def console_stack(
         config_path = base / "console.toml"
         config_path.write_text(dump_config(console_config))
         stack.url = f"http://127.0.0.1:{port}"
-        argv = [sys.executable, "-m", "pipeline", "--config", str(config_path), "console"]
+        argv = [sys.executable, "-m", "lumber", "--config", str(config_path), "console"]
 
         def answers() -> bool:
             try:

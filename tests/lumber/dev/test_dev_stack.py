@@ -39,7 +39,7 @@ def stack_env(port: int, registry_port: int) -> dict[str, str]:
 
 def lumber(state_dir: Path, port: int, registry_port: int, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline", "dev", *args, "--state-dir", str(state_dir)],
+        [sys.executable, "-m", "lumber", "dev", *args, "--state-dir", str(state_dir)],
         capture_output=True,
         text=True,
         timeout=180,

@@ -100,7 +100,7 @@ def test_serve_fails_clearly_without_zookeeper(tmp_path: Path) -> None:
         f"[registry]\nport = {free_port()}\n"
     )
     result = subprocess.run(
-        [sys.executable, "-m", "pipeline", "--config", str(config), "schemas", "serve"],
+        [sys.executable, "-m", "lumber", "--config", str(config), "schemas", "serve"],
         capture_output=True,
         text=True,
         timeout=60,
