@@ -77,8 +77,8 @@ from pipeline.record_columns import RecordColumns, batch_columns
 from pipeline.source import ChunkDecoder, ReadTask
 from pipeline.spark_submit import build_code_zip, spark_submit_command, submit_environment
 from pipeline.task_output import write_task
+from schemas.avro_schema import AvroSchema
 from schemas.client import SchemaRegistryClient
-from schemas.registry.avro_schema import AvroSchema
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema_text
 from tests.support.broker_cluster import BrokerCluster

@@ -31,7 +31,7 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.load_errors import UnsupportedSchemaError
-from schemas.registry.avro_schema import AvroSchema
+from schemas.avro_schema import AvroSchema
 
 #: The load's own columns, after the payload's.
 META_COLUMNS = ("_topic", "_partition", "_offset", "_timestamp", "_schema_id", "_host")

@@ -28,9 +28,9 @@ from pipeline.load_config import LoadConfig
 from pipeline.load_errors import PlanError
 from pipeline.ranges import LossRange, OffsetRange, PartitionOffsets, plan_ranges, split_ranges
 from pipeline.source import ReadTask
+from schemas.avro_schema import AvroSchema
 from schemas.client import SchemaRegistryClient
 from schemas.errors import SchemaError, SubjectNotFoundError
-from schemas.registry.avro_schema import AvroSchema
 
 PLAN_FORMAT = 1
 

@@ -57,6 +57,7 @@ from pipeline.faults import Faults
 from pipeline.load_errors import ReadError
 from pipeline.ranges import OffsetRange
 from pipeline.record_columns import RecordColumns, batch_columns
+from schemas.avro_schema import AvroSchema
 from schemas.client import SchemaRegistryClient
 from schemas.errors import (
     BadMagicByteError,
@@ -65,7 +66,6 @@ from schemas.errors import (
     TruncatedPayloadError,
     UnknownSchemaIdError,
 )
-from schemas.registry.avro_schema import AvroSchema
 from schemas.serde import HEADER_BYTES, AvroSerde
 
 Mode = Literal["data", "errors"]

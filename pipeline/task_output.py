@@ -45,7 +45,7 @@ from pipeline import avro_arrow
 from pipeline.fs import FileSystem, join
 from pipeline.record_columns import RecordColumns
 from pipeline.source import Converted, ReadTask, SourceSettings, convert_chunks, fetch_range
-from schemas.registry.avro_schema import AvroSchema
+from schemas.avro_schema import AvroSchema
 
 DATASETS = ("data", "errors")
 

@@ -1,4 +1,4 @@
-"""A validated Avro schema in the registry's normalized form (see :mod:`schemas.registry.normalize`)."""
+"""A validated Avro schema in the registry's normalized form (see :mod:`schemas.normalize`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from fastavro import parse_schema as fastavro_parse_schema
 from fastavro.schema import SchemaParseException, UnknownType
 
 from schemas.errors import InvalidSchemaError
-from schemas.registry.normalize import NAMED_KINDS, PRIMITIVES, normalize, parse_json
+from schemas.normalize import NAMED_KINDS, PRIMITIVES, normalize, parse_json
 
 
 @dataclass(frozen=True, eq=False)

@@ -24,10 +24,10 @@ from urllib.parse import quote
 
 import httpx
 
+from schemas.avro_schema import AvroSchema
 from schemas.compatibility_result import CompatibilityResult
 from schemas.errors import RegistryRequestError, RegistryUnavailableError, registry_error_for
 from schemas.registered_schema import RegisteredSchema
-from schemas.registry.avro_schema import AvroSchema
 
 MEDIA_TYPE = "application/vnd.schemaregistry.v1+json"
 Version = int | str

@@ -29,6 +29,7 @@ from typing import Any
 from fastavro import schemaless_reader, schemaless_writer
 from fastavro.read import SchemaResolutionError
 
+from schemas.avro_schema import AvroSchema
 from schemas.client import SchemaRegistryClient
 from schemas.errors import (
     BadMagicByteError,
@@ -38,7 +39,6 @@ from schemas.errors import (
     TruncatedPayloadError,
     UnknownSchemaIdError,
 )
-from schemas.registry.avro_schema import AvroSchema
 
 MAGIC_BYTE = 0
 HEADER = struct.Struct(">bI")  # magic byte, schema id

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from importlib import resources
 
+from schemas.avro_schema import AvroSchema
 from schemas.errors import SchemaError
-from schemas.registry.avro_schema import AvroSchema
 
 SHIPPED = ("page_view", "page_view_v2", "click", "search", "audit_event")
 

@@ -38,9 +38,9 @@ from broker.client.producer import Producer
 from lumber.cli.invocation import suggest
 from lumber.cli.topic_check import require_topic
 from lumber.config import LumberConfig
+from schemas.avro_schema import AvroSchema
 from schemas.client import SchemaRegistryClient
 from schemas.errors import EncodeError, SchemaError
-from schemas.registry.avro_schema import AvroSchema
 from schemas.serde import AvroSerde
 
 log = logging.getLogger(__name__)

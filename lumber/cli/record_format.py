@@ -46,9 +46,9 @@ from fastavro import json_writer
 
 from broker.client.consumer_record import ConsumerRecord
 from pipeline.errors import PipelineError
+from schemas.avro_schema import AvroSchema
 from schemas.client import SchemaRegistryClient
 from schemas.errors import RegistryUnavailableError, SchemaNotFoundError, SerdeError
-from schemas.registry.avro_schema import AvroSchema
 from schemas.serde import HEADER_BYTES, MAGIC_BYTE, AvroSerde
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """The schema registry service: ZooKeeper store, Avro compatibility rules, normalization and the HTTP API.
 
 Importing this package imports nothing heavy: the serde (used inside Spark executors) imports only
-:mod:`schemas.registry.avro_schema` and :mod:`schemas.registry.normalize`.
+:mod:`schemas.avro_schema` and :mod:`schemas.normalize`.
 """

@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from schemas.registry.avro_schema import AvroSchema
+from schemas.avro_schema import AvroSchema
+from schemas.normalize import NAMED_KINDS, PRIMITIVES, split_name
 from schemas.registry.compatibility_level import CompatibilityLevel
-from schemas.registry.normalize import NAMED_KINDS, PRIMITIVES, split_name
 
 #: writer primitive -> the reader primitives it is promoted to
 PROMOTIONS: Mapping[str, frozenset[str]] = {

@@ -3,7 +3,7 @@
 Semantics (Confluent's, for Avro):
 
 * **register**: a schema already live in the subject returns its id (idempotent on the normalized form,
-  see :mod:`schemas.registry.normalize`); otherwise it is checked against the subject's live versions under
+  see :mod:`schemas.normalize`); otherwise it is checked against the subject's live versions under
   the subject's compatibility level (409 naming the rule and path) and added as the next version, reusing the
   id of an identical schema registered anywhere, else taking a new global id.
 * **soft delete** (default) hides a version (or all of a subject's versions) from reads unless they ask for
@@ -29,6 +29,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from schemas.avro_schema import AvroSchema
 from schemas.errors import (
     ConcurrentUpdateError,
     IncompatibleSchemaError,
@@ -46,7 +47,6 @@ from schemas.errors import (
     VersionSoftDeletedError,
 )
 from schemas.registered_schema import RegisteredSchema
-from schemas.registry.avro_schema import AvroSchema
 from schemas.registry.compatibility import check_compatibility
 from schemas.registry.compatibility_level import CompatibilityLevel
 from schemas.registry.config import RegistryConfig

@@ -13,7 +13,7 @@ from broker.client.audit_event import AuditEvent, load_event_id, producer_event_
 from pipeline.audit import AuditReport, dedupe, reconcile
 from pipeline.audit_errors import AuditError
 from pipeline.audit_tolerance import Tolerance
-from schemas.registry.avro_schema import AvroSchema
+from schemas.avro_schema import AvroSchema
 from schemas.registry.compatibility import incompatibilities
 from schemas.shipped import shipped_schema
 

@@ -9,7 +9,7 @@ import pytest
 
 from pipeline import avro_arrow
 from pipeline.load_errors import UnsupportedSchemaError
-from schemas.registry.avro_schema import AvroSchema
+from schemas.avro_schema import AvroSchema
 from schemas.shipped import shipped_schema
 
 RICH = {

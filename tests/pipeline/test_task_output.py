@@ -25,8 +25,8 @@ from pipeline.record_columns import RecordColumns
 from pipeline.source import ReadTask, SourceSettings
 from pipeline.staging import choose_attempts, range_results, staged_files, window_counts
 from pipeline.task_output import ParquetSettings, TaskSummary, write_task
+from schemas.avro_schema import AvroSchema
 from schemas.client import SchemaRegistryClient
-from schemas.registry.avro_schema import AvroSchema
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema_text
 from tests.support.load_job import unique_topic

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from lumber.dev.process import free_port
+from schemas.avro_schema import AvroSchema
 from schemas.client import SchemaRegistryClient
 from schemas.errors import (
     IncompatibleSchemaError,
@@ -14,7 +15,6 @@ from schemas.errors import (
     SchemaNotFoundError,
     SubjectNotFoundError,
 )
-from schemas.registry.avro_schema import AvroSchema
 from tests.schemas.conftest import RegistryProcess
 
 Closing = Callable[[SchemaRegistryClient], SchemaRegistryClient]

@@ -12,8 +12,8 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from schemas.avro_schema import AvroSchema
 from schemas.client import SchemaRegistryClient
-from schemas.registry.avro_schema import AvroSchema
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema_text
 from tests.schemas.conftest import RegistryProcess

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
-from schemas.registry.normalize import MAX_DEPTH
+from schemas.normalize import MAX_DEPTH
 from tests.schemas.conftest import RegistryProcess
 from tests.support.registry import nested_record
 

@@ -15,8 +15,8 @@ import fastavro
 import pytest
 from fastavro.read import SchemaResolutionError
 
+from schemas.avro_schema import AvroSchema
 from schemas.errors import InvalidCompatibilityLevelError
-from schemas.registry.avro_schema import AvroSchema
 from schemas.registry.compatibility import Rule, check_compatibility, incompatibilities
 from schemas.registry.compatibility_level import CompatibilityLevel
 

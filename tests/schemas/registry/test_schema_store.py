@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
+from schemas.avro_schema import AvroSchema
 from schemas.errors import ConcurrentUpdateError, StoreError
-from schemas.registry.avro_schema import AvroSchema
 from schemas.registry.schema_store import SchemaStore, escape_subject, unescape_subject
 from tests.support.zookeeper import new_client
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
+from schemas.avro_schema import AvroSchema
 from schemas.errors import InvalidSchemaError
-from schemas.registry.avro_schema import AvroSchema
 from schemas.shipped import SHIPPED, shipped_schema_text
 
 BASE = (
