@@ -37,6 +37,7 @@ from broker.client.consumer_config import ConsumerConfig
 from broker.client.group_config import GroupConfig
 from broker.client.producer_config import ProducerConfig
 from broker.config import BrokerConfig, LogConfig
+from mirror.mirror_config import MirrorConfig
 from pipeline.audit_config import AuditConfig
 from pipeline.errors import ConfigError
 from pipeline.load_config import LoadConfig
@@ -125,6 +126,7 @@ class LumberConfig:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
     console: ConsoleConfig = field(default_factory=ConsoleConfig)
+    mirror: MirrorConfig = field(default_factory=MirrorConfig)
     source: str = field(default="<defaults>", compare=False, metadata={"internal": True})
 
 
@@ -134,6 +136,11 @@ SectionT = TypeVar("SectionT")
 def _sections() -> dict[str, type[Any]]:
     hints = get_type_hints(LumberConfig)
     return {f.name: hints[f.name] for f in dataclasses.fields(LumberConfig) if not f.metadata.get("internal")}
+
+
+def _keys(cls: Any) -> list[dataclasses.Field[Any]]:
+    """A section's keys: its fields but those marked ``internal`` (filled in by the app, not read)."""
+    return [f for f in dataclasses.fields(cls) if not f.metadata.get("internal")]
 
 
 def _describe(tp: Any) -> str:
@@ -196,7 +203,7 @@ def _check_limits(meta: Mapping[str, Any], value: Any, key: str, where: str) -> 
 def build_section(cls: type[SectionT], table: Mapping[str, Any], section: str, where: str) -> SectionT:
     """Build one section dataclass from a TOML table, naming ``section.key`` in every error."""
     hints = get_type_hints(cls)
-    known = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    known = {f.name: f for f in _keys(cls)}
     kwargs: dict[str, Any] = {}
     for key, value in table.items():
         qualified = f"{section}.{key}"
@@ -233,10 +240,11 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, tuple[Any, str
             known = ", ".join(sorted(sections))
             raise ConfigError(f"environment variable {var}: unknown section [{section}] (known: {known})")
         hints = get_type_hints(sections[section])
-        if key not in hints:
+        keys = {f.name for f in _keys(sections[section])}
+        if key not in keys:
             raise ConfigError(
                 f"environment variable {var}: unknown key '{section}.{key}' "
-                f"(section [{section}] has: {', '.join(sorted(hints))})"
+                f"(section [{section}] has: {', '.join(sorted(keys))})"
             )
         overrides.setdefault(section, {})[key] = (_parse_env_value(hints[key], raw, var), var)
     return overrides
@@ -302,7 +310,7 @@ def render_defaults() -> str:
         if cls.__doc__:
             lines.append(f"# {cls.__doc__.strip().splitlines()[0]}")
         instance = cls()
-        for f in dataclasses.fields(cls):
+        for f in _keys(cls):
             doc = f.metadata.get("doc", "")
             bounds = [f"{k} {f.metadata[k]}" for k in ("min", "max") if k in f.metadata]
             if "choices" in f.metadata:
@@ -332,8 +340,6 @@ def dump_config(config: LumberConfig) -> str:
     for name in _sections():
         section = getattr(config, name)
         lines.append(f"[{name}]")
-        lines.extend(
-            f"{f.name} = {_toml_value(getattr(section, f.name))}" for f in dataclasses.fields(section)
-        )
+        lines.extend(f"{f.name} = {_toml_value(getattr(section, f.name))}" for f in _keys(section))
         lines.append("")
     return "\n".join(lines)

@@ -82,7 +82,7 @@ from broker.cluster.errors import ClusterError, TopicExistsError, ZooKeeperError
 from broker.cluster.topic_admin import TopicAdmin
 from mirror.mirror_audit import MirrorAuditEmitter
 from mirror.mirror_config import MirrorConfig
-from mirror.mirror_errors import MirrorError, TopicMismatchError
+from mirror.mirror_errors import MirrorConfigError, MirrorError, TopicMismatchError
 from mirror.mirror_stream import MirrorStream
 
 log = logging.getLogger(__name__)
@@ -103,6 +103,9 @@ class Mirror:
         group_config: GroupConfig | None = None,
         producer_config: ProducerConfig | None = None,
     ) -> None:
+        config.check_audit()
+        if not config.topics:
+            raise MirrorConfigError("MirrorConfig.topics: no topics to mirror (an empty regular expression)")
         self.config = config
         self.source_zookeeper = source_zookeeper
         self.target_zookeeper = target_zookeeper

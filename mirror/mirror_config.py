@@ -1,7 +1,10 @@
-"""The mirror's own settings (:mod:`mirror.mirror`); the consumer, group and producer keep theirs.
+"""The mirror's own settings, the ``[mirror]`` section of ``lumber.toml`` (:mod:`mirror.mirror`); the
+consumer, group and producer keep theirs.
 
-A frozen dataclass, ready to become a ``[mirror]`` section of ``lumber.toml`` (every field has a ``doc``).
-This module must not import :mod:`pipeline`.
+A frozen dataclass whose fields are the section's keys (each with a ``doc``), read by :mod:`lumber.config`;
+``lumber mirror``'s flags override them. The audit's topic, window and registry are not keys of
+``[mirror]``: they are the ones every tier uses, and ``lumber mirror`` fills them in from the app's config
+(fields marked ``internal``). This module must not import :mod:`pipeline` nor :mod:`lumber`.
 """
 
 from __future__ import annotations
@@ -18,7 +21,11 @@ class MirrorConfig:
     """Which topics a mirror copies, in which group, with how many streams, and how it audits."""
 
     topics: str = field(
-        metadata={"doc": "Regular expression a source topic's whole name must match to be mirrored."}
+        default="",
+        metadata={
+            "doc": "Regular expression a source topic's whole name must match to be mirrored (required, "
+            "here or as `lumber mirror --topics`)."
+        },
     )
     group: str = field(
         default="lumber-mirror",
@@ -84,15 +91,20 @@ class MirrorConfig:
         metadata={
             "doc": "Width of the audit windows (by record timestamp); as [producer] audit_window_ms.",
             "min": 1,
+            "internal": True,
         },
     )
     audit_topic: str = field(
         default=AUDIT_TOPIC,
-        metadata={"doc": "Audit topic on the target (its own records are never counted)."},
+        metadata={"doc": "Audit topic on the target (its own records are never counted).", "internal": True},
     )
     audit_registry_url: str = field(
         default="",
-        metadata={"doc": "Schema registry of the audit event schema; needed when audit_interval_ms > 0."},
+        metadata={
+            "doc": "Schema registry of the audit event schema; needed when audit_interval_ms > 0 (checked "
+            "when the mirror is made).",
+            "internal": True,
+        },
     )
 
     def __post_init__(self) -> None:
@@ -121,9 +133,15 @@ class MirrorConfig:
             raise MirrorConfigError(
                 f"MirrorConfig.audit_interval_ms must be >= 0, got {self.audit_interval_ms}"
             )
-        if self.audit_interval_ms > 0 and not (self.audit_topic and self.audit_registry_url):
+        if self.audit_interval_ms > 0 and not self.audit_topic:
+            raise MirrorConfigError("MirrorConfig: audit_interval_ms > 0 needs an audit_topic")
+
+    def check_audit(self) -> None:
+        """Raise :class:`MirrorConfigError` unless the audit can run: a ``[mirror]`` section has no
+        registry of its own (the app fills it in), so this is checked when a mirror is made."""
+        if self.audit_interval_ms > 0 and not self.audit_registry_url:
             raise MirrorConfigError(
-                "MirrorConfig: audit_interval_ms > 0 needs an audit_topic and an audit_registry_url "
+                "MirrorConfig: audit_interval_ms > 0 needs an audit_registry_url "
                 "(or set audit_interval_ms = 0)"
             )
 

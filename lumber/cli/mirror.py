@@ -6,6 +6,10 @@
         --topics 'page_view|click' [--group lumber-mirror] [--streams 2] [--registry-url URL] \\
         [--topic-refresh-ms 10000]
 
+The mirror's settings are the ``[mirror]`` section of ``lumber.toml`` (``topics``, ``group``, ``streams``,
+the windows of sends in flight, ``audit_interval_ms``, ``topic_refresh_ms``...; ``lumber config defaults``
+lists them); the flags override its keys. ``topics`` is required, in the section or as ``--topics``.
+
 Runs in the foreground until SIGINT or SIGTERM, then waits for the sends in flight, commits what the
 target acknowledged, publishes the last audit counts and leaves the group (:class:`mirror.mirror.Mirror`).
 Start several with the same ``--group`` to share the partitions. Consumer, group and producer settings
@@ -31,7 +35,7 @@ from typing import Any
 from lumber.cli.verbosity import serves
 from lumber.config import LumberConfig
 from mirror.mirror import Mirror
-from mirror.mirror_config import MirrorConfig
+from mirror.mirror_errors import MirrorConfigError
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +55,11 @@ def register(subparsers: Any) -> None:
         help="the target cluster's ZooKeeper (with chroot)",
     )
     parser.add_argument(
-        "--topics", required=True, metavar="REGEX", help="source topics whose whole name matches"
+        "--topics", metavar="REGEX", help="source topics whose whole name matches (default: [mirror] topics)"
     )
+    parser.add_argument("--group", help="consumer group on the source (default: [mirror] group)")
     parser.add_argument(
-        "--group", default="lumber-mirror", help="consumer group on the source (default: lumber-mirror)"
-    )
-    parser.add_argument(
-        "--streams", type=int, default=1, metavar="N", help="streams (threads) per topic (default: 1)"
+        "--streams", type=int, metavar="N", help="streams (threads) per topic (default: [mirror] streams)"
     )
     parser.add_argument(
         "--registry-url", help="schema registry for the audit events (default: [registry] url)"
@@ -65,30 +67,42 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--audit-interval-ms",
         type=int,
-        default=10_000,
-        help="publish the mirror tier's counts this often (default: 10000; 0: no audit)",
+        help="publish the mirror tier's counts this often (default: [mirror] audit_interval_ms; 0: no audit)",
     )
     parser.add_argument(
         "--topic-refresh-ms",
         type=int,
-        default=10_000,
-        help="look for new matching source topics this often (default: 10000; 0: only at the start)",
+        help="look for new matching source topics this often (default: [mirror] topic_refresh_ms; 0: only "
+        "at the start)",
     )
     parser.set_defaults(handler=_mirror)
     serves(parser)
 
 
 def _mirror(args: argparse.Namespace, config: LumberConfig) -> int:
-    settings = MirrorConfig(
-        topics=args.topics,
-        group=args.group,
-        streams=args.streams,
-        audit_interval_ms=args.audit_interval_ms,
-        topic_refresh_ms=args.topic_refresh_ms,
-        audit_window_ms=config.producer.audit_window_ms,
-        audit_topic=config.producer.audit_topic,
-        audit_registry_url=args.registry_url or config.registry.url,
-    )
+    flags = {
+        "topics": args.topics,
+        "group": args.group,
+        "streams": args.streams,
+        "audit_interval_ms": args.audit_interval_ms,
+        "topic_refresh_ms": args.topic_refresh_ms,
+    }
+    try:
+        settings = dataclasses.replace(
+            config.mirror,
+            **{key: value for key, value in flags.items() if value is not None},
+            audit_window_ms=config.producer.audit_window_ms,
+            audit_topic=config.producer.audit_topic,
+            audit_registry_url=args.registry_url or config.registry.url,
+        )
+    except MirrorConfigError as exc:
+        print(f"lumber mirror: {exc}", file=sys.stderr)
+        return 2
+    if not settings.topics:
+        print(
+            "lumber mirror: no topics to mirror: give --topics REGEX or set [mirror] topics", file=sys.stderr
+        )
+        return 2
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -108,7 +122,7 @@ def _mirror(args: argparse.Namespace, config: LumberConfig) -> int:
         topics = mirror.start()
         print(
             f"lumber: mirroring {', '.join(sorted(topics))} from {args.source_zookeeper} to "
-            f"{args.target_zookeeper} (group {args.group})",
+            f"{args.target_zookeeper} (group {settings.group})",
             file=sys.stderr,
             flush=True,
         )
