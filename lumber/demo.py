@@ -30,7 +30,6 @@ last lines say how to stop it).
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import os
 import re
 import shlex
@@ -42,13 +41,21 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from kazoo.client import KazooClient
 
 from broker.client.producer import Producer
 from broker.cluster.topic_admin import TopicAdmin
 from lumber.config import LumberConfig, dump_config, load_config
+from lumber.demo_text import (
+    clock_text,
+    count_text,
+    elapsed_text,
+    format_table,
+    hour_text,
+    warehouse_tree,
+)
 from lumber.demo_traffic import HOUR_MS, TOPICS, TrafficProducer, TrafficSpec
 from lumber.dev.dev_stack import DevStack
 from pipeline.errors import PipelineError
@@ -81,32 +88,6 @@ class DemoOptions:
     lumber: str = "lumber"
     #: added to the environment of the ``lumber`` commands the demo runs (how to print ``lumber``)
     child_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
-
-
-def _fmt(value: int) -> str:
-    return f"{value:,}"
-
-
-def _elapsed(seconds: float) -> str:
-    minutes, secs = divmod(seconds, 60)
-    return f"{int(minutes)}m {secs:04.1f}s" if minutes else f"{secs:.1f}s"
-
-
-def _hour(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H")
-
-
-def _clock(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%H:%M")
-
-
-def _size(length: int) -> str:
-    size = float(length)
-    for unit in ("B", "KiB", "MiB"):
-        if size < 1024 or unit == "MiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} MiB"
 
 
 class Demo:
@@ -158,7 +139,7 @@ class Demo:
         self._title = name
         self._step_started = now
         self.say()
-        self.say(f"[{self._step}/{STEPS}] {title}   (+{_elapsed(now - self.started)})")
+        self.say(f"[{self._step}/{STEPS}] {title}   (+{elapsed_text(now - self.started)})")
 
     def _finish_step(self) -> None:
         if self._step:
@@ -352,7 +333,8 @@ class Demo:
         self.step(
             "traffic",
             f"Producing {spec.hours} hour(s) of tracking traffic "
-            f"({_clock(spec.start_ms)}-{_clock(spec.end_ms)} UTC) from {len(hosts)} hosts, one producer each",
+            f"({clock_text(spec.start_ms)}-{clock_text(spec.end_ms)} UTC) from {len(hosts)} hosts, "
+            "one producer each",
         )
         registry = SchemaRegistryClient(stack.registry.url)
         producers: dict[str, Producer] = {}
@@ -374,7 +356,8 @@ class Demo:
 
             def switched(schema_id: int) -> None:
                 self.say(
-                    f"  {_clock(spec.evolution_ms)}  schema evolution: page_view-value version 2 registered "
+                    f"  {clock_text(spec.evolution_ms)}  schema evolution: page_view-value version 2 "
+                    "registered "
                     f"(id {schema_id}, adds load_time_ms; the registry checked it is BACKWARD compatible); "
                     "every host now writes v2"
                 )
@@ -385,12 +368,14 @@ class Demo:
                 for topic in TOPICS:
                     expected[topic] += sent.by_topic[topic]
                 schemas = (
-                    f"v1 {_fmt(sent.by_schema['page_view'])} / v2 {_fmt(sent.by_schema['page_view_v2'])}"
+                    f"v1 {count_text(sent.by_schema['page_view'])} / "
+                    f"v2 {count_text(sent.by_schema['page_view_v2'])}"
                 )
                 self.say(
-                    f"  {_clock(sent.start_ms)}-{_clock(sent.start_ms + HOUR_MS)}  "
-                    f"page_view {_fmt(sent.by_topic['page_view']):>6} ({schemas})  "
-                    f"click {_fmt(sent.by_topic['click']):>5}  search {_fmt(sent.by_topic['search']):>5}"
+                    f"  {clock_text(sent.start_ms)}-{clock_text(sent.start_ms + HOUR_MS)}  "
+                    f"page_view {count_text(sent.by_topic['page_view']):>6} ({schemas})  "
+                    f"click {count_text(sent.by_topic['click']):>5}  "
+                    f"search {count_text(sent.by_topic['search']):>5}"
                     + (
                         f"  + {sent.malformed} malformed page views from {spec.malformed_host} "
                         "(a bad deploy: wrong magic byte, unknown schema id, truncated Avro, JSON)"
@@ -404,8 +389,8 @@ class Demo:
             registry.close()
         total = sum(expected.values())
         self.say(
-            f"  {_fmt(total)} messages confirmed by the brokers; closing the producers published their audit "
-            "counts (per topic, host and 10-minute window) to the _audit topic"
+            f"  {count_text(total)} messages confirmed by the brokers; closing the producers published their "
+            "audit counts (per topic, host and 10-minute window) to the _audit topic"
         )
         return expected
 
@@ -417,9 +402,11 @@ class Demo:
         for index in range(spec.hours):
             until = spec.hour_start_ms(index) + HOUR_MS
             self.say()
-            code = self._lumber(["etl", "run", "--until-hour", _hour(until)], config_path)
+            code = self._lumber(["etl", "run", "--until-hour", hour_text(until)], config_path)
             if code != 0:
-                raise DemoError(f"the load up to {_hour(until)} failed (exit {code}); see its output above")
+                raise DemoError(
+                    f"the load up to {hour_text(until)} failed (exit {code}); see its output above"
+                )
         return True
 
     def _audit(self, spec: TrafficSpec, config_path: Path) -> bool:
@@ -428,8 +415,8 @@ class Demo:
         args = [
             "audit",
             "verify",
-            f"--since={_hour(spec.start_ms)}",
-            f"--until={_hour(spec.end_ms)}",
+            f"--since={hour_text(spec.start_ms)}",
+            f"--until={hour_text(spec.end_ms)}",
             "--window",
             "1h",
             "--html",
@@ -507,7 +494,8 @@ class Demo:
                 mark = "ok" if loaded == good and loaded + quarantined == expected[topic] else "MISMATCH"
                 ok &= mark == "ok"
                 self.say(
-                    f"  {mark:>8}: {topic:<10} produced {_fmt(expected[topic]):>6} = loaded {_fmt(loaded):>6}"
+                    f"  {mark:>8}: {topic:<10} produced {count_text(expected[topic]):>6} = "
+                    f"loaded {count_text(loaded):>6}"
                     f" + quarantined {quarantined}"
                 )
         finally:
@@ -517,9 +505,9 @@ class Demo:
     def _look_around(self, spec: TrafficSpec, ok: bool) -> None:
         total = time.monotonic() - self.started
         self.say()
-        self.say(("Done" if ok else "Finished with problems (above)") + f" in {_elapsed(total)}:")
+        self.say(("Done" if ok else "Finished with problems (above)") + f" in {elapsed_text(total)}:")
         self.say(
-            "  " + ", ".join(f"{title.split(':')[0].lower()} {_elapsed(s)}" for title, s in self.timings)
+            "  " + ", ".join(f"{title.split(':')[0].lower()} {elapsed_text(s)}" for title, s in self.timings)
         )
         state = shlex.quote(self.shown_dir)
         lumber = self.lumber
@@ -531,7 +519,7 @@ class Demo:
             (f"{lumber} topics describe page_view", "partitions and their leaders"),
             (f"{lumber} schemas get page_view-value --version latest", "the evolved schema"),
             (f"{lumber} etl status", "committed offsets, lag, the last run"),
-            (f"{lumber} audit verify --since={_hour(spec.start_ms)}", "the audit again, by hour"),
+            (f"{lumber} audit verify --since={hour_text(spec.start_ms)}", "the audit again, by hour"),
             (f"{lumber} etl schedule --every 1h --delay 10m", "keep loading every hour (Ctrl-C stops)"),
             (f"ls {wh}/_lumber/hourly/manifests/", "the commits: one manifest per run"),
             (f'{python} -c "import duckdb; duckdb.sql(\\"{sql}\\").show()"', "any SQL on the output"),
@@ -558,76 +546,6 @@ class Demo:
 def _local_path(url: str) -> str:
     """The local path of a ``file:`` URL or a plain path (the demo's warehouse is local)."""
     return url.removeprefix("file://").removeprefix("file:")
-
-
-def warehouse_tree(root: Path, max_depth: int = 6) -> list[str]:
-    """``root`` as an indented tree: a folder holding only files becomes one line (count, size, an example
-    name); hidden files (Hadoop's ``.crc``) are left out; topics first, then ``_errors`` and ``_lumber``."""
-
-    def entries(folder: Path) -> list[Path]:
-        return sorted(
-            (p for p in folder.iterdir() if not p.name.startswith(".")),
-            key=lambda p: (p.name.startswith("_"), p.name),
-        )
-
-    def summary(files: list[Path]) -> str:
-        size = sum(f.stat().st_size for f in files)
-        example = files[0].name
-        return f"{len(files)} file{'s' if len(files) != 1 else ''}, {_size(size)}" + (
-            f"   e.g. {example}" if len(files) > 1 else f"   {example}"
-        )
-
-    lines: list[str] = []
-
-    def walk(folder: Path, prefix: str, depth: int) -> None:
-        children = entries(folder)
-        for n, child in enumerate(children):
-            last = n == len(children) - 1
-            branch = "└── " if last else "├── "
-            if child.is_dir():
-                inside = entries(child)
-                if not inside:
-                    lines.append(f"{prefix}{branch}{child.name}/   (empty)")
-                elif all(p.is_file() for p in inside):
-                    lines.append(f"{prefix}{branch}{child.name}/   {summary(inside)}")
-                elif depth >= max_depth:
-                    lines.append(f"{prefix}{branch}{child.name}/   ...")
-                else:
-                    lines.append(f"{prefix}{branch}{child.name}/")
-                    walk(child, prefix + ("    " if last else "│   "), depth + 1)
-            else:
-                lines.append(f"{prefix}{branch}{child.name}")
-
-    if root.is_dir():
-        walk(root, "", 1)
-    return lines
-
-
-def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    """``rows`` under ``columns``, numbers right-aligned, ``NULL`` for None."""
-
-    def text(value: Any) -> str:
-        if value is None:
-            return "NULL"
-        if isinstance(value, float) and value.is_integer():
-            return f"{int(value):,}"
-        if isinstance(value, int) and not isinstance(value, bool):
-            return f"{value:,}" if abs(value) >= 10_000 else str(value)
-        return str(value)
-
-    cells = [[text(v) for v in row] for row in rows]
-    numeric = [
-        all(isinstance(row[i], int | float) or row[i] is None for row in rows) if rows else False
-        for i in range(len(columns))
-    ]
-    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
-
-    def line(values: Sequence[str]) -> str:
-        return "  ".join(
-            v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True)
-        ).rstrip()
-
-    return [line(columns), line(["-" * w for w in widths]), *(line(r) for r in cells)]
 
 
 def run_demo(options: DemoOptions, base: LumberConfig, out: TextIO | None = None) -> int:

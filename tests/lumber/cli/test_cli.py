@@ -68,7 +68,7 @@ def test_a_bad_log_level_is_a_usage_error() -> None:
 
 
 def test_make_help_lists_every_target_the_readme_names() -> None:
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     named = set(re.findall(r"`make ([a-z]+)", (root / "README.md").read_text()))
     assert {"venv", "pytest", "bench", "lint", "typecheck", "demo", "test", "clean"} <= named
     shown = subprocess.run(["make", "-s", "help"], cwd=root, capture_output=True, text=True, timeout=60)
