@@ -173,7 +173,7 @@ def start_mirror(
         [
             sys.executable, "-m", "lumber", "--config", str(config), "mirror",
             "--source-zookeeper", source.zk_connect, "--target-zookeeper", target.zk_connect,
-            "--topics", TOPIC, "--group", GROUP, "--streams", "2", "--audit-interval-ms", "0",
+            "--group", GROUP,  # overrides [mirror] group; the rest comes from the section
         ],
         cwd=ROOT,
         stderr=log,
@@ -194,9 +194,11 @@ def target_values(target: BrokerCluster) -> dict[int, list[int]]:
 
 
 def process_config(tmp_path: Path) -> Path:
-    """The ``lumber.toml`` of a mirror process: short group session, quick commits and fetches."""
+    """The ``lumber.toml`` of a mirror process: what to mirror (``--group`` overrides the section's group),
+    short group session, quick commits and fetches."""
     config = tmp_path / "mirror.toml"
     config.write_text(
+        f'[mirror]\ntopics = "{TOPIC}"\ngroup = "not-{GROUP}"\nstreams = 2\naudit_interval_ms = 0\n\n'
         f"[group]\nsession_timeout_ms = {SESSION_TIMEOUT_MS}\nauto_commit_interval_ms = 300\n\n"
         "[consumer]\nfetch_max_wait_ms = 100\n\n[producer]\nlinger_ms = 5\n"
     )
