@@ -9,26 +9,34 @@ Layout (every path is in :mod:`broker.cluster.zk_paths`), below ``/consumers/<gr
     offsets/<topic>/<p>        persistent  the next offset the group consumes from p
     rewind                     persistent  bumped when offsets were rewound
 
+The member composes two recipe-sized classes in kazoo's shape, each owning its znodes and the rules about
+them: :class:`~broker.client.fenced_election.FencedElection` (``leader/``: the election, and the fence of
+the leader's generation writes) and :class:`~broker.client.partition_ownership.PartitionOwnership`
+(``ids/`` and ``owners/``: the registration, the fence of every commit, claims and releases); the leader's
+duties are :class:`~broker.client.group_leader.GroupLeader`'s and the offsets
+:class:`~broker.client.group_offsets.GroupOffsets`'. This module holds what ties them to the member's
+streams: when to elect, claim, release and commit, and when to stop fetching.
+
 How a rebalance goes (paper section 3.2, Algorithm 1, without the 0.8 consumer's flaws):
 
 1. Only the leader watches the members, brokers and topics (:mod:`broker.client.group_leader`); on a
    change it computes the assignment and writes it as generation + 1 with compare-and-set, fenced by its
-   own candidate node. Every other member watches just the generation node, its predecessor in the
-   election and the owner nodes it waits for: one notification per member per rebalance (no herd).
+   own candidate node (:meth:`FencedElection.fenced_transaction`). Every other member watches just the
+   generation node, its predecessor in the election and the owner nodes it waits for: one notification
+   per member per rebalance (no herd).
 2. A member that reads a new generation first **releases** what it no longer gets: it stops fetching
    those partitions and handing out their records, waits up to ``release_timeout_ms`` for the
    application to finish the records it has in hand, then commits their offsets and deletes their owner
-   nodes in one transaction fenced by its registration (:mod:`broker.client.group_offsets`).
-3. Then it **claims** what it gets: ``create`` of the ephemeral owner node, which succeeds for exactly one
-   creator; if another member still holds it, the claimant sets a watch on that node and claims again the
-   moment it is deleted (by its owner's release, or by ZooKeeper when the owner's session expires). No
-   retry limit, no giving up: a claim waits exactly as long as the previous owner takes. Once created it
-   reads the committed offset and starts fetching from there (``auto_offset_reset`` when there is none).
+   nodes in one transaction fenced by its registration (:meth:`PartitionOwnership.commit`).
+3. Then it **claims** what it gets (:meth:`PartitionOwnership.claim`: one creator wins; a member still
+   holding a node is watched and the claim is made again the moment the node goes). Once created it reads
+   the committed offset and starts fetching from there (``auto_offset_reset`` when there is none).
 
 The four guarantees and what gives them:
 
 * **At most one owner, one fetcher.** A member fetches a partition only between creating its owner node
-  and deleting it, and ZooKeeper lets one session create it. A member stops fetching everything as soon as
+  and deleting it, and ZooKeeper lets one session create it (:mod:`broker.client.partition_ownership`).
+  A member stops fetching everything as soon as
   its connection is lost (kazoo's SUSPENDED, after 2/3 of the session timeout without an answer), which is
   before the server can expire its session (a full timeout without hearing from it) and hand its
   partitions to others. After an expiry (LOST) it drops everything and joins again as a new member.
@@ -37,14 +45,17 @@ The four guarantees and what gives them:
   for anything, so no claim waits on another claim, and each wait ends with a release (bounded by
   ``release_timeout_ms`` plus a commit) or a session expiry. ZooKeeper errors are retried with jittered,
   capped backoff for as long as the member lives.
-* **Stop fetching, commit, then release.** In that order, with the commit and the owner-node deletion in
-  one transaction; the next owner cannot create the node before the commit is visible.
-* **An expired member cannot commit.** Every commit checks the member's own registration in the same
-  transaction; the registration's id is never reused, so it exists exactly while the session lives.
+* **Stop fetching, commit, then release.** In that order: this module stops the streams and waits for
+  the records in hand; the commit and the owner-node deletion are one transaction
+  (:mod:`broker.client.partition_ownership`), so the next owner cannot create the node before the commit
+  is visible.
+* **An expired member cannot commit**, and **a deposed leader cannot publish**: the fences, each written
+  down with its recipe (:mod:`broker.client.partition_ownership`, :mod:`broker.client.fenced_election`).
 
-Threads: kazoo's (watch callbacks only record what changed; the session listener pauses the streams at
-once on SUSPENDED and LOST), and one coordination thread that does every ZooKeeper step, in order. The
-member's condition guards the streams; it is never held across a ZooKeeper call.
+Threads: kazoo's (watch callbacks, the recipes' included, only record what changed; the session listener
+pauses the streams at once on SUSPENDED and LOST), and one coordination thread that does every ZooKeeper
+step, in order, and makes every call into the recipes (which are not thread-safe). The member's condition
+guards the streams; it is never held across a ZooKeeper call.
 """
 
 from __future__ import annotations
@@ -62,11 +73,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType
 
 from broker.client.errors import CommitFailedError, GroupClosedError, GroupError
+from broker.client.fenced_election import FencedElection
 from broker.client.group_assignment import GroupAssignment
 from broker.client.group_config import GroupConfig
 from broker.client.group_leader import GroupLeader, NotLeaderError
@@ -74,6 +86,7 @@ from broker.client.group_offsets import GroupOffsets, OffsetCommit
 from broker.client.member_registration import MemberRegistration
 from broker.client.message_stream import MessageStream
 from broker.client.partition_owner import PartitionOwner
+from broker.client.partition_ownership import PartitionOwnership
 from broker.client.rebalance_listener import RebalanceListener
 from broker.cluster import zk_paths
 from broker.cluster.errors import ClusterError
@@ -172,23 +185,18 @@ class GroupMembership:
             connection_retry={"max_tries": -1, "delay": 0.05, "backoff": 2, "max_delay": 1.0},
         )
         self._offsets = GroupOffsets(self._client, group)
-        self._owner_watch = self._on_owner_event
+        self._election = FencedElection(self._client, group, self._on_election_change)
+        self._ownership = PartitionOwnership(self._client, group, self._offsets, self._on_owner_freed)
         self._assignment_watch = self._on_assignment_event
-        self._election_watch = self._on_election_event
         self._rewind_watch = self._on_rewind_event
-        self._owners_prefix = zk_paths.group_owners_path(group) + "/"
         # state of the coordination thread (read by other threads only as whole-object snapshots)
         self.member_id = ""
-        self._member_path = ""
-        self._candidate_path = ""
-        self._session_id: int | None = None
         self._joining: tuple[int, str] | None = None
         self._leader: GroupLeader | None = None
         self._assignment: GroupAssignment | None = None
         self._owned: dict[TopicPartition, _Owned] = {}
         self._pending: dict[TopicPartition, int] = {}
         self._releasing: dict[TopicPartition, tuple[int | None, _Owned]] = {}
-        self._owner_parents: set[str] = set()
         self._progress_lost = False
         # signalling between threads
         self._events = threading.Condition()
@@ -329,7 +337,8 @@ class GroupMembership:
         if state == KazooState.CONNECTED:
             self._connected.set()
             client_id = self._client.client_id
-            same = self._session_id is not None and client_id is not None and client_id[0] == self._session_id
+            registered = self._ownership.session_id
+            same = registered is not None and client_id is not None and client_id[0] == registered
             if same:
                 self._mark(resync=True)
             else:
@@ -353,22 +362,15 @@ class GroupMembership:
                 "group %s: member %s: zookeeper connection lost; stopped fetching", self.group, self.member_id
             )
 
-    def _on_owner_event(self, event: Any) -> None:
-        if event.type == EventType.NONE:
-            return  # connection dropped: the resync after CONNECTED sets every watch again
-        path: str = event.path or ""
-        if path.startswith(self._owners_prefix):
-            topic, _, partition = path[len(self._owners_prefix) :].rpartition("/")
-            if topic and partition.isdigit():
-                self._mark(owners=[TopicPartition(topic, int(partition))])
+    def _on_owner_freed(self, tp: TopicPartition) -> None:
+        self._mark(owners=[tp])
 
     def _on_assignment_event(self, event: Any) -> None:
         if event.type != EventType.NONE:
             self._mark(assignment=True)
 
-    def _on_election_event(self, event: Any) -> None:
-        if event.type != EventType.NONE:
-            self._mark(election=True)
+    def _on_election_change(self) -> None:
+        self._mark(election=True)
 
     def _on_rewind_event(self, event: Any) -> None:
         if event.type != EventType.NONE:
@@ -477,9 +479,10 @@ class GroupMembership:
         self._owned.clear()
         self._pending.clear()
         self._releasing.clear()
-        self._owner_parents.clear()
         self._assignment = None
         self._step_down()
+        self._ownership.reset()
+        self._election.reset()
         client_id = self._client.client_id
         if client_id is None:
             raise KazooTimeoutError("no zookeeper session")
@@ -488,55 +491,22 @@ class GroupMembership:
             prefix = self._config.member_id_prefix or socket.gethostname()
             self._joining = (session_id, f"{prefix}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         member_id = self._joining[1]
-        group = self.group
-        for path in (
-            zk_paths.group_ids_path(group),
-            zk_paths.group_leader_path(group),
-            zk_paths.group_owners_path(group),
-        ):
-            self._client.ensure_path(path)
-        member_path = zk_paths.group_member_path(group, member_id)
         registration = MemberRegistration(
             member_id, self._subscription, socket.gethostname(), os.getpid(), int(time.time() * 1000)
         )
-        try:
-            self._client.create(member_path, registration.encode(), ephemeral=True)
-        except NodeExistsError:  # our own create, whose reply was lost
-            _, stat = self._client.get(member_path)
-            if stat.ephemeralOwner != session_id:
-                raise GroupError(
-                    f"group {group}: member id {member_id} is taken by another session"
-                ) from None
-        leader_dir = zk_paths.group_leader_path(group)
-        mine = [c for c in self._client.get_children(leader_dir) if c.startswith(member_id + "-")]
-        if mine:
-            candidate = f"{leader_dir}/{mine[0]}"
-        else:
-            candidate = self._client.create(
-                zk_paths.group_candidate_prefix(group, member_id),
-                member_id.encode(),
-                ephemeral=True,
-                sequence=True,
-            )
+        self._ownership.register(registration, session_id)
+        self._election.stand(member_id)
         self.member_id = member_id
-        self._member_path = member_path
-        self._candidate_path = candidate
-        self._session_id = session_id
         self._joining = None
         self._resume_streams()
         self._joined.set()
-        log.info("group %s: joined as %s, subscribed to %s", group, member_id, self._subscription)
+        log.info("group %s: joined as %s, subscribed to %s", self.group, member_id, self._subscription)
 
     def _resync(self) -> None:
         """The connection is back within the same session: every watch was dropped, set them again and
         fetch again (the owner nodes are still this session's)."""
         self._finish_releases()
-        reads = [(tp, self._client.exists_async(self._owner_path(tp))) for tp in self._owned]
-        gone = []
-        for tp, result in reads:
-            stat = result.get()
-            if stat is None or stat.ephemeralOwner != self._session_id:
-                gone.append(tp)
+        gone = self._ownership.verify(list(self._owned))
         if gone:
             log.error(
                 "group %s: owner nodes of %s are not this member's any more; dropping them", self.group, gone
@@ -548,44 +518,24 @@ class GroupMembership:
         log.info("group %s: member %s: reconnected; fetching again", self.group, self.member_id)
 
     def _elect(self) -> bool:
-        """Lead if this member's candidate is the first; else watch the one just before. Returns whether
-        it has just become the leader."""
-        leader_dir = zk_paths.group_leader_path(self.group)
-        name = self._candidate_path.rsplit("/", 1)[1]
-        while True:
-            children = self._client.get_children(leader_dir)
-            if name not in children:
-                log.warning("group %s: candidate %s vanished; standing again", self.group, name)
-                self._candidate_path = self._client.create(
-                    zk_paths.group_candidate_prefix(self.group, self.member_id),
-                    self.member_id.encode(),
-                    ephemeral=True,
-                    sequence=True,
-                )
-                name = self._candidate_path.rsplit("/", 1)[1]
-                continue
-            ordered = sorted(children, key=_candidate_order)
-            index = ordered.index(name)
-            if index == 0:
-                if self._leader is not None:
-                    return False
-                leader = GroupLeader(
-                    self._client,
-                    self.group,
-                    self.member_id,
-                    self._candidate_path,
-                    self._config.partition_assignment_strategy,
-                    self._on_leader_change,
-                )
-                leader.start()
-                self._leader = leader
-                return True
+        """Lead if this member's candidate is the first (start the leader's duties), else step down.
+        Returns whether it has just become the leader."""
+        if not self._election.lead():
             self._step_down()
-            if (
-                self._client.exists(f"{leader_dir}/{ordered[index - 1]}", watch=self._election_watch)
-                is not None
-            ):
-                return False
+            return False
+        if self._leader is not None:
+            return False
+        leader = GroupLeader(
+            self._client,
+            self.group,
+            self.member_id,
+            self._election,
+            self._config.partition_assignment_strategy,
+            self._on_leader_change,
+        )
+        leader.start()
+        self._leader = leader
+        return True
 
     def _resume_streams(self) -> None:
         """Fetch again, unless the connection was lost meanwhile (the session listener clears
@@ -683,9 +633,7 @@ class GroupMembership:
             for tp, (position, owned) in self._releasing.items()
             if position is not None and position != owned.committed
         }
-        outcome = self._offsets.commit(
-            self._member_path, self.member_id, commits, release=list(self._releasing)
-        )
+        outcome = self._ownership.commit(commits, release=list(self._releasing))
         if outcome.fenced:
             log.warning(
                 "group %s: released %d partitions without committing: session expired",
@@ -723,48 +671,14 @@ class GroupMembership:
         if not partitions or self._assignment is None:
             return
         generation = self._assignment.generation
-        session_id = self._session_id
-        for topic in {tp.topic for tp in partitions}:
-            parent = zk_paths.group_owners_path(self.group, topic)
-            if parent not in self._owner_parents:
-                self._client.ensure_path(parent)
-                self._owner_parents.add(parent)
-        creates = [
-            (
-                tp,
-                self._client.create_async(
-                    self._owner_path(tp),
-                    PartitionOwner(self.member_id, self._pending[tp], generation).encode(),
-                    ephemeral=True,
-                ),
-            )
-            for tp in partitions
-        ]
-        got: list[TopicPartition] = []
-        busy: list[TopicPartition] = []
-        freed: list[TopicPartition] = []
-        for tp, result in creates:
-            try:
-                result.get()
-            except NodeExistsError:
-                busy.append(tp)
-            except NoNodeError:  # the topic's owners folder was deleted meanwhile: make it again
-                self._owner_parents.clear()
-                freed.append(tp)
-            else:
-                got.append(tp)
-        reads = [(tp, self._client.get_async(self._owner_path(tp), watch=self._owner_watch)) for tp in busy]
-        for tp, result in reads:
-            try:
-                _, stat = result.get()
-            except NoNodeError:
-                freed.append(tp)  # released meanwhile: claim again at once
-                continue
-            if stat.ephemeralOwner == session_id:
-                got.append(tp)  # this session's own node (a create whose reply was lost)
+        session_id = self._ownership.session_id
+        claim = self._ownership.claim(
+            {tp: PartitionOwner(self.member_id, self._pending[tp], generation) for tp in partitions}
+        )
+        got, freed = claim.got, claim.freed
         committed = self._offsets.read(got)
         with self._cond:
-            if self._session_id != session_id:
+            if self._ownership.session_id != session_id:
                 return
             for tp in got:
                 number = self._pending.pop(tp)
@@ -791,10 +705,10 @@ class GroupMembership:
         }
         if not commits:
             return
-        outcome = self._offsets.commit(self._member_path, self.member_id, commits)
+        outcome = self._ownership.commit(commits)
         if outcome.fenced:
             raise CommitFailedError(
-                f"group {self.group}: {self._member_path} is gone: the member's session expired; "
+                f"group {self.group}: {self._ownership.member_path} is gone: the member's session expired; "
                 "nothing committed"
             )
         for tp, version in outcome.versions.items():
@@ -830,13 +744,13 @@ class GroupMembership:
 
     def _shutdown(self) -> None:
         try:
-            if self._client.connected and self._session_id is not None and self._member_path:
+            if self._client.connected and self._ownership.registered:
                 self._finish_releases()
                 if self._owned:
                     self._release(list(self._owned), all_consumed=True)
                 transaction = self._client.transaction()
-                transaction.delete(self._candidate_path)
-                transaction.delete(self._member_path)
+                self._election.withdraw(transaction)
+                self._ownership.withdraw(transaction)
                 transaction.commit()
         except _RETRIABLE as exc:
             log.warning(
@@ -851,9 +765,6 @@ class GroupMembership:
 
     # ------------------------------------------------------------------------------ helpers
 
-    def _owner_path(self, tp: TopicPartition) -> str:
-        return zk_paths.group_owner_path(self.group, tp.topic, tp.partition)
-
     def _call_listener(
         self, callback: Callable[[list[TopicPartition]], None], partitions: list[TopicPartition]
     ) -> None:
@@ -861,10 +772,3 @@ class GroupMembership:
             callback(partitions)
         except Exception:  # the application's code must not stop the handover
             log.exception("group %s: rebalance listener %s failed", self.group, callback.__name__)
-
-
-def _candidate_order(name: str) -> tuple[int, str]:
-    try:
-        return zk_paths.candidate_sequence(name), name
-    except zk_paths.ZkDataError:
-        return 1 << 62, name  # not a candidate of ours: never the leader
