@@ -68,7 +68,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,10 +82,10 @@ from broker.client.fenced_election import FencedElection
 from broker.client.group_assignment import GroupAssignment
 from broker.client.group_config import GroupConfig
 from broker.client.group_leader import GroupLeader, NotLeaderError
-from broker.client.group_offsets import GroupOffsets, OffsetCommit
+from broker.client.group_offsets import GroupOffsets
 from broker.client.member_registration import MemberRegistration
 from broker.client.message_stream import MessageStream
-from broker.client.partition_owner import PartitionOwner
+from broker.client.partition_handover import PartitionHandover, StreamKey
 from broker.client.partition_ownership import PartitionOwnership
 from broker.client.rebalance_listener import RebalanceListener
 from broker.cluster import zk_paths
@@ -100,20 +100,6 @@ _RETRIABLE = (KazooException, KazooTimeoutError, ClusterError)
 _DISCONNECTED_POLL_S = 0.05
 #: How long close() waits for the coordination thread.
 _CLOSE_TIMEOUT_S = 30.0
-
-StreamKey = tuple[str, int]
-
-
-@dataclass
-class _Owned:
-    """A partition this member owns (its owner node exists, created by this session)."""
-
-    stream: MessageStream
-    number: int
-    #: version of the offset node as last read or written (None: there is none)
-    offset_version: int | None
-    #: the offset committed (or read at the claim)
-    committed: int | None
 
 
 @dataclass
@@ -175,10 +161,6 @@ class GroupMembership:
         self.group = group
         self._config = config
         self._subscription = dict(subscription)
-        self._streams = dict(streams)
-        self._unique_streams = list({id(s): s for s in self._streams.values()}.values())
-        self._cond = condition
-        self._listener = listener or RebalanceListener()
         self._client = KazooClient(
             hosts=zookeeper_connect,
             timeout=config.session_timeout_ms / 1000,
@@ -187,6 +169,15 @@ class GroupMembership:
         self._offsets = GroupOffsets(self._client, group)
         self._election = FencedElection(self._client, group, self._on_election_change)
         self._ownership = PartitionOwnership(self._client, group, self._offsets, self._on_owner_freed)
+        self._handover = PartitionHandover(
+            group,
+            streams,
+            condition,
+            listener or RebalanceListener(),
+            self._ownership,
+            self._offsets,
+            config.release_timeout_ms,
+        )
         self._assignment_watch = self._on_assignment_event
         self._rewind_watch = self._on_rewind_event
         # state of the coordination thread (read by other threads only as whole-object snapshots)
@@ -194,9 +185,6 @@ class GroupMembership:
         self._joining: tuple[int, str] | None = None
         self._leader: GroupLeader | None = None
         self._assignment: GroupAssignment | None = None
-        self._owned: dict[TopicPartition, _Owned] = {}
-        self._pending: dict[TopicPartition, int] = {}
-        self._releasing: dict[TopicPartition, tuple[int | None, _Owned]] = {}
         self._progress_lost = False
         # signalling between threads
         self._events = threading.Condition()
@@ -241,7 +229,7 @@ class GroupMembership:
         return self._leader is not None
 
     def owned(self) -> set[TopicPartition]:
-        return set(self._owned)
+        return self._handover.owned()
 
     def target(self) -> dict[TopicPartition, int]:
         """What the latest generation this member read gives it (partition -> stream number)."""
@@ -252,9 +240,7 @@ class GroupMembership:
         """Commit every record handed out so far (the application is done with them); without
         ``mark_consumed``, commit the consumed positions as they are."""
         if mark_consumed:
-            with self._cond:
-                for stream in self._unique_streams:
-                    stream.mark_consumed()
+            self._handover.mark_consumed()
         if self._progress_lost:
             self._progress_lost = False
             raise CommitFailedError(
@@ -271,10 +257,7 @@ class GroupMembership:
         """Commit what was handed out, release every partition, leave the group, disconnect. Idempotent."""
         if self._closing.is_set():
             return
-        with self._cond:
-            for stream in self._unique_streams:
-                stream.close_delivery()
-                stream.mark_consumed()
+        self._handover.mark_consumed(close_delivery=True)
         with self._events:
             self._closing.set()
             self._events.notify_all()
@@ -345,11 +328,9 @@ class GroupMembership:
                 self._mark(rejoin=True)
             return
         self._connected.clear()
-        with self._cond:
-            for stream in self._unique_streams:
-                stream.pause()
+        self._handover.pause()
         if state == KazooState.LOST:
-            if self._owned or self._releasing:
+            if self._handover.holds_partitions():
                 self._progress_lost = True  # what was handed out since the last commit will not be committed
             log.warning(
                 "group %s: member %s: the zookeeper session expired; joining again",
@@ -424,8 +405,8 @@ class GroupMembership:
         elif dirty.resync:
             self._resync()
             dirty.election = dirty.assignment = dirty.rewind = True
-            dirty.owners |= set(self._pending)
-        self._finish_releases()
+            dirty.owners |= self._handover.pending()
+        self._handover.finish_releases()
         became_leader = False
         if dirty.election:
             became_leader = self._elect()
@@ -440,15 +421,17 @@ class GroupMembership:
         if dirty.assignment:
             self._read_assignment()
             self._apply()
-        elif dirty.owners:
-            self._claim([tp for tp in dirty.owners if tp in self._pending])
+        elif dirty.owners and self._assignment is not None:
+            freed = self._handover.claim(list(dirty.owners), self._assignment.generation)
+            if freed:
+                self._mark(owners=freed)
         if dirty.rewind:
             self._reload_offsets()
         while self._requests:
             request = self._requests.popleft()
             try:
                 if request.kind == "commit":
-                    self._commit(manual=True)
+                    self._commit()
                 elif request.kind == "reload":
                     self._reload_offsets()
             except _RETRIABLE as exc:
@@ -459,7 +442,7 @@ class GroupMembership:
         if self._config.auto_commit_enable and time.monotonic() >= self._next_commit:
             self._next_commit = time.monotonic() + self._config.auto_commit_interval_ms / 1000
             try:
-                self._commit(manual=False)
+                self._commit()
             except CommitFailedError as exc:
                 log.warning("group %s: auto-commit: %s", self.group, exc)
 
@@ -473,12 +456,7 @@ class GroupMembership:
 
     def _join(self) -> None:
         """Register as a new member (a new id every session) and stand for election."""
-        with self._cond:
-            for stream in self._unique_streams:
-                stream.remove(stream.partitions())
-        self._owned.clear()
-        self._pending.clear()
-        self._releasing.clear()
+        self._handover.drop_all()
         self._assignment = None
         self._step_down()
         self._ownership.reset()
@@ -505,15 +483,13 @@ class GroupMembership:
     def _resync(self) -> None:
         """The connection is back within the same session: every watch was dropped, set them again and
         fetch again (the owner nodes are still this session's)."""
-        self._finish_releases()
-        gone = self._ownership.verify(list(self._owned))
+        self._handover.finish_releases()
+        gone = self._ownership.verify(self._handover.owned())
         if gone:
             log.error(
                 "group %s: owner nodes of %s are not this member's any more; dropping them", self.group, gone
             )
-            with self._cond:
-                for tp in gone:
-                    self._owned.pop(tp).stream.remove([tp])
+            self._handover.drop(gone)
         self._resume_streams()
         log.info("group %s: member %s: reconnected; fetching again", self.group, self.member_id)
 
@@ -540,10 +516,7 @@ class GroupMembership:
     def _resume_streams(self) -> None:
         """Fetch again, unless the connection was lost meanwhile (the session listener clears
         ``_connected`` before it takes the condition to pause, so checking under it cannot miss a loss)."""
-        with self._cond:
-            if self._connected.is_set():
-                for stream in self._unique_streams:
-                    stream.resume()
+        self._handover.resume(self._connected)
 
     def _step_down(self) -> None:
         if self._leader is not None:
@@ -576,148 +549,13 @@ class GroupMembership:
         self._assignment = assignment
 
     def _apply(self) -> None:
-        """Move to the latest generation: release first, then move between own streams, then claim."""
-        target = self.target()
-        unknown = {tp: n for tp, n in target.items() if (tp.topic, n) not in self._streams}
-        if unknown:
-            log.error(
-                "group %s: generation gives this member streams it does not have: %s", self.group, unknown
-            )
-            target = {tp: n for tp, n in target.items() if tp not in unknown}
-        release = [tp for tp in self._owned if tp not in target]
-        if release:
-            self._release(release)
-        moves = [tp for tp, owned in self._owned.items() if target[tp] != owned.number]
-        if moves:
-            self._move(moves, target)
-        self._pending = {tp: number for tp, number in target.items() if tp not in self._owned}
-        if self._pending:
-            self._claim(list(self._pending))
-
-    def _release(self, partitions: list[TopicPartition], *, all_consumed: bool = False) -> None:
-        """Stop fetching, wait for the records in hand, then commit and delete the owner nodes."""
-        by_stream: dict[int, tuple[MessageStream, list[TopicPartition]]] = {}
-        for tp in partitions:
-            owned = self._owned[tp]
-            by_stream.setdefault(id(owned.stream), (owned.stream, []))[1].append(tp)
-        with self._cond:
-            for stream, tps in by_stream.values():
-                stream.stop(tps)
-        self._call_listener(self._listener.on_partitions_revoked, sorted(partitions))
-        with self._cond:
-            if all_consumed:
-                for stream, _ in by_stream.values():
-                    stream.mark_consumed()
-            elif not self._cond.wait_for(
-                lambda: not any(s.in_hand(tps) for s, tps in by_stream.values()),
-                self._config.release_timeout_ms / 1000,
-            ):
-                log.warning(
-                    "group %s: the application did not come back within release_timeout_ms; the records it "
-                    "holds of %s will be delivered again by their next owners",
-                    self.group,
-                    sorted(partitions),
-                )
-            positions: dict[TopicPartition, int | None] = {}
-            for stream, tps in by_stream.values():
-                positions.update(stream.remove(tps))
-        for tp in partitions:
-            self._releasing[tp] = (positions.get(tp), self._owned.pop(tp))
-        self._finish_releases()
-
-    def _finish_releases(self) -> None:
-        if not self._releasing:
-            return
-        commits = {
-            tp: OffsetCommit(position, owned.offset_version)
-            for tp, (position, owned) in self._releasing.items()
-            if position is not None and position != owned.committed
-        }
-        outcome = self._ownership.commit(commits, release=list(self._releasing))
-        if outcome.fenced:
-            log.warning(
-                "group %s: released %d partitions without committing: session expired",
-                self.group,
-                len(commits),
-            )
-        elif commits:
-            log.debug(
-                "group %s: committed %s and released",
-                self.group,
-                {str(tp): c.offset for tp, c in commits.items()},
-            )
-        self._releasing.clear()
-
-    def _move(self, partitions: list[TopicPartition], target: Mapping[TopicPartition, int]) -> None:
-        """Partitions this member keeps but in another of its streams: no ZooKeeper step."""
-        with self._cond:
-            for tp in partitions:
-                owned = self._owned[tp]
-                owned.stream.stop([tp])
-            self._cond.wait_for(
-                lambda: not any(self._owned[tp].stream.in_hand([tp]) for tp in partitions),
-                self._config.release_timeout_ms / 1000,
-            )
-            for tp in partitions:
-                owned = self._owned[tp]
-                position = owned.stream.remove([tp]).get(tp)
-                number = target[tp]
-                owned.stream = self._streams[(tp.topic, number)]
-                owned.number = number
-                owned.stream.add(tp, position)
-
-    def _claim(self, partitions: list[TopicPartition]) -> None:
-        """Create the owner nodes of ``partitions``; wait (watch) on those still held by someone else."""
-        if not partitions or self._assignment is None:
-            return
-        generation = self._assignment.generation
-        session_id = self._ownership.session_id
-        claim = self._ownership.claim(
-            {tp: PartitionOwner(self.member_id, self._pending[tp], generation) for tp in partitions}
-        )
-        got, freed = claim.got, claim.freed
-        committed = self._offsets.read(got)
-        with self._cond:
-            if self._ownership.session_id != session_id:
-                return
-            for tp in got:
-                number = self._pending.pop(tp)
-                stream = self._streams[(tp.topic, number)]
-                found = committed.get(tp)
-                offset = None if found is None else found.offset
-                self._owned[tp] = _Owned(stream, number, None if found is None else found.zk_version, offset)
-                stream.add(tp, offset)
-        if got:
-            log.debug("group %s: member %s claimed %s", self.group, self.member_id, sorted(got))
-            self._call_listener(self._listener.on_partitions_assigned, sorted(got))
+        """Move to the latest generation read (:meth:`PartitionHandover.apply`)."""
+        generation = 0 if self._assignment is None else self._assignment.generation
+        freed = self._handover.apply(self.target(), generation)
         if freed:
             self._mark(owners=freed)
 
     # ------------------------------------------------------------------------------ offsets
-
-    def _commit(self, *, manual: bool) -> None:
-        with self._cond:
-            positions = {tp: owned.stream.position(tp) for tp, owned in self._owned.items()}
-        commits = {
-            tp: OffsetCommit(position, self._owned[tp].offset_version)
-            for tp, position in positions.items()
-            if position is not None and position != self._owned[tp].committed
-        }
-        if not commits:
-            return
-        outcome = self._ownership.commit(commits)
-        if outcome.fenced:
-            raise CommitFailedError(
-                f"group {self.group}: {self._ownership.member_path} is gone: the member's session expired; "
-                "nothing committed"
-            )
-        for tp, version in outcome.versions.items():
-            owned = self._owned.get(tp)
-            if owned is not None:
-                owned.offset_version = version
-                owned.committed = commits[tp].offset
-        if outcome.conflicts:
-            self._reload_offsets()
 
     def _reload_offsets(self) -> None:
         """Arm the rewind watch and adopt every owned partition's offset that someone else rewrote."""
@@ -727,27 +565,18 @@ class GroupMembership:
         except NoNodeError:
             if self._client.exists(path, watch=self._rewind_watch) is not None:
                 self._mark(rewind=True)
-        found = self._offsets.read(list(self._owned))
-        with self._cond:
-            for tp, committed in found.items():
-                owned = self._owned.get(tp)
-                if owned is None or committed is None or committed.zk_version == owned.offset_version:
-                    continue
-                owned.offset_version = committed.zk_version
-                owned.committed = committed.offset
-                if committed.member == self.member_id:
-                    continue  # our own commit whose reply was lost
-                log.info("group %s: %s rewound to offset %d", self.group, tp, committed.offset)
-                owned.stream.rewind(tp, committed.offset)
+        self._handover.adopt_rewound()
+
+    def _commit(self) -> None:
+        if self._handover.commit():
+            self._reload_offsets()
 
     # ------------------------------------------------------------------------------ leaving
 
     def _shutdown(self) -> None:
         try:
             if self._client.connected and self._ownership.registered:
-                self._finish_releases()
-                if self._owned:
-                    self._release(list(self._owned), all_consumed=True)
+                self._handover.release_all()
                 transaction = self._client.transaction()
                 self._election.withdraw(transaction)
                 self._ownership.withdraw(transaction)
@@ -762,13 +591,3 @@ class GroupMembership:
             self._step_down()
             self._fail_requests("the member is closed")
             log.info("group %s: member %s left", self.group, self.member_id)
-
-    # ------------------------------------------------------------------------------ helpers
-
-    def _call_listener(
-        self, callback: Callable[[list[TopicPartition]], None], partitions: list[TopicPartition]
-    ) -> None:
-        try:
-            callback(partitions)
-        except Exception:  # the application's code must not stop the handover
-            log.exception("group %s: rebalance listener %s failed", self.group, callback.__name__)
