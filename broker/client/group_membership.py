@@ -13,9 +13,11 @@ The member composes two recipe-sized classes in kazoo's shape, each owning its z
 them: :class:`~broker.client.fenced_election.FencedElection` (``leader/``: the election, and the fence of
 the leader's generation writes) and :class:`~broker.client.partition_ownership.PartitionOwnership`
 (``ids/`` and ``owners/``: the registration, the fence of every commit, claims and releases); the leader's
-duties are :class:`~broker.client.group_leader.GroupLeader`'s and the offsets
-:class:`~broker.client.group_offsets.GroupOffsets`'. This module holds what ties them to the member's
-streams: when to elect, claim, release and commit, and when to stop fetching.
+duties are :class:`~broker.client.group_leader.GroupLeader`'s, the offsets
+:class:`~broker.client.group_offsets.GroupOffsets`', and the member's partitions and streams (release,
+move, claim, commit) :class:`~broker.client.partition_handover.PartitionHandover`'s. This module holds the
+member's session and its one coordination thread: when to join, elect, read a generation and hand over,
+and when to stop fetching.
 
 How a rebalance goes (paper section 3.2, Algorithm 1, without the 0.8 consumer's flaws):
 
@@ -24,42 +26,40 @@ How a rebalance goes (paper section 3.2, Algorithm 1, without the 0.8 consumer's
    own candidate node (:meth:`FencedElection.fenced_transaction`). Every other member watches just the
    generation node, its predecessor in the election and the owner nodes it waits for: one notification
    per member per rebalance (no herd).
-2. A member that reads a new generation first **releases** what it no longer gets: it stops fetching
-   those partitions and handing out their records, waits up to ``release_timeout_ms`` for the
-   application to finish the records it has in hand, then commits their offsets and deletes their owner
-   nodes in one transaction fenced by its registration (:meth:`PartitionOwnership.commit`).
-3. Then it **claims** what it gets (:meth:`PartitionOwnership.claim`: one creator wins; a member still
-   holding a node is watched and the claim is made again the moment the node goes). Once created it reads
-   the committed offset and starts fetching from there (``auto_offset_reset`` when there is none).
+2. A member that reads a new generation first **releases** what it no longer gets, then **claims** what
+   it gets (:meth:`PartitionHandover.apply`, whose docstring has the steps: stop fetching, wait for the
+   records in hand, commit and delete the owner nodes in one transaction fenced by the registration;
+   claim by creating owner nodes, watching those still held).
 
 The four guarantees and what gives them:
 
 * **At most one owner, one fetcher.** A member fetches a partition only between creating its owner node
   and deleting it, and ZooKeeper lets one session create it (:mod:`broker.client.partition_ownership`).
-  A member stops fetching everything as soon as
-  its connection is lost (kazoo's SUSPENDED, after 2/3 of the session timeout without an answer), which is
-  before the server can expire its session (a full timeout without hearing from it) and hand its
-  partitions to others. After an expiry (LOST) it drops everything and joins again as a new member.
+  A member stops fetching everything as soon as its connection is lost (kazoo's SUSPENDED, after 2/3 of
+  the session timeout without an answer), which is before the server can expire its session (a full
+  timeout without hearing from it) and hand its partitions to others. After an expiry (LOST) it drops
+  everything and joins again as a new member.
 * **Every partition gets an owner, in bounded time, once membership settles.** The final generation gives
   every partition to exactly one live member; every member releases what it does not get before it waits
   for anything, so no claim waits on another claim, and each wait ends with a release (bounded by
   ``release_timeout_ms`` plus a commit) or a session expiry. ZooKeeper errors are retried with jittered,
   capped backoff for as long as the member lives.
-* **Stop fetching, commit, then release.** In that order: this module stops the streams and waits for
-  the records in hand; the commit and the owner-node deletion are one transaction
-  (:mod:`broker.client.partition_ownership`), so the next owner cannot create the node before the commit
-  is visible.
+* **Stop fetching, commit, then release.** In that order (:mod:`broker.client.partition_handover`); the
+  commit and the owner-node deletion are one transaction (:mod:`broker.client.partition_ownership`), so
+  the next owner cannot create the node before the commit is visible.
 * **An expired member cannot commit**, and **a deposed leader cannot publish**: the fences, each written
   down with its recipe (:mod:`broker.client.partition_ownership`, :mod:`broker.client.fenced_election`).
 
 Threads: kazoo's (watch callbacks, the recipes' included, only record what changed; the session listener
 pauses the streams at once on SUSPENDED and LOST), and one coordination thread that does every ZooKeeper
-step, in order, and makes every call into the recipes (which are not thread-safe). The member's condition
-guards the streams; it is never held across a ZooKeeper call.
+step, in order, and makes every call into the recipes and the handover (which are not thread-safe). The
+member's condition guards the streams; it is never held across a ZooKeeper call. The signals between the
+threads (``_dirty``, ``_requests``) are guarded by ``_events``, a condition of their own.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 import random
@@ -135,11 +135,16 @@ class _Dirty:
         self.owners |= other.owners
 
 
+class _RequestKind(enum.Enum):
+    COMMIT = "commit"
+    RELOAD = "reload"
+
+
 @dataclass
 class _Request:
     """Work the application asks of the coordination thread, and its answer."""
 
-    kind: str
+    kind: _RequestKind
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
 
@@ -247,11 +252,11 @@ class GroupMembership:
                 f"group {self.group}: the member's zookeeper session expired since the last commit; the "
                 "records handed out before that were not committed and go to the partitions' next owners"
             )
-        self._ask("commit")
+        self._ask(_RequestKind.COMMIT)
 
     def reload_offsets(self) -> None:
         """Adopt rewound offsets now (after this member rewound the group)."""
-        self._ask("reload")
+        self._ask(_RequestKind.RELOAD)
 
     def close(self) -> None:
         """Commit what was handed out, release every partition, leave the group, disconnect. Idempotent."""
@@ -299,7 +304,7 @@ class GroupMembership:
             dirty.owners.update(owners)
             self._events.notify_all()
 
-    def _ask(self, kind: str) -> None:
+    def _ask(self, kind: _RequestKind) -> None:
         if self._closing.is_set():
             raise GroupClosedError(f"group {self.group}: the member is closed")
         request = _Request(kind)
@@ -308,7 +313,7 @@ class GroupMembership:
             self._events.notify_all()
         if not request.done.wait(_CLOSE_TIMEOUT_S + self._config.release_timeout_ms / 1000):
             raise CommitFailedError(
-                f"group {self.group}: {kind} was not done in time (ZooKeeper unreachable?)"
+                f"group {self.group}: {kind.value} was not done in time (ZooKeeper unreachable?)"
             )
         if request.error is not None:
             raise request.error
@@ -430,12 +435,12 @@ class GroupMembership:
         while self._requests:
             request = self._requests.popleft()
             try:
-                if request.kind == "commit":
+                if request.kind is _RequestKind.COMMIT:
                     self._commit()
-                elif request.kind == "reload":
+                else:
                     self._reload_offsets()
             except _RETRIABLE as exc:
-                request.error = CommitFailedError(f"group {self.group}: {request.kind} failed: {exc!r}")
+                request.error = CommitFailedError(f"group {self.group}: {request.kind.value} failed: {exc!r}")
             except GroupError as exc:
                 request.error = exc
             request.done.set()
@@ -449,7 +454,7 @@ class GroupMembership:
     def _fail_requests(self, why: str) -> None:
         while self._requests:
             request = self._requests.popleft()
-            request.error = CommitFailedError(f"group {self.group}: {request.kind} failed: {why}")
+            request.error = CommitFailedError(f"group {self.group}: {request.kind.value} failed: {why}")
             request.done.set()
 
     # ------------------------------------------------------------------------------ joining and electing
