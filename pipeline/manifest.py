@@ -6,7 +6,7 @@ the ranges loaded, the audit counts, the losses and the staged -> final name of 
 Manifest JSON (``format`` 1)::
 
     {"format": 1, "job": "hourly", "sequence": 7, "run_id": "20261122T100500Z-3f2a9c",
-     "committed_at_ms": 1795341900000, "window_ms": 600000, "cutoff_ms": 1795341600000 or null,
+     "committed_at_ms": 1795341900000, "window_ms": 600000,
      "offsets": {"page_view": {"0": 1200, "1": 980}},          # next offset to load, every partition ever
      "ranges": [{"task": 0, "topic": "page_view", "partition": 0, "from_offset": 1000,
                  "until_offset": 1200, "rows": 199, "quarantined": 1}],
@@ -20,10 +20,11 @@ Manifest JSON (``format`` 1)::
                           "hr=09/part-00000.parquet",
                 "final": "page_view/dt=2026-11-22/hr=09/page_view+0+1000+1200+0.parquet",
                 "bytes": 48211, "rows": 199, "crc32": 2834991234}],
-     "staging": "_lumber/hourly/staging/<run_id>"}
+     "staging": "_lumber/hourly/staging/<run_id>", "cutoff_ms": 1795341600000 or null}
 
 ``bytes``, ``rows`` and ``crc32`` of a file are absent (or ``null``) in manifests written before tasks
-reported them. The JSON is made and read by :class:`~pipeline.json_value.JsonValue` (pydantic over these
+reported them. Key order carries no meaning (manifests before issue 18 wrote ``cutoff_ms`` after
+``window_ms``). The JSON is made and read by :class:`~pipeline.json_value.JsonValue` (pydantic over these
 dataclasses); manifests written by every earlier version load unchanged (``tests/pipeline/formats/``). A
 malformed one raises :class:`~pipeline.load_errors.MalformedJsonError` naming the file and the field.
 All values here are immutable and thread-safe.
