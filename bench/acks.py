@@ -95,10 +95,12 @@ class ValidationCost:
     def line(self) -> str:
         on_rate, off_rate = statistics.median(self.on_rate), statistics.median(self.off_rate)
         on_cpu, off_cpu = statistics.median(self.on_cpu_us), statistics.median(self.off_cpu_us)
+        # a short run can finish inside one clock tick of broker CPU: no ratio then
+        cpu_ratio = f"{on_cpu / off_cpu:.3f}" if off_cpu > 0 else "n/a (under one clock tick of CPU)"
         return (
             f"produce at batch {BATCH_RECORDS}, {self.codec}: validation on {on_rate:,.0f} records/s, "
             f"{on_cpu:.2f} us broker CPU/record; off {off_rate:,.0f} records/s, {off_cpu:.2f} us/record; "
-            f"on/off throughput {on_rate / off_rate:.3f}, CPU {on_cpu / off_cpu:.3f} "
+            f"on/off throughput {on_rate / off_rate:.3f}, CPU {cpu_ratio} "
             f"(median of {len(self.on_rate)} rounds of {self.records:,} records)"
         )
 

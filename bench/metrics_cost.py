@@ -40,7 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx
 from rich.progress import Progress
 
-from bench.paper import LUMBER_FLUSH_MESSAGES, LUMBER_FLUSH_MS, LumberTarget, Meter, make_values
+from bench.paper_common import LUMBER_FLUSH_MESSAGES, LUMBER_FLUSH_MS, Meter, make_values
+from bench.paper_targets import LumberTarget
 from broker.log.file_handle import FileHandle
 from broker.log.file_region import FileRegion
 from broker.server.broker_metrics import BrokerMetrics

@@ -45,7 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rich.console import Console
 from rich.progress import Progress
 
-from bench.paper import LUMBER_FLUSH_MESSAGES, LUMBER_FLUSH_MS, LumberTarget, Meter, load_note, make_values
+from bench.paper_common import LUMBER_FLUSH_MESSAGES, LUMBER_FLUSH_MS, Meter, load_note, make_values
+from bench.paper_targets import LumberTarget
 from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.group_config import GroupConfig

@@ -47,10 +47,11 @@ from broker.client.audit_codec import AuditEventCodec
 from broker.client.audit_event import AuditEvent, load_event_id, window_start
 from broker.client.internal_topic import ensure_producer_topic
 from broker.client.producer import Producer
-from pipeline.commit import CommitProtocol, Manifest
+from pipeline.commit import CommitProtocol
 from pipeline.fs import join
 from pipeline.load_errors import CommitError
 from pipeline.load_sections import LoadSections
+from pipeline.manifest import Manifest
 
 log = logging.getLogger(__name__)
 

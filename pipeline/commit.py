@@ -1,25 +1,8 @@
 """The load job's commit protocol: staging, one atomic manifest, idempotent moves, and recovery.
 
-Layout of the warehouse (``[load] warehouse_url``; every path below is relative to it)::
-
-    <topic>/dt=YYYY-MM-DD/hr=HH/<topic>+<partition>+<from>+<until>+<n>.parquet    the data (event-time hour)
-    _errors/<topic>/dt=YYYY-MM-DD/hr=HH/<topic>+<partition>+<from>+<until>+<n>.parquet   quarantined records
-    _lumber/<job>/                                   the job's metadata; nothing else writes here
-        plans/<run_id>.json                          each run's plan, written before any record is read
-        staging/<run_id>/<topic>/task=<id>/attempt=<a>/{data,errors}/dt=../hr=../part-NNNNN.parquet
-                                                     one attempt of a task (pipeline/task_output.py)
-        manifests/<sequence:020d>.json               one per committed run: THE commit point
-        manifests/_tmp/<sequence>-<run_id>.json      a manifest being written (never read)
-        CURRENT                                      {"sequence": N}: the latest manifest whose moves are done
-        AUDIT_PUBLISHED                              the latest manifest whose audit counts are in _audit
-                                                     (:mod:`pipeline.audit_publisher`)
-        runs/<run_id>.json                           each run's record: outcome, times, counts, error
-        LAST_RUN                                     {"run_id": ...}: the run started last
-
-``<from>``/``<until>`` are the task's offset range and ``<n>`` numbers the files of one (task, hour), from 0
-(or from the first free number, if an earlier run already holds that name: only after offsets were moved
-back by hand). A name is chosen once, recorded in the manifest, and never changes, so repeating a move is
-harmless.
+The files it reads and writes are laid out by :class:`~pipeline.job_layout.JobLayout` (the warehouse and the
+job's ``_lumber/<job>/`` metadata folder, drawn in :mod:`pipeline.job_layout`); the manifest, the commit
+point, is :class:`~pipeline.manifest.Manifest`; run records are :class:`~pipeline.run_record.RunRecord`.
 
 A run (:mod:`pipeline.load_job`), holding the job's ZooKeeper lock:
 
@@ -48,25 +31,6 @@ A run (:mod:`pipeline.load_job`), holding the job's ZooKeeper lock:
    both of equal length -> a copy-fallback rename was interrupted, delete the staged one; anything else
    raises :class:`~pipeline.load_errors.CommitError` (a file named by a committed manifest is gone).
 
-Manifest JSON (``format`` 1)::
-
-    {"format": 1, "job": "hourly", "sequence": 7, "run_id": "20261122T100500Z-3f2a9c",
-     "committed_at_ms": 1795341900000, "window_ms": 600000, "cutoff_ms": 1795341600000 or null,
-     "offsets": {"page_view": {"0": 1200, "1": 980}},          # next offset to load, every partition ever
-     "ranges": [{"task": 0, "topic": "page_view", "partition": 0, "from_offset": 1000,
-                 "until_offset": 1200, "rows": 199, "quarantined": 1}],
-     "counts": [{"topic": "page_view", "partition": 0, "window_start_ms": 1795341000000,
-                 "rows": 120, "quarantined": 1}],                # by record timestamp, windows of window_ms
-     "losses": [{"topic": "page_view", "partition": 1, "from_offset": 900, "until_offset": 950,
-                 "reason": "out_of_range"}],
-     "files": [{"dataset": "data", "task": 0, "topic": "page_view", "partition": 0, "from_offset": 1000,
-                "until_offset": 1200, "dt": "2026-11-22", "hr": "09",
-                "staged": "_lumber/hourly/staging/<run_id>/page_view/task=0/attempt=0.17/data/dt=2026-11-22/"
-                          "hr=09/part-00000.parquet",
-                "final": "page_view/dt=2026-11-22/hr=09/page_view+0+1000+1200+0.parquet",
-                "bytes": 48211, "rows": 199, "crc32": 2834991234}],
-     "staging": "_lumber/hourly/staging/<run_id>"}
-
 Not thread-safe: one run at a time per job (the lock), one thread per run.
 """
 
@@ -76,342 +40,23 @@ import dataclasses
 import json
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from broker.log.topic_partition import TopicPartition
 from pipeline.faults import Faults
 from pipeline.fs import FileSystem, join
-from pipeline.load_errors import CommitError, FileSystemError
-from pipeline.ranges import LossRange, OffsetRange
+from pipeline.job_layout import JobLayout
+from pipeline.load_errors import CommitError, FileSystemError, MalformedJsonError
+from pipeline.manifest import Manifest, ManifestPointer, StagedFile
+from pipeline.run_record import LastRun, RunRecord
 
-MANIFEST_FORMAT = 1
-DATASETS = ("data", "errors")
 _MANIFEST_NAME = re.compile(r"([0-9]{20})\.json")
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-# ---------------------------------------------------------------------------------------------- layout
-
-
-@dataclass(frozen=True)
-class JobLayout:
-    """Where a job's files live (see the module docstring). ``warehouse`` is a qualified URL."""
-
-    warehouse: str
-    job: str
-
-    @property
-    def meta(self) -> str:
-        return join(self.warehouse, self.meta_rel)
-
-    @property
-    def meta_rel(self) -> str:
-        return f"_lumber/{self.job}"
-
-    def url(self, rel: str) -> str:
-        return join(self.warehouse, rel)
-
-    def plan(self, run_id: str) -> str:
-        return join(self.meta, "plans", f"{run_id}.json")
-
-    def staging(self, run_id: str) -> str:
-        return join(self.meta, "staging", run_id)
-
-    def staging_rel(self, run_id: str) -> str:
-        return f"{self.meta_rel}/staging/{run_id}"
-
-    def attempt_rel(self, run_id: str, topic: str, task: int, attempt: str) -> str:
-        """The folder of one attempt of a task (relative to the warehouse)."""
-        return f"{self.staging_rel(run_id)}/{topic}/task={task}/attempt={attempt}"
-
-    @property
-    def staging_root(self) -> str:
-        return join(self.meta, "staging")
-
-    @property
-    def manifests(self) -> str:
-        return join(self.meta, "manifests")
-
-    def manifest(self, sequence: int) -> str:
-        return join(self.manifests, f"{sequence:020d}.json")
-
-    def manifest_tmp(self, sequence: int, run_id: str) -> str:
-        return join(self.manifests, "_tmp", f"{sequence:020d}-{run_id}.json")
-
-    @property
-    def current(self) -> str:
-        return join(self.meta, "CURRENT")
-
-    @property
-    def last_run(self) -> str:
-        return join(self.meta, "LAST_RUN")
-
-    def run_record(self, run_id: str) -> str:
-        return join(self.meta, "runs", f"{run_id}.json")
-
-    @staticmethod
-    def final_rel(dataset: str, topic: str, dt: str, hr: str, task_range: OffsetRange, n: int) -> str:
-        """The final name of a file of ``task_range`` in hour ``dt``/``hr`` (``n``: its number)."""
-        name = (
-            f"{topic}+{task_range.partition}+{task_range.from_offset}+{task_range.until_offset}+{n}.parquet"
-        )
-        prefix = topic if dataset == "data" else f"_errors/{topic}"
-        return f"{prefix}/dt={dt}/hr={hr}/{name}"
-
-
-# ---------------------------------------------------------------------------------------------- manifest
-
-
-@dataclass(frozen=True, slots=True)
-class StagedFile:
-    """One file of a run: where its task wrote it and its final name (both relative to the warehouse),
-    with what the task reported of it: bytes, rows and CRC-32 (``None`` in manifests older than that)."""
-
-    dataset: str
-    task: int
-    range: OffsetRange
-    dt: str
-    hr: str
-    staged: str
-    final: str = ""
-    bytes: int | None = None
-    rows: int | None = None
-    crc32: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out = {
-            "dataset": self.dataset,
-            "task": self.task,
-            **self.range.to_json(),
-            "dt": self.dt,
-            "hr": self.hr,
-            "staged": self.staged,
-            "final": self.final,
-        }
-        for key in ("bytes", "rows", "crc32"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
-        return out
-
-    @classmethod
-    def from_json(cls, value: Mapping[str, Any]) -> StagedFile:
-        def optional(key: str) -> int | None:
-            found = value.get(key)
-            return None if found is None else int(found)
-
-        return cls(
-            str(value["dataset"]),
-            int(value["task"]),
-            OffsetRange.from_json(value),
-            str(value["dt"]),
-            str(value["hr"]),
-            str(value["staged"]),
-            str(value["final"]),
-            optional("bytes"),
-            optional("rows"),
-            optional("crc32"),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class RangeResult:
-    """A task's range and what it produced."""
-
-    task: int
-    range: OffsetRange
-    rows: int
-    quarantined: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"task": self.task, **self.range.to_json(), "rows": self.rows, "quarantined": self.quarantined}
-
-    @classmethod
-    def from_json(cls, value: Mapping[str, Any]) -> RangeResult:
-        return cls(
-            int(value["task"]), OffsetRange.from_json(value), int(value["rows"]), int(value["quarantined"])
-        )
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class WindowCount:
-    """Committed rows and quarantined records of one partition in one audit window (record timestamp)."""
-
-    topic: str
-    partition: int
-    window_start_ms: int
-    rows: int
-    quarantined: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "topic": self.topic,
-            "partition": self.partition,
-            "window_start_ms": self.window_start_ms,
-            "rows": self.rows,
-            "quarantined": self.quarantined,
-        }
-
-    @classmethod
-    def from_json(cls, value: Mapping[str, Any]) -> WindowCount:
-        return cls(
-            str(value["topic"]),
-            int(value["partition"]),
-            int(value["window_start_ms"]),
-            int(value["rows"]),
-            int(value["quarantined"]),
-        )
-
-
-def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
-    for tp in sorted(offsets):
-        out.setdefault(tp.topic, {})[str(tp.partition)] = offsets[tp]
-    return out
-
-
-def offsets_from_json(value: Mapping[str, Mapping[str, Any]]) -> dict[TopicPartition, int]:
-    return {
-        TopicPartition(topic, int(partition)): int(offset)
-        for topic, partitions in value.items()
-        for partition, offset in partitions.items()
-    }
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """One committed run (see the module docstring for the JSON)."""
-
-    job: str
-    sequence: int
-    run_id: str
-    committed_at_ms: int
-    window_ms: int
-    offsets: Mapping[TopicPartition, int]
-    ranges: tuple[RangeResult, ...] = ()
-    counts: tuple[WindowCount, ...] = ()
-    losses: tuple[LossRange, ...] = ()
-    files: tuple[StagedFile, ...] = ()
-    staging: str = ""
-    cutoff_ms: int | None = None
-
-    @property
-    def rows(self) -> int:
-        return sum(r.rows for r in self.ranges)
-
-    @property
-    def quarantined(self) -> int:
-        return sum(r.quarantined for r in self.ranges)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format": MANIFEST_FORMAT,
-            "job": self.job,
-            "sequence": self.sequence,
-            "run_id": self.run_id,
-            "committed_at_ms": self.committed_at_ms,
-            "window_ms": self.window_ms,
-            "cutoff_ms": self.cutoff_ms,
-            "offsets": offsets_to_json(self.offsets),
-            "ranges": [r.to_json() for r in self.ranges],
-            "counts": [c.to_json() for c in self.counts],
-            "losses": [loss.to_json() for loss in self.losses],
-            "files": [f.to_json() for f in self.files],
-            "staging": self.staging,
-        }
-
-    def dumps(self) -> str:
-        return json.dumps(self.to_json(), indent=1, sort_keys=False) + "\n"
-
-    @classmethod
-    def loads(cls, text: str, where: str) -> Manifest:
-        try:
-            value = json.loads(text)
-            if value.get("format") != MANIFEST_FORMAT:
-                raise CommitError(
-                    f"{where}: manifest format {value.get('format')!r}, expected {MANIFEST_FORMAT}"
-                )
-            cutoff = value.get("cutoff_ms")
-            return cls(
-                job=str(value["job"]),
-                sequence=int(value["sequence"]),
-                run_id=str(value["run_id"]),
-                committed_at_ms=int(value["committed_at_ms"]),
-                window_ms=int(value["window_ms"]),
-                offsets=offsets_from_json(value["offsets"]),
-                ranges=tuple(RangeResult.from_json(r) for r in value["ranges"]),
-                counts=tuple(WindowCount.from_json(c) for c in value["counts"]),
-                losses=tuple(LossRange.from_json(loss) for loss in value["losses"]),
-                files=tuple(StagedFile.from_json(f) for f in value["files"]),
-                staging=str(value["staging"]),
-                cutoff_ms=None if cutoff is None else int(cutoff),
-            )
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise CommitError(f"{where}: not a valid manifest: {type(exc).__name__}: {exc}") from exc
-
-
-# ---------------------------------------------------------------------------------------------- runs
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """What ``runs/<run_id>.json`` says about a run (``lumber etl status`` shows the last one)."""
-
-    run_id: str
-    job: str
-    outcome: str  # running | committed | nothing_to_load | failed | crashed
-    started_at_ms: int
-    finished_at_ms: int | None = None
-    sequence: int | None = None
-    ranges: int = 0
-    rows: int = 0
-    quarantined: int = 0
-    lost: int = 0
-    error: str | None = None
-    host: str = ""
-    pid: int = 0
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "job": self.job,
-            "outcome": self.outcome,
-            "started_at_ms": self.started_at_ms,
-            "finished_at_ms": self.finished_at_ms,
-            "sequence": self.sequence,
-            "ranges": self.ranges,
-            "rows": self.rows,
-            "quarantined": self.quarantined,
-            "lost": self.lost,
-            "error": self.error,
-            "host": self.host,
-            "pid": self.pid,
-            **({"extra": dict(self.extra)} if self.extra else {}),
-        }
-
-    @classmethod
-    def from_json(cls, value: Mapping[str, Any]) -> RunRecord:
-        return cls(
-            run_id=str(value["run_id"]),
-            job=str(value["job"]),
-            outcome=str(value["outcome"]),
-            started_at_ms=int(value["started_at_ms"]),
-            finished_at_ms=None if value.get("finished_at_ms") is None else int(value["finished_at_ms"]),
-            sequence=None if value.get("sequence") is None else int(value["sequence"]),
-            ranges=int(value.get("ranges", 0)),
-            rows=int(value.get("rows", 0)),
-            quarantined=int(value.get("quarantined", 0)),
-            lost=int(value.get("lost", 0)),
-            error=value.get("error"),
-            host=str(value.get("host", "")),
-            pid=int(value.get("pid", 0)),
-            extra=dict(value.get("extra", {})),
-        )
 
 
 @dataclass(frozen=True)
@@ -467,11 +112,9 @@ class CommitProtocol:
         try:
             if not self.fs.exists(self.layout.current):
                 return None
-            value = json.loads(self.fs.read_text(self.layout.current))
-            sequence = int(value["sequence"])
-        except (FileSystemError, ValueError, KeyError, TypeError):
+            return ManifestPointer.loads(self.fs.read_text(self.layout.current), self.layout.current).sequence
+        except (FileSystemError, MalformedJsonError):
             return None
-        return sequence
 
     def _listed_latest_sequence(self) -> int:
         """The highest manifest by listing ``manifests/`` (only when CURRENT is unusable)."""
@@ -505,7 +148,7 @@ class CommitProtocol:
     def write_run(self, record: RunRecord) -> None:
         self.fs.write_text(
             self.layout.run_record(record.run_id),
-            json.dumps(record.to_json(), indent=1) + "\n",
+            record.dumps(),
             overwrite=True,
         )
 
@@ -513,28 +156,27 @@ class CommitProtocol:
         url = self.layout.run_record(run_id)
         if not self.fs.exists(url):
             return None
-        try:
-            return RunRecord.from_json(json.loads(self.fs.read_text(url)))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise CommitError(f"{url}: not a valid run record: {exc}") from exc
+        return RunRecord.loads(self.fs.read_text(url), url)
 
     def start_run(self, record: RunRecord) -> None:
         """Record a run as started (its record, then LAST_RUN)."""
         self.write_run(record)
-        self.fs.write_text(self.layout.last_run, json.dumps({"run_id": record.run_id}) + "\n", overwrite=True)
+        pointer = LastRun(record.run_id).dumps(indent=None) + "\n"
+        self.fs.write_text(self.layout.last_run, pointer, overwrite=True)
 
     def last_run(self) -> RunRecord | None:
         """The record of the run started last (``None`` before the first)."""
         if not self.fs.exists(self.layout.last_run):
             return None
-        try:
-            run_id = str(json.loads(self.fs.read_text(self.layout.last_run))["run_id"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise CommitError(f"{self.layout.last_run}: not a valid LAST_RUN pointer: {exc}") from exc
-        return self.read_run(run_id)
+        pointer = LastRun.loads(self.fs.read_text(self.layout.last_run), self.layout.last_run)
+        return self.read_run(pointer.run_id)
 
     def persist_plan(self, run_id: str, plan: Mapping[str, Any]) -> None:
-        """Write ``plans/<run_id>.json`` (create-exclusive) before the run reads anything."""
+        """Write ``plans/<run_id>.json`` (create-exclusive) before the run reads anything.
+
+        ``plan`` is :meth:`pipeline.load_plan.LoadPlan.to_json`; the protocol itself reads back only its
+        ``base_sequence`` (recovery: was this run committed?), so a plan need hold no more than that.
+        """
         self.fs.write_text(self.layout.plan(run_id), json.dumps(plan, indent=1) + "\n", overwrite=False)
         self.faults.after("plan")
 
@@ -656,7 +298,7 @@ class CommitProtocol:
     def _point_at(self, sequence: int) -> None:
         current = self.layout.current
         tmp = current + ".tmp"
-        self.fs.write_text(tmp, json.dumps({"sequence": sequence}) + "\n", overwrite=True)
+        self.fs.write_text(tmp, ManifestPointer(sequence).dumps(indent=None) + "\n", overwrite=True)
         self.fs.delete(current, missing_ok=True)
         self.fs.rename(tmp, current)
 
@@ -753,25 +395,3 @@ class CommitProtocol:
     def _committed_run_sequence(self, run_id: str) -> int | None:
         plan = self.read_plan(run_id)
         return None if plan is None else self._committed_as(run_id, plan)
-
-
-def count_totals(counts: Iterable[WindowCount]) -> tuple[int, int]:
-    """Total committed rows and quarantined records of ``counts``."""
-    rows = quarantined = 0
-    for count in counts:
-        rows += count.rows
-        quarantined += count.quarantined
-    return rows, quarantined
-
-
-def merge_offsets(
-    previous: Mapping[TopicPartition, int], planned: Mapping[TopicPartition, int]
-) -> dict[TopicPartition, int]:
-    """The cumulative offsets after a run: every partition ever loaded, updated by this run's plan."""
-    merged = dict(previous)
-    merged.update(planned)
-    return merged
-
-
-def sorted_counts(counts: Sequence[WindowCount]) -> tuple[WindowCount, ...]:
-    return tuple(sorted(counts))

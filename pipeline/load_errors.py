@@ -5,6 +5,8 @@
 * :class:`ReadError`: a task did not account for every record of its range.
 * :class:`CommitError`: the commit protocol met a state it must not repair on its own (a manifest in the
   way, a file that a manifest names and that is gone).
+* :class:`MalformedJsonError`: a file or message of the load (manifest, plan, run record, task summary) is
+  not what its type says (:mod:`pipeline.json_value`); names the file and the field.
 * :class:`FileSystemError`: a filesystem operation failed or answered ``false``; names the paths.
 * :class:`JobLockedError`: another run of the same job holds the ZooKeeper lock.
 * :class:`InjectedFault`: a failure injected on purpose by a test hook (:mod:`pipeline.faults`).
@@ -37,6 +39,10 @@ class ReadError(LoadError):
 
 class CommitError(LoadError):
     """The commit protocol found a state it must not repair silently."""
+
+
+class MalformedJsonError(CommitError):
+    """A JSON file or message of the load does not describe its type; names the file and each bad field."""
 
 
 class FileSystemError(LoadError):

@@ -41,7 +41,7 @@ from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
 from pipeline.audit_publisher import publish_load_counts
-from pipeline.commit import CommitProtocol, Manifest, RecoveryReport, RunRecord
+from pipeline.commit import CommitProtocol, RecoveryReport
 from pipeline.faults import Faults
 from pipeline.fs import open_filesystem
 from pipeline.job_lock import JobLock, contender_identifier
@@ -49,6 +49,8 @@ from pipeline.load_config import LoadConfig
 from pipeline.load_errors import LoadError
 from pipeline.load_plan import ClusterView, LoadPlan, make_plan
 from pipeline.load_sections import LoadSections
+from pipeline.manifest import Manifest
+from pipeline.run_record import RunRecord
 from pipeline.source import SourceSettings
 from pipeline.spark_progress import SparkProgress
 from pipeline.staging import range_results, stage, staged_files, window_counts

@@ -6,14 +6,17 @@ for the log start, the log end and, with a cutoff, the first offset at or after 
 topic's reader schema (the latest version of the subject ``<topic>-value``), and plans the ranges and tasks
 with the pure functions of :mod:`pipeline.ranges`. The result, :class:`LoadPlan`, is JSON (written to
 ``plans/<run_id>.json`` by :meth:`pipeline.commit.CommitProtocol.persist_plan`), and its tasks are the
-:class:`~pipeline.source.ReadTask` descriptions the Spark tasks read.
+:class:`~pipeline.source.ReadTask` descriptions the Spark tasks read. In the plan's JSON a task has no
+``reader_schema``: it is its topic's, written once under ``schemas``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import SerializerFunctionWrapHandler, field_serializer, model_validator
 
 from broker.client.broker_pool import BrokerPool
 from broker.client.cluster_metadata import metadata_source
@@ -23,7 +26,7 @@ from broker.client.consumer_config import ConsumerConfig
 from broker.client.errors import ClientError
 from broker.log.topic_partition import TopicPartition
 from pipeline import avro_arrow
-from pipeline.commit import offsets_from_json, offsets_to_json
+from pipeline.json_value import JsonValue, Offsets
 from pipeline.load_config import LoadConfig
 from pipeline.load_errors import PlanError
 from pipeline.ranges import LossRange, OffsetRange, PartitionOffsets, plan_ranges, split_ranges
@@ -36,8 +39,10 @@ PLAN_FORMAT = 1
 
 
 @dataclass(frozen=True, slots=True)
-class TopicSchema:
+class TopicSchema(JsonValue):
     """The reader schema pinned for a topic in a run."""
+
+    JSON_WHAT: ClassVar[str] = "topic schema"
 
     subject: str
     version: int
@@ -45,29 +50,13 @@ class TopicSchema:
     schema: str
     event_time_field: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "subject": self.subject,
-            "version": self.version,
-            "schema_id": self.schema_id,
-            "schema": self.schema,
-            "event_time_field": self.event_time_field,
-        }
-
-    @classmethod
-    def from_json(cls, value: Mapping[str, Any]) -> TopicSchema:
-        return cls(
-            str(value["subject"]),
-            int(value["version"]),
-            int(value["schema_id"]),
-            str(value["schema"]),
-            value.get("event_time_field"),
-        )
-
 
 @dataclass(frozen=True)
-class LoadPlan:
+class LoadPlan(JsonValue):
     """Everything a run will do, decided before it reads (see the module docstring)."""
+
+    JSON_WHAT: ClassVar[str] = "load plan"
+    JSON_FORMAT: ClassVar[int | None] = PLAN_FORMAT
 
     job: str
     run_id: str
@@ -75,8 +64,8 @@ class LoadPlan:
     planned_at_ms: int
     cutoff_ms: int | None
     partitions: tuple[PartitionOffsets, ...]
-    committed: Mapping[TopicPartition, int]
-    next_offsets: Mapping[TopicPartition, int]
+    committed: Offsets
+    next_offsets: Offsets
     ranges: tuple[OffsetRange, ...]
     losses: tuple[LossRange, ...]
     tasks: tuple[ReadTask, ...]
@@ -95,60 +84,31 @@ class LoadPlan:
     def topics_with_tasks(self) -> list[str]:
         return sorted({task.range.topic for task in self.tasks})
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format": PLAN_FORMAT,
-            "job": self.job,
-            "run_id": self.run_id,
-            "base_sequence": self.base_sequence,
-            "planned_at_ms": self.planned_at_ms,
-            "cutoff_ms": self.cutoff_ms,
-            "partitions": [
-                {
-                    "topic": p.topic_partition.topic,
-                    "partition": p.topic_partition.partition,
-                    "log_start_offset": p.log_start_offset,
-                    "high_watermark": p.high_watermark,
-                    "cutoff_offset": p.cutoff_offset,
-                }
-                for p in self.partitions
-            ],
-            "committed": offsets_to_json(self.committed),
-            "next_offsets": offsets_to_json(self.next_offsets),
-            "ranges": [r.to_json() for r in self.ranges],
-            "losses": [loss.to_json() for loss in self.losses],
-            "tasks": [{k: v for k, v in t.to_json().items() if k != "reader_schema"} for t in self.tasks],
-            "schemas": {topic: s.to_json() for topic, s in sorted(self.schemas.items())},
-        }
+    @field_serializer("tasks", mode="wrap")
+    def _tasks_json(self, tasks: tuple[ReadTask, ...], handler: SerializerFunctionWrapHandler) -> Any:
+        """The tasks without their reader schema: it is the topic's, written once under ``schemas``."""
+        return [{k: v for k, v in task.items() if k != "reader_schema"} for task in handler(tasks)]
 
+    @model_validator(mode="before")
     @classmethod
-    def from_json(cls, value: Mapping[str, Any]) -> LoadPlan:
-        schemas = {topic: TopicSchema.from_json(s) for topic, s in value["schemas"].items()}
-        return cls(
-            job=str(value["job"]),
-            run_id=str(value["run_id"]),
-            base_sequence=int(value["base_sequence"]),
-            planned_at_ms=int(value["planned_at_ms"]),
-            cutoff_ms=None if value.get("cutoff_ms") is None else int(value["cutoff_ms"]),
-            partitions=tuple(
-                PartitionOffsets(
-                    TopicPartition(str(p["topic"]), int(p["partition"])),
-                    int(p["log_start_offset"]),
-                    int(p["high_watermark"]),
-                    None if p.get("cutoff_offset") is None else int(p["cutoff_offset"]),
-                )
-                for p in value["partitions"]
-            ),
-            committed=offsets_from_json(value["committed"]),
-            next_offsets=offsets_from_json(value["next_offsets"]),
-            ranges=tuple(OffsetRange.from_json(r) for r in value["ranges"]),
-            losses=tuple(LossRange.from_json(loss) for loss in value["losses"]),
-            tasks=tuple(
-                ReadTask.from_json({**t, "reader_schema": schemas[str(t["topic"])].schema})
-                for t in value["tasks"]
-            ),
-            schemas=schemas,
-        )
+    def _tasks_schemas(cls, value: Any) -> Any:
+        """Give each task its topic's reader schema back (see :meth:`_tasks_json`)."""
+        if not isinstance(value, Mapping) or not isinstance(value.get("schemas"), Mapping):
+            return value
+        schemas = value["schemas"]
+        tasks = value.get("tasks")
+        if not isinstance(tasks, list):
+            return value
+        filled = []
+        for task in tasks:
+            if isinstance(task, Mapping) and "reader_schema" not in task:
+                pinned = schemas.get(task.get("topic"))
+                if not isinstance(pinned, Mapping) or "schema" not in pinned:
+                    raise ValueError(f"task {task.get('task_id')}: no schema under schemas for its topic")
+                filled.append({**task, "reader_schema": pinned["schema"]})
+            else:
+                filled.append(task)
+        return {**value, "tasks": filled}
 
 
 def select_topics(available: Sequence[str], load: LoadConfig, requested: Sequence[str] | None) -> list[str]:

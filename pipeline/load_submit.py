@@ -38,12 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.commit import RunRecord
 from pipeline.driver_output import BAD_CONFIG_EXIT_CODE, LOCKED_EXIT_CODE, PROGRESS_PREFIX, RESULT_PREFIX
 from pipeline.job_lock import WAIT_PREFIX
 from pipeline.load_config import LoadConfig
 from pipeline.load_errors import LoadError
 from pipeline.parent_watch import PARENT_PID_ENV, die_with_parent, parent_value
+from pipeline.run_record import RunRecord
 from pipeline.spark_submit import build_code_zip, spark_submit_command, submit_environment, submit_variables
 
 _TAIL_LINES = 25

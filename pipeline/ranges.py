@@ -16,7 +16,8 @@ A run loads, per partition, the range ``[from_offset, until_offset)``:
 Empty ranges are dropped. :func:`split_ranges` then cuts ranges into tasks of at most
 ``max_records_per_task`` records and, while there are fewer than ``min_partitions`` tasks, halves the
 largest one, so that a run keeps every core busy. Every value here is a small frozen dataclass that
-pickles and turns into JSON and back (the plan is persisted before reading; tasks travel to executors).
+pickles and turns into JSON and back (:class:`~pipeline.json_value.JsonValue`: the plan is persisted before
+reading; tasks travel to executors).
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import ClassVar, Literal
 
 from broker.log.topic_partition import TopicPartition
+from pipeline.json_value import JsonValue
 from pipeline.load_errors import OffsetOutOfRangeError, PlanError
 
 StartPolicy = Literal["earliest", "latest"]
@@ -34,8 +36,10 @@ OutOfRangePolicy = Literal["fail", "earliest"]
 
 
 @dataclass(frozen=True, slots=True, order=True)
-class OffsetRange:
+class OffsetRange(JsonValue):
     """The records ``[from_offset, until_offset)`` of one topic-partition."""
+
+    JSON_WHAT: ClassVar[str] = "offset range"
 
     topic: str
     partition: int
@@ -60,27 +64,12 @@ class OffsetRange:
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition} [{self.from_offset}, {self.until_offset})"
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "topic": self.topic,
-            "partition": self.partition,
-            "from_offset": self.from_offset,
-            "until_offset": self.until_offset,
-        }
-
-    @classmethod
-    def from_json(cls, value: Mapping[str, Any]) -> OffsetRange:
-        return cls(
-            str(value["topic"]),
-            int(value["partition"]),
-            int(value["from_offset"]),
-            int(value["until_offset"]),
-        )
-
 
 @dataclass(frozen=True, slots=True, order=True)
-class LossRange:
+class LossRange(JsonValue):
     """Offsets that retention deleted before the job loaded them (``on_out_of_range = "earliest"``)."""
+
+    JSON_WHAT: ClassVar[str] = "loss range"
 
     topic: str
     partition: int
@@ -92,29 +81,13 @@ class LossRange:
     def record_count(self) -> int:
         return self.until_offset - self.from_offset
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "topic": self.topic,
-            "partition": self.partition,
-            "from_offset": self.from_offset,
-            "until_offset": self.until_offset,
-            "reason": self.reason,
-        }
-
-    @classmethod
-    def from_json(cls, value: Mapping[str, Any]) -> LossRange:
-        return cls(
-            str(value["topic"]),
-            int(value["partition"]),
-            int(value["from_offset"]),
-            int(value["until_offset"]),
-            str(value["reason"]),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class PartitionOffsets:
+class PartitionOffsets(JsonValue):
     """What the brokers say about one partition when planning."""
+
+    JSON_WHAT: ClassVar[str] = "partition's offsets"
+    JSON_FLATTEN: ClassVar[tuple[str, ...]] = ("topic_partition",)
 
     topic_partition: TopicPartition
     log_start_offset: int

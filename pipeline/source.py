@@ -41,9 +41,9 @@ import json
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import pyarrow as pa
 from fastavro import parse_schema, schemaless_reader
@@ -54,6 +54,7 @@ from broker.client.consumer_config import ConsumerConfig
 from broker.log.topic_partition import TopicPartition
 from pipeline import avro_arrow
 from pipeline.faults import Faults
+from pipeline.json_value import JsonValue
 from pipeline.load_errors import ReadError
 from pipeline.ranges import OffsetRange
 from pipeline.record_columns import RecordColumns, batch_columns
@@ -76,33 +77,17 @@ _POLL_MS = 500
 
 
 @dataclass(frozen=True, slots=True)
-class ReadTask:
+class ReadTask(JsonValue):
     """What one Spark task reads (see the module docstring)."""
+
+    JSON_WHAT: ClassVar[str] = "read task"
+    JSON_FLATTEN: ClassVar[tuple[str, ...]] = ("range",)
 
     task_id: int
     range: OffsetRange
     reader_schema: str
     reader_schema_id: int
     event_time_field: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "task_id": self.task_id,
-            **self.range.to_json(),
-            "reader_schema": self.reader_schema,
-            "reader_schema_id": self.reader_schema_id,
-            "event_time_field": self.event_time_field,
-        }
-
-    @classmethod
-    def from_json(cls, value: Mapping[str, Any]) -> ReadTask:
-        return cls(
-            int(value["task_id"]),
-            OffsetRange.from_json(value),
-            str(value["reader_schema"]),
-            int(value["reader_schema_id"]),
-            value.get("event_time_field"),
-        )
 
 
 @dataclass(frozen=True)

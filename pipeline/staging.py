@@ -19,13 +19,13 @@ one attempt per task and turns the summaries into the manifest's ranges, counts 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from pipeline.commit import JobLayout, RangeResult, StagedFile, WindowCount
+from pipeline.job_layout import JobLayout
 from pipeline.load_errors import ReadError
 from pipeline.load_plan import LoadPlan
+from pipeline.manifest import RangeResult, StagedFile, WindowCount
 from pipeline.source import SourceSettings
 from pipeline.task_output import ParquetSettings, TaskSummary, spark_task
 
@@ -49,7 +49,7 @@ def stage(
         tasks = plan.tasks_of(topic)
         progress(f"reading {topic}: {len(tasks)} tasks, {sum(t.range.record_count for t in tasks)} records")
     ordered = sorted(plan.tasks, key=lambda t: (-t.range.record_count, t.task_id))
-    texts = [json.dumps(task.to_json()) for task in ordered]
+    texts = [task.dumps(indent=None) for task in ordered]
     context = spark.sparkContext
     context.setJobDescription(f"lumber load {plan.run_id}: {len(texts)} tasks")
     try:
@@ -59,7 +59,7 @@ def stage(
         collected = context.parallelize(texts, len(texts)).mapPartitions(run).collect()
     finally:
         context.setJobDescription(None)
-    chosen = choose_attempts(plan, (TaskSummary.from_json(json.loads(text)) for text in collected))
+    chosen = choose_attempts(plan, (TaskSummary.loads(text, "a task's summary") for text in collected))
     summaries = list(chosen.values())
     progress(
         f"tasks wrote {sum(len(s.files) for s in summaries)} files, "

@@ -30,19 +30,19 @@ staging folder is deleted (at the commit, or by the next run's recovery).
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline import avro_arrow
 from pipeline.fs import FileSystem, join
+from pipeline.json_value import JsonValue
 from pipeline.record_columns import RecordColumns
 from pipeline.source import Converted, ReadTask, SourceSettings, convert_chunks, fetch_range
 from schemas.avro_schema import AvroSchema
@@ -60,8 +60,10 @@ class ParquetSettings:
 
 
 @dataclass(frozen=True, slots=True)
-class WrittenFile:
+class WrittenFile(JsonValue):
     """A file an attempt wrote: ``path`` relative to the warehouse."""
+
+    JSON_WHAT: ClassVar[str] = "written file"
 
     dataset: str
     dt: str
@@ -71,18 +73,13 @@ class WrittenFile:
     rows: int
     crc32: int
 
-    def to_json(self) -> list[Any]:
-        return [self.dataset, self.dt, self.hr, self.path, self.bytes, self.rows, self.crc32]
-
-    @classmethod
-    def from_json(cls, value: list[Any]) -> WrittenFile:
-        dataset, dt, hr, path, size, rows, crc = value
-        return cls(str(dataset), str(dt), str(hr), str(path), int(size), int(rows), int(crc))
-
 
 @dataclass(frozen=True)
-class TaskSummary:
-    """What one successful attempt of a task wrote (the task's whole result, sent to the driver)."""
+class TaskSummary(JsonValue):
+    """What one successful attempt of a task wrote (the task's whole result, sent to the driver as
+    :meth:`~pipeline.json_value.JsonValue.dumps` ``(indent=None)``)."""
+
+    JSON_WHAT: ClassVar[str] = "task summary"
 
     task: int
     attempt: str
@@ -94,36 +91,6 @@ class TaskSummary:
     files: tuple[WrittenFile, ...]
     seconds: float = 0.0
     cpu_seconds: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "task": self.task,
-            "attempt": self.attempt,
-            "folder": self.folder,
-            "rows": self.rows,
-            "quarantined": self.quarantined,
-            "windows": [list(w) for w in self.windows],
-            "files": [f.to_json() for f in self.files],
-            "seconds": round(self.seconds, 3),
-            "cpu_seconds": round(self.cpu_seconds, 3),
-        }
-
-    @classmethod
-    def from_json(cls, value: Mapping[str, Any]) -> TaskSummary:
-        return cls(
-            int(value["task"]),
-            str(value["attempt"]),
-            str(value["folder"]),
-            int(value["rows"]),
-            int(value["quarantined"]),
-            tuple((int(w[0]), int(w[1]), int(w[2])) for w in value["windows"]),
-            tuple(WrittenFile.from_json(f) for f in value["files"]),
-            float(value.get("seconds", 0.0)),
-            float(value.get("cpu_seconds", 0.0)),
-        )
-
-    def dumps(self) -> str:
-        return json.dumps(self.to_json(), separators=(",", ":"))
 
 
 class _ChecksumSink:
@@ -347,7 +314,7 @@ def spark_task(
     window_ms: int,
     parquet: ParquetSettings,
 ) -> Any:
-    """The function for ``RDD.mapPartitions`` over an RDD of :meth:`ReadTask.to_json` texts, one per Spark
+    """The function for ``RDD.mapPartitions`` over an RDD of :meth:`ReadTask.dumps` texts, one per Spark
     partition: yields each task's :meth:`TaskSummary.dumps`. ``staging`` is the run's staging folder,
     relative to the warehouse."""
 
@@ -361,7 +328,7 @@ def spark_task(
         attempt = f"{number}.{context.taskAttemptId() if context is not None else 0}"
         fs = open_filesystem(warehouse_url, webhdfs_url=webhdfs_url)
         for text in texts:
-            task = ReadTask.from_json(json.loads(text))
+            task = ReadTask.loads(text, "the task's description")
             folder = f"{staging}/{task.range.topic}/task={task.task_id}/attempt={attempt}"
             summary = write_task(
                 task,
@@ -373,6 +340,6 @@ def spark_task(
                 window_ms=window_ms,
                 parquet=parquet,
             )
-            yield summary.dumps()
+            yield summary.dumps(indent=None)
 
     return run

@@ -46,8 +46,9 @@ from broker.client.consumer_record import ConsumerRecord
 from broker.client.errors import GroupClosedError, GroupError
 from broker.client.group_assignment import GroupAssignment
 from broker.client.group_config import GroupConfig
-from broker.client.group_membership import GroupMembership, StreamKey
+from broker.client.group_membership import GroupMembership
 from broker.client.message_stream import MessageStream
+from broker.client.partition_handover import StreamKey
 from broker.client.rebalance_listener import RebalanceListener
 from broker.cluster import zk_paths
 from broker.log.file_names import validate_topic_name

@@ -1,7 +1,7 @@
 """The group leader's job: compute the assignment and publish it as the next generation.
 
 Only the leader (the member whose election candidate has the lowest sequence number, see
-:mod:`broker.client.group_membership`) watches what an assignment depends on, so a change notifies one
+:mod:`broker.client.fenced_election`) watches what an assignment depends on, so a change notifies one
 member, not the whole group (no herd effect):
 
 * the members, ``/consumers/<group>/ids`` (children; each member's subscription is read once, when it
@@ -13,7 +13,8 @@ member, not the whole group (no herd effect):
 (:mod:`broker.client.partition_assignor`) over every partition of every subscribed topic. Lumber keeps one
 replica per partition, so a partition whose broker is down has nowhere else to be read from: it stays
 with its owner, whose fetcher resumes when the broker is back, and a broker bounce moves nothing. When
-the result differs from the current generation, the leader writes generation + 1 with one transaction::
+the result differs from the current generation, the leader writes generation + 1 with one transaction,
+fenced by its candidate (:meth:`~broker.client.fenced_election.FencedElection.fenced_transaction`)::
 
     check /consumers/<group>/leader/<its candidate>   version 0   still the leader (its session lives)
     set   /consumers/<group>/assignment               version v   nobody wrote since it read (create if none)
@@ -39,6 +40,7 @@ from kazoo.exceptions import (
 )
 
 from broker.client.errors import GroupError
+from broker.client.fenced_election import FencedElection
 from broker.client.group_assignment import GroupAssignment
 from broker.client.member_registration import MemberRegistration
 from broker.client.partition_assignor import assign
@@ -64,14 +66,14 @@ class GroupLeader:
         client: KazooClient,
         group: str,
         member_id: str,
-        candidate_path: str,
+        election: FencedElection,
         strategy: str,
         on_change: Callable[[], None],
     ) -> None:
         self._client = client
         self._group = group
         self._member_id = member_id
-        self._candidate_path = candidate_path
+        self._election = election
         self._strategy = strategy
         self._on_change = on_change
         self._members_watch = self._on_members_event
@@ -136,13 +138,15 @@ class GroupLeader:
 
     def _publish(self, new: GroupAssignment, version: int | None) -> bool:
         path = zk_paths.group_assignment_path(self._group)
-        transaction = self._client.transaction()
-        transaction.check(self._candidate_path, 0)
+        transaction = self._election.fenced_transaction()
         if version is None:
             transaction.create(path, new.encode())
         else:
             transaction.set_data(path, new.encode(), version=version)
         results: list[Any] = transaction.commit()
+        fence = self._election.fence_failure(results)
+        if fence is not None:
+            raise NotLeaderError(f"group {self._group}: {self._election.candidate_path} is gone ({fence!r})")
         errors = [
             (i, r)
             for i, r in enumerate(results)
@@ -150,9 +154,7 @@ class GroupLeader:
         ]
         if not errors:
             return True
-        index, error = errors[0]
-        if index == 0:
-            raise NotLeaderError(f"group {self._group}: {self._candidate_path} is gone ({error!r})")
+        _, error = errors[0]
         if isinstance(error, BadVersionError | NodeExistsError | NoNodeError):
             log.info("group %s: the assignment changed while it was computed; computing again", self._group)
             return False

@@ -31,7 +31,9 @@ All paths are relative to the chroot of ``[zookeeper] connect``::
         groups reset-offsets), so that the owners reload them
         {"version": 1, "id": "<uuid>", "partitions": {"events": [0, 1]}, "timestamp_ms": ...}
 
-How the group nodes are used is documented in :mod:`broker.client.group_membership`.
+How the group nodes are used is documented in :mod:`broker.client.group_membership`, and each recipe
+with its own nodes: ``leader/`` in :mod:`broker.client.fenced_election`, ``ids/`` and ``owners/`` in
+:mod:`broker.client.partition_ownership`.
 
 Lumber keeps one replica per partition (the paper's brokers do not replicate), so a partition's leader is
 its first replica while that broker is registered. Data is UTF-8 JSON; readers ignore keys they do not know,

@@ -22,8 +22,9 @@ from typing import Any
 from urllib.parse import urlparse
 
 from lumber.console.errors import BadRequestError
-from pipeline.commit import Manifest, RunRecord
 from pipeline.load_errors import CommitError
+from pipeline.manifest import Manifest
+from pipeline.run_record import RunRecord
 
 _MANIFEST = re.compile(r"[0-9]{20}\.json")
 _JOB = re.compile(r"[A-Za-z0-9_.-]+")

@@ -14,8 +14,9 @@ from broker.client.consumer_config import ConsumerConfig
 from broker.log.topic_partition import TopicPartition
 from pipeline.audit_publisher import LoadAuditPublisher, PublishReport, load_events, publish_load_counts
 from pipeline.audit_reader import read_audit_events
-from pipeline.commit import CommitProtocol, Manifest, WindowCount
+from pipeline.commit import CommitProtocol
 from pipeline.fs import open_filesystem
+from pipeline.manifest import Manifest, WindowCount
 from tests.support.broker_cluster import BrokerCluster, servers
 from tests.support.load_job import load_config
 from tests.support.registry import RegistryProcess

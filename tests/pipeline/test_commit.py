@@ -8,19 +8,13 @@ from typing import Any
 import pytest
 
 from broker.log.topic_partition import TopicPartition
-from pipeline.commit import (
-    CommitProtocol,
-    JobLayout,
-    Manifest,
-    RangeResult,
-    RunRecord,
-    StagedFile,
-    WindowCount,
-)
+from pipeline.commit import CommitProtocol
 from pipeline.faults import Faults
 from pipeline.fs import FileSystem, join, open_filesystem
 from pipeline.load_errors import CommitError, InjectedFault
+from pipeline.manifest import Manifest, RangeResult, StagedFile, WindowCount
 from pipeline.ranges import LossRange, OffsetRange
+from pipeline.run_record import RunRecord
 
 JOB = "hourly"
 T0 = OffsetRange("page_view", 0, 100, 150)
@@ -265,14 +259,6 @@ def test_a_run_left_running_is_marked_crashed(fs: FileSystem) -> None:
     assert last is not None
     assert (last.run_id, last.outcome, last.sequence) == ("run-1", "crashed", None)
     assert "before its commit point" in (last.error or "")
-
-
-def test_layout_names() -> None:
-    layout = JobLayout("hdfs://nn/w", "hourly")
-    assert layout.manifest(12) == "hdfs://nn/w/_lumber/hourly/manifests/00000000000000000012.json"
-    assert JobLayout.final_rel("errors", "t", "2026-01-02", "03", OffsetRange("t", 4, 5, 6), 1) == (
-        "_errors/t/dt=2026-01-02/hr=03/t+4+5+6+1.parquet"
-    )
 
 
 def test_a_run_that_failed_after_its_commit_point_is_recorded_as_committed(fs: FileSystem) -> None:

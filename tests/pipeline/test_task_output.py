@@ -16,10 +16,11 @@ import pytest
 from broker.client.consumer_record import ConsumerRecord
 from broker.log.topic_partition import TopicPartition
 from pipeline import avro_arrow
-from pipeline.commit import CommitProtocol, Manifest
+from pipeline.commit import CommitProtocol
 from pipeline.fs import FileSystem, open_filesystem
 from pipeline.load_errors import ReadError
 from pipeline.load_plan import LoadPlan
+from pipeline.manifest import Manifest
 from pipeline.ranges import OffsetRange
 from pipeline.record_columns import RecordColumns
 from pipeline.source import ReadTask, SourceSettings

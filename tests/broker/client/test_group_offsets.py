@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from broker.client.committed_offset import CommittedOffset
+from broker.client.fenced_election import FencedElection
 from broker.client.group_assignment import GroupAssignment
 from broker.client.group_leader import GroupLeader, NotLeaderError
 from broker.client.group_offsets import GroupOffsets, OffsetCommit
@@ -106,14 +107,10 @@ def test_a_deposed_leader_cannot_publish_an_assignment(zk: Any, zk_connect: str)
     leader_client = new_client(zk_connect)
     try:
         register(leader_client, "m-1")
-        candidate = leader_client.create(
-            zk_paths.group_candidate_prefix(GROUP, "m-1"),
-            b"m-1",
-            ephemeral=True,
-            sequence=True,
-            makepath=True,
-        )
-        leader = GroupLeader(leader_client, GROUP, "m-1", candidate, "range", lambda: None)
+        election = FencedElection(leader_client, GROUP, lambda: None)
+        election.stand("m-1")
+        assert election.lead()
+        leader = GroupLeader(leader_client, GROUP, "m-1", election, "range", lambda: None)
         leader.start()
         try:
             published = leader.rebalance()

@@ -14,8 +14,10 @@ import pytest
 
 from broker.log.topic_partition import TopicPartition
 from lumber.cli import main
-from pipeline.commit import CommitProtocol, Manifest, RunRecord
+from pipeline.commit import CommitProtocol
 from pipeline.fs import open_filesystem
+from pipeline.manifest import Manifest
+from pipeline.run_record import RunRecord
 from tests.support.broker_cluster import servers
 
 
