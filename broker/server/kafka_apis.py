@@ -602,7 +602,7 @@ class KafkaApis:
             producer_id = self._producer_ids.generate_producer_id()
         except ClusterError as exc:
             logger.warning("InitProducerId from %s: %s", request.peer, exc)
-            self._respond(request, header, InitProducerIdResponse(error_code=exc.kafka_error_code))
+            self._respond(request, header, InitProducerIdResponse(error_code=int(error_code_of(exc))))
             return
         epoch = 0
         self._respond(
