@@ -22,12 +22,9 @@ watcher for metadata. It holds no partition state of its own. What each API answ
   timestamp (-1 when there is none).
 * **CreateTopics / DeleteTopics**: through the admin manager (one replica per partition).
 * **FindCoordinator**: COORDINATOR_NOT_AVAILABLE (groups coordinate through ZooKeeper, not a broker).
-* **InitProducerId**: what Kafka answers an idempotent (non-transactional) producer: a fresh producer
-  id, unique across brokers and restarts (claimed in blocks through ZooKeeper,
-  :mod:`broker.cluster.producer_id_manager`), and epoch 0, whatever id and epoch the request carries
-  (Kafka bumps an epoch only for transactional ids; Lumber has no transactions and answers a
-  transactional id TRANSACTIONAL_ID_AUTHORIZATION_FAILED). The partitions' logs then check the producers'
-  sequences (:mod:`broker.log.producer_state`).
+* **InitProducerId**: as Kafka answers an idempotent (non-transactional) producer: a fresh producer id,
+  unique across brokers and restarts (:mod:`broker.cluster.producer_id_manager`), and epoch 0; a
+  transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Lumber has no transactions).
 
 A request that does not decode, an unknown API key, or an unsupported version of any API but ApiVersions
 closes its connection, with the reason logged, as Kafka does; every other client is unaffected. Every
@@ -42,13 +39,11 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from broker.cluster.cluster_view import ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.errors import ClusterError
 from broker.cluster.producer_id_manager import ProducerIdManager
 from broker.config import BrokerConfig
 from broker.log.errors import InvalidTopicError, LogError
-from broker.log.file_names import validate_topic_name
 from broker.log.log import Buffer
 from broker.log.topic_partition import TopicPartition
 from broker.network.request_channel import NetworkRequest, NetworkResponse, RequestChannel
@@ -68,7 +63,6 @@ from broker.protocol import (
 )
 from broker.protocol.codec import ProduceTemplate, produce_template
 from broker.protocol.messages.create_topics import (
-    CreatableTopic,
     CreatableTopicResult,
     CreateTopicsRequest,
     CreateTopicsResponse,
@@ -96,8 +90,6 @@ from broker.protocol.messages.metadata import (
     MetadataRequest,
     MetadataResponse,
     MetadataResponseBroker,
-    MetadataResponsePartition,
-    MetadataResponseTopic,
 )
 from broker.protocol.messages.produce import (
     PartitionProduceResponse,
@@ -116,6 +108,7 @@ from broker.server.errors import (
 )
 from broker.server.partition import Partition
 from broker.server.replica_manager import FetchPartitionResult, FetchRead, ReplicaManager
+from broker.server.topic_metadata import topic_metadata
 
 logger = logging.getLogger(__name__)
 
@@ -288,7 +281,7 @@ class KafkaApis:
             MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=None)
             for b in sorted(view.brokers.values(), key=lambda b: b.broker_id)
         ]
-        topics = [self._topic_metadata(view, name, created_errors.get(name)) for name in names]
+        topics = [topic_metadata(view, name, created_errors.get(name)) for name in names]
         self._respond(
             request,
             header,
@@ -306,40 +299,6 @@ class KafkaApis:
             logger.warning("auto-creating topic %r failed: %s", topic, exc)
             return error_code_of(exc)
         return ErrorCode.NONE
-
-    def _topic_metadata(
-        self, view: ClusterView, name: str, create_error: ErrorCode | None
-    ) -> MetadataResponseTopic:
-        try:
-            validate_topic_name(name)
-        except InvalidTopicError:
-            return MetadataResponseTopic(error_code=int(ErrorCode.INVALID_TOPIC_EXCEPTION), name=name)
-        assignment = view.topics.get(name)
-        if assignment is None:
-            if create_error is None:  # not created here
-                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif create_error == ErrorCode.NONE:  # created, not seen yet: clients retry on this one
-                code = ErrorCode.LEADER_NOT_AVAILABLE
-            else:
-                code = create_error
-            return MetadataResponseTopic(error_code=int(code), name=name)
-        partitions = []
-        for number in sorted(assignment):
-            replicas = list(assignment[number])
-            leader = view.leader(name, number)
-            live = [r for r in replicas if r in view.brokers]
-            partitions.append(
-                MetadataResponsePartition(
-                    error_code=_NONE if leader >= 0 else int(ErrorCode.LEADER_NOT_AVAILABLE),
-                    partition_index=number,
-                    leader_id=leader,
-                    leader_epoch=-1,
-                    replica_nodes=replicas,
-                    isr_nodes=live,
-                    offline_replicas=[r for r in replicas if r not in view.brokers],
-                )
-            )
-        return MetadataResponseTopic(error_code=_NONE, name=name, is_internal=False, partitions=partitions)
 
     # ------------------------------------------------------------------------------------ Produce
 
@@ -519,7 +478,14 @@ class KafkaApis:
             try:
                 if counts[topic.name] > 1:
                     raise InvalidRequestError(f"topic {topic.name!r} is named twice")
-                partitions = self._create_topic(topic, validate_only=body.validate_only)
+                partitions = self._admin.create_topic(
+                    topic.name,
+                    topic.num_partitions,
+                    topic.replication_factor,
+                    {a.partition_index: a.broker_ids for a in topic.assignments} or None,
+                    [c.name for c in topic.configs],
+                    validate_only=body.validate_only,
+                )
             except _ANSWERED as exc:
                 code, message, partitions = error_code_of(exc), str(exc), -1
             results.append(
@@ -535,16 +501,6 @@ class KafkaApis:
         if any(r.error_code == _NONE for r in results) and not body.validate_only:
             self._cluster.refresh()
         self._respond(request, header, CreateTopicsResponse(topics=results))
-
-    def _create_topic(self, topic: CreatableTopic, *, validate_only: bool) -> int:
-        return self._admin.create_topic(
-            topic.name,
-            topic.num_partitions,
-            topic.replication_factor,
-            {a.partition_index: a.broker_ids for a in topic.assignments} or None,
-            [c.name for c in topic.configs],
-            validate_only=validate_only,
-        )
 
     def _delete_topics(
         self, request: NetworkRequest, header: RequestHeader, body: DeleteTopicsRequest
