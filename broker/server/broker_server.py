@@ -37,7 +37,6 @@ from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.producer_id_manager import ProducerIdManager
 from broker.cluster.topic_admin import TopicAdmin
 from broker.config import BrokerConfig, LogConfig
-from broker.errors import BrokerError
 from broker.log.log_manager import LogManager
 from broker.network.errors import NetworkError
 from broker.network.request_channel import InlineHandler, RequestChannel
@@ -45,6 +44,7 @@ from broker.network.socket_server import SocketServer
 from broker.protocol import compile_all
 from broker.server.admin_manager import AdminManager
 from broker.server.broker_metrics import BrokerCollector, BrokerMetrics, MeteredRequestChannel
+from broker.server.errors import ServerError
 from broker.server.handler_pool import HandlerPool
 from broker.server.kafka_apis import INLINE_API_KEYS, PIPELINE_API_KEYS, RUN_API_KEYS, KafkaApis
 from broker.server.purgatory import Purgatory
@@ -53,7 +53,7 @@ from broker.server.replica_manager import ReplicaManager
 logger = logging.getLogger(__name__)
 
 
-class BrokerStartupError(BrokerError):
+class BrokerStartupError(ServerError):
     """The broker cannot start: ZooKeeper unreachable, its id taken, its log dirs locked or unreadable."""
 
 
@@ -90,13 +90,13 @@ class BrokerServer:
     @property
     def port(self) -> int:
         if self._network is None:
-            raise BrokerError("the broker is not started")
+            raise ServerError("the broker is not started")
         return self._network.port
 
     @property
     def log_manager(self) -> LogManager:
         if self._logs is None:
-            raise BrokerError("the broker is not started")
+            raise ServerError("the broker is not started")
         return self._logs
 
     def start(self) -> None:

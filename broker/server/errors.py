@@ -14,7 +14,8 @@ every other error a request can meet, to Kafka's codes.
         ├── InvalidRequestError            a request that is well-formed but asks for something impossible
         ├── InvalidReplicationFactorError  a replication factor other than 1 (one replica per partition)
         ├── InvalidConfigError             per-topic configs in CreateTopics
-        └── RequestTimedOutError           an acks=-1 append not acknowledged within the request's timeout
+        ├── RequestTimedOutError           an acks=-1 append not acknowledged within the request's timeout
+        └── BrokerStartupError             (broker_server.py) the broker cannot start
 """
 
 from __future__ import annotations
