@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from broker.log.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 from broker.log.record_batch import NO_TIMESTAMP, Buffer, RecordBatch, one_record_batches_valid, scan_batches
@@ -56,9 +57,9 @@ class ValidatedBatches:
     max_timestamp_ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class ValidatedAppend:
-    """The batches of one produce request to one partition, accepted by :func:`validate_append`."""
+class ValidatedAppend(NamedTuple):
+    """The batches of one produce request to one partition, accepted by :func:`validate_append` (a tuple:
+    one is built per append)."""
 
     batches: tuple[RecordBatch, ...]
     #: The request's bytes (all of them: whole batches).

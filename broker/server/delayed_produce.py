@@ -16,7 +16,7 @@ thread that checks it, :meth:`on_complete` exactly once.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from broker.log.errors import LogError
 from broker.log.log import AppendInfo
@@ -26,9 +26,9 @@ from broker.server.errors import RequestTimedOutError, ServerError
 from broker.server.partition import Partition
 
 
-@dataclass(frozen=True, slots=True)
-class ProduceResult:
-    """What became of one partition's records in a Produce (Kafka's ``PartitionResponse``)."""
+class ProduceResult(NamedTuple):
+    """What became of one partition's records in a Produce (Kafka's ``PartitionResponse``; a tuple: one is
+    built per partition per request)."""
 
     #: Why nothing was appended (or the append not acknowledged in time); None on success.
     error: LogError | ServerError | None

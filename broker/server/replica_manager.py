@@ -49,7 +49,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from broker.cluster.cluster_view import ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
@@ -71,9 +71,9 @@ logger = logging.getLogger(__name__)
 FetchRead = tuple[TopicPartition, int, int]
 
 
-@dataclass(frozen=True, slots=True)
-class FetchPartitionResult:
-    """One partition's part of a Fetch (Kafka's ``FetchPartitionData``)."""
+class FetchPartitionResult(NamedTuple):
+    """One partition's part of a Fetch (Kafka's ``FetchPartitionData``; a tuple: one is built per partition
+    per read)."""
 
     #: Why nothing was read; None on success (``records`` may still be None: nothing to read yet).
     error: LogError | ServerError | None
