@@ -1,7 +1,7 @@
 """Errors of the cluster metadata in ZooKeeper, all under :class:`broker.errors.BrokerError`.
 
-Every class carries ``kafka_error_code``, the Kafka protocol error code a request handler answers with
-(CreateTopics, DeleteTopics, Metadata), so that handlers need no table of their own. Invalid topic names are
+The Kafka protocol error code each answers with (CreateTopics, DeleteTopics, Metadata), noted in brackets
+below, comes from the broker's one table, :mod:`broker.server.error_codes`. Invalid topic names are
 not here: they raise :class:`broker.log.errors.InvalidTopicError` (INVALID_TOPIC_EXCEPTION 17), the same
 error the log raises, through :func:`broker.log.file_names.validate_topic_name`.
 
@@ -32,7 +32,6 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import RetryFailedError
 
 from broker.errors import BrokerError
-from broker.protocol.error_code import ErrorCode
 
 #: kazoo failures that go away by themselves once the session is connected again.
 _RETRIABLE = (
@@ -47,8 +46,6 @@ _RETRIABLE = (
 
 class ClusterError(BrokerError):
     """Root of the cluster metadata errors."""
-
-    kafka_error_code: int = int(ErrorCode.UNKNOWN_SERVER_ERROR)
 
 
 class BrokerIdTakenError(ClusterError):
@@ -65,16 +62,12 @@ class BrokerIdTakenError(ClusterError):
 
 
 class TopicExistsError(ClusterError):
-    kafka_error_code = int(ErrorCode.TOPIC_ALREADY_EXISTS)
-
     def __init__(self, topic: str) -> None:
         self.topic = topic
         super().__init__(f"topic {topic!r} already exists")
 
 
 class UnknownTopicError(ClusterError):
-    kafka_error_code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-
     def __init__(self, topic: str) -> None:
         self.topic = topic
         super().__init__(f"topic {topic!r} does not exist")
@@ -83,33 +76,26 @@ class UnknownTopicError(ClusterError):
 class InvalidPartitionsError(ClusterError):
     """A partition count outside ``[1, MAX_PARTITIONS]``; the message names the topic and the count."""
 
-    kafka_error_code = int(ErrorCode.INVALID_PARTITIONS)
-
 
 class InvalidReplicaAssignmentError(InvalidPartitionsError):
     """An explicit assignment that is not ``0..n-1 -> one live broker``; the message names what is wrong."""
 
-    kafka_error_code = int(ErrorCode.INVALID_REPLICA_ASSIGNMENT)
-
 
 class NoLiveBrokersError(ClusterError):
     """No broker is registered, so a topic's partitions cannot be placed."""
-
-    kafka_error_code = int(ErrorCode.INVALID_REPLICATION_FACTOR)
 
 
 class ZooKeeperError(ClusterError):
     """ZooKeeper failed or holds something unreadable; the message names the path and the cause.
 
     ``retriable`` is true for connection loss, timeouts and session expiry (the request may succeed once the
-    session is back); such errors answer REQUEST_TIMED_OUT, which Kafka clients retry.
+    session is back); such errors answer REQUEST_TIMED_OUT (:mod:`broker.server.error_codes`), which Kafka
+    clients retry.
     """
 
     def __init__(self, message: str, *, path: str, retriable: bool = False) -> None:
         self.path = path
         self.retriable = retriable
-        if retriable:
-            self.kafka_error_code = int(ErrorCode.REQUEST_TIMED_OUT)
         super().__init__(message)
 
 

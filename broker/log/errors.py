@@ -1,7 +1,7 @@
 """Errors of the log storage engine, all under :class:`broker.errors.BrokerError`.
 
-Every class carries ``kafka_error_code``, the Kafka protocol error code the network layer answers with, so
-that a request handler can map any :class:`LogError` without a table of its own.
+The Kafka protocol error code each answers with, noted in brackets below, comes from the broker's one
+table, :mod:`broker.server.error_codes`.
 
 ::
 
@@ -30,8 +30,6 @@ from broker.errors import BrokerError
 class LogError(BrokerError):
     """Root of the log storage errors."""
 
-    kafka_error_code = 56  # KAFKA_STORAGE_ERROR
-
 
 class CorruptRecordError(LogError):
     """A record batch fails validation: bad magic, impossible lengths, CRC mismatch or undecodable records.
@@ -40,8 +38,6 @@ class CorruptRecordError(LogError):
     position of the batch there, ``offset`` its base offset when known, ``reason`` what was wrong with
     expected vs actual values.
     """
-
-    kafka_error_code = 2  # CORRUPT_MESSAGE
 
     def __init__(
         self, where: str, reason: str, *, position: int | None = None, offset: int | None = None
@@ -63,13 +59,9 @@ class CorruptRecordError(LogError):
 class UnsupportedCompressionError(CorruptRecordError):
     """A batch names a compression codec that Kafka does not define (attributes bits 0-2 above 4)."""
 
-    kafka_error_code = 76  # UNSUPPORTED_COMPRESSION_TYPE
-
 
 class InvalidRecordError(LogError):
     """An intact batch that a partition does not accept (record count, offset range, control batch...)."""
-
-    kafka_error_code = 87  # INVALID_RECORD
 
     def __init__(self, where: str, reason: str, *, position: int | None = None) -> None:
         self.where = where
@@ -81,8 +73,6 @@ class InvalidRecordError(LogError):
 
 class RecordTooLargeError(LogError):
     """A batch is larger than ``max_message_bytes``."""
-
-    kafka_error_code = 10  # MESSAGE_TOO_LARGE
 
     def __init__(self, where: str, size_bytes: int, max_bytes: int, *, position: int | None = None) -> None:
         self.where = where
@@ -98,8 +88,6 @@ class RecordTooLargeError(LogError):
 class OffsetOutOfRangeError(LogError):
     """A read asked for an offset outside ``[log_start_offset, log_end_offset]``."""
 
-    kafka_error_code = 1  # OFFSET_OUT_OF_RANGE
-
     def __init__(self, where: str, offset: int, log_start_offset: int, log_end_offset: int) -> None:
         self.where = where
         self.offset = offset
@@ -113,13 +101,9 @@ class OffsetOutOfRangeError(LogError):
 class OutOfOrderSequenceError(LogError):
     """An idempotent producer's batch does not follow its last one (a gap, or a new epoch not at 0)."""
 
-    kafka_error_code = 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
-
 
 class InvalidProducerEpochError(LogError):
     """An idempotent producer's batch carries an epoch older than the partition has seen (fenced)."""
-
-    kafka_error_code = 47  # INVALID_PRODUCER_EPOCH
 
 
 class CorruptSnapshotError(LogError):
@@ -133,8 +117,6 @@ class CorruptSnapshotError(LogError):
 
 class InvalidTopicError(LogError):
     """A topic name or partition breaks Kafka's rules (``[a-zA-Z0-9._-]``, 1-249 chars, not . or ..)."""
-
-    kafka_error_code = 17  # INVALID_TOPIC_EXCEPTION
 
 
 class CorruptIndexError(LogError):
@@ -156,5 +138,3 @@ class LogStorageError(LogError):
 
 class LogClosedError(LogError):
     """The partition's log has been closed or deleted."""
-
-    kafka_error_code = 6  # NOT_LEADER_OR_FOLLOWER

@@ -1,9 +1,9 @@
 """One partition's log: a sorted, copy-on-write list of segments (paper section 3.1, "Simple storage").
 
-Appends go to the last (active) segment; the log rolls to a new segment at ``segment_bytes`` or
-``segment_ms``. Offsets are logical and consecutive: an append assigns them by rewriting each batch's base
-offset, never re-encoding records. Reads return a :class:`~broker.log.file_region.FileRegion` of whole
-batches for ``sendfile``.
+Appends go to the last (active) segment, after :mod:`broker.log.log_validator` accepted them; the log
+rolls to a new segment at ``segment_bytes`` or ``segment_ms``. Offsets are logical and consecutive: an
+append assigns them by rewriting each batch's base offset, never re-encoding records. Reads return a
+:class:`~broker.log.file_region.FileRegion` of whole batches for ``sendfile``.
 
 Offsets a log maintains::
 
@@ -16,11 +16,8 @@ Offsets a log maintains::
   paper's semantics: "a message is only exposed to the consumers after it is flushed") it is the flushed
   offset; with ``expose = "appended"`` it is the log end offset.
 
-Flush policy (the paper's M and S): a flush is due once ``flush_messages`` messages are unflushed, or the
-oldest unflushed message is ``flush_ms`` old. When an append makes a flush due (M reached) or starts a new
-S deadline (the first unflushed message), the log calls ``wake_flusher``: the
-:class:`~broker.log.log_manager.LogManager` wakes its background flusher, which flushes by M at once and
-sleeps until the earliest S deadline. A log without a ``wake_flusher`` flushes inline when M is reached.
+Flushes (the paper's M and S policy, and group commit for ``[log] flush_on_ack``) are
+:mod:`broker.log.log_flush`'s, mixed into :class:`Log`.
 
 Idempotent producers (KIP-98): the log owns the partition's
 :class:`~broker.log.producer_state.ProducerStateManager`. Under the append lock, before anything is
@@ -28,24 +25,15 @@ written, every batch with a producer id is checked against it (a duplicate is no
 original offsets are answered; a gap or a fenced epoch refuses the whole append), and the state is updated
 as the batches get their offsets, so that check and append are one atomic step per partition. The state is
 snapshotted when a segment rolls and at a clean close, and rebuilt at load from the newest valid snapshot
-and the batches after it.
-
-Flush on ack (``[log] flush_on_ack``), as group commit: an ``acks=-1`` produce that must wait for its
-batches to be on disk calls :meth:`Log.request_flush` with the offset it needs flushed, which raises
-``flush_requested_offset`` and wakes the flusher; the flusher flushes every log whose requested offset is
-above its flushed offset, and every waiter below the new flushed offset is answered by that one fsync
-(they learn of it through the listeners). Requests that arrive during an fsync wait for the next one,
-which the flusher starts as soon as the current one ends: N concurrent producers cost one fsync per turn,
-not N. Without a ``wake_flusher`` the requesting thread flushes inline (``_flush_lock`` serialises it with
-any other flush, and a flush that finds the offset already flushed returns at once).
+and the batches after it. Retention deletes whole segments (:mod:`broker.log.retention`).
 
 Concurrency: one lock serialises appends, rolls and retention; flushes are serialised by a second lock
 and fsync outside the first, so appends continue during an fsync. ``flush_requested_offset`` only grows,
 under the first lock; the flusher reads it without one (a stale read at worst delays a flush to the
 flusher's next turn, which the request's own wake-up starts). Readers take no lock: every change
-publishes a new immutable view (segments, log end, high watermark and the byte positions where they lie),
-and a reader uses the view it read once. A segment that retention deletes stays readable through the
-views and regions that still reference it (its files are unlinked, its descriptors stay open).
+publishes a new immutable :class:`~broker.log.log_view.LogView`, and a reader uses the view it read once
+(that module says why this is safe). Listeners hear of changes after the lock is released
+(:mod:`broker.log.log_listeners`).
 """
 
 from __future__ import annotations
@@ -53,38 +41,34 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-import time
-from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 from broker.config import DEFAULT_PRODUCER_ID_EXPIRATION_MS, LogConfig
 from broker.log.clock import Clock, system_clock_ms
 from broker.log.errors import (
-    CorruptRecordError,
-    InvalidRecordError,
     InvalidTopicError,
     LogClosedError,
     LogStorageError,
-    OffsetOutOfRangeError,
 )
 from broker.log.file_handle import fsync_dir
 from broker.log.file_names import deleted_partition_dir_name, parse_partition_dir_name
 from broker.log.file_region import FileRegion
-from broker.log.log_validator import validate_batches
-from broker.log.producer_state import BatchMetadata, ProducerStateManager
-from broker.log.record_batch import NO_PRODUCER_ID, RecordBatch, scan_batches
+from broker.log.log_flush import LogFlush
+from broker.log.log_listeners import HighWatermarkListener, LogListeners
+from broker.log.log_validator import validate_append
+from broker.log.log_view import LogView
+from broker.log.producer_state import ProducerStateManager
+from broker.log.record_batch import NO_PRODUCER_ID, RecordBatch
 from broker.log.recovery import RecoveryResult, load_segments
+from broker.log.retention import segments_past_retention
 from broker.log.segment import Segment
 from broker.log.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
 Buffer = bytes | bytearray | memoryview
-#: Called with the partition and its new high watermark whenever the high watermark advances.
-HighWatermarkListener = Callable[[TopicPartition, int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,21 +87,7 @@ class AppendInfo:
     duplicate: bool = False
 
 
-class _View(NamedTuple):
-    """What readers see; replaced as a whole, never changed (a tuple: one is built per append)."""
-
-    segments: tuple[Segment, ...]
-    base_offsets: tuple[int, ...]
-    log_end_offset: int
-    #: Size of the last segment at ``log_end_offset``.
-    end_position: int
-    high_watermark: int
-    #: The segment and byte position where the high watermark lies.
-    hw_segment: Segment
-    hw_position: int
-
-
-class Log:
+class Log(LogFlush):
     """One partition's log in ``directory`` (named ``<topic>-<partition>``). Thread-safe."""
 
     def __init__(
@@ -142,8 +112,7 @@ class Log:
         self._wake_flusher = wake_flusher
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
-        self._changed = threading.Condition(threading.Lock())
-        self._listeners: tuple[HighWatermarkListener, ...] = ()
+        self._listeners = LogListeners(tp)
         self._closed = False
         self._offline_reason: str | None = None
         segments, self._recovery = load_segments(
@@ -162,7 +131,7 @@ class Log:
         self._first_unflushed_ms: int | None = None
         self._flush_requested_offset = 0
         self._dir_dirty = False
-        self._view = _View(
+        self._view = LogView(
             segments=tuple(segments),
             base_offsets=tuple(s.base_offset for s in segments),
             log_end_offset=end,
@@ -174,38 +143,7 @@ class Log:
         self._producers = ProducerStateManager(
             directory, where=self._where, producer_id_expiration_ms=producer_id_expiration_ms
         )
-        self._load_producer_state()
-
-    def _load_producer_state(self) -> None:
-        """Load the newest valid snapshot and replay the batches after it (see the module docstring)."""
-        view = self._view
-        end = view.log_end_offset
-        now = self._clock()
-        snapshot_offset = self._producers.load_latest_snapshot(end, now)
-        start = (
-            view.base_offsets[0] if snapshot_offset is None else max(snapshot_offset, view.base_offsets[0])
-        )
-        replayed = 0
-        update = self._producers.update
-        for segment in view.segments:
-            if segment.next_offset <= start:
-                continue
-            for header in segment.batch_headers(start, segment.size_bytes):
-                # baseOffset 0, lastOffsetDelta 6, maxTimestamp 8, producerId 9, epoch 10, baseSequence 11
-                if header[9] != NO_PRODUCER_ID:
-                    update(
-                        header[9], header[10], header[11], header[0], header[0] + header[6], header[8], now
-                    )
-                replayed += 1
-        if replayed or (snapshot_offset is None and end > 0):
-            logger.info(
-                "%s: rebuilt the state of %d producers from %s and %d batches of the log from offset %d",
-                self._where,
-                len(self._producers.producers),
-                "no snapshot" if snapshot_offset is None else f"the snapshot at offset {snapshot_offset}",
-                replayed,
-                start,
-            )
+        self._producers.rebuild(self._view.segments, self._view.log_end_offset, clock())
 
     # ------------------------------------------------------------------------------------ properties
 
@@ -269,12 +207,13 @@ class Log:
     # ------------------------------------------------------------------------------------ append
 
     def append(self, batches: Buffer) -> AppendInfo:
-        """Validate every batch, then append them all with offsets assigned from the log end offset.
+        """Validate the batches (one call of :func:`~broker.log.log_validator.validate_append`), then append
+        them all with offsets assigned from the log end offset.
 
-        The whole request is rejected, with nothing written, if any batch is invalid
-        (:mod:`broker.log.log_validator`): :class:`CorruptRecordError` (magic, lengths, CRC, record framing,
-        a partial batch at the end), :class:`RecordTooLargeError`, :class:`InvalidRecordError` (no batch,
-        record count not matching the offset range or the records, a control batch),
+        The whole request is rejected, with nothing written, if any batch is invalid:
+        :class:`CorruptRecordError` (magic, lengths, CRC, record framing, a partial batch at the end),
+        :class:`RecordTooLargeError`, :class:`InvalidRecordError` (no batch, record count not matching the
+        offset range or the records, a control batch),
         :class:`~broker.log.errors.OutOfOrderSequenceError` and
         :class:`~broker.log.errors.InvalidProducerEpochError` (an idempotent producer's sequence gap or
         fenced epoch). A batch an idempotent producer already appended is not appended again: when every
@@ -282,19 +221,9 @@ class Log:
         :class:`LogStorageError` on an I/O error, after which the log is offline until the broker restarts
         (and recovers it).
         """
-        where = f"{self._where} append"
-        scan = scan_batches(batches, where=where)
-        if scan.partial_tail_bytes:
-            raise CorruptRecordError(
-                where,
-                f"the request ends with {scan.partial_tail_bytes} bytes of a partial batch",
-                position=scan.complete_bytes,
-            )
-        if not scan.batches:
-            raise InvalidRecordError(where, "the request holds no record batch")
-        validated = validate_batches(
-            scan.batches,
-            where=where,
+        validated = validate_append(
+            batches,
+            where=f"{self._where} append",
             max_message_bytes=self._config.max_message_bytes,
             validate_records=self._config.validate_records,
         )
@@ -302,12 +231,12 @@ class Log:
 
         config = self._config
         expose_appended = config.expose == "appended"
-        to_append = scan.batches
+        to_append = validated.batches
         idempotent = any(batch.producer_id != NO_PRODUCER_ID for batch in to_append)
         with self._lock:
             self._check_writable()
             if idempotent:
-                duplicate, to_append = self._check_producers(to_append)
+                duplicate, to_append = self._producers.prepare().check_batches(to_append, self._next_offset)
                 if duplicate is not None and not to_append:
                     return AppendInfo(
                         first_offset=duplicate.first_offset,
@@ -376,7 +305,7 @@ class Log:
                     view.hw_segment,
                     view.hw_position,
                 )
-            self._view = _View(
+            self._view = LogView(
                 segments=segments,
                 base_offsets=view.base_offsets
                 if segments is view.segments
@@ -389,7 +318,7 @@ class Log:
             )
             flush_due = self._unflushed_messages >= config.flush_messages
         if expose_appended:
-            self._publish(offset)
+            self._listeners.publish(offset)
         if self._wake_flusher is not None:
             if flush_due or new_deadline:
                 self._wake_flusher(self)
@@ -401,45 +330,10 @@ class Log:
             max_timestamp_ms=max_timestamp_ms,
             record_count=record_count,
             batch_count=len(to_append),
-            size_bytes=scan.complete_bytes
-            if to_append is scan.batches
+            size_bytes=validated.size_bytes
+            if to_append is validated.batches
             else sum(b.size_bytes for b in to_append),
         )
-
-    def _check_producers(
-        self, batches: tuple[RecordBatch, ...]
-    ) -> tuple[BatchMetadata | None, tuple[RecordBatch, ...]]:
-        """Check the idempotent producers' batches (caller holds the lock): the first duplicate found and
-        the batches to append (every batch but the duplicates). Raises
-        :class:`~broker.log.errors.OutOfOrderSequenceError` or
-        :class:`~broker.log.errors.InvalidProducerEpochError`, with nothing written."""
-        check = self._producers.prepare().check
-        offset = self._next_offset
-        duplicate: BatchMetadata | None = None
-        to_append: list[RecordBatch] = []
-        for batch in batches:
-            producer_id = batch.producer_id
-            if producer_id != NO_PRODUCER_ID:
-                found = check(
-                    producer_id, batch.producer_epoch, batch.base_sequence, batch.last_offset_delta, offset
-                )
-                if found is not None:
-                    duplicate = duplicate or found
-                    logger.info(
-                        "%s: producer %d epoch %d sequences [%d, %d] were appended at offsets [%d, %d]: not "
-                        "appended again",
-                        self._where,
-                        producer_id,
-                        batch.producer_epoch,
-                        found.first_sequence,
-                        found.last_sequence,
-                        found.first_offset,
-                        found.last_offset,
-                    )
-                    continue
-            to_append.append(batch)
-            offset += batch.last_offset_delta + 1
-        return duplicate, tuple(to_append) if duplicate is not None else batches
 
     def _roll(self, active: Segment, base_offset: int, now_ms: int) -> Segment:
         """Close off ``active``, snapshot the producer state as of ``base_offset``, and start a segment
@@ -482,133 +376,25 @@ class Log:
                 "restart the broker to recover it"
             )
 
-    # ------------------------------------------------------------------------------------ flush
-
-    def flush(self) -> int:
-        """fsync everything appended so far; returns the new flushed offset.
-
-        In ``expose = "flushed"`` mode this is what advances the high watermark.
-        """
-        with self._flush_lock:
-            return self._flush_locked()
-
-    def _flush_locked(self) -> int:
-        with self._lock:
-            self._check_writable()
-            target = self._next_offset
-            if target == self._flushed_offset and not self._dir_dirty:
-                return target
-            messages = self._unflushed_messages
-            view = self._view
-            first = max(bisect_right(view.base_offsets, self._flushed_offset) - 1, 0)
-            to_flush = view.segments[first:]
-            end_segment = view.segments[-1]
-            end_position = view.end_position
-            dir_dirty, self._dir_dirty = self._dir_dirty, False
-        try:
-            for segment in to_flush:
-                segment.flush()
-            if dir_dirty:
-                fsync_dir(self._dir)
-        except LogStorageError as exc:
-            with self._lock:
-                self._offline_reason = str(exc)
-            logger.error("%s: log is offline after a failed flush: %s", self._where, exc)  # noqa: TRY400
-            raise
-        now = self._clock()
-        advanced = False
-        with self._lock:
-            self._flushed_offset = max(self._flushed_offset, target)
-            self._unflushed_messages -= messages
-            self._first_unflushed_ms = now if self._unflushed_messages > 0 else None
-            view = self._view
-            if self._config.expose == "flushed" and target > view.high_watermark:
-                self._view = view._replace(
-                    high_watermark=target, hw_segment=end_segment, hw_position=end_position
-                )
-                advanced = True
-        # Listeners hear of every flush, not only of high-watermark advances: acks=-1 producers with
-        # ``flush_on_ack`` wait for the flush even when ``expose = "appended"`` moved the high watermark.
-        self._publish(target if advanced else view.high_watermark)
-        return target
-
-    def request_flush(self, offset: int) -> bool:
-        """Ask for every offset below ``offset`` to be fsynced now (group commit, see the module docstring);
-        True when it already is. The caller waits for the flush through a listener."""
-        with self._lock:
-            if self._flushed_offset >= offset:
-                return True
-            self._flush_requested_offset = max(self._flush_requested_offset, offset)
-        if self._wake_flusher is not None:
-            self._wake_flusher(self)
-        else:
-            self.flush()
-        return False
-
-    @property
-    def flush_requested(self) -> bool:
-        """Whether a waiter asked for offsets that are not flushed yet (:meth:`request_flush`)."""
-        return self._flush_requested_offset > self._flushed_offset
-
-    def flush_due(self, now_ms: int) -> bool:
-        """Whether the flush policy (M messages or S milliseconds) or a waiter asks for a flush now."""
-        if self._unflushed_messages <= 0 or self._closed or self._offline_reason is not None:
-            return False
-        if self._flush_requested_offset > self._flushed_offset:
-            return True
-        if self._unflushed_messages >= self._config.flush_messages:
-            return True
-        first = self._first_unflushed_ms
-        return first is not None and now_ms - first >= self._config.flush_ms
-
-    def next_flush_deadline_ms(self) -> int | None:
-        """When the oldest unflushed message reaches ``flush_ms`` (None when all is flushed)."""
-        first = self._first_unflushed_ms
-        if first is None or self._unflushed_messages <= 0:
-            return None
-        return first + self._config.flush_ms
-
-    # ------------------------------------------------------------------------------------ waiting
+    # ------------------------------------------------------------------------------------ listeners
 
     def add_listener(self, listener: HighWatermarkListener) -> None:
         """Call ``listener(topic_partition, high_watermark)`` after every advance of the high watermark
-        and after every flush (on the appending or flushing thread; it must be quick and must not call back
-        into this log's append or flush)."""
-        with self._lock:
-            self._listeners = (*self._listeners, listener)
+        and after every flush (:mod:`broker.log.log_listeners`)."""
+        self._listeners.add(listener)
 
     def remove_listener(self, listener: HighWatermarkListener) -> None:
-        with self._lock:
-            self._listeners = tuple(existing for existing in self._listeners if existing is not listener)
+        self._listeners.remove(listener)
 
     def wait_for_flushed(self, offset: int, timeout_s: float) -> bool:
         """Wait until every offset below ``offset`` is flushed; False on timeout or close."""
-        return self._wait(lambda: self._flushed_offset >= offset, timeout_s)
+        return self._listeners.wait(lambda: self._flushed_offset >= offset, lambda: self._closed, timeout_s)
 
     def wait_for_high_watermark(self, offset: int, timeout_s: float) -> bool:
-        """Wait until the high watermark reaches ``offset`` (fetch long-poll); False on timeout or close."""
-        return self._wait(lambda: self._view.high_watermark >= offset, timeout_s)
-
-    def _wait(self, done: Callable[[], bool], timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        with self._changed:
-            while not done():
-                if self._closed:
-                    return False
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._changed.wait(remaining)
-            return True
-
-    def _publish(self, high_watermark: int) -> None:
-        with self._changed:
-            self._changed.notify_all()
-        for listener in self._listeners:
-            try:
-                listener(self._tp, high_watermark)
-            except Exception:
-                logger.exception("%s: high-watermark listener %r failed", self._where, listener)
+        """Wait until the high watermark reaches ``offset``; False on timeout or close."""
+        return self._listeners.wait(
+            lambda: self._view.high_watermark >= offset, lambda: self._closed, timeout_s
+        )
 
     # ------------------------------------------------------------------------------------ read
 
@@ -623,66 +409,20 @@ class Log:
         view = self._view
         if self._closed or not view.segments:
             raise LogClosedError(f"{self._where}: the log is closed")
-        start = view.base_offsets[0]
-        end = view.log_end_offset
-        if offset < start or offset > end:
-            raise OffsetOutOfRangeError(self._where, offset, start, end)
-        limit = view.high_watermark if max_offset is None else min(max_offset, end)
-        if offset >= limit:
-            return None
-        segments = view.segments
-        last = len(segments) - 1
-        i = bisect_right(view.base_offsets, offset) - 1
-        while i <= last:
-            segment = segments[i]
-            if segment.base_offset >= limit:
-                return None
-            segment_end = view.end_position if i == last else segment.size_bytes
-            segment_end_offset = end if i == last else segment.next_offset
-            if max_offset is None:
-                if segment is view.hw_segment:
-                    max_position, end_offset = view.hw_position, view.high_watermark
-                else:
-                    max_position, end_offset = segment_end, segment_end_offset
-            else:
-                max_position, end_offset = segment_end, segment_end_offset
-                if limit < segment_end_offset:
-                    found = segment.position_of(limit, segment_end)
-                    if found is not None:
-                        max_position, end_offset = found[0], found[1]
-            region = segment.read(offset, max_bytes, max_position, end_offset)
-            if region is not None:
-                return region
-            i += 1
-        return None
+        return view.read(offset, max_bytes, max_offset, self._where)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
         """The first exposed offset whose record timestamp is >= ``timestamp_ms``, via the time indexes."""
         view = self._view
         if self._closed or not view.segments:
             raise LogClosedError(f"{self._where}: the log is closed")
-        high_watermark = view.high_watermark
-        last = len(view.segments) - 1
-        for i, segment in enumerate(view.segments):
-            if segment.base_offset >= high_watermark:
-                break
-            if segment.max_timestamp_ms < timestamp_ms:
-                continue
-            if segment is view.hw_segment:
-                max_position = view.hw_position
-            else:
-                max_position = view.end_position if i == last else segment.size_bytes
-            found = segment.find_offset_by_timestamp(timestamp_ms, max_position)
-            if found is not None:
-                return found if found < high_watermark else None
-        return None
+        return view.offset_for_timestamp(timestamp_ms)
 
     # ------------------------------------------------------------------------------------ retention
 
     def apply_retention(self, now_ms: int | None = None) -> tuple[int, ...]:
-        """Delete whole segments past ``retention_ms`` (by their largest timestamp) or beyond
-        ``retention_bytes`` (oldest first), never the active one nor any holding unexposed offsets.
-        Returns the base offsets of the deleted segments."""
+        """Delete the segments the retention policy (:mod:`broker.log.retention`) names; returns their
+        base offsets."""
         config = self._config
         if config.retention_ms < 0 and config.retention_bytes < 0:
             return ()
@@ -691,22 +431,7 @@ class Log:
             if self._closed:
                 return ()
             view = self._view
-            total_bytes = sum(s.size_bytes for s in view.segments[:-1]) + view.end_position
-            doomed: list[Segment] = []
-            for segment in view.segments[:-1]:
-                if segment.next_offset > view.high_watermark:
-                    break
-                newest_ms = segment.max_timestamp_ms
-                if newest_ms < 0:
-                    newest_ms = segment.last_modified_ms()
-                expired = config.retention_ms >= 0 and now - newest_ms > config.retention_ms
-                oversized = (
-                    config.retention_bytes >= 0 and total_bytes - segment.size_bytes >= config.retention_bytes
-                )
-                if not (expired or oversized):
-                    break
-                doomed.append(segment)
-                total_bytes -= segment.size_bytes
+            doomed = segments_past_retention(view, config, now)
             if not doomed:
                 return ()
             kept = view.segments[len(doomed) :]
@@ -764,8 +489,7 @@ class Log:
                         failure = failure or exc
                 for segment in segments:
                     segment.close()
-        with self._changed:
-            self._changed.notify_all()
+        self._listeners.wake()
         if failure is not None:
             raise failure
 
@@ -788,8 +512,7 @@ class Log:
                 raise LogStorageError(
                     f"{self._dir}: cannot rename to {doomed.name} for deletion: {exc}"
                 ) from exc
-        with self._changed:
-            self._changed.notify_all()
+        self._listeners.wake()
         try:
             shutil.rmtree(doomed)
         except OSError as exc:

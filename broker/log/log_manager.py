@@ -49,7 +49,8 @@ from broker.log.file_names import (
     validate_partition,
     validate_topic_name,
 )
-from broker.log.log import HighWatermarkListener, Log
+from broker.log.log import Log
+from broker.log.log_listeners import HighWatermarkListener
 from broker.log.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)

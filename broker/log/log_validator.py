@@ -1,7 +1,9 @@
 """What a partition accepts (Kafka's ``LogValidator``): every produced batch is checked before it is appended.
 
-:meth:`broker.log.log.Log.append` calls :func:`validate_batches` before it takes its lock, and appends
-nothing of the request when any batch is refused. The checks, in order, per batch:
+:meth:`broker.log.log.Log.append` makes one call, :func:`validate_append`, before it takes its lock, and
+appends nothing of the request when anything is refused. The request's bytes must be whole batches, at
+least one (a partial batch at the end is CORRUPT_MESSAGE, none at all INVALID_RECORD); then
+:func:`validate_batches` runs these checks, in order, per batch:
 
 1. size: at most ``max_message_bytes`` (:class:`RecordTooLargeError`, MESSAGE_TOO_LARGE);
 2. header and CRC (:meth:`RecordBatch.validate`): magic 2, record count not negative, a codec Kafka defines,
@@ -32,11 +34,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from broker.log.errors import InvalidRecordError, RecordTooLargeError
-from broker.log.record_batch import NO_TIMESTAMP, RecordBatch, one_record_batches_valid
+from broker.log.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from broker.log.record_batch import NO_TIMESTAMP, Buffer, RecordBatch, one_record_batches_valid, scan_batches
 
-__all__ = ["ValidatedBatches", "validate_batches", "validate_stored_batch"]
+__all__ = [
+    "ValidatedAppend",
+    "ValidatedBatches",
+    "validate_append",
+    "validate_batches",
+    "validate_stored_batch",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +57,36 @@ class ValidatedBatches:
     max_timestamp_ms: int
 
 
+class ValidatedAppend(NamedTuple):
+    """The batches of one produce request to one partition, accepted by :func:`validate_append` (a tuple:
+    one is built per append)."""
+
+    batches: tuple[RecordBatch, ...]
+    #: The request's bytes (all of them: whole batches).
+    size_bytes: int
+    record_count: int
+    #: The largest record timestamp among the batches (-1 when none had one).
+    max_timestamp_ms: int
+
+
+def validate_append(
+    buffer: Buffer, *, where: str, max_message_bytes: int, validate_records: bool = True
+) -> ValidatedAppend:
+    """Split ``buffer`` into whole batches and check each (see the module docstring); raises the first
+    failure, and the caller appends nothing then."""
+    scan = scan_batches(buffer, where=where)
+    if scan.partial_tail_bytes:
+        raise CorruptRecordError(
+            where,
+            f"the request ends with {scan.partial_tail_bytes} bytes of a partial batch",
+            position=scan.complete_bytes,
+        )
+    if not scan.batches:
+        raise InvalidRecordError(where, "the request holds no record batch")
+    record_count, max_timestamp_ms = _check_batches(scan.batches, where, max_message_bytes, validate_records)
+    return ValidatedAppend(scan.batches, scan.complete_bytes, record_count, max_timestamp_ms)
+
+
 def validate_batches(
     batches: Sequence[RecordBatch], *, where: str, max_message_bytes: int, validate_records: bool = True
 ) -> ValidatedBatches:
@@ -55,6 +94,13 @@ def validate_batches(
 
     Raises the first failure; the caller appends nothing then.
     """
+    return ValidatedBatches(*_check_batches(batches, where, max_message_bytes, validate_records))
+
+
+def _check_batches(
+    batches: Sequence[RecordBatch], where: str, max_message_bytes: int, validate_records: bool
+) -> tuple[int, int]:
+    """Steps 1-4 for every batch: their record count and largest timestamp."""
     record_count = 0
     max_timestamp_ms = NO_TIMESTAMP
     # a pipelining producer's batches of one record each: their records are proved valid together (the
@@ -82,7 +128,7 @@ def validate_batches(
             batch.validate_records()
         record_count += count
         max_timestamp_ms = max(max_timestamp_ms, batch.max_timestamp_ms)
-    return ValidatedBatches(record_count, max_timestamp_ms)
+    return record_count, max_timestamp_ms
 
 
 def validate_stored_batch(batch: RecordBatch) -> None:

@@ -61,9 +61,10 @@ from __future__ import annotations
 import logging
 import struct
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import crc32c
 
@@ -74,7 +75,10 @@ from broker.log.errors import (
     OutOfOrderSequenceError,
 )
 from broker.log.file_names import parse_snapshot_file_name, snapshot_file_name, temp_path
-from broker.log.record_batch import NO_PRODUCER_ID
+from broker.log.record_batch import NO_PRODUCER_ID, RecordBatch
+
+if TYPE_CHECKING:
+    from broker.log.segment import Segment
 
 logger = logging.getLogger(__name__)
 
@@ -204,6 +208,39 @@ class ProducerAppend:
         self._reached[producer_id] = (epoch, last)
         return None
 
+    def check_batches(
+        self, batches: tuple[RecordBatch, ...], next_offset: int
+    ) -> tuple[BatchMetadata | None, tuple[RecordBatch, ...]]:
+        """:meth:`check` every batch of an append starting at ``next_offset``: the first duplicate found
+        and the batches to append (all but the duplicates; ``batches`` itself when there is none). Raises
+        as :meth:`check` does, with nothing written."""
+        offset = next_offset
+        duplicate: BatchMetadata | None = None
+        to_append: list[RecordBatch] = []
+        for batch in batches:
+            producer_id = batch.producer_id
+            if producer_id != NO_PRODUCER_ID:
+                found = self.check(
+                    producer_id, batch.producer_epoch, batch.base_sequence, batch.last_offset_delta, offset
+                )
+                if found is not None:
+                    duplicate = duplicate or found
+                    logger.info(
+                        "%s: producer %d epoch %d sequences [%d, %d] were appended at offsets [%d, %d]: not "
+                        "appended again",
+                        self._where,
+                        producer_id,
+                        batch.producer_epoch,
+                        found.first_sequence,
+                        found.last_sequence,
+                        found.first_offset,
+                        found.last_offset,
+                    )
+                    continue
+            to_append.append(batch)
+            offset += batch.last_offset_delta + 1
+        return duplicate, tuple(to_append) if duplicate is not None else batches
+
 
 class ProducerStateManager:
     """Every producer's state in one partition folder, with its snapshots (see the module docstring).
@@ -296,6 +333,33 @@ class ProducerStateManager:
         self._producers.clear()
 
     # ------------------------------------------------------------------------------------ snapshots
+
+    def rebuild(self, segments: Sequence[Segment], log_end_offset: int, now_ms: int) -> None:
+        """At load: the newest valid snapshot, then the batches of ``segments`` after it replayed."""
+        snapshot_offset = self.load_latest_snapshot(log_end_offset, now_ms)
+        first = segments[0].base_offset
+        start = first if snapshot_offset is None else max(snapshot_offset, first)
+        replayed = 0
+        update = self.update
+        for segment in segments:
+            if segment.next_offset <= start:
+                continue
+            for header in segment.batch_headers(start, segment.size_bytes):
+                # baseOffset 0, lastOffsetDelta 6, maxTimestamp 8, producerId 9, epoch 10, baseSequence 11
+                if header[9] != NO_PRODUCER_ID:
+                    update(
+                        header[9], header[10], header[11], header[0], header[0] + header[6], header[8], now_ms
+                    )
+                replayed += 1
+        if replayed or (snapshot_offset is None and log_end_offset > 0):
+            logger.info(
+                "%s: rebuilt the state of %d producers from %s and %d batches of the log from offset %d",
+                self._where,
+                len(self.producers),
+                "no snapshot" if snapshot_offset is None else f"the snapshot at offset {snapshot_offset}",
+                replayed,
+                start,
+            )
 
     def snapshot_offsets(self) -> list[int]:
         """The offsets of the snapshot files in the folder, ascending."""

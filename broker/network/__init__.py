@@ -8,6 +8,7 @@ here. One module per concept:
 * :mod:`~broker.network.socket_server`: :class:`SocketServer`, the threads' life cycle and the stats;
 * :mod:`~broker.network.acceptor`: the acceptor thread;
 * :mod:`~broker.network.processor`: a processor's loop (its steps and invariants);
+* :mod:`~broker.network.inline_serving`: a processor serving requests itself (inline, runs, pipelining);
 * :mod:`~broker.network.connection`: one connection's state (receiving, muted, sending);
 * :mod:`~broker.network.network_receive`: reading one size-prefixed request;
 * :mod:`~broker.network.response_send`: sending one response's bytes and file regions;

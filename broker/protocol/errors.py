@@ -1,7 +1,8 @@
 """Errors of the Kafka wire-protocol codec, all under :class:`broker.errors.BrokerError`.
 
-Every class carries ``kafka_error_code``, the code a server answers with when it can answer at all (most
-decoding failures close the connection instead, as Apache Kafka does).
+The code a server answers with when it can answer at all (most decoding failures close the connection
+instead, as Apache Kafka does) is noted in brackets below; it comes from the broker's one table,
+:mod:`broker.server.error_codes`.
 
 ::
 
@@ -25,13 +26,10 @@ from __future__ import annotations
 
 from broker.errors import BrokerError
 from broker.protocol.api_key import ApiKey
-from broker.protocol.error_code import ErrorCode
 
 
 class ProtocolError(BrokerError):
     """Root of the wire-protocol errors."""
-
-    kafka_error_code: ErrorCode = ErrorCode.INVALID_REQUEST
 
 
 class MalformedMessageError(ProtocolError):
@@ -92,8 +90,6 @@ class UnsupportedVersionError(ProtocolError):
     closes the connection, since a client only sends versions the broker advertised.
     """
 
-    kafka_error_code = ErrorCode.UNSUPPORTED_VERSION
-
     def __init__(
         self, api_key: int, api_version: int, correlation_id: int, min_version: int, max_version: int
     ) -> None:
@@ -111,8 +107,6 @@ class UnsupportedVersionError(ProtocolError):
 class EncodeError(ProtocolError):
     """A value that cannot be encoded as its field's wire type (out of range, wrong type, too long)."""
 
-    kafka_error_code = ErrorCode.UNKNOWN_SERVER_ERROR
-
     def __init__(self, reason: str, *, context: str = "", path: str = "") -> None:
         self.reason = reason
         self.context = context
@@ -126,8 +120,6 @@ class EncodeError(ProtocolError):
 
 class SchemaDefinitionError(ProtocolError):
     """A message declaration that cannot be compiled: a bug in Lumber's protocol package, not bad input."""
-
-    kafka_error_code = ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 def _located_message(context: str, path: str, reason: str, position: int | None) -> str:

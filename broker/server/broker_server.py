@@ -32,27 +32,28 @@ from prometheus_client import start_http_server
 
 from broker.cluster import zk_paths
 from broker.cluster.broker_registration import BrokerRegistration
-from broker.cluster.cluster_view import EMPTY_VIEW
+from broker.cluster.cluster_view import EMPTY_VIEW, ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.producer_id_manager import ProducerIdManager
 from broker.cluster.topic_admin import TopicAdmin
 from broker.config import BrokerConfig, LogConfig
-from broker.errors import BrokerError
 from broker.log.log_manager import LogManager
 from broker.network.errors import NetworkError
 from broker.network.request_channel import InlineHandler, RequestChannel
 from broker.network.socket_server import SocketServer
 from broker.protocol import compile_all
+from broker.server.admin_manager import AdminManager
 from broker.server.broker_metrics import BrokerCollector, BrokerMetrics, MeteredRequestChannel
+from broker.server.errors import ServerError
 from broker.server.handler_pool import HandlerPool
-from broker.server.local_partitions import LocalPartitions
+from broker.server.kafka_apis import INLINE_API_KEYS, PIPELINE_API_KEYS, RUN_API_KEYS, KafkaApis
 from broker.server.purgatory import Purgatory
-from broker.server.request_handler import INLINE_API_KEYS, PIPELINE_API_KEYS, RUN_API_KEYS, RequestHandler
+from broker.server.replica_manager import ReplicaManager
 
 logger = logging.getLogger(__name__)
 
 
-class BrokerStartupError(BrokerError):
+class BrokerStartupError(ServerError):
     """The broker cannot start: ZooKeeper unreachable, its id taken, its log dirs locked or unreadable."""
 
 
@@ -78,6 +79,7 @@ class BrokerServer:
         self._logs: LogManager | None = None
         self._watcher: ClusterWatcher | None = None
         self._purgatory: Purgatory | None = None
+        self._replicas: ReplicaManager | None = None
         self._channel: RequestChannel | None = None
         self._pool: HandlerPool | None = None
         self._network: SocketServer | None = None
@@ -88,13 +90,13 @@ class BrokerServer:
     @property
     def port(self) -> int:
         if self._network is None:
-            raise BrokerError("the broker is not started")
+            raise ServerError("the broker is not started")
         return self._network.port
 
     @property
     def log_manager(self) -> LogManager:
         if self._logs is None:
-            raise BrokerError("the broker is not started")
+            raise ServerError("the broker is not started")
         return self._logs
 
     def start(self) -> None:
@@ -131,16 +133,18 @@ class BrokerServer:
         compile_all()
         self._logs = LogManager(self._log_config, producer_id_expiration_ms=config.producer_id_expiration_ms)
         self.cluster_id = self._cluster_id(client)
-        local = LocalPartitions(config.broker_id, self._logs)
-        self._watcher = ClusterWatcher(client, on_change=local.apply)
-        self._watcher.start()
-        strays = local.remove_strays(self._watcher.view)
-        if strays:
-            logger.warning("broker %d removed %d stray partitions: %s", config.broker_id, len(strays), strays)
-        local.apply(EMPTY_VIEW, self._watcher.view)
-
+        # the purgatory is watched before any log changes, so that no completion goes unnoticed
         self._purgatory = Purgatory(f"broker-{config.broker_id}")
         self._logs.add_listener(self._purgatory.notify)
+        self._watcher = ClusterWatcher(client, on_change=self._on_cluster_change)
+        self._replicas = replicas = ReplicaManager(
+            config.broker_id, self._logs, self._watcher, self._purgatory
+        )
+        self._watcher.start()
+        strays = replicas.remove_strays(self._watcher.view)
+        if strays:
+            logger.warning("broker %d removed %d stray partitions: %s", config.broker_id, len(strays), strays)
+        replicas.apply(EMPTY_VIEW, self._watcher.view)
         self._logs.start()
         metrics = BrokerMetrics() if config.metrics_listen_port is not None else None
         if metrics is not None:
@@ -150,13 +154,12 @@ class BrokerServer:
             if metrics is None
             else MeteredRequestChannel(metrics, queue_size=config.queued_max_requests)
         )
-        handler = RequestHandler(
+        handler = KafkaApis(
             config=config,
-            log_manager=self._logs,
+            replica_manager=replicas,
+            admin_manager=AdminManager(TopicAdmin(client), self._watcher, config.num_partitions),
             cluster=self._watcher,
-            admin=TopicAdmin(client),
             channel=self._channel,
-            purgatory=self._purgatory,
             cluster_id=self.cluster_id,
             producer_ids=ProducerIdManager(client, config.broker_id),
         )
@@ -188,6 +191,11 @@ class BrokerServer:
             client, config.broker_id, config.advertised, self._network.port
         )
         self._registration.register()
+
+    def _on_cluster_change(self, old: ClusterView, new: ClusterView) -> None:
+        replicas = self._replicas
+        if replicas is not None:
+            replicas.apply(old, new)
 
     def _serve_metrics(self, metrics: BrokerMetrics, port: int, collector: BrokerCollector) -> None:
         """GET /metrics on ``host:metrics port`` (broker/server/broker_metrics.py); a port that cannot be
@@ -294,7 +302,7 @@ class BrokerServer:
                 step()
             except Exception:
                 logger.exception("broker %d: %s failed", self.config.broker_id, what)
-        self._registration = self._network = self._purgatory = self._pool = None
+        self._registration = self._network = self._purgatory = self._pool = self._replicas = None
         self._channel = self._watcher = self._logs = self._client = None
         if self._started:
             logger.info("broker %d stopped", self.config.broker_id)

@@ -1,4 +1,4 @@
-"""The request handler threads: take requests from the channel, hand each to the request handler.
+"""The request handler threads: take requests from the channel, hand each to KafkaApis.
 
 Kafka's ``KafkaRequestHandlerPool``: I/O (the network processors) and request handling are separate, so a
 slow request never stalls a selector. A handler that raises is logged and the thread goes on.

@@ -20,6 +20,7 @@ from broker.log.producer_state import (
     last_sequence_of,
 )
 from broker.log.record_batch import RecordBatchBuilder
+from broker.server.error_codes import error_code_of
 from tests.broker.log.helpers import BASE_TS, config, make_batch, read_all
 
 PID = 4000
@@ -90,7 +91,7 @@ def test_a_gap_is_out_of_order_and_nothing_of_the_request_is_written(tmp_path: P
     log.append(idempotent_batch(PID, 0, 0, 5))
     with pytest.raises(OutOfOrderSequenceError, match=r"out of order sequence number 6, expected 5") as gap:
         log.append(idempotent_batch(PID, 0, 6, 1))
-    assert gap.value.kafka_error_code == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert error_code_of(gap.value) == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
     # a request whose second batch has a gap: the first is not written either
     with pytest.raises(OutOfOrderSequenceError):
         log.append(idempotent_batch(PID, 0, 5, 2) + idempotent_batch(PID, 0, 9, 1))
@@ -111,7 +112,7 @@ def test_an_older_epoch_is_fenced_and_a_new_epoch_starts_at_zero(tmp_path: Path)
         InvalidProducerEpochError, match=r"epoch 0, smaller than the last seen epoch 1"
     ) as old:
         log.append(idempotent_batch(PID, 0, 3, 1))
-    assert old.value.kafka_error_code == 47  # INVALID_PRODUCER_EPOCH
+    assert error_code_of(old.value) == 47  # INVALID_PRODUCER_EPOCH
     with pytest.raises(OutOfOrderSequenceError, match=r"a new epoch 2 .* must start at sequence 0"):
         log.append(idempotent_batch(PID, 2, 3, 1))
     assert offsets(log.append(idempotent_batch(PID, 2, 0, 1))) == (3, 3, False)

@@ -40,6 +40,7 @@ from broker.protocol.messages.produce import (
     TopicProduceData,
     TopicProduceResponse,
 )
+from broker.server.error_codes import error_code_of
 from tests.broker.protocol.strategies import normalize
 
 RECORDS = bytes(range(256)) * 4
@@ -112,7 +113,7 @@ def test_api_versions_request_newer_than_ours():
         decode_request(frame)
     assert (info.value.api_key, info.value.api_version, info.value.correlation_id) == (18, 7, 1234)
     assert (info.value.min_version, info.value.max_version) == (0, 4)
-    assert info.value.kafka_error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert error_code_of(info.value) == ErrorCode.UNSUPPORTED_VERSION
 
 
 def test_api_versions_fallback_bytes():

@@ -12,7 +12,7 @@ from broker.log.compression import CompressionType
 from broker.log.record_batch import RecordBatchBuilder
 from broker.protocol import ErrorCode
 from broker.protocol.messages.init_producer_id import InitProducerIdRequest
-from tests.broker.server.test_broker_server import BASE_TS, connect, fetch, offsets_in, produce
+from tests.broker.server.helpers import BASE_TS, connect, fetch, offsets_in, produce
 from tests.support.broker_cluster import BrokerCluster
 
 

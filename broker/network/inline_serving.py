@@ -1,0 +1,195 @@
+"""A network processor serving requests on its own thread: inline requests, runs and read-ahead pipelining.
+
+:class:`InlineServing` is mixed into :class:`~broker.network.processor.Processor`; its methods run on the
+processor's thread only (step 3 of the loop, and steps 2 and 5 for :meth:`InlineServing._after_request`),
+on the processor's own state, so they take no lock.
+
+**Inline requests.** With an :class:`~broker.network.request_channel.InlineHandler`, step 3 serves the
+requests it names itself, as it reads them: a response given during the call is queued without a wake-up
+and, when empty or sent at once, the connection goes on to its next request in the same read (no mute,
+no selector change); one answered later mutes the connection as usual. A run of pipelined requests the
+handler can serve together goes to ``handle_run``; the requests it leaves are served one at a time.
+
+**Read-ahead pipelining.** When an inline request whose api key is in the handler's ``pipeline_api_keys``
+(Produce) is answered later (an ``acks=-1`` Produce waiting for its group commit), the requests with such
+keys already in the connection's read-ahead buffer are served at once too (appended, their flushes
+requested), up to :data:`MAX_PIPELINED`; their responses wait in ``Connection.pipelined`` and go out in
+request order once the earlier ones are sent. Nothing more is read from the socket meanwhile.
+
+Both keep the processor's invariant of one request in flight per connection as far as the socket is
+concerned: nothing more is read from a connection while a request of it waits, except the pipelined
+requests already in its read-ahead buffer, whose responses go out in request order.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+from broker.network.connection import Connection, PipelinedRequest
+from broker.network.errors import ResponseSendError
+from broker.network.network_counters import NetworkCounters
+from broker.network.request_channel import InlineHandler, NetworkRequest, NetworkResponse
+from broker.protocol.frame import SIZE_PREFIX_BYTES
+
+logger = logging.getLogger(__name__)
+
+#: The most requests in one run given to ``InlineHandler.handle_run``.
+MAX_RUN = 1000
+#: The most requests served behind one that waits for its answer (read-ahead pipelining).
+MAX_PIPELINED = 100
+
+
+class InlineServing:
+    """Serving requests on the processor's thread (see the module docstring); mixed into ``Processor``."""
+
+    # The processor's state these methods use (set by Processor.__init__).
+    processor_id: int
+    counters: NetworkCounters
+    _inline: InlineHandler | None
+    _run_keys: frozenset[int]
+    _pipeline_keys: frozenset[int]
+    _local_responses: list[NetworkResponse]
+    _to_write: list[Connection]
+    _idle: OrderedDict[str, int]
+
+    if TYPE_CHECKING:  # the processor's steps these methods call
+
+        def _in_flight(self, conn: Connection, frame: bytes, received_ns: int) -> NetworkRequest: ...
+        def _process_new_responses(self, responses: list[NetworkResponse], now: int) -> None: ...
+        def _process_completed_sends(self) -> None: ...
+        def _write(self, conn: Connection) -> None: ...
+        def _mute(self, conn: Connection) -> None: ...
+        def _unmute(self, conn: Connection, now: int) -> None: ...
+        def _close(
+            self, conn: Connection, reason: str, counter: str, level: int | None = logging.INFO
+        ) -> None: ...
+
+    def _serve_run(self, conn: Connection, first: bytes, received_ns: int) -> bytes | None:
+        """Give ``first`` and the run buffered after it to ``handle_run``; ``None`` if it served them all,
+        else the first frame it left (to serve alone; the ones after it are pushed back to be read again)."""
+        assert self._inline is not None
+        handle_run = self._inline.handle_run
+        assert handle_run is not None
+        receive, run_keys = conn.receive, self._run_keys
+        frames = [first]
+        while len(frames) < MAX_RUN and receive.next_api_key() in run_keys:
+            frame = receive.read_from(conn.sock)  # buffered: no syscall
+            assert frame is not None
+            frames.append(frame)
+        processor_id, connection_id, peer = self.processor_id, conn.connection_id, conn.peer
+        requests = [NetworkRequest(processor_id, connection_id, peer, f, received_ns) for f in frames]
+        try:
+            served = handle_run(requests)
+        except Exception:
+            logger.exception("processor %d: serving requests from %s failed", self.processor_id, peer)
+            served = 0
+        if served:
+            counters = self.counters
+            counters.requests += served
+            counters.request_bytes += sum(map(len, frames[:served])) + SIZE_PREFIX_BYTES * served
+            counters.responses_empty += served
+        if served == len(frames):
+            return None
+        receive.push_back(frames[served + 1 :])
+        return frames[served]
+
+    def _serve_inline(self, conn: Connection, frame: bytes, received_ns: int) -> bool:
+        """Answer ``frame`` on this thread; whether ``conn`` is ready for its next request (else it is muted,
+        sending, or closed)."""
+        assert self._inline is not None
+        request = self._in_flight(conn, frame, received_ns)
+        try:
+            self._inline.handle(request)
+        except Exception:
+            logger.exception("processor %d: serving a request from %s failed", self.processor_id, conn.peer)
+            self._close(conn, "unexpected error while serving a request", "error_closed", None)
+        local = self._local_responses
+        if len(local) == 1:
+            only = local[0]
+            if only.request is request and not only.chunks and not only.close_after and not conn.closed:
+                # the common case (Produce with acks=0): nothing to send, the connection stays selected
+                local.clear()
+                conn.finish_request()
+                self.counters.responses_empty += 1
+                return True
+        if local:
+            responses, self._local_responses = local, []
+            self._process_new_responses(responses, received_ns)
+            to_write, self._to_write = self._to_write, []
+            for pending in to_write:
+                if not pending.closed:
+                    self._write(pending)
+            self._process_completed_sends()
+        if conn.closed:
+            return False
+        if not conn.muted:  # answered (in_flight cleared)
+            return True
+        if conn.send is None:
+            self._mute(conn)  # answered later, from the purgatory
+        else:
+            self._idle.pop(conn.connection_id, None)  # the rest of the response waits for the socket
+        return False
+
+    def _serve_pipelined(self, conn: Connection) -> None:
+        """``conn``'s in-flight request waits for its answer: serve the requests with pipeline api keys that
+        its read-ahead buffer holds (read-ahead pipelining, see the module docstring)."""
+        assert self._inline is not None
+        receive, keys, counters = conn.receive, self._pipeline_keys, self.counters
+        while (
+            not conn.closed
+            and conn.in_flight is not None
+            and conn.send is None
+            and len(conn.pipelined) < MAX_PIPELINED
+            and receive.has_frame
+            and receive.next_api_key() in keys
+            and not any(p.response is not None and p.response.close_after for p in conn.pipelined)
+        ):
+            frame = receive.read_from(conn.sock)  # buffered: no syscall
+            assert frame is not None
+            request = NetworkRequest(
+                self.processor_id, conn.connection_id, conn.peer, frame, time.monotonic_ns()
+            )
+            conn.pipelined.append(PipelinedRequest(request))
+            counters.requests += 1
+            counters.request_bytes += SIZE_PREFIX_BYTES + len(frame)
+            try:
+                self._inline.handle(request)
+            except Exception:
+                logger.exception(
+                    "processor %d: serving a request from %s failed", self.processor_id, conn.peer
+                )
+                self._close(conn, "unexpected error while serving a request", "error_closed", None)
+                return
+            if self._local_responses:
+                responses, self._local_responses = self._local_responses, []
+                self._process_new_responses(responses, request.received_ns)
+
+    def _after_request(self, conn: Connection, now: int) -> None:
+        """``conn``'s in-flight request is answered: the next pipelined request takes its place (its
+        response, if given, starts now), or the connection is unmuted when none is left."""
+        while conn.pipelined and not conn.closed:
+            waiting = conn.pipelined.popleft()
+            conn.in_flight = waiting.request
+            response = waiting.response
+            if response is None:
+                self._mute(conn)  # answered later (not selected for writing either: nothing to send)
+                return
+            if not response.chunks:
+                self.counters.responses_empty += 1
+                conn.finish_request()
+                if response.close_after:
+                    self._close(conn, response.reason or "the response asked to close", "response_closed")
+                    return
+                continue
+            try:
+                conn.start_send(response)
+            except ResponseSendError as exc:
+                self._close(conn, exc.reason, "error_closed", logging.ERROR)
+                return
+            self._to_write.append(conn)
+            return
+        if not conn.closed:
+            self._unmute(conn, now)

@@ -1,0 +1,62 @@
+"""A Fetch long-poll waiting in the purgatory (Kafka's ``DelayedFetch``): answered once ``min_bytes`` are
+there to read, or at ``max_wait_ms`` with what there is.
+
+Every check reads the partitions again (:meth:`ReplicaManager.read_from_local_log`, a few index lookups
+and no copying: the records are file regions); a read that fails (an offset out of range, the partition
+gone) completes the operation at once, so the error is answered without waiting. With replication a
+follower's Fetch waits here the same way, its reads bounded by the log end instead of the high watermark.
+
+Thread-safe as every :class:`~broker.server.delayed_operation.DelayedOperation`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from broker.errors import BrokerError
+from broker.server.delayed_operation import DelayedOperation
+
+if TYPE_CHECKING:
+    from broker.server.replica_manager import FetchPartitionResult, FetchRead, ReplicaManager
+
+#: Called once with each asked-for partition's result, in the order of the request.
+FetchCallback = Callable[[list["FetchPartitionResult"]], None]
+
+
+class DelayedFetch(DelayedOperation):
+    """``reads`` answered once ``min_bytes`` are there, or at ``max_wait_ms`` with what there is."""
+
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        reads: Sequence[FetchRead],
+        *,
+        max_bytes: int,
+        min_bytes: int,
+        max_wait_ms: int,
+        respond: FetchCallback,
+    ) -> None:
+        super().__init__([read[0] for read in reads], max_wait_ms)
+        self._replicas = replica_manager
+        self._reads = reads
+        self._max_bytes = max_bytes
+        self._min_bytes = min_bytes
+        self._respond = respond
+        self._ready: list[FetchPartitionResult] | None = None
+
+    def ready(self) -> bool:
+        try:
+            results, size, errors = self._replicas.read_from_local_log(self._reads, self._max_bytes)
+        except BrokerError:
+            return True
+        if size >= self._min_bytes or errors:
+            self._ready = results
+            return True
+        return False
+
+    def on_complete(self, *, expired: bool) -> None:
+        results = self._ready
+        if results is None or expired:
+            results = self._replicas.read_from_local_log(self._reads, self._max_bytes)[0]
+        self._respond(results)

@@ -1,0 +1,74 @@
+"""An ``acks=-1`` Produce waiting in the purgatory until its batches are acknowledged (Kafka's
+``DelayedProduce``).
+
+It watches every partition it appended to and is ready once each one's
+:meth:`~broker.server.partition.Partition.acknowledged_offset` has reached the end of the batches appended
+there (or the partition was closed: its answer is then whatever the append said). At the deadline, the
+partitions still short of it answer REQUEST_TIMED_OUT (:class:`~broker.server.errors.RequestTimedOutError`,
+naming what was waited for: the fsync with ``flush_on_ack``, else the in-sync replicas); the others their
+append's result. With replication the acknowledged offset is the high watermark, which advances as
+followers fetch, and the purgatory hears of it the same way (a listener on the partition).
+
+Thread-safe as every :class:`~broker.server.delayed_operation.DelayedOperation`: :meth:`ready` runs on any
+thread that checks it, :meth:`on_complete` exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+from broker.log.errors import LogError
+from broker.log.log import AppendInfo
+from broker.log.topic_partition import TopicPartition
+from broker.server.delayed_operation import DelayedOperation
+from broker.server.errors import RequestTimedOutError, ServerError
+from broker.server.partition import Partition
+
+
+class ProduceResult(NamedTuple):
+    """What became of one partition's records in a Produce (Kafka's ``PartitionResponse``; a tuple: one is
+    built per partition per request)."""
+
+    #: Why nothing was appended (or the append not acknowledged in time); None on success.
+    error: LogError | ServerError | None
+    #: The append's offsets (None when nothing was appended).
+    info: AppendInfo | None
+    #: The partition appended to (None when it could not be found here).
+    partition: Partition | None
+
+
+#: Called once with every partition's result, keyed by partition, when the Produce can be answered.
+ProduceCallback = Callable[[dict[TopicPartition, ProduceResult]], None]
+
+
+class DelayedProduce(DelayedOperation):
+    """Answers ``results`` once each partition in ``waiting`` acknowledges its end offset, or at the
+    deadline."""
+
+    def __init__(
+        self,
+        waiting: dict[TopicPartition, tuple[Partition, int]],
+        results: dict[TopicPartition, ProduceResult],
+        timeout_ms: int,
+        respond: ProduceCallback,
+    ) -> None:
+        super().__init__(list(waiting), timeout_ms)
+        self._waiting = waiting
+        self._results = results
+        self._timeout_ms = timeout_ms
+        self._respond = respond
+
+    def ready(self) -> bool:
+        return all(p.acknowledged_offset() >= end or p.closed for p, end in self._waiting.values())
+
+    def on_complete(self, *, expired: bool) -> None:
+        results = self._results
+        if expired:
+            for tp, (partition, end) in self._waiting.items():
+                if partition.acknowledged_offset() < end:
+                    waited_for = "flushed" if partition.flush_on_ack else "replicated"
+                    results[tp] = ProduceResult(
+                        RequestTimedOutError(tp, waited_for, self._timeout_ms), results[tp].info, partition
+                    )
+        self._respond(results)

@@ -1,0 +1,96 @@
+"""The one table from exceptions to Kafka error codes (Kafka's ``Errors.forException``).
+
+Every error a request can meet is raised by the package that finds it (the log, the cluster metadata, the
+wire codec, the request handling layer) and answered by :mod:`broker.server.kafka_apis` with the code this
+table gives it; no exception class carries a code of its own. :func:`error_code_of` walks the exception's
+classes, most specific first, so a subclass not listed answers its parent's code. Anything else (a bug) is
+UNKNOWN_SERVER_ERROR. One rule is not a class: a :class:`~broker.cluster.errors.ZooKeeperError` that is
+``retriable`` (connection loss, a timeout, an expired session) answers REQUEST_TIMED_OUT, which Kafka clients
+retry. The table is read only: thread-safe.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from broker.cluster.errors import (
+    ClusterError,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    NoLiveBrokersError,
+    TopicExistsError,
+    UnknownTopicError,
+    ZooKeeperError,
+)
+from broker.log.errors import (
+    CorruptRecordError,
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    InvalidTopicError,
+    LogClosedError,
+    LogError,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    RecordTooLargeError,
+    UnsupportedCompressionError,
+)
+from broker.protocol import ErrorCode, ProtocolError, UnsupportedVersionError
+from broker.server.errors import (
+    InvalidConfigError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    InvalidRequiredAcksError,
+    NotLeaderOrFollowerError,
+    RequestTimedOutError,
+    UnknownTopicOrPartitionError,
+    UnsupportedMessageFormatError,
+)
+
+__all__ = ["ERROR_CODES", "error_code_of"]
+
+#: Exception class -> the code a response carries for it (subclasses not listed inherit their parent's).
+ERROR_CODES: MappingProxyType[type[BaseException], ErrorCode] = MappingProxyType(
+    {
+        # the log (broker.log.errors)
+        LogError: ErrorCode.KAFKA_STORAGE_ERROR,  # I/O errors, corrupt indexes and snapshots, locked dirs
+        CorruptRecordError: ErrorCode.CORRUPT_MESSAGE,
+        UnsupportedCompressionError: ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+        InvalidRecordError: ErrorCode.INVALID_RECORD,
+        RecordTooLargeError: ErrorCode.MESSAGE_TOO_LARGE,
+        OffsetOutOfRangeError: ErrorCode.OFFSET_OUT_OF_RANGE,
+        OutOfOrderSequenceError: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        InvalidProducerEpochError: ErrorCode.INVALID_PRODUCER_EPOCH,
+        InvalidTopicError: ErrorCode.INVALID_TOPIC_EXCEPTION,
+        LogClosedError: ErrorCode.NOT_LEADER_OR_FOLLOWER,  # closed or deleted under the request
+        # the cluster metadata (broker.cluster.errors)
+        ClusterError: ErrorCode.UNKNOWN_SERVER_ERROR,
+        TopicExistsError: ErrorCode.TOPIC_ALREADY_EXISTS,
+        UnknownTopicError: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        InvalidPartitionsError: ErrorCode.INVALID_PARTITIONS,
+        InvalidReplicaAssignmentError: ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        NoLiveBrokersError: ErrorCode.INVALID_REPLICATION_FACTOR,  # Kafka's answer: too few live brokers
+        # the wire codec (broker.protocol.errors)
+        ProtocolError: ErrorCode.INVALID_REQUEST,
+        UnsupportedVersionError: ErrorCode.UNSUPPORTED_VERSION,
+        # the request handling layer (broker.server.errors)
+        UnknownTopicOrPartitionError: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        NotLeaderOrFollowerError: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        InvalidRequiredAcksError: ErrorCode.INVALID_REQUIRED_ACKS,
+        UnsupportedMessageFormatError: ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+        InvalidRequestError: ErrorCode.INVALID_REQUEST,
+        InvalidReplicationFactorError: ErrorCode.INVALID_REPLICATION_FACTOR,
+        InvalidConfigError: ErrorCode.INVALID_CONFIG,
+        RequestTimedOutError: ErrorCode.REQUEST_TIMED_OUT,
+    }
+)
+
+
+def error_code_of(exc: BaseException) -> ErrorCode:
+    """The Kafka error code a response carries for ``exc`` (see the module docstring)."""
+    if isinstance(exc, ZooKeeperError) and exc.retriable:
+        return ErrorCode.REQUEST_TIMED_OUT
+    for cls in type(exc).__mro__:
+        code = ERROR_CODES.get(cls)
+        if code is not None:
+            return code
+    return ErrorCode.UNKNOWN_SERVER_ERROR

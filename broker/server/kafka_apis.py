@@ -1,0 +1,568 @@
+"""The broker's protocol layer (Kafka's ``KafkaApis``): a request's bytes in, its response's bytes out.
+
+Handler threads (:mod:`broker.server.handler_pool`) and, with ``[broker] inline_requests``, the network
+processors call :meth:`KafkaApis.handle` with each request the network layer read. This layer decodes it,
+dispatches it by API key, calls the part of the broker that does the work, and encodes the answer: the
+:class:`~broker.server.replica_manager.ReplicaManager` for everything done to partitions (Produce, Fetch,
+ListOffsets), the :class:`~broker.server.admin_manager.AdminManager` for topic administration, the cluster
+watcher for metadata. It holds no partition state of its own. What each API answers:
+
+* **ApiVersions**: the supported APIs and ranges; a request newer than Lumber's gets the v0-format
+  UNSUPPORTED_VERSION fallback, so the client retries with a version both speak.
+* **Metadata**: the live brokers and the asked-for topics from ZooKeeper (the cluster watcher's view);
+  unknown topics are created when the request and ``[broker] auto_create_topics`` both allow it.
+* **Produce**: Produce v3+ with acks 0, 1 or -1 (else UNSUPPORTED_FOR_MESSAGE_FORMAT or
+  INVALID_REQUIRED_ACKS for every partition); the replica manager appends and says when to answer
+  (``acks=-1``: once every in-sync replica has the batches, or, with ``[log] flush_on_ack``, once they are
+  fsynced; REQUEST_TIMED_OUT after ``timeout_ms``). ``acks=0`` gets no response: a failure closes the
+  connection, so that the producer notices (as Kafka does). A refused partition has nothing appended.
+* **Fetch**: whole batches as file regions that the network layer sends with ``sendfile`` (the broker never
+  decodes a batch to serve it); ``min_bytes`` and ``max_wait_ms`` as the replica manager applies them.
+* **ListOffsets**: earliest (-2), latest (-1, the high watermark) and the first offset at or after a
+  timestamp (-1 when there is none).
+* **CreateTopics / DeleteTopics**: through the admin manager (one replica per partition).
+* **FindCoordinator**: COORDINATOR_NOT_AVAILABLE (groups coordinate through ZooKeeper, not a broker).
+* **InitProducerId**: as Kafka answers an idempotent (non-transactional) producer: a fresh producer id,
+  unique across brokers and restarts (:mod:`broker.cluster.producer_id_manager`), and epoch 0; a
+  transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Lumber has no transactions).
+
+A request that does not decode, an unknown API key, or an unsupported version of any API but ApiVersions
+closes its connection, with the reason logged, as Kafka does; every other client is unaffected. Every
+error a partition or a topic meets is an exception, answered with the code
+:mod:`broker.server.error_codes` (the one table) gives it. Thread-safe: any number of handler and processor
+threads may call :meth:`KafkaApis.handle` and :meth:`KafkaApis.handle_run` (no state of its own changes).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from broker.cluster.cluster_watcher import ClusterWatcher
+from broker.cluster.errors import ClusterError
+from broker.cluster.producer_id_manager import ProducerIdManager
+from broker.config import BrokerConfig
+from broker.log.errors import InvalidTopicError, LogError
+from broker.log.log import Buffer
+from broker.log.topic_partition import TopicPartition
+from broker.network.request_channel import NetworkRequest, NetworkResponse, RequestChannel
+from broker.protocol import (
+    ApiKey,
+    ErrorCode,
+    ProtocolError,
+    Region,
+    RequestHeader,
+    UnknownApiKeyError,
+    UnsupportedVersionError,
+    api_versions_response,
+    decode_request,
+    encode_api_versions_fallback,
+    encode_fetch_response,
+    encode_response,
+)
+from broker.protocol.codec import ProduceTemplate, produce_template
+from broker.protocol.messages.create_topics import (
+    CreatableTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+from broker.protocol.messages.delete_topics import (
+    DeletableTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from broker.protocol.messages.fetch import (
+    FetchableTopicResponse,
+    FetchRequest,
+    FetchResponse,
+    PartitionData,
+)
+from broker.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from broker.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from broker.protocol.messages.list_offsets import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
+from broker.protocol.messages.metadata import (
+    MetadataRequest,
+    MetadataResponse,
+    MetadataResponseBroker,
+)
+from broker.protocol.messages.produce import (
+    PartitionProduceResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TopicProduceResponse,
+)
+from broker.server.admin_manager import AdminManager
+from broker.server.delayed_produce import ProduceResult
+from broker.server.error_codes import error_code_of
+from broker.server.errors import (
+    InvalidRequestError,
+    InvalidRequiredAcksError,
+    ServerError,
+    UnsupportedMessageFormatError,
+)
+from broker.server.partition import Partition
+from broker.server.replica_manager import FetchPartitionResult, FetchRead, ReplicaManager
+from broker.server.topic_metadata import topic_metadata
+
+logger = logging.getLogger(__name__)
+
+_NONE = int(ErrorCode.NONE)
+#: The APIs whose handling never blocks its thread (a wait goes to the purgatory), so that the network
+#: threads may serve them themselves (``[broker] inline_requests``); the others may talk to ZooKeeper.
+INLINE_API_KEYS = frozenset(
+    int(key) for key in (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.API_VERSIONS)
+)
+#: The APIs :meth:`KafkaApis.handle_run` serves in runs.
+RUN_API_KEYS = frozenset({int(ApiKey.PRODUCE)})
+#: The APIs a processor may serve while an earlier request of the connection waits for its answer (an
+#: acks=-1 Produce waiting for its group commit), answering in order: one fsync then answers them all.
+PIPELINE_API_KEYS = frozenset({int(ApiKey.PRODUCE)})
+#: Produce v0-v2 carry the old message sets, which the log does not store.
+_FIRST_RECORD_BATCH_PRODUCE_VERSION = 3
+#: What a request's handling can raise that is the client's answer, not a bug (mapped to a code).
+_ANSWERED = (LogError, ServerError, ClusterError)
+
+
+class KafkaApis:
+    """Answers every API Lumber implements (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        config: BrokerConfig,
+        replica_manager: ReplicaManager,
+        admin_manager: AdminManager,
+        cluster: ClusterWatcher,
+        channel: RequestChannel,
+        cluster_id: str,
+        producer_ids: ProducerIdManager,
+    ) -> None:
+        self._config = config
+        self._replicas = replica_manager
+        self._admin = admin_manager
+        self._cluster = cluster
+        self._channel = channel
+        self._cluster_id = cluster_id
+        self._producer_ids = producer_ids
+        self._handlers: dict[int, Callable[[NetworkRequest, RequestHeader, Any], None]] = {
+            int(ApiKey.PRODUCE): self._produce,
+            int(ApiKey.FETCH): self._fetch,
+            int(ApiKey.LIST_OFFSETS): self._list_offsets,
+            int(ApiKey.METADATA): self._metadata,
+            int(ApiKey.FIND_COORDINATOR): self._find_coordinator,
+            int(ApiKey.API_VERSIONS): self._api_versions,
+            int(ApiKey.CREATE_TOPICS): self._create_topics,
+            int(ApiKey.DELETE_TOPICS): self._delete_topics,
+            int(ApiKey.INIT_PRODUCER_ID): self._init_producer_id,
+        }
+
+    # ------------------------------------------------------------------------------------ dispatch
+
+    def handle(self, request: NetworkRequest) -> None:
+        """Decode ``request``, answer it (now or later), or close its connection naming why."""
+        try:
+            decoded = decode_request(request.frame)
+        except UnsupportedVersionError as exc:
+            if exc.api_key == int(ApiKey.API_VERSIONS):
+                self._send(request, (encode_api_versions_fallback(exc.correlation_id),))
+            else:
+                self._close(request, str(exc))
+            return
+        except UnknownApiKeyError as exc:
+            self._close(request, str(exc))
+            return
+        except ProtocolError as exc:
+            self._close(request, f"malformed request: {exc}")
+            return
+        header, body = decoded
+        try:
+            self._handlers[header.api_key](request, header, body)
+        except Exception as exc:
+            logger.exception(
+                "%s: %s v%d (correlation id %d) failed",
+                request.peer,
+                ApiKey(header.api_key).title,
+                header.api_version,
+                header.correlation_id,
+            )
+            self._close(request, f"handling failed: {exc!r}")
+
+    def handle_run(self, requests: Sequence[NetworkRequest]) -> int:
+        """Serve the leading ``acks=0`` Produce requests of ``requests`` (consecutive requests of one
+        connection) together; returns how many were served. They get no response, as with :meth:`handle`.
+
+        Served together means one append per run of requests to the same partition
+        (:meth:`ReplicaManager.append_run`), with the same outcome as appending them one by one. A request
+        that is not a single-partition ``acks=0`` Produce to a partition led here, or whose append fails,
+        ends the run: it and the requests after it are left to :meth:`handle` (which answers or closes as
+        usual), nothing of them appended.
+        """
+        view = self._cluster.view
+        runs: list[tuple[Partition, list[Buffer]]] = []
+        template: ProduceTemplate | None = None  # the last request decoded: the next are likely the same
+        partition: Partition | None = None
+        for request in requests:
+            frame = request.frame
+            records: Buffer | None = None if template is None else template.records_of(frame)
+            if records is None:
+                try:
+                    header, body = decode_request(frame)
+                except ProtocolError:
+                    break
+                if (
+                    type(body) is not ProduceRequest
+                    or body.acks != 0
+                    or header.api_version < _FIRST_RECORD_BATCH_PRODUCE_VERSION
+                    or len(body.topic_data) != 1
+                    or len(body.topic_data[0].partition_data) != 1
+                ):
+                    break
+                topic_data = body.topic_data[0]
+                partition_data = topic_data.partition_data[0]
+                decoded_records = partition_data.records
+                if not isinstance(decoded_records, (bytes, bytearray, memoryview)):
+                    break
+                records = decoded_records
+                try:
+                    partition = self._replicas.leader_partition(
+                        view, TopicPartition(topic_data.name, partition_data.index)
+                    )
+                except _ANSWERED:
+                    break
+                template = produce_template(header.api_version, header.client_id, body)
+            # else: the same request as the template's (acks=0, same partition), other records
+            if partition is None:  # unreachable: a template is only kept with its partition
+                break
+            if runs and runs[-1][0] is partition:
+                runs[-1][1].append(records)
+            else:
+                runs.append((partition, [records]))
+        return self._replicas.append_run(runs)
+
+    def _send(self, request: NetworkRequest, chunks: Sequence[bytes | Region]) -> None:
+        self._channel.send_response(NetworkResponse(request, tuple(chunks)))
+
+    def _respond(self, request: NetworkRequest, header: RequestHeader, body: Any) -> None:
+        self._send(request, (encode_response(header.api_version, header.correlation_id, body),))
+
+    def _close(self, request: NetworkRequest, reason: str) -> None:
+        logger.warning("closing the connection from %s: %s", request.peer, reason)
+        self._channel.send_response(NetworkResponse(request, (), close_after=True, reason=reason))
+
+    # ------------------------------------------------------------------------------------ ApiVersions
+
+    def _api_versions(self, request: NetworkRequest, header: RequestHeader, _body: Any) -> None:
+        self._respond(request, header, api_versions_response(header.api_version))
+
+    # ------------------------------------------------------------------------------------ Metadata
+
+    def _metadata(self, request: NetworkRequest, header: RequestHeader, body: MetadataRequest) -> None:
+        view = self._cluster.view
+        if body.topics is None or (header.api_version == 0 and not body.topics):
+            names = sorted(view.topics)
+        else:
+            names = [t.name for t in body.topics if t.name is not None]
+        allow_create = self._config.auto_create_topics and (
+            header.api_version < 4 or body.allow_auto_topic_creation
+        )
+        missing = [name for name in names if name not in view.topics]
+        created_errors: dict[str, ErrorCode] = {}
+        if missing and allow_create:
+            for name in missing:
+                created_errors[name] = self._auto_create(name)
+            view = self._cluster.refresh()
+        brokers = [
+            MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=None)
+            for b in sorted(view.brokers.values(), key=lambda b: b.broker_id)
+        ]
+        topics = [topic_metadata(view, name, created_errors.get(name)) for name in names]
+        self._respond(
+            request,
+            header,
+            MetadataResponse(
+                brokers=brokers, cluster_id=self._cluster_id, controller_id=view.controller_id, topics=topics
+            ),
+        )
+
+    def _auto_create(self, topic: str) -> ErrorCode:
+        try:
+            self._admin.auto_create_topic(topic)
+        except InvalidTopicError:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION
+        except ClusterError as exc:
+            logger.warning("auto-creating topic %r failed: %s", topic, exc)
+            return error_code_of(exc)
+        return ErrorCode.NONE
+
+    # ------------------------------------------------------------------------------------ Produce
+
+    def _produce(self, request: NetworkRequest, header: RequestHeader, body: ProduceRequest) -> None:
+        acks = body.acks
+        if acks not in (0, 1, -1):
+            self._produce_error_all(request, header, body, InvalidRequiredAcksError(acks))
+            return
+        if header.api_version < _FIRST_RECORD_BATCH_PRODUCE_VERSION:
+            self._produce_error_all(
+                request,
+                header,
+                body,
+                UnsupportedMessageFormatError(
+                    f"Produce v{header.api_version} carries old message sets; Lumber stores record batch v2 "
+                    "(Produce v3+)"
+                ),
+            )
+            return
+        entries: list[tuple[TopicPartition, Buffer | None]] = []
+        for topic_data in body.topic_data:
+            for partition_data in topic_data.partition_data:
+                records = partition_data.records
+                # concrete types: a runtime-checkable Protocol's isinstance costs microseconds
+                entries.append(
+                    (
+                        TopicPartition(topic_data.name, partition_data.index),
+                        records if isinstance(records, (bytes, bytearray, memoryview)) else None,
+                    )
+                )
+
+        def respond(results: dict[TopicPartition, ProduceResult]) -> None:
+            failed = [
+                f"{tp}: {error_code_of(r.error).name}: {r.error}"
+                for tp, r in results.items()
+                if r.error is not None
+            ]
+            if failed:
+                logger.info("produce from %s: %s", request.peer, "; ".join(failed))
+            if acks == 0:
+                if failed:
+                    # no response to carry the error: close, so that the producer notices (as Kafka does)
+                    self._channel.send_response(
+                        NetworkResponse(
+                            request,
+                            (),
+                            close_after=True,
+                            reason="acks=0 produce failed: " + "; ".join(failed),
+                        )
+                    )
+                else:
+                    self._channel.send_response(NetworkResponse(request, ()))
+                return
+            topics = []
+            for topic_data in body.topic_data:
+                name = topic_data.name
+                partitions = []
+                for partition_data in topic_data.partition_data:
+                    result = results[TopicPartition(name, partition_data.index)]
+                    error, info, partition = result.error, result.info, result.partition
+                    partitions.append(
+                        PartitionProduceResponse(
+                            index=partition_data.index,
+                            error_code=_NONE if error is None else int(error_code_of(error)),
+                            base_offset=info.first_offset if info is not None and error is None else -1,
+                            log_append_time_ms=-1,
+                            log_start_offset=partition.log_start_offset if partition is not None else -1,
+                            error_message=None if error is None else str(error),
+                        )
+                    )
+                topics.append(TopicProduceResponse(name=name, partition_responses=partitions))
+            self._respond(request, header, ProduceResponse(responses=topics))
+
+        self._replicas.append_records(entries, acks=acks, timeout_ms=body.timeout_ms, respond=respond)
+
+    def _produce_error_all(
+        self, request: NetworkRequest, header: RequestHeader, body: ProduceRequest, error: ServerError
+    ) -> None:
+        message = str(error)
+        logger.info("produce from %s refused: %s", request.peer, message)
+        if body.acks == 0:
+            self._close(request, message)
+            return
+        code = int(error_code_of(error))
+        topics = [
+            TopicProduceResponse(
+                name=t.name,
+                partition_responses=[
+                    PartitionProduceResponse(
+                        index=p.index, error_code=code, base_offset=-1, error_message=message
+                    )
+                    for p in t.partition_data
+                ],
+            )
+            for t in body.topic_data
+        ]
+        self._respond(request, header, ProduceResponse(responses=topics))
+
+    # ------------------------------------------------------------------------------------ Fetch
+
+    def _fetch(self, request: NetworkRequest, header: RequestHeader, body: FetchRequest) -> None:
+        reads: list[FetchRead] = [
+            (TopicPartition(t.topic, p.partition), p.fetch_offset, p.partition_max_bytes)
+            for t in body.topics
+            for p in t.partitions
+        ]
+
+        def respond(results: list[FetchPartitionResult]) -> None:
+            topics = []
+            i = 0
+            for fetch_topic in body.topics:
+                partitions = []
+                for fetch_partition in fetch_topic.partitions:
+                    result = results[i]
+                    i += 1
+                    error = result.error
+                    high_watermark = result.high_watermark
+                    region = result.records
+                    partitions.append(
+                        PartitionData(
+                            partition_index=fetch_partition.partition,
+                            error_code=_NONE if error is None else int(error_code_of(error)),
+                            high_watermark=high_watermark,
+                            last_stable_offset=high_watermark,
+                            log_start_offset=result.log_start_offset,
+                            aborted_transactions=None if error is None else (),
+                            records=region if region is not None else b"",
+                        )
+                    )
+                topics.append(FetchableTopicResponse(topic=fetch_topic.topic, partitions=partitions))
+            response = FetchResponse(error_code=_NONE, session_id=0, responses=topics)
+            self._send(request, encode_fetch_response(header.api_version, header.correlation_id, response))
+
+        self._replicas.fetch_messages(
+            reads,
+            max_bytes=body.max_bytes,
+            min_bytes=body.min_bytes,
+            max_wait_ms=body.max_wait_ms,
+            respond=respond,
+        )
+
+    # ------------------------------------------------------------------------------------ ListOffsets
+
+    def _list_offsets(self, request: NetworkRequest, header: RequestHeader, body: ListOffsetsRequest) -> None:
+        topics = []
+        for topic in body.topics:
+            partitions = []
+            for asked in topic.partitions:
+                index = asked.partition_index
+                try:
+                    offset = self._replicas.fetch_offset_for_timestamp(
+                        TopicPartition(topic.name, index), asked.timestamp
+                    )
+                except _ANSWERED as exc:
+                    response = ListOffsetsPartitionResponse(
+                        partition_index=index, error_code=int(error_code_of(exc))
+                    )
+                else:
+                    response = ListOffsetsPartitionResponse(
+                        partition_index=index, error_code=_NONE, timestamp=-1, offset=offset
+                    )
+                partitions.append(response)
+            topics.append(ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
+        self._respond(request, header, ListOffsetsResponse(topics=topics))
+
+    # ------------------------------------------------------------------------------------ admin
+
+    def _create_topics(
+        self, request: NetworkRequest, header: RequestHeader, body: CreateTopicsRequest
+    ) -> None:
+        counts: dict[str, int] = {}
+        for topic in body.topics:
+            counts[topic.name] = counts.get(topic.name, 0) + 1
+        results = []
+        for topic in body.topics:
+            code, message, partitions = ErrorCode.NONE, None, -1
+            try:
+                if counts[topic.name] > 1:
+                    raise InvalidRequestError(f"topic {topic.name!r} is named twice")
+                partitions = self._admin.create_topic(
+                    topic.name,
+                    topic.num_partitions,
+                    topic.replication_factor,
+                    {a.partition_index: a.broker_ids for a in topic.assignments} or None,
+                    [c.name for c in topic.configs],
+                    validate_only=body.validate_only,
+                )
+            except _ANSWERED as exc:
+                code, message, partitions = error_code_of(exc), str(exc), -1
+            results.append(
+                CreatableTopicResult(
+                    name=topic.name,
+                    error_code=int(code),
+                    error_message=message,
+                    num_partitions=partitions,
+                    replication_factor=1 if code == ErrorCode.NONE else -1,
+                    configs=(),
+                )
+            )
+        if any(r.error_code == _NONE for r in results) and not body.validate_only:
+            self._cluster.refresh()
+        self._respond(request, header, CreateTopicsResponse(topics=results))
+
+    def _delete_topics(
+        self, request: NetworkRequest, header: RequestHeader, body: DeleteTopicsRequest
+    ) -> None:
+        names: list[str | None]
+        names = [t.name for t in body.topics] if header.api_version >= 6 else list(body.topic_names)
+        results = []
+        for name in names:
+            if name is None:
+                results.append(
+                    DeletableTopicResult(
+                        name=None,
+                        error_code=int(ErrorCode.UNKNOWN_TOPIC_ID),
+                        error_message="Lumber has no topic ids: name the topic",
+                    )
+                )
+                continue
+            code, message = ErrorCode.NONE, None
+            try:
+                self._admin.delete_topic(name)
+            except _ANSWERED as exc:
+                code, message = error_code_of(exc), str(exc)
+            results.append(DeletableTopicResult(name=name, error_code=int(code), error_message=message))
+        self._cluster.refresh()
+        self._respond(request, header, DeleteTopicsResponse(responses=results))
+
+    # ------------------------------------------------------------------------------------ the rest
+
+    def _find_coordinator(
+        self, request: NetworkRequest, header: RequestHeader, _body: FindCoordinatorRequest
+    ) -> None:
+        self._respond(
+            request,
+            header,
+            FindCoordinatorResponse(
+                error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                error_message="Lumber's consumer groups coordinate through ZooKeeper, not through a broker",
+                node_id=-1,
+                host="",
+                port=-1,
+            ),
+        )
+
+    def _init_producer_id(
+        self, request: NetworkRequest, header: RequestHeader, body: InitProducerIdRequest
+    ) -> None:
+        if body.transactional_id is not None:
+            self._respond(
+                request,
+                header,
+                InitProducerIdResponse(error_code=int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)),
+            )
+            return
+        try:
+            producer_id = self._producer_ids.generate_producer_id()
+        except ClusterError as exc:
+            logger.warning("InitProducerId from %s: %s", request.peer, exc)
+            self._respond(request, header, InitProducerIdResponse(error_code=int(error_code_of(exc))))
+            return
+        epoch = 0
+        self._respond(
+            request,
+            header,
+            InitProducerIdResponse(error_code=_NONE, producer_id=producer_id, producer_epoch=epoch),
+        )

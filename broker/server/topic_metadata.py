@@ -1,0 +1,54 @@
+"""A topic's part of a Metadata response, from the cluster view (Kafka's ``MetadataCache``).
+
+Each partition answers its replicas and leader from ZooKeeper's assignment; a partition whose leader is
+not live answers LEADER_NOT_AVAILABLE, which clients retry. The ISR is the live replicas and the leader
+epoch -1 (no epochs) while Lumber keeps one replica per partition; with replication (issue 19) both come
+from the partition's state znode (``leader``, ``leader_epoch``, ``isr``), kept by the cluster watcher.
+A topic just auto-created but not yet in the view answers LEADER_NOT_AVAILABLE, which clients retry too.
+A pure function of an immutable view: thread-safe.
+"""
+
+from __future__ import annotations
+
+from broker.cluster.cluster_view import ClusterView
+from broker.log.errors import InvalidTopicError
+from broker.log.file_names import validate_topic_name
+from broker.protocol import ErrorCode
+from broker.protocol.messages.metadata import MetadataResponsePartition, MetadataResponseTopic
+
+_NONE = int(ErrorCode.NONE)
+
+
+def topic_metadata(view: ClusterView, name: str, create_error: ErrorCode | None) -> MetadataResponseTopic:
+    """The Metadata answer for topic ``name`` in ``view`` (``create_error``: what auto-creating it gave,
+    None when it was not tried)."""
+    try:
+        validate_topic_name(name)
+    except InvalidTopicError:
+        return MetadataResponseTopic(error_code=int(ErrorCode.INVALID_TOPIC_EXCEPTION), name=name)
+    assignment = view.topics.get(name)
+    if assignment is None:
+        if create_error is None:  # not created here
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif create_error == ErrorCode.NONE:  # created, not seen yet: clients retry on this one
+            code = ErrorCode.LEADER_NOT_AVAILABLE
+        else:
+            code = create_error
+        return MetadataResponseTopic(error_code=int(code), name=name)
+    partitions = []
+    for number in sorted(assignment):
+        replicas = list(assignment[number])
+        leader = view.leader(name, number)
+        live = [r for r in replicas if r in view.brokers]
+        partitions.append(
+            MetadataResponsePartition(
+                error_code=_NONE if leader >= 0 else int(ErrorCode.LEADER_NOT_AVAILABLE),
+                partition_index=number,
+                leader_id=leader,
+                leader_epoch=-1,
+                replica_nodes=replicas,
+                isr_nodes=live,
+                offline_replicas=[r for r in replicas if r not in view.brokers],
+            )
+        )
+    return MetadataResponseTopic(error_code=_NONE, name=name, is_internal=False, partitions=partitions)

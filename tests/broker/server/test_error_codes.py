@@ -1,0 +1,48 @@
+"""The one table from exceptions to Kafka error codes (broker/server/error_codes.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.cluster.errors import ClusterError, InvalidReplicaAssignmentError, ZooKeeperError
+from broker.log.errors import CorruptIndexError, LogClosedError, UnsupportedCompressionError
+from broker.log.topic_partition import TopicPartition
+from broker.protocol import ErrorCode, UnsupportedVersionError
+from broker.protocol.errors import MalformedMessageError
+from broker.server.error_codes import ERROR_CODES, error_code_of
+from broker.server.errors import NotLeaderOrFollowerError, RequestTimedOutError
+
+TP = TopicPartition("t", 0)
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        # listed classes, and subclasses that inherit their parent's code
+        (UnsupportedCompressionError("t-0", "codec 7"), ErrorCode.UNSUPPORTED_COMPRESSION_TYPE),
+        (CorruptIndexError("00.index", "torn"), ErrorCode.KAFKA_STORAGE_ERROR),
+        (LogClosedError("t-0: the log is closed"), ErrorCode.NOT_LEADER_OR_FOLLOWER),
+        (InvalidReplicaAssignmentError("p0: two brokers"), ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+        (ClusterError("boom"), ErrorCode.UNKNOWN_SERVER_ERROR),
+        (MalformedMessageError("short"), ErrorCode.INVALID_REQUEST),
+        (UnsupportedVersionError(0, 99, 1, 3, 9), ErrorCode.UNSUPPORTED_VERSION),
+        (NotLeaderOrFollowerError(TP, 2, 1), ErrorCode.NOT_LEADER_OR_FOLLOWER),
+        (RequestTimedOutError(TP, "flushed", 30), ErrorCode.REQUEST_TIMED_OUT),
+        # not a BrokerError at all: a bug, answered as such
+        (ValueError("bug"), ErrorCode.UNKNOWN_SERVER_ERROR),
+    ],
+)
+def test_error_code_of(error: BaseException, code: ErrorCode) -> None:
+    assert error_code_of(error) is code
+
+
+def test_a_retriable_zookeeper_error_asks_the_client_to_retry() -> None:
+    assert (
+        error_code_of(ZooKeeperError("lost", path="/brokers", retriable=True)) is ErrorCode.REQUEST_TIMED_OUT
+    )
+    assert error_code_of(ZooKeeperError("bad", path="/brokers")) is ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def test_no_exception_carries_a_code_of_its_own() -> None:
+    assert len(ERROR_CODES) == 26
+    assert [cls.__name__ for cls in ERROR_CODES if hasattr(cls, "kafka_error_code")] == []
