@@ -52,7 +52,7 @@ def read_audit_events(
     Raises :class:`AuditError` when the topic does not exist or a partition stops delivering records
     before its end for ``stall_timeout_ms`` (default: twice ``request_timeout_ms``)."""
     settings = dataclasses.replace(
-        config, auto_offset_reset="smallest", client_id=f"{config.client_id}-audit"
+        config, auto_offset_reset="earliest", client_id=f"{config.client_id}-audit"
     )
     stall_s = (stall_timeout_ms if stall_timeout_ms is not None else 2 * config.request_timeout_ms) / 1000
     try:

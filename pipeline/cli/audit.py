@@ -9,8 +9,8 @@ reconciles them (:mod:`pipeline.audit` explains every column and status)::
 Times are UTC: ``YYYY-MM-DD``, ``YYYY-MM-DDTHH``, ``YYYY-MM-DDTHH:MM[:SS]`` (a trailing ``Z`` or ``+00:00``
 is allowed), ms since the epoch, ``now``, or relative to now: ``-6h``, ``-2d``, ``-30m``. Windows that start
 in ``[since, until)`` are reported; the defaults are the last 24 whole hours up to now. The windows are
-``--window`` wide, else ``[audit] window_ms``, else the loads' interval (``[schedule] every_ms``, an hour
-by default) when the events' windows divide it, else the widest event window; the header says which.
+``--window`` wide, else ``[audit] report_window_ms``, else the loads' interval (``[schedule] every_ms``, an
+hour by default) when the events' windows divide it, else the widest event window; the header says which.
 Durations: ``90s``, ``30m``, ``1h``, ``2h30m``, ``1d``, ``0``. ``--now`` evaluates the grace period as of
 another moment (a reproducible report). The cluster is ``--bootstrap-server``, else ``[consumer]
 bootstrap_servers``, else ``[load] bootstrap_servers``, else ZooKeeper; the registry is ``[load]
@@ -24,7 +24,6 @@ after the grace period), 1 when the audit topic cannot be read, 2 for bad argume
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime as dt
 import json
 import re
@@ -105,7 +104,7 @@ def register(subparsers: Any) -> None:
     jobs.add_argument("--all-jobs", action="store_true", help="count the load tier of every job")
     verify.add_argument(
         "--window",
-        help="report window width, e.g. 1h (default: [audit] window_ms, else the loads' interval, "
+        help="report window width, e.g. 1h (default: [audit] report_window_ms, else the loads' interval, "
         "[schedule] every_ms)",
     )
     verify.add_argument("--now", help="evaluate the grace period as of this time (default: now)")
@@ -154,7 +153,7 @@ def _settings(args: argparse.Namespace, config: LumberConfig) -> _Settings:
         )
     except ValueError as exc:
         raise AuditError(str(exc)) from exc
-    window_ms = parse_duration_ms(args.window, "--window") if args.window else audit.window_ms
+    window_ms = parse_duration_ms(args.window, "--window") if args.window else audit.report_window_ms
     if until_ms <= since_ms:
         raise AuditError(f"--until must be after --since (the range {since_ms}..{until_ms} ms is empty)")
     job = None if args.all_jobs else (args.job or config.load.job)
@@ -165,7 +164,7 @@ def _run_verify(args: argparse.Namespace, config: LumberConfig, settings: _Setti
     audit = config.audit
     consumer = config.consumer
     servers = args.bootstrap_server or consumer.bootstrap_servers or config.load.bootstrap_servers
-    consumer = dataclasses.replace(consumer, bootstrap_servers=list(servers))
+    consumer = consumer.replace(bootstrap_servers=list(servers))
     codec = AuditEventCodec.for_url(
         config.load.registry_url or config.registry.url,
         audit.topic,
@@ -209,8 +208,8 @@ def _window_source(args: argparse.Namespace, config: LumberConfig, window_ms: in
     """Where the report's window width came from, for its header."""
     if args.window:
         return "--window"
-    if config.audit.window_ms:
-        return "[audit] window_ms"
+    if config.audit.report_window_ms:
+        return "[audit] report_window_ms"
     if window_ms == config.schedule.every_ms:
         return "the loads' interval, [schedule] every_ms; --window to change"
     return "the widest window the events count in; --window to change"

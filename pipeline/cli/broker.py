@@ -11,7 +11,6 @@ damage found by ``--verify-logs``, which walks every partition's files first as 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import signal
 import sys
@@ -51,8 +50,8 @@ def _start(args: argparse.Namespace, config: LumberConfig) -> int:
         for key, value in (("broker_id", args.broker_id), ("host", args.host), ("port", args.port))
         if value is not None
     }
-    broker_config = dataclasses.replace(config.broker, **overrides)
-    log_config = dataclasses.replace(config.log, log_dirs=args.log_dirs) if args.log_dirs else config.log
+    broker_config = config.broker.replace(**overrides)
+    log_config = config.log.replace(log_dirs=args.log_dirs) if args.log_dirs else config.log
     zookeeper = ZooKeeperSettings(
         connect=args.zookeeper_connect or config.zookeeper.connect,
         session_timeout_ms=config.zookeeper.session_timeout_ms,

@@ -4,7 +4,7 @@
     lumber console --port 9000 --host 0.0.0.0   (it has no login: bind beyond 127.0.0.1 knowingly)
 
 It reads ZooKeeper (``[zookeeper] connect``), the brokers registered there (or ``[consumer]
-bootstrap_servers``), the registry (``[load] registry_url``, else ``[registry] url``) and the load job's
+bootstrap_servers``), the registry (``[registry] url``) and the load job's
 warehouse (``[load] warehouse_url``, ``[load] job``) on every request; it keeps nothing. Stops on Ctrl-C /
 SIGTERM.
 """
@@ -12,7 +12,6 @@ SIGTERM.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 from typing import Any
 
@@ -35,10 +34,10 @@ def _serve(args: argparse.Namespace, config: LumberConfig) -> int:
 
     from pipeline.console.app import create_app  # noqa: PLC0415
 
-    console = dataclasses.replace(
-        config.console, host=args.host or config.console.host, port=args.port or config.console.port
+    console = config.console.replace(
+        host=args.host or config.console.host, port=args.port or config.console.port
     )
-    config = dataclasses.replace(config, console=console)
+    config = config.replace(console=console)
     if not args.debug:  # each page opens ZooKeeper, broker and registry connections: INFO is noise here
         for name in ("kazoo", "httpx", "broker.client"):
             logging.getLogger(name).setLevel(logging.WARNING)

@@ -14,7 +14,6 @@ Confluent-framed Avro with a schema id the registry knows are printed as Avro JS
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import sys
 from typing import Any
@@ -88,10 +87,8 @@ def register(subparsers: Any) -> None:
 def _consume(args: argparse.Namespace, config: LumberConfig) -> int:
     settings = config.consumer
     if args.bootstrap_server:
-        settings = dataclasses.replace(settings, bootstrap_servers=list(args.bootstrap_server))
-    settings = dataclasses.replace(
-        settings, auto_offset_reset="smallest" if args.from_beginning else "largest"
-    )
+        settings = settings.replace(bootstrap_servers=list(args.bootstrap_server))
+    settings = settings.replace(auto_offset_reset="earliest" if args.from_beginning else "latest")
     metadata_wait_ms = settings.request_timeout_ms
     if args.timeout_ms is not None and args.timeout_ms >= 0:
         metadata_wait_ms = min(metadata_wait_ms, args.timeout_ms)

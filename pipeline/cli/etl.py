@@ -21,7 +21,6 @@ and ``hdfs://``, or WebHDFS): no JVM starts.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime as dt
 import json
 import re
@@ -56,7 +55,7 @@ def register(subparsers: Any) -> None:
     run = sub.add_parser("run", help="run the load once with spark-submit, showing progress")
     run.add_argument("--topics", help="comma-separated topics (default: [load] topics_allow / topics_deny)")
     run.add_argument("--until-hour", help="load only records before this hour, YYYY-MM-DDTHH (UTC)")
-    run.add_argument("--master", help="Spark master (default: [load] spark_master)")
+    run.add_argument("--master", help="Spark master (default: [spark] master)")
     run.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting (repeatable)"
     )
@@ -96,7 +95,7 @@ def register(subparsers: Any) -> None:
     schedule.add_argument(
         "--topics", help="comma-separated topics (default: [load] topics_allow / topics_deny)"
     )
-    schedule.add_argument("--master", help="Spark master (default: [load] spark_master)")
+    schedule.add_argument("--master", help="Spark master (default: [spark] master)")
     schedule.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting (repeatable)"
     )
@@ -133,7 +132,7 @@ def _check_run_arguments(args: argparse.Namespace, config: LumberConfig, topics:
             raise RunArgumentError(str(exc)) from exc
     master = args.master or load.spark_master
     if not _MASTER.fullmatch(master):
-        where = "--master" if args.master else "[load] spark_master"
+        where = "--master" if args.master else "[spark] master"
         raise RunArgumentError(
             f"{where} {master!r} is not a Spark master: expected local, local[N], local[N,F], "
             "local-cluster[N,C,M], spark://HOST:PORT, yarn, k8s://URL or mesos://URL"
@@ -212,7 +211,7 @@ def _schedule_overrides(args: argparse.Namespace, settings: ScheduleConfig) -> S
     if args.max_attempts is not None:
         changes["max_attempts"] = args.max_attempts
     try:
-        chosen = dataclasses.replace(settings, **changes)
+        chosen = settings.replace(**changes)
     except ValueError as exc:
         raise SchedulerError(str(exc).replace("schedule.every_ms", "--every")) from exc
     if chosen.every_ms < HOUR_MS or chosen.max_attempts < 0:

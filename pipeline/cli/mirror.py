@@ -20,7 +20,6 @@ auto_offset_reset`` is ignored). Topics created on the source later are found ev
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import signal
 import sys
@@ -85,8 +84,8 @@ def _mirror(args: argparse.Namespace, config: LumberConfig) -> int:
         streams=args.streams,
         audit_interval_ms=args.audit_interval_ms,
         topic_refresh_ms=args.topic_refresh_ms,
-        audit_window_ms=config.producer.audit_window_ms,
-        audit_topic=config.producer.audit_topic,
+        audit_window_ms=config.audit.window_ms,
+        audit_topic=config.audit.topic,
         audit_registry_url=args.registry_url or config.registry.url,
     )
     stop = threading.Event()
@@ -100,7 +99,7 @@ def _mirror(args: argparse.Namespace, config: LumberConfig) -> int:
         settings,
         source_zookeeper=args.source_zookeeper,
         target_zookeeper=args.target_zookeeper,
-        consumer_config=dataclasses.replace(config.consumer, auto_offset_reset="smallest"),
+        consumer_config=config.consumer.replace(auto_offset_reset="earliest"),
         group_config=config.group,
         producer_config=config.producer,
     )

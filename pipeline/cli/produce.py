@@ -22,7 +22,6 @@ override them. Exit code 0 when every line was acknowledged, 1 when any failed (
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import io
 import json
 import logging
@@ -110,13 +109,13 @@ def _produce(args: argparse.Namespace, config: LumberConfig) -> int:
     if args.acks is not None:
         # idempotence needs acks=all: asking for less on the command line turns it off (as Kafka's
         # producer does when acks is set and enable.idempotence is not)
-        settings = dataclasses.replace(
-            settings, acks=args.acks, enable_idempotence=settings.enable_idempotence and args.acks == "all"
+        settings = settings.replace(
+            acks=args.acks, enable_idempotence=settings.enable_idempotence and args.acks == "all"
         )
     if args.compression is not None:
-        settings = dataclasses.replace(settings, compression_type=args.compression)
+        settings = settings.replace(compression_type=args.compression)
     if args.bootstrap_server:
-        settings = dataclasses.replace(settings, bootstrap_servers=list(args.bootstrap_server))
+        settings = settings.replace(bootstrap_servers=list(args.bootstrap_server))
     key_separator = separator(args.key_separator).encode("utf-8") if args.key_separator else None
     zookeeper = None if settings.bootstrap_servers else config.zookeeper.connect
     require_topic(

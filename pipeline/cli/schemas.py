@@ -8,7 +8,6 @@ Exit codes: 0 done, 1 error (message on stderr), 3 ``check``: the schema is inco
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -90,9 +89,9 @@ def _serve(args: argparse.Namespace, config: LumberConfig) -> int:
 
     registry = config.registry
     if args.host is not None:
-        registry = dataclasses.replace(registry, host=args.host)
+        registry = registry.replace(host=args.host)
     if args.port is not None:
-        registry = dataclasses.replace(registry, port=args.port)
+        registry = registry.replace(port=args.port)
     serve(
         registry,
         args.zookeeper_connect or config.zookeeper.connect,

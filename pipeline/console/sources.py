@@ -3,9 +3,9 @@
 A :class:`Sources` lives for one request (the application's dependency opens it and closes it once the
 page is rendered): a kazoo session to ``[zookeeper] connect``, a :class:`~broker.client.consumer.Consumer`
 of no partitions bootstrapped from ``[consumer] bootstrap_servers`` (else the brokers registered in
-ZooKeeper), and a :class:`~schemas.client.SchemaRegistryClient` of ``[load] registry_url`` (else
-``[registry] url``). Nothing is shared between requests, so the console holds no state that could go stale;
-each source is opened only if the page needs it. Every wait is bounded by ``[console] request_timeout_ms``;
+ZooKeeper), and a :class:`~schemas.client.SchemaRegistryClient` of ``[registry] url``. Nothing is shared
+between requests, so the console holds no state that could go stale; each source is opened only if the page
+needs it. Every wait is bounded by ``[console] request_timeout_ms``;
 a source that does not answer raises :class:`~pipeline.console.errors.SourceUnavailableError` naming it.
 
 Not thread-safe: one request, one thread.
