@@ -36,7 +36,6 @@ Publishing never fails a run: an error is reported through ``progress`` and left
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import socket
@@ -144,8 +143,7 @@ class LoadAuditPublisher:
         config = self.config
         load = config.load
         servers = list(load.bootstrap_servers) or list(config.producer.bootstrap_servers)
-        settings = dataclasses.replace(
-            config.producer,
+        settings = config.producer.replace(
             bootstrap_servers=servers,
             acks="all",
             audit_interval_ms=0,

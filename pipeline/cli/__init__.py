@@ -31,6 +31,7 @@ from pipeline.cli import (
     topics,
     verbosity,
 )
+from pipeline.cli.cluster_options import with_cluster_options
 from pipeline.config import load_config
 from pipeline.errors import ConfigError, PipelineError
 from schemas.errors import SchemaError
@@ -81,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        config = load_config(args.config)
+        config = with_cluster_options(args, load_config(args.config))
         code: int = args.handler(args, config)
     except ConfigError as exc:
         if args.debug:

@@ -39,8 +39,9 @@ from pipeline.audit_errors import AuditError
 from pipeline.audit_reader import read_audit_events
 from pipeline.audit_text import render_text
 from pipeline.audit_tolerance import Tolerance
+from pipeline.cli.cluster_options import CommaList, add_cluster_options
 from pipeline.config import LumberConfig
-from pipeline.durations import DurationError, parse_duration_ms
+from pipeline.durations import DURATION_HELP, DurationError, parse_duration_ms
 
 FAILED_EXIT_CODE = 3
 HOUR_MS = 3_600_000
@@ -89,12 +90,19 @@ def register(subparsers: Any) -> None:
         "Exit code 3 when a window is INCOMPLETE.",
     )
     verify.add_argument(
-        "--topic", action="append", default=[], help="topic to audit (repeatable; default: every topic seen)"
+        "--topics",
+        "--topic",
+        dest="topic",
+        action=CommaList,
+        default=[],
+        metavar="TOPIC[,TOPIC...]",
+        help="topics to audit, comma-separated or repeated (default: every topic seen)",
     )
     verify.add_argument("--since", help="first window start, UTC (default: 24 whole hours before --until)")
     verify.add_argument("--until", help="end of the range, UTC, exclusive (default: now)")
     verify.add_argument(
-        "--grace", help="how long after its end a window stays OPEN (default: [audit] grace_ms)"
+        "--grace",
+        help=f"how long after its end a window stays OPEN, {DURATION_HELP} (default: [audit] grace_ms)",
     )
     verify.add_argument(
         "--tolerance", help="messages a window may miss or duplicate: N or P%% (default: [audit] tolerance)"
@@ -110,9 +118,7 @@ def register(subparsers: Any) -> None:
     verify.add_argument("--now", help="evaluate the grace period as of this time (default: now)")
     verify.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
     verify.add_argument("--html", type=Path, metavar="FILE", help="also write the report as an HTML page")
-    verify.add_argument(
-        "--bootstrap-server", action="append", metavar="HOST:PORT", help="broker to read the audit topic from"
-    )
+    add_cluster_options(verify)
     verify.set_defaults(handler=_verify)
 
 

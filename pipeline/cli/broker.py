@@ -19,6 +19,7 @@ from types import FrameType
 from typing import Any
 
 from broker.server.broker_server import BrokerServer, ZooKeeperSettings
+from pipeline.cli.cluster_options import add_cluster_options
 from pipeline.cli.log import describe, verify_log_dirs
 from pipeline.cli.verbosity import serves
 from pipeline.config import LumberConfig
@@ -34,7 +35,7 @@ def register(subparsers: Any) -> None:
     start.add_argument(
         "--log-dir", action="append", dest="log_dirs", help="a log dir (repeatable; default: [log] log_dirs)"
     )
-    start.add_argument("--zookeeper-connect", help="ZooKeeper connect string (default: [zookeeper] connect)")
+    add_cluster_options(start, bootstrap=False)
     start.add_argument(
         "--verify-logs",
         action="store_true",

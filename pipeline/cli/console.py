@@ -15,6 +15,7 @@ import argparse
 import logging
 from typing import Any
 
+from pipeline.cli.cluster_options import add_cluster_options
 from pipeline.cli.verbosity import serves
 from pipeline.config import LumberConfig
 
@@ -25,6 +26,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--host", help="address to listen on (default: [console] host, 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port to listen on (default: [console] port, 8090)")
+    add_cluster_options(parser)
     parser.set_defaults(handler=_serve)
     serves(parser)
 

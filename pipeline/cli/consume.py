@@ -22,11 +22,13 @@ from broker.client.console import consume_to
 from broker.client.consumer import Consumer
 from broker.client.errors import UnknownPartitionError
 from broker.log.topic_partition import TopicPartition
+from pipeline.cli.cluster_options import add_cluster_options
 from pipeline.cli.invocation import suggest
 from pipeline.cli.produce import separator
 from pipeline.cli.record_format import AvroText, Format, RecordPrinter
 from pipeline.cli.topic_check import require_topic
 from pipeline.config import LumberConfig
+from pipeline.durations import DURATION_HELP, DurationAction
 from schemas.client import SchemaRegistryClient
 
 log = logging.getLogger(__name__)
@@ -43,10 +45,14 @@ def register(subparsers: Any) -> None:
     start.add_argument("--offset", type=int, help="start at this offset")
     parser.add_argument("--max", type=int, dest="max_messages", metavar="N", help="stop after N records")
     parser.add_argument(
+        "--timeout",
         "--timeout-ms",
-        type=int,
-        help="stop once this long passes without a record; also the longest wait for the topic's metadata "
-        "(default: never; the metadata: [consumer] request_timeout_ms)",
+        dest="timeout_ms",
+        action=DurationAction,
+        metavar="DURATION",
+        help=f"stop once this long passes without a record, {DURATION_HELP} (--timeout-ms: an integer of "
+        "ms); also the longest wait for the topic's metadata (default: never; the metadata: [consumer] "
+        "request_timeout_ms)",
     )
     parser.add_argument(
         "--value-format",
@@ -73,13 +79,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--separator", default="TAB", help="what goes between the printed fields (default: TAB)"
     )
-    parser.add_argument(
-        "--bootstrap-server",
-        action="append",
-        metavar="HOST:PORT",
-        help="broker to learn the cluster from (repeatable; default: [consumer] bootstrap_servers, else "
-        "ZooKeeper)",
-    )
+    add_cluster_options(parser)
     parser.add_argument("--registry-url", metavar="URL", help="schema registry (default: [registry] url)")
     parser.set_defaults(handler=_consume)
 

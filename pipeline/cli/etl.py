@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pipeline.cli.cluster_options import add_cluster_options, add_topics_option
 from pipeline.commit import CommitProtocol
 from pipeline.config import LumberConfig
 from pipeline.durations import DurationError, parse_duration_ms
@@ -53,17 +54,21 @@ def register(subparsers: Any) -> None:
     sub = parser.add_subparsers(metavar="ACTION", required=True)
 
     run = sub.add_parser("run", help="run the load once with spark-submit, showing progress")
-    run.add_argument("--topics", help="comma-separated topics (default: [load] topics_allow / topics_deny)")
+    add_topics_option(
+        run, "topics to load, comma-separated or repeated (default: [load] topics_allow / topics_deny)"
+    )
     run.add_argument("--until-hour", help="load only records before this hour, YYYY-MM-DDTHH (UTC)")
     run.add_argument("--master", help="Spark master (default: [spark] master)")
     run.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting (repeatable)"
     )
     run.add_argument("--print-command", action="store_true", help="print the spark-submit command and exit")
+    add_cluster_options(run)
     run.set_defaults(handler=_run)
 
     status = sub.add_parser("status", help="committed offsets, log ends, lag and the last run")
     status.add_argument("--json", action="store_true", help="print the status as JSON")
+    add_cluster_options(status)
     status.set_defaults(handler=_status)
 
     schedule = sub.add_parser(
@@ -92,9 +97,10 @@ def register(subparsers: Any) -> None:
     schedule.add_argument(
         "--max-attempts", type=int, help="give up after this many failures of one hour (0: never)"
     )
-    schedule.add_argument(
-        "--topics", help="comma-separated topics (default: [load] topics_allow / topics_deny)"
+    add_topics_option(
+        schedule, "topics to load, comma-separated or repeated (default: [load] topics_allow / topics_deny)"
     )
+    add_cluster_options(schedule)
     schedule.add_argument("--master", help="Spark master (default: [spark] master)")
     schedule.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting (repeatable)"
@@ -141,7 +147,7 @@ def _check_run_arguments(args: argparse.Namespace, config: LumberConfig, topics:
         if "=" not in entry or not entry.split("=", 1)[0].strip():
             raise RunArgumentError(f"--conf {entry!r}: expected KEY=VALUE, e.g. spark.executor.memory=2g")
     if args.topics is not None and not topics:
-        raise RunArgumentError(f"--topics {args.topics!r} names no topic")
+        raise RunArgumentError(f"--topics {','.join(args.topics)!r} names no topic")
     if topics:
         try:
             cluster = ClusterView(config.consumer, load.bootstrap_servers, config.zookeeper.connect)
@@ -163,7 +169,7 @@ def _check_run_arguments(args: argparse.Namespace, config: LumberConfig, topics:
 
 def _run(args: argparse.Namespace, config: LumberConfig) -> int:
     load = config.load
-    topics = [t.strip() for t in args.topics.split(",") if t.strip()] if args.topics is not None else []
+    topics = list(args.topics) if args.topics is not None else []
     try:
         _check_run_arguments(args, config, topics)
     except RunArgumentError as exc:
@@ -229,7 +235,7 @@ def _schedule(args: argparse.Namespace, config: LumberConfig) -> int:
     except (SchedulerError, DurationError) as exc:
         print(f"lumber etl schedule: {exc}", file=sys.stderr)
         return 2
-    topics = [t.strip() for t in args.topics.split(",") if t.strip()] if args.topics else []
+    topics = list(args.topics) if args.topics else []
     runner = SparkSubmitRunner(
         config,
         topics=topics,

@@ -37,6 +37,7 @@ from typing import Any
 from broker.client.consumer import Consumer
 from broker.client.group_admin import GroupAdmin, UnknownGroupError
 from broker.client.lag_evaluation import LagWindow, PartitionLag, group_status
+from pipeline.cli.cluster_options import add_cluster_options
 from pipeline.cli.zookeeper_session import zookeeper_session
 from pipeline.config import LumberConfig
 from pipeline.durations import DurationError, parse_duration_ms
@@ -97,7 +98,7 @@ def register(subparsers: Any) -> None:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--zookeeper-connect", help="ZooKeeper connect string (default: [zookeeper] connect)")
+    add_cluster_options(parser)
     parser.add_argument("--json", action="store_true", help="print the answer as JSON")
 
 

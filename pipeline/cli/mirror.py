@@ -3,8 +3,8 @@
 ::
 
     lumber mirror --source-zookeeper 127.0.0.1:2181/live --target-zookeeper 127.0.0.1:2181/offline \\
-        --topics 'page_view|click' [--group lumber-mirror] [--streams 2] [--registry-url URL] \\
-        [--topic-refresh-ms 10000]
+        --topics-regex 'page_view|click' [--group lumber-mirror] [--streams 2] [--registry-url URL] \\
+        [--topic-refresh 10s]
 
 Runs in the foreground until SIGINT or SIGTERM, then waits for the sends in flight, commits what the
 target acknowledged, publishes the last audit counts and leaves the group (:class:`broker.mirror.Mirror`).
@@ -29,8 +29,10 @@ from typing import Any
 
 from broker.mirror import Mirror
 from broker.mirror_config import MirrorConfig
+from pipeline.cli.cluster_options import RenamedOption
 from pipeline.cli.verbosity import serves
 from pipeline.config import LumberConfig
+from pipeline.durations import DURATION_HELP, DurationAction
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +52,15 @@ def register(subparsers: Any) -> None:
         help="the target cluster's ZooKeeper (with chroot)",
     )
     parser.add_argument(
-        "--topics", required=True, metavar="REGEX", help="source topics whose whole name matches"
+        "--topics-regex",
+        "--topics",
+        dest="topics",
+        required=True,
+        metavar="REGEX",
+        action=RenamedOption,
+        renamed_from="--topics",
+        help="source topics whose whole name matches this regular expression (--topics, the old spelling, "
+        "still works with a warning: elsewhere --topics lists topic names)",
     )
     parser.add_argument(
         "--group", default="lumber-mirror", help="consumer group on the source (default: lumber-mirror)"
@@ -62,16 +72,24 @@ def register(subparsers: Any) -> None:
         "--registry-url", help="schema registry for the audit events (default: [registry] url)"
     )
     parser.add_argument(
+        "--audit-interval",
         "--audit-interval-ms",
-        type=int,
+        dest="audit_interval_ms",
+        action=DurationAction,
+        metavar="DURATION",
         default=10_000,
-        help="publish the mirror tier's counts this often (default: 10000; 0: no audit)",
+        help=f"publish the mirror tier's counts this often, {DURATION_HELP} (--audit-interval-ms: an integer "
+        "of ms; default: 10s; 0: no audit)",
     )
     parser.add_argument(
+        "--topic-refresh",
         "--topic-refresh-ms",
-        type=int,
+        dest="topic_refresh_ms",
+        action=DurationAction,
+        metavar="DURATION",
         default=10_000,
-        help="look for new matching source topics this often (default: 10000; 0: only at the start)",
+        help=f"look for new matching source topics this often, {DURATION_HELP} (--topic-refresh-ms: an "
+        "integer of ms; default: 10s; 0: only at the start)",
     )
     parser.set_defaults(handler=_mirror)
     serves(parser)

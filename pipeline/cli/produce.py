@@ -34,6 +34,7 @@ from fastavro import json_reader
 
 from broker.client.console import produce_lines
 from broker.client.producer import Producer
+from pipeline.cli.cluster_options import add_cluster_options
 from pipeline.cli.invocation import suggest
 from pipeline.cli.topic_check import require_topic
 from pipeline.config import LumberConfig
@@ -83,13 +84,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--subject", help="registry subject of --schema-file (default: <topic>-value)")
     parser.add_argument("--registry-url", metavar="URL", help="schema registry (default: [registry] url)")
-    parser.add_argument(
-        "--bootstrap-server",
-        action="append",
-        metavar="HOST:PORT",
-        help="broker to learn the cluster from (repeatable; default: [producer] bootstrap_servers, else "
-        "ZooKeeper)",
-    )
+    add_cluster_options(parser)
     parser.set_defaults(handler=_produce)
 
 

@@ -13,6 +13,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from pipeline.cli.cluster_options import add_cluster_options
 from pipeline.cli.verbosity import serves
 from pipeline.config import LumberConfig
 from schemas.client import SchemaRegistryClient
@@ -30,7 +31,7 @@ def register(subparsers: Any) -> None:
     serve = sub.add_parser("serve", help="run the registry in the foreground (Ctrl-C or SIGTERM stops it)")
     serve.add_argument("--host", help="address to listen on (default: [registry] host)")
     serve.add_argument("--port", type=int, help="port to listen on (default: [registry] port)")
-    serve.add_argument("--zookeeper-connect", help="ZooKeeper connect string (default: [zookeeper] connect)")
+    add_cluster_options(serve, bootstrap=False)
     serve.set_defaults(handler=_serve)
     serves(serve)
 

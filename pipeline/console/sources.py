@@ -13,7 +13,6 @@ Not thread-safe: one request, one thread.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 
 from fastapi import Request
@@ -68,8 +67,7 @@ class Sources:
             raise SourceUnavailableError(
                 f"no broker is registered in ZooKeeper {self.config.zookeeper.connect} (/brokers/ids)"
             )
-        return dataclasses.replace(
-            self.config.consumer,
+        return self.config.consumer.replace(
             bootstrap_servers=servers,
             client_id="lumber-console",
             auto_offset_reset="none",
