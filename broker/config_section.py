@@ -78,7 +78,7 @@ def renamed_choice(value: object, renames: Mapping[str, str], key: str) -> objec
 class ConfigSection(BaseModel):
     """Base of every config section: frozen, unknown keys refused, strict types, every key documented."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
 
     #: what a section built in Python with bad values raises (a :class:`ValueError`); the loader raises
     #: its own error naming the file instead

@@ -85,11 +85,26 @@ def add_cluster_options(parser: argparse.ArgumentParser, *, bootstrap: bool = Tr
         )
 
 
-def add_topics_option(parser: argparse.ArgumentParser, help_text: str, *extra_names: str) -> None:
-    """``--topics NAME[,NAME...]`` (repeatable) into ``args.topics``, a list (``None`` when not given);
-    ``extra_names`` are further option strings of the same list (``--topic``)."""
+class CommaText(argparse.Action):
+    """Joins repeated values with commas into one text (``--topics a,b --topics c``: ``"a,b,c"``), for a
+    command that reads the list as text (and quotes it as given in its errors)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        found = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, f"{found},{values}" if found is not None else str(values))
+
+
+def add_topics_option(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """``--topics NAME[,NAME...]`` (repeatable) into ``args.topics``: the names as comma-separated text
+    (``None`` when not given)."""
     parser.add_argument(
-        "--topics", *extra_names, dest="topics", metavar="TOPIC[,TOPIC...]", action=CommaList, help=help_text
+        "--topics", dest="topics", metavar="TOPIC[,TOPIC...]", action=CommaText, help=help_text
     )
 
 

@@ -147,7 +147,7 @@ def _check_run_arguments(args: argparse.Namespace, config: LumberConfig, topics:
         if "=" not in entry or not entry.split("=", 1)[0].strip():
             raise RunArgumentError(f"--conf {entry!r}: expected KEY=VALUE, e.g. spark.executor.memory=2g")
     if args.topics is not None and not topics:
-        raise RunArgumentError(f"--topics {','.join(args.topics)!r} names no topic")
+        raise RunArgumentError(f"--topics {args.topics!r} names no topic")
     if topics:
         try:
             cluster = ClusterView(config.consumer, load.bootstrap_servers, config.zookeeper.connect)
@@ -169,7 +169,7 @@ def _check_run_arguments(args: argparse.Namespace, config: LumberConfig, topics:
 
 def _run(args: argparse.Namespace, config: LumberConfig) -> int:
     load = config.load
-    topics = list(args.topics) if args.topics is not None else []
+    topics = [t.strip() for t in args.topics.split(",") if t.strip()] if args.topics is not None else []
     try:
         _check_run_arguments(args, config, topics)
     except RunArgumentError as exc:
@@ -235,7 +235,7 @@ def _schedule(args: argparse.Namespace, config: LumberConfig) -> int:
     except (SchedulerError, DurationError) as exc:
         print(f"lumber etl schedule: {exc}", file=sys.stderr)
         return 2
-    topics = list(args.topics) if args.topics else []
+    topics = [t.strip() for t in args.topics.split(",") if t.strip()] if args.topics else []
     runner = SparkSubmitRunner(
         config,
         topics=topics,
