@@ -193,6 +193,16 @@ def renamed_keys() -> dict[str, str]:
 
 def _apply_renames(document: dict[str, dict[str, Any]], where: str) -> None:
     """Move each old key of ``document`` to its new key (in place), warning about each."""
+    audit = document.get("audit", {})
+    if audit.get("window_ms") == 0 and "report_window_ms" not in audit:
+        # the old [audit] window_ms was the report's width, 0 for "the loads' interval" (its default, so
+        # in every saved `lumber config defaults`); no counting window is 0 wide, so this is the old key
+        audit["report_window_ms"] = audit.pop("window_ms")
+        logger.warning(
+            "%s: [audit] window_ms = 0 is read as [audit] report_window_ms = 0 (the width `audit verify` "
+            "reports in is now report_window_ms; window_ms is the counting window of every tier)",
+            where,
+        )
     moved: dict[str, str] = {}
     for old, new in renamed_keys().items():
         old_section, _, old_key = old.partition(".")

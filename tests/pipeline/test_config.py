@@ -219,3 +219,20 @@ def test_defaults_list_the_one_keys_and_the_renames_not_the_derived_keys() -> No
     assert "#   [load] spark_master -> [spark] master\n" in text
     assert "# Width of the audit windows, for every tier" in text
     assert "(min 1000)" in text
+
+
+def test_a_saved_config_of_the_old_layout_still_loads(caplog: pytest.LogCaptureFixture) -> None:
+    old = {
+        "producer": {"audit_topic": "_audit", "audit_window_ms": 600_000, "audit_registry_url": "http://r:1"},
+        "load": {"window_ms": 600_000, "registry_url": "", "spark_master": "local[*]", "python": ""},
+        "audit": {"window_ms": 0},
+        "registry": {"url": "http://r:1"},
+    }
+    with caplog.at_level(logging.WARNING):
+        config = config_from_mapping(old, where="old.toml")
+    assert (config.audit.window_ms, config.audit.report_window_ms) == (600_000, 0)
+    assert config.producer.audit_registry_url == config.load.registry_url == "http://r:1"
+    assert _warnings(caplog)[0] == (
+        "old.toml: [audit] window_ms = 0 is read as [audit] report_window_ms = 0 (the width `audit verify` "
+        "reports in is now report_window_ms; window_ms is the counting window of every tier)"
+    )
