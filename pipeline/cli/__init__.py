@@ -4,6 +4,8 @@ Each group module exposes ``register(subparsers)``, which adds its parser and se
 ``(args, config) -> exit code``. Errors from any Lumber package end the command with their message on stderr
 and exit code 1 (2 for a bad config or usage); a traceback is shown only with ``--debug``. Commands log
 warnings and errors only, servers INFO; ``-v`` and ``--log-level`` change that (:mod:`.verbosity`).
+Every command that reaches a cluster takes ``--zookeeper`` and ``--bootstrap-server``, applied to the config
+before its handler runs (:mod:`.cluster_options`); duration flags take ``10m`` (:mod:`pipeline.durations`).
 """
 
 from __future__ import annotations
