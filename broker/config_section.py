@@ -8,10 +8,11 @@ checking, in strict mode so that a TOML ``"5"`` is not an integer and ``true`` i
 ``model_validator(mode="after")`` methods raising :class:`ValueError` with a message naming the keys.
 
 The same validation runs for a section read from a file (the loader, :mod:`pipeline.config`, calls
-:meth:`pydantic.BaseModel.model_validate` and turns :func:`error_phrases` into messages naming the file or
-variable and ``section.key``) and for a section built in Python (``ProducerConfig(linger_ms=-1)``), which
+:meth:`ConfigSection.from_table` and turns :func:`error_phrases` into messages naming the file or variable
+and ``section.key``) and for a section built in Python (``ProducerConfig(linger_ms=-1)``), which
 raises the section's :attr:`ConfigSection.error_type` with ``ProducerConfig.linger_ms must be at least 0, got
 -1``. Sections are immutable; :meth:`ConfigSection.replace` returns a validated copy with some keys changed.
+Schemas are built on first use (``defer_build``), so a process pays only for the sections it builds.
 
 A key whose value another section owns (``[producer] audit_topic`` is ``[audit] topic``) is declared with
 ``setting(..., derived="audit.topic")``: it is not a key of the file (the loader renames it, with a
@@ -40,8 +41,6 @@ _FROM_TABLE: ContextVar[bool] = ContextVar("lumber_config_from_table", default=F
 
 #: the ``json_schema_extra`` key that marks a derived key (its value: the ``section.key`` it comes from)
 DERIVED = "derived_from"
-
-
 #: the ``json_schema_extra`` key that marks a key ``lumber config defaults`` leaves out (a test hook)
 HIDDEN = "hidden"
 
