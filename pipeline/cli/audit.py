@@ -112,8 +112,8 @@ def register(subparsers: Any) -> None:
     jobs.add_argument("--all-jobs", action="store_true", help="count the load tier of every job")
     verify.add_argument(
         "--window",
-        help="report window width, e.g. 1h (default: [audit] report_window_ms, else the loads' interval, "
-        "[schedule] every_ms)",
+        help=f"report window width, {DURATION_HELP} (default: [audit] report_window_ms, else the loads' "
+        "interval, [schedule] every_ms)",
     )
     verify.add_argument("--now", help="evaluate the grace period as of this time (default: now)")
     verify.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")

@@ -32,7 +32,7 @@ from typing import Any
 from pipeline.cli.cluster_options import add_cluster_options, add_topics_option
 from pipeline.commit import CommitProtocol
 from pipeline.config import LumberConfig
-from pipeline.durations import DurationError, parse_duration_ms
+from pipeline.durations import DURATION_HELP, DurationError, parse_duration_ms
 from pipeline.errors import PipelineError
 from pipeline.fs import open_filesystem
 from pipeline.load_job import parse_until_hour
@@ -79,9 +79,11 @@ def register(subparsers: Any) -> None:
         "Ctrl-C stops it after the running load (twice: aborts that load). Exit codes: 0 stopped or (with "
         "--once) caught up, 1 gave up after --max-attempts, 2 bad arguments or config.",
     )
-    schedule.add_argument("--every", help="interval, whole hours: 1h, 2h, 1d (default: [schedule] every_ms)")
     schedule.add_argument(
-        "--delay", help="grace period after each hour: 10m, 90s (default: [schedule] delay_ms)"
+        "--every", help="interval, a duration of whole hours: 1h, 2h, 1d (default: [schedule] every_ms)"
+    )
+    schedule.add_argument(
+        "--delay", help=f"grace period after each hour, {DURATION_HELP} (default: [schedule] delay_ms)"
     )
     schedule.add_argument(
         "--once", action="store_true", help="run what is due (catching up in order), then exit: for cron"

@@ -101,7 +101,13 @@ def test_a_bad_duration_is_a_usage_error_naming_the_flag(capsys: pytest.CaptureF
 
 
 def test_every_duration_flag_says_it_takes_10m(capsys: pytest.CaptureFixture[str]) -> None:
-    for argv in (["consume", "--help"], ["mirror", "--help"], ["audit", "verify", "--help"]):
+    for argv in (
+        ["consume", "--help"],
+        ["mirror", "--help"],
+        ["audit", "verify", "--help"],
+        ["etl", "schedule", "--help"],
+        ["groups", "lag", "--help"],
+    ):
         with pytest.raises(SystemExit):
             build_parser().parse_args(argv)
         assert "90s, 10m, 1h" in " ".join(capsys.readouterr().out.split())
