@@ -171,23 +171,26 @@ def _sections() -> dict[str, type[ConfigSection]]:
     }
 
 
-def _renamed_keys() -> dict[str, str]:
-    """Every old ``section.key`` with the one key it is now: each section's derived keys."""
-    return {
-        f"{name}.{key}": source
-        for name, cls in _sections().items()
-        for key, source in cls.derived_keys().items()
-    }
-
-
-#: old ``section.key`` -> new ``section.key``: still read, with a warning; the new key wins if both are set
-RENAMED_KEYS: dict[str, str] = {}
+#: old ``section.key`` -> the one key it is now. Still read, from the file and the environment, with a
+#: warning naming both; the new key wins if both are set. A section that keeps the value as an attribute
+#: declares it as a derived key of the old name (``setting(..., derived="audit.topic")``), which
+#: :class:`LumberConfig` fills in; a key whose attribute is gone is still renamed here.
+RENAMED_KEYS: dict[str, str] = {
+    "producer.audit_window_ms": "audit.window_ms",
+    "producer.audit_topic": "audit.topic",
+    "producer.audit_topic_partitions": "audit.topic_partitions",
+    "producer.audit_registry_url": "registry.url",
+    "load.window_ms": "audit.window_ms",
+    "load.registry_url": "registry.url",
+    "load.spark_master": "spark.master",
+    "load.spark_submit": "spark.submit",
+    "load.spark_conf": "spark.conf",
+    "load.python": "spark.python",
+}
 
 
 def renamed_keys() -> dict[str, str]:
-    """:data:`RENAMED_KEYS`, computed once from the sections' derived keys."""
-    if not RENAMED_KEYS:
-        RENAMED_KEYS.update(_renamed_keys())
+    """:data:`RENAMED_KEYS`."""
     return RENAMED_KEYS
 
 
@@ -271,14 +274,15 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, tuple[Any, str
         if section not in sections:
             known = ", ".join(sorted(sections))
             raise ConfigError(f"environment variable {var}: unknown section [{section}] (known: {known})")
-        fields = sections[section].model_fields
-        if key not in fields:
+        renamed = renamed_keys().get(f"{section}.{key}")
+        new_section, _, new_key = (renamed or f"{section}.{key}").partition(".")
+        fields = sections[new_section].model_fields
+        if new_key not in fields:
             raise ConfigError(
                 f"environment variable {var}: unknown key '{section}.{key}' "
                 f"(section [{section}] has: {', '.join(sorted(sections[section].documented_keys()))})"
             )
-        value = _parse_env_value(fields[key].annotation, raw, var)
-        renamed = renamed_keys().get(f"{section}.{key}")
+        value = _parse_env_value(fields[new_key].annotation, raw, var)
         if renamed is not None:
             table = {section: {key: value}}
             _apply_renames(table, f"environment variable {var}")

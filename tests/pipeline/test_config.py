@@ -5,7 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import LumberConfig, config_from_mapping, dump_config, load_config, render_defaults
+from pipeline.config import (
+    RENAMED_KEYS,
+    LumberConfig,
+    config_from_mapping,
+    dump_config,
+    load_config,
+    render_defaults,
+)
 from pipeline.errors import ConfigError
 
 
@@ -236,3 +243,13 @@ def test_a_saved_config_of_the_old_layout_still_loads(caplog: pytest.LogCaptureF
         "old.toml: [audit] window_ms = 0 is read as [audit] report_window_ms = 0 (the width `audit verify` "
         "reports in is now report_window_ms; window_ms is the counting window of every tier)"
     )
+
+
+def test_every_derived_key_is_a_renamed_key_of_its_one_key() -> None:
+    derived = {
+        f"{name}.{key}": source
+        for name, info in LumberConfig.model_fields.items()
+        if name != "source"
+        for key, source in info.annotation.derived_keys().items()  # type: ignore[union-attr]
+    }
+    assert derived == RENAMED_KEYS
