@@ -123,10 +123,10 @@ def produce_kafka_python(servers: list[str], topic: str, payload: list[bytes]) -
 
 def consumer_config(servers: list[str], prefetch_bytes: int | None) -> ConsumerConfig:
     if prefetch_bytes is None:
-        return ConsumerConfig(bootstrap_servers=servers, auto_offset_reset="smallest")
+        return ConsumerConfig(bootstrap_servers=servers, auto_offset_reset="earliest")
     return ConsumerConfig(
         bootstrap_servers=servers,
-        auto_offset_reset="smallest",
+        auto_offset_reset="earliest",
         max_partition_fetch_bytes=prefetch_bytes,
         max_prefetch_bytes=prefetch_bytes,
     )

@@ -86,7 +86,7 @@ def mirror_round(
         ),
         source_zookeeper=source.zk_connect,  # type: ignore[attr-defined]
         target_zookeeper=target.zk_connect,  # type: ignore[attr-defined]
-        consumer_config=ConsumerConfig(auto_offset_reset="smallest", max_partition_fetch_bytes=4 * MIB),
+        consumer_config=ConsumerConfig(auto_offset_reset="earliest", max_partition_fetch_bytes=4 * MIB),
         group_config=GroupConfig(auto_commit_interval_ms=1000),
         producer_config=ProducerConfig(
             batch_size=4 * MIB, max_request_size=8 * MIB, buffer_memory=64 * MIB, linger_ms=0

@@ -130,7 +130,7 @@ class LumberTarget:
         tp = TopicPartition(topic, 0)
         config = ConsumerConfig(
             bootstrap_servers=self._servers,
-            auto_offset_reset="smallest",
+            auto_offset_reset="earliest",
             max_partition_fetch_bytes=PREFETCH_BYTES,
             max_prefetch_bytes=PREFETCH_BYTES,
         )

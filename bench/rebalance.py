@@ -59,7 +59,7 @@ class App:
             config=GroupConfig(member_id_prefix=name),
             consumer_config=ConsumerConfig(
                 bootstrap_servers=cluster.bootstrap_servers.split(","),
-                auto_offset_reset="smallest",
+                auto_offset_reset="earliest",
                 fetch_max_wait_ms=100,
             ),
         )

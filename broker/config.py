@@ -1,14 +1,18 @@
-"""The broker's config sections (``[log]`` in ``lumber.toml``).
+"""The broker's config sections (``[log]`` and ``[broker]`` in ``lumber.toml``).
 
-Each section is a frozen dataclass whose fields are the TOML keys; ``metadata`` documents each key (``doc``)
-and bounds it (``min``, ``max``, ``choices``), which :mod:`lumber.config` reads to check a file and to print
-``lumber config defaults``. This module must not import :mod:`pipeline`.
+Each section is a :class:`~broker.config_section.ConfigSection`: a frozen pydantic model whose fields are
+the TOML keys, each with its default, documentation and bounds (:func:`~broker.config_section.setting`),
+which :mod:`lumber.config` reads to check a file and to print ``lumber config defaults``. This module must
+not import :mod:`pipeline`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Self
+
+from pydantic import model_validator
+
+from broker.config_section import ConfigSection, setting
 
 DAY_MS = 24 * 60 * 60 * 1000
 GIB = 1024 * 1024 * 1024
@@ -20,222 +24,162 @@ DEFAULT_PRODUCER_ID_EXPIRATION_MS = DAY_MS
 Expose = Literal["flushed", "appended"]
 
 
-@dataclass(frozen=True)
-class LogConfig:
+class LogConfig(ConfigSection):
     """The broker's log storage: segments, indexes, flush policy and retention (paper section 3.1)."""
 
-    log_dirs: list[str] = field(
-        default_factory=lambda: [".lumber/logs"],
-        metadata={
-            "doc": "Folders holding the partitions (one sub-folder `<topic>-<partition>` each). Each is "
-            "locked by one broker at a time; new partitions go to the folder with the fewest partitions."
-        },
+    log_dirs: list[str] = setting(
+        [".lumber/logs"],
+        "Folders holding the partitions (one sub-folder `<topic>-<partition>` each). Each is "
+        "locked by one broker at a time; new partitions go to the folder with the fewest partitions.",
     )
-    segment_bytes: int = field(
-        default=GIB,
-        metadata={
-            "doc": "A partition rolls to a new segment file when the next batch would grow the active one "
-            "past this size (a single larger batch still gets a segment of its own).",
-            "min": 128,
-            "max": 2**31 - 1,
-        },
+    segment_bytes: int = setting(
+        GIB,
+        "A partition rolls to a new segment file when the next batch would grow the active one "
+        "past this size (a single larger batch still gets a segment of its own).",
+        ge=128,
+        le=2**31 - 1,
     )
-    segment_ms: int = field(
-        default=7 * DAY_MS,
-        metadata={
-            "doc": "A partition also rolls when a batch's max timestamp is this much later than the first "
-            "batch of the active segment (Kafka's segment.ms).",
-            "min": 1,
-        },
+    segment_ms: int = setting(
+        7 * DAY_MS,
+        "A partition also rolls when a batch's max timestamp is this much later than the first "
+        "batch of the active segment (Kafka's segment.ms).",
+        ge=1,
     )
-    index_interval_bytes: int = field(
-        default=4096,
-        metadata={
-            "doc": "Bytes of log between two entries of the sparse offset and time indexes.",
-            "min": 0,
-        },
+    index_interval_bytes: int = setting(
+        4096, "Bytes of log between two entries of the sparse offset and time indexes.", ge=0
     )
-    flush_messages: int = field(
-        default=10_000,
-        metadata={
-            "doc": "Flush (fsync) a partition once this many messages are unflushed: the paper's M. The "
-            "default is the 10,000 of Kafka 0.7/0.8's shipped server.properties, the paper's era.",
-            "min": 1,
-        },
+    flush_messages: int = setting(
+        10_000,
+        "Flush (fsync) a partition once this many messages are unflushed: the paper's M. The "
+        "default is the 10,000 of Kafka 0.7/0.8's shipped server.properties, the paper's era.",
+        ge=1,
     )
-    flush_ms: int = field(
-        default=1000,
-        metadata={
-            "doc": "Flush a partition whose oldest unflushed message is this old: the paper's S "
-            "(1000 ms, as in that same sample server.properties).",
-            "min": 1,
-        },
+    flush_ms: int = setting(
+        1000,
+        "Flush a partition whose oldest unflushed message is this old: the paper's S "
+        "(1000 ms, as in that same sample server.properties).",
+        ge=1,
     )
-    expose: Expose = field(
-        default="flushed",
-        metadata={
-            "doc": "What consumers see: 'flushed' exposes a message only once it is flushed, the paper's "
-            "semantics; 'appended' exposes every appended message. Producers never wait for it: acks=-1 "
-            "is answered once the in-sync replicas (today the leader alone) have the batch.",
-            "choices": ("flushed", "appended"),
-        },
+    expose: Expose = setting(
+        "flushed",
+        "What consumers see: 'flushed' exposes a message only once it is flushed, the paper's "
+        "semantics; 'appended' exposes every appended message. Producers never wait for it: acks=-1 "
+        "is answered once the in-sync replicas (today the leader alone) have the batch.",
     )
-    flush_on_ack: bool = field(
-        default=False,
-        metadata={
-            "doc": "Answer an acks=-1 produce only once its batches are fsynced. Done as group commit: a "
-            "waiting request wakes the flusher, and one fsync answers every request waiting on it."
-        },
+    flush_on_ack: bool = setting(
+        False,
+        "Answer an acks=-1 produce only once its batches are fsynced. Done as group commit: a "
+        "waiting request wakes the flusher, and one fsync answers every request waiting on it.",
     )
-    validate_records: bool = field(
-        default=True,
-        metadata={
-            "doc": "Walk every record of every produced batch before appending it (Kafka's LogValidator). "
-            "Turn off only to measure its cost: without it a CRC-valid batch of garbage can be stored and "
-            "stop every consumer of its partition."
-        },
+    validate_records: bool = setting(
+        True,
+        "Walk every record of every produced batch before appending it (Kafka's LogValidator). "
+        "Turn off only to measure its cost: without it a CRC-valid batch of garbage can be stored and "
+        "stop every consumer of its partition.",
     )
-    retention_ms: int = field(
-        default=7 * DAY_MS,
-        metadata={
-            "doc": "Delete a whole non-active segment once its largest record timestamp is older than "
-            "this; -1 keeps segments forever.",
-            "min": -1,
-        },
+    retention_ms: int = setting(
+        7 * DAY_MS,
+        "Delete a whole non-active segment once its largest record timestamp is older than "
+        "this; -1 keeps segments forever.",
+        ge=-1,
     )
-    retention_bytes: int = field(
-        default=-1,
-        metadata={
-            "doc": "Delete a partition's oldest non-active segment while what remains is still at least this "
-            "large (Kafka's rule: the log stays within one segment of this size); -1 is off.",
-            "min": -1,
-        },
+    retention_bytes: int = setting(
+        -1,
+        "Delete a partition's oldest non-active segment while what remains is still at least this "
+        "large (Kafka's rule: the log stays within one segment of this size); -1 is off.",
+        ge=-1,
     )
-    retention_check_interval_ms: int = field(
-        default=5 * 60 * 1000,
-        metadata={"doc": "How often the retention thread looks for segments to delete.", "min": 1},
+    retention_check_interval_ms: int = setting(
+        5 * 60 * 1000, "How often the retention thread looks for segments to delete.", ge=1
     )
-    recovery_checkpoint_interval_ms: int = field(
-        default=60_000,
-        metadata={
-            "doc": "How often each log dir's recovery-point checkpoint is rewritten (also at shutdown); "
-            "after a crash, recovery validates every batch after it.",
-            "min": 1,
-        },
+    recovery_checkpoint_interval_ms: int = setting(
+        60_000,
+        "How often each log dir's recovery-point checkpoint is rewritten (also at shutdown); "
+        "after a crash, recovery validates every batch after it.",
+        ge=1,
     )
-    max_message_bytes: int = field(
-        default=DEFAULT_MAX_MESSAGE_BYTES,
-        metadata={
-            "doc": "Largest record batch a partition accepts, header included (Kafka's message.max.bytes).",
-            "min": 61,
-        },
+    max_message_bytes: int = setting(
+        DEFAULT_MAX_MESSAGE_BYTES,
+        "Largest record batch a partition accepts, header included (Kafka's message.max.bytes).",
+        ge=61,
     )
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check_log_dirs(self) -> Self:
         if not self.log_dirs:
-            raise ValueError("log_dirs must name at least one folder")
+            raise ValueError("log.log_dirs must name at least one folder")
         if len(set(self.log_dirs)) != len(self.log_dirs):
-            raise ValueError(f"log_dirs names a folder twice: {self.log_dirs!r}")
+            raise ValueError(f"log.log_dirs names a folder twice: {self.log_dirs!r}")
         if any(not d for d in self.log_dirs):
-            raise ValueError(f"log_dirs has an empty folder name: {self.log_dirs!r}")
+            raise ValueError(f"log.log_dirs has an empty folder name: {self.log_dirs!r}")
+        return self
 
 
-@dataclass(frozen=True)
-class BrokerConfig:
+class BrokerConfig(ConfigSection):
     """One broker process (``lumber broker start``): its id, its listener, its threads, its topic defaults."""
 
-    broker_id: int = field(
-        default=0,
-        metadata={
-            "doc": "The broker's id, unique in the cluster: it registers /brokers/ids/<id> in ZooKeeper and "
-            "refuses to start while another live broker holds the id.",
-            "min": 0,
-            "max": 2**31 - 1,
-        },
+    broker_id: int = setting(
+        0,
+        "The broker's id, unique in the cluster: it registers /brokers/ids/<id> in ZooKeeper and "
+        "refuses to start while another live broker holds the id.",
+        ge=0,
+        le=2**31 - 1,
     )
-    host: str = field(
-        default="127.0.0.1",
-        metadata={"doc": "Address the broker listens on (127.0.0.1 keeps it on this machine)."},
+    host: str = setting("127.0.0.1", "Address the broker listens on (127.0.0.1 keeps it on this machine).")
+    port: int = setting(9092, "Port the broker listens on; 0 picks a free one.", ge=0, le=65535)
+    advertised_host: str = setting(
+        "", "Host clients are told to connect to (ZooKeeper and Metadata); empty: `host`."
     )
-    port: int = field(
-        default=9092,
-        metadata={"doc": "Port the broker listens on; 0 picks a free one.", "min": 0, "max": 65535},
+    num_network_threads: int = setting(
+        3, "Processor threads, each with its own selector, doing the socket I/O.", ge=1
     )
-    advertised_host: str = field(
-        default="",
-        metadata={"doc": "Host clients are told to connect to (ZooKeeper and Metadata); empty: `host`."},
+    num_io_threads: int = setting(4, "Request handler threads (decode, append, read, encode).", ge=1)
+    inline_requests: bool = setting(
+        True,
+        "Answer Produce, Fetch, ListOffsets and ApiVersions on the network thread that read them "
+        "(no hand-over to a handler thread, which under Python's GIL costs more than the request); "
+        "false: every request goes to the handler threads, as in Kafka.",
     )
-    num_network_threads: int = field(
-        default=3,
-        metadata={"doc": "Processor threads, each with its own selector, doing the socket I/O.", "min": 1},
+    queued_max_requests: int = setting(
+        500, "Requests waiting for a handler before the processors stop reading.", ge=1
     )
-    num_io_threads: int = field(
-        default=4,
-        metadata={"doc": "Request handler threads (decode, append, read, encode).", "min": 1},
+    socket_request_max_bytes: int = setting(
+        100 * 1024 * 1024,
+        "Largest request accepted; a larger size prefix closes the connection before anything of "
+        "the request is buffered (Kafka's socket.request.max.bytes).",
+        ge=1024,
+        le=2**31 - 1,
     )
-    inline_requests: bool = field(
-        default=True,
-        metadata={
-            "doc": "Answer Produce, Fetch, ListOffsets and ApiVersions on the network thread that read them "
-            "(no hand-over to a handler thread, which under Python's GIL costs more than the request); "
-            "false: every request goes to the handler threads, as in Kafka.",
-        },
+    connections_max_idle_ms: int = setting(600_000, "Close connections idle for this long.", ge=1000)
+    auto_create_topics: bool = setting(
+        False,
+        "Create a topic the first time a client asks for it in a Metadata request that allows it "
+        "(Kafka's auto.create.topics.enable). Off by default, as production Kafka sets it: a typo in a "
+        "topic name is an error, not a new topic; create topics with `lumber topics create`.",
     )
-    queued_max_requests: int = field(
-        default=500,
-        metadata={"doc": "Requests waiting for a handler before the processors stop reading.", "min": 1},
+    num_partitions: int = setting(
+        1,
+        "Partitions of an auto-created topic, and of a CreateTopics request that asks for the "
+        "broker default (-1).",
+        ge=1,
+        le=10_000,
     )
-    socket_request_max_bytes: int = field(
-        default=100 * 1024 * 1024,
-        metadata={
-            "doc": "Largest request accepted; a larger size prefix closes the connection before anything of "
-            "the request is buffered (Kafka's socket.request.max.bytes).",
-            "min": 1024,
-            "max": 2**31 - 1,
-        },
+    producer_id_expiration_ms: int = setting(
+        DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        "A partition forgets an idempotent producer's sequence state once its last batch's "
+        "timestamp is this old (Kafka's producer.id.expiration.ms); checked with retention, every "
+        "[log] retention_check_interval_ms.",
+        ge=1,
     )
-    connections_max_idle_ms: int = field(
-        default=600_000,
-        metadata={"doc": "Close connections idle for this long.", "min": 1000},
+    shutdown_timeout_ms: int = setting(
+        30_000, "How long a clean shutdown waits for in-flight requests.", ge=100
     )
-    auto_create_topics: bool = field(
-        default=False,
-        metadata={
-            "doc": "Create a topic the first time a client asks for it in a Metadata request that allows it "
-            "(Kafka's auto.create.topics.enable). Off by default, as production Kafka sets it: a typo in a "
-            "topic name is an error, not a new topic; create topics with `lumber topics create`."
-        },
-    )
-    num_partitions: int = field(
-        default=1,
-        metadata={
-            "doc": "Partitions of an auto-created topic, and of a CreateTopics request that asks for the "
-            "broker default (-1).",
-            "min": 1,
-            "max": 10_000,
-        },
-    )
-    producer_id_expiration_ms: int = field(
-        default=DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-        metadata={
-            "doc": "A partition forgets an idempotent producer's sequence state once its last batch's "
-            "timestamp is this old (Kafka's producer.id.expiration.ms); checked with retention, every "
-            "[log] retention_check_interval_ms.",
-            "min": 1,
-        },
-    )
-    shutdown_timeout_ms: int = field(
-        default=30_000,
-        metadata={"doc": "How long a clean shutdown waits for in-flight requests.", "min": 100},
-    )
-    metrics_port: int = field(
-        default=-1,
-        metadata={
-            "doc": "Port of the broker's Prometheus metrics (GET /metrics on `host`, names in the Kafka JMX "
-            "exporter's style; broker/server/broker_metrics.py). -1: 9308 + broker_id; 0: no metrics.",
-            "min": -1,
-            "max": 65535,
-        },
+    metrics_port: int = setting(
+        -1,
+        "Port of the broker's Prometheus metrics (GET /metrics on `host`, names in the Kafka JMX "
+        "exporter's style; broker/server/broker_metrics.py). -1: 9308 + broker_id; 0: no metrics.",
+        ge=-1,
+        le=65535,
     )
 
     @property

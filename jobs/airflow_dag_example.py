@@ -17,11 +17,11 @@ below (nothing in Lumber imports it; ``make test`` type-checks it without Airflo
 Deploying (on the machine or image that runs the Airflow workers):
 
 1. Lumber's code and a virtualenv with its dependencies at ``LUMBER_HOME`` (the same Python path on every
-   Spark node if the executors are remote: ``[load] python``);
+   Spark node if the executors are remote: ``[spark] python``);
 2. ``$LUMBER_HOME/.venv/bin/lumber etl package --output $LUMBER_HOME/lumber-code.zip`` after each deploy:
    the ``--py-files`` zip that carries Lumber's packages to the executors;
 3. the cluster's ``lumber.toml`` at ``LUMBER_CONFIG`` (ZooKeeper connect string, ``hdfs://`` warehouse,
-   registry URL, ``[load] job``); ``--master`` below overrides ``[load] spark_master``.
+   registry URL, ``[load] job``); ``--master`` below overrides ``[spark] master``.
 """
 
 from __future__ import annotations

@@ -11,54 +11,58 @@ After the file, environment variables override single keys: ``LUMBER_<SECTION>__
 between section and key), e.g. ``LUMBER_ZOOKEEPER__CONNECT=zk1:2181,zk2:2181/lumber`` or
 ``LUMBER_DEV__ZOOKEEPER_PORT=2182``. The value is read as the key's type (a TOML array for lists).
 
-Layout: one TOML table per section; each section is a frozen dataclass whose fields are the keys. Each
-field's ``metadata`` documents it (``doc``) and bounds it (``min``, ``max``, ``choices``). Unknown sections or
-keys and values of the wrong type or out of bounds raise :class:`~pipeline.errors.ConfigError`, whose message
-names the file (or variable), the key, what was expected and what was found. ``lumber config defaults``
-prints every key with its default and documentation.
+Layout: one TOML table per section; each section is a :class:`~broker.config_section.ConfigSection`, a
+frozen pydantic model whose fields are the keys, each documented and bounded where it is declared. Pydantic
+checks types (strictly: ``"5"`` is not an integer), bounds, choices and each section's rules over several
+keys; this module only finds the file, applies the environment, renames old keys and words the errors. An
+unknown section or key, or a value of the wrong type or out of bounds, raises
+:class:`~pipeline.errors.ConfigError`, whose message names the file (or variable), the key, what was
+expected and what was found. ``lumber config defaults`` prints every key with its default and
+documentation.
 
-Sections owned by other packages (the broker's, the registry's) are declared in those packages and composed
-here, so that each package can take its own settings without importing the pipeline.
+Renamed keys (:data:`RENAMED_KEYS`): a value several parts need is one key, e.g. ``[audit] topic`` for the
+producers, the mirrors and the load; ``[registry] url`` for everything that reaches the registry. The old
+keys (``[producer] audit_topic``, ``[load] registry_url``, ``[load] spark_master`` ...) are still read, from
+the file and from ``LUMBER_<SECTION>__<KEY>``: each logs a warning naming the old and the new key, and when
+both are set the new key wins. The sections that need such a value keep it as a derived attribute
+(``config.producer.audit_topic``), which :class:`LumberConfig` fills in from the one key.
+
+Sections owned by other packages (the broker's, the clients', the registry's) are declared in those
+packages and composed here, so that each package can take its own settings without importing the pipeline.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import logging
 import os
 import tomllib
-import types
-import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
+from typing import Any, Literal, get_args, get_origin
+
+from pydantic import Field, ValidationError, model_validator
 
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.group_config import GroupConfig
 from broker.client.producer_config import ProducerConfig
 from broker.config import BrokerConfig, LogConfig
+from broker.config_section import ConfigSection, describe_type, error_phrases, setting
 from mirror.mirror_config import MirrorConfig
 from pipeline.audit_config import AuditConfig
 from pipeline.errors import ConfigError
 from pipeline.load_config import LoadConfig
 from pipeline.schedule_config import ScheduleConfig
+from pipeline.spark_config import SparkConfig
 from schemas.registry.config import RegistryConfig
+
+logger = logging.getLogger(__name__)
 
 ENV_CONFIG_PATH = "LUMBER_CONFIG"
 ENV_PREFIX = "LUMBER_"
 DEFAULT_FILE_NAME = "lumber.toml"
 
 
-def setting(default: Any, doc: str, **limits: Any) -> Any:
-    """A config key: its default, its documentation and optional ``min``/``max``/``choices`` limits."""
-    if isinstance(default, list):
-        frozen = list(default)
-        return field(default_factory=lambda: list(frozen), metadata={"doc": doc, **limits})
-    return field(default=default, metadata={"doc": doc, **limits})
-
-
-@dataclass(frozen=True)
-class ZooKeeperConfig:
+class ZooKeeperConfig(ConfigSection):
     """How every Lumber process reaches ZooKeeper."""
 
     connect: str = setting(
@@ -67,157 +71,190 @@ class ZooKeeperConfig:
         "chroot, so several clusters can share one ensemble.",
     )
     session_timeout_ms: int = setting(
-        10_000, "ZooKeeper session timeout; ephemeral nodes vanish this long after a process dies.", min=1000
+        10_000, "ZooKeeper session timeout; ephemeral nodes vanish this long after a process dies.", ge=1000
     )
-    connect_timeout_ms: int = setting(15_000, "How long to wait for the first connection.", min=100)
+    connect_timeout_ms: int = setting(15_000, "How long to wait for the first connection.", ge=100)
 
 
-@dataclass(frozen=True)
-class DevConfig:
+class DevConfig(ConfigSection):
     """The local development stack started by ``lumber dev up``."""
 
     state_dir: str = setting(".lumber", "Folder for the stack's pids, ports, data and logs.")
-    zookeeper_port: int = setting(2181, "Port of the stack's ZooKeeper (127.0.0.1 only).", min=1, max=65535)
-    zookeeper_heap_mb: int = setting(256, "Java heap of the stack's ZooKeeper.", min=64)
-    start_timeout_ms: int = setting(60_000, "How long `dev up` waits for each service to answer.", min=1000)
+    zookeeper_port: int = setting(2181, "Port of the stack's ZooKeeper (127.0.0.1 only).", ge=1, le=65535)
+    zookeeper_heap_mb: int = setting(256, "Java heap of the stack's ZooKeeper.", ge=64)
+    start_timeout_ms: int = setting(60_000, "How long `dev up` waits for each service to answer.", ge=1000)
     registry_port: int = setting(
-        8081, "Port of the stack's schema registry (127.0.0.1 only).", min=1, max=65535
+        8081, "Port of the stack's schema registry (127.0.0.1 only).", ge=1, le=65535
     )
-    brokers: int = setting(1, "How many brokers `dev up` starts (ids 0 to N-1).", min=0, max=64)
+    brokers: int = setting(1, "How many brokers `dev up` starts (ids 0 to N-1).", ge=0, le=64)
     broker_port: int = setting(
         9092,
         "Port of the stack's first broker; broker i listens on broker_port + i (127.0.0.1).",
-        min=1,
-        max=65535,
+        ge=1,
+        le=65535,
     )
 
 
-@dataclass(frozen=True)
-class ConsoleConfig:
+class ConsoleConfig(ConfigSection):
     """The web console, ``lumber console`` (:mod:`lumber.console`)."""
 
     host: str = setting(
         "127.0.0.1", "Address the console listens on (127.0.0.1: this machine only; it has no login)."
     )
-    port: int = setting(8090, "Port of the console.", min=1, max=65535)
+    port: int = setting(8090, "Port of the console.", ge=1, le=65535)
     records_per_page: int = setting(
-        50, "Records a topic page shows at most (?limit= may ask for fewer or more, up to 1000).", min=1
+        50, "Records a topic page shows at most (?limit= may ask for fewer or more, up to 1000).", ge=1
     )
     request_timeout_ms: int = setting(
         10_000,
         "How long a page waits for ZooKeeper, the brokers and the registry before it answers 503.",
-        min=100,
+        ge=100,
     )
 
 
-@dataclass(frozen=True)
-class LumberConfig:
-    """The whole of ``lumber.toml``: one attribute per section."""
+class LumberConfig(ConfigSection):
+    """The whole of ``lumber.toml``: one attribute per section.
 
-    zookeeper: ZooKeeperConfig = field(default_factory=ZooKeeperConfig)
-    dev: DevConfig = field(default_factory=DevConfig)
-    broker: BrokerConfig = field(default_factory=BrokerConfig)
-    log: LogConfig = field(default_factory=LogConfig)
-    registry: RegistryConfig = field(default_factory=RegistryConfig)
-    producer: ProducerConfig = field(default_factory=ProducerConfig)
-    consumer: ConsumerConfig = field(default_factory=ConsumerConfig)
-    group: GroupConfig = field(default_factory=GroupConfig)
-    load: LoadConfig = field(default_factory=LoadConfig)
-    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
-    audit: AuditConfig = field(default_factory=AuditConfig)
-    console: ConsoleConfig = field(default_factory=ConsoleConfig)
-    mirror: MirrorConfig = field(default_factory=MirrorConfig)
-    source: str = field(default="<defaults>", compare=False, metadata={"internal": True})
+    Built in Python (``config.replace(load=...)``) as from a file, the derived keys of every section
+    (``producer.audit_topic`` ...) are filled in from the one key they come from (``audit.topic``): set that
+    one. Two configs are equal when their sections are (``source`` says where one was read from).
+    """
 
+    zookeeper: ZooKeeperConfig = Field(default_factory=ZooKeeperConfig)
+    dev: DevConfig = Field(default_factory=DevConfig)
+    broker: BrokerConfig = Field(default_factory=BrokerConfig)
+    log: LogConfig = Field(default_factory=LogConfig)
+    registry: RegistryConfig = Field(default_factory=RegistryConfig)
+    producer: ProducerConfig = Field(default_factory=ProducerConfig)
+    consumer: ConsumerConfig = Field(default_factory=ConsumerConfig)
+    group: GroupConfig = Field(default_factory=GroupConfig)
+    load: LoadConfig = Field(default_factory=LoadConfig)
+    spark: SparkConfig = Field(default_factory=SparkConfig)
+    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
+    console: ConsoleConfig = Field(default_factory=ConsoleConfig)
+    mirror: MirrorConfig = Field(default_factory=MirrorConfig)
+    source: str = Field(default="<defaults>", description="Where the config was read from.")
 
-SectionT = TypeVar("SectionT")
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_derived_keys(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        sections = {name: data[name] if name in data else tp() for name, tp in _sections().items()}
+        filled = dict(data)
+        for name, section in sections.items():
+            if not isinstance(section, ConfigSection):
+                continue  # pydantic names the section that is not one
+            changes: dict[str, Any] = {}
+            for key, source in type(section).derived_keys().items():
+                source_section, _, source_key = source.partition(".")
+                value = getattr(sections[source_section], source_key)
+                if getattr(section, key) != value:
+                    changes[key] = value
+            if changes:
+                filled[name] = section.replace(**changes)
+        return filled
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LumberConfig):
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in _sections())
 
-def _sections() -> dict[str, type[Any]]:
-    hints = get_type_hints(LumberConfig)
-    return {f.name: hints[f.name] for f in dataclasses.fields(LumberConfig) if not f.metadata.get("internal")}
-
-
-def _keys(cls: Any) -> list[dataclasses.Field[Any]]:
-    """A section's keys: its fields but those marked ``internal`` (filled in by the app, not read)."""
-    return [f for f in dataclasses.fields(cls) if not f.metadata.get("internal")]
-
-
-def _describe(tp: Any) -> str:
-    origin = get_origin(tp)
-    if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in get_args(tp))
-    if origin is list:
-        return f"an array of {_describe(get_args(tp)[0])}"
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_describe(a) for a in get_args(tp))
-    if tp is type(None):
-        return "nothing"
-    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(tp, str(tp))
-
-
-def _coerce(tp: Any, value: Any, key: str, where: str) -> Any:
-    """Check ``value`` against the annotation ``tp``; return it (ints widen to floats)."""
-    origin = get_origin(tp)
-    ok = False
-    if origin is Literal:
-        ok = value in get_args(tp)
-    elif origin is list:
-        if isinstance(value, list):
-            (item_tp,) = get_args(tp)
-            return [_coerce(item_tp, item, f"{key}[{i}]", where) for i, item in enumerate(value)]
-    elif origin in (typing.Union, types.UnionType):
-        for option in get_args(tp):
-            if option is type(None):
-                continue
-            try:
-                return _coerce(option, value, key, where)
-            except ConfigError:
-                continue
-    elif tp is bool:
-        ok = isinstance(value, bool)
-    elif tp is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif tp is float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-    elif tp is str:
-        ok = isinstance(value, str)
-    if not ok:
-        raise ConfigError(f"{where}: key '{key}' must be {_describe(tp)}, got {value!r}")
-    return value
+    __hash__ = None  # type: ignore[assignment]
 
 
-def _check_limits(meta: Mapping[str, Any], value: Any, key: str, where: str) -> None:
-    low, high, choices = meta.get("min"), meta.get("max"), meta.get("choices")
-    if low is not None and value < low:
-        raise ConfigError(f"{where}: key '{key}' must be at least {low}, got {value!r}")
-    if high is not None and value > high:
-        raise ConfigError(f"{where}: key '{key}' must be at most {high}, got {value!r}")
-    if choices is not None and value not in choices:
-        raise ConfigError(
-            f"{where}: key '{key}' must be one of {', '.join(map(repr, choices))}, got {value!r}"
+def _sections() -> dict[str, type[ConfigSection]]:
+    """``{section name: section class}``, in file order."""
+    return {
+        name: info.annotation
+        for name, info in LumberConfig.model_fields.items()
+        if isinstance(info.annotation, type) and issubclass(info.annotation, ConfigSection)
+    }
+
+
+#: old ``section.key`` -> the one key it is now. Still read, from the file and the environment, with a
+#: warning naming both; the new key wins if both are set. A section that keeps the value as an attribute
+#: declares it as a derived key of the old name (``setting(..., derived="audit.topic")``), which
+#: :class:`LumberConfig` fills in; a key whose attribute is gone is still renamed here.
+RENAMED_KEYS: dict[str, str] = {
+    "producer.audit_window_ms": "audit.window_ms",
+    "producer.audit_topic": "audit.topic",
+    "producer.audit_topic_partitions": "audit.topic_partitions",
+    "producer.audit_registry_url": "registry.url",
+    "load.window_ms": "audit.window_ms",
+    "load.registry_url": "registry.url",
+    "load.spark_master": "spark.master",
+    "load.spark_submit": "spark.submit",
+    "load.spark_conf": "spark.conf",
+    "load.python": "spark.python",
+}
+
+
+def renamed_keys() -> dict[str, str]:
+    """:data:`RENAMED_KEYS`."""
+    return RENAMED_KEYS
+
+
+def _apply_renames(document: dict[str, dict[str, Any]], where: str) -> None:
+    """Move each old key of ``document`` to its new key (in place), warning about each."""
+    audit = document.get("audit", {})
+    if audit.get("window_ms") == 0 and "report_window_ms" not in audit:
+        # the old [audit] window_ms was the report's width, 0 for "the loads' interval" (its default, so
+        # in every saved `lumber config defaults`); no counting window is 0 wide, so this is the old key
+        audit["report_window_ms"] = audit.pop("window_ms")
+        logger.warning(
+            "%s: [audit] window_ms = 0 is read as [audit] report_window_ms = 0 (the width `audit verify` "
+            "reports in is now report_window_ms; window_ms is the counting window of every tier)",
+            where,
         )
-
-
-def build_section(cls: type[SectionT], table: Mapping[str, Any], section: str, where: str) -> SectionT:
-    """Build one section dataclass from a TOML table, naming ``section.key`` in every error."""
-    hints = get_type_hints(cls)
-    known = {f.name: f for f in _keys(cls)}
-    kwargs: dict[str, Any] = {}
-    for key, value in table.items():
-        qualified = f"{section}.{key}"
-        if key not in known:
-            raise ConfigError(
-                f"{where}: unknown key '{qualified}' (section [{section}] has: {', '.join(sorted(known))})"
+    moved: dict[str, str] = {}
+    for old, new in renamed_keys().items():
+        old_section, _, old_key = old.partition(".")
+        if old_key not in document.get(old_section, {}):
+            continue
+        value = document[old_section].pop(old_key)
+        new_section, _, new_key = new.partition(".")
+        target = document.setdefault(new_section, {})
+        old_name, new_name = f"[{old_section}] {old_key}", f"[{new_section}] {new_key}"
+        if value == "":
+            logger.warning("%s: %s is deprecated and ignored when empty; set %s", where, old_name, new_name)
+        elif new_key in target and target[new_key] != value:
+            logger.warning(
+                "%s: %s is deprecated, use %s; both are set, so %s = %r is used and %s = %r ignored",
+                where,
+                old_name,
+                new_name,
+                moved.get(new, new_name),
+                target[new_key],
+                old_name,
+                value,
             )
-        coerced = _coerce(hints[key], value, qualified, where)
-        _check_limits(known[key].metadata, coerced, qualified, where)
-        kwargs[key] = coerced
+        else:
+            logger.warning(
+                "%s: %s is deprecated, use %s (read as %s = %r)", where, old_name, new_name, new_name, value
+            )
+            target.setdefault(new_key, value)
+            moved.setdefault(new, old_name)
+
+
+def _check_section(
+    cls: type[ConfigSection], table: Mapping[str, Any], section: str, where: str
+) -> ConfigSection:
+    """Build one section from a TOML table with pydantic, naming ``where`` and ``section.key`` in errors."""
     try:
-        return cls(**kwargs)
-    except (ValueError, TypeError) as exc:  # a section's own __post_init__ cross-checks
-        raise ConfigError(f"{where}: section [{section}]: {exc}") from exc
+        return cls.from_table(table)
+    except ValidationError as exc:
+        messages: list[str] = []
+        for phrase in error_phrases(exc, cls):
+            if phrase.unknown_key:
+                known = ", ".join(sorted(cls.documented_keys()))
+                messages.append(f"unknown key '{section}.{phrase.key}' (section [{section}] has: {known})")
+            elif phrase.key:
+                messages.append(f"key '{section}.{phrase.key}' {phrase.text}")
+            else:
+                messages.append(f"section [{section}]: {phrase.text}")
+        raise ConfigError(f"{where}: " + "; ".join(messages)) from exc
 
 
 def _parse_env_value(tp: Any, raw: str, var: str) -> Any:
@@ -226,7 +263,7 @@ def _parse_env_value(tp: Any, raw: str, var: str) -> Any:
     try:
         return tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"environment variable {var}: cannot read {raw!r} as {_describe(tp)}") from exc
+        raise ConfigError(f"environment variable {var}: cannot read {raw!r} as {describe_type(tp)}") from exc
 
 
 def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, tuple[Any, str]]]:
@@ -239,14 +276,24 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, tuple[Any, str
         if section not in sections:
             known = ", ".join(sorted(sections))
             raise ConfigError(f"environment variable {var}: unknown section [{section}] (known: {known})")
-        hints = get_type_hints(sections[section])
-        keys = {f.name for f in _keys(sections[section])}
-        if key not in keys:
+        renamed = renamed_keys().get(f"{section}.{key}")
+        new_section, _, new_key = (renamed or f"{section}.{key}").partition(".")
+        fields = sections[new_section].model_fields
+        if new_key not in fields:
             raise ConfigError(
                 f"environment variable {var}: unknown key '{section}.{key}' "
-                f"(section [{section}] has: {', '.join(sorted(keys))})"
+                f"(section [{section}] has: {', '.join(sorted(sections[section].documented_keys()))})"
             )
-        overrides.setdefault(section, {})[key] = (_parse_env_value(hints[key], raw, var), var)
+        value = _parse_env_value(fields[new_key].annotation, raw, var)
+        if renamed is not None:
+            table = {section: {key: value}}
+            _apply_renames(table, f"environment variable {var}")
+            if value == "":
+                continue
+            section, _, key = renamed.partition(".")
+            if key in overrides.get(section, {}):
+                continue  # the new key's own variable wins
+        overrides.setdefault(section, {})[key] = (value, var)
     return overrides
 
 
@@ -285,21 +332,36 @@ def config_from_mapping(
 ) -> LumberConfig:
     """Build a :class:`LumberConfig` from a parsed TOML document, then apply ``env`` overrides."""
     sections = _sections()
+    tables: dict[str, dict[str, Any]] = {}
     for name, table in document.items():
         if name not in sections:
             raise ConfigError(f"{where}: unknown section [{name}] (known: {', '.join(sorted(sections))})")
         if not isinstance(table, dict):
             raise ConfigError(f"{where}: [{name}] must be a table, got {table!r}")
+        tables[name] = dict(table)
+    _apply_renames(tables, where)
     overrides = _env_overrides(env or {})
     built: dict[str, Any] = {}
     for name, cls in sections.items():
-        table = dict(document.get(name, {}))
-        build_section(cls, table, name, where)  # the file's keys alone, so errors name the file
+        table = tables.get(name, {})
+        section = _check_section(cls, table, name, where)  # the file's keys alone, so errors name the file
         for key, (value, var) in overrides.get(name, {}).items():
-            build_section(cls, {key: value}, name, f"environment variable {var}")
             table[key] = value
-        built[name] = build_section(cls, table, name, where)
+            section = _check_section(cls, table, name, f"environment variable {var}")
+        built[name] = section
     return LumberConfig(**built, source=where)
+
+
+def _bounds(info: Any) -> list[str]:
+    found: list[str] = []
+    for item in info.metadata:
+        if getattr(item, "ge", None) is not None:
+            found.append(f"min {item.ge}")
+        if getattr(item, "le", None) is not None:
+            found.append(f"max {item.le}")
+    if get_origin(info.annotation) is Literal:
+        found.append("one of " + ", ".join(map(repr, get_args(info.annotation))))
+    return found
 
 
 def render_defaults() -> str:
@@ -310,15 +372,23 @@ def render_defaults() -> str:
         if cls.__doc__:
             lines.append(f"# {cls.__doc__.strip().splitlines()[0]}")
         instance = cls()
-        for f in _keys(cls):
-            doc = f.metadata.get("doc", "")
-            bounds = [f"{k} {f.metadata[k]}" for k in ("min", "max") if k in f.metadata]
-            if "choices" in f.metadata:
-                bounds.append("one of " + ", ".join(map(repr, f.metadata["choices"])))
-            lines.append(f"# {doc}" + (f" ({'; '.join(bounds)})" if bounds else ""))
-            lines.append(f"{f.name} = {_toml_value(getattr(instance, f.name))}")
+        for key, info in cls.documented_keys().items():
+            bounds = _bounds(info)
+            lines.append(f"# {info.description or ''}" + (f" ({'; '.join(bounds)})" if bounds else ""))
+            lines.append(f"{key} = {_toml_value(getattr(instance, key))}")
         lines.append("")
+    lines.append(
+        "# Renamed keys: still read, with a warning naming the new key (the new key wins if both are set)."
+    )
+    lines.extend(f"#   {_key_name(old)} -> {_key_name(new)}" for old, new in renamed_keys().items())
+    lines.append("")
     return "\n".join(lines)
+
+
+def _key_name(qualified: str) -> str:
+    """``section.key`` as the file shows it: ``[section] key``."""
+    section, _, key = qualified.partition(".")
+    return f"[{section}] {key}"
 
 
 def _toml_value(value: Any) -> str:
@@ -337,9 +407,9 @@ def _toml_value(value: Any) -> str:
 def dump_config(config: LumberConfig) -> str:
     """``config`` as a TOML document that :func:`load_config` reads back to an equal config."""
     lines: list[str] = []
-    for name in _sections():
+    for name, cls in _sections().items():
         section = getattr(config, name)
         lines.append(f"[{name}]")
-        lines.extend(f"{f.name} = {_toml_value(getattr(section, f.name))}" for f in _keys(section))
+        lines.extend(f"{key} = {_toml_value(getattr(section, key))}" for key in cls.file_keys())
         lines.append("")
     return "\n".join(lines)

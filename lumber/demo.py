@@ -266,18 +266,15 @@ class Demo:
         self.step("stack", "Starting the stack: ZooKeeper, brokers, schema registry")
         base = self.base
         registry_url = f"http://127.0.0.1:{base.dev.registry_port}"
-        demo = dataclasses.replace(
-            base,
-            dev=dataclasses.replace(base.dev, state_dir=str(self.state_dir), brokers=self.options.brokers),
-            producer=dataclasses.replace(
-                base.producer, audit_interval_ms=2000, audit_registry_url=registry_url
-            ),
-            load=dataclasses.replace(
-                base.load,
+        demo = base.replace(
+            dev=base.dev.replace(state_dir=str(self.state_dir), brokers=self.options.brokers),
+            registry=base.registry.replace(url=registry_url),
+            producer=base.producer.replace(audit_interval_ms=2000),
+            load=base.load.replace(
                 warehouse_url=str(self.state_dir / "warehouse"),
                 event_time_fields=[f"{topic}=timestamp_ms" for topic in TOPICS],
-                spark_master=self.options.spark_master,
             ),
+            spark=base.spark.replace(master=self.options.spark_master),
         )
         base_path = self.state_dir / BASE_CONFIG_FILE
         base_path.write_text(
@@ -341,8 +338,7 @@ class Demo:
         expected: dict[str, int] = dict.fromkeys(TOPICS, 0)
         try:
             for host in hosts:
-                settings = dataclasses.replace(
-                    stack.producer,
+                settings = stack.producer.replace(
                     host_name=host,
                     client_id=f"frontend-{host}",
                     linger_ms=20,

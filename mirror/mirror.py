@@ -52,15 +52,14 @@ producer, and ``streams`` up to the partition count, for more.
 
 **Audit.** With ``audit_interval_ms`` > 0, what the target acknowledged is counted per topic and window of
 each record's timestamp and published to ``audit_topic`` on the target as tier ``mirror``
-(:mod:`mirror.mirror_audit`), which the audit emitter creates on the target if it is missing (``[producer]
-audit_topic_partitions`` of ``producer_config``; :mod:`broker.client.internal_topic`).
+(:mod:`mirror.mirror_audit`), which the audit emitter creates on the target if it is missing (``[audit]
+topic_partitions``: ``producer_config.audit_topic_partitions``; :mod:`broker.client.internal_topic`).
 
 Thread safety: :meth:`start` and :meth:`close` from one controlling thread; the properties from any.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import socket
 import threading
@@ -111,12 +110,11 @@ class Mirror:
         self.target_zookeeper = target_zookeeper
         consumer = consumer_config if consumer_config is not None else ConsumerConfig()
         # The source is named by its ZooKeeper: bootstrap servers in the config are the other cluster's.
-        self.consumer_config = dataclasses.replace(consumer, bootstrap_servers=[])
+        self.consumer_config = consumer.replace(bootstrap_servers=[])
         self.group_config = group_config if group_config is not None else GroupConfig()
         producer = producer_config if producer_config is not None else ProducerConfig()
         self._host = producer.host_name or socket.gethostname()
-        self.producer_config = dataclasses.replace(
-            producer,
+        self.producer_config = producer.replace(
             bootstrap_servers=[],
             acks="all",
             enable_idempotence=False,  # many batches per partition and request (see the module docstring)
@@ -154,8 +152,7 @@ class Mirror:
             )
         self._producer = Producer(self.producer_config, zookeeper_connect=self.target_zookeeper)
         if self.config.audit_interval_ms > 0:
-            audit_settings = dataclasses.replace(
-                self.producer_config,
+            audit_settings = self.producer_config.replace(
                 client_id=f"mirror-{self.config.group}",
                 audit_interval_ms=self.config.audit_interval_ms,
                 audit_window_ms=self.config.audit_window_ms,

@@ -322,8 +322,8 @@ def report_window_ms(events: Sequence[AuditEvent], window_ms: int = 0, preferred
         listed = ", ".join(f"{topic} {tier} tier: {w} ms" for topic, tier, w in odd[:5])
         raise AuditError(
             f"audit windows do not line up: the report's window is {chosen} ms, which these events' windows "
-            f"do not divide: {listed}. Use one window width everywhere ([producer] audit_window_ms, "
-            "[load] window_ms) or report in a multiple of all of them (--window)."
+            f"do not divide: {listed}. Use one window width everywhere ([audit] window_ms) or report in a "
+            "multiple of all of them (--window)."
         )
     return chosen
 

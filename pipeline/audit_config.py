@@ -6,36 +6,47 @@ theirs after every commit when ``publish_load_counts`` is on (:mod:`pipeline.aud
 ``lumber audit verify`` reconciles them (:mod:`pipeline.audit`), with ``grace_ms`` and ``tolerance`` as the
 defaults of its ``--grace`` and ``--tolerance``.
 
-The audit topic (``topic``) is created by its publishers when it is missing, with ``[producer]
-audit_topic_partitions`` partitions (:mod:`broker.client.internal_topic`): the producers' audit lives in
-the client package, which reads ``[producer]`` and never this section, so the count is that one key.
+This section holds the keys every tier of the audit shares, once: ``topic``, ``topic_partitions`` and
+``window_ms`` are read by the producers, the mirrors and the load jobs alike (the producer's and mirror's
+``audit_topic``, ``audit_topic_partitions`` and ``audit_window_ms`` are derived from them; the old
+``[producer] audit_topic``, ``audit_topic_partitions``, ``audit_window_ms`` and ``[load] window_ms`` are read
+as these keys, with a warning). The width `lumber audit verify` reports in is ``report_window_ms``.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Self
 
+from pydantic import model_validator
+
+from broker.config_section import ConfigSection, setting
 from pipeline.audit_tolerance import Tolerance
 
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
-def setting(default: Any, doc: str, **limits: Any) -> Any:
-    """A key of the section (as :func:`lumber.config.setting`, which this module cannot import: the config
-    module composes this section)."""
-    return field(default=default, metadata={"doc": doc, **limits})
-
-
-@dataclass(frozen=True)
-class AuditConfig:
+class AuditConfig(ConfigSection):
     """The audit trail: where the counts go, and how `lumber audit verify` judges them."""
 
     topic: str = setting(
         "_audit",
-        "Topic of the audit events (Avro, schema subject '<topic>-value'); keep it equal to [producer] "
-        "audit_topic. Its publishers create it if it is missing ([producer] audit_topic_partitions).",
+        "Topic of the audit events (Avro, schema subject '<topic>-value'), for every tier: producers, "
+        "mirrors and load jobs. Its publishers create it if it is missing (topic_partitions).",
+    )
+    topic_partitions: int = setting(
+        1,
+        "Partitions of the audit topic when an audit publisher creates it: producers, mirrors and load jobs "
+        "create it if it is missing, as Kafka creates its internal topics, whatever [broker] "
+        "auto_create_topics says. An existing audit topic is used as it is.",
+        ge=1,
+        le=10_000,
+    )
+    window_ms: int = setting(
+        600_000,
+        "Width of the audit windows, for every tier: producers, mirrors and load jobs count messages per "
+        "topic (and partition) and window of this many ms of record timestamp.",
+        ge=1000,
     )
     publish_load_counts: bool = setting(
         True,
@@ -45,25 +56,26 @@ class AuditConfig:
     grace_ms: int = setting(
         3_600_000,
         "Default of `audit verify --grace`: a window is OPEN, not INCOMPLETE, until this long after its end.",
-        min=0,
+        ge=0,
     )
     tolerance: str = setting(
         "0",
         "Default of `audit verify --tolerance`: how many messages a window may miss or duplicate and still "
         "be COMPLETE, as a count ('5') or a share of the expected count ('0.1%').",
     )
-    window_ms: int = setting(
+    report_window_ms: int = setting(
         0,
         "Width of the windows `audit verify` reports in (every event's window must divide it). 0: the loads' "
         "interval, [schedule] every_ms (an hour by default), when the events' windows divide it; else the "
         "widest window among the events read.",
-        min=0,
+        ge=0,
     )
 
-    def __post_init__(self) -> None:
-        # ValueError: lumber.config.build_section turns it into a ConfigError naming the file
+    @model_validator(mode="after")
+    def _check(self) -> Self:
         if not _TOPIC_NAME.fullmatch(self.topic):
             raise ValueError(
                 f"audit.topic must be a topic name (letters, digits, '.', '_', '-'), got {self.topic!r}"
             )
         Tolerance.parse(self.tolerance, "audit.tolerance")
+        return self

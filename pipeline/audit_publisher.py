@@ -25,8 +25,8 @@ Per manifest count (``window_ms`` of the manifest):
 * records without a timestamp (the manifest puts them in the window starting at ``-window_ms``) become
   ``missing_timestamp_count`` in the window of the commit time.
 
-Before it sends, the publisher makes sure the audit topic exists, creating it with ``[producer]
-audit_topic_partitions`` partitions if it does not (:func:`~broker.client.internal_topic.ensure_topic`, as
+Before it sends, the publisher makes sure the audit topic exists, creating it with ``[audit]
+topic_partitions`` partitions if it does not (:func:`~broker.client.internal_topic.ensure_topic`, as
 the producers' audit does): brokers create no topic on demand by default, and a send to a missing topic
 would wait ``max_block_ms`` for nothing. A cluster that refuses to create it fails the publishing at once,
 with the command that creates it.
@@ -36,7 +36,6 @@ Publishing never fails a run: an error is reported through ``progress`` and left
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import socket
@@ -145,8 +144,7 @@ class LoadAuditPublisher:
         config = self.config
         load = config.load
         servers = list(load.bootstrap_servers) or list(config.producer.bootstrap_servers)
-        settings = dataclasses.replace(
-            config.producer,
+        settings = config.producer.replace(
             bootstrap_servers=servers,
             acks="all",
             audit_interval_ms=0,

@@ -12,7 +12,6 @@ Events about one topic share a partition (the key is the counted topic), but not
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -51,9 +50,7 @@ def read_audit_events(
 
     Raises :class:`AuditError` when the topic does not exist or a partition stops delivering records
     before its end for ``stall_timeout_ms`` (default: twice ``request_timeout_ms``)."""
-    settings = dataclasses.replace(
-        config, auto_offset_reset="smallest", client_id=f"{config.client_id}-audit"
-    )
+    settings = config.replace(auto_offset_reset="earliest", client_id=f"{config.client_id}-audit")
     stall_s = (stall_timeout_ms if stall_timeout_ms is not None else 2 * config.request_timeout_ms) / 1000
     try:
         consumer = Consumer(

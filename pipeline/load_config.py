@@ -6,14 +6,25 @@ in one atomic step (:mod:`pipeline.commit`). ``job`` names the job: its lock in 
 below ``<warehouse>/_lumber/<job>/`` and its committed offsets are its own, so two jobs with different names
 load the same topics independently.
 
-``fault_injection`` is a test hook (see :mod:`pipeline.faults`); it is empty in production.
+This section holds the data settings only. How ``lumber etl run`` deploys the job is the ``[spark]``
+section (:mod:`pipeline.spark_config`); the audit window is ``[audit] window_ms`` and the registry
+``[registry] url``, the one key each for every tier. ``window_ms``, ``registry_url``, ``spark_master``,
+``spark_submit``, ``spark_conf`` and ``python`` stay attributes of this section, derived from those keys, so
+that the load reads its own section; the old ``[load]`` keys of those names are read as the new ones with
+a warning.
+
+``fault_injection`` is a test hook (see :mod:`pipeline.faults`), set by tests in Python or by
+``LUMBER_LOAD__FAULT_INJECTION``; ``lumber config defaults`` does not list it.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal, Self
+
+from pydantic import model_validator
+
+from broker.config_section import ConfigSection, setting
 
 StartPolicy = Literal["earliest", "latest"]
 OutOfRangePolicy = Literal["fail", "earliest"]
@@ -23,17 +34,7 @@ _JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def setting(default: Any, doc: str, **limits: Any) -> Any:
-    """A key of the section (as :func:`lumber.config.setting`, which this module cannot import: the config
-    module composes this section)."""
-    if isinstance(default, list):
-        frozen = list(default)
-        return field(default_factory=lambda: list(frozen), metadata={"doc": doc, **limits})
-    return field(default=default, metadata={"doc": doc, **limits})
-
-
-@dataclass(frozen=True)
-class LoadConfig:
+class LoadConfig(ConfigSection):
     """The hourly Spark load: which topics, where to, and how to start, cap and fail."""
 
     job: str = setting(
@@ -41,10 +42,10 @@ class LoadConfig:
         "Name of the load job: its ZooKeeper lock, its metadata folder <warehouse>/_lumber/<job>/ and its "
         "committed offsets. Letters, digits, '_', '.', '-'.",
     )
-    topics_allow: list[str] = setting(  # noqa: RUF009 - setting() is dataclasses.field()
+    topics_allow: list[str] = setting(
         [".*"], "Load the topics whose whole name matches one of these regular expressions."
     )
-    topics_deny: list[str] = setting(  # noqa: RUF009 - setting() is dataclasses.field()
+    topics_deny: list[str] = setting(
         ["_.*"],
         "Never load the topics whose whole name matches one of these (default: internal topics such as "
         "_audit and _schemas). Deny wins over allow.",
@@ -55,33 +56,31 @@ class LoadConfig:
         "WebHDFS with webhdfs_url) or file:///data/warehouse; a plain path is a local folder, relative to "
         "the working directory of the command.",
     )
-    start: StartPolicy = setting(  # noqa: RUF009 - setting() is dataclasses.field()
+    start: StartPolicy = setting(
         "earliest",
         "Where a partition the job never loaded starts: 'earliest' (its log start) or 'latest' (its log end "
         "when first planned: only newer messages are loaded).",
-        choices=("earliest", "latest"),
     )
-    on_out_of_range: OutOfRangePolicy = setting(  # noqa: RUF009 - setting() is dataclasses.field()
+    on_out_of_range: OutOfRangePolicy = setting(
         "fail",
         "When retention deleted offsets the job has not loaded yet (committed offset < log start): 'fail' "
         "(stop, naming the partition and the gap) or 'earliest' (skip to the log start and record the gap "
         "as loss in the manifest, for the audit).",
-        choices=("fail", "earliest"),
     )
     max_records_per_partition: int = setting(
         0,
         "At most this many records of one partition per run; the rest waits for the next run. 0: no cap.",
-        min=0,
+        ge=0,
     )
     max_records_per_task: int = setting(
         500_000,
         "Ranges larger than this are split into several Spark tasks (smaller retries, better balance).",
-        min=1,
+        ge=1,
     )
     min_partitions: int = setting(
-        2, "Split the largest ranges until the run has at least this many Spark tasks.", min=1
+        2, "Split the largest ranges until the run has at least this many Spark tasks.", ge=1
     )
-    event_time_fields: list[str] = setting(  # noqa: RUF009 - setting() is dataclasses.field()
+    event_time_fields: list[str] = setting(
         [],
         "Where a topic's event time comes from, as 'TOPIC=FIELD' (a long or int payload field in ms since "
         "the epoch, or an Avro timestamp). Topics not listed use the record timestamp (CreateTime). The "
@@ -92,64 +91,55 @@ class LoadConfig:
         600_000,
         "Width of the audit windows: the manifest counts committed and quarantined records per topic, "
         "partition and window of this many ms (by record timestamp).",
-        min=1000,
+        ge=1000,
+        derived="audit.window_ms",
     )
-    registry_url: str = setting("", "Schema registry URL. Empty: [registry] url.")
-    bootstrap_servers: list[str] = setting(  # noqa: RUF009 - setting() is dataclasses.field()
+    registry_url: str = setting("", "Schema registry URL.", derived="registry.url")
+    bootstrap_servers: list[str] = setting(
         [], "Brokers (host:port) to learn the cluster from. Empty: ZooKeeper ([zookeeper] connect)."
     )
     lock_timeout_ms: int = setting(
         0,
         "How long a run waits for the job's ZooKeeper lock held by another run before it gives up with a "
         "message naming the holder. 0: give up at once.",
-        min=0,
+        ge=0,
     )
     arrow_batch_records: int = setting(
-        20_000, "Records a reading task decodes into one Arrow batch before writing it.", min=1
+        20_000, "Records a reading task decodes into one Arrow batch before writing it.", ge=1
     )
-    parquet_compression: ParquetCompression = setting(  # noqa: RUF009 - setting() is dataclasses.field()
+    parquet_compression: ParquetCompression = setting(
         "zstd",
         "Parquet compression codec of the output: zstd (smaller, what new tables should use), snappy "
         "(Spark's default), gzip, none.",
-        choices=("snappy", "zstd", "gzip", "none"),
     )
     parquet_row_group_rows: int = setting(
         250_000,
         "Rows per Parquet row group (a task buffers this many rows per open hour before writing them).",
-        min=1,
+        ge=1,
     )
     target_file_bytes: int = setting(
         128 * 1024 * 1024,
         "A task starts a new file of an hour once its current one reaches this size.",
-        min=1024,
+        ge=1024,
     )
     webhdfs_url: str = setting(
         "",
         "For an hdfs:// warehouse on hosts without libhdfs: the NameNode's WebHDFS address "
         "(http://namenode:9870), used when libhdfs cannot be loaded. Empty: libhdfs only.",
     )
-    spark_master: str = setting(
-        "local[*]", "Spark master for `lumber etl run` (local[N], spark://host:port, yarn)."
-    )
-    spark_submit: str = setting(
-        "", "The spark-submit to run. Empty: the one installed with pyspark next to this Python."
-    )
-    spark_conf: list[str] = setting(  # noqa: RUF009 - setting() is dataclasses.field()
-        [], "Extra Spark settings for `lumber etl run`, as 'key=value' (passed as spark-submit --conf)."
-    )
-    python: str = setting(
-        "",
-        "Python that runs the driver and the executors' workers (must have Lumber's dependencies at the "
-        "same path on every node). Empty: the Python running `lumber`.",
-    )
-    fault_injection: list[str] = setting(  # noqa: RUF009 - setting() is dataclasses.field()
+    spark_master: str = setting("local[*]", "Spark master.", derived="spark.master")
+    spark_submit: str = setting("", "The spark-submit to run.", derived="spark.submit")
+    spark_conf: list[str] = setting([], "Extra Spark settings, as 'key=value'.", derived="spark.conf")
+    python: str = setting("", "Python of the driver and the executors' workers.", derived="spark.python")
+    fault_injection: list[str] = setting(
         [],
         "TEST HOOK, leave empty: failures to inject, e.g. 'commit:manifest' or 'task:3' (see "
         "pipeline/faults.py).",
+        hidden=True,
     )
 
-    def __post_init__(self) -> None:
-        # ValueError: lumber.config.build_section turns it into a ConfigError naming the file
+    @model_validator(mode="after")
+    def _check(self) -> Self:
         if not _JOB_NAME.fullmatch(self.job):
             raise ValueError(
                 f"load.job must be 1-100 letters, digits, '_', '.' or '-' (not starting with one of the "
@@ -162,12 +152,9 @@ class LoadConfig:
                 except re.error as exc:
                     raise ValueError(f"load.{key}: {pattern!r} is not a regular expression: {exc}") from exc
         self.event_time_by_topic()
-        for entry in self.spark_conf:
-            key, sep, _ = entry.partition("=")
-            if not sep or not key.strip():
-                raise ValueError(f"load.spark_conf: expected 'key=value', got {entry!r}")
         if not self.warehouse_url.strip():
             raise ValueError("load.warehouse_url must not be empty")
+        return self
 
     def event_time_by_topic(self) -> dict[str, str]:
         """``event_time_fields`` as ``{topic: field}``."""

@@ -132,13 +132,10 @@ class ClusterView:
     def __init__(
         self, consumer_config: ConsumerConfig, bootstrap_servers: Sequence[str], zookeeper_connect: str | None
     ) -> None:
-        self._config = ConsumerConfig(
-            **{
-                **{f: getattr(consumer_config, f) for f in consumer_config.__dataclass_fields__},
-                "bootstrap_servers": list(bootstrap_servers),
-                "auto_offset_reset": "none",
-                "client_id": "lumber-load-planner",
-            }
+        self._config = consumer_config.replace(
+            bootstrap_servers=list(bootstrap_servers),
+            auto_offset_reset="none",
+            client_id="lumber-load-planner",
         )
         self._bootstrap = list(bootstrap_servers)
         self._zookeeper = None if bootstrap_servers else zookeeper_connect

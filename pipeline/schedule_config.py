@@ -8,16 +8,13 @@ retrying a failed run with exponential backoff. Its command-line flags override 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Self
+
+from pydantic import field_validator, model_validator
+
+from broker.config_section import ConfigSection, setting
 
 HOUR_MS = 3_600_000
-
-
-def setting(default: Any, doc: str, **limits: Any) -> Any:
-    """A key of the section (as :func:`lumber.config.setting`, which this module cannot import: the config
-    module composes this section)."""
-    return field(default=default, metadata={"doc": doc, **limits})
 
 
 def parse_hour_ms(text: str, what: str = "hour") -> int:
@@ -31,34 +28,33 @@ def parse_hour_ms(text: str, what: str = "hour") -> int:
     raise ValueError(f"{what} {text!r}: expected an hour as YYYY-MM-DDTHH (UTC), e.g. 2026-11-22T10")
 
 
-@dataclass(frozen=True)
-class ScheduleConfig:
+class ScheduleConfig(ConfigSection):
     """`lumber etl schedule`: when the hourly load runs, how it catches up and how it retries."""
 
     every_ms: int = setting(
         HOUR_MS,
         "Run the load once per this many ms: a whole number of hours (the load cuts at hour boundaries, "
         "`etl run --until-hour`). Hours are counted from the Unix epoch, UTC.",
-        min=HOUR_MS,
+        ge=HOUR_MS,
     )
     delay_ms: int = setting(
         600_000,
         "Grace period: the run that loads everything before hour H starts this long after H, so that late "
         "producers and the brokers' flush have delivered the hour.",
-        min=0,
+        ge=0,
     )
     retry_backoff_ms: int = setting(
         60_000,
         "Pause before retrying a failed run (or one that found the job's lock held); doubles on every "
         "further failure of the same hour, up to retry_backoff_max_ms.",
-        min=1000,
+        ge=1000,
     )
-    retry_backoff_max_ms: int = setting(1_800_000, "Longest pause between two retries.", min=1000)
+    retry_backoff_max_ms: int = setting(1_800_000, "Longest pause between two retries.", ge=1000)
     max_attempts: int = setting(
         0,
         "Give up (exit 1) after this many failed attempts at one hour; the next start retries it. 0: retry "
         "for ever.",
-        min=0,
+        ge=0,
     )
     start_hour: str = setting(
         "",
@@ -75,13 +71,23 @@ class ScheduleConfig:
         30_000,
         "After a second SIGTERM/SIGINT (abort), how long the running load gets to exit after SIGTERM before "
         "it is SIGKILLed. A killed run commits nothing; the next run repairs what it left.",
-        min=0,
+        ge=0,
     )
 
-    def __post_init__(self) -> None:
-        # ValueError: lumber.config.build_section turns it into a ConfigError naming the file
-        if self.every_ms % HOUR_MS:
-            raise ValueError(f"schedule.every_ms must be a whole number of hours, got {self.every_ms} ms")
+    @field_validator("every_ms", mode="before")
+    @classmethod
+    def _whole_hours(cls, every_ms: object) -> object:
+        # before the bound, so that 30 minutes is told what is wrong with it, not only that it is too short
+        if (
+            isinstance(every_ms, int)
+            and not isinstance(every_ms, bool)
+            and (every_ms % HOUR_MS or not every_ms)
+        ):
+            raise ValueError(f"schedule.every_ms must be a whole number of hours, got {every_ms} ms")
+        return every_ms
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
         if self.retry_backoff_max_ms < self.retry_backoff_ms:
             raise ValueError(
                 f"schedule.retry_backoff_max_ms ({self.retry_backoff_max_ms}) must be at least "
@@ -89,3 +95,4 @@ class ScheduleConfig:
             )
         if self.start_hour:
             parse_hour_ms(self.start_hour, "schedule.start_hour")
+        return self

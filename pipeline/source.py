@@ -105,13 +105,10 @@ class SourceSettings:
     def consumer_config(self, task_id: int) -> ConsumerConfig:
         """The consumer of one task: no offset resets (a range outside the log is an error), own client id."""
         base = self.consumer
-        return ConsumerConfig(
-            **{
-                **{f: getattr(base, f) for f in base.__dataclass_fields__},
-                "bootstrap_servers": list(self.bootstrap_servers),
-                "auto_offset_reset": "none",
-                "client_id": f"lumber-load-task-{task_id}",
-            }
+        return base.replace(
+            bootstrap_servers=list(self.bootstrap_servers),
+            auto_offset_reset="none",
+            client_id=f"lumber-load-task-{task_id}",
         )
 
 

@@ -12,10 +12,10 @@ and ``spark.pyspark.python=./env/bin/python``).
 :func:`spark_submit_command` is the exact command ``lumber etl run`` runs (and that ``jobs/load.py``'s
 docstring shows)::
 
-    <spark-submit> --master <[load] spark_master> --name lumber-load-<job>
+    <spark-submit> --master <[spark] master> --name lumber-load-<job>
         --conf spark.pyspark.python=<python> --conf spark.pyspark.driver.python=<python>
         --conf spark.sql.session.timeZone=UTC --conf spark.ui.enabled=false
-        --conf <[load] spark_conf>...
+        --conf <[spark] conf>...
         --py-files <zip> <repo>/jobs/load.py --config <lumber.toml> [--topics a,b] [--until-hour H]
 
 run with the variables of :func:`submit_variables`: ``PYSPARK_PYTHON`` and ``PYSPARK_DRIVER_PYTHON`` (the

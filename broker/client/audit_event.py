@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 AuditTier = Literal["producer", "load", "mirror"]
 TIERS: tuple[AuditTier, ...] = ("producer", "load", "mirror")
-#: The audit topic's default name (``[producer] audit_topic``, ``[audit] topic``).
+#: The audit topic's default name (``[audit] topic``).
 AUDIT_TOPIC = "_audit"
 #: The default window: 10 minutes.
 DEFAULT_WINDOW_MS = 600_000

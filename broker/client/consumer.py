@@ -2,7 +2,7 @@
 
 Usage::
 
-    consumer = Consumer(ConsumerConfig(bootstrap_servers=["127.0.0.1:9092"], auto_offset_reset="smallest"),
+    consumer = Consumer(ConsumerConfig(bootstrap_servers=["127.0.0.1:9092"], auto_offset_reset="earliest"),
                         partitions=[TopicPartition("events", 0)])
     for record in consumer.messages(timeout_ms=5000):   # blocks until messages arrive; ends after 5 s idle
         handle(record.offset, record.key, record.value, record.header("host"))
@@ -22,8 +22,8 @@ Three ways to read, from most to least convenient:
   (:class:`~broker.client.fetched_batch.FetchedBatch`, zero-copy views of the fetch response).
 
 Positions: ``position(tp)`` is the offset of the next record the caller gets. A partition without a position
-(just assigned) or whose position fell out of the log is reset by ``auto_offset_reset``: ``smallest`` (the
-log start), ``largest`` (the log end) or ``none`` (the caller gets
+(just assigned) or whose position fell out of the log is reset by ``auto_offset_reset``: ``earliest`` (the
+log start), ``latest`` (the log end) or ``none`` (the caller gets
 :class:`~broker.client.errors.NoOffsetError` / :class:`~broker.client.errors.OffsetOutOfRangeError` and
 must seek). Every fetched batch's CRC-32C is
 checked on receipt; a corrupt one raises :class:`~broker.client.errors.CorruptBatchError` naming the

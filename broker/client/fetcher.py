@@ -20,7 +20,7 @@ What a response does to a partition (in the connection's reader thread):
 * a batch failing its CRC: the batches before it are queued, then a
   :class:`~broker.client.errors.CorruptBatchError` naming the partition and the batch's offset; fetching
   that partition resumes (and meets the same batch again) only after the caller took the error.
-* OFFSET_OUT_OF_RANGE: reset to the log start (``smallest``) or end (``largest``) by ListOffsets, dropping
+* OFFSET_OUT_OF_RANGE: reset to the log start (``earliest``) or end (``latest``) by ListOffsets, dropping
   what was buffered; with ``none`` the caller gets :class:`~broker.client.errors.OffsetOutOfRangeError`.
 * NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, a lost connection, other retriable errors: learn the
   cluster again, and fetch again after ``retry_backoff_ms`` from the same ``fetch_offset`` (so after a
@@ -72,7 +72,7 @@ log = logging.getLogger(__name__)
 #: Looks up offsets: ``{tp: timestamp}`` -> ``{tp: offset}`` (ListOffsets; -1 and -2 are latest/earliest).
 OffsetLookup = Callable[[dict[TopicPartition, int]], dict[TopicPartition, int]]
 
-_RESET_TIMESTAMPS = {"smallest": EARLIEST_TIMESTAMP, "largest": LATEST_TIMESTAMP}
+_RESET_TIMESTAMPS = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP}
 
 
 @dataclass
@@ -161,7 +161,7 @@ class _PartitionState:
         self.epoch = 0
         self.chunks: deque[_Chunk] = deque()
         self.in_flight = False
-        #: 'smallest' or 'largest' while a reset is due; 'none' means the caller must seek
+        #: 'earliest' or 'latest' while a reset is due; 'none' means the caller must seek
         self.reset = reset
         #: an error chunk is queued: do not fetch until the caller took it
         self.error_pending = False
@@ -244,7 +244,7 @@ class Fetcher:
             self._work.notify()
 
     def request_reset(self, tp: TopicPartition, strategy: str) -> None:
-        """Move ``tp`` to its log start ('smallest') or end ('largest') before fetching again."""
+        """Move ``tp`` to its log start ('earliest') or end ('latest') before fetching again."""
         with self._lock:
             state = self._state(tp)
             self._drop_chunks(state)

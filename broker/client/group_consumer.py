@@ -17,7 +17,7 @@ Two ways to consume, as in the paper and as in later Kafka::
 The group gives each partition of the subscribed topics to exactly one stream of one member; members join
 and leave at any time, and partitions move between them with their committed offsets (how, and what is
 guaranteed: :mod:`broker.client.group_membership`). A partition without a committed offset starts where
-the consumer's ``auto_offset_reset`` says (``smallest`` or ``largest``).
+the consumer's ``auto_offset_reset`` says (``earliest`` or ``latest``).
 
 Delivery is at least once: offsets are committed every ``auto_commit_interval_ms`` (consumed records
 only: those handed out before the application came back for more), by :meth:`GroupConsumer.commit`, and

@@ -6,7 +6,7 @@ the first time they are needed, with partition counts from their own settings, w
 publishers create it: the producer's :class:`~broker.client.audit_emitter.AuditEmitter` (and so the
 mirror's :class:`~mirror.mirror_audit.MirrorAuditEmitter`) and the load's
 :class:`~pipeline.audit_publisher.LoadAuditPublisher` call :func:`ensure_topic` before they publish, with
-``[producer] audit_topic_partitions`` partitions. So a cluster whose brokers create no topic on demand
+``[audit] topic_partitions`` partitions. So a cluster whose brokers create no topic on demand
 (``[broker] auto_create_topics = false``, the default) still gets its audit trail, and a publisher never
 waits ``max_block_ms`` for a topic that nobody will create.
 

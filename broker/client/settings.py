@@ -1,32 +1,11 @@
-"""Checks shared by the client config sections: every field's ``min``/``max``/``choices`` metadata.
+"""Checks shared by the client config sections: bootstrap servers as ``host:port``.
 
-:mod:`lumber.config` checks the same limits when it reads ``lumber.toml``; checking them again in
-``__post_init__`` makes a section built in Python (``ProducerConfig(linger_ms=-1)``) fail just as clearly.
+Bounds and choices of every key are checked by pydantic (:mod:`broker.config_section`).
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
 from broker.client.errors import ClientConfigError
-
-
-def check_limits(section: Any) -> None:
-    """Raise :class:`ClientConfigError` naming the first field of ``section`` outside its limits."""
-    name = type(section).__name__
-    for spec in dataclasses.fields(section):
-        value = getattr(section, spec.name)
-        meta = spec.metadata
-        low, high, choices = meta.get("min"), meta.get("max"), meta.get("choices")
-        if low is not None and value < low:
-            raise ClientConfigError(f"{name}.{spec.name} must be at least {low}, got {value!r}")
-        if high is not None and value > high:
-            raise ClientConfigError(f"{name}.{spec.name} must be at most {high}, got {value!r}")
-        if choices is not None and value not in choices:
-            raise ClientConfigError(
-                f"{name}.{spec.name} must be one of {', '.join(map(repr, choices))}, got {value!r}"
-            )
 
 
 def check_servers(section_name: str, servers: list[str]) -> None:

@@ -4,6 +4,8 @@ Each group module exposes ``register(subparsers)``, which adds its parser and se
 ``(args, config) -> exit code``. Errors from any Lumber package end the command with their message on stderr
 and exit code 1 (2 for a bad config or usage); a traceback is shown only with ``--debug``. Commands log
 warnings and errors only, servers INFO; ``-v`` and ``--log-level`` change that (:mod:`.verbosity`).
+Every command that reaches a cluster takes ``--zookeeper`` and ``--bootstrap-server``, applied to the config
+before its handler runs (:mod:`.cluster_options`); duration flags take ``10m`` (:mod:`pipeline.durations`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from lumber.cli import (
     topics,
     verbosity,
 )
+from lumber.cli.cluster_options import with_cluster_options
 from lumber.config import load_config
 from pipeline.errors import ConfigError, PipelineError
 from schemas.errors import SchemaError
@@ -81,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        config = load_config(args.config)
+        config = with_cluster_options(args, load_config(args.config))
         code: int = args.handler(args, config)
     except ConfigError as exc:
         if args.debug:

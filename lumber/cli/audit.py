@@ -9,8 +9,8 @@ reconciles them (:mod:`pipeline.audit` explains every column and status)::
 Times are UTC: ``YYYY-MM-DD``, ``YYYY-MM-DDTHH``, ``YYYY-MM-DDTHH:MM[:SS]`` (a trailing ``Z`` or ``+00:00``
 is allowed), ms since the epoch, ``now``, or relative to now: ``-6h``, ``-2d``, ``-30m``. Windows that start
 in ``[since, until)`` are reported; the defaults are the last 24 whole hours up to now. The windows are
-``--window`` wide, else ``[audit] window_ms``, else the loads' interval (``[schedule] every_ms``, an hour
-by default) when the events' windows divide it, else the widest event window; the header says which.
+``--window`` wide, else ``[audit] report_window_ms``, else the loads' interval (``[schedule] every_ms``, an
+hour by default) when the events' windows divide it, else the widest event window; the header says which.
 Durations: ``90s``, ``30m``, ``1h``, ``2h30m``, ``1d``, ``0``. ``--now`` evaluates the grace period as of
 another moment (a reproducible report). The cluster is ``--bootstrap-server``, else ``[consumer]
 bootstrap_servers``, else ``[load] bootstrap_servers``, else ZooKeeper; the registry is ``[load]
@@ -24,7 +24,6 @@ after the grace period), 1 when the audit topic cannot be read, 2 for bad argume
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime as dt
 import json
 import re
@@ -35,13 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from broker.client.audit_codec import AuditEventCodec
+from lumber.cli.cluster_options import CommaList, add_cluster_options
 from lumber.config import LumberConfig
 from pipeline.audit import reconcile
 from pipeline.audit_errors import AuditError
 from pipeline.audit_reader import read_audit_events
 from pipeline.audit_text import render_text
 from pipeline.audit_tolerance import Tolerance
-from pipeline.durations import DurationError, parse_duration_ms
+from pipeline.durations import DURATION_HELP, DurationError, parse_duration_ms
 
 FAILED_EXIT_CODE = 3
 HOUR_MS = 3_600_000
@@ -90,12 +90,19 @@ def register(subparsers: Any) -> None:
         "Exit code 3 when a window is INCOMPLETE.",
     )
     verify.add_argument(
-        "--topic", action="append", default=[], help="topic to audit (repeatable; default: every topic seen)"
+        "--topics",
+        "--topic",
+        dest="topic",
+        action=CommaList,
+        default=[],
+        metavar="TOPIC[,TOPIC...]",
+        help="topics to audit, comma-separated or repeated (default: every topic seen)",
     )
     verify.add_argument("--since", help="first window start, UTC (default: 24 whole hours before --until)")
     verify.add_argument("--until", help="end of the range, UTC, exclusive (default: now)")
     verify.add_argument(
-        "--grace", help="how long after its end a window stays OPEN (default: [audit] grace_ms)"
+        "--grace",
+        help=f"how long after its end a window stays OPEN, {DURATION_HELP} (default: [audit] grace_ms)",
     )
     verify.add_argument(
         "--tolerance", help="messages a window may miss or duplicate: N or P%% (default: [audit] tolerance)"
@@ -105,15 +112,13 @@ def register(subparsers: Any) -> None:
     jobs.add_argument("--all-jobs", action="store_true", help="count the load tier of every job")
     verify.add_argument(
         "--window",
-        help="report window width, e.g. 1h (default: [audit] window_ms, else the loads' interval, "
-        "[schedule] every_ms)",
+        help=f"report window width, {DURATION_HELP} (default: [audit] report_window_ms, else the loads' "
+        "interval, [schedule] every_ms)",
     )
     verify.add_argument("--now", help="evaluate the grace period as of this time (default: now)")
     verify.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
     verify.add_argument("--html", type=Path, metavar="FILE", help="also write the report as an HTML page")
-    verify.add_argument(
-        "--bootstrap-server", action="append", metavar="HOST:PORT", help="broker to read the audit topic from"
-    )
+    add_cluster_options(verify)
     verify.set_defaults(handler=_verify)
 
 
@@ -154,7 +159,7 @@ def _settings(args: argparse.Namespace, config: LumberConfig) -> _Settings:
         )
     except ValueError as exc:
         raise AuditError(str(exc)) from exc
-    window_ms = parse_duration_ms(args.window, "--window") if args.window else audit.window_ms
+    window_ms = parse_duration_ms(args.window, "--window") if args.window else audit.report_window_ms
     if until_ms <= since_ms:
         raise AuditError(f"--until must be after --since (the range {since_ms}..{until_ms} ms is empty)")
     job = None if args.all_jobs else (args.job or config.load.job)
@@ -165,7 +170,7 @@ def _run_verify(args: argparse.Namespace, config: LumberConfig, settings: _Setti
     audit = config.audit
     consumer = config.consumer
     servers = args.bootstrap_server or consumer.bootstrap_servers or config.load.bootstrap_servers
-    consumer = dataclasses.replace(consumer, bootstrap_servers=list(servers))
+    consumer = consumer.replace(bootstrap_servers=list(servers))
     codec = AuditEventCodec.for_url(
         config.load.registry_url or config.registry.url,
         audit.topic,
@@ -209,8 +214,8 @@ def _window_source(args: argparse.Namespace, config: LumberConfig, window_ms: in
     """Where the report's window width came from, for its header."""
     if args.window:
         return "--window"
-    if config.audit.window_ms:
-        return "[audit] window_ms"
+    if config.audit.report_window_ms:
+        return "[audit] report_window_ms"
     if window_ms == config.schedule.every_ms:
         return "the loads' interval, [schedule] every_ms; --window to change"
     return "the widest window the events count in; --window to change"

@@ -11,7 +11,6 @@ damage found by ``--verify-logs``, which walks every partition's files first as 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import signal
 import sys
@@ -20,6 +19,7 @@ from types import FrameType
 from typing import Any
 
 from broker.server.broker_server import BrokerServer, ZooKeeperSettings
+from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.log import describe, verify_log_dirs
 from lumber.cli.verbosity import serves
 from lumber.config import LumberConfig
@@ -35,7 +35,7 @@ def register(subparsers: Any) -> None:
     start.add_argument(
         "--log-dir", action="append", dest="log_dirs", help="a log dir (repeatable; default: [log] log_dirs)"
     )
-    start.add_argument("--zookeeper-connect", help="ZooKeeper connect string (default: [zookeeper] connect)")
+    add_cluster_options(start, bootstrap=False)
     start.add_argument(
         "--verify-logs",
         action="store_true",
@@ -51,8 +51,8 @@ def _start(args: argparse.Namespace, config: LumberConfig) -> int:
         for key, value in (("broker_id", args.broker_id), ("host", args.host), ("port", args.port))
         if value is not None
     }
-    broker_config = dataclasses.replace(config.broker, **overrides)
-    log_config = dataclasses.replace(config.log, log_dirs=args.log_dirs) if args.log_dirs else config.log
+    broker_config = config.broker.replace(**overrides)
+    log_config = config.log.replace(log_dirs=args.log_dirs) if args.log_dirs else config.log
     zookeeper = ZooKeeperSettings(
         connect=args.zookeeper_connect or config.zookeeper.connect,
         session_timeout_ms=config.zookeeper.session_timeout_ms,

@@ -4,7 +4,7 @@
     lumber console --port 9000 --host 0.0.0.0   (it has no login: bind beyond 127.0.0.1 knowingly)
 
 It reads ZooKeeper (``[zookeeper] connect``), the brokers registered there (or ``[consumer]
-bootstrap_servers``), the registry (``[load] registry_url``, else ``[registry] url``) and the load job's
+bootstrap_servers``), the registry (``[registry] url``) and the load job's
 warehouse (``[load] warehouse_url``, ``[load] job``) on every request; it keeps nothing. Stops on Ctrl-C /
 SIGTERM.
 """
@@ -12,10 +12,10 @@ SIGTERM.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 from typing import Any
 
+from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.verbosity import serves
 from lumber.config import LumberConfig
 
@@ -26,6 +26,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--host", help="address to listen on (default: [console] host, 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port to listen on (default: [console] port, 8090)")
+    add_cluster_options(parser)
     parser.set_defaults(handler=_serve)
     serves(parser)
 
@@ -35,10 +36,10 @@ def _serve(args: argparse.Namespace, config: LumberConfig) -> int:
 
     from lumber.console.app import create_app  # noqa: PLC0415
 
-    console = dataclasses.replace(
-        config.console, host=args.host or config.console.host, port=args.port or config.console.port
+    console = config.console.replace(
+        host=args.host or config.console.host, port=args.port or config.console.port
     )
-    config = dataclasses.replace(config, console=console)
+    config = config.replace(console=console)
     if not args.debug:  # each page opens ZooKeeper, broker and registry connections: INFO is noise here
         for name in ("kazoo", "httpx", "broker.client"):
             logging.getLogger(name).setLevel(logging.WARNING)

@@ -14,7 +14,6 @@ Confluent-framed Avro with a schema id the registry knows are printed as Avro JS
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import sys
 from typing import Any
@@ -23,11 +22,13 @@ from broker.client.console import consume_to
 from broker.client.consumer import Consumer
 from broker.client.errors import UnknownPartitionError
 from broker.log.topic_partition import TopicPartition
+from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.invocation import suggest
 from lumber.cli.produce import separator
 from lumber.cli.record_format import AvroText, Format, RecordPrinter
 from lumber.cli.topic_check import require_topic
 from lumber.config import LumberConfig
+from pipeline.durations import DURATION_HELP, DurationAction
 from schemas.client import SchemaRegistryClient
 
 log = logging.getLogger(__name__)
@@ -44,10 +45,14 @@ def register(subparsers: Any) -> None:
     start.add_argument("--offset", type=int, help="start at this offset")
     parser.add_argument("--max", type=int, dest="max_messages", metavar="N", help="stop after N records")
     parser.add_argument(
+        "--timeout",
         "--timeout-ms",
-        type=int,
-        help="stop once this long passes without a record; also the longest wait for the topic's metadata "
-        "(default: never; the metadata: [consumer] request_timeout_ms)",
+        dest="timeout_ms",
+        action=DurationAction,
+        metavar="DURATION",
+        help=f"stop once this long passes without a record, {DURATION_HELP} (--timeout-ms: an integer of "
+        "ms); also the longest wait for the topic's metadata (default: never; the metadata: [consumer] "
+        "request_timeout_ms)",
     )
     parser.add_argument(
         "--value-format",
@@ -74,13 +79,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--separator", default="TAB", help="what goes between the printed fields (default: TAB)"
     )
-    parser.add_argument(
-        "--bootstrap-server",
-        action="append",
-        metavar="HOST:PORT",
-        help="broker to learn the cluster from (repeatable; default: [consumer] bootstrap_servers, else "
-        "ZooKeeper)",
-    )
+    add_cluster_options(parser)
     parser.add_argument("--registry-url", metavar="URL", help="schema registry (default: [registry] url)")
     parser.set_defaults(handler=_consume)
 
@@ -88,10 +87,8 @@ def register(subparsers: Any) -> None:
 def _consume(args: argparse.Namespace, config: LumberConfig) -> int:
     settings = config.consumer
     if args.bootstrap_server:
-        settings = dataclasses.replace(settings, bootstrap_servers=list(args.bootstrap_server))
-    settings = dataclasses.replace(
-        settings, auto_offset_reset="smallest" if args.from_beginning else "largest"
-    )
+        settings = settings.replace(bootstrap_servers=list(args.bootstrap_server))
+    settings = settings.replace(auto_offset_reset="earliest" if args.from_beginning else "latest")
     metadata_wait_ms = settings.request_timeout_ms
     if args.timeout_ms is not None and args.timeout_ms >= 0:
         metadata_wait_ms = min(metadata_wait_ms, args.timeout_ms)

@@ -8,7 +8,6 @@ suggests (``dev down`` with the same ``--state-dir`` and ``--config``) work as p
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -71,7 +70,7 @@ def _up(args: argparse.Namespace, config: LumberConfig) -> int:
     if args.brokers is not None:
         if not 0 <= args.brokers <= 64:
             raise DevStackError(f"--brokers {args.brokers}: give 0 to 64 brokers")
-        config = dataclasses.replace(config, dev=dataclasses.replace(config.dev, brokers=args.brokers))
+        config = config.replace(dev=config.dev.replace(brokers=args.brokers))
     stack = _stack(args, config)
     progress = (lambda _msg: None) if args.json else (lambda msg: print(f"... {msg}", file=sys.stderr))
     summary = stack.up(progress=progress, down_command=_down_command(args))

@@ -21,7 +21,6 @@ and ``hdfs://``, or WebHDFS): no JVM starts.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime as dt
 import json
 import re
@@ -30,10 +29,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lumber.cli.cluster_options import add_cluster_options, add_topics_option
 from lumber.config import LumberConfig
 from lumber.etl_settings import submit_settings
 from pipeline.commit import CommitProtocol
-from pipeline.durations import DurationError, parse_duration_ms
+from pipeline.durations import DURATION_HELP, DurationError, parse_duration_ms
 from pipeline.errors import PipelineError
 from pipeline.fs import open_filesystem
 from pipeline.load_job import parse_until_hour
@@ -55,17 +55,21 @@ def register(subparsers: Any) -> None:
     sub = parser.add_subparsers(metavar="ACTION", required=True)
 
     run = sub.add_parser("run", help="run the load once with spark-submit, showing progress")
-    run.add_argument("--topics", help="comma-separated topics (default: [load] topics_allow / topics_deny)")
+    add_topics_option(
+        run, "topics to load, comma-separated or repeated (default: [load] topics_allow / topics_deny)"
+    )
     run.add_argument("--until-hour", help="load only records before this hour, YYYY-MM-DDTHH (UTC)")
-    run.add_argument("--master", help="Spark master (default: [load] spark_master)")
+    run.add_argument("--master", help="Spark master (default: [spark] master)")
     run.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting (repeatable)"
     )
     run.add_argument("--print-command", action="store_true", help="print the spark-submit command and exit")
+    add_cluster_options(run)
     run.set_defaults(handler=_run)
 
     status = sub.add_parser("status", help="committed offsets, log ends, lag and the last run")
     status.add_argument("--json", action="store_true", help="print the status as JSON")
+    add_cluster_options(status)
     status.set_defaults(handler=_status)
 
     schedule = sub.add_parser(
@@ -76,9 +80,11 @@ def register(subparsers: Any) -> None:
         "Ctrl-C stops it after the running load (twice: aborts that load). Exit codes: 0 stopped or (with "
         "--once) caught up, 1 gave up after --max-attempts, 2 bad arguments or config.",
     )
-    schedule.add_argument("--every", help="interval, whole hours: 1h, 2h, 1d (default: [schedule] every_ms)")
     schedule.add_argument(
-        "--delay", help="grace period after each hour: 10m, 90s (default: [schedule] delay_ms)"
+        "--every", help="interval, a duration of whole hours: 1h, 2h, 1d (default: [schedule] every_ms)"
+    )
+    schedule.add_argument(
+        "--delay", help=f"grace period after each hour, {DURATION_HELP} (default: [schedule] delay_ms)"
     )
     schedule.add_argument(
         "--once", action="store_true", help="run what is due (catching up in order), then exit: for cron"
@@ -94,10 +100,11 @@ def register(subparsers: Any) -> None:
     schedule.add_argument(
         "--max-attempts", type=int, help="give up after this many failures of one hour (0: never)"
     )
-    schedule.add_argument(
-        "--topics", help="comma-separated topics (default: [load] topics_allow / topics_deny)"
+    add_topics_option(
+        schedule, "topics to load, comma-separated or repeated (default: [load] topics_allow / topics_deny)"
     )
-    schedule.add_argument("--master", help="Spark master (default: [load] spark_master)")
+    add_cluster_options(schedule)
+    schedule.add_argument("--master", help="Spark master (default: [spark] master)")
     schedule.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting (repeatable)"
     )
@@ -134,7 +141,7 @@ def _check_run_arguments(args: argparse.Namespace, config: LumberConfig, topics:
             raise RunArgumentError(str(exc)) from exc
     master = args.master or load.spark_master
     if not _MASTER.fullmatch(master):
-        where = "--master" if args.master else "[load] spark_master"
+        where = "--master" if args.master else "[spark] master"
         raise RunArgumentError(
             f"{where} {master!r} is not a Spark master: expected local, local[N], local[N,F], "
             "local-cluster[N,C,M], spark://HOST:PORT, yarn, k8s://URL or mesos://URL"
@@ -217,7 +224,7 @@ def _schedule_overrides(args: argparse.Namespace, settings: ScheduleConfig) -> S
     if args.max_attempts is not None:
         changes["max_attempts"] = args.max_attempts
     try:
-        chosen = dataclasses.replace(settings, **changes)
+        chosen = settings.replace(**changes)
     except ValueError as exc:
         raise SchedulerError(str(exc).replace("schedule.every_ms", "--every")) from exc
     if chosen.every_ms < HOUR_MS or chosen.max_attempts < 0:

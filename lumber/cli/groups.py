@@ -37,9 +37,10 @@ from typing import Any
 from broker.client.consumer import Consumer
 from broker.client.group_admin import GroupAdmin, UnknownGroupError
 from broker.client.lag_evaluation import LagWindow, PartitionLag, group_status
+from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.zookeeper_session import zookeeper_session
 from lumber.config import LumberConfig
-from pipeline.durations import DurationError, parse_duration_ms
+from pipeline.durations import DURATION_HELP, DurationError, parse_duration_ms
 from pipeline.lag_metrics import LagCollector
 
 BAD_INPUT_EXIT_CODE = 2
@@ -69,7 +70,9 @@ def register(subparsers: Any) -> None:
     lag.add_argument(
         "--watch", action="store_true", help="observe every --interval until Ctrl-C (or --count)"
     )
-    lag.add_argument("--interval", default="10s", help="time between observations (default 10s)")
+    lag.add_argument(
+        "--interval", default="10s", help=f"time between observations, {DURATION_HELP} (default 10s)"
+    )
     lag.add_argument(
         "--window", type=int, default=10, help="observations the status is judged over (default 10)"
     )
@@ -97,7 +100,7 @@ def register(subparsers: Any) -> None:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--zookeeper-connect", help="ZooKeeper connect string (default: [zookeeper] connect)")
+    add_cluster_options(parser)
     parser.add_argument("--json", action="store_true", help="print the answer as JSON")
 
 

@@ -3,8 +3,8 @@
 ::
 
     lumber mirror --source-zookeeper 127.0.0.1:2181/live --target-zookeeper 127.0.0.1:2181/offline \\
-        --topics 'page_view|click' [--group lumber-mirror] [--streams 2] [--registry-url URL] \\
-        [--topic-refresh-ms 10000]
+        --topics-regex 'page_view|click' [--group lumber-mirror] [--streams 2] [--registry-url URL] \\
+        [--topic-refresh 10s]
 
 The mirror's settings are the ``[mirror]`` section of ``lumber.toml`` (``topics``, ``group``, ``streams``,
 the windows of sends in flight, ``audit_interval_ms``, ``topic_refresh_ms``...; ``lumber config defaults``
@@ -24,7 +24,6 @@ auto_offset_reset`` is ignored). Topics created on the source later are found ev
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import signal
 import sys
@@ -32,10 +31,12 @@ import threading
 from types import FrameType
 from typing import Any
 
+from lumber.cli.cluster_options import RenamedOption
 from lumber.cli.verbosity import serves
 from lumber.config import LumberConfig
 from mirror.mirror import Mirror
 from mirror.mirror_errors import MirrorConfigError
+from pipeline.durations import DURATION_HELP, DurationAction
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,14 @@ def register(subparsers: Any) -> None:
         help="the target cluster's ZooKeeper (with chroot)",
     )
     parser.add_argument(
-        "--topics", metavar="REGEX", help="source topics whose whole name matches (default: [mirror] topics)"
+        "--topics-regex",
+        "--topics",
+        dest="topics",
+        metavar="REGEX",
+        action=RenamedOption,
+        renamed_from="--topics",
+        help="source topics whose whole name matches this regular expression (default: [mirror] topics; "
+        "--topics, the old spelling, still works with a warning: elsewhere --topics lists topic names)",
     )
     parser.add_argument("--group", help="consumer group on the source (default: [mirror] group)")
     parser.add_argument(
@@ -65,15 +73,22 @@ def register(subparsers: Any) -> None:
         "--registry-url", help="schema registry for the audit events (default: [registry] url)"
     )
     parser.add_argument(
+        "--audit-interval",
         "--audit-interval-ms",
-        type=int,
-        help="publish the mirror tier's counts this often (default: [mirror] audit_interval_ms; 0: no audit)",
+        dest="audit_interval_ms",
+        action=DurationAction,
+        metavar="DURATION",
+        help=f"publish the mirror tier's counts this often, {DURATION_HELP} (--audit-interval-ms: an integer "
+        "of ms; default: [mirror] audit_interval_ms; 0: no audit)",
     )
     parser.add_argument(
+        "--topic-refresh",
         "--topic-refresh-ms",
-        type=int,
-        help="look for new matching source topics this often (default: [mirror] topic_refresh_ms; 0: only "
-        "at the start)",
+        dest="topic_refresh_ms",
+        action=DurationAction,
+        metavar="DURATION",
+        help=f"look for new matching source topics this often, {DURATION_HELP} (--topic-refresh-ms: an "
+        "integer of ms; default: [mirror] topic_refresh_ms; 0: only at the start)",
     )
     parser.set_defaults(handler=_mirror)
     serves(parser)
@@ -88,11 +103,10 @@ def _mirror(args: argparse.Namespace, config: LumberConfig) -> int:
         "topic_refresh_ms": args.topic_refresh_ms,
     }
     try:
-        settings = dataclasses.replace(
-            config.mirror,
+        settings = config.mirror.replace(
             **{key: value for key, value in flags.items() if value is not None},
-            audit_window_ms=config.producer.audit_window_ms,
-            audit_topic=config.producer.audit_topic,
+            audit_window_ms=config.audit.window_ms,
+            audit_topic=config.audit.topic,
             audit_registry_url=args.registry_url or config.registry.url,
         )
     except MirrorConfigError as exc:
@@ -100,7 +114,8 @@ def _mirror(args: argparse.Namespace, config: LumberConfig) -> int:
         return 2
     if not settings.topics:
         print(
-            "lumber mirror: no topics to mirror: give --topics REGEX or set [mirror] topics", file=sys.stderr
+            "lumber mirror: no topics to mirror: give --topics-regex REGEX or set [mirror] topics",
+            file=sys.stderr,
         )
         return 2
     stop = threading.Event()
@@ -114,7 +129,7 @@ def _mirror(args: argparse.Namespace, config: LumberConfig) -> int:
         settings,
         source_zookeeper=args.source_zookeeper,
         target_zookeeper=args.target_zookeeper,
-        consumer_config=dataclasses.replace(config.consumer, auto_offset_reset="smallest"),
+        consumer_config=config.consumer.replace(auto_offset_reset="earliest"),
         group_config=config.group,
         producer_config=config.producer,
     )

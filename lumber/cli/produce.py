@@ -22,7 +22,6 @@ override them. Exit code 0 when every line was acknowledged, 1 when any failed (
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import io
 import json
 import logging
@@ -35,6 +34,7 @@ from fastavro import json_reader
 
 from broker.client.console import produce_lines
 from broker.client.producer import Producer
+from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.invocation import suggest
 from lumber.cli.topic_check import require_topic
 from lumber.config import LumberConfig
@@ -84,13 +84,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--subject", help="registry subject of --schema-file (default: <topic>-value)")
     parser.add_argument("--registry-url", metavar="URL", help="schema registry (default: [registry] url)")
-    parser.add_argument(
-        "--bootstrap-server",
-        action="append",
-        metavar="HOST:PORT",
-        help="broker to learn the cluster from (repeatable; default: [producer] bootstrap_servers, else "
-        "ZooKeeper)",
-    )
+    add_cluster_options(parser)
     parser.set_defaults(handler=_produce)
 
 
@@ -110,13 +104,13 @@ def _produce(args: argparse.Namespace, config: LumberConfig) -> int:
     if args.acks is not None:
         # idempotence needs acks=all: asking for less on the command line turns it off (as Kafka's
         # producer does when acks is set and enable.idempotence is not)
-        settings = dataclasses.replace(
-            settings, acks=args.acks, enable_idempotence=settings.enable_idempotence and args.acks == "all"
+        settings = settings.replace(
+            acks=args.acks, enable_idempotence=settings.enable_idempotence and args.acks == "all"
         )
     if args.compression is not None:
-        settings = dataclasses.replace(settings, compression_type=args.compression)
+        settings = settings.replace(compression_type=args.compression)
     if args.bootstrap_server:
-        settings = dataclasses.replace(settings, bootstrap_servers=list(args.bootstrap_server))
+        settings = settings.replace(bootstrap_servers=list(args.bootstrap_server))
     key_separator = separator(args.key_separator).encode("utf-8") if args.key_separator else None
     zookeeper = None if settings.bootstrap_servers else config.zookeeper.connect
     require_topic(

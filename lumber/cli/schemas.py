@@ -8,12 +8,12 @@ Exit codes: 0 done, 1 error (message on stderr), 3 ``check``: the schema is inco
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 from pathlib import Path
 from typing import Any
 
+from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.verbosity import serves
 from lumber.config import LumberConfig
 from schemas.client import SchemaRegistryClient
@@ -31,7 +31,7 @@ def register(subparsers: Any) -> None:
     serve = sub.add_parser("serve", help="run the registry in the foreground (Ctrl-C or SIGTERM stops it)")
     serve.add_argument("--host", help="address to listen on (default: [registry] host)")
     serve.add_argument("--port", type=int, help="port to listen on (default: [registry] port)")
-    serve.add_argument("--zookeeper-connect", help="ZooKeeper connect string (default: [zookeeper] connect)")
+    add_cluster_options(serve, bootstrap=False)
     serve.set_defaults(handler=_serve)
     serves(serve)
 
@@ -90,9 +90,9 @@ def _serve(args: argparse.Namespace, config: LumberConfig) -> int:
 
     registry = config.registry
     if args.host is not None:
-        registry = dataclasses.replace(registry, host=args.host)
+        registry = registry.replace(host=args.host)
     if args.port is not None:
-        registry = dataclasses.replace(registry, port=args.port)
+        registry = registry.replace(port=args.port)
     serve(
         registry,
         args.zookeeper_connect or config.zookeeper.connect,

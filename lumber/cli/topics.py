@@ -30,6 +30,7 @@ from broker.cluster.errors import (
 )
 from broker.cluster.topic_admin import TopicAdmin
 from broker.log.errors import InvalidTopicError
+from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.zookeeper_session import zookeeper_session
 from lumber.config import LumberConfig
 
@@ -74,7 +75,7 @@ def register(subparsers: Any) -> None:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--zookeeper-connect", help="ZooKeeper connect string (default: [zookeeper] connect)")
+    add_cluster_options(parser, bootstrap=False)
     parser.add_argument("--json", action="store_true", help="print the answer as JSON")
 
 

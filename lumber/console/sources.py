@@ -3,9 +3,9 @@
 A :class:`Sources` lives for one request (the application's dependency opens it and closes it once the
 page is rendered): a kazoo session to ``[zookeeper] connect``, a :class:`~broker.client.consumer.Consumer`
 of no partitions bootstrapped from ``[consumer] bootstrap_servers`` (else the brokers registered in
-ZooKeeper), and a :class:`~schemas.client.SchemaRegistryClient` of ``[load] registry_url`` (else
-``[registry] url``). Nothing is shared between requests, so the console holds no state that could go stale;
-each source is opened only if the page needs it. Every wait is bounded by ``[console] request_timeout_ms``;
+ZooKeeper), and a :class:`~schemas.client.SchemaRegistryClient` of ``[registry] url``. Nothing is shared
+between requests, so the console holds no state that could go stale; each source is opened only if the page
+needs it. Every wait is bounded by ``[console] request_timeout_ms``;
 a source that does not answer raises :class:`~lumber.console.errors.SourceUnavailableError` naming it.
 
 Not thread-safe: one request, one thread.
@@ -13,7 +13,6 @@ Not thread-safe: one request, one thread.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 
 from fastapi import Request
@@ -68,8 +67,7 @@ class Sources:
             raise SourceUnavailableError(
                 f"no broker is registered in ZooKeeper {self.config.zookeeper.connect} (/brokers/ids)"
             )
-        return dataclasses.replace(
-            self.config.consumer,
+        return self.config.consumer.replace(
             bootstrap_servers=servers,
             client_id="lumber-console",
             auto_offset_reset="none",

@@ -29,7 +29,6 @@ the state folder.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import shutil
 import socket
@@ -111,22 +110,16 @@ class DevStack:
 
     def stack_config(self) -> LumberConfig:
         """The config that clients of this stack use: the user's, pointed at the stack's ports."""
-        zookeeper = dataclasses.replace(
-            self.config.zookeeper, connect=f"127.0.0.1:{self.config.dev.zookeeper_port}"
-        )
-        dev = dataclasses.replace(self.config.dev, state_dir=str(self.state_dir))
-        registry = dataclasses.replace(
-            self.config.registry,
+        zookeeper = self.config.zookeeper.replace(connect=f"127.0.0.1:{self.config.dev.zookeeper_port}")
+        dev = self.config.dev.replace(state_dir=str(self.state_dir))
+        registry = self.config.registry.replace(
             host="127.0.0.1",
             port=self.config.dev.registry_port,
             url=f"http://127.0.0.1:{self.config.dev.registry_port}",
         )
-        broker = dataclasses.replace(
-            self.config.broker, broker_id=0, host="127.0.0.1", port=self.config.dev.broker_port
-        )
-        log = dataclasses.replace(self.config.log, log_dirs=[str(self.broker_log_dir(0))])
-        return dataclasses.replace(
-            self.config,
+        broker = self.config.broker.replace(broker_id=0, host="127.0.0.1", port=self.config.dev.broker_port)
+        log = self.config.log.replace(log_dirs=[str(self.broker_log_dir(0))])
+        return self.config.replace(
             zookeeper=zookeeper,
             dev=dev,
             registry=registry,
@@ -306,7 +299,7 @@ class DevStack:
         return self.summary()
 
     def _create_audit_topic(self, progress: Callable[[str], None]) -> None:
-        """Create ``[audit] topic`` (``[producer] audit_topic_partitions`` partitions, as its publishers
+        """Create ``[audit] topic`` (``[audit] topic_partitions`` partitions, as its publishers
         would) unless it exists."""
         config = self.stack_config()
         topic = config.audit.topic

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from broker.config import LogConfig
@@ -22,8 +20,8 @@ def test_defaults() -> None:
 
 
 def test_every_key_is_documented() -> None:
-    for field in dataclasses.fields(LogConfig):
-        assert field.metadata.get("doc"), field.name
+    for name, info in LogConfig.model_fields.items():
+        assert info.description, name
     text = render_defaults()
     assert "[log]" in text
     assert 'expose = "flushed"' in text

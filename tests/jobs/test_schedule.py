@@ -3,7 +3,6 @@ ZooKeeper and registry (about 20-40 s per run)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import threading
 from pathlib import Path
@@ -79,9 +78,7 @@ def test_the_scheduler_loads_two_missed_hours_in_order(
         topics=[topic],
         spark_master="local[2]",
     )
-    config = dataclasses.replace(
-        config, dev=dataclasses.replace(config.dev, state_dir=str(tmp_path / "state"))
-    )
+    config = config.replace(dev=config.dev.replace(state_dir=str(tmp_path / "state")))
     said: list[str] = []
     runner = SparkSubmitRunner(submit_settings(config), say=said.append)
     store = ScheduleStateStore(tmp_path / "schedule.json", config.load.job)

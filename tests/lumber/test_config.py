@@ -1,10 +1,18 @@
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
-from lumber.config import LumberConfig, config_from_mapping, dump_config, load_config, render_defaults
+from lumber.config import (
+    RENAMED_KEYS,
+    LumberConfig,
+    config_from_mapping,
+    dump_config,
+    load_config,
+    render_defaults,
+)
 from pipeline.errors import ConfigError
 
 
@@ -110,3 +118,138 @@ def test_rendered_defaults_are_valid_and_documented(tmp_path: Path) -> None:
     text = render_defaults()
     assert "# ZooKeeper connect string" in text
     assert load_config(write(tmp_path, text), env={}) == LumberConfig()
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+
+def test_an_old_key_is_read_as_the_new_one_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = write(
+        tmp_path,
+        '[producer]\naudit_topic = "_counts"\naudit_window_ms = 60000\n'
+        '[load]\nspark_master = "yarn"\nregistry_url = "http://reg:8081"\n',
+    )
+    with caplog.at_level(logging.WARNING):
+        config = load_config(path, env={})
+    assert (config.audit.topic, config.audit.window_ms) == ("_counts", 60_000)
+    assert (config.producer.audit_topic, config.producer.audit_window_ms) == ("_counts", 60_000)
+    assert config.load.window_ms == 60_000  # one window for every tier
+    assert (config.spark.master, config.load.spark_master) == ("yarn", "yarn")
+    assert config.registry.url == config.load.registry_url == config.producer.audit_registry_url
+    assert config.registry.url == "http://reg:8081"
+    assert _warnings(caplog) == [
+        (
+            f"{path}: [producer] audit_window_ms is deprecated, use [audit] window_ms "
+            "(read as [audit] window_ms = 60000)"
+        ),
+        (
+            f"{path}: [producer] audit_topic is deprecated, use [audit] topic "
+            "(read as [audit] topic = '_counts')"
+        ),
+        (
+            f"{path}: [load] registry_url is deprecated, use [registry] url (read as [registry] url = "
+            "'http://reg:8081')"
+        ),
+        f"{path}: [load] spark_master is deprecated, use [spark] master (read as [spark] master = 'yarn')",
+    ]
+
+
+def test_the_new_key_wins_when_both_are_set(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = write(tmp_path, '[producer]\naudit_topic = "_old"\n[audit]\ntopic = "_new"\n')
+    with caplog.at_level(logging.WARNING):
+        config = load_config(path, env={})
+    assert (config.audit.topic, config.producer.audit_topic) == ("_new", "_new")
+    assert _warnings(caplog) == [
+        (
+            f"{path}: [producer] audit_topic is deprecated, use [audit] topic; both are set, "
+            "so [audit] topic = '_new' is used and [producer] audit_topic = '_old' ignored"
+        )
+    ]
+
+
+def test_two_old_keys_of_one_new_key_the_first_wins(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        config = config_from_mapping(
+            {"producer": {"audit_window_ms": 60_000}, "load": {"window_ms": 120_000}}, where="f.toml"
+        )
+    assert config.audit.window_ms == 60_000
+    assert _warnings(caplog)[-1] == (
+        "f.toml: [load] window_ms is deprecated, use [audit] window_ms; both are set, so [producer] "
+        "audit_window_ms = 60000 is used and [load] window_ms = 120000 ignored"
+    )
+
+
+def test_an_empty_old_registry_url_meant_inherit(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        config = config_from_mapping({"load": {"registry_url": ""}}, where="f.toml")
+    assert config.load.registry_url == config.registry.url == "http://127.0.0.1:8081"
+    assert _warnings(caplog) == [
+        "f.toml: [load] registry_url is deprecated and ignored when empty; set [registry] url"
+    ]
+
+
+def test_an_old_environment_variable_is_renamed_too(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        config = config_from_mapping(
+            {"spark": {"master": "local[1]"}}, env={"LUMBER_LOAD__SPARK_MASTER": "yarn"}
+        )
+    assert config.spark.master == "yarn"  # the environment overrides the file
+    assert _warnings(caplog) == [
+        (
+            "environment variable LUMBER_LOAD__SPARK_MASTER: [load] spark_master is deprecated, "
+            "use [spark] master (read as [spark] master = 'yarn')"
+        )
+    ]
+    both = config_from_mapping(
+        {}, env={"LUMBER_LOAD__SPARK_MASTER": "yarn", "LUMBER_SPARK__MASTER": "local[3]"}
+    )
+    assert both.spark.master == "local[3]"
+
+
+def test_derived_keys_follow_their_key_when_built_in_python() -> None:
+    config = LumberConfig()
+    changed = config.replace(audit=config.audit.replace(topic="_t", topic_partitions=3))
+    assert (changed.producer.audit_topic, changed.producer.audit_topic_partitions) == ("_t", 3)
+    assert changed.replace(producer=changed.producer.replace(audit_topic="_x")).producer.audit_topic == "_t"
+
+
+def test_defaults_list_the_one_keys_and_the_renames_not_the_derived_keys() -> None:
+    text = render_defaults()
+    assert "[spark]\n" in text
+    assert "\naudit_topic = " not in text
+    assert "\nspark_master = " not in text
+    assert "\nfault_injection = " not in text  # a test hook
+    assert "#   [producer] audit_topic -> [audit] topic\n" in text
+    assert "#   [load] spark_master -> [spark] master\n" in text
+    assert "# Width of the audit windows, for every tier" in text
+    assert "(min 1000)" in text
+
+
+def test_a_saved_config_of_the_old_layout_still_loads(caplog: pytest.LogCaptureFixture) -> None:
+    old = {
+        "producer": {"audit_topic": "_audit", "audit_window_ms": 600_000, "audit_registry_url": "http://r:1"},
+        "load": {"window_ms": 600_000, "registry_url": "", "spark_master": "local[*]", "python": ""},
+        "audit": {"window_ms": 0},
+        "registry": {"url": "http://r:1"},
+    }
+    with caplog.at_level(logging.WARNING):
+        config = config_from_mapping(old, where="old.toml")
+    assert (config.audit.window_ms, config.audit.report_window_ms) == (600_000, 0)
+    assert config.producer.audit_registry_url == config.load.registry_url == "http://r:1"
+    assert _warnings(caplog)[0] == (
+        "old.toml: [audit] window_ms = 0 is read as [audit] report_window_ms = 0 (the width `audit verify` "
+        "reports in is now report_window_ms; window_ms is the counting window of every tier)"
+    )
+
+
+def test_every_derived_key_is_a_renamed_key_of_its_one_key() -> None:
+    derived = {
+        f"{name}.{key}": source
+        for name, info in LumberConfig.model_fields.items()
+        if name != "source"
+        for key, source in info.annotation.derived_keys().items()  # type: ignore[union-attr]
+    }
+    assert derived == RENAMED_KEYS

@@ -155,7 +155,7 @@ def test_through_the_producers_the_broker_holds_exactly_the_spec(
     partitions = [TopicPartition(topic, p) for topic in topics.values() for p in range(2)]
     consumer = Consumer(
         ConsumerConfig(
-            bootstrap_servers=servers(cluster), auto_offset_reset="smallest", fetch_max_wait_ms=100
+            bootstrap_servers=servers(cluster), auto_offset_reset="earliest", fetch_max_wait_ms=100
         ),
         partitions=partitions,
     )

@@ -117,7 +117,7 @@ def test_the_target_holds_the_source_per_partition_in_order_and_the_audit_counts
         config,
         source_zookeeper=source.zk_connect,
         target_zookeeper=target.zk_connect,
-        consumer_config=ConsumerConfig(fetch_max_wait_ms=100, auto_offset_reset="smallest"),
+        consumer_config=ConsumerConfig(fetch_max_wait_ms=100, auto_offset_reset="earliest"),
         group_config=GroupConfig(auto_commit_interval_ms=100),
         producer_config=ProducerConfig(audit_topic_partitions=2),
     ) as mirror:
@@ -375,7 +375,7 @@ def quick_mirror(
         MirrorConfig(topics=topics, group=group, audit_interval_ms=0, **settings),
         source_zookeeper=source.zk_connect,
         target_zookeeper=target.zk_connect,
-        consumer_config=ConsumerConfig(fetch_max_wait_ms=50, auto_offset_reset="smallest"),
+        consumer_config=ConsumerConfig(fetch_max_wait_ms=50, auto_offset_reset="earliest"),
         group_config=GroupConfig(auto_commit_interval_ms=50, session_timeout_ms=SESSION_TIMEOUT_MS),
     )
 

@@ -18,7 +18,6 @@ older than 30 days (so that retention can take a range the load has not read yet
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import time
@@ -138,7 +137,7 @@ def quiet(_: str) -> None:
 
 
 def with_load(config: LumberConfig, **load: Any) -> LumberConfig:
-    return dataclasses.replace(config, load=dataclasses.replace(config.load, **load))
+    return config.replace(load=config.load.replace(**load))
 
 
 def rewind_by_hand(warehouse: Path, job: str, topic: str, partition: int, records: int) -> None:

@@ -3,7 +3,6 @@ topic yet (the whole story, with Spark loads and recovery, runs in test_audit_lo
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -89,9 +88,7 @@ def test_the_publisher_creates_the_missing_audit_topic_and_publishes_within_seco
         job="hourly",
         topics=["pv"],
     )
-    config = dataclasses.replace(
-        config, producer=dataclasses.replace(config.producer, audit_topic_partitions=2)
-    )
+    config = config.replace(audit=config.audit.replace(topic_partitions=2))
     protocol = CommitProtocol(open_filesystem(f"file://{warehouse}"), "hourly")
     manifest = Manifest(
         job="hourly",

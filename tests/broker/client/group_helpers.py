@@ -21,7 +21,7 @@ SESSION_TIMEOUT_MS = 3000
 
 
 def consumer_config(cluster: Any, **settings: Any) -> ConsumerConfig:
-    settings.setdefault("auto_offset_reset", "smallest")
+    settings.setdefault("auto_offset_reset", "earliest")
     settings.setdefault("fetch_max_wait_ms", 100)
     settings.setdefault("request_timeout_ms", 5000)
     settings.setdefault("retry_backoff_ms", 50)

@@ -45,7 +45,7 @@ def main() -> None:
         ),
         consumer_config=ConsumerConfig(
             bootstrap_servers=args.servers.split(","),
-            auto_offset_reset="smallest",
+            auto_offset_reset="earliest",
             fetch_max_wait_ms=100,
             request_timeout_ms=5000,
             retry_backoff_ms=50,

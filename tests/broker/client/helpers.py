@@ -28,7 +28,7 @@ def producer(cluster: Any, **settings: Any) -> Producer:
 
 
 def consumer(cluster: Any, *partitions: TopicPartition, **settings: Any) -> Consumer:
-    settings.setdefault("auto_offset_reset", "smallest")
+    settings.setdefault("auto_offset_reset", "earliest")
     settings.setdefault("fetch_max_wait_ms", 100)
     settings.setdefault("request_timeout_ms", 10_000)
     return Consumer(ConsumerConfig(bootstrap_servers=servers(cluster), **settings), partitions=partitions)

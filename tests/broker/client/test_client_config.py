@@ -15,7 +15,7 @@ def test_defaults_and_acks_value() -> None:
     assert ProducerConfig(acks="1", enable_idempotence=False).acks_value == 1
     assert ProducerConfig(acks="all").acks_value == -1
     assert ProducerConfig(acks="0", enable_idempotence=False).acks_value == 0
-    assert ConsumerConfig().auto_offset_reset == "largest"
+    assert ConsumerConfig().auto_offset_reset == "latest"
 
 
 def test_idempotence_refuses_settings_it_cannot_keep() -> None:
@@ -53,12 +53,12 @@ def test_sections_load_from_toml_tables() -> None:
     config = config_from_mapping(
         {
             "producer": {"acks": "all", "compression_type": "zstd", "bootstrap_servers": ["127.0.0.1:9092"]},
-            "consumer": {"auto_offset_reset": "smallest", "max_prefetch_bytes": 1024},
+            "consumer": {"auto_offset_reset": "earliest", "max_prefetch_bytes": 1024},
         }
     )
     assert (config.producer.acks, config.producer.compression_type) == ("all", "zstd")
     assert config.producer.bootstrap_servers == ["127.0.0.1:9092"]
-    assert (config.consumer.auto_offset_reset, config.consumer.max_prefetch_bytes) == ("smallest", 1024)
+    assert (config.consumer.auto_offset_reset, config.consumer.max_prefetch_bytes) == ("earliest", 1024)
     with pytest.raises(ConfigError, match=r"key 'producer.compression_type' must be one of"):
         config_from_mapping({"producer": {"compression_type": "brotli"}})
     with pytest.raises(ConfigError, match=r"section \[consumer\]: consumer.request_timeout_ms"):

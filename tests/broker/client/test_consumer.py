@@ -40,7 +40,7 @@ def wait_exposed(cluster: Any, tp: TopicPartition, offset: int) -> None:
 
 def test_iterator_blocks_until_messages_arrive(broker_cluster: Any) -> None:
     broker_cluster.create_topic("events", 1)
-    with consumer(broker_cluster, TP, auto_offset_reset="largest") as c:
+    with consumer(broker_cluster, TP, auto_offset_reset="latest") as c:
         assert c.position(TP) == 0
         timer = threading.Timer(0.6, produce, (broker_cluster, "events", 3))
         started = time.monotonic()
@@ -155,13 +155,13 @@ def test_seek_to_time(broker_cluster: Any) -> None:
         assert c.offsets_for_times({TP: 1_700_000_029_000}) == {TP: 29}
 
 
-@pytest.mark.parametrize(("reset", "expected_first"), [("smallest", 0), ("largest", 40)])
+@pytest.mark.parametrize(("reset", "expected_first"), [("earliest", 0), ("latest", 40)])
 def test_auto_offset_reset_when_out_of_range(broker_cluster: Any, reset: str, expected_first: int) -> None:
     broker_cluster.create_topic("events", 1)
     produce(broker_cluster, "events", 40)
     with consumer(broker_cluster, TP, auto_offset_reset=reset) as c:
         c.seek(TP, 10_000)
-        if reset == "largest":
+        if reset == "latest":
             deadline = time.monotonic() + 10
             while c.poll(timeout_ms=100) == [] and time.monotonic() < deadline:
                 if c.position(TP) == 40:
@@ -212,7 +212,7 @@ def test_consumer_resumes_after_the_broker_is_killed_and_restarted(broker_cluste
 def test_consumer_learns_the_cluster_from_zookeeper(broker_cluster: Any) -> None:
     broker_cluster.create_topic("events", 2)
     produce(broker_cluster, "events", 10, partition=1)
-    config = ConsumerConfig(auto_offset_reset="smallest", fetch_max_wait_ms=100)
+    config = ConsumerConfig(auto_offset_reset="earliest", fetch_max_wait_ms=100)
     with Consumer(config, zookeeper_connect=broker_cluster.zk_connect) as c:
         partitions = c.partitions_for("events")
         assert partitions == [TopicPartition("events", 0), TopicPartition("events", 1)]

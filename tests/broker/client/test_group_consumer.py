@@ -179,7 +179,7 @@ def test_a_new_group_starts_at_smallest_or_largest(broker_cluster: Any) -> None:
     broker_cluster.create_topic(TOPIC, 2)
     produce(broker_cluster, TOPIC, 2, 5)
     smallest = member(broker_cluster, "from-start")
-    largest = member(broker_cluster, "from-end", consumer_settings={"auto_offset_reset": "largest"})
+    largest = member(broker_cluster, "from-end", consumer_settings={"auto_offset_reset": "latest"})
     try:
         smallest.subscribe(TOPIC)
         largest.subscribe(TOPIC)

@@ -40,7 +40,7 @@ def produce_one_by_one(cluster: BrokerCluster, counts: dict[int, int], size: int
 
 def read_all(cluster: BrokerCluster, ends: dict[int, int]) -> int:
     settings = ConsumerConfig(
-        bootstrap_servers=servers(cluster), auto_offset_reset="smallest", fetch_max_wait_ms=100
+        bootstrap_servers=servers(cluster), auto_offset_reset="earliest", fetch_max_wait_ms=100
     )
     got = 0
     with Consumer(settings, partitions=[TopicPartition("events", p) for p in ends]) as consumer:

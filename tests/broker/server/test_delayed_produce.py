@@ -259,7 +259,7 @@ def test_poison_batches_are_refused_and_the_partition_stays_readable(broker_clus
     finally:
         conn.close()
     assert kcat_read(servers, "poison") == [f"value-{i % 4}" for i in range(8)]
-    config = ConsumerConfig(bootstrap_servers=servers.split(","), auto_offset_reset="smallest")
+    config = ConsumerConfig(bootstrap_servers=servers.split(","), auto_offset_reset="earliest")
     with Consumer(config, partitions=[TopicPartition("poison", 0)]) as consumer:
         values = [r.value for r in consumer.messages(timeout_ms=2000)]
     assert values == [f"value-{i % 4}".encode() for i in range(8)]

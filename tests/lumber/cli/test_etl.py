@@ -25,7 +25,7 @@ def write_config(tmp_path: Path, zk_connect: str = "127.0.0.1:1") -> Path:
     path = tmp_path / "lumber.toml"
     path.write_text(
         f'[zookeeper]\nconnect = "{zk_connect}"\n\n[dev]\nstate_dir = "{tmp_path / "state"}"\n\n'
-        f'[load]\nwarehouse_url = "{tmp_path / "warehouse"}"\nspark_master = "local[2]"\n'
+        f'[load]\nwarehouse_url = "{tmp_path / "warehouse"}"\n\n[spark]\nmaster = "local[2]"\n'
     )
     return path
 
@@ -64,7 +64,7 @@ def test_status_of_a_job_that_never_ran(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def launch_detector(tmp_path: Path) -> tuple[Path, Path]:
-    """A ``[load] spark_submit`` that records that it was launched (and exits 1): (the script, its mark)."""
+    """A ``[spark] submit`` that records that it was launched (and exits 1): (the script, its mark)."""
     mark = tmp_path / "spark-submit-was-launched"
     script = tmp_path / "spark-submit"
     script.write_text(f'#!/bin/sh\necho "$@" > {shlex.quote(str(mark))}\nexit 1\n')
@@ -86,7 +86,7 @@ def test_bad_arguments_fail_before_spark_submit_is_launched(tmp_path: Path) -> N
     config = write_config(tmp_path)
     script, mark = launch_detector(tmp_path)
     with config.open("a") as toml:
-        toml.write(f'spark_submit = "{script}"\n')
+        toml.write(f'submit = "{script}"\n')
     cases = {
         (
             "--until-hour",
@@ -123,9 +123,10 @@ def test_unknown_or_excluded_topics_fail_before_spark_submit_is_launched(
     config.write_text(
         f'[zookeeper]\nconnect = "{broker_cluster.zk_connect}"\n\n'
         f'[dev]\nstate_dir = "{tmp_path / "state"}"\n\n'
-        f'[load]\nwarehouse_url = "{tmp_path / "warehouse"}"\nspark_master = "local[2]"\n'
+        f'[load]\nwarehouse_url = "{tmp_path / "warehouse"}"\n'
         f"bootstrap_servers = {json.dumps(servers(broker_cluster))}\n"
-        f'topics_allow = ["etl_topics_.*"]\ntopics_deny = []\nspark_submit = "{script}"\n'
+        f'topics_allow = ["etl_topics_.*"]\ntopics_deny = []\n\n'
+        f'[spark]\nmaster = "local[2]"\nsubmit = "{script}"\n'
     )
     done = etl_run(config, "--topics", f"{topic},nosuch_topic")
     assert (done.returncode, done.stdout) == (2, "")

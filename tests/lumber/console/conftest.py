@@ -16,7 +16,6 @@ The story (times are 2026-11-22, three days before this repository's clock, so e
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -163,7 +162,7 @@ def console_stack(
             config=GroupConfig(auto_commit_enable=False),
             consumer_config=ConsumerConfig(
                 bootstrap_servers=cluster.bootstrap_servers.split(","),
-                auto_offset_reset="smallest",
+                auto_offset_reset="earliest",
                 fetch_max_wait_ms=100,
             ),
         )
@@ -180,7 +179,7 @@ def console_stack(
 
         # the console, as `lumber console` runs it
         port = free_port()
-        console_config = dataclasses.replace(config, console=ConsoleConfig(port=port))
+        console_config = config.replace(console=ConsoleConfig(port=port))
         config_path = base / "console.toml"
         config_path.write_text(dump_config(console_config))
         stack.url = f"http://127.0.0.1:{port}"
