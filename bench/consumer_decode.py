@@ -45,8 +45,8 @@ from broker.client.fetched_batch import (
     decode_values,
 )
 from broker.client.fetcher import parse_partition_records
-from broker.log.record_batch import HEADER_SIZE, CompressionType, RecordBatchBuilder
-from broker.log.topic_partition import TopicPartition
+from broker.record.record_batch import HEADER_SIZE, CompressionType, RecordBatchBuilder
+from broker.record.topic_partition import TopicPartition
 
 ROOT = Path(__file__).resolve().parent.parent
 TP = TopicPartition("paper", 0)

@@ -50,9 +50,9 @@ from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.group_config import GroupConfig
 from broker.client.producer_config import ProducerConfig
-from broker.log.topic_partition import TopicPartition
 from broker.mirror import Mirror
 from broker.mirror_config import MirrorConfig
+from broker.record.topic_partition import TopicPartition
 
 MIB = 1024 * 1024
 #: Longest a phase may take before the run is abandoned.

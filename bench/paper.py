@@ -108,10 +108,10 @@ from broker.client.consumer_config import ConsumerConfig
 from broker.client.producer import Producer
 from broker.client.producer_batch import encode_headers
 from broker.client.producer_config import ProducerConfig
-from broker.client.record_encoder import record_bound
-from broker.log.compression import CompressionType
-from broker.log.record_batch import HEADER_SIZE
-from broker.log.topic_partition import TopicPartition
+from broker.record.compression import CompressionType
+from broker.record.record_batch import HEADER_SIZE
+from broker.record.record_encoder import record_bound
+from broker.record.topic_partition import TopicPartition
 
 REPO = Path(__file__).resolve().parent.parent
 VALUE_BYTES = 200

@@ -35,9 +35,9 @@ from broker.client.consumer_record import ConsumerRecord
 from broker.client.fetched_batch import FetchedBatch
 from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
-from broker.log.clock import Clock, system_clock_ms
-from broker.log.compression import CompressionType
-from broker.log.record_batch import COMPRESSION_MASK, HEADER_SIZE, TimestampType, decode_varint
+from broker.clock import Clock, system_clock_ms
+from broker.record.compression import CompressionType
+from broker.record.record_batch import COMPRESSION_MASK, HEADER_SIZE, TimestampType, decode_varint
 
 _Tally = dict[tuple[str, int | None], WindowCounts]
 

@@ -50,11 +50,11 @@ from broker.client.fetched_batch import FetchedBatch
 from broker.client.message_stream import MessageStream
 from broker.client.producer import Producer
 from broker.client.producer_batch import RecordMetadata
-from broker.log.compression import CompressionType
-from broker.log.record_batch import HEADER_SIZE, RecordBatchBuilder
-from broker.log.topic_partition import TopicPartition
 from broker.mirror_audit import MirrorAuditCounter
 from broker.mirror_config import MirrorConfig
+from broker.record.compression import CompressionType
+from broker.record.record_batch import HEADER_SIZE, RecordBatchBuilder
+from broker.record.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

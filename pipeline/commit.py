@@ -80,7 +80,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from pipeline.faults import Faults
 from pipeline.fs import FileSystem, join
 from pipeline.load_errors import CommitError, FileSystemError

@@ -21,7 +21,7 @@ from broker.client.cluster_snapshot import ClusterSnapshot
 from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.errors import ClientError
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from pipeline import avro_arrow
 from pipeline.commit import offsets_from_json, offsets_to_json
 from pipeline.load_config import LoadConfig

@@ -1,7 +1,7 @@
 """The records of a fetched batch as columns: offsets, timestamps, keys, values and ``host`` headers.
 
 The load needs, per record, exactly these five things, and it needs them for millions of records, so this
-walks the records of a :class:`~broker.client.fetched_batch.FetchedBatch` (layout: :mod:`broker.log
+walks the records of a :class:`~broker.client.fetched_batch.FetchedBatch` (layout: :mod:`broker.record
 .record_batch`) once and appends to five lists, with inline single-byte varint fast paths, instead of
 building a :class:`~broker.client.consumer_record.ConsumerRecord` per record (about twice as fast). Only
 the ``host`` header is kept; other headers are skipped by length. Records before the batch's
@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from broker.client.consumer_record import ConsumerRecord
 from broker.client.errors import CorruptBatchError
 from broker.client.fetched_batch import FetchedBatch
-from broker.log.compression import CompressionType, decompress
-from broker.log.errors import CorruptRecordError
-from broker.log.record_batch import HEADER_SIZE, decode_varint
+from broker.record.compression import CompressionType, decompress
+from broker.record.errors import CorruptRecordError
+from broker.record.record_batch import HEADER_SIZE, decode_varint
 
 _TIMESTAMP_TYPE_MASK = 0x08
 _COMPRESSION_MASK = 0x07

@@ -9,7 +9,7 @@ does the same for many batches at once (what :meth:`~broker.client.consumer.Cons
 All skip records before ``from_offset`` (a fetch returns whole batches, so the first one may start before
 the position asked for).
 
-The record layout is documented in :mod:`broker.log.record_batch`; the decoders check every length
+The record layout is documented in :mod:`broker.record.record_batch`; the decoders check every length
 against the batch and raise :class:`~broker.client.errors.CorruptBatchError` naming the topic-partition
 and the batch's base offset.
 
@@ -40,10 +40,10 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from broker.client.consumer_record import ConsumerRecord, Header
 from broker.client.errors import CorruptBatchError
-from broker.log.compression import decompress
-from broker.log.errors import CorruptRecordError
-from broker.log.record_batch import HEADER_SIZE, CompressionType, RecordBatch, decode_varint
-from broker.log.topic_partition import TopicPartition
+from broker.record.compression import decompress
+from broker.record.errors import CorruptRecordError
+from broker.record.record_batch import HEADER_SIZE, CompressionType, RecordBatch, decode_varint
+from broker.record.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     import numpy as np

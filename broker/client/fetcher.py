@@ -60,12 +60,12 @@ from broker.client.errors import (
     OffsetOutOfRangeError,
 )
 from broker.client.fetched_batch import FetchedBatch
-from broker.log.errors import CorruptRecordError
-from broker.log.record_batch import LOG_OVERHEAD, RecordBatch, scan_batches
-from broker.log.topic_partition import TopicPartition
 from broker.protocol.error_code import ErrorCode
 from broker.protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
 from broker.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from broker.record.errors import CorruptRecordError
+from broker.record.record_batch import LOG_OVERHEAD, RecordBatch, scan_batches
+from broker.record.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

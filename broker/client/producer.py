@@ -102,11 +102,7 @@ from broker.client.producer_batch import (
     encode_headers,
 )
 from broker.client.producer_config import MAX_IDEMPOTENT_IN_FLIGHT, ProducerConfig
-from broker.client.record_encoder import record_bound
-from broker.log.clock import Clock, system_clock_ms
-from broker.log.compression import CompressionType
-from broker.log.errors import CorruptRecordError
-from broker.log.record_batch import HEADER_SIZE, MAGIC, RecordBatch
+from broker.clock import Clock, system_clock_ms
 from broker.protocol.error_code import ErrorCode
 from broker.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from broker.protocol.messages.produce import (
@@ -115,6 +111,10 @@ from broker.protocol.messages.produce import (
     ProduceResponse,
     TopicProduceData,
 )
+from broker.record.compression import CompressionType
+from broker.record.errors import CorruptRecordError
+from broker.record.record_batch import HEADER_SIZE, MAGIC, RecordBatch
+from broker.record.record_encoder import record_bound
 
 log = logging.getLogger(__name__)
 

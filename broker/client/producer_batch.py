@@ -1,10 +1,10 @@
 """The producer's unit of work: the records bound for one partition, sent as one record batch v2.
 
-A batch keeps what it is handed as segments (:class:`~broker.client.record_encoder.Segment`: runs of values
+A batch keeps what it is handed as segments (:class:`~broker.record.record_encoder.Segment`: runs of values
 sharing a timestamp, key and headers) and encodes them once, when it is sent
-(:func:`~broker.client.record_encoder.encode_records`), so that ``send`` and ``send_many`` cost a few
+(:func:`~broker.record.record_encoder.encode_records`), so that ``send`` and ``send_many`` cost a few
 tuple operations per call, not an encoding per record. Sizes are upper bounds
-(:func:`~broker.client.record_encoder.record_bound`): ``size_bytes`` never undercounts what the records
+(:func:`~broker.record.record_encoder.record_bound`): ``size_bytes`` never undercounts what the records
 take once encoded, which is what ``batch_size``, ``max_request_size`` and ``buffer_memory`` are checked
 against. Every record carries the producer's header bytes (the producing ``host`` first), encoded once.
 
@@ -41,9 +41,9 @@ from itertools import accumulate
 import crc32c
 
 from broker.client.errors import ClientError
-from broker.client.record_encoder import Segment, encode_records, key_part, record_bound, varint
-from broker.log.compression import CompressionType, compress
-from broker.log.record_batch import HEADER_SIZE, MAGIC
+from broker.record.compression import CompressionType, compress
+from broker.record.record_batch import HEADER_SIZE, MAGIC
+from broker.record.record_encoder import Segment, encode_records, key_part, record_bound, varint
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 _HEAD = struct.Struct(">qiibI")
 _TAIL = struct.Struct(">hiqqqhii")
 _BATCH_LENGTH_BASE = HEADER_SIZE - 12
-# Byte positions in a batch header (broker.log.record_batch's layout) that stamping a raw batch rewrites.
+# Byte positions in a batch header (broker.record.record_batch's layout) that stamping a raw batch rewrites.
 _CRC_OFFSET = 17
 _ATTRIBUTES_OFFSET = 21
 _PRODUCER_FIELDS_OFFSET = 43  # producerId int64, producerEpoch int16, baseSequence int32

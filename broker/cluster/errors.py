@@ -2,8 +2,8 @@
 
 Every class carries ``kafka_error_code``, the Kafka protocol error code a request handler answers with
 (CreateTopics, DeleteTopics, Metadata), so that handlers need no table of their own. Invalid topic names are
-not here: they raise :class:`broker.log.errors.InvalidTopicError` (INVALID_TOPIC_EXCEPTION 17), the same
-error the log raises, through :func:`broker.log.file_names.validate_topic_name`.
+not here: they raise :class:`broker.record.errors.InvalidTopicError` (INVALID_TOPIC_EXCEPTION 17), the same
+error the log raises, through :func:`broker.record.topic_name.validate_topic_name`.
 
 ::
 

@@ -2,8 +2,8 @@
 
 One module per concept, each on-disk or wire format documented at the top of its module:
 
-* :mod:`~broker.log.record_batch`: record batch v2 (build, view, validate, decode, split buffers);
-* :mod:`~broker.log.compression`: the codecs as Kafka frames them (gzip, xerial snappy, LZ4 frame, zstd);
+* :mod:`~broker.record.record_batch`: record batch v2 (build, view, validate, decode, split buffers);
+* :mod:`~broker.record.compression`: the codecs as Kafka frames them (gzip, xerial snappy, LZ4 frame, zstd);
 * :mod:`~broker.log.offset_index` (``.index``) and :mod:`~broker.log.time_index` (``.timeindex``);
 * :mod:`~broker.log.segment`: one ``.log`` file with its two indexes;
 * :mod:`~broker.log.log`: one partition (append, read, flush policy, retention, high watermark);

@@ -60,25 +60,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from broker.clock import Clock, system_clock_ms
 from broker.config import DEFAULT_PRODUCER_ID_EXPIRATION_MS, LogConfig
-from broker.log.clock import Clock, system_clock_ms
-from broker.log.errors import (
-    CorruptRecordError,
-    InvalidRecordError,
-    InvalidTopicError,
-    LogClosedError,
-    LogStorageError,
-    OffsetOutOfRangeError,
-)
+from broker.log.errors import LogClosedError, LogStorageError, OffsetOutOfRangeError
 from broker.log.file_handle import fsync_dir
 from broker.log.file_names import deleted_partition_dir_name, parse_partition_dir_name
 from broker.log.file_region import FileRegion
 from broker.log.log_validator import validate_batches
 from broker.log.producer_state import BatchMetadata, ProducerStateManager
-from broker.log.record_batch import NO_PRODUCER_ID, RecordBatch, scan_batches
 from broker.log.recovery import RecoveryResult, load_segments
 from broker.log.segment import Segment
-from broker.log.topic_partition import TopicPartition
+from broker.record.errors import CorruptRecordError, InvalidRecordError, InvalidTopicError
+from broker.record.record_batch import NO_PRODUCER_ID, RecordBatch, scan_batches
+from broker.record.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

@@ -34,9 +34,9 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
+from broker.clock import Clock, system_clock_ms
 from broker.config import DEFAULT_PRODUCER_ID_EXPIRATION_MS, LogConfig
 from broker.log.checkpoint import read_checkpoint, write_checkpoint
-from broker.log.clock import Clock, system_clock_ms
 from broker.log.errors import LogClosedError, LogDirLockedError, LogError, LogStorageError
 from broker.log.file_handle import FileHandle, fsync_dir
 from broker.log.file_names import (
@@ -46,11 +46,10 @@ from broker.log.file_names import (
     is_deleted_partition_dir_name,
     parse_partition_dir_name,
     partition_dir,
-    validate_partition,
-    validate_topic_name,
 )
 from broker.log.log import HighWatermarkListener, Log
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_name import validate_partition, validate_topic_name
+from broker.record.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

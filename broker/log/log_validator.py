@@ -9,7 +9,7 @@ nothing of the request when any batch is refused. The checks, in order, per batc
 3. the offset range: at least one record, ``lastOffsetDelta == recordCount - 1``, not a control batch
    (:class:`InvalidRecordError`, INVALID_RECORD);
 4. the records (:meth:`RecordBatch.validate_records`, the one record walker of
-   :mod:`broker.log.record_batch`): the payload is decompressed per its codec, then every record is walked:
+   :mod:`broker.record.record_batch`): the payload is decompressed per its codec, then every record is walked:
    varints, the record length against what its fields take, key, value and header lengths inside the
    record, header keys in UTF-8 (CORRUPT_MESSAGE); exactly ``recordCount`` records that fill the
    (decompressed) data exactly, offset deltas 0, 1, 2, ... (INVALID_RECORD). The walk has two strategies
@@ -33,8 +33,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from broker.log.errors import InvalidRecordError, RecordTooLargeError
-from broker.log.record_batch import NO_TIMESTAMP, RecordBatch, one_record_batches_valid
+from broker.log.errors import RecordTooLargeError
+from broker.record.errors import InvalidRecordError
+from broker.record.record_batch import NO_TIMESTAMP, RecordBatch, one_record_batches_valid
 
 __all__ = ["ValidatedBatches", "validate_batches", "validate_stored_batch"]
 

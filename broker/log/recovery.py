@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
-from broker.log.errors import CorruptIndexError, CorruptRecordError, LogStorageError
+from broker.log.errors import CorruptIndexError, LogStorageError
 from broker.log.file_handle import fsync_dir
 from broker.log.file_names import (
     INDEX_SUFFIX,
@@ -48,6 +48,7 @@ from broker.log.segment import (
     truncate_log_file,
     write_indexes,
 )
+from broker.record.errors import CorruptRecordError
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """One segment of a partition: a ``.log`` file of record batches with its ``.index`` and ``.timeindex``.
 
-The ``.log`` file is record batches v2 (:mod:`broker.log.record_batch`) back to back, exactly as they
+The ``.log`` file is record batches v2 (:mod:`broker.record.record_batch`) back to back, exactly as they
 travel on the wire, with no framing of its own. Invariants:
 
 * the file name's base offset (20 digits, :mod:`broker.log.file_names`) is the base offset of its first
@@ -23,12 +23,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker.log.errors import CorruptIndexError, CorruptRecordError, LogStorageError
+from broker.log.errors import CorruptIndexError, LogStorageError
 from broker.log.file_handle import FileHandle
 from broker.log.file_names import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
 from broker.log.file_region import FileRegion
 from broker.log.offset_index import OffsetIndex
-from broker.log.record_batch import (
+from broker.log.time_index import TimeIndex
+from broker.record.errors import CorruptRecordError
+from broker.record.record_batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
@@ -36,7 +38,6 @@ from broker.log.record_batch import (
     NO_TIMESTAMP,
     RecordBatch,
 )
-from broker.log.time_index import TimeIndex
 
 logger = logging.getLogger(__name__)
 
@@ -404,7 +405,7 @@ class Segment:
         return RecordBatch(data, where=str(self._log.path), position=position)
 
     def batch_headers(self, offset: int, max_position: int) -> Iterator[tuple[int, ...]]:
-        """The 61-byte headers (the fields of :mod:`broker.log.record_batch`'s layout, in order) of the
+        """The 61-byte headers (the fields of :mod:`broker.record.record_batch`'s layout, in order) of the
         batches from the one holding ``offset`` to ``max_position``; used to replay producer state."""
         found = self.position_of(offset, max_position)
         if found is None:

@@ -18,7 +18,7 @@ Byte layout (all integers big-endian; offsets are byte positions inside the batc
     53  baseSequence         int32   -1
     57  recordCount          int32
     61  records              the records, concatenated; when compressed, one blob framed per codec
-                             (see :mod:`broker.log.compression`)
+                             (see :mod:`broker.record.compression`)
 
 The CRC does not cover baseOffset, batchLength or partitionLeaderEpoch, so the broker assigns offsets by
 rewriting bytes [0, 8) (:func:`set_base_offset`) without touching the records or the CRC.
@@ -56,8 +56,8 @@ from functools import lru_cache
 
 import crc32c
 
-from broker.log.compression import CompressionType, compress, decompress
-from broker.log.errors import CorruptRecordError, InvalidRecordError, UnsupportedCompressionError
+from broker.record.compression import CompressionType, compress, decompress
+from broker.record.errors import CorruptRecordError, InvalidRecordError, UnsupportedCompressionError
 
 __all__ = [
     "HEADER_SIZE",

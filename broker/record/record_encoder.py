@@ -2,7 +2,7 @@
 
 A producer batch keeps what ``send``/``send_many`` handed it as *segments*: runs of values that share a
 timestamp, a key and headers (:class:`Segment`). Encoding happens once, when the batch is sent, into the
-layout of :mod:`broker.log.record_batch`::
+layout of :mod:`broker.record.record_batch`::
 
     length varint | attributes 0 | timestampDelta varint | offsetDelta varint | key (varint length + bytes,
     or -1) | value (varint length + bytes, or -1) | headers (count, then key/value pairs)
@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from itertools import chain, islice
 from typing import Any, NamedTuple
 
-from broker.log.record_batch import encode_varint
+from broker.record.record_batch import encode_varint
 
 #: Batches with at least this many records are encoded with pyarrow.
 ARROW_MIN_RECORDS = 256

@@ -14,7 +14,8 @@ import logging
 from broker.cluster.cluster_view import ClusterView
 from broker.log.errors import LogError
 from broker.log.log_manager import LogManager
-from broker.log.topic_partition import TopicPartition
+from broker.record.errors import RecordError
+from broker.record.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ class LocalPartitions:
         for topic in sorted(set(old.topics) - set(new.topics)):
             try:
                 deleted = self._logs.delete_topic(topic)
-            except LogError:
+            except (LogError, RecordError):
                 logger.exception("broker %d: deleting topic %s failed", self._broker_id, topic)
                 continue
             if deleted:
@@ -54,5 +55,5 @@ class LocalPartitions:
             if self._logs.get_log(tp.topic, tp.partition) is None:
                 try:
                     self._logs.get_or_create_log(tp.topic, tp.partition)
-                except LogError:
+                except (LogError, RecordError):
                     logger.exception("broker %d: creating the log of %s failed", self._broker_id, tp)

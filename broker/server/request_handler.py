@@ -56,11 +56,9 @@ from broker.cluster.producer_id_manager import ProducerIdManager
 from broker.cluster.topic_admin import TopicAdmin
 from broker.config import BrokerConfig
 from broker.errors import BrokerError
-from broker.log.errors import InvalidTopicError, LogError, OffsetOutOfRangeError
-from broker.log.file_names import validate_topic_name
+from broker.log.errors import LogError, OffsetOutOfRangeError
 from broker.log.log import AppendInfo, Buffer, Log
 from broker.log.log_manager import LogManager
-from broker.log.topic_partition import TopicPartition
 from broker.network.request_channel import NetworkRequest, NetworkResponse, RequestChannel
 from broker.protocol import (
     ApiKey,
@@ -117,6 +115,9 @@ from broker.protocol.messages.produce import (
     ProduceResponse,
     TopicProduceResponse,
 )
+from broker.record.errors import InvalidTopicError, RecordError
+from broker.record.topic_name import validate_topic_name
+from broker.record.topic_partition import TopicPartition
 from broker.server.delayed_operation import DelayedOperation
 from broker.server.purgatory import Purgatory
 
@@ -264,12 +265,12 @@ class RequestHandler:
         for log, parts in groups:
             try:
                 log.append(parts[0] if len(parts) == 1 else b"".join(parts))
-            except LogError:
+            except (LogError, RecordError):
                 # one of them is bad: append one at a time up to it; handle() reports it
                 for part in parts:
                     try:
                         log.append(part)
-                    except LogError:
+                    except (LogError, RecordError):
                         return served
                     served += 1
             else:
@@ -310,7 +311,7 @@ class RequestHandler:
             # the view is newer than the partition manager's last pass: create it now
             try:
                 log = self._logs.get_or_create_log(topic, partition)
-            except LogError as exc:
+            except (LogError, RecordError) as exc:
                 raise PartitionLookupError(ErrorCode(exc.kafka_error_code), str(exc)) from exc
         return log
 
@@ -440,7 +441,7 @@ class RequestHandler:
                 except PartitionLookupError as exc:
                     results[tp] = (int(exc.code), str(exc), None, None)
                     failed.append(f"{tp}: {ErrorCode(exc.code).name}: {exc}")
-                except LogError as exc:
+                except (LogError, RecordError) as exc:
                     results[tp] = (exc.kafka_error_code, str(exc), None, None)
                     failed.append(f"{tp}: {ErrorCode(exc.kafka_error_code).name}: {exc}")
                 else:
@@ -574,7 +575,7 @@ class RequestHandler:
                     except OffsetOutOfRangeError:
                         code = int(ErrorCode.OFFSET_OUT_OF_RANGE)
                         errors = True
-                    except LogError as exc:
+                    except (LogError, RecordError) as exc:
                         code = exc.kafka_error_code
                         errors = True
                 if region is not None and region.size_bytes > limit and not first_with_data:
@@ -625,7 +626,7 @@ class RequestHandler:
                         )
                     )
                     continue
-                except LogError as exc:
+                except (LogError, RecordError) as exc:
                     partitions.append(
                         ListOffsetsPartitionResponse(
                             partition_index=asked.partition_index, error_code=exc.kafka_error_code

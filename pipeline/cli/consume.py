@@ -22,7 +22,7 @@ from typing import Any
 from broker.client.console import consume_to
 from broker.client.consumer import Consumer
 from broker.client.errors import UnknownPartitionError
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from pipeline.cli.invocation import suggest
 from pipeline.cli.produce import separator
 from pipeline.cli.record_format import AvroText, Format, RecordPrinter

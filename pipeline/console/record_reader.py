@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.client.consumer_record import ConsumerRecord
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from pipeline.console.cluster_reader import TopicView, read_topic
 from pipeline.console.errors import BadRequestError, NotFoundError, SourceUnavailableError
 from pipeline.console.params import utc_iso

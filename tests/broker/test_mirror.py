@@ -35,9 +35,9 @@ from broker.client.group_config import GroupConfig
 from broker.client.group_offsets import GroupOffsets
 from broker.client.producer_config import ProducerConfig
 from broker.cluster import zk_paths
-from broker.log.topic_partition import TopicPartition
 from broker.mirror import Mirror
 from broker.mirror_config import MirrorConfig
+from broker.record.topic_partition import TopicPartition
 from pipeline.audit_reader import read_audit_events
 from pipeline.dev.zookeeper_server import ZooKeeperServer
 from tests.broker.client.helpers import consumer, producer, read_batches, read_records

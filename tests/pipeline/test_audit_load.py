@@ -32,7 +32,7 @@ from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from pipeline.audit import AuditReport, reconcile
 from pipeline.audit_publisher import POINTER_NAME, LoadAuditPublisher
 from pipeline.audit_reader import read_audit_events

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from pipeline.commit import (
     CommitProtocol,
     JobLayout,

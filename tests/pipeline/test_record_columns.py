@@ -6,9 +6,9 @@ from hypothesis import strategies as st
 
 from broker.client.errors import CorruptBatchError
 from broker.client.fetched_batch import FetchedBatch
-from broker.log.compression import CompressionType
-from broker.log.record_batch import HEADER_SIZE, RecordBatch, RecordBatchBuilder
-from broker.log.topic_partition import TopicPartition
+from broker.record.compression import CompressionType
+from broker.record.record_batch import HEADER_SIZE, RecordBatch, RecordBatchBuilder
+from broker.record.topic_partition import TopicPartition
 from pipeline.record_columns import RecordColumns, batch_columns
 
 TP = TopicPartition("t", 2)

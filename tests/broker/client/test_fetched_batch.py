@@ -20,14 +20,14 @@ from broker.client.fetched_batch import (
     decode_values,
     load_decoder,
 )
-from broker.log.record_batch import (
+from broker.record.record_batch import (
     HEADER_SIZE,
     CompressionType,
     RecordBatch,
     RecordBatchBuilder,
     encode_varint,
 )
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 
 TP = TopicPartition("events", 2)
 

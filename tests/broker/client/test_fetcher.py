@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from broker.client.fetcher import parse_partition_records
-from broker.log.record_batch import CompressionType, RecordBatchBuilder
-from broker.log.topic_partition import TopicPartition
+from broker.record.record_batch import CompressionType, RecordBatchBuilder
+from broker.record.topic_partition import TopicPartition
 
 TP = TopicPartition("t", 0)
 

@@ -14,8 +14,8 @@ from broker.client.producer_batch import (
     RecordMetadata,
     encode_headers,
 )
-from broker.client.record_encoder import record_bound
-from broker.log.record_batch import HEADER_SIZE, CompressionType, Record, RecordBatch
+from broker.record.record_batch import HEADER_SIZE, CompressionType, Record, RecordBatch
+from broker.record.record_encoder import record_bound
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

@@ -4,7 +4,6 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.errors import InvalidTopicError
 from broker.log.file_names import (
     deleted_partition_dir_name,
     is_deleted_partition_dir_name,
@@ -12,9 +11,10 @@ from broker.log.file_names import (
     parse_segment_file_name,
     partition_dir,
     segment_file_name,
-    validate_topic_name,
 )
-from broker.log.topic_partition import TopicPartition
+from broker.record.errors import InvalidTopicError
+from broker.record.topic_name import validate_topic_name
+from broker.record.topic_partition import TopicPartition
 
 
 def test_segment_names_have_twenty_digits() -> None:

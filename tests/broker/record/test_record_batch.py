@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.log.errors import CorruptRecordError, InvalidRecordError, UnsupportedCompressionError
-from broker.log.record_batch import (
+from broker.record.errors import CorruptRecordError, InvalidRecordError, UnsupportedCompressionError
+from broker.record.record_batch import (
     HEADER_SIZE,
     CompressionType,
     Record,

@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.client.producer_batch import encode_headers
-from broker.client.record_encoder import (
+from broker.record.record_batch import _walk_records
+from broker.record.record_encoder import (
     ARROW_VARINT_LIMIT,
     Segment,
     encode_records,
@@ -15,7 +16,6 @@ from broker.client.record_encoder import (
     key_part,
     record_bound,
 )
-from broker.log.record_batch import _walk_records
 
 HEADERS = [encode_headers([("host", b"h1")]), encode_headers([("host", b"h2"), ("trace", None), ("n", b"")])]
 

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from broker.client.connection import BrokerConnection
-from broker.log.record_batch import RecordBatch, RecordBatchBuilder, scan_batches
 from broker.protocol import ErrorCode, encode_request
 from broker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from broker.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
@@ -23,6 +22,7 @@ from broker.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTo
 from broker.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from broker.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from broker.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from broker.record.record_batch import RecordBatch, RecordBatchBuilder, scan_batches
 from tests.support.broker_cluster import BrokerCluster, BrokerProcess, wait_for
 
 BASE_TS = 1_700_000_000_000

@@ -31,7 +31,7 @@ from broker.client.group_config import GroupConfig
 from broker.client.group_consumer import GroupConsumer
 from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from pipeline.config import ConsoleConfig, dump_config
 from pipeline.dev.process import free_port, start_and_wait, stop
 from pipeline.dev.zookeeper_server import ZooKeeperServer
