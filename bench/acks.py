@@ -53,7 +53,7 @@ from broker.protocol.messages.produce import (  # noqa: E402
     TopicProduceData,
 )
 from broker.record.compression import CompressionType  # noqa: E402
-from broker.record.record_batch import RecordBatchBuilder  # noqa: E402
+from broker.record.record_batch_builder import RecordBatchBuilder  # noqa: E402
 
 VALUE_BYTES = 200
 BATCH_RECORDS = 50

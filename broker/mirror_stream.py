@@ -52,8 +52,9 @@ from broker.client.producer import Producer
 from broker.client.producer_batch import RecordMetadata
 from broker.mirror_audit import MirrorAuditCounter
 from broker.mirror_config import MirrorConfig
+from broker.record.batch_header import HEADER_SIZE
 from broker.record.compression import CompressionType
-from broker.record.record_batch import HEADER_SIZE, RecordBatchBuilder
+from broker.record.record_batch_builder import RecordBatchBuilder
 from broker.record.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)

@@ -63,8 +63,10 @@ from broker.client.fetched_batch import FetchedBatch
 from broker.protocol.error_code import ErrorCode
 from broker.protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
 from broker.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from broker.record.batch_header import LOG_OVERHEAD
+from broker.record.batch_scan import scan_batches
 from broker.record.errors import CorruptRecordError
-from broker.record.record_batch import LOG_OVERHEAD, RecordBatch, scan_batches
+from broker.record.record_batch import RecordBatch
 from broker.record.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)

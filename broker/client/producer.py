@@ -96,10 +96,8 @@ from broker.client.partitioner import StickyPartitioner, partition_for_key
 from broker.client.producer_batch import (
     BulkDelivery,
     DeliveryCallback,
-    Header,
     ProducerBatch,
     RecordFuture,
-    encode_headers,
 )
 from broker.client.producer_config import MAX_IDEMPOTENT_IN_FLIGHT, ProducerConfig
 from broker.clock import Clock, system_clock_ms
@@ -111,10 +109,12 @@ from broker.protocol.messages.produce import (
     ProduceResponse,
     TopicProduceData,
 )
+from broker.record.batch_header import HEADER_SIZE, MAGIC
 from broker.record.compression import CompressionType
 from broker.record.errors import CorruptRecordError
-from broker.record.record_batch import HEADER_SIZE, MAGIC, RecordBatch
+from broker.record.record_batch import RecordBatch
 from broker.record.record_encoder import record_bound
+from broker.record.record_header import Header, encode_headers
 
 log = logging.getLogger(__name__)
 

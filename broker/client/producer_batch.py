@@ -41,18 +41,13 @@ from itertools import accumulate
 import crc32c
 
 from broker.client.errors import ClientError
-from broker.record.compression import CompressionType, compress
-from broker.record.record_batch import HEADER_SIZE, MAGIC
+from broker.record.batch_header import HEADER_SIZE
+from broker.record.compression import CompressionType
+from broker.record.record_batch_builder import pack_batch
 from broker.record.record_encoder import Segment, encode_records, key_part, record_bound, varint
 
 log = logging.getLogger(__name__)
 
-# Header split at the CRC boundary: [0, 21) baseOffset, batchLength, partitionLeaderEpoch, magic, crc;
-# [21, 61) attributes, lastOffsetDelta, firstTimestamp, maxTimestamp, producerId, producerEpoch,
-# baseSequence, recordCount.
-_HEAD = struct.Struct(">qiibI")
-_TAIL = struct.Struct(">hiqqqhii")
-_BATCH_LENGTH_BASE = HEADER_SIZE - 12
 # Byte positions in a batch header (broker.record.record_batch's layout) that stamping a raw batch rewrites.
 _CRC_OFFSET = 17
 _ATTRIBUTES_OFFSET = 21
@@ -65,28 +60,12 @@ _COUNT = struct.Struct(">i")
 _MAX_SEQUENCE = 2**31 - 1
 _NO_ID = -1
 
-Header = tuple[str, bytes | None]
 #: Called with the metadata of one record (``None`` on failure) and the error (``None`` on success).
 DeliveryCallback = Callable[["RecordMetadata | None", "BaseException | None"], None]
 
 _EVENT_LOCK = threading.Lock()
 _BOUND_BASE = record_bound(0, 0, 0)
 _new_tuple = tuple.__new__
-
-
-def encode_headers(headers: Sequence[Header]) -> bytes:
-    """The headers section of a record: count, then each key (UTF-8) and value (-1 length for null)."""
-    parts = [varint(len(headers))]
-    for key, value in headers:
-        key_bytes = key.encode("utf-8")
-        parts.append(varint(len(key_bytes)))
-        parts.append(key_bytes)
-        if value is None:
-            parts.append(b"\x01")
-        else:
-            parts.append(varint(len(value)))
-            parts.append(bytes(value))
-    return b"".join(parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,26 +270,16 @@ class ProducerBatch:
             encoded = self.encoded = b"".join(parts)
             self.raw_parts = None
             return encoded
-        records = encode_records(self.segments, self.count, self.first_timestamp_ms)
-        attributes = 0
-        if self.codec != CompressionType.NONE:
-            compressed = compress(self.codec, records)
-            if len(compressed) < len(records):
-                records = compressed
-                attributes = int(self.codec)
-        tail = _TAIL.pack(
-            attributes,
-            self.count - 1,
+        encoded = self.encoded = pack_batch(
+            encode_records(self.segments, self.count, self.first_timestamp_ms),
+            self.count,
             self.first_timestamp_ms,
             self.max_timestamp_ms,
-            self.producer_id,
-            self.producer_epoch,
-            self.base_sequence,
-            self.count,
+            self.codec,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            base_sequence=self.base_sequence,
         )
-        crc = crc32c.crc32c(records, crc32c.crc32c(tail))
-        head = _HEAD.pack(0, _BATCH_LENGTH_BASE + len(records), -1, MAGIC, crc)
-        encoded = self.encoded = b"".join((head, tail, records))
         self.segments = []  # the values are in the bytes now
         return encoded
 

@@ -70,8 +70,10 @@ from broker.log.log_validator import validate_batches
 from broker.log.producer_state import BatchMetadata, ProducerStateManager
 from broker.log.recovery import RecoveryResult, load_segments
 from broker.log.segment import Segment
+from broker.record.batch_header import NO_PRODUCER_ID
+from broker.record.batch_scan import scan_batches
 from broker.record.errors import CorruptRecordError, InvalidRecordError, InvalidTopicError
-from broker.record.record_batch import NO_PRODUCER_ID, RecordBatch, scan_batches
+from broker.record.record_batch import RecordBatch
 from broker.record.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)

@@ -34,8 +34,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from broker.log.errors import RecordTooLargeError
+from broker.record.batch_header import NO_TIMESTAMP
 from broker.record.errors import InvalidRecordError
-from broker.record.record_batch import NO_TIMESTAMP, RecordBatch, one_record_batches_valid
+from broker.record.layout_check import one_record_batches_valid
+from broker.record.record_batch import RecordBatch
 
 __all__ = ["ValidatedBatches", "validate_batches", "validate_stored_batch"]
 

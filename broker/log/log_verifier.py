@@ -39,8 +39,9 @@ from broker.log.file_names import (
 from broker.log.log_validator import validate_stored_batch
 from broker.log.offset_index import ENTRY_SIZE, OffsetIndex
 from broker.log.time_index import TimeIndex
+from broker.record.batch_header import HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH
 from broker.record.errors import CorruptRecordError, InvalidRecordError
-from broker.record.record_batch import HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH, RecordBatch
+from broker.record.record_batch import RecordBatch
 from broker.record.topic_partition import TopicPartition
 
 __all__ = ["Damage", "PartitionReport", "find_partition_dirs", "verify_partition"]

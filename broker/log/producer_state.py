@@ -74,7 +74,7 @@ from broker.log.errors import (
     OutOfOrderSequenceError,
 )
 from broker.log.file_names import parse_snapshot_file_name, snapshot_file_name, temp_path
-from broker.record.record_batch import NO_PRODUCER_ID
+from broker.record.batch_header import NO_PRODUCER_ID
 
 logger = logging.getLogger(__name__)
 

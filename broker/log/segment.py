@@ -29,24 +29,24 @@ from broker.log.file_names import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, s
 from broker.log.file_region import FileRegion
 from broker.log.offset_index import OffsetIndex
 from broker.log.time_index import TimeIndex
-from broker.record.errors import CorruptRecordError
-from broker.record.record_batch import (
+from broker.record.batch_header import (
+    HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
     MIN_BATCH_LENGTH,
     NO_TIMESTAMP,
-    RecordBatch,
 )
+from broker.record.errors import CorruptRecordError
+from broker.record.record_batch import RecordBatch
 
 logger = logging.getLogger(__name__)
 
 MAX_RELATIVE_OFFSET = 2**31 - 1
-# A batch header up to and including lastOffsetDelta, then the whole 61-byte header.
+# A batch header up to and including lastOffsetDelta (the whole header is batch_header.HEADER).
 _HEADER_PREFIX = struct.Struct(
     ">qiibIhi"
 )  # baseOffset, batchLength, epoch, magic, crc, attributes, lastOffsetDelta
-_FULL_HEADER = struct.Struct(">qiibIhiqqqhii")
 _INT64 = struct.Struct(">q")
 _SCAN_CHUNK_BYTES = 8 * 1024 * 1024
 
@@ -648,7 +648,7 @@ def _read_full_header(log: FileHandle, position: int, max_position: int, where: 
     data = log.pread(HEADER_SIZE, position)
     if len(data) < HEADER_SIZE:
         raise CorruptRecordError(where, f"batch header cut short: {len(data)} bytes", position=position)
-    header = _FULL_HEADER.unpack(data)
+    header = HEADER.unpack(data)
     _check_header(header, position, max_position, where)
     return header
 

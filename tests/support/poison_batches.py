@@ -13,7 +13,7 @@ import struct
 import crc32c
 
 from broker.record.compression import CompressionType, compress
-from broker.record.record_batch import encode_varint
+from broker.record.varint import encode_varint
 
 BASE_TS = 1_700_000_000_000
 _BEFORE_CRC = struct.Struct(">qiib")

@@ -11,23 +11,16 @@ from hypothesis import strategies as st
 
 from broker.client.consumer_record import ConsumerRecord
 from broker.client.errors import CorruptBatchError
-from broker.client.fetched_batch import (
-    _VECTORISED_MIN_RECORDS,
-    FetchedBatch,
-    PartitionValues,
-    _decode_values_python,
-    _decode_values_vectorised,
-    decode_values,
-    load_decoder,
-)
-from broker.record.record_batch import (
-    HEADER_SIZE,
-    CompressionType,
-    RecordBatch,
-    RecordBatchBuilder,
-    encode_varint,
-)
+from broker.client.fetched_batch import FetchedBatch, PartitionValues, decode_values, load_decoder
+from broker.record.batch_header import HEADER_SIZE
+from broker.record.compression import CompressionType
+from broker.record.errors import CorruptRecordError
+from broker.record.record_batch import RecordBatch
+from broker.record.record_batch_builder import RecordBatchBuilder
+from broker.record.record_walker import VECTORISED_MIN_RECORDS, walk_values
 from broker.record.topic_partition import TopicPartition
+from broker.record.value_columns import decode_values_vectorised
+from broker.record.varint import encode_varint
 
 TP = TopicPartition("events", 2)
 
@@ -196,7 +189,7 @@ def test_common_layouts_take_the_vectorised_path() -> None:
         bodies = [b.batch.buffer[HEADER_SIZE:] for b in fetched]
         counts = [b.record_count for b in fetched]
         bases = [b.base_offset for b in fetched]
-        found = _decode_values_vectorised(bodies, counts, bases, bases)
+        found = decode_values_vectorised(bodies, counts, bases, bases)
         assert found is not None
         assert [(list(o), v) for o, v in found] == [
             (list(c.offsets), c.values) for c in decode_values(fetched)
@@ -237,7 +230,7 @@ def test_batches_of_one_record_and_small_polls() -> None:
     ones = as_fetched(*(paper_batch(offset, 1) for offset in range(200)))
     assert pairs(decode_values(ones)) == [(offset, value_of(offset)) for offset in range(200)]
     few = as_fetched(paper_batch(7, 3))  # below the vectorised threshold: walked in Python
-    assert sum(b.record_count for b in few) < _VECTORISED_MIN_RECORDS
+    assert sum(b.record_count for b in few) < VECTORISED_MIN_RECORDS
     assert pairs(decode_values(few)) == [(7, value_of(7)), (8, value_of(8)), (9, value_of(9))]
     assert decode_values([]) == []
 
@@ -329,11 +322,11 @@ def test_corrupt_records_name_the_partition_and_the_batch_base_offset(kind: str)
 
 
 def test_the_python_walk_rejects_lengths_below_minus_one() -> None:
-    with pytest.raises(ValueError, match=r"record #0: value length -2"):
-        _decode_values_python(record(0, None, value_length=-2), 1, 0, 0)
-    with pytest.raises(ValueError, match=r"record #0: key length -3"):
-        _decode_values_python(record(0, b"v", key_length=-3), 1, 0, 0)
-    assert _decode_values_python(record(0, None), 1, 0, 0) == (range(1), [None])
+    with pytest.raises(CorruptRecordError, match=r"record #0: value length -2"):
+        walk_values(record(0, None, value_length=-2), 1, 0, 0)
+    with pytest.raises(CorruptRecordError, match=r"record #0: key length -3"):
+        walk_values(record(0, b"v", key_length=-3), 1, 0, 0)
+    assert walk_values(record(0, None), 1, 0, 0) == (range(1), [None])
 
 
 @pytest.mark.parametrize("count", [50, 100])  # offset deltas of one byte each, and of up to two
@@ -387,8 +380,8 @@ def test_vectorised_and_python_value_decoders_agree(
     data = RecordBatch(builder.build()).buffer[61:].tobytes()
     count = len(expected)
     from_offset = 1_000 + min(skip, count)
-    python = _decode_values_python(data, count, 1_000, from_offset)
-    vectorised = _decode_values_vectorised([data], [count], [1_000], [from_offset])
+    python = walk_values(data, count, 1_000, from_offset)
+    vectorised = decode_values_vectorised([data], [count], [1_000], [from_offset])
     assert list(python[0]) == list(range(from_offset, 1_000 + count))
     assert python[1] == expected[from_offset - 1_000 :]
     assert vectorised is not None
@@ -433,7 +426,7 @@ def test_decoding_many_batches_at_once_matches_the_walk_batch_by_batch(
     from_offset = first_base + skip
     fetched = as_fetched(*batches, from_offset=from_offset)
     reference = [
-        b._values_python(b.batch.buffer[HEADER_SIZE:] if not b.batch.attributes & 7 else b._records_data())
+        b._values_walked(b.batch.buffer[HEADER_SIZE:] if not b.batch.attributes & 7 else b._records_data())
         for b in fetched
     ]
     together = decode_values(fetched)
@@ -447,7 +440,7 @@ def test_without_numpy_everything_is_walked_in_python(monkeypatch: pytest.Monkey
     monkeypatch.setitem(sys.modules, "numpy", None)  # import numpy now raises ImportError
     try:
         assert load_decoder() is False
-        assert _decode_values_vectorised([b"\x00"], [1], [0], [0]) is None
+        assert decode_values_vectorised([b"\x00"], [1], [0], [0]) is None
         assert pairs(decode_values(batches)) == [(offset, value_of(offset)) for offset in range(150)]
     finally:
         load_decoder.cache_clear()

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from broker.client.fetcher import parse_partition_records
-from broker.record.record_batch import CompressionType, RecordBatchBuilder
+from broker.record.compression import CompressionType
+from broker.record.record_batch_builder import RecordBatchBuilder
 from broker.record.topic_partition import TopicPartition
 
 TP = TopicPartition("t", 0)

@@ -10,6 +10,7 @@ from broker.errors import BrokerError
 from broker.log.errors import LogError, RecordTooLargeError
 from broker.log.log import Log
 from broker.log.log_validator import validate_batches, validate_stored_batch
+from broker.record.batch_scan import scan_batches
 from broker.record.compression import CompressionType
 from broker.record.errors import (
     CorruptRecordError,
@@ -17,7 +18,8 @@ from broker.record.errors import (
     RecordError,
     UnsupportedCompressionError,
 )
-from broker.record.record_batch import RecordBatch, RecordBatchBuilder, scan_batches
+from broker.record.record_batch import RecordBatch
+from broker.record.record_batch_builder import RecordBatchBuilder
 from tests.broker.log.helpers import config, make_batch
 from tests.support.poison_batches import (
     forge_batch,

@@ -19,7 +19,7 @@ from broker.log.producer_state import (
     last_sequence_of,
 )
 from broker.record.compression import CompressionType
-from broker.record.record_batch import RecordBatchBuilder
+from broker.record.record_batch_builder import RecordBatchBuilder
 from tests.broker.log.helpers import BASE_TS, config, make_batch, read_all
 
 PID = 4000

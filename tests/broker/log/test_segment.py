@@ -6,8 +6,9 @@ import pytest
 
 from broker.log.errors import CorruptIndexError
 from broker.log.segment import Segment, scan_segment
+from broker.record.batch_scan import scan_batches
 from broker.record.errors import CorruptRecordError
-from broker.record.record_batch import RecordBatch, scan_batches
+from broker.record.record_batch import RecordBatch
 from tests.broker.log.helpers import BASE_TS, make_batch
 
 DAY_MS = 24 * 3600 * 1000

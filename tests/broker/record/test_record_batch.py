@@ -9,23 +9,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from broker.record.batch_header import HEADER_SIZE, TimestampType
+from broker.record.batch_scan import scan_batches
+from broker.record.compression import CompressionType
 from broker.record.errors import CorruptRecordError, InvalidRecordError, UnsupportedCompressionError
-from broker.record.record_batch import (
-    HEADER_SIZE,
-    CompressionType,
-    Record,
-    RecordBatch,
-    RecordBatchBuilder,
-    TimestampType,
-    _records_of_one_layout,
-    _walk_records,
-    decode_varint,
-    encode_varint,
-    one_record_batches_valid,
-    scan_batches,
-    set_base_offset,
-    size_of_varint,
-)
+from broker.record.layout_check import one_record_batches_valid, records_of_one_layout
+from broker.record.record import Record
+from broker.record.record_batch import RecordBatch, set_base_offset
+from broker.record.record_batch_builder import RecordBatchBuilder
+from broker.record.record_walker import walk_records
+from broker.record.varint import decode_varint, encode_varint, size_of_varint
 
 with warnings.catch_warnings():
     # kafka-python's protocol package calls importlib.resources.read_text, deprecated in 3.11
@@ -398,7 +391,7 @@ _BYTE_CHANGES = (lambda b: b ^ 0x01, lambda b: b ^ 0x80, lambda b: b ^ 0x40, lam
 
 def _walk_accepts(data: bytes, count: int) -> bool:
     try:
-        for _ in _walk_records(data, count, 0, 0, None, "t-0", 0, decode=False):
+        for _ in walk_records(data, count, 0, 0, None, "t-0", 0, decode=False):
             pass
     except (CorruptRecordError, InvalidRecordError):
         return False
@@ -410,11 +403,11 @@ def _walk_accepts(data: bytes, count: int) -> bool:
 )
 def test_one_layout_strategy_vouches_for_a_producers_records(count: int, headers: bool) -> None:
     data = _one_layout_records(count, headers=headers)
-    assert _records_of_one_layout(data, count, "t-0", 0) is True  # across the 64 and 8192 width changes too
+    assert records_of_one_layout(data, count, "t-0", 0) is True  # across the 64 and 8192 width changes too
     assert _walk_accepts(data, count)
-    assert _records_of_one_layout(data, count + 1, "t-0", 0) is False
-    assert _records_of_one_layout(data, count - 1, "t-0", 0) is False
-    assert _records_of_one_layout(data + b"\x00", count, "t-0", 0) is False
+    assert records_of_one_layout(data, count + 1, "t-0", 0) is False
+    assert records_of_one_layout(data, count - 1, "t-0", 0) is False
+    assert records_of_one_layout(data + b"\x00", count, "t-0", 0) is False
 
 
 def test_one_layout_strategy_never_vouches_for_what_the_walk_refuses() -> None:
@@ -429,7 +422,7 @@ def test_one_layout_strategy_never_vouches_for_what_the_walk_refuses() -> None:
             mutated[at] = change(data[at])
             if mutated == data:
                 continue
-            fast = _records_of_one_layout(bytes(mutated), count, "t-0", 0)
+            fast = records_of_one_layout(bytes(mutated), count, "t-0", 0)
             walk = _walk_accepts(bytes(mutated), count)
             assert walk or not fast, (
                 f"byte {at} changed to {mutated[at]:#x}: the strategy vouched, the walk refused"

@@ -22,7 +22,9 @@ from broker.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTo
 from broker.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from broker.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from broker.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
-from broker.record.record_batch import RecordBatch, RecordBatchBuilder, scan_batches
+from broker.record.batch_scan import scan_batches
+from broker.record.record_batch import RecordBatch
+from broker.record.record_batch_builder import RecordBatchBuilder
 from tests.support.broker_cluster import BrokerCluster, BrokerProcess, wait_for
 
 BASE_TS = 1_700_000_000_000

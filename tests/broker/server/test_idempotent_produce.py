@@ -11,7 +11,7 @@ from typing import Any
 from broker.protocol import ErrorCode
 from broker.protocol.messages.init_producer_id import InitProducerIdRequest
 from broker.record.compression import CompressionType
-from broker.record.record_batch import RecordBatchBuilder
+from broker.record.record_batch_builder import RecordBatchBuilder
 from tests.broker.server.test_broker_server import BASE_TS, connect, fetch, offsets_in, produce
 from tests.support.broker_cluster import BrokerCluster
 
