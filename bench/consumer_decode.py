@@ -7,9 +7,9 @@ Run from the repository root::
 What it measures, all in this one process:
 
 1. **Fetches.** Realistic 200 KiB fetch responses for one partition, CRC-checked and split into batches as
-   the fetcher does (:func:`~broker.client.fetcher.parse_partition_records`): 200-byte values with one
-   ``host`` header, no key, in record batches of 50 (the paper benchmark's consume phase), of 1 and of 500;
-   200-byte values in zstd batches of 50; and values of 100-300 bytes in batches of 50. For each, the
+   the fetcher does (:func:`~broker.client.partition_records.parse_partition_records`): 200-byte values with
+   one ``host`` header, no key, in record batches of 50 (the paper benchmark's consume phase), of 1 and of
+   500; 200-byte values in zstd batches of 50; and values of 100-300 bytes in batches of 50. For each, the
    decoding that ``poll_values`` does with one fetch's batches in hand: the baseline (``--baseline-rev``'s
    ``broker/client/fetched_batch.py``, loaded from git: ``FetchedBatch.values()`` batch by batch, as
    ``poll_values`` did there) and now (:func:`~broker.client.fetched_batch.decode_values`). The outputs are
@@ -38,7 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from broker.client.fetched_batch import FetchedBatch, PartitionValues, decode_values
-from broker.client.fetcher import parse_partition_records
+from broker.client.partition_records import parse_partition_records
 from broker.record.batch_header import HEADER_SIZE
 from broker.record.compression import CompressionType, decompress
 from broker.record.errors import CorruptRecordError

@@ -40,14 +40,8 @@ from broker.log.file_names import (
     parse_snapshot_file_name,
     segment_path,
 )
-from broker.log.segment import (
-    Segment,
-    SegmentScan,
-    fsync_file,
-    scan_segment,
-    truncate_log_file,
-    write_indexes,
-)
+from broker.log.segment import Segment
+from broker.log.segment_scan import SegmentScan, fsync_file, scan_segment, truncate_log_file, write_indexes
 from broker.record.errors import CorruptRecordError
 
 logger = logging.getLogger(__name__)

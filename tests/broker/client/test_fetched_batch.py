@@ -344,7 +344,7 @@ def test_out_of_order_offsets_fall_back_to_the_walk(count: int) -> None:
 
 
 def test_a_crc_mismatch_is_caught_before_decoding_and_names_the_batch() -> None:
-    from broker.client.fetcher import parse_partition_records  # noqa: PLC0415
+    from broker.client.partition_records import parse_partition_records  # noqa: PLC0415
 
     damaged = bytearray(paper_batch(100, 100))
     damaged[-30] ^= 0x01  # inside the last value: only the CRC can tell

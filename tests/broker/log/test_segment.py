@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from broker.log.errors import CorruptIndexError
-from broker.log.segment import Segment, scan_segment
+from broker.log.segment import Segment
+from broker.log.segment_scan import scan_segment
 from broker.record.batch_scan import scan_batches
 from broker.record.errors import CorruptRecordError
 from broker.record.record_batch import RecordBatch

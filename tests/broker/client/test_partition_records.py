@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.client.fetcher import parse_partition_records
+from broker.client.partition_records import parse_partition_records
 from broker.record.compression import CompressionType
 from broker.record.record_batch_builder import RecordBatchBuilder
 from broker.record.topic_partition import TopicPartition
