@@ -9,9 +9,9 @@ nothing of the request when any batch is refused. The checks, in order, per batc
 3. the offset range: at least one record, ``lastOffsetDelta == recordCount - 1``, not a control batch
    (:class:`InvalidRecordError`, INVALID_RECORD);
 4. the records (:meth:`RecordBatch.validate_records`, the one record walker of
-   :mod:`broker.record.record_batch`): the payload is decompressed per its codec, then every record is walked:
-   varints, the record length against what its fields take, key, value and header lengths inside the
-   record, header keys in UTF-8 (CORRUPT_MESSAGE); exactly ``recordCount`` records that fill the
+   :mod:`broker.record.record_walker`): the payload is decompressed per its codec, then every record is
+   walked: varints, the record length against what its fields take, key, value and header lengths inside
+   the record, header keys in UTF-8 (CORRUPT_MESSAGE); exactly ``recordCount`` records that fill the
    (decompressed) data exactly, offset deltas 0, 1, 2, ... (INVALID_RECORD). The walk has two strategies
    for the usual input, which decline what they cannot vouch for (the walker then walks it record by
    record and names what is wrong): records of one layout in a batch (the walker checks the first of each

@@ -8,7 +8,7 @@ This walk finds it. Per segment, in base-offset order:
 1. every batch of the ``.log``: a header that fits (else a torn tail: the file ends inside a batch), a
    plausible ``batchLength``, then :func:`~broker.log.log_validator.validate_stored_batch`: magic, CRC,
    ``lastOffsetDelta`` against the record count, and every record walked (and decompressed) by the one
-   record walker of :mod:`broker.record.record_batch`; base offsets consecutive within the segment and from
+   record walker of :mod:`broker.record.record_walker`; base offsets consecutive within the segment and from
    one segment to the next, the first one at the segment's base offset;
 2. the ``.index``: its invariants (:meth:`OffsetIndex.load`), and each entry pointing at the start of a
    batch with that base offset;

@@ -379,7 +379,7 @@ class Segment:
         return RecordBatch(data, where=str(self._log.path), position=position)
 
     def batch_headers(self, offset: int, max_position: int) -> Iterator[tuple[int, ...]]:
-        """The 61-byte headers (the fields of :mod:`broker.record.record_batch`'s layout, in order) of the
+        """The 61-byte headers (the fields of :mod:`broker.record.batch_header`'s layout, in order) of the
         batches from the one holding ``offset`` to ``max_position``; used to replay producer state."""
         found = self.position_of(offset, max_position)
         if found is None:

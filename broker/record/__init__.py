@@ -4,8 +4,10 @@ Nothing here knows about files, sockets or ZooKeeper; ``broker/log`` (storage), 
 ``broker/client``, the mirror and ``pipeline`` all import it, and it imports none of them. One concept per
 module, each format documented at the top of its module:
 
-* :mod:`~broker.record.record_batch`: record batch v2, the batch header layout, CRC-32C and attributes,
-  and :class:`~broker.record.record_batch.RecordBatch`, a zero-copy view of one batch;
+* :mod:`~broker.record.batch_header`: the record batch v2 header layout, CRC-32C coverage and attributes;
+* :mod:`~broker.record.record`: a record's layout, and :class:`~broker.record.record.Record`;
+* :mod:`~broker.record.record_batch`: :class:`~broker.record.record_batch.RecordBatch`, a zero-copy view
+  of one batch (validate, decode);
 * :mod:`~broker.record.varint`: zigzag varints (Kafka's varint and varlong);
 * :mod:`~broker.record.record_header`: a record's headers (the one ``Header`` type) and their encoding;
 * :mod:`~broker.record.compression`: the codecs as Kafka frames them (gzip, xerial snappy, LZ4, zstd);

@@ -2,7 +2,7 @@
 
 A producer batch keeps what ``send``/``send_many`` handed it as *segments*: runs of values that share a
 timestamp, a key and headers (:class:`Segment`). Encoding happens once, when the batch is sent, into the
-layout of :mod:`broker.record.record_batch`::
+layout of :mod:`broker.record.record`::
 
     length varint | attributes 0 | timestampDelta varint | offsetDelta varint | key (varint length + bytes,
     or -1) | value (varint length + bytes, or -1) | headers (count, then key/value pairs)

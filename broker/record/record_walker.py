@@ -1,6 +1,6 @@
 """The one reader of record bodies, and how it is used: every decoder of records in Lumber is this module.
 
-The records' layout is :mod:`broker.record.record_batch`'s. A body (the records of one batch, decompressed)
+The records' layout is :mod:`broker.record.record`'s. A body (the records of one batch, decompressed)
 is read by one of these strategies, each proving or decoding exactly what the walk would:
 
 * :func:`walk_records`, the per-record Python walk: every field, with inline single-byte varint fast
