@@ -13,7 +13,6 @@ from broker.log.file_names import (
     segment_file_name,
 )
 from broker.record.errors import InvalidTopicError
-from broker.record.topic_name import validate_topic_name
 from broker.record.topic_partition import TopicPartition
 
 
@@ -34,32 +33,6 @@ def test_segment_names_have_twenty_digits() -> None:
         segment_file_name(1, ".txt")
     with pytest.raises(ValueError, match="does not fit"):
         segment_file_name(-1, ".log")
-
-
-@pytest.mark.parametrize("topic", ["clicks", "a", "A.b_c-9", "x" * 249, "..."])
-def test_valid_topic_names(topic: str) -> None:
-    validate_topic_name(topic)
-
-
-@pytest.mark.parametrize(
-    ("topic", "message"),
-    [
-        ("", "empty"),
-        (".", "cannot be '.'"),
-        ("..", "cannot be '..'"),
-        ("../x", "contains '/'"),
-        ("a/b", "contains '/'"),
-        ("/etc", "contains '/'"),
-        ("a\\b", "contains"),
-        ("a b", "contains ' '"),
-        ("x\x00y", "contains"),
-        ("caf\u00e9", "contains"),
-        ("x" * 250, "250 characters long, at most 249"),
-    ],
-)
-def test_invalid_topic_names(topic: str, message: str) -> None:
-    with pytest.raises(InvalidTopicError, match=message):
-        validate_topic_name(topic)
 
 
 def test_partition_dirs_stay_inside_the_log_dir(tmp_path: Path) -> None:
