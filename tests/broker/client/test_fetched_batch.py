@@ -14,10 +14,9 @@ from broker.client.errors import CorruptBatchError
 from broker.client.fetched_batch import FetchedBatch, PartitionValues, decode_values, load_decoder
 from broker.record.batch_header import HEADER_SIZE
 from broker.record.compression import CompressionType
-from broker.record.errors import CorruptRecordError
 from broker.record.record_batch import RecordBatch
 from broker.record.record_batch_builder import RecordBatchBuilder
-from broker.record.record_walker import VECTORISED_MIN_RECORDS, walk_values
+from broker.record.record_walker import VECTORISED_MIN_RECORDS
 from broker.record.topic_partition import TopicPartition
 from broker.record.value_columns import decode_values_vectorised
 from broker.record.varint import encode_varint
@@ -321,14 +320,6 @@ def test_corrupt_records_name_the_partition_and_the_batch_base_offset(kind: str)
     assert pairs(decode_values(batches[:1])) == [(offset, value_of(offset)) for offset in range(100)]
 
 
-def test_the_python_walk_rejects_lengths_below_minus_one() -> None:
-    with pytest.raises(CorruptRecordError, match=r"record #0: value length -2"):
-        walk_values(record(0, None, value_length=-2), 1, 0, 0)
-    with pytest.raises(CorruptRecordError, match=r"record #0: key length -3"):
-        walk_values(record(0, b"v", key_length=-3), 1, 0, 0)
-    assert walk_values(record(0, None), 1, 0, 0) == (range(1), [None])
-
-
 @pytest.mark.parametrize("count", [50, 100])  # offset deltas of one byte each, and of up to two
 def test_out_of_order_offsets_fall_back_to_the_walk(count: int) -> None:
     records = [record(i, b"v%d" % i) for i in range(count)]
@@ -356,38 +347,6 @@ def test_a_crc_mismatch_is_caught_before_decoding_and_names_the_batch() -> None:
 
 
 # ------------------------------------------------------------------ the vectorised decoder against the walk
-
-VALUE_RUNS = st.lists(
-    st.tuples(st.integers(min_value=1, max_value=200), st.none() | st.integers(min_value=0, max_value=400)),
-    min_size=1,
-    max_size=8,
-)
-
-
-@settings(max_examples=40, deadline=None)
-@given(VALUE_RUNS, st.integers(min_value=0, max_value=3000), st.booleans())
-def test_vectorised_and_python_value_decoders_agree(
-    runs: list[tuple[int, int | None]], skip: int, keyed: bool
-) -> None:
-    # runs of equal-size values (the vectorised path checks them at once) mixed with odd ones and nulls
-    builder = RecordBatchBuilder(CompressionType.NONE, base_offset=1_000)
-    expected: list[bytes | None] = []
-    for run, size in runs:
-        for i in range(run):
-            value = None if size is None else bytes([i % 256]) * size
-            builder.append(5 + i, b"key" if keyed else None, value, (("host", b"h"),))
-            expected.append(value)
-    data = RecordBatch(builder.build()).buffer[61:].tobytes()
-    count = len(expected)
-    from_offset = 1_000 + min(skip, count)
-    python = walk_values(data, count, 1_000, from_offset)
-    vectorised = decode_values_vectorised([data], [count], [1_000], [from_offset])
-    assert list(python[0]) == list(range(from_offset, 1_000 + count))
-    assert python[1] == expected[from_offset - 1_000 :]
-    assert vectorised is not None
-    assert list(vectorised[0][0]) == list(python[0])
-    assert vectorised[0][1] == python[1]
-
 
 BATCH_SHAPES = st.lists(
     st.tuples(

@@ -197,3 +197,13 @@ def test_every_strategy_refuses_a_malformed_body(
     assert records_of_one_layout(body, count, "t-0", 0) is False
     with pytest.raises((CorruptRecordError, InvalidRecordError)):
         walk_records(body, count, 0, FIRST_TS, None, "t-0", 0, decode=False)
+
+
+def test_the_values_walk_rejects_lengths_below_minus_one() -> None:
+    # RECORD_1 with its value length -2 (0x03) instead of -1, then with its key length -3 (0x05)
+    with pytest.raises(CorruptRecordError, match=r"record #0: value length -2"):
+        walk_values(bytes.fromhex("0e000a0202") + b"k" + bytes.fromhex("0300"), 1, 0, 0)
+    with pytest.raises(CorruptRecordError, match=r"record #0: key length -3"):
+        walk_values(bytes.fromhex("0e000a0205") + b"k" + bytes.fromhex("0100"), 1, 0, 0)
+    with pytest.raises(CorruptRecordError, match=r"record #0: key length -3"):
+        walk_records(bytes.fromhex("0e000a0205") + b"k" + bytes.fromhex("0100"), 1, 0, 0, None, "t", 0)
