@@ -48,6 +48,7 @@ from broker.log.file_names import (
     partition_dir,
 )
 from broker.log.log import HighWatermarkListener, Log
+from broker.record.errors import RecordError
 from broker.record.topic_name import validate_partition, validate_topic_name
 from broker.record.topic_partition import TopicPartition
 
@@ -310,7 +311,7 @@ class LogManager:
         for log in self.all_logs():
             try:
                 removed = log.apply_retention(now)
-            except LogError:
+            except (LogError, RecordError):  # a batch that no longer reads is the partition's problem alone
                 logger.exception("%s: retention failed", log.topic_partition)
                 continue
             if removed:
