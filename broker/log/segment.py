@@ -32,6 +32,7 @@ from broker.log.segment_scan import SegmentScan
 from broker.log.time_index import TimeIndex
 from broker.record.batch_header import (
     HEADER,
+    HEADER_PREFIX,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
@@ -43,10 +44,6 @@ from broker.record.record_batch import RecordBatch
 
 logger = logging.getLogger(__name__)
 
-# A batch header up to and including lastOffsetDelta (the whole header is batch_header.HEADER).
-_HEADER_PREFIX = struct.Struct(
-    ">qiibIhi"
-)  # baseOffset, batchLength, epoch, magic, crc, attributes, lastOffsetDelta
 _INT64 = struct.Struct(">q")
 
 
@@ -467,10 +464,10 @@ def _check_size(path: Path, expected: int, actual: int) -> None:
 def _read_header_prefix(log: FileHandle, position: int, max_position: int, where: str) -> tuple[int, ...]:
     """baseOffset, batchLength, epoch, magic, crc, attributes, lastOffsetDelta of the batch at ``position``,
     checked to be a plausible batch that ends at or before ``max_position``."""
-    data = log.pread(_HEADER_PREFIX.size, position)
-    if len(data) < _HEADER_PREFIX.size:
+    data = log.pread(HEADER_PREFIX.size, position)
+    if len(data) < HEADER_PREFIX.size:
         raise CorruptRecordError(where, f"batch header cut short: {len(data)} bytes", position=position)
-    header = _HEADER_PREFIX.unpack(data)
+    header = HEADER_PREFIX.unpack(data)
     _check_header(header, position, max_position, where)
     return header
 

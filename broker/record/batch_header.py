@@ -37,6 +37,7 @@ __all__ = [
     "CONTROL_MASK",
     "CRC_OFFSET",
     "HEADER",
+    "HEADER_PREFIX",
     "HEADER_SIZE",
     "LAST_OFFSET_DELTA_OFFSET",
     "LENGTH_OFFSET",
@@ -103,6 +104,10 @@ HEADER = struct.Struct(
     "i"  # 11 baseSequence
     "i"  # 12 recordCount
 )
+
+#: The header up to and including lastOffsetDelta (items 0-6 of :data:`HEADER`): what a reader needs to
+#: find a batch's offsets and size without reading the rest.
+HEADER_PREFIX = struct.Struct(">qiibIhi")
 
 
 class TimestampType(IntEnum):
