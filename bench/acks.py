@@ -42,8 +42,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from broker.client.connection import BrokerConnection  # noqa: E402
-from broker.log.compression import CompressionType  # noqa: E402
-from broker.log.record_batch import RecordBatchBuilder  # noqa: E402
 from broker.protocol.messages.list_offsets import (  # noqa: E402
     ListOffsetsPartition,
     ListOffsetsRequest,
@@ -54,6 +52,8 @@ from broker.protocol.messages.produce import (  # noqa: E402
     ProduceRequest,
     TopicProduceData,
 )
+from broker.record.compression import CompressionType  # noqa: E402
+from broker.record.record_batch_builder import RecordBatchBuilder  # noqa: E402
 
 VALUE_BYTES = 200
 BATCH_RECORDS = 50

@@ -42,7 +42,7 @@ from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

@@ -7,15 +7,15 @@ Run from the repository root::
 What it measures, all in this one process:
 
 1. **Fetches.** Realistic 200 KiB fetch responses for one partition, CRC-checked and split into batches as
-   the fetcher does (:func:`~broker.client.fetcher.parse_partition_records`): 200-byte values with one
-   ``host`` header, no key, in record batches of 50 (the paper benchmark's consume phase), of 1 and of 500;
-   200-byte values in zstd batches of 50; and values of 100-300 bytes in batches of 50. For each, the
+   the fetcher does (:func:`~broker.client.partition_records.parse_partition_records`): 200-byte values with
+   one ``host`` header, no key, in record batches of 50 (the paper benchmark's consume phase), of 1 and of
+   500; 200-byte values in zstd batches of 50; and values of 100-300 bytes in batches of 50. For each, the
    decoding that ``poll_values`` does with one fetch's batches in hand: the baseline (``--baseline-rev``'s
    ``broker/client/fetched_batch.py``, loaded from git: ``FetchedBatch.values()`` batch by batch, as
    ``poll_values`` did there) and now (:func:`~broker.client.fetched_batch.decode_values`). The outputs are
    checked to be equal. The fetch parsing itself (CRC included) is timed too, for scale.
 2. **Break-even.** The Python walk against the vectorised decoder for N records per call, in one batch
-   and in batches of 50: where :data:`~broker.client.fetched_batch._VECTORISED_MIN_RECORDS` belongs.
+   and in batches of 50: where :data:`~broker.record.record_walker.VECTORISED_MIN_RECORDS` belongs.
 
 Every figure is the best of ``--repeats`` timings (the machine is shared), in us per record.
 """
@@ -37,16 +37,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from broker.client.fetched_batch import (
-    FetchedBatch,
-    PartitionValues,
-    _decode_values_python,
-    _decode_values_vectorised,
-    decode_values,
-)
-from broker.client.fetcher import parse_partition_records
-from broker.log.record_batch import HEADER_SIZE, CompressionType, RecordBatchBuilder
-from broker.log.topic_partition import TopicPartition
+from broker.client.fetched_batch import FetchedBatch, PartitionValues, decode_values
+from broker.client.partition_records import parse_partition_records
+from broker.record.batch_header import HEADER_SIZE
+from broker.record.compression import CompressionType, decompress
+from broker.record.errors import CorruptRecordError
+from broker.record.record_batch import RecordBatch
+from broker.record.record_batch_builder import RecordBatchBuilder
+from broker.record.record_walker import walk_values
+from broker.record.topic_partition import TopicPartition
+from broker.record.value_columns import decode_values_vectorised
+from broker.record.varint import decode_varint
 
 ROOT = Path(__file__).resolve().parent.parent
 TP = TopicPartition("paper", 0)
@@ -104,7 +105,10 @@ def best_seconds(run: Callable[[], object], repeats: int, min_seconds: float = 0
 
 
 def load_baseline(rev: str) -> ModuleType:
-    """``broker/client/fetched_batch.py`` as of ``rev``, imported as its own module."""
+    """``broker/client/fetched_batch.py`` as of ``rev``, imported as its own module.
+
+    That file imports the record format from its old home in ``broker.log``; while it loads, those module
+    names point at stand-in modules holding the same objects from ``broker.record``."""
     source = subprocess.run(
         ["git", "show", f"{rev}:broker/client/fetched_batch.py"],
         cwd=ROOT,
@@ -112,6 +116,18 @@ def load_baseline(rev: str) -> ModuleType:
         capture_output=True,
         text=True,
     ).stdout
+    old_homes = {
+        "broker.log.compression": {"decompress": decompress, "CompressionType": CompressionType},
+        "broker.log.errors": {"CorruptRecordError": CorruptRecordError},
+        "broker.log.record_batch": {
+            "HEADER_SIZE": HEADER_SIZE,
+            "CompressionType": CompressionType,
+            "RecordBatch": RecordBatch,
+            "decode_varint": decode_varint,
+        },
+        "broker.log.topic_partition": {"TopicPartition": TopicPartition},
+    }
+    saved = {name: sys.modules.get(name) for name in old_homes}
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "fetched_batch_baseline.py"
         path.write_text(source)
@@ -119,7 +135,18 @@ def load_baseline(rev: str) -> ModuleType:
         if spec is None or spec.loader is None:
             raise SystemExit(f"cannot load the baseline decoder from {path}")
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        try:
+            for name, names in old_homes.items():
+                stand_in = ModuleType(name)
+                stand_in.__dict__.update(names)
+                sys.modules[name] = stand_in
+            spec.loader.exec_module(module)
+        finally:
+            for name, previous in saved.items():
+                if previous is None:
+                    sys.modules.pop(name, None)
+                else:
+                    sys.modules[name] = previous
     return module
 
 
@@ -178,15 +205,15 @@ def break_even_table(repeats: int) -> None:
     print(f"{'N':>6} {'python':>8} {'vector, 1 batch':>16} {'vector, batches of 50':>22}")
     for n in (16, 32, 48, 64, 100, 150, 200, 400, 1000):
         body = build_fetch(n, CompressionType.NONE, constant_200, 0)[HEADER_SIZE:]
-        python = best_seconds(partial(_decode_values_python, body, n, 0, 0), repeats)
-        vector = best_seconds(partial(_decode_values_vectorised, [body], [n], [0], [0]), repeats)
+        python = best_seconds(partial(walk_values, body, n, 0, 0), repeats)
+        vector = best_seconds(partial(decode_values_vectorised, [body], [n], [0], [0]), repeats)
         many_text = ""
         if n % 50 == 0:
             batches = fetched_batches(build_fetch(50, CompressionType.NONE, constant_200, n * 250))[: n // 50]
             bodies = [b.batch.buffer[HEADER_SIZE:] for b in batches]
             bases = [b.base_offset for b in batches]
             many = best_seconds(
-                partial(_decode_values_vectorised, bodies, [50] * len(bodies), bases, bases), repeats
+                partial(decode_values_vectorised, bodies, [50] * len(bodies), bases, bases), repeats
             )
             many_text = f"{many * 1e6 / n:.3f}"
         print(f"{n:>6} {python * 1e6 / n:>8.3f} {vector * 1e6 / n:>16.3f} {many_text:>22}")

@@ -64,7 +64,7 @@ from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from lumber.config import config_from_mapping, dump_config
 from lumber.dev.process import free_port
 from lumber.dev.zookeeper_server import ZooKeeperServer

@@ -38,7 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from broker.config import LogConfig
 from broker.log.log_manager import LogManager
-from broker.log.record_batch import RecordBatch, RecordBatchBuilder
+from broker.record.record_batch import RecordBatch
+from broker.record.record_batch_builder import RecordBatchBuilder
 
 MIB = 1024 * 1024
 MB = 1_000_000

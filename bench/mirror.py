@@ -51,7 +51,7 @@ from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.group_config import GroupConfig
 from broker.client.producer_config import ProducerConfig
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from mirror.mirror import Mirror
 from mirror.mirror_config import MirrorConfig
 

@@ -126,7 +126,7 @@ from bench.peers import (
     install_peers,
     package_version,
 )
-from broker.log.compression import CompressionType
+from broker.record.compression import CompressionType
 
 log = logging.getLogger("bench.paper")
 

@@ -35,11 +35,11 @@ from bench.peers import (
 from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.producer import Producer
-from broker.client.producer_batch import encode_headers
 from broker.client.producer_config import ProducerConfig
-from broker.client.record_encoder import record_bound
-from broker.log.record_batch import HEADER_SIZE
-from broker.log.topic_partition import TopicPartition
+from broker.record.batch_header import HEADER_SIZE
+from broker.record.record_encoder import record_bound
+from broker.record.record_header import encode_headers
+from broker.record.topic_partition import TopicPartition
 
 # ------------------------------------------------------------------------------------------- Lumber
 

@@ -43,7 +43,6 @@ def _measure() -> None:
     from broker.cluster.cluster_view import ClusterView  # noqa: PLC0415
     from broker.config import BrokerConfig, LogConfig  # noqa: PLC0415
     from broker.log.log_manager import LogManager  # noqa: PLC0415
-    from broker.log.record_batch import RecordBatchBuilder  # noqa: PLC0415
     from broker.network.request_channel import NetworkRequest  # noqa: PLC0415
     from broker.protocol import compile_all, encode_request  # noqa: PLC0415
     from broker.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic  # noqa: PLC0415
@@ -52,6 +51,7 @@ def _measure() -> None:
         ProduceRequest,
         TopicProduceData,
     )
+    from broker.record.record_batch_builder import RecordBatchBuilder  # noqa: PLC0415
     from broker.server.purgatory import Purgatory  # noqa: PLC0415
 
     class Watcher:  # the cluster watcher's two members a request uses, over a fixed view

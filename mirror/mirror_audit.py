@@ -35,9 +35,7 @@ from broker.client.consumer_record import ConsumerRecord
 from broker.client.fetched_batch import FetchedBatch
 from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
-from broker.log.clock import Clock, system_clock_ms
-from broker.log.compression import CompressionType
-from broker.log.record_batch import COMPRESSION_MASK, HEADER_SIZE, TimestampType, decode_varint
+from broker.clock import Clock, system_clock_ms
 
 _Tally = dict[tuple[str, int | None], WindowCounts]
 
@@ -149,37 +147,6 @@ class MirrorAuditEmitter(AuditEmitter):
 
 
 def _timestamps_and_sizes(fetched: FetchedBatch) -> list[tuple[int, int]]:
-    """(timestamp, value bytes) of each record of ``fetched`` from its ``from_offset`` on.
-
-    An uncompressed CreateTime batch is walked field by field (length, attributes, timestamp delta,
-    offset delta, key, value length; the rest skipped by the record's length); any other batch, or one
-    that does not walk cleanly, is decoded by :meth:`FetchedBatch.records` (which names what is wrong).
-    """
-    batch = fetched.batch
-    codec = batch.attributes & COMPRESSION_MASK
-    if codec != CompressionType.NONE or batch.timestamp_type == TimestampType.LOG_APPEND_TIME:
-        return [(r.timestamp_ms, 0 if r.value is None else len(r.value)) for r in fetched.records()]
-    data = bytes(batch.buffer[HEADER_SIZE:])
-    first_timestamp_ms = batch.first_timestamp_ms
-    base_offset = batch.base_offset
-    from_offset = fetched.from_offset
-    out: list[tuple[int, int]] = []
-    position = 0
-    try:
-        for _ in range(batch.record_count):
-            length, position = decode_varint(data, position)
-            end = position + length
-            timestamp_delta, field = decode_varint(data, position + 1)
-            offset_delta, field = decode_varint(data, field)
-            key_length, field = decode_varint(data, field)
-            value_length, field = decode_varint(data, field + max(key_length, 0))
-            if field > end or length < 6:
-                break  # malformed: records() below names what is wrong
-            if base_offset + offset_delta >= from_offset:
-                out.append((first_timestamp_ms + timestamp_delta, max(value_length, 0)))
-            position = end
-    except (IndexError, ValueError):
-        position = -1
-    if position != len(data):
-        return [(r.timestamp_ms, 0 if r.value is None else len(r.value)) for r in fetched.records()]
-    return out
+    """(timestamp, value bytes) of each record of ``fetched`` from its ``from_offset`` on, read by the one
+    record walker (:meth:`FetchedBatch.walk`, which names what is wrong with a malformed batch)."""
+    return [(r.timestamp_ms, 0 if r.value is None else len(r.value)) for r in fetched.walk()]

@@ -50,9 +50,10 @@ from broker.client.fetched_batch import FetchedBatch
 from broker.client.message_stream import MessageStream
 from broker.client.producer import Producer
 from broker.client.producer_batch import RecordMetadata
-from broker.log.compression import CompressionType
-from broker.log.record_batch import HEADER_SIZE, RecordBatchBuilder
-from broker.log.topic_partition import TopicPartition
+from broker.record.batch_header import HEADER_SIZE
+from broker.record.compression import CompressionType
+from broker.record.record_batch_builder import RecordBatchBuilder
+from broker.record.topic_partition import TopicPartition
 from mirror.mirror_audit import MirrorAuditCounter
 from mirror.mirror_config import MirrorConfig
 

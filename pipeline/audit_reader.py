@@ -20,7 +20,7 @@ from broker.client.audit_event import AuditEvent
 from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.errors import ClientError, UnknownTopicError
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from pipeline.audit_errors import AuditError
 from schemas.errors import SerdeError
 

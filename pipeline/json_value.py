@@ -43,7 +43,7 @@ from pydantic import (
 )
 from pydantic_core import core_schema
 
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from pipeline.load_errors import MalformedJsonError
 
 

@@ -24,7 +24,7 @@ from broker.client.cluster_snapshot import ClusterSnapshot
 from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.errors import ClientError
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from pipeline import avro_arrow
 from pipeline.json_value import JsonValue, Offsets
 from pipeline.load_config import LoadConfig

@@ -51,7 +51,7 @@ from fastavro.read import SchemaResolutionError
 
 from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from pipeline import avro_arrow
 from pipeline.faults import Faults
 from pipeline.json_value import JsonValue

@@ -25,7 +25,7 @@ from broker.client.fetched_batch import FetchedBatch, PartitionValues
 from broker.client.producer import Producer
 from broker.client.producer_batch import BulkDelivery, DeliveryRange, RecordFuture, RecordMetadata
 from broker.client.producer_config import ProducerConfig
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 
 __all__ = [
     "BulkDelivery",

@@ -7,7 +7,7 @@ does the counting for one producer object; :mod:`broker.client.audit_emitter` pu
 How a record is counted, in the producer's delivery path:
 
 1. :meth:`AuditCounter.drained`: when the sender takes a batch for its first request (its records are still
-   segments: :class:`~broker.client.record_encoder.Segment`), the batch's records are tallied per window of
+   segments: :class:`~broker.record.record_encoder.Segment`), the batch's records are tallied per window of
    their timestamp (count and value bytes) and the tally is held for the batch;
 2. :meth:`AuditCounter.done`: when the batch completes, its tally is added to the counts if it succeeded,
    and dropped (counted as failed) if it failed. With ``acks`` 1 or ``all`` completion is the broker's
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from broker.client.audit_event import AuditEvent, producer_event_id
-from broker.log.clock import Clock, system_clock_ms
+from broker.clock import Clock, system_clock_ms
 
 if TYPE_CHECKING:
     from broker.client.producer_batch import ProducerBatch

@@ -53,7 +53,7 @@ from broker.client.audit_event import AuditEvent
 from broker.client.errors import ClientError, TopicCreationError
 from broker.client.internal_topic import ensure_producer_topic
 from broker.client.producer_batch import RecordMetadata
-from broker.log.clock import Clock
+from broker.clock import Clock
 from schemas.errors import SchemaError
 
 if TYPE_CHECKING:

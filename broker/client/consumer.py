@@ -54,7 +54,6 @@ from broker.client.errors import (
 )
 from broker.client.fetched_batch import FetchedBatch, PartitionValues, decode_values, load_decoder
 from broker.client.fetcher import Fetcher
-from broker.log.topic_partition import TopicPartition
 from broker.protocol.api_key import ApiKey
 from broker.protocol.messages.list_offsets import (
     EARLIEST_TIMESTAMP,
@@ -64,6 +63,7 @@ from broker.protocol.messages.list_offsets import (
     ListOffsetsResponse,
     ListOffsetsTopic,
 )
+from broker.record.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-Header = tuple[str, bytes | None]
+from broker.record.record_header import Header
 
 
 class ConsumerRecord(NamedTuple):

@@ -42,8 +42,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import NamedTuple
 
 from broker.client.broker_pool import BrokerPool
 from broker.client.cluster_metadata import ClusterMetadata
@@ -54,18 +52,17 @@ from broker.client.errors import (
     BrokerResponseError,
     ClientError,
     ConsumerClosedError,
-    CorruptBatchError,
     FetchTooSmallError,
     NoOffsetError,
     OffsetOutOfRangeError,
 )
 from broker.client.fetched_batch import FetchedBatch
-from broker.log.errors import CorruptRecordError
-from broker.log.record_batch import LOG_OVERHEAD, RecordBatch, scan_batches
-from broker.log.topic_partition import TopicPartition
+from broker.client.partition_fetch_state import FetchChunk, PartitionFetchState
+from broker.client.partition_records import parse_partition_records
 from broker.protocol.error_code import ErrorCode
 from broker.protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
 from broker.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from broker.record.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -73,113 +70,6 @@ log = logging.getLogger(__name__)
 OffsetLookup = Callable[[dict[TopicPartition, int]], dict[TopicPartition, int]]
 
 _RESET_TIMESTAMPS = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP}
-
-
-@dataclass
-class _Chunk:
-    """What one fetch gave for one partition: whole batches, then maybe an error to raise after them."""
-
-    epoch: int
-    batches: deque[RecordBatch]
-    size_bytes: int
-    error: ClientError | None = None
-
-
-class PartitionRecords(NamedTuple):
-    """One partition's records in a fetch response, split into whole batches."""
-
-    #: the whole batches at or after the fetch offset, in order (CRC-checked when asked)
-    batches: list[RecordBatch]
-    size_bytes: int
-    #: where the next fetch starts: after the last whole batch (the fetch offset when there is none)
-    next_offset: int
-    #: a batch that failed its CRC or its header check (the batches before it are in ``batches``)
-    error: CorruptBatchError | None
-    #: when no whole batch came, only the start of one: the bytes that batch takes (0 otherwise)
-    needed_bytes: int
-
-
-def parse_partition_records(
-    records: bytes | bytearray | memoryview, tp: TopicPartition, fetch_offset: int, *, check_crcs: bool
-) -> PartitionRecords:
-    """Split a fetch response's ``records`` for ``tp`` into whole batches (no copy).
-
-    Batches entirely before ``fetch_offset`` are skipped; a batch cut short by the response's byte limit
-    at the end is left out (and sized in ``needed_bytes`` when nothing else came).
-    """
-    try:
-        scan = scan_batches(records, where=str(tp))
-    except CorruptRecordError as exc:
-        offset = exc.offset if exc.offset is not None else fetch_offset
-        return PartitionRecords(
-            [], 0, fetch_offset, CorruptBatchError(tp.topic, tp.partition, offset, exc.reason), 0
-        )
-    batches: list[RecordBatch] = []
-    size = 0
-    next_offset = fetch_offset
-    error: CorruptBatchError | None = None
-    for batch in scan.batches:
-        if batch.next_offset <= fetch_offset:
-            continue  # entirely before what was asked for
-        if check_crcs:
-            try:
-                batch.validate()
-            except CorruptRecordError as exc:
-                error = CorruptBatchError(tp.topic, tp.partition, batch.base_offset, exc.reason)
-                break
-        batches.append(batch)
-        size += batch.size_bytes
-        next_offset = batch.next_offset
-    needed = 0
-    if not batches and error is None and scan.partial_tail_bytes:
-        tail = memoryview(records)[scan.complete_bytes :]
-        needed = LOG_OVERHEAD + int.from_bytes(tail[8:12], "big") if len(tail) >= 12 else 2 * len(tail) + 64
-    return PartitionRecords(batches, size, next_offset, error, needed)
-
-
-class _PartitionState:
-    __slots__ = (
-        "chunks",
-        "epoch",
-        "error_pending",
-        "fetch_bytes",
-        "fetch_offset",
-        "high_watermark",
-        "in_flight",
-        "leaderless_at_version",
-        "log_start_offset",
-        "position",
-        "reset",
-        "retry_at",
-        "tp",
-    )
-
-    def __init__(self, tp: TopicPartition, reset: str | None) -> None:
-        self.tp = tp
-        self.position: int | None = None
-        self.fetch_offset: int | None = None
-        self.epoch = 0
-        self.chunks: deque[_Chunk] = deque()
-        self.in_flight = False
-        #: 'earliest' or 'latest' while a reset is due; 'none' means the caller must seek
-        self.reset = reset
-        #: an error chunk is queued: do not fetch until the caller took it
-        self.error_pending = False
-        self.retry_at = 0.0
-        self.fetch_bytes = 0
-        self.high_watermark = -1
-        self.log_start_offset = -1
-        #: the metadata version in which no leader was found (-1: not waiting for one)
-        self.leaderless_at_version = -1
-
-    def fetchable(self, now: float) -> bool:
-        return (
-            self.fetch_offset is not None
-            and not self.in_flight
-            and not self.error_pending
-            and self.reset is None
-            and self.retry_at <= now
-        )
 
 
 class Fetcher:
@@ -199,7 +89,7 @@ class Fetcher:
         self._lock = threading.Lock()
         self._data = threading.Condition(self._lock)  # the caller waits for data here
         self._work = threading.Condition(self._lock)  # the fetcher thread waits for work here
-        self._states: dict[TopicPartition, _PartitionState] = {}
+        self._states: dict[TopicPartition, PartitionFetchState] = {}
         self._busy_nodes: set[int] = set()
         self._buffered_bytes = 0
         self._closed = False
@@ -221,7 +111,7 @@ class Fetcher:
                     self._drop_chunks(state)
             for tp in wanted:
                 if tp not in self._states:
-                    self._states[tp] = _PartitionState(tp, reset)
+                    self._states[tp] = PartitionFetchState(tp, reset)
             self._work.notify()
 
     def assignment(self) -> list[TopicPartition]:
@@ -341,7 +231,7 @@ class Fetcher:
             self._work.notify()
         return error
 
-    def _error_taken(self, state: _PartitionState, error: ClientError) -> ClientError:
+    def _error_taken(self, state: PartitionFetchState, error: ClientError) -> ClientError:
         """Under the lock: ``error`` goes to the caller now. Until the caller seeks, the same cause raises
         the same error again at every poll: fetching resumes (and meets the corrupt batch, the offset out
         of range or the broker's error again), and a partition without a position asks again."""
@@ -371,13 +261,13 @@ class Fetcher:
         if self._closed:
             raise ConsumerClosedError("the consumer is closed")
 
-    def _state(self, tp: TopicPartition) -> _PartitionState:
+    def _state(self, tp: TopicPartition) -> PartitionFetchState:
         state = self._states.get(tp)
         if state is None:
             raise ClientError(f"{tp} is not assigned to this consumer (assigned: {sorted(self._states)})")
         return state
 
-    def _drop_chunks(self, state: _PartitionState) -> None:
+    def _drop_chunks(self, state: PartitionFetchState) -> None:
         for chunk in state.chunks:
             self._buffered_bytes -= chunk.size_bytes
         state.chunks.clear()
@@ -413,7 +303,9 @@ class Fetcher:
             with self._lock:
                 for state in self._states.values():
                     state.chunks.append(
-                        _Chunk(state.epoch, deque(), 0, ClientError("the consumer's fetcher thread failed"))
+                        FetchChunk(
+                            state.epoch, deque(), 0, ClientError("the consumer's fetcher thread failed")
+                        )
                     )
                 self._data.notify_all()
 
@@ -437,20 +329,20 @@ class Fetcher:
 
     def _plan(
         self, snapshot: ClusterSnapshot, version: int, now: float
-    ) -> tuple[dict[int, list[tuple[_PartitionState, int, int, int]]], float]:
+    ) -> tuple[dict[int, list[tuple[PartitionFetchState, int, int, int]]], float]:
         """Under the lock: the fetches to send, by leader, as (state, epoch, fetch offset, max bytes);
         ``snapshot`` is metadata version ``version`` or newer."""
         wait_s = 1.0
         if self._buffered_bytes >= self._config.max_prefetch_bytes:
             return {}, wait_s
-        requests: dict[int, list[tuple[_PartitionState, int, int, int]]] = {}
+        requests: dict[int, list[tuple[PartitionFetchState, int, int, int]]] = {}
         default_bytes = self._config.max_partition_fetch_bytes
         for state in self._states.values():
             if state.reset == "none":
                 state.reset = None
                 state.error_pending = True
                 state.chunks.append(
-                    _Chunk(
+                    FetchChunk(
                         state.epoch,
                         deque(),
                         0,
@@ -493,7 +385,7 @@ class Fetcher:
     def _send_fetch(
         self,
         node_id: int,
-        partitions: list[tuple[_PartitionState, int, int, int]],
+        partitions: list[tuple[PartitionFetchState, int, int, int]],
         snapshot: ClusterSnapshot,
     ) -> None:
         config = self._config
@@ -528,7 +420,9 @@ class Fetcher:
             self._metadata.request_update()
             self._fetch_failed(node_id, partitions)
 
-    def _fetch_failed(self, node_id: int, partitions: list[tuple[_PartitionState, int, int, int]]) -> None:
+    def _fetch_failed(
+        self, node_id: int, partitions: list[tuple[PartitionFetchState, int, int, int]]
+    ) -> None:
         retry_at = time.monotonic() + self._retry_backoff_s
         with self._lock:
             self._busy_nodes.discard(node_id)
@@ -539,7 +433,10 @@ class Fetcher:
             self._work.notify()
 
     def _on_fetch(
-        self, node_id: int, partitions: list[tuple[_PartitionState, int, int, int]], pending: PendingRequest
+        self,
+        node_id: int,
+        partitions: list[tuple[PartitionFetchState, int, int, int]],
+        pending: PendingRequest,
     ) -> None:
         """A fetch response (or failure), in the connection's reader thread."""
         if pending.error is not None:
@@ -589,13 +486,13 @@ class Fetcher:
                         state.retry_at = retry_at
                     else:
                         state.error_pending = True
-                        state.chunks.append(_Chunk(state.epoch, deque(), 0, error))
+                        state.chunks.append(FetchChunk(state.epoch, deque(), 0, error))
             self._data.notify_all()
             self._work.notify()
 
     def _accept(
         self,
-        state: _PartitionState,
+        state: PartitionFetchState,
         offset: int,
         max_bytes: int,
         records: object,
@@ -608,7 +505,9 @@ class Fetcher:
         if parsed.batches or parsed.error is not None:
             state.fetch_bytes = 0
             state.fetch_offset = parsed.next_offset
-            state.chunks.append(_Chunk(state.epoch, deque(parsed.batches), parsed.size_bytes, parsed.error))
+            state.chunks.append(
+                FetchChunk(state.epoch, deque(parsed.batches), parsed.size_bytes, parsed.error)
+            )
             self._buffered_bytes += parsed.size_bytes
             if parsed.error is not None:
                 state.error_pending = True
@@ -625,11 +524,13 @@ class Fetcher:
                 return
             state.fetch_bytes = max(parsed.needed_bytes, max_bytes + 1)
 
-    def _queue_error(self, state: _PartitionState, error: ClientError) -> None:
+    def _queue_error(self, state: PartitionFetchState, error: ClientError) -> None:
         state.error_pending = True
-        state.chunks.append(_Chunk(state.epoch, deque(), 0, error))
+        state.chunks.append(FetchChunk(state.epoch, deque(), 0, error))
 
-    def _out_of_range(self, state: _PartitionState, offset: int, log_start: int, high_watermark: int) -> None:
+    def _out_of_range(
+        self, state: PartitionFetchState, offset: int, log_start: int, high_watermark: int
+    ) -> None:
         strategy = self._config.auto_offset_reset
         detail = f"the log holds offsets {log_start} to {high_watermark}" if log_start >= 0 else ""
         if strategy == "none":

@@ -23,7 +23,7 @@ from broker.client.group_offsets import GroupOffsets
 from broker.client.member_registration import MemberRegistration
 from broker.client.partition_owner import PartitionOwner
 from broker.cluster import zk_paths, zk_reads
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 
 #: ``[partitions]`` -> ``{partition: offset}`` from the brokers.
 OffsetLookup = Callable[[list[TopicPartition]], dict[TopicPartition, int]]

@@ -18,7 +18,7 @@ from typing import Any
 
 from broker.client.partition_assignor import Assignment, stream_of
 from broker.cluster import zk_paths
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 
 
 @dataclass(frozen=True)

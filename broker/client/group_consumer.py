@@ -51,9 +51,9 @@ from broker.client.message_stream import MessageStream
 from broker.client.partition_handover import StreamKey
 from broker.client.rebalance_listener import RebalanceListener
 from broker.cluster import zk_paths
-from broker.log.file_names import validate_topic_name
-from broker.log.topic_partition import TopicPartition
 from broker.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from broker.record.topic_name import validate_topic_name
+from broker.record.topic_partition import TopicPartition
 
 
 class GroupConsumer:

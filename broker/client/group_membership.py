@@ -90,7 +90,7 @@ from broker.client.partition_ownership import PartitionOwnership
 from broker.client.rebalance_listener import RebalanceListener
 from broker.cluster import zk_paths
 from broker.cluster.errors import ClusterError
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ from kazoo.exceptions import (
 from broker.client.committed_offset import CommittedOffset
 from broker.client.errors import GroupError
 from broker.cluster import zk_paths
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -49,7 +49,7 @@ from broker.client.consumer import Consumer
 from broker.client.consumer_record import ConsumerRecord
 from broker.client.errors import ConsumerClosedError, GroupClosedError, GroupError
 from broker.client.fetched_batch import FetchedBatch
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 
 _T = TypeVar("_T")
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Literal
 
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 
 #: member id -> topic -> how many streams the member consumes the topic with (at least 1)
 Subscriptions = Mapping[str, Mapping[str, int]]

@@ -35,7 +35,7 @@ from broker.client.message_stream import MessageStream
 from broker.client.partition_owner import PartitionOwner
 from broker.client.partition_ownership import PartitionOwnership
 from broker.client.rebalance_listener import RebalanceListener
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -53,7 +53,7 @@ from broker.client.group_offsets import CommitOutcome, GroupOffsets, OffsetCommi
 from broker.client.member_registration import MemberRegistration
 from broker.client.partition_owner import PartitionOwner
 from broker.cluster import zk_paths
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

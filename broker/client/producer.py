@@ -96,17 +96,11 @@ from broker.client.partitioner import StickyPartitioner, partition_for_key
 from broker.client.producer_batch import (
     BulkDelivery,
     DeliveryCallback,
-    Header,
     ProducerBatch,
     RecordFuture,
-    encode_headers,
 )
 from broker.client.producer_config import MAX_IDEMPOTENT_IN_FLIGHT, ProducerConfig
-from broker.client.record_encoder import record_bound
-from broker.log.clock import Clock, system_clock_ms
-from broker.log.compression import CompressionType
-from broker.log.errors import CorruptRecordError
-from broker.log.record_batch import HEADER_SIZE, MAGIC, RecordBatch
+from broker.clock import Clock, system_clock_ms
 from broker.protocol.error_code import ErrorCode
 from broker.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from broker.protocol.messages.produce import (
@@ -115,6 +109,12 @@ from broker.protocol.messages.produce import (
     ProduceResponse,
     TopicProduceData,
 )
+from broker.record.batch_header import HEADER_SIZE, MAGIC
+from broker.record.compression import CompressionType
+from broker.record.errors import CorruptRecordError
+from broker.record.record_batch import RecordBatch
+from broker.record.record_encoder import record_bound
+from broker.record.record_header import Header, encode_headers
 
 log = logging.getLogger(__name__)
 

@@ -1,10 +1,10 @@
 """The producer's unit of work: the records bound for one partition, sent as one record batch v2.
 
-A batch keeps what it is handed as segments (:class:`~broker.client.record_encoder.Segment`: runs of values
+A batch keeps what it is handed as segments (:class:`~broker.record.record_encoder.Segment`: runs of values
 sharing a timestamp, key and headers) and encodes them once, when it is sent
-(:func:`~broker.client.record_encoder.encode_records`), so that ``send`` and ``send_many`` cost a few
+(:func:`~broker.record.record_encoder.encode_records`), so that ``send`` and ``send_many`` cost a few
 tuple operations per call, not an encoding per record. Sizes are upper bounds
-(:func:`~broker.client.record_encoder.record_bound`): ``size_bytes`` never undercounts what the records
+(:func:`~broker.record.record_encoder.record_bound`): ``size_bytes`` never undercounts what the records
 take once encoded, which is what ``batch_size``, ``max_request_size`` and ``buffer_memory`` are checked
 against. Every record carries the producer's header bytes (the producing ``host`` first), encoded once.
 
@@ -41,19 +41,14 @@ from itertools import accumulate
 import crc32c
 
 from broker.client.errors import ClientError
-from broker.client.record_encoder import Segment, encode_records, key_part, record_bound, varint
-from broker.log.compression import CompressionType, compress
-from broker.log.record_batch import HEADER_SIZE, MAGIC
+from broker.record.batch_header import HEADER_SIZE
+from broker.record.compression import CompressionType
+from broker.record.record_batch_builder import pack_batch
+from broker.record.record_encoder import Segment, encode_records, key_part, record_bound, varint
 
 log = logging.getLogger(__name__)
 
-# Header split at the CRC boundary: [0, 21) baseOffset, batchLength, partitionLeaderEpoch, magic, crc;
-# [21, 61) attributes, lastOffsetDelta, firstTimestamp, maxTimestamp, producerId, producerEpoch,
-# baseSequence, recordCount.
-_HEAD = struct.Struct(">qiibI")
-_TAIL = struct.Struct(">hiqqqhii")
-_BATCH_LENGTH_BASE = HEADER_SIZE - 12
-# Byte positions in a batch header (broker.log.record_batch's layout) that stamping a raw batch rewrites.
+# Byte positions in a batch header (broker.record.record_batch's layout) that stamping a raw batch rewrites.
 _CRC_OFFSET = 17
 _ATTRIBUTES_OFFSET = 21
 _PRODUCER_FIELDS_OFFSET = 43  # producerId int64, producerEpoch int16, baseSequence int32
@@ -65,28 +60,12 @@ _COUNT = struct.Struct(">i")
 _MAX_SEQUENCE = 2**31 - 1
 _NO_ID = -1
 
-Header = tuple[str, bytes | None]
 #: Called with the metadata of one record (``None`` on failure) and the error (``None`` on success).
 DeliveryCallback = Callable[["RecordMetadata | None", "BaseException | None"], None]
 
 _EVENT_LOCK = threading.Lock()
 _BOUND_BASE = record_bound(0, 0, 0)
 _new_tuple = tuple.__new__
-
-
-def encode_headers(headers: Sequence[Header]) -> bytes:
-    """The headers section of a record: count, then each key (UTF-8) and value (-1 length for null)."""
-    parts = [varint(len(headers))]
-    for key, value in headers:
-        key_bytes = key.encode("utf-8")
-        parts.append(varint(len(key_bytes)))
-        parts.append(key_bytes)
-        if value is None:
-            parts.append(b"\x01")
-        else:
-            parts.append(varint(len(value)))
-            parts.append(bytes(value))
-    return b"".join(parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,26 +270,16 @@ class ProducerBatch:
             encoded = self.encoded = b"".join(parts)
             self.raw_parts = None
             return encoded
-        records = encode_records(self.segments, self.count, self.first_timestamp_ms)
-        attributes = 0
-        if self.codec != CompressionType.NONE:
-            compressed = compress(self.codec, records)
-            if len(compressed) < len(records):
-                records = compressed
-                attributes = int(self.codec)
-        tail = _TAIL.pack(
-            attributes,
-            self.count - 1,
+        encoded = self.encoded = pack_batch(
+            encode_records(self.segments, self.count, self.first_timestamp_ms),
+            self.count,
             self.first_timestamp_ms,
             self.max_timestamp_ms,
-            self.producer_id,
-            self.producer_epoch,
-            self.base_sequence,
-            self.count,
+            self.codec,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            base_sequence=self.base_sequence,
         )
-        crc = crc32c.crc32c(records, crc32c.crc32c(tail))
-        head = _HEAD.pack(0, _BATCH_LENGTH_BASE + len(records), -1, MAGIC, crc)
-        encoded = self.encoded = b"".join((head, tail, records))
         self.segments = []  # the values are in the bytes now
         return encoded
 

@@ -12,7 +12,7 @@ the handover goes on.
 
 from __future__ import annotations
 
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 
 
 class RebalanceListener:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from broker.cluster.broker_info import BrokerInfo
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 
 #: Kafka's "no broker" id: the leader of a partition whose broker is down, the controller of an empty cluster.
 NO_BROKER = -1

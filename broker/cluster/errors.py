@@ -2,8 +2,8 @@
 
 The Kafka protocol error code each answers with (CreateTopics, DeleteTopics, Metadata), noted in brackets
 below, comes from the broker's one table, :mod:`broker.server.error_codes`. Invalid topic names are
-not here: they raise :class:`broker.log.errors.InvalidTopicError` (INVALID_TOPIC_EXCEPTION 17), the same
-error the log raises, through :func:`broker.log.file_names.validate_topic_name`.
+not here: they raise :class:`broker.record.errors.InvalidTopicError` (INVALID_TOPIC_EXCEPTION 17), the same
+error the log raises, through :func:`broker.record.topic_name.validate_topic_name`.
 
 ::
 

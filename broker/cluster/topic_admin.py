@@ -37,7 +37,7 @@ from broker.cluster.errors import (
     zookeeper_error,
 )
 from broker.cluster.partition_assignment import assign_partitions
-from broker.log.file_names import validate_topic_name
+from broker.record.topic_name import validate_topic_name
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from kazoo.exceptions import NoNodeError
 
 from broker.cluster import zk_paths
 from broker.cluster.broker_info import BrokerInfo
-from broker.log.errors import InvalidTopicError
-from broker.log.file_names import validate_topic_name
+from broker.record.errors import InvalidTopicError
+from broker.record.topic_name import validate_topic_name
 
 logger = logging.getLogger(__name__)
 

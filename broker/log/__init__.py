@@ -1,16 +1,22 @@
-"""The broker's storage engine (paper section 3.1): record batches, segments, indexes, partition logs.
+"""The broker's storage engine (paper section 3.1): segments, indexes, partition logs, recovery.
 
-One module per concept, each on-disk or wire format documented at the top of its module:
+Storage only: the record format it stores (record batch v2, compression, the record walker and builder,
+``TopicPartition``, topic-name rules) is :mod:`broker.record`, one layer below, which the clients import
+too; no client, cluster, schema or pipeline module imports this package. One module per concept, each
+on-disk format documented at the top of its module:
 
-* :mod:`~broker.log.record_batch`: record batch v2 (build, view, validate, decode, split buffers);
-* :mod:`~broker.log.compression`: the codecs as Kafka frames them (gzip, xerial snappy, LZ4 frame, zstd);
-* :mod:`~broker.log.offset_index` (``.index``) and :mod:`~broker.log.time_index` (``.timeindex``);
-* :mod:`~broker.log.segment`: one ``.log`` file with its two indexes;
+* :mod:`~broker.log.index_file`: the body both indexes share (Kafka's ``AbstractIndex``), with
+  :mod:`~broker.log.offset_index` (``.index``) and :mod:`~broker.log.time_index` (``.timeindex``);
+* :mod:`~broker.log.segment`: one ``.log`` file with its two indexes; :mod:`~broker.log.segment_scan`:
+  validating a ``.log`` file batch by batch (a segment's part of recovery);
+* :mod:`~broker.log.log_validator`: what produced batches must pass before they are appended;
 * :mod:`~broker.log.log`: one partition (append, read, flush policy, retention, high watermark);
 * :mod:`~broker.log.recovery`: loading a partition folder, with crash recovery as numbered passes;
 * :mod:`~broker.log.log_manager`: every partition of a broker, the flusher and retention threads;
+* :mod:`~broker.log.producer_state`: the idempotent producers' state and its snapshots;
 * :mod:`~broker.log.checkpoint`: the recovery-point checkpoint file;
-* :mod:`~broker.log.file_names`: every file-name rule and Kafka's topic-name rules;
+* :mod:`~broker.log.log_verifier`: offline checks of a partition folder (``lumber log verify``);
+* :mod:`~broker.log.file_names`: every file-name rule;
 * :mod:`~broker.log.file_handle` / :mod:`~broker.log.file_region`: shared descriptors, sendfile regions;
-* :mod:`~broker.log.errors`: the errors, under :class:`broker.errors.BrokerError`.
+* :mod:`~broker.log.errors`: storage's errors, under :class:`broker.errors.BrokerError`.
 """

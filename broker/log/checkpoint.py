@@ -22,7 +22,7 @@ from pathlib import Path
 from broker.log.errors import LogStorageError
 from broker.log.file_handle import FileHandle, fsync_dir
 from broker.log.file_names import temp_path
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 
 VERSION = 0
 

@@ -2,20 +2,18 @@
 
 The Kafka protocol error code each answers with, noted in brackets below, comes from the broker's one
 table, :mod:`broker.server.error_codes`.
+The record format's errors (corrupt or invalid batches, bad topic names) are not storage's: they live in
+:mod:`broker.record.errors`, under ``RecordError``.
 
 ::
 
     BrokerError
     └── LogError                       (KAFKA_STORAGE_ERROR 56)
-        ├── CorruptRecordError         (CORRUPT_MESSAGE 2): magic, lengths, CRC, undecodable records
-        │   └── UnsupportedCompressionError (UNSUPPORTED_COMPRESSION_TYPE 76)
-        ├── InvalidRecordError         (INVALID_RECORD 87): intact but not acceptable (count, control...)
         ├── RecordTooLargeError        (MESSAGE_TOO_LARGE 10)
         ├── OffsetOutOfRangeError      (OFFSET_OUT_OF_RANGE 1)
         ├── OutOfOrderSequenceError    (OUT_OF_ORDER_SEQUENCE_NUMBER 45): an idempotent producer's gap
         ├── InvalidProducerEpochError  (INVALID_PRODUCER_EPOCH 47): a fenced (older) producer epoch
         ├── CorruptSnapshotError       (KAFKA_STORAGE_ERROR 56): a producer-state snapshot fails its check
-        ├── InvalidTopicError          (INVALID_TOPIC_EXCEPTION 17)
         ├── CorruptIndexError          (KAFKA_STORAGE_ERROR 56): an index file fails its sanity check
         ├── LogDirLockedError          (KAFKA_STORAGE_ERROR 56): another process holds the log dir
         ├── LogStorageError            (KAFKA_STORAGE_ERROR 56): an I/O error on a log file
@@ -29,46 +27,6 @@ from broker.errors import BrokerError
 
 class LogError(BrokerError):
     """Root of the log storage errors."""
-
-
-class CorruptRecordError(LogError):
-    """A record batch fails validation: bad magic, impossible lengths, CRC mismatch or undecodable records.
-
-    ``where`` names the file or topic-partition (or request) the bytes came from, ``position`` the byte
-    position of the batch there, ``offset`` its base offset when known, ``reason`` what was wrong with
-    expected vs actual values.
-    """
-
-    def __init__(
-        self, where: str, reason: str, *, position: int | None = None, offset: int | None = None
-    ) -> None:
-        self.where = where
-        self.reason = reason
-        self.position = position
-        self.offset = offset
-        at = []
-        if position is not None:
-            at.append(f"position {position}")
-        if offset is not None:
-            at.append(f"base offset {offset}")
-        super().__init__(
-            f"{where}: corrupt record batch" + (f" at {', '.join(at)}" if at else "") + f": {reason}"
-        )
-
-
-class UnsupportedCompressionError(CorruptRecordError):
-    """A batch names a compression codec that Kafka does not define (attributes bits 0-2 above 4)."""
-
-
-class InvalidRecordError(LogError):
-    """An intact batch that a partition does not accept (record count, offset range, control batch...)."""
-
-    def __init__(self, where: str, reason: str, *, position: int | None = None) -> None:
-        self.where = where
-        self.reason = reason
-        self.position = position
-        at = f" at position {position}" if position is not None else ""
-        super().__init__(f"{where}: invalid record batch{at}: {reason}")
 
 
 class RecordTooLargeError(LogError):
@@ -113,10 +71,6 @@ class CorruptSnapshotError(LogError):
         self.path = path
         self.reason = reason
         super().__init__(f"{path}: corrupt producer-state snapshot: {reason}")
-
-
-class InvalidTopicError(LogError):
-    """A topic name or partition breaks Kafka's rules (``[a-zA-Z0-9._-]``, 1-249 chars, not . or ..)."""
 
 
 class CorruptIndexError(LogError):

@@ -17,8 +17,8 @@ A partition folder holds segments, each named by its base offset as 20 zero-padd
                                     (broker.log.producer_state); written at rolls and clean shutdowns
     *.tmp                           an index being rebuilt; left over only by a crash, deleted at load
 
-Topic names follow Kafka's rules (:func:`validate_topic_name`), so a partition folder name can never
-contain a path separator or be ``.`` / ``..``.
+Topic names follow Kafka's rules (:func:`broker.record.topic_name.validate_topic_name`), so a partition
+folder name can never contain a path separator or be ``.`` / ``..``.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ import re
 import uuid
 from pathlib import Path
 
-from broker.log.errors import InvalidTopicError
-from broker.log.topic_partition import TopicPartition
+from broker.record.errors import InvalidTopicError
+from broker.record.topic_name import validate_partition, validate_topic_name
+from broker.record.topic_partition import TopicPartition
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -42,41 +43,11 @@ CLEAN_SHUTDOWN_FILE_NAME = ".lumber_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT_FILE_NAME = "recovery-point-offset-checkpoint"
 
 OFFSET_DIGITS = 20
-MAX_TOPIC_NAME_LENGTH = 249
-MAX_PARTITION = 2**31 - 1
 
-_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 _SEGMENT_FILE = re.compile(r"(\d{20})(\.log|\.index|\.timeindex)")
 _SNAPSHOT_FILE = re.compile(r"(\d{20})\.snapshot")
 _PARTITION_DIR = re.compile(r"(.+)-(\d+)")
 _DELETED_PARTITION_DIR = re.compile(r"(.+)-(\d+)\.([0-9a-f]{32})-delete")
-
-
-def validate_topic_name(topic: str) -> None:
-    """Kafka's rules: 1 to 249 of ``[a-zA-Z0-9._-]``, and neither ``.`` nor ``..``."""
-    if not isinstance(topic, str):
-        raise InvalidTopicError(f"topic name must be a string, got {type(topic).__name__}")
-    if not topic:
-        raise InvalidTopicError("topic name is empty")
-    if topic in {".", ".."}:
-        raise InvalidTopicError(f"topic name cannot be {topic!r}")
-    if len(topic) > MAX_TOPIC_NAME_LENGTH:
-        raise InvalidTopicError(
-            f"topic name is {len(topic)} characters long, at most {MAX_TOPIC_NAME_LENGTH} are allowed"
-        )
-    if not _TOPIC_NAME.fullmatch(topic):
-        bad = sorted({c for c in topic if not _TOPIC_NAME.fullmatch(c)})
-        raise InvalidTopicError(
-            f"topic name {topic!r} contains {''.join(bad)!r}; only ASCII letters, digits, '.', '_' and '-' "
-            "are allowed"
-        )
-
-
-def validate_partition(partition: int) -> None:
-    if not isinstance(partition, int) or isinstance(partition, bool):
-        raise InvalidTopicError(f"partition must be an integer, got {partition!r}")
-    if not 0 <= partition <= MAX_PARTITION:
-        raise InvalidTopicError(f"partition {partition} is outside [0, {MAX_PARTITION}]")
 
 
 def partition_dir_name(tp: TopicPartition) -> str:

@@ -45,13 +45,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker.clock import Clock, system_clock_ms
 from broker.config import DEFAULT_PRODUCER_ID_EXPIRATION_MS, LogConfig
-from broker.log.clock import Clock, system_clock_ms
-from broker.log.errors import (
-    InvalidTopicError,
-    LogClosedError,
-    LogStorageError,
-)
+from broker.log.errors import LogClosedError, LogStorageError
 from broker.log.file_handle import fsync_dir
 from broker.log.file_names import deleted_partition_dir_name, parse_partition_dir_name
 from broker.log.file_region import FileRegion
@@ -60,11 +56,13 @@ from broker.log.log_listeners import HighWatermarkListener, LogListeners
 from broker.log.log_validator import validate_append
 from broker.log.log_view import LogView
 from broker.log.producer_state import ProducerStateManager
-from broker.log.record_batch import NO_PRODUCER_ID, RecordBatch
 from broker.log.recovery import RecoveryResult, load_segments
 from broker.log.retention import segments_past_retention
 from broker.log.segment import Segment
-from broker.log.topic_partition import TopicPartition
+from broker.record.batch_header import NO_PRODUCER_ID
+from broker.record.errors import InvalidTopicError
+from broker.record.record_batch import RecordBatch
+from broker.record.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

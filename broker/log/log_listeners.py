@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

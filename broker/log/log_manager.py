@@ -34,9 +34,9 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
+from broker.clock import Clock, system_clock_ms
 from broker.config import DEFAULT_PRODUCER_ID_EXPIRATION_MS, LogConfig
 from broker.log.checkpoint import read_checkpoint, write_checkpoint
-from broker.log.clock import Clock, system_clock_ms
 from broker.log.errors import LogClosedError, LogDirLockedError, LogError, LogStorageError
 from broker.log.file_handle import FileHandle, fsync_dir
 from broker.log.file_names import (
@@ -46,12 +46,12 @@ from broker.log.file_names import (
     is_deleted_partition_dir_name,
     parse_partition_dir_name,
     partition_dir,
-    validate_partition,
-    validate_topic_name,
 )
 from broker.log.log import Log
 from broker.log.log_listeners import HighWatermarkListener
-from broker.log.topic_partition import TopicPartition
+from broker.record.errors import RecordError
+from broker.record.topic_name import validate_partition, validate_topic_name
+from broker.record.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -312,7 +312,7 @@ class LogManager:
         for log in self.all_logs():
             try:
                 removed = log.apply_retention(now)
-            except LogError:
+            except (LogError, RecordError):  # a batch that no longer reads is the partition's problem alone
                 logger.exception("%s: retention failed", log.topic_partition)
                 continue
             if removed:

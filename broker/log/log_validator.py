@@ -11,9 +11,9 @@ least one (a partial batch at the end is CORRUPT_MESSAGE, none at all INVALID_RE
 3. the offset range: at least one record, ``lastOffsetDelta == recordCount - 1``, not a control batch
    (:class:`InvalidRecordError`, INVALID_RECORD);
 4. the records (:meth:`RecordBatch.validate_records`, the one record walker of
-   :mod:`broker.log.record_batch`): the payload is decompressed per its codec, then every record is walked:
-   varints, the record length against what its fields take, key, value and header lengths inside the
-   record, header keys in UTF-8 (CORRUPT_MESSAGE); exactly ``recordCount`` records that fill the
+   :mod:`broker.record.record_walker`): the payload is decompressed per its codec, then every record is
+   walked: varints, the record length against what its fields take, key, value and header lengths inside
+   the record, header keys in UTF-8 (CORRUPT_MESSAGE); exactly ``recordCount`` records that fill the
    (decompressed) data exactly, offset deltas 0, 1, 2, ... (INVALID_RECORD). The walk has two strategies
    for the usual input, which decline what they cannot vouch for (the walker then walks it record by
    record and names what is wrong): records of one layout in a batch (the walker checks the first of each
@@ -36,8 +36,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from broker.log.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
-from broker.log.record_batch import NO_TIMESTAMP, Buffer, RecordBatch, one_record_batches_valid, scan_batches
+from broker.log.errors import RecordTooLargeError
+from broker.record.batch_header import NO_TIMESTAMP
+from broker.record.batch_scan import scan_batches
+from broker.record.errors import CorruptRecordError, InvalidRecordError
+from broker.record.layout_check import one_record_batches_valid
+from broker.record.record_batch import RecordBatch
+from broker.record.varint import Buffer
 
 __all__ = [
     "ValidatedAppend",

@@ -8,7 +8,7 @@ This walk finds it. Per segment, in base-offset order:
 1. every batch of the ``.log``: a header that fits (else a torn tail: the file ends inside a batch), a
    plausible ``batchLength``, then :func:`~broker.log.log_validator.validate_stored_batch`: magic, CRC,
    ``lastOffsetDelta`` against the record count, and every record walked (and decompressed) by the one
-   record walker of :mod:`broker.log.record_batch`; base offsets consecutive within the segment and from
+   record walker of :mod:`broker.record.record_walker`; base offsets consecutive within the segment and from
    one segment to the next, the first one at the segment's base offset;
 2. the ``.index``: its invariants (:meth:`OffsetIndex.load`), and each entry pointing at the start of a
    batch with that base offset;
@@ -27,7 +27,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker.log.errors import CorruptIndexError, CorruptRecordError, InvalidRecordError
+from broker.log.errors import CorruptIndexError
 from broker.log.file_names import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -38,9 +38,11 @@ from broker.log.file_names import (
 )
 from broker.log.log_validator import validate_stored_batch
 from broker.log.offset_index import ENTRY_SIZE, OffsetIndex
-from broker.log.record_batch import HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH, RecordBatch
 from broker.log.time_index import TimeIndex
-from broker.log.topic_partition import TopicPartition
+from broker.record.batch_header import HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH
+from broker.record.errors import CorruptRecordError, InvalidRecordError
+from broker.record.record_batch import RecordBatch
+from broker.record.topic_partition import TopicPartition
 
 __all__ = ["Damage", "PartitionReport", "find_partition_dirs", "verify_partition"]
 

@@ -75,7 +75,8 @@ from broker.log.errors import (
     OutOfOrderSequenceError,
 )
 from broker.log.file_names import parse_snapshot_file_name, snapshot_file_name, temp_path
-from broker.log.record_batch import NO_PRODUCER_ID, RecordBatch
+from broker.record.batch_header import NO_PRODUCER_ID
+from broker.record.record_batch import RecordBatch
 
 if TYPE_CHECKING:
     from broker.log.segment import Segment

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
-from broker.log.errors import CorruptIndexError, CorruptRecordError, LogStorageError
+from broker.log.errors import CorruptIndexError, LogStorageError
 from broker.log.file_handle import fsync_dir
 from broker.log.file_names import (
     INDEX_SUFFIX,
@@ -40,14 +40,9 @@ from broker.log.file_names import (
     parse_snapshot_file_name,
     segment_path,
 )
-from broker.log.segment import (
-    Segment,
-    SegmentScan,
-    fsync_file,
-    scan_segment,
-    truncate_log_file,
-    write_indexes,
-)
+from broker.log.segment import Segment
+from broker.log.segment_scan import SegmentScan, fsync_file, scan_segment, truncate_log_file, write_indexes
+from broker.record.errors import CorruptRecordError
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,8 @@ early), starts scanning batches at O + 1 and stops at the first batch whose max 
 
 Like the offset index it has no checksum: it is rebuilt after an unclean shutdown, and :meth:`TimeIndex.load`
 checks the invariants and raises :class:`~broker.log.errors.CorruptIndexError` so the loader rebuilds it.
-Thread safety: as :class:`~broker.log.offset_index.OffsetIndex`.
+The file handling, the in-memory columns and the thread-safety rules are the shared index body,
+:class:`~broker.log.index_file.IndexFile`.
 """
 
 from __future__ import annotations
@@ -21,30 +22,22 @@ from __future__ import annotations
 import struct
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable
 from pathlib import Path
 
 from broker.log.errors import CorruptIndexError
-from broker.log.file_handle import FileHandle, fsync_dir
-from broker.log.file_names import temp_path
+from broker.log.index_file import MAX_RELATIVE_OFFSET, IndexFile, check_entry_size
+
+__all__ = ["ENTRY", "ENTRY_SIZE", "MAX_RELATIVE_OFFSET", "TimeIndex"]
 
 ENTRY = struct.Struct(">qi")
 ENTRY_SIZE = ENTRY.size
-MAX_RELATIVE_OFFSET = 2**31 - 1
 
 
-class TimeIndex:
-    """The ``.timeindex`` of one segment, mirrored in memory."""
+class TimeIndex(IndexFile):
+    """The ``.timeindex`` of one segment, mirrored in memory: keys are timestamps, values absolute
+    offsets."""
 
-    __slots__ = ("_base_offset", "_file", "_offsets", "_timestamps")
-
-    def __init__(
-        self, file: FileHandle, base_offset: int, timestamps: array[int], offsets: array[int]
-    ) -> None:
-        self._file = file
-        self._base_offset = base_offset
-        self._timestamps = timestamps
-        self._offsets = offsets  # absolute offsets
+    __slots__ = ()
 
     @classmethod
     def load(cls, path: Path, base_offset: int) -> TimeIndex:
@@ -53,94 +46,34 @@ class TimeIndex:
         Raises :class:`FileNotFoundError` when there is no file and :class:`CorruptIndexError` when the
         entries break an invariant.
         """
-        file = FileHandle.open(path)
-        try:
-            data = file.pread(file.size(), 0)
-            timestamps, offsets = _parse(path, data, base_offset)
-        except BaseException:
-            file.close()
-            raise
-        return cls(file, base_offset, timestamps, offsets)
+        return cls._load(path, base_offset, lambda data: _parse(path, data, base_offset))
 
-    @classmethod
-    def create(cls, path: Path, base_offset: int, entries: Iterable[tuple[int, int]] = ()) -> TimeIndex:
-        """Write a fresh time index with ``entries`` ((timestamp, offset) pairs) atomically."""
-        timestamps = array("q")
-        offsets = array("q")
-        payload = bytearray()
-        for timestamp, offset in entries:
-            timestamps.append(timestamp)
-            offsets.append(offset)
-            payload += ENTRY.pack(timestamp, offset - base_offset)
-        tmp = temp_path(path)
-        tmp_file = FileHandle.open(tmp, create=True)
-        try:
-            tmp_file.truncate(0)
-            if payload:
-                tmp_file.append(payload)
-            tmp_file.fsync()
-        finally:
-            tmp_file.close()
-        tmp.replace(path)
-        fsync_dir(path.parent)
-        return cls(FileHandle.open(path), base_offset, timestamps, offsets)
-
-    @property
-    def path(self) -> Path:
-        return self._file.path
-
-    @property
-    def entry_count(self) -> int:
-        return len(self._timestamps)
-
-    def entries(self) -> list[tuple[int, int]]:
-        """Every (timestamp, offset) entry, in order."""
-        return list(zip(self._timestamps, self._offsets, strict=True))
-
-    def last_entry(self) -> tuple[int, int] | None:
-        if not self._timestamps:
-            return None
-        return self._timestamps[-1], self._offsets[-1]
+    @staticmethod
+    def _pack(key: int, value: int, base_offset: int) -> bytes:
+        return ENTRY.pack(key, value - base_offset)
 
     def last_offset_before(self, timestamp_ms: int) -> int | None:
         """O of the last entry with T < ``timestamp_ms``: every offset <= O is earlier. None if no entry."""
-        i = bisect_left(self._timestamps, timestamp_ms) - 1
-        return self._offsets[i] if i >= 0 else None
+        i = bisect_left(self._keys, timestamp_ms) - 1
+        return self._values[i] if i >= 0 else None
 
     def maybe_append(self, timestamp_ms: int, offset: int) -> bool:
         """Add ``(timestamp_ms, offset)`` if the timestamp grew past the last entry; True if added."""
-        if self._timestamps and timestamp_ms <= self._timestamps[-1]:
+        timestamps = self._keys
+        if timestamps and timestamp_ms <= timestamps[-1]:
             return False
         if timestamp_ms < 0:
             return False
-        relative = offset - self._base_offset
-        if not 0 <= relative <= MAX_RELATIVE_OFFSET:
-            raise ValueError(
-                f"{self.path}: offset {offset} does not fit relative to base {self._base_offset}"
-            )
-        if self._offsets and offset < self._offsets[-1]:
-            raise ValueError(f"{self.path}: offset {offset} is below the last entry's {self._offsets[-1]}")
-        self._file.append(ENTRY.pack(timestamp_ms, relative))
-        self._timestamps.append(timestamp_ms)
-        self._offsets.append(offset)
+        self._check_relative(offset)
+        offsets = self._values
+        if offsets and offset < offsets[-1]:
+            raise ValueError(f"{self.path}: offset {offset} is below the last entry's {offsets[-1]}")
+        self._append(timestamp_ms, offset)
         return True
-
-    def flush(self) -> None:
-        self._file.fsync()
-
-    def close(self) -> None:
-        self._file.close()
-
-    def delete(self) -> None:
-        """Unlink the file; the descriptor closes when the last reference goes."""
-        self._file.path.unlink(missing_ok=True)
 
 
 def _parse(path: Path, data: bytes, base_offset: int) -> tuple[array[int], array[int]]:
-    if len(data) % ENTRY_SIZE:
-        raise CorruptIndexError(
-            str(path), f"size {len(data)} is not a multiple of the entry size {ENTRY_SIZE}"
-        )
+    check_entry_size(path, data, ENTRY_SIZE)
     timestamps = array("q")
     offsets = array("q")
     previous_ts = -1

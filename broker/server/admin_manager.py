@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.errors import InvalidPartitionsError, TopicExistsError
 from broker.cluster.topic_admin import TopicAdmin
-from broker.log.file_names import validate_topic_name
+from broker.record.topic_name import validate_topic_name
 from broker.server.errors import InvalidConfigError, InvalidReplicationFactorError, InvalidRequestError
 
 logger = logging.getLogger(__name__)

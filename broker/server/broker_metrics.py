@@ -57,9 +57,9 @@ from prometheus_client.registry import Collector
 from broker.log.file_handle import FileHandle
 from broker.log.file_region import FileRegion
 from broker.log.log_manager import LogManager
-from broker.log.topic_partition import TopicPartition
 from broker.network.request_channel import NetworkResponse, RequestChannel
 from broker.protocol.api_key import ApiKey
+from broker.record.topic_partition import TopicPartition
 from broker.server.purgatory import Purgatory
 
 #: Request-time buckets (seconds): 100 µs to 30 s, a long-poll Fetch waits up to its max wait

@@ -12,7 +12,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 
 
 class DelayedOperation(ABC):

@@ -20,7 +20,8 @@ from typing import NamedTuple
 
 from broker.log.errors import LogError
 from broker.log.log import AppendInfo
-from broker.log.topic_partition import TopicPartition
+from broker.record.errors import RecordError
+from broker.record.topic_partition import TopicPartition
 from broker.server.delayed_operation import DelayedOperation
 from broker.server.errors import RequestTimedOutError, ServerError
 from broker.server.partition import Partition
@@ -31,7 +32,7 @@ class ProduceResult(NamedTuple):
     built per partition per request)."""
 
     #: Why nothing was appended (or the append not acknowledged in time); None on success.
-    error: LogError | ServerError | None
+    error: LogError | RecordError | ServerError | None
     #: The append's offsets (None when nothing was appended).
     info: AppendInfo | None
     #: The partition appended to (None when it could not be found here).

@@ -23,18 +23,21 @@ from broker.cluster.errors import (
     ZooKeeperError,
 )
 from broker.log.errors import (
-    CorruptRecordError,
     InvalidProducerEpochError,
-    InvalidRecordError,
-    InvalidTopicError,
     LogClosedError,
     LogError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     RecordTooLargeError,
-    UnsupportedCompressionError,
 )
 from broker.protocol import ErrorCode, ProtocolError, UnsupportedVersionError
+from broker.record.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTopicError,
+    RecordError,
+    UnsupportedCompressionError,
+)
 from broker.server.errors import (
     InvalidConfigError,
     InvalidReplicationFactorError,
@@ -53,6 +56,8 @@ ERROR_CODES: MappingProxyType[type[BaseException], ErrorCode] = MappingProxyType
     {
         # the log (broker.log.errors)
         LogError: ErrorCode.KAFKA_STORAGE_ERROR,  # I/O errors, corrupt indexes and snapshots, locked dirs
+        # the record format (broker.record.errors)
+        RecordError: ErrorCode.CORRUPT_MESSAGE,
         CorruptRecordError: ErrorCode.CORRUPT_MESSAGE,
         UnsupportedCompressionError: ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
         InvalidRecordError: ErrorCode.INVALID_RECORD,

@@ -21,7 +21,7 @@ every other error a request can meet, to Kafka's codes.
 from __future__ import annotations
 
 from broker.errors import BrokerError
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 
 
 class ServerError(BrokerError):

@@ -43,9 +43,8 @@ from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.errors import ClusterError
 from broker.cluster.producer_id_manager import ProducerIdManager
 from broker.config import BrokerConfig
-from broker.log.errors import InvalidTopicError, LogError
+from broker.log.errors import LogError
 from broker.log.log import Buffer
-from broker.log.topic_partition import TopicPartition
 from broker.network.request_channel import NetworkRequest, NetworkResponse, RequestChannel
 from broker.protocol import (
     ApiKey,
@@ -97,6 +96,8 @@ from broker.protocol.messages.produce import (
     ProduceResponse,
     TopicProduceResponse,
 )
+from broker.record.errors import InvalidTopicError, RecordError
+from broker.record.topic_partition import TopicPartition
 from broker.server.admin_manager import AdminManager
 from broker.server.delayed_produce import ProduceResult
 from broker.server.error_codes import error_code_of
@@ -126,7 +127,7 @@ PIPELINE_API_KEYS = frozenset({int(ApiKey.PRODUCE)})
 #: Produce v0-v2 carry the old message sets, which the log does not store.
 _FIRST_RECORD_BATCH_PRODUCE_VERSION = 3
 #: What a request's handling can raise that is the client's answer, not a bug (mapped to a code).
-_ANSWERED = (LogError, ServerError, ClusterError)
+_ANSWERED = (LogError, RecordError, ServerError, ClusterError)
 
 
 class KafkaApis:

@@ -39,8 +39,8 @@ from __future__ import annotations
 
 from broker.log.file_region import FileRegion
 from broker.log.log import AppendInfo, Buffer, Log
-from broker.log.topic_partition import TopicPartition
 from broker.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from broker.record.topic_partition import TopicPartition
 from broker.server.errors import InvalidRequestError
 
 

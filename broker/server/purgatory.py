@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from broker.server.delayed_operation import DelayedOperation
 
 logger = logging.getLogger(__name__)

@@ -34,7 +34,8 @@ append); :meth:`leader_partition` then answers NOT_LEADER_OR_FOLLOWER from the p
 epoch, not only from the cluster view.
 
 Errors are raised, never turned into codes here: a partition's result carries the exception
-(:class:`~broker.log.errors.LogError` or :class:`~broker.server.errors.ServerError`) and
+(:class:`~broker.log.errors.LogError`, :class:`~broker.record.errors.RecordError` or
+:class:`~broker.server.errors.ServerError`) and
 :mod:`broker.server.error_codes` maps it.
 
 Concurrency: any number of request handler and processor threads call in at once. ``_partitions`` (a
@@ -53,12 +54,13 @@ from typing import NamedTuple
 
 from broker.cluster.cluster_view import ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
-from broker.log.errors import InvalidRecordError, LogError
-from broker.log.file_names import validate_topic_name
+from broker.log.errors import LogError
 from broker.log.file_region import FileRegion
 from broker.log.log import AppendInfo, Buffer
 from broker.log.log_manager import LogManager
-from broker.log.topic_partition import TopicPartition
+from broker.record.errors import InvalidRecordError, RecordError
+from broker.record.topic_name import validate_topic_name
+from broker.record.topic_partition import TopicPartition
 from broker.server.delayed_fetch import DelayedFetch, FetchCallback
 from broker.server.delayed_produce import DelayedProduce, ProduceCallback, ProduceResult
 from broker.server.errors import NotLeaderOrFollowerError, ServerError, UnknownTopicOrPartitionError
@@ -76,7 +78,7 @@ class FetchPartitionResult(NamedTuple):
     per read)."""
 
     #: Why nothing was read; None on success (``records`` may still be None: nothing to read yet).
-    error: LogError | ServerError | None
+    error: LogError | RecordError | ServerError | None
     high_watermark: int
     log_start_offset: int
     records: FileRegion | None
@@ -123,7 +125,7 @@ class ReplicaManager:
                     del self._partitions[tp]
                 try:
                     deleted = self._logs.delete_topic(topic)
-                except LogError:
+                except (LogError, RecordError):
                     logger.exception("broker %d: deleting topic %s failed", self._broker_id, topic)
                     continue
                 if deleted:
@@ -134,7 +136,7 @@ class ReplicaManager:
                 if tp not in self._partitions:
                     try:
                         self._partitions[tp] = Partition(self._logs.get_or_create_log(tp.topic, tp.partition))
-                    except LogError:
+                    except (LogError, RecordError):
                         logger.exception("broker %d: creating the log of %s failed", self._broker_id, tp)
 
     def leader_partition(self, view: ClusterView, tp: TopicPartition) -> Partition:
@@ -187,7 +189,7 @@ class ReplicaManager:
                 if records is None:
                     raise InvalidRecordError(str(tp), "the request has no records")
                 info = self._append_to_local_log(partition, records)
-            except (LogError, ServerError) as exc:
+            except (LogError, RecordError, ServerError) as exc:
                 results[tp] = ProduceResult(exc, None, None)
             else:
                 results[tp] = ProduceResult(None, info, partition)
@@ -216,11 +218,11 @@ class ReplicaManager:
         for partition, parts in runs:
             try:
                 self._append_to_local_log(partition, parts[0] if len(parts) == 1 else b"".join(parts))
-            except LogError:
+            except (LogError, RecordError):
                 for part in parts:
                     try:
                         self._append_to_local_log(partition, part)
-                    except LogError:
+                    except (LogError, RecordError):
                         return appended
                     appended += 1
             else:
@@ -268,7 +270,7 @@ class ReplicaManager:
         for tp, fetch_offset, partition_max_bytes in reads:
             try:
                 partition = self.leader_partition(view, tp)
-            except (LogError, ServerError) as exc:
+            except (LogError, RecordError, ServerError) as exc:
                 errors = True
                 results.append(FetchPartitionResult(exc, -1, -1, None))
                 continue
@@ -276,11 +278,11 @@ class ReplicaManager:
             log_start = partition.log_start_offset
             limit = min(partition_max_bytes, remaining)
             region = None
-            error: LogError | None = None
+            error: LogError | RecordError | None = None
             if limit > 0 or first_with_data:
                 try:
                     region = partition.read(fetch_offset, max(limit, 1))
-                except LogError as exc:
+                except (LogError, RecordError) as exc:
                     error = exc
                     errors = True
             if region is not None and region.size_bytes > limit and not first_with_data:

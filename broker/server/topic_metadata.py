@@ -11,10 +11,10 @@ A pure function of an immutable view: thread-safe.
 from __future__ import annotations
 
 from broker.cluster.cluster_view import ClusterView
-from broker.log.errors import InvalidTopicError
-from broker.log.file_names import validate_topic_name
 from broker.protocol import ErrorCode
 from broker.protocol.messages.metadata import MetadataResponsePartition, MetadataResponseTopic
+from broker.record.errors import InvalidTopicError
+from broker.record.topic_name import validate_topic_name
 
 _NONE = int(ErrorCode.NONE)
 

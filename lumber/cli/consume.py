@@ -21,7 +21,7 @@ from typing import Any
 from broker.client.console import consume_to
 from broker.client.consumer import Consumer
 from broker.client.errors import UnknownPartitionError
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.invocation import suggest
 from lumber.cli.produce import separator

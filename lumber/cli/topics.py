@@ -29,7 +29,7 @@ from broker.cluster.errors import (
     UnknownTopicError,
 )
 from broker.cluster.topic_admin import TopicAdmin
-from broker.log.errors import InvalidTopicError
+from broker.record.errors import InvalidTopicError
 from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.zookeeper_session import zookeeper_session
 from lumber.config import LumberConfig

@@ -16,9 +16,9 @@ from kazoo.exceptions import NoNodeError
 
 from broker.cluster import zk_paths, zk_reads
 from broker.cluster.broker_info import BrokerInfo
-from broker.log.errors import InvalidTopicError
-from broker.log.file_names import validate_topic_name
-from broker.log.topic_partition import TopicPartition
+from broker.record.errors import InvalidTopicError
+from broker.record.topic_name import validate_topic_name
+from broker.record.topic_partition import TopicPartition
 from lumber.console.errors import NotFoundError
 from lumber.console.sources import Sources
 

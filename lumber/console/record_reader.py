@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.client.consumer_record import ConsumerRecord
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from lumber.console.cluster_reader import TopicView, read_topic
 from lumber.console.errors import BadRequestError, NotFoundError, SourceUnavailableError
 from lumber.console.params import utc_iso

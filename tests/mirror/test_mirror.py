@@ -35,7 +35,7 @@ from broker.client.group_config import GroupConfig
 from broker.client.group_offsets import GroupOffsets
 from broker.client.producer_config import ProducerConfig
 from broker.cluster import zk_paths
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from lumber.dev.zookeeper_server import ZooKeeperServer
 from mirror.mirror import Mirror
 from mirror.mirror_config import MirrorConfig

@@ -31,7 +31,7 @@ from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from lumber.cli import main as lumber
 from lumber.config import LumberConfig
 from pipeline.audit import AuditReport, reconcile

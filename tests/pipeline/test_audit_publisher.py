@@ -10,7 +10,7 @@ from pathlib import Path
 from broker.client.audit_codec import AuditEventCodec
 from broker.client.audit_event import AuditEvent, load_event_id
 from broker.client.consumer_config import ConsumerConfig
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from pipeline.audit_publisher import LoadAuditPublisher, PublishReport, load_events, publish_load_counts
 from pipeline.audit_reader import read_audit_events
 from pipeline.commit import CommitProtocol

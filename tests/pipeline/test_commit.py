@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from pipeline.commit import CommitProtocol
 from pipeline.faults import Faults
 from pipeline.fs import FileSystem, join, open_filesystem

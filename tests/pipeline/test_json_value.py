@@ -8,7 +8,7 @@ from typing import ClassVar
 
 import pytest
 
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from pipeline.json_value import JsonValue, Offsets, offsets_to_json
 from pipeline.load_errors import MalformedJsonError
 from pipeline.ranges import OffsetRange, PartitionOffsets

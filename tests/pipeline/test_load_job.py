@@ -17,7 +17,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from lumber.cli import main as lumber
 from pipeline.faults import COMMIT_STEPS
 from pipeline.job_lock import JobLock

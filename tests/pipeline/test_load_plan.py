@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from pipeline.load_errors import MalformedJsonError
 from pipeline.load_plan import LoadPlan, TopicSchema
 from pipeline.ranges import LossRange, OffsetRange, PartitionOffsets

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from pipeline.commit import CommitProtocol
 from pipeline.fs import open_filesystem
 from pipeline.load_errors import CommitError, MalformedJsonError

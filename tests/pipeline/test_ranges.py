@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from pipeline.load_errors import OffsetOutOfRangeError, PlanError
 from pipeline.ranges import LossRange, OffsetRange, PartitionOffsets, plan_ranges, split_ranges
 

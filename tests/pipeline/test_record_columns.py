@@ -6,9 +6,11 @@ from hypothesis import strategies as st
 
 from broker.client.errors import CorruptBatchError
 from broker.client.fetched_batch import FetchedBatch
-from broker.log.compression import CompressionType
-from broker.log.record_batch import HEADER_SIZE, RecordBatch, RecordBatchBuilder
-from broker.log.topic_partition import TopicPartition
+from broker.record.batch_header import HEADER_SIZE
+from broker.record.compression import CompressionType
+from broker.record.record_batch import RecordBatch
+from broker.record.record_batch_builder import RecordBatchBuilder
+from broker.record.topic_partition import TopicPartition
 from pipeline.record_columns import RecordColumns, batch_columns
 
 TP = TopicPartition("t", 2)

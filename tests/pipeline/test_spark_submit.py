@@ -20,7 +20,7 @@ def test_the_code_zip_carries_the_packages_and_imports_from_the_zip(tmp_path: Pa
     path = build_code_zip(tmp_path / "code.zip")
     names = set(zipfile.ZipFile(path).namelist())
     for wanted in (
-        "broker/log/record_batch.py",
+        "broker/record/record_batch.py",
         "broker/client/consumer.py",
         "schemas/avro/page_view_v2.avsc",
         "pipeline/source.py",

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from broker.client.consumer_record import ConsumerRecord
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from pipeline import avro_arrow
 from pipeline.commit import CommitProtocol
 from pipeline.fs import FileSystem, open_filesystem

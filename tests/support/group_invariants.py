@@ -29,7 +29,7 @@ from broker.client.errors import GroupError
 from broker.client.group_consumer import GroupConsumer
 from broker.client.partition_owner import PartitionOwner
 from broker.cluster import zk_paths
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 
 
 @dataclass

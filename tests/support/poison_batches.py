@@ -12,8 +12,8 @@ import struct
 
 import crc32c
 
-from broker.log.compression import CompressionType, compress
-from broker.log.record_batch import encode_varint
+from broker.record.compression import CompressionType, compress
+from broker.record.varint import encode_varint
 
 BASE_TS = 1_700_000_000_000
 _BEFORE_CRC = struct.Struct(">qiib")

@@ -11,7 +11,7 @@ from broker.client.consumer_record import ConsumerRecord
 from broker.client.fetched_batch import FetchedBatch
 from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from tests.support.broker_cluster import servers
 
 HOST = "test-host"

@@ -16,7 +16,7 @@ from broker.client.consumer_config import ConsumerConfig
 from broker.client.errors import BrokerResponseError, ClientConfigError
 from broker.client.producer_batch import ProducerBatch
 from broker.client.producer_config import ProducerConfig
-from broker.log.compression import CompressionType
+from broker.record.compression import CompressionType
 from pipeline.audit_reader import read_audit_events
 from tests.broker.client.helpers import HOST, producer
 from tests.support.broker_cluster import servers, wait_for

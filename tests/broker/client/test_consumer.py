@@ -13,8 +13,8 @@ import pytest
 from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.errors import CorruptBatchError, NoOffsetError, OffsetOutOfRangeError
-from broker.log.record_batch import RecordBatchBuilder
-from broker.log.topic_partition import TopicPartition
+from broker.record.record_batch_builder import RecordBatchBuilder
+from broker.record.topic_partition import TopicPartition
 from tests.broker.client.helpers import consumer, producer, read_batches, read_records
 from tests.support.broker_cluster import wait_for
 

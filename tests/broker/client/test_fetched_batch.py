@@ -11,23 +11,15 @@ from hypothesis import strategies as st
 
 from broker.client.consumer_record import ConsumerRecord
 from broker.client.errors import CorruptBatchError
-from broker.client.fetched_batch import (
-    _VECTORISED_MIN_RECORDS,
-    FetchedBatch,
-    PartitionValues,
-    _decode_values_python,
-    _decode_values_vectorised,
-    decode_values,
-    load_decoder,
-)
-from broker.log.record_batch import (
-    HEADER_SIZE,
-    CompressionType,
-    RecordBatch,
-    RecordBatchBuilder,
-    encode_varint,
-)
-from broker.log.topic_partition import TopicPartition
+from broker.client.fetched_batch import FetchedBatch, PartitionValues, decode_values, load_decoder
+from broker.record.batch_header import HEADER_SIZE
+from broker.record.compression import CompressionType
+from broker.record.record_batch import RecordBatch
+from broker.record.record_batch_builder import RecordBatchBuilder
+from broker.record.record_walker import VECTORISED_MIN_RECORDS
+from broker.record.topic_partition import TopicPartition
+from broker.record.value_columns import decode_values_vectorised
+from broker.record.varint import encode_varint
 
 TP = TopicPartition("events", 2)
 
@@ -196,7 +188,7 @@ def test_common_layouts_take_the_vectorised_path() -> None:
         bodies = [b.batch.buffer[HEADER_SIZE:] for b in fetched]
         counts = [b.record_count for b in fetched]
         bases = [b.base_offset for b in fetched]
-        found = _decode_values_vectorised(bodies, counts, bases, bases)
+        found = decode_values_vectorised(bodies, counts, bases, bases)
         assert found is not None
         assert [(list(o), v) for o, v in found] == [
             (list(c.offsets), c.values) for c in decode_values(fetched)
@@ -237,7 +229,7 @@ def test_batches_of_one_record_and_small_polls() -> None:
     ones = as_fetched(*(paper_batch(offset, 1) for offset in range(200)))
     assert pairs(decode_values(ones)) == [(offset, value_of(offset)) for offset in range(200)]
     few = as_fetched(paper_batch(7, 3))  # below the vectorised threshold: walked in Python
-    assert sum(b.record_count for b in few) < _VECTORISED_MIN_RECORDS
+    assert sum(b.record_count for b in few) < VECTORISED_MIN_RECORDS
     assert pairs(decode_values(few)) == [(7, value_of(7)), (8, value_of(8)), (9, value_of(9))]
     assert decode_values([]) == []
 
@@ -328,14 +320,6 @@ def test_corrupt_records_name_the_partition_and_the_batch_base_offset(kind: str)
     assert pairs(decode_values(batches[:1])) == [(offset, value_of(offset)) for offset in range(100)]
 
 
-def test_the_python_walk_rejects_lengths_below_minus_one() -> None:
-    with pytest.raises(ValueError, match=r"record #0: value length -2"):
-        _decode_values_python(record(0, None, value_length=-2), 1, 0, 0)
-    with pytest.raises(ValueError, match=r"record #0: key length -3"):
-        _decode_values_python(record(0, b"v", key_length=-3), 1, 0, 0)
-    assert _decode_values_python(record(0, None), 1, 0, 0) == (range(1), [None])
-
-
 @pytest.mark.parametrize("count", [50, 100])  # offset deltas of one byte each, and of up to two
 def test_out_of_order_offsets_fall_back_to_the_walk(count: int) -> None:
     records = [record(i, b"v%d" % i) for i in range(count)]
@@ -351,7 +335,7 @@ def test_out_of_order_offsets_fall_back_to_the_walk(count: int) -> None:
 
 
 def test_a_crc_mismatch_is_caught_before_decoding_and_names_the_batch() -> None:
-    from broker.client.fetcher import parse_partition_records  # noqa: PLC0415
+    from broker.client.partition_records import parse_partition_records  # noqa: PLC0415
 
     damaged = bytearray(paper_batch(100, 100))
     damaged[-30] ^= 0x01  # inside the last value: only the CRC can tell
@@ -363,38 +347,6 @@ def test_a_crc_mismatch_is_caught_before_decoding_and_names_the_batch() -> None:
 
 
 # ------------------------------------------------------------------ the vectorised decoder against the walk
-
-VALUE_RUNS = st.lists(
-    st.tuples(st.integers(min_value=1, max_value=200), st.none() | st.integers(min_value=0, max_value=400)),
-    min_size=1,
-    max_size=8,
-)
-
-
-@settings(max_examples=40, deadline=None)
-@given(VALUE_RUNS, st.integers(min_value=0, max_value=3000), st.booleans())
-def test_vectorised_and_python_value_decoders_agree(
-    runs: list[tuple[int, int | None]], skip: int, keyed: bool
-) -> None:
-    # runs of equal-size values (the vectorised path checks them at once) mixed with odd ones and nulls
-    builder = RecordBatchBuilder(CompressionType.NONE, base_offset=1_000)
-    expected: list[bytes | None] = []
-    for run, size in runs:
-        for i in range(run):
-            value = None if size is None else bytes([i % 256]) * size
-            builder.append(5 + i, b"key" if keyed else None, value, (("host", b"h"),))
-            expected.append(value)
-    data = RecordBatch(builder.build()).buffer[61:].tobytes()
-    count = len(expected)
-    from_offset = 1_000 + min(skip, count)
-    python = _decode_values_python(data, count, 1_000, from_offset)
-    vectorised = _decode_values_vectorised([data], [count], [1_000], [from_offset])
-    assert list(python[0]) == list(range(from_offset, 1_000 + count))
-    assert python[1] == expected[from_offset - 1_000 :]
-    assert vectorised is not None
-    assert list(vectorised[0][0]) == list(python[0])
-    assert vectorised[0][1] == python[1]
-
 
 BATCH_SHAPES = st.lists(
     st.tuples(
@@ -433,7 +385,7 @@ def test_decoding_many_batches_at_once_matches_the_walk_batch_by_batch(
     from_offset = first_base + skip
     fetched = as_fetched(*batches, from_offset=from_offset)
     reference = [
-        b._values_python(b.batch.buffer[HEADER_SIZE:] if not b.batch.attributes & 7 else b._records_data())
+        b._values_walked(b.batch.buffer[HEADER_SIZE:] if not b.batch.attributes & 7 else b._records_data())
         for b in fetched
     ]
     together = decode_values(fetched)
@@ -447,7 +399,7 @@ def test_without_numpy_everything_is_walked_in_python(monkeypatch: pytest.Monkey
     monkeypatch.setitem(sys.modules, "numpy", None)  # import numpy now raises ImportError
     try:
         assert load_decoder() is False
-        assert _decode_values_vectorised([b"\x00"], [1], [0], [0]) is None
+        assert decode_values_vectorised([b"\x00"], [1], [0], [0]) is None
         assert pairs(decode_values(batches)) == [(offset, value_of(offset)) for offset in range(150)]
     finally:
         load_decoder.cache_clear()

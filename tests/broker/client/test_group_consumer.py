@@ -17,7 +17,7 @@ from broker.client.group_consumer import GroupConsumer
 from broker.client.message_stream import MessageStream
 from broker.client.rebalance_listener import RebalanceListener
 from broker.cluster import zk_paths
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from tests.broker.client.group_helpers import (
     MemberApp,
     consumed,

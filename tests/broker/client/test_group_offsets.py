@@ -21,7 +21,7 @@ from broker.client.group_offsets import GroupOffsets, OffsetCommit
 from broker.client.member_registration import MemberRegistration
 from broker.cluster import zk_paths
 from broker.cluster.topic_admin import TopicAdmin
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from tests.broker.cluster.helpers import add_broker
 from tests.support.zookeeper import expire_session, new_client
 

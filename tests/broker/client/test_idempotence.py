@@ -18,7 +18,7 @@ import pytest
 
 from broker.client.errors import BrokerResponseError
 from broker.client.producer_batch import RecordMetadata
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from tests.broker.client.helpers import consumer, producer, read_batches, read_records
 from tests.broker.server.helpers import connect, produce
 from tests.broker.server.test_idempotent_produce import idempotent_batch

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from broker.client.lag_evaluation import LagSample, LagStatus, LagWindow, evaluate, group_status
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 
 TP0 = TopicPartition("events", 0)
 TP1 = TopicPartition("events", 1)

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from broker.client.partition_assignor import assign, range_assign, round_robin_assign, stream_of
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 
 
 def test_range_gives_contiguous_chunks_the_first_ones_longer() -> None:

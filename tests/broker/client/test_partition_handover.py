@@ -20,7 +20,7 @@ from broker.client.partition_owner import PartitionOwner
 from broker.client.partition_ownership import PartitionOwnership
 from broker.client.rebalance_listener import RebalanceListener
 from broker.cluster import zk_paths
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from tests.broker.client.group_helpers import produce
 from tests.broker.client.helpers import consumer
 from tests.support.zookeeper import new_client

@@ -16,7 +16,7 @@ from broker.client.member_registration import MemberRegistration
 from broker.client.partition_owner import PartitionOwner
 from broker.client.partition_ownership import PartitionOwnership
 from broker.cluster import zk_paths
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from tests.support.zookeeper import expire_session, new_client
 
 GROUP = "g"

@@ -20,13 +20,15 @@ from broker.client.errors import (
 )
 from broker.client.partitioner import partition_for_key
 from broker.client.producer import Producer
-from broker.client.producer_batch import DeliveryRange, RecordMetadata, encode_headers
+from broker.client.producer_batch import DeliveryRange, RecordMetadata
 from broker.client.producer_config import ProducerConfig
-from broker.client.record_encoder import record_bound
-from broker.log.compression import CompressionType
-from broker.log.record_batch import HEADER_SIZE, RecordBatchBuilder
-from broker.log.topic_partition import TopicPartition
 from broker.protocol.error_code import ErrorCode
+from broker.record.batch_header import HEADER_SIZE
+from broker.record.compression import CompressionType
+from broker.record.record_batch_builder import RecordBatchBuilder
+from broker.record.record_encoder import record_bound
+from broker.record.record_header import encode_headers
+from broker.record.topic_partition import TopicPartition
 from tests.broker.client.helpers import HOST, consumer, producer, read_batches, read_records
 
 HOST_HEADER = ("host", HOST.encode())

@@ -12,10 +12,13 @@ from broker.client.producer_batch import (
     ProducerBatch,
     RecordFuture,
     RecordMetadata,
-    encode_headers,
 )
-from broker.client.record_encoder import record_bound
-from broker.log.record_batch import HEADER_SIZE, CompressionType, Record, RecordBatch
+from broker.record.batch_header import HEADER_SIZE
+from broker.record.compression import CompressionType
+from broker.record.record import Record
+from broker.record.record_batch import RecordBatch
+from broker.record.record_encoder import record_bound
+from broker.record.record_header import encode_headers
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

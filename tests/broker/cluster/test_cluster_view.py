@@ -8,7 +8,7 @@ import pytest
 
 from broker.cluster.broker_info import BrokerInfo
 from broker.cluster.cluster_view import EMPTY_VIEW, ClusterView
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 
 B1 = BrokerInfo(1, "127.0.0.1", 9091)
 B3 = BrokerInfo(3, "127.0.0.1", 9093)

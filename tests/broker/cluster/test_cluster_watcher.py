@@ -15,7 +15,7 @@ from broker.cluster.cluster_view import EMPTY_VIEW, ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.topic_admin import TopicAdmin
 from broker.cluster.zk_paths import encode_assignment
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from tests.broker.cluster.helpers import add_broker, wait_until
 from tests.support.zookeeper import expire_session, new_client
 

@@ -18,7 +18,7 @@ from broker.cluster.errors import (
     ZooKeeperError,
 )
 from broker.cluster.topic_admin import MAX_PARTITIONS, TopicAdmin
-from broker.log.errors import InvalidTopicError
+from broker.record.errors import InvalidTopicError
 from broker.server.error_codes import error_code_of
 from tests.broker.cluster.helpers import add_broker
 from tests.support.zookeeper import new_client

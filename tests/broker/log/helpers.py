@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from broker.config import LogConfig
-from broker.log.compression import CompressionType
 from broker.log.log import Log
-from broker.log.record_batch import Record, RecordBatchBuilder, scan_batches
+from broker.record.batch_scan import scan_batches
+from broker.record.compression import CompressionType
+from broker.record.record import Record
+from broker.record.record_batch_builder import RecordBatchBuilder
 
 BASE_TS = 1_700_000_000_000
 

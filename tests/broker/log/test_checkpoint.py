@@ -6,7 +6,7 @@ import pytest
 
 from broker.log.checkpoint import read_checkpoint, write_checkpoint
 from broker.log.errors import LogStorageError
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 
 
 def test_round_trip_and_exact_format(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.errors import InvalidTopicError
 from broker.log.file_names import (
     deleted_partition_dir_name,
     is_deleted_partition_dir_name,
@@ -12,9 +11,9 @@ from broker.log.file_names import (
     parse_segment_file_name,
     partition_dir,
     segment_file_name,
-    validate_topic_name,
 )
-from broker.log.topic_partition import TopicPartition
+from broker.record.errors import InvalidTopicError
+from broker.record.topic_partition import TopicPartition
 
 
 def test_segment_names_have_twenty_digits() -> None:
@@ -34,32 +33,6 @@ def test_segment_names_have_twenty_digits() -> None:
         segment_file_name(1, ".txt")
     with pytest.raises(ValueError, match="does not fit"):
         segment_file_name(-1, ".log")
-
-
-@pytest.mark.parametrize("topic", ["clicks", "a", "A.b_c-9", "x" * 249, "..."])
-def test_valid_topic_names(topic: str) -> None:
-    validate_topic_name(topic)
-
-
-@pytest.mark.parametrize(
-    ("topic", "message"),
-    [
-        ("", "empty"),
-        (".", "cannot be '.'"),
-        ("..", "cannot be '..'"),
-        ("../x", "contains '/'"),
-        ("a/b", "contains '/'"),
-        ("/etc", "contains '/'"),
-        ("a\\b", "contains"),
-        ("a b", "contains ' '"),
-        ("x\x00y", "contains"),
-        ("caf\u00e9", "contains"),
-        ("x" * 250, "250 characters long, at most 249"),
-    ],
-)
-def test_invalid_topic_names(topic: str, message: str) -> None:
-    with pytest.raises(InvalidTopicError, match=message):
-        validate_topic_name(topic)
 
 
 def test_partition_dirs_stay_inside_the_log_dir(tmp_path: Path) -> None:

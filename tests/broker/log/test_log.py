@@ -12,19 +12,14 @@ from pathlib import Path
 import crc32c
 import pytest
 
-from broker.log.compression import CompressionType
-from broker.log.errors import (
-    CorruptRecordError,
-    InvalidRecordError,
-    InvalidTopicError,
-    LogClosedError,
-    LogStorageError,
-    OffsetOutOfRangeError,
-    RecordTooLargeError,
-)
+from broker.log.errors import LogClosedError, LogStorageError, OffsetOutOfRangeError, RecordTooLargeError
 from broker.log.log import AppendInfo, Log
-from broker.log.record_batch import RecordBatch, RecordBatchBuilder, scan_batches
-from broker.log.topic_partition import TopicPartition
+from broker.record.batch_scan import scan_batches
+from broker.record.compression import CompressionType
+from broker.record.errors import CorruptRecordError, InvalidRecordError, InvalidTopicError
+from broker.record.record_batch import RecordBatch
+from broker.record.record_batch_builder import RecordBatchBuilder
+from broker.record.topic_partition import TopicPartition
 from tests.broker.log.helpers import BASE_TS, assert_records_match, config, make_batch, read_all
 
 DAY_MS = 24 * 3600 * 1000

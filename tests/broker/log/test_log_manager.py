@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from broker.config import LogConfig
-from broker.log.errors import InvalidTopicError, LogClosedError, LogDirLockedError
+from broker.log.errors import LogClosedError, LogDirLockedError
 from broker.log.log_manager import LogManager
-from broker.log.topic_partition import TopicPartition
+from broker.record.errors import InvalidTopicError
+from broker.record.topic_partition import TopicPartition
 from tests.broker.log.helpers import BASE_TS, assert_records_match, make_batch, read_all
 from tests.broker.log.test_producer_state import idempotent_batch
 

@@ -6,17 +6,20 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.compression import CompressionType
-from broker.log.errors import (
-    CorruptRecordError,
-    InvalidRecordError,
-    LogError,
-    RecordTooLargeError,
-    UnsupportedCompressionError,
-)
+from broker.errors import BrokerError
+from broker.log.errors import LogError, RecordTooLargeError
 from broker.log.log import Log
 from broker.log.log_validator import validate_batches, validate_stored_batch
-from broker.log.record_batch import RecordBatch, RecordBatchBuilder, scan_batches
+from broker.record.batch_scan import scan_batches
+from broker.record.compression import CompressionType
+from broker.record.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    RecordError,
+    UnsupportedCompressionError,
+)
+from broker.record.record_batch import RecordBatch
+from broker.record.record_batch_builder import RecordBatchBuilder
 from broker.server.error_codes import error_code_of
 from tests.broker.log.helpers import config, make_batch
 from tests.support.poison_batches import (
@@ -37,8 +40,8 @@ def check(data: bytes, *, validate_records: bool = True) -> None:
     validate_batches(batches, where="t-0 append", max_message_bytes=MAX, validate_records=validate_records)
 
 
-def refused(data: bytes) -> LogError:
-    with pytest.raises(LogError) as info:
+def refused(data: bytes) -> BrokerError:
+    with pytest.raises((LogError, RecordError)) as info:
         check(data)
     return info.value
 

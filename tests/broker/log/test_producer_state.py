@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.compression import CompressionType
 from broker.log.errors import CorruptSnapshotError, InvalidProducerEpochError, OutOfOrderSequenceError
 from broker.log.file_names import snapshot_file_name
 from broker.log.log import AppendInfo, Log
@@ -19,7 +18,8 @@ from broker.log.producer_state import (
     encode_snapshot,
     last_sequence_of,
 )
-from broker.log.record_batch import RecordBatchBuilder
+from broker.record.compression import CompressionType
+from broker.record.record_batch_builder import RecordBatchBuilder
 from broker.server.error_codes import error_code_of
 from tests.broker.log.helpers import BASE_TS, config, make_batch, read_all
 

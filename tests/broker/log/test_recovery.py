@@ -14,7 +14,8 @@ import pytest
 from broker.log.errors import LogDirLockedError
 from broker.log.log import Log
 from broker.log.log_manager import LogManager
-from broker.log.record_batch import Record, scan_batches
+from broker.record.batch_scan import scan_batches
+from broker.record.record import Record
 from tests.broker.log.crash_writer import crash_config
 from tests.broker.log.helpers import BASE_TS, assert_records_match, config, make_batch, read_all
 

@@ -4,9 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.errors import CorruptIndexError, CorruptRecordError
-from broker.log.record_batch import RecordBatch, scan_batches
-from broker.log.segment import Segment, scan_segment
+from broker.log.errors import CorruptIndexError
+from broker.log.segment import Segment
+from broker.log.segment_scan import scan_segment
+from broker.record.batch_scan import scan_batches
+from broker.record.errors import CorruptRecordError
+from broker.record.record_batch import RecordBatch
 from tests.broker.log.helpers import BASE_TS, make_batch
 
 DAY_MS = 24 * 3600 * 1000

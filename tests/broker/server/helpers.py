@@ -7,10 +7,11 @@ import socket
 from typing import Any
 
 from broker.client.connection import BrokerConnection
-from broker.log.record_batch import RecordBatchBuilder, scan_batches
 from broker.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from broker.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from broker.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from broker.record.batch_scan import scan_batches
+from broker.record.record_batch_builder import RecordBatchBuilder
 from tests.support.broker_cluster import BrokerProcess, wait_for
 
 BASE_TS = 1_700_000_000_000

@@ -15,10 +15,10 @@ from confluent_kafka import KafkaError, Message, Producer
 from broker.client.connection import BrokerConnection
 from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
-from broker.log.topic_partition import TopicPartition
 from broker.protocol import ErrorCode
 from broker.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from broker.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from broker.record.topic_partition import TopicPartition
 from tests.support.broker_cluster import BrokerCluster, BrokerProcess, wait_for
 from tests.support.poison_batches import (
     gzip_flag_on_plain_records,

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from broker.cluster.errors import ClusterError, InvalidReplicaAssignmentError, ZooKeeperError
-from broker.log.errors import CorruptIndexError, LogClosedError, UnsupportedCompressionError
-from broker.log.topic_partition import TopicPartition
+from broker.log.errors import CorruptIndexError, LogClosedError
 from broker.protocol import ErrorCode, UnsupportedVersionError
 from broker.protocol.errors import MalformedMessageError
+from broker.record.errors import UnsupportedCompressionError
+from broker.record.topic_partition import TopicPartition
 from broker.server.error_codes import ERROR_CODES, error_code_of
 from broker.server.errors import NotLeaderOrFollowerError, RequestTimedOutError
 

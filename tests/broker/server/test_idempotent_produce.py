@@ -8,10 +8,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from broker.log.compression import CompressionType
-from broker.log.record_batch import RecordBatchBuilder
 from broker.protocol import ErrorCode
 from broker.protocol.messages.init_producer_id import InitProducerIdRequest
+from broker.record.compression import CompressionType
+from broker.record.record_batch_builder import RecordBatchBuilder
 from tests.broker.server.helpers import BASE_TS, connect, fetch, offsets_in, produce
 from tests.support.broker_cluster import BrokerCluster
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from broker.server.delayed_operation import DelayedOperation
 from broker.server.purgatory import Purgatory
 

@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from broker.log.record_batch import RecordBatch, scan_batches
 from broker.protocol import ErrorCode, encode_request
 from broker.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from broker.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from broker.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from broker.record.batch_scan import scan_batches
+from broker.record.record_batch import RecordBatch
 from tests.broker.server.helpers import (
     BASE_TS,
     batch,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from lumber.cli import main
 from pipeline.commit import CommitProtocol
 from pipeline.fs import open_filesystem

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from lumber.dev.process import free_port
 from tests.broker.client.group_helpers import member, produce, wait_settled
 from tests.lumber.cli.test_groups import drain

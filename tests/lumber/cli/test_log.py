@@ -12,8 +12,8 @@ from pathlib import Path
 import crc32c
 
 from broker.client.connection import BrokerConnection
-from broker.log.record_batch import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE
 from broker.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from broker.record.batch_header import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE
 from tests.support.broker_cluster import BrokerCluster, BrokerProcess
 from tests.support.poison_batches import forge_batch, records
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from fastavro import json_reader, parse_schema
 
-from broker.log.topic_partition import TopicPartition
+from broker.record.topic_partition import TopicPartition
 from lumber.cli import main
 from schemas.client import SchemaRegistryClient
 from schemas.serde import AvroSerde

@@ -18,7 +18,7 @@ compressed blob (the record count stays in the header). The blob's framing per c
 * ``ZSTD`` (4): zstd frames (level 3, Kafka's default); reading accepts frames without a content size (what
   Java's streaming ``ZstdOutputStream`` writes) and several concatenated frames.
 
-Decompression failures raise :class:`~broker.log.errors.CorruptRecordError` naming ``where``, and so does a
+Decompression failures raise :class:`~broker.record.errors.CorruptRecordError` naming ``where``, and so does a
 payload that would decompress to more than ``max_bytes`` (:data:`MAX_DECOMPRESSED_BYTES` by default): the
 broker decompresses every produced batch to validate its records, and a few kilobytes of zstd or gzip can
 claim gigabytes (a "decompression bomb"). The limit is enforced while decompressing: gzip with zlib's
@@ -37,7 +37,7 @@ from enum import IntEnum
 
 import cramjam
 
-from broker.log.errors import CorruptRecordError, UnsupportedCompressionError
+from broker.record.errors import CorruptRecordError, UnsupportedCompressionError
 
 
 class CompressionType(IntEnum):

@@ -5,8 +5,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.client.producer_batch import encode_headers
-from broker.client.record_encoder import (
+from broker.record.record_encoder import (
     ARROW_VARINT_LIMIT,
     Segment,
     encode_records,
@@ -15,7 +14,8 @@ from broker.client.record_encoder import (
     key_part,
     record_bound,
 )
-from broker.log.record_batch import _walk_records
+from broker.record.record_header import encode_headers
+from broker.record.record_walker import walk_records
 
 HEADERS = [encode_headers([("host", b"h1")]), encode_headers([("host", b"h2"), ("trace", None), ("n", b"")])]
 
@@ -66,7 +66,7 @@ def test_arrow_and_python_encoders_agree_and_decode(raw: list[Any]) -> None:
     python = encode_records_python(segments, first_ts)
     arrow = encode_records_arrow(segments, count, first_ts)
     assert arrow == python
-    decoded = list(_walk_records(python, count, 100, first_ts, None, "<test>", None, decode=True))
+    decoded = list(walk_records(python, count, 100, first_ts, None, "<test>", None, decode=True))
     assert [(r.timestamp_ms, r.value) for r in decoded] == reference(segments, first_ts)
     assert [r.offset for r in decoded] == list(range(100, 100 + count))
     bound = sum(
@@ -100,6 +100,6 @@ def test_a_one_record_batch_encodes_like_the_loop(
     segment = Segment(values, start, start + 1, 1_700_000_000_123, key_part(key), headers)
     encoded = encode_records([segment], 1, segment.timestamp_ms)
     assert encoded == encode_records_python([segment], segment.timestamp_ms)
-    (record,) = _walk_records(encoded, 1, 7, segment.timestamp_ms, None, "<test>", None, decode=True)
+    (record,) = walk_records(encoded, 1, 7, segment.timestamp_ms, None, "<test>", None, decode=True)
     expected = (7, segment.timestamp_ms, key, value)
     assert (record.offset, record.timestamp_ms, record.key, record.value) == expected

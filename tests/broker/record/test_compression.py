@@ -11,8 +11,8 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.log.compression import XERIAL_MAGIC, CompressionType, compress, decompress
-from broker.log.errors import CorruptRecordError, UnsupportedCompressionError
+from broker.record.compression import XERIAL_MAGIC, CompressionType, compress, decompress
+from broker.record.errors import CorruptRecordError, UnsupportedCompressionError
 
 with warnings.catch_warnings():
     # kafka-python's protocol package calls importlib.resources.read_text, deprecated in 3.11

@@ -2,12 +2,15 @@
 
 A producer batch keeps what ``send``/``send_many`` handed it as *segments*: runs of values that share a
 timestamp, a key and headers (:class:`Segment`). Encoding happens once, when the batch is sent, into the
-layout of :mod:`broker.log.record_batch`::
+layout of :mod:`broker.record.record`::
 
     length varint | attributes 0 | timestampDelta varint | offsetDelta varint | key (varint length + bytes,
     or -1) | value (varint length + bytes, or -1) | headers (count, then key/value pairs)
 
-Two encoders produce the same bytes:
+:func:`encode_record` encodes one record (what :class:`~broker.record.record_batch_builder.RecordBatchBuilder`
+appends). A producer batch keeps what ``send``/``send_many`` handed it as *segments*: runs of values that
+share a timestamp, a key and headers (:class:`Segment`), encoded once, when the batch is sent, by one of
+two strategies that produce the same bytes:
 
 * :func:`encode_records_python`, a loop per record: for small batches (and records of 16 KiB and more);
 * :func:`encode_records_arrow`, vectorised with pyarrow's compute kernels (one pass per field over all
@@ -28,7 +31,7 @@ from collections.abc import Sequence
 from itertools import chain, islice
 from typing import Any, NamedTuple
 
-from broker.log.record_batch import encode_varint
+from broker.record.varint import VARINT_CACHE_HIGH, VARINT_CACHE_LOW, VARINTS, encode_varint
 
 #: Batches with at least this many records are encoded with pyarrow.
 ARROW_MIN_RECORDS = 256
@@ -38,14 +41,35 @@ ARROW_VARINT_LIMIT = 1 << 16
 #: offset delta and value length varints for records below 2 GiB.
 RECORD_VARINTS_BOUND = 5 + 5 + 5
 
-_SMALL_LIMIT = 1 << 14
-_SMALL: tuple[bytes, ...] = tuple(encode_varint(value) for value in range(_SMALL_LIMIT))
+# The varints of 0 .. 16383: the part of broker.record.varint's table the loops below index from 0.
+_SMALL_LIMIT = VARINT_CACHE_HIGH
+_SMALL: tuple[bytes, ...] = VARINTS[-VARINT_CACHE_LOW:]
 NULL_PART = b"\x01"  # varint -1: a null key or value
 
 
 def varint(value: int) -> bytes:
     """The zigzag varint of ``value`` (precomputed for 0 .. 16383)."""
     return _SMALL[value] if 0 <= value < _SMALL_LIMIT else encode_varint(value)
+
+
+def encode_record(
+    timestamp_delta: int, offset_delta: int, key: bytes, value: bytes | None, headers: bytes
+) -> bytes:
+    """One record: ``key`` is its key part (:func:`key_part`), ``headers`` its encoded headers block
+    (:func:`~broker.record.record_header.encode_headers`)."""
+    low = VARINT_CACHE_LOW
+    high = VARINT_CACHE_HIGH
+    cache = VARINTS
+    ts = cache[timestamp_delta - low] if low <= timestamp_delta < high else encode_varint(timestamp_delta)
+    od = cache[offset_delta - low] if 0 <= offset_delta < high else encode_varint(offset_delta)
+    if value is None:
+        value_prefix, value = NULL_PART, b""
+    else:
+        n = len(value)
+        value_prefix = cache[n - low] if n < high else encode_varint(n)
+    body = 1 + len(ts) + len(od) + len(key) + len(value_prefix) + len(value) + len(headers)
+    length = cache[body - low] if body < high else encode_varint(body)
+    return b"".join((length, b"\x00", ts, od, key, value_prefix, value, headers))
 
 
 def key_part(key: bytes | None) -> bytes:
@@ -83,18 +107,7 @@ def encode_records(segments: Sequence[Segment], count: int, first_timestamp_ms: 
 
 def _encode_one(segment: Segment) -> bytes:
     """The one record of a one-record batch (batch size 1): timestamp and offset deltas are 0."""
-    values, start, _stop, _timestamp_ms, key, headers = segment
-    value = values[start]
-    small = _SMALL
-    if value is None:
-        value_prefix, value = NULL_PART, b""
-    else:
-        n = len(value)
-        value_prefix = small[n] if n < _SMALL_LIMIT else encode_varint(n)
-    # attributes 0, timestampDelta 0, offsetDelta 0
-    body = 3 + len(key) + len(value_prefix) + len(value) + len(headers)
-    length = small[body] if body < _SMALL_LIMIT else encode_varint(body)
-    return b"".join((length, b"\x00\x00\x00", key, value_prefix, value, headers))
+    return encode_record(0, 0, segment.key_part, segment.values[segment.start], segment.headers)
 
 
 def encode_records_python(segments: Sequence[Segment], first_timestamp_ms: int) -> bytes:

@@ -1,4 +1,5 @@
-"""The clock the log reads: milliseconds since the epoch, injectable so that tests control time."""
+"""The clock every part reads (the log, producers, the audit, the mirror): milliseconds since the epoch,
+injectable so that tests control time."""
 
 from __future__ import annotations
 

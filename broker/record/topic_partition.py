@@ -1,4 +1,4 @@
-"""The key of a partition's log."""
+"""``TopicPartition``: the key of a partition, wherever one is named (logs, requests, clients, the load)."""
 
 from __future__ import annotations
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from broker.client.fetcher import parse_partition_records
-from broker.log.record_batch import CompressionType, RecordBatchBuilder
-from broker.log.topic_partition import TopicPartition
+from broker.client.partition_records import parse_partition_records
+from broker.record.compression import CompressionType
+from broker.record.record_batch_builder import RecordBatchBuilder
+from broker.record.topic_partition import TopicPartition
 
 TP = TopicPartition("t", 0)
 

@@ -1,0 +1,153 @@
+"""The body every index of a segment shares (Kafka's ``AbstractIndex``): a file of fixed-size entries,
+mirrored in memory.
+
+An index file is a sequence of fixed-size big-endian entries, no header, no checksum; each entry holds two
+numbers, one of them an offset stored relative to the segment's base offset (an int32, so at most
+:data:`MAX_RELATIVE_OFFSET` past it). The formats themselves are documented by the subclasses:
+:mod:`broker.log.offset_index` (``.index``) and :mod:`broker.log.time_index` (``.timeindex``).
+
+What lives here: opening an existing file and checking it (:meth:`IndexFile._load`, with the subclass's
+parser; a broken invariant raises :class:`~broker.log.errors.CorruptIndexError` so the loader rebuilds the
+index from the log), writing a fresh one atomically (:meth:`IndexFile.create`: a ``.tmp`` file, fsync,
+rename, fsync of the folder), appending an entry (file and memory), the entries as two ``array('q')``
+columns (``_keys``, the column binary searches run on, and ``_values``), flush, close and delete.
+
+Thread safety: appends come from the owning log under its lock; lookups are lock-free (entries are only
+ever added, the arrays only grow, and readers only use entries below the size the log has published).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Self
+
+from broker.log.errors import CorruptIndexError
+from broker.log.file_handle import FileHandle, fsync_dir
+from broker.log.file_names import temp_path
+
+__all__ = ["MAX_RELATIVE_OFFSET", "IndexFile", "check_entry_size"]
+
+MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+class IndexFile:
+    """One index file of a segment and its entries in memory: ``(key, value)`` pairs in ``_keys`` and
+    ``_values``, both strictly ordered by key."""
+
+    __slots__ = ("_base_offset", "_file", "_keys", "_values")
+
+    def __init__(self, file: FileHandle, base_offset: int, keys: array[int], values: array[int]) -> None:
+        self._file = file
+        self._base_offset = base_offset
+        self._keys = keys
+        self._values = values
+
+    # -- opening
+
+    @classmethod
+    def _load(
+        cls, path: Path, base_offset: int, parse: Callable[[bytes], tuple[array[int], array[int]]]
+    ) -> Self:
+        """Open the file at ``path`` and ``parse`` its bytes into the two columns (which checks them).
+
+        Raises :class:`FileNotFoundError` when there is no file and whatever ``parse`` raises
+        (:class:`~broker.log.errors.CorruptIndexError`) when the entries break an invariant.
+        """
+        file = FileHandle.open(path)
+        try:
+            keys, values = parse(file.pread(file.size(), 0))
+        except BaseException:
+            file.close()
+            raise
+        return cls(file, base_offset, keys, values)
+
+    @classmethod
+    def create(cls, path: Path, base_offset: int, entries: Iterable[tuple[int, int]] = ()) -> Self:
+        """Write a fresh index with ``entries`` ((key, value) pairs) atomically, replacing any file."""
+        keys = array("q")
+        values = array("q")
+        payload = bytearray()
+        for key, value in entries:
+            keys.append(key)
+            values.append(value)
+            payload += cls._pack(key, value, base_offset)
+        tmp = temp_path(path)
+        tmp_file = FileHandle.open(tmp, create=True)
+        try:
+            tmp_file.truncate(0)
+            if payload:
+                tmp_file.append(payload)
+            tmp_file.fsync()
+        finally:
+            tmp_file.close()
+        tmp.replace(path)
+        fsync_dir(path.parent)
+        return cls(FileHandle.open(path), base_offset, keys, values)
+
+    @staticmethod
+    def _pack(key: int, value: int, base_offset: int) -> bytes:
+        """One entry's bytes (the subclass's format)."""
+        raise NotImplementedError
+
+    # -- properties
+
+    @property
+    def path(self) -> Path:
+        return self._file.path
+
+    @property
+    def base_offset(self) -> int:
+        return self._base_offset
+
+    @property
+    def entry_count(self) -> int:
+        return len(self._keys)
+
+    def entries(self) -> list[tuple[int, int]]:
+        """Every (key, value) entry, in order."""
+        return list(zip(self._keys, self._values, strict=True))
+
+    def first_entry(self) -> tuple[int, int] | None:
+        if not self._keys:
+            return None
+        return self._keys[0], self._values[0]
+
+    def last_entry(self) -> tuple[int, int] | None:
+        if not self._keys:
+            return None
+        return self._keys[-1], self._values[-1]
+
+    # -- writing
+
+    def _check_relative(self, offset: int) -> None:
+        """Raise :class:`ValueError` when ``offset`` cannot be stored relative to the base offset."""
+        if not 0 <= offset - self._base_offset <= MAX_RELATIVE_OFFSET:
+            raise ValueError(
+                f"{self.path}: offset {offset} does not fit relative to base {self._base_offset}"
+            )
+
+    def _append(self, key: int, value: int) -> None:
+        """Write the entry ``(key, value)`` to the file, then add it in memory (the caller checked it)."""
+        self._file.append(self._pack(key, value, self._base_offset))
+        self._keys.append(key)
+        self._values.append(value)
+
+    def flush(self) -> None:
+        self._file.fsync()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def delete(self) -> None:
+        """Unlink the file; the descriptor closes when the last reference goes."""
+        self._file.path.unlink(missing_ok=True)
+
+
+def check_entry_size(path: Path, data: bytes, entry_size: int) -> None:
+    """Raise :class:`~broker.log.errors.CorruptIndexError` unless ``data`` is whole entries."""
+    if len(data) % entry_size:
+        raise CorruptIndexError(
+            str(path), f"size {len(data)} is not a multiple of the entry size {entry_size}"
+        )

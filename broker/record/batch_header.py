@@ -1,0 +1,117 @@
+"""The record batch v2 header (magic 2): its 61 bytes, field by field, and what the CRC covers.
+
+Byte layout (all integers big-endian; offsets are byte positions inside the batch)::
+
+     0  baseOffset           int64   offset of the first record; the broker rewrites it on append
+     8  batchLength          int32   bytes after this field (= total size - 12)
+    12  partitionLeaderEpoch int32   -1 when unknown
+    16  magic                int8    2
+    17  crc                  uint32  CRC-32C (Castagnoli) of bytes [21, end): attributes to the end
+    21  attributes           int16   bits 0-2 compression (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd),
+                                     bit 3 timestamp type (0 CreateTime, 1 LogAppendTime),
+                                     bit 4 transactional, bit 5 control batch, bits 6-15 unused
+    23  lastOffsetDelta      int32   last record's offset - baseOffset
+    27  firstTimestamp       int64   first record's timestamp (ms)
+    35  maxTimestamp         int64   largest record timestamp (ms)
+    43  producerId           int64   -1 without an idempotent producer
+    51  producerEpoch        int16   -1
+    53  baseSequence         int32   -1
+    57  recordCount          int32
+    61  records              the records (layout: :mod:`broker.record.record`), concatenated; when
+                             compressed, one blob framed per codec (see :mod:`broker.record.compression`)
+
+The CRC does not cover baseOffset, batchLength or partitionLeaderEpoch, so the broker assigns offsets by
+rewriting bytes [0, 8) (:func:`~broker.record.record_batch.set_base_offset`) without touching the records
+or the CRC. A batch is read through :class:`~broker.record.record_batch.RecordBatch` and built by
+:mod:`broker.record.record_batch_builder`.
+"""
+
+from __future__ import annotations
+
+import struct
+from enum import IntEnum
+
+__all__ = [
+    "ATTRIBUTES_OFFSET",
+    "COMPRESSION_MASK",
+    "CONTROL_MASK",
+    "CRC_OFFSET",
+    "HEADER",
+    "HEADER_PREFIX",
+    "HEADER_SIZE",
+    "LAST_OFFSET_DELTA_OFFSET",
+    "LENGTH_OFFSET",
+    "LOG_OVERHEAD",
+    "MAGIC",
+    "MAGIC_OFFSET",
+    "MIN_BATCH_LENGTH",
+    "NO_PARTITION_LEADER_EPOCH",
+    "NO_PRODUCER_EPOCH",
+    "NO_PRODUCER_ID",
+    "NO_SEQUENCE",
+    "NO_TIMESTAMP",
+    "PARTITION_LEADER_EPOCH_OFFSET",
+    "PRODUCER_FIELDS_OFFSET",
+    "RECORD_COUNT_OFFSET",
+    "TIMESTAMP_TYPE_MASK",
+    "TRANSACTIONAL_MASK",
+    "TimestampType",
+]
+
+MAGIC = 2
+#: baseOffset + batchLength: the bytes in front of what batchLength counts.
+LOG_OVERHEAD = 12
+#: The whole fixed header, records count included.
+HEADER_SIZE = 61
+#: The smallest legal batchLength (a header with no records).
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+
+LENGTH_OFFSET = 8
+PARTITION_LEADER_EPOCH_OFFSET = 12
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+LAST_OFFSET_DELTA_OFFSET = 23
+#: producerId int64, producerEpoch int16, baseSequence int32
+PRODUCER_FIELDS_OFFSET = 43
+RECORD_COUNT_OFFSET = 57
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+NO_TIMESTAMP = -1
+
+#: The whole header, one field per item (indexes 0-12 in the order of the layout above).
+HEADER = struct.Struct(
+    ">"
+    "q"  # 0 baseOffset
+    "i"  # 1 batchLength
+    "i"  # 2 partitionLeaderEpoch
+    "b"  # 3 magic
+    "I"  # 4 crc
+    "h"  # 5 attributes
+    "i"  # 6 lastOffsetDelta
+    "q"  # 7 firstTimestamp
+    "q"  # 8 maxTimestamp
+    "q"  # 9 producerId
+    "h"  # 10 producerEpoch
+    "i"  # 11 baseSequence
+    "i"  # 12 recordCount
+)
+
+#: The header up to and including lastOffsetDelta (items 0-6 of :data:`HEADER`): what a reader needs to
+#: find a batch's offsets and size without reading the rest.
+HEADER_PREFIX = struct.Struct(">qiibIhi")
+
+
+class TimestampType(IntEnum):
+    """Bit 3 of the attributes."""
+
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1

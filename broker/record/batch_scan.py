@@ -1,0 +1,71 @@
+"""Splitting concatenated record batches (a fetch response, a produce request, a read of a segment).
+
+A buffer of batches end to end is cut at each batch's ``batchLength`` (layout:
+:mod:`broker.record.record_batch`) into zero-copy :class:`~broker.record.record_batch.RecordBatch` views.
+Kafka fetch responses may end with a batch cut short; :func:`scan_batches` stops cleanly there and says how
+many bytes are left. Stateless: safe from any thread.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from broker.record.batch_header import LOG_OVERHEAD, MAGIC, MAGIC_OFFSET, MIN_BATCH_LENGTH
+from broker.record.errors import CorruptRecordError
+from broker.record.record_batch import RecordBatch
+from broker.record.varint import Buffer
+
+__all__ = ["BatchScan", "scan_batches"]
+
+_PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
+
+
+@dataclass(frozen=True, slots=True)
+class BatchScan:
+    """The result of :func:`scan_batches`: the whole batches, and how the buffer ends."""
+
+    batches: tuple[RecordBatch, ...]
+    #: Bytes covered by ``batches`` (they start at 0 and are contiguous).
+    complete_bytes: int
+    #: Bytes after the last whole batch: the start of a batch cut short (0 when the buffer ends cleanly).
+    partial_tail_bytes: int
+
+
+def scan_batches(buffer: Buffer, *, where: str = "<buffer>", base_position: int = 0) -> BatchScan:
+    """Split concatenated batches without copying, and say whether the tail is a partial batch.
+
+    Kafka fetch responses may end with a batch cut short; readers stop cleanly there. A batch header
+    that cannot be right (``batchLength`` below the minimum, magic other than 2) raises
+    :class:`CorruptRecordError`. CRCs are not checked here: call :meth:`RecordBatch.validate`.
+    ``base_position`` is added to positions in error messages.
+    """
+    view = memoryview(buffer)
+    if view.ndim != 1 or view.itemsize != 1:
+        view = view.cast("B")
+    total = len(view)
+    pos = 0
+    batches: list[RecordBatch] = []
+    unpack_prefix = _PREFIX.unpack_from
+    while total - pos >= LOG_OVERHEAD:
+        base_offset, length = unpack_prefix(view, pos)
+        if length < MIN_BATCH_LENGTH:
+            raise CorruptRecordError(
+                where,
+                f"batchLength {length} is below the minimum {MIN_BATCH_LENGTH}",
+                position=base_position + pos,
+                offset=base_offset,
+            )
+        if total - pos > MAGIC_OFFSET and view[pos + MAGIC_OFFSET] != MAGIC:
+            raise CorruptRecordError(
+                where,
+                f"expected magic {MAGIC} got {view[pos + MAGIC_OFFSET]}",
+                position=base_position + pos,
+                offset=base_offset,
+            )
+        size = LOG_OVERHEAD + length
+        if size > total - pos:
+            break
+        batches.append(RecordBatch(view[pos : pos + size], where=where, position=base_position + pos))
+        pos += size
+    return BatchScan(tuple(batches), pos, total - pos)

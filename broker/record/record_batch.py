@@ -1,0 +1,297 @@
+"""A record batch v2 as read: :class:`RecordBatch`, a zero-copy view of one batch's bytes.
+
+The header's layout and what the CRC covers are documented in :mod:`broker.record.batch_header`, a
+record's layout in :mod:`broker.record.record`. A view checks on construction only that its buffer holds
+the whole batch its ``batchLength`` announces; :meth:`RecordBatch.validate` checks magic, lengths, codec
+and CRC, :meth:`RecordBatch.validate_records` the records' framing, :meth:`RecordBatch.records` decodes.
+Every record body is read by :mod:`broker.record.record_walker`. Batches are built by
+:mod:`broker.record.record_batch_builder` and split out of buffers by :mod:`broker.record.batch_scan`.
+
+Thread safety: a :class:`RecordBatch` is an immutable view (safe to share); only its base offset may be
+rewritten in place (:func:`set_base_offset`), by the one thread that owns the buffer before it is shared.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import crc32c
+
+from broker.record.batch_header import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    MIN_BATCH_LENGTH,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    TimestampType,
+)
+from broker.record.compression import CompressionType, decompress
+from broker.record.errors import CorruptRecordError, UnsupportedCompressionError
+from broker.record.layout_check import records_of_one_layout
+from broker.record.record import Record
+from broker.record.record_walker import NO_OFFSET_LIMIT, walk_records
+from broker.record.varint import Buffer
+
+__all__ = ["RecordBatch", "set_base_offset"]
+
+_INT64 = struct.Struct(">q")
+
+
+class RecordBatch:
+    """A zero-copy view over the bytes of one batch, with its header fields as properties.
+
+    Construction checks only that the buffer holds the whole batch its ``batchLength`` announces;
+    :meth:`validate` checks magic, lengths, codec and CRC. ``where`` and ``position`` (the batch's byte
+    position in its file, partition or request) only serve error messages.
+    """
+
+    __slots__ = ("_buffer", "_header", "_position", "_where")
+
+    def __init__(self, buffer: Buffer, *, where: str = "<buffer>", position: int | None = None) -> None:
+        view = memoryview(buffer)
+        if view.ndim != 1 or view.itemsize != 1:
+            view = view.cast("B")
+        available = len(view)
+        if available < HEADER_SIZE:
+            raise CorruptRecordError(
+                where,
+                f"{available} bytes cannot hold a batch header ({HEADER_SIZE} bytes)",
+                position=position,
+            )
+        header: tuple[int, ...] = HEADER.unpack_from(view)
+        length = header[1]
+        if length < MIN_BATCH_LENGTH:
+            raise CorruptRecordError(
+                where,
+                f"batchLength {length} is below the minimum {MIN_BATCH_LENGTH}",
+                position=position,
+                offset=header[0],
+            )
+        size = LOG_OVERHEAD + length
+        if size > available:
+            raise CorruptRecordError(
+                where,
+                f"batchLength {length} announces {size} bytes but only {available} are there",
+                position=position,
+                offset=header[0],
+            )
+        self._buffer = view if size == available else view[:size]
+        self._header = header
+        self._where = where
+        self._position = position
+
+    # -- header fields
+
+    @property
+    def buffer(self) -> memoryview:
+        """The batch's bytes (exactly ``size_bytes`` of them)."""
+        return self._buffer
+
+    @property
+    def where(self) -> str:
+        """The file, partition or request the batch was read from (for messages)."""
+        return self._where
+
+    @property
+    def position(self) -> int | None:
+        """The batch's byte position in the file, partition or request it was read from, if known."""
+        return self._position
+
+    @property
+    def base_offset(self) -> int:
+        # Read live: the base offset is the one field the broker rewrites in place.
+        base_offset: int = _INT64.unpack_from(self._buffer)[0]
+        return base_offset
+
+    @property
+    def batch_length(self) -> int:
+        length: int = self._header[1]
+        return length
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self._buffer)
+
+    @property
+    def partition_leader_epoch(self) -> int:
+        epoch: int = self._header[2]
+        return epoch
+
+    @property
+    def magic(self) -> int:
+        magic: int = self._header[3]
+        return magic
+
+    @property
+    def crc(self) -> int:
+        crc: int = self._header[4]
+        return crc
+
+    @property
+    def attributes(self) -> int:
+        attributes: int = self._header[5]
+        return attributes
+
+    @property
+    def compression(self) -> CompressionType:
+        """The codec; raises :class:`UnsupportedCompressionError` for codec ids Kafka does not define."""
+        codec_id = self._header[5] & COMPRESSION_MASK
+        if codec_id > CompressionType.ZSTD:
+            raise UnsupportedCompressionError(
+                self._where, f"unknown compression codec {codec_id}", position=self._position
+            )
+        return CompressionType(codec_id)
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return (
+            TimestampType.LOG_APPEND_TIME
+            if self._header[5] & TIMESTAMP_TYPE_MASK
+            else TimestampType.CREATE_TIME
+        )
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self._header[5] & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control_batch(self) -> bool:
+        return bool(self._header[5] & CONTROL_MASK)
+
+    @property
+    def last_offset_delta(self) -> int:
+        delta: int = self._header[6]
+        return delta
+
+    @property
+    def last_offset(self) -> int:
+        """The offset of the last record (inclusive)."""
+        return self.base_offset + self._header[6]
+
+    @property
+    def next_offset(self) -> int:
+        """The offset after the last record (exclusive)."""
+        return self.base_offset + self._header[6] + 1
+
+    @property
+    def first_timestamp_ms(self) -> int:
+        ts: int = self._header[7]
+        return ts
+
+    @property
+    def max_timestamp_ms(self) -> int:
+        ts: int = self._header[8]
+        return ts
+
+    @property
+    def producer_id(self) -> int:
+        pid: int = self._header[9]
+        return pid
+
+    @property
+    def producer_epoch(self) -> int:
+        epoch: int = self._header[10]
+        return epoch
+
+    @property
+    def base_sequence(self) -> int:
+        seq: int = self._header[11]
+        return seq
+
+    @property
+    def record_count(self) -> int:
+        count: int = self._header[12]
+        return count
+
+    def compute_crc(self) -> int:
+        """The CRC-32C of bytes [21, end): what the ``crc`` field must hold."""
+        crc: int = crc32c.crc32c(self._buffer[ATTRIBUTES_OFFSET:])
+        return crc
+
+    # -- validation and records
+
+    def validate(self) -> None:
+        """Check magic, record count, codec and CRC; raise :class:`CorruptRecordError` naming the batch."""
+        where, position = self._where, self._position
+        offset = self.base_offset
+        if self.magic != MAGIC:
+            raise CorruptRecordError(
+                where, f"expected magic {MAGIC} got {self.magic}", position=position, offset=offset
+            )
+        if self.record_count < 0:
+            raise CorruptRecordError(
+                where, f"negative record count {self.record_count}", position=position, offset=offset
+            )
+        if self._header[5] & COMPRESSION_MASK > CompressionType.ZSTD:
+            raise UnsupportedCompressionError(
+                where,
+                f"unknown compression codec {self._header[5] & COMPRESSION_MASK}",
+                position=position,
+                offset=offset,
+            )
+        actual = self.compute_crc()
+        if actual != self.crc:
+            raise CorruptRecordError(
+                where, f"expected CRC 0x{self.crc:08x} got 0x{actual:08x}", position=position, offset=offset
+            )
+
+    def records(self, *, from_offset: int = 0, until_offset: int = NO_OFFSET_LIMIT) -> list[Record]:
+        """The records whose offsets are in ``[from_offset, until_offset)``, decompressed when needed.
+        Call :meth:`validate` first for untrusted bytes."""
+        header = self._header
+        log_append_ms = header[8] if header[5] & TIMESTAMP_TYPE_MASK else None
+        return walk_records(
+            self.records_data(),
+            header[12],
+            self.base_offset,
+            header[7],
+            log_append_ms,
+            self._where,
+            self._position,
+            from_offset=from_offset,
+            until_offset=until_offset,
+        )
+
+    def records_data(self) -> bytes:
+        """The records' bytes, decompressed when needed (:class:`CorruptRecordError` when they do not
+        decompress, :class:`UnsupportedCompressionError` for an unknown codec)."""
+        codec = self._header[5] & COMPRESSION_MASK
+        if codec == CompressionType.NONE:
+            return bytes(self._buffer[HEADER_SIZE:])
+        body = self._buffer[HEADER_SIZE:]
+        return decompress(self.compression, body, where=self._where, position=self._position)
+
+    def validate_records(self) -> None:
+        """Walk (and decompress) every record without building them, checking its framing.
+
+        The same walker as :meth:`records` (:func:`~broker.record.record_walker.walk_records`), stricter:
+        every varint, length and header must fit its record and each record's length must be exactly what
+        its fields take (:class:`CorruptRecordError`); the records must be exactly ``recordCount``, fill
+        the (decompressed) data exactly and carry offset deltas 0, 1, 2, ... (:class:`InvalidRecordError`).
+        Records of one layout are proved by :func:`~broker.record.layout_check.records_of_one_layout`
+        instead, which declines everything else to the walk. Check the header and CRC first
+        (:meth:`validate`): this reads only the records.
+        """
+        header = self._header
+        data = self.records_data()
+        count: int = header[12]
+        if count > 1 and records_of_one_layout(data, count, self._where, self._position):
+            return
+        walk_records(data, count, header[0], header[7], None, self._where, self._position, decode=False)
+
+    def __repr__(self) -> str:
+        return (
+            f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
+            f"records={self.record_count}, size_bytes={self.size_bytes}, codec={self._header[5] & 7}, "
+            f"max_timestamp_ms={self.max_timestamp_ms})"
+        )
+
+
+def set_base_offset(buffer: bytearray | memoryview, base_offset: int, position: int = 0) -> None:
+    """Rewrite the base offset of the batch at ``position`` in place (the CRC does not cover it)."""
+    _INT64.pack_into(buffer, position, base_offset)

@@ -1,0 +1,217 @@
+"""The one builder of record batches: records in, record batch v2 bytes out (layout:
+:mod:`broker.record.record_batch`).
+
+Two ways in, one way out:
+
+* :class:`RecordBatchBuilder`, a record at a time (the mirror, tools, tests): each record is encoded on
+  :meth:`~RecordBatchBuilder.append` by :func:`~broker.record.record_encoder.encode_record`, so the size so
+  far is exact;
+* a producer batch's segments, encoded at once by :func:`~broker.record.record_encoder.encode_records`.
+
+Both finish in :func:`pack_batch`: compress when the codec makes the records smaller (otherwise the batch is
+written uncompressed, as kafka-python does), pack the 61-byte header and compute the CRC-32C over
+attributes to the end.
+
+Thread safety: a :class:`RecordBatchBuilder` belongs to one thread; :func:`pack_batch` is stateless.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+import crc32c
+
+from broker.record.batch_header import (
+    HEADER_SIZE,
+    MAGIC,
+    MIN_BATCH_LENGTH,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    TRANSACTIONAL_MASK,
+)
+from broker.record.compression import CompressionType, compress
+from broker.record.record_encoder import NULL_PART, encode_record
+from broker.record.record_header import NO_HEADERS, Header, encode_headers
+from broker.record.varint import VARINT_CACHE_HIGH, VARINT_CACHE_LOW, VARINTS, encode_varint
+
+__all__ = ["RecordBatchBuilder", "pack_batch"]
+
+# The header split at the CRC boundary: [0, 21) baseOffset, batchLength, partitionLeaderEpoch, magic, crc;
+# [21, 61) attributes, lastOffsetDelta, firstTimestamp, maxTimestamp, producerId, producerEpoch,
+# baseSequence, recordCount.
+_HEADER_BEFORE_ATTRIBUTES = struct.Struct(">qiibI")
+_HEADER_FROM_ATTRIBUTES = struct.Struct(">hiqqqhii")
+
+
+def pack_batch(
+    records: bytes,
+    count: int,
+    first_timestamp_ms: int,
+    max_timestamp_ms: int,
+    codec: CompressionType = CompressionType.NONE,
+    *,
+    base_offset: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    is_transactional: bool = False,
+) -> bytes:
+    """The batch of ``count`` encoded ``records`` (offset deltas 0 .. count - 1): compressed with
+    ``codec`` when that makes them smaller, with its header and CRC."""
+    attributes = 0
+    if codec != CompressionType.NONE:
+        compressed = compress(codec, records)
+        if len(compressed) < len(records):
+            records = compressed
+            attributes = int(codec)
+    if is_transactional:
+        attributes |= TRANSACTIONAL_MASK
+    tail = _HEADER_FROM_ATTRIBUTES.pack(
+        attributes,
+        count - 1,
+        first_timestamp_ms,
+        max_timestamp_ms,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    )
+    crc = crc32c.crc32c(records, crc32c.crc32c(tail))
+    head = _HEADER_BEFORE_ATTRIBUTES.pack(
+        base_offset, MIN_BATCH_LENGTH + len(records), partition_leader_epoch, MAGIC, crc
+    )
+    return b"".join((head, tail, records))
+
+
+class RecordBatchBuilder:
+    """Builds one record batch v2 from records appended in offset order.
+
+    ``size_in_bytes()`` is an upper bound of what :meth:`build` returns: when a codec would not make the
+    records smaller, the batch is written uncompressed (kafka-python does the same), so the uncompressed
+    size bounds every outcome. The producer fields default to Kafka's "none" values (-1).
+    """
+
+    __slots__ = (
+        "_base_offset",
+        "_base_sequence",
+        "_built",
+        "_codec",
+        "_count",
+        "_first_timestamp_ms",
+        "_is_transactional",
+        "_max_timestamp_ms",
+        "_partition_leader_epoch",
+        "_producer_epoch",
+        "_producer_id",
+        "_records",
+        "_records_bytes",
+    )
+
+    def __init__(
+        self,
+        codec: CompressionType = CompressionType.NONE,
+        base_offset: int = 0,
+        *,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        base_sequence: int = NO_SEQUENCE,
+        partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+        is_transactional: bool = False,
+    ) -> None:
+        self._codec = CompressionType(codec)
+        self._base_offset = base_offset
+        self._producer_id = producer_id
+        self._producer_epoch = producer_epoch
+        self._base_sequence = base_sequence
+        self._partition_leader_epoch = partition_leader_epoch
+        self._is_transactional = is_transactional
+        self._records: list[bytes] = []
+        self._records_bytes = 0
+        self._count = 0
+        self._first_timestamp_ms = NO_TIMESTAMP
+        self._max_timestamp_ms = NO_TIMESTAMP
+        self._built = False
+
+    @property
+    def codec(self) -> CompressionType:
+        return self._codec
+
+    @property
+    def base_offset(self) -> int:
+        return self._base_offset
+
+    @property
+    def record_count(self) -> int:
+        return self._count
+
+    def append(
+        self,
+        timestamp_ms: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[Header] = (),
+    ) -> int:
+        """Add a record; returns its offset delta (its offset is ``base_offset + delta``)."""
+        if self._built:
+            raise ValueError("this RecordBatchBuilder has already built its batch")
+        offset_delta = self._count
+        if offset_delta == 0:
+            self._first_timestamp_ms = timestamp_ms
+            self._max_timestamp_ms = timestamp_ms
+        elif timestamp_ms > self._max_timestamp_ms:
+            self._max_timestamp_ms = timestamp_ms
+        if key is None:
+            key_part = NULL_PART
+        else:
+            n = len(key)
+            key_part = (VARINTS[n - VARINT_CACHE_LOW] if n < VARINT_CACHE_HIGH else encode_varint(n)) + bytes(
+                key
+            )
+        record = encode_record(
+            timestamp_ms - self._first_timestamp_ms,
+            offset_delta,
+            key_part,
+            value,
+            encode_headers(headers) if headers else NO_HEADERS,
+        )
+        self._records.append(record)
+        self._records_bytes += len(record)
+        self._count = offset_delta + 1
+        return offset_delta
+
+    def size_in_bytes(self) -> int:
+        """An upper bound of the size of the batch :meth:`build` would return now."""
+        return HEADER_SIZE + self._records_bytes
+
+    @staticmethod
+    def estimate_size_in_bytes(key: bytes | None, value: bytes | None, headers: Sequence[Header] = ()) -> int:
+        """An upper bound of the bytes one more record adds (varints at their widest)."""
+        size = 5 + 1 + 10 + 5  # length, attributes, timestamp delta, offset delta
+        size += 5 + (len(key) if key is not None else 0)
+        size += 5 + (len(value) if value is not None else 0)
+        size += 5 + sum(10 + len(k.encode()) + (len(v) if v is not None else 0) for k, v in headers)
+        return size
+
+    def build(self) -> bytes:
+        """The finished batch. The builder cannot be appended to afterwards."""
+        if self._count == 0:
+            raise ValueError("cannot build a record batch without records")
+        self._built = True
+        return pack_batch(
+            b"".join(self._records),
+            self._count,
+            self._first_timestamp_ms,
+            self._max_timestamp_ms,
+            self._codec,
+            base_offset=self._base_offset,
+            producer_id=self._producer_id,
+            producer_epoch=self._producer_epoch,
+            base_sequence=self._base_sequence,
+            partition_leader_epoch=self._partition_leader_epoch,
+            is_transactional=self._is_transactional,
+        )
