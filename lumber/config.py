@@ -242,6 +242,10 @@ def _check_section(
     cls: type[ConfigSection], table: Mapping[str, Any], section: str, where: str
 ) -> ConfigSection:
     """Build one section from a TOML table with pydantic, naming ``where`` and ``section.key`` in errors."""
+    derived = sorted(set(table) - set(cls.file_keys()) & set(cls.model_fields))
+    if derived:  # filled in from its one key (``[audit] topic`` ...), never read from the section itself
+        known = ", ".join(sorted(cls.documented_keys()))
+        raise ConfigError(f"{where}: unknown key '{section}.{derived[0]}' (section [{section}] has: {known})")
     try:
         return cls.from_table(table)
     except ValidationError as exc:
@@ -278,7 +282,7 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, tuple[Any, str
             raise ConfigError(f"environment variable {var}: unknown section [{section}] (known: {known})")
         renamed = renamed_keys().get(f"{section}.{key}")
         new_section, _, new_key = (renamed or f"{section}.{key}").partition(".")
-        fields = sections[new_section].model_fields
+        fields = sections[new_section].file_keys()
         if new_key not in fields:
             raise ConfigError(
                 f"environment variable {var}: unknown key '{section}.{key}' "

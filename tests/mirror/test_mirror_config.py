@@ -36,14 +36,19 @@ def test_the_section_is_read_from_the_file_and_the_environment(tmp_path: Path) -
         max_in_flight_records=5000,
         audit_interval_ms=0,
         topic_refresh_ms=0,
+        # the audit keys are every tier's: filled in from [audit] and [registry]
+        audit_topic=config.audit.topic,
+        audit_window_ms=config.audit.window_ms,
+        audit_registry_url=config.registry.url,
     )
     assert config.mirror.matches("click")
     assert not config.mirror.matches("clicks")
 
 
 def test_defaults_leave_the_topics_to_be_given() -> None:
-    mirror = config_from_mapping({}).mirror
-    assert mirror == MirrorConfig()
+    config = config_from_mapping({})
+    mirror = config.mirror
+    assert mirror == MirrorConfig(audit_registry_url=config.registry.url)
     assert mirror.topics == ""
     assert mirror.group == "lumber-mirror"
     assert mirror.audit_interval_ms == 10_000
@@ -104,7 +109,7 @@ def test_lumber_mirror_without_topics_says_where_to_give_them(tmp_path: Path) ->
     )  # fmt: skip
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
-        "lumber mirror: no topics to mirror: give --topics REGEX or set [mirror] topics"
+        "lumber mirror: no topics to mirror: give --topics-regex REGEX or set [mirror] topics"
     )
 
 
@@ -118,7 +123,9 @@ def test_a_flag_is_checked_as_the_key_it_overrides(tmp_path: Path) -> None:
 
 
 def test_a_mirror_that_audits_needs_a_registry() -> None:
-    with pytest.raises(MirrorConfigError, match="audit_interval_ms > 0 needs an audit_registry_url"):
+    with pytest.raises(
+        MirrorConfigError, match="audit_interval_ms > 0 needs an audit_topic and an audit_registry_url"
+    ):
         Mirror(MirrorConfig(topics="t"), source_zookeeper="127.0.0.1:1", target_zookeeper="127.0.0.1:1")
     with pytest.raises(MirrorConfigError, match="no topics to mirror"):
         Mirror(

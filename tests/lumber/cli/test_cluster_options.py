@@ -80,11 +80,11 @@ def test_topics_is_a_list_everywhere_and_the_mirror_regex_has_its_own_flag(
         (["mirror", "--topics-regex", "x", "--audit-interval", "1m"], "audit_interval_ms", 60_000),
         (["mirror", "--topics-regex", "x", "--audit-interval-ms", "0"], "audit_interval_ms", 0),
         (["mirror", "--topics-regex", "x", "--topic-refresh", "1h30m"], "topic_refresh_ms", 5_400_000),
-        (["mirror", "--topics-regex", "x"], "topic_refresh_ms", 10_000),
+        (["mirror", "--topics-regex", "x"], "topic_refresh_ms", None),  # then [mirror] topic_refresh_ms
     ],
 )
 def test_duration_flags_take_10m_and_the_ms_spellings_take_integers(
-    flags: list[str], dest: str, ms: int
+    flags: list[str], dest: str, ms: int | None
 ) -> None:
     if flags[0] == "mirror":
         flags = [flags[0], "--source-zookeeper", "s:1", "--target-zookeeper", "t:1", *flags[1:]]
