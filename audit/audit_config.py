@@ -2,9 +2,9 @@
 
 The audit (paper section 4) compares what producers counted with what the load committed, per topic and
 window. Producers publish their counts when ``[producer] audit_interval_ms`` is above 0; load jobs publish
-theirs after every commit when ``publish_load_counts`` is on (:mod:`pipeline.audit_publisher`);
-``lumber audit verify`` reconciles them (:mod:`pipeline.audit`), with ``grace_ms`` and ``tolerance`` as the
-defaults of its ``--grace`` and ``--tolerance``.
+theirs after every commit when ``publish_load_counts`` is on (:mod:`pipeline.load_audit_publisher`);
+``lumber audit verify`` reconciles them (:mod:`audit.audit_report`), with ``grace_ms`` and ``tolerance``
+as the defaults of its ``--grace`` and ``--tolerance``.
 
 The audit topic (``topic``) is created by its publishers when it is missing, with ``[producer]
 audit_topic_partitions`` partitions (:mod:`broker.client.internal_topic`): the producers' audit lives in
@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.audit_tolerance import Tolerance
+from audit.audit_tolerance import Tolerance
 
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 

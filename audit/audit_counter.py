@@ -2,7 +2,7 @@
 
 The paper's producers "periodically generate a monitoring event, which records the number of messages
 published by that producer for each topic within a fixed time window" (section 4). An :class:`AuditCounter`
-does the counting for one producer object; :mod:`broker.client.audit_emitter` publishes what it counted.
+does the counting for one producer object; :mod:`audit.audit_emitter` publishes what it counted.
 
 How a record is counted, in the producer's delivery path:
 
@@ -33,7 +33,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from broker.client.audit_event import AuditEvent, producer_event_id
+from audit.audit_event import AuditEvent, producer_event_id
 from broker.log.clock import Clock, system_clock_ms
 
 if TYPE_CHECKING:

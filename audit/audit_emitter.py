@@ -1,13 +1,13 @@
 """The producer tier's publishing: a producer's counts go to the audit topic every N seconds and on close.
 
 A :class:`~broker.client.producer.Producer` whose ``audit_interval_ms`` is above 0 owns one
-:class:`AuditEmitter`. It holds the producer's :class:`~broker.client.audit_counter.AuditCounter` (which the
+:class:`AuditEmitter`. It holds the producer's :class:`~audit.audit_counter.AuditCounter` (which the
 producer's delivery path feeds) and a background thread that, every ``audit_interval_ms``:
 
 1. takes the counts confirmed since the last emission as events (:meth:`AuditCounter.take`) into its
    *outbox*;
 2. sends every outbox event that is not already in flight to ``audit_topic`` through the producer itself
-   (key: the counted topic; value: :class:`~broker.client.audit_codec.AuditEventCodec`'s Avro, whose schema
+   (key: the counted topic; value: :class:`~audit.audit_codec.AuditEventCodec`'s Avro, whose schema
    is registered at ``audit_registry_url`` on first use);
 3. drops an event from the outbox once the broker confirmed it; a failed send or encoding (registry down,
    topic not there) leaves it in the outbox for the next round, with the same id.
@@ -48,8 +48,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from broker.client.audit_counter import AuditCounter
-from broker.client.audit_event import AuditEvent
+from audit.audit_counter import AuditCounter
+from audit.audit_event import AuditEvent
 from broker.client.errors import ClientError, TopicCreationError
 from broker.client.internal_topic import ensure_producer_topic
 from broker.client.producer_batch import RecordMetadata
@@ -57,7 +57,7 @@ from broker.log.clock import Clock
 from schemas.errors import SchemaError
 
 if TYPE_CHECKING:
-    from broker.client.audit_codec import AuditEventCodec
+    from audit.audit_codec import AuditEventCodec
     from broker.client.producer import Producer
     from broker.client.producer_config import ProducerConfig
 
@@ -69,7 +69,7 @@ _CLOSE_ROUNDS = 5
 
 def _new_codec(config: ProducerConfig) -> AuditEventCodec:
     # imported here: producers without an audit never load the registry client
-    from broker.client.audit_codec import AuditEventCodec  # noqa: PLC0415
+    from audit.audit_codec import AuditEventCodec  # noqa: PLC0415
 
     return AuditEventCodec.for_url(
         config.audit_registry_url, config.audit_topic, timeout_s=config.request_timeout_ms / 1000

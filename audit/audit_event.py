@@ -2,16 +2,16 @@
 
 Every tier of the pipeline counts the messages of each topic per fixed window of their creation timestamp
 and publishes :class:`AuditEvent` records to the audit topic (``_audit``), Avro-encoded with the shipped
-schema ``schemas/avro/audit_event.avsc`` (:mod:`broker.client.audit_codec`):
+schema ``schemas/avro/audit_event.avsc`` (:mod:`audit.audit_codec`):
 
-* the **producer** tier (:mod:`broker.client.audit_counter`): what one producer object had confirmed by the
+* the **producer** tier (:mod:`audit.audit_counter`): what one producer object had confirmed by the
   brokers, as deltas: each emission carries the counts since the previous one, numbered by ``sequence``;
-* the **load** tier (:mod:`pipeline.audit_publisher`): the rows and quarantined records a load run
+* the **load** tier (:mod:`pipeline.load_audit_publisher`): the rows and quarantined records a load run
   committed, per partition, straight from the run's manifest;
 * a **mirror** tier may follow.
 
 Event ids are deterministic (:func:`producer_event_id`, :func:`load_event_id`), so publishing an event again
-(a retry, a recovery) repeats its id, and readers (:mod:`pipeline.audit_reader`) count every id once: the
+(a retry, a recovery) repeats its id, and readers (:mod:`audit.audit_reader`) count every id once: the
 publication is at least once, the counting exactly once in effect.
 
 This module is plain data: no I/O, no registry; it must not import :mod:`pipeline`.

@@ -3,14 +3,14 @@
 The paper's offline cluster pulls from the live ones (section 4); its audit compares every tier's count per
 topic and window of creation time. The mirror reuses the producer tier's machinery:
 
-* :class:`MirrorAuditCounter` is an :class:`~broker.client.audit_counter.AuditCounter` fed by the mirror
+* :class:`MirrorAuditCounter` is an :class:`~audit.audit_counter.AuditCounter` fed by the mirror
   (:meth:`MirrorAuditCounter.copied_batches`, called once the target acknowledged (``acks=all``) a
   stream's batches, or :meth:`MirrorAuditCounter.copied` for records) instead of by a producer's delivery
   path; a batch passed through unchanged is still counted record by record, by each record's timestamp
   (its records are walked for their timestamps and value sizes, not decoded into objects). Its events
   carry tier ``mirror`` and an id of their own (:func:`mirror_event_id`: host, counter instance, topic,
   window, sequence);
-* :class:`MirrorAuditEmitter` is the producer's :class:`~broker.client.audit_emitter.AuditEmitter` (outbox,
+* :class:`MirrorAuditEmitter` is the producer's :class:`~audit.audit_emitter.AuditEmitter` (outbox,
   retries, same id on resend, a last emission on close) publishing those events through the mirror's target
   producer.
 
@@ -28,9 +28,9 @@ import hashlib
 import secrets
 from collections.abc import Sequence
 
-from broker.client.audit_counter import AuditCounter, WindowCounts
-from broker.client.audit_emitter import AuditEmitter
-from broker.client.audit_event import AuditEvent, window_start
+from audit.audit_counter import AuditCounter, WindowCounts
+from audit.audit_emitter import AuditEmitter
+from audit.audit_event import AuditEvent, window_start
 from broker.client.consumer_record import ConsumerRecord
 from broker.client.fetched_batch import FetchedBatch
 from broker.client.producer import Producer

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from broker.client.audit_event import AUDIT_TOPIC, DEFAULT_WINDOW_MS
+from audit.audit_event import AUDIT_TOPIC, DEFAULT_WINDOW_MS
 from broker.mirror_errors import MirrorConfigError
 
 

@@ -33,11 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
+from audit.audit_config import AuditConfig
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.group_config import GroupConfig
 from broker.client.producer_config import ProducerConfig
 from broker.config import BrokerConfig, LogConfig
-from pipeline.audit_config import AuditConfig
 from pipeline.errors import ConfigError
 from pipeline.load_config import LoadConfig
 from pipeline.schedule_config import ScheduleConfig

@@ -13,7 +13,7 @@ published together or not at all. Publishing them as audit events comes after, a
    commit point (rolled forward by recovery) or whose publishing failed (brokers down) are published by the
    next run.
 
-An event's id is derived from (job, run, topic, partition, window) (:func:`~broker.client.audit_event.
+An event's id is derived from (job, run, topic, partition, window) (:func:`~audit.audit_event.
 load_event_id`) and its content from the manifest alone (``emitted_at_ms`` is the commit time), so a crash
 between sending and moving the pointer, or publishing again by hand (:meth:`publish_manifests`), repeats
 identical events that readers count once.
@@ -43,8 +43,8 @@ import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from broker.client.audit_codec import AuditEventCodec
-from broker.client.audit_event import AuditEvent, load_event_id, window_start
+from audit.audit_codec import AuditEventCodec
+from audit.audit_event import AuditEvent, load_event_id, window_start
 from broker.client.internal_topic import ensure_producer_topic
 from broker.client.producer import Producer
 from pipeline.commit import CommitProtocol, Manifest

@@ -3,9 +3,9 @@
 Kafka's brokers create their internal topics (``__consumer_offsets``, ``__transaction_state``) themselves
 the first time they are needed, with partition counts from their own settings, whatever
 ``auto.create.topics.enable`` says. Lumber's one such topic is the audit topic (``_audit``), and its
-publishers create it: the producer's :class:`~broker.client.audit_emitter.AuditEmitter` (and so the
+publishers create it: the producer's :class:`~audit.audit_emitter.AuditEmitter` (and so the
 mirror's :class:`~broker.mirror_audit.MirrorAuditEmitter`) and the load's
-:class:`~pipeline.audit_publisher.LoadAuditPublisher` call :func:`ensure_topic` before they publish, with
+:class:`~pipeline.load_audit_publisher.LoadAuditPublisher` call :func:`ensure_topic` before they publish, with
 ``[producer] audit_topic_partitions`` partitions. So a cluster whose brokers create no topic on demand
 (``[broker] auto_create_topics = false``, the default) still gets its audit trail, and a publisher never
 waits ``max_block_ms`` for a topic that nobody will create.

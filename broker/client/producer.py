@@ -57,9 +57,9 @@ How it works:
   retried batch may land after a later one, or twice (as in Kafka). Nothing accepted is dropped silently:
   every record's future ends in an offset or an error.
 * **Audit** (paper section 4). With ``audit_interval_ms`` above 0, the records the brokers confirmed are
-  counted per topic and window of their timestamp (:mod:`broker.client.audit_counter`, fed by the
+  counted per topic and window of their timestamp (:mod:`audit.audit_counter`, fed by the
   delivery path) and published to ``audit_topic`` every interval and on close
-  (:mod:`broker.client.audit_emitter`).
+  (:mod:`audit.audit_emitter`).
 
 Thread safety: every public method may be called from any thread. Delivery callbacks run in a connection's
 reader thread (or the sender thread): keep them short, and do not call ``flush()`` or ``close()`` in them.
@@ -76,7 +76,7 @@ from collections.abc import Sequence
 from time import time_ns as _time_ns
 from typing import Any
 
-from broker.client.audit_emitter import AuditEmitter
+from audit.audit_emitter import AuditEmitter
 from broker.client.broker_pool import BrokerPool
 from broker.client.cluster_metadata import ClusterMetadata, metadata_source
 from broker.client.cluster_snapshot import ClusterSnapshot

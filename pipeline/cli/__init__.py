@@ -12,6 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from audit.errors import AuditError
 from broker.errors import BrokerError
 from pipeline import __version__
 from pipeline.cli import (
@@ -88,7 +89,7 @@ def _run(args: argparse.Namespace) -> int:
             raise
         print(f"lumber: config error: {exc}", file=sys.stderr)
         return 2
-    except (PipelineError, BrokerError, SchemaError) as exc:
+    except (PipelineError, AuditError, BrokerError, SchemaError) as exc:
         if args.debug:
             raise
         print(f"lumber: error: {exc}", file=sys.stderr)

@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from broker.client.audit_codec import AuditEventCodec
-from broker.client.audit_counter import AuditCounter
-from broker.client.audit_event import AuditEvent, producer_event_id
+from audit.audit_codec import AuditEventCodec
+from audit.audit_counter import AuditCounter
+from audit.audit_event import AuditEvent, producer_event_id
+from audit.audit_reader import read_audit_events
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.errors import BrokerResponseError, ClientConfigError
 from broker.client.producer_batch import ProducerBatch
 from broker.client.producer_config import ProducerConfig
 from broker.log.compression import CompressionType
-from pipeline.audit_reader import read_audit_events
 from tests.broker.client.helpers import HOST, producer
 from tests.support.broker_cluster import servers, wait_for
 from tests.support.registry import RegistryProcess
@@ -189,7 +189,7 @@ def test_an_event_that_could_not_be_sent_is_sent_later_with_its_id(
     cluster.create_topic("pv", 1, assignment={0: [0]})
     cluster.create_topic("_audit", 1, assignment={0: [1]})
     cluster.broker(1).stop()  # the audit topic's only broker: its events cannot be delivered for now
-    caplog.set_level(logging.WARNING, logger="broker.client.audit_emitter")
+    caplog.set_level(logging.WARNING, logger="audit.audit_emitter")
     p = producer(
         cluster,
         acks="all",

@@ -27,19 +27,19 @@ from typing import Any
 
 import pytest
 
-from broker.client.audit_codec import AuditEventCodec
+from audit.audit_codec import AuditEventCodec
+from audit.audit_reader import read_audit_events
+from audit.audit_report import AuditReport, reconcile
 from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
 from broker.log.topic_partition import TopicPartition
-from pipeline.audit import AuditReport, reconcile
-from pipeline.audit_publisher import POINTER_NAME, LoadAuditPublisher
-from pipeline.audit_reader import read_audit_events
 from pipeline.cli import main as lumber
 from pipeline.commit import CommitProtocol
 from pipeline.config import LumberConfig
 from pipeline.fs import open_filesystem
+from pipeline.load_audit_publisher import POINTER_NAME, LoadAuditPublisher
 from pipeline.load_errors import InjectedFault
 from pipeline.load_job import run_load
 from schemas.client import SchemaRegistryClient

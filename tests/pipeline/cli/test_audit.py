@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from broker.client.audit_codec import AuditEventCodec
-from broker.client.audit_event import AuditEvent, load_event_id, producer_event_id
+from audit.audit_codec import AuditEventCodec
+from audit.audit_event import AuditEvent, load_event_id, producer_event_id
+from audit.errors import AuditError
 from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
-from pipeline.audit_errors import AuditError
 from pipeline.cli import main as lumber
 from pipeline.cli.audit import parse_time_ms
 from pipeline.durations import parse_duration_ms
