@@ -10,9 +10,9 @@ topic and window of creation time. The mirror reuses the producer tier's machine
   (its records are walked for their timestamps and value sizes, not decoded into objects). Its events
   carry tier ``mirror`` and an id of their own (:func:`mirror_event_id`: host, counter instance, topic,
   window, sequence);
-* :class:`MirrorAuditEmitter` is the producer's :class:`~audit.audit_emitter.AuditEmitter` (outbox,
+* :class:`MirrorAuditEmitter` is the audit's :class:`~audit.audit_emitter.AuditEmitter` (outbox,
   retries, same id on resend, a last emission on close) publishing those events through the mirror's target
-  producer.
+  producer (not a delivery listener of it: the mirror feeds its counter).
 
 The counts are what reached the target: records copied twice after a crash (at-least-once, see
 :mod:`broker.mirror`) are counted twice, exactly as they are present twice on the target; a mirror killed
@@ -129,16 +129,14 @@ class MirrorAuditEmitter(AuditEmitter):
     def __init__(
         self, producer: Producer, config: ProducerConfig, host: str, clock_ms: Clock = system_clock_ms
     ) -> None:
-        super().__init__(producer, config, host, clock_ms)
-        # The emitter's thread first takes counts audit_interval_ms after it started, so the counter is
-        # swapped well before it is first read.
-        self.counter = MirrorAuditCounter(
+        counter = MirrorAuditCounter(
             host=host,
             counter=f"{config.client_id}-{secrets.token_hex(4)}",
             window_ms=config.audit_window_ms,
             audit_topic=config.audit_topic,
             clock_ms=clock_ms,
         )
+        super().__init__(producer, config, counter, owns_producer=False)
 
     @property
     def mirror_counter(self) -> MirrorAuditCounter:

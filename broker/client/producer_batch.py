@@ -17,15 +17,25 @@ consecutive sequences, their CRC recomputed); retries send the same bytes, so th
 A producer that is not idempotent clears another producer's id from a raw batch's parts (they come from
 another cluster, whose producer ids mean nothing here), and leaves the other parts as they are.
 
-Life of a batch::
+Life of a batch, each step a method of the batch (nothing outside it writes its fields; they may be read)::
 
-    OPEN (records appended) --full / linger / flush--> DRAINED (in a request) --response--> DONE
-                                                          |  retriable error, within limits
-                                                          +--> QUEUED again (head of its partition)
+    OPEN --append*, reserve_records--> closed by the accumulator (full / linger / flush: QUEUED)
+      --mark_drained (stamp, first time: idempotence)--> DRAINED --start_attempt--> in a request
+      --response / error--> complete --> DONE
+                 |  retriable error within limits: note_error, requeue
+                 +--> QUEUED again (head of its partition; the same bytes are sent again)
+      QUEUED / OPEN past delivery_timeout_ms: expiry_error, then complete --> DONE (expired)
 
-Thread safety: appends and state changes happen under the producer's lock; :meth:`ProducerBatch.build`
-runs in the sender thread after the batch left its queue (no appends after that); completion is done once
-by whichever thread receives the outcome, and :meth:`ProducerBatch.wait` may be called from any thread.
+A batch made with ``keep_records`` (the producer has a
+:class:`~broker.client.delivery_listener.DeliveryListener`) keeps its segments after it is built, until it
+is done, so that the listener can read its records (:meth:`ProducerBatch.record_runs`) once they are
+acknowledged; otherwise the segments are dropped as soon as the bytes are built.
+
+Thread safety: appends and the state changes of the accumulator and the sender happen under the
+accumulator's lock (:mod:`broker.client.record_accumulator`); :meth:`ProducerBatch.start_attempt` (the
+build) runs in the sender thread after the batch left its queue (no appends after that); completion is
+done once by whichever thread receives the outcome, and :meth:`ProducerBatch.wait` may be called from any
+thread.
 """
 
 from __future__ import annotations
@@ -34,13 +44,14 @@ import logging
 import struct
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import NamedTuple
 
 import crc32c
 
-from broker.client.errors import ClientError
+from broker.client.errors import ClientError, DeliveryTimeoutError
 from broker.client.record_encoder import Segment, encode_records, key_part, record_bound, varint
 from broker.log.compression import CompressionType, compress
 from broker.log.record_batch import HEADER_SIZE, MAGIC
@@ -113,8 +124,16 @@ class DeliveryRange:
         return self.base_offset + self.record_count if self.base_offset >= 0 else -1
 
 
+class RecordRun(NamedTuple):
+    """Consecutive records of a batch that share a timestamp: how many, and their values' bytes."""
+
+    timestamp_ms: int
+    record_count: int
+    value_bytes: int
+
+
 class ProducerBatch:
-    """Records for one partition (see the module docstring)."""
+    """Records for one partition (see the module docstring). Its attributes are read-only outside it."""
 
     __slots__ = (
         "_event",
@@ -130,6 +149,8 @@ class ProducerBatch:
         "encoded",
         "error",
         "first_timestamp_ms",
+        "is_raw",
+        "keep_records",
         "last_error",
         "max_timestamp_ms",
         "partition",
@@ -143,11 +164,21 @@ class ProducerBatch:
         "topic",
     )
 
-    def __init__(self, topic: str, partition: int, codec: CompressionType, created_at: float) -> None:
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        codec: CompressionType,
+        created_at: float,
+        *,
+        keep_records: bool = False,
+    ) -> None:
         self.topic = topic
         self.partition = partition
         self.codec = codec
         self.created_at = created_at
+        #: keep the segments until done, for a delivery listener (see the module docstring)
+        self.keep_records = keep_records
         self.segments: list[Segment] = []
         self.count = 0
         #: an upper bound of the encoded records' bytes (the batch header excluded)
@@ -163,6 +194,8 @@ class ProducerBatch:
         self.encoded: bytes | None = None
         #: whole record batches to send as they are (a raw batch), None for a batch of segments
         self.raw_parts: list[bytes | memoryview] | None = None
+        #: made by :meth:`raw`: its records are never read (not even by a delivery listener)
+        self.is_raw = False
         #: The idempotent producer's stamp, set when the batch is first drained and kept by its retries
         #: (the broker recognises a retry by it); -1 when the producer is not idempotent.
         self.producer_id = _NO_ID
@@ -246,11 +279,19 @@ class ProducerBatch:
         self.count += n
         return start + n
 
+    def reserve_records(self) -> int:
+        """Hold ``buffer_memory`` for every record appended so far (their size bound); returns the bytes
+        held now and not before, which the accumulator adds to its buffered bytes."""
+        grown = self.size_bytes - self.reserved_bytes
+        self.reserved_bytes = self.size_bytes
+        return grown
+
     @classmethod
     def raw(cls, topic: str, partition: int, created_at: float) -> ProducerBatch:
         """An empty raw batch: :meth:`append_raw` adds whole record batches to it."""
         batch = cls(topic, partition, CompressionType.NONE, created_at)
         batch.raw_parts = []
+        batch.is_raw = True
         return batch
 
     def append_raw(
@@ -258,7 +299,8 @@ class ProducerBatch:
     ) -> int:
         """Add one whole record batch v2 (``data``, ``record_count`` records) if this raw batch stays
         within ``max_bytes`` and ``max_parts`` record batches (the first always goes in); returns its first
-        record's index, or -1 when it does not fit (or the batch is not raw, or already built)."""
+        record's index, or -1 when it does not fit (or the batch is not raw, or already built). The batch
+        holds ``len(data)`` bytes of ``buffer_memory`` more once it is in."""
         parts = self.raw_parts
         if parts is None or len(parts) >= max_parts:
             return -1
@@ -268,6 +310,7 @@ class ProducerBatch:
             return -1
         index = self.count
         parts.append(data)
+        self.reserved_bytes += size
         self.size_bytes = total + size - HEADER_SIZE
         self.count = index + record_count
         return index
@@ -278,6 +321,43 @@ class ProducerBatch:
         self.callbacks.append((index, timestamp_ms, callback))
 
     # ---------------------------------------------------------------------------------------- sending
+
+    def mark_drained(self) -> None:
+        """The batch left its queue for a request (no appends after this)."""
+        self.drained = True
+
+    def stamp(self, producer_id: int, producer_epoch: int, base_sequence: int) -> bool:
+        """Give the batch the idempotent producer's id, epoch and first sequence, unless it has them from
+        an earlier attempt (a retry keeps its stamp: the broker recognises it by it); True if stamped now."""
+        if self.producer_id >= 0:
+            return False
+        self.producer_id, self.producer_epoch, self.base_sequence = producer_id, producer_epoch, base_sequence
+        return True
+
+    def start_attempt(self) -> bytes:
+        """The bytes to send for one more attempt (built on the first, then the same bytes)."""
+        self.attempts += 1
+        encoded = self.encoded
+        return encoded if encoded is not None else self.build()
+
+    def note_error(self, error: BaseException) -> None:
+        """An attempt failed with ``error`` (kept as the cause of a later timeout)."""
+        self.last_error = error
+
+    def requeue(self, retry_at: float) -> None:
+        """Back in its partition's queue after a retriable error, to be sent again from ``retry_at``."""
+        self.drained = False
+        self.retry_at = retry_at
+
+    def expiry_error(self, now: float, delivery_timeout_ms: int) -> DeliveryTimeoutError:
+        """The error of a batch not delivered within ``delivery_timeout_ms`` (``now`` monotonic seconds)."""
+        cause = self.last_error
+        return DeliveryTimeoutError(
+            f"{self.count} records for {self.topic}-{self.partition} not delivered within "
+            f"delivery_timeout_ms={delivery_timeout_ms} ({now - self.created_at:.1f} s, "
+            f"{self.attempts} attempts)" + (f"; last error: {cause}" if cause else ""),
+            cause,
+        )
 
     def build(self) -> bytes:
         """The record batch v2 bytes (base offset 0; the broker assigns offsets). Built once, then reused."""
@@ -311,8 +391,22 @@ class ProducerBatch:
         crc = crc32c.crc32c(records, crc32c.crc32c(tail))
         head = _HEAD.pack(0, _BATCH_LENGTH_BASE + len(records), -1, MAGIC, crc)
         encoded = self.encoded = b"".join((head, tail, records))
-        self.segments = []  # the values are in the bytes now
+        if not self.keep_records:
+            self.segments = []  # the values are in the bytes now
         return encoded
+
+    def record_runs(self) -> Iterator[RecordRun]:
+        """The batch's records as runs sharing a timestamp, in order (for a delivery listener: kept until
+        the batch is done when the batch was made with ``keep_records``). A raw batch has none (its records
+        are not read), nor has a batch whose segments were dropped once built."""
+        for segment in self.segments:
+            start, stop = segment.start, segment.stop
+            if stop - start == 1:
+                value = segment.values[start]
+                size = 0 if value is None else len(value)
+            else:
+                size = _value_bytes(segment.values, start, stop)
+            yield RecordRun(segment.timestamp_ms, stop - start, size)
 
     # ------------------------------------------------------------------------------------- completion
 
@@ -325,6 +419,8 @@ class ProducerBatch:
             self.error = error
             self.done = True
             event = self._event
+            if self.encoded is not None:
+                self.segments = []  # read by the listener before: the bytes hold the values
         if event is not None:
             event.set()
         callbacks = self.callbacks
@@ -351,6 +447,14 @@ class ProducerBatch:
             if event is None and not self.done:
                 event = self._event = threading.Event()
         return True if event is None else event.wait(timeout_s)
+
+
+def _value_bytes(values: Sequence[bytes | None], start: int, stop: int) -> int:
+    chunk = values[start:stop]
+    try:
+        return sum(map(len, chunk))  # type: ignore[arg-type]
+    except TypeError:  # null values
+        return sum(len(v) for v in chunk if v is not None)
 
 
 def _stamp_raw_parts(

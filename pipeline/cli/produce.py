@@ -33,8 +33,8 @@ from typing import Any
 
 from fastavro import json_reader
 
+from audit.audited_producer import audited_producer
 from broker.client.console import produce_lines
-from broker.client.producer import Producer
 from pipeline.cli.invocation import suggest
 from pipeline.cli.topic_check import require_topic
 from pipeline.config import LumberConfig
@@ -144,7 +144,7 @@ def _produce(args: argparse.Namespace, config: LumberConfig) -> int:
         )
 
     try:
-        with Producer(settings, zookeeper_connect=zookeeper) as producer:
+        with audited_producer(settings, zookeeper_connect=zookeeper) as producer:
             summary = produce_lines(
                 producer,
                 args.topic,

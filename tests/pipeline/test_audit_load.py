@@ -30,6 +30,7 @@ import pytest
 from audit.audit_codec import AuditEventCodec
 from audit.audit_reader import read_audit_events
 from audit.audit_report import AuditReport, reconcile
+from audit.audited_producer import audited_producer
 from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.producer import Producer
@@ -72,7 +73,7 @@ class Views:
         self.n = 0
 
     def producer(self, host: str) -> Producer:
-        return Producer(
+        return audited_producer(
             ProducerConfig(
                 bootstrap_servers=self.cluster.bootstrap_servers.split(","),
                 host_name=host,
