@@ -2,7 +2,8 @@
 
 The paper's producers "periodically generate a monitoring event, which records the number of messages
 published by that producer for each topic within a fixed time window" (section 4). An :class:`AuditCounter`
-does the counting for one producer object; :mod:`audit.audit_emitter` publishes what it counted.
+does the counting for one producer object (or, of tier ``mirror``, for one mirror, which feeds it with
+:meth:`AuditCounter.count_runs`); :mod:`audit.audit_emitter` publishes what it counted.
 
 How a record is counted: the producer's delivery path tells the producer's delivery listener (the
 :class:`~audit.audit_emitter.AuditEmitter`) of every batch once it is done, and the listener hands it to
@@ -30,10 +31,11 @@ tallies the batch outside the lock), ``take`` in the emitter's.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from audit.audit_event import AuditEvent, producer_event_id
+from audit.audit_event import AuditEvent, AuditTier, mirror_event_id, producer_event_id
 from broker.log.clock import Clock, system_clock_ms
 
 if TYPE_CHECKING:
@@ -65,6 +67,7 @@ class AuditCounter:
         window_ms: int,
         audit_topic: str,
         clock_ms: Clock = system_clock_ms,
+        tier: AuditTier = "producer",
     ) -> None:
         if window_ms <= 0:
             raise ValueError(f"audit window_ms must be positive, got {window_ms}")
@@ -72,6 +75,12 @@ class AuditCounter:
         self.counter = counter
         self.window_ms = window_ms
         self.audit_topic = audit_topic
+        if tier == "load":
+            raise ValueError(
+                "an AuditCounter counts the producer or the mirror tier; the load's counts are its"
+            )
+        self.tier = tier
+        self._event_id = producer_event_id if tier == "producer" else mirror_event_id
         self._clock_ms = clock_ms
         self._lock = threading.Lock()
         #: confirmed since the last take, per (topic, window start)
@@ -91,9 +100,16 @@ class AuditCounter:
             with self._lock:
                 self.failed_records += batch.count
             return
+        self.count_runs(batch.topic, batch.record_runs())
+
+    def count_runs(self, topic: str, runs: Iterable[tuple[int, int, int]]) -> None:
+        """Count records of ``topic`` confirmed by the brokers, given as runs of (timestamp, record count,
+        value bytes) (the mirror passes one run per record). Records of the audit topic are not counted."""
+        if topic == self.audit_topic:
+            return
         window_ms = self.window_ms
         windows: dict[int | None, WindowCounts] = {}
-        for timestamp_ms, record_count, value_bytes in batch.record_runs():
+        for timestamp_ms, record_count, value_bytes in runs:
             key = None if timestamp_ms < 0 else timestamp_ms - timestamp_ms % window_ms
             counts = windows.get(key)
             if counts is None:
@@ -103,7 +119,8 @@ class AuditCounter:
             else:
                 counts.count += record_count
             counts.bytes += value_bytes
-        topic = batch.topic
+        if not windows:
+            return
         with self._lock:
             for start, counts in windows.items():
                 if start is None:
@@ -131,7 +148,7 @@ class AuditCounter:
         return [
             AuditEvent(
                 topic=topic,
-                tier="producer",
+                tier=self.tier,
                 host=self.host,
                 window_start_ms=window_start_ms,
                 window_ms=self.window_ms,
@@ -139,7 +156,7 @@ class AuditCounter:
                 bytes=counts.bytes,
                 malformed_count=0,
                 missing_timestamp_count=counts.missing_timestamp_count,
-                event_id=producer_event_id(
+                event_id=self._event_id(
                     self.host, self.counter, topic, window_start_ms, self.window_ms, sequence
                 ),
                 emitted_at_ms=emitted_at_ms,

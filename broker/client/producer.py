@@ -163,6 +163,7 @@ class Producer:
         self._accumulator = RecordAccumulator(
             config, self._metadata, keep_records=delivery_listener is not None
         )
+        self._append = self._accumulator.append
         self._sender = Sender(config, self._accumulator, self._metadata, self._pool, delivery_listener)
         self._sender.start()
 
@@ -211,7 +212,7 @@ class Producer:
                 partition = partition_for_key(key, count)
         if size > self._max_record_bytes:
             self._raise_too_large(topic, size)
-        return self._accumulator.append(
+        return self._append(
             topic, partition, count, timestamp_ms, key, value, header_bytes, size, on_delivery
         )
 

@@ -19,7 +19,7 @@ another cluster, whose producer ids mean nothing here), and leaves the other par
 
 Life of a batch, each step a method of the batch (nothing outside it writes its fields; they may be read)::
 
-    OPEN --append*, reserve_records--> closed by the accumulator (full / linger / flush: QUEUED)
+    OPEN --append*--> closed by the accumulator (full / linger / flush: QUEUED)
       --mark_drained (stamp, first time: idempotence)--> DRAINED --start_attempt--> in a request
       --response / error--> complete --> DONE
                  |  retriable error within limits: note_error, requeue
@@ -185,7 +185,7 @@ class ProducerBatch:
         self.size_bytes = 0
         self.first_timestamp_ms = -1
         self.max_timestamp_ms = -1
-        #: bytes of buffer_memory this batch holds, released when it is done
+        #: a raw batch's bytes (its parts as given); see buffer_bytes
         self.reserved_bytes = 0
         self.callbacks: list[tuple[int, int, DeliveryCallback]] | None = None
         self.drained = False
@@ -279,13 +279,6 @@ class ProducerBatch:
         self.count += n
         return start + n
 
-    def reserve_records(self) -> int:
-        """Hold ``buffer_memory`` for every record appended so far (their size bound); returns the bytes
-        held now and not before, which the accumulator adds to its buffered bytes."""
-        grown = self.size_bytes - self.reserved_bytes
-        self.reserved_bytes = self.size_bytes
-        return grown
-
     @classmethod
     def raw(cls, topic: str, partition: int, created_at: float) -> ProducerBatch:
         """An empty raw batch: :meth:`append_raw` adds whole record batches to it."""
@@ -319,6 +312,12 @@ class ProducerBatch:
         if self.callbacks is None:
             self.callbacks = []
         self.callbacks.append((index, timestamp_ms, callback))
+
+    @property
+    def buffer_bytes(self) -> int:
+        """The ``buffer_memory`` this batch holds until it is done: its records' size bound (what the
+        accumulator added as they were appended), or a raw batch's bytes."""
+        return self.reserved_bytes if self.is_raw else self.size_bytes
 
     # ---------------------------------------------------------------------------------------- sending
 

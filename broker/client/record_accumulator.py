@@ -31,8 +31,10 @@ per partition (at most ``max_request_size`` bytes); with ``acks=0``, which keeps
 many requests as its partitions have batches queued (up to :data:`MAX_UNANSWERED_REQUESTS`).
 
 **Backpressure.** Records hold ``buffer_memory`` bytes (their size bound) from the append until their batch
-is done (:meth:`RecordAccumulator.deallocate`). An append that does not fit waits up to ``max_block_ms``
-(every batch is ready meanwhile), then raises :class:`~broker.client.errors.BufferExhaustedError`.
+is done (:meth:`RecordAccumulator.deallocate`): the buffered bytes are, at every moment, the sum of the
+``buffer_bytes`` of the batches not done (the accumulator adds what each append grew a batch by). An
+append that does not fit waits up to ``max_block_ms`` (every batch is ready meanwhile), then raises
+:class:`~broker.client.errors.BufferExhaustedError`.
 
 Concurrency: one lock guards all of the above. The application's threads take it to append; the sender
 thread to drain, and to sleep on the ``work`` condition until a batch may be ready (a new batch whose
@@ -157,14 +159,17 @@ class RecordAccumulator:
                 raise UnknownPartitionError(topic, partition, count)
             key_tuple = (topic, partition)
             found = self._open.get(key_tuple)
-            index = -1 if found is None else found.append(timestamp_ms, key, value, header_bytes, limit)
-            if found is None or index < 0:
-                batch, key_tuple, index = self._append_to_new_batch(
-                    found, key_tuple, sticky, count, timestamp_ms, key, value, header_bytes
-                )
+            if found is None:
+                index = -1
             else:
                 batch = found
-            self._buffered_bytes += batch.reserve_records()
+                held = found.size_bytes
+                index = found.append(timestamp_ms, key, value, header_bytes, limit)
+            if index < 0:
+                batch, key_tuple, index, held = self._append_to_new_batch(
+                    found, key_tuple, sticky, count, timestamp_ms, key, value, header_bytes
+                )
+            self._buffered_bytes += batch.size_bytes - held  # a batch holds its records' size bound
             if on_delivery is not None:
                 batch.add_callback(index, timestamp_ms, on_delivery)
             if batch.size_bytes >= limit:
@@ -181,9 +186,10 @@ class RecordAccumulator:
         key: bytes | None,
         value: bytes | None,
         header_bytes: bytes,
-    ) -> tuple[ProducerBatch, PartitionKey, int]:
+    ) -> tuple[ProducerBatch, PartitionKey, int, int]:
         """Under the lock: the record did not fit the open batch (or there is none): close it, move the
-        sticky partition on if it chose this one, and append to the next batch."""
+        sticky partition on if it chose this one, and append to the next batch. Returns the batch, its
+        partition, the record's index and the batch's size before the record."""
         limit = self.batch_records_limit
         if batch is not None:
             self._close_batch(key_tuple, batch)
@@ -191,12 +197,13 @@ class RecordAccumulator:
             key_tuple = (key_tuple[0], self._partitioner.on_new_batch(key_tuple[0], count, key_tuple[1]))
             found = self._open.get(key_tuple)
             if found is not None:
+                held = found.size_bytes
                 index = found.append(timestamp_ms, key, value, header_bytes, limit)
                 if index >= 0:
-                    return found, key_tuple, index
+                    return found, key_tuple, index, held
                 self._close_batch(key_tuple, found)
         fresh = self._new_batch(key_tuple)
-        return fresh, key_tuple, fresh.append(timestamp_ms, key, value, header_bytes, limit)
+        return fresh, key_tuple, fresh.append(timestamp_ms, key, value, header_bytes, limit), 0
 
     def append_many(
         self,
@@ -237,13 +244,14 @@ class RecordAccumulator:
                     if batch is None:
                         batch = self._new_batch(key_tuple)
                 first = batch.count
+                held = batch.size_bytes
                 bound = min(limit, batch.size_bytes + self._buffer_memory - self._buffered_bytes)
                 after = batch.append_values(timestamp_ms, key, values, position, header_bytes, bound)
                 if after == position:  # the batch is full
                     self._close_batch(key_tuple, batch)
                     continue
                 position = after
-                self._buffered_bytes += batch.reserve_records()
+                self._buffered_bytes += batch.size_bytes - held
                 delivery._add(batch, first, batch.count - first)
                 if batch.size_bytes >= limit:
                     self._close_batch(key_tuple, batch)
@@ -513,7 +521,7 @@ class RecordAccumulator:
             for batch in batches:
                 if batch in incomplete:
                     incomplete.discard(batch)
-                    freed += batch.reserved_bytes
+                    freed += batch.buffer_bytes
                     done = True
             if done:
                 self._buffered_bytes -= freed

@@ -11,7 +11,7 @@ import pytest
 
 from audit.audit_codec import AuditEventCodec
 from audit.audit_counter import AuditCounter
-from audit.audit_event import AuditEvent, producer_event_id
+from audit.audit_event import AuditEvent, mirror_event_id, producer_event_id
 from audit.audit_reader import read_audit_events
 from audit.audited_producer import audited_producer
 from broker.client.consumer_config import ConsumerConfig
@@ -238,3 +238,30 @@ def test_a_clean_close_publishes_the_counts_an_interval_never_reached(
     wait_for(lambda: len(audit_events(broker_cluster, registry)) == 1, 20, "the event sent at close")
     (event,) = audit_events(broker_cluster, registry)
     assert (event.window_start_ms, event.count, event.bytes, event.sequence) == (T0 + 4 * W, 3, 6, 1)
+
+
+def test_a_mirror_tier_counter_counts_runs_with_ids_of_its_own() -> None:
+    clock = [T0 + 2 * W]
+    counter = AuditCounter(
+        host="mirror-1",
+        counter="m-1",
+        window_ms=W,
+        audit_topic="_audit",
+        clock_ms=lambda: clock[0],
+        tier="mirror",
+    )
+    counter.count_runs("pv", [(T0 + 1, 1, 5), (T0 + W + 2, 1, 0), (-1, 1, 3)])
+    counter.count_runs("_audit", [(T0 + 1, 1, 50)])  # the audit topic is never counted
+    counter.count_runs("pv", [])
+    events = counter.take()
+    assert [(e.tier, e.window_start_ms, e.count, e.bytes, e.missing_timestamp_count) for e in events] == [
+        ("mirror", T0, 1, 5, 0),
+        ("mirror", T0 + W, 1, 0, 0),
+        ("mirror", T0 + 2 * W, 0, 3, 1),
+    ]
+    assert [e.event_id for e in events] == [
+        mirror_event_id("mirror-1", "m-1", "pv", start, W, 1) for start in (T0, T0 + W, T0 + 2 * W)
+    ]
+    assert mirror_event_id("h", "c", "t", 0, W, 1) != producer_event_id("h", "c", "t", 0, W, 1)
+    with pytest.raises(ValueError, match="counts the producer or the mirror tier"):
+        AuditCounter(host="h", counter="c", window_ms=W, audit_topic="_audit", tier="load")

@@ -161,8 +161,7 @@ def test_a_batch_changes_state_only_through_its_methods_and_a_retry_sends_the_sa
     batch = ProducerBatch("t", 2, CompressionType.NONE, 100.0)
     assert batch.append(1_000, None, b"abc", HOST, NO_LIMIT) == 0
     assert batch.append_values(1_001, None, (b"de", None), 0, HOST, NO_LIMIT) == 2
-    assert batch.reserve_records() == batch.size_bytes == batch.reserved_bytes
-    assert batch.reserve_records() == 0  # nothing appended since
+    assert batch.buffer_bytes == batch.size_bytes  # what the accumulator added as records came
     batch.mark_drained()
     assert batch.stamp(7, 1, 40)
     assert not batch.stamp(8, 0, 0)  # a retry keeps its stamp
@@ -198,5 +197,5 @@ def test_a_batch_kept_for_a_listener_reads_its_records_until_done() -> None:
     raw = ProducerBatch.raw("t", 0, 0.0)
     assert raw.is_raw
     assert raw.append_raw(batch.build(), 5, NO_LIMIT) == 0
-    assert raw.reserved_bytes == len(batch.build())  # a raw batch holds its bytes as appended
+    assert raw.buffer_bytes == len(batch.build())  # a raw batch holds its bytes as appended
     assert list(raw.record_runs()) == []
