@@ -69,6 +69,7 @@ REQUEST_OVERHEAD_BYTES = 512
 #: With ``acks=0``, the most Produce requests the sender writes to one broker at once.
 MAX_UNANSWERED_REQUESTS = 500
 _NOT_WAITING = float("inf")
+_new_tuple = tuple.__new__
 _MAX_SEQUENCE = 2**31 - 1
 
 PartitionKey = tuple[str, int]
@@ -174,7 +175,9 @@ class RecordAccumulator:
                 batch.add_callback(index, timestamp_ms, on_delivery)
             if batch.size_bytes >= limit:
                 self._close_batch(key_tuple, batch)
-        return RecordFuture(batch, index, timestamp_ms)
+        return _new_tuple(
+            RecordFuture, (batch, index, timestamp_ms)
+        )  # no constructor frame: see RecordFuture
 
     def _append_to_new_batch(
         self,
