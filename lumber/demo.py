@@ -45,6 +45,7 @@ from typing import TextIO
 
 from kazoo.client import KazooClient
 
+from audit.audited_producer import audited_producer
 from broker.client.producer import Producer
 from broker.cluster.topic_admin import TopicAdmin
 from lumber.config import LumberConfig, dump_config, load_config
@@ -345,7 +346,7 @@ class Demo:
                     acks="1",
                     enable_idempotence=False,
                 )
-                producers[host] = Producer(settings, zookeeper_connect=stack.zookeeper.connect)
+                producers[host] = audited_producer(settings, zookeeper_connect=stack.zookeeper.connect)
 
             def register_v2() -> int:
                 return registry.register("page_view-value", shipped_schema_text("page_view_v2"))

@@ -3,16 +3,16 @@
 The paper's offline cluster pulls from the live ones (section 4); its audit compares every tier's count per
 topic and window of creation time. The mirror reuses the producer tier's machinery:
 
-* :class:`MirrorAuditCounter` is an :class:`~broker.client.audit_counter.AuditCounter` fed by the mirror
+* :class:`MirrorAuditCounter` is an :class:`~audit.audit_counter.AuditCounter` fed by the mirror
   (:meth:`MirrorAuditCounter.copied_batches`, called once the target acknowledged (``acks=all``) a
   stream's batches, or :meth:`MirrorAuditCounter.copied` for records) instead of by a producer's delivery
   path; a batch passed through unchanged is still counted record by record, by each record's timestamp
   (its records are walked for their timestamps and value sizes, not decoded into objects). Its events
-  carry tier ``mirror`` and an id of their own (:func:`mirror_event_id`: host, counter instance, topic,
-  window, sequence);
-* :class:`MirrorAuditEmitter` is the producer's :class:`~broker.client.audit_emitter.AuditEmitter` (outbox,
+  carry tier ``mirror`` and an id of their own (:func:`audit.audit_event.mirror_event_id`: host, counter
+  instance, topic, window, sequence);
+* :class:`MirrorAuditEmitter` is the audit's :class:`~audit.audit_emitter.AuditEmitter` (outbox,
   retries, same id on resend, a last emission on close) publishing those events through the mirror's target
-  producer.
+  producer (not a delivery listener of it: the mirror feeds its counter).
 
 The counts are what reached the target: records copied twice after a crash (at-least-once, see
 :mod:`mirror.mirror`) are counted twice, exactly as they are present twice on the target; a mirror killed
@@ -23,97 +23,52 @@ Thread-safe: :meth:`MirrorAuditCounter.copied` takes the counter's lock.
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import secrets
 from collections.abc import Sequence
 
-from broker.client.audit_counter import AuditCounter, WindowCounts
-from broker.client.audit_emitter import AuditEmitter
-from broker.client.audit_event import AuditEvent, window_start
+from audit.audit_counter import AuditCounter
+from audit.audit_emitter import AuditEmitter
 from broker.client.consumer_record import ConsumerRecord
 from broker.client.fetched_batch import FetchedBatch
 from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
 from broker.clock import Clock, system_clock_ms
 
-_Tally = dict[tuple[str, int | None], WindowCounts]
-
-
-def mirror_event_id(
-    host: str, counter: str, topic: str, window_start_ms: int, window_ms: int, sequence: int
-) -> str:
-    """The id of a mirror-tier event: SHA-256 of (host, mirror instance, topic, window, sequence)."""
-    text = "|".join(str(p) for p in ("mirror", host, counter, topic, window_start_ms, window_ms, sequence))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
 
 class MirrorAuditCounter(AuditCounter):
-    """Counts the records a mirror copied per (topic, window of their timestamp); see the module doc."""
+    """Counts the records a mirror copied per (topic, window of their timestamp); see the module doc. An
+    :class:`~audit.audit_counter.AuditCounter` of tier ``mirror``."""
+
+    def __init__(
+        self, *, host: str, counter: str, window_ms: int, audit_topic: str, clock_ms: Clock = system_clock_ms
+    ) -> None:
+        super().__init__(
+            host=host,
+            counter=counter,
+            window_ms=window_ms,
+            audit_topic=audit_topic,
+            clock_ms=clock_ms,
+            tier="mirror",
+        )
 
     def copied(self, records: Sequence[ConsumerRecord]) -> None:
         """``records`` are acknowledged by the target: count them (records of the audit topic are not)."""
-        tally: _Tally = {}
+        by_topic: dict[str, list[tuple[int, int, int]]] = {}
         for record in records:
-            if record.topic != self.audit_topic:
-                value = record.value
-                self._tally(tally, record.topic, record.timestamp_ms, 0 if value is None else len(value))
-        self._add(tally)
+            value = record.value
+            by_topic.setdefault(record.topic, []).append(
+                (record.timestamp_ms, 1, 0 if value is None else len(value))
+            )
+        for topic, runs in by_topic.items():
+            self.count_runs(topic, runs)
 
     def copied_batches(self, batches: Sequence[FetchedBatch]) -> None:
         """The records of ``batches`` (each from its ``from_offset`` on) are acknowledged by the target:
         count them by their own timestamps (batches of the audit topic are not)."""
-        tally: _Tally = {}
         for fetched in batches:
             topic = fetched.topic_partition.topic
-            if topic == self.audit_topic:
-                continue
-            for timestamp_ms, value_bytes in _timestamps_and_sizes(fetched):
-                self._tally(tally, topic, timestamp_ms, value_bytes)
-        self._add(tally)
-
-    def _tally(self, tally: _Tally, topic: str, timestamp_ms: int, value_bytes: int) -> None:
-        key = (topic, None if timestamp_ms < 0 else window_start(timestamp_ms, self.window_ms))
-        counts = tally.get(key)
-        if counts is None:
-            counts = tally[key] = WindowCounts()
-        if timestamp_ms < 0:
-            counts.missing_timestamp_count += 1
-        else:
-            counts.count += 1
-        counts.bytes += value_bytes
-
-    def _add(self, tally: _Tally) -> None:
-        if not tally:
-            return
-        window_ms = self.window_ms
-        now = self._clock_ms()
-        with self._lock:
-            for (topic, start), counts in tally.items():
-                at = (topic, window_start(now, window_ms) if start is None else start)
-                for table in (self._unreported, self._totals):
-                    found = table.get(at)
-                    if found is None:
-                        found = table[at] = WindowCounts()
-                    found.add(counts)
-
-    def take(self) -> list[AuditEvent]:
-        """The counts since the last take as mirror-tier events of the next sequence ([] when none)."""
-        return [
-            dataclasses.replace(
-                event,
-                tier="mirror",
-                event_id=mirror_event_id(
-                    event.host,
-                    event.counter,
-                    event.topic,
-                    event.window_start_ms,
-                    event.window_ms,
-                    event.sequence,
-                ),
-            )
-            for event in super().take()
-        ]
+            if topic != self.audit_topic:
+                self.count_runs(topic, ((ts, 1, size) for ts, size in _timestamps_and_sizes(fetched)))
 
 
 class MirrorAuditEmitter(AuditEmitter):
@@ -127,16 +82,14 @@ class MirrorAuditEmitter(AuditEmitter):
     def __init__(
         self, producer: Producer, config: ProducerConfig, host: str, clock_ms: Clock = system_clock_ms
     ) -> None:
-        super().__init__(producer, config, host, clock_ms)
-        # The emitter's thread first takes counts audit_interval_ms after it started, so the counter is
-        # swapped well before it is first read.
-        self.counter = MirrorAuditCounter(
+        counter = MirrorAuditCounter(
             host=host,
             counter=f"{config.client_id}-{secrets.token_hex(4)}",
             window_ms=config.audit_window_ms,
             audit_topic=config.audit_topic,
             clock_ms=clock_ms,
         )
+        super().__init__(producer, config, counter, owns_producer=False)
 
     @property
     def mirror_counter(self) -> MirrorAuditCounter:

@@ -13,7 +13,7 @@ import re
 
 from pydantic import field_validator
 
-from broker.client.audit_event import AUDIT_TOPIC, DEFAULT_WINDOW_MS
+from audit.audit_event import AUDIT_TOPIC, DEFAULT_WINDOW_MS
 from broker.config_section import ConfigSection, setting
 from mirror.mirror_errors import MirrorConfigError
 

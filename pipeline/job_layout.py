@@ -12,7 +12,7 @@ Layout of the warehouse (``[load] warehouse_url``; every path below is relative 
         manifests/_tmp/<sequence>-<run_id>.json      a manifest being written (never read)
         CURRENT                                      {"sequence": N}: the latest manifest whose moves are done
         AUDIT_PUBLISHED                              the latest manifest whose audit counts are in _audit
-                                                     (:mod:`pipeline.audit_publisher`)
+                                                     (:mod:`pipeline.load_audit_publisher`)
         runs/<run_id>.json                           each run's record: outcome, times, counts, error
         LAST_RUN                                     {"run_id": ...}: the run started last
 

@@ -17,7 +17,7 @@ or configures one). In order:
    or ``failed`` with the error (a crash leaves ``running``, which the next run's recovery turns into
    ``crashed``);
 7. publish the audit counts of every committed manifest not published yet to the audit topic
-   (:func:`~pipeline.audit_publisher.publish_load_counts`: this run's, and those of a crashed run that
+   (:func:`~pipeline.load_audit_publisher.publish_load_counts`: this run's, and those of a crashed run that
    recovery rolled forward); a failure there is reported and left to the next run.
 
 A run whose plan has no records but moves offsets (a new partition under ``start = latest``, a gap skipped
@@ -40,11 +40,11 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
-from pipeline.audit_publisher import publish_load_counts
 from pipeline.commit import CommitProtocol, RecoveryReport
 from pipeline.faults import Faults
 from pipeline.fs import open_filesystem
 from pipeline.job_lock import JobLock, contender_identifier
+from pipeline.load_audit_publisher import publish_load_counts
 from pipeline.load_config import LoadConfig
 from pipeline.load_errors import LoadError
 from pipeline.load_plan import ClusterView, LoadPlan, make_plan

@@ -5,7 +5,7 @@
 :class:`LoadSections` names the sections (``[load]``, ``[zookeeper]``, ``[consumer]``, ``[producer]``,
 ``[registry]``, ``[audit]``) and their types, and anything with those attributes is accepted: the app's
 whole config, or a test's hand-built object. The sections that belong to this package or below are their
-own classes (:class:`~pipeline.load_config.LoadConfig`, :class:`~pipeline.audit_config.AuditConfig`, the
+own classes (:class:`~pipeline.load_config.LoadConfig`, :class:`~audit.audit_config.AuditConfig`, the
 clients' configs); ``[zookeeper]`` and ``[registry]`` are read through the keys the load uses.
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from audit.audit_config import AuditConfig
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.producer_config import ProducerConfig
-from pipeline.audit_config import AuditConfig
 from pipeline.load_config import LoadConfig
 from schemas.client import RegistryClientSettings
 

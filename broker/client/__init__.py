@@ -6,7 +6,9 @@ servers.
 
 Layout:
 
-* :mod:`.producer` (:class:`Producer`), :mod:`.producer_batch` (the per-partition batch, futures),
+* :mod:`.producer` (:class:`Producer`, the API), :mod:`.record_accumulator` (the batches),
+  :mod:`.sender` (the sender thread), :mod:`.producer_batch` (the per-partition batch, futures),
+  :mod:`.delivery_listener` (what a producer tells of its finished batches: the audit's hook),
   :mod:`.producer_config` (``[producer]``), :mod:`.partitioner` (murmur2 and the sticky partitioner);
 * :mod:`.consumer` (:class:`Consumer`), :mod:`.fetcher` (background fetching and prefetch),
   :mod:`.fetched_batch` (batches and the record decoders), :mod:`.consumer_record`,
@@ -16,6 +18,9 @@ Layout:
   :mod:`.zookeeper_metadata_source` (learning the cluster), :mod:`.internal_topic` (the audit topic,
   created by its publishers when missing);
 * :mod:`.console` (what ``lumber produce`` and ``lumber consume`` do), :mod:`.errors`.
+
+The package imports the record format, the protocol and the cluster's ZooKeeper layout, never the audit
+(:mod:`audit`), the schema registry (:mod:`schemas`) or the apps.
 """
 
 from broker.client.consumer import Consumer

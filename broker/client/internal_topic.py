@@ -3,9 +3,9 @@
 Kafka's brokers create their internal topics (``__consumer_offsets``, ``__transaction_state``) themselves
 the first time they are needed, with partition counts from their own settings, whatever
 ``auto.create.topics.enable`` says. Lumber's one such topic is the audit topic (``_audit``), and its
-publishers create it: the producer's :class:`~broker.client.audit_emitter.AuditEmitter` (and so the
-mirror's :class:`~mirror.mirror_audit.MirrorAuditEmitter`) and the load's
-:class:`~pipeline.audit_publisher.LoadAuditPublisher` call :func:`ensure_topic` before they publish, with
+publishers create it: the audit's emitters (:class:`~audit.audit_emitter.AuditEmitter`, for producers
+and mirrors) and publisher (:class:`~audit.audit_publisher.AuditPublisher`, for the load) call
+:func:`ensure_producer_topic` with the producer they publish through before they publish, with
 ``[audit] topic_partitions`` partitions. So a cluster whose brokers create no topic on demand
 (``[broker] auto_create_topics = false``, the default) still gets its audit trail, and a publisher never
 waits ``max_block_ms`` for a topic that nobody will create.
@@ -98,7 +98,7 @@ def ensure_topic(
 def ensure_producer_topic(producer: Producer, topic: str, partitions: int) -> None:
     """:func:`ensure_topic` through ``producer``'s own cluster view and connections (the producer that
     will publish to ``topic``), within its ``request_timeout_ms``."""
-    # The producer's collaborators (as its audit emitter is): same package, same connections.
+    # The producer's own cluster view and connections: same package, the producer that will publish.
     ensure_topic(
         producer._metadata,
         producer._pool,

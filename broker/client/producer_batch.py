@@ -17,15 +17,25 @@ consecutive sequences, their CRC recomputed); retries send the same bytes, so th
 A producer that is not idempotent clears another producer's id from a raw batch's parts (they come from
 another cluster, whose producer ids mean nothing here), and leaves the other parts as they are.
 
-Life of a batch::
+Life of a batch, each step a method of the batch (nothing outside it writes its fields; they may be read)::
 
-    OPEN (records appended) --full / linger / flush--> DRAINED (in a request) --response--> DONE
-                                                          |  retriable error, within limits
-                                                          +--> QUEUED again (head of its partition)
+    OPEN --append*--> closed by the accumulator (full / linger / flush: QUEUED)
+      --mark_drained (stamp, first time: idempotence)--> DRAINED --start_attempt--> in a request
+      --response / error--> complete --> DONE
+                 |  retriable error within limits: note_error, requeue
+                 +--> QUEUED again (head of its partition; the same bytes are sent again)
+      QUEUED / OPEN past delivery_timeout_ms: expiry_error, then complete --> DONE (expired)
 
-Thread safety: appends and state changes happen under the producer's lock; :meth:`ProducerBatch.build`
-runs in the sender thread after the batch left its queue (no appends after that); completion is done once
-by whichever thread receives the outcome, and :meth:`ProducerBatch.wait` may be called from any thread.
+A batch made with ``keep_records`` (the producer has a
+:class:`~broker.client.delivery_listener.DeliveryListener`) keeps its segments after it is built, until it
+is done, so that the listener can read its records (:meth:`ProducerBatch.record_runs`) once they are
+acknowledged; otherwise the segments are dropped as soon as the bytes are built.
+
+Thread safety: appends and the state changes of the accumulator and the sender happen under the
+accumulator's lock (:mod:`broker.client.record_accumulator`); :meth:`ProducerBatch.start_attempt` (the
+build) runs in the sender thread after the batch left its queue (no appends after that); completion is
+done once by whichever thread receives the outcome, and :meth:`ProducerBatch.wait` may be called from any
+thread.
 """
 
 from __future__ import annotations
@@ -34,13 +44,14 @@ import logging
 import struct
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import NamedTuple
 
 import crc32c
 
-from broker.client.errors import ClientError
+from broker.client.errors import ClientError, DeliveryTimeoutError
 from broker.record.batch_header import HEADER_SIZE
 from broker.record.compression import CompressionType
 from broker.record.record_batch_builder import pack_batch
@@ -92,8 +103,16 @@ class DeliveryRange:
         return self.base_offset + self.record_count if self.base_offset >= 0 else -1
 
 
+class RecordRun(NamedTuple):
+    """Consecutive records of a batch that share a timestamp: how many, and their values' bytes."""
+
+    timestamp_ms: int
+    record_count: int
+    value_bytes: int
+
+
 class ProducerBatch:
-    """Records for one partition (see the module docstring)."""
+    """Records for one partition (see the module docstring). Its attributes are read-only outside it."""
 
     __slots__ = (
         "_event",
@@ -109,6 +128,8 @@ class ProducerBatch:
         "encoded",
         "error",
         "first_timestamp_ms",
+        "is_raw",
+        "keep_records",
         "last_error",
         "max_timestamp_ms",
         "partition",
@@ -122,18 +143,28 @@ class ProducerBatch:
         "topic",
     )
 
-    def __init__(self, topic: str, partition: int, codec: CompressionType, created_at: float) -> None:
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        codec: CompressionType,
+        created_at: float,
+        *,
+        keep_records: bool = False,
+    ) -> None:
         self.topic = topic
         self.partition = partition
         self.codec = codec
         self.created_at = created_at
+        #: keep the segments until done, for a delivery listener (see the module docstring)
+        self.keep_records = keep_records
         self.segments: list[Segment] = []
         self.count = 0
         #: an upper bound of the encoded records' bytes (the batch header excluded)
         self.size_bytes = 0
         self.first_timestamp_ms = -1
         self.max_timestamp_ms = -1
-        #: bytes of buffer_memory this batch holds, released when it is done
+        #: a raw batch's bytes (its parts as given); see buffer_bytes
         self.reserved_bytes = 0
         self.callbacks: list[tuple[int, int, DeliveryCallback]] | None = None
         self.drained = False
@@ -142,6 +173,8 @@ class ProducerBatch:
         self.encoded: bytes | None = None
         #: whole record batches to send as they are (a raw batch), None for a batch of segments
         self.raw_parts: list[bytes | memoryview] | None = None
+        #: made by :meth:`raw`: its records are never read (not even by a delivery listener)
+        self.is_raw = False
         #: The idempotent producer's stamp, set when the batch is first drained and kept by its retries
         #: (the broker recognises a retry by it); -1 when the producer is not idempotent.
         self.producer_id = _NO_ID
@@ -230,6 +263,7 @@ class ProducerBatch:
         """An empty raw batch: :meth:`append_raw` adds whole record batches to it."""
         batch = cls(topic, partition, CompressionType.NONE, created_at)
         batch.raw_parts = []
+        batch.is_raw = True
         return batch
 
     def append_raw(
@@ -237,7 +271,8 @@ class ProducerBatch:
     ) -> int:
         """Add one whole record batch v2 (``data``, ``record_count`` records) if this raw batch stays
         within ``max_bytes`` and ``max_parts`` record batches (the first always goes in); returns its first
-        record's index, or -1 when it does not fit (or the batch is not raw, or already built)."""
+        record's index, or -1 when it does not fit (or the batch is not raw, or already built). The batch
+        holds ``len(data)`` bytes of ``buffer_memory`` more once it is in."""
         parts = self.raw_parts
         if parts is None or len(parts) >= max_parts:
             return -1
@@ -247,6 +282,7 @@ class ProducerBatch:
             return -1
         index = self.count
         parts.append(data)
+        self.reserved_bytes += size
         self.size_bytes = total + size - HEADER_SIZE
         self.count = index + record_count
         return index
@@ -256,7 +292,50 @@ class ProducerBatch:
             self.callbacks = []
         self.callbacks.append((index, timestamp_ms, callback))
 
+    @property
+    def buffer_bytes(self) -> int:
+        """The ``buffer_memory`` this batch holds until it is done: its records' size bound (what the
+        accumulator added as they were appended), or a raw batch's bytes."""
+        return self.reserved_bytes if self.is_raw else self.size_bytes
+
     # ---------------------------------------------------------------------------------------- sending
+
+    def mark_drained(self) -> None:
+        """The batch left its queue for a request (no appends after this)."""
+        self.drained = True
+
+    def stamp(self, producer_id: int, producer_epoch: int, base_sequence: int) -> bool:
+        """Give the batch the idempotent producer's id, epoch and first sequence, unless it has them from
+        an earlier attempt (a retry keeps its stamp: the broker recognises it by it); True if stamped now."""
+        if self.producer_id >= 0:
+            return False
+        self.producer_id, self.producer_epoch, self.base_sequence = producer_id, producer_epoch, base_sequence
+        return True
+
+    def start_attempt(self) -> bytes:
+        """The bytes to send for one more attempt (built on the first, then the same bytes)."""
+        self.attempts += 1
+        encoded = self.encoded
+        return encoded if encoded is not None else self.build()
+
+    def note_error(self, error: BaseException) -> None:
+        """An attempt failed with ``error`` (kept as the cause of a later timeout)."""
+        self.last_error = error
+
+    def requeue(self, retry_at: float) -> None:
+        """Back in its partition's queue after a retriable error, to be sent again from ``retry_at``."""
+        self.drained = False
+        self.retry_at = retry_at
+
+    def expiry_error(self, now: float, delivery_timeout_ms: int) -> DeliveryTimeoutError:
+        """The error of a batch not delivered within ``delivery_timeout_ms`` (``now`` monotonic seconds)."""
+        cause = self.last_error
+        return DeliveryTimeoutError(
+            f"{self.count} records for {self.topic}-{self.partition} not delivered within "
+            f"delivery_timeout_ms={delivery_timeout_ms} ({now - self.created_at:.1f} s, "
+            f"{self.attempts} attempts)" + (f"; last error: {cause}" if cause else ""),
+            cause,
+        )
 
     def build(self) -> bytes:
         """The record batch v2 bytes (base offset 0; the broker assigns offsets). Built once, then reused."""
@@ -280,8 +359,22 @@ class ProducerBatch:
             producer_epoch=self.producer_epoch,
             base_sequence=self.base_sequence,
         )
-        self.segments = []  # the values are in the bytes now
+        if not self.keep_records:
+            self.segments = []  # the values are in the bytes now
         return encoded
+
+    def record_runs(self) -> Iterator[RecordRun]:
+        """The batch's records as runs sharing a timestamp, in order (for a delivery listener: kept until
+        the batch is done when the batch was made with ``keep_records``). A raw batch has none (its records
+        are not read), nor has a batch whose segments were dropped once built."""
+        for segment in self.segments:
+            start, stop = segment.start, segment.stop
+            if stop - start == 1:
+                value = segment.values[start]
+                size = 0 if value is None else len(value)
+            else:
+                size = _value_bytes(segment.values, start, stop)
+            yield RecordRun(segment.timestamp_ms, stop - start, size)
 
     # ------------------------------------------------------------------------------------- completion
 
@@ -294,6 +387,8 @@ class ProducerBatch:
             self.error = error
             self.done = True
             event = self._event
+            if self.encoded is not None:
+                self.segments = []  # read by the listener before: the bytes hold the values
         if event is not None:
             event.set()
         callbacks = self.callbacks
@@ -322,6 +417,14 @@ class ProducerBatch:
         return True if event is None else event.wait(timeout_s)
 
 
+def _value_bytes(values: Sequence[bytes | None], start: int, stop: int) -> int:
+    chunk = values[start:stop]
+    try:
+        return sum(map(len, chunk))  # type: ignore[arg-type]
+    except TypeError:  # null values
+        return sum(len(v) for v in chunk if v is not None)
+
+
 def _stamp_raw_parts(
     parts: Sequence[bytes | bytearray | memoryview], producer_id: int, producer_epoch: int, base_sequence: int
 ) -> list[bytes | bytearray | memoryview]:
@@ -345,34 +448,36 @@ def _stamp_raw_parts(
     return stamped
 
 
-class RecordFuture:
-    """The outcome of one :meth:`~broker.client.producer.Producer.send`: where the record went, or why not."""
+class RecordFuture(tuple[ProducerBatch, int, int]):
+    """The outcome of one :meth:`~broker.client.producer.Producer.send`: where the record went, or why not.
 
-    __slots__ = ("_batch", "_index", "_timestamp_ms")
+    A tuple of (batch, index in the batch, timestamp): the accumulator makes one per ``send()`` with
+    ``tuple.__new__(RecordFuture, (batch, index, timestamp_ms))``, without the Python frame of a
+    constructor (``send()`` at batch size 1 is the producer's bottleneck)."""
 
-    def __init__(self, batch: ProducerBatch, index: int, timestamp_ms: int) -> None:
-        self._batch = batch
-        self._index = index
-        self._timestamp_ms = timestamp_ms
+    __slots__ = ()
+
+    def __new__(cls, batch: ProducerBatch, index: int, timestamp_ms: int) -> RecordFuture:
+        return tuple.__new__(cls, (batch, index, timestamp_ms))
 
     def done(self) -> bool:
-        return self._batch.done
+        return self[0].done
 
     def result(self, timeout_s: float | None = None) -> RecordMetadata:
         """The record's :class:`RecordMetadata`; raises the delivery error, or :class:`TimeoutError`."""
-        batch = self._batch
+        batch, index, timestamp_ms = self
         if not batch.wait(timeout_s):
             raise TimeoutError(
-                f"record {self._index} of a batch for {batch.topic}-{batch.partition} not delivered "
+                f"record {index} of a batch for {batch.topic}-{batch.partition} not delivered "
                 f"within {timeout_s} s"
             )
         if batch.error is not None:
             raise batch.error
-        return batch.metadata(self._index, self._timestamp_ms)
+        return batch.metadata(index, timestamp_ms)
 
     def exception(self, timeout_s: float | None = None) -> BaseException | None:
         """The delivery error, ``None`` on success; raises :class:`TimeoutError` if not done in time."""
-        batch = self._batch
+        batch = self[0]
         if not batch.wait(timeout_s):
             raise TimeoutError(
                 f"a record for {batch.topic}-{batch.partition} not delivered within {timeout_s} s"

@@ -14,6 +14,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from audit.errors import AuditError
 from broker.errors import BrokerError
 from lumber import __version__
 from lumber.cli import (
@@ -91,7 +92,7 @@ def _run(args: argparse.Namespace) -> int:
             raise
         print(f"lumber: config error: {exc}", file=sys.stderr)
         return 2
-    except (PipelineError, BrokerError, SchemaError) as exc:
+    except (PipelineError, AuditError, BrokerError, SchemaError) as exc:
         if args.debug:
             raise
         print(f"lumber: error: {exc}", file=sys.stderr)

@@ -1,7 +1,7 @@
 """``lumber audit verify``: reconcile the producers' counts with the loads', per topic and window.
 
 Reads every event of the audit topic (``[audit] topic``) up to its current end, deduplicates by event id and
-reconciles them (:mod:`pipeline.audit` explains every column and status)::
+reconciles them (:mod:`audit.audit_report` explains every column and status)::
 
     lumber audit verify --topic page_view --since 2026-11-22T00 --until 2026-11-23T00 [--grace 1h]
         [--tolerance 0 | --tolerance 0.1%] [--job hourly | --all-jobs] [--json] [--html report.html]
@@ -33,14 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.client.audit_codec import AuditEventCodec
+from audit.audit_codec import AuditEventCodec
+from audit.audit_reader import read_audit_events
+from audit.audit_report import reconcile
+from audit.audit_text import render_text
+from audit.audit_tolerance import Tolerance
+from audit.errors import AuditError
 from lumber.cli.cluster_options import CommaList, add_cluster_options
 from lumber.config import LumberConfig
-from pipeline.audit import reconcile
-from pipeline.audit_errors import AuditError
-from pipeline.audit_reader import read_audit_events
-from pipeline.audit_text import render_text
-from pipeline.audit_tolerance import Tolerance
 from pipeline.durations import DURATION_HELP, DurationError, parse_duration_ms
 
 FAILED_EXIT_CODE = 3
@@ -201,7 +201,7 @@ def _run_verify(args: argparse.Namespace, config: LumberConfig, settings: _Setti
     else:
         print(render_text(report, source), end="")
     if args.html is not None:
-        from pipeline.audit_html import render_html  # noqa: PLC0415 - matplotlib only for --html
+        from audit.audit_html import render_html  # noqa: PLC0415 - matplotlib only for --html
 
         args.html.parent.mkdir(parents=True, exist_ok=True)
         args.html.write_text(render_html(report), encoding="utf-8")

@@ -32,8 +32,8 @@ from typing import Any
 
 from fastavro import json_reader
 
+from audit.audited_producer import audited_producer
 from broker.client.console import produce_lines
-from broker.client.producer import Producer
 from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.invocation import suggest
 from lumber.cli.topic_check import require_topic
@@ -138,7 +138,7 @@ def _produce(args: argparse.Namespace, config: LumberConfig) -> int:
         )
 
     try:
-        with Producer(settings, zookeeper_connect=zookeeper) as producer:
+        with audited_producer(settings, zookeeper_connect=zookeeper) as producer:
             summary = produce_lines(
                 producer,
                 args.topic,

@@ -1,8 +1,8 @@
 """The audit: ``/audit`` (a topic x hour heatmap of completeness per tier) and ``/audit/{topic}/{start_ms}``
 (one window's expected / loaded / missing / duplicate / late / malformed counts and status).
 
-Both read every event of the audit topic (:func:`pipeline.audit_reader.read_audit_events`) and reconcile
-them with :func:`pipeline.audit.reconcile`, exactly as ``lumber audit verify`` does: the console draws the
+Both read every event of the audit topic (:func:`audit.audit_reader.read_audit_events`) and reconcile
+them with :func:`audit.audit_report.reconcile`, exactly as ``lumber audit verify`` does: the console draws the
 report, it does not count anything itself. Parameters: ``since``/``until`` (ms or ISO 8601 UTC; default the
 last 24 whole hours), ``window`` (a duration, default ``1h``: the heatmap's columns), ``job`` (default
 ``[load] job``; ``*`` for every job), ``topic`` (repeatable; default every topic the events mention).
@@ -20,16 +20,16 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
-from broker.client.audit_codec import AuditEventCodec
+from audit.audit_codec import AuditEventCodec
+from audit.audit_reader import AuditRead, read_audit_events
+from audit.audit_report import AuditReport, WindowAudit, reconcile, utc_text
+from audit.audit_tolerance import Tolerance
+from audit.errors import AuditError
 from lumber.console.errors import BadRequestError, NotFoundError
 from lumber.console.page import esc, form, link, num, pretty_json, respond, table, url
 from lumber.console.params import parse_moment_ms
 from lumber.console.sources import Sources, request_sources
 from lumber.console.svg import STATUS_COLORS, Cell, completeness_color, heatmap
-from pipeline.audit import AuditReport, WindowAudit, reconcile, utc_text
-from pipeline.audit_errors import AuditError
-from pipeline.audit_reader import AuditRead, read_audit_events
-from pipeline.audit_tolerance import Tolerance
 from pipeline.durations import DurationError, parse_duration_ms
 
 router = APIRouter()

@@ -27,7 +27,8 @@ from typing import Any
 import pytest
 from kazoo.exceptions import NoNodeError
 
-from broker.client.audit_codec import AuditEventCodec
+from audit.audit_codec import AuditEventCodec
+from audit.audit_reader import read_audit_events
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.consumer_record import ConsumerRecord
 from broker.client.fetched_batch import FetchedBatch
@@ -39,7 +40,6 @@ from broker.record.topic_partition import TopicPartition
 from lumber.dev.zookeeper_server import ZooKeeperServer
 from mirror.mirror import Mirror
 from mirror.mirror_config import MirrorConfig
-from pipeline.audit_reader import read_audit_events
 from tests.broker.client.helpers import consumer, producer, read_batches, read_records
 from tests.support.broker_cluster import BrokerCluster, wait_for
 from tests.support.registry import RegistryProcess, launch_registry

@@ -26,7 +26,10 @@ from typing import Any
 
 import pytest
 
-from broker.client.audit_codec import AuditEventCodec
+from audit.audit_codec import AuditEventCodec
+from audit.audit_reader import read_audit_events
+from audit.audit_report import AuditReport, reconcile
+from audit.audited_producer import audited_producer
 from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.producer import Producer
@@ -34,11 +37,9 @@ from broker.client.producer_config import ProducerConfig
 from broker.record.topic_partition import TopicPartition
 from lumber.cli import main as lumber
 from lumber.config import LumberConfig
-from pipeline.audit import AuditReport, reconcile
-from pipeline.audit_publisher import POINTER_NAME, LoadAuditPublisher
-from pipeline.audit_reader import read_audit_events
 from pipeline.commit import CommitProtocol
 from pipeline.fs import open_filesystem
+from pipeline.load_audit_publisher import POINTER_NAME, LoadAuditPublisher
 from pipeline.load_errors import InjectedFault
 from pipeline.load_job import run_load
 from schemas.client import SchemaRegistryClient
@@ -71,7 +72,7 @@ class Views:
         self.n = 0
 
     def producer(self, host: str) -> Producer:
-        return Producer(
+        return audited_producer(
             ProducerConfig(
                 bootstrap_servers=self.cluster.bootstrap_servers.split(","),
                 host_name=host,

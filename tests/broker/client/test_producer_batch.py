@@ -158,3 +158,47 @@ def test_bulk_delivery_lists_ranges_in_order() -> None:
         (0, 102, 3, 105),
         (1, -1, 4, -1),
     ]
+
+
+def test_a_batch_changes_state_only_through_its_methods_and_a_retry_sends_the_same_stamped_bytes() -> None:
+    batch = ProducerBatch("t", 2, CompressionType.NONE, 100.0)
+    assert batch.append(1_000, None, b"abc", HOST, NO_LIMIT) == 0
+    assert batch.append_values(1_001, None, (b"de", None), 0, HOST, NO_LIMIT) == 2
+    assert batch.buffer_bytes == batch.size_bytes  # what the accumulator added as records came
+    batch.mark_drained()
+    assert batch.stamp(7, 1, 40)
+    assert not batch.stamp(8, 0, 0)  # a retry keeps its stamp
+    first = batch.start_attempt()
+    view = RecordBatch(first)
+    assert (view.producer_id, view.producer_epoch, view.base_sequence, view.record_count) == (7, 1, 40, 3)
+    batch.note_error(TimeoutError("request timed out"))
+    batch.requeue(retry_at=100.5)
+    assert (batch.drained, batch.retry_at, batch.attempts) == (False, 100.5, 1)
+    batch.mark_drained()
+    assert batch.start_attempt() is first  # the same bytes: the broker recognises the retry
+    assert batch.attempts == 2
+    expired = batch.expiry_error(130.0, 30_000)
+    assert str(expired).startswith(
+        "3 records for t-2 not delivered within delivery_timeout_ms=30000 (30.0 s, 2 attempts); "
+        "last error: request timed out"
+    )
+    assert list(batch.record_runs()) == []  # no listener: dropped once built
+    batch.complete(17, None)
+    assert (batch.done, batch.base_offset, batch.error) == (True, 17, None)
+
+
+def test_a_batch_kept_for_a_listener_reads_its_records_until_done() -> None:
+    batch = ProducerBatch("t", 0, CompressionType.ZSTD, 0.0, keep_records=True)
+    batch.append(1_000, None, b"abc", HOST, NO_LIMIT)
+    batch.append(1_000, b"k", None, HOST, NO_LIMIT)
+    batch.append_values(-1, None, (b"x" * 10, None, b"yy"), 0, HOST, NO_LIMIT)
+    batch.start_attempt()
+    assert [tuple(run) for run in batch.record_runs()] == [(1_000, 1, 3), (1_000, 1, 0), (-1, 3, 12)]
+    assert not batch.is_raw
+    batch.complete(0, None)
+    assert list(batch.record_runs()) == []  # done: the values live on in the bytes only
+    raw = ProducerBatch.raw("t", 0, 0.0)
+    assert raw.is_raw
+    assert raw.append_raw(batch.build(), 5, NO_LIMIT) == 0
+    assert raw.buffer_bytes == len(batch.build())  # a raw batch holds its bytes as appended
+    assert list(raw.record_runs()) == []

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from broker.client.audit_codec import AuditEventCodec
-from broker.client.audit_event import AuditEvent, load_event_id, producer_event_id
+from audit.audit_codec import AuditEventCodec
+from audit.audit_event import AuditEvent, load_event_id, producer_event_id
+from audit.errors import AuditError
 from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
 from lumber.cli import main as lumber
 from lumber.cli.audit import parse_time_ms
-from pipeline.audit_errors import AuditError
 from pipeline.durations import parse_duration_ms
 from tests.support.registry import RegistryProcess
 

@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
+from audit.audited_producer import audited_producer
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.group_config import GroupConfig
 from broker.client.group_consumer import GroupConsumer
@@ -66,7 +67,7 @@ class ConsoleStack:
 
 
 def _producer(cluster: BrokerCluster, registry: RegistryProcess, host: str) -> Producer:
-    return Producer(
+    return audited_producer(
         ProducerConfig(
             bootstrap_servers=cluster.bootstrap_servers.split(","),
             host_name=host,

@@ -1,8 +1,8 @@
-"""An :class:`~pipeline.audit.AuditReport` as a terminal table: one block per topic, one line per window."""
+"""An :class:`~audit.audit_report.AuditReport` as a terminal table: a block per topic, a line per window."""
 
 from __future__ import annotations
 
-from pipeline.audit import AuditReport, WindowAudit, duration_text, utc_text
+from audit.audit_report import AuditReport, WindowAudit, duration_text, utc_text
 
 _COLUMNS = (
     ("window (UTC)", 16, "<"),

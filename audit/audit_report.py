@@ -2,9 +2,9 @@
 
 Paper section 4: "The consumers can then count the number of messages that they have received from a given
 topic and validate those counts with the monitoring events". The events come from the audit topic
-(:mod:`pipeline.audit_reader`); :func:`reconcile` turns them into an :class:`AuditReport`, which
-``lumber audit verify`` prints as a table, JSON or HTML (:mod:`pipeline.audit_text`,
-:mod:`pipeline.audit_html`).
+(:mod:`audit.audit_reader`); :func:`reconcile` turns them into an :class:`AuditReport`, which
+``lumber audit verify`` prints as a table, JSON or HTML (:mod:`audit.audit_text`,
+:mod:`audit.audit_html`).
 
 1. **Deduplicate** by ``event_id`` (:func:`dedupe`): the first copy counts, later copies are dropped (an id
    whose copies disagree on the counts is reported as a conflict).
@@ -49,9 +49,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from broker.client.audit_event import TIERS, AuditEvent, window_start
-from pipeline.audit_errors import AuditError
-from pipeline.audit_tolerance import Tolerance
+from audit.audit_event import TIERS, AuditEvent, window_start
+from audit.audit_tolerance import Tolerance
+from audit.errors import AuditError
 
 WindowStatus = Literal["COMPLETE", "INCOMPLETE", "OPEN"]
 STATUSES: tuple[WindowStatus, ...] = ("COMPLETE", "INCOMPLETE", "OPEN")

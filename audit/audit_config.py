@@ -2,9 +2,9 @@
 
 The audit (paper section 4) compares what producers counted with what the load committed, per topic and
 window. Producers publish their counts when ``[producer] audit_interval_ms`` is above 0; load jobs publish
-theirs after every commit when ``publish_load_counts`` is on (:mod:`pipeline.audit_publisher`);
-``lumber audit verify`` reconciles them (:mod:`pipeline.audit`), with ``grace_ms`` and ``tolerance`` as the
-defaults of its ``--grace`` and ``--tolerance``.
+theirs after every commit when ``publish_load_counts`` is on (:mod:`pipeline.load_audit_publisher`);
+``lumber audit verify`` reconciles them (:mod:`audit.audit_report`), with ``grace_ms`` and ``tolerance``
+as the defaults of its ``--grace`` and ``--tolerance``.
 
 This section holds the keys every tier of the audit shares, once: ``topic``, ``topic_partitions`` and
 ``window_ms`` are read by the producers, the mirrors and the load jobs alike (the producer's and mirror's
@@ -20,8 +20,8 @@ from typing import Self
 
 from pydantic import model_validator
 
+from audit.audit_tolerance import Tolerance
 from broker.config_section import ConfigSection, setting
-from pipeline.audit_tolerance import Tolerance
 
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 

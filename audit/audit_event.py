@@ -2,17 +2,18 @@
 
 Every tier of the pipeline counts the messages of each topic per fixed window of their creation timestamp
 and publishes :class:`AuditEvent` records to the audit topic (``_audit``), Avro-encoded with the shipped
-schema ``schemas/avro/audit_event.avsc`` (:mod:`broker.client.audit_codec`):
+schema ``schemas/avro/audit_event.avsc`` (:mod:`audit.audit_codec`):
 
-* the **producer** tier (:mod:`broker.client.audit_counter`): what one producer object had confirmed by the
+* the **producer** tier (:mod:`audit.audit_counter`): what one producer object had confirmed by the
   brokers, as deltas: each emission carries the counts since the previous one, numbered by ``sequence``;
-* the **load** tier (:mod:`pipeline.audit_publisher`): the rows and quarantined records a load run
+* the **load** tier (:mod:`pipeline.load_audit_publisher`): the rows and quarantined records a load run
   committed, per partition, straight from the run's manifest;
-* a **mirror** tier may follow.
+* the **mirror** tier (:class:`~audit.audit_counter.AuditCounter` of tier ``mirror``, fed by the mirror
+  with what the target acknowledged): as the producer tier, with ids of its own (:func:`mirror_event_id`).
 
-Event ids are deterministic (:func:`producer_event_id`, :func:`load_event_id`), so publishing an event again
-(a retry, a recovery) repeats its id, and readers (:mod:`pipeline.audit_reader`) count every id once: the
-publication is at least once, the counting exactly once in effect.
+Event ids are deterministic (:func:`producer_event_id`, :func:`mirror_event_id`, :func:`load_event_id`),
+so publishing an event again (a retry, a recovery) repeats its id, and readers (:mod:`audit.audit_reader`)
+count every id once: the publication is at least once, the counting exactly once in effect.
 
 This module is plain data: no I/O, no registry; it must not import :mod:`pipeline`.
 """
@@ -46,6 +47,13 @@ def producer_event_id(
 ) -> str:
     """The id of a producer-tier event: SHA-256 of (host, producer instance, topic, window, sequence)."""
     return _digest("producer", host, counter, topic, window_start_ms, window_ms, sequence)
+
+
+def mirror_event_id(
+    host: str, counter: str, topic: str, window_start_ms: int, window_ms: int, sequence: int
+) -> str:
+    """The id of a mirror-tier event: SHA-256 of (host, mirror instance, topic, window, sequence)."""
+    return _digest("mirror", host, counter, topic, window_start_ms, window_ms, sequence)
 
 
 def load_event_id(

@@ -13,7 +13,7 @@ published together or not at all. Publishing them as audit events comes after, a
    commit point (rolled forward by recovery) or whose publishing failed (brokers down) are published by the
    next run.
 
-An event's id is derived from (job, run, topic, partition, window) (:func:`~broker.client.audit_event.
+An event's id is derived from (job, run, topic, partition, window) (:func:`~audit.audit_event.
 load_event_id`) and its content from the manifest alone (``emitted_at_ms`` is the commit time), so a crash
 between sending and moving the pointer, or publishing again by hand (:meth:`publish_manifests`), repeats
 identical events that readers count once.
@@ -25,11 +25,11 @@ Per manifest count (``window_ms`` of the manifest):
 * records without a timestamp (the manifest puts them in the window starting at ``-window_ms``) become
   ``missing_timestamp_count`` in the window of the commit time.
 
-Before it sends, the publisher makes sure the audit topic exists, creating it with ``[audit]
-topic_partitions`` partitions if it does not (:func:`~broker.client.internal_topic.ensure_topic`, as
-the producers' audit does): brokers create no topic on demand by default, and a send to a missing topic
-would wait ``max_block_ms`` for nothing. A cluster that refuses to create it fails the publishing at once,
-with the command that creates it.
+It publishes through the audit's :class:`~audit.audit_publisher.AuditPublisher`, which first makes sure the
+audit topic exists, creating it with ``[audit] topic_partitions`` partitions if it does not
+(:func:`~broker.client.internal_topic.ensure_topic`, as the producers' audit does): brokers create no
+topic on demand by default, and a send to a missing topic would wait ``max_block_ms`` for nothing. A
+cluster that refuses to create it fails the publishing at once, with the command that creates it.
 
 Publishing never fails a run: an error is reported through ``progress`` and left for the next run.
 """
@@ -42,10 +42,8 @@ import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from broker.client.audit_codec import AuditEventCodec
-from broker.client.audit_event import AuditEvent, load_event_id, window_start
-from broker.client.internal_topic import ensure_producer_topic
-from broker.client.producer import Producer
+from audit.audit_event import AuditEvent, load_event_id, window_start
+from audit.audit_publisher import AuditPublisher
 from pipeline.commit import CommitProtocol
 from pipeline.fs import join
 from pipeline.load_errors import CommitError
@@ -146,38 +144,24 @@ class LoadAuditPublisher:
         servers = list(load.bootstrap_servers) or list(config.producer.bootstrap_servers)
         settings = config.producer.replace(
             bootstrap_servers=servers,
-            acks="all",
-            audit_interval_ms=0,
+            audit_topic=self.topic,
             client_id=f"lumber-load-audit-{load.job}",
         )
-        codec = AuditEventCodec.for_url(
-            load.registry_url or config.registry.url,
-            self.topic,
-            timeout_s=config.registry.request_timeout_ms / 1000,
-        )
-        producer = Producer(settings, zookeeper_connect=None if servers else config.zookeeper.connect)
         confirmed = 0
         published = self.published_sequence() if move_pointer else 0
-        try:
-            ensure_producer_topic(producer, self.topic, settings.audit_topic_partitions)
+        with AuditPublisher(
+            settings,
+            registry_url=load.registry_url or config.registry.url,
+            registry_timeout_s=config.registry.request_timeout_ms / 1000,
+            zookeeper_connect=None if servers else config.zookeeper.connect,
+        ) as publisher:
             for sequence in sequences:
-                manifest = self.protocol.read_manifest(sequence)
-                futures = [
-                    producer.send(self.topic, codec.encode(event), key=codec.key(event))
-                    for event in load_events(manifest, self.host)
-                ]
-                producer.flush()
-                for future in futures:
-                    future.result()  # raises the delivery error
-                confirmed += len(futures)
+                confirmed += publisher.publish(load_events(self.protocol.read_manifest(sequence), self.host))
                 if move_pointer and sequence > published:
                     self.protocol.fs.write_text(
                         self.pointer, json.dumps({"sequence": sequence}) + "\n", overwrite=True
                     )
                     published = sequence
-        finally:
-            producer.close()
-            codec.close()
         return confirmed
 
 

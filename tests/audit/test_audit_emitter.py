@@ -10,11 +10,11 @@ from collections.abc import Callable
 
 import pytest
 
-from broker.client.audit_codec import AuditEventCodec
+from audit.audit_codec import AuditEventCodec
+from audit.audit_reader import read_audit_events
+from audit.audited_producer import audited_producer
 from broker.client.consumer_config import ConsumerConfig
-from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
-from pipeline.audit_reader import read_audit_events
 from tests.support.broker_cluster import BrokerCluster, servers, wait_for
 from tests.support.registry import RegistryProcess
 
@@ -39,7 +39,7 @@ def test_an_audited_producer_creates_the_audit_topic_and_its_counts_read_back_ex
         audit_registry_url=registry.url,
     )
     started = time.monotonic()
-    with Producer(config) as producer:
+    with audited_producer(config) as producer:
         futures = [producer.send("pv", b"a", partition=i % 2, timestamp_ms=W0 + i) for i in range(7)]
         futures += [producer.send("pv", b"bb", partition=1, timestamp_ms=W1 + i) for i in range(5)]
         for future in futures:
@@ -77,13 +77,13 @@ def test_a_cluster_that_cannot_create_it_is_reported_at_once_and_close_does_not_
         audit_topic="no audit",  # a name the broker refuses to create
         audit_registry_url="http://127.0.0.1:9",  # never reached: nothing is encoded without a topic
     )
-    caplog.set_level(logging.ERROR, logger="broker.client.audit_emitter")
+    caplog.set_level(logging.ERROR, logger="audit.audit_emitter")
     expected = (
         "topic 'no audit' does not exist and cannot be created: broker 127.0.0.1:"
         f"{cluster.broker(0).port} (broker 0) refused CreateTopics (1 partitions): INVALID_TOPIC_EXCEPTION"
     )
     started = time.monotonic()
-    producer = Producer(config, zookeeper_connect=cluster.zk_connect)
+    producer = audited_producer(config, zookeeper_connect=cluster.zk_connect)
     try:
         wait_for(lambda: any(expected in r.getMessage() for r in caplog.records), 2, "the error at start")
         assert time.monotonic() - started < 2

@@ -1,5 +1,5 @@
-"""The producer tier of the audit: counting (AuditCounter over real batches) and publishing (a real producer,
-broker processes and schema registry)."""
+"""The producer tier of the audit: counting (AuditCounter over real batches) and publishing (a real producer
+with its emitter as delivery listener, broker processes and schema registry)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,18 @@ from typing import Any
 
 import pytest
 
-from broker.client.audit_codec import AuditEventCodec
-from broker.client.audit_counter import AuditCounter
-from broker.client.audit_event import AuditEvent, producer_event_id
+from audit.audit_codec import AuditEventCodec
+from audit.audit_counter import AuditCounter
+from audit.audit_event import AuditEvent, mirror_event_id, producer_event_id
+from audit.audit_reader import read_audit_events
+from audit.audited_producer import audited_producer
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.errors import BrokerResponseError, ClientConfigError
+from broker.client.producer import Producer
 from broker.client.producer_batch import ProducerBatch
 from broker.client.producer_config import ProducerConfig
 from broker.record.compression import CompressionType
-from pipeline.audit_reader import read_audit_events
-from tests.broker.client.helpers import HOST, producer
+from tests.broker.client.helpers import HOST
 from tests.support.broker_cluster import servers, wait_for
 from tests.support.registry import RegistryProcess
 
@@ -27,13 +29,23 @@ T0 = 1_795_334_400_000  # 2026-11-22T08:00Z, a window start
 
 
 def batch(topic: str, *records: tuple[int, bytes | None]) -> ProducerBatch:
-    found = ProducerBatch(topic, 0, CompressionType.NONE, time.monotonic())
+    found = ProducerBatch(topic, 0, CompressionType.NONE, time.monotonic(), keep_records=True)
     for timestamp_ms, value in records:
         assert found.append(timestamp_ms, None, value, b"", 1 << 20) >= 0
     return found
 
 
-def test_only_completed_batches_count_per_window_then_take_numbers_the_deltas() -> None:
+def producer(cluster: Any, **settings: Any) -> Producer:
+    """An audited producer (its emitter as its delivery listener) on ``cluster``."""
+    settings.setdefault("host_name", HOST)
+    settings.setdefault("linger_ms", 0)
+    settings.setdefault("request_timeout_ms", 10_000)
+    settings.setdefault("max_block_ms", 10_000)
+    settings.setdefault("enable_idempotence", settings.get("acks", "all") == "all")
+    return audited_producer(ProducerConfig(bootstrap_servers=servers(cluster), **settings))
+
+
+def test_only_acknowledged_batches_count_per_window_then_take_numbers_the_deltas() -> None:
     clock = [T0 + 3 * W + 17]
     counter = AuditCounter(
         host="web-1", counter="p-1", window_ms=W, audit_topic="_audit", clock_ms=lambda: clock[0]
@@ -42,15 +54,14 @@ def test_only_completed_batches_count_per_window_then_take_numbers_the_deltas() 
     ok.append_values(T0 + 2 * W + 5, None, [b"x" * 10, None, b"y" * 3], 0, b"", 1 << 20)  # one segment of 3
     failed = batch("pv", (T0 + 7, b"zzzzz"), (T0 + W + 1, b"z"))
     audit = batch("_audit", (T0 + 2, b"event"))
-    for b in (ok, failed, audit):
-        counter.drained(b)
-    assert counter.in_flight_batches == 2  # the audit topic's batch is never tallied
-    counter.drained(ok)  # a second call (a retried batch) changes nothing
-    counter.done(failed, BrokerResponseError(10, "produce", topic="pv", partition=0))
+    raw = ProducerBatch.raw("pv", 0, time.monotonic())
+    assert raw.append_raw(b"\0" * 70, 1, 1 << 20) == 0  # records produced (and counted) elsewhere
+    ok.build()  # sent: a batch with a listener keeps its records until it is done
+    counter.count_batch(failed, BrokerResponseError(10, "produce", topic="pv", partition=0))
     assert counter.take() == []  # nothing confirmed yet
-    counter.done(ok, None)
-    counter.done(ok, None)  # completion is counted once
-    counter.done(audit, None)
+    counter.count_batch(ok, None)
+    counter.count_batch(audit, None)  # the audit topic's batch is never counted
+    counter.count_batch(raw, None)
     assert counter.failed_records == 2
     assert {k: (c.count, c.bytes, c.missing_timestamp_count) for k, c in counter.totals().items()} == {
         ("pv", T0): (2, 6, 0),
@@ -83,9 +94,7 @@ def test_only_completed_batches_count_per_window_then_take_numbers_the_deltas() 
         )
     ]
     assert counter.take() == []
-    more = batch("pv", (T0 + 3, b"q"))
-    counter.drained(more)
-    counter.done(more, None)
+    counter.count_batch(batch("pv", (T0 + 3, b"q")), None)
     clock[0] += 1000
     (second,) = counter.take()
     assert (second.window_start_ms, second.count, second.sequence, second.emitted_at_ms) == (
@@ -189,7 +198,7 @@ def test_an_event_that_could_not_be_sent_is_sent_later_with_its_id(
     cluster.create_topic("pv", 1, assignment={0: [0]})
     cluster.create_topic("_audit", 1, assignment={0: [1]})
     cluster.broker(1).stop()  # the audit topic's only broker: its events cannot be delivered for now
-    caplog.set_level(logging.WARNING, logger="broker.client.audit_emitter")
+    caplog.set_level(logging.WARNING, logger="audit.audit_emitter")
     p = producer(
         cluster,
         acks="all",
@@ -229,3 +238,30 @@ def test_a_clean_close_publishes_the_counts_an_interval_never_reached(
     wait_for(lambda: len(audit_events(broker_cluster, registry)) == 1, 20, "the event sent at close")
     (event,) = audit_events(broker_cluster, registry)
     assert (event.window_start_ms, event.count, event.bytes, event.sequence) == (T0 + 4 * W, 3, 6, 1)
+
+
+def test_a_mirror_tier_counter_counts_runs_with_ids_of_its_own() -> None:
+    clock = [T0 + 2 * W]
+    counter = AuditCounter(
+        host="mirror-1",
+        counter="m-1",
+        window_ms=W,
+        audit_topic="_audit",
+        clock_ms=lambda: clock[0],
+        tier="mirror",
+    )
+    counter.count_runs("pv", [(T0 + 1, 1, 5), (T0 + W + 2, 1, 0), (-1, 1, 3)])
+    counter.count_runs("_audit", [(T0 + 1, 1, 50)])  # the audit topic is never counted
+    counter.count_runs("pv", [])
+    events = counter.take()
+    assert [(e.tier, e.window_start_ms, e.count, e.bytes, e.missing_timestamp_count) for e in events] == [
+        ("mirror", T0, 1, 5, 0),
+        ("mirror", T0 + W, 1, 0, 0),
+        ("mirror", T0 + 2 * W, 0, 3, 1),
+    ]
+    assert [e.event_id for e in events] == [
+        mirror_event_id("mirror-1", "m-1", "pv", start, W, 1) for start in (T0, T0 + W, T0 + 2 * W)
+    ]
+    assert mirror_event_id("h", "c", "t", 0, W, 1) != producer_event_id("h", "c", "t", 0, W, 1)
+    with pytest.raises(ValueError, match="counts the producer or the mirror tier"):
+        AuditCounter(host="h", counter="c", window_ms=W, audit_topic="_audit", tier="load")

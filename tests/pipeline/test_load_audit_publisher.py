@@ -7,14 +7,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from broker.client.audit_codec import AuditEventCodec
-from broker.client.audit_event import AuditEvent, load_event_id
+from audit.audit_codec import AuditEventCodec
+from audit.audit_event import AuditEvent, load_event_id
+from audit.audit_reader import read_audit_events
 from broker.client.consumer_config import ConsumerConfig
 from broker.record.topic_partition import TopicPartition
-from pipeline.audit_publisher import LoadAuditPublisher, PublishReport, load_events, publish_load_counts
-from pipeline.audit_reader import read_audit_events
 from pipeline.commit import CommitProtocol
 from pipeline.fs import open_filesystem
+from pipeline.load_audit_publisher import LoadAuditPublisher, PublishReport, load_events, publish_load_counts
 from pipeline.manifest import Manifest, WindowCount
 from tests.support.broker_cluster import BrokerCluster, servers
 from tests.support.load_job import load_config

@@ -1,4 +1,4 @@
-"""Reconciliation (pipeline/audit.py) over hand-made events: every column, status and rule, exactly."""
+"""Reconciliation (audit/audit_report.py) over hand-made events: every column, status and rule, exactly."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
-from broker.client.audit_event import AuditEvent, load_event_id, producer_event_id
-from pipeline.audit import AuditReport, dedupe, reconcile
-from pipeline.audit_errors import AuditError
-from pipeline.audit_tolerance import Tolerance
+from audit.audit_event import AuditEvent, load_event_id, producer_event_id
+from audit.audit_report import AuditReport, dedupe, reconcile
+from audit.audit_tolerance import Tolerance
+from audit.errors import AuditError
 from schemas.avro_schema import AvroSchema
 from schemas.registry.compatibility import incompatibilities
 from schemas.shipped import shipped_schema

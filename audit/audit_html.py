@@ -1,4 +1,4 @@
-"""An :class:`~pipeline.audit.AuditReport` as one self-contained HTML page, with a chart per topic.
+"""An :class:`~audit.audit_report.AuditReport` as one self-contained HTML page, with a chart per topic.
 
 The page has the verdict, then per topic: the totals, a chart (PNG drawn with matplotlib, embedded as a
 ``data:`` URL, so the file can be mailed or archived alone) and the table of windows, statuses coloured.
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from pipeline.audit import AuditReport, WindowAudit, duration_text, utc_text
+from audit.audit_report import AuditReport, WindowAudit, duration_text, utc_text
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS

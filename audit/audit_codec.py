@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 
-from broker.client.audit_event import AUDIT_TOPIC, AuditEvent
+from audit.audit_event import AUDIT_TOPIC, AuditEvent
 from schemas.client import SchemaRegistryClient
 from schemas.errors import DecodeError
 from schemas.serde import AvroSerde

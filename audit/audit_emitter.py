@@ -1,14 +1,20 @@
-"""The producer tier's publishing: a producer's counts go to the audit topic every N seconds and on close.
+"""Publishing a tier's audit counts to the audit topic every N seconds and on close.
 
-A :class:`~broker.client.producer.Producer` whose ``audit_interval_ms`` is above 0 owns one
-:class:`AuditEmitter`. It holds the producer's :class:`~broker.client.audit_counter.AuditCounter` (which the
-producer's delivery path feeds) and a background thread that, every ``audit_interval_ms``:
+An :class:`AuditEmitter` holds an :class:`~audit.audit_counter.AuditCounter` and publishes what it counted
+through a producer (the *publishing producer*). For the producer tier it is the data producer's
+:class:`~broker.client.delivery_listener.DeliveryListener`: the data producer tells it of every batch it
+finished (:meth:`AuditEmitter.on_completion`, which counts it) and closes it last; the emitter publishes
+through a producer of its own, made from the same settings (:meth:`AuditEmitter.for_producer`, used by
+:func:`audit.audited_producer.audited_producer`), so the Kafka client never depends on the audit, and the
+audit events are never counted as data. The mirror tier gives it the mirror's own target producer
+instead (:class:`mirror.mirror_audit.MirrorAuditEmitter`). A background thread, every
+``audit_interval_ms``:
 
 1. takes the counts confirmed since the last emission as events (:meth:`AuditCounter.take`) into its
    *outbox*;
-2. sends every outbox event that is not already in flight to ``audit_topic`` through the producer itself
-   (key: the counted topic; value: :class:`~broker.client.audit_codec.AuditEventCodec`'s Avro, whose schema
-   is registered at ``audit_registry_url`` on first use);
+2. sends every outbox event that is not already in flight to ``audit_topic`` through the publishing
+   producer (key: the counted topic; value: :class:`~audit.audit_codec.AuditEventCodec`'s Avro, whose
+   schema is registered at ``audit_registry_url`` on first use);
 3. drops an event from the outbox once the broker confirmed it; a failed send or encoding (registry down,
    topic not there) leaves it in the outbox for the next round, with the same id.
 
@@ -20,17 +26,19 @@ race being success). It does so on its thread *as it starts*, not in the produce
 
 * starting: a cluster that refuses (creation not allowed, no live broker) is reported at once, at ERROR
   level with the command that creates the topic by hand, rather than one interval (or a whole run) later;
-  yet ``Producer()`` itself never waits on, nor fails because of, the cluster: its data sends have their
-  own timeouts and retries, and the cluster may simply not be up yet;
+  yet building the emitter (and its producer) never waits on, nor fails because of, the cluster: the data
+  sends have their own timeouts and retries, and the cluster may simply not be up yet;
 * before a publish: the events are sent only once the topic is known to exist, so a send never waits
   ``max_block_ms`` for a topic nobody creates. A refusal fails that round at once (no wait) and leaves the
   events in the outbox, logged at ERROR level; the next round (or :meth:`AuditEmitter.close`) asks again.
 
-:meth:`AuditEmitter.close` (the first thing ``Producer.close()`` does) stops the thread, waits until every
-record sent so far is confirmed or failed (so that it is counted), emits the last counts and waits for the
-outbox to empty, resending what failed, until the close deadline (``timeout_s``, else
-``delivery_timeout_ms``). A clean close therefore loses no event; events still undelivered at the deadline
-are logged at ERROR level with their full content, never dropped silently.
+:meth:`AuditEmitter.close` (the last thing the data producer's ``close()`` does, once every batch it
+accepted was counted; the mirror calls it before closing its producer) stops the thread, flushes the
+publishing producer (for the mirror: its copies, so that they are counted), emits the last counts and
+waits for the outbox to empty, resending what failed, until the close deadline (``timeout_s``, else
+``delivery_timeout_ms``), then closes the publishing producer if it is its own. A clean close therefore
+loses no event; events still undelivered at the deadline are logged at ERROR level with their full
+content, never dropped silently.
 
 Thread safety: the outbox is guarded by a lock that is never held while sending (a send may wait for
 buffer space, which the delivery callbacks free); making sure of the topic has a lock of its own, so the
@@ -43,23 +51,24 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from broker.client.audit_counter import AuditCounter
-from broker.client.audit_event import AuditEvent
+from audit.audit_counter import AuditCounter
+from audit.audit_event import AuditEvent
 from broker.client.errors import ClientError, TopicCreationError
 from broker.client.internal_topic import ensure_producer_topic
-from broker.client.producer_batch import RecordMetadata
-from broker.clock import Clock
+from broker.client.producer import Producer
+from broker.client.producer_batch import ProducerBatch, RecordMetadata
+from broker.client.producer_config import ProducerConfig
+from broker.clock import Clock, system_clock_ms
 from schemas.errors import SchemaError
 
 if TYPE_CHECKING:
-    from broker.client.audit_codec import AuditEventCodec
-    from broker.client.producer import Producer
-    from broker.client.producer_config import ProducerConfig
+    from audit.audit_codec import AuditEventCodec
 
 log = logging.getLogger(__name__)
 
@@ -69,34 +78,44 @@ _CLOSE_ROUNDS = 5
 
 def _new_codec(config: ProducerConfig) -> AuditEventCodec:
     # imported here: producers without an audit never load the registry client
-    from broker.client.audit_codec import AuditEventCodec  # noqa: PLC0415
+    from audit.audit_codec import AuditEventCodec  # noqa: PLC0415
 
     return AuditEventCodec.for_url(
         config.audit_registry_url, config.audit_topic, timeout_s=config.request_timeout_ms / 1000
     )
 
 
+def new_counter(config: ProducerConfig, clock_ms: Clock = system_clock_ms) -> AuditCounter:
+    """The counter of one producer object: its host, a fresh instance id, the configured window."""
+    return AuditCounter(
+        host=config.host_name or socket.gethostname(),
+        counter=f"{config.client_id}-{secrets.token_hex(4)}",
+        window_ms=config.audit_window_ms,
+        audit_topic=config.audit_topic,
+        clock_ms=clock_ms,
+    )
+
+
 class AuditEmitter:
-    """Publishes one producer's audit counts; see the module docstring."""
+    """Publishes one tier's audit counts; see the module docstring. A
+    :class:`~broker.client.delivery_listener.DeliveryListener`."""
 
     def __init__(
         self,
         producer: Producer,
         config: ProducerConfig,
-        host: str,
-        clock_ms: Clock,
+        counter: AuditCounter,
+        *,
+        owns_producer: bool,
         codec_factory: Callable[[ProducerConfig], AuditEventCodec] = _new_codec,
     ) -> None:
+        """``producer`` publishes the events (closed by :meth:`close` when ``owns_producer``); ``config``
+        holds the audit settings (``audit_*``, ``delivery_timeout_ms``, ``retry_backoff_ms``)."""
         self._producer = producer
+        self._owns_producer = owns_producer
         self._config = config
         self.topic = config.audit_topic
-        self.counter = AuditCounter(
-            host=host,
-            counter=f"{config.client_id}-{secrets.token_hex(4)}",
-            window_ms=config.audit_window_ms,
-            audit_topic=config.audit_topic,
-            clock_ms=clock_ms,
-        )
+        self.counter = counter
         self._codec_factory = codec_factory
         self._codec: AuditEventCodec | None = None
         self._lock = threading.Lock()
@@ -110,6 +129,27 @@ class AuditEmitter:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lumber-producer-audit", daemon=True)
         self._thread.start()
+
+    @classmethod
+    def for_producer(
+        cls,
+        config: ProducerConfig,
+        *,
+        bootstrap_servers: Sequence[str] | None = None,
+        zookeeper_connect: str | None = None,
+        clock_ms: Clock = system_clock_ms,
+    ) -> AuditEmitter:
+        """The emitter of a producer configured with ``config`` (``audit_interval_ms`` above 0), with a
+        publishing producer of its own on the same cluster and settings (never audited itself)."""
+        publishing = config.replace(audit_interval_ms=0, client_id=f"{config.client_id}-audit")
+        producer = Producer(
+            publishing, bootstrap_servers=bootstrap_servers, zookeeper_connect=zookeeper_connect
+        )
+        return cls(producer, config, new_counter(config, clock_ms), owns_producer=True)
+
+    def on_completion(self, batch: ProducerBatch, base_offset: int, error: BaseException | None) -> None:
+        """The data producer finished ``batch``: count it."""
+        self.counter.count_batch(batch, error)
 
     # ---------------------------------------------------------------------------------- emitting
 
@@ -227,7 +267,8 @@ class AuditEmitter:
         if self._thread is not threading.current_thread():
             self._thread.join(max(0.0, deadline - time.monotonic()))
         try:
-            self._producer.flush(max(0.0, deadline - time.monotonic()))  # the data: every outcome counted
+            # the mirror's copies go through this producer: every outcome counted before the last take
+            self._producer.flush(max(0.0, deadline - time.monotonic()))
             for _ in range(1 + _CLOSE_ROUNDS):
                 self.emit()
                 self._producer.flush(max(0.0, deadline - time.monotonic()))
@@ -250,3 +291,5 @@ class AuditEmitter:
                 )
             if self._codec is not None:
                 self._codec.close()
+            if self._owns_producer:
+                self._producer.close(max(0.0, deadline - time.monotonic()))

@@ -2,19 +2,20 @@
 
 The paper's producers "periodically generate a monitoring event, which records the number of messages
 published by that producer for each topic within a fixed time window" (section 4). An :class:`AuditCounter`
-does the counting for one producer object; :mod:`broker.client.audit_emitter` publishes what it counted.
+does the counting for one producer object (or, of tier ``mirror``, for one mirror, which feeds it with
+:meth:`AuditCounter.count_runs`); :mod:`audit.audit_emitter` publishes what it counted.
 
-How a record is counted, in the producer's delivery path:
+How a record is counted: the producer's delivery path tells the producer's delivery listener (the
+:class:`~audit.audit_emitter.AuditEmitter`) of every batch once it is done, and the listener hands it to
+:meth:`AuditCounter.count_batch`:
 
-1. :meth:`AuditCounter.drained`: when the sender takes a batch for its first request (its records are still
-   segments: :class:`~broker.record.record_encoder.Segment`), the batch's records are tallied per window of
-   their timestamp (count and value bytes) and the tally is held for the batch;
-2. :meth:`AuditCounter.done`: when the batch completes, its tally is added to the counts if it succeeded,
-   and dropped (counted as failed) if it failed. With ``acks`` 1 or ``all`` completion is the broker's
-   confirmation, so only confirmed records count; with ``acks`` 0 a batch succeeds when it is written to
-   the socket (nothing better is known). A batch that never reached a request (expired, closed) was never
-   tallied;
-3. :meth:`AuditCounter.take`: the counts since the previous take become :class:`AuditEvent` deltas, one per
+1. a batch that succeeded: its records (:meth:`~broker.client.producer_batch.ProducerBatch.record_runs`,
+   runs sharing a timestamp) are added per window of their timestamp (count and value bytes). With
+   ``acks`` 1 or ``all`` completion is the broker's confirmation, so only confirmed records count; with
+   ``acks`` 0 a batch succeeds when it is written to the socket (nothing better is known);
+2. a batch that failed (refused, expired, closed): its records are counted as failed, not in the windows;
+3. a raw batch (``send_batch``: records produced and counted elsewhere) is not counted;
+4. :meth:`AuditCounter.take`: the counts since the previous take become :class:`AuditEvent` deltas, one per
    (topic, window), all numbered with the next ``sequence`` (1, 2, ...). The event id is derived from
    (host, this counter's instance id, topic, window, sequence), so a re-sent event repeats its id.
 
@@ -23,17 +24,18 @@ is counted as ``missing_timestamp_count`` in the window of the moment it was con
 The counts are per producer object (``counter``: client id plus a random suffix): two producers on one host
 emit distinct events, and a restarted producer never reuses an id.
 
-Thread-safe: one lock guards the counts; ``drained`` runs in the sender thread, ``done`` in whichever thread
-completes a batch, ``take`` in the emitter's.
+Thread-safe: one lock guards the counts; ``count_batch`` runs in whichever thread completes a batch (it
+tallies the batch outside the lock), ``take`` in the emitter's.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from broker.client.audit_event import AuditEvent, producer_event_id
+from audit.audit_event import AuditEvent, AuditTier, mirror_event_id, producer_event_id
 from broker.clock import Clock, system_clock_ms
 
 if TYPE_CHECKING:
@@ -54,26 +56,6 @@ class WindowCounts:
         self.missing_timestamp_count += other.missing_timestamp_count
 
 
-@dataclass(slots=True)
-class _BatchTally:
-    """A drained batch's records per window start (``None``: records without a timestamp)."""
-
-    topic: str
-    windows: dict[int | None, WindowCounts] = field(default_factory=dict)
-
-    @property
-    def records(self) -> int:
-        return sum(c.count + c.missing_timestamp_count for c in self.windows.values())
-
-
-def _value_bytes(values: object, start: int, stop: int) -> int:
-    chunk = values[start:stop]  # type: ignore[index]
-    try:
-        return sum(map(len, chunk))
-    except TypeError:  # null values
-        return sum(len(v) for v in chunk if v is not None)
-
-
 class AuditCounter:
     """Counts one producer's confirmed records per (topic, window); see the module docstring."""
 
@@ -85,6 +67,7 @@ class AuditCounter:
         window_ms: int,
         audit_topic: str,
         clock_ms: Clock = system_clock_ms,
+        tier: AuditTier = "producer",
     ) -> None:
         if window_ms <= 0:
             raise ValueError(f"audit window_ms must be positive, got {window_ms}")
@@ -92,9 +75,14 @@ class AuditCounter:
         self.counter = counter
         self.window_ms = window_ms
         self.audit_topic = audit_topic
+        if tier == "load":
+            raise ValueError(
+                "an AuditCounter counts the producer or the mirror tier; the load's counts are its"
+            )
+        self.tier = tier
+        self._event_id = producer_event_id if tier == "producer" else mirror_event_id
         self._clock_ms = clock_ms
         self._lock = threading.Lock()
-        self._drained: dict[ProducerBatch, _BatchTally] = {}
         #: confirmed since the last take, per (topic, window start)
         self._unreported: dict[tuple[str, int], WindowCounts] = {}
         #: confirmed since the counter started, per (topic, window start)
@@ -104,52 +92,46 @@ class AuditCounter:
 
     # ---------------------------------------------------------------------------------- delivery path
 
-    def drained(self, batch: ProducerBatch) -> None:
-        """Tally ``batch``'s records (call before its first :meth:`~ProducerBatch.build`, while it still
-        holds its segments; later calls for the same batch are ignored)."""
-        if batch.topic == self.audit_topic:
+    def count_batch(self, batch: ProducerBatch, error: BaseException | None) -> None:
+        """``batch`` is done: count its records if it succeeded (see the module docstring)."""
+        if batch.is_raw or batch.topic == self.audit_topic:
+            return
+        if error is not None:
+            with self._lock:
+                self.failed_records += batch.count
+            return
+        self.count_runs(batch.topic, batch.record_runs())
+
+    def count_runs(self, topic: str, runs: Iterable[tuple[int, int, int]]) -> None:
+        """Count records of ``topic`` confirmed by the brokers, given as runs of (timestamp, record count,
+        value bytes) (the mirror passes one run per record). Records of the audit topic are not counted."""
+        if topic == self.audit_topic:
             return
         window_ms = self.window_ms
-        tally = _BatchTally(batch.topic)
-        windows = tally.windows
-        for segment in batch.segments:
-            start, stop, timestamp_ms = segment.start, segment.stop, segment.timestamp_ms
-            if stop - start == 1:
-                value = segment.values[start]
-                size = 0 if value is None else len(value)
-            else:
-                size = _value_bytes(segment.values, start, stop)
+        windows: dict[int | None, WindowCounts] = {}
+        for timestamp_ms, record_count, value_bytes in runs:
             key = None if timestamp_ms < 0 else timestamp_ms - timestamp_ms % window_ms
             counts = windows.get(key)
             if counts is None:
                 counts = windows[key] = WindowCounts()
             if key is None:
-                counts.missing_timestamp_count += stop - start
+                counts.missing_timestamp_count += record_count
             else:
-                counts.count += stop - start
-            counts.bytes += size
+                counts.count += record_count
+            counts.bytes += value_bytes
+        if not windows:
+            return
         with self._lock:
-            self._drained.setdefault(batch, tally)
-
-    def done(self, batch: ProducerBatch, error: BaseException | None) -> None:
-        """``batch`` completed: count its tally if it succeeded (see the module docstring)."""
-        with self._lock:
-            tally = self._drained.pop(batch, None)
-            if tally is None:
-                return
-            if error is not None:
-                self.failed_records += tally.records
-                return
-            for start, counts in tally.windows.items():
+            for start, counts in windows.items():
                 if start is None:
                     now = self._clock_ms()
-                    key = (tally.topic, now - now % self.window_ms)
+                    at = (topic, now - now % window_ms)
                 else:
-                    key = (tally.topic, start)
+                    at = (topic, start)
                 for table in (self._unreported, self._totals):
-                    found = table.get(key)
+                    found = table.get(at)
                     if found is None:
-                        found = table[key] = WindowCounts()
+                        found = table[at] = WindowCounts()
                     found.add(counts)
 
     # ---------------------------------------------------------------------------------- reporting
@@ -166,7 +148,7 @@ class AuditCounter:
         return [
             AuditEvent(
                 topic=topic,
-                tier="producer",
+                tier=self.tier,
                 host=self.host,
                 window_start_ms=window_start_ms,
                 window_ms=self.window_ms,
@@ -174,7 +156,7 @@ class AuditCounter:
                 bytes=counts.bytes,
                 malformed_count=0,
                 missing_timestamp_count=counts.missing_timestamp_count,
-                event_id=producer_event_id(
+                event_id=self._event_id(
                     self.host, self.counter, topic, window_start_ms, self.window_ms, sequence
                 ),
                 emitted_at_ms=emitted_at_ms,
@@ -191,9 +173,3 @@ class AuditCounter:
                 key: WindowCounts(c.count, c.bytes, c.missing_timestamp_count)
                 for key, c in self._totals.items()
             }
-
-    @property
-    def in_flight_batches(self) -> int:
-        """Batches tallied and not completed yet."""
-        with self._lock:
-            return len(self._drained)

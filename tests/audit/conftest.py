@@ -1,5 +1,5 @@
-"""Fixtures of the client tests: one schema registry process for the audit's tests (the producer tier's
-events are Avro, their schema registered on first use)."""
+"""Fixtures of the audit's tests: one schema registry process (the events are Avro, their schema registered
+on first use)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def registry(
     zookeeper_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RegistryProcess]:
     process = launch_registry(
-        make_chroot(zookeeper_server.connect, "client_audit_registry"), tmp_path_factory.mktemp("registry")
+        make_chroot(zookeeper_server.connect, "audit_registry"), tmp_path_factory.mktemp("registry")
     )
     yield process
     process.stop()
