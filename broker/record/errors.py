@@ -1,6 +1,7 @@
 """Errors of the record format, all under :class:`RecordError` (itself a :class:`broker.errors.BrokerError`).
 
-Every class carries ``kafka_error_code``, the Kafka protocol error code a broker answers with::
+The Kafka protocol error code each answers with, noted in brackets below, comes from the broker's one
+table, :mod:`broker.server.error_codes`::
 
     BrokerError
     └── RecordError                    (CORRUPT_MESSAGE 2)
@@ -21,8 +22,6 @@ from broker.errors import BrokerError
 class RecordError(BrokerError):
     """Root of the record format's errors."""
 
-    kafka_error_code = 2  # CORRUPT_MESSAGE
-
 
 class CorruptRecordError(RecordError):
     """A record batch fails validation: bad magic, impossible lengths, CRC mismatch or undecodable records.
@@ -31,8 +30,6 @@ class CorruptRecordError(RecordError):
     position of the batch there, ``offset`` its base offset when known, ``reason`` what was wrong with
     expected vs actual values.
     """
-
-    kafka_error_code = 2  # CORRUPT_MESSAGE
 
     def __init__(
         self, where: str, reason: str, *, position: int | None = None, offset: int | None = None
@@ -54,13 +51,9 @@ class CorruptRecordError(RecordError):
 class UnsupportedCompressionError(CorruptRecordError):
     """A batch names a compression codec that Kafka does not define (attributes bits 0-2 above 4)."""
 
-    kafka_error_code = 76  # UNSUPPORTED_COMPRESSION_TYPE
-
 
 class InvalidRecordError(RecordError):
     """An intact batch that a partition does not accept (record count, offset range, control batch...)."""
-
-    kafka_error_code = 87  # INVALID_RECORD
 
     def __init__(self, where: str, reason: str, *, position: int | None = None) -> None:
         self.where = where
@@ -72,5 +65,3 @@ class InvalidRecordError(RecordError):
 
 class InvalidTopicError(RecordError):
     """A topic name or partition breaks Kafka's rules (``[a-zA-Z0-9._-]``, 1-249 chars, not . or ..)."""
-
-    kafka_error_code = 17  # INVALID_TOPIC_EXCEPTION
