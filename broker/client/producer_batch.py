@@ -349,15 +349,18 @@ class ProducerBatch:
             encoded = self.encoded = b"".join(parts)
             self.raw_parts = None
             return encoded
-        encoded = self.encoded = pack_batch(
-            encode_records(self.segments, self.count, self.first_timestamp_ms),
-            self.count,
-            self.first_timestamp_ms,
+        count = self.count
+        first_timestamp_ms = self.first_timestamp_ms
+        encoded = self.encoded = pack_batch(  # by position: base offset 0, then the producer fields
+            encode_records(self.segments, count, first_timestamp_ms),
+            count,
+            first_timestamp_ms,
             self.max_timestamp_ms,
             self.codec,
-            producer_id=self.producer_id,
-            producer_epoch=self.producer_epoch,
-            base_sequence=self.base_sequence,
+            0,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
         )
         if not self.keep_records:
             self.segments = []  # the values are in the bytes now
@@ -387,7 +390,7 @@ class ProducerBatch:
             self.error = error
             self.done = True
             event = self._event
-            if self.encoded is not None:
+            if self.keep_records and self.encoded is not None:  # (otherwise dropped once built)
                 self.segments = []  # read by the listener before: the bytes hold the values
         if event is not None:
             event.set()

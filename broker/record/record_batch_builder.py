@@ -53,7 +53,6 @@ def pack_batch(
     first_timestamp_ms: int,
     max_timestamp_ms: int,
     codec: CompressionType = CompressionType.NONE,
-    *,
     base_offset: int = 0,
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = NO_PRODUCER_EPOCH,
@@ -62,9 +61,10 @@ def pack_batch(
     is_transactional: bool = False,
 ) -> bytes:
     """The batch of ``count`` encoded ``records`` (offset deltas 0 .. count - 1): compressed with
-    ``codec`` when that makes them smaller, with its header and CRC."""
+    ``codec`` when that makes them smaller, with its header and CRC. Every argument may be given by
+    position: the producer calls it once per batch (``send()`` at batch size 1), where keywords cost."""
     attributes = 0
-    if codec != CompressionType.NONE:
+    if codec:  # CompressionType.NONE is 0
         compressed = compress(codec, records)
         if len(compressed) < len(records):
             records = compressed

@@ -106,8 +106,19 @@ def encode_records(segments: Sequence[Segment], count: int, first_timestamp_ms: 
 
 
 def _encode_one(segment: Segment) -> bytes:
-    """The one record of a one-record batch (batch size 1): timestamp and offset deltas are 0."""
-    return encode_record(0, 0, segment.key_part, segment.values[segment.start], segment.headers)
+    """The one record of a one-record batch (batch size 1): :func:`encode_record` with timestamp and offset
+    deltas 0, inlined (one call per batch less, no varint look-ups for the deltas: it runs once per
+    ``send()`` at batch size 1)."""
+    values, start, _stop, _timestamp_ms, key, headers = segment
+    value = values[start]
+    if value is None:
+        value_prefix, value = NULL_PART, b""
+    else:
+        n = len(value)
+        value_prefix = _SMALL[n] if n < _SMALL_LIMIT else encode_varint(n)
+    body = 3 + len(key) + len(value_prefix) + len(value) + len(headers)  # attributes and both deltas: 1 byte
+    length = _SMALL[body] if body < _SMALL_LIMIT else encode_varint(body)
+    return b"".join((length, b"\x00\x00\x00", key, value_prefix, value, headers))
 
 
 def encode_records_python(segments: Sequence[Segment], first_timestamp_ms: int) -> bytes:
