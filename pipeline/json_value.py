@@ -12,7 +12,7 @@ disk readable:
   keys in the outer object, in its place (``{"task": 0, "topic": ..., "partition": ..., "rows": ...}``) and
   read back from them;
 * ``JSON_FORMAT`` (when not ``None``) is written first as ``"format"`` and checked on reading;
-* ``Offsets`` (a mapping of :class:`~broker.log.topic_partition.TopicPartition` to an offset) is written as
+* ``Offsets`` (a mapping of :class:`~broker.record.topic_partition.TopicPartition` to an offset) is written as
   ``{"<topic>": {"<partition>": offset}}``, sorted.
 
 A value that does not fit raises :class:`~pipeline.load_errors.MalformedJsonError` naming the file
