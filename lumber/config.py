@@ -28,7 +28,7 @@ both are set the new key wins. The sections that need such a value keep it as a 
 (``config.producer.audit_topic``), which :class:`LumberConfig` fills in from the one key.
 
 Sections owned by other packages (the broker's, the clients', the registry's) are declared in those
-packages and composed here, so that each package can take its own settings without importing the pipeline.
+packages and composed here, so that each package can take its own settings without importing the app.
 """
 
 from __future__ import annotations
