@@ -182,6 +182,72 @@ class BrokerConfig(ConfigSection):
         le=65535,
     )
 
+    default_replication_factor: int = setting(
+        1,
+        "Replicas of an auto-created topic, and of a CreateTopics request or `lumber topics create` that "
+        "asks for the broker default (Kafka's default.replication.factor). `lumber dev up --brokers N` "
+        "sets it to min(N, 3).",
+        ge=1,
+        le=32,
+    )
+    min_insync_replicas: int = setting(
+        1,
+        "An acks=all produce is refused with NOT_ENOUGH_REPLICAS while a partition's ISR is smaller "
+        "than this (Kafka's min.insync.replicas); a topic's own `min.insync.replicas` config wins.",
+        ge=1,
+        le=32,
+    )
+    unclean_leader_election: bool = setting(
+        False,
+        "Let the controller elect a live replica outside the ISR when no ISR member is live: the "
+        "partition comes back, losing what only the dead ISR held (Kafka's "
+        "unclean.leader.election.enable). Off: the partition stays offline until an ISR member returns.",
+    )
+    replica_lag_time_max_ms: int = setting(
+        10_000,
+        "A follower that has not caught up with the leader's log end for this long leaves the ISR; "
+        "it rejoins once caught up (Kafka's replica.lag.time.max.ms).",
+        ge=100,
+    )
+    replica_fetch_wait_max_ms: int = setting(
+        500,
+        "How long a follower's Fetch waits at the leader for new data (Kafka's replica.fetch.wait.max.ms); "
+        "keep it well below replica_lag_time_max_ms.",
+        ge=1,
+    )
+    replica_fetch_max_bytes: int = setting(
+        1024 * 1024,
+        "Bytes a follower asks for per partition in one Fetch (Kafka's replica.fetch.max.bytes; one "
+        "larger batch is still returned whole).",
+        ge=1024,
+    )
+    replica_fetch_backoff_ms: int = setting(
+        1000,
+        "How long a follower waits before fetching again after an error (Kafka's replica.fetch.backoff.ms).",
+        ge=1,
+    )
+    num_replica_fetchers: int = setting(
+        1, "Fetcher threads per leader broker that this broker follows (Kafka's num.replica.fetchers).", ge=1
+    )
+    auto_leader_rebalance: bool = setting(
+        True,
+        "The controller moves leadership back to each partition's preferred (first) replica when it is "
+        "live and in the ISR, every leader_imbalance_check_interval_ms "
+        "(Kafka's auto.leader.rebalance.enable).",
+    )
+    leader_imbalance_check_interval_ms: int = setting(
+        300_000,
+        "How often the controller checks for partitions led by another replica than their preferred "
+        "one (Kafka's leader.imbalance.check.interval.seconds).",
+        ge=100,
+    )
+    controlled_shutdown: bool = setting(
+        True,
+        "On SIGTERM, move leadership of this broker's partitions to other in-sync replicas before "
+        "stopping, so that clients see no failed request (Kafka's controlled.shutdown.enable); waits "
+        "at most shutdown_timeout_ms.",
+    )
+
     @property
     def advertised(self) -> str:
         return self.advertised_host or self.host
