@@ -30,10 +30,13 @@ CreateTopics      19  2-7       5+        Kafka 4.0's range; both admin clients 
 DeleteTopics      20  1-6       4+        Kafka 4.0's range.
 InitProducerId    22  0-4       2+        kafka-python producers are idempotent by default and ask for a
                                           producer id first; v4 is kafka-python's highest.
+OffsetFor-        23  2-4       4+        followers find where their log diverges from the leader's
+LeaderEpoch                               (KIP-101/279); consumers validate their position after a
+                                          leader change (KIP-320). v2 adds the current leader epoch
+                                          that fences old metadata; v0-v1 are deprecated.
 ===============  ===  ========  ========  ===========================================================
 
-Nothing else is advertised, and on purpose: without OffsetForLeaderEpoch (and with Metadata leader epochs
-of -1) clients skip KIP-320 offset validation; without fetch sessions in the answers (``session_id`` 0)
+Nothing else is advertised, and on purpose: without fetch sessions in the answers (``session_id`` 0)
 they send full fetches; without GetTelemetrySubscriptions librdkafka sends no telemetry; the admin
 clients' create, list and delete use only CreateTopics, Metadata and DeleteTopics. With these ranges
 kafka-python identifies the broker as Kafka 2.8 (its newest probe that matches is Produce v9), which keeps
@@ -45,10 +48,11 @@ ListOffsets v6, Fetch v12; its admin client CreateTopics v7, DeleteTopics v6. li
 Metadata v12, Produce v9 (gzip, snappy, lz4 and zstd all enabled), FindCoordinator v2, ListOffsets v6,
 Fetch v12, CreateTopics v4, DeleteTopics v4.
 
-What this asks of a server: Metadata leader epochs -1 and a ``controller_id`` that is a live broker (the
-admin clients send CreateTopics/DeleteTopics to it); ignore Fetch ``current_leader_epoch`` (librdkafka sends
-0 when Metadata v9+ epochs are -1) and ``session_id``/``session_epoch``, answer ``session_id`` 0; no
-response to Produce with ``acks`` 0; FindCoordinator COORDINATOR_NOT_AVAILABLE; InitProducerId v3+ with a
+What this asks of a server: Metadata's real leader epochs (from the partition state) and a
+``controller_id`` that is a live broker (the admin clients send CreateTopics/DeleteTopics to it); Fetch,
+ListOffsets and OffsetForLeaderEpoch ``current_leader_epoch`` checked against the leader's (-1: unchecked),
+since clients send the epoch Metadata gave them; ignore ``session_id``/``session_epoch``, answer
+``session_id`` 0; no response to Produce with ``acks`` 0; FindCoordinator COORDINATOR_NOT_AVAILABLE; InitProducerId v3+ with a
 known producer id bumps its epoch; DeleteTopics v6 entries with only a topic id get UNKNOWN_TOPIC_ID.
 Bytes after a request body are ignored, as Kafka does: librdkafka sends an all-topics Metadata v12 request
 with three stray bytes (see :mod:`.codec`), which therefore reads ``allow_auto_topic_creation`` false.

@@ -27,6 +27,11 @@ from broker.protocol.messages.init_producer_id import (
 )
 from broker.protocol.messages.list_offsets import LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse
 from broker.protocol.messages.metadata import METADATA, MetadataRequest, MetadataResponse
+from broker.protocol.messages.offset_for_leader_epoch import (
+    OFFSET_FOR_LEADER_EPOCH,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
 from broker.protocol.messages.produce import PRODUCE, ProduceRequest, ProduceResponse
 
 #: Every API Lumber implements, by API key.
@@ -40,6 +45,7 @@ SUPPORTED_APIS: tuple[ApiSpec, ...] = (
     CREATE_TOPICS,
     DELETE_TOPICS,
     INIT_PRODUCER_ID,
+    OFFSET_FOR_LEADER_EPOCH,
 )
 
 #: A decoded request body.
@@ -53,6 +59,7 @@ RequestBody = (
     | CreateTopicsRequest
     | DeleteTopicsRequest
     | InitProducerIdRequest
+    | OffsetForLeaderEpochRequest
 )
 
 #: A response body.
@@ -66,6 +73,7 @@ ResponseBody = (
     | CreateTopicsResponse
     | DeleteTopicsResponse
     | InitProducerIdResponse
+    | OffsetForLeaderEpochResponse
 )
 
 APIS_BY_KEY: dict[int, ApiSpec] = {int(spec.key): spec for spec in SUPPORTED_APIS}

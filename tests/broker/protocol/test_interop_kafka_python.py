@@ -44,7 +44,14 @@ with warnings.catch_warnings():
         DeleteTopicsResponse,
     )
     from kafka.protocol.broker_version_data import BrokerVersionData
-    from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
+    from kafka.protocol.consumer import (
+        FetchRequest,
+        FetchResponse,
+        ListOffsetsRequest,
+        ListOffsetsResponse,
+        OffsetForLeaderEpochRequest,
+        OffsetForLeaderEpochResponse,
+    )
     from kafka.protocol.metadata import (
         ApiVersionsRequest,
         ApiVersionsResponse,
@@ -73,6 +80,7 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
     ApiKey.CREATE_TOPICS: (CreateTopicsRequest, CreateTopicsResponse),
     ApiKey.DELETE_TOPICS: (DeleteTopicsRequest, DeleteTopicsResponse),
     ApiKey.INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
 }
 
 # kafka-python renames Metadata's authorized-operations fields and decodes them as sets of bit numbers.
