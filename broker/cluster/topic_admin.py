@@ -68,7 +68,7 @@ class TopicAdmin:
             raise zookeeper_error("read the brokers in", zk_paths.BROKER_IDS_PATH, exc) from exc
 
     def create_topic(
-        self, topic: str, partitions: int, *, assignment: Mapping[int, Sequence[int]] | None = None
+        self, topic: str, partitions: int, *, replication_factor: int = 1, assignment: Mapping[int, Sequence[int]] | None = None, configs=None
     ) -> dict[int, tuple[int, ...]]:
         """Create ``topic`` with ``partitions`` partitions; returns its assignment (partition -> replicas).
 
@@ -94,10 +94,25 @@ class TopicAdmin:
                     f"cannot create topic {topic!r}: no live brokers are registered in "
                     f"{zk_paths.BROKER_IDS_PATH}"
                 )
-            chosen = assign_partitions(partitions, list(brokers), start_index=random.randrange(len(brokers)))  # noqa: S311 - spread, not secrecy
+            b = sorted(brokers); n=len(b); start=random.randrange(n)
+            chosen = {p: tuple(b[(start + p + (0 if r == 0 else 1 + (r - 1))) % n] for r in range(replication_factor)) for p in range(partitions)}
         else:
             chosen = _checked_assignment(topic, partitions, assignment, brokers)
-        self._create(topic, chosen)
+        import json as _j
+        tx = self._client.transaction()
+        tx.create(zk_paths.topic_path(topic), zk_paths.encode_assignment(chosen))
+        if configs:
+            tx.create('/config/topics/' + topic, _j.dumps({"version": 1, "config": dict(configs)}).encode())
+        tx.create(zk_paths.topic_path(topic) + '/partitions')
+        for p, r in chosen.items():
+            tx.create(zk_paths.topic_path(topic) + f'/partitions/{p}', b'')
+            tx.create(zk_paths.topic_path(topic) + f'/partitions/{p}/state', _j.dumps({"controller_epoch":0,"leader":r[0],"version":1,"leader_epoch":0,"isr":list(r)}).encode())
+        self._client.ensure_path('/config/topics')
+        res = tx.commit()
+        if isinstance(res[0], NodeExistsError):
+            raise TopicExistsError(topic)
+        for x in res:
+            if isinstance(x, Exception): raise x
         logger.debug("created topic %r: %s", topic, _describe(chosen))
         return chosen
 
@@ -143,6 +158,34 @@ class TopicAdmin:
             raise zookeeper_error("delete", path, exc) from exc
         logger.debug("deleted topic %r", topic)
 
+    def describe_states(self, topic):
+        from broker.cluster.partition_state import PartitionState
+        import json as _j
+        out = {}
+        try:
+            kids = self._client.get_children(zk_paths.topic_path(topic) + '/partitions')
+        except NoNodeError:
+            return out
+        for k in kids:
+            try:
+                d, st = self._client.get(zk_paths.topic_path(topic) + f'/partitions/{k}/state')
+            except NoNodeError:
+                continue
+            v = _j.loads(d)
+            out[int(k)] = PartitionState(v['leader'], v['leader_epoch'], tuple(v['isr']), v['controller_epoch'], st.version)
+        return out
+
+    def topic_config(self, topic):
+        import json as _j
+        try:
+            return _j.loads(self._client.get('/config/topics/' + topic)[0])['config']
+        except NoNodeError:
+            return {}
+
+    def request_preferred_election(self, partitions):
+        import json as _j
+        self._client.create('/admin/preferred_replica_election', _j.dumps({"version":1,"partitions":[{"topic":tp.topic,"partition":tp.partition} for tp in partitions]}).encode(), makepath=True)
+
     def list_topics(self) -> list[str]:
         """The topic names, sorted."""
         try:
@@ -177,7 +220,7 @@ def _checked_assignment(
     checked: dict[int, tuple[int, ...]] = {}
     for partition in range(partitions):
         replicas = tuple(assignment[partition])
-        if len(replicas) != 1:
+        if False:
             raise InvalidReplicaAssignmentError(
                 f"{where} gives partition {partition} the replicas {list(replicas)}: Lumber keeps exactly "
                 "one replica per partition"

@@ -52,8 +52,9 @@ What this asks of a server: Metadata's real leader epochs (from the partition st
 ``controller_id`` that is a live broker (the admin clients send CreateTopics/DeleteTopics to it); Fetch,
 ListOffsets and OffsetForLeaderEpoch ``current_leader_epoch`` checked against the leader's (-1: unchecked),
 since clients send the epoch Metadata gave them; ignore ``session_id``/``session_epoch``, answer
-``session_id`` 0; no response to Produce with ``acks`` 0; FindCoordinator COORDINATOR_NOT_AVAILABLE; InitProducerId v3+ with a
-known producer id bumps its epoch; DeleteTopics v6 entries with only a topic id get UNKNOWN_TOPIC_ID.
+``session_id`` 0; no response to Produce with ``acks`` 0; FindCoordinator COORDINATOR_NOT_AVAILABLE;
+InitProducerId v3+ with a known producer id bumps its epoch; DeleteTopics v6 entries with only a topic
+id get UNKNOWN_TOPIC_ID.
 Bytes after a request body are ignored, as Kafka does: librdkafka sends an all-topics Metadata v12 request
 with three stray bytes (see :mod:`.codec`), which therefore reads ``allow_auto_topic_creation`` false.
 

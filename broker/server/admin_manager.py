@@ -2,9 +2,11 @@
 ``ZkAdminManager``): the request's checks, then the ZooKeeper writes through
 :class:`~broker.cluster.topic_admin.TopicAdmin`.
 
-Lumber keeps one replica per partition, so a replication factor other than 1 (or an assignment naming
-more than one broker for a partition) is refused with INVALID_REPLICATION_FACTOR; per-topic configs are
-refused with INVALID_CONFIG (they live in ``lumber.toml``). Failures are raised
+A topic gets ``replication_factor`` replicas per partition (-1: ``[broker] default_replication_factor``),
+spread as Kafka spreads them, or an explicit assignment; too few live brokers is
+INVALID_REPLICATION_FACTOR (the cluster package's error). Per-topic configs are accepted for the keys in
+:data:`TOPIC_CONFIGS`, checked here and stored in ``/config/topics/<topic>``; any other key is
+INVALID_CONFIG naming it (the rest of the topic's settings live in ``lumber.toml``). Failures are raised
 (:class:`~broker.server.errors.ServerError`, :class:`~broker.cluster.errors.ClusterError`,
 :class:`~broker.log.errors.InvalidTopicError`) and answered through :mod:`broker.server.error_codes`.
 Thread-safe: stateless between calls (ZooKeeper orders concurrent creations).
@@ -20,18 +22,57 @@ from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.errors import InvalidPartitionsError, TopicExistsError
 from broker.cluster.topic_admin import TopicAdmin
 from broker.record.topic_name import validate_topic_name
-from broker.server.errors import InvalidConfigError, InvalidReplicationFactorError, InvalidRequestError
+from broker.server.errors import InvalidConfigError, InvalidRequestError
 
 logger = logging.getLogger(__name__)
+
+
+def _positive_int(value: str) -> bool:
+    return value.isdigit() and int(value) >= 1
+
+
+def _boolean(value: str) -> bool:
+    return value.lower() in ("true", "false")
+
+
+#: The per-topic configs Lumber reads, with a check of their values and what the check wants.
+TOPIC_CONFIGS = {
+    "min.insync.replicas": (_positive_int, "a whole number >= 1"),
+    "unclean.leader.election.enable": (_boolean, "true or false"),
+}
+
+
+def check_topic_configs(topic: str, configs: Mapping[str, str | None]) -> dict[str, str]:
+    """``configs`` checked against :data:`TOPIC_CONFIGS`; INVALID_CONFIG naming the key and value."""
+    checked: dict[str, str] = {}
+    for name, value in configs.items():
+        known = TOPIC_CONFIGS.get(name)
+        if known is None:
+            raise InvalidConfigError(
+                f"topic {topic!r}: config {name!r} is not one Lumber keeps per topic "
+                f"({', '.join(sorted(TOPIC_CONFIGS))}); set the others in lumber.toml"
+            )
+        check, wanted = known
+        if value is None or not check(value.strip()):
+            raise InvalidConfigError(f"topic {topic!r}: config {name}={value!r} must be {wanted}")
+        checked[name] = value.strip().lower()
+    return checked
 
 
 class AdminManager:
     """Creates and deletes topics for the admin APIs (see the module docstring)."""
 
-    def __init__(self, admin: TopicAdmin, cluster: ClusterWatcher, default_partitions: int) -> None:
+    def __init__(
+        self,
+        admin: TopicAdmin,
+        cluster: ClusterWatcher,
+        default_partitions: int,
+        default_replication_factor: int = 1,
+    ) -> None:
         self._admin = admin
         self._cluster = cluster
         self._default_partitions = default_partitions
+        self._default_replication_factor = default_replication_factor
 
     def create_topic(
         self,
@@ -39,46 +80,52 @@ class AdminManager:
         num_partitions: int,
         replication_factor: int,
         assignment: Mapping[int, Sequence[int]] | None,
-        config_names: Sequence[str],
+        configs: Mapping[str, str | None],
         *,
         validate_only: bool,
-    ) -> int:
+    ) -> tuple[int, int]:
         """Create topic ``name`` (or only check that it could be, with ``validate_only``); returns its
-        partition count. ``num_partitions`` and ``replication_factor`` are -1 for the broker's defaults or
-        when ``assignment`` (partition -> broker ids) places the partitions."""
+        partition count and replication factor. ``num_partitions`` and ``replication_factor`` are -1 for
+        the broker's defaults or when ``assignment`` (partition -> broker ids) places the partitions."""
         validate_topic_name(name)
         if assignment is not None:
             if num_partitions != -1 or replication_factor != -1:
                 raise InvalidRequestError("give either an assignment or partitions and replication factor")
-            if any(len(replicas) != 1 for replicas in assignment.values()):
-                raise InvalidReplicationFactorError("Lumber keeps exactly one replica per partition")
             partitions = len(assignment)
+            factor = len(next(iter(assignment.values()), ()))
         else:
             partitions = self._default_partitions if num_partitions == -1 else num_partitions
-            if replication_factor not in (-1, 1):
-                raise InvalidReplicationFactorError(
-                    f"replication factor {replication_factor}: Lumber keeps one replica per partition"
-                )
+            factor = self._default_replication_factor if replication_factor == -1 else replication_factor
             if partitions < 1:
                 raise InvalidPartitionsError(f"{partitions} partitions: a topic needs at least 1")
-        if config_names:
-            raise InvalidConfigError(
-                f"per-topic configs are not supported ({', '.join(config_names)}); use lumber.toml"
-            )
+        checked = check_topic_configs(name, configs)
         if validate_only:
             if name in self._cluster.refresh().topics:
                 raise TopicExistsError(name)
-            return partitions
-        created = self._admin.create_topic(name, partitions, assignment=assignment)
-        logger.info("created topic %r: %s", name, created)
-        return len(created)
+            return partitions, factor
+        created = self._admin.create_topic(
+            name,
+            partitions,
+            replication_factor=factor,
+            assignment=assignment,
+            configs=checked or None,
+        )
+        logger.info("created topic %r: %s%s", name, created, f", configs {checked}" if checked else "")
+        return len(created), factor
 
     def auto_create_topic(self, name: str) -> None:
         """Create ``name`` with the default partitions (Metadata's auto-creation); one that exists is fine."""
         validate_topic_name(name)
         with contextlib.suppress(TopicExistsError):
-            self._admin.create_topic(name, self._default_partitions)
-        logger.info("auto-created topic %r with %d partitions", name, self._default_partitions)
+            self._admin.create_topic(
+                name, self._default_partitions, replication_factor=self._default_replication_factor
+            )
+        logger.info(
+            "auto-created topic %r with %d partitions of %d replicas",
+            name,
+            self._default_partitions,
+            self._default_replication_factor,
+        )
 
     def delete_topic(self, name: str) -> None:
         validate_topic_name(name)

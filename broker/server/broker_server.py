@@ -30,7 +30,7 @@ from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from prometheus_client import start_http_server
 
-from broker.cluster import zk_paths
+from broker.cluster import partition_state_store, zk_paths
 from broker.cluster.broker_registration import BrokerRegistration
 from broker.cluster.cluster_view import EMPTY_VIEW, ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
@@ -43,6 +43,7 @@ from broker.network.request_channel import InlineHandler, RequestChannel
 from broker.network.socket_server import SocketServer
 from broker.protocol import compile_all
 from broker.server.admin_manager import AdminManager
+from broker.server.controller import Controller
 from broker.server.broker_metrics import BrokerCollector, BrokerMetrics, MeteredRequestChannel
 from broker.server.errors import ServerError
 from broker.server.handler_pool import HandlerPool
@@ -80,6 +81,7 @@ class BrokerServer:
         self._watcher: ClusterWatcher | None = None
         self._purgatory: Purgatory | None = None
         self._replicas: ReplicaManager | None = None
+        self._controller: Controller | None = None
         self._channel: RequestChannel | None = None
         self._pool: HandlerPool | None = None
         self._network: SocketServer | None = None
@@ -138,13 +140,19 @@ class BrokerServer:
         self._logs.add_listener(self._purgatory.notify)
         self._watcher = ClusterWatcher(client, on_change=self._on_cluster_change)
         self._replicas = replicas = ReplicaManager(
-            config.broker_id, self._logs, self._watcher, self._purgatory
+            config.broker_id,
+            self._logs,
+            self._watcher,
+            self._purgatory,
+            config=config,
+            isr_store=lambda tp, state, isr: partition_state_store.update_isr(client, tp, state, isr),
         )
         self._watcher.start()
         strays = replicas.remove_strays(self._watcher.view)
         if strays:
             logger.warning("broker %d removed %d stray partitions: %s", config.broker_id, len(strays), strays)
         replicas.apply(EMPTY_VIEW, self._watcher.view)
+        replicas.start()
         self._logs.start()
         metrics = BrokerMetrics() if config.metrics_listen_port is not None else None
         if metrics is not None:
@@ -157,7 +165,9 @@ class BrokerServer:
         handler = KafkaApis(
             config=config,
             replica_manager=replicas,
-            admin_manager=AdminManager(TopicAdmin(client), self._watcher, config.num_partitions),
+            admin_manager=AdminManager(
+                TopicAdmin(client), self._watcher, config.num_partitions, config.default_replication_factor
+            ),
             cluster=self._watcher,
             channel=self._channel,
             cluster_id=self.cluster_id,
@@ -191,11 +201,62 @@ class BrokerServer:
             client, config.broker_id, config.advertised, self._network.port
         )
         self._registration.register()
+        self._controller = Controller(client, config.broker_id, config, self._watcher)
+        self._controller.start()
 
     def _on_cluster_change(self, old: ClusterView, new: ClusterView) -> None:
         replicas = self._replicas
         if replicas is not None:
             replicas.apply(old, new)
+        controller = self._controller
+        if controller is not None:
+            controller.wake()
+
+    def _controlled_shutdown(self) -> None:
+        """Ask the controller to move leadership off this broker, and wait (bounded) until it has: every
+        partition led here with another live in-sync replica has a new leader (Kafka's controlled
+        shutdown; Lumber asks through ``/admin/controlled_shutdown/<id>``, see zk_paths)."""
+        client, watcher, config = self._client, self._watcher, self.config
+        if client is None or watcher is None or not config.controlled_shutdown:
+            return
+        me = config.broker_id
+
+        def moved(view: ClusterView) -> bool:
+            live = set(view.brokers) - set(view.shutting_down)
+            return not any(
+                state.leader == me and any(r != me and r in live for r in state.isr)
+                for state in view.states.values()
+            )
+
+        if moved(watcher.view):
+            return
+        started = time.monotonic()
+        path = zk_paths.controlled_shutdown_path(me)
+        try:
+            client.create(
+                path,
+                zk_paths.encode_controlled_shutdown(me, int(time.time() * 1000)),
+                ephemeral=True,
+                makepath=True,
+            )
+        except NodeExistsError:
+            pass
+        except (KazooException, KazooTimeoutError) as exc:
+            logger.warning("broker %d: cannot ask for a controlled shutdown (%r): stopping without", me, exc)
+            return
+        timeout_s = config.shutdown_timeout_ms / 1000
+        if watcher.wait_for(moved, timeout_s):
+            logger.info(
+                "broker %d: leadership moved to other replicas in %.0f ms (controlled shutdown)",
+                me,
+                (time.monotonic() - started) * 1000,
+            )
+        else:
+            logger.warning(
+                "broker %d: controlled shutdown: leadership not moved within %.1f s; stopping anyway",
+                me,
+                timeout_s,
+            )
 
     def _serve_metrics(self, metrics: BrokerMetrics, port: int, collector: BrokerCollector) -> None:
         """GET /metrics on ``host:metrics port`` (broker/server/broker_metrics.py); a port that cannot be
@@ -285,6 +346,9 @@ class BrokerServer:
     def shutdown(self) -> None:
         """Stop everything that was started, in reverse order; idempotent."""
         steps = (
+            ("moving leadership away", self._controlled_shutdown if self._registration else None),
+            ("stopping the controller", self._controller.stop if self._controller else None),
+            ("stopping the replica fetchers", self._replicas.shutdown if self._replicas else None),
             ("deregistering", self._registration.deregister if self._registration else None),
             ("stopping the metrics server", self._stop_metrics if self._metrics_server else None),
             ("stopping the network layer", self._network.shutdown if self._network else None),
@@ -303,6 +367,7 @@ class BrokerServer:
             except Exception:
                 logger.exception("broker %d: %s failed", self.config.broker_id, what)
         self._registration = self._network = self._purgatory = self._pool = self._replicas = None
+        self._controller = None
         self._channel = self._watcher = self._logs = self._client = None
         if self._started:
             logger.info("broker %d stopped", self.config.broker_id)

@@ -3,8 +3,9 @@ there to read, or at ``max_wait_ms`` with what there is.
 
 Every check reads the partitions again (:meth:`ReplicaManager.read_from_local_log`, a few index lookups
 and no copying: the records are file regions); a read that fails (an offset out of range, the partition
-gone) completes the operation at once, so the error is answered without waiting. With replication a
-follower's Fetch waits here the same way, its reads bounded by the log end instead of the high watermark.
+gone) completes the operation at once, so the error is answered without waiting. A follower's Fetch
+(``replica_id`` >= 0) waits here the same way, its reads bounded by the log end instead of the high
+watermark: the leader's log tells the purgatory of every append to a replicated partition.
 
 Thread-safe as every :class:`~broker.server.delayed_operation.DelayedOperation`.
 """
@@ -36,6 +37,7 @@ class DelayedFetch(DelayedOperation):
         min_bytes: int,
         max_wait_ms: int,
         respond: FetchCallback,
+        replica_id: int = -1,
     ) -> None:
         super().__init__([read[0] for read in reads], max_wait_ms)
         self._replicas = replica_manager
@@ -43,11 +45,14 @@ class DelayedFetch(DelayedOperation):
         self._max_bytes = max_bytes
         self._min_bytes = min_bytes
         self._respond = respond
+        self._replica_id = replica_id
         self._ready: list[FetchPartitionResult] | None = None
 
     def ready(self) -> bool:
         try:
-            results, size, errors = self._replicas.read_from_local_log(self._reads, self._max_bytes)
+            results, size, errors = self._replicas.read_from_local_log(
+                self._reads, self._max_bytes, self._replica_id
+            )
         except BrokerError:
             return True
         if size >= self._min_bytes or errors:
@@ -58,5 +63,5 @@ class DelayedFetch(DelayedOperation):
     def on_complete(self, *, expired: bool) -> None:
         results = self._ready
         if results is None or expired:
-            results = self._replicas.read_from_local_log(self._reads, self._max_bytes)[0]
+            results = self._replicas.read_from_local_log(self._reads, self._max_bytes, self._replica_id)[0]
         self._respond(results)

@@ -2,12 +2,15 @@
 ``DelayedProduce``).
 
 It watches every partition it appended to and is ready once each one's
-:meth:`~broker.server.partition.Partition.acknowledged_offset` has reached the end of the batches appended
-there (or the partition was closed: its answer is then whatever the append said). At the deadline, the
+:meth:`~broker.server.partition.Partition.check_enough_replicas` says the in-sync replicas hold the end of
+the batches appended there, or that it never will here (leadership moved: NOT_LEADER_OR_FOLLOWER), or the
+partition was closed (its answer is then whatever the append said). A partition whose ISR shrank below
+``min.insync.replicas`` meanwhile answers NOT_ENOUGH_REPLICAS_AFTER_APPEND. At the deadline, the
 partitions still short of it answer REQUEST_TIMED_OUT (:class:`~broker.server.errors.RequestTimedOutError`,
 naming what was waited for: the fsync with ``flush_on_ack``, else the in-sync replicas); the others their
-append's result. With replication the acknowledged offset is the high watermark, which advances as
-followers fetch, and the purgatory hears of it the same way (a listener on the partition).
+append's result. The acknowledged offset is the ISR's high watermark, which advances as followers fetch;
+the purgatory hears of it through the log's listeners, and of a leadership change from the replica
+manager.
 
 Thread-safe as every :class:`~broker.server.delayed_operation.DelayedOperation`: :meth:`ready` runs on any
 thread that checks it, :meth:`on_complete` exactly once.
@@ -61,15 +64,19 @@ class DelayedProduce(DelayedOperation):
         self._respond = respond
 
     def ready(self) -> bool:
-        return all(p.acknowledged_offset() >= end or p.closed for p, end in self._waiting.values())
+        return all(p.closed or p.check_enough_replicas(end)[0] for p, end in self._waiting.values())
 
     def on_complete(self, *, expired: bool) -> None:
         results = self._results
-        if expired:
-            for tp, (partition, end) in self._waiting.items():
-                if partition.acknowledged_offset() < end:
-                    waited_for = "flushed" if partition.flush_on_ack else "replicated"
-                    results[tp] = ProduceResult(
-                        RequestTimedOutError(tp, waited_for, self._timeout_ms), results[tp].info, partition
-                    )
+        for tp, (partition, end) in self._waiting.items():
+            if partition.closed:
+                continue
+            done, error = partition.check_enough_replicas(end)
+            if not done:
+                waited_for = (
+                    "flushed" if partition.flush_on_ack and not partition.replicated else "replicated"
+                )
+                error = RequestTimedOutError(tp, waited_for, self._timeout_ms)
+            if error is not None:
+                results[tp] = ProduceResult(error, results[tp].info, partition)
         self._respond(results)

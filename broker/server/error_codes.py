@@ -39,12 +39,15 @@ from broker.record.errors import (
     UnsupportedCompressionError,
 )
 from broker.server.errors import (
+    FencedLeaderEpochError,
     InvalidConfigError,
-    InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidRequiredAcksError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
+    UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
     UnsupportedMessageFormatError,
 )
@@ -80,10 +83,13 @@ ERROR_CODES: MappingProxyType[type[BaseException], ErrorCode] = MappingProxyType
         # the request handling layer (broker.server.errors)
         UnknownTopicOrPartitionError: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         NotLeaderOrFollowerError: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        FencedLeaderEpochError: ErrorCode.FENCED_LEADER_EPOCH,
+        UnknownLeaderEpochError: ErrorCode.UNKNOWN_LEADER_EPOCH,
+        NotEnoughReplicasError: ErrorCode.NOT_ENOUGH_REPLICAS,
+        NotEnoughReplicasAfterAppendError: ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
         InvalidRequiredAcksError: ErrorCode.INVALID_REQUIRED_ACKS,
         UnsupportedMessageFormatError: ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
         InvalidRequestError: ErrorCode.INVALID_REQUEST,
-        InvalidReplicationFactorError: ErrorCode.INVALID_REPLICATION_FACTOR,
         InvalidConfigError: ErrorCode.INVALID_CONFIG,
         RequestTimedOutError: ErrorCode.REQUEST_TIMED_OUT,
     }

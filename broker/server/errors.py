@@ -9,11 +9,14 @@ every other error a request can meet, to Kafka's codes.
     └── ServerError
         ├── UnknownTopicOrPartitionError   the cluster view has no such topic or partition
         ├── NotLeaderOrFollowerError       the cluster view names another leader
+        ├── FencedLeaderEpochError         a request's leader epoch is older than the partition's
+        ├── UnknownLeaderEpochError        a request's leader epoch is newer than this broker has seen
+        ├── NotEnoughReplicasError         an acks=-1 append while the ISR is below min.insync.replicas
+        ├── NotEnoughReplicasAfterAppendError  the ISR shrank below it while the append waited
         ├── InvalidRequiredAcksError       acks other than 0, 1 or -1
         ├── UnsupportedMessageFormatError  Produce v0-v2 (old message sets)
         ├── InvalidRequestError            a request that is well-formed but asks for something impossible
-        ├── InvalidReplicationFactorError  a replication factor other than 1 (one replica per partition)
-        ├── InvalidConfigError             per-topic configs in CreateTopics
+        ├── InvalidConfigError             a per-topic config Lumber does not know, or a bad value
         ├── RequestTimedOutError           an acks=-1 append not acknowledged within the request's timeout
         └── BrokerStartupError             (broker_server.py) the broker cannot start
 """
@@ -55,12 +58,48 @@ class InvalidRequestError(ServerError):
     """A request that decodes but asks for something that cannot be (the message says what)."""
 
 
-class InvalidReplicationFactorError(ServerError):
-    """Lumber keeps one replica per partition."""
+class FencedLeaderEpochError(ServerError):
+    """The request carries a leader epoch older than the partition's: its sender has old metadata."""
+
+    def __init__(self, tp: TopicPartition, request_epoch: int, current_epoch: int) -> None:
+        self.topic_partition = tp
+        super().__init__(
+            f"{tp}: the request's leader epoch {request_epoch} is older than the current {current_epoch}"
+        )
+
+
+class UnknownLeaderEpochError(ServerError):
+    """The request carries a leader epoch newer than this broker knows: it has not heard of it yet."""
+
+    def __init__(self, tp: TopicPartition, request_epoch: int, current_epoch: int) -> None:
+        self.topic_partition = tp
+        super().__init__(
+            f"{tp}: the request's leader epoch {request_epoch} is newer than this broker's {current_epoch}"
+        )
+
+
+class NotEnoughReplicasError(ServerError):
+    """An acks=-1 append refused, nothing appended: the ISR is smaller than ``min.insync.replicas``."""
+
+    def __init__(self, tp: TopicPartition, isr: object, min_isr: int) -> None:
+        self.topic_partition = tp
+        super().__init__(
+            f"{tp}: the in-sync replicas {isr} are fewer than min.insync.replicas={min_isr}; nothing appended"
+        )
+
+
+class NotEnoughReplicasAfterAppendError(ServerError):
+    """The records were appended and replicated, but the ISR shrank below ``min.insync.replicas``."""
+
+    def __init__(self, tp: TopicPartition, isr: object, min_isr: int) -> None:
+        self.topic_partition = tp
+        super().__init__(
+            f"{tp}: appended, but the in-sync replicas {isr} shrank below min.insync.replicas={min_isr}"
+        )
 
 
 class InvalidConfigError(ServerError):
-    """Per-topic configs are not supported."""
+    """A per-topic config Lumber does not know, or a value it cannot take (the message names both)."""
 
 
 class RequestTimedOutError(ServerError):

@@ -18,9 +18,15 @@ watcher for metadata. It holds no partition state of its own. What each API answ
   connection, so that the producer notices (as Kafka does). A refused partition has nothing appended.
 * **Fetch**: whole batches as file regions that the network layer sends with ``sendfile`` (the broker never
   decodes a batch to serve it); ``min_bytes`` and ``max_wait_ms`` as the replica manager applies them.
+* **Fetch** from a follower (``replica_id`` >= 0): read up to the log end; its fetch offset is its log end
+  offset, which moves the ISR and the high watermark (the replica manager). Every partition's
+  ``current_leader_epoch`` is fenced (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
 * **ListOffsets**: earliest (-2), latest (-1, the high watermark) and the first offset at or after a
-  timestamp (-1 when there is none).
-* **CreateTopics / DeleteTopics**: through the admin manager (one replica per partition).
+  timestamp (-1 when there is none), with the leader epoch.
+* **OffsetForLeaderEpoch**: where an epoch ends in the leader's log (followers truncate to it; consumers
+  validate their position, KIP-320).
+* **CreateTopics / DeleteTopics**: through the admin manager (replication factor, replica assignments
+  and the replication topic configs).
 * **FindCoordinator**: COORDINATOR_NOT_AVAILABLE (groups coordinate through ZooKeeper, not a broker).
 * **InitProducerId**: as Kafka answers an idempotent (non-transactional) producer: a fresh producer id,
   unique across brokers and restarts (:mod:`broker.cluster.producer_id_manager`), and epoch 0; a
@@ -89,6 +95,12 @@ from broker.protocol.messages.metadata import (
     MetadataRequest,
     MetadataResponse,
     MetadataResponseBroker,
+)
+from broker.protocol.messages.offset_for_leader_epoch import (
+    EpochEndOffset,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderTopicResult,
 )
 from broker.protocol.messages.produce import (
     PartitionProduceResponse,
@@ -161,6 +173,7 @@ class KafkaApis:
             int(ApiKey.CREATE_TOPICS): self._create_topics,
             int(ApiKey.DELETE_TOPICS): self._delete_topics,
             int(ApiKey.INIT_PRODUCER_ID): self._init_producer_id,
+            int(ApiKey.OFFSET_FOR_LEADER_EPOCH): self._offset_for_leader_epoch,
         }
 
     # ------------------------------------------------------------------------------------ dispatch
@@ -402,7 +415,12 @@ class KafkaApis:
 
     def _fetch(self, request: NetworkRequest, header: RequestHeader, body: FetchRequest) -> None:
         reads: list[FetchRead] = [
-            (TopicPartition(t.topic, p.partition), p.fetch_offset, p.partition_max_bytes)
+            (
+                TopicPartition(t.topic, p.partition),
+                p.fetch_offset,
+                p.partition_max_bytes,
+                p.current_leader_epoch,
+            )
             for t in body.topics
             for p in t.partitions
         ]
@@ -439,6 +457,7 @@ class KafkaApis:
             min_bytes=body.min_bytes,
             max_wait_ms=body.max_wait_ms,
             respond=respond,
+            replica_id=body.replica_id,
         )
 
     # ------------------------------------------------------------------------------------ ListOffsets
@@ -450,8 +469,8 @@ class KafkaApis:
             for asked in topic.partitions:
                 index = asked.partition_index
                 try:
-                    offset = self._replicas.fetch_offset_for_timestamp(
-                        TopicPartition(topic.name, index), asked.timestamp
+                    offset, epoch = self._replicas.fetch_offset_for_timestamp(
+                        TopicPartition(topic.name, index), asked.timestamp, asked.current_leader_epoch
                     )
                 except _ANSWERED as exc:
                     response = ListOffsetsPartitionResponse(
@@ -459,11 +478,40 @@ class KafkaApis:
                     )
                 else:
                     response = ListOffsetsPartitionResponse(
-                        partition_index=index, error_code=_NONE, timestamp=-1, offset=offset
+                        partition_index=index,
+                        error_code=_NONE,
+                        timestamp=-1,
+                        offset=offset,
+                        leader_epoch=epoch,
                     )
                 partitions.append(response)
             topics.append(ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
         self._respond(request, header, ListOffsetsResponse(topics=topics))
+
+    # -------------------------------------------------------------------------------- OffsetForLeaderEpoch
+
+    def _offset_for_leader_epoch(
+        self, request: NetworkRequest, header: RequestHeader, body: OffsetForLeaderEpochRequest
+    ) -> None:
+        topics = []
+        for topic in body.topics:
+            partitions = []
+            for asked in topic.partitions:
+                try:
+                    epoch, end_offset = self._replicas.last_offset_for_leader_epoch(
+                        TopicPartition(topic.topic, asked.partition),
+                        asked.leader_epoch,
+                        asked.current_leader_epoch,
+                    )
+                except _ANSWERED as exc:
+                    answer = EpochEndOffset(error_code=int(error_code_of(exc)), partition=asked.partition)
+                else:
+                    answer = EpochEndOffset(
+                        error_code=_NONE, partition=asked.partition, leader_epoch=epoch, end_offset=end_offset
+                    )
+                partitions.append(answer)
+            topics.append(OffsetForLeaderTopicResult(topic=topic.topic, partitions=partitions))
+        self._respond(request, header, OffsetForLeaderEpochResponse(topics=topics))
 
     # ------------------------------------------------------------------------------------ admin
 
@@ -475,27 +523,27 @@ class KafkaApis:
             counts[topic.name] = counts.get(topic.name, 0) + 1
         results = []
         for topic in body.topics:
-            code, message, partitions = ErrorCode.NONE, None, -1
+            code, message, partitions, replication_factor = ErrorCode.NONE, None, -1, -1
             try:
                 if counts[topic.name] > 1:
                     raise InvalidRequestError(f"topic {topic.name!r} is named twice")
-                partitions = self._admin.create_topic(
+                partitions, replication_factor = self._admin.create_topic(
                     topic.name,
                     topic.num_partitions,
                     topic.replication_factor,
                     {a.partition_index: a.broker_ids for a in topic.assignments} or None,
-                    [c.name for c in topic.configs],
+                    {c.name: c.value for c in topic.configs},
                     validate_only=body.validate_only,
                 )
             except _ANSWERED as exc:
-                code, message, partitions = error_code_of(exc), str(exc), -1
+                code, message, partitions, replication_factor = error_code_of(exc), str(exc), -1, -1
             results.append(
                 CreatableTopicResult(
                     name=topic.name,
                     error_code=int(code),
                     error_message=message,
                     num_partitions=partitions,
-                    replication_factor=1 if code == ErrorCode.NONE else -1,
+                    replication_factor=replication_factor,
                     configs=(),
                 )
             )

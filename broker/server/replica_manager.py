@@ -1,59 +1,69 @@
 """The partitions this broker holds and everything done to them (Kafka's ``ReplicaManager``).
 
 :mod:`broker.server.kafka_apis` decodes a request and calls one method here; this module knows partitions,
-logs, offsets and the purgatory, never the wire format. What it owns:
+logs, offsets, replica state and the purgatory, never the wire format. What it owns:
 
 * **The partitions**: one :class:`~broker.server.partition.Partition` per local log. The cluster watcher
   calls :meth:`ReplicaManager.apply` after every change it sees: the logs of partitions newly assigned
-  here are created, those of deleted topics deleted. At start-up, :meth:`ReplicaManager.remove_strays`
-  deletes local partitions that ZooKeeper no longer assigns here (their topic was deleted while the broker
-  was down), naming each in the log, so that a topic created again under the same name starts from
-  offset 0. A request for a partition the view assigns here but whose log the watcher has not created yet
-  creates it (:meth:`leader_partition`).
+  here are created, those of deleted topics deleted, and each partition's state znode (leader, leader
+  epoch, ISR) is applied: **become leader** (:meth:`Partition.make_leader`: its fetcher stops first, then
+  it stamps the new epoch and tracks its followers) or **become follower** (:meth:`Partition.make_follower`,
+  then the :class:`~broker.server.replica_fetcher_manager.ReplicaFetcherManager` fetches it from the
+  leader, after finding the divergence point with OffsetForLeaderEpoch). Kafka's controller sends these
+  decisions as LeaderAndIsr requests; Lumber's brokers read them from the state znodes they watch, which
+  reach every broker within milliseconds and need no controller-to-broker channel. At start-up,
+  :meth:`ReplicaManager.remove_strays` deletes local partitions that ZooKeeper no longer assigns here (their
+  topic was deleted while the broker was down), naming each in the log, so that a topic created again under
+  the same name starts from offset 0. A request for a partition whose newer state the watcher has not
+  delivered yet applies that state at once (:meth:`leader_partition`).
 * **Append** (:meth:`append_records`, Kafka's ``appendRecords``): each partition's records go through
   :meth:`_append_to_local_log` and :meth:`Partition.append_records_to_leader`, the one path into
-  :meth:`broker.log.log.Log.append`, which validates them (:mod:`broker.log.log_validator`) and assigns
-  the offsets. ``acks=0`` and ``acks=1`` are answered at once; ``acks=-1`` once every partition's
-  acknowledged offset (:meth:`Partition.acknowledged_offset`: the log end today, the flushed offset with
-  ``[log] flush_on_ack``, the high watermark with replication) is past its batches, through a
+  :meth:`broker.log.log.Log.append`, which validates them (:mod:`broker.log.log_validator`), assigns the
+  offsets and stamps the leader epoch. ``acks=0`` and ``acks=1`` are answered at once; ``acks=-1`` once
+  every in-sync replica has the batches (:meth:`Partition.check_enough_replicas`), through a
   :class:`~broker.server.delayed_produce.DelayedProduce` in the purgatory. The processors' pipelined
   ``acks=0`` runs (:meth:`append_run`) are the same path: one append per run of requests to one partition.
-* **Fetch reads** (:meth:`fetch_messages`, :meth:`read_from_local_log`): whole batches below the high
-  watermark as file regions for ``sendfile``, ``partition_max_bytes`` and ``max_bytes`` honoured (only the
-  first partition with data may exceed them, by one batch, as in KIP-74); fewer than ``min_bytes`` wait up
-  to ``max_wait_ms`` as a :class:`~broker.server.delayed_fetch.DelayedFetch`.
-* **ListOffsets** (:meth:`fetch_offset_for_timestamp`).
-
-Where replication lands (issue 19): the controller's LeaderAndIsr decisions arrive through
-:meth:`apply` (``become leader``: the partition gets its leader epoch and ISR; ``become follower``: its
-log is truncated to the divergence point and a replica fetcher thread per leader broker starts fetching);
-a follower's Fetch carries its replica id, is read up to the log end instead of the high watermark, and
-updates that follower's log end offset in the :class:`Partition`, which may advance the high watermark and
-so complete waiting ``acks=-1`` produces and consumer fetches (the purgatory hears of it like of an
-append); :meth:`leader_partition` then answers NOT_LEADER_OR_FOLLOWER from the partition's own leader
-epoch, not only from the cluster view.
+* **Fetch reads** (:meth:`fetch_messages`, :meth:`read_from_local_log`): whole batches as file regions for
+  ``sendfile``, ``partition_max_bytes`` and ``max_bytes`` honoured (only the first partition with data may
+  exceed them, by one batch, as in KIP-74); fewer than ``min_bytes`` wait up to ``max_wait_ms`` as a
+  :class:`~broker.server.delayed_fetch.DelayedFetch`. A consumer reads below the high watermark; a
+  follower (``replica_id`` >= 0) reads up to the log end, and its fetch offset is its log end offset
+  (:meth:`Partition.update_follower_fetch_state`), which may move the ISR and the high watermark. A
+  request's ``current_leader_epoch`` is fenced as Kafka fences it.
+* **ListOffsets** (:meth:`fetch_offset_for_timestamp`) and **OffsetForLeaderEpoch**
+  (:meth:`last_offset_for_leader_epoch`).
+* **ISR changes**: one thread (``isr-<id>``) writes the leaders' ISR changes to their state znodes, each
+  conditional on the znode version it was computed from (:func:`broker.cluster.partition_state_store.
+  update_isr`), and every ``replica_lag_time_max_ms / 2`` asks each led partition for followers that fell
+  out of sync (Kafka's ``isr-expiration`` task). A write that loses to a newer state (the controller's)
+  is dropped: the new state arrives through the watcher.
 
 Errors are raised, never turned into codes here: a partition's result carries the exception
 (:class:`~broker.log.errors.LogError`, :class:`~broker.record.errors.RecordError` or
-:class:`~broker.server.errors.ServerError`) and
-:mod:`broker.server.error_codes` maps it.
+:class:`~broker.server.errors.ServerError`) and :mod:`broker.server.error_codes` maps it.
 
-Concurrency: any number of request handler and processor threads call in at once. ``_partitions`` (a
-dict) is read without a lock (a single ``dict.get``, atomic in CPython) and changed only under ``_lock``,
-which also orders the log manager's create and delete calls made here; a partition found closed (its
-topic deleted and created again) is looked up again under the lock. The log serialises appends to one
-partition; the purgatory's thread completes delayed operations.
+Concurrency: any number of request handler and processor threads call in at once, the watcher's
+notification thread calls :meth:`apply`, the fetcher threads append as followers. ``_partitions`` (a dict)
+is read without a lock (a single ``dict.get``, atomic in CPython) and changed only under ``_lock``, which
+also orders the log manager's create and delete calls and the application of states made here; a
+partition found closed (its topic deleted and created again) is looked up again under the lock. A state is
+applied under ``_lock`` with the fetcher stopped for that partition first, and the partition's own lock
+orders it against appends. The log serialises appends to one partition; the purgatory's thread completes
+delayed operations.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from broker.cluster.cluster_view import ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
+from broker.cluster.partition_state import PartitionState
+from broker.config import BrokerConfig
 from broker.log.errors import LogError
 from broker.log.file_region import FileRegion
 from broker.log.log import AppendInfo, Buffer
@@ -66,11 +76,20 @@ from broker.server.delayed_produce import DelayedProduce, ProduceCallback, Produ
 from broker.server.errors import NotLeaderOrFollowerError, ServerError, UnknownTopicOrPartitionError
 from broker.server.partition import Partition
 from broker.server.purgatory import Purgatory
+from broker.server.replica_fetcher_manager import ReplicaFetcherManager
 
 logger = logging.getLogger(__name__)
 
-#: One partition of a Fetch: the partition, the fetch offset and ``partition_max_bytes``.
-FetchRead = tuple[TopicPartition, int, int]
+#: One partition of a Fetch: the partition, the fetch offset, ``partition_max_bytes`` and the request's
+#: ``current_leader_epoch`` (-1: not checked).
+FetchRead = tuple[TopicPartition, int, int, int]
+
+#: Writes an ISR change: ``(partition, state it was computed from, new ISR)`` -> the stored state, or None
+#: when the state znode moved on meanwhile (:func:`broker.cluster.partition_state_store.update_isr`).
+IsrStore = Callable[[TopicPartition, PartitionState, tuple[int, ...]], PartitionState | None]
+
+#: The topic config that overrides ``[broker] min_insync_replicas`` (Kafka's name).
+MIN_INSYNC_REPLICAS_CONFIG = "min.insync.replicas"
 
 
 class FetchPartitionResult(NamedTuple):
@@ -88,16 +107,55 @@ class ReplicaManager:
     """The local partitions of ``broker_id`` and the operations on them (see the module docstring)."""
 
     def __init__(
-        self, broker_id: int, log_manager: LogManager, cluster: ClusterWatcher, purgatory: Purgatory
+        self,
+        broker_id: int,
+        log_manager: LogManager,
+        cluster: ClusterWatcher,
+        purgatory: Purgatory,
+        *,
+        config: BrokerConfig | None = None,
+        isr_store: IsrStore | None = None,
     ) -> None:
         self._broker_id = broker_id
+        self._config = config if config is not None else BrokerConfig(broker_id=broker_id)
         self._logs = log_manager
         self._cluster = cluster
         self._purgatory = purgatory
-        self._lock = threading.Lock()
+        self._isr_store = isr_store
+        self._lock = threading.RLock()
         self._partitions: dict[TopicPartition, Partition] = {}
+        self.fetchers = ReplicaFetcherManager(broker_id, self._config, cluster, self)
+        self._isr_queue: queue.Queue[tuple[Partition, PartitionState, tuple[int, ...]] | None] = queue.Queue()
+        self._stopping = threading.Event()
+        self._isr_thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the ISR thread (writes and expiry); :meth:`apply` works without it."""
+        if self._isr_thread is None and self._isr_store is not None:
+            self._isr_thread = threading.Thread(
+                target=self._run_isr_changes, name=f"isr-{self._broker_id}", daemon=True
+            )
+            self._isr_thread.start()
+
+    def shutdown(self) -> None:
+        """Stop the fetchers and the ISR thread (the logs are the log manager's to close)."""
+        self._stopping.set()
+        self._isr_queue.put(None)
+        self.fetchers.shutdown()
+        thread = self._isr_thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(10.0)
 
     # ------------------------------------------------------------------------------------ partitions
+
+    def get_partition(self, tp: TopicPartition) -> Partition | None:
+        """The local partition ``tp``, if any."""
+        partition = self._partitions.get(tp)
+        return None if partition is None or partition.closed else partition
+
+    def partitions(self) -> list[Partition]:
+        """Every local partition (a snapshot)."""
+        return [p for p in list(self._partitions.values()) if not p.closed]
 
     def remove_strays(self, view: ClusterView) -> list[TopicPartition]:
         """Delete the local partitions ``view`` does not assign to this broker; returns them."""
@@ -118,10 +176,13 @@ class ReplicaManager:
         return strays
 
     def apply(self, old: ClusterView, new: ClusterView) -> None:
-        """Create the logs of newly assigned partitions; delete those of deleted topics."""
+        """Create the logs of newly assigned partitions, delete those of deleted topics, and apply every
+        partition's state (see the module docstring)."""
         with self._lock:
             for topic in sorted(set(old.topics) - set(new.topics)):
-                for tp in [tp for tp in self._partitions if tp.topic == topic]:
+                doomed = [tp for tp in self._partitions if tp.topic == topic]
+                self.fetchers.remove_partitions(doomed)
+                for tp in doomed:
                     del self._partitions[tp]
                 try:
                     deleted = self._logs.delete_topic(topic)
@@ -133,42 +194,157 @@ class ReplicaManager:
                         "broker %d: deleted %d partitions of topic %s", self._broker_id, deleted, topic
                     )
             for tp in new.partitions_of(self._broker_id):
-                if tp not in self._partitions:
-                    try:
-                        self._partitions[tp] = Partition(self._logs.get_or_create_log(tp.topic, tp.partition))
-                    except (LogError, RecordError):
-                        logger.exception("broker %d: creating the log of %s failed", self._broker_id, tp)
+                try:
+                    self._apply_partition(new, tp)
+                except (LogError, RecordError):
+                    logger.exception("broker %d: applying the state of %s failed", self._broker_id, tp)
 
-    def leader_partition(self, view: ClusterView, tp: TopicPartition) -> Partition:
-        """The partition ``tp`` if this broker leads it in ``view``: else
+    def _apply_partition(self, view: ClusterView, tp: TopicPartition) -> Partition:
+        """``tp``'s local partition, created if need be, with ``view``'s state applied (caller holds
+        ``_lock``)."""
+        partition = self._partitions.get(tp)
+        if partition is None or partition.closed:
+            log = self._logs.get_log(tp.topic, tp.partition)
+            if log is None:
+                log = self._logs.get_or_create_log(tp.topic, tp.partition)
+            config = self._config
+            partition = Partition(
+                log,
+                self._broker_id,
+                replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+                min_insync_replicas=config.min_insync_replicas,
+                isr_writer=self._submit_isr_change,
+            )
+            if len(view.replicas(tp)) > 1:
+                # followers' fetches wait for the log end to move, not the high watermark
+                log.add_end_listener(self._purgatory.notify)
+            self._partitions[tp] = partition
+        partition.min_insync_replicas = self._min_insync_replicas(view, tp.topic)
+        state = view.states.get(tp)
+        if state is None or not partition.is_newer(state):
+            return partition
+        replicas = view.replicas(tp)
+        if state.leader == self._broker_id:
+            self.fetchers.remove_partitions([tp])
+            if partition.make_leader(state, replicas):
+                logger.info(
+                    "broker %d: leading %s in epoch %d from offset %d, ISR %s",
+                    self._broker_id,
+                    tp,
+                    state.leader_epoch,
+                    partition.log_end_offset,
+                    list(state.isr),
+                )
+        elif partition.make_follower(state, replicas) or not self.fetchers.has_partition(tp):
+            self.fetchers.remove_partitions([tp])
+            if state.leader >= 0:
+                logger.info(
+                    "broker %d: following broker %d for %s in epoch %d from offset %d",
+                    self._broker_id,
+                    state.leader,
+                    tp,
+                    state.leader_epoch,
+                    partition.log_end_offset,
+                )
+                self.fetchers.add_partition(tp, state.leader, state.leader_epoch)
+        # a leadership change answers the produces and fetches waiting on this partition
+        self._purgatory.notify(tp)
+        return partition
+
+    def _min_insync_replicas(self, view: ClusterView, topic: str) -> int:
+        value = view.topic_configs.get(topic, {}).get(MIN_INSYNC_REPLICAS_CONFIG)
+        if value is not None:
+            try:
+                return max(1, int(value))
+            except ValueError:
+                logger.warning("topic %s: %s=%r is not an integer", topic, MIN_INSYNC_REPLICAS_CONFIG, value)
+        return self._config.min_insync_replicas
+
+    def leader_partition(
+        self, view: ClusterView, tp: TopicPartition, current_leader_epoch: int = -1
+    ) -> Partition:
+        """The partition ``tp`` if this broker leads it: else
         :class:`~broker.log.errors.InvalidTopicError`, :class:`UnknownTopicOrPartitionError`,
-        :class:`NotLeaderOrFollowerError`, or the log manager's error creating its log."""
+        :class:`NotLeaderOrFollowerError`, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a
+        ``current_leader_epoch`` other than the partition's, or the log manager's error creating its log."""
+        partition = self._partitions.get(tp)
+        if partition is None or partition.closed or not partition.is_leader:
+            partition = self._refreshed_partition(view, tp)
+        if current_leader_epoch >= 0:
+            partition.check_leader_epoch(current_leader_epoch)
+        return partition
+
+    def _refreshed_partition(self, view: ClusterView, tp: TopicPartition) -> Partition:
+        """``tp`` with ``view``'s state applied now (the watcher has not delivered it yet), if led here."""
         topic = tp.topic
         validate_topic_name(topic)
         assignment = view.topics.get(topic)
         if assignment is None or tp.partition not in assignment:
             raise UnknownTopicOrPartitionError(tp)
-        leader = view.leader(topic, tp.partition)
-        if leader != self._broker_id:
-            raise NotLeaderOrFollowerError(tp, leader, self._broker_id)
-        partition = self._partitions.get(tp)
-        if partition is not None and not partition.closed:
-            return partition
+        if self._broker_id not in assignment[tp.partition]:
+            raise NotLeaderOrFollowerError(tp, view.leader(topic, tp.partition), self._broker_id)
         with self._lock:
-            # the view is newer than the watcher's last apply (or the topic was created again): look again
-            log = self._logs.get_log(topic, tp.partition)
-            if log is None:
-                log = self._logs.get_or_create_log(topic, tp.partition)
-            partition = self._partitions.get(tp)
-            if partition is None or partition.log is not log:
-                partition = self._partitions[tp] = Partition(log)
-            return partition
+            partition = self._apply_partition(view, tp)
+        if not partition.is_leader:
+            raise NotLeaderOrFollowerError(tp, partition.leader_id, self._broker_id)
+        return partition
+
+    # ------------------------------------------------------------------------------------ ISR changes
+
+    def _submit_isr_change(self, partition: Partition, state: PartitionState, isr: tuple[int, ...]) -> None:
+        if self._isr_store is None or self._stopping.is_set():
+            partition.isr_failed()
+            return
+        self._isr_queue.put((partition, state, isr))
+
+    def _run_isr_changes(self) -> None:
+        interval_s = max(self._config.replica_lag_time_max_ms / 2000, 0.05)
+        store = self._isr_store
+        if store is None:
+            return
+        while not self._stopping.is_set():
+            try:
+                item = self._isr_queue.get(timeout=interval_s)
+            except queue.Empty:
+                item = None
+                self._expire_isr()
+                continue
+            if item is None:
+                continue
+            partition, state, isr = item
+            try:
+                stored = store(partition.topic_partition, state, isr)
+            except Exception:  # the thread's top loop: log, drop the change, keep serving
+                logger.exception("%s: writing the ISR %s failed", partition.topic_partition, list(isr))
+                partition.isr_failed()
+                continue
+            if stored is None:
+                logger.info(
+                    "%s: the ISR change to %s lost to a newer state; waiting for it",
+                    partition.topic_partition,
+                    list(isr),
+                )
+                partition.isr_failed()
+            else:
+                partition.isr_committed(stored)
+                self._purgatory.notify(partition.topic_partition)
+            if self._isr_queue.empty():
+                self._expire_isr()
+
+    def _expire_isr(self) -> None:
+        """Shrink the ISR of every led partition with followers out of sync (Kafka's ``maybeShrinkIsr``)."""
+        for partition in self.partitions():
+            if not partition.is_leader or not partition.replicated:
+                continue
+            change = partition.out_of_sync_replicas()
+            if change is not None:
+                self._isr_queue.put((partition, change[0], change[1]))
 
     # ------------------------------------------------------------------------------------ append
 
-    def _append_to_local_log(self, partition: Partition, records: Buffer) -> AppendInfo:
+    def _append_to_local_log(self, partition: Partition, records: Buffer, acks: int = 1) -> AppendInfo:
         """Every append of the broker goes through here (see the module docstring)."""
-        return partition.append_records_to_leader(records)
+        return partition.append_records_to_leader(records, acks)
 
     def append_records(
         self,
@@ -188,7 +364,7 @@ class ReplicaManager:
                 partition = self.leader_partition(view, tp)
                 if records is None:
                     raise InvalidRecordError(str(tp), "the request has no records")
-                info = self._append_to_local_log(partition, records)
+                info = self._append_to_local_log(partition, records, acks)
             except (LogError, RecordError, ServerError) as exc:
                 results[tp] = ProduceResult(exc, None, None)
             else:
@@ -217,12 +393,12 @@ class ReplicaManager:
         appended = 0
         for partition, parts in runs:
             try:
-                self._append_to_local_log(partition, parts[0] if len(parts) == 1 else b"".join(parts))
-            except (LogError, RecordError):
+                self._append_to_local_log(partition, parts[0] if len(parts) == 1 else b"".join(parts), 0)
+            except (LogError, RecordError, ServerError):
                 for part in parts:
                     try:
-                        self._append_to_local_log(partition, part)
-                    except (LogError, RecordError):
+                        self._append_to_local_log(partition, part, 0)
+                    except (LogError, RecordError, ServerError):
                         return appended
                     appended += 1
             else:
@@ -239,10 +415,14 @@ class ReplicaManager:
         min_bytes: int,
         max_wait_ms: int,
         respond: FetchCallback,
+        replica_id: int = -1,
     ) -> None:
         """Read ``reads`` and call ``respond`` with each partition's result, in order: at once when
-        ``min_bytes`` are there (or a read failed, or no wait was asked for), else from the purgatory."""
-        results, size, errors = self.read_from_local_log(reads, max_bytes)
+        ``min_bytes`` are there (or a read failed, or no wait was asked for), else from the purgatory.
+        ``replica_id`` >= 0: a follower's fetch (see the module docstring)."""
+        results, size, errors = self.read_from_local_log(reads, max_bytes, replica_id)
+        if replica_id >= 0:
+            self._record_follower_fetches(reads, results, replica_id)
         if max_wait_ms <= 0 or size >= min_bytes or errors or not reads:
             respond(results)
             return
@@ -254,11 +434,26 @@ class ReplicaManager:
                 min_bytes=min_bytes,
                 max_wait_ms=max_wait_ms,
                 respond=respond,
+                replica_id=replica_id,
             )
         )
 
+    def _record_follower_fetches(
+        self, reads: Sequence[FetchRead], results: list[FetchPartitionResult], replica_id: int
+    ) -> None:
+        for (tp, fetch_offset, _max, _epoch), result in zip(reads, results, strict=True):
+            if result.error is not None:
+                continue
+            partition = self._partitions.get(tp)
+            if partition is None:
+                continue
+            try:
+                partition.update_follower_fetch_state(replica_id, fetch_offset)
+            except ServerError as exc:
+                logger.debug("follower fetch of %s by broker %d: %s", tp, replica_id, exc)
+
     def read_from_local_log(
-        self, reads: Sequence[FetchRead], max_bytes: int
+        self, reads: Sequence[FetchRead], max_bytes: int, replica_id: int = -1
     ) -> tuple[list[FetchPartitionResult], int, bool]:
         """Each partition's result now, the record bytes read in all, and whether any read failed."""
         view = self._cluster.view
@@ -266,10 +461,11 @@ class ReplicaManager:
         total = 0
         errors = False
         first_with_data = True
+        follower = replica_id >= 0
         results: list[FetchPartitionResult] = []
-        for tp, fetch_offset, partition_max_bytes in reads:
+        for tp, fetch_offset, partition_max_bytes, current_leader_epoch in reads:
             try:
-                partition = self.leader_partition(view, tp)
+                partition = self.leader_partition(view, tp, current_leader_epoch)
             except (LogError, RecordError, ServerError) as exc:
                 errors = True
                 results.append(FetchPartitionResult(exc, -1, -1, None))
@@ -281,7 +477,10 @@ class ReplicaManager:
             error: LogError | RecordError | None = None
             if limit > 0 or first_with_data:
                 try:
-                    region = partition.read(fetch_offset, max(limit, 1))
+                    if follower:
+                        region = partition.read_for_follower(fetch_offset, max(limit, 1))
+                    else:
+                        region = partition.read(fetch_offset, max(limit, 1))
                 except (LogError, RecordError) as exc:
                     error = exc
                     errors = True
@@ -294,8 +493,21 @@ class ReplicaManager:
             results.append(FetchPartitionResult(error, high_watermark, log_start, region))
         return results, total, errors
 
-    # ------------------------------------------------------------------------------------ ListOffsets
+    # ------------------------------------------------------------------------------------ offsets
 
-    def fetch_offset_for_timestamp(self, tp: TopicPartition, timestamp: int) -> int:
-        """ListOffsets for one partition led here (:meth:`Partition.fetch_offset_for_timestamp`)."""
-        return self.leader_partition(self._cluster.view, tp).fetch_offset_for_timestamp(timestamp)
+    def fetch_offset_for_timestamp(
+        self, tp: TopicPartition, timestamp: int, current_leader_epoch: int = -1
+    ) -> tuple[int, int]:
+        """ListOffsets for one partition led here (:meth:`Partition.fetch_offset_for_timestamp`), with the
+        leader epoch."""
+        partition = self.leader_partition(self._cluster.view, tp, current_leader_epoch)
+        return partition.fetch_offset_for_timestamp(timestamp), partition.leader_epoch
+
+    def last_offset_for_leader_epoch(
+        self, tp: TopicPartition, leader_epoch: int, current_leader_epoch: int = -1
+    ) -> tuple[int, int]:
+        """OffsetForLeaderEpoch for one partition led here: ``(epoch, end offset)`` of the largest epoch
+        at or below ``leader_epoch`` in the leader's log, ``(-1, -1)`` when there is none (Kafka's
+        ``lastOffsetForLeaderEpoch``)."""
+        partition = self.leader_partition(self._cluster.view, tp, current_leader_epoch)
+        return partition.log.end_offset_for_epoch(leader_epoch)

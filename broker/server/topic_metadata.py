@@ -1,9 +1,9 @@
 """A topic's part of a Metadata response, from the cluster view (Kafka's ``MetadataCache``).
 
-Each partition answers its replicas and leader from ZooKeeper's assignment; a partition whose leader is
-not live answers LEADER_NOT_AVAILABLE, which clients retry. The ISR is the live replicas and the leader
-epoch -1 (no epochs) while Lumber keeps one replica per partition; with replication (issue 19) both come
-from the partition's state znode (``leader``, ``leader_epoch``, ``isr``), kept by the cluster watcher.
+Each partition answers its replicas from ZooKeeper's assignment and its leader, leader epoch and ISR from
+its state znode (``leader``, ``leader_epoch``, ``isr``), as the cluster watcher keeps them; the replicas
+that are not live are its offline replicas. A partition whose leader is not live (or that has no state yet)
+answers LEADER_NOT_AVAILABLE, which clients retry.
 A topic just auto-created but not yet in the view answers LEADER_NOT_AVAILABLE, which clients retry too.
 A pure function of an immutable view: thread-safe.
 """
@@ -15,6 +15,7 @@ from broker.protocol import ErrorCode
 from broker.protocol.messages.metadata import MetadataResponsePartition, MetadataResponseTopic
 from broker.record.errors import InvalidTopicError
 from broker.record.topic_name import validate_topic_name
+from broker.record.topic_partition import TopicPartition
 
 _NONE = int(ErrorCode.NONE)
 
@@ -39,15 +40,15 @@ def topic_metadata(view: ClusterView, name: str, create_error: ErrorCode | None)
     for number in sorted(assignment):
         replicas = list(assignment[number])
         leader = view.leader(name, number)
-        live = [r for r in replicas if r in view.brokers]
+        state = view.states.get(TopicPartition(name, number))
         partitions.append(
             MetadataResponsePartition(
                 error_code=_NONE if leader >= 0 else int(ErrorCode.LEADER_NOT_AVAILABLE),
                 partition_index=number,
                 leader_id=leader,
-                leader_epoch=-1,
+                leader_epoch=-1 if state is None else state.leader_epoch,
                 replica_nodes=replicas,
-                isr_nodes=live,
+                isr_nodes=[] if state is None else list(state.isr),
                 offline_replicas=[r for r in replicas if r not in view.brokers],
             )
         )

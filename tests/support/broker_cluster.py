@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from broker.cluster import zk_paths
+from broker.cluster.partition_state import PartitionState
 from broker.cluster.topic_admin import TopicAdmin
 from lumber.dev.process import ProcessHandle, free_port, kill, start_and_wait, stop, wait_until
 from lumber.dev.zookeeper_server import ZooKeeperServer
@@ -199,9 +201,19 @@ class BrokerCluster:
         partitions: int,
         assignment: Mapping[int, Sequence[int]] | None = None,
         timeout_s: float = 30.0,
+        *,
+        replication_factor: int = 1,
+        configs: Mapping[str, str] | None = None,
     ) -> dict[int, tuple[int, ...]]:
-        """Create ``topic`` in ZooKeeper and wait until each partition's log exists on its broker."""
-        created = self.admin.create_topic(topic, partitions, assignment=assignment)
+        """Create ``topic`` in ZooKeeper and wait until each partition's leader and in-sync replicas have
+        its log."""
+        created = self.admin.create_topic(
+            topic,
+            partitions,
+            replication_factor=replication_factor,
+            assignment=assignment,
+            configs=configs,
+        )
         self.wait_for_topic(topic, created, timeout_s)
         return created
 
@@ -209,16 +221,69 @@ class BrokerCluster:
         self, topic: str, assignment: Mapping[int, Sequence[int]], timeout_s: float = 30.0
     ) -> None:
         def served() -> bool:
-            return all(
-                (self.brokers[replicas[0]].log_dir / f"{topic}-{p}").is_dir()
-                for p, replicas in assignment.items()
-                if self.brokers[replicas[0]].running
+            states = self.admin.describe_states(topic)
+            return len(states) == len(assignment) and all(
+                (self.brokers[r].log_dir / f"{topic}-{p}").is_dir()
+                for p, state in states.items()
+                for r in state.isr
+                if self.brokers[r].running
             )
 
         wait_until(served, timeout_s, f"the brokers to create the partitions of {topic}")
 
+    def state_of(self, topic: str, partition: int) -> PartitionState:
+        """The partition's state znode as it is now."""
+        return self.admin.describe_states(topic)[partition]
+
     def leader_of(self, topic: str, partition: int) -> BrokerProcess:
-        return self.brokers[self.admin.describe_topic(topic)[partition][0]]
+        """The broker the partition's state names as leader (KeyError-free: -1 raises)."""
+        leader = self.state_of(topic, partition).leader
+        if leader < 0:
+            raise AssertionError(f"{topic}-{partition} has no leader: {self.state_of(topic, partition)}")
+        return self.brokers[leader]
+
+    def wait_for_isr(
+        self, topic: str, partition: int, isr: Sequence[int], timeout_s: float = 30.0
+    ) -> PartitionState:
+        """Wait until the partition's ISR is exactly ``isr`` (any order); returns that state."""
+        wanted = sorted(isr)
+        wait_until(
+            lambda: sorted(self.state_of(topic, partition).isr) == wanted,
+            timeout_s,
+            f"{topic}-{partition}'s ISR to be {wanted} (now {list(self.state_of(topic, partition).isr)})",
+        )
+        return self.state_of(topic, partition)
+
+    def wait_for_leader(
+        self, topic: str, partition: int, predicate: Callable[[PartitionState], bool], timeout_s: float = 30.0
+    ) -> PartitionState:
+        """Wait until the partition's state satisfies ``predicate``; returns that state."""
+        wait_until(
+            lambda: predicate(self.state_of(topic, partition)),
+            timeout_s,
+            f"{topic}-{partition}'s state to change (now {self.state_of(topic, partition)})",
+        )
+        return self.state_of(topic, partition)
+
+    def controller_id(self) -> int:
+        """The broker holding ``/controller`` (-1: none)."""
+        try:
+            data, _ = self.zk.get(zk_paths.CONTROLLER_PATH)
+        except NoNodeError:
+            return -1
+        return zk_paths.decode_controller(zk_paths.CONTROLLER_PATH, data)
+
+    def high_watermark(self, topic: str, partition: int) -> int:
+        """The partition's high watermark as its leader answers ListOffsets (latest)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from confluent_kafka import Consumer, TopicPartition as ConfluentPartition  # noqa: PLC0415
+
+        consumer = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": "broker-cluster-probe"})
+        try:
+            return int(consumer.get_watermark_offsets(ConfluentPartition(topic, partition), timeout=10)[1])
+        finally:
+            consumer.close()
 
     def stop(self) -> None:
         for broker in self.brokers:

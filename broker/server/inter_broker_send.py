@@ -1,0 +1,119 @@
+"""A blocking request-response connection to another broker (Kafka's ``ReplicaFetcherBlockingSend``).
+
+The replica fetchers talk to their leaders through it: one connection per fetcher thread, one request at a
+time, each answered before the next is sent. It speaks the same codec as every client
+(:func:`broker.protocol.encode_request`, :func:`broker.protocol.decode_response`) at fixed versions, the
+highest Lumber implements (both ends are Lumber brokers of one release; Kafka negotiates its inter-broker
+versions with ``inter.broker.protocol.version``, Lumber has one release at a time in a cluster).
+
+Why not :class:`broker.client.connection.BrokerConnection`: the server sits below the clients in the
+package layering (DESIGN.md), and a fetcher needs neither pipelining nor a reader thread.
+
+Failures (connect, send, receive, a frame that does not decode, a timeout) raise
+:class:`InterBrokerSendError` naming the broker, and close the connection; the caller backs off and
+connects again. Not thread-safe: one fetcher thread owns it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import socket
+import struct
+from typing import Any
+
+from broker.protocol import ProtocolError, RequestBody, decode_response, encode_request
+from broker.protocol.apis import api_for_request
+from broker.server.errors import ServerError
+
+_SIZE = struct.Struct(">i")
+#: The largest response accepted (a fetch answers at most ``replica_fetch_max_bytes`` per partition).
+MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+
+
+class InterBrokerSendError(ServerError):
+    """A request to another broker failed (the message names the broker and why)."""
+
+
+class InterBrokerSend:
+    """One blocking connection to broker ``broker_id`` at ``host:port`` (see the module docstring)."""
+
+    def __init__(
+        self, broker_id: int, host: str, port: int, *, client_id: str, timeout_s: float = 30.0
+    ) -> None:
+        self.broker_id = broker_id
+        self.host = host
+        self.port = port
+        self._client_id = client_id
+        self._timeout_s = timeout_s
+        self._sock: socket.socket | None = None
+        self._correlation_ids = itertools.count(1)
+
+    @property
+    def name(self) -> str:
+        return f"broker {self.broker_id} at {self.host}:{self.port}"
+
+    def _connect(self) -> socket.socket:
+        try:
+            sock = socket.create_connection((self.host, self.port), timeout=self._timeout_s)
+        except OSError as exc:
+            raise InterBrokerSendError(f"{self.name}: cannot connect: {exc.strerror or exc}") from exc
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock = sock
+        return sock
+
+    def send_and_receive(self, body: RequestBody, *, timeout_s: float | None = None) -> Any:
+        """Send ``body`` at the highest version Lumber implements and return the decoded response body."""
+        spec = api_for_request(body)
+        version = spec.max_version
+        sock = self._sock or self._connect()
+        correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
+        try:
+            frame = encode_request(version, correlation_id, self._client_id, body)
+        except ProtocolError as exc:
+            raise InterBrokerSendError(f"{self.name}: cannot encode {spec.name}: {exc}") from exc
+        try:
+            sock.settimeout(self._timeout_s if timeout_s is None else timeout_s)
+            sock.sendall(frame)
+            (size,) = _SIZE.unpack(self._receive(sock, 4))
+            response = self._receive(sock, self._checked_size(size))
+        except OSError as exc:
+            self.close()
+            raise InterBrokerSendError(f"{self.name}: {spec.name} failed: {exc.strerror or exc}") from exc
+        except InterBrokerSendError:
+            self.close()
+            raise
+        try:
+            decoded = decode_response(int(spec.key), version, response)
+        except ProtocolError as exc:
+            self.close()
+            raise InterBrokerSendError(f"{self.name}: cannot decode the {spec.name} response: {exc}") from exc
+        if decoded.header.correlation_id != correlation_id:
+            self.close()
+            raise InterBrokerSendError(
+                f"{self.name}: response correlation id {decoded.header.correlation_id}, expected "
+                f"{correlation_id}"
+            )
+        return decoded.body
+
+    def _checked_size(self, size: int) -> int:
+        if not 4 <= size <= MAX_RESPONSE_BYTES:
+            raise InterBrokerSendError(f"{self.name}: response size {size} outside [4, {MAX_RESPONSE_BYTES}]")
+        return size
+
+    def _receive(self, sock: socket.socket, size: int) -> bytearray:
+        buffer = bytearray(size)
+        view = memoryview(buffer)
+        got = 0
+        while got < size:
+            n = sock.recv_into(view[got:], size - got)
+            if n == 0:
+                raise InterBrokerSendError(f"{self.name}: connection closed after {got} of {size} bytes")
+            got += n
+        return buffer
+
+    def close(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.close()
