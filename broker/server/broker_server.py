@@ -5,14 +5,20 @@ Start-up, in order (each step undone if a later one fails):
 1. connect to ZooKeeper; refuse at once if a live broker already holds ``/brokers/ids/<id>``;
 2. open the log dirs (locking them, recovering a crashed shutdown: :mod:`broker.log.log_manager`);
 3. read the cluster id (``/cluster/id``, created by the first broker) and start the cluster watcher;
-   delete local partitions ZooKeeper no longer assigns here, create the logs of those it does;
-4. start the flusher and retention threads, the purgatory, the request handlers and the network layer
-   (bound before anything is registered, so the registered port answers);
-5. register ``/brokers/ids/<id>`` (ephemeral): from now on clients find the broker.
+   delete local partitions ZooKeeper no longer assigns here, create the logs of those it does and apply
+   their states (lead, or follow: the replica fetchers start);
+4. start the ISR thread, the flusher and retention threads, the purgatory, the request handlers and the
+   network layer (bound before anything is registered, so the registered port answers);
+5. register ``/brokers/ids/<id>`` (ephemeral): from now on clients find the broker, and the controller
+   counts it live;
+6. stand for controller (:mod:`broker.server.controller`).
 
-:meth:`BrokerServer.shutdown` undoes them in reverse: deregister, stop accepting and reading, answer the
-waiting requests, flush and close every log (a clean shutdown needs no recovery next time), close the
-ZooKeeper session. Not thread-safe: one thread starts and stops it.
+:meth:`BrokerServer.shutdown` undoes them in reverse, after a **controlled shutdown** (``[broker]
+controlled_shutdown``): the broker asks the controller to move the leadership of its partitions to other
+in-sync replicas and waits for it (bounded by ``shutdown_timeout_ms``), so that clients switch leaders
+without a failed request; then it resigns as controller, stops its fetchers, deregisters, stops accepting
+and reading, answers the waiting requests, flushes and closes every log (a clean shutdown needs no
+recovery next time) and closes the ZooKeeper session. Not thread-safe: one thread starts and stops it.
 """
 
 from __future__ import annotations
