@@ -33,6 +33,7 @@ Everything is printed; BENCHMARKS.md ("Replication") records the runs with their
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -154,7 +155,8 @@ def throughput(cluster: BrokerCluster, messages: int, rounds: int) -> None:
     print(f"  {base}: {max(produced[base]):9,.0f} msg/s")
     print(f"  {replicated}: {max(produced[replicated]):9,.0f} msg/s")
     print(
-        f"  ratio RF 3 acks=all / RF 1 acks=1: {max(produced[replicated]) / max(produced[base]):.2f} (goal >= 0.5)"
+        f"  ratio RF 3 acks=all / RF 1 acks=1: "
+        f"{max(produced[replicated]) / max(produced[base]):.2f} (goal >= 0.5)"
     )
     print(f"consume, best of {rounds}:")
     print(f"  {base}: {max(consumed[base]):10,.0f} msg/s")
@@ -197,10 +199,8 @@ class AckClock:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            try:
+            with contextlib.suppress(BufferError):
                 self._producer.produce(self._topic, b"x" * 200, partition=0, on_delivery=self._delivered)
-            except BufferError:
-                pass
             self._producer.poll(0.002)
 
     def start(self) -> AckClock:
@@ -246,8 +246,8 @@ def failover(cluster: BrokerCluster, rounds: int) -> None:
         cluster.wait_for_isr(topic, 0, [0, 1, 2], timeout_s=60)
     print(
         f"kill -9 of the leader to the first acknowledged write: median {statistics.median(seconds):.2f} s, "
-        f"max {max(seconds):.2f} s (goal: within the {BROKER_SESSION_TIMEOUT_MS / 1000:.0f} s session timeout "
-        f"+ 1 s = {goal:.0f} s)",
+        f"max {max(seconds):.2f} s (goal: within the {BROKER_SESSION_TIMEOUT_MS / 1000:.0f} s session "
+        f"timeout + 1 s = {goal:.0f} s)",
         flush=True,
     )
     errors_before = len(clock.errors)
@@ -276,7 +276,7 @@ def process_figures(pid: int) -> tuple[int, int]:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             rss = int(line.split()[1]) * 1024
-    return rss, len(os.listdir(f"/proc/{pid}/fd"))
+    return rss, sum(1 for _ in Path(f"/proc/{pid}/fd").iterdir())
 
 
 def scale(cluster: BrokerCluster, partitions: int) -> None:
@@ -293,7 +293,8 @@ def scale(cluster: BrokerCluster, partitions: int) -> None:
     created = wait(all_in_sync, 600, f"{partitions} partitions with full ISRs")
     took = time.monotonic() - started
     print(
-        f"\nscale: created {partitions} partitions x 3 replicas; every ISR full after {took:.1f} s ({created:.1f} s after the create)"
+        f"\nscale: created {partitions} partitions x 3 replicas; every ISR full after {took:.1f} s "
+        f"({created:.1f} s after the create)"
     )
     time.sleep(2.0)
     after = {b: process_figures(pid) for b, pid in pids.items()}
@@ -313,7 +314,8 @@ def scale(cluster: BrokerCluster, partitions: int) -> None:
         began = time.monotonic()
         broker.start(timeout_s=300)
         print(
-            f"  restart of broker {broker.broker_id}: stop {stopped:.1f} s, start until registered {time.monotonic() - began:.1f} s",
+            f"  restart of broker {broker.broker_id}: stop {stopped:.1f} s, start until registered "
+            f"{time.monotonic() - began:.1f} s",
             flush=True,
         )
     wait(all_in_sync, 600, "every ISR full after the restarts")
@@ -322,7 +324,6 @@ def scale(cluster: BrokerCluster, partitions: int) -> None:
     )
     controller = cluster.controller_id()
     led = [p for p, s in cluster.admin.describe_states(topic).items() if s.leader == controller]
-    killed = time.monotonic()
     cluster.brokers[controller].kill()
 
     def re_elected() -> bool:
