@@ -159,22 +159,13 @@ def test_invalid_partition_counts(zk: Any, partitions: Any, message: str) -> Non
             {0: [1], 1: [7]},
             "topic 't': assignment places partition 1 on broker 7, which is not live (live brokers: [1, 2])",
         ),
+        (1, {0: [1, 1]}, "topic 't': assignment gives partition 0 the replicas [1, 1]: a broker twice"),
         (
-            1,
-            {0: [1, 2]},
-            (
-                "topic 't': assignment gives partition 0 the replicas [1, 2]: Lumber keeps exactly one "
-                "replica per partition"
-            ),
+            2,
+            {0: [1, 2], 1: [1]},
+            "topic 't': assignment gives partition 1 1 replicas [1], expected 2 as partition 0",
         ),
-        (
-            1,
-            {0: []},
-            (
-                "topic 't': assignment gives partition 0 the replicas []: Lumber keeps exactly one replica "
-                "per partition"
-            ),
-        ),
+        (1, {0: []}, "topic 't': assignment gives partition 0 no replicas"),
     ],
 )
 def test_invalid_explicit_assignments(zk: Any, partitions: int, assignment: Any, message: str) -> None:
