@@ -178,7 +178,15 @@ class TopicAdmin:
                 for partition, state in states:
                     transaction.create(zk_paths.topic_partition_path(topic, partition), b"")
                     transaction.create(zk_paths.partition_state_path(topic, partition), state)
-            error = first_error(transaction.commit())
+            results = transaction.commit()
+            error = first_error(results)
+            if isinstance(error, NodeExistsError) and results[0] is not error:
+                # not the topic node: a leftover of a topic deleted by hand (its config or states)
+                where = _unchrooted(self._client, transaction.operations[results.index(error)].path)
+                raise ZooKeeperError(
+                    f"zookeeper: cannot create topic {topic!r}: {where} exists without its topic; delete it",
+                    path=where,
+                )
             if isinstance(error, NodeExistsError):
                 # after a lost reply, the node may be our own create: same bytes means it is
                 if attempts > 1 and self._client.get(path)[0] == data:
@@ -439,6 +447,12 @@ def _checked_assignment(
             )
         checked[partition] = replicas
     return checked
+
+
+def _unchrooted(client: KazooClient, path: str) -> str:
+    """``path`` as the caller names it (kazoo's queued operations carry the chroot prefix)."""
+    chroot: str = client.chroot or ""
+    return path[len(chroot) :] if chroot and path.startswith(chroot) else path
 
 
 def _describe(assignment: Mapping[int, Sequence[int]]) -> str:
