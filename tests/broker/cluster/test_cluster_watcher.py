@@ -293,3 +293,90 @@ def test_stop_ends_the_notifications(zk: Any, other: Any) -> None:
         fresh.stop()
     assert watcher.view == ClusterView(brokers={1: B1}, topics={})
     assert len(changes.calls) == 1
+
+
+def test_states_controller_configs_and_shutdowns_are_watched(zk: Any, other: Any) -> None:
+    import time
+
+    from broker.cluster.partition_state_store import update_isr
+
+    for broker_id in (1, 2):
+        add_broker(other, broker_id, 9090 + broker_id)
+    TopicAdmin(other).create_topic(
+        "r", 2, assignment={0: [1, 2], 1: [2, 1]}, configs={"min.insync.replicas": "2"}
+    )
+    changes = Changes()
+    watcher = ClusterWatcher(zk, on_change=changes)
+    watcher.start()
+    try:
+        tp = TopicPartition("r", 0)
+        assert watcher.view.state(tp) == PartitionState(1, 0, (1, 2), 0, 0)
+        assert watcher.view.topic_configs == {"r": {"min.insync.replicas": "2"}}
+        assert watcher.view.under_replicated(tp) is False
+
+        start = time.perf_counter()
+        assert update_isr(other, tp, watcher.view.states[tp], [1]) is not None
+        assert watcher.wait_for(lambda v: v.isr(tp) == (1,), WAIT_S)
+        latency_ms = (time.perf_counter() - start) * 1000
+        print(f"\nstate change seen by the watcher after {latency_ms:.1f} ms")
+        assert latency_ms < 500
+        assert watcher.view.under_replicated(tp) is True
+        assert watcher.view.states[tp].zk_version == 1
+
+        other.create("/controller", b'{"brokerid":2,"timestamp":"1","version":1}', ephemeral=True)
+        assert watcher.wait_for(lambda v: v.controller_id == 2, WAIT_S)
+        other.create(
+            "/admin/controlled_shutdown/1",
+            b'{"broker":1,"timestamp_ms":1,"version":1}',
+            makepath=True,
+            ephemeral=True,
+        )
+        assert watcher.wait_for(lambda v: v.shutting_down == frozenset({1}), WAIT_S)
+        other.set("/config/topics/r", b'{"config":{"min.insync.replicas":"1"},"version":1}')
+        assert watcher.wait_for(lambda v: v.topic_config("r") == {"min.insync.replicas": "1"}, WAIT_S)
+        other.delete("/controller")
+        other.delete("/admin/controlled_shutdown/1")
+        assert watcher.wait_for(lambda v: v.controller_id == -1 and not v.shutting_down, WAIT_S)
+        # an old topic's states created later (the controller's repair) are seen
+        other.create("/brokers/topics/old", encode_assignment({0: [1]}))
+        assert watcher.wait_for(lambda v: "old" in v.topics, WAIT_S)
+        assert watcher.view.leader("old", 0) == -1
+        other.create(
+            "/brokers/topics/old/partitions/0/state",
+            b'{"controller_epoch":1,"isr":[1],"leader":1,"leader_epoch":0,"version":1}',
+            makepath=True,
+        )
+        assert watcher.wait_for(lambda v: v.leader("old", 0) == 1, WAIT_S)
+        # calls chain and the old view never goes back
+        calls = changes.calls
+        assert all(old == prev_new for (old, _), (_, prev_new) in zip(calls[1:], calls, strict=False))
+    finally:
+        watcher.stop()
+
+
+def test_thousand_partitions_load_and_one_change_is_one_read(zk: Any, other: Any) -> None:
+    import time
+
+    for broker_id in (1, 2, 3):
+        add_broker(other, broker_id, 9090 + broker_id)
+    TopicAdmin(other).create_topic("big", 1000, replication_factor=3)
+    watcher = ClusterWatcher(zk)
+    start = time.perf_counter()
+    watcher.start()
+    load_s = time.perf_counter() - start
+    try:
+        assert len(watcher.view.states) == 1000
+        print(f"\nwatcher start with 1000 partitions x3: {load_s * 1000:.0f} ms")
+        assert load_s < 1.0
+        tp = TopicPartition("big", 500)
+        state = watcher.view.states[tp]
+        other.set(
+            "/brokers/topics/big/partitions/500/state",
+            b'{"controller_epoch":0,"isr":[%d],"leader":%d,"leader_epoch":1,"version":1}'
+            % (state.isr[0], state.isr[0]),
+        )
+        start = time.perf_counter()
+        assert watcher.wait_for(lambda v: v.leader_epoch(tp) == 1, WAIT_S)
+        print(f"one state change among 1000 seen after {(time.perf_counter() - start) * 1000:.1f} ms")
+    finally:
+        watcher.stop()
