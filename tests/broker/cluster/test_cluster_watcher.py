@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,8 +14,9 @@ from broker.cluster.broker_info import BrokerInfo
 from broker.cluster.broker_registration import BrokerRegistration
 from broker.cluster.cluster_view import EMPTY_VIEW, ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
-from broker.cluster.topic_admin import TopicAdmin
 from broker.cluster.partition_state import PartitionState
+from broker.cluster.partition_state_store import update_isr
+from broker.cluster.topic_admin import TopicAdmin
 from broker.cluster.zk_paths import encode_assignment
 from broker.record.topic_partition import TopicPartition
 from tests.broker.cluster.helpers import add_broker, wait_until
@@ -296,10 +298,6 @@ def test_stop_ends_the_notifications(zk: Any, other: Any) -> None:
 
 
 def test_states_controller_configs_and_shutdowns_are_watched(zk: Any, other: Any) -> None:
-    import time
-
-    from broker.cluster.partition_state_store import update_isr
-
     for broker_id in (1, 2):
         add_broker(other, broker_id, 9090 + broker_id)
     TopicAdmin(other).create_topic(
@@ -355,8 +353,6 @@ def test_states_controller_configs_and_shutdowns_are_watched(zk: Any, other: Any
 
 
 def test_thousand_partitions_load_and_one_change_is_one_read(zk: Any, other: Any) -> None:
-    import time
-
     for broker_id in (1, 2, 3):
         add_broker(other, broker_id, 9090 + broker_id)
     TopicAdmin(other).create_topic("big", 1000, replication_factor=3)
