@@ -3,10 +3,14 @@
 Read on every refresh (the layout is the broker's, see :mod:`broker.cluster.zk_paths`)::
 
     /brokers/ids/<id>        {"host": "127.0.0.1", "port": 9092, ...}     one ephemeral node per live broker
-    /brokers/topics/<topic>  {"version": 1, "partitions": {"0": [1], "1": [2]}}   partition -> replicas
+    /brokers/topics/<topic>  {"version": 1, "partitions": {"0": [1, 2], "1": [2, 1]}}   partition -> replicas
+    /brokers/topics/<topic>/partitions/<p>/state   {"leader": 1, "leader_epoch": 3, "isr": [1, 2], ...}
+    /controller              {"brokerid": 1, ...}
 
-The leader of a partition is its first replica while that broker is registered (Lumber keeps one replica
-per partition); otherwise the partition has no leader until the broker is back. A topic missing from
+The leader of a partition is the leader of its state node while that broker is registered; otherwise (or
+while the partition has no state node yet) the partition has no leader. The states of a topic are read
+pipelined (one round trip for all its partitions). ISR and leader epoch are read too, but
+:class:`~broker.client.cluster_snapshot.PartitionInfo` has no fields for them yet. A topic missing from
 ZooKeeper when the client may auto-create topics is asked for with a Metadata request to a live broker (the
 broker creates it if its own switch allows), whose answer is used for that topic.
 
@@ -29,10 +33,11 @@ from broker.client.bootstrap_metadata_source import metadata_request, snapshot_f
 from broker.client.broker_pool import BrokerPool
 from broker.client.cluster_snapshot import NO_LEADER, BrokerAddress, ClusterSnapshot, PartitionInfo
 from broker.client.errors import BrokerConnectionError, ZooKeeperUnavailableError
-from broker.cluster import zk_paths
+from broker.cluster import zk_paths, zk_reads
 from broker.protocol.api_key import ApiKey
 from broker.protocol.error_code import ErrorCode
 from broker.protocol.messages.metadata import MetadataResponse
+from broker.record.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +74,13 @@ class ZooKeeperMetadataSource:
                     found[topic] = partitions
         except (KazooTimeoutError, KazooException) as exc:
             raise ZooKeeperUnavailableError(f"{self.describe()}: cannot read the cluster: {exc!r}") from exc
-        snapshot = ClusterSnapshot(brokers, found, errors)
+        try:
+            controller_id = zk_reads.read_controller(self._client)
+        except (KazooTimeoutError, KazooException) as exc:
+            raise ZooKeeperUnavailableError(
+                f"{self.describe()}: cannot read the controller: {exc!r}"
+            ) from exc
+        snapshot = ClusterSnapshot(brokers, found, errors, controller_id)
         if errors and allow_auto_create and brokers:
             snapshot = self._auto_create(snapshot, sorted(errors))
         return snapshot
@@ -122,11 +133,16 @@ class ZooKeeperMetadataSource:
                 f"{self.describe()}: {path} assigns partitions {sorted(assignment)}, expected "
                 f"0-{len(assignment) - 1}"
             )
+        tps = [TopicPartition(topic, number) for number in range(len(assignment))]
+        try:
+            states = zk_reads.read_states(self._client, tps)
+        except zk_paths.ZkDataError as exc:
+            raise ZooKeeperUnavailableError(f"{self.describe()}: {exc}") from exc
         partitions = []
-        for number in range(len(assignment)):
-            replicas = tuple(assignment[number])
-            leader = replicas[0] if replicas and replicas[0] in brokers else NO_LEADER
-            partitions.append(PartitionInfo(topic, number, leader, replicas))
+        for tp in tps:
+            state = states[tp]
+            leader = state.leader if state is not None and state.leader in brokers else NO_LEADER
+            partitions.append(PartitionInfo(topic, tp.partition, leader, tuple(assignment[tp.partition])))
         return tuple(partitions)
 
     def _auto_create(self, snapshot: ClusterSnapshot, missing: list[str]) -> ClusterSnapshot:

@@ -1,30 +1,42 @@
-"""An immutable snapshot of the cluster as ZooKeeper describes it: live brokers and topic assignments.
+"""An immutable snapshot of the cluster as ZooKeeper describes it: live brokers, topic assignments, partition
+states, topic configs, the controller and the brokers shutting down.
 
-Lumber keeps one replica per partition (the paper's brokers do not replicate), so a partition's leader is
-its first replica while that broker is registered, and no broker at all (-1) otherwise. The controller is
-the lowest live broker id (Lumber has no controller election; this is only what Metadata reports).
+A partition's leader is the leader of its state node (``/brokers/topics/<t>/partitions/<p>/state``,
+:class:`~broker.cluster.partition_state.PartitionState`) while that broker is registered, and no broker at
+all (-1) otherwise, or while the partition has no state node (a topic of an older Lumber, until the
+controller creates its states). ``controller_id`` is the broker in ``/controller`` (-1 when none).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from broker.cluster.broker_info import BrokerInfo
+from broker.cluster.partition_state import PartitionState
 from broker.record.topic_partition import TopicPartition
 
 #: Kafka's "no broker" id: the leader of a partition whose broker is down, the controller of an empty cluster.
 NO_BROKER = -1
 
+_EMPTY: Mapping[object, object] = MappingProxyType({})
+
 
 @dataclass(frozen=True)
 class ClusterView:
-    """Live brokers and topics (topic -> partition -> replicas). Immutable: the mappings are read-only
-    copies made at construction, ordered by broker id, topic name and partition. Thread-safe."""
+    """Live brokers, topics (topic -> partition -> replicas), partition states, topic configs (only the
+    overrides in ``/config/topics/<t>``; topics without any are absent), the controller and the brokers with
+    a controlled-shutdown request. Immutable: the mappings are read-only copies made at construction,
+    ordered by broker id, topic name and partition. Compared by value (a state's ``zk_version`` counts).
+    Thread-safe."""
 
     brokers: Mapping[int, BrokerInfo]
     topics: Mapping[str, Mapping[int, tuple[int, ...]]]
+    states: Mapping[TopicPartition, PartitionState] = field(default_factory=dict)
+    topic_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    controller_id: int = NO_BROKER
+    shutting_down: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         brokers = MappingProxyType({b: self.brokers[b] for b in sorted(self.brokers)})
@@ -34,21 +46,52 @@ class ClusterView:
                 for name in sorted(self.topics)
             }
         )
+        states = MappingProxyType({tp: self.states[tp] for tp in sorted(self.states)})
+        configs = MappingProxyType(
+            {name: MappingProxyType(dict(self.topic_configs[name])) for name in sorted(self.topic_configs)}
+        )
         object.__setattr__(self, "brokers", brokers)
         object.__setattr__(self, "topics", topics)
+        object.__setattr__(self, "states", states)
+        object.__setattr__(self, "topic_configs", configs)
+        object.__setattr__(self, "shutting_down", frozenset(self.shutting_down))
 
-    @property
-    def controller_id(self) -> int:
-        """The lowest live broker id, -1 if no broker is live."""
-        return min(self.brokers, default=NO_BROKER)
+    def state(self, tp: TopicPartition) -> PartitionState | None:
+        """The partition's state as read from ZooKeeper; None if it has none (or is unknown)."""
+        return self.states.get(tp)
 
     def leader(self, topic: str, partition: int) -> int:
-        """The partition's first replica if that broker is live; -1 if it is not, or if the partition is
-        unknown."""
-        replicas = self.topics.get(topic, {}).get(partition)
-        if not replicas or replicas[0] not in self.brokers:
+        """The state's leader if that broker is live; -1 if it is not, if the partition has no state node
+        yet, or if the partition is unknown."""
+        state = self.states.get(TopicPartition(topic, partition))
+        if state is None or state.leader not in self.brokers:
             return NO_BROKER
-        return replicas[0]
+        if partition not in self.topics.get(topic, _EMPTY):
+            return NO_BROKER
+        return state.leader
+
+    def leader_epoch(self, tp: TopicPartition) -> int:
+        """The state's leader epoch; -1 without a state."""
+        state = self.states.get(tp)
+        return -1 if state is None else state.leader_epoch
+
+    def isr(self, tp: TopicPartition) -> tuple[int, ...]:
+        """The state's in-sync replicas; ``()`` without a state."""
+        state = self.states.get(tp)
+        return () if state is None else state.isr
+
+    def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
+        """The partition's assigned replicas; ``()`` if it is unknown."""
+        return tuple(self.topics.get(tp.topic, _EMPTY).get(tp.partition, ()))  # type: ignore[arg-type]
+
+    def under_replicated(self, tp: TopicPartition) -> bool:
+        """True if the partition has a state whose ISR is smaller than its replicas."""
+        state = self.states.get(tp)
+        return state is not None and len(state.isr) < len(self.replicas(tp))
+
+    def topic_config(self, topic: str) -> Mapping[str, str]:
+        """The topic's config overrides (empty when it has none)."""
+        return self.topic_configs.get(topic, MappingProxyType({}))
 
     def partitions_of(self, broker_id: int) -> list[TopicPartition]:
         """The partitions assigned to ``broker_id`` (live or not), sorted."""
@@ -58,6 +101,16 @@ class ClusterView:
             for partition, replicas in assignment.items()
             if broker_id in replicas
         )
+
+    def partitions_without_state(self) -> dict[str, dict[int, tuple[int, ...]]]:
+        """Topic -> partition -> replicas of the partitions with no state node (what the controller gives
+        :func:`~broker.cluster.partition_state_store.create_missing_states`)."""
+        missing: dict[str, dict[int, tuple[int, ...]]] = {}
+        for topic, assignment in self.topics.items():
+            for partition, replicas in assignment.items():
+                if TopicPartition(topic, partition) not in self.states:
+                    missing.setdefault(topic, {})[partition] = replicas
+        return missing
 
 
 EMPTY_VIEW = ClusterView(brokers={}, topics={})

@@ -1,13 +1,19 @@
-"""Each broker's live picture of the cluster: the brokers and topics in ZooKeeper, kept current by watches.
+"""Each broker's live picture of the cluster: brokers, topics, partition states, topic configs, the
+controller and controlled-shutdown requests in ZooKeeper, kept current by watches.
 
 How it stays current:
 
-* every read sets a watch: the children of ``/brokers/ids`` and ``/brokers/topics`` and the data of each
-  broker and topic node (``exists`` on a missing parent, so its creation is seen too). A read and its watch
-  are one ZooKeeper call, so no change after a read can go unnoticed;
+* every read sets a watch: the children of ``/brokers/ids``, ``/brokers/topics`` and
+  ``/admin/controlled_shutdown``, the data of each broker and topic node, of every partition's state node,
+  of each ``/config/topics/<t>`` and of ``/controller`` (``exists`` on a missing node, so its creation is
+  seen too). A read and its watch are one ZooKeeper call, so no change after a read can go unnoticed;
 * kazoo runs watch callbacks and state listeners on its own threads; they only record *what* changed
-  (brokers, the topic list, topic X, or everything) and wake the reload thread. They never call ZooKeeper;
-* the reload thread re-reads what changed and publishes a new :class:`ClusterView` if it differs;
+  (brokers, the topic list, topic X, the state of X-p, the config of X, the controller, the shutdowns, or
+  everything) and wake the reload thread. They never call ZooKeeper;
+* the reload thread re-reads only what changed (a state change re-reads one node; a topic re-read
+  re-reads its states and config) and publishes a new :class:`ClusterView` if it differs. Reads of many
+  nodes are pipelined (:mod:`broker.cluster.zk_reads`), so 1,000 partition states load in one round trip
+  plus ZooKeeper's work;
   :meth:`ClusterWatcher.refresh` re-reads everything on the caller's thread. Both read and publish under one
   lock, and one session's reads see ZooKeeper's state in order, so successive views never go back in time
   (a topic, once seen deleted, does not reappear unless created again);
@@ -20,7 +26,8 @@ How it stays current:
   exception in ``on_change`` is logged and the next change is still delivered.
 
 A topic node that does not hold an assignment is logged and keeps its last good assignment (or stays out of
-the view if it never had one); a broker node without an address is left out. Thread-safe.
+the view if it never had one); a state node that does not hold a state likewise keeps its last good state;
+a broker node without an address is left out. Thread-safe.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from kazoo.protocol.states import EventType
 from broker.cluster import zk_paths, zk_reads
 from broker.cluster.cluster_view import EMPTY_VIEW, ClusterView
 from broker.cluster.errors import ClusterError, zookeeper_error
+from broker.record.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +61,8 @@ OnChange = Callable[[ClusterView, ClusterView], None]
 
 _TOPIC_PREFIX = zk_paths.TOPICS_PATH + "/"
 _BROKER_PREFIX = zk_paths.BROKER_IDS_PATH + "/"
+_CONFIG_PREFIX = zk_paths.CONFIG_TOPICS_PATH + "/"
+_SHUTDOWN_PREFIX = zk_paths.CONTROLLED_SHUTDOWN_PATH + "/"
 
 
 @dataclass
@@ -62,10 +72,33 @@ class _Dirty:
     full: bool = False
     brokers: bool = False
     topic_list: bool = False
+    controller: bool = False
+    shutting_down: bool = False
     topics: set[str] = field(default_factory=set)
+    states: set[TopicPartition] = field(default_factory=set)
+    configs: set[str] = field(default_factory=set)
 
     def __bool__(self) -> bool:
-        return self.full or self.brokers or self.topic_list or bool(self.topics)
+        return (
+            self.full
+            or self.brokers
+            or self.topic_list
+            or self.controller
+            or self.shutting_down
+            or bool(self.topics)
+            or bool(self.states)
+            or bool(self.configs)
+        )
+
+    def merge(self, other: _Dirty) -> None:
+        self.full |= other.full
+        self.brokers |= other.brokers
+        self.topic_list |= other.topic_list
+        self.controller |= other.controller
+        self.shutting_down |= other.shutting_down
+        self.topics |= other.topics
+        self.states |= other.states
+        self.configs |= other.configs
 
 
 class ClusterWatcher:
@@ -140,7 +173,7 @@ class ClusterWatcher:
             return self._reload(_Dirty(full=True))
         except (KazooException, KazooTimeoutError) as exc:
             logger.warning("cluster: cannot re-read the cluster (%r); serving the last view", exc)
-            self._mark(full=True)
+            self._mark(_Dirty(full=True))
             return self._view
 
     def wait_for(self, predicate: Callable[[ClusterView], bool], timeout_s: float) -> bool:
@@ -180,28 +213,74 @@ class ClusterWatcher:
     def _read(self, dirty: _Dirty, current: ClusterView) -> ClusterView:
         """``current`` with the parts named by ``dirty`` read again (setting their watches)."""
         watch = self._watch_fn
+        client = self._client
         brokers = current.brokers
         if dirty.full or dirty.brokers:
-            brokers = zk_reads.read_brokers(self._client, watch)
+            brokers = zk_reads.read_brokers(client, watch)
         topics = dict(current.topics)
         if dirty.full or dirty.topic_list:
-            names = zk_reads.read_topic_names(self._client, watch)
+            names = zk_reads.read_topic_names(client, watch)
             to_read = set(names) if dirty.full else (set(names) - set(topics)) | (dirty.topics & set(names))
             topics = {name: topics[name] for name in names if name in topics}
         else:
-            to_read = dirty.topics
-        for name in sorted(to_read):
-            try:
-                assignment = zk_reads.read_assignment(self._client, name, watch)
-            except zk_paths.ZkDataError as exc:
+            to_read = set(dirty.topics)
+        states = {tp: s for tp, s in current.states.items() if tp.topic in topics}
+        configs = {name: c for name, c in current.topic_configs.items() if name in topics}
+        for name, found in zk_reads.read_assignments(client, sorted(to_read), watch).items():
+            if isinstance(found, zk_paths.ZkDataError):
                 kept = "keeping its last assignment" if name in topics else "leaving it out"
-                logger.error("cluster: topic %r: %s; %s", name, exc, kept)  # noqa: TRY400 - bad data, no traceback
+                logger.error("cluster: topic %r: %s; %s", name, found, kept)
                 continue
-            if assignment is None:
+            if found is None:
                 topics.pop(name, None)
             else:
-                topics[name] = assignment
-        return ClusterView(brokers=brokers, topics=topics)
+                topics[name] = found
+        # the states of re-read topics, and those whose own watch fired
+        state_tps = {TopicPartition(name, p) for name in to_read if name in topics for p in topics[name]}
+        state_tps |= {tp for tp in dirty.states if tp.partition in topics.get(tp.topic, {})}
+        for tp in list(states):
+            if tp.partition not in topics.get(tp.topic, {}):
+                del states[tp]  # a partition the assignment no longer has
+        vanished: set[str] = set()
+        for tp, state in zk_reads.read_states(client, sorted(state_tps), watch, skip_bad=True).items():
+            if state is None:
+                states.pop(tp, None)
+                if tp.topic not in to_read:
+                    vanished.add(tp.topic)
+            else:
+                states[tp] = state
+        # a state gone without its topic re-read: the topic may be deleted (one transaction); look now, so
+        # that no view shows a deleted topic without its states
+        for name, found in zk_reads.read_assignments(client, sorted(vanished), watch).items():
+            if found is None:
+                topics.pop(name, None)
+                configs.pop(name, None)
+                for tp in [tp for tp in states if tp.topic == name]:
+                    del states[tp]
+        config_names = sorted({n for n in to_read | dirty.configs if n in topics})
+        for name, config in zk_reads.read_topic_configs(client, config_names, watch).items():
+            if config:
+                configs[name] = config
+            else:
+                configs.pop(name, None)
+        controller_id = current.controller_id
+        if dirty.full or dirty.controller:
+            controller_id = zk_reads.read_controller(client, watch)
+        shutting_down = current.shutting_down
+        if dirty.full or dirty.shutting_down:
+            shutting_down = frozenset(
+                int(child)
+                for child in zk_reads.read_children(client, zk_paths.CONTROLLED_SHUTDOWN_PATH, watch)
+                if child.isdigit()
+            )
+        return ClusterView(
+            brokers=brokers,
+            topics=topics,
+            states=states,
+            topic_configs=configs,
+            controller_id=controller_id,
+            shutting_down=shutting_down,
+        )
 
     # ----------------------------------------------------------------------------------- kazoo callbacks
 
@@ -211,32 +290,39 @@ class ClusterWatcher:
             return  # NONE: the connection dropped and kazoo cleared its watches; CONNECTED re-reads all
         path: str = event.path or ""
         if path == zk_paths.BROKER_IDS_PATH or path.startswith(_BROKER_PREFIX):
-            self._mark(brokers=True)
+            self._mark(_Dirty(brokers=True))
         elif path == zk_paths.TOPICS_PATH:
-            self._mark(topic_list=True)
+            self._mark(_Dirty(topic_list=True))
         elif path.startswith(_TOPIC_PREFIX):
-            self._mark(topic=path[len(_TOPIC_PREFIX) :])
+            tp = zk_paths.parse_state_path(path)
+            rest = path[len(_TOPIC_PREFIX) :]
+            if tp is not None:
+                self._mark(_Dirty(states={tp}))
+            elif "/" not in rest:
+                self._mark(_Dirty(topics={rest}))
+            else:
+                self._mark(_Dirty(full=True))
+        elif path == zk_paths.CONTROLLER_PATH:
+            self._mark(_Dirty(controller=True))
+        elif path.startswith(_CONFIG_PREFIX):
+            self._mark(_Dirty(configs={path[len(_CONFIG_PREFIX) :]}))
+        elif path == zk_paths.CONTROLLED_SHUTDOWN_PATH or path.startswith(_SHUTDOWN_PREFIX):
+            self._mark(_Dirty(shutting_down=True))
         else:
-            self._mark(full=True)
+            self._mark(_Dirty(full=True))
 
     def _on_state(self, state: KazooState) -> None:
         """kazoo's state listener: never blocks, never calls ZooKeeper."""
         if state == KazooState.CONNECTED and not self._stopping.is_set():
-            self._mark(full=True)
+            self._mark(_Dirty(full=True))
         elif state == KazooState.LOST:
             logger.warning(
                 "cluster: the zookeeper session expired; re-reading everything when connected again"
             )
 
-    def _mark(
-        self, *, full: bool = False, brokers: bool = False, topic_list: bool = False, topic: str | None = None
-    ) -> None:
+    def _mark(self, dirty: _Dirty) -> None:
         with self._dirty_lock:
-            self._dirty.full |= full
-            self._dirty.brokers |= brokers
-            self._dirty.topic_list |= topic_list
-            if topic is not None:
-                self._dirty.topics.add(topic)
+            self._dirty.merge(dirty)
         self._wake.set()
 
     def _take_dirty(self) -> _Dirty:
@@ -272,7 +358,7 @@ class ClusterWatcher:
                 continue
             self._stopping.wait(backoff_s)
             backoff_s = min(backoff_s * 2, RETRY_MAX_S)
-            self._mark(full=True)
+            self._mark(_Dirty(full=True))
 
     def _run_notifications(self) -> None:
         on_change = self._on_change

@@ -16,6 +16,11 @@ error the log raises, through :func:`broker.record.topic_name.validate_topic_nam
         │   └── InvalidReplicaAssignmentError (INVALID_REPLICA_ASSIGNMENT 39): a bad explicit assignment
         ├── NoLiveBrokersError              (INVALID_REPLICATION_FACTOR 38, Kafka's answer when there are
         │                                    fewer live brokers than replicas)
+        ├── InvalidReplicationFactorError   (INVALID_REPLICATION_FACTOR 38): a factor below 1 or above the
+        │                                    live brokers
+        ├── ControllerMovedError            (NOT_CONTROLLER 41): a controller write whose
+        │                                    check(/controller_epoch, version) failed: another controller
+        │                                    was elected since
         └── ZooKeeperError                  (REQUEST_TIMED_OUT 7 if retriable, else UNKNOWN_SERVER_ERROR -1):
                                              a kazoo failure or unreadable data, naming the path
 """
@@ -83,6 +88,32 @@ class InvalidReplicaAssignmentError(InvalidPartitionsError):
 
 class NoLiveBrokersError(ClusterError):
     """No broker is registered, so a topic's partitions cannot be placed."""
+
+
+class InvalidReplicationFactorError(ClusterError):
+    """A replication factor below 1 or above the live brokers; the message names the factor and brokers."""
+
+    def __init__(self, topic: str, replication_factor: int, live_brokers: list[int]) -> None:
+        self.topic = topic
+        self.replication_factor = replication_factor
+        self.live_brokers = live_brokers
+        if replication_factor < 1:
+            why = "it must be at least 1"
+        else:
+            why = f"it exceeds the {len(live_brokers)} live brokers {live_brokers}"
+        super().__init__(f"topic {topic!r}: replication factor {replication_factor} is invalid: {why}")
+
+
+class ControllerMovedError(ClusterError):
+    """A controller's write was refused: ``/controller_epoch`` is no longer at the version it was elected
+    with, so another controller was elected since. The controller must resign."""
+
+    def __init__(self, expected_zk_version: int, found: str = "another version") -> None:
+        self.expected_zk_version = expected_zk_version
+        super().__init__(
+            f"controller moved: /controller_epoch expected at znode version {expected_zk_version}, "
+            f"found {found}"
+        )
 
 
 class ZooKeeperError(ClusterError):

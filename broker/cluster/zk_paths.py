@@ -5,7 +5,39 @@ All paths are relative to the chroot of ``[zookeeper] connect``::
     /brokers/ids/<id>                       ephemeral, one per live broker
         {"version": 1, "host": "127.0.0.1", "port": 9092, "timestamp_ms": 1700000000000}
     /brokers/topics/<topic>                 persistent, the topic's partition -> replicas assignment
-        {"version": 1, "partitions": {"0": [1], "1": [2], "2": [3]}}
+        {"version": 1, "partitions": {"0": [1, 2, 3], "1": [2, 3, 1]}}     (Kafka's node and JSON)
+    /brokers/topics/<topic>/partitions      persistent, no data (Kafka's); parent of one node per partition
+    /brokers/topics/<topic>/partitions/<p>  persistent, no data (Kafka's)
+    /brokers/topics/<topic>/partitions/<p>/state   persistent, the partition's leader, leader epoch and ISR
+        (Kafka's TopicPartitionStateZNode, :class:`~broker.cluster.partition_state.PartitionState`)
+        {"controller_epoch": 3, "isr": [1, 2, 3], "leader": 1, "leader_epoch": 0, "version": 1}
+        Created with the topic by TopicAdmin (leader = first replica, epoch 0, ISR = replicas), then written
+        by the controller (leader elections, fenced by /controller_epoch) and by the leader (ISR changes,
+        a set with the node's version). The znode version is the partition's state version: every update
+        is conditional on it (:mod:`broker.cluster.partition_state_store`). A topic written by an older
+        Lumber has no ``partitions`` node: the controller creates the states
+        (:func:`~broker.cluster.partition_state_store.create_missing_states`).
+    /controller                             ephemeral, the elected controller (Kafka's ControllerZNode)
+        {"brokerid": 1, "timestamp": "1700000000000", "version": 1}
+        Created by :class:`~broker.cluster.controller_election.ControllerElection` in one multi with the
+        increment of /controller_epoch; deleted when the controller resigns or its session ends.
+    /controller_epoch                       persistent, the controller epoch as a decimal string: ``5``
+        (Kafka's ControllerEpochZNode). Incremented by each newly elected controller by compare-and-set;
+        its znode version fences every controller write: each is a multi that starts with
+        ``check(/controller_epoch, version)``, so a controller that lost its office cannot write.
+    /config/topics/<topic>                  persistent, the topic's overrides (Kafka's ConfigEntityZNode)
+        {"config": {"min.insync.replicas": "2"}, "version": 1}
+        Written with the topic by TopicAdmin. Read here: ``min.insync.replicas`` and
+        ``unclean.leader.election.enable`` (:data:`TOPIC_CONFIG_KEYS`); other keys are kept, not used.
+    /admin/preferred_replica_election       persistent, a request for preferred leaders (Kafka's node)
+        {"partitions": [{"partition": 0, "topic": "t"}], "version": 1}
+        Written by TopicAdmin.request_preferred_election (create; NodeExists: one is pending already);
+        the controller moves the leaders and deletes the node.
+    /admin/controlled_shutdown/<id>         ephemeral, **Lumber's own**: broker <id> asks the controller to
+        move its leaders away before it stops. (Kafka sends a ControlledShutdown request to the controller;
+        Lumber asks through ZooKeeper, which every broker already watches.) Written by the stopping broker,
+        deleted by it (or with its session) once it is down.
+        {"broker": 1, "timestamp_ms": 1700000000000, "version": 1}
     /cluster/id                             persistent, the cluster's id, created by the first broker
         {"version": 1, "id": "lumber-1f0c..."}
     /latest_producer_id_block               persistent, the last block of idempotent producer ids handed
@@ -35,9 +67,9 @@ How the group nodes are used is documented in :mod:`broker.client.group_membersh
 with its own nodes: ``leader/`` in :mod:`broker.client.fenced_election`, ``ids/`` and ``owners/`` in
 :mod:`broker.client.partition_ownership`.
 
-Lumber keeps one replica per partition (the paper's brokers do not replicate), so a partition's leader is
-its first replica while that broker is registered. Data is UTF-8 JSON; readers ignore keys they do not know,
-so a later version may add keys.
+A partition's leader is the leader of its state node while that broker is registered. Data is UTF-8 JSON
+with sorted keys (Kafka writes the same keys in no set order); readers ignore keys they do not know, so a
+later version may add keys.
 """
 
 from __future__ import annotations
@@ -46,12 +78,26 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from broker.cluster.partition_state import PartitionState
+from broker.record.topic_partition import TopicPartition
+
 BROKERS_PATH = "/brokers"
 BROKER_IDS_PATH = f"{BROKERS_PATH}/ids"
 TOPICS_PATH = f"{BROKERS_PATH}/topics"
 CONSUMERS_PATH = "/consumers"
 CLUSTER_ID_PATH = "/cluster/id"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
+CONTROLLER_PATH = "/controller"
+CONTROLLER_EPOCH_PATH = "/controller_epoch"
+CONFIG_TOPICS_PATH = "/config/topics"
+ADMIN_PATH = "/admin"
+PREFERRED_REPLICA_ELECTION_PATH = f"{ADMIN_PATH}/preferred_replica_election"
+CONTROLLED_SHUTDOWN_PATH = f"{ADMIN_PATH}/controlled_shutdown"
+
+#: The topic config keys Lumber reads from ``/config/topics/<topic>`` (Kafka's names).
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
+UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
+TOPIC_CONFIG_KEYS = frozenset({MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION_ENABLE})
 
 #: The ``version`` every JSON value written here carries.
 DATA_VERSION = 1
@@ -69,6 +115,39 @@ def topic_path(topic: str) -> str:
     if not topic or "/" in topic:
         raise ValueError(f"not a topic name: {topic!r}")
     return f"{TOPICS_PATH}/{topic}"
+
+
+def topic_partitions_path(topic: str) -> str:
+    return f"{topic_path(topic)}/partitions"
+
+
+def topic_partition_path(topic: str, partition: int) -> str:
+    return f"{topic_partitions_path(topic)}/{int(partition)}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{topic_partition_path(topic, partition)}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    if not topic or "/" in topic:
+        raise ValueError(f"not a topic name: {topic!r}")
+    return f"{CONFIG_TOPICS_PATH}/{topic}"
+
+
+def controlled_shutdown_path(broker_id: int) -> str:
+    return f"{CONTROLLED_SHUTDOWN_PATH}/{int(broker_id)}"
+
+
+def parse_state_path(path: str) -> TopicPartition | None:
+    """The partition whose state node ``path`` is; None for any other path."""
+    prefix = TOPICS_PATH + "/"
+    if not path.startswith(prefix) or not path.endswith("/state"):
+        return None
+    parts = path[len(prefix) :].split("/")
+    if len(parts) != 4 or parts[1] != "partitions" or not parts[2].isdigit():
+        return None
+    return TopicPartition(parts[0], int(parts[2]))
 
 
 def group_path(group: str) -> str:
@@ -218,3 +297,95 @@ def decode_producer_id_block(path: str, data: bytes) -> tuple[int, int, int]:
     if not 0 <= start <= end:
         raise ZkDataError(f"{path}: block [{start}, {end}] is not a range of producer ids")
     return broker, start, end
+
+
+def encode_partition_state(state: PartitionState) -> bytes:
+    """Kafka's state JSON (``zk_version`` is the znode's, not data)."""
+    return _dump(
+        {
+            "controller_epoch": int(state.controller_epoch),
+            "isr": [int(b) for b in state.isr],
+            "leader": int(state.leader),
+            "leader_epoch": int(state.leader_epoch),
+        }
+    )
+
+
+def decode_partition_state(path: str, data: bytes, zk_version: int) -> PartitionState:
+    """A :class:`PartitionState` from a state node read at znode version ``zk_version``."""
+    value = _load(path, data)
+    try:
+        fields = (value["leader"], value["leader_epoch"], value["controller_epoch"])
+        isr = value["isr"]
+    except KeyError as exc:
+        raise ZkDataError(
+            f"{path}: expected keys 'controller_epoch', 'isr', 'leader', 'leader_epoch', "
+            f"found {sorted(value)}"
+        ) from exc
+    if (
+        not all(type(f) is int for f in fields)
+        or not isinstance(isr, list)
+        or not all(type(b) is int for b in isr)
+    ):
+        raise ZkDataError(f"{path}: is not a partition state: {value!r}")
+    leader, leader_epoch, controller_epoch = fields
+    return PartitionState(leader, leader_epoch, tuple(isr), controller_epoch, zk_version)
+
+
+def encode_controller(broker_id: int, timestamp_ms: int) -> bytes:
+    """Kafka's ``/controller`` JSON: ``timestamp`` is a string of milliseconds."""
+    return _dump({"brokerid": int(broker_id), "timestamp": str(int(timestamp_ms))})
+
+
+def decode_controller(path: str, data: bytes) -> int:
+    """The controller's broker id from ``/controller``."""
+    broker_id = _load(path, data).get("brokerid")
+    if type(broker_id) is not int or broker_id < 0:
+        raise ZkDataError(f"{path}: expected a broker id in 'brokerid', found {broker_id!r}")
+    return broker_id
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    """Kafka's ``/controller_epoch``: the epoch as a decimal string, no JSON."""
+    return str(int(epoch)).encode()
+
+
+def decode_controller_epoch(path: str, data: bytes) -> int:
+    text = data.decode("utf-8", errors="replace").strip()
+    if not text.isdigit():
+        raise ZkDataError(f"{path}: expected a controller epoch (a decimal number), found {data[:100]!r}")
+    return int(text)
+
+
+def encode_topic_config(configs: Mapping[str, str]) -> bytes:
+    """Kafka's ``/config/topics/<topic>`` JSON: every value a string."""
+    return _dump({"config": {str(k): str(v) for k, v in sorted(configs.items())}})
+
+
+def decode_topic_config(path: str, data: bytes) -> dict[str, str]:
+    config = _load(path, data).get("config")
+    if not isinstance(config, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in config.items()
+    ):
+        raise ZkDataError(f"{path}: expected 'config' to map names to strings, found {config!r}")
+    return dict(config)
+
+
+def encode_preferred_election(partitions: Sequence[TopicPartition]) -> bytes:
+    """Kafka's ``/admin/preferred_replica_election`` JSON, partitions sorted."""
+    return _dump(
+        {"partitions": [{"partition": tp.partition, "topic": tp.topic} for tp in sorted(set(partitions))]}
+    )
+
+
+def decode_preferred_election(path: str, data: bytes) -> list[TopicPartition]:
+    value = _load(path, data)
+    try:
+        found = sorted({TopicPartition(str(e["topic"]), int(e["partition"])) for e in value["partitions"]})
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ZkDataError(f"{path}: is not a list of partitions: {value!r}") from exc
+    return found
+
+
+def encode_controlled_shutdown(broker_id: int, timestamp_ms: int) -> bytes:
+    return _dump({"broker": int(broker_id), "timestamp_ms": int(timestamp_ms)})

@@ -1,4 +1,9 @@
-"""Reading the brokers and topics of :mod:`broker.cluster.zk_paths`, optionally leaving a watch behind.
+"""Reading the nodes of :mod:`broker.cluster.zk_paths`, optionally leaving a watch behind.
+
+Reads of many nodes (:func:`read_states`, :func:`read_assignments`) are pipelined: every request is sent
+(``get_async``) before the first reply is awaited, so 1,000 nodes cost about one round trip plus
+ZooKeeper's work, not 1,000 round trips. A node that is missing gets an ``exists`` watch instead (when a
+watch is given), so its creation is seen.
 
 Shared by :class:`~broker.cluster.topic_admin.TopicAdmin` (plain reads) and
 :class:`~broker.cluster.cluster_watcher.ClusterWatcher` (every read also sets the watch, so a change after
@@ -16,8 +21,10 @@ from kazoo.exceptions import NoNodeError
 
 from broker.cluster import zk_paths
 from broker.cluster.broker_info import BrokerInfo
+from broker.cluster.partition_state import PartitionState
 from broker.record.errors import InvalidTopicError
 from broker.record.topic_name import validate_topic_name
+from broker.record.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -97,3 +104,130 @@ def read_assignment(
     except NoNodeError:
         return None
     return zk_paths.decode_assignment(path, data)
+
+
+#: How long one pipelined reply is awaited before the read fails (kazoo's own timeouts usually come first).
+ASYNC_REPLY_TIMEOUT_S = 30.0
+
+
+def _get_many(client: KazooClient, paths: list[str], watch: Watch | None) -> list[tuple[bytes, int] | None]:
+    """``(data, znode version)`` of each path, None where it does not exist (pipelined, see the module)."""
+    pending = [client.get_async(path, watch=watch) for path in paths]
+    found: list[tuple[bytes, int] | None] = []
+    missing: list[int] = []
+    for index, result in enumerate(pending):
+        try:
+            data, stat = result.get(timeout=ASYNC_REPLY_TIMEOUT_S)
+        except NoNodeError:
+            found.append(None)
+            missing.append(index)
+            continue
+        found.append((data, stat.version))
+    if watch is not None and missing:
+        exists = [(index, client.exists_async(paths[index], watch=watch)) for index in missing]
+        for index, result in exists:
+            if result.get(timeout=ASYNC_REPLY_TIMEOUT_S) is not None:
+                # created between the get and the exists: read it (the get watch is set by this read)
+                try:
+                    data, stat = client.get(paths[index], watch=watch)
+                except NoNodeError:
+                    continue
+                found[index] = (data, stat.version)
+    return found
+
+
+def read_states(
+    client: KazooClient,
+    partitions: list[TopicPartition],
+    watch: Watch | None = None,
+    *,
+    skip_bad: bool = False,
+) -> dict[TopicPartition, PartitionState | None]:
+    """The state of each partition, None where it has no state node (pipelined).
+
+    A node that does not hold a state raises :class:`~broker.cluster.zk_paths.ZkDataError`, or with
+    ``skip_bad`` is logged and left out of the result.
+    """
+    paths = [zk_paths.partition_state_path(tp.topic, tp.partition) for tp in partitions]
+    states: dict[TopicPartition, PartitionState | None] = {}
+    for tp, path, found in zip(partitions, paths, _get_many(client, paths, watch), strict=True):
+        if found is None:
+            states[tp] = None
+            continue
+        try:
+            states[tp] = zk_paths.decode_partition_state(path, found[0], found[1])
+        except zk_paths.ZkDataError as exc:
+            if not skip_bad:
+                raise
+            logger.error("cluster: partition %s: %s", tp, exc)  # noqa: TRY400 - bad data, no traceback
+    return states
+
+
+def read_assignments(
+    client: KazooClient, topics: list[str], watch: Watch | None = None
+) -> dict[str, dict[int, tuple[int, ...]] | zk_paths.ZkDataError | None]:
+    """Each topic's partition -> replicas (pipelined): None if it does not exist, the ZkDataError if its
+    node does not hold an assignment."""
+    paths = [zk_paths.topic_path(topic) for topic in topics]
+    result: dict[str, dict[int, tuple[int, ...]] | zk_paths.ZkDataError | None] = {}
+    for topic, path, found in zip(topics, paths, _get_many(client, paths, watch), strict=True):
+        if found is None:
+            result[topic] = None
+            continue
+        try:
+            result[topic] = zk_paths.decode_assignment(path, found[0])
+        except zk_paths.ZkDataError as exc:
+            result[topic] = exc
+    return result
+
+
+def read_topic_configs(
+    client: KazooClient, topics: list[str], watch: Watch | None = None
+) -> dict[str, dict[str, str] | None]:
+    """Each topic's config overrides (pipelined); None where it has no config node or an unreadable one
+    (logged)."""
+    paths = [zk_paths.topic_config_path(topic) for topic in topics]
+    configs: dict[str, dict[str, str] | None] = {}
+    for topic, path, found in zip(topics, paths, _get_many(client, paths, watch), strict=True):
+        if found is None:
+            configs[topic] = None
+            continue
+        try:
+            configs[topic] = zk_paths.decode_topic_config(path, found[0])
+        except zk_paths.ZkDataError as exc:
+            logger.error("cluster: topic %r: %s; using no overrides", topic, exc)  # noqa: TRY400
+            configs[topic] = None
+    return configs
+
+
+def read_topic_config(client: KazooClient, topic: str, watch: Watch | None = None) -> dict[str, str] | None:
+    """The topic's config overrides; None if it has no config node. Raises ZkDataError if unreadable."""
+    path = zk_paths.topic_config_path(topic)
+    for _ in range(_CHILDREN_TRIES):
+        try:
+            data, _ = client.get(path, watch=watch)
+        except NoNodeError:
+            if watch is None or client.exists(path, watch=watch) is None:
+                return None
+            continue  # created between the two calls: read it
+        return zk_paths.decode_topic_config(path, data)
+    return None
+
+
+def read_controller(client: KazooClient, watch: Watch | None = None) -> int:
+    """The controller's broker id from ``/controller``; -1 if there is none or the node is unreadable
+    (logged). With a watch, a missing node gets an ``exists`` watch so the next election is seen."""
+    path = zk_paths.CONTROLLER_PATH
+    for _ in range(_CHILDREN_TRIES):
+        try:
+            data, _ = client.get(path, watch=watch)
+        except NoNodeError:
+            if watch is None or client.exists(path, watch=watch) is None:
+                return -1
+            continue  # elected between the two calls: read it
+        try:
+            return zk_paths.decode_controller(path, data)
+        except zk_paths.ZkDataError as exc:
+            logger.error("cluster: %s; no controller", exc)  # noqa: TRY400 - bad data, no traceback
+            return -1
+    return -1

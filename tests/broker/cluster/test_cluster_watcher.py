@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +14,8 @@ from broker.cluster.broker_info import BrokerInfo
 from broker.cluster.broker_registration import BrokerRegistration
 from broker.cluster.cluster_view import EMPTY_VIEW, ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
+from broker.cluster.partition_state import PartitionState
+from broker.cluster.partition_state_store import update_isr
 from broker.cluster.topic_admin import TopicAdmin
 from broker.cluster.zk_paths import encode_assignment
 from broker.record.topic_partition import TopicPartition
@@ -65,8 +68,9 @@ def test_start_reads_the_current_state(zk: Any, other: Any) -> None:
     watcher.start()
     try:
         assert watcher.view == ClusterView(brokers={1: B1}, topics={"events": {0: (1,), 1: (2,)}})
-        assert watcher.view.controller_id == 1
-        assert watcher.view.leader("events", 0) == 1
+        assert watcher.view.controller_id == -1  # no /controller
+        # a topic node of an older Lumber: no state nodes, so no leader until the controller makes them
+        assert watcher.view.leader("events", 0) == -1
         assert watcher.view.leader("events", 1) == -1
         assert watcher.view.partitions_of(2) == [TopicPartition("events", 1)]
     finally:
@@ -98,20 +102,30 @@ def test_sees_brokers_and_topics_come_and_go_with_exact_changes(zk: Any, other: 
         assert watcher.wait_for(lambda v: v == v1, WAIT_S)
         assert changes.wait(1) == [(v0, v1)]
 
-        other.create("/brokers/topics/t", encode_assignment({0: [1], 1: [2], 2: [1]}))  # 2 is not up yet
-        v2 = ClusterView(brokers={1: B1}, topics={"t": {0: (1,), 1: (2,), 2: (1,)}})
+        admin.create_topic("t", 3, assignment={0: [1], 1: [1], 2: [1]})
+        other.set("/brokers/topics/t", encode_assignment({0: [1], 1: [2], 2: [1]}))  # 2 is not up yet
+        other.set(
+            "/brokers/topics/t/partitions/1/state",
+            b'{"controller_epoch":0,"isr":[2],"leader":2,"leader_epoch":1,"version":1}',
+        )
+        states = {
+            TopicPartition("t", 0): PartitionState(1, 0, (1,), 0, 0),
+            TopicPartition("t", 1): PartitionState(2, 1, (2,), 0, 1),
+            TopicPartition("t", 2): PartitionState(1, 0, (1,), 0, 0),
+        }
+        v2 = ClusterView(brokers={1: B1}, topics={"t": {0: (1,), 1: (2,), 2: (1,)}}, states=states)
         assert watcher.wait_for(lambda v: v == v2, WAIT_S)
         assert watcher.view.leader("t", 1) == -1
 
         add_broker(second, 2, 9092)
-        v3 = ClusterView(brokers={1: B1, 2: B2}, topics={"t": {0: (1,), 1: (2,), 2: (1,)}})
+        v3 = ClusterView(brokers={1: B1, 2: B2}, topics={"t": {0: (1,), 1: (2,), 2: (1,)}}, states=states)
         assert watcher.wait_for(lambda v: v == v3, WAIT_S)
         assert watcher.view.leader("t", 1) == 2
 
         registration.deregister()
-        v4 = ClusterView(brokers={2: B2}, topics={"t": {0: (1,), 1: (2,), 2: (1,)}})
+        v4 = ClusterView(brokers={2: B2}, topics={"t": {0: (1,), 1: (2,), 2: (1,)}}, states=states)
         assert watcher.wait_for(lambda v: v == v4, WAIT_S)
-        assert watcher.view.controller_id == 2
+        assert watcher.view.controller_id == -1
         assert watcher.view.leader("t", 0) == -1
 
         admin.delete_topic("t")
@@ -122,7 +136,12 @@ def test_sees_brokers_and_topics_come_and_go_with_exact_changes(zk: Any, other: 
         v6 = EMPTY_VIEW
         assert watcher.wait_for(lambda v: v == v6, WAIT_S)
 
-        assert changes.wait(6) == [(v0, v1), (v1, v2), (v2, v3), (v3, v4), (v4, v5), (v5, v6)]
+        calls = changes.wait(6)
+        # the creation, the rewritten assignment and the state may arrive as one to three changes
+        assert calls[0] == (v0, v1)
+        assert calls[-4:] == [(calls[-4][0], v3), (v3, v4), (v4, v5), (v5, v6)]
+        assert calls[-4][0] == v2
+        assert all(old == prev_new for (old, _), (_, prev_new) in zip(calls[1:], calls, strict=False))
         assert changes.threads == {"cluster-watcher-notify"}
         assert changes.concurrent == 1
     finally:
@@ -139,7 +158,11 @@ def test_refresh_reads_at_once_and_the_watch_agrees(zk: Any, other: Any) -> None
     try:
         TopicAdmin(zk).create_topic("fresh", 1)
         view = watcher.refresh()
-        expected = ClusterView(brokers={1: B1}, topics={"fresh": {0: (1,)}})
+        expected = ClusterView(
+            brokers={1: B1},
+            topics={"fresh": {0: (1,)}},
+            states={TopicPartition("fresh", 0): PartitionState(1, 0, (1,), 0, 0)},
+        )
         assert view == expected
         assert watcher.view == expected
         # the watch fires too; it finds nothing new, so there is exactly one change
@@ -233,7 +256,11 @@ def test_watches_come_back_after_session_expiry(zk: Any, other: Any, zk_connect:
         wait_until(lambda: zk.connected and zk.client_id[0] != first_session, WAIT_S, "a new session")
         admin = TopicAdmin(other)
         admin.create_topic("after", 1)
-        expected = ClusterView(brokers={1: B1}, topics={"after": {0: (1,)}})
+        expected = ClusterView(
+            brokers={1: B1},
+            topics={"after": {0: (1,)}},
+            states={TopicPartition("after", 0): PartitionState(1, 0, (1,), 0, 0)},
+        )
         assert watcher.wait_for(lambda v: v == expected, WAIT_S)
         add_broker(other, 2, 9092)
         assert watcher.wait_for(lambda v: 2 in v.brokers, WAIT_S)
@@ -268,3 +295,84 @@ def test_stop_ends_the_notifications(zk: Any, other: Any) -> None:
         fresh.stop()
     assert watcher.view == ClusterView(brokers={1: B1}, topics={})
     assert len(changes.calls) == 1
+
+
+def test_states_controller_configs_and_shutdowns_are_watched(zk: Any, other: Any) -> None:
+    for broker_id in (1, 2):
+        add_broker(other, broker_id, 9090 + broker_id)
+    TopicAdmin(other).create_topic(
+        "r", 2, assignment={0: [1, 2], 1: [2, 1]}, configs={"min.insync.replicas": "2"}
+    )
+    changes = Changes()
+    watcher = ClusterWatcher(zk, on_change=changes)
+    watcher.start()
+    try:
+        tp = TopicPartition("r", 0)
+        assert watcher.view.state(tp) == PartitionState(1, 0, (1, 2), 0, 0)
+        assert watcher.view.topic_configs == {"r": {"min.insync.replicas": "2"}}
+        assert watcher.view.under_replicated(tp) is False
+
+        start = time.perf_counter()
+        assert update_isr(other, tp, watcher.view.states[tp], [1]) is not None
+        assert watcher.wait_for(lambda v: v.isr(tp) == (1,), WAIT_S)
+        latency_ms = (time.perf_counter() - start) * 1000
+        print(f"\nstate change seen by the watcher after {latency_ms:.1f} ms")
+        assert latency_ms < 500
+        assert watcher.view.under_replicated(tp) is True
+        assert watcher.view.states[tp].zk_version == 1
+
+        other.create("/controller", b'{"brokerid":2,"timestamp":"1","version":1}', ephemeral=True)
+        assert watcher.wait_for(lambda v: v.controller_id == 2, WAIT_S)
+        other.create(
+            "/admin/controlled_shutdown/1",
+            b'{"broker":1,"timestamp_ms":1,"version":1}',
+            makepath=True,
+            ephemeral=True,
+        )
+        assert watcher.wait_for(lambda v: v.shutting_down == frozenset({1}), WAIT_S)
+        other.set("/config/topics/r", b'{"config":{"min.insync.replicas":"1"},"version":1}')
+        assert watcher.wait_for(lambda v: v.topic_config("r") == {"min.insync.replicas": "1"}, WAIT_S)
+        other.delete("/controller")
+        other.delete("/admin/controlled_shutdown/1")
+        assert watcher.wait_for(lambda v: v.controller_id == -1 and not v.shutting_down, WAIT_S)
+        # an old topic's states created later (the controller's repair) are seen
+        other.create("/brokers/topics/old", encode_assignment({0: [1]}))
+        assert watcher.wait_for(lambda v: "old" in v.topics, WAIT_S)
+        assert watcher.view.leader("old", 0) == -1
+        other.create(
+            "/brokers/topics/old/partitions/0/state",
+            b'{"controller_epoch":1,"isr":[1],"leader":1,"leader_epoch":0,"version":1}',
+            makepath=True,
+        )
+        assert watcher.wait_for(lambda v: v.leader("old", 0) == 1, WAIT_S)
+        # calls chain and the old view never goes back
+        calls = changes.calls
+        assert all(old == prev_new for (old, _), (_, prev_new) in zip(calls[1:], calls, strict=False))
+    finally:
+        watcher.stop()
+
+
+def test_thousand_partitions_load_and_one_change_is_one_read(zk: Any, other: Any) -> None:
+    for broker_id in (1, 2, 3):
+        add_broker(other, broker_id, 9090 + broker_id)
+    TopicAdmin(other).create_topic("big", 1000, replication_factor=3)
+    watcher = ClusterWatcher(zk)
+    start = time.perf_counter()
+    watcher.start()
+    load_s = time.perf_counter() - start
+    try:
+        assert len(watcher.view.states) == 1000
+        print(f"\nwatcher start with 1000 partitions x3: {load_s * 1000:.0f} ms")
+        assert load_s < 1.0
+        tp = TopicPartition("big", 500)
+        state = watcher.view.states[tp]
+        other.set(
+            "/brokers/topics/big/partitions/500/state",
+            b'{"controller_epoch":0,"isr":[%d],"leader":%d,"leader_epoch":1,"version":1}'
+            % (state.isr[0], state.isr[0]),
+        )
+        start = time.perf_counter()
+        assert watcher.wait_for(lambda v: v.leader_epoch(tp) == 1, WAIT_S)
+        print(f"one state change among 1000 seen after {(time.perf_counter() - start) * 1000:.1f} ms")
+    finally:
+        watcher.stop()

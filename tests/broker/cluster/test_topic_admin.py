@@ -12,13 +12,16 @@ from broker.cluster.broker_info import BrokerInfo
 from broker.cluster.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
     NoLiveBrokersError,
     TopicExistsError,
     UnknownTopicError,
     ZooKeeperError,
 )
+from broker.cluster.partition_state import PartitionState
 from broker.cluster.topic_admin import MAX_PARTITIONS, TopicAdmin
 from broker.record.errors import InvalidTopicError
+from broker.record.topic_partition import TopicPartition
 from broker.server.error_codes import error_code_of
 from tests.broker.cluster.helpers import add_broker
 from tests.support.zookeeper import new_client
@@ -159,22 +162,13 @@ def test_invalid_partition_counts(zk: Any, partitions: Any, message: str) -> Non
             {0: [1], 1: [7]},
             "topic 't': assignment places partition 1 on broker 7, which is not live (live brokers: [1, 2])",
         ),
+        (1, {0: [1, 1]}, "topic 't': assignment gives partition 0 the replicas [1, 1]: a broker twice"),
         (
-            1,
-            {0: [1, 2]},
-            (
-                "topic 't': assignment gives partition 0 the replicas [1, 2]: Lumber keeps exactly one "
-                "replica per partition"
-            ),
+            2,
+            {0: [1, 2], 1: [1]},
+            "topic 't': assignment gives partition 1 1 replicas [1], expected 2 as partition 0",
         ),
-        (
-            1,
-            {0: []},
-            (
-                "topic 't': assignment gives partition 0 the replicas []: Lumber keeps exactly one replica "
-                "per partition"
-            ),
-        ),
+        (1, {0: []}, "topic 't': assignment gives partition 0 no replicas"),
     ],
 )
 def test_invalid_explicit_assignments(zk: Any, partitions: int, assignment: Any, message: str) -> None:
@@ -227,3 +221,116 @@ def test_zookeeper_failures_are_mapped(zk_connect: str) -> None:
     assert info.value.retriable is True
     assert error_code_of(info.value) == 7
     assert isinstance(info.value.__cause__, Exception)
+
+
+# ------------------------------------------------------------------------------------------- replication
+
+
+def test_create_writes_topic_config_and_states_in_one_transaction(zk: Any) -> None:
+    for broker_id in (1, 2, 3):
+        add_broker(zk, broker_id, 9090 + broker_id)
+    zk.create("/controller_epoch", b"4")
+    admin = TopicAdmin(zk)
+    created = admin.create_topic(
+        "rep",
+        2,
+        assignment={0: [2, 3, 1], 1: [3, 1, 2]},
+        configs={"min.insync.replicas": "2"},
+    )
+    assert created == {0: (2, 3, 1), 1: (3, 1, 2)}
+    assert zk.get("/brokers/topics/rep")[0] == b'{"partitions":{"0":[2,3,1],"1":[3,1,2]},"version":1}'
+    assert zk.get("/config/topics/rep")[0] == b'{"config":{"min.insync.replicas":"2"},"version":1}'
+    assert zk.get("/brokers/topics/rep/partitions")[0] == b""
+    data, stat = zk.get("/brokers/topics/rep/partitions/0/state")
+    assert data == b'{"controller_epoch":4,"isr":[2,3,1],"leader":2,"leader_epoch":0,"version":1}'
+    assert stat.version == 0
+    assert zk.get("/brokers/topics/rep/partitions/1/state")[0] == (
+        b'{"controller_epoch":4,"isr":[3,1,2],"leader":3,"leader_epoch":0,"version":1}'
+    )
+    # all made by one multi: one transaction id
+    zxids = {
+        zk.exists(p).czxid
+        for p in ("/brokers/topics/rep", "/config/topics/rep", "/brokers/topics/rep/partitions/1/state")
+    }
+    assert len(zxids) == 1
+    assert admin.describe_states("rep") == {
+        0: PartitionState(2, 0, (2, 3, 1), 4, 0),
+        1: PartitionState(3, 0, (3, 1, 2), 4, 0),
+    }
+    assert admin.topic_config("rep") == {"min.insync.replicas": "2"}
+
+    admin.delete_topic("rep")
+    assert zk.exists("/brokers/topics/rep") is None
+    assert zk.exists("/config/topics/rep") is None
+    assert zk.get_children("/brokers/topics") == []
+
+
+def test_create_with_replication_factor_and_no_controller_epoch(zk: Any) -> None:
+    for broker_id in (1, 2, 3):
+        add_broker(zk, broker_id, 9090 + broker_id)
+    admin = TopicAdmin(zk)
+    created = admin.create_topic("spread3", 6, replication_factor=3)
+    assert all(len(set(r)) == 3 for r in created.values())
+    assert Counter(r[0] for r in created.values()) == {1: 2, 2: 2, 3: 2}
+    states = admin.describe_states("spread3")
+    assert states == {p: PartitionState(r[0], 0, r, 0, 0) for p, r in created.items()}
+    assert admin.topic_config("spread3") == {}
+    assert zk.exists("/config/topics/spread3") is None
+
+
+def test_replication_factor_above_live_brokers_is_refused(zk: Any) -> None:
+    add_broker(zk, 1, 9091)
+    add_broker(zk, 2, 9092)
+    with pytest.raises(InvalidReplicationFactorError) as info:
+        TopicAdmin(zk).create_topic("big", 3, replication_factor=3)
+    assert (
+        str(info.value)
+        == "topic 'big': replication factor 3 is invalid: it exceeds the 2 live brokers [1, 2]"
+    )
+    assert zk.exists("/brokers/topics/big") is None
+
+
+def test_a_failed_transaction_leaves_nothing(zk: Any) -> None:
+    add_broker(zk, 1, 9091)
+    # a stale config node makes the multi fail on its second operation: the topic node must not stay
+    zk.create("/config/topics/stale", b'{"config":{},"version":1}', makepath=True)
+    with pytest.raises(ZooKeeperError) as info:
+        TopicAdmin(zk).create_topic("stale", 2, configs={"min.insync.replicas": "1"})
+    assert str(info.value) == (
+        "zookeeper: cannot create topic 'stale': /config/topics/stale exists without its topic; delete it"
+    )
+    assert zk.exists("/brokers/topics/stale") is None
+    assert zk.get_children("/brokers/topics") == []
+
+
+def test_delete_of_an_old_topic_without_states(zk: Any) -> None:
+    zk.create("/brokers/topics/old", b'{"version":1,"partitions":{"0":[1]}}', makepath=True)
+    admin = TopicAdmin(zk)
+    assert admin.describe_states("old") == {}
+    admin.delete_topic("old")
+    assert zk.exists("/brokers/topics/old") is None
+
+
+def test_preferred_election_request(zk: Any) -> None:
+    add_broker(zk, 1, 9091)
+    add_broker(zk, 2, 9092)
+    admin = TopicAdmin(zk)
+    admin.create_topic("b", 2, replication_factor=2)
+    admin.create_topic("a", 1, replication_factor=2)
+    assert admin.request_preferred_election([TopicPartition("b", 1)]) == [TopicPartition("b", 1)]
+    assert zk.get("/admin/preferred_replica_election")[0] == (
+        b'{"partitions":[{"partition":1,"topic":"b"}],"version":1}'
+    )
+    with pytest.raises(ZooKeeperError, match="a preferred replica election is already pending") as info:
+        admin.request_preferred_election(None)
+    assert info.value.retriable is True
+    zk.delete("/admin/preferred_replica_election")  # what the controller does when done
+    assert admin.request_preferred_election(None) == [
+        TopicPartition("a", 0),
+        TopicPartition("b", 0),
+        TopicPartition("b", 1),
+    ]
+    assert zk.get("/admin/preferred_replica_election")[0] == (
+        b'{"partitions":[{"partition":0,"topic":"a"},{"partition":0,"topic":"b"},'
+        b'{"partition":1,"topic":"b"}],"version":1}'
+    )
