@@ -68,7 +68,9 @@ in-memory entries); and appends continue in a new segment at the new log end, so
 grows again. A reader holding an old view therefore reads either the bytes it would have read, or, past
 the cut, a short read that fails (:class:`~broker.record.errors.CorruptRecordError`, or a region the
 network layer cannot finish sending, which closes that connection): never another batch's bytes. A cut at
-a segment's first batch unlinks the whole segment instead, so its old readers keep every byte.
+a segment's first batch unlinks the whole segment instead, so its old readers keep every byte. (Where
+Lumber differs: Kafka keeps appending to the cut segment; Lumber starts a segment per truncation, which
+is rare: a follower's, after a leader change.)
 """
 
 from __future__ import annotations
@@ -575,7 +577,8 @@ class Log(LogFlush):
     def update_replicated_high_watermark(self, offset: int) -> bool:
         """Move the replicated high watermark up to ``offset`` (capped at the log end, rounded down to a
         batch boundary); a lower offset is ignored. Returns whether the exposed high watermark advanced
-        (the listeners then hear of it)."""
+        (the listeners then hear of it). While replication is off the value is only recorded (and
+        checkpointed): it caps the exposed high watermark once :meth:`set_replicated` turns it on."""
         with self._lock:
             view = self._view
             current = self._replicated_hw
@@ -710,18 +713,21 @@ class Log(LogFlush):
                 f"{cut.path}: no batch holds offset {offset} below the log end {view.log_end_offset}"
             )
         size_before = cut.size_bytes  # the active segment's size is view.end_position: we hold the lock
+        whole = found[0] == 0  # the cut takes the whole segment: delete it, its readers keep every byte
+        doomed = segments[i:] if whole else segments[i + 1 :]
+        deleted_bytes = sum(s.size_bytes for s in doomed)
+        # Newest first, before the cut: a kill at any point leaves a log without a hole (a longer one
+        # than asked at worst, which the next truncation cuts again).
+        for segment in reversed(doomed):
+            segment.delete()
         kept: tuple[Segment, ...]
-        if found[0] == 0:  # the cut takes the whole segment: delete it, its readers keep every byte
-            kept, doomed, new_end = segments[:i], segments[i:], cut.base_offset
-            cut_bytes = 0
+        if whole:
+            kept, new_end, cut_bytes = segments[:i], cut.base_offset, 0
         else:
             truncated = cut.truncate_to(offset, now_ms=now)
             truncated.on_become_inactive()
-            kept, doomed, new_end = (*segments[:i], truncated), segments[i + 1 :], truncated.next_offset
+            kept, new_end = (*segments[:i], truncated), truncated.next_offset
             cut_bytes = size_before - truncated.size_bytes
-        deleted_bytes = sum(s.size_bytes for s in doomed)
-        for segment in doomed:
-            segment.delete()
         active = Segment.create(
             self._dir, new_end, index_interval_bytes=self._config.index_interval_bytes, now_ms=now
         )
@@ -769,7 +775,10 @@ class Log(LogFlush):
         """Delete every segment and start an empty log at ``offset`` (Kafka's ``truncateFullyAndStartAt``:
         a follower's answer to OFFSET_OUT_OF_RANGE below the leader's log start offset). The producer
         state, its snapshots and the leader epochs are cleared; every offset of the log is ``offset``.
-        Readers holding old views keep reading the deleted segments (unlinked, descriptors open)."""
+        Readers holding old views keep reading the deleted segments (unlinked, descriptors open). The
+        segments are deleted newest first before the new one is created: a kill part way leaves a shorter
+        log (at worst an empty one at offset 0), which the follower's next fetch finds out of range
+        again."""
         if offset < 0:
             raise ValueError(f"{self._where}: cannot start the log at a negative offset ({offset})")
         with self._flush_lock, self._lock:
@@ -777,7 +786,8 @@ class Log(LogFlush):
             view = self._view
             now = self._clock()
             try:
-                for segment in view.segments:
+                # newest first: a kill part way leaves a shorter log, never one with a hole
+                for segment in reversed(view.segments):
                     segment.delete()
                 self._producers.clear()
                 self._producers.delete_snapshots_above(-1)
