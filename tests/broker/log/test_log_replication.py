@@ -471,3 +471,16 @@ def test_a_torn_epoch_checkpoint_is_rebuilt_at_load(tmp_path: Path) -> None:
     reopened = open_log(tmp_path)
     assert reopened.leader_epoch_cache.entries() == [(0, 0), (3, 10), (5, 20)]
     reopened.close()
+
+
+def test_retention_moves_the_first_epoch_to_the_new_log_start(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=1500, retention_bytes=2000)
+    append_n(log, 3, leader_epoch=0)
+    append_n(log, 5, leader_epoch=1)  # epoch 1 starts at 15
+    deleted = log.apply_retention()
+    assert deleted
+    start = log.log_start_offset
+    assert start > 15
+    assert log.leader_epoch_cache.entries() == [(1, start)]
+    assert (tmp_path / "clicks-0" / EPOCH_FILE).read_text() == f"0\n1\n1 {start}\n"
+    log.close()
