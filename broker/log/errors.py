@@ -11,6 +11,9 @@ The record format's errors (corrupt or invalid batches, bad topic names) are not
     └── LogError                       (KAFKA_STORAGE_ERROR 56)
         ├── RecordTooLargeError        (MESSAGE_TOO_LARGE 10)
         ├── OffsetOutOfRangeError      (OFFSET_OUT_OF_RANGE 1)
+        ├── UnexpectedAppendOffsetError (KAFKA_STORAGE_ERROR 56): a follower's append does not start at
+        │                              its log end offset, or its batches are not consecutive (the
+        │                              replica fetcher handles it; it never reaches a client)
         ├── OutOfOrderSequenceError    (OUT_OF_ORDER_SEQUENCE_NUMBER 45): an idempotent producer's gap
         ├── InvalidProducerEpochError  (INVALID_PRODUCER_EPOCH 47): a fenced (older) producer epoch
         ├── CorruptSnapshotError       (KAFKA_STORAGE_ERROR 56): a producer-state snapshot fails its check
@@ -53,6 +56,23 @@ class OffsetOutOfRangeError(LogError):
         self.log_end_offset = log_end_offset
         super().__init__(
             f"{where}: offset {offset} is out of range: the log holds [{log_start_offset}, {log_end_offset})"
+        )
+
+
+class UnexpectedAppendOffsetError(LogError):
+    """A follower's append (:meth:`broker.log.log.Log.append_as_follower`) holds a batch whose base offset
+    is not the one the log expects: the log end offset for the first batch, the previous batch's next
+    offset for the others (Kafka's ``UnexpectedAppendOffsetException``)."""
+
+    def __init__(self, where: str, expected_offset: int, found_offset: int, *, batch_index: int) -> None:
+        self.where = where
+        self.expected_offset = expected_offset
+        self.found_offset = found_offset
+        self.batch_index = batch_index
+        what = "the log end offset" if batch_index == 0 else f"the next offset of batch {batch_index - 1}"
+        super().__init__(
+            f"{where}: follower append: batch {batch_index} has base offset {found_offset}, expected "
+            f"{expected_offset} ({what}); nothing was appended"
         )
 
 

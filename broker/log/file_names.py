@@ -5,6 +5,8 @@ A log dir holds::
     .lock                               exclusive flock while a broker (LogManager) uses the dir
     .lumber_cleanshutdown               present only after a clean shutdown; removed at start-up
     recovery-point-offset-checkpoint    flushed offset of every partition (see broker.log.checkpoint)
+    replication-offset-checkpoint       replicated high watermark of every partition that has one
+                                        (written once one has it: see broker.log.log_manager)
     <topic>-<partition>/                one folder per partition
     <topic>-<partition>.<32 hex>-delete/   a partition being deleted (renamed first, then removed)
 
@@ -15,7 +17,10 @@ A partition folder holds segments, each named by its base offset as 20 zero-padd
     00000000000000000000.timeindex  sparse time index    (broker.log.time_index)
     00000000000000000042.snapshot   the idempotent producers' state as of offset 42
                                     (broker.log.producer_state); written at rolls and clean shutdowns
-    *.tmp                           an index being rebuilt; left over only by a crash, deleted at load
+    leader-epoch-checkpoint         the leader epochs and their start offsets
+                                    (broker.log.leader_epoch_cache)
+    *.tmp                           an index or checkpoint being written; left over only by a crash,
+                                    deleted at load
 
 Topic names follow Kafka's rules (:func:`broker.record.topic_name.validate_topic_name`), so a partition
 folder name can never contain a path separator or be ``.`` / ``..``.
@@ -41,6 +46,8 @@ SNAPSHOT_SUFFIX = ".snapshot"
 LOCK_FILE_NAME = ".lock"
 CLEAN_SHUTDOWN_FILE_NAME = ".lumber_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT_FILE_NAME = "recovery-point-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT_FILE_NAME = "replication-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT_FILE_NAME = "leader-epoch-checkpoint"
 
 OFFSET_DIGITS = 20
 

@@ -14,7 +14,28 @@ Offsets a log maintains::
 * ``flushed_offset``: every offset below it is fsynced (the recovery point);
 * ``high_watermark``: every offset below it is exposed to readers. With ``expose = "flushed"`` (the
   paper's semantics: "a message is only exposed to the consumers after it is flushed") it is the flushed
-  offset; with ``expose = "appended"`` it is the log end offset.
+  offset; with ``expose = "appended"`` it is the log end offset. That is the *exposure point*.
+
+Replication (issue 19, Kafka's ``UnifiedLog``):
+
+* **The replicated high watermark.** While :meth:`Log.set_replicated` is on (a partition with more than
+  one replica), the exposed high watermark is ``min(exposure point, replicated high watermark)``; the
+  replicated high watermark is the ISR's lowest log end, which the server reports through
+  :meth:`Log.update_replicated_high_watermark` (it only moves up, except by truncation and
+  :meth:`Log.reset_replicated_high_watermark`). It always lies at a batch boundary (an offset inside a
+  batch is rounded down to that batch's base offset); its byte position is found with
+  :meth:`~broker.log.segment.Segment.position_of`. While off, nothing of this runs: an append computes
+  the high watermark as before. The :class:`~broker.log.log_manager.LogManager` keeps it in
+  ``replication-offset-checkpoint`` and hands it back at load (``replicated_high_watermark``, capped at
+  the log end).
+* **Leader epochs.** ``append(batches, leader_epoch=E)`` (a leader, ``E >= 0``) stamps ``E`` into bytes
+  12..15 of every batch (``partitionLeaderEpoch``, not under the CRC) where it rewrites the base offset,
+  and records ``E`` at the first offset in the :class:`~broker.log.leader_epoch_cache.LeaderEpochCache`
+  *before* writing; ``leader_epoch=-1`` writes the bytes the batch carried, exactly as before.
+  :meth:`Log.append_as_follower` writes a leader's batches unchanged (same offsets, same bytes) and
+  records each new epoch they carry, also before writing.
+* **Truncation** (:meth:`Log.truncate_to`, :meth:`Log.truncate_fully_and_start_at`): a follower drops
+  what the leader does not have. Whole batches go, as in Kafka's ``LogSegment.truncateTo``.
 
 Flushes (the paper's M and S policy, and group commit for ``[log] flush_on_ack``) are
 :mod:`broker.log.log_flush`'s, mixed into :class:`Log`.
@@ -27,33 +48,52 @@ as the batches get their offsets, so that check and append are one atomic step p
 snapshotted when a segment rolls and at a clean close, and rebuilt at load from the newest valid snapshot
 and the batches after it. Retention deletes whole segments (:mod:`broker.log.retention`).
 
-Concurrency: one lock serialises appends, rolls and retention; flushes are serialised by a second lock
-and fsync outside the first, so appends continue during an fsync. ``flush_requested_offset`` only grows,
-under the first lock; the flusher reads it without one (a stale read at worst delays a flush to the
-flusher's next turn, which the request's own wake-up starts). Readers take no lock: every change
+Concurrency: one lock (the append lock) serialises appends, rolls, retention, truncation and every
+change of the replicated high watermark and of the leader epochs; flushes are serialised by a second lock
+and fsync outside the first, so appends continue during an fsync. Truncation takes both (the flush lock
+first), so that no flush captures segments or offsets that a truncation then removes.
+``flush_requested_offset`` only grows (but for truncation), under the first lock; the flusher reads it
+without one (a stale read at worst delays a flush to the flusher's next turn, which the request's own
+wake-up starts). Readers take no lock: every change
 publishes a new immutable :class:`~broker.log.log_view.LogView`, and a reader uses the view it read once
 (that module says why this is safe). Listeners hear of changes after the lock is released
-(:mod:`broker.log.log_listeners`).
+(:mod:`broker.log.log_listeners`); end listeners hear of every append's new log end.
+
+Readers across a truncation: a reader keeps the view (and the :class:`~broker.log.segment.Segment`
+objects) it took. A truncation never changes a byte below the cut and never writes new bytes where an
+old view could look: segments above the cut are unlinked (their open descriptors keep the old bytes
+readable, as after retention); the segment holding the cut is truncated in place and replaced in the new
+view by a new :class:`~broker.log.segment.Segment` object (fresh indexes; the old object keeps its
+in-memory entries); and appends continue in a new segment at the new log end, so the cut file never
+grows again. A reader holding an old view therefore reads either the bytes it would have read, or, past
+the cut, a short read that fails (:class:`~broker.record.errors.CorruptRecordError`, or a region the
+network layer cannot finish sending, which closes that connection): never another batch's bytes. A cut at
+a segment's first batch unlinks the whole segment instead, so its old readers keep every byte. (Where
+Lumber differs: Kafka keeps appending to the cut segment; Lumber starts a segment per truncation, which
+is rare: a follower's, after a leader change.)
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
+import sys
 import threading
-from collections.abc import Callable
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from broker.clock import Clock, system_clock_ms
 from broker.config import DEFAULT_PRODUCER_ID_EXPIRATION_MS, LogConfig
-from broker.log.errors import LogClosedError, LogStorageError
+from broker.log.errors import LogClosedError, LogStorageError, UnexpectedAppendOffsetError
 from broker.log.file_handle import fsync_dir
 from broker.log.file_names import deleted_partition_dir_name, parse_partition_dir_name
 from broker.log.file_region import FileRegion
+from broker.log.leader_epoch_cache import LeaderEpochCache
 from broker.log.log_flush import LogFlush
-from broker.log.log_listeners import HighWatermarkListener, LogListeners
-from broker.log.log_validator import validate_append
+from broker.log.log_listeners import EndOffsetListener, HighWatermarkListener, LogListeners
+from broker.log.log_validator import ValidatedAppend, validate_append
 from broker.log.log_view import LogView
 from broker.log.producer_state import ProducerStateManager
 from broker.log.recovery import RecoveryResult, load_segments
@@ -67,6 +107,9 @@ from broker.record.topic_partition import TopicPartition
 logger = logging.getLogger(__name__)
 
 Buffer = bytes | bytearray | memoryview
+
+#: A follower accepts batches of any size: the leader accepted them (Kafka's ``ignoreRecordSize``).
+_NO_SIZE_LIMIT = sys.maxsize
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +141,7 @@ class Log(LogFlush):
         clock: Clock = system_clock_ms,
         wake_flusher: Callable[[Log], None] | None = None,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        replicated_high_watermark: int | None = None,
     ) -> None:
         tp = parse_partition_dir_name(directory.name)
         if tp is None:
@@ -142,6 +186,20 @@ class Log(LogFlush):
             directory, where=self._where, producer_id_expiration_ms=producer_id_expiration_ms
         )
         self._producers.rebuild(self._view.segments, self._view.log_end_offset, clock())
+        self._epochs = LeaderEpochCache.load(
+            directory, where=self._where, batch_epochs=lambda: _batch_epochs(segments)
+        )
+        self._epochs.truncate_from_end(end)
+        self._epochs.truncate_from_start(segments[0].base_offset)
+        #: Whether the exposed high watermark is capped by the replicated one (see the module docstring).
+        self._replicated = False
+        #: The replicated high watermark (a batch boundary), or None while the log has none.
+        self._replicated_hw: int | None = None
+        if replicated_high_watermark is not None:
+            self._replicated_hw = self._hw_at(self._view, min(max(replicated_high_watermark, 0), end))[0]
+        #: What an append reads to know whether the high watermark follows the log end (the one attribute
+        #: the hot path reads for exposure: ``expose = "appended"`` and replication off).
+        self._hw_follows_appends = config.expose == "appended"
 
     # ------------------------------------------------------------------------------------ properties
 
@@ -202,11 +260,41 @@ class Log(LogFlush):
         """The idempotent producers' state (read it only while no append runs: tests and tools)."""
         return self._producers
 
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochCache:
+        """The leader epochs (read it freely; only the log changes it)."""
+        return self._epochs
+
+    @property
+    def latest_epoch(self) -> int:
+        """The newest leader epoch recorded in the log (-1 when none)."""
+        return self._epochs.latest_epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """``(epoch, end_offset)`` for a requested leader epoch, Kafka's ``endOffsetForEpoch``
+        (:meth:`~broker.log.leader_epoch_cache.LeaderEpochCache.end_offset_for` with this log's end);
+        ``(-1, -1)`` when undefined."""
+        with self._lock:
+            return self._epochs.end_offset_for(epoch, self._next_offset)
+
+    @property
+    def replicated(self) -> bool:
+        return self._replicated
+
+    @property
+    def replicated_high_watermark(self) -> int | None:
+        """The replicated high watermark (None while the log has none: replication off and none loaded)."""
+        return self._replicated_hw
+
     # ------------------------------------------------------------------------------------ append
 
-    def append(self, batches: Buffer) -> AppendInfo:
+    def append(self, batches: Buffer, *, leader_epoch: int = -1) -> AppendInfo:
         """Validate the batches (one call of :func:`~broker.log.log_validator.validate_append`), then append
         them all with offsets assigned from the log end offset.
+
+        With ``leader_epoch >= 0`` (a leader's append) every batch is written with its
+        ``partitionLeaderEpoch`` set to it, and the leader epoch cache records it at the first offset;
+        ``-1`` writes the epoch each batch carried.
 
         The whole request is rejected, with nothing written, if any batch is invalid:
         :class:`CorruptRecordError` (magic, lengths, CRC, record framing, a partial batch at the end),
@@ -225,15 +313,51 @@ class Log(LogFlush):
             max_message_bytes=self._config.max_message_bytes,
             validate_records=self._config.validate_records,
         )
+        return self._append_validated(validated, leader_epoch, False)
+
+    def append_as_follower(self, batches: Buffer) -> AppendInfo:
+        """Append a leader's batches unchanged: same offsets, same bytes (Kafka's ``appendAsFollower``).
+
+        Checks framing and CRC (the validator's steps 2 and 3; not the size limit, and not the records,
+        which the leader checked: the CRC proves they are its bytes), then that the first batch starts at
+        ``log_end_offset`` and each following batch at the previous one's next offset, else
+        :class:`~broker.log.errors.UnexpectedAppendOffsetError` with nothing written. The idempotent
+        producers' state is updated from the batches without any duplicate or sequence check (the
+        leader decided), and every epoch above the latest one is recorded in the leader epoch cache at its
+        batch's base offset. Rolls segments like :meth:`append`; raises as it does otherwise.
+        """
+        validated = validate_append(
+            batches,
+            where=f"{self._where} follower append",
+            max_message_bytes=_NO_SIZE_LIMIT,
+            validate_records=False,
+        )
+        previous = validated.batches[0]
+        for index, batch in enumerate(validated.batches[1:], start=1):
+            if batch.base_offset != previous.next_offset:
+                raise UnexpectedAppendOffsetError(
+                    self._where, previous.next_offset, batch.base_offset, batch_index=index
+                )
+            previous = batch
+        return self._append_validated(validated, -1, True)
+
+    def _append_validated(self, validated: ValidatedAppend, leader_epoch: int, follower: bool) -> AppendInfo:
+        """The append of :meth:`append` (``follower`` False) and :meth:`append_as_follower` (True)."""
         record_count, max_timestamp_ms = validated.record_count, validated.max_timestamp_ms
 
         config = self._config
-        expose_appended = config.expose == "appended"
         to_append = validated.batches
         idempotent = any(batch.producer_id != NO_PRODUCER_ID for batch in to_append)
         with self._lock:
             self._check_writable()
-            if idempotent:
+            if follower:
+                first_base = to_append[0].base_offset
+                if first_base != self._next_offset:
+                    raise UnexpectedAppendOffsetError(
+                        self._where, self._next_offset, first_base, batch_index=0
+                    )
+                self._assign_batch_epochs(to_append)
+            elif idempotent:
                 duplicate, to_append = self._producers.prepare().check_batches(to_append, self._next_offset)
                 if duplicate is not None and not to_append:
                     return AppendInfo(
@@ -248,6 +372,10 @@ class Log(LogFlush):
                 if duplicate is not None:
                     record_count = sum(b.record_count for b in to_append)
                     max_timestamp_ms = max(b.max_timestamp_ms for b in to_append)
+            if leader_epoch >= 0:
+                # before any byte of the epoch is written: the checkpoint is never behind the log
+                self._epochs.assign(leader_epoch, self._next_offset)
+            hw_follows_appends = self._hw_follows_appends
             update_producer = self._producers.update
             now = self._clock()
             view = self._view
@@ -268,7 +396,7 @@ class Log(LogFlush):
                         segment_ms=config.segment_ms,
                     ):
                         if pending:
-                            active.append(pending, pending_bases)
+                            active.append(pending, pending_bases, leader_epoch)
                             pending, pending_bases = [], []
                         active = self._roll(active, offset, now)
                         segments = (*segments, active)
@@ -285,7 +413,7 @@ class Log(LogFlush):
                             now,
                         )
                     offset = last_offset + 1
-                active.append(pending, pending_bases)
+                active.append(pending, pending_bases, leader_epoch)
             except LogStorageError as exc:
                 self._offline_reason = str(exc)
                 logger.error("%s: log is offline after a failed append: %s", self._where, exc)  # noqa: TRY400
@@ -295,7 +423,7 @@ class Log(LogFlush):
             new_deadline = self._first_unflushed_ms is None
             if new_deadline:
                 self._first_unflushed_ms = now
-            if expose_appended:
+            if hw_follows_appends:
                 high_watermark, hw_segment, hw_position = offset, active, active.size_bytes
             else:
                 high_watermark, hw_segment, hw_position = (
@@ -315,8 +443,11 @@ class Log(LogFlush):
                 hw_position=hw_position,
             )
             flush_due = self._unflushed_messages >= config.flush_messages
-        if expose_appended:
-            self._listeners.publish(offset)
+        listeners = self._listeners
+        if hw_follows_appends:
+            listeners.publish(offset)
+        if listeners.end_listeners:
+            listeners.publish_end(offset)
         if self._wake_flusher is not None:
             if flush_due or new_deadline:
                 self._wake_flusher(self)
@@ -332,6 +463,17 @@ class Log(LogFlush):
             if to_append is validated.batches
             else sum(b.size_bytes for b in to_append),
         )
+
+    def _assign_batch_epochs(self, batches: tuple[RecordBatch, ...]) -> None:
+        """Record in the leader epoch cache every epoch of ``batches`` above the latest one, at its batch's
+        base offset (a follower's append; caller holds the lock, before the batches are written)."""
+        epochs = self._epochs
+        latest = epochs.latest_epoch
+        for batch in batches:
+            epoch = batch.partition_leader_epoch
+            if epoch > latest:
+                epochs.assign(epoch, batch.base_offset)
+                latest = epoch
 
     def _roll(self, active: Segment, base_offset: int, now_ms: int) -> Segment:
         """Close off ``active``, snapshot the producer state as of ``base_offset``, and start a segment
@@ -394,6 +536,109 @@ class Log(LogFlush):
             lambda: self._view.high_watermark >= offset, lambda: self._closed, timeout_s
         )
 
+    def add_end_listener(self, listener: EndOffsetListener) -> None:
+        """Call ``listener(topic_partition, log_end_offset)`` after every append (a leader's delayed
+        follower fetches wait for the log end to move). Costs an append nothing while none is registered."""
+        self._listeners.add_end(listener)
+
+    def remove_end_listener(self, listener: EndOffsetListener) -> None:
+        self._listeners.remove_end(listener)
+
+    # ------------------------------------------------------------------------------------ replication
+
+    def set_replicated(self, on: bool) -> None:
+        """Turn the replicated high watermark on (the partition has more than one replica) or off.
+
+        Turning it on starts from the loaded ``replicated_high_watermark``, else from the high watermark
+        exposed now; the exposed high watermark becomes ``min(exposure point, replicated high watermark)``
+        (it may move down: a new follower exposes only what the leader said is replicated). Turning it
+        off forgets the replicated high watermark and exposes the exposure point again.
+        """
+        with self._lock:
+            if on == self._replicated:
+                return
+            view = self._view
+            self._replicated = on
+            self._hw_follows_appends = not on and self._config.expose == "appended"
+            if on:
+                if self._replicated_hw is None:
+                    self._replicated_hw = view.high_watermark
+            else:
+                self._replicated_hw = None
+            self._view = self._with_exposed_hw(self._view)
+            advanced = self._view.high_watermark > view.high_watermark
+            high_watermark = self._view.high_watermark
+        logger.info(
+            "%s: replication %s; high watermark %d", self._where, "on" if on else "off", high_watermark
+        )
+        if advanced:
+            self._listeners.publish(high_watermark)
+
+    def update_replicated_high_watermark(self, offset: int) -> bool:
+        """Move the replicated high watermark up to ``offset`` (capped at the log end, rounded down to a
+        batch boundary); a lower offset is ignored. Returns whether the exposed high watermark advanced
+        (the listeners then hear of it). While replication is off the value is only recorded (and
+        checkpointed): it caps the exposed high watermark once :meth:`set_replicated` turns it on."""
+        with self._lock:
+            view = self._view
+            current = self._replicated_hw
+            if current is not None and offset <= current:
+                return False
+            candidate = self._hw_at(view, min(offset, view.log_end_offset))[0]
+            if current is not None and candidate <= current:
+                return False
+            self._replicated_hw = candidate
+            if not self._replicated:
+                return False
+            new_view = self._with_exposed_hw(view)
+            if new_view.high_watermark <= view.high_watermark:
+                return False
+            self._view = new_view
+        self._listeners.publish(new_view.high_watermark)
+        return True
+
+    def reset_replicated_high_watermark(self, offset: int) -> None:
+        """Set the replicated high watermark to ``offset`` (capped at the log end, rounded down to a batch
+        boundary), down as well as up: a follower takes the leader's, a new leader starts from its own.
+        The exposed high watermark follows when replication is on."""
+        with self._lock:
+            view = self._view
+            self._replicated_hw = self._hw_at(view, min(max(offset, 0), view.log_end_offset))[0]
+            if not self._replicated:
+                return
+            self._view = self._with_exposed_hw(view)
+            advanced = self._view.high_watermark > view.high_watermark
+            high_watermark = self._view.high_watermark
+        if advanced:
+            self._listeners.publish(high_watermark)
+
+    def _with_exposed_hw(self, view: LogView) -> LogView:
+        """``view`` with the high watermark the log's state exposes: the exposure point, capped by the
+        replicated high watermark while replication is on (caller holds the lock)."""
+        end = view.log_end_offset
+        exposed = end if self._config.expose == "appended" else min(self._flushed_offset, end)
+        if self._replicated and self._replicated_hw is not None:
+            exposed = min(exposed, self._replicated_hw)
+        high_watermark, segment, position = self._hw_at(view, exposed)
+        return view._replace(high_watermark=high_watermark, hw_segment=segment, hw_position=position)
+
+    @staticmethod
+    def _hw_at(view: LogView, offset: int) -> tuple[int, Segment, int]:
+        """``(offset, segment, position)`` of the batch boundary at or below ``offset`` in ``view``: the
+        segment and byte position where reads exposed up to that offset stop."""
+        segments = view.segments
+        last = len(segments) - 1
+        if offset >= view.log_end_offset:
+            return view.log_end_offset, segments[last], view.end_position
+        i = max(bisect_right(view.base_offsets, offset) - 1, 0)
+        segment = segments[i]
+        max_position = view.end_position if i == last else segment.size_bytes
+        found = segment.position_of(offset, max_position)
+        if found is None:
+            return offset, segment, max_position
+        position, base_offset = found[0], found[1]
+        return min(offset, base_offset), segment, position
+
     # ------------------------------------------------------------------------------------ read
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> FileRegion | None:
@@ -416,6 +661,172 @@ class Log(LogFlush):
             raise LogClosedError(f"{self._where}: the log is closed")
         return view.offset_for_timestamp(timestamp_ms)
 
+    # ------------------------------------------------------------------------------------ truncation
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every offset at and above ``offset`` (Kafka's ``UnifiedLog.truncateTo``); returns the new
+        log end offset.
+
+        Whole batches go: when ``offset`` lies inside a batch, that batch goes too, so the new log end is
+        its base offset. Segments above it are deleted, the segment holding it is cut (its indexes
+        rewritten, its ``.log`` truncated and fsynced) and appends continue in a new segment at the new
+        log end (see the module docstring for why readers stay safe). The producer state is rebuilt as of
+        the new end, the leader epoch cache truncated from it, and the high watermark, the replicated high
+        watermark, the flushed offset (the recovery point) and the requested flush capped at it.
+        ``offset`` at or past the log end changes nothing but the leader epochs (an entry a leader
+        recorded without appending anything is removed, as Kafka does); ``offset`` below the log start
+        offset is :meth:`truncate_fully_and_start_at`. :class:`LogStorageError` on an I/O error, after
+        which the log is offline.
+        """
+        if offset < 0:
+            raise ValueError(f"{self._where}: cannot truncate to a negative offset ({offset})")
+        if offset < self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return offset
+        with self._flush_lock, self._lock:
+            self._check_writable()
+            view = self._view
+            old_end = view.log_end_offset
+            if offset >= old_end:
+                self._epochs.truncate_from_end(old_end)
+                return old_end
+            if offset < view.base_offsets[0]:  # retention moved the start meanwhile
+                raise ValueError(
+                    f"{self._where}: offset {offset} is now below the log start offset {view.base_offsets[0]}"
+                )
+            try:
+                return self._truncate_locked(view, offset)
+            except LogStorageError as exc:
+                self._offline_reason = str(exc)
+                logger.error("%s: log is offline after a failed truncation: %s", self._where, exc)  # noqa: TRY400
+                raise
+
+    def _truncate_locked(self, view: LogView, offset: int) -> int:
+        now = self._clock()
+        segments = view.segments
+        last = len(segments) - 1
+        i = bisect_right(view.base_offsets, offset) - 1
+        cut = segments[i]
+        found = cut.position_of(offset, view.end_position if i == last else cut.size_bytes)
+        if found is None:  # cannot happen: offset < log end lies in segment i
+            raise LogStorageError(
+                f"{cut.path}: no batch holds offset {offset} below the log end {view.log_end_offset}"
+            )
+        size_before = cut.size_bytes  # the active segment's size is view.end_position: we hold the lock
+        whole = found[0] == 0  # the cut takes the whole segment: delete it, its readers keep every byte
+        doomed = segments[i:] if whole else segments[i + 1 :]
+        deleted_bytes = sum(s.size_bytes for s in doomed)
+        # Newest first, before the cut: a kill at any point leaves a log without a hole (a longer one
+        # than asked at worst, which the next truncation cuts again).
+        for segment in reversed(doomed):
+            segment.delete()
+        kept: tuple[Segment, ...]
+        if whole:
+            kept, new_end, cut_bytes = segments[:i], cut.base_offset, 0
+        else:
+            truncated = cut.truncate_to(offset, now_ms=now)
+            truncated.on_become_inactive()
+            kept, new_end = (*segments[:i], truncated), truncated.next_offset
+            cut_bytes = size_before - truncated.size_bytes
+        active = Segment.create(
+            self._dir, new_end, index_interval_bytes=self._config.index_interval_bytes, now_ms=now
+        )
+        fsync_dir(self._dir)
+        new_segments = (*kept, active)
+        self._producers.rebuild(new_segments, new_end, now)
+        self._producers.take_snapshot(new_end)
+        self._epochs.truncate_from_end(new_end)
+        self._next_offset = new_end
+        self._flushed_offset = min(self._flushed_offset, new_end)
+        self._flush_requested_offset = min(self._flush_requested_offset, new_end)
+        self._unflushed_messages = new_end - self._flushed_offset
+        if self._unflushed_messages <= 0:
+            self._first_unflushed_ms = None
+        if self._replicated_hw is not None:
+            self._replicated_hw = min(self._replicated_hw, new_end)
+        base_view = LogView(
+            segments=new_segments,
+            base_offsets=tuple(s.base_offset for s in new_segments),
+            log_end_offset=new_end,
+            end_position=0,
+            high_watermark=new_end,
+            hw_segment=active,
+            hw_position=0,
+        )
+        new_view = self._with_exposed_hw(base_view)  # never above the old one: every term is capped
+        self._view = new_view
+        logger.warning(
+            "%s: truncated to offset %d: offsets [%d, %d) removed; %s cut by %d bytes, deleted %s "
+            "(%d bytes); new segment %s; high watermark %d",
+            self._where,
+            offset,
+            new_end,
+            view.log_end_offset,
+            cut.path if found[0] else "no segment",
+            cut_bytes,
+            [str(s.path) for s in doomed],
+            deleted_bytes,
+            active.path,
+            new_view.high_watermark,
+        )
+        return new_end
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start an empty log at ``offset`` (Kafka's ``truncateFullyAndStartAt``:
+        a follower's answer to OFFSET_OUT_OF_RANGE below the leader's log start offset). The producer
+        state, its snapshots and the leader epochs are cleared; every offset of the log is ``offset``.
+        Readers holding old views keep reading the deleted segments (unlinked, descriptors open). The
+        segments are deleted newest first before the new one is created: a kill part way leaves a shorter
+        log (at worst an empty one at offset 0), which the follower's next fetch finds out of range
+        again."""
+        if offset < 0:
+            raise ValueError(f"{self._where}: cannot start the log at a negative offset ({offset})")
+        with self._flush_lock, self._lock:
+            self._check_writable()
+            view = self._view
+            now = self._clock()
+            try:
+                # newest first: a kill part way leaves a shorter log, never one with a hole
+                for segment in reversed(view.segments):
+                    segment.delete()
+                self._producers.clear()
+                self._producers.delete_snapshots_above(-1)
+                self._epochs.clear()
+                active = Segment.create(
+                    self._dir, offset, index_interval_bytes=self._config.index_interval_bytes, now_ms=now
+                )
+                fsync_dir(self._dir)
+            except LogStorageError as exc:
+                self._offline_reason = str(exc)
+                logger.error("%s: log is offline after a failed truncation: %s", self._where, exc)  # noqa: TRY400
+                raise
+            self._next_offset = self._flushed_offset = offset
+            self._flush_requested_offset = min(self._flush_requested_offset, offset)
+            self._unflushed_messages = 0
+            self._first_unflushed_ms = None
+            if self._replicated_hw is not None:
+                self._replicated_hw = offset
+            self._view = LogView(
+                segments=(active,),
+                base_offsets=(offset,),
+                log_end_offset=offset,
+                end_position=0,
+                high_watermark=offset,
+                hw_segment=active,
+                hw_position=0,
+            )
+        logger.warning(
+            "%s: truncated fully: deleted %s (offsets [%d, %d), %d bytes); the log starts at %d",
+            self._where,
+            [str(s.path) for s in view.segments],
+            view.base_offsets[0],
+            view.log_end_offset,
+            sum(s.size_bytes for s in view.segments[:-1]) + view.end_position,
+            offset,
+        )
+        if offset > view.high_watermark:
+            self._listeners.publish(offset)
+
     # ------------------------------------------------------------------------------------ retention
 
     def apply_retention(self, now_ms: int | None = None) -> tuple[int, ...]:
@@ -436,6 +847,7 @@ class Log(LogFlush):
             self._view = view._replace(segments=kept, base_offsets=view.base_offsets[len(doomed) :])
             self._producers.evict_below(kept[0].base_offset)
             self._producers.delete_snapshots_below(kept[0].base_offset)
+            self._epochs.truncate_from_start(kept[0].base_offset)
         for segment in doomed:
             segment.delete()
         logger.info(
@@ -524,3 +936,11 @@ class Log(LogFlush):
             f"high_watermark={view.high_watermark}, log_end_offset={view.log_end_offset}, "
             f"segments={len(view.segments)})"
         )
+
+
+def _batch_epochs(segments: list[Segment]) -> Iterator[tuple[int, int]]:
+    """``(partitionLeaderEpoch, base_offset)`` of every batch of ``segments``, in offset order (what a
+    torn leader-epoch checkpoint is rebuilt from)."""
+    for segment in segments:
+        for header in segment.batch_headers(segment.base_offset, segment.size_bytes):
+            yield header[2], header[0]

@@ -40,6 +40,7 @@ from broker.log.log_view import LogView
 
 if TYPE_CHECKING:
     from broker.log.log import Log
+    from broker.log.segment import Segment
 
 logger = logging.getLogger(__name__)
 
@@ -65,15 +66,21 @@ class LogFlush:
     _first_unflushed_ms: int | None
     _flush_requested_offset: int
     _dir_dirty: bool
+    _replicated: bool
+    _replicated_hw: int | None
 
     if TYPE_CHECKING:
 
         def _check_writable(self) -> None: ...
 
+        @staticmethod
+        def _hw_at(view: LogView, offset: int) -> tuple[int, Segment, int]: ...
+
     def flush(self) -> int:
         """fsync everything appended so far; returns the new flushed offset.
 
-        In ``expose = "flushed"`` mode this is what advances the high watermark.
+        In ``expose = "flushed"`` mode this is what advances the high watermark (up to the replicated
+        high watermark while replication is on).
         """
         with self._flush_lock:
             return self._flush_locked()
@@ -102,20 +109,26 @@ class LogFlush:
             logger.error("%s: log is offline after a failed flush: %s", self._where, exc)  # noqa: TRY400
             raise
         now = self._clock()
-        advanced = False
         with self._lock:
             self._flushed_offset = max(self._flushed_offset, target)
             self._unflushed_messages -= messages
             self._first_unflushed_ms = now if self._unflushed_messages > 0 else None
             view = self._view
             if self._config.expose == "flushed" and target > view.high_watermark:
-                self._view = view._replace(
-                    high_watermark=target, hw_segment=end_segment, hw_position=end_position
-                )
-                advanced = True
+                replicated_hw = self._replicated_hw if self._replicated else None
+                if replicated_hw is None or target <= replicated_hw:
+                    self._view = view._replace(
+                        high_watermark=target, hw_segment=end_segment, hw_position=end_position
+                    )
+                elif replicated_hw > view.high_watermark:
+                    high_watermark, hw_segment, hw_position = self._hw_at(view, replicated_hw)
+                    self._view = view._replace(
+                        high_watermark=high_watermark, hw_segment=hw_segment, hw_position=hw_position
+                    )
+            published = self._view.high_watermark
         # Listeners hear of every flush, not only of high-watermark advances: acks=-1 producers with
         # ``flush_on_ack`` wait for the flush even when ``expose = "appended"`` moved the high watermark.
-        self._listeners.publish(target if advanced else view.high_watermark)
+        self._listeners.publish(published)
         return target
 
     def request_flush(self, offset: int) -> bool:

@@ -2,17 +2,22 @@
 
 Start-up, per log dir: take an exclusive ``flock`` on its ``.lock`` file (a second broker on the same dir
 fails with :class:`~broker.log.errors.LogDirLockedError`), remove partitions whose deletion a crash
-interrupted, read the recovery-point checkpoint, and open every ``<topic>-<partition>`` folder as a
-:class:`~broker.log.log.Log`. Without the clean-shutdown marker, each log recovers from its checkpoint
-(:mod:`broker.log.recovery`); the marker is then removed, so that a crash from now on is noticed.
+interrupted, read the recovery-point and replication-offset checkpoints, and open every
+``<topic>-<partition>`` folder as a :class:`~broker.log.log.Log` (with its replicated high watermark,
+if the checkpoint has one: the log caps it at its end). Without the clean-shutdown marker, each log
+recovers from its checkpoint (:mod:`broker.log.recovery`); the marker is then removed, so that a crash
+from now on is noticed.
 
 Running (after :meth:`LogManager.start`):
 
 * the flusher thread flushes a log as soon as it holds ``flush_messages`` unflushed messages (appends
   wake it), a waiting ``acks=-1`` produce asks for it (``flush_on_ack``: group commit, one fsync per
   turn answers every waiter, see :mod:`broker.log.log`) or its oldest unflushed message is ``flush_ms``
-  old, and rewrites each dir's recovery-point
-  checkpoint every ``recovery_checkpoint_interval_ms``;
+  old, and rewrites each dir's checkpoints every ``recovery_checkpoint_interval_ms``:
+  ``recovery-point-offset-checkpoint`` (every log's flushed offset) and ``replication-offset-checkpoint``
+  (Kafka's name and format: the replicated high watermark of every log that has one, see
+  :mod:`broker.log.log`). The latter is written only once a log of the dir has one or the file exists
+  (a broker without replication keeps its dir as before);
 * the retention thread applies ``retention_ms`` / ``retention_bytes`` every
   ``retention_check_interval_ms``, and forgets the idempotent producers whose last batch is
   ``producer_id_expiration_ms`` old (``[broker]``, Kafka's ``producer.id.expiration.ms``).
@@ -43,6 +48,7 @@ from broker.log.file_names import (
     CLEAN_SHUTDOWN_FILE_NAME,
     LOCK_FILE_NAME,
     RECOVERY_POINT_CHECKPOINT_FILE_NAME,
+    REPLICATION_OFFSET_CHECKPOINT_FILE_NAME,
     is_deleted_partition_dir_name,
     parse_partition_dir_name,
     partition_dir,
@@ -134,6 +140,13 @@ class LogManager:
             logger.warning("%s; every partition in %s is recovered from its start", exc, directory)
             checkpoint = {}
             clean = False
+        try:
+            replicated = read_checkpoint(directory / REPLICATION_OFFSET_CHECKPOINT_FILE_NAME)
+        except LogStorageError as exc:
+            logger.warning(
+                "%s; the partitions in %s start without a replicated high watermark", exc, directory
+            )
+            replicated = {}
         for entry in sorted(directory.iterdir()):
             if not entry.is_dir():
                 continue
@@ -159,6 +172,7 @@ class LogManager:
                 clock=self._clock,
                 wake_flusher=self._wake_flusher,
                 producer_id_expiration_ms=self._producer_id_expiration_ms,
+                replicated_high_watermark=replicated.get(tp),
             )
             self._logs[tp] = log
             self._dir_of[tp] = directory
@@ -330,17 +344,24 @@ class LogManager:
         return expired
 
     def checkpoint_recovery_points(self) -> None:
-        """Rewrite every log dir's recovery-point checkpoint with the logs' flushed offsets."""
+        """Rewrite every log dir's checkpoints: the logs' flushed offsets and replicated high watermarks."""
         for directory in self._dirs:
             self._write_checkpoint(directory)
 
     def _write_checkpoint(self, directory: Path) -> None:
         with self._lock:
-            offsets = {
-                tp: log.flushed_offset for tp, log in self._logs.items() if self._dir_of[tp] == directory
-            }
+            logs = [log for tp, log in self._logs.items() if self._dir_of[tp] == directory]
+        offsets = {log.topic_partition: log.flushed_offset for log in logs}
+        replicated: dict[TopicPartition, int] = {}
+        for log in logs:
+            high_watermark = log.replicated_high_watermark
+            if high_watermark is not None:
+                replicated[log.topic_partition] = high_watermark
+        replication_path = directory / REPLICATION_OFFSET_CHECKPOINT_FILE_NAME
         with self._checkpoint_lock:
             write_checkpoint(directory / RECOVERY_POINT_CHECKPOINT_FILE_NAME, offsets)
+            if replicated or replication_path.exists():
+                write_checkpoint(replication_path, replicated)
 
     def _flusher_loop(self) -> None:
         last_checkpoint_ms = self._clock()

@@ -2,11 +2,14 @@
 served from it (fetch regions, offsets by timestamp).
 
 :class:`~broker.log.log.Log` publishes a new :class:`LogView` after every change (an append, a roll, a
-flush that moves the high watermark, retention) by replacing one attribute, under its append lock; a
+flush or a replicated high watermark that moves the high watermark, retention, truncation) by replacing
+one attribute, under its append lock; a
 reader takes the attribute once and works on that snapshot, without a lock. A snapshot never changes,
 and what it references stays readable while it is held: an appended batch is complete before the view
 that covers it is published, and a segment that retention deletes keeps its open descriptors (its files
-are only unlinked) until the last view and region referencing it are gone. Thread-safe (immutable).
+are only unlinked) until the last view and region referencing it are gone. A truncation never rewrites
+bytes an older view can reach (:mod:`broker.log.log` says how): past its cut such a reader fails on a
+short read, it never gets other batches. Thread-safe (immutable).
 """
 
 from __future__ import annotations

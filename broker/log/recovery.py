@@ -15,7 +15,11 @@ Pass 3, truncate: cut the segment holding the first invalid batch right before i
 
 Then the log rebuilds its idempotent producers' state (:mod:`broker.log.producer_state`): it deletes the
 snapshots past the recovered log end, loads the newest readable one (a torn or corrupt one is reported and
-deleted) and replays the batches after it. Pass 0 leaves the ``.snapshot`` files to it.
+deleted) and replays the batches after it; and it loads its leader epochs
+(:mod:`broker.log.leader_epoch_cache`: a torn or corrupt checkpoint is reported and rebuilt from the
+batches' ``partitionLeaderEpoch``), trimmed to the recovered ``[log_start_offset, log_end_offset]``. Pass 0
+leaves the ``.snapshot`` files and the ``leader-epoch-checkpoint`` to them (a ``.tmp`` left by a crash
+while one was written is deleted like any other).
 
 Nothing invalid survives to be served: after these passes every byte of every segment is a whole batch
 that was validated at append time (and flushed) or just now. The result says what each pass did.
@@ -33,6 +37,7 @@ from broker.log.errors import CorruptIndexError, LogStorageError
 from broker.log.file_handle import fsync_dir
 from broker.log.file_names import (
     INDEX_SUFFIX,
+    LEADER_EPOCH_CHECKPOINT_FILE_NAME,
     LOG_SUFFIX,
     TEMP_SUFFIX,
     TIME_INDEX_SUFFIX,
@@ -115,6 +120,8 @@ def load_segments(
         if parsed is None:
             if parse_snapshot_file_name(entry.name) is not None:
                 continue  # a producer-state snapshot: the log's ProducerStateManager loads it
+            if entry.name == LEADER_EPOCH_CHECKPOINT_FILE_NAME:
+                continue  # the log's LeaderEpochCache loads it
             logger.warning("%s: ignoring %s, which is not a segment file", where, entry)
             continue
         base_offset, suffix = parsed

@@ -6,7 +6,10 @@ at least ``retention_bytes`` without it. Never deleted: the active (last) segmen
 offsets at or above the high watermark (not yet exposed to consumers). ``-1`` turns a limit off.
 
 :func:`segments_past_retention` only decides; :meth:`broker.log.log.Log.apply_retention` calls it under
-its lock and then publishes a view without them and deletes their files. A pure function: thread-safe.
+its lock and then publishes a view without them, moves the leader epoch cache's start
+(:meth:`~broker.log.leader_epoch_cache.LeaderEpochCache.truncate_from_start`) and deletes their files. The
+high watermark it respects is the exposed one: while replication is on, the replicated high watermark
+caps it, so retention never deletes what the ISR has not replicated. A pure function: thread-safe.
 """
 
 from __future__ import annotations

@@ -45,6 +45,8 @@ from broker.record.record_batch import RecordBatch
 logger = logging.getLogger(__name__)
 
 _INT64 = struct.Struct(">q")
+#: baseOffset, batchLength, partitionLeaderEpoch: bytes [0, 16) of a batch, none of them under the CRC.
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
 
 
 class Segment:
@@ -264,14 +266,24 @@ class Segment:
             return True
         return batch_last_offset - self._base_offset > MAX_RELATIVE_OFFSET
 
-    def append(self, batches: Sequence[RecordBatch], base_offsets: Sequence[int]) -> None:
-        """Write ``batches`` with their base offsets rewritten to ``base_offsets`` (the CRC stays valid:
-        it does not cover the base offset), then index them. Raises :class:`LogStorageError`."""
-        pack = _INT64.pack
+    def append(
+        self, batches: Sequence[RecordBatch], base_offsets: Sequence[int], leader_epoch: int = -1
+    ) -> None:
+        """Write ``batches`` with their base offsets rewritten to ``base_offsets`` and, when
+        ``leader_epoch >= 0``, their ``partitionLeaderEpoch`` set to it (the CRC stays valid: it covers
+        neither field), then index them. ``-1`` keeps the epoch each batch carries. Raises
+        :class:`LogStorageError`."""
         buffers: list[bytes | memoryview] = []
-        for batch, base_offset in zip(batches, base_offsets, strict=True):
-            buffers.append(pack(base_offset))
-            buffers.append(batch.buffer[8:])
+        if leader_epoch < 0:
+            pack = _INT64.pack
+            for batch, base_offset in zip(batches, base_offsets, strict=True):
+                buffers.append(pack(base_offset))
+                buffers.append(batch.buffer[8:])
+        else:
+            stamp = _OFFSET_LENGTH_EPOCH.pack
+            for batch, base_offset in zip(batches, base_offsets, strict=True):
+                buffers.append(stamp(base_offset, batch.batch_length, leader_epoch))
+                buffers.append(batch.buffer[16:])
         start = self._size_bytes
         try:
             self._log.append_all(buffers)
@@ -303,6 +315,46 @@ class Segment:
             self._log.truncate(size_bytes)
         except LogStorageError:
             logger.exception("%s: could not cut a failed append back to %d bytes", self._log.path, size_bytes)
+
+    def truncate_to(self, offset: int, *, now_ms: int) -> Segment:
+        """Cut off every batch holding an offset >= ``offset`` (whole batches: when ``offset`` lies inside
+        a batch, that batch goes too, as Kafka's ``LogSegment.truncateTo``) and return a new
+        :class:`Segment` over the cut files; ``self`` is returned unchanged when nothing lies at or above
+        ``offset``.
+
+        The indexes are rewritten first (atomically, keeping the entries below the cut), then the
+        ``.log`` is truncated and fsynced; a kill in between leaves indexes the loader checks and rebuilds
+        if needed. ``self`` keeps its in-memory entries, so readers still holding it never see an entry
+        change under them; reading its bytes past the cut fails (short read) instead of returning others.
+        The caller stops appending to the returned segment's file (:meth:`broker.log.log.Log.truncate_to`).
+        """
+        found = self.position_of(offset, self._size_bytes)
+        if found is None:
+            return self
+        cut_position, new_end = found[0], found[1]
+        directory = self._dir
+        base = self._base_offset
+        OffsetIndex.create(
+            segment_path(directory, base, INDEX_SUFFIX),
+            base,
+            [entry for entry in self._offset_index.entries() if entry[1] < cut_position],
+        ).close()
+        TimeIndex.create(
+            segment_path(directory, base, TIME_INDEX_SUFFIX),
+            base,
+            [entry for entry in self._time_index.entries() if entry[1] < new_end],
+        ).close()
+        self._log.truncate(cut_position)
+        self._log.fsync()
+        logger.info(
+            "%s: truncated from %d to %d bytes (offsets [%d, %d) removed)",
+            self._log.path,
+            self._size_bytes,
+            cut_position,
+            new_end,
+            self._next_offset,
+        )
+        return Segment.load(directory, base, index_interval_bytes=self._index_interval_bytes, now_ms=now_ms)
 
     def on_become_inactive(self) -> None:
         """Record the segment's max timestamp in its time index (at roll and at close)."""

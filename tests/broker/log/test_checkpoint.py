@@ -4,7 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from broker.log.checkpoint import read_checkpoint, write_checkpoint
+from broker.log.checkpoint import (
+    read_checkpoint,
+    read_checkpoint_lines,
+    write_checkpoint,
+    write_checkpoint_lines,
+)
 from broker.log.errors import LogStorageError
 from broker.record.topic_partition import TopicPartition
 
@@ -39,3 +44,14 @@ def test_malformed_files_name_the_line(tmp_path: Path, text: str, message: str) 
     path.write_text(text)
     with pytest.raises(LogStorageError, match=message):
         read_checkpoint(path)
+
+
+def test_the_generic_lines_carry_their_line_numbers(tmp_path: Path) -> None:
+    path = tmp_path / "leader-epoch-checkpoint"
+    write_checkpoint_lines(path, ["0 0", "3 1200"])
+    assert path.read_text() == "0\n2\n0 0\n3 1200\n"
+    assert read_checkpoint_lines(path) == [(3, "0 0"), (4, "3 1200")]
+    assert read_checkpoint_lines(tmp_path / "none") is None
+    write_checkpoint_lines(path, [])
+    assert path.read_text() == "0\n0\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
