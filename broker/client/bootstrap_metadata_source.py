@@ -54,6 +54,8 @@ def snapshot_from_response(response: MetadataResponse) -> ClusterSnapshot:
                 p.leader_id if p.leader_id in brokers else NO_LEADER,
                 tuple(p.replica_nodes),
                 p.error_code,
+                p.leader_epoch,
+                tuple(p.isr_nodes),
             )
             for p in partitions
         )

@@ -1,8 +1,11 @@
 """What a client knows about the cluster at one moment: brokers, and each topic's partitions and leaders.
 
 A :class:`ClusterSnapshot` is immutable; :class:`~broker.client.cluster_metadata.ClusterMetadata` swaps in
-a new one after each refresh, so readers never lock. Lumber keeps one replica per partition, so the leader
-of a partition is its only replica; ``leader`` is -1 while that broker is not registered (down).
+a new one after each refresh, so readers never lock. ``leader`` is -1 while a partition has no live leader.
+``leader_epoch`` is the leader's epoch as the source knows it (Metadata v7+, the partition's state node),
+-1 when unknown: the consumer sends it as ``current_leader_epoch`` in Fetch and ListOffsets (KIP-320), so
+that a broker that is no longer, or not yet, the leader of that epoch answers FENCED_LEADER_EPOCH or
+UNKNOWN_LEADER_EPOCH instead of serving from a stale log.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from dataclasses import dataclass, field
 from broker.protocol.error_code import ErrorCode
 
 NO_LEADER = -1
+#: Kafka's "leader epoch not known": sent as ``current_leader_epoch``, the broker skips the epoch check.
+NO_LEADER_EPOCH = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,13 +38,16 @@ class BrokerAddress:
 
 @dataclass(frozen=True, slots=True)
 class PartitionInfo:
-    """One partition: its leader (``NO_LEADER`` when none is live) and its replicas."""
+    """One partition: its leader (``NO_LEADER`` when none is live), replicas, leader epoch (-1: unknown)
+    and in-sync replicas."""
 
     topic: str
     partition: int
     leader: int
     replicas: tuple[int, ...] = ()
     error_code: int = 0
+    leader_epoch: int = NO_LEADER_EPOCH
+    isr: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,13 @@ class ClusterSnapshot:
         if info.leader == NO_LEADER:
             return None
         return self.brokers.get(info.leader)
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The leader epoch of ``topic-partition`` in this snapshot, ``NO_LEADER_EPOCH`` when unknown."""
+        found = self.topics.get(topic)
+        if found is None or not 0 <= partition < len(found):
+            return NO_LEADER_EPOCH
+        return found[partition].leader_epoch
 
     def topic_error(self, topic: str) -> str:
         """Why ``topic`` is missing, for error messages."""

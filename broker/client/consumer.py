@@ -42,7 +42,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from broker.client.broker_pool import BrokerPool
 from broker.client.cluster_metadata import ClusterMetadata, metadata_source
-from broker.client.cluster_snapshot import BrokerAddress
+from broker.client.cluster_snapshot import ClusterSnapshot
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.consumer_record import ConsumerRecord
 from broker.client.errors import (
@@ -311,7 +311,12 @@ class Consumer:
     # ------------------------------------------------------------------------------ offsets lookup
 
     def _list_offsets(self, timestamps: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
-        """ListOffsets for each partition (retrying retriable errors within ``request_timeout_ms``)."""
+        """ListOffsets for each partition, from its leader, with the leader epoch the metadata names.
+
+        Retriable errors (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, FENCED_LEADER_EPOCH,
+        UNKNOWN_LEADER_EPOCH, a lost connection...) are retried within ``request_timeout_ms``, after learning
+        the cluster again when the error says the leader moved (at most once per ``retry_backoff_ms``).
+        """
         result: dict[TopicPartition, int] = {}
         todo = dict(timestamps)
         deadline = time.monotonic() + self.config.request_timeout_ms / 1000
@@ -323,7 +328,8 @@ class Consumer:
             if time.monotonic() > deadline:
                 raise last or ConsumerError(f"no offsets for {sorted(todo)} within request_timeout_ms")
             self._metadata.add_topics({tp.topic for tp in todo})
-            if any(self._metadata.snapshot.leader(tp.topic, tp.partition) is None for tp in todo):
+            leaderless = any(self._metadata.snapshot.leader(tp.topic, tp.partition) is None for tp in todo)
+            if leaderless or self._metadata.needs_update():
                 try:
                     self._metadata.update()
                 except ClientError as exc:
@@ -345,7 +351,7 @@ class Consumer:
                 by_leader.setdefault(leader.node_id, []).append(tp)
             for node_id, tps in by_leader.items():
                 try:
-                    answers = self._list_offsets_at(snapshot.brokers[node_id], tps, todo)
+                    answers = self._list_offsets_at(snapshot, node_id, tps, todo)
                 except BrokerConnectionError as exc:
                     last = exc
                     self._metadata.request_update()
@@ -366,13 +372,21 @@ class Consumer:
         return result
 
     def _list_offsets_at(
-        self, address: BrokerAddress, tps: list[TopicPartition], timestamps: dict[TopicPartition, int]
+        self,
+        snapshot: ClusterSnapshot,
+        node_id: int,
+        tps: list[TopicPartition],
+        timestamps: dict[TopicPartition, int],
     ) -> dict[TopicPartition, tuple[int, int]]:
-        connection = self._pool.get(address)
+        connection = self._pool.get(snapshot.brokers[node_id])
         by_topic: dict[str, list[ListOffsetsPartition]] = {}
         for tp in tps:
             by_topic.setdefault(tp.topic, []).append(
-                ListOffsetsPartition(partition_index=tp.partition, timestamp=timestamps[tp])
+                ListOffsetsPartition(
+                    partition_index=tp.partition,
+                    current_leader_epoch=snapshot.leader_epoch(tp.topic, tp.partition),
+                    timestamp=timestamps[tp],
+                )
             )
         request = ListOffsetsRequest(
             replica_id=-1,

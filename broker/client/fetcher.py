@@ -22,12 +22,17 @@ What a response does to a partition (in the connection's reader thread):
   that partition resumes (and meets the same batch again) only after the caller took the error.
 * OFFSET_OUT_OF_RANGE: reset to the log start (``earliest``) or end (``latest``) by ListOffsets, dropping
   what was buffered; with ``none`` the caller gets :class:`~broker.client.errors.OffsetOutOfRangeError`.
-* NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, a lost connection, other retriable errors: learn the
-  cluster again, and fetch again after ``retry_backoff_ms`` from the same ``fetch_offset`` (so after a
-  broker restart the consumer resumes exactly where it was). A partition whose leader is not known waits
-  for a newer metadata snapshot (whoever refreshes it, :meth:`Fetcher.metadata_updated` wakes the fetcher),
-  at most ``retry_backoff_ms``.
+* NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH,
+  UNKNOWN_TOPIC_OR_PARTITION, a lost connection, other retriable errors: learn the cluster again, and fetch
+  again after ``retry_backoff_ms`` from the same ``fetch_offset`` (so after a broker restart or a leader
+  change the consumer resumes exactly where it was), from whichever broker the metadata then names. A
+  partition whose leader is not known waits for a newer metadata snapshot (whoever refreshes it,
+  :meth:`Fetcher.metadata_updated` wakes the fetcher), at most ``retry_backoff_ms``.
 * any other error code: the caller gets a :class:`~broker.client.errors.BrokerResponseError`.
+
+Every Fetch carries the partition's ``current_leader_epoch`` from the metadata snapshot it was planned
+with (-1 when the source does not know it), so that a deposed or lagging leader refuses it with
+FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (above) rather than serving from a log that may be truncated.
 
 Responses to fetches sent before a ``seek`` are recognised by the partition's epoch and dropped.
 
@@ -393,7 +398,10 @@ class Fetcher:
         for state, _, offset, max_bytes in partitions:
             by_topic.setdefault(state.tp.topic, []).append(
                 FetchPartition(
-                    partition=state.tp.partition, fetch_offset=offset, partition_max_bytes=max_bytes
+                    partition=state.tp.partition,
+                    current_leader_epoch=snapshot.leader_epoch(state.tp.topic, state.tp.partition),
+                    fetch_offset=offset,
+                    partition_max_bytes=max_bytes,
                 )
             )
         request = FetchRequest(

@@ -1,16 +1,32 @@
-"""``lumber topics create|list|describe|delete``: topics in the ZooKeeper of ``[zookeeper] connect``.
+"""``lumber topics create|list|describe|delete|elect-leaders``: topics in ``[zookeeper] connect``.
 
 The commands talk to ZooKeeper directly (:class:`broker.cluster.topic_admin.TopicAdmin`), as Kafka's
-``kafka-topics.sh --zookeeper`` did; brokers watch ``/brokers/topics`` and create or delete their partitions.
+``kafka-topics.sh --zookeeper`` did; brokers watch ``/brokers/topics`` and create or delete their partitions,
+and the controller watches ``/admin/preferred_replica_election``.
 
-    lumber topics create events --partitions 12              spread over the live brokers
-    lumber topics create events --assignment "0:1,1:2,2:3"   partition:broker, one broker per partition
-    lumber topics list
-    lumber topics describe events                            partition, leader, replicas, leader live?
+    lumber topics create events --partitions 12 --replication-factor 3    spread over the live brokers
+    lumber topics create events --assignment "0:1:2,1:2:0,2:0:1"          partition:replica:replica...
+    lumber topics create events --partitions 3 --config min.insync.replicas=2
+    lumber topics list [--under-replicated]
+    lumber topics describe events          per partition: leader, leader epoch, replicas, ISR, status
+    lumber topics elect-leaders [--topic events [--partition 1]] [--timeout 30s]
     lumber topics delete events
 
-Every command takes ``--json``. Exit codes: 0 done, 1 error (ZooKeeper unreachable, no live brokers), 2 bad
-input (invalid name or partitions, the topic exists / does not exist).
+``--replication-factor`` defaults to ``[broker] default_replication_factor`` (``lumber dev up --brokers N``
+writes ``min(N, 3)`` there). A factor above the number of live brokers is refused here, naming the live
+brokers, before anything is written. ``--config`` takes the topic configs that Lumber reads
+(:data:`TOPIC_CONFIGS`); any other key is refused, naming it. A partition is *under-replicated* when its ISR
+is smaller than its replicas (Kafka's definition).
+
+``elect-leaders`` is Kafka's preferred replica election (``kafka-leader-election.sh --election-type
+preferred``): it writes the request for the partitions whose leader is not their first replica while that
+replica is live and in the ISR (the others are reported as skipped, as Kafka's tool does), then waits, at
+most ``--timeout``, until the controller moved each, printing every move as it sees it in the partition's
+state node. Nothing to move: it says so and writes nothing.
+
+Every command takes ``--json``. Exit codes: 0 done, 1 error (ZooKeeper unreachable, no live brokers, the
+election did not finish in time), 2 bad input (invalid name, partitions, replication factor or config; the
+topic exists / does not exist).
 """
 
 from __future__ import annotations
@@ -20,53 +36,128 @@ import json
 import logging
 import re
 import sys
-from collections.abc import Callable, Mapping
-from typing import Any
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+from broker.cluster.broker_info import BrokerInfo
 from broker.cluster.errors import (
+    ClusterError,
     InvalidPartitionsError,
     TopicExistsError,
     UnknownTopicError,
 )
 from broker.cluster.topic_admin import TopicAdmin
 from broker.record.errors import InvalidTopicError
+from broker.record.topic_partition import TopicPartition
 from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.zookeeper_session import zookeeper_session
 from lumber.config import LumberConfig
+from pipeline.durations import DURATION_HELP, DurationAction
+
+if TYPE_CHECKING:
+    from broker.cluster.partition_state import PartitionState
 
 BAD_INPUT_EXIT_CODE = 2
+ELECTION_TIMEOUT_EXIT_CODE = 1
+#: How often ``elect-leaders`` reads the partition states while it waits.
+ELECTION_POLL_S = 0.1
+#: ``elect-leaders --timeout`` unless given.
+DEFAULT_ELECTION_TIMEOUT_MS = 30_000
+
+#: The topic configs ``--config`` accepts, and what each value must be.
+TOPIC_CONFIGS: Mapping[str, str] = {
+    "min.insync.replicas": "an integer from 1 to the replication factor",
+    "unclean.leader.election.enable": "true or false",
+}
+
+
+class TopicRequestError(ClusterError):
+    """What was asked of a topic cannot be done as typed (a replication factor above the live brokers, a
+    config Lumber does not read, a partition the topic lacks); the message names the option and why."""
+
+
 #: Errors caused by what the user typed: exit code 2 with the message alone.
-_BAD_INPUT = (InvalidTopicError, InvalidPartitionsError, TopicExistsError, UnknownTopicError)
+_BAD_INPUT = (
+    InvalidTopicError,
+    InvalidPartitionsError,
+    TopicExistsError,
+    UnknownTopicError,
+    TopicRequestError,
+)
 
-_ASSIGNMENT_ITEM = re.compile(r"\s*(\d+)\s*:\s*(\d+)\s*")
+_ASSIGNMENT_ITEM = re.compile(r"\s*(\d+)((?:\s*:\s*\d+)+)\s*")
 
-Handler = Callable[[argparse.Namespace, TopicAdmin], int]
+Handler = Callable[[argparse.Namespace, TopicAdmin, LumberConfig], int]
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("topics", help="create, list, describe and delete topics (in ZooKeeper)")
+    parser = subparsers.add_parser(
+        "topics", help="create, list, describe and delete topics, elect preferred leaders (in ZooKeeper)"
+    )
     sub = parser.add_subparsers(metavar="ACTION", required=True)
 
     create = sub.add_parser("create", help="create a topic, its partitions spread over the live brokers")
     create.add_argument("topic")
     create.add_argument("--partitions", type=int, help="number of partitions (default: the assignment's)")
     create.add_argument(
+        "--replication-factor",
+        type=_positive_int,
+        metavar="N",
+        help="replicas of each partition, at most the live brokers (default: [broker] "
+        "default_replication_factor); not with --assignment, whose lists are the replicas",
+    )
+    create.add_argument(
         "--assignment",
         type=_parse_assignment,
-        metavar='"P:BROKER,..."',
-        help='place each partition explicitly, e.g. "0:1,1:2,2:3" (partitions 0..n-1, live brokers)',
+        metavar='"P:BROKER[:BROKER...],..."',
+        help="place each partition explicitly: partition, then its replicas, the first the preferred "
+        'leader, e.g. "0:1:2,1:2:0,2:0:1" (partitions 0..n-1, live brokers, as many replicas each)',
+    )
+    create.add_argument(
+        "--config",
+        dest="configs",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a topic config, repeatable: " + ", ".join(f"{k} ({v})" for k, v in TOPIC_CONFIGS.items()),
     )
     _common(create)
     create.set_defaults(handler=_run(_create))
 
-    listing = sub.add_parser("list", help="list the topics")
+    listing = sub.add_parser("list", help="list the topics (or the under-replicated partitions)")
+    listing.add_argument(
+        "--under-replicated",
+        action="store_true",
+        help="list the partitions whose ISR is smaller than their replicas instead, with leader and ISR",
+    )
     _common(listing)
     listing.set_defaults(handler=_run(_list))
 
-    describe = sub.add_parser("describe", help="show each partition's leader and replicas")
+    describe = sub.add_parser("describe", help="show each partition's leader, leader epoch, replicas and ISR")
     describe.add_argument("topic")
     _common(describe)
     describe.set_defaults(handler=_run(_describe))
+
+    elect = sub.add_parser(
+        "elect-leaders",
+        help="move leadership back to each partition's preferred (first) replica and wait until it moved",
+    )
+    elect.add_argument("--topic", help="only this topic's partitions (default: every topic)")
+    elect.add_argument(
+        "--partition", type=int, metavar="P", help="only this partition of --topic (default: all of them)"
+    )
+    elect.add_argument(
+        "--timeout",
+        dest="timeout_ms",
+        action=DurationAction,
+        default=DEFAULT_ELECTION_TIMEOUT_MS,
+        metavar="DURATION",
+        help=f"how long to wait for the controller to move the leaders, {DURATION_HELP} (default: 30s)",
+    )
+    _common(elect)
+    elect.set_defaults(handler=_run(_elect_leaders))
 
     delete = sub.add_parser("delete", help="delete a topic; brokers delete its partitions and data")
     delete.add_argument("topic")
@@ -79,20 +170,76 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the answer as JSON")
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: a partition needs at least 1 replica")
+    return value
+
+
 def _parse_assignment(text: str) -> dict[int, list[int]]:
-    """``"0:1,1:2"`` -> ``{0: [1], 1: [2]}``."""
+    """``"0:1:2,1:2:0"`` -> ``{0: [1, 2], 1: [2, 0]}``: each partition with its replicas, checked to name
+    no broker twice in a partition and to give every partition as many replicas."""
     assignment: dict[int, list[int]] = {}
     for item in text.split(","):
         match = _ASSIGNMENT_ITEM.fullmatch(item)
         if match is None:
             raise argparse.ArgumentTypeError(
-                f'{item.strip()!r} is not PARTITION:BROKER (expected e.g. "0:1,1:2,2:3")'
+                f'{item.strip()!r} is not PARTITION:BROKER[:BROKER...] (expected e.g. "0:1:2,1:2:0")'
             )
-        number, broker_id = int(match[1]), int(match[2])
+        number = int(match[1])
+        replicas = [int(b) for b in match[2].split(":")[1:]]
         if number in assignment:
             raise argparse.ArgumentTypeError(f"partition {number} is assigned twice")
-        assignment[number] = [broker_id]
+        twice = sorted({b for b in replicas if replicas.count(b) > 1})
+        if twice:
+            raise argparse.ArgumentTypeError(
+                f"partition {number} names broker {twice[0]} twice ({':'.join(map(str, replicas))}): "
+                "each replica must be on another broker"
+            )
+        if assignment:
+            first, first_replicas = next(iter(assignment.items()))
+            if len(replicas) != len(first_replicas):
+                raise argparse.ArgumentTypeError(
+                    f"partition {number} has {len(replicas)} replicas, partition {first} has "
+                    f"{len(first_replicas)}: every partition needs the same number"
+                )
+        assignment[number] = replicas
     return assignment
+
+
+def _parse_configs(topic: str, items: Sequence[str], replication_factor: int) -> dict[str, str]:
+    """``--config`` values as ``{key: value}``, each key one of :data:`TOPIC_CONFIGS` with a valid value."""
+    configs: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key:
+            raise TopicRequestError(f"--config {item!r}: expected KEY=VALUE, e.g. min.insync.replicas=2")
+        if key not in TOPIC_CONFIGS:
+            raise TopicRequestError(
+                f"--config {item!r}: Lumber does not read the topic config {key!r} (accepted: "
+                f"{', '.join(TOPIC_CONFIGS)})"
+            )
+        if key in configs:
+            raise TopicRequestError(f"--config {key} is given twice ({configs[key]!r} and {value!r})")
+        if key == "min.insync.replicas":
+            if not value.isdigit() or not 1 <= int(value) <= replication_factor:
+                raise TopicRequestError(
+                    f"--config {item!r}: topic {topic!r} has replication factor {replication_factor}, so "
+                    f"min.insync.replicas must be an integer from 1 to {replication_factor} (a larger one "
+                    "would refuse every acks=all write)"
+                )
+            value = str(int(value))
+        elif key == "unclean.leader.election.enable":
+            if value.lower() not in ("true", "false"):
+                raise TopicRequestError(f"--config {item!r}: expected true or false")
+            value = value.lower()
+        configs[key] = value
+    return configs
 
 
 def _run(handler: Handler) -> Callable[[argparse.Namespace, LumberConfig], int]:
@@ -104,7 +251,7 @@ def _run(handler: Handler) -> Callable[[argparse.Namespace, LumberConfig], int]:
         try:
             with zookeeper_session(args, config) as client:
                 admin = TopicAdmin(client)
-                return handler(args, admin)
+                return handler(args, admin, config)
         except _BAD_INPUT as exc:
             if args.debug:
                 raise
@@ -114,24 +261,149 @@ def _run(handler: Handler) -> Callable[[argparse.Namespace, LumberConfig], int]:
     return run
 
 
-def _create(args: argparse.Namespace, admin: TopicAdmin) -> int:
+# ---------------------------------------------------------------------------------------------- create
+
+
+def _create(args: argparse.Namespace, admin: TopicAdmin, config: LumberConfig) -> int:
     assignment: dict[int, list[int]] | None = args.assignment
     partitions: int | None = args.partitions
+    if assignment is not None and args.replication_factor is not None:
+        raise TopicRequestError(
+            f"topic {args.topic!r}: give --replication-factor or --assignment, not both (the assignment's "
+            "lists are the replicas)"
+        )
     if partitions is None:
         if assignment is None:
             raise InvalidPartitionsError(f"topic {args.topic!r}: give --partitions N or --assignment")
         partitions = len(assignment)
-    created = admin.create_topic(args.topic, partitions, assignment=assignment)
+    if assignment is not None:
+        replication_factor = len(next(iter(assignment.values())))
+    else:
+        replication_factor = args.replication_factor or config.broker.default_replication_factor
+        _check_replication_factor(args.topic, replication_factor, admin.live_brokers(), args)
+    configs = _parse_configs(args.topic, args.configs, replication_factor)
+    created = admin.create_topic(
+        args.topic,
+        partitions,
+        replication_factor=replication_factor,
+        assignment=assignment,
+        configs=configs or None,
+    )
     if args.json:
-        print(json.dumps({"topic": args.topic, "partitions": _json_assignment(created)}))
+        print(
+            json.dumps(
+                {
+                    "topic": args.topic,
+                    "replication_factor": replication_factor,
+                    "configs": configs,
+                    "partitions": _json_assignment(created),
+                }
+            )
+        )
     else:
         placed = ", ".join(f"{p}->{','.join(map(str, r))}" for p, r in sorted(created.items()))
-        print(f"created topic {args.topic!r} with {len(created)} partitions: {placed}")
+        extra = f", configs {_configs_text(configs)}" if configs else ""
+        print(
+            f"created topic {args.topic!r} with {len(created)} partitions, replication factor "
+            f"{replication_factor}{extra}: {placed}"
+        )
     return 0
 
 
-def _list(args: argparse.Namespace, admin: TopicAdmin) -> int:
+def _check_replication_factor(
+    topic: str, replication_factor: int, brokers: Mapping[int, BrokerInfo], args: argparse.Namespace
+) -> None:
+    """Refuse a factor above the live brokers (no brokers at all: ``create_topic`` says so itself)."""
+    if not brokers or replication_factor <= len(brokers):
+        return
+    given = (
+        f"--replication-factor {replication_factor}"
+        if args.replication_factor is not None
+        else f"replication factor {replication_factor} ([broker] default_replication_factor)"
+    )
+    raise TopicRequestError(
+        f"topic {topic!r}: {given} needs {replication_factor} live brokers, but {len(brokers)} "
+        f"{'is' if len(brokers) == 1 else 'are'} live: {', '.join(map(str, sorted(brokers)))}"
+    )
+
+
+# ------------------------------------------------------------------------------------------ list, describe
+
+
+@dataclass(frozen=True)
+class PartitionRow:
+    """One partition as ``describe`` and ``list --under-replicated`` show it."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    state: PartitionState | None
+    leader_address: str | None
+
+    @property
+    def leader(self) -> int:
+        return self.state.leader if self.state is not None else -1
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        return tuple(self.state.isr) if self.state is not None else ()
+
+    @property
+    def leader_live(self) -> bool:
+        return self.leader_address is not None
+
+    @property
+    def under_replicated(self) -> bool:
+        return self.state is not None and len(self.isr) < len(self.replicas)
+
+    @property
+    def preferred_leader(self) -> bool:
+        return self.state is not None and bool(self.replicas) and self.leader == self.replicas[0]
+
+    def status(self) -> str:
+        if self.state is None:
+            return "no partition state yet"
+        notes = []
+        if not self.leader_live:
+            notes.append("offline: no live leader")
+        if self.under_replicated:
+            notes.append("under-replicated")
+        if self.leader_live and not self.preferred_leader:
+            notes.append(f"not on its preferred leader {self.replicas[0]}")
+        return "; ".join(notes) or "ok"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "leader": self.leader,
+            "leader_epoch": self.state.leader_epoch if self.state is not None else -1,
+            "replicas": list(self.replicas),
+            "isr": list(self.isr),
+            "leader_live": self.leader_live,
+            "leader_address": self.leader_address,
+            "under_replicated": self.under_replicated,
+            "preferred_leader": self.preferred_leader,
+        }
+
+
+def _rows(admin: TopicAdmin, topic: str, brokers: Mapping[int, BrokerInfo]) -> list[PartitionRow]:
+    assignment = admin.describe_topic(topic)
+    states = admin.describe_states(topic)
+    rows = []
+    for partition, replicas in sorted(assignment.items()):
+        state = states.get(partition)
+        leader = brokers.get(state.leader) if state is not None else None
+        rows.append(
+            PartitionRow(topic, partition, tuple(replicas), state, leader.address if leader else None)
+        )
+    return rows
+
+
+def _list(args: argparse.Namespace, admin: TopicAdmin, config: LumberConfig) -> int:
     topics = admin.list_topics()
+    if args.under_replicated:
+        return _list_under_replicated(args, admin, topics)
     if args.json:
         print(json.dumps(topics))
     elif not topics:
@@ -142,34 +414,204 @@ def _list(args: argparse.Namespace, admin: TopicAdmin) -> int:
     return 0
 
 
-def _describe(args: argparse.Namespace, admin: TopicAdmin) -> int:
-    assignment = admin.describe_topic(args.topic)
+def _list_under_replicated(args: argparse.Namespace, admin: TopicAdmin, topics: list[str]) -> int:
     brokers = admin.live_brokers()
-    rows: list[dict[str, Any]] = []
-    for partition, replicas in sorted(assignment.items()):
-        leader = brokers.get(replicas[0])
-        rows.append(
-            {
-                "partition": partition,
-                "leader": replicas[0],
-                "replicas": list(replicas),
-                "leader_live": leader is not None,
-                "leader_address": leader.address if leader is not None else None,
-            }
-        )
+    found: list[PartitionRow] = []
+    for topic in topics:
+        try:
+            rows = _rows(admin, topic, brokers)
+        except UnknownTopicError:
+            continue  # deleted since the listing
+        found.extend(row for row in rows if row.under_replicated)
     if args.json:
-        print(json.dumps({"topic": args.topic, "partitions": rows}))
-        return 0
-    print(f"topic {args.topic!r}: {len(rows)} partitions")
-    print(f"  {'partition':>9}  {'leader':>6}  {'replicas':<10}  leader live")
-    for row in rows:
-        live = f"yes ({row['leader_address']})" if row["leader_live"] else "NO"
-        replicas_text = ",".join(str(b) for b in row["replicas"])
-        print(f"  {row['partition']:>9}  {row['leader']:>6}  {replicas_text:<10}  {live}")
+        print(json.dumps([row.to_json() for row in found]))
+    elif not found:
+        print("no under-replicated partitions")
+    else:
+        for row in found:
+            print(
+                f"{row.topic}-{row.partition}: leader {row.leader}"
+                f"{'' if row.leader_live else ' (NOT live)'}, replicas {_ids(row.replicas)}, "
+                f"isr {_ids(row.isr)}"
+            )
     return 0
 
 
-def _delete(args: argparse.Namespace, admin: TopicAdmin) -> int:
+def _describe(args: argparse.Namespace, admin: TopicAdmin, config: LumberConfig) -> int:
+    rows = _rows(admin, args.topic, admin.live_brokers())
+    configs = dict(admin.topic_config(args.topic))
+    replication_factor = len(rows[0].replicas) if rows else 0
+    under = sum(row.under_replicated for row in rows)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "topic": args.topic,
+                    "replication_factor": replication_factor,
+                    "configs": configs,
+                    "partitions": [_without_topic(row.to_json()) for row in rows],
+                }
+            )
+        )
+        return 0
+    header = f"topic {args.topic!r}: {len(rows)} partitions, replication factor {replication_factor}"
+    if configs:
+        header += f", configs {_configs_text(configs)}"
+    if under:
+        header += f", {under} under-replicated"
+    print(header)
+    width = max([len("replicas"), *(len(_ids(row.replicas)) for row in rows)])
+    print(f"  {'partition':>9}  {'leader':>6}  {'epoch':>5}  {'replicas':<{width}}  {'isr':<{width}}  status")
+    for row in rows:
+        epoch = str(row.state.leader_epoch) if row.state is not None else "-"
+        print(
+            f"  {row.partition:>9}  {row.leader:>6}  {epoch:>5}  {_ids(row.replicas):<{width}}  "
+            f"{_ids(row.isr):<{width}}  {row.status()}"
+        )
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ elect-leaders
+
+
+@dataclass(frozen=True)
+class _Election:
+    """The partitions ``elect-leaders`` looked at, sorted into what it will do with each."""
+
+    to_move: dict[TopicPartition, PartitionRow]
+    already: list[PartitionRow]
+    skipped: list[tuple[PartitionRow, str]]
+
+
+def _elect_leaders(args: argparse.Namespace, admin: TopicAdmin, config: LumberConfig) -> int:
+    if args.partition is not None and args.topic is None:
+        raise TopicRequestError("--partition needs --topic: which topic's partition?")
+    brokers = admin.live_brokers()
+    rows = _election_rows(args, admin, brokers)
+    plan = _plan_election(rows, brokers)
+    moved: list[dict[str, Any]] = []
+
+    def report(text: str) -> None:
+        if not args.json:
+            print(text)
+
+    for row, reason in plan.skipped:
+        report(f"{row.topic}-{row.partition}: skipped, {reason}")
+    for row in plan.already:
+        report(f"{row.topic}-{row.partition}: already led by its preferred replica {row.leader}")
+    pending = dict(plan.to_move)
+    if pending:
+        admin.request_preferred_election(sorted(pending))
+        deadline = time.monotonic() + args.timeout_ms / 1000
+        while pending:
+            for topic in sorted({tp.topic for tp in pending}):
+                states = admin.describe_states(topic)
+                for tp in [tp for tp in sorted(pending) if tp.topic == topic]:
+                    before = pending[tp]
+                    now = states.get(tp.partition)
+                    if now is None or now.leader != before.replicas[0]:
+                        continue
+                    del pending[tp]
+                    old = before.state
+                    moved.append(
+                        {
+                            "topic": tp.topic,
+                            "partition": tp.partition,
+                            "from": before.leader,
+                            "to": now.leader,
+                            "leader_epoch": now.leader_epoch,
+                        }
+                    )
+                    report(
+                        f"{tp.topic}-{tp.partition}: leader {before.leader} -> {now.leader} (leader epoch "
+                        f"{old.leader_epoch if old is not None else -1} -> {now.leader_epoch})"
+                    )
+            if not pending or time.monotonic() >= deadline:
+                break
+            time.sleep(ELECTION_POLL_S)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "moved": moved,
+                    "already_preferred": [
+                        {"topic": r.topic, "partition": r.partition, "leader": r.leader} for r in plan.already
+                    ],
+                    "skipped": [
+                        {"topic": r.topic, "partition": r.partition, "reason": why} for r, why in plan.skipped
+                    ],
+                    "not_moved": [
+                        {"topic": tp.topic, "partition": tp.partition, "leader": row.leader}
+                        for tp, row in sorted(pending.items())
+                    ],
+                }
+            )
+        )
+    if pending:
+        still = ", ".join(
+            f"{tp.topic}-{tp.partition} (leader {row.leader}, preferred {row.replicas[0]})"
+            for tp, row in sorted(pending.items())
+        )
+        print(
+            f"lumber: error: the preferred leaders were not elected within {args.timeout_ms / 1000:g} s: "
+            f"{still}; is a controller running? (the request waits in /admin/preferred_replica_election)",
+            file=sys.stderr,
+        )
+        return ELECTION_TIMEOUT_EXIT_CODE
+    if not args.json and not plan.to_move:
+        print("nothing to move: every partition asked about is on its preferred leader or was skipped")
+    return 0
+
+
+def _election_rows(
+    args: argparse.Namespace, admin: TopicAdmin, brokers: Mapping[int, BrokerInfo]
+) -> list[PartitionRow]:
+    if args.topic is None:
+        rows: list[PartitionRow] = []
+        for topic in admin.list_topics():
+            try:
+                rows.extend(_rows(admin, topic, brokers))
+            except UnknownTopicError:
+                continue  # deleted since the listing
+        return rows
+    rows = _rows(admin, args.topic, brokers)
+    if args.partition is None:
+        return rows
+    chosen = [row for row in rows if row.partition == args.partition]
+    if not chosen:
+        raise TopicRequestError(
+            f"--partition {args.partition}: topic {args.topic!r} has partitions 0 to {len(rows) - 1}"
+        )
+    return chosen
+
+
+def _plan_election(rows: Sequence[PartitionRow], brokers: Mapping[int, BrokerInfo]) -> _Election:
+    """Kafka's preferred election only moves a partition whose preferred replica is live and in the ISR."""
+    to_move: dict[TopicPartition, PartitionRow] = {}
+    already: list[PartitionRow] = []
+    skipped: list[tuple[PartitionRow, str]] = []
+    for row in rows:
+        preferred = row.replicas[0]
+        if row.state is None:
+            skipped.append((row, "it has no partition state yet"))
+        elif row.preferred_leader and row.leader_live:
+            already.append(row)
+        elif preferred not in brokers:
+            why = f"its preferred replica {preferred} is not live (leader stays {row.leader})"
+            skipped.append((row, why))
+        elif preferred not in row.isr:
+            skipped.append(
+                (row, f"its preferred replica {preferred} is not in the ISR {_ids(row.isr) or '(empty)'}")
+            )
+        else:
+            to_move[TopicPartition(row.topic, row.partition)] = row
+    return _Election(to_move, already, skipped)
+
+
+# ------------------------------------------------------------------------------------------ delete
+
+
+def _delete(args: argparse.Namespace, admin: TopicAdmin, config: LumberConfig) -> int:
     admin.delete_topic(args.topic)
     if args.json:
         print(json.dumps({"deleted": args.topic}))
@@ -178,5 +620,17 @@ def _delete(args: argparse.Namespace, admin: TopicAdmin) -> int:
     return 0
 
 
-def _json_assignment(assignment: Mapping[int, tuple[int, ...]]) -> dict[str, list[int]]:
+def _ids(ids: Sequence[int]) -> str:
+    return ",".join(map(str, ids))
+
+
+def _configs_text(configs: Mapping[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(configs.items()))
+
+
+def _without_topic(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k != "topic"}
+
+
+def _json_assignment(assignment: Mapping[int, Sequence[int]]) -> dict[str, list[int]]:
     return {str(p): list(replicas) for p, replicas in sorted(assignment.items())}

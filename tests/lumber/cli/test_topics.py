@@ -1,8 +1,10 @@
-"""``lumber topics`` as a subprocess against the real ZooKeeper."""
+"""``lumber topics`` as a subprocess against the real ZooKeeper: the refusals made before anything is written.
+
+What reads or writes partition states (create, describe, list --under-replicated, elect-leaders) is in
+``test_topics_replication.py``."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -40,125 +42,142 @@ def add_brokers(zk: Any, *broker_ids: int) -> None:
         )
 
 
-def test_create_list_describe_delete(zk: Any, config: Path) -> None:
-    empty = topics(config, "list")
-    assert (empty.returncode, empty.stdout, empty.stderr) == (0, "no topics\n", "")  # says so, quietly
-    assert topics(config, "list", "--json").stdout == "[]\n"
-    add_brokers(zk, 1, 2, 3)
+@pytest.mark.parametrize(
+    ("assignment", "message"),
+    [
+        ("0:1,1", "'1' is not PARTITION:BROKER[:BROKER...] (expected e.g. \"0:1:2,1:2:0\")"),
+        ("0:1:2:1", "partition 0 names broker 1 twice (1:2:1): each replica must be on another broker"),
+        ("0:1:2,1:2", "partition 1 has 1 replicas, partition 0 has 2: every partition needs the same number"),
+        ("0:1,0:2", "partition 0 is assigned twice"),
+    ],
+)
+def test_bad_assignment_is_a_usage_error(config: Path, assignment: str, message: str) -> None:
+    result = topics(config, "create", "x", "--assignment", assignment)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.endswith(f"lumber topics create: error: argument --assignment: {message}\n")
 
-    created = topics(config, "create", "explicit", "--assignment", "0:2, 1:3 ,2:1")
-    assert (created.returncode, created.stderr) == (0, "")
-    assert created.stdout == "created topic 'explicit' with 3 partitions: 0->2, 1->3, 2->1\n"
-    assert zk.get("/brokers/topics/explicit")[0] == b'{"partitions":{"0":[2],"1":[3],"2":[1]},"version":1}'
 
-    spread = topics(config, "create", "spread", "--partitions", "6", "--json")
-    assert spread.returncode == 0, spread.stderr
-    answer = json.loads(spread.stdout)
-    assert answer["topic"] == "spread"
-    assert sorted(answer["partitions"], key=int) == ["0", "1", "2", "3", "4", "5"]
-    assert sorted(r[0] for r in answer["partitions"].values()) == [1, 1, 2, 2, 3, 3]
-
-    listed = topics(config, "list", "--json")
-    assert (listed.returncode, listed.stdout) == (0, '["explicit", "spread"]\n')
-    listed = topics(config, "list")
-    assert (listed.stdout, listed.stderr) == ("explicit\nspread\n", "")
-
-    zk.delete(broker_path(3))  # broker 3 goes down: partition 1 of explicit has no live leader
-    described = topics(config, "describe", "explicit")
-    assert (described.returncode, described.stderr) == (0, "")
-    assert described.stdout == (
-        "topic 'explicit': 3 partitions\n"
-        "  partition  leader  replicas    leader live\n"
-        "          0       2  2           yes (127.0.0.1:9092)\n"
-        "          1       3  3           NO\n"
-        "          2       1  1           yes (127.0.0.1:9091)\n"
-    )
-    as_json = topics(config, "describe", "explicit", "--json")
-    assert json.loads(as_json.stdout) == {
-        "topic": "explicit",
-        "partitions": [
-            {
-                "partition": 0,
-                "leader": 2,
-                "replicas": [2],
-                "leader_live": True,
-                "leader_address": "127.0.0.1:9092",
-            },
-            {"partition": 1, "leader": 3, "replicas": [3], "leader_live": False, "leader_address": None},
-            {
-                "partition": 2,
-                "leader": 1,
-                "replicas": [1],
-                "leader_live": True,
-                "leader_address": "127.0.0.1:9091",
-            },
-        ],
-    }
-
-    deleted = topics(config, "delete", "explicit", "--json")
-    assert (deleted.returncode, deleted.stdout) == (0, '{"deleted": "explicit"}\n')
-    assert zk.exists("/brokers/topics/explicit") is None
-    gone = topics(config, "describe", "explicit")
-    assert (gone.returncode, gone.stdout, gone.stderr) == (
-        2,
-        "",
-        "lumber: error: topic 'explicit' does not exist\n",
+def test_replication_factor_zero_is_a_usage_error(config: Path) -> None:
+    result = topics(config, "create", "x", "--partitions", "1", "--replication-factor", "0")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.endswith(
+        "lumber topics create: error: argument --replication-factor: 0: a partition needs at least 1 "
+        "replica\n"
     )
 
 
 @pytest.mark.parametrize(
     ("args", "stderr"),
     [
-        (("create", "taken", "--partitions", "2"), "lumber: error: topic 'taken' already exists\n"),
         (
-            ("create", "a b", "--partitions", "1"),
+            ("create", "x", "--partitions", "3", "--replication-factor", "4"),
             (
-                "lumber: error: topic name 'a b' contains ' '; only ASCII letters, digits, '.', '_' and '-' "
-                "are allowed\n"
+                "lumber: error: topic 'x': --replication-factor 4 needs 4 live brokers, but 3 are live: "
+                "1, 2, 3\n"
             ),
         ),
         (
-            ("create", "x", "--partitions", "0"),
-            "lumber: error: topic 'x': 0 partitions is outside [1, 10000]\n",
-        ),
-        (("create", "x"), "lumber: error: topic 'x': give --partitions N or --assignment\n"),
-        (
-            ("create", "x", "--assignment", "0:1,1:9"),
+            ("create", "x", "--assignment", "0:1:2", "--replication-factor", "2"),
             (
-                "lumber: error: topic 'x': assignment places partition 1 on broker 9, which is not live "
-                "(live brokers: [1])\n"
+                "lumber: error: topic 'x': give --replication-factor or --assignment, not both (the "
+                "assignment's lists are the replicas)\n"
             ),
         ),
-        (("delete", "nope"), "lumber: error: topic 'nope' does not exist\n"),
+        (
+            ("create", "x", "--partitions", "1", "--config", "compression.type=gzip"),
+            (
+                "lumber: error: --config 'compression.type=gzip': Lumber does not read the topic config "
+                "'compression.type' (accepted: min.insync.replicas, unclean.leader.election.enable)\n"
+            ),
+        ),
+        (
+            (
+                "create",
+                "x",
+                "--partitions",
+                "1",
+                "--replication-factor",
+                "2",
+                "--config",
+                "min.insync.replicas=3",
+            ),
+            (
+                "lumber: error: --config 'min.insync.replicas=3': topic 'x' has replication factor 2, so "
+                "min.insync.replicas must be an integer from 1 to 2 (a larger one would refuse every "
+                "acks=all write)\n"
+            ),
+        ),
+        (
+            ("create", "x", "--partitions", "1", "--config", "unclean.leader.election.enable=maybe"),
+            "lumber: error: --config 'unclean.leader.election.enable=maybe': expected true or false\n",
+        ),
+        (
+            ("create", "x", "--partitions", "1", "--config", "min.insync.replicas"),
+            "lumber: error: --config 'min.insync.replicas': expected KEY=VALUE, e.g. min.insync.replicas=2\n",
+        ),
+        (
+            (
+                "create",
+                "x",
+                "--partitions",
+                "1",
+                "--config",
+                "min.insync.replicas=1",
+                "--config",
+                "min.insync.replicas=1",
+            ),
+            "lumber: error: --config min.insync.replicas is given twice ('1' and '1')\n",
+        ),
+        (
+            ("elect-leaders", "--partition", "1"),
+            "lumber: error: --partition needs --topic: which topic's partition?\n",
+        ),
     ],
 )
-def test_bad_input_exits_2(zk: Any, config: Path, args: tuple[str, ...], stderr: str) -> None:
-    add_brokers(zk, 1)
-    zk.create("/brokers/topics/taken", b'{"partitions":{"0":[1]},"version":1}', makepath=True)
+def test_refused_before_anything_is_written(
+    zk: Any, config: Path, args: tuple[str, ...], stderr: str
+) -> None:
+    add_brokers(zk, 1, 2, 3)
     result = topics(config, *args)
     assert (result.returncode, result.stdout, result.stderr) == (2, "", stderr)
-    assert sorted(zk.get_children("/brokers/topics")) == ["taken"]
+    assert zk.exists("/brokers/topics/x") is None
+    assert zk.exists("/config/topics/x") is None
 
 
-def test_bad_assignment_syntax_is_a_usage_error(config: Path) -> None:
-    result = topics(config, "create", "x", "--assignment", "0:1,1")
-    assert result.returncode == 2
-    assert result.stderr.endswith(
-        "lumber topics create: error: argument --assignment: '1' is not PARTITION:BROKER (expected e.g. "
-        '"0:1,1:2,2:3")\n'
+def test_default_replication_factor_above_the_live_brokers_names_the_config_key(
+    zk: Any, config: Path
+) -> None:
+    config.write_text(config.read_text() + "\n[broker]\ndefault_replication_factor = 3\n", encoding="utf-8")
+    add_brokers(zk, 1)
+    result = topics(config, "create", "x", "--partitions", "2")
+    assert (result.returncode, result.stdout, result.stderr) == (
+        2,
+        "",
+        (
+            "lumber: error: topic 'x': replication factor 3 ([broker] default_replication_factor) needs 3 "
+            "live brokers, but 1 is live: 1\n"
+        ),
     )
+    assert zk.exists("/brokers/topics/x") is None
 
 
-def test_no_live_brokers_and_no_zookeeper_exit_1(config: Path, tmp_path: Path) -> None:
-    result = topics(config, "create", "events", "--partitions", "3")
-    assert (result.returncode, result.stdout) == (1, "")
-    assert result.stderr == (
-        "lumber: error: cannot create topic 'events': no live brokers are registered in /brokers/ids\n"
+def test_help_names_the_replication_options(config: Path) -> None:
+    create = topics(config, "create", "--help")
+    assert create.returncode == 0
+    text = " ".join(create.stdout.split())
+    assert (
+        "--replication-factor N replicas of each partition, at most the live brokers (default: [broker] "
+        "default_replication_factor)" in text
     )
-    unreachable = tmp_path / "unreachable.toml"
-    unreachable.write_text(
-        '[zookeeper]\nconnect = "127.0.0.1:1"\nconnect_timeout_ms = 300\n', encoding="utf-8"
+    assert (
+        "--config KEY=VALUE a topic config, repeatable: min.insync.replicas (an integer from 1 to the "
+        "replication factor), unclean.leader.election.enable (true or false)" in text
     )
-    down = topics(unreachable, "list")
-    assert down.returncode == 1
-    assert down.stderr.splitlines()[-1].startswith("lumber: error: zookeeper 127.0.0.1:1: cannot connect: ")
+    listing = " ".join(topics(config, "list", "--help").stdout.split())
+    assert "--under-replicated list the partitions whose ISR is smaller than their replicas" in listing
+    elect = " ".join(topics(config, "elect-leaders", "--help").stdout.split())
+    assert (
+        "--timeout DURATION how long to wait for the controller to move the leaders, a duration: "
+        "250ms, 90s, 10m, 1h, 2h30m, 1d (default: 30s)" in elect
+    )
+    assert "--zookeeper CONNECT" in elect
