@@ -42,7 +42,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -78,7 +78,7 @@ def wait(predicate: Any, timeout_s: float, what: str) -> float:
     return time.monotonic() - started
 
 
-def produce(servers: list[str], topic: str, payload: list[bytes], acks: str) -> float:
+def produce(servers: list[str], topic: str, payload: list[bytes], acks: Literal["1", "all"]) -> float:
     config = ProducerConfig(
         bootstrap_servers=servers,
         acks=acks,
@@ -131,7 +131,10 @@ def consume(servers: list[str], topic: str, count: int) -> float:
 def throughput(cluster: BrokerCluster, messages: int, rounds: int) -> None:
     payload = values(messages)
     servers = [b.address for b in cluster.brokers]
-    cases = [("RF 1, acks=1  ", 1, "1"), ("RF 3, acks=all", 3, "all")]
+    cases: list[tuple[str, int, Literal["1", "all"]]] = [
+        ("RF 1, acks=1  ", 1, "1"),
+        ("RF 3, acks=all", 3, "all"),
+    ]
     produced: dict[str, list[float]] = {name: [] for name, _rf, _acks in cases}
     consumed: dict[str, list[float]] = {name: [] for name, _rf, _acks in cases}
     for round_number in range(rounds):

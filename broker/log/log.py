@@ -612,6 +612,13 @@ class Log(LogFlush):
         if advanced:
             self._listeners.publish(high_watermark)
 
+    def assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
+        """A new leader's epoch starts at ``start_offset``, its log end, before any append in it (Kafka's
+        ``maybeAssignEpochStartOffset``): a follower asking where an older epoch ends gets the point from
+        which this leader's log may differ from its own."""
+        with self._lock:
+            self._epochs.assign(epoch, start_offset)
+
     def _with_exposed_hw(self, view: LogView) -> LogView:
         """``view`` with the high watermark the log's state exposes: the exposure point, capped by the
         replicated high watermark while replication is on (caller holds the lock)."""

@@ -49,8 +49,8 @@ from broker.network.request_channel import InlineHandler, RequestChannel
 from broker.network.socket_server import SocketServer
 from broker.protocol import compile_all
 from broker.server.admin_manager import AdminManager
-from broker.server.controller import Controller
 from broker.server.broker_metrics import BrokerCollector, BrokerMetrics, MeteredRequestChannel
+from broker.server.controller import Controller
 from broker.server.errors import ServerError
 from broker.server.handler_pool import HandlerPool
 from broker.server.kafka_apis import INLINE_API_KEYS, PIPELINE_API_KEYS, RUN_API_KEYS, KafkaApis

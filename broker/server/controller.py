@@ -39,15 +39,15 @@ lock while it writes.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
-
 from kazoo.recipe.watchers import DataWatch
 
 from broker.cluster import partition_state_store, zk_paths
@@ -58,7 +58,7 @@ from broker.cluster.errors import ClusterError, ControllerMovedError
 from broker.cluster.partition_state import PartitionState
 from broker.config import BrokerConfig
 from broker.record.topic_partition import TopicPartition
-from broker.server.partition_leader_election import initial_state, next_state
+from broker.server.partition_leader_election import next_state
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ class Controller:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        self._election.stop()
+        self._election.resign()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(10.0)
 
@@ -200,8 +200,7 @@ class Controller:
     def _pass(self, epoch: tuple[int, int], reasons: set[str]) -> None:
         controller_epoch, epoch_zk_version = epoch
         view = self._cluster.refresh() if "elected" in reasons else self._cluster.view
-        if "elected" in reasons:
-            self._create_missing_states(view, controller_epoch, epoch_zk_version)
+        self._create_missing_states(view, controller_epoch, epoch_zk_version)
         preferred = self._preferred_partitions(view, reasons)
         updates = self._decisions(view, controller_epoch, preferred)
         if updates:
@@ -213,16 +212,30 @@ class Controller:
         """The partitions whose preferred replica should lead, if it can, in this pass."""
         chosen: set[TopicPartition] = set()
         if "preferred election requested" in reasons:
-            requested = partition_state_store.read_preferred_election(self._client)
-            chosen |= set(view.states) if requested is None else set(requested)
+            chosen |= set(self._read_preferred_request())
         now = self._clock_s()
         if self._config.auto_leader_rebalance and now >= self._next_rebalance_s:
             self._next_rebalance_s = now + self._config.leader_imbalance_check_interval_ms / 1000
             chosen |= set(view.states)
         return chosen
 
+    def _read_preferred_request(self) -> list[TopicPartition]:
+        """The partitions ``/admin/preferred_replica_election`` names (none if it is gone or unreadable)."""
+        path = zk_paths.PREFERRED_REPLICA_ELECTION_PATH
+        try:
+            data, _ = self._client.get(path)
+        except NoNodeError:
+            return []
+        try:
+            return zk_paths.decode_preferred_election(path, data)
+        except zk_paths.ZkDataError as exc:
+            logger.error("controller %d: %s; deleting the request", self._broker_id, exc)  # noqa: TRY400
+            return []
+
     def _finish_preferred_request(self) -> None:
-        partition_state_store.delete_preferred_election(self._client)
+        """Delete the request once its elections are written (Kafka's controller does the same)."""
+        with contextlib.suppress(NoNodeError):
+            self._client.delete(zk_paths.PREFERRED_REPLICA_ELECTION_PATH)
 
     def _decisions(
         self, view: ClusterView, controller_epoch: int, preferred: set[TopicPartition]
@@ -284,18 +297,15 @@ class Controller:
             self.wake("lost writes")
 
     def _create_missing_states(self, view: ClusterView, controller_epoch: int, epoch_zk_version: int) -> None:
-        live = set(view.brokers)
-        missing = {
-            TopicPartition(topic, p): initial_state(replicas, live, controller_epoch)
-            for topic, assignment in view.topics.items()
-            for p, replicas in assignment.items()
-            if TopicPartition(topic, p) not in view.states
-        }
+        missing = view.partitions_without_state()
         if missing:
+            count = sum(len(partitions) for partitions in missing.values())
             logger.info(
                 "controller %d: creating the state of %d partitions that have none (topics written by an "
                 "older Lumber)",
                 self._broker_id,
-                len(missing),
+                count,
             )
-            partition_state_store.create_missing_states(self._client, missing, epoch_zk_version)
+            partition_state_store.create_missing_states(
+                self._client, missing, set(view.brokers), controller_epoch, epoch_zk_version
+            )

@@ -284,7 +284,8 @@ class Partition:
         """Every in-sync replica holds the offsets below it (see the module docstring)."""
         log = self.log
         if self._remote:
-            end = log.replicated_high_watermark
+            replicated = log.replicated_high_watermark
+            end = log.high_watermark if replicated is None else replicated
             return min(end, log.flushed_offset) if log.config.flush_on_ack else end
         return log.flushed_offset if log.config.flush_on_ack else log.log_end_offset
 
@@ -350,7 +351,8 @@ class Partition:
         if self._pending_isr is not None or remote.broker_id in self.isr:
             return None
         end = remote.log_end_offset
-        if end < self.log.replicated_high_watermark or end < self.leader_epoch_start_offset:
+        replicated = self.log.replicated_high_watermark
+        if end < (replicated or 0) or end < self.leader_epoch_start_offset:
             return None
         new_isr = tuple(sorted(self.isr | {remote.broker_id}))
         self._pending_isr = new_isr

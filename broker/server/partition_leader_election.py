@@ -86,13 +86,3 @@ def _without_dead(isr: tuple[int, ...], live: Collection[int]) -> tuple[int, ...
     """The ISR without its dead members, keeping the last one standing (Kafka keeps the last)."""
     alive = tuple(r for r in isr if r in live)
     return alive or isr[-1:]
-
-
-def initial_state(replicas: Sequence[int], live: Collection[int], controller_epoch: int) -> PartitionState:
-    """The first state of a partition that has none (a topic written by an older Lumber): the first live
-    replica leads, the live replicas are the ISR."""
-    alive = tuple(r for r in replicas if r in live)
-    leader = alive[0] if alive else NO_LEADER
-    return PartitionState(
-        leader=leader, leader_epoch=0, isr=alive or tuple(replicas[:1]), controller_epoch=controller_epoch
-    )

@@ -331,8 +331,13 @@ class ReplicaFetcherThread:
                 for data in topic.partitions:
                     tp = TopicPartition(topic.topic, data.partition_index)
                     state = self._partitions.get(tp)
-                    epoch = epochs.get(tp)
-                    if state is None or state.leader_epoch != epoch or state.truncating or tp not in offsets:
+                    asked_epoch = epochs.get(tp)
+                    if (
+                        state is None
+                        or state.leader_epoch != asked_epoch
+                        or state.truncating
+                        or tp not in offsets
+                    ):
                         continue  # removed, re-added or truncating since the request went out
                     self._apply_fetched(tp, state, offsets[tp], data)
 

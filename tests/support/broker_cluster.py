@@ -277,7 +277,8 @@ class BrokerCluster:
         """The partition's high watermark as its leader answers ListOffsets (latest)."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
-            from confluent_kafka import Consumer, TopicPartition as ConfluentPartition  # noqa: PLC0415
+            from confluent_kafka import Consumer  # noqa: PLC0415
+            from confluent_kafka import TopicPartition as ConfluentPartition
 
         consumer = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": "broker-cluster-probe"})
         try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from broker.cluster.partition_state import PartitionState
-from broker.server.partition_leader_election import initial_state, next_state
+from broker.server.partition_leader_election import next_state
 
 
 def state(leader: int, epoch: int, isr: tuple[int, ...], version: int = 7) -> PartitionState:
@@ -72,12 +72,3 @@ def test_preferred_election_moves_leadership_back_to_the_first_replica_when_in_s
     assert (new.leader, new.leader_epoch, new.isr) == (1, 6, (2, 3, 1))
     lagging = state(2, 5, (2, 3))
     assert next_state(lagging, REPLICAS, {1, 2, 3}, set(), controller_epoch=2, preferred=True) is lagging
-
-
-def test_initial_state_of_a_partition_written_by_an_older_lumber() -> None:
-    assert initial_state((3, 1, 2), {1, 2}, 4) == PartitionState(
-        leader=1, leader_epoch=0, isr=(1, 2), controller_epoch=4
-    )
-    assert initial_state((3,), set(), 4) == PartitionState(
-        leader=-1, leader_epoch=0, isr=(3,), controller_epoch=4
-    )

@@ -27,9 +27,10 @@ from tests.support.broker_cluster import BROKER_SESSION_TIMEOUT_MS, BrokerCluste
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from confluent_kafka import Consumer as ConfluentConsumer
-    from confluent_kafka import KafkaError, TopicPartition as ConfluentPartition
+    from confluent_kafka import KafkaError
     from confluent_kafka import Producer as ConfluentProducer
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka import TopicPartition as ConfluentPartition
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.interop]
 
@@ -136,15 +137,16 @@ def read_partitions(
             if message is None:
                 continue
             error = message.error()
+            partition, offset = int(message.partition() or 0), int(message.offset() or 0)
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
-                    if message.offset() >= ends[message.partition()]:
-                        done.add(message.partition())
+                    if offset >= ends[partition]:
+                        done.add(partition)
                     continue
                 raise AssertionError(f"consumer error: {error}")
             records.append(message)
-            if message.offset() + 1 >= ends[message.partition()]:
-                done.add(message.partition())
+            if offset + 1 >= ends[partition]:
+                done.add(partition)
         return records
     finally:
         consumer.close()
