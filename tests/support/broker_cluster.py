@@ -39,6 +39,11 @@ from lumber.dev.process import ProcessHandle, free_port, kill, start_and_wait, s
 from lumber.dev.zookeeper_server import ZooKeeperServer
 from tests.support.zookeeper import make_chroot, new_client
 
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from confluent_kafka import Consumer as ConfluentConsumer
+    from confluent_kafka import TopicPartition as ConfluentPartition
+
 BROKER_SESSION_TIMEOUT_MS = 4000
 _LOG_SETTINGS = {
     "flush_ms",
@@ -275,12 +280,9 @@ class BrokerCluster:
 
     def high_watermark(self, topic: str, partition: int) -> int:
         """The partition's high watermark as its leader answers ListOffsets (latest)."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            from confluent_kafka import Consumer  # noqa: PLC0415
-            from confluent_kafka import TopicPartition as ConfluentPartition
-
-        consumer = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": "broker-cluster-probe"})
+        consumer = ConfluentConsumer(
+            {"bootstrap.servers": self.bootstrap_servers, "group.id": "broker-cluster-probe"}
+        )
         try:
             return int(consumer.get_watermark_offsets(ConfluentPartition(topic, partition), timeout=10)[1])
         finally:
