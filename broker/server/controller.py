@@ -91,7 +91,8 @@ class Controller:
         self._stopping = False
         #: The epoch and its znode version while active; None while not the controller.
         self._epoch: tuple[int, int] | None = None
-        self._preferred_requested: set[TopicPartition] | None = None
+        #: The znode version of each state this controller wrote last (the controller thread's own).
+        self._written: dict[TopicPartition, int] = {}
         self._next_rebalance_s = 0.0
         self._election = ControllerElection(
             client, broker_id, on_elected=self.on_elected, on_resigned=self.on_resigned
@@ -142,7 +143,7 @@ class Controller:
         logger.info("broker %d is the controller (epoch %d)", self._broker_id, epoch)
         with self._cond:
             self._epoch = (epoch, epoch_zk_version)
-            self._preferred_requested = None
+            self._written = {}
             self._next_rebalance_s = self._clock_s() + self._config.leader_imbalance_check_interval_ms / 1000
             self._wake_reason.add("elected")
             self._cond.notify_all()
@@ -200,6 +201,8 @@ class Controller:
     def _pass(self, epoch: tuple[int, int], reasons: set[str]) -> None:
         controller_epoch, epoch_zk_version = epoch
         view = self._cluster.refresh() if "elected" in reasons else self._cluster.view
+        if len(self._written) > len(view.states):
+            self._written = {tp: v for tp, v in self._written.items() if tp in view.states}
         self._create_missing_states(view, controller_epoch, epoch_zk_version)
         preferred = self._preferred_partitions(view, reasons)
         updates = self._decisions(view, controller_epoch, preferred)
@@ -255,7 +258,7 @@ class Controller:
                 unclean=self._unclean(view, tp.topic, default_unclean),
                 preferred=tp in preferred,
             )
-            if new is not state:
+            if new is not state and state.zk_version >= self._written.get(tp, -1):
                 updates[tp] = (state, new)
         return updates
 
@@ -268,6 +271,11 @@ class Controller:
         self, updates: Mapping[TopicPartition, tuple[PartitionState, PartitionState]], epoch_zk_version: int
     ) -> None:
         results = partition_state_store.write_states(self._client, updates, epoch_zk_version)
+        for tp, stored in results.items():
+            if stored is not None:
+                # the watcher's views lag behind this write: decide on this partition again only from a view
+                # that has it, not from the older state it replaced
+                self._written[tp] = stored.zk_version
         lost = [tp for tp, stored in results.items() if stored is None]
         for tp, (old, new) in sorted(updates.items()):
             if results.get(tp) is None:

@@ -312,6 +312,20 @@ class ReplicaManager:
             if item is None:
                 continue
             partition, state, isr = item
+            joining = set(isr) - set(state.isr)
+            if joining:
+                view = self._cluster.view
+                ineligible = sorted(r for r in joining if r not in view.brokers or r in view.shutting_down)
+                if ineligible:
+                    # Kafka's isReplicaIsrEligible: a broker not registered (still starting, or gone) or in
+                    # controlled shutdown does not join; it is asked again at its next fetch
+                    logger.debug(
+                        "%s: broker %s caught up but is not live: not adding it to the ISR yet",
+                        partition.topic_partition,
+                        ineligible,
+                    )
+                    partition.isr_failed()
+                    continue
             try:
                 stored = store(partition.topic_partition, state, isr)
             except Exception:  # the thread's top loop: log, drop the change, keep serving
