@@ -15,8 +15,10 @@ from types import MappingProxyType
 
 from broker.cluster.errors import (
     ClusterError,
+    ControllerMovedError,
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
     NoLiveBrokersError,
     TopicExistsError,
     UnknownTopicError,
@@ -77,6 +79,8 @@ ERROR_CODES: MappingProxyType[type[BaseException], ErrorCode] = MappingProxyType
         InvalidPartitionsError: ErrorCode.INVALID_PARTITIONS,
         InvalidReplicaAssignmentError: ErrorCode.INVALID_REPLICA_ASSIGNMENT,
         NoLiveBrokersError: ErrorCode.INVALID_REPLICATION_FACTOR,  # Kafka's answer: too few live brokers
+        InvalidReplicationFactorError: ErrorCode.INVALID_REPLICATION_FACTOR,
+        ControllerMovedError: ErrorCode.NOT_CONTROLLER,
         # the wire codec (broker.protocol.errors)
         ProtocolError: ErrorCode.INVALID_REQUEST,
         UnsupportedVersionError: ErrorCode.UNSUPPORTED_VERSION,

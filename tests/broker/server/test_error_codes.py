@@ -4,14 +4,27 @@ from __future__ import annotations
 
 import pytest
 
-from broker.cluster.errors import ClusterError, InvalidReplicaAssignmentError, ZooKeeperError
+from broker.cluster.errors import (
+    ClusterError,
+    ControllerMovedError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    ZooKeeperError,
+)
 from broker.log.errors import CorruptIndexError, LogClosedError
 from broker.protocol import ErrorCode, UnsupportedVersionError
 from broker.protocol.errors import MalformedMessageError
 from broker.record.errors import UnsupportedCompressionError
 from broker.record.topic_partition import TopicPartition
 from broker.server.error_codes import ERROR_CODES, error_code_of
-from broker.server.errors import NotLeaderOrFollowerError, RequestTimedOutError
+from broker.server.errors import (
+    FencedLeaderEpochError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    RequestTimedOutError,
+    UnknownLeaderEpochError,
+)
 
 TP = TopicPartition("t", 0)
 
@@ -29,6 +42,13 @@ TP = TopicPartition("t", 0)
         (UnsupportedVersionError(0, 99, 1, 3, 9), ErrorCode.UNSUPPORTED_VERSION),
         (NotLeaderOrFollowerError(TP, 2, 1), ErrorCode.NOT_LEADER_OR_FOLLOWER),
         (RequestTimedOutError(TP, "flushed", 30), ErrorCode.REQUEST_TIMED_OUT),
+        # replication
+        (InvalidReplicationFactorError("t", 3, [1, 2]), ErrorCode.INVALID_REPLICATION_FACTOR),
+        (ControllerMovedError(4, 5), ErrorCode.NOT_CONTROLLER),
+        (FencedLeaderEpochError(TP, 3, 4), ErrorCode.FENCED_LEADER_EPOCH),
+        (UnknownLeaderEpochError(TP, 5, 4), ErrorCode.UNKNOWN_LEADER_EPOCH),
+        (NotEnoughReplicasError(TP, [1], 2), ErrorCode.NOT_ENOUGH_REPLICAS),
+        (NotEnoughReplicasAfterAppendError(TP, [1], 2), ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND),
         # not a BrokerError at all: a bug, answered as such
         (ValueError("bug"), ErrorCode.UNKNOWN_SERVER_ERROR),
     ],
@@ -45,5 +65,5 @@ def test_a_retriable_zookeeper_error_asks_the_client_to_retry() -> None:
 
 
 def test_no_exception_carries_a_code_of_its_own() -> None:
-    assert len(ERROR_CODES) == 27
+    assert len(ERROR_CODES) == 32
     assert [cls.__name__ for cls in ERROR_CODES if hasattr(cls, "kafka_error_code")] == []
