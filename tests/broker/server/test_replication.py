@@ -468,10 +468,10 @@ def test_an_isr_lost_whole_leaves_the_partition_offline_without_unclean_election
         b.kill()
     cluster.wait_for_isr("clean", 0, [leader.broker_id], timeout_s=30)
     leader.kill()
+    for b in followers:  # one of them becomes the controller (the leader may have been it)
+        b.start()
     offline = cluster.wait_for_leader("clean", 0, lambda s: s.leader == -1, timeout_s=30)
     assert list(offline.isr) == [leader.broker_id]
-    for b in followers:
-        b.start()
     time.sleep(2)
     # the live replicas were not in the ISR: no unclean election
     assert cluster.state_of("clean", 0) == offline
