@@ -18,7 +18,10 @@ metric                                                                          
 ``kafka_log_log_logstartoffset`` / ``_logendoffset`` / ``_highwatermark``          offsets
 ``kafka_log_logflushstats_logflush_seconds``                                       flusher's flush time
 ``kafka_server_replicamanager_partitioncount`` / ``_leadercount``                 partitions hosted / led
-``kafka_server_replicamanager_underreplicatedpartitions``                         always 0: one replica each
+``kafka_server_replicamanager_underreplicatedpartitions``                         led here, ISR < replicas
+``kafka_server_replicamanager_isrshrinks_total`` / ``_isrexpands_total``           ISR changes this leader
+                                                                                  wrote
+``kafka_controller_kafkacontroller_activecontrollercount``                        1 on the controller
 ``kafka_server_socketservermetrics_connection_count``                             open client connections
 ``kafka_server_socketservermetrics_network_io_total{direction}``                  request / response bytes
 ================================================================================ ===========================
@@ -34,9 +37,9 @@ produce path carries no hook. Answered requests are counted where every answer p
 counter per log region a Fetch answer sends). Requests answered by no response (``acks=0`` produce runs
 served inline) are not counted there; their messages are, in ``messagesin``.
 
-Lumber differs from Kafka: messages in is counted when they reach the log (Kafka counts on append too, but
-per request), time is measured until the answer is queued for its connection (Kafka's TotalTimeMs ends when
-it is sent), and there is one purgatory for Produce and Fetch.
+Lumber differs from Kafka: messages in is counted when they reach the log of a partition led here (Kafka
+counts on append too, but per request), time is measured until the answer is queued for its connection
+(Kafka's TotalTimeMs ends when it is sent), and there is one purgatory for Produce and Fetch.
 
 Thread safety: the channel's counters are prometheus_client's (thread-safe); the collector's baselines are
 guarded by its lock (scrapes may overlap).
@@ -61,6 +64,7 @@ from broker.network.request_channel import NetworkResponse, RequestChannel
 from broker.protocol.api_key import ApiKey
 from broker.record.topic_partition import TopicPartition
 from broker.server.purgatory import Purgatory
+from broker.server.replica_manager import ReplicaManager
 
 #: Request-time buckets (seconds): 100 µs to 30 s, a long-poll Fetch waits up to its max wait
 TIME_BUCKETS = (
@@ -178,11 +182,16 @@ class BrokerCollector(Collector):
         logs: LogManager,
         purgatory: Purgatory,
         network_stats: Callable[[], dict[str, int]],
+        *,
+        replicas: ReplicaManager | None = None,
+        controller_active: Callable[[], bool] = lambda: False,
     ) -> None:
         self.broker_id = broker_id
         self.logs = logs
         self.purgatory = purgatory
         self.network_stats = network_stats
+        self.replicas = replicas
+        self.controller_active = controller_active
         self._lock = threading.Lock()
         #: per partition: the log end offset and {segment base offset: size} seen last
         self._seen: dict[TopicPartition, tuple[int, dict[int, int]]] = {}
@@ -194,7 +203,14 @@ class BrokerCollector(Collector):
                 {s.base_offset: s.size_bytes for s in log.segments},
             )
 
+    def _led(self) -> set[TopicPartition]:
+        """The partitions this broker leads (all of them when it has no replica manager: tests)."""
+        if self.replicas is None:
+            return {log.topic_partition for log in self.logs.all_logs()}
+        return {p.topic_partition for p in self.replicas.partitions() if p.is_leader}
+
     def _count_appends(self) -> None:
+        led = self._led()
         live: set[TopicPartition] = set()
         for log in self.logs.all_logs():
             tp = log.topic_partition
@@ -202,10 +218,12 @@ class BrokerCollector(Collector):
             end = log.log_end_offset
             sizes = {s.base_offset: s.size_bytes for s in log.segments}
             seen_end, seen_sizes = self._seen.get(tp, (log.log_start_offset, {}))
+            self._seen[tp] = (end, sizes)
+            if tp not in led:
+                continue  # a follower's appends are the leader's messages in, counted there
             grown = sum(max(size - seen_sizes.get(base, 0), 0) for base, size in sizes.items())
             self._messages_in[tp.topic] = self._messages_in.get(tp.topic, 0) + max(end - seen_end, 0)
             self._bytes_in[tp.topic] = self._bytes_in.get(tp.topic, 0) + grown
-            self._seen[tp] = (end, sizes)
         for gone in [tp for tp in self._seen if tp not in live]:
             del self._seen[gone]
 
@@ -275,11 +293,25 @@ class BrokerCollector(Collector):
         yield from (size, segments, start, end, high)
         count = GaugeMetricFamily("kafka_server_replicamanager_partitioncount", "Partitions on this broker")
         count.add_metric([], len(logs))
+        partitions = [] if self.replicas is None else self.replicas.partitions()
+        led = [p for p in partitions if p.is_leader]
         leaders = GaugeMetricFamily("kafka_server_replicamanager_leadercount", "Partitions this broker leads")
-        leaders.add_metric([], len(logs))
+        leaders.add_metric([], len(led) if self.replicas is not None else len(logs))
         under = GaugeMetricFamily(
             "kafka_server_replicamanager_underreplicatedpartitions",
-            "Partitions with fewer in-sync replicas than replicas (Lumber keeps one replica: always 0)",
+            "Partitions led here with fewer in-sync replicas than replicas",
         )
-        under.add_metric([], 0)
-        yield from (count, leaders, under)
+        under.add_metric([], sum(1 for p in led if len(p.isr) < len(p.replicas)))
+        shrinks = CounterMetricFamily(
+            "kafka_server_replicamanager_isrshrinks", "ISR shrinks this broker wrote as leader"
+        )
+        expands = CounterMetricFamily(
+            "kafka_server_replicamanager_isrexpands", "ISR expansions this broker wrote as leader"
+        )
+        shrinks.add_metric([], 0 if self.replicas is None else self.replicas.isr_shrinks)
+        expands.add_metric([], 0 if self.replicas is None else self.replicas.isr_expands)
+        active = GaugeMetricFamily(
+            "kafka_controller_kafkacontroller_activecontrollercount", "1 while this broker is the controller"
+        )
+        active.add_metric([], 1 if self.controller_active() else 0)
+        yield from (count, leaders, under, shrinks, expands, active)

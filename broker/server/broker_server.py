@@ -201,7 +201,14 @@ class BrokerServer:
             raise BrokerStartupError(f"cannot listen on {config.host}:{config.port}: {exc}") from exc
         port = config.metrics_listen_port
         if metrics is not None and port is not None:
-            collector = BrokerCollector(config.broker_id, self._logs, self._purgatory, self._network.stats)
+            collector = BrokerCollector(
+                config.broker_id,
+                self._logs,
+                self._purgatory,
+                self._network.stats,
+                replicas=self._replicas,
+                controller_active=lambda: self._controller is not None and self._controller.active,
+            )
             self._serve_metrics(metrics, port, collector)
         self._registration = BrokerRegistration(
             client, config.broker_id, config.advertised, self._network.port

@@ -128,6 +128,9 @@ class ReplicaManager:
         self._isr_queue: queue.Queue[tuple[Partition, PartitionState, tuple[int, ...]] | None] = queue.Queue()
         self._stopping = threading.Event()
         self._isr_thread: threading.Thread | None = None
+        #: ISR changes written by this broker as leader (the ISR thread's; read by the metrics).
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     def start(self) -> None:
         """Start the ISR thread (writes and expiry); :meth:`apply` works without it."""
@@ -340,6 +343,10 @@ class ReplicaManager:
                 )
                 partition.isr_failed()
             else:
+                if len(isr) < len(state.isr):
+                    self.isr_shrinks += 1
+                else:
+                    self.isr_expands += 1
                 partition.isr_committed(stored)
                 self._purgatory.notify(partition.topic_partition)
             if self._isr_queue.empty():

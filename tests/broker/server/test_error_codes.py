@@ -44,7 +44,7 @@ TP = TopicPartition("t", 0)
         (RequestTimedOutError(TP, "flushed", 30), ErrorCode.REQUEST_TIMED_OUT),
         # replication
         (InvalidReplicationFactorError("t", 3, [1, 2]), ErrorCode.INVALID_REPLICATION_FACTOR),
-        (ControllerMovedError(4, 5), ErrorCode.NOT_CONTROLLER),
+        (ControllerMovedError(4, "5"), ErrorCode.NOT_CONTROLLER),
         (FencedLeaderEpochError(TP, 3, 4), ErrorCode.FENCED_LEADER_EPOCH),
         (UnknownLeaderEpochError(TP, 5, 4), ErrorCode.UNKNOWN_LEADER_EPOCH),
         (NotEnoughReplicasError(TP, [1], 2), ErrorCode.NOT_ENOUGH_REPLICAS),

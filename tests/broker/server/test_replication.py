@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 
 from broker.cluster.partition_state import PartitionState
+from lumber.dev.process import free_port
+from tests.broker.server.test_broker_metrics import scrape
 from tests.support.broker_cluster import BROKER_SESSION_TIMEOUT_MS, BrokerCluster, wait_for
 
 with warnings.catch_warnings():
@@ -479,3 +481,39 @@ def test_an_isr_lost_whole_leaves_the_partition_offline_without_unclean_election
     back = cluster.wait_for_leader("clean", 0, lambda s: s.leader == leader.broker_id, timeout_s=30)
     assert back.leader_epoch == offline.leader_epoch + 1
     cluster.wait_for_isr("clean", 0, [0, 1, 2], timeout_s=30)
+
+
+def test_metrics_count_under_replicated_partitions_isr_expansions_and_the_controller(
+    start_cluster: Callable[..., BrokerCluster],
+) -> None:
+    cluster = start_cluster(0)
+    ports = [free_port() for _ in range(3)]
+    for port in ports:
+        cluster.add_broker({**REPLICATION, "metrics_port": port, "flush_on_ack": True})
+    cluster.create_topic("metered", 1, replication_factor=3)
+    leader = cluster.leader_of("metered", 0).broker_id
+    follower = cluster.brokers[(leader + 1) % 3]
+    load = AckedProducer(cluster, "metered", 1)
+    load.start()
+    wait_for(lambda: len(load.acknowledged) >= 100, 60, "100 acknowledged records")
+    assert load.stop() == 0
+    sent = load.sent
+    scrapes = [scrape(port) for port in ports]
+    messages_in = [
+        s.get(("kafka_server_brokertopicmetrics_messagesin_total", (("topic", "metered"),)), 0)
+        for s in scrapes
+    ]
+    assert messages_in[leader] == sent
+    assert sum(messages_in) == sent  # followers' copies are not messages in
+    assert sum(s[("kafka_controller_kafkacontroller_activecontrollercount", ())] for s in scrapes) == 1
+    assert scrapes[leader][("kafka_server_replicamanager_leadercount", ())] == 1
+    assert scrapes[leader][("kafka_server_replicamanager_underreplicatedpartitions", ())] == 0
+    follower.kill()
+    cluster.wait_for_isr("metered", 0, sorted({0, 1, 2} - {follower.broker_id}))
+    assert scrape(ports[leader])[("kafka_server_replicamanager_underreplicatedpartitions", ())] == 1
+    expands_before = scrape(ports[leader])[("kafka_server_replicamanager_isrexpands_total", ())]
+    follower.start()
+    cluster.wait_for_isr("metered", 0, [0, 1, 2])
+    after = scrape(ports[leader])
+    assert after[("kafka_server_replicamanager_underreplicatedpartitions", ())] == 0
+    assert after[("kafka_server_replicamanager_isrexpands_total", ())] == expands_before + 1
