@@ -227,7 +227,8 @@ class BrokerServer:
 
     def _controlled_shutdown(self) -> None:
         """Ask the controller to move leadership off this broker, and wait (bounded) until it has: every
-        partition led here with another live in-sync replica has a new leader (Kafka's controlled
+        partition led here with another live in-sync replica has a new leader, and this broker has left the
+        ISR of the partitions it follows, so that no acks=all produce waits for it (Kafka's controlled
         shutdown; Lumber asks through ``/admin/controlled_shutdown/<id>``, see zk_paths)."""
         client, watcher, config = self._client, self._watcher, self.config
         if client is None or watcher is None or not config.controlled_shutdown:
@@ -235,9 +236,12 @@ class BrokerServer:
         me = config.broker_id
 
         def moved(view: ClusterView) -> bool:
+            """No partition is led here that another live in-sync replica could lead, and no leader
+            elsewhere waits for this broker as an in-sync follower."""
             live = set(view.brokers) - set(view.shutting_down)
             return not any(
-                state.leader == me and any(r != me and r in live for r in state.isr)
+                (state.leader == me and any(r != me and r in live for r in state.isr))
+                or (state.leader != me and state.leader in live and me in state.isr)
                 for state in view.states.values()
             )
 
