@@ -18,6 +18,8 @@ error the log raises, through :func:`broker.record.topic_name.validate_topic_nam
         │                                    fewer live brokers than replicas)
         ├── InvalidReplicationFactorError   (INVALID_REPLICATION_FACTOR 38): a factor below 1 or above the
         │                                    live brokers
+        ├── InvalidTopicConfigError         (INVALID_CONFIG 40): a topic config Lumber does not read, or
+        │                                    a value it does not take
         ├── ControllerMovedError            (NOT_CONTROLLER 41): a controller write whose
         │                                    check(/controller_epoch, version) failed: another controller
         │                                    was elected since
@@ -102,6 +104,10 @@ class InvalidReplicationFactorError(ClusterError):
         else:
             why = f"it exceeds the {len(live_brokers)} live brokers {live_brokers}"
         super().__init__(f"topic {topic!r}: replication factor {replication_factor} is invalid: {why}")
+
+
+class InvalidTopicConfigError(ClusterError):
+    """A per-topic config Lumber does not read, or a value it does not take (the message names both)."""
 
 
 class ControllerMovedError(ClusterError):

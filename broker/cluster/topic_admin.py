@@ -59,6 +59,7 @@ from broker.cluster.errors import (
 )
 from broker.cluster.partition_state import PartitionState
 from broker.cluster.replica_assignment import assign_replicas
+from broker.cluster.topic_config import check_topic_configs
 from broker.cluster.zk_transactions import TRANSACTION_MAX_BYTES, first_error, op_bytes
 from broker.record.topic_name import validate_topic_name
 from broker.record.topic_partition import TopicPartition
@@ -108,11 +109,11 @@ class TopicAdmin:
         brokers by Kafka's rule; with one, it must map exactly ``0..partitions-1`` to lists of live brokers,
         all of one size, no broker twice in a list (``replication_factor`` is then the lists' size, as
         Kafka's CreateTopics ignores the factor of an explicit assignment). ``configs`` are written to
-        ``/config/topics/<topic>`` (as strings; the caller validates the keys).
+        ``/config/topics/<topic>``, checked first (:func:`~broker.cluster.topic_config.check_topic_configs`).
 
         Raises InvalidTopicError (bad name), InvalidPartitionsError (count out of ``[1, MAX_PARTITIONS]``),
-        InvalidReplicaAssignmentError, InvalidReplicationFactorError, NoLiveBrokersError, TopicExistsError
-        or ZooKeeperError.
+        InvalidReplicaAssignmentError, InvalidReplicationFactorError, InvalidTopicConfigError,
+        NoLiveBrokersError, TopicExistsError or ZooKeeperError.
         """
         validate_topic_name(topic)
         if isinstance(partitions, bool) or not isinstance(partitions, int):
@@ -135,7 +136,8 @@ class TopicAdmin:
             chosen = assign_replicas(partitions, replication_factor, list(brokers), topic=topic)
         else:
             chosen = _checked_assignment(topic, partitions, assignment, brokers)
-        self._create(topic, chosen, dict(configs) if configs else None)
+        checked = check_topic_configs(topic, configs or {}, len(chosen[0]))
+        self._create(topic, chosen, checked or None)
         logger.debug("created topic %r: %s", topic, _describe(chosen))
         return chosen
 

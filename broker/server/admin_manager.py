@@ -4,9 +4,9 @@
 
 A topic gets ``replication_factor`` replicas per partition (-1: ``[broker] default_replication_factor``),
 spread as Kafka spreads them, or an explicit assignment; too few live brokers is
-INVALID_REPLICATION_FACTOR (the cluster package's error). Per-topic configs are accepted for the keys in
-:data:`TOPIC_CONFIGS`, checked here and stored in ``/config/topics/<topic>``; any other key is
-INVALID_CONFIG naming it (the rest of the topic's settings live in ``lumber.toml``). Failures are raised
+INVALID_REPLICATION_FACTOR (the cluster package's error). Per-topic configs are the ones
+:mod:`broker.cluster.topic_config` knows, stored in ``/config/topics/<topic>``; any other key, or a value
+they do not take, is INVALID_CONFIG naming it (``validate_only`` checks them too). Failures are raised
 (:class:`~broker.server.errors.ServerError`, :class:`~broker.cluster.errors.ClusterError`,
 :class:`~broker.log.errors.InvalidTopicError`) and answered through :mod:`broker.server.error_codes`.
 Thread-safe: stateless between calls (ZooKeeper orders concurrent creations).
@@ -21,42 +21,11 @@ from collections.abc import Mapping, Sequence
 from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.errors import InvalidPartitionsError, TopicExistsError
 from broker.cluster.topic_admin import TopicAdmin
+from broker.cluster.topic_config import check_topic_configs
 from broker.record.topic_name import validate_topic_name
-from broker.server.errors import InvalidConfigError, InvalidRequestError
+from broker.server.errors import InvalidRequestError
 
 logger = logging.getLogger(__name__)
-
-
-def _positive_int(value: str) -> bool:
-    return value.isdigit() and int(value) >= 1
-
-
-def _boolean(value: str) -> bool:
-    return value.lower() in ("true", "false")
-
-
-#: The per-topic configs Lumber reads, with a check of their values and what the check wants.
-TOPIC_CONFIGS = {
-    "min.insync.replicas": (_positive_int, "a whole number >= 1"),
-    "unclean.leader.election.enable": (_boolean, "true or false"),
-}
-
-
-def check_topic_configs(topic: str, configs: Mapping[str, str | None]) -> dict[str, str]:
-    """``configs`` checked against :data:`TOPIC_CONFIGS`; INVALID_CONFIG naming the key and value."""
-    checked: dict[str, str] = {}
-    for name, value in configs.items():
-        known = TOPIC_CONFIGS.get(name)
-        if known is None:
-            raise InvalidConfigError(
-                f"topic {topic!r}: config {name!r} is not one Lumber keeps per topic "
-                f"({', '.join(sorted(TOPIC_CONFIGS))}); set the others in lumber.toml"
-            )
-        check, wanted = known
-        if value is None or not check(value.strip()):
-            raise InvalidConfigError(f"topic {topic!r}: config {name}={value!r} must be {wanted}")
-        checked[name] = value.strip().lower()
-    return checked
 
 
 class AdminManager:
@@ -98,7 +67,7 @@ class AdminManager:
             factor = self._default_replication_factor if replication_factor == -1 else replication_factor
             if partitions < 1:
                 raise InvalidPartitionsError(f"{partitions} partitions: a topic needs at least 1")
-        checked = check_topic_configs(name, configs)
+        checked = check_topic_configs(name, configs, factor)
         if validate_only:
             if name in self._cluster.refresh().topics:
                 raise TopicExistsError(name)

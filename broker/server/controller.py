@@ -56,14 +56,13 @@ from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.controller_election import ControllerElection
 from broker.cluster.errors import ClusterError, ControllerMovedError
 from broker.cluster.partition_state import PartitionState
+from broker.cluster.topic_config import unclean_leader_election
 from broker.config import BrokerConfig
 from broker.record.topic_partition import TopicPartition
 from broker.server.partition_leader_election import next_state
 
 logger = logging.getLogger(__name__)
 
-#: The topic config that overrides ``[broker] unclean_leader_election`` (Kafka's name).
-UNCLEAN_LEADER_ELECTION_CONFIG = "unclean.leader.election.enable"
 #: How long the thread waits after a failed pass before trying again.
 _RETRY_S = 0.5
 
@@ -264,8 +263,7 @@ class Controller:
 
     @staticmethod
     def _unclean(view: ClusterView, topic: str, default: bool) -> bool:
-        value = view.topic_configs.get(topic, {}).get(UNCLEAN_LEADER_ELECTION_CONFIG)
-        return default if value is None else value.strip().lower() == "true"
+        return unclean_leader_election(view.topic_configs.get(topic, {}), default)
 
     def _write(
         self, updates: Mapping[TopicPartition, tuple[PartitionState, PartitionState]], epoch_zk_version: int

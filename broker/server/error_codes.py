@@ -19,6 +19,7 @@ from broker.cluster.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
+    InvalidTopicConfigError,
     NoLiveBrokersError,
     TopicExistsError,
     UnknownTopicError,
@@ -81,6 +82,7 @@ ERROR_CODES: MappingProxyType[type[BaseException], ErrorCode] = MappingProxyType
         NoLiveBrokersError: ErrorCode.INVALID_REPLICATION_FACTOR,  # Kafka's answer: too few live brokers
         InvalidReplicationFactorError: ErrorCode.INVALID_REPLICATION_FACTOR,
         ControllerMovedError: ErrorCode.NOT_CONTROLLER,
+        InvalidTopicConfigError: ErrorCode.INVALID_CONFIG,
         # the wire codec (broker.protocol.errors)
         ProtocolError: ErrorCode.INVALID_REQUEST,
         UnsupportedVersionError: ErrorCode.UNSUPPORTED_VERSION,

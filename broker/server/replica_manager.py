@@ -63,6 +63,7 @@ from typing import NamedTuple
 from broker.cluster.cluster_view import ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.partition_state import PartitionState
+from broker.cluster.topic_config import min_insync_replicas
 from broker.config import BrokerConfig
 from broker.log.errors import LogError
 from broker.log.file_region import FileRegion
@@ -87,9 +88,6 @@ FetchRead = tuple[TopicPartition, int, int, int]
 #: Writes an ISR change: ``(partition, state it was computed from, new ISR)`` -> the stored state, or None
 #: when the state znode moved on meanwhile (:func:`broker.cluster.partition_state_store.update_isr`).
 IsrStore = Callable[[TopicPartition, PartitionState, tuple[int, ...]], PartitionState | None]
-
-#: The topic config that overrides ``[broker] min_insync_replicas`` (Kafka's name).
-MIN_INSYNC_REPLICAS_CONFIG = "min.insync.replicas"
 
 
 class FetchPartitionResult(NamedTuple):
@@ -255,13 +253,7 @@ class ReplicaManager:
         return partition
 
     def _min_insync_replicas(self, view: ClusterView, topic: str) -> int:
-        value = view.topic_configs.get(topic, {}).get(MIN_INSYNC_REPLICAS_CONFIG)
-        if value is not None:
-            try:
-                return max(1, int(value))
-            except ValueError:
-                logger.warning("topic %s: %s=%r is not an integer", topic, MIN_INSYNC_REPLICAS_CONFIG, value)
-        return self._config.min_insync_replicas
+        return min_insync_replicas(view.topic_configs.get(topic, {}), self._config.min_insync_replicas)
 
     def leader_partition(
         self, view: ClusterView, tp: TopicPartition, current_leader_epoch: int = -1

@@ -45,10 +45,12 @@ from broker.cluster.broker_info import BrokerInfo
 from broker.cluster.errors import (
     ClusterError,
     InvalidPartitionsError,
+    InvalidTopicConfigError,
     TopicExistsError,
     UnknownTopicError,
 )
 from broker.cluster.topic_admin import TopicAdmin
+from broker.cluster.topic_config import TOPIC_CONFIGS, check_topic_configs
 from broker.record.errors import InvalidTopicError
 from broker.record.topic_partition import TopicPartition
 from lumber.cli.cluster_options import add_cluster_options
@@ -65,12 +67,6 @@ ELECTION_TIMEOUT_EXIT_CODE = 1
 ELECTION_POLL_S = 0.1
 #: ``elect-leaders --timeout`` unless given.
 DEFAULT_ELECTION_TIMEOUT_MS = 30_000
-
-#: The topic configs ``--config`` accepts, and what each value must be.
-TOPIC_CONFIGS: Mapping[str, str] = {
-    "min.insync.replicas": "an integer from 1 to the replication factor",
-    "unclean.leader.election.enable": "true or false",
-}
 
 
 class TopicRequestError(ClusterError):
@@ -212,34 +208,21 @@ def _parse_assignment(text: str) -> dict[int, list[int]]:
 
 
 def _parse_configs(topic: str, items: Sequence[str], replication_factor: int) -> dict[str, str]:
-    """``--config`` values as ``{key: value}``, each key one of :data:`TOPIC_CONFIGS` with a valid value."""
+    """``--config`` values as ``{key: value}``, checked as every topic's configs are
+    (:func:`broker.cluster.topic_config.check_topic_configs`)."""
     configs: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         key, value = key.strip(), value.strip()
         if not sep or not key:
             raise TopicRequestError(f"--config {item!r}: expected KEY=VALUE, e.g. min.insync.replicas=2")
-        if key not in TOPIC_CONFIGS:
-            raise TopicRequestError(
-                f"--config {item!r}: Lumber does not read the topic config {key!r} (accepted: "
-                f"{', '.join(TOPIC_CONFIGS)})"
-            )
         if key in configs:
             raise TopicRequestError(f"--config {key} is given twice ({configs[key]!r} and {value!r})")
-        if key == "min.insync.replicas":
-            if not value.isdigit() or not 1 <= int(value) <= replication_factor:
-                raise TopicRequestError(
-                    f"--config {item!r}: topic {topic!r} has replication factor {replication_factor}, so "
-                    f"min.insync.replicas must be an integer from 1 to {replication_factor} (a larger one "
-                    "would refuse every acks=all write)"
-                )
-            value = str(int(value))
-        elif key == "unclean.leader.election.enable":
-            if value.lower() not in ("true", "false"):
-                raise TopicRequestError(f"--config {item!r}: expected true or false")
-            value = value.lower()
         configs[key] = value
-    return configs
+    try:
+        return check_topic_configs(topic, configs, replication_factor)
+    except InvalidTopicConfigError as exc:
+        raise TopicRequestError(f"--config: {exc}") from exc
 
 
 def _run(handler: Handler) -> Callable[[argparse.Namespace, LumberConfig], int]:
