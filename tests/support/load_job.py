@@ -280,15 +280,22 @@ class LoadStack:
 
 @contextlib.contextmanager
 def load_stack(
-    cluster: Any, registry: RegistryProcess, tmp: Path, partitions: int = 2, **producer: Any
+    cluster: Any,
+    registry: RegistryProcess,
+    tmp: Path,
+    partitions: int = 2,
+    *,
+    replication_factor: int = 1,
+    **producer: Any,
 ) -> Iterator[LoadStack]:
-    """A :class:`LoadStack` on ``cluster``; ``producer`` settings override linger 5 ms, acks all."""
+    """A :class:`LoadStack` on ``cluster`` (its topics with ``replication_factor`` replicas); ``producer``
+    settings override linger 5 ms, acks all."""
     topic = unique_topic("page_view")
-    cluster.create_topic(topic, partitions)
+    cluster.create_topic(topic, partitions, replication_factor=replication_factor)
     if (
         AUDIT_TOPIC not in cluster.admin.list_topics()
     ):  # the load publishes its counts; brokers create no topics
-        cluster.create_topic(AUDIT_TOPIC, 1)
+        cluster.create_topic(AUDIT_TOPIC, 1, replication_factor=replication_factor)
     client = SchemaRegistryClient(registry.url)
     v1 = client.register(f"{topic}-value", shipped_schema_text("page_view"))
     v2 = client.register(f"{topic}-value", shipped_schema_text("page_view_v2"))
