@@ -6,15 +6,23 @@ and are the real ones; their own progress streams through, and everything they p
 
 1. **Stack**: ``lumber dev up --brokers 3 --state-dir .lumber-demo``: ZooKeeper, three brokers and the
    schema registry as background processes, with a config (``.lumber-demo/demo-base.toml``) that puts the
-   warehouse in the state folder, takes page views' event time from ``timestamp_ms`` and turns on the
-   producers' audit. The demo refuses if its stack is already up (stop it first); a state folder left by an
-   earlier demo that is down is deleted (it is marked as the demo's own); any other non-empty folder is
-   refused.
-2. **Topics and schemas**: page_view (6 partitions), click and search (3 each) spread over the brokers;
-   page_view v1, click and search registered.
+   warehouse in the state folder, takes page views' event time from ``timestamp_ms``, turns on the
+   producers' audit and, unless the user's config sets one, takes a ZooKeeper session timeout of
+   :data:`SESSION_TIMEOUT_MS` (a killed broker's partitions move once its session expires). The demo
+   refuses if its stack is already up (stop it first); a state folder left by an earlier demo that is
+   down is deleted (it is marked as the demo's own); any other non-empty folder is refused.
+2. **Topics and schemas**: page_view (6 partitions), click and search (3 each) spread over the brokers,
+   with ``min(brokers, 3)`` replicas and ``min.insync.replicas`` one less (at least 1), as ``dev up``
+   made the audit topic; page_view v1, click and search registered.
 3. **Traffic** (:mod:`lumber.demo_traffic`): the last ``hours`` whole hours before now, from four
-   frontend hosts, one producer each, with the schema evolution page_view v1 -> v2 half-way and a few
-   malformed messages; closing the producers publishes their audit counts.
+   frontend hosts, one idempotent producer each with ``acks=all``, with the schema evolution page_view v1
+   -> v2 half-way and a few malformed messages; closing the producers publishes their audit counts. With
+   two brokers or more, a failover (:class:`BrokerFailover`) mid-traffic: once :data:`KILL_AFTER_PCT` %
+   of the messages are handed to the producers, the leader of page_view-0 is killed (``kill -9``, by the
+   pid the stack recorded); while traffic goes on, the demo prints who took over each partition it led
+   and when, restarts it as ``dev up`` started it (recording the new pid in ``stack.json``, so ``dev
+   down`` stops it) and waits until it is back in every ISR. The audit (step 5) must still find every
+   window COMPLETE.
 4. **Hourly loads**: ``lumber etl run --until-hour H`` (one spark-submit each) for every completed hour,
    oldest first: what ``lumber etl schedule`` does after downtime.
 5. **Audit**: ``lumber audit verify`` over those hours, as a table and as ``.lumber-demo/audit.html``.
@@ -30,12 +38,15 @@ last lines say how to stop it).
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -47,6 +58,8 @@ from kazoo.client import KazooClient
 
 from audit.audited_producer import audited_producer
 from broker.client.producer import Producer
+from broker.cluster import zk_reads
+from broker.cluster.partition_state import NO_LEADER, PartitionState
 from broker.cluster.topic_admin import TopicAdmin
 from lumber.config import LumberConfig, dump_config, load_config
 from lumber.demo_text import (
@@ -55,10 +68,12 @@ from lumber.demo_text import (
     elapsed_text,
     format_table,
     hour_text,
+    isr_text,
     warehouse_tree,
 )
 from lumber.demo_traffic import HOUR_MS, TOPICS, TrafficProducer, TrafficSpec
-from lumber.dev.dev_stack import DevStack
+from lumber.dev.dev_stack import DevStack, ServiceState
+from lumber.dev.process import ProcessHandle, kill, port_in_use, start_and_wait
 from pipeline.errors import PipelineError
 from schemas.client import SchemaRegistryClient
 from schemas.serde import AvroSerde
@@ -69,6 +84,15 @@ BASE_CONFIG_FILE = "demo-base.toml"
 LOG_FILE = "demo.log"
 PARTITIONS = {"page_view": 6, "click": 3, "search": 3}
 STEPS = 7
+#: Replicas per partition of the demo's topics, at most (with fewer brokers: one per broker).
+MAX_REPLICATION_FACTOR = 3
+#: The demo stack's ZooKeeper session timeout unless the user's config sets one: a killed broker's
+#: partitions move once its session expires (Kafka's zookeeper.session.timeout.ms before 2.5).
+SESSION_TIMEOUT_MS = 6_000
+#: The failover's kill -9 comes once this share of the traffic was handed to the producers.
+KILL_AFTER_PCT = 40
+#: The broker killed is the leader of this partition of the first topic.
+KILL_LEADER_OF = ("page_view", 0)
 #: A child's log line at DEBUG/INFO level (``lumber``'s logging format): kept out of the terminal.
 _CHATTER = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3} (?:DEBUG|INFO) ")
 
@@ -114,6 +138,7 @@ class Demo:
         self._step = 0
         self._title = ""
         self._step_started = self.started
+        self._say_lock = threading.Lock()  # the failover's thread says things too
 
     # -- output --------------------------------------------------------------------------------------------
 
@@ -126,10 +151,11 @@ class Demo:
             return str(path)
 
     def say(self, line: str = "") -> None:
-        print(line, file=self.out, flush=True)
-        if self._log is not None:
-            self._log.write(line + "\n")
-            self._log.flush()
+        with self._say_lock:
+            print(line, file=self.out, flush=True)
+            if self._log is not None:
+                self._log.write(line + "\n")
+                self._log.flush()
 
     def step(self, name: str, title: str) -> None:
         """Start the next step: ``name`` for the timings at the end, ``title`` for the header."""
@@ -151,10 +177,13 @@ class Demo:
     def lumber(self) -> str:
         return self.options.lumber
 
-    def _lumber(self, args: Sequence[str], config_path: Path) -> int:
-        """Run ``lumber ARGS`` with ``LUMBER_CONFIG=config_path``, printing its output as it comes (its
-        INFO chatter only to the log). Returns its exit code."""
-        self.say(f"  $ {self.lumber} {shlex.join(args)}")
+    @property
+    def replication_factor(self) -> int:
+        """Replicas per partition of the demo's topics: ``min(brokers, 3)``."""
+        return max(1, min(self.options.brokers, MAX_REPLICATION_FACTOR))
+
+    def child_env(self, config_path: Path) -> dict[str, str]:
+        """The environment of the processes the demo starts (``lumber`` commands, a restarted broker)."""
         env = {
             **os.environ,
             **self.options.child_env,
@@ -162,6 +191,20 @@ class Demo:
             "PYTHONUNBUFFERED": "1",
         }
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        return env
+
+    def shown_command(self, argv: Sequence[str]) -> str:
+        """A ``python -m lumber ...`` argv as the user would type it (``lumber ...``, paths below the
+        working directory relative)."""
+        args = list(argv[3:]) if list(argv[1:3]) == ["-m", "lumber"] else list(argv)
+        shown = shlex.join([self.lumber, *args])
+        return shown.replace(str(self.state_dir), self.shown_dir)
+
+    def _lumber(self, args: Sequence[str], config_path: Path) -> int:
+        """Run ``lumber ARGS`` with ``LUMBER_CONFIG=config_path``, printing its output as it comes (its
+        INFO chatter only to the log). Returns its exit code."""
+        self.say(f"  $ {self.lumber} {shlex.join(args)}")
+        env = self.child_env(config_path)
         process = subprocess.Popen(
             [sys.executable, "-m", "lumber", *args],
             stdin=subprocess.DEVNULL,
@@ -267,7 +310,16 @@ class Demo:
         self.step("stack", "Starting the stack: ZooKeeper, brokers, schema registry")
         base = self.base
         registry_url = f"http://127.0.0.1:{base.dev.registry_port}"
+        # the file below sets every key, so `dev up` would take its defaults as the user's choices: what it
+        # would choose itself (a replication factor of min(brokers, 3)) is written out here
+        zookeeper, broker = base.zookeeper, base.broker
+        if "session_timeout_ms" not in zookeeper.model_fields_set:
+            zookeeper = zookeeper.replace(session_timeout_ms=SESSION_TIMEOUT_MS)
+        if "default_replication_factor" not in broker.model_fields_set:
+            broker = broker.replace(default_replication_factor=self.replication_factor)
         demo = base.replace(
+            zookeeper=zookeeper,
+            broker=broker,
             dev=base.dev.replace(state_dir=str(self.state_dir), brokers=self.options.brokers),
             registry=base.registry.replace(url=registry_url),
             producer=base.producer.replace(audit_interval_ms=2000),
@@ -306,12 +358,31 @@ class Demo:
         zk.start(timeout=stack.zookeeper.connect_timeout_ms / 1000)
         try:
             admin = TopicAdmin(zk)
+            factor = self.replication_factor
+            min_insync = max(1, factor - 1)
             for topic, partitions in PARTITIONS.items():
-                assignment = admin.create_topic(topic, partitions)
-                brokers = sorted({replicas[0] for replicas in assignment.values()})
+                assignment = admin.create_topic(
+                    topic,
+                    partitions,
+                    replication_factor=factor,
+                    configs={"min.insync.replicas": str(min_insync)},
+                )
+                leaders = sorted({replicas[0] for replicas in assignment.values()})
                 self.say(
-                    f"  topic {topic:<10} {partitions} partitions on brokers {', '.join(map(str, brokers))}"
-                    f"   (= {self.lumber} topics create {topic} --partitions {partitions})"
+                    f"  topic {topic:<10} {partitions} partitions x {factor} replicas, leaders on brokers "
+                    f"{', '.join(map(str, leaders))}   (= {self.lumber} topics create {topic} --partitions "
+                    f"{partitions} --replication-factor {factor} --config min.insync.replicas={min_insync})"
+                )
+            audit = stack.audit.topic
+            replicas = {len(r) for r in admin.describe_topic(audit).values()}
+            self.say(
+                f"  topic {audit:<10} the producers' audit counts, {'/'.join(map(str, sorted(replicas)))} "
+                f"replicas (created by `{self.lumber} dev up`)"
+            )
+            if factor > 1:
+                self.say(
+                    f"  acks=all waits for every in-sync replica, and needs {min_insync} of them "
+                    f"(min.insync.replicas={min_insync})"
                 )
         finally:
             zk.stop()
@@ -332,19 +403,25 @@ class Demo:
             "traffic",
             f"Producing {spec.hours} hour(s) of tracking traffic "
             f"({clock_text(spec.start_ms)}-{clock_text(spec.end_ms)} UTC) from {len(hosts)} hosts, "
-            "one producer each",
+            "one producer each" + (", and a broker killed mid-way" if self.replication_factor > 1 else ""),
         )
         registry = SchemaRegistryClient(stack.registry.url)
         producers: dict[str, Producer] = {}
         expected: dict[str, int] = dict.fromkeys(TOPICS, 0)
+        messages = spec.total()
+        failover = (
+            BrokerFailover(self, stack, [*TOPICS, stack.audit.topic], messages * KILL_AFTER_PCT // 100)
+            if self.replication_factor > 1
+            else None
+        )
         try:
             for host in hosts:
                 settings = stack.producer.replace(
                     host_name=host,
                     client_id=f"frontend-{host}",
                     linger_ms=20,
-                    acks="1",
-                    enable_idempotence=False,
+                    acks="all",
+                    enable_idempotence=True,  # a batch retried on the new leader is stored once
                 )
                 producers[host] = audited_producer(settings, zookeeper_connect=stack.zookeeper.connect)
 
@@ -359,9 +436,15 @@ class Demo:
                     "every host now writes v2"
                 )
 
+            def on_sent(before: int, handed: int) -> None:
+                if failover is not None:
+                    failover.maybe_kill(before + handed, messages)
+
             sender = TrafficProducer(spec, producers, AvroSerde(registry), ids, register_v2)
+            handed = 0
             for index in range(spec.hours):
-                sent = sender.send_hour(index, on_switch=switched)
+                sent = sender.send_hour(index, on_switch=switched, on_sent=functools.partial(on_sent, handed))
+                handed += sent.total
                 for topic in TOPICS:
                     expected[topic] += sent.by_topic[topic]
                 schemas = (
@@ -380,14 +463,23 @@ class Demo:
                         else ""
                     )
                 )
+            if failover is not None:
+                failover.wait()
         finally:
             for producer in producers.values():
                 producer.close()
             registry.close()
+            if failover is not None:
+                failover.close()
         total = sum(expected.values())
+        confirmed = (
+            f"by every in-sync replica (acks=all, at least {max(1, self.replication_factor - 1)} copies)"
+            if self.replication_factor > 1
+            else "by the broker"
+        )
         self.say(
-            f"  {count_text(total)} messages confirmed by the brokers; closing the producers published their "
-            "audit counts (per topic, host and 10-minute window) to the _audit topic"
+            f"  {count_text(total)} messages confirmed {confirmed}; closing the producers published their "
+            f"audit counts (per topic, host and 10-minute window) to the {stack.audit.topic} topic"
         )
         return expected
 
@@ -513,7 +605,8 @@ class Demo:
         sql = f"SELECT * FROM '{wh}/click/*/*/*.parquet' LIMIT 5"  # noqa: S608 - printed, not run
         lines = [
             (f"{lumber} dev status", "what runs where"),
-            (f"{lumber} topics describe page_view", "partitions and their leaders"),
+            (f"{lumber} topics describe page_view", "partitions: leaders, replicas, ISR"),
+            (f"{lumber} topics elect-leaders", "leadership back to the preferred replicas"),
             (f"{lumber} schemas get page_view-value --version latest", "the evolved schema"),
             (f"{lumber} etl status", "committed offsets, lag, the last run"),
             (f"{lumber} audit verify --since={hour_text(spec.start_ms)}", "the audit again, by hour"),
@@ -538,6 +631,226 @@ class Demo:
         self.say()
         self.say("Stop the stack:")
         self.say(f"  {self._down_command()}   # add --purge to delete its data too")
+
+
+class BrokerFailover:
+    """Step 3's failover: ``kill -9`` of the leader of page_view-0 once ``kill_at`` messages were handed to
+    the producers (:meth:`maybe_kill`, from the traffic's loop); then, in a thread while the traffic goes on,
+    who took over each partition it led and when, its restart as ``lumber dev up`` started it, and its
+    return to every ISR. :meth:`wait` joins the thread (bounded) and raises what went wrong as
+    :class:`DemoError`."""
+
+    POLL_S = 0.1
+
+    def __init__(self, demo: Demo, stack: LumberConfig, topics: Sequence[str], kill_at: int) -> None:
+        self.demo = demo
+        self.stack = stack
+        self.topics = list(topics)
+        self.kill_at = kill_at
+        self.session_s = stack.zookeeper.session_timeout_ms / 1000
+        #: how long the controller may take to move the partitions (and the ISR changes to be written)
+        self.takeover_bound_s = self.session_s + stack.broker.replica_lag_time_max_ms / 1000 + 20
+        self.start_bound_s = stack.dev.start_timeout_ms / 1000
+        #: how long the restarted broker may take to catch up and rejoin every ISR
+        self.rejoin_bound_s = stack.broker.replica_lag_time_max_ms / 1000 + 60
+        self._zk: KazooClient | None = None
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def _client(self) -> KazooClient:
+        if self._zk is None:
+            zk = KazooClient(hosts=self.stack.zookeeper.connect, timeout=self.session_s)
+            zk.start(timeout=self.stack.zookeeper.connect_timeout_ms / 1000)
+            self._zk = zk
+        return self._zk
+
+    def _admin(self) -> TopicAdmin:
+        return TopicAdmin(self._client())
+
+    def _states(self) -> dict[str, PartitionState]:
+        """``topic-p`` -> state, over the failover's topics."""
+        admin = self._admin()
+        return {
+            f"{topic}-{p}": state
+            for topic in self.topics
+            for p, state in admin.describe_states(topic).items()
+        }
+
+    def maybe_kill(self, handed: int, total: int) -> None:
+        """Kill the leader of page_view-0 when ``handed`` reaches ``kill_at`` (once), and start following."""
+        if self._thread is not None or handed < self.kill_at:
+            return
+        states = self._states()
+        victim = states["{}-{}".format(*KILL_LEADER_OF)].leader
+        controller = zk_reads.read_controller(self._client())
+        assignment = {
+            f"{topic}-{p}": replicas
+            for topic in self.topics
+            for p, replicas in self._admin().describe_topic(topic).items()
+        }
+        replicas = {name for name, rs in assignment.items() if victim in rs}
+        # a partition whose only replica is the victim (a user's replication factor 1) has no one to take
+        # over: it is offline until the restart
+        led = [n for n, state in states.items() if state.leader == victim and len(assignment[n]) > 1]
+        alone = sorted(n for n in replicas if len(assignment[n]) == 1)
+        name = f"broker-{victim}"
+        service = next(
+            (s for s in DevStack(self.stack, self.demo.state_dir).read_state() if s.name == name), None
+        )
+        if service is None or not service.process.is_running():
+            raise DemoError(f"{name}, the leader of page_view-0, is not a running process of the stack")
+        kill(service.process)
+        killed_at = time.monotonic()
+        also = " and the controller" if controller == victim else f"; the controller is broker {controller}"
+        self.demo.say(
+            f"  kill -9 broker {victim} (pid {service.process.pid}) after {count_text(handed)} of "
+            f"{count_text(total)} messages: the leader of {', '.join(led)}{also}"
+        )
+        if alone:
+            self.demo.say(f"  ({', '.join(alone)}: no other replica, offline until broker {victim} is back)")
+        self._thread = threading.Thread(
+            target=self._follow,
+            args=(victim, led, replicas - set(alone), service, killed_at),
+            name=f"demo-failover-{victim}",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def _follow(
+        self, victim: int, led: list[str], replicas: set[str], service: ServiceState, killed_at: float
+    ) -> None:
+        try:
+            self._takeover(victim, led, replicas, killed_at)
+            restarted_at = self._restart(victim, service, killed_at)
+            self._rejoin(victim, replicas, killed_at, restarted_at)
+        except BaseException as exc:  # noqa: BLE001 - handed to wait(), in the demo's thread
+            self._error = exc
+
+    def _takeover(self, victim: int, led: list[str], replicas: set[str], killed_at: float) -> None:
+        """Wait until every partition ``victim`` led has another leader and it is in no ISR; say who."""
+        moved: dict[str, float] = {}
+        while True:
+            states = self._states()
+            now = time.monotonic() - killed_at
+            for name in led:
+                if name not in moved and states[name].leader not in (victim, NO_LEADER):
+                    moved[name] = now
+            still_in = sorted(n for n in replicas if victim in states[n].isr)
+            if len(moved) == len(led) and not still_in:
+                break
+            if now > self.takeover_bound_s:
+                waiting = [f"{n} (leader {states[n].leader})" for n in led if n not in moved]
+                raise DemoError(
+                    f"timed out after {self.takeover_bound_s:.0f} s waiting for the controller to move the "
+                    f"partitions broker {victim} led to other brokers (not yet: "
+                    f"{', '.join(waiting) or 'none'}) and to take it out of every ISR (still in: "
+                    f"{', '.join(still_in) or 'none'})"
+                )
+            time.sleep(self.POLL_S)
+        controller = zk_reads.read_controller(self._client())
+        self.demo.say(
+            f"  +{elapsed_text(max(moved.values(), default=now))}  broker {victim}'s ZooKeeper session "
+            f"({self.session_s:g} s) expired; the controller (broker {controller}) elected new leaders from "
+            f"the ISR for the {len(led)} partition{'s' if len(led) != 1 else ''} it led:"
+        )
+        rows = [
+            (
+                name,
+                victim,
+                states[name].leader,
+                states[name].leader_epoch,
+                isr_text(states[name].isr),
+                elapsed_text(moved[name]),
+            )
+            for name in led
+        ]
+        for line in format_table(
+            ["partition", "was led by", "now led by", "leader epoch", "ISR", "after"], rows
+        ):
+            self.demo.say(f"      {line}")
+
+    def _restart(self, victim: int, service: ServiceState, killed_at: float) -> float:
+        """Start the broker again with the argv ``dev up`` gave it, record its new pid in ``stack.json``
+        (so ``dev down`` stops it) and wait until it is registered in ZooKeeper and accepts connections."""
+        stack = DevStack(self.stack, self.demo.state_dir)
+        old = service.process
+        self.demo.say(
+            f"  +{elapsed_text(time.monotonic() - killed_at)}  restarting broker {victim} the way "
+            f"`{self.demo.lumber} dev up` started it:"
+        )
+        self.demo.say(f"  $ {self.demo.shown_command(old.argv)}")
+
+        def record(handle: ProcessHandle) -> None:
+            raw = json.loads(stack.state_path.read_text())
+            raw["services"] = [
+                (dataclasses.replace(s, process=handle) if s.name == service.name else s).to_json()
+                for s in stack.read_state()
+            ]
+            tmp = stack.state_path.with_suffix(".json.demo-tmp")
+            tmp.write_text(json.dumps(raw, indent=2) + "\n")
+            tmp.replace(stack.state_path)
+
+        def registered() -> bool:
+            return victim in self._admin().live_brokers() and port_in_use(service.ports[0])
+
+        restarted_at = time.monotonic()
+        handle, _ = start_and_wait(
+            service.name,
+            old.argv,
+            Path(old.log_path),
+            registered,
+            self.start_bound_s,
+            on_spawned=record,
+            env=self.demo.child_env(self.demo.state_dir / BASE_CONFIG_FILE),
+        )
+        self.demo.say(
+            f"  +{elapsed_text(time.monotonic() - killed_at)}  broker {victim} is up again "
+            f"(pid {handle.pid}), registered in ZooKeeper; it follows the new leaders"
+        )
+        return restarted_at
+
+    def _rejoin(self, victim: int, replicas: set[str], killed_at: float, restarted_at: float) -> None:
+        """Wait until ``victim`` is back in the ISR of every partition it holds a replica of; say so."""
+        while True:
+            states = self._states()
+            missing = sorted(n for n in replicas if victim not in states[n].isr)
+            if not missing:
+                break
+            if time.monotonic() - restarted_at > self.rejoin_bound_s:
+                raise DemoError(
+                    f"timed out after {self.rejoin_bound_s:.0f} s waiting for the restarted broker "
+                    f"{victim} to be back in every ISR (not yet in: {', '.join(missing)})"
+                )
+            time.sleep(self.POLL_S)
+        now = time.monotonic()
+        self.demo.say(
+            f"  +{elapsed_text(now - killed_at)}  broker {victim} caught up and is back in the ISR of all "
+            f"{len(replicas)} partitions ({elapsed_text(now - restarted_at)} after its restart); its old "
+            f"partitions keep their new leaders until `{self.demo.lumber} topics elect-leaders` "
+            f"(or the controller's next preferred-leader check)"
+        )
+
+    def wait(self) -> None:
+        """Join the thread (bounded); raise :class:`DemoError` if the failover failed or never happened."""
+        if self._thread is None:
+            raise DemoError(f"the failover never started: fewer than {self.kill_at} messages were sent")
+        bound = self.takeover_bound_s + self.start_bound_s + self.rejoin_bound_s + 30
+        self._thread.join(timeout=bound)
+        if self._thread.is_alive():
+            raise DemoError(f"the failover did not finish within {bound:.0f} s")
+        if self._error is not None:
+            if isinstance(self._error, DemoError | PipelineError):
+                raise DemoError(f"failover: {self._error}") from self._error
+            raise DemoError(f"failover: {type(self._error).__name__}: {self._error}") from self._error
+
+    def close(self) -> None:
+        """Close the ZooKeeper session (after :meth:`wait`, or when the demo gives up)."""
+        if self._thread is not None and self._thread.is_alive():
+            return  # the thread still uses it; it ends with the process (a daemon thread)
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk.close()
+            self._zk = None
 
 
 def _local_path(url: str) -> str:

@@ -26,6 +26,11 @@ def hour_text(ms: int) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H")
 
 
+def isr_text(isr: Sequence[int]) -> str:
+    """An ISR as ``2,0`` (leader first, as ZooKeeper holds it), ``-`` when empty."""
+    return ",".join(map(str, isr)) or "-"
+
+
 def clock_text(ms: int) -> str:
     """The UTC time of day of ``ms``, ``HH:MM``."""
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%H:%M")

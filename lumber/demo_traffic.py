@@ -403,8 +403,16 @@ class TrafficProducer:
         self.schema_ids = dict(schema_ids)
         self.register_v2 = register_v2
 
-    def send_hour(self, index: int, on_switch: Callable[[int], None] = lambda _id: None) -> HourSent:
-        """Send hour ``index``, flush every producer and check every delivery (raises the first error)."""
+    def send_hour(
+        self,
+        index: int,
+        on_switch: Callable[[int], None] = lambda _id: None,
+        on_sent: Callable[[int], None] = lambda _n: None,
+    ) -> HourSent:
+        """Send hour ``index``, flush every producer and check every delivery (raises the first error).
+
+        ``on_sent`` is called after each message is handed to its producer, with how many of this hour's
+        were handed over so far (the demo kills a broker mid-traffic from it)."""
         sent = HourSent(index, self.spec.hour_start_ms(index))
         futures: list[RecordFuture] = []
         for event in generate_hour(self.spec, index):
@@ -421,6 +429,7 @@ class TrafficProducer:
             sent.by_host[event.host] += 1
             sent.by_schema["malformed" if event.malformed else event.schema] += 1
             sent.malformed += bool(event.malformed)
+            on_sent(sent.total)
         for producer in self.producers.values():
             producer.flush()
         for future in futures:

@@ -14,9 +14,9 @@ import pytest
 
 from lumber.config import LumberConfig, config_from_mapping, load_config
 from lumber.demo import MARKER_FILE, Demo, DemoError, DemoOptions
-from lumber.demo_text import format_table, warehouse_tree
+from lumber.demo_text import format_table, isr_text, warehouse_tree
 from lumber.dev.dev_stack import DevStack
-from lumber.dev.process import ProcessHandle, free_port, process_start_ticks
+from lumber.dev.process import ProcessHandle, free_port, port_in_use, process_start_ticks
 
 
 def demo_in(state_dir: Path) -> Demo:
@@ -76,6 +76,11 @@ def test_the_warehouse_tree_folds_folders_of_files(tmp_path: Path) -> None:
     ]
 
 
+def test_an_isr_is_shown_leader_first() -> None:
+    assert isr_text((2, 0)) == "2,0"
+    assert isr_text(()) == "-"
+
+
 def test_tables_align_numbers_right() -> None:
     assert format_table(["host", "views", "avg"], [("app-1", 12_345, 451.0), ("app-10", 7, None)]) == [
         "host     views   avg",
@@ -88,13 +93,18 @@ def test_tables_align_numbers_right() -> None:
 @pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.zookeeper
-def test_a_small_demo_runs_end_to_end(tmp_path: Path) -> None:
-    """``lumber demo --brokers 1 --hours 1`` on free ports: stack, traffic, one spark-submit load, the audit,
-    the tree and the query; the loaded counts are checked against the produced ones (the demo's own check)."""
+def test_a_small_demo_runs_end_to_end_through_a_broker_failover(tmp_path: Path) -> None:
+    """``lumber demo --brokers 3 --hours 1`` on free ports: stack, traffic with a kill -9 of the leader of
+    page_view-0 mid-way (who took over, its restart, its return to every ISR), one spark-submit load, the
+    audit (every window still COMPLETE), the tree and the query; the loaded counts are checked against the
+    produced ones (the demo's own check)."""
     state = tmp_path / "demo"
+    broker_port = free_port()
+    while any(port_in_use(broker_port + i) for i in (1, 2)):  # broker i listens on broker_port + i
+        broker_port = free_port()
     ports = {
         "LUMBER_DEV__ZOOKEEPER_PORT": str(free_port()),
-        "LUMBER_DEV__BROKER_PORT": str(free_port()),
+        "LUMBER_DEV__BROKER_PORT": str(broker_port),
         "LUMBER_DEV__REGISTRY_PORT": str(free_port()),
     }
     env = {k: v for k, v in os.environ.items() if not k.startswith("LUMBER_")} | ports
@@ -107,7 +117,7 @@ def test_a_small_demo_runs_end_to_end(tmp_path: Path) -> None:
                 str(lumber),  # as `make demo` runs it: every command the demo prints starts the same way
                 "demo",
                 "--brokers",
-                "1",
+                "3",
                 "--hours",
                 "1",
                 "--state-dir",
@@ -115,7 +125,7 @@ def test_a_small_demo_runs_end_to_end(tmp_path: Path) -> None:
             ],
             capture_output=True,
             text=True,
-            timeout=400,
+            timeout=500,
             env=env,
             cwd=tmp_path,
             check=False,
@@ -127,23 +137,55 @@ def test_a_small_demo_runs_end_to_end(tmp_path: Path) -> None:
         assert "committed manifest 1:" in out
         assert "6 quarantined" in out
         assert "every hour is COMPLETE" in out
+        assert "INCOMPLETE" not in out
+        # the failover: which broker died, who took over each partition it led, its return
+        killed = re.search(
+            r"kill -9 broker (\d+) \(pid (\d+)\) after [\d,]+ of [\d,]+ messages: "
+            r"the leader of page_view-0\b",
+            out,
+        )
+        assert killed, out[-6000:]
+        victim, old_pid = int(killed[1]), int(killed[2])
+        assert "ZooKeeper session (6 s) expired; the controller (broker " in out
+        took_over = re.search(r"^ +page_view-0 +(\d+) +(\d+) +(\d+) +([\d,]+) +[\d.]+s$", out, re.MULTILINE)
+        assert took_over, out[-6000:]
+        assert int(took_over[1]) == victim
+        assert int(took_over[2]) not in (victim, -1)
+        assert int(took_over[3]) >= 1  # a new leader epoch
+        assert str(victim) not in took_over[4].split(",")
+        assert re.search(
+            rf"restarting broker {victim} the way `{re.escape(str(lumber))} dev up` started it", out
+        )
+        assert f"$ {lumber} --config demo/lumber.toml broker start --id {victim} " in out
+        assert re.search(rf"broker {victim} is up again \(pid \d+\)", out)
+        assert re.search(rf"broker {victim} caught up and is back in the ISR of all \d+ partitions", out)
+        assert "messages confirmed by every in-sync replica (acks=all, at least 2 copies)" in out
         assert "ok: page_view" in out
         assert "ok: click" in out
         assert "ok: search" in out
         assert f"{lumber} dev down --state-dir demo " in out  # relative to the working directory
-        assert f"$ {lumber} dev up --brokers 1 --state-dir demo" in out
+        assert f"$ {lumber} dev up --brokers 3 --state-dir demo" in out
         assert f"Stop it with:  {lumber} dev down --state-dir demo" in out  # printed by `dev up` itself
         # a command (`lumber etl run: ...` is a message prefix): none without the lumber that was run
         bare = [
             line for line in out.splitlines() if re.search(r"(^|[\s`$])lumber [a-z]+ [a-z-]+\b(?!:)", line)
         ]
         assert bare == []
-        # the config the stack wrote describes it: broker 0's log dir is where its data is
+        # the config the stack wrote describes it: broker 0's log dir is where its data is; every broker
+        # holds a replica of every partition; the demo's short session timeout
         stack = load_config(state / "lumber.toml", env={})
         assert stack.log.log_dirs == [str(state / "broker-0" / "logs")]
-        assert (state / "broker-0" / "logs" / "page_view-0").is_dir()
+        assert stack.broker.default_replication_factor == 3
+        assert stack.zookeeper.session_timeout_ms == 6000
+        for broker in range(3):
+            assert (state / f"broker-{broker}" / "logs" / "page_view-0").is_dir()
         assert (state / "audit.html").is_file()
         assert list((state / "warehouse" / "_errors" / "page_view").glob("dt=*/hr=*/*.parquet"))
-        assert DevStack(config, state).summary()["services"], "the stack should keep running after the demo"
+        # the stack keeps running after the demo, the restarted broker recorded in stack.json
+        services = {s["name"]: s for s in DevStack(config, state).summary()["services"]}
+        assert all(s["running"] for s in services.values()), services
+        assert services[f"broker-{victim}"]["pid"] != old_pid
     finally:
+        recorded = DevStack(config, state).read_state()
         DevStack(config, state).down()
+        assert not [s.name for s in recorded if s.process.is_running()], "dev down left a process running"

@@ -145,12 +145,15 @@ def test_through_the_producers_the_broker_holds_exactly_the_spec(
     }
     try:
         sender = TrafficProducer(spec, producers, AvroSerde(registry), ids, register_v2)
-        sent = [sender.send_hour(index) for index in range(spec.hours)]
+        handed: list[list[int]] = [[] for _ in range(spec.hours)]
+        sent = [sender.send_hour(index, on_sent=handed[index].append) for index in range(spec.hours)]
     finally:
         for producer in producers.values():
             producer.close()
     assert len(registered_v2) == 1
     assert [s.malformed for s in sent] == [0, 4, 0]
+    # on_sent saw every message handed over, counted from 1 in each hour (the demo's kill -9 trigger)
+    assert handed == [list(range(1, s.total + 1)) for s in sent]
 
     partitions = [TopicPartition(topic, p) for topic in topics.values() for p in range(2)]
     consumer = Consumer(
