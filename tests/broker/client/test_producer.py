@@ -337,10 +337,15 @@ def test_send_batch_appends_the_bytes_as_they_are_after_the_records_sent_before(
     assert [(b.base_offset, b.record_count) for b in batches] == [(0, 1), (1, 5), (6, 300)]
     # the same bytes from the batch length on, but for the idempotent producer's stamp (producer id,
     # epoch, consecutive sequences after the plain record's) and the CRC over it; the broker rewrote only
-    # the base offset
+    # the base offset and the partition leader epoch (bytes 12..15, outside the CRC: epoch 0, the first)
     for fetched, sent in zip(batches[1:], (first, second), strict=True):
         got = bytes(fetched.batch.buffer)
-        assert got[8:17] + got[21:43] + got[57:] == sent[8:17] + sent[21:43] + sent[57:]
+        assert sent[12:16] == b"\xff\xff\xff\xff"
+        assert got[12:16] == b"\x00\x00\x00\x00"
+        assert (
+            got[8:12] + got[16:17] + got[21:43] + got[57:]
+            == sent[8:12] + sent[16:17] + sent[21:43] + sent[57:]
+        )
         fetched.batch.validate()  # the CRC was recomputed
     producer_id = batches[0].batch.producer_id
     assert producer_id >= 0

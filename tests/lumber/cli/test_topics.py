@@ -86,8 +86,9 @@ def test_replication_factor_zero_is_a_usage_error(config: Path) -> None:
         (
             ("create", "x", "--partitions", "1", "--config", "compression.type=gzip"),
             (
-                "lumber: error: --config 'compression.type=gzip': Lumber does not read the topic config "
-                "'compression.type' (accepted: min.insync.replicas, unclean.leader.election.enable)\n"
+                "lumber: error: --config: topic 'x': Lumber does not read the topic config "
+                "'compression.type' (accepted: min.insync.replicas, unclean.leader.election.enable); set the "
+                "others in lumber.toml\n"
             ),
         ),
         (
@@ -102,14 +103,16 @@ def test_replication_factor_zero_is_a_usage_error(config: Path) -> None:
                 "min.insync.replicas=3",
             ),
             (
-                "lumber: error: --config 'min.insync.replicas=3': topic 'x' has replication factor 2, so "
-                "min.insync.replicas must be an integer from 1 to 2 (a larger one would refuse every "
-                "acks=all write)\n"
+                "lumber: error: --config: topic 'x': min.insync.replicas='3': with replication factor 2 it "
+                "must be an integer from 1 to 2 (a larger one would refuse every acks=all write)\n"
             ),
         ),
         (
             ("create", "x", "--partitions", "1", "--config", "unclean.leader.election.enable=maybe"),
-            "lumber: error: --config 'unclean.leader.election.enable=maybe': expected true or false\n",
+            (
+                "lumber: error: --config: topic 'x': unclean.leader.election.enable='maybe': expected true "
+                "or false\n"
+            ),
         ),
         (
             ("create", "x", "--partitions", "1", "--config", "min.insync.replicas"),
