@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from lumber.config import LumberConfig, config_from_mapping, load_config
-from lumber.demo import MARKER_FILE, Demo, DemoError, DemoOptions
+from lumber.demo import MARKER_FILE, Demo, DemoOptions
+from lumber.demo_errors import DemoError
 from lumber.demo_text import format_table, isr_text, warehouse_tree
 from lumber.dev.dev_stack import DevStack
 from lumber.dev.process import ProcessHandle, free_port, port_in_use, process_start_ticks
