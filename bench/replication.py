@@ -47,6 +47,7 @@ from typing import Any, Literal
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.clients import values
+from bench.paper_common import cpu_seconds, own_cpu_seconds
 from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.producer import Producer
@@ -137,13 +138,20 @@ def throughput(cluster: BrokerCluster, messages: int, rounds: int) -> None:
     ]
     produced: dict[str, list[float]] = {name: [] for name, _rf, _acks in cases}
     consumed: dict[str, list[float]] = {name: [] for name, _rf, _acks in cases}
+    #: CPU seconds of the three broker processes and of this (producing) process, per million messages
+    cpu: dict[str, list[tuple[float, float]]] = {name: [] for name, _rf, _acks in cases}
+    pids = [b.popen.pid for b in cluster.brokers if b.popen is not None]
     for round_number in range(rounds):
         for number, (name, rf, acks) in enumerate(cases):
             topic = f"repl-r{round_number}-c{number}"
             cluster.create_topic(topic, PARTITIONS, replication_factor=rf)
             for p in range(PARTITIONS):
                 cluster.wait_for_isr(topic, p, cluster.admin.describe_topic(topic)[p])
+            brokers0, own0 = sum(cpu_seconds(pid) for pid in pids), own_cpu_seconds()
             rate = messages / produce(servers, topic, payload, acks)
+            brokers1, own1 = sum(cpu_seconds(pid) for pid in pids), own_cpu_seconds()
+            per_million = 1_000_000 / messages
+            cpu[name].append(((brokers1 - brokers0) * per_million, (own1 - own0) * per_million))
             produced[name].append(rate)
             read = messages / consume(servers, topic, messages)
             consumed[name].append(read)
@@ -157,6 +165,13 @@ def throughput(cluster: BrokerCluster, messages: int, rounds: int) -> None:
     )
     print(f"  {base}: {max(produced[base]):9,.0f} msg/s")
     print(f"  {replicated}: {max(produced[replicated]):9,.0f} msg/s")
+    for name in (base, replicated):
+        brokers_cpu = statistics.median(b for b, _o in cpu[name])
+        own_cpu = statistics.median(o for _b, o in cpu[name])
+        print(
+            f"  {name}: CPU s per million messages (median): brokers {brokers_cpu:.1f}, "
+            f"producer {own_cpu:.1f}"
+        )
     print(
         f"  ratio RF 3 acks=all / RF 1 acks=1: "
         f"{max(produced[replicated]) / max(produced[base]):.2f} (goal >= 0.5)"
@@ -291,13 +306,19 @@ def scale(cluster: BrokerCluster, partitions: int) -> None:
         states = cluster.admin.describe_states(topic)
         return len(states) == partitions and all(len(s.isr) == 3 and s.leader >= 0 for s in states.values())
 
+    def all_created() -> bool:
+        return all(
+            sum(1 for d in broker.log_dir.iterdir() if d.name.startswith(f"{topic}-")) == partitions
+            for broker in cluster.brokers
+        )
+
     started = time.monotonic()
     cluster.admin.create_topic(topic, partitions, replication_factor=3)
-    created = wait(all_in_sync, 600, f"{partitions} partitions with full ISRs")
+    created = wait(all_created, 600, f"the {partitions} partitions' logs on every broker")
     took = time.monotonic() - started
     print(
-        f"\nscale: created {partitions} partitions x 3 replicas; every ISR full after {took:.1f} s "
-        f"({created:.1f} s after the create)"
+        f"\nscale: created {partitions} partitions x 3 replicas; every broker had all its logs "
+        f"{took:.1f} s after the create began ({created:.1f} s after it returned)"
     )
     time.sleep(2.0)
     after = {b: process_figures(pid) for b, pid in pids.items()}
@@ -325,11 +346,22 @@ def scale(cluster: BrokerCluster, partitions: int) -> None:
     print(
         f"  rolling restart of the three brokers until every ISR is full: {time.monotonic() - started:.1f} s"
     )
+    cluster.admin.request_preferred_election(None)  # leadership back where it was before the restarts
+
+    def balanced() -> bool:
+        states = cluster.admin.describe_states(topic)
+        assignment = cluster.admin.describe_topic(topic)
+        return all(states[p].leader == assignment[p][0] for p in states)
+
+    took = wait(balanced, 120, "every partition led by its preferred replica again")
+    print(f"  preferred-replica election of all {partitions} partitions: {took:.2f} s", flush=True)
     controller = cluster.controller_id()
     led = [p for p, s in cluster.admin.describe_states(topic).items() if s.leader == controller]
     cluster.brokers[controller].kill()
 
     def re_elected() -> bool:
+        if cluster.controller_id() in (-1, controller):
+            return False
         states = cluster.admin.describe_states(topic)
         return all(states[p].leader not in (-1, controller) for p in led)
 

@@ -576,9 +576,11 @@ class Log(LogFlush):
 
     def update_replicated_high_watermark(self, offset: int) -> bool:
         """Move the replicated high watermark up to ``offset`` (capped at the log end, rounded down to a
-        batch boundary); a lower offset is ignored. Returns whether the exposed high watermark advanced
-        (the listeners then hear of it). While replication is off the value is only recorded (and
-        checkpointed): it caps the exposed high watermark once :meth:`set_replicated` turns it on."""
+        batch boundary); a lower offset is ignored. Returns whether the exposed high watermark advanced.
+        The listeners hear of every advance of the replicated high watermark, exposed or not: an
+        ``acks=all`` produce waits for the in-sync replicas, never for the flush that exposes its batches
+        (``expose = "flushed"``). While replication is off the value is only recorded (and checkpointed):
+        it caps the exposed high watermark once :meth:`set_replicated` turns it on."""
         with self._lock:
             view = self._view
             current = self._replicated_hw
@@ -591,11 +593,11 @@ class Log(LogFlush):
             if not self._replicated:
                 return False
             new_view = self._with_exposed_hw(view)
-            if new_view.high_watermark <= view.high_watermark:
-                return False
-            self._view = new_view
-        self._listeners.publish(new_view.high_watermark)
-        return True
+            advanced = new_view.high_watermark > view.high_watermark
+            if advanced:
+                self._view = new_view
+        self._listeners.publish(new_view.high_watermark if advanced else view.high_watermark)
+        return advanced
 
     def reset_replicated_high_watermark(self, offset: int) -> None:
         """Set the replicated high watermark to ``offset`` (capped at the log end, rounded down to a batch

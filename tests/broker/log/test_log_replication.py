@@ -397,6 +397,22 @@ def test_expose_flushed_still_caps_the_replicated_high_watermark(tmp_path: Path)
     log.close()
 
 
+def test_listeners_hear_a_replicated_advance_that_the_flush_does_not_expose_yet(tmp_path: Path) -> None:
+    """acks=all waits for the in-sync replicas, never for the flush: the purgatory must hear of every
+    advance of the replicated high watermark, exposed or not."""
+    log = open_log(tmp_path, expose="flushed")
+    log.set_replicated(True)
+    append_n(log, 4)
+    heard: list[tuple[int, int]] = []
+    log.add_listener(lambda _tp, hw: heard.append((hw, log.replicated_high_watermark or -1)))
+    assert log.update_replicated_high_watermark(10) is False
+    assert log.update_replicated_high_watermark(10) is False  # no advance: nobody hears
+    assert log.update_replicated_high_watermark(20) is False
+    assert heard == [(0, 10), (0, 20)]
+    assert log.high_watermark == 0
+    log.close()
+
+
 def test_end_listeners_hear_every_append(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     ends: list[tuple[TopicPartition, int]] = []

@@ -517,3 +517,24 @@ def test_metrics_count_under_replicated_partitions_isr_expansions_and_the_contro
     after = scrape(ports[leader])
     assert after[("kafka_server_replicamanager_underreplicatedpartitions", ())] == 0
     assert after[("kafka_server_replicamanager_isrexpands_total", ())] == expands_before + 1
+
+
+def test_acks_all_waits_for_the_isr_never_for_the_flush_timer(
+    start_cluster: Callable[..., BrokerCluster],
+) -> None:
+    """With the paper's exposure (``expose = "flushed"``) and a 10 s flush interval, acks=all on three
+    replicas is answered once the followers have the batches, in milliseconds, not at the next flush."""
+    cluster = start_cluster(3, flush_ms=10_000, flush_on_ack=False, **REPLICATION)
+    cluster.create_topic("prompt", 1, replication_factor=3)
+    cluster.wait_for_isr("prompt", 0, [0, 1, 2])
+    p = ConfluentProducer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 0})
+    delivered: list[Any] = []
+    started = time.monotonic()
+    for i in range(20):
+        p.produce(
+            "prompt", b"r%d" % i, partition=0, on_delivery=lambda error, message: delivered.append(error)
+        )
+        assert p.flush(5) == 0
+    took = time.monotonic() - started
+    assert delivered == [None] * 20
+    assert took < 5, f"20 acks=all writes took {took:.1f} s: they waited for the 10 s flush"
