@@ -72,7 +72,15 @@ def _measure() -> None:
     folder = tempfile.mkdtemp(prefix="lumber-request-path-")
     logs = LogManager(LogConfig(log_dirs=[folder], flush_messages=10**9, flush_ms=10**9, expose="appended"))
     logs.get_or_create_log("t", 0)
-    view = ClusterView(brokers={0: BrokerInfo(0, "127.0.0.1", 9092)}, topics={"t": {0: (0,)}})
+    brokers, topics = {0: BrokerInfo(0, "127.0.0.1", 9092)}, {"t": {0: (0,)}}
+    try:  # a tree with replication: t-0's state names this broker leader, in epoch 0
+        from broker.cluster.partition_state import PartitionState  # noqa: PLC0415
+        from broker.record.topic_partition import TopicPartition  # noqa: PLC0415
+
+        state = PartitionState(leader=0, leader_epoch=0, isr=(0,), controller_epoch=1, zk_version=0)
+        view = ClusterView(brokers=brokers, topics=topics, states={TopicPartition("t", 0): state})
+    except ImportError:  # before issue 19: the first replica leads
+        view = ClusterView(brokers=brokers, topics=topics)
     watcher, channel, purgatory = Watcher(view), Channel(), Purgatory("bench")
     logs.add_listener(purgatory.notify)
     handler: Any
