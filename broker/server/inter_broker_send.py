@@ -11,7 +11,8 @@ package layering (DESIGN.md), and a fetcher needs neither pipelining nor a reade
 
 Failures (connect, send, receive, a frame that does not decode, a timeout) raise
 :class:`InterBrokerSendError` naming the broker, and close the connection; the caller backs off and
-connects again. Not thread-safe: one fetcher thread owns it.
+connects again. Not thread-safe: one fetcher thread owns it; only :meth:`InterBrokerSend.abort` may be called
+from another thread (to stop a fetcher waiting for an answer).
 """
 
 from __future__ import annotations
@@ -117,3 +118,11 @@ class InterBrokerSend:
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.close()
+
+    def abort(self) -> None:
+        """Wake a request blocked on this connection from another thread (it fails at once): the
+        connection is shut down, and the owning thread closes it."""
+        sock = self._sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)

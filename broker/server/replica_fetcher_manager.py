@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import zlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -105,5 +106,8 @@ class ReplicaFetcherManager:
             threads = list(self._threads.values())
             self._threads.clear()
             self._where.clear()
+        for thread in threads:  # all at once: each is woken from its request in flight
+            thread.shutdown(wait=False)
+        deadline = time.monotonic() + 10.0
         for thread in threads:
-            thread.shutdown()
+            thread.join(max(deadline - time.monotonic(), 0.0))

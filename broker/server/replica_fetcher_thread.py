@@ -134,11 +134,19 @@ class ReplicaFetcherThread:
             return len(self._partitions)
 
     def shutdown(self, *, wait: bool = True, timeout_s: float = 10.0) -> None:
-        """Stop the thread; with ``wait``, until it has (it closes its connection as it exits)."""
+        """Stop the thread, waking it from a request in flight; with ``wait``, until it has (it closes its
+        connection as it exits)."""
         self._stopping.set()
         with self._cond:
             self._cond.notify_all()
-        if wait and self._thread.is_alive() and self._thread is not threading.current_thread():
+        send = self._send
+        if send is not None:
+            send.abort()
+        if wait:
+            self.join(timeout_s)
+
+    def join(self, timeout_s: float) -> None:
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout_s)
 
     # ------------------------------------------------------------------------------------ the loop
@@ -149,6 +157,8 @@ class ReplicaFetcherThread:
             try:
                 worked = self._do_work()
             except InterBrokerSendError as exc:
+                if self._stopping.is_set():
+                    break
                 logger.warning(
                     "%s: fetching from broker %d failed (%s); retrying in %.1f s",
                     self.name,
