@@ -13,6 +13,7 @@ every other error a request can meet, to Kafka's codes.
         ├── UnknownLeaderEpochError        a request's leader epoch is newer than this broker has seen
         ├── NotEnoughReplicasError         an acks=-1 append while the ISR is below min.insync.replicas
         ├── NotEnoughReplicasAfterAppendError  the ISR shrank below it while the append waited
+        ├── OffsetNotAvailableError        a new leader's high watermark still below its epoch's start
         ├── InvalidRequiredAcksError       acks other than 0, 1 or -1
         ├── UnsupportedMessageFormatError  Produce v0-v2 (old message sets)
         ├── InvalidRequestError            a request that is well-formed but asks for something impossible
@@ -95,6 +96,19 @@ class NotEnoughReplicasAfterAppendError(ServerError):
         self.topic_partition = tp
         super().__init__(
             f"{tp}: appended, but the in-sync replicas {isr} shrank below min.insync.replicas={min_isr}"
+        )
+
+
+class OffsetNotAvailableError(ServerError):
+    """ListOffsets on a leader whose high watermark has not yet caught up with the start of its leader epoch
+    (KIP-207): the previous leader may have exposed more, so the answer waits until the followers have
+    fetched from this one (a retriable error)."""
+
+    def __init__(self, tp: TopicPartition, high_watermark: int, epoch_start_offset: int) -> None:
+        self.topic_partition = tp
+        super().__init__(
+            f"{tp}: the high watermark {high_watermark} is still below the start of this leader's epoch "
+            f"({epoch_start_offset}); try again"
         )
 
 

@@ -67,6 +67,7 @@ from broker.server.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     ServerError,
     UnknownLeaderEpochError,
 )
@@ -442,8 +443,15 @@ class Partition:
 
     def fetch_offset_for_timestamp(self, timestamp: int) -> int:
         """ListOffsets: the log start for -2, the high watermark for -1, else the first offset whose
-        timestamp is at or after ``timestamp`` (-1 when there is none)."""
+        timestamp is at or after ``timestamp`` (-1 when there is none).
+
+        A new leader whose high watermark has not yet reached the start of its epoch answers
+        OFFSET_NOT_AVAILABLE (Kafka's KIP-207): the previous leader may have exposed offsets this one
+        cannot vouch for yet, and a latest offset must never go back."""
         log = self.log
+        start = self.leader_epoch_start_offset
+        if start > 0 and self._remote and log.high_watermark < start:
+            raise OffsetNotAvailableError(self.topic_partition, log.high_watermark, start)
         if timestamp == EARLIEST_TIMESTAMP:
             return log.log_start_offset
         if timestamp == LATEST_TIMESTAMP:

@@ -9,6 +9,7 @@ from broker.cluster.errors import (
     ControllerMovedError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
+    InvalidTopicConfigError,
     ZooKeeperError,
 )
 from broker.log.errors import CorruptIndexError, LogClosedError
@@ -22,6 +23,7 @@ from broker.server.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     RequestTimedOutError,
     UnknownLeaderEpochError,
 )
@@ -49,6 +51,8 @@ TP = TopicPartition("t", 0)
         (UnknownLeaderEpochError(TP, 5, 4), ErrorCode.UNKNOWN_LEADER_EPOCH),
         (NotEnoughReplicasError(TP, [1], 2), ErrorCode.NOT_ENOUGH_REPLICAS),
         (NotEnoughReplicasAfterAppendError(TP, [1], 2), ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND),
+        (OffsetNotAvailableError(TP, 3, 5), ErrorCode.OFFSET_NOT_AVAILABLE),
+        (InvalidTopicConfigError("t: x"), ErrorCode.INVALID_CONFIG),
         # not a BrokerError at all: a bug, answered as such
         (ValueError("bug"), ErrorCode.UNKNOWN_SERVER_ERROR),
     ],
@@ -65,5 +69,5 @@ def test_a_retriable_zookeeper_error_asks_the_client_to_retry() -> None:
 
 
 def test_no_exception_carries_a_code_of_its_own() -> None:
-    assert len(ERROR_CODES) == 32
+    assert len(ERROR_CODES) == 34
     assert [cls.__name__ for cls in ERROR_CODES if hasattr(cls, "kafka_error_code")] == []

@@ -21,8 +21,14 @@ from typing import Any
 
 import pytest
 
+from broker.client.consumer import Consumer
+from broker.client.consumer_config import ConsumerConfig
 from broker.cluster.partition_state import PartitionState
+from broker.protocol import ErrorCode
+from broker.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from broker.record.topic_partition import TopicPartition
 from lumber.dev.process import free_port
+from tests.broker.server.helpers import connect
 from tests.broker.server.test_broker_metrics import scrape
 from tests.support.broker_cluster import BROKER_SESSION_TIMEOUT_MS, BrokerCluster, wait_for
 
@@ -538,3 +544,54 @@ def test_acks_all_waits_for_the_isr_never_for_the_flush_timer(
     took = time.monotonic() - started
     assert delivered == [None] * 20
     assert took < 5, f"20 acks=all writes took {took:.1f} s: they waited for the 10 s flush"
+
+
+def test_a_new_leader_never_answers_a_latest_offset_below_what_was_acknowledged(
+    start_cluster: Callable[..., BrokerCluster],
+) -> None:
+    """KIP-207: followers learn the high watermark one fetch late (here up to 5 s: their fetches wait at the
+    leader), so a follower elected leader may hold a high watermark below what the old leader exposed. Until
+    its followers have fetched from it (here: the other follower is paused), it answers ListOffsets
+    OFFSET_NOT_AVAILABLE rather than a latest offset that went back; then the acknowledged end."""
+    cluster = start_cluster(3, replica_fetch_wait_max_ms=5000, replica_lag_time_max_ms=30_000)
+    cluster.create_topic("kip207", 1, replication_factor=3)
+    cluster.wait_for_isr("kip207", 0, [0, 1, 2])
+    acked: list[Any] = []
+    p = ConfluentProducer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 0})
+    for i in range(50):
+        p.produce("kip207", b"r%d" % i, partition=0, on_delivery=lambda error, message: acked.append(error))
+    assert p.flush(30) == 0
+    assert acked == [None] * 50
+    old = cluster.leader_of("kip207", 0)
+    # the controller elects the first live ISR replica in assignment order: pause the other one
+    first, second = (
+        cluster.brokers[r] for r in cluster.admin.describe_topic("kip207")[0] if r != old.broker_id
+    )
+    paused = second.popen.pid if second.popen is not None else 0
+    old.kill()  # at once: the followers' last fetch answers still carry an older high watermark
+    time.sleep(BROKER_SESSION_TIMEOUT_MS / 1000 - 1.5)
+    os.kill(paused, signal.SIGSTOP)  # paused less than its session: it stays in the ISR, fetching nothing
+    try:
+        elected = new_leader(cluster, "kip207", 0, old.broker_id)
+        assert elected.leader == first.broker_id
+        leader = cluster.brokers[elected.leader]
+        conn = connect(leader)
+        try:
+            answer = conn.request(
+                ListOffsetsRequest(
+                    replica_id=-1,
+                    topics=[
+                        ListOffsetsTopic("kip207", [ListOffsetsPartition(partition_index=0, timestamp=-1)])
+                    ],
+                ),
+                version=6,
+            )
+        finally:
+            conn.close()
+        found = answer.topics[0].partitions[0]
+    finally:
+        os.kill(paused, signal.SIGCONT)
+    assert (found.error_code, found.offset) in ((int(ErrorCode.OFFSET_NOT_AVAILABLE), -1), (0, 50))
+    tp = TopicPartition("kip207", 0)
+    with Consumer(ConsumerConfig(bootstrap_servers=[first.address, second.address])) as consumer:
+        assert consumer.end_offsets([tp])[tp] == 50
