@@ -193,7 +193,8 @@ class AckClock:
     """A confluent-kafka producer writing continuously, with the time of every acknowledgement."""
 
     def __init__(self, cluster: BrokerCluster, topic: str) -> None:
-        self.acks: list[float] = []
+        #: (sent, acknowledged) times of every acknowledged record
+        self.acks: list[tuple[float, float]] = []
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._producer = ConfluentProducer(
@@ -213,16 +214,21 @@ class AckClock:
         self._topic = topic
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _delivered(self, error: Any, _message: Any) -> None:
-        if error is None:
-            self.acks.append(time.monotonic())
-        else:
-            self.errors.append(str(error))
+    def _delivered(self, sent_at: float) -> Any:
+        def delivered(error: Any, _message: Any) -> None:
+            if error is None:
+                self.acks.append((sent_at, time.monotonic()))
+            else:
+                self.errors.append(str(error))
+
+        return delivered
 
     def _run(self) -> None:
         while not self._stop.is_set():
             with contextlib.suppress(BufferError):
-                self._producer.produce(self._topic, b"x" * 200, partition=0, on_delivery=self._delivered)
+                self._producer.produce(
+                    self._topic, b"x" * 200, partition=0, on_delivery=self._delivered(time.monotonic())
+                )
             self._producer.poll(0.002)
 
     def start(self) -> AckClock:
@@ -230,12 +236,12 @@ class AckClock:
         return self
 
     def first_ack_after(self, moment: float, timeout_s: float) -> float:
+        """Seconds from ``moment`` to the first acknowledgement of a record sent after it (an answer to a
+        record sent before may still arrive from the old leader)."""
         wait(
-            lambda: any(t > moment for t in self.acks[-2000:]),
-            timeout_s,
-            "an acknowledgement after the fault",
+            lambda: any(sent > moment for sent, _t in self.acks[-2000:]), timeout_s, "a write after the fault"
         )
-        return min(t for t in self.acks[-2000:] if t > moment) - moment
+        return min(t for sent, t in self.acks[-2000:] if sent > moment) - moment
 
     def stop(self) -> int:
         self._stop.set()
