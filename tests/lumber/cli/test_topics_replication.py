@@ -12,8 +12,6 @@ ZooKeeper: it waits for the request node and writes the new leader into the stat
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -21,36 +19,12 @@ from typing import Any
 
 import pytest
 
-from broker.cluster.zk_paths import broker_path, encode_broker
+from broker.cluster.zk_paths import broker_path
+from tests.lumber.cli.test_topics import add_brokers, config, topics
 
 ELECTION_PATH = "/admin/preferred_replica_election"
 
-
-@pytest.fixture
-def config(tmp_path: Path, zk_connect: str) -> Path:
-    path = tmp_path / "lumber.toml"
-    path.write_text(f'[zookeeper]\nconnect = "{zk_connect}"\nconnect_timeout_ms = 10000\n', encoding="utf-8")
-    return path
-
-
-def topics(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lumber", "--config", str(config), "topics", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
-def add_brokers(zk: Any, *broker_ids: int) -> None:
-    for broker_id in broker_ids:
-        zk.create(
-            broker_path(broker_id),
-            encode_broker("127.0.0.1", 9090 + broker_id, 1_700_000_000_000),
-            ephemeral=True,
-            makepath=True,
-        )
+__all__ = ["config"]  # the fixture, shared with test_topics.py
 
 
 def state_path(topic: str, partition: int) -> str:
