@@ -43,7 +43,8 @@ How it works:
   flight, acks, retries, ``buffer_memory``, ``delivery_timeout_ms``) is as for any batch. Raw batches are
   not counted by the producer's audit: they were counted where they were produced.
 * **Acks.** ``acks="0"``: no response (offsets are -1, the paper's asynchronous producer); ``"1"``: the
-  leader appended; ``"all"``: the leader flushed (Lumber has one replica per partition).
+  leader appended; ``"all"``: every in-sync replica has the batch (and it is fsynced with ``[log]
+  flush_on_ack``).
 * **Backpressure.** Records hold ``buffer_memory`` bytes from ``send()`` until their batch is done. A send
   that does not fit waits up to ``max_block_ms`` (while every batch is sent at once), then raises
   :class:`~broker.client.errors.BufferExhaustedError`. Waiting for an unknown topic's metadata is bounded

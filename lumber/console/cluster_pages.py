@@ -1,4 +1,5 @@
-"""The cluster page (``/``): brokers, and every topic with its partitions, leaders, replicas and offsets."""
+"""The cluster page (``/``): brokers (the controller marked), and every topic with its partitions, leaders,
+replicas, ISR and offsets; offline partitions and under-replicated ones are highlighted."""
 
 from __future__ import annotations
 
@@ -26,8 +27,15 @@ def cluster_page(request: Request, sources: Annotated[Sources, Depends(request_s
         ),
         f"<h2>Brokers ({len(cluster.brokers)} live)</h2>",
         table(
-            ("id", "endpoint"),
-            ([num(b.broker_id), esc(b.address)] for _, b in sorted(cluster.brokers.items())),
+            ("id", "endpoint", "role"),
+            (
+                [
+                    num(b.broker_id),
+                    esc(b.address),
+                    esc("controller" if b.broker_id == cluster.controller_id else ""),
+                ]
+                for _, b in sorted(cluster.brokers.items())
+            ),
         ),
         f"<h2>Topics ({len(cluster.topics)})</h2>",
     ]
@@ -41,14 +49,19 @@ def cluster_page(request: Request, sources: Annotated[Sources, Depends(request_s
                     num(p.partition),
                     "<td>offline</td>" if p.leader is None else num(p.leader),
                     esc(",".join(map(str, p.replicas))),
+                    esc(",".join(map(str, p.isr)) + (" (under-replicated)" if p.under_replicated else "")),
                     num(p.log_start_offset),
                     num(p.log_end_offset),
                     num(p.messages),
                 ]
             )
-            classes.append("bad" if p.leader is None else "")
+            classes.append("bad" if p.leader is None else "warn" if p.under_replicated else "")
     parts.append(
-        table(("topic", "partition", "leader", "replicas", "log start", "log end", "messages"), rows, classes)
+        table(
+            ("topic", "partition", "leader", "replicas", "isr", "log start", "log end", "messages"),
+            rows,
+            classes,
+        )
     )
     if cluster.topics:
         parts.append("<h2>Messages per topic</h2>")

@@ -1,9 +1,10 @@
 """The cluster as the console shows it: brokers and topics from ZooKeeper, offsets from the brokers.
 
-Brokers and topic assignments are read from ZooKeeper (:mod:`broker.cluster.zk_reads`); the log start and
-log end offset of each partition whose leader is live come from the brokers (ListOffsets through
-:class:`~broker.client.consumer.Consumer`). Lumber keeps one replica per partition, so its leader is that
-replica while the broker is registered (``leader`` is ``None`` while it is down, and its offsets unknown).
+Brokers, topic assignments, the controller and each partition's state (leader, leader epoch, ISR) are read
+from ZooKeeper (:mod:`broker.cluster.zk_reads`); the log start and log end offset of each partition whose
+leader is live come from the brokers (ListOffsets through :class:`~broker.client.consumer.Consumer`). A
+partition whose leader is not live is offline (``leader`` is ``None``, its offsets unknown); one whose ISR
+is smaller than its replicas is under-replicated.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from lumber.console.sources import Sources
 
 @dataclass(frozen=True)
 class PartitionView:
-    """One partition: its replicas, live leader and offsets (``None`` while its leader is down)."""
+    """One partition: its replicas, live leader, ISR and offsets (``None`` while its leader is down)."""
 
     topic: str
     partition: int
@@ -33,6 +34,12 @@ class PartitionView:
     leader: int | None
     log_start_offset: int | None
     log_end_offset: int | None
+    isr: tuple[int, ...] = ()
+    leader_epoch: int = -1
+
+    @property
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
 
     @property
     def messages(self) -> int | None:
@@ -45,6 +52,9 @@ class PartitionView:
             "partition": self.partition,
             "replicas": list(self.replicas),
             "leader": self.leader,
+            "leader_epoch": self.leader_epoch,
+            "isr": list(self.isr),
+            "under_replicated": self.under_replicated,
             "log_start_offset": self.log_start_offset,
             "log_end_offset": self.log_end_offset,
             "messages": self.messages,
@@ -64,11 +74,16 @@ class TopicView:
     def offline(self) -> int:
         return sum(1 for p in self.partitions if p.leader is None)
 
+    @property
+    def under_replicated(self) -> int:
+        return sum(1 for p in self.partitions if p.under_replicated)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "topic": self.name,
             "messages": self.messages,
             "offline_partitions": self.offline,
+            "under_replicated_partitions": self.under_replicated,
             "partitions": [p.to_json() for p in self.partitions],
         }
 
@@ -78,10 +93,12 @@ class ClusterView:
     cluster_id: str | None
     brokers: Mapping[int, BrokerInfo]
     topics: tuple[TopicView, ...]
+    controller_id: int = -1
 
     def to_json(self) -> dict[str, Any]:
         return {
             "cluster_id": self.cluster_id,
+            "controller_id": self.controller_id,
             "brokers": [
                 {"id": b.broker_id, "host": b.host, "port": b.port, "address": b.address}
                 for _, b in sorted(self.brokers.items())
@@ -100,7 +117,7 @@ def read_cluster(sources: Sources) -> ClusterView:
         if found is not None:
             assignments[name] = found
     topics = tuple(_topic_view(sources, name, found, brokers) for name, found in assignments.items())
-    return ClusterView(_cluster_id(sources), brokers, topics)
+    return ClusterView(_cluster_id(sources), brokers, topics, zk_reads.read_controller(zk))
 
 
 def read_topic(sources: Sources, topic: str) -> TopicView:
@@ -121,22 +138,34 @@ def _topic_view(
     assignment: Mapping[int, tuple[int, ...]],
     brokers: Mapping[int, BrokerInfo],
 ) -> TopicView:
-    live = {p: replicas[0] for p, replicas in assignment.items() if replicas and replicas[0] in brokers}
+    states = zk_reads.read_states(
+        sources.zk, [TopicPartition(topic, p) for p in sorted(assignment)], skip_bad=True
+    )
+    live = {
+        tp.partition: state.leader
+        for tp, state in states.items()
+        if state is not None and state.leader in brokers
+    }
     tps = [TopicPartition(topic, p) for p in sorted(live)]
     starts = sources.consumer.beginning_offsets(tps) if tps else {}
     ends = sources.consumer.end_offsets(tps) if tps else {}
-    partitions = tuple(
-        PartitionView(
-            topic,
-            p,
-            tuple(replicas),
-            live.get(p),
-            starts.get(TopicPartition(topic, p)),
-            ends.get(TopicPartition(topic, p)),
+    partitions = []
+    for p, replicas in sorted(assignment.items()):
+        tp = TopicPartition(topic, p)
+        state = states.get(tp)
+        partitions.append(
+            PartitionView(
+                topic,
+                p,
+                tuple(replicas),
+                live.get(p),
+                starts.get(tp),
+                ends.get(tp),
+                isr=() if state is None else tuple(state.isr),
+                leader_epoch=-1 if state is None else state.leader_epoch,
+            )
         )
-        for p, replicas in sorted(assignment.items())
-    )
-    return TopicView(topic, partitions)
+    return TopicView(topic, tuple(partitions))
 
 
 def _cluster_id(sources: Sources) -> str | None:

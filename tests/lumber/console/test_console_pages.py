@@ -81,10 +81,12 @@ def test_cluster_page(visit: Visit, console_stack: ConsoleStack) -> None:
     assert [b["address"] for b in data["brokers"]] == [console_stack.cluster.brokers[0].address]
     (topic,) = [t for t in data["topics"] if t["topic"] == console_stack.topic]
     assert [
-        (p["partition"], p["leader"], p["replicas"], p["log_start_offset"], p["log_end_offset"])
+        (p["partition"], p["leader"], p["replicas"], p["isr"], p["log_start_offset"], p["log_end_offset"])
         for p in topic["partitions"]
-    ] == [(0, 0, [0], 0, 7), (1, 0, [0], 0, 7)]
-    assert topic["messages"] == 14
+    ] == [(0, 0, [0], [0], 0, 7), (1, 0, [0], [0], 0, 7)]
+    assert [p["under_replicated"] for p in topic["partitions"]] == [False, False]
+    assert (topic["messages"], topic["under_replicated_partitions"]) == (14, 0)
+    assert data["controller_id"] == 0
     assert (visit.shots / "cluster.png").stat().st_size > 1000
 
 
