@@ -62,6 +62,7 @@ from typing import NamedTuple
 
 from broker.cluster.cluster_view import ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
+from broker.cluster.errors import ClusterError
 from broker.cluster.partition_state import PartitionState
 from broker.cluster.topic_config import min_insync_replicas
 from broker.config import BrokerConfig
@@ -323,6 +324,15 @@ class ReplicaManager:
                     continue
             try:
                 stored = store(partition.topic_partition, state, isr)
+            except ClusterError as exc:  # ZooKeeper unreachable or the session gone: a paused leader's case
+                logger.warning(
+                    "%s: writing the ISR %s failed (%s); the next state read decides",
+                    partition.topic_partition,
+                    list(isr),
+                    exc,
+                )
+                partition.isr_failed()
+                continue
             except Exception:  # the thread's top loop: log, drop the change, keep serving
                 logger.exception("%s: writing the ISR %s failed", partition.topic_partition, list(isr))
                 partition.isr_failed()

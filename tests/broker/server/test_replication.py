@@ -55,7 +55,13 @@ class AckedProducer:
     with its partition and offset."""
 
     def __init__(
-        self, cluster: BrokerCluster, topic: str, partitions: int, *, idempotent: bool = True
+        self,
+        cluster: BrokerCluster,
+        topic: str,
+        partitions: int,
+        *,
+        idempotent: bool = True,
+        settings: dict[str, Any] | None = None,
     ) -> None:
         self.topic = topic
         self.partitions = partitions
@@ -75,6 +81,7 @@ class AckedProducer:
                 "reconnect.backoff.max.ms": 200,
                 "topic.metadata.refresh.interval.ms": 1000,
                 "error_cb": lambda error: self.fatal.append(str(error)) if error.fatal() else None,
+                **(settings or {}),
             }
         )
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -341,7 +348,11 @@ def test_a_leader_paused_past_its_session_is_replaced_and_rejoins_as_a_follower(
 ) -> None:
     cluster = start_cluster(3, min_insync_replicas=2, **REPLICATION)
     cluster.create_topic("paused", 1, replication_factor=3)
-    load = AckedProducer(cluster, "paused", 1).start()
+    # a paused broker answers nothing and resets nothing: requests in flight to it wait out librdkafka's
+    # socket.timeout.ms (60 s by default) before the producer moves on to the new leader
+    load = AckedProducer(
+        cluster, "paused", 1, settings={"socket.timeout.ms": 5000, "request.timeout.ms": 5000}
+    ).start()
     wait_for(lambda: len(load.acknowledged) >= 300, 60, "300 acknowledged records")
     old = cluster.leader_of("paused", 0)
     pid = old.popen.pid if old.popen is not None else 0
