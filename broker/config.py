@@ -22,6 +22,9 @@ DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024 + 12
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = DAY_MS
 
 Expose = Literal["flushed", "appended"]
+#: Kafka's ``cleanup.policy`` values: delete old segments, keep the last value of every key, or both.
+CleanupPolicy = Literal["delete", "compact", "compact,delete"]
+MIB = 1024 * 1024
 
 
 class LogConfig(ConfigSection):
@@ -104,6 +107,49 @@ class LogConfig(ConfigSection):
         ge=61,
     )
 
+    cleanup_policy: CleanupPolicy = setting(
+        "delete",
+        "What happens to old data (Kafka's cleanup.policy): 'delete' removes whole segments by "
+        "retention_ms and retention_bytes; 'compact' keeps the last value of every key (the log cleaner); "
+        "'compact,delete' does both. A topic's own cleanup.policy overrides it.",
+    )
+    min_cleanable_dirty_ratio: float = setting(
+        0.5,
+        "The cleaner takes a compacted log once its dirty (not yet cleaned) part is at least this "
+        "share of the log (Kafka's min.cleanable.dirty.ratio), dirtiest log first.",
+    )
+    delete_retention_ms: int = setting(
+        DAY_MS,
+        "A tombstone (a null value) is kept this long after the segment holding it was cleaned, so "
+        "a consumer reading from the start sees the delete, then dropped (Kafka's delete.retention.ms).",
+        ge=0,
+    )
+    min_compaction_lag_ms: int = setting(
+        0,
+        "A record younger than this (by its timestamp) is never compacted away "
+        "(Kafka's min.compaction.lag.ms).",
+        ge=0,
+    )
+    cleaner_threads: int = setting(
+        1, "Background threads compacting logs (Kafka's log.cleaner.threads); 0 turns the cleaner off.", ge=0
+    )
+    cleaner_dedupe_buffer_bytes: int = setting(
+        128 * MIB,
+        "Memory for the cleaners' key -> last offset maps, shared by all cleaner threads (Kafka's "
+        "log.cleaner.dedupe.buffer.size). A log whose dirty part holds more keys than fit is cleaned in "
+        "several passes, never with more memory.",
+        ge=64 * 1024,
+    )
+    cleaner_io_buffer_bytes: int = setting(
+        512 * 1024,
+        "Read and write buffer of each cleaner thread (Kafka's log.cleaner.io.buffer.size); a batch "
+        "larger than it is read whole.",
+        ge=4096,
+    )
+    cleaner_backoff_ms: int = setting(
+        15_000, "How long a cleaner thread sleeps when no log needs cleaning (log.cleaner.backoff.ms).", ge=1
+    )
+
     @model_validator(mode="after")
     def _check_log_dirs(self) -> Self:
         if not self.log_dirs:
@@ -112,6 +158,10 @@ class LogConfig(ConfigSection):
             raise ValueError(f"log.log_dirs names a folder twice: {self.log_dirs!r}")
         if any(not d for d in self.log_dirs):
             raise ValueError(f"log.log_dirs has an empty folder name: {self.log_dirs!r}")
+        if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
+            raise ValueError(
+                f"log.min_cleanable_dirty_ratio must be from 0 to 1, not {self.min_cleanable_dirty_ratio!r}"
+            )
         return self
 
 

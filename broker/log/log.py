@@ -215,6 +215,11 @@ class Log(LogFlush):
     def config(self) -> LogConfig:
         return self._config
 
+    def update_config(self, config: LogConfig) -> None:
+        """Use ``config`` from now on (a topic's configs changed): the next append, roll, flush, retention
+        pass and cleaning read it. One reference swap; a reader mid-operation finishes with the old one."""
+        self._config = config
+
     @property
     def recovery_result(self) -> RecoveryResult:
         """What loading (and recovery, after an unclean shutdown) did to this partition's folder."""
