@@ -151,7 +151,7 @@ class BrokerServer:
             self._watcher,
             self._purgatory,
             config=config,
-            isr_store=lambda tp, state, isr: partition_state_store.update_isr(client, tp, state, isr),
+            isr_store=lambda changes: partition_state_store.update_isrs(client, changes),
         )
         self._watcher.start()
         strays = replicas.remove_strays(self._watcher.view)

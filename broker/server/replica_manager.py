@@ -33,9 +33,10 @@ logs, offsets, replica state and the purgatory, never the wire format. What it o
 * **ListOffsets** (:meth:`fetch_offset_for_timestamp`) and **OffsetForLeaderEpoch**
   (:meth:`last_offset_for_leader_epoch`).
 * **ISR changes**: one thread (``isr-<id>``) writes the leaders' ISR changes to their state znodes, each
-  conditional on the znode version it was computed from (:func:`broker.cluster.partition_state_store.
-  update_isr`), and every ``replica_lag_time_max_ms / 2`` asks each led partition for followers that fell
-  out of sync (Kafka's ``isr-expiration`` task). A write that loses to a newer state (the controller's)
+  conditional on the znode version it was computed from, the changes queued meanwhile in one pipelined
+  batch (:func:`broker.cluster.partition_state_store.update_isrs`), and every
+  ``replica_lag_time_max_ms / 2`` asks each led partition for followers that fell out of sync (Kafka's
+  ``isr-expiration`` task). A write that loses to a newer state (the controller's)
   is dropped: the new state arrives through the watcher.
 
 Errors are raised, never turned into codes here: a partition's result carries the exception
@@ -57,7 +58,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from broker.cluster.cluster_view import ClusterView
@@ -86,9 +87,15 @@ logger = logging.getLogger(__name__)
 #: ``current_leader_epoch`` (-1: not checked).
 FetchRead = tuple[TopicPartition, int, int, int]
 
-#: Writes an ISR change: ``(partition, state it was computed from, new ISR)`` -> the stored state, or None
-#: when the state znode moved on meanwhile (:func:`broker.cluster.partition_state_store.update_isr`).
-IsrStore = Callable[[TopicPartition, PartitionState, tuple[int, ...]], PartitionState | None]
+#: Writes ISR changes, pipelined: partition -> ``(state it was computed from, new ISR)``, answered per
+#: partition with the stored state, or None when the state znode moved on meanwhile
+#: (:func:`broker.cluster.partition_state_store.update_isrs`).
+IsrStore = Callable[
+    [Mapping[TopicPartition, tuple[PartitionState, tuple[int, ...]]]],
+    dict[TopicPartition, PartitionState | None],
+]
+#: Most ISR changes written in one pipelined batch.
+MAX_ISR_BATCH = 1000
 
 
 class FetchPartitionResult(NamedTuple):
@@ -302,57 +309,79 @@ class ReplicaManager:
             try:
                 item = self._isr_queue.get(timeout=interval_s)
             except queue.Empty:
-                item = None
                 self._expire_isr()
                 continue
-            if item is None:
-                continue
-            partition, state, isr = item
-            joining = set(isr) - set(state.isr)
-            if joining:
-                view = self._cluster.view
-                ineligible = sorted(r for r in joining if r not in view.brokers or r in view.shutting_down)
-                if ineligible:
-                    # Kafka's isReplicaIsrEligible: a broker not registered (still starting, or gone) or in
-                    # controlled shutdown does not join; it is asked again at its next fetch
-                    logger.debug(
-                        "%s: broker %s caught up but is not live: not adding it to the ISR yet",
-                        partition.topic_partition,
-                        ineligible,
-                    )
-                    partition.isr_failed()
-                    continue
-            try:
-                stored = store(partition.topic_partition, state, isr)
-            except ClusterError as exc:  # ZooKeeper unreachable or the session gone: a paused leader's case
-                logger.warning(
-                    "%s: writing the ISR %s failed (%s); the next state read decides",
-                    partition.topic_partition,
-                    list(isr),
-                    exc,
-                )
-                partition.isr_failed()
-                continue
-            except Exception:  # the thread's top loop: log, drop the change, keep serving
-                logger.exception("%s: writing the ISR %s failed", partition.topic_partition, list(isr))
-                partition.isr_failed()
-                continue
-            if stored is None:
-                logger.info(
-                    "%s: the ISR change to %s lost to a newer state; waiting for it",
-                    partition.topic_partition,
-                    list(isr),
-                )
-                partition.isr_failed()
-            else:
-                if len(isr) < len(state.isr):
-                    self.isr_shrinks += 1
-                else:
-                    self.isr_expands += 1
-                partition.isr_committed(stored)
-                self._purgatory.notify(partition.topic_partition)
+            batch = [item]
+            while len(batch) < MAX_ISR_BATCH:
+                try:
+                    batch.append(self._isr_queue.get_nowait())
+                except queue.Empty:
+                    break
+            changes = self._eligible_isr_changes([b for b in batch if b is not None])
+            if changes:
+                self._write_isr_changes(store, changes)
             if self._isr_queue.empty():
                 self._expire_isr()
+
+    def _eligible_isr_changes(
+        self, batch: list[tuple[Partition, PartitionState, tuple[int, ...]]]
+    ) -> dict[TopicPartition, tuple[Partition, PartitionState, tuple[int, ...]]]:
+        """The changes of ``batch`` to write: an expansion adding a broker that is not registered (still
+        starting, or gone) or in controlled shutdown is dropped (Kafka's ``isReplicaIsrEligible``; it is
+        asked again at the follower's next fetch)."""
+        view = self._cluster.view
+        changes: dict[TopicPartition, tuple[Partition, PartitionState, tuple[int, ...]]] = {}
+        for partition, state, isr in batch:
+            joining = set(isr) - set(state.isr)
+            ineligible = sorted(r for r in joining if r not in view.brokers or r in view.shutting_down)
+            if ineligible:
+                logger.debug(
+                    "%s: broker %s caught up but is not live: not adding it to the ISR yet",
+                    partition.topic_partition,
+                    ineligible,
+                )
+                partition.isr_failed()
+                continue
+            earlier = changes.get(partition.topic_partition)
+            if earlier is not None:  # a partition closed and made again: the older object's change is moot
+                earlier[0].isr_failed()
+            changes[partition.topic_partition] = (partition, state, isr)
+        return changes
+
+    def _write_isr_changes(
+        self,
+        store: IsrStore,
+        changes: dict[TopicPartition, tuple[Partition, PartitionState, tuple[int, ...]]],
+    ) -> None:
+        """Write ``changes`` in one pipelined batch and report each outcome to its partition."""
+        try:
+            stored = store({tp: (state, isr) for tp, (_, state, isr) in changes.items()})
+        except ClusterError as exc:  # ZooKeeper unreachable or the session gone: a paused leader's case
+            logger.warning(
+                "writing the ISR of %d partitions (first %s) failed (%s); the next state read decides",
+                len(changes),
+                next(iter(changes)),
+                exc,
+            )
+            stored = {}
+        except Exception:  # the thread's top loop: log, drop the changes, keep serving
+            logger.exception("writing the ISR of %d partitions failed", len(changes))
+            stored = {}
+        for tp, (partition, state, isr) in changes.items():
+            written = stored.get(tp)
+            if written is None:
+                if tp in stored:
+                    logger.info(
+                        "%s: the ISR change to %s lost to a newer state; waiting for it", tp, list(isr)
+                    )
+                partition.isr_failed()
+                continue
+            if len(isr) < len(state.isr):
+                self.isr_shrinks += 1
+            else:
+                self.isr_expands += 1
+            partition.isr_committed(written)
+            self._purgatory.notify(tp)
 
     def _expire_isr(self) -> None:
         """Shrink the ISR of every led partition with followers out of sync (Kafka's ``maybeShrinkIsr``)."""
