@@ -40,6 +40,16 @@ def bases(broker: BrokerProcess) -> list[int]:
     return [base for base, _ in segments(broker)]
 
 
+def wait_for_bases(broker: BrokerProcess, wanted: list[int]) -> None:
+    wait_for(
+        lambda: bases(broker) == wanted, TIMEOUT_S, f"broker {broker.broker_id}'s segments to be {wanted}"
+    )
+
+
+def wait_for_line(broker: BrokerProcess, line: str) -> None:
+    wait_for(lambda: line in broker.log(), TIMEOUT_S, f"broker {broker.broker_id} to log {line!r}")
+
+
 class Cluster:
     """The two brokers, an admin client and an acks=all producer."""
 
@@ -49,7 +59,6 @@ class Cluster:
         self.producer = ConfluentProducer(
             {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 0}
         )
-        self.applied = [0, 0]
 
     def alter(self, *changes: tuple[str, str | None, AlterConfigOpType], expect: dict[str, str]) -> None:
         """Change the topic's configs and wait until every running broker logs that its logs run with
@@ -65,19 +74,24 @@ class Cluster:
         line = f"topic {TOPIC}: 1 local logs now run with the topic's configs {expect!r}"
         for broker in self.cluster.brokers:
             if broker.running:
-                wait_for(
-                    lambda b=broker: line in b.log(), TIMEOUT_S, f"broker {broker.broker_id} to log {line}"
-                )
+                wait_for_line(broker, line)
 
     def produce(self, count: int) -> None:
         """``count`` messages, one batch each, each acknowledged by both replicas before the next."""
         for _ in range(count):
-            errors: list[KafkaError] = []
-            self.producer.produce(
-                TOPIC, VALUE, partition=0, on_delivery=lambda err, _msg, e=errors: e.append(err)
-            )
-            assert self.producer.flush(TIMEOUT_S) == 0
-            assert errors == [None]
+            assert self.produce_one() is None
+
+    def produce_one(self) -> KafkaError | None:
+        """One message, flushed; its delivery error (None: stored)."""
+        errors: list[KafkaError | None] = []
+
+        def delivered(err: KafkaError | None, _msg: object) -> None:
+            errors.append(err)
+
+        self.producer.produce(TOPIC, VALUE, partition=0, on_delivery=delivered)
+        assert self.producer.flush(TIMEOUT_S) == 0
+        assert len(errors) == 1
+        return errors[0]
 
 
 def rolled(bases_now: list[int], end: int, count: int, batch: int, segment_bytes: int) -> list[int]:
@@ -150,10 +164,9 @@ def test_topic_configs_change_the_running_replicas_and_a_restarted_one(start_clu
         ("max.message.bytes", str(batch - 1), AlterConfigOpType.SET),
         expect={"max.message.bytes": str(batch - 1), "segment.bytes": "2048"},
     )
-    errors: list[KafkaError] = []
-    c.producer.produce(TOPIC, VALUE, partition=0, on_delivery=lambda err, _msg: errors.append(err))
-    assert c.producer.flush(TIMEOUT_S) == 0
-    assert [e.code() for e in errors] == [KafkaError.MSG_SIZE_TOO_LARGE]
+    refused = c.produce_one()
+    assert refused is not None
+    assert refused.code() == KafkaError.MSG_SIZE_TOO_LARGE
     assert cluster.high_watermark(TOPIC, 0) == 35
     c.alter(
         ("max.message.bytes", None, AlterConfigOpType.DELETE),
@@ -170,14 +183,11 @@ def test_topic_configs_change_the_running_replicas_and_a_restarted_one(start_clu
         expect={"retention.bytes": str(retention_bytes), "segment.bytes": "2048"},
     )
     for broker in (leader, follower):
-        wanted = [base for base, _ in layout if base >= first]
-        wait_for(lambda b=broker, w=wanted: bases(b) == w, TIMEOUT_S, f"broker {broker.broker_id}: {wanted}")
+        wait_for_bases(broker, [base for base, _ in layout if base >= first])
     c.alter(
         ("retention.ms", "1", AlterConfigOpType.SET),
         expect={"retention.bytes": str(retention_bytes), "retention.ms": "1", "segment.bytes": "2048"},
     )
     for broker in (leader, follower):
-        wait_for(
-            lambda b=broker: bases(b) == [layout[-1][0]], TIMEOUT_S, f"broker {broker.broker_id}: one segment"
-        )
+        wait_for_bases(broker, [layout[-1][0]])
     assert cluster.high_watermark(TOPIC, 0) == 35
