@@ -76,8 +76,10 @@ class TopicConfigKey:
 
     def takes(self, replication_factor: int | None = None) -> str:
         """What the key's value must be, in words."""
-        if self.name == zk_paths.MIN_INSYNC_REPLICAS and replication_factor is not None:
-            return f"an integer from 1 to the replication factor {replication_factor}"
+        if self.name == zk_paths.MIN_INSYNC_REPLICAS:
+            return "an integer from 1 to the replication factor" + (
+                f" {replication_factor}" if replication_factor is not None else ""
+            )
         if self.type == "BOOLEAN":
             return "true or false"
         if self.type == "LIST":
