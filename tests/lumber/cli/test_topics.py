@@ -175,13 +175,13 @@ def test_help_names_the_replication_options(config: Path) -> None:
         "default_replication_factor)" in text
     )
     assert (
-        "--config KEY=VALUE a topic config, repeatable: cleanup.policy (compact, delete, or both separated by "
-        "a comma), delete.retention.ms (an integer of at least 0), max.message.bytes (an integer from 61 to "
-        "2147483647), min.cleanable.dirty.ratio (a number from 0 to 1), min.compaction.lag.ms (an integer of "
-        "at least 0), min.insync.replicas (an integer from 1 to the replication factor), retention.bytes (an "
-        "integer of at least -1), retention.ms (an integer of at least -1), segment.bytes (an integer from "
-        "128 to 2147483647), segment.ms (an integer of at least 1), unclean.leader.election.enable (true or "
-        "false)" in text
+        "--config KEY=VALUE a topic config, repeatable: cleanup.policy (compact, delete, or both "
+        "separated by a comma), delete.retention.ms (an integer of at least 0), max.message.bytes (an "
+        "integer from 61 to 2147483647), min.cleanable.dirty.ratio (a number from 0 to 1), "
+        "min.compaction.lag.ms (an integer of at least 0), min.insync.replicas (an integer from 1 to the "
+        "replication factor), retention.bytes (an integer of at least -1), retention.ms (an integer of "
+        "at least -1), segment.bytes (an integer from 128 to 2147483647), segment.ms (an integer of at "
+        "least 1), unclean.leader.election.enable (true or false)" in text
     )
     listing = " ".join(topics(config, "list", "--help").stdout.split())
     assert "--under-replicated list the partitions whose ISR is smaller than their replicas" in listing
