@@ -3,7 +3,8 @@ its default).
 
 The range is Kafka 4.0's: v1 changes nothing on the wire (a quota-throttling change), v2 is flexible.
 librdkafka (confluent-kafka's ``alter_configs``) negotiates up to v2; kafka-python 3.x sends it only when
-told ``incremental=False`` (it prefers IncrementalAlterConfigs), at v2 too.
+told ``incremental=False`` (it prefers IncrementalAlterConfigs), at v2 too; aiokafka's admin client (read
+from its source, not installed here) sends v1, its highest.
 """
 
 from collections.abc import Sequence

@@ -5,7 +5,8 @@ adds ``include_synonyms`` and each config's source and synonyms, v2 changes noth
 quota-throttling change), v3 adds ``include_documentation`` and each config's type and documentation,
 v4 is flexible. librdkafka (confluent-kafka) sends v1, the highest it implements; kafka-python 3.x
 negotiates up to v4, its own floor being v1 (older kafka-python sent v0-v2, so a client of before 3.0 that
-insists on v0 is refused, as Kafka 4.0 refuses it).
+insists on v0 is refused, as Kafka 4.0 refuses it). aiokafka's admin client (0.x, not installed here; read
+from its source) takes ``min(its highest, the broker's highest)`` = v2, inside the range.
 """
 
 from collections.abc import Sequence
