@@ -3,7 +3,8 @@ operation: SET, DELETE (back to the default), APPEND or SUBTRACT (list-typed con
 
 The range is Kafka 4.0's: v1 is flexible. librdkafka (confluent-kafka's ``incremental_alter_configs``)
 and kafka-python 3.x (``alter_configs``, which prefers it when the broker offers it) both negotiate up to
-v1 (aiokafka has no IncrementalAlterConfigs). The answer reuses AlterConfigs' per-resource struct, which has the same fields.
+v1 (aiokafka has no IncrementalAlterConfigs). The answer reuses AlterConfigs' per-resource struct, which
+has the same fields.
 """
 
 from collections.abc import Sequence
