@@ -1,5 +1,5 @@
-"""Read and change a topic's config overrides in ``/config/topics/<topic>`` (:mod:`broker.cluster.zk_paths`),
-without losing a concurrent change.
+"""Change a topic's config overrides in ``/config/topics/<topic>`` (:mod:`broker.cluster.zk_paths`) without
+losing a concurrent change (:meth:`broker.cluster.topic_admin.TopicAdmin.topic_config` reads them).
 
 :meth:`TopicConfigStore.alter` is a compare-and-set loop, Kafka's ``AdminZkClient.changeTopicConfig`` made
 conditional:
@@ -32,7 +32,7 @@ from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, N
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import ForceRetryError, KazooRetry
 
-from broker.cluster import zk_paths, zk_reads
+from broker.cluster import zk_paths
 from broker.cluster.errors import UnknownTopicError, zookeeper_error
 from broker.cluster.topic_config import check_topic_configs
 from broker.cluster.zk_transactions import first_error
@@ -59,24 +59,6 @@ class TopicConfigStore:
         retry = KazooRetry(max_tries=-1, delay=0.02, backoff=2, max_delay=0.5, deadline=RETRY_DEADLINE_S)
         result: T = retry(func)
         return result
-
-    def read(self, topic: str) -> dict[str, str]:
-        """The topic's overrides (``{}``: none). UnknownTopicError if the topic does not exist;
-        ZooKeeperError if ZooKeeper fails or the node is unreadable."""
-        validate_topic_name(topic)
-        path = zk_paths.topic_config_path(topic)
-
-        def read_once() -> dict[str, str]:
-            if self._client.exists(zk_paths.topic_path(topic)) is None:
-                raise UnknownTopicError(topic)
-            return zk_reads.read_topic_config(self._client, topic) or {}
-
-        try:
-            return self._retry(read_once)
-        except zk_paths.ZkDataError as exc:
-            raise zookeeper_error("decode", path, exc) from exc
-        except (KazooException, KazooTimeoutError) as exc:
-            raise zookeeper_error("read", path, exc) from exc
 
     def alter(self, topic: str, change: ConfigChange, *, validate_only: bool = False) -> dict[str, str]:
         """Replace the topic's overrides with ``change(current, replication factor)``, checked, by

@@ -137,7 +137,9 @@ class AdminManager:
         """The topic's configs (those in ``keys``; None or empty: all); UnknownTopicError if it does not
         exist."""
         validate_topic_name(topic)
-        return topic_config_entries(self._configs.read(topic), self._log_config, self._broker_config, keys)
+        return topic_config_entries(
+            self._admin.topic_config(topic), self._log_config, self._broker_config, keys
+        )
 
     def topic_configs_of(self, overrides: Mapping[str, str]) -> list[ConfigEntry]:
         """Every config of a topic with ``overrides`` (CreateTopics v5+ answers with them)."""
