@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from broker.cluster import zk_paths
-from tests.support.broker_cluster import BrokerCluster
+from tests.support.broker_cluster import BrokerCluster, wait_for
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -44,6 +44,16 @@ def describe(admin: AdminClient, topic: str) -> dict[str, Any]:
     return admin.describe_configs([resource], request_timeout=TIMEOUT_S)[resource].result(TIMEOUT_S)  # type: ignore[no-any-return]
 
 
+def admin_client(cluster: BrokerCluster) -> AdminClient:
+    """confluent-kafka's admin client, once its metadata names every broker: a BROKER resource is sent to
+    that broker, and librdkafka does not ask again soon if its first Metadata came from a broker whose own
+    view did not list itself yet (it registers after it starts watching)."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    wanted = {b.broker_id for b in cluster.brokers}
+    wait_for(lambda: set(admin.list_topics(timeout=10).brokers) == wanted, TIMEOUT_S, f"metadata of {wanted}")
+    return admin
+
+
 def legacy_alter(admin: AdminClient, resource: Any, **kwargs: Any) -> None:
     """confluent-kafka's ``alter_configs`` (AlterConfigs, deprecated in favour of the incremental one)."""
     with warnings.catch_warnings():
@@ -54,7 +64,7 @@ def legacy_alter(admin: AdminClient, resource: Any, **kwargs: Any) -> None:
 
 def test_confluent_kafka_describes_alters_and_incrementally_alters_topic_configs(start_cluster: Any) -> None:
     cluster: BrokerCluster = start_cluster(1, segment_bytes=1_000_000)
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin = admin_client(cluster)
     created = admin.create_topics(
         [NewTopic("cfg", num_partitions=1, replication_factor=1, config={"retention.ms": "3600000"})],
         request_timeout=TIMEOUT_S,
@@ -184,7 +194,7 @@ def test_confluent_kafka_describes_alters_and_incrementally_alters_topic_configs
 
 def test_confluent_kafka_describes_the_broker_read_only_and_refuses_altering_it(start_cluster: Any) -> None:
     cluster: BrokerCluster = start_cluster(1, retention_ms=3_600_000)
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin = admin_client(cluster)
     resource = ConfigResource(ConfigResource.Type.BROKER, "0")
     configs = admin.describe_configs([resource], request_timeout=TIMEOUT_S)[resource].result(TIMEOUT_S)
     assert (configs["log.retention.ms"].value, configs["log.retention.ms"].source) == (
