@@ -145,7 +145,10 @@ def register(subparsers: Any) -> None:
     _common(listing)
     listing.set_defaults(handler=_run(_list))
 
-    describe = sub.add_parser("describe", help="show each partition's leader, leader epoch, replicas and ISR")
+    describe = sub.add_parser(
+        "describe",
+        help="show each partition's leader, leader epoch, replicas and ISR, and the topic's configs",
+    )
     describe.add_argument("topic")
     _common(describe)
     describe.set_defaults(handler=_run(_describe))
