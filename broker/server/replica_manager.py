@@ -16,6 +16,17 @@ logs, offsets, replica state and the purgatory, never the wire format. What it o
   topic was deleted while the broker was down), naming each in the log, so that a topic created again under
   the same name starts from offset 0. A request for a partition whose newer state the watcher has not
   delivered yet applies that state at once (:meth:`leader_partition`).
+* **Topic configs** (``/config/topics/<topic>``, :mod:`broker.cluster.topic_config`): every log of a topic
+  runs on the topic's effective config, the broker's ``[log]`` section with the topic's overrides
+  (:func:`~broker.cluster.topic_config.topic_log_config`). :meth:`ReplicaManager.apply` gives it to each
+  local log of every topic whose overrides changed
+  (:meth:`~broker.log.log_manager.LogManager.update_topic_config`): the next append, roll and retention
+  pass use it, with no restart. It compares the watcher's latest view's overrides with those the logs run
+  with (``_topic_configs``), so that views applied out of order cannot leave an older config. A log
+  created here (a new partition, a new replica) is created with its topic's config. At start-up the
+  broker server applies the first view before the network layer and the retention thread start, so the
+  logs loaded from disk run with their topic's configs before any request or retention pass reads them.
+  ``min.insync.replicas`` is each partition's, set on every apply.
 * **Append** (:meth:`append_records`, Kafka's ``appendRecords``): each partition's records go through
   :meth:`_append_to_local_log` and :meth:`Partition.append_records_to_leader`, the one path into
   :meth:`broker.log.log.Log.append`, which validates them (:mod:`broker.log.log_validator`), assigns the
@@ -65,7 +76,7 @@ from broker.cluster.cluster_view import ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.errors import ClusterError
 from broker.cluster.partition_state import PartitionState
-from broker.cluster.topic_config import min_insync_replicas
+from broker.cluster.topic_config import min_insync_replicas, topic_log_config
 from broker.config import BrokerConfig
 from broker.log.errors import LogError
 from broker.log.file_region import FileRegion
@@ -130,6 +141,8 @@ class ReplicaManager:
         self._isr_store = isr_store
         self._lock = threading.RLock()
         self._partitions: dict[TopicPartition, Partition] = {}
+        #: each topic's overrides its local logs run with (changed only under ``_lock``)
+        self._topic_configs: dict[str, dict[str, str]] = {}
         self.fetchers = ReplicaFetcherManager(broker_id, self._config, cluster, self)
         self._isr_queue: queue.Queue[tuple[Partition, PartitionState, tuple[int, ...]] | None] = queue.Queue()
         self._stopping = threading.Event()
@@ -202,11 +215,34 @@ class ReplicaManager:
                     logger.info(
                         "broker %d: deleted %d partitions of topic %s", self._broker_id, deleted, topic
                     )
+            # the watcher's latest view, not ``new``: at start-up a change may be applied before the first
+            # view is, and configs carry no version to tell the older one
+            latest = self._cluster.view
+            for topic in [t for t in self._topic_configs if t not in latest.topics]:
+                del self._topic_configs[topic]
+            for topic in latest.topics:
+                configs = latest.topic_config(topic)
+                if configs != self._topic_configs.get(topic, {}):
+                    self._apply_topic_config(topic, configs)
             for tp in new.partitions_of(self._broker_id):
                 try:
                     self._apply_partition(new, tp)
                 except (LogError, RecordError):
                     logger.exception("broker %d: applying the state of %s failed", self._broker_id, tp)
+
+    def _apply_topic_config(self, topic: str, configs: Mapping[str, str]) -> None:
+        """Give the topic's local logs its effective config (caller holds ``_lock``)."""
+        config = topic_log_config(topic, self._logs.config, configs)
+        updated = self._logs.update_topic_config(topic, config)
+        self._topic_configs[topic] = dict(configs)
+        if updated:
+            logger.info(
+                "broker %d: topic %s: %d local logs now run with the topic's configs %s",
+                self._broker_id,
+                topic,
+                updated,
+                dict(configs) or "{} (the broker's [log])",
+            )
 
     def _apply_partition(self, view: ClusterView, tp: TopicPartition) -> Partition:
         """``tp``'s local partition, created if need be, with ``view``'s state applied (caller holds
@@ -215,7 +251,11 @@ class ReplicaManager:
         if partition is None or partition.closed:
             log = self._logs.get_log(tp.topic, tp.partition)
             if log is None:
-                log = self._logs.get_or_create_log(tp.topic, tp.partition)
+                # the latest view's configs: a request's older view may predate an apply that changed them
+                configs = self._cluster.view.topic_config(tp.topic)
+                log = self._logs.get_or_create_log(
+                    tp.topic, tp.partition, topic_log_config(tp.topic, self._logs.config, configs)
+                )
             config = self._config
             partition = Partition(
                 log,
