@@ -229,6 +229,11 @@ class ReplicaManager:
                     self._apply_partition(new, tp)
                 except (LogError, RecordError):
                     logger.exception("broker %d: applying the state of %s failed", self._broker_id, tp)
+        if set(old.brokers) != set(new.brokers) or old.shutting_down != new.shutting_down:
+            # a follower that went away or is shutting down no longer holds a high watermark back
+            for partition in self.partitions():
+                if partition.is_leader and partition.recheck_high_watermark():
+                    self._purgatory.notify(partition.topic_partition)
 
     def _apply_topic_config(self, topic: str, configs: Mapping[str, str]) -> None:
         """Give the topic's local logs its effective config (caller holds ``_lock``)."""
@@ -263,6 +268,7 @@ class ReplicaManager:
                 replica_lag_time_max_ms=config.replica_lag_time_max_ms,
                 min_insync_replicas=config.min_insync_replicas,
                 isr_writer=self._submit_isr_change,
+                replica_eligible=self._replica_eligible,
             )
             if len(view.replicas(tp)) > 1:
                 # followers' fetches wait for the log end to move, not the high watermark
@@ -299,6 +305,9 @@ class ReplicaManager:
         # a leadership change answers the produces and fetches waiting on this partition
         self._purgatory.notify(tp)
         return partition
+
+    def _replica_eligible(self, broker_id: int) -> bool:
+        return _eligible(self._cluster.view, broker_id)
 
     def _min_insync_replicas(self, view: ClusterView, topic: str) -> int:
         return min_insync_replicas(view.topic_configs.get(topic, {}), self._config.min_insync_replicas)
@@ -373,7 +382,7 @@ class ReplicaManager:
         changes: dict[TopicPartition, tuple[Partition, PartitionState, tuple[int, ...]]] = {}
         for partition, state, isr in batch:
             joining = set(isr) - set(state.isr)
-            ineligible = sorted(r for r in joining if r not in view.brokers or r in view.shutting_down)
+            ineligible = sorted(r for r in joining if not _eligible(view, r))
             if ineligible:
                 logger.debug(
                     "%s: broker %s caught up but is not live: not adding it to the ISR yet",
@@ -603,3 +612,9 @@ class ReplicaManager:
         ``lastOffsetForLeaderEpoch``)."""
         partition = self.leader_partition(self._cluster.view, tp, current_leader_epoch)
         return partition.log.end_offset_for_epoch(leader_epoch)
+
+
+def _eligible(view: ClusterView, broker_id: int) -> bool:
+    """Whether ``broker_id`` may be in an ISR: registered and not in controlled shutdown (Kafka's
+    ``isReplicaIsrEligible``)."""
+    return broker_id in view.brokers and broker_id not in view.shutting_down
