@@ -45,7 +45,9 @@ def test_isr_updates_are_one_batch_each_judged_alone(zk: Any) -> None:
     states = admin.describe_states("t")
     stale = states[7]
     assert update_isr(zk, TopicPartition("t", 7), stale, [1, 3]) is not None  # partition 7 moves on
-    changes = {TopicPartition("t", p): (states[p], (1, 2)) for p in range(300)}
+    changes: dict[TopicPartition, tuple[PartitionState, tuple[int, ...]]] = {
+        TopicPartition("t", p): (states[p], (1, 2)) for p in range(300)
+    }
     changes[TopicPartition("gone", 0)] = (states[0], (1,))
     written = update_isrs(zk, changes)
     assert len(written) == 301
