@@ -92,7 +92,7 @@ __all__ = ["Cleaner", "CleanerStats", "LogCleaner", "group_segments_by_size"]
 logger = logging.getLogger(__name__)
 
 #: Records looked up in the map at once while rewriting (bounds the per-chunk Python objects).
-_CHUNK_RECORDS = 16_384
+_CHUNK_RECORDS = 4_096
 
 
 @dataclass(slots=True)
