@@ -405,11 +405,13 @@ class Log(LogFlush):
             view = self._view
             segments = view.segments
             active = segments[-1]
-            first_offset = offset = to_append[0].base_offset if follower else self._next_offset
+            offset = self._next_offset
+            first_offset = to_append[0].base_offset if follower else offset
             pending: list[RecordBatch] = []
             pending_bases: list[int] = []
             try:
                 for batch in to_append:
+                    end = offset  # where a roll starts the next segment: segments stay contiguous
                     if follower:
                         offset = batch.base_offset  # the leader's offsets, gaps included
                     last_offset = offset + batch.last_offset_delta
@@ -424,7 +426,7 @@ class Log(LogFlush):
                         if pending:
                             active.append(pending, pending_bases, leader_epoch)
                             pending, pending_bases = [], []
-                        active = self._roll(active, offset, now)
+                        active = self._roll(active, end, now)
                         segments = (*segments, active)
                     pending.append(batch)
                     pending_bases.append(offset)

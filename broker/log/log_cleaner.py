@@ -49,7 +49,9 @@ Differences from Kafka: a log is cleaned only over its dirty ratio (Kafka also c
 tombstones' delete horizons passed; in Lumber they go at the log's next pass); every group keeps its last
 batch (Kafka keeps only the pass's last), which makes the swap's offset range readable from the swap file
 itself; transactions (aborted-transaction indexes, markers) do not exist in Lumber; there is no I/O
-throttle (``log.cleaner.io.max.bytes.per.second``).
+throttle by default: ``cleaner_io_max_bytes_per_second`` (Kafka's ``log.cleaner.io.max.bytes.per.second``)
+caps what the threads read and write together (:class:`Throttler`), 0 (the default, Kafka's unlimited)
+means no cap.
 
 Threads: ``cleaner_threads`` threads (:class:`LogCleaner`), each with its own map of
 ``cleaner_dedupe_buffer_bytes / cleaner_threads`` bytes; each takes one log at a time, so two threads
@@ -150,6 +152,32 @@ def group_segments_by_size(
     return groups
 
 
+class Throttler:
+    """Kafka's ``Throttler``: callers report the bytes they handled and sleep when the rate since the window
+    began exceeds ``max_bytes_per_second`` (0: never). Shared by the cleaner threads; thread-safe."""
+
+    def __init__(self, max_bytes_per_second: float, *, check_s: float = 0.1) -> None:
+        self._max = max_bytes_per_second
+        self._check_s = check_s
+        self._lock = threading.Lock()
+        self._window_start = time.monotonic()
+        self._bytes = 0
+
+    def maybe_throttle(self, size_bytes: int) -> None:
+        if self._max <= 0:
+            return
+        with self._lock:
+            self._bytes += size_bytes
+            now = time.monotonic()
+            elapsed = now - self._window_start
+            if elapsed < self._check_s:
+                return
+            sleep_s = self._bytes / self._max - elapsed
+            self._window_start, self._bytes = now, 0
+        if sleep_s > 0:
+            time.sleep(sleep_s)
+
+
 class Cleaner:
     """One thread's cleaning machinery: its offset map and :meth:`clean` (see the module docstring)."""
 
@@ -160,7 +188,9 @@ class Cleaner:
         io_buffer_bytes: int,
         check_done: Callable[[TopicPartition], None],
         clock: Clock = system_clock_ms,
+        throttler: Throttler | None = None,
     ) -> None:
+        self._throttler = throttler or Throttler(0)
         self._map = offset_map
         self._io_bytes = io_buffer_bytes
         self._check_done = check_done
@@ -235,7 +265,7 @@ class Cleaner:
         for batch in _batches_from(segments[:-1], first_dirty, uncleanable, self._io_bytes):
             self._check_done(tp)
             records = [] if batch.is_control_batch else batch.records()
-            batch_keys = [(r.key, r.offset) for r in records if r.key is not None]
+            batch_keys = [r.key for r in records if r.key is not None]
             if offset_map.size + len(keys) + len(batch_keys) > capacity:
                 flush()
                 if offset_map.size + len(batch_keys) > capacity:
@@ -246,10 +276,10 @@ class Cleaner:
                             "[log] cleaner_dedupe_buffer_bytes"
                         )
                     break
-            for key, offset in batch_keys:
-                keys.append(key)
-                offsets.append(offset)
+            keys += batch_keys
+            offsets += [r.offset for r in records if r.key is not None]
             stats.map_records += len(records)
+            self._throttler.maybe_throttle(batch.size_bytes)
             end = batch.next_offset
             offset_map.update_latest_offset(end - 1)
             if len(keys) >= _CHUNK_RECORDS:
@@ -367,6 +397,7 @@ class Cleaner:
                 out.append(RecordBatch(retained_batch(batch, [])))
         if out:
             cleaned.append(out, [b.base_offset for b in out])
+        self._throttler.maybe_throttle(sum(b.size_bytes for b in batches) + sum(b.size_bytes for b in out))
 
 
 def _batches_from(
@@ -404,6 +435,7 @@ class LogCleaner:
         self._lock = threading.Lock()
         self.totals = CleanerTotals()
         self._map_bytes = config.cleaner_dedupe_buffer_bytes // max(config.cleaner_threads, 1)
+        self._throttler = Throttler(config.cleaner_io_max_bytes_per_second)
 
     @property
     def manager(self) -> LogCleanerManager:
@@ -416,6 +448,7 @@ class LogCleaner:
             io_buffer_bytes=self._config.cleaner_io_buffer_bytes,
             check_done=self._check_done,
             clock=self._clock,
+            throttler=self._throttler,
         )
 
     def _check_done(self, tp: TopicPartition) -> None:

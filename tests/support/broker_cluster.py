@@ -65,6 +65,7 @@ _LOG_SETTINGS = {
     "cleaner_dedupe_buffer_bytes",
     "cleaner_io_buffer_bytes",
     "cleaner_backoff_ms",
+    "cleaner_io_max_bytes_per_second",
 }
 
 

@@ -25,6 +25,7 @@ from broker.log.log import Log
 from broker.log.log_cleaner import Cleaner, CleanerStats, LogCleaner
 from broker.log.log_cleaner_manager import CleaningState, LogCleanerManager, cleanable_section
 from broker.log.log_manager import LogManager
+from broker.log.log_verifier import verify_partition
 from broker.record.batch_scan import scan_batches
 from broker.record.compression import CompressionType
 from broker.record.errors import InvalidRecordError
@@ -554,3 +555,26 @@ def test_cleaning_2m_distinct_keys_under_a_16_mib_dedupe_buffer_stays_within_it_
     growth = report["peak_rss"] - report["baseline_rss"]
     assert growth <= map_bytes + 12 * 1024 * 1024, f"RSS grew by {growth / 2**20:.1f} MiB"
     assert report["batches_after"] == 2_000  # every key distinct: nothing to drop, every batch kept
+
+
+def test_a_follower_rolls_at_its_own_log_end_so_its_segments_stay_contiguous_across_gaps(
+    tmp_path: Path,
+) -> None:
+    leader = open_log(tmp_path / "leader")
+    append_ops(leader, [(f"k{i % 7}".encode(), b"v" * 200) for i in range(3_000)])
+    leader.roll()
+    log_cleaner, cleaner = new_cleaner(tmp_path / "leader", [leader])
+    clean_all(log_cleaner, cleaner)
+    append_ops(leader, [(b"tail", b"t")])
+    follower = open_log(tmp_path / "follower", cleanup_policy="delete", segment_bytes=128)  # a roll per batch
+    while follower.log_end_offset < leader.log_end_offset:
+        region = leader.read(follower.log_end_offset, 1, max_offset=leader.log_end_offset)
+        assert region is not None
+        follower.append_as_follower(region.read_bytes())
+    segments = follower.segments
+    assert len(segments) > 2
+    assert [s.base_offset for s in segments[1:]] == [s.next_offset for s in segments[:-1]]
+    assert verify_partition(follower.dir).damage == ()
+    assert verify_partition(leader.dir).damage == ()
+    leader.close()
+    follower.close()

@@ -104,7 +104,8 @@ def consume_all(cluster: BrokerCluster) -> list[tuple[int, bytes, bytes | None]]
             if message is None or message.error() is not None:
                 continue
             offset, key = message.offset(), message.key()
-            assert offset is not None and key is not None
+            assert offset is not None
+            assert key is not None
             records.append((offset, key, message.value()))
         return records
     finally:
@@ -193,8 +194,9 @@ def test_a_keyless_record_to_a_compacted_topic_gets_invalid_record_and_nothing_i
     assert producer.flush(30) == 0
     assert [e.code() if e is not None else None for e in errors] == [KafkaError.INVALID_RECORD]
     assert (
-        "changelog-0: INVALID_RECORD: changelog-0 append: invalid record batch at position 0: a compacted topic "
-        "does not accept a record without a key: record #0 at offset 0 of the batch" in cluster.broker(0).log()
+        "changelog-0: INVALID_RECORD: changelog-0 append: invalid record batch at position 0: a compacted "
+        "topic does not accept a record without a key: record #0 at offset 0 of the batch"
+        in cluster.broker(0).log()
     )
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "g"})
     assert consumer.get_watermark_offsets(ConfluentPartition(TOPIC, 0), timeout=10) == (0, 1)
