@@ -247,7 +247,7 @@ def test_kill_9_at_random_moments_of_cleaning_always_recovers_the_same_map(
     ops: list[Op] = []
     states: list[list[str]] = []
     for round_number in range(20):
-        batch = random_ops(rng, 6_000, 3_000, prefix=f"r{round_number}-")
+        batch = random_ops(rng, 4_000, 3_000, prefix=f"r{round_number}-")
         produce(cluster, batch)
         ops += batch
         if round_number % 2:
