@@ -20,9 +20,11 @@ Running (after :meth:`LogManager.start`):
   (a broker without replication keeps its dir as before);
 * the log cleaner's ``cleaner_threads`` threads compact the logs whose ``cleanup_policy`` holds
   ``compact`` (:mod:`broker.log.log_cleaner`; its bookkeeping and ``cleaner-offset-checkpoint`` in
-  :mod:`broker.log.log_cleaner_manager`). A log's truncation pauses its cleaning (each log's truncation
-  guard) and :meth:`LogManager.delete_log` stops it first (Kafka's ``abortAndPauseCleaning``);
-* the retention thread applies ``retention_ms`` / ``retention_bytes`` every
+  :mod:`broker.log.log_cleaner_manager`), each log by its own config. A log's truncation pauses its
+  cleaning (each log's truncation guard) and :meth:`LogManager.delete_log` stops it first (Kafka's
+  ``abortAndPauseCleaning``);
+* the retention thread applies each log's ``retention_ms`` / ``retention_bytes`` (its topic's, where the
+  topic overrides them: :meth:`LogManager.update_topic_config`) every
   ``retention_check_interval_ms``, and forgets the idempotent producers whose last batch is
   ``producer_id_expiration_ms`` old (``[broker]``, Kafka's ``producer.id.expiration.ms``).
 
@@ -198,8 +200,15 @@ class LogManager:
     def log_dirs(self) -> list[Path]:
         return list(self._dirs)
 
-    def get_or_create_log(self, topic: str, partition: int) -> Log:
-        """The partition's log, created (in the log dir holding the fewest partitions) if needed.
+    @property
+    def config(self) -> LogConfig:
+        """The broker's ``[log]`` section (a topic's overrides make its logs' own config from it)."""
+        return self._config
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """The partition's log, created (in the log dir holding the fewest partitions) if needed, with
+        ``config`` (its topic's effective config; default: the broker's ``[log]``). An existing log keeps
+        its config: :meth:`update_topic_config` changes it.
 
         Raises :class:`~broker.log.errors.InvalidTopicError` for names that break Kafka's rules.
         """
@@ -223,7 +232,7 @@ class LogManager:
                 raise LogStorageError(f"{path}: cannot create the partition folder: {exc}") from exc
             log = Log(
                 path,
-                self._config,
+                config if config is not None else self._config,
                 recovery_point=0,
                 clean_shutdown=False,
                 clock=self._clock,
@@ -293,6 +302,15 @@ class LogManager:
         with self._lock:
             partitions = [tp.partition for tp in self._logs if tp.topic == topic]
         return sum(self.delete_log(topic, partition) for partition in partitions)
+
+    def update_topic_config(self, topic: str, config: LogConfig) -> int:
+        """Give every log of ``topic`` ``config`` (its topic's configs changed, :meth:`Log.update_config`);
+        returns how many logs there were."""
+        with self._lock:
+            logs = [log for tp, log in self._logs.items() if tp.topic == topic]
+        for log in logs:
+            log.update_config(config)
+        return len(logs)
 
     def add_listener(self, listener: HighWatermarkListener) -> None:
         """Register a high-watermark listener on every log, present and future."""

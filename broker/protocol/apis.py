@@ -6,6 +6,7 @@ from typing import Any
 
 from broker.protocol.api_spec import ApiSpec
 from broker.protocol.errors import EncodeError
+from broker.protocol.messages.alter_configs import ALTER_CONFIGS, AlterConfigsRequest, AlterConfigsResponse
 from broker.protocol.messages.api_versions import (
     API_VERSIONS,
     ApiVersion,
@@ -14,11 +15,21 @@ from broker.protocol.messages.api_versions import (
 )
 from broker.protocol.messages.create_topics import CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse
 from broker.protocol.messages.delete_topics import DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse
+from broker.protocol.messages.describe_configs import (
+    DESCRIBE_CONFIGS,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+)
 from broker.protocol.messages.fetch import FETCH, FetchRequest, FetchResponse
 from broker.protocol.messages.find_coordinator import (
     FIND_COORDINATOR,
     FindCoordinatorRequest,
     FindCoordinatorResponse,
+)
+from broker.protocol.messages.incremental_alter_configs import (
+    INCREMENTAL_ALTER_CONFIGS,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
 )
 from broker.protocol.messages.init_producer_id import (
     INIT_PRODUCER_ID,
@@ -46,6 +57,9 @@ SUPPORTED_APIS: tuple[ApiSpec, ...] = (
     DELETE_TOPICS,
     INIT_PRODUCER_ID,
     OFFSET_FOR_LEADER_EPOCH,
+    DESCRIBE_CONFIGS,
+    ALTER_CONFIGS,
+    INCREMENTAL_ALTER_CONFIGS,
 )
 
 #: A decoded request body.
@@ -60,6 +74,9 @@ RequestBody = (
     | DeleteTopicsRequest
     | InitProducerIdRequest
     | OffsetForLeaderEpochRequest
+    | DescribeConfigsRequest
+    | AlterConfigsRequest
+    | IncrementalAlterConfigsRequest
 )
 
 #: A response body.
@@ -74,6 +91,9 @@ ResponseBody = (
     | DeleteTopicsResponse
     | InitProducerIdResponse
     | OffsetForLeaderEpochResponse
+    | DescribeConfigsResponse
+    | AlterConfigsResponse
+    | IncrementalAlterConfigsResponse
 )
 
 APIS_BY_KEY: dict[int, ApiSpec] = {int(spec.key): spec for spec in SUPPORTED_APIS}

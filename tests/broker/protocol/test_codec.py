@@ -117,7 +117,7 @@ def test_api_versions_request_newer_than_ours():
 
 
 def test_api_versions_fallback_bytes():
-    body = struct.pack(">hi", 35, 10)
+    body = struct.pack(">hi", 35, 13)
     for key, low, high in [
         (0, 0, 9),
         (1, 4, 12),
@@ -129,6 +129,9 @@ def test_api_versions_fallback_bytes():
         (20, 1, 6),
         (22, 0, 4),
         (23, 2, 4),
+        (32, 1, 4),
+        (33, 0, 2),
+        (44, 0, 1),
     ]:
         body += struct.pack(">hhh", key, low, high)
     payload = struct.pack(">i", 1234) + body  # response header v0, then the v0 body (no throttle time)
@@ -139,7 +142,7 @@ def test_api_versions_response_lists_every_api():
     response = api_versions_response(3)
     assert response.error_code == 0
     assert response.api_keys == supported_api_versions()
-    assert [v.api_key for v in response.api_keys] == [0, 1, 2, 3, 10, 18, 19, 20, 22, 23]
+    assert [v.api_key for v in response.api_keys] == [0, 1, 2, 3, 10, 18, 19, 20, 22, 23, 32, 33, 44]
     with pytest.raises(EncodeError, match=r"ApiVersions v5 is outside v0-v4"):
         api_versions_response(5)
 

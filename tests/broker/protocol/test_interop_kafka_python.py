@@ -38,10 +38,16 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.errors import BrokerResponseError
     from kafka.protocol.admin import (
+        AlterConfigsRequest,
+        AlterConfigsResponse,
         CreateTopicsRequest,
         CreateTopicsResponse,
         DeleteTopicsRequest,
         DeleteTopicsResponse,
+        DescribeConfigsRequest,
+        DescribeConfigsResponse,
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
     )
     from kafka.protocol.broker_version_data import BrokerVersionData
     from kafka.protocol.consumer import (
@@ -81,6 +87,9 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
     ApiKey.DELETE_TOPICS: (DeleteTopicsRequest, DeleteTopicsResponse),
     ApiKey.INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+    ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
+    ApiKey.ALTER_CONFIGS: (AlterConfigsRequest, AlterConfigsResponse),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
 }
 
 # kafka-python renames Metadata's authorized-operations fields and decodes them as sets of bit numbers.
