@@ -267,3 +267,39 @@ def test_kill_9_at_random_moments_of_cleaning_always_recovers_the_same_map(
     assert as_map(consume_all(cluster)) == replay(ops)
     mid_pass = sum(bool(left) for left in states)
     print(f"{mid_pass} of 20 kills left cleaner files: {states}")
+
+
+def test_a_topic_compacted_by_its_own_config_is_cleaned_and_its_neighbour_is_not(
+    start_cluster: Callable[..., BrokerCluster],
+) -> None:
+    """The broker's default stays ``delete``; ``cleanup.policy=compact`` on one topic (ZooKeeper's
+    /config/topics) makes the cleaner take that topic's log alone, and its validator refuse keyless
+    records."""
+    settings = {k: v for k, v in COMPACTED.items() if k != "cleanup_policy"}
+    cluster = start_cluster(1, **settings)
+    cluster.create_topic(TOPIC, 1, configs={"cleanup.policy": "compact"})
+    cluster.create_topic("plain", 1)
+    broker = cluster.broker(0)
+    ops = random_ops(random.Random(32), 5_000, 100)
+    produce(cluster, ops)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "retries": 0})
+    errors: list[KafkaError | None] = []
+    for key, value in ops:
+        producer.produce("plain", value=value or b"", key=key, partition=0)
+    producer.produce("plain", value=b"keyless is fine here", partition=0)
+    producer.produce(TOPIC, value=b"keyless", partition=0, on_delivery=lambda err, _msg: errors.append(err))
+    assert producer.flush(30) == 0
+    assert [e.code() if e is not None else None for e in errors] == [KafkaError.INVALID_RECORD]
+    wait_until_clean(broker)
+    assert as_map(consume_all(cluster)) == replay(ops)
+    assert first_dirty(broker) > 0
+    plain_files = sorted((broker.log_dir / "plain-0").glob("*.log"))
+    assert len(plain_files) > 1
+    plain_records = sum(
+        len(batch.records()) for path in plain_files for batch in scan_batches(path.read_bytes()).batches
+    )
+    assert plain_records == len(ops) + 1  # not compacted: every record is still there
+    assert (
+        read_checkpoint(broker.log_dir / CLEANER_OFFSET_CHECKPOINT_FILE_NAME).get(TopicPartition("plain", 0))
+        is None
+    )
