@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,9 @@ def produce(cluster: BrokerCluster, ops: list[Op]) -> None:
             "bootstrap.servers": cluster.bootstrap_servers,
             "acks": "all",
             "linger.ms": 5,
+            # batches of at most 8 KiB: never one batch larger than a segment (16 KiB), which would make
+            # everything one active segment the cleaner may not touch
+            "batch.size": 8192,
             "enable.idempotence": False,
         }
     )
@@ -303,3 +307,39 @@ def test_a_topic_compacted_by_its_own_config_is_cleaned_and_its_neighbour_is_not
         read_checkpoint(broker.log_dir / CLEANER_OFFSET_CHECKPOINT_FILE_NAME).get(TopicPartition("plain", 0))
         is None
     )
+
+
+def test_a_follower_catches_up_from_a_cleaned_leader_across_its_gaps(
+    start_cluster: Callable[..., BrokerCluster], tmp_path: Path
+) -> None:
+    """Replication factor 2: the follower is down while the leader's log is written and cleaned; restarted, it
+    fetches the cleaned log (offset gaps, rewritten and empty batches) and rejoins the ISR with the same
+    records at the same offsets."""
+    cluster = start_cluster(2, **COMPACTED, replica_lag_time_max_ms=5000)
+    cluster.create_topic(TOPIC, 1, assignment={0: (0, 1)}, replication_factor=2)
+    leader, follower = cluster.broker(0), cluster.broker(1)
+    follower.stop()
+    ops = random_ops(random.Random(33), 10_000, 500)
+    produce(cluster, ops)
+    wait_until_clean(leader)
+    follower.start()
+    cluster.wait_for_isr(TOPIC, 0, [0, 1], timeout_s=60)
+    leader_end = cluster.high_watermark(TOPIC, 0)
+    follower.stop()
+    follower_map, _, _ = _recovered_map(follower, tmp_path / "follower-copy")
+    assert follower_map == replay(ops)
+    copy = tmp_path / "follower-copy" / f"{TOPIC}-0"
+    log = Log(copy, LogConfig(log_dirs=[str(copy.parent)], expose="appended"))
+    try:
+        assert log.log_end_offset == leader_end == len(ops)
+        copied = [
+            batch for segment in log.segments for batch in segment.batches(0, segment.size_bytes, 1 << 20)
+        ]
+    finally:
+        log.close()
+    # what the follower copied is the cleaned log: fewer records than offsets, gaps between batches
+    assert sum(batch.record_count for batch in copied) < len(ops) // 2
+    assert any(
+        a.next_offset < b.base_offset or a.record_count < a.last_offset_delta + 1 for a, b in pairwise(copied)
+    )
+    assert as_map(consume_all(cluster)) == replay(ops)
