@@ -305,6 +305,10 @@ class KafkaApis:
 
     def _metadata(self, request: NetworkRequest, header: RequestHeader, body: MetadataRequest) -> None:
         view = self._cluster.view
+        if self._config.broker_id not in view.brokers:
+            # just registered (or about to deregister): the watcher may not have seen this broker's own
+            # node yet, and a client told of no broker at all may not ask again for a while (librdkafka)
+            view = self._cluster.refresh()
         if body.topics is None or (header.api_version == 0 and not body.topics):
             names = sorted(view.topics)
         else:
