@@ -13,26 +13,40 @@ from broker.protocol.messages.api_versions import (
     ApiVersionsResponse,
 )
 from broker.protocol.messages.create_topics import CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse
+from broker.protocol.messages.delete_groups import DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse
 from broker.protocol.messages.delete_topics import DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse
+from broker.protocol.messages.describe_groups import (
+    DESCRIBE_GROUPS,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+)
 from broker.protocol.messages.fetch import FETCH, FetchRequest, FetchResponse
 from broker.protocol.messages.find_coordinator import (
     FIND_COORDINATOR,
     FindCoordinatorRequest,
     FindCoordinatorResponse,
 )
+from broker.protocol.messages.heartbeat import HEARTBEAT, HeartbeatRequest, HeartbeatResponse
 from broker.protocol.messages.init_producer_id import (
     INIT_PRODUCER_ID,
     InitProducerIdRequest,
     InitProducerIdResponse,
 )
+from broker.protocol.messages.join_group import JOIN_GROUP, JoinGroupRequest, JoinGroupResponse
+from broker.protocol.messages.leave_group import LEAVE_GROUP, LeaveGroupRequest, LeaveGroupResponse
+from broker.protocol.messages.list_groups import LIST_GROUPS, ListGroupsRequest, ListGroupsResponse
 from broker.protocol.messages.list_offsets import LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse
 from broker.protocol.messages.metadata import METADATA, MetadataRequest, MetadataResponse
+from broker.protocol.messages.offset_commit import OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse
+from broker.protocol.messages.offset_delete import OFFSET_DELETE, OffsetDeleteRequest, OffsetDeleteResponse
+from broker.protocol.messages.offset_fetch import OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse
 from broker.protocol.messages.offset_for_leader_epoch import (
     OFFSET_FOR_LEADER_EPOCH,
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
 )
 from broker.protocol.messages.produce import PRODUCE, ProduceRequest, ProduceResponse
+from broker.protocol.messages.sync_group import SYNC_GROUP, SyncGroupRequest, SyncGroupResponse
 
 #: Every API Lumber implements, by API key.
 SUPPORTED_APIS: tuple[ApiSpec, ...] = (
@@ -46,6 +60,16 @@ SUPPORTED_APIS: tuple[ApiSpec, ...] = (
     DELETE_TOPICS,
     INIT_PRODUCER_ID,
     OFFSET_FOR_LEADER_EPOCH,
+    JOIN_GROUP,
+    SYNC_GROUP,
+    HEARTBEAT,
+    LEAVE_GROUP,
+    OFFSET_COMMIT,
+    OFFSET_FETCH,
+    LIST_GROUPS,
+    DESCRIBE_GROUPS,
+    DELETE_GROUPS,
+    OFFSET_DELETE,
 )
 
 #: A decoded request body.
@@ -60,6 +84,16 @@ RequestBody = (
     | DeleteTopicsRequest
     | InitProducerIdRequest
     | OffsetForLeaderEpochRequest
+    | JoinGroupRequest
+    | SyncGroupRequest
+    | HeartbeatRequest
+    | LeaveGroupRequest
+    | OffsetCommitRequest
+    | OffsetFetchRequest
+    | ListGroupsRequest
+    | DescribeGroupsRequest
+    | DeleteGroupsRequest
+    | OffsetDeleteRequest
 )
 
 #: A response body.
@@ -74,6 +108,16 @@ ResponseBody = (
     | DeleteTopicsResponse
     | InitProducerIdResponse
     | OffsetForLeaderEpochResponse
+    | JoinGroupResponse
+    | SyncGroupResponse
+    | HeartbeatResponse
+    | LeaveGroupResponse
+    | OffsetCommitResponse
+    | OffsetFetchResponse
+    | ListGroupsResponse
+    | DescribeGroupsResponse
+    | DeleteGroupsResponse
+    | OffsetDeleteResponse
 )
 
 APIS_BY_KEY: dict[int, ApiSpec] = {int(spec.key): spec for spec in SUPPORTED_APIS}
