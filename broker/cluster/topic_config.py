@@ -16,10 +16,15 @@ from collections.abc import Mapping
 from broker.cluster.errors import InvalidTopicConfigError
 from broker.cluster.zk_paths import MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION_ENABLE
 
+#: Kafka's ``cleanup.policy`` (the group coordinator creates ``__consumer_offsets`` compacted).
+CLEANUP_POLICY = "cleanup.policy"
+_CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
+
 #: Each key Lumber reads, with what its value must be.
 TOPIC_CONFIGS: Mapping[str, str] = {
     MIN_INSYNC_REPLICAS: "an integer from 1 to the replication factor",
     UNCLEAN_LEADER_ELECTION_ENABLE: "true or false",
+    CLEANUP_POLICY: "delete, compact or compact,delete",
 }
 
 
@@ -44,6 +49,13 @@ def check_topic_configs(
                     "acks=all write)"
                 )
             value = str(int(value))
+        elif key == CLEANUP_POLICY:
+            policy = ",".join(sorted(part.strip() for part in value.lower().split(",")))
+            if policy not in _CLEANUP_POLICIES:
+                raise InvalidTopicConfigError(
+                    f"topic {topic!r}: {key}={raw!r}: expected one of {', '.join(_CLEANUP_POLICIES)}"
+                )
+            value = policy
         elif value.lower() not in ("true", "false"):
             raise InvalidTopicConfigError(f"topic {topic!r}: {key}={raw!r}: expected true or false")
         checked[key] = value.lower()

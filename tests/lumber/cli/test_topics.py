@@ -87,8 +87,8 @@ def test_replication_factor_zero_is_a_usage_error(config: Path) -> None:
             ("create", "x", "--partitions", "1", "--config", "compression.type=gzip"),
             (
                 "lumber: error: --config: topic 'x': Lumber does not read the topic config "
-                "'compression.type' (accepted: min.insync.replicas, unclean.leader.election.enable); set the "
-                "others in lumber.toml\n"
+                "'compression.type' (accepted: min.insync.replicas, unclean.leader.election.enable, "
+                "cleanup.policy); set the others in lumber.toml\n"
             ),
         ),
         (
