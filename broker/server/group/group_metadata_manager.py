@@ -190,9 +190,12 @@ class GroupMetadataManager:
         with self._lock:
             if partition in self._loading:
                 return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-            if partition not in self._owned:
-                return ErrorCode.NOT_COORDINATOR
-        return ErrorCode.NONE
+            if partition in self._owned:
+                return ErrorCode.NONE
+        if self._cluster.view.leader(OFFSETS_TOPIC, partition) == self._broker_id:
+            # the view names this broker leader before the replica manager applies it and the load starts
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NOT_COORDINATOR
 
     def on_leadership(self) -> None:
         """Load the partitions of ``__consumer_offsets`` led here since the last call, unload the others
