@@ -57,7 +57,7 @@ def coordinator(cluster: BrokerCluster, group: str) -> BrokerProcess:
         wait_for(answered, 30, f"a coordinator for {group}")
     finally:
         conn.close()
-    home = cluster.brokers[found[0].node_id]
+    home: BrokerProcess = cluster.brokers[found[0].node_id]
     conn = connect(home)
     try:  # and until it has loaded the group's partition (COORDINATOR_LOAD_IN_PROGRESS meanwhile)
         wait_for(
