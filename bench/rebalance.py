@@ -23,8 +23,8 @@ double-owner moments. Target: at most 1 s per rebalance, zero double-owner momen
 Then the same with **Kafka consumer groups** (issue 21, ``--kafka-rounds``, 0 to skip): 8 unmodified
 confluent-kafka consumers, each its own process (``tests/support/group_worker.py``: range assignment,
 eager rebalancing, 3 s sessions, a synchronous commit after every record) in one group on a fresh
-64-partition topic, while this process produces a record to every partition every 100 ms. Each round one member leaves
-(SIGTERM: it closes and sends LeaveGroup), then a new one joins. The clock starts at the SIGTERM (leave) or
+64-partition topic, while this process produces a record to every partition every 100 ms. Each round
+one member leaves (SIGTERM: it closes and sends LeaveGroup), then a new one joins. The clock starts at the SIGTERM (leave) or
 at the first revoke callback of an old member (join: the moment the coordinator starts the rebalance; the
 new process's own start-up is not counted) and stops when every partition has been consumed by the member
 the new assignment gives it to (the broker flushes every 20 ms, so that records are exposed at once, and
