@@ -26,7 +26,8 @@ eager rebalancing, 3 s sessions, a synchronous commit after every record) in one
 64-partition topic, while this process produces a record to every partition every 100 ms. Each round
 one member leaves (SIGTERM: it closes and sends LeaveGroup), then a new one joins. The clock starts at
 the SIGTERM (leave) or at the first revoke callback of an old member (join: the moment the coordinator
-starts the rebalance; the new process's own start-up is not counted) and stops when every partition has been consumed by the member
+starts the rebalance; the new process's own start-up is not counted) and stops when every partition has
+been consumed by the member
 the new assignment gives it to (the broker flushes every 20 ms, so that records are exposed at once, and
 records arrive on every partition every 100 ms: both bound the figure from below). Overlaps: from the
 members' assign and revoke callbacks (wall clock, one machine), the moments two members owned one
