@@ -32,7 +32,8 @@ the new assignment gives it to (the broker flushes every 20 ms, so that records 
 records arrive on every partition every 100 ms: both bound the figure from below). Overlaps: from the
 members' assign and revoke callbacks (wall clock, one machine), the moments two members owned one
 partition. Last, **commits**: one confluent-kafka consumer assigned one partition commits synchronously
-after every poll for ``--commit-seconds``; commits per second (goal: 5,000 on one coordinator).
+after every poll for ``--commit-seconds``; commits per second (goal: 5,000 on one coordinator), beside the
+same consumer's OffsetFetch round trips per second (the coordinator without the write) as the baseline.
 """
 
 from __future__ import annotations
@@ -415,6 +416,13 @@ def kafka_groups(args: argparse.Namespace) -> bool:
             commits += 1
         elapsed_s = time.monotonic() - started_s
         committed = consumer.committed([ConfluentPartition(KAFKA_TOPIC, 0)], timeout=10)[0].offset
+        # the baseline, the same consumer and coordinator, the same time: OffsetFetch round trips (no write)
+        fetches = 0
+        fetch_started_s = time.monotonic()
+        while time.monotonic() - fetch_started_s < args.commit_seconds:
+            consumer.committed([ConfluentPartition(KAFKA_TOPIC, 0)], timeout=10)
+            fetches += 1
+        fetch_rate = fetches / (time.monotonic() - fetch_started_s)
         consumer.close()
     rate = commits / elapsed_s
     print()
