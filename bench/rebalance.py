@@ -436,6 +436,9 @@ def kafka_groups(args: argparse.Namespace) -> bool:
     print(
         f"commits: {commits} in {elapsed_s:.1f} s = {rate:,.0f}/s (goal 5,000/s); last committed {committed}"
     )
+    print(
+        f"baseline, OffsetFetch round trips: {fetch_rate:,.0f}/s; commits / fetches = {rate / fetch_rate:.2f}"
+    )
     return (
         statistics.median(joins + leaves) <= TARGET_S
         and overlaps == 0
