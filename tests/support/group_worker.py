@@ -1,13 +1,14 @@
 """One unmodified third-party group consumer in its own process, for the group coordinator's tests:
 ``python -m tests.support.group_worker <kind> <bootstrap> <group> <topic> <events file>``.
 
-``kind`` is ``confluent`` (confluent-kafka, librdkafka) or ``kafka-python``. The consumer subscribes to
-``topic`` with ``group`` (range assignor, eager: every partition is revoked before a rebalance), commits
-synchronously after every record, and writes one JSON line per event to the events file, flushed at once
-(so a kill -9 loses nothing written):
+``kind`` is ``confluent`` (confluent-kafka, librdkafka), ``kafka-python`` or ``aiokafka``. The consumer
+subscribes to ``topic`` with ``group`` (range assignor, eager: every partition is revoked before a
+rebalance), commits synchronously after every record, and writes one JSON line per event to the events
+file, flushed at once (so a kill -9 loses nothing written):
 
 * ``{"e": "assign", "t": time, "gen": generation or -1, "parts": [...]}`` from the rebalance callback
-  (kafka-python's generation is read from its coordinator; confluent-kafka does not expose one, -1);
+  (kafka-python's and aiokafka's generation is read from their coordinator; confluent-kafka does not expose
+  one, -1);
 * ``{"e": "revoke", "t": time, "parts": [...]}``;
 * ``{"e": "rec", "t": time, "p": partition, "o": offset, "v": value}`` for each record consumed;
 * ``{"e": "commit", "t": time, "p": partition, "o": next offset}`` once a commit succeeded;
@@ -120,6 +121,64 @@ def run_kafka_python(bootstrap: str, group: str, topic: str, events: Events, sto
     events.write("closed")
 
 
+def run_aiokafka(bootstrap: str, group: str, topic: str, events: Events, stopping: list[bool]) -> None:
+    import asyncio  # noqa: PLC0415
+
+    from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener  # noqa: PLC0415
+    from aiokafka.errors import KafkaError  # noqa: PLC0415
+    from aiokafka.structs import OffsetAndMetadata  # noqa: PLC0415
+
+    async def consume() -> None:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=SESSION_TIMEOUT_MS,
+            heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
+            metadata_max_age_ms=1000,
+        )
+
+        owned: set[Any] = set()  # what the callbacks gave (aiokafka's assignment() lags a revoke)
+
+        class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+            async def on_partitions_revoked(self, revoked: Any) -> None:
+                owned.clear()
+                events.write("revoke", parts=sorted(tp.partition for tp in revoked))
+
+            async def on_partitions_assigned(self, assigned: Any) -> None:
+                owned.update(assigned)
+                coordinator = getattr(consumer, "_coordinator", None)
+                events.write(
+                    "assign",
+                    gen=getattr(coordinator, "generation", -1),
+                    parts=sorted(tp.partition for tp in assigned),
+                )
+
+        await consumer.start()
+        consumer.subscribe([topic], listener=Listener())
+        try:
+            while not stopping[0]:
+                batches = await consumer.getmany(timeout_ms=100)
+                for tp, messages in batches.items():
+                    for message in messages:
+                        if tp not in owned:
+                            # revoked while this batch was processed (a commit awaits, the rebalance runs):
+                            # its records are the next owner's, from the last commit
+                            break
+                        events.write("rec", p=tp.partition, o=message.offset, v=message.value.decode())
+                        try:
+                            await consumer.commit({tp: OffsetAndMetadata(message.offset + 1, "")})
+                        except KafkaError:
+                            continue
+                        events.write("commit", p=tp.partition, o=message.offset + 1)
+        finally:
+            await consumer.stop()
+
+    asyncio.run(consume())
+    events.write("closed")
+
+
 def main(argv: list[str]) -> None:
     kind, bootstrap, group, topic, path = argv
     stopping = [False]
@@ -134,8 +193,10 @@ def main(argv: list[str]) -> None:
             run_confluent(bootstrap, group, topic, events, stopping)
         elif kind == "kafka-python":
             run_kafka_python(bootstrap, group, topic, events, stopping)
+        elif kind == "aiokafka":
+            run_aiokafka(bootstrap, group, topic, events, stopping)
         else:
-            raise SystemExit(f"unknown consumer kind {kind!r}: confluent or kafka-python")
+            raise SystemExit(f"unknown consumer kind {kind!r}: confluent, kafka-python or aiokafka")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-"""Unmodified third-party consumer groups against real brokers: confluent-kafka and kafka-python consumers in
-separate processes (:mod:`tests.support.group_worker`) share one ``group.id`` over a 12-partition topic while
-records are produced; members join, leave cleanly and are kill -9'd; the coordinator's broker is kill -9'd;
+"""Unmodified third-party consumer groups against real brokers: confluent-kafka, kafka-python and aiokafka
+consumers in separate processes (:mod:`tests.support.group_worker`) share one ``group.id`` over a
+12-partition topic while records are produced; members join, leave cleanly and are kill -9'd; the
+coordinator's broker is kill -9'd;
 confluent-kafka's AdminClient lists, describes and deletes groups and lists and alters their offsets.
 
 What every run must show (:func:`check_run`):
@@ -90,7 +91,10 @@ class GroupRun:
                 str(path),
             ],
             cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            env={
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+            },
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -100,6 +104,13 @@ class GroupRun:
         return worker
 
     def live(self) -> list[Worker]:
+        """The workers the test has not ended; one that died on its own fails the test with its output."""
+        for worker in self.workers:
+            if worker.ended is None and worker.popen.poll() is not None:
+                output = (self.base / f"{worker.events_path.stem}.log").read_text(errors="replace")
+                pytest.fail(
+                    f"{worker.kind} worker {worker.events_path.name} exited on its own:\n{output[-3000:]}"
+                )
         return [w for w in self.workers if w.ended is None]
 
     def stop(self, worker: Worker) -> None:
@@ -346,6 +357,25 @@ def test_kafka_python_group_and_a_mixed_group(group_run: Callable[..., GroupRun]
         for worker in mixed.live():
             worker.popen.kill()
     assert check_run(mixed)["records"] == 960
+
+
+def test_aiokafka_group(group_run: Callable[..., GroupRun]) -> None:
+    run = group_run("aiokafka")
+    for _ in range(2):
+        run.start("aiokafka")
+    run.produce(240)
+    run.wait_assigned(2)
+    run.wait_consumed()
+    run.start("aiokafka")
+    run.produce(240)
+    run.wait_assigned(3)
+    run.wait_consumed()
+    run.kill(run.live()[0])
+    run.produce(240)
+    run.wait_assigned(2)
+    run.wait_consumed()
+    run.close()
+    assert check_run(run)["records"] == 720
 
 
 def test_coordinator_killed_group_carries_on_from_committed_offsets(
