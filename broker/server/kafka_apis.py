@@ -177,8 +177,19 @@ logger = logging.getLogger(__name__)
 _NONE = int(ErrorCode.NONE)
 #: The APIs whose handling never blocks its thread (a wait goes to the purgatory), so that the network
 #: threads may serve them themselves (``[broker] inline_requests``); the others may talk to ZooKeeper.
+#: The group coordinator's frequent requests qualify too: a commit's wait is the purgatory's, like an acks=-1
+#: Produce's, and a Heartbeat or OffsetFetch only reads the coordinator's cache under a group's lock.
 INLINE_API_KEYS = frozenset(
-    int(key) for key in (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.API_VERSIONS)
+    int(key)
+    for key in (
+        ApiKey.PRODUCE,
+        ApiKey.FETCH,
+        ApiKey.LIST_OFFSETS,
+        ApiKey.API_VERSIONS,
+        ApiKey.OFFSET_COMMIT,
+        ApiKey.OFFSET_FETCH,
+        ApiKey.HEARTBEAT,
+    )
 )
 #: The APIs :meth:`KafkaApis.handle_run` serves in runs.
 RUN_API_KEYS = frozenset({int(ApiKey.PRODUCE)})
