@@ -186,7 +186,8 @@ class BrokerConfig(ConfigSection):
     num_io_threads: int = setting(4, "Request handler threads (decode, append, read, encode).", ge=1)
     inline_requests: bool = setting(
         True,
-        "Answer Produce, Fetch, ListOffsets and ApiVersions on the network thread that read them "
+        "Answer Produce, Fetch, ListOffsets, ApiVersions, OffsetCommit, OffsetFetch and Heartbeat on the "
+        "network thread that read them "
         "(no hand-over to a handler thread, which under Python's GIL costs more than the request); "
         "false: every request goes to the handler threads, as in Kafka.",
     )
