@@ -1,8 +1,7 @@
 """DeleteGroups (key 42), v0-v2: delete empty groups and their committed offsets.
 
 Kafka's range. Seen sent: kafka-python 3.0 v2 (flexible); confluent-kafka's AdminClient deletes through it
-in the tests. A group with members
-answers NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND.
+in the tests. A group with members answers NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND.
 """
 
 from collections.abc import Sequence

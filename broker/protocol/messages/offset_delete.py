@@ -1,8 +1,8 @@
 """OffsetDelete (key 47), v0: delete a group's committed offsets of some partitions (KIP-496).
 
-The only version. A partition the group still consumes (its members subscribe
-to its topic) answers GROUP_SUBSCRIBED_TO_TOPIC; an active group of another protocol type than
-``consumer`` answers NON_EMPTY_GROUP.
+The only version. A partition the group still consumes (its members subscribe to its topic) answers
+GROUP_SUBSCRIBED_TO_TOPIC; an active group of another protocol type than ``consumer`` answers
+NON_EMPTY_GROUP.
 """
 
 from collections.abc import Sequence
