@@ -149,6 +149,13 @@ class LogConfig(ConfigSection):
     cleaner_backoff_ms: int = setting(
         15_000, "How long a cleaner thread sleeps when no log needs cleaning (log.cleaner.backoff.ms).", ge=1
     )
+    cleaner_io_max_bytes_per_second: int = setting(
+        0,
+        "Caps the bytes per second all cleaner threads together read and write (Kafka's "
+        "log.cleaner.io.max.bytes.per.second); 0 means no cap. The cleaner shares the broker's Python "
+        "interpreter lock with request handling, so a cap keeps produce and fetch fast while it runs.",
+        ge=0,
+    )
 
     @model_validator(mode="after")
     def _check_log_dirs(self) -> Self:

@@ -5,7 +5,7 @@ that a stale writer cannot win. Two fences, as Kafka's ``KafkaZkClient``:
 
 1. **The state node's znode version.** Every write is ``set(state, data, version=old.zk_version)``: it
    succeeds only if nobody wrote the node since the writer read it. The leader's ISR change
-   (:func:`update_isr`, Kafka's ``Partition.shrinkIsr``/``expandIsr`` via ``updateLeaderAndIsr``) loses to
+   (:func:`update_isrs`, Kafka's ``Partition.shrinkIsr``/``expandIsr`` via ``updateLeaderAndIsr``) loses to
    a controller write made in between: it returns None and the leader re-reads (by then the controller's
    LeaderAndIsr, or the watcher, tells it the new state).
 2. **The controller epoch's znode version.** A controller writes only in a multi that begins with
@@ -14,10 +14,10 @@ that a stale writer cannot win. Two fences, as Kafka's ``KafkaZkClient``:
    the epoch node has moved and every write of the old one fails: :class:`ControllerMovedError`
    (Kafka's ``ControllerMovedException``).
 
-:func:`write_states` and :func:`create_missing_states` send all their multis before awaiting any reply
-(``commit_async``), so 1,000 partitions cost about one round trip plus ZooKeeper's work. Each multi
-stands alone: some may succeed while others find a newer version (None in the result, the caller
-re-reads those).
+:func:`update_isrs`, :func:`write_states` and :func:`create_missing_states` send all their writes (sets
+or multis) before awaiting any reply, so 1,000 partitions cost about one round trip plus ZooKeeper's work.
+Each write stands alone: some may succeed while others find a newer version (None in the result, the
+caller re-reads those).
 
 Thread-safe: functions of their arguments; the kazoo client may be shared. Never call them on kazoo's
 callback threads (they wait for replies that those threads deliver).
@@ -47,30 +47,61 @@ REPLY_TIMEOUT_S = 30.0
 def update_isr(
     client: KazooClient, tp: TopicPartition, state: PartitionState, new_isr: Sequence[int]
 ) -> PartitionState | None:
-    """The leader's ISR change: ``state`` (as read, with its ``zk_version``) with ``new_isr``, written only
-    if the node is still at ``state.zk_version``.
+    """The leader's ISR change for one partition: :func:`update_isrs` with one entry."""
+    return update_isrs(client, {tp: (state, tuple(new_isr))})[tp]
 
-    Returns the written state with its new ``zk_version``; None if the node moved on (BadVersion: a
-    controller or another write came first) or is gone (NoNode: the topic was deleted): re-read then.
-    Raises ZooKeeperError (naming the path) on connection loss, when the outcome is unknown.
+
+def update_isrs(
+    client: KazooClient, changes: Mapping[TopicPartition, tuple[PartitionState, Sequence[int]]]
+) -> dict[TopicPartition, PartitionState | None]:
+    """The leader's ISR changes: for each partition, ``(state as read with its zk_version, new ISR)``, each
+    written only if the node is still at ``state.zk_version``; all sent before any reply is awaited (Kafka
+    batches them too: AlterPartition carries many partitions), so 1,000 followers rejoining cost about one
+    round trip plus ZooKeeper's work instead of 1,000.
+
+    Returns per partition the written state with its new ``zk_version``, or None if the node moved on
+    (BadVersion: a controller or another write came first) or is gone (NoNode: the topic was deleted):
+    re-read those. Raises ZooKeeperError (naming the first path whose outcome is unknown) on connection
+    loss; the writes before it in the result's order may have been made.
     """
-    path = zk_paths.partition_state_path(tp.topic, tp.partition)
-    new = state.with_isr(new_isr)
-    try:
-        stat = client.set(path, zk_paths.encode_partition_state(new), version=state.zk_version)
-    except (BadVersionError, NoNodeError) as exc:
-        logger.info(
-            "partition %s: ISR update to %s refused (%s): %s was no longer at version %d",
-            tp,
-            list(new.isr),
-            type(exc).__name__,
-            path,
-            state.zk_version,
+    sent = []
+    for tp, (state, new_isr) in changes.items():
+        path = zk_paths.partition_state_path(tp.topic, tp.partition)
+        new = state.with_isr(new_isr)
+        sent.append(
+            (
+                tp,
+                path,
+                state,
+                new,
+                client.set_async(path, zk_paths.encode_partition_state(new), state.zk_version),
+            )
         )
-        return None
-    except (KazooException, KazooTimeoutError) as exc:
-        raise zookeeper_error("update the ISR in", path, exc) from exc
-    return new.with_zk_version(stat.version)
+    written: dict[TopicPartition, PartitionState | None] = {}
+    failure: Exception | None = None
+    for tp, path, state, new, pending in sent:
+        try:
+            stat = pending.get(timeout=REPLY_TIMEOUT_S)
+        except (BadVersionError, NoNodeError) as exc:
+            logger.info(
+                "partition %s: ISR update to %s refused (%s): %s was no longer at version %d",
+                tp,
+                list(new.isr),
+                type(exc).__name__,
+                path,
+                state.zk_version,
+            )
+            written[tp] = None
+            continue
+        except (KazooException, KazooTimeoutError) as exc:
+            if failure is None:
+                failure = zookeeper_error("update the ISR in", path, exc)
+                failure.__cause__ = exc
+            continue
+        written[tp] = new.with_zk_version(stat.version)
+    if failure is not None:
+        raise failure
+    return written
 
 
 def write_states(

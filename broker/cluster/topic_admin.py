@@ -80,6 +80,12 @@ class TopicAdmin:
     def __init__(self, client: KazooClient) -> None:
         self._client = client
 
+    @property
+    def client(self) -> KazooClient:
+        """The kazoo client it writes with (a :class:`~broker.cluster.topic_config_store.TopicConfigStore`
+        may share it)."""
+        return self._client
+
     def _retry(self, func: Callable[[], T]) -> T:
         retry = KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_delay=1.0, deadline=RETRY_DEADLINE_S)
         result: T = retry(func)

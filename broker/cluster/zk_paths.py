@@ -26,9 +26,19 @@ All paths are relative to the chroot of ``[zookeeper] connect``::
         its znode version fences every controller write: each is a multi that starts with
         ``check(/controller_epoch, version)``, so a controller that lost its office cannot write.
     /config/topics/<topic>                  persistent, the topic's overrides (Kafka's ConfigEntityZNode)
-        {"config": {"min.insync.replicas": "2"}, "version": 1}
-        Written with the topic by TopicAdmin. Read here: ``min.insync.replicas`` and
-        ``unclean.leader.election.enable`` (:data:`TOPIC_CONFIG_KEYS`); other keys are kept, not used.
+        {"config": {"cleanup.policy": "compact", "min.insync.replicas": "2", "segment.bytes": "1048576"},
+         "version": 1}
+        Keys (Kafka's names; what each overrides and takes is the table
+        :data:`~broker.cluster.topic_config.TOPIC_CONFIG_KEYS`): cleanup.policy, delete.retention.ms,
+        max.message.bytes, min.cleanable.dirty.ratio, min.compaction.lag.ms, min.insync.replicas,
+        retention.bytes, retention.ms, segment.bytes, segment.ms, unclean.leader.election.enable. Values
+        are strings in their checked form. Written with the topic by TopicAdmin (one multi), then
+        replaced as a whole by :class:`~broker.cluster.topic_config_store.TopicConfigStore` (AlterConfigs,
+        IncrementalAlterConfigs, ``lumber topics alter-config``): a multi of ``check`` on the topic node
+        and ``set`` at the config node's version read (``create`` if it has none), so that two
+        concurrent alters cannot lose a key and no config outlives a deleted topic. A key with no override
+        is absent; an empty ``config`` is a topic without overrides. Every broker watches the node and
+        gives the topic's logs their new config (:mod:`broker.server.replica_manager`).
     /admin/preferred_replica_election       persistent, a request for preferred leaders (Kafka's node)
         {"partitions": [{"partition": 0, "topic": "t"}], "version": 1}
         Written by TopicAdmin.request_preferred_election (create; NodeExists: one is pending already);
@@ -94,10 +104,19 @@ ADMIN_PATH = "/admin"
 PREFERRED_REPLICA_ELECTION_PATH = f"{ADMIN_PATH}/preferred_replica_election"
 CONTROLLED_SHUTDOWN_PATH = f"{ADMIN_PATH}/controlled_shutdown"
 
-#: The topic config keys Lumber reads from ``/config/topics/<topic>`` (Kafka's names).
+#: The topic config keys Lumber reads from ``/config/topics/<topic>`` (Kafka's names; the table of what
+#: each overrides and takes is :data:`broker.cluster.topic_config.TOPIC_CONFIG_KEYS`).
+CLEANUP_POLICY = "cleanup.policy"
+DELETE_RETENTION_MS = "delete.retention.ms"
+MAX_MESSAGE_BYTES = "max.message.bytes"
+MIN_CLEANABLE_DIRTY_RATIO = "min.cleanable.dirty.ratio"
+MIN_COMPACTION_LAG_MS = "min.compaction.lag.ms"
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
+RETENTION_BYTES = "retention.bytes"
+RETENTION_MS = "retention.ms"
+SEGMENT_BYTES = "segment.bytes"
+SEGMENT_MS = "segment.ms"
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
-TOPIC_CONFIG_KEYS = frozenset({MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION_ENABLE})
 
 #: The ``version`` every JSON value written here carries.
 DATA_VERSION = 1

@@ -61,8 +61,9 @@ class OffsetOutOfRangeError(LogError):
 
 class UnexpectedAppendOffsetError(LogError):
     """A follower's append (:meth:`broker.log.log.Log.append_as_follower`) holds a batch whose base offset
-    is not the one the log expects: the log end offset for the first batch, the previous batch's next
-    offset for the others (Kafka's ``UnexpectedAppendOffsetException``)."""
+    lies below the one the log expects: the log end offset for the first batch, the previous batch's next
+    offset for the others (Kafka's ``UnexpectedAppendOffsetException``). Above it is a gap the leader's
+    log cleaner left, which is legal."""
 
     def __init__(self, where: str, expected_offset: int, found_offset: int, *, batch_index: int) -> None:
         self.where = where
@@ -72,7 +73,7 @@ class UnexpectedAppendOffsetError(LogError):
         what = "the log end offset" if batch_index == 0 else f"the next offset of batch {batch_index - 1}"
         super().__init__(
             f"{where}: follower append: batch {batch_index} has base offset {found_offset}, expected "
-            f"{expected_offset} ({what}); nothing was appended"
+            f"at least {expected_offset} ({what}); nothing was appended"
         )
 
 
@@ -112,3 +113,8 @@ class LogStorageError(LogError):
 
 class LogClosedError(LogError):
     """The partition's log has been closed or deleted."""
+
+
+class CleaningAbortedError(LogError):
+    """A cleaning pass of a log stopped because the log is being truncated, deleted or closed (Kafka's
+    ``LogCleaningAbortedException``); nothing of the pass was swapped in."""

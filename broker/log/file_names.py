@@ -5,6 +5,8 @@ A log dir holds::
     .lock                               exclusive flock while a broker (LogManager) uses the dir
     .lumber_cleanshutdown               present only after a clean shutdown; removed at start-up
     recovery-point-offset-checkpoint    flushed offset of every partition (see broker.log.checkpoint)
+    cleaner-offset-checkpoint           how far each compacted partition is clean (its first dirty
+                                        offset; broker.log.log_cleaner_manager)
     replication-offset-checkpoint       replicated high watermark of every partition that has one
                                         (written once one has it: see broker.log.log_manager)
     <topic>-<partition>/                one folder per partition
@@ -21,6 +23,11 @@ A partition folder holds segments, each named by its base offset as 20 zero-padd
                                     (broker.log.leader_epoch_cache)
     *.tmp                           an index or checkpoint being written; left over only by a crash,
                                     deleted at load
+    00000000000000000000.log.cleaned   a segment the log cleaner is writing (with .index.cleaned and
+                                    .timeindex.cleaned); deleted at load
+    00000000000000000000.log.swap   a cleaned segment committed to replace the segments whose offsets it
+                                    covers (indexes likewise); recovery finishes the swap
+                                    (broker.log.recovery, broker.log.log_cleaner)
 
 Topic names follow Kafka's rules (:func:`broker.record.topic_name.validate_topic_name`), so a partition
 folder name can never contain a path separator or be ``.`` / ``..``.
@@ -42,16 +49,20 @@ TIME_INDEX_SUFFIX = ".timeindex"
 TEMP_SUFFIX = ".tmp"
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 SNAPSHOT_SUFFIX = ".snapshot"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 
 LOCK_FILE_NAME = ".lock"
 CLEAN_SHUTDOWN_FILE_NAME = ".lumber_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT_FILE_NAME = "recovery-point-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT_FILE_NAME = "cleaner-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT_FILE_NAME = "replication-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT_FILE_NAME = "leader-epoch-checkpoint"
 
 OFFSET_DIGITS = 20
 
 _SEGMENT_FILE = re.compile(r"(\d{20})(\.log|\.index|\.timeindex)")
+_CLEANER_FILE = re.compile(r"(\d{20})(\.log|\.index|\.timeindex)(\.cleaned|\.swap)")
 _SNAPSHOT_FILE = re.compile(r"(\d{20})\.snapshot")
 _PARTITION_DIR = re.compile(r"(.+)-(\d+)")
 _DELETED_PARTITION_DIR = re.compile(r"(.+)-(\d+)\.([0-9a-f]{32})-delete")
@@ -116,6 +127,14 @@ def parse_segment_file_name(name: str) -> tuple[int, str] | None:
     if match is None:
         return None
     return int(match.group(1)), match.group(2)
+
+
+def parse_cleaner_file_name(name: str) -> tuple[int, str, str] | None:
+    """``(base_offset, segment suffix, .cleaned or .swap)`` of a cleaner's file name, or None."""
+    match = _CLEANER_FILE.fullmatch(name)
+    if match is None:
+        return None
+    return int(match.group(1)), match.group(2), match.group(3)
 
 
 def temp_path(path: Path) -> Path:

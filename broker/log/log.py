@@ -46,7 +46,11 @@ written, every batch with a producer id is checked against it (a duplicate is no
 original offsets are answered; a gap or a fenced epoch refuses the whole append), and the state is updated
 as the batches get their offsets, so that check and append are one atomic step per partition. The state is
 snapshotted when a segment rolls and at a clean close, and rebuilt at load from the newest valid snapshot
-and the batches after it. Retention deletes whole segments (:mod:`broker.log.retention`).
+and the batches after it. Retention deletes whole segments (:mod:`broker.log.retention`), only with
+``delete`` in the log's ``cleanup_policy``; with ``compact`` the log cleaner (:mod:`broker.log.log_cleaner`)
+rewrites segments below the active one and :meth:`Log.replace_segments` swaps them in (offsets, and so
+the producer state, its snapshots and the leader epochs, stay valid: cleaning only leaves gaps, which
+readers and followers step over: a read finds the first batch at or after its offset).
 
 Concurrency: one lock (the append lock) serialises appends, rolls, retention, truncation and every
 change of the replicated high watermark and of the leader epochs; flushes are serialised by a second lock
@@ -80,13 +84,14 @@ import shutil
 import sys
 import threading
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from broker.clock import Clock, system_clock_ms
 from broker.config import DEFAULT_PRODUCER_ID_EXPIRATION_MS, LogConfig
-from broker.log.errors import LogClosedError, LogStorageError, UnexpectedAppendOffsetError
+from broker.log.errors import CorruptIndexError, LogClosedError, LogStorageError, UnexpectedAppendOffsetError
 from broker.log.file_handle import fsync_dir
 from broker.log.file_names import deleted_partition_dir_name, parse_partition_dir_name
 from broker.log.file_region import FileRegion
@@ -99,14 +104,17 @@ from broker.log.producer_state import ProducerStateManager
 from broker.log.recovery import RecoveryResult, load_segments
 from broker.log.retention import segments_past_retention
 from broker.log.segment import Segment
+from broker.log.segment_swap import commit_swap, finish_swap
 from broker.record.batch_header import NO_PRODUCER_ID
-from broker.record.errors import InvalidTopicError
+from broker.record.errors import CorruptRecordError, InvalidTopicError
 from broker.record.record_batch import RecordBatch
 from broker.record.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
 Buffer = bytes | bytearray | memoryview
+#: ``guard(log, offset)``: a context entered around a truncation of ``log`` (see Log.set_truncation_guard).
+TruncationGuard = Callable[["Log", int], AbstractContextManager[None]]
 
 #: A follower accepts batches of any size: the leader accepted them (Kafka's ``ignoreRecordSize``).
 _NO_SIZE_LIMIT = sys.maxsize
@@ -197,6 +205,8 @@ class Log(LogFlush):
         self._replicated_hw: int | None = None
         if replicated_high_watermark is not None:
             self._replicated_hw = self._hw_at(self._view, min(max(replicated_high_watermark, 0), end))[0]
+        #: Entered around every truncation: the log cleaner's abort-and-pause (see set_truncation_guard).
+        self._truncation_guard: TruncationGuard = _no_guard
         #: What an append reads to know whether the high watermark follows the log end (the one attribute
         #: the hot path reads for exposure: ``expose = "appended"`` and replication off).
         self._hw_follows_appends = config.expose == "appended"
@@ -219,6 +229,12 @@ class Log(LogFlush):
         """Use ``config`` from now on (a topic's configs changed): the next append, roll, flush, retention
         pass and cleaning read it. One reference swap; a reader mid-operation finishes with the old one."""
         self._config = config
+
+    def set_truncation_guard(self, guard: TruncationGuard) -> None:
+        """Enter ``guard(log, offset)`` around every truncation (``offset`` -1 for a full one), before the
+        log's locks: the :class:`~broker.log.log_manager.LogManager` stops and pauses the log cleaner on
+        this log meanwhile (Kafka's ``abortAndPauseCleaning``)."""
+        self._truncation_guard = guard
 
     @property
     def recovery_result(self) -> RecoveryResult:
@@ -312,11 +328,13 @@ class Log(LogFlush):
         :class:`LogStorageError` on an I/O error, after which the log is offline until the broker restarts
         (and recovers it).
         """
+        config = self._config
         validated = validate_append(
             batches,
             where=f"{self._where} append",
-            max_message_bytes=self._config.max_message_bytes,
-            validate_records=self._config.validate_records,
+            max_message_bytes=config.max_message_bytes,
+            validate_records=config.validate_records,
+            compacted="compact" in config.cleanup_policy,
         )
         return self._append_validated(validated, leader_epoch, False)
 
@@ -325,7 +343,8 @@ class Log(LogFlush):
 
         Checks framing and CRC (the validator's steps 2 and 3; not the size limit, and not the records,
         which the leader checked: the CRC proves they are its bytes), then that the first batch starts at
-        ``log_end_offset`` and each following batch at the previous one's next offset, else
+        or after ``log_end_offset`` and each following batch at or after the previous one's next offset
+        (a leader's cleaned log has gaps: :mod:`broker.log.log_cleaner`), else
         :class:`~broker.log.errors.UnexpectedAppendOffsetError` with nothing written. The idempotent
         producers' state is updated from the batches without any duplicate or sequence check (the
         leader decided), and every epoch above the latest one is recorded in the leader epoch cache at its
@@ -335,11 +354,11 @@ class Log(LogFlush):
             batches,
             where=f"{self._where} follower append",
             max_message_bytes=_NO_SIZE_LIMIT,
-            validate_records=False,
+            from_leader=True,
         )
         previous = validated.batches[0]
         for index, batch in enumerate(validated.batches[1:], start=1):
-            if batch.base_offset != previous.next_offset:
+            if batch.base_offset < previous.next_offset:
                 raise UnexpectedAppendOffsetError(
                     self._where, previous.next_offset, batch.base_offset, batch_index=index
                 )
@@ -357,7 +376,7 @@ class Log(LogFlush):
             self._check_writable()
             if follower:
                 first_base = to_append[0].base_offset
-                if first_base != self._next_offset:
+                if first_base < self._next_offset:
                     raise UnexpectedAppendOffsetError(
                         self._where, self._next_offset, first_base, batch_index=0
                     )
@@ -386,11 +405,15 @@ class Log(LogFlush):
             view = self._view
             segments = view.segments
             active = segments[-1]
-            first_offset = offset = self._next_offset
+            offset = self._next_offset
+            first_offset = to_append[0].base_offset if follower else offset
             pending: list[RecordBatch] = []
             pending_bases: list[int] = []
             try:
                 for batch in to_append:
+                    end = offset  # where a roll starts the next segment: segments stay contiguous
+                    if follower:
+                        offset = batch.base_offset  # the leader's offsets, gaps included
                     last_offset = offset + batch.last_offset_delta
                     if active.should_roll(
                         batch.size_bytes,
@@ -403,7 +426,7 @@ class Log(LogFlush):
                         if pending:
                             active.append(pending, pending_bases, leader_epoch)
                             pending, pending_bases = [], []
-                        active = self._roll(active, offset, now)
+                        active = self._roll(active, end, now)
                         segments = (*segments, active)
                     pending.append(batch)
                     pending_bases.append(offset)
@@ -697,7 +720,7 @@ class Log(LogFlush):
         if offset < self.log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return offset
-        with self._flush_lock, self._lock:
+        with self._truncation_guard(self, offset), self._flush_lock, self._lock:
             self._check_writable()
             view = self._view
             old_end = view.log_end_offset
@@ -795,7 +818,7 @@ class Log(LogFlush):
         again."""
         if offset < 0:
             raise ValueError(f"{self._where}: cannot start the log at a negative offset ({offset})")
-        with self._flush_lock, self._lock:
+        with self._truncation_guard(self, -1), self._flush_lock, self._lock:
             self._check_writable()
             view = self._view
             now = self._clock()
@@ -845,8 +868,11 @@ class Log(LogFlush):
 
     def apply_retention(self, now_ms: int | None = None) -> tuple[int, ...]:
         """Delete the segments the retention policy (:mod:`broker.log.retention`) names; returns their
-        base offsets."""
+        base offsets. Only with ``delete`` in ``cleanup_policy``: a compact-only log deletes nothing by time
+        or size."""
         config = self._config
+        if "delete" not in config.cleanup_policy:
+            return ()  # a compact-only log keeps its segments; the log cleaner compacts them (Kafka)
         if config.retention_ms < 0 and config.retention_bytes < 0:
             return ()
         now = self._clock() if now_ms is None else now_ms
@@ -871,6 +897,77 @@ class Log(LogFlush):
             kept[0].base_offset,
         )
         return tuple(s.base_offset for s in doomed)
+
+    # ------------------------------------------------------------------------------------ cleaning
+
+    def replace_segments(self, old: Sequence[Segment]) -> Segment | None:
+        """Swap the cleaned segment (closed and fsynced under ``.cleaned`` names, with the base offset of
+        ``old[0]``: :mod:`broker.log.log_cleaner`) in for ``old``, consecutive segments of the log below
+        the active one, and publish a view with it (steps 2-4 of :mod:`broker.log.segment_swap`, under the
+        append lock). Readers holding older views keep reading the old segments' unlinked files.
+
+        Returns the new segment, or None when ``old`` are no longer segments of the log (retention, a
+        truncation or a close replaced them meanwhile): then nothing was renamed, and the caller deletes
+        the cleaned files. :class:`LogStorageError` on an I/O error, after which the log is offline (a
+        restart finishes or rolls back the swap).
+        """
+        base_offset = old[0].base_offset
+        with self._lock:
+            if self._closed or self._offline_reason is not None:
+                return None
+            view = self._view
+            segments = view.segments
+            first = next((i for i, s in enumerate(segments) if s is old[0]), None)
+            count = len(old)
+            if (
+                first is None
+                or first + count >= len(segments)
+                or any(a is not b for a, b in zip(segments[first : first + count], old, strict=True))
+            ):
+                return None
+            try:
+                commit_swap(self._dir, base_offset)
+                for segment in old:
+                    segment.delete()
+                finish_swap(self._dir, base_offset)
+                swapped = Segment.load(
+                    self._dir,
+                    base_offset,
+                    index_interval_bytes=self._config.index_interval_bytes,
+                    now_ms=self._clock(),
+                )
+            except (OSError, LogStorageError, CorruptIndexError, CorruptRecordError) as exc:
+                self._offline_reason = f"the swap of cleaned segment {base_offset} failed: {exc}"
+                logger.error("%s: log is offline: %s", self._where, self._offline_reason)  # noqa: TRY400
+                raise LogStorageError(f"{self._where}: {self._offline_reason}") from exc
+            new_segments = (*segments[:first], swapped, *segments[first + count :])
+            new_view = view._replace(
+                segments=new_segments, base_offsets=tuple(s.base_offset for s in new_segments)
+            )
+            if any(view.hw_segment is s for s in old):
+                high_watermark, hw_segment, hw_position = self._hw_at(new_view, view.high_watermark)
+                new_view = new_view._replace(
+                    high_watermark=high_watermark, hw_segment=hw_segment, hw_position=hw_position
+                )
+            self._view = new_view
+        logger.info(
+            "%s: swapped cleaned segment %s (%d bytes) in for %s (%d bytes)",
+            self._where,
+            swapped.path.name,
+            swapped.size_bytes,
+            [s.path.name for s in old],
+            sum(s.size_bytes for s in old),
+        )
+        return swapped
+
+    def last_offsets_of_producers(self) -> dict[int, int]:
+        """Each idempotent producer's last appended offset (the cleaner keeps the batch ending there)."""
+        with self._lock:
+            return {
+                pid: entry.batches[-1].last_offset
+                for pid, entry in self._producers.producers.items()
+                if entry.batches
+            }
 
     def remove_expired_producers(self, now_ms: int | None = None) -> list[int]:
         """Forget the idempotent producers whose last batch is ``producer_id_expiration_ms`` old."""
@@ -950,6 +1047,11 @@ class Log(LogFlush):
             f"high_watermark={view.high_watermark}, log_end_offset={view.log_end_offset}, "
             f"segments={len(view.segments)})"
         )
+
+
+@contextmanager
+def _no_guard(_log: Log, _offset: int) -> Iterator[None]:
+    yield
 
 
 def _batch_epochs(segments: list[Segment]) -> Iterator[tuple[int, int]]:

@@ -18,11 +18,18 @@ Running (after :meth:`LogManager.start`):
   (Kafka's name and format: the replicated high watermark of every log that has one, see
   :mod:`broker.log.log`). The latter is written only once a log of the dir has one or the file exists
   (a broker without replication keeps its dir as before);
-* the retention thread applies ``retention_ms`` / ``retention_bytes`` every
+* the log cleaner's ``cleaner_threads`` threads compact the logs whose ``cleanup_policy`` holds
+  ``compact`` (:mod:`broker.log.log_cleaner`; its bookkeeping and ``cleaner-offset-checkpoint`` in
+  :mod:`broker.log.log_cleaner_manager`), each log by its own config. A log's truncation pauses its
+  cleaning (each log's truncation guard) and :meth:`LogManager.delete_log` stops it first (Kafka's
+  ``abortAndPauseCleaning``);
+* the retention thread applies each log's ``retention_ms`` / ``retention_bytes`` (its topic's, where the
+  topic overrides them: :meth:`LogManager.update_topic_config`) every
   ``retention_check_interval_ms``, and forgets the idempotent producers whose last batch is
   ``producer_id_expiration_ms`` old (``[broker]``, Kafka's ``producer.id.expiration.ms``).
 
-:meth:`LogManager.close` stops the threads, flushes and closes every log, writes the checkpoints and the
+:meth:`LogManager.close` stops the threads (the cleaner's first, a pass in progress stopping at its next
+check), flushes and closes every log, writes the checkpoints and the
 clean-shutdown markers, and releases the locks. All methods are thread-safe.
 """
 
@@ -35,7 +42,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 
@@ -54,6 +61,8 @@ from broker.log.file_names import (
     partition_dir,
 )
 from broker.log.log import Log
+from broker.log.log_cleaner import LogCleaner
+from broker.log.log_cleaner_manager import LogCleanerManager
 from broker.log.log_listeners import HighWatermarkListener
 from broker.record.errors import RecordError
 from broker.record.topic_name import validate_partition, validate_topic_name
@@ -95,6 +104,9 @@ class LogManager:
                 self._lock_dir(directory)
             for directory in self._dirs:
                 self._load_dir(directory)
+            self._cleaner = LogCleaner(
+                config, LogCleanerManager(self._dirs, self._logs_by_dir, clock), clock=clock
+            )
         except BaseException:
             for log in self._logs.values():
                 try:
@@ -174,6 +186,7 @@ class LogManager:
                 producer_id_expiration_ms=self._producer_id_expiration_ms,
                 replicated_high_watermark=replicated.get(tp),
             )
+            log.set_truncation_guard(self._pause_cleaning)
             self._logs[tp] = log
             self._dir_of[tp] = directory
         if clean:
@@ -187,8 +200,15 @@ class LogManager:
     def log_dirs(self) -> list[Path]:
         return list(self._dirs)
 
-    def get_or_create_log(self, topic: str, partition: int) -> Log:
-        """The partition's log, created (in the log dir holding the fewest partitions) if needed.
+    @property
+    def config(self) -> LogConfig:
+        """The broker's ``[log]`` section (a topic's overrides make its logs' own config from it)."""
+        return self._config
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """The partition's log, created (in the log dir holding the fewest partitions) if needed, with
+        ``config`` (its topic's effective config; default: the broker's ``[log]``). An existing log keeps
+        its config: :meth:`update_topic_config` changes it.
 
         Raises :class:`~broker.log.errors.InvalidTopicError` for names that break Kafka's rules.
         """
@@ -212,7 +232,7 @@ class LogManager:
                 raise LogStorageError(f"{path}: cannot create the partition folder: {exc}") from exc
             log = Log(
                 path,
-                self._config,
+                config if config is not None else self._config,
                 recovery_point=0,
                 clean_shutdown=False,
                 clock=self._clock,
@@ -221,6 +241,7 @@ class LogManager:
             )
             for listener in self._listeners:
                 log.add_listener(listener)
+            log.set_truncation_guard(self._pause_cleaning)
             self._logs[tp] = log
             self._dir_of[tp] = directory
             logger.info("created the log of %s in %s", tp, directory)
@@ -234,9 +255,36 @@ class LogManager:
         with self._lock:
             return [self._logs[tp] for tp in sorted(self._logs)]
 
+    @property
+    def cleaner(self) -> LogCleaner:
+        """The log cleaner (its threads run after :meth:`start` when ``cleaner_threads`` > 0)."""
+        return self._cleaner
+
+    def _logs_by_dir(self) -> dict[Path, list[Log]]:
+        with self._lock:
+            by_dir: dict[Path, list[Log]] = {d: [] for d in self._dirs}
+            for tp in sorted(self._logs):
+                by_dir[self._dir_of[tp]].append(self._logs[tp])
+            return by_dir
+
+    @contextlib.contextmanager
+    def _pause_cleaning(self, log: Log, offset: int) -> Iterator[None]:
+        """Each log's truncation guard: no cleaning of it while it is truncated."""
+        with self._cleaner.manager.paused(log, offset):
+            yield
+
     def delete_log(self, topic: str, partition: int) -> bool:
-        """Delete one partition's log and its files; False when there is no such partition."""
+        """Delete one partition's log and its files; False when there is no such partition. A cleaning
+        pass on it is stopped first."""
         tp = TopicPartition(topic, partition)
+        cleaning = self._cleaner.manager
+        cleaning.abort_and_pause(tp)
+        try:
+            return self._delete_log(tp)
+        finally:
+            cleaning.remove(tp)
+
+    def _delete_log(self, tp: TopicPartition) -> bool:
         with self._lock:
             # Under the lock, so that a get_or_create_log of the same partition waits until the folder
             # is gone instead of opening it while it is being removed.
@@ -254,6 +302,15 @@ class LogManager:
         with self._lock:
             partitions = [tp.partition for tp in self._logs if tp.topic == topic]
         return sum(self.delete_log(topic, partition) for partition in partitions)
+
+    def update_topic_config(self, topic: str, config: LogConfig) -> int:
+        """Give every log of ``topic`` ``config`` (its topic's configs changed, :meth:`Log.update_config`);
+        returns how many logs there were."""
+        with self._lock:
+            logs = [log for tp, log in self._logs.items() if tp.topic == topic]
+        for log in logs:
+            log.update_config(config)
+        return len(logs)
 
     def add_listener(self, listener: HighWatermarkListener) -> None:
         """Register a high-watermark listener on every log, present and future."""
@@ -287,6 +344,7 @@ class LogManager:
             ]
         for thread in self._threads:
             thread.start()
+        self._cleaner.start()
 
     def _wake_flusher(self, log: Log) -> None:
         """A log has a flush due (M, or a waiter's :meth:`Log.request_flush`) or a new flush deadline (S):
@@ -402,6 +460,7 @@ class LogManager:
                 return
             self._closed = True
             threads, self._threads = self._threads, []
+        self._cleaner.shutdown()
         self._stop.set()
         self._wake.set()
         for thread in threads:

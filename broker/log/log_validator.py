@@ -21,13 +21,23 @@ least one (a partial batch at the end is CORRUPT_MESSAGE, none at all INVALID_RE
    instead of 0.85), and a run of one-record batches of one size (a pipelining producer's batch 1),
    whose records are proved together the same way before the per-batch checks below.
 
+5. on a compacted log (``cleanup_policy`` with ``compact``, read from the log's own config), every record
+   must have a key: the cleaner keeps the last value *per key*, so a record without one could never be
+   compacted (Kafka refuses it the same way: INVALID_RECORD). The message names the partition and the
+   first keyless record's offset in its batch.
+
+A follower's append (``from_leader``) skips steps 1 and 4 and takes the leader's offsets as they are: a
+batch the log cleaner rewrote covers its original offset range with fewer records (``lastOffsetDelta``
+above ``recordCount - 1``), or none at all (an empty batch kept for a producer's last sequence).
+
 A CRC only proves the bytes are what the producer sent; step 4 proves consumers can read them. Without it
 one buggy producer could append a CRC-valid batch of garbage that stops every consumer of the partition at
 that offset. ``[log] validate_records = false`` skips step 4; it exists to measure what it costs
 (``bench/paper.py``), never to run a broker with.
 
 :func:`validate_stored_batch` is the same walk for batches already on disk (``lumber log verify``), where
-control batches are legal. Stateless functions: thread-safe.
+control batches and the log cleaner's rewritten batches (fewer records than offsets) are legal. Stateless
+functions: thread-safe.
 """
 
 from __future__ import annotations
@@ -75,10 +85,17 @@ class ValidatedAppend(NamedTuple):
 
 
 def validate_append(
-    buffer: Buffer, *, where: str, max_message_bytes: int, validate_records: bool = True
+    buffer: Buffer,
+    *,
+    where: str,
+    max_message_bytes: int,
+    validate_records: bool = True,
+    compacted: bool = False,
+    from_leader: bool = False,
 ) -> ValidatedAppend:
     """Split ``buffer`` into whole batches and check each (see the module docstring); raises the first
-    failure, and the caller appends nothing then."""
+    failure, and the caller appends nothing then. ``compacted``: refuse records without a key (step 5);
+    ``from_leader``: a follower's append of its leader's batches."""
     scan = scan_batches(buffer, where=where)
     if scan.partial_tail_bytes:
         raise CorruptRecordError(
@@ -88,7 +105,13 @@ def validate_append(
         )
     if not scan.batches:
         raise InvalidRecordError(where, "the request holds no record batch")
+    if from_leader:
+        record_count, max_timestamp_ms = _check_leader_batches(scan.batches, where)
+        return ValidatedAppend(scan.batches, scan.complete_bytes, record_count, max_timestamp_ms)
     record_count, max_timestamp_ms = _check_batches(scan.batches, where, max_message_bytes, validate_records)
+    if compacted:
+        for batch in scan.batches:
+            _check_keys(batch, where)
     return ValidatedAppend(scan.batches, scan.complete_bytes, record_count, max_timestamp_ms)
 
 
@@ -136,6 +159,38 @@ def _check_batches(
     return record_count, max_timestamp_ms
 
 
+def _check_leader_batches(batches: Sequence[RecordBatch], where: str) -> tuple[int, int]:
+    """A follower's checks: header and CRC, and an offset range that holds the records (a cleaned batch's
+    range may hold fewer records than offsets, or none)."""
+    record_count = 0
+    max_timestamp_ms = NO_TIMESTAMP
+    for batch in batches:
+        batch.validate()
+        count = batch.record_count
+        if batch.last_offset_delta < 0 or batch.last_offset_delta < count - 1:
+            raise InvalidRecordError(
+                where,
+                f"lastOffsetDelta {batch.last_offset_delta} cannot hold {count} records",
+                position=batch.position,
+            )
+        record_count += count
+        max_timestamp_ms = max(max_timestamp_ms, batch.max_timestamp_ms)
+    return record_count, max_timestamp_ms
+
+
+def _check_keys(batch: RecordBatch, where: str) -> None:
+    """Step 5: every record of ``batch`` has a key."""
+    base_offset = batch.base_offset
+    for index, record in enumerate(batch.records()):
+        if record.key is None:
+            raise InvalidRecordError(
+                where,
+                f"a compacted topic does not accept a record without a key: record #{index} at offset "
+                f"{record.offset - base_offset} of the batch (of {batch.record_count} records) has none",
+                position=batch.position,
+            )
+
+
 def validate_stored_batch(batch: RecordBatch) -> None:
     """Check a batch read back from a segment: header, CRC, offset range and every record.
 
@@ -143,10 +198,30 @@ def validate_stored_batch(batch: RecordBatch) -> None:
     """
     batch.validate()
     count = batch.record_count
-    if batch.last_offset_delta != count - 1:
+    if batch.last_offset_delta == count - 1:
+        batch.validate_records()
+        return
+    # a batch the log cleaner rewrote: fewer records than offsets, at increasing offsets inside its range
+    if batch.last_offset_delta < count - 1:
         raise InvalidRecordError(
             batch.where,
-            f"lastOffsetDelta {batch.last_offset_delta} does not match the record count {count}",
+            f"lastOffsetDelta {batch.last_offset_delta} cannot hold {count} records",
             position=batch.position,
         )
-    batch.validate_records()
+    previous = batch.base_offset - 1
+    records = batch.records()
+    for index, record in enumerate(records):
+        if not previous < record.offset <= batch.last_offset:
+            raise InvalidRecordError(
+                batch.where,
+                f"record #{index}: offset {record.offset} after {previous}, outside or out of order in "
+                f"the batch's range [{batch.base_offset}, {batch.last_offset}]",
+                position=batch.position,
+            )
+        previous = record.offset
+    if len(records) != count:
+        raise InvalidRecordError(
+            batch.where,
+            f"the header counts {count} records, the data holds {len(records)}",
+            position=batch.position,
+        )

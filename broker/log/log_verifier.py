@@ -8,8 +8,10 @@ This walk finds it. Per segment, in base-offset order:
 1. every batch of the ``.log``: a header that fits (else a torn tail: the file ends inside a batch), a
    plausible ``batchLength``, then :func:`~broker.log.log_validator.validate_stored_batch`: magic, CRC,
    ``lastOffsetDelta`` against the record count, and every record walked (and decompressed) by the one
-   record walker of :mod:`broker.record.record_walker`; base offsets consecutive within the segment and from
-   one segment to the next, the first one at the segment's base offset;
+   record walker of :mod:`broker.record.record_walker`; base offsets increasing within the segment (gaps
+   are legal: the log cleaner leaves them), none below the segment's base offset, and each segment
+   starting where the previous one ended (a cleaned segment keeps its group's last batch, and a follower
+   rolls at its own log end, so segments stay contiguous even with gaps inside them);
 2. the ``.index``: its invariants (:meth:`OffsetIndex.load`), and each entry pointing at the start of a
    batch with that base offset;
 3. the ``.timeindex``: its invariants (:meth:`TimeIndex.load`), each entry's offset inside the segment.
@@ -203,9 +205,9 @@ class _Walk:
     def _batch(self, path: Path, position: int, data: bytes) -> None:
         batch = RecordBatch(data, where=str(path), position=position)
         base = batch.base_offset
-        if self.expected is not None and base != self.expected:
+        if self.expected is not None and base < self.expected:
             self.damage.append(
-                Damage(path, position, base, f"expected base offset {self.expected} got {base}")
+                Damage(path, position, base, f"expected a base offset of at least {self.expected} got {base}")
             )
         try:
             validate_stored_batch(batch)

@@ -1,5 +1,8 @@
 """Loading a partition folder at start-up, with crash recovery written as numbered passes.
 
+Before pass 0, the log cleaner's interrupted swaps are finished or rolled back
+(:func:`~broker.log.segment_swap.recover_swaps`: ``.cleaned`` files deleted, a committed ``.swap`` renamed
+over the segments it replaces); a swapped-in segment is then validated like those after the checkpoint.
 Pass 0, open: delete leftover ``*.tmp`` files and index files without a ``.log``; open every segment that
     needs no validation (its data was flushed: it lies before the recovery checkpoint, or the shutdown
     was clean), checking its indexes. A segment whose index is missing or fails its check joins the
@@ -47,6 +50,7 @@ from broker.log.file_names import (
 )
 from broker.log.segment import Segment
 from broker.log.segment_scan import SegmentScan, fsync_file, scan_segment, truncate_log_file, write_indexes
+from broker.log.segment_swap import recover_swaps
 from broker.record.errors import CorruptRecordError
 
 logger = logging.getLogger(__name__)
@@ -107,8 +111,9 @@ def load_segments(
 
     Always returns at least one segment (a new one at offset 0 for an empty folder).
     """
+    swapped = recover_swaps(directory, where=where, index_interval_bytes=index_interval_bytes)
     # ---- pass 0: housekeeping, and open what needs no validation
-    removed: list[str] = []
+    removed: list[str] = [*swapped.removed_files, *swapped.replaced_files]
     log_bases: set[int] = set()
     index_files: dict[int, list[Path]] = {}
     for entry in sorted(directory.iterdir()):
@@ -146,7 +151,7 @@ def load_segments(
     to_validate: list[int] = []
     bad_indexes: list[str] = []
     for i, base_offset in enumerate(bases):
-        if i >= first_to_validate:
+        if i >= first_to_validate or base_offset in swapped.completed_swaps:
             to_validate.append(base_offset)
             continue
         try:

@@ -3,9 +3,10 @@
 The ``.log`` file is record batches v2 (:mod:`broker.record.record_batch`) back to back, exactly as they
 travel on the wire, with no framing of its own. Invariants:
 
-* the file name's base offset (20 digits, :mod:`broker.log.file_names`) is the base offset of its first
-  batch, and batches follow each other with consecutive offsets (each base offset is the previous batch's
-  next offset);
+* the file name's base offset (20 digits, :mod:`broker.log.file_names`) is at most the base offset of its
+  first batch, and batches follow each other with increasing offsets: each base offset is at least the
+  previous batch's next offset (equal to it but in a segment the log cleaner rewrote, which keeps every
+  retained batch's offsets and drops others: see :mod:`broker.log.log_cleaner`);
 * every batch passed validation (magic, lengths, CRC) before it was written;
 * the indexes are sparse and carry no checksum, so they are rebuilt from the ``.log`` after an unclean
   shutdown (see :mod:`broker.log.recovery`) or whenever they fail their sanity check.
@@ -39,6 +40,7 @@ from broker.record.batch_header import (
     MIN_BATCH_LENGTH,
     NO_TIMESTAMP,
 )
+from broker.record.batch_scan import scan_batches
 from broker.record.errors import CorruptRecordError
 from broker.record.record_batch import RecordBatch
 
@@ -99,14 +101,19 @@ class Segment:
     # ------------------------------------------------------------------------------------ opening
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, *, index_interval_bytes: int, now_ms: int) -> Segment:
-        """A new, empty segment; fails if any of its files already exists."""
-        log_path = segment_path(directory, base_offset, LOG_SUFFIX)
+    def create(
+        cls, directory: Path, base_offset: int, *, index_interval_bytes: int, now_ms: int, suffix: str = ""
+    ) -> Segment:
+        """A new, empty segment; fails if any of its files already exists. ``suffix`` is appended to the
+        three file names (the log cleaner writes ``.cleaned`` segments)."""
+        log_path = _with_suffix(segment_path(directory, base_offset, LOG_SUFFIX), suffix)
         log = FileHandle.open(log_path, create=True, exclusive=True)
         try:
-            offset_index = OffsetIndex.create(segment_path(directory, base_offset, INDEX_SUFFIX), base_offset)
+            offset_index = OffsetIndex.create(
+                _with_suffix(segment_path(directory, base_offset, INDEX_SUFFIX), suffix), base_offset
+            )
             time_index = TimeIndex.create(
-                segment_path(directory, base_offset, TIME_INDEX_SUFFIX), base_offset
+                _with_suffix(segment_path(directory, base_offset, TIME_INDEX_SUFFIX), suffix), base_offset
             )
         except BaseException:
             log.close()
@@ -421,6 +428,21 @@ class Segment:
             end_offset = _read_header_prefix(self._log, end, max_position, str(self._log.path))[0]
         return FileRegion(self._log, start, end - start, base_offset, end_offset)
 
+    def batches(self, position: int, max_position: int, chunk_bytes: int) -> Iterator[RecordBatch]:
+        """Every batch from ``position`` (a batch start) to ``max_position``, read sequentially in chunks
+        of about ``chunk_bytes`` (a larger batch is read whole): the log cleaner's reads."""
+        where = str(self._log.path)
+        while position < max_position:
+            data = self._log.pread(min(max(chunk_bytes, HEADER_SIZE), max_position - position), position)
+            scan = scan_batches(data, where=where, base_position=position)
+            if not scan.batches:
+                header = _read_header_prefix(self._log, position, max_position, where)
+                yield self.read_batch(position, max_position)
+                position += LOG_OVERHEAD + header[1]
+                continue
+            yield from scan.batches
+            position += scan.complete_bytes
+
     def read_batch(self, position: int, max_position: int) -> RecordBatch:
         """The whole batch at ``position``, read into memory."""
         header = _read_header_prefix(self._log, position, max_position, str(self._log.path))
@@ -489,9 +511,9 @@ def _check_loaded(
     max_ts = NO_TIMESTAMP
     while position < size:
         header = _read_full_header(log, position, size, where)
-        if header[0] != next_offset:
+        if header[0] < next_offset:
             raise CorruptRecordError(
-                where, f"expected base offset {next_offset} got {header[0]}", position=position
+                where, f"expected a base offset of at least {next_offset} got {header[0]}", position=position
             )
         next_offset = header[0] + header[6] + 1
         max_ts = max(max_ts, header[8])
@@ -506,6 +528,10 @@ def _check_loaded(
         max_ts = max(max_ts, time_last[0])
     rolling_base = _read_full_header(log, 0, size, where)[8] if size else NO_TIMESTAMP
     return next_offset, max_ts, rolling_base
+
+
+def _with_suffix(path: Path, suffix: str) -> Path:
+    return path.with_name(path.name + suffix) if suffix else path
 
 
 def _check_size(path: Path, expected: int, actual: int) -> None:

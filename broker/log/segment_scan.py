@@ -3,7 +3,7 @@
 :func:`truncate_log_file`).
 
 The ``.log`` file's format is :mod:`broker.log.segment`'s. A scan reads it from the start in large chunks,
-validates every batch (magic, lengths, CRC, consecutive offsets, offsets that fit the indexes) and stops
+validates every batch (magic, lengths, CRC, increasing offsets, offsets that fit the indexes) and stops
 at the first that is torn, corrupt or out of sequence; the result (:class:`SegmentScan`) says where the
 valid prefix ends and which index entries it should have. Runs on a segment no one else uses yet.
 """
@@ -58,7 +58,8 @@ def scan_segment(path: Path, base_offset: int, *, index_interval_bytes: int) -> 
     """Validate every batch of a ``.log`` file from the start (recovery pass 1).
 
     Stops at the first batch that is torn (cut short), corrupt (bad magic, impossible length, CRC
-    mismatch) or out of sequence (base offset other than the previous batch's next offset), and computes
+    mismatch) or out of sequence (base offset below the previous batch's next offset: a cleaned segment
+    has gaps, never overlaps), and computes
     the index entries the valid prefix should have.
     """
     file = FileHandle.open(path)
@@ -102,8 +103,8 @@ def _scan(file: FileHandle, base_offset: int, interval: int) -> SegmentScan:
         except CorruptRecordError as exc:
             error = exc.reason
             break
-        if batch_base != expected:
-            error = f"expected base offset {expected} got {batch_base}"
+        if batch_base < expected:
+            error = f"expected a base offset of at least {expected} got {batch_base}"
             break
         if batch.last_offset_delta < 0 or batch.last_offset_delta + 1 < batch.record_count:
             error = f"lastOffsetDelta {batch.last_offset_delta} does not cover {batch.record_count} records"

@@ -41,25 +41,34 @@ OffsetFor-        23  2-4       4+        followers find where their log diverge
 LeaderEpoch                               (KIP-101/279); consumers validate their position after a
                                           leader change (KIP-320). v2 adds the current leader epoch
                                           that fences old metadata; v0-v1 are deprecated.
+DescribeConfigs   32  1-4       4+        Kafka 4.0's range (KIP-896 dropped v0); librdkafka's highest
+                                          is v1, kafka-python 3.x's floor v1 and highest v4; v1 adds
+                                          sources and synonyms, v3 types and documentation.
+AlterConfigs      33  0-2       2+        Kafka 4.0's range; librdkafka sends v2, kafka-python (only
+                                          with ``incremental=False``) v2 too.
 DeleteGroups      42  0-2       2+        Kafka's range.
+Incremental-      44  0-1       1+        Kafka 4.0's range (KIP-339); librdkafka and kafka-python
+AlterConfigs                              (its default for ``alter_configs``) both send v1.
 OffsetDelete      47  0         none      the only version (KIP-496).
 ===============  ===  ========  ========  ===========================================================
 
 Nothing else is advertised, and on purpose: without fetch sessions in the answers (``session_id`` 0)
 they send full fetches; without GetTelemetrySubscriptions librdkafka sends no telemetry; the admin
-clients' create, list and delete use only CreateTopics, Metadata and DeleteTopics. With these ranges
-kafka-python identifies the broker as Kafka 3.2 (its newest probe that matches is JoinGroup v9), which keeps
-zstd, idempotence and incremental fetch requests on. Each group API's module says which versions each client
-sends and why its range is what it is.
+clients' create, list and delete use only CreateTopics, Metadata and DeleteTopics, and their topic configs
+DescribeConfigs, AlterConfigs and IncrementalAlterConfigs. With these ranges kafka-python identifies the
+broker as Kafka 3.2 (its newest probe that matches is JoinGroup v9), which keeps zstd, idempotence and
+incremental fetch requests on. Each group API's module says which versions each client sends and why its
+range is what it is.
 
 What the clients were seen to send through this codec (kafka-python 3.0.12, librdkafka 2.16.0):
 kafka-python producer ApiVersions v4, Metadata v12, InitProducerId v4, Produce v9; its assign-mode consumer
-ListOffsets v6, Fetch v12; its admin client CreateTopics v7, DeleteTopics v6. librdkafka ApiVersions v3,
-Metadata v12, Produce v9 (gzip, snappy, lz4 and zstd all enabled), FindCoordinator v2, ListOffsets v6,
-Fetch v12, CreateTopics v4, DeleteTopics v4. Group members (2026-11-27): kafka-python FindCoordinator v2,
-JoinGroup v7, SyncGroup v5, LeaveGroup v5, OffsetCommit v8, OffsetFetch v8, and its admin client ListGroups
-v5, DescribeGroups v5, DeleteGroups v2; librdkafka FindCoordinator v2, JoinGroup v5, SyncGroup v3,
-Heartbeat v3, OffsetCommit v9, OffsetFetch v9.
+ListOffsets v6, Fetch v12; its admin client CreateTopics v7, DeleteTopics v6, DescribeConfigs v4,
+IncrementalAlterConfigs v1. librdkafka ApiVersions v3, Metadata v12, Produce v9 (gzip, snappy, lz4 and
+zstd all enabled), FindCoordinator v2, ListOffsets v6, Fetch v12, CreateTopics v4, DeleteTopics v4,
+DescribeConfigs v1, AlterConfigs v2, IncrementalAlterConfigs v1. Group members (2026-11-27): kafka-python
+FindCoordinator v2, JoinGroup v7, SyncGroup v5, LeaveGroup v5, OffsetCommit v8, OffsetFetch v8, and its
+admin client ListGroups v5, DescribeGroups v5, DeleteGroups v2; librdkafka FindCoordinator v2, JoinGroup
+v5, SyncGroup v3, Heartbeat v3, OffsetCommit v9, OffsetFetch v9.
 
 What this asks of a server: Metadata's real leader epochs (from the partition state) and a
 ``controller_id`` that is a live broker (the admin clients send CreateTopics/DeleteTopics to it); Fetch,

@@ -6,6 +6,7 @@ from typing import Any
 
 from broker.protocol.api_spec import ApiSpec
 from broker.protocol.errors import EncodeError
+from broker.protocol.messages.alter_configs import ALTER_CONFIGS, AlterConfigsRequest, AlterConfigsResponse
 from broker.protocol.messages.api_versions import (
     API_VERSIONS,
     ApiVersion,
@@ -15,6 +16,11 @@ from broker.protocol.messages.api_versions import (
 from broker.protocol.messages.create_topics import CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse
 from broker.protocol.messages.delete_groups import DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse
 from broker.protocol.messages.delete_topics import DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse
+from broker.protocol.messages.describe_configs import (
+    DESCRIBE_CONFIGS,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+)
 from broker.protocol.messages.describe_groups import (
     DESCRIBE_GROUPS,
     DescribeGroupsRequest,
@@ -27,6 +33,11 @@ from broker.protocol.messages.find_coordinator import (
     FindCoordinatorResponse,
 )
 from broker.protocol.messages.heartbeat import HEARTBEAT, HeartbeatRequest, HeartbeatResponse
+from broker.protocol.messages.incremental_alter_configs import (
+    INCREMENTAL_ALTER_CONFIGS,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 from broker.protocol.messages.init_producer_id import (
     INIT_PRODUCER_ID,
     InitProducerIdRequest,
@@ -70,6 +81,9 @@ SUPPORTED_APIS: tuple[ApiSpec, ...] = (
     DESCRIBE_GROUPS,
     DELETE_GROUPS,
     OFFSET_DELETE,
+    DESCRIBE_CONFIGS,
+    ALTER_CONFIGS,
+    INCREMENTAL_ALTER_CONFIGS,
 )
 
 #: A decoded request body.
@@ -94,6 +108,9 @@ RequestBody = (
     | DescribeGroupsRequest
     | DeleteGroupsRequest
     | OffsetDeleteRequest
+    | DescribeConfigsRequest
+    | AlterConfigsRequest
+    | IncrementalAlterConfigsRequest
 )
 
 #: A response body.
@@ -118,6 +135,9 @@ ResponseBody = (
     | DescribeGroupsResponse
     | DeleteGroupsResponse
     | OffsetDeleteResponse
+    | DescribeConfigsResponse
+    | AlterConfigsResponse
+    | IncrementalAlterConfigsResponse
 )
 
 APIS_BY_KEY: dict[int, ApiSpec] = {int(spec.key): spec for spec in SUPPORTED_APIS}

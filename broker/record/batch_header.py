@@ -9,7 +9,9 @@ Byte layout (all integers big-endian; offsets are byte positions inside the batc
     17  crc                  uint32  CRC-32C (Castagnoli) of bytes [21, end): attributes to the end
     21  attributes           int16   bits 0-2 compression (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd),
                                      bit 3 timestamp type (0 CreateTime, 1 LogAppendTime),
-                                     bit 4 transactional, bit 5 control batch, bits 6-15 unused
+                                     bit 4 transactional, bit 5 control batch, bit 6 the first
+                                     timestamp is the delete horizon (KIP-534: set by the log
+                                     cleaner), bits 7-15 unused
     23  lastOffsetDelta      int32   last record's offset - baseOffset
     27  firstTimestamp       int64   first record's timestamp (ms)
     35  maxTimestamp         int64   largest record timestamp (ms)
@@ -36,6 +38,7 @@ __all__ = [
     "COMPRESSION_MASK",
     "CONTROL_MASK",
     "CRC_OFFSET",
+    "DELETE_HORIZON_MASK",
     "HEADER",
     "HEADER_PREFIX",
     "HEADER_SIZE",
@@ -80,6 +83,9 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
+#: The batch's firstTimestamp is the time after which the log cleaner drops its tombstones; record
+#: timestamp deltas are relative to it, so record timestamps read the same (KIP-534).
+DELETE_HORIZON_MASK = 0x40
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1

@@ -21,6 +21,7 @@ from broker.record.batch_header import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
     CONTROL_MASK,
+    DELETE_HORIZON_MASK,
     HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -162,6 +163,14 @@ class RecordBatch:
     @property
     def is_control_batch(self) -> bool:
         return bool(self._header[5] & CONTROL_MASK)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """When the log cleaner may drop this batch's tombstones (KIP-534); None until it set one."""
+        if self._header[5] & DELETE_HORIZON_MASK:
+            horizon: int = self._header[7]
+            return horizon
+        return None
 
     @property
     def last_offset_delta(self) -> int:

@@ -12,7 +12,12 @@ Both finish in :func:`pack_batch`: compress when the codec makes the records sma
 written uncompressed, as kafka-python does), pack the 61-byte header and compute the CRC-32C over
 attributes to the end.
 
-Thread safety: a :class:`RecordBatchBuilder` belongs to one thread; :func:`pack_batch` is stateless.
+A third way in, for the log cleaner: :func:`retained_batch` rebuilds a stored batch with only some of its
+records (offset deltas, timestamps, headers, the producer fields, the leader epoch, the attributes and the
+offset range kept: Kafka's ``MemoryRecords.filterTo`` for magic 2).
+
+Thread safety: a :class:`RecordBatchBuilder` belongs to one thread; :func:`pack_batch` and
+:func:`retained_batch` are stateless.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from collections.abc import Sequence
 import crc32c
 
 from broker.record.batch_header import (
+    COMPRESSION_MASK,
+    DELETE_HORIZON_MASK,
     HEADER_SIZE,
     MAGIC,
     MIN_BATCH_LENGTH,
@@ -31,14 +38,17 @@ from broker.record.batch_header import (
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     NO_TIMESTAMP,
+    TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
 )
 from broker.record.compression import CompressionType, compress
-from broker.record.record_encoder import NULL_PART, encode_record
+from broker.record.record import Record
+from broker.record.record_batch import RecordBatch
+from broker.record.record_encoder import NULL_PART, encode_record, key_part
 from broker.record.record_header import NO_HEADERS, Header, encode_headers
 from broker.record.varint import VARINT_CACHE_HIGH, VARINT_CACHE_LOW, VARINTS, encode_varint
 
-__all__ = ["RecordBatchBuilder", "pack_batch"]
+__all__ = ["RecordBatchBuilder", "pack_batch", "retained_batch"]
 
 # The header split at the CRC boundary: [0, 21) baseOffset, batchLength, partitionLeaderEpoch, magic, crc;
 # [21, 61) attributes, lastOffsetDelta, firstTimestamp, maxTimestamp, producerId, producerEpoch,
@@ -215,3 +225,70 @@ class RecordBatchBuilder:
             partition_leader_epoch=self._partition_leader_epoch,
             is_transactional=self._is_transactional,
         )
+
+
+def retained_batch(
+    batch: RecordBatch, records: Sequence[Record], *, delete_horizon_ms: int | None = None
+) -> bytes:
+    """``batch`` with only ``records``, some of its own decoded records in offset order (the log cleaner's
+    rewrite; Kafka's ``filterTo`` for magic 2).
+
+    Kept as they were: the base offset and ``lastOffsetDelta`` (so the batch covers the same offsets and
+    an idempotent producer's last sequence still follows from it), each record's offset delta, timestamp,
+    key, value and headers, ``firstTimestamp``, the producer id, epoch and base sequence, the partition
+    leader epoch, and every attribute bit, the codec included (the records are compressed with it). The
+    max timestamp is the retained records' largest (unchanged for LogAppendTime batches). With no records
+    left the result is Kafka's empty batch: the header alone, uncompressed (there is no payload to
+    compress), which keeps a producer's last sequence or the offset range's end.
+
+    ``delete_horizon_ms`` (KIP-534): stamp the batch with the time after which the cleaner drops its
+    tombstones: attribute bit 6 set and ``firstTimestamp`` holding it, with every record's timestamp
+    delta taken from it (so record timestamps read back unchanged).
+    """
+    attributes = batch.attributes
+    first_timestamp_ms = batch.first_timestamp_ms
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_MASK
+        first_timestamp_ms = delete_horizon_ms
+    base_offset = batch.base_offset
+    log_append_time = bool(attributes & TIMESTAMP_TYPE_MASK)
+    max_timestamp_ms = batch.max_timestamp_ms
+    data = b""
+    if records:
+        parts: list[bytes] = []
+        newest = NO_TIMESTAMP
+        for record in records:
+            timestamp_ms = batch.max_timestamp_ms if log_append_time else record.timestamp_ms
+            newest = max(newest, timestamp_ms)
+            parts.append(
+                encode_record(
+                    timestamp_ms - first_timestamp_ms,
+                    record.offset - base_offset,
+                    key_part(record.key),
+                    record.value,
+                    encode_headers(record.headers) if record.headers else NO_HEADERS,
+                )
+            )
+        data = b"".join(parts)
+        codec = attributes & COMPRESSION_MASK
+        if codec:
+            data = compress(CompressionType(codec), data)
+        if not log_append_time:
+            max_timestamp_ms = newest
+    else:
+        attributes &= ~COMPRESSION_MASK
+    tail = _HEADER_FROM_ATTRIBUTES.pack(
+        attributes,
+        batch.last_offset_delta,
+        first_timestamp_ms,
+        max_timestamp_ms,
+        batch.producer_id,
+        batch.producer_epoch,
+        batch.base_sequence,
+        len(records),
+    )
+    crc = crc32c.crc32c(data, crc32c.crc32c(tail))
+    head = _HEADER_BEFORE_ATTRIBUTES.pack(
+        base_offset, MIN_BATCH_LENGTH + len(data), batch.partition_leader_epoch, MAGIC, crc
+    )
+    return b"".join((head, tail, data))

@@ -268,6 +268,23 @@ class BrokerCollector(Collector):
         io.add_metric(["out"], stats.get("response_bytes", 0))
         yield io
 
+    def _cleaner(self) -> Iterator[Metric]:
+        """The log cleaner's figures, under the JMX exporter's names of Kafka's LogCleaner metrics."""
+        cleaner = self.logs.cleaner
+        totals = cleaner.totals
+        dirty = GaugeMetricFamily(
+            "kafka_log_logcleanermanager_max_dirty_percent",
+            "The largest dirty share of a compacted log at the cleaner's last choice",
+        )
+        dirty.add_metric([], 100.0 * cleaner.manager.max_dirty_ratio)
+        recopy = GaugeMetricFamily(
+            "kafka_log_logcleaner_cleaner_recopy_percent", "Bytes written as a share of bytes read, last pass"
+        )
+        recopy.add_metric([], totals.last.recopy_percent)
+        passes = CounterMetricFamily("lumber_log_cleaner_passes", "Cleaning passes finished")
+        passes.add_metric([], totals.passes)
+        yield from (dirty, recopy, passes)
+
     def _logs(self) -> Iterator[Metric]:
         labels = ["topic", "partition"]
         size = GaugeMetricFamily("kafka_log_log_size", "Bytes of the partition's log", labels=labels)
@@ -291,6 +308,7 @@ class BrokerCollector(Collector):
             end.add_metric(values, log.log_end_offset)
             high.add_metric(values, log.high_watermark)
         yield from (size, segments, start, end, high)
+        yield from self._cleaner()
         count = GaugeMetricFamily("kafka_server_replicamanager_partitioncount", "Partitions on this broker")
         count.add_metric([], len(logs))
         partitions = [] if self.replicas is None else self.replicas.partitions()

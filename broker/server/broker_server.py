@@ -5,8 +5,9 @@ Start-up, in order (each step undone if a later one fails):
 1. connect to ZooKeeper; refuse at once if a live broker already holds ``/brokers/ids/<id>``;
 2. open the log dirs (locking them, recovering a crashed shutdown: :mod:`broker.log.log_manager`);
 3. read the cluster id (``/cluster/id``, created by the first broker) and start the cluster watcher;
-   delete local partitions ZooKeeper no longer assigns here, create the logs of those it does and apply
-   their states (lead, or follow: the replica fetchers start);
+   delete local partitions ZooKeeper no longer assigns here, give the logs of topics with config
+   overrides their topic's config, create the logs of the partitions assigned here and apply their states
+   (lead, or follow: the replica fetchers start);
 4. start the ISR thread, the flusher and retention threads, the purgatory, the group coordinator (which
    loads the ``__consumer_offsets`` partitions led here), the request handlers and the network layer
    (bound before anything is registered, so the registered port answers);
@@ -43,6 +44,7 @@ from broker.cluster.cluster_view import EMPTY_VIEW, ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.producer_id_manager import ProducerIdManager
 from broker.cluster.topic_admin import TopicAdmin
+from broker.cluster.topic_config_store import TopicConfigStore
 from broker.config import BrokerConfig, LogConfig
 from broker.log.log_manager import LogManager
 from broker.network.errors import NetworkError
@@ -155,7 +157,7 @@ class BrokerServer:
             self._watcher,
             self._purgatory,
             config=config,
-            isr_store=lambda tp, state, isr: partition_state_store.update_isr(client, tp, state, isr),
+            isr_store=lambda changes: partition_state_store.update_isrs(client, changes),
         )
         self._watcher.start()
         strays = replicas.remove_strays(self._watcher.view)
@@ -182,7 +184,13 @@ class BrokerServer:
             config=config,
             replica_manager=replicas,
             admin_manager=AdminManager(
-                TopicAdmin(client), self._watcher, config.num_partitions, config.default_replication_factor
+                TopicAdmin(client),
+                self._watcher,
+                config.num_partitions,
+                config.default_replication_factor,
+                configs=TopicConfigStore(client),
+                broker_config=config,
+                log_config=self._log_config,
             ),
             cluster=self._watcher,
             channel=self._channel,

@@ -26,7 +26,13 @@ watcher for metadata. It holds no partition state of its own. What each API answ
 * **OffsetForLeaderEpoch**: where an epoch ends in the leader's log (followers truncate to it; consumers
   validate their position, KIP-320).
 * **CreateTopics / DeleteTopics**: through the admin manager (replication factor, replica assignments
-  and the replication topic configs).
+  and the topic configs); CreateTopics v5+ answers with the created topic's configs and their sources.
+* **DescribeConfigs / AlterConfigs / IncrementalAlterConfigs**: TOPIC and BROKER resources, each answered
+  on its own (its error does not fail the others) through the admin manager; a resource named twice in
+  one request is INVALID_REQUEST, as in Kafka; other resource types (groups, broker loggers, client
+  metrics) are INVALID_REQUEST naming the type. After a successful alter the cluster view is read again,
+  so this broker's logs run with the new configs before the answer goes out (the others follow their
+  ZooKeeper watch).
 * **FindCoordinator** (group keys): the leader of the group's ``__consumer_offsets`` partition (the topic
   created on first use), COORDINATOR_NOT_AVAILABLE while it has none; transaction keys:
   COORDINATOR_NOT_AVAILABLE (Lumber has no transactions).
@@ -48,7 +54,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from broker.cluster.cluster_watcher import ClusterWatcher
@@ -73,7 +79,14 @@ from broker.protocol import (
     encode_response,
 )
 from broker.protocol.codec import ProduceTemplate, produce_template
+from broker.protocol.messages.alter_configs import (
+    AlterConfigsRequest,
+    AlterConfigsResourceResponse,
+    AlterConfigsResponse,
+)
+from broker.protocol.messages.config_resource import ConfigResourceType, ConfigType
 from broker.protocol.messages.create_topics import (
+    CreatableTopicConfigs,
     CreatableTopicResult,
     CreateTopicsRequest,
     CreateTopicsResponse,
@@ -87,6 +100,13 @@ from broker.protocol.messages.delete_topics import (
     DeletableTopicResult,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+)
+from broker.protocol.messages.describe_configs import (
+    DescribeConfigsRequest,
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
 )
 from broker.protocol.messages.describe_groups import (
     DescribedGroup,
@@ -106,6 +126,10 @@ from broker.protocol.messages.find_coordinator import (
     FindCoordinatorResponse,
 )
 from broker.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+from broker.protocol.messages.incremental_alter_configs import (
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 from broker.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from broker.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse, JoinGroupResponseMember
 from broker.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse, MemberResponse
@@ -246,6 +270,9 @@ class KafkaApis:
             int(ApiKey.DESCRIBE_GROUPS): self._describe_groups,
             int(ApiKey.DELETE_GROUPS): self._delete_groups,
             int(ApiKey.OFFSET_DELETE): self._offset_delete,
+            int(ApiKey.DESCRIBE_CONFIGS): self._describe_configs,
+            int(ApiKey.ALTER_CONFIGS): self._alter_configs,
+            int(ApiKey.INCREMENTAL_ALTER_CONFIGS): self._incremental_alter_configs,
         }
 
     # ------------------------------------------------------------------------------------ dispatch
@@ -596,10 +623,11 @@ class KafkaApis:
         results = []
         for topic in body.topics:
             code, message, partitions, replication_factor = ErrorCode.NONE, None, -1, -1
+            configs: list[CreatableTopicConfigs] = []
             try:
                 if counts[topic.name] > 1:
                     raise InvalidRequestError(f"topic {topic.name!r} is named twice")
-                partitions, replication_factor = self._admin.create_topic(
+                partitions, replication_factor, overrides = self._admin.create_topic(
                     topic.name,
                     topic.num_partitions,
                     topic.replication_factor,
@@ -607,6 +635,15 @@ class KafkaApis:
                     {c.name: c.value for c in topic.configs},
                     validate_only=body.validate_only,
                 )
+                configs = [
+                    CreatableTopicConfigs(
+                        name=entry.name,
+                        value=entry.value,
+                        read_only=entry.read_only,
+                        config_source=int(entry.source),
+                    )
+                    for entry in self._admin.topic_configs_of(overrides)
+                ]
             except _ANSWERED as exc:
                 code, message, partitions, replication_factor = error_code_of(exc), str(exc), -1, -1
             results.append(
@@ -616,7 +653,7 @@ class KafkaApis:
                     error_message=message,
                     num_partitions=partitions,
                     replication_factor=replication_factor,
-                    configs=(),
+                    configs=configs,
                 )
             )
         if any(r.error_code == _NONE for r in results) and not body.validate_only:
@@ -647,6 +684,125 @@ class KafkaApis:
             results.append(DeletableTopicResult(name=name, error_code=int(code), error_message=message))
         self._cluster.refresh()
         self._respond(request, header, DeleteTopicsResponse(responses=results))
+
+    # ------------------------------------------------------------------------------------ configs
+
+    def _describe_configs(
+        self, request: NetworkRequest, header: RequestHeader, body: DescribeConfigsRequest
+    ) -> None:
+        seen = _duplicates((r.resource_type, r.resource_name) for r in body.resources)
+        results = []
+        for resource in body.resources:
+            code, message, configs = ErrorCode.NONE, None, []
+            try:
+                if (resource.resource_type, resource.resource_name) in seen:
+                    raise InvalidRequestError(f"resource {resource.resource_name!r} is named twice")
+                keys = resource.configuration_keys
+                if resource.resource_type == ConfigResourceType.TOPIC:
+                    entries = self._admin.describe_topic_configs(resource.resource_name, keys)
+                elif resource.resource_type == ConfigResourceType.BROKER:
+                    entries = self._admin.describe_broker_configs(resource.resource_name, keys)
+                else:
+                    raise _unsupported_resource(resource.resource_type)
+                configs = [
+                    DescribeConfigsResourceResult(
+                        name=entry.name,
+                        value=entry.value,
+                        read_only=entry.read_only,
+                        config_source=int(entry.source),
+                        is_sensitive=False,
+                        synonyms=[
+                            DescribeConfigsSynonym(name=s.name, value=s.value, source=int(s.source))
+                            for s in entry.synonyms
+                        ]
+                        if body.include_synonyms
+                        else [],
+                        config_type=int(ConfigType[entry.type]),
+                        documentation=entry.documentation if body.include_documentation else None,
+                    )
+                    for entry in entries
+                ]
+            except _ANSWERED as exc:
+                code, message, configs = error_code_of(exc), str(exc), []
+            results.append(
+                DescribeConfigsResult(
+                    error_code=int(code),
+                    error_message=message,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                    configs=configs,
+                )
+            )
+        self._respond(request, header, DescribeConfigsResponse(results=results))
+
+    def _alter_configs(
+        self, request: NetworkRequest, header: RequestHeader, body: AlterConfigsRequest
+    ) -> None:
+        def alter(resource_type: int, name: str, index: int) -> None:
+            resource = body.resources[index]
+            if resource_type == ConfigResourceType.TOPIC:
+                self._admin.alter_topic_configs(
+                    name, [(c.name, c.value) for c in resource.configs], validate_only=body.validate_only
+                )
+            elif resource_type == ConfigResourceType.BROKER:
+                self._admin.refuse_broker_alter(name)
+            else:
+                raise _unsupported_resource(resource_type)
+
+        responses = self._alter_each(
+            [(r.resource_type, r.resource_name) for r in body.resources], alter, body.validate_only
+        )
+        self._respond(request, header, AlterConfigsResponse(responses=responses))
+
+    def _incremental_alter_configs(
+        self, request: NetworkRequest, header: RequestHeader, body: IncrementalAlterConfigsRequest
+    ) -> None:
+        def alter(resource_type: int, name: str, index: int) -> None:
+            resource = body.resources[index]
+            if resource_type == ConfigResourceType.TOPIC:
+                self._admin.incremental_alter_topic_configs(
+                    name,
+                    [(c.name, c.config_operation, c.value) for c in resource.configs],
+                    validate_only=body.validate_only,
+                )
+            elif resource_type == ConfigResourceType.BROKER:
+                self._admin.refuse_broker_alter(name)
+            else:
+                raise _unsupported_resource(resource_type)
+
+        responses = self._alter_each(
+            [(r.resource_type, r.resource_name) for r in body.resources], alter, body.validate_only
+        )
+        self._respond(request, header, IncrementalAlterConfigsResponse(responses=responses))
+
+    def _alter_each(
+        self,
+        resources: Sequence[tuple[int, str]],
+        alter: Callable[[int, str, int], None],
+        validate_only: bool,
+    ) -> list[AlterConfigsResourceResponse]:
+        """Each resource's answer; a resource named twice is refused (both times), as Kafka does."""
+        seen = _duplicates(resources)
+        responses = []
+        for index, (resource_type, name) in enumerate(resources):
+            code, message = ErrorCode.NONE, None
+            try:
+                if (resource_type, name) in seen:
+                    raise InvalidRequestError(f"resource {name!r} is named twice")
+                alter(resource_type, name, index)
+            except _ANSWERED as exc:
+                code, message = error_code_of(exc), str(exc)
+            responses.append(
+                AlterConfigsResourceResponse(
+                    error_code=int(code),
+                    error_message=message,
+                    resource_type=resource_type,
+                    resource_name=name,
+                )
+            )
+        if not validate_only and any(r.error_code == _NONE for r in responses):
+            self._cluster.refresh()
+        return responses
 
     # ------------------------------------------------------------------------------------ groups
 
@@ -1013,3 +1169,22 @@ def _by_topic(
     for tp in sorted(found):
         topics.setdefault(tp.topic, []).append((tp, found[tp]))
     return topics
+
+
+def _duplicates(resources: Iterable[tuple[int, str]]) -> set[tuple[int, str]]:
+    """The resources named more than once."""
+    seen: set[tuple[int, str]] = set()
+    twice: set[tuple[int, str]] = set()
+    for resource in resources:
+        (twice if resource in seen else seen).add(resource)
+    return twice
+
+
+def _unsupported_resource(resource_type: int) -> InvalidRequestError:
+    try:
+        name = ConfigResourceType(resource_type).name
+    except ValueError:
+        name = str(resource_type)
+    return InvalidRequestError(
+        f"unsupported config resource type {name}: Lumber has configs for topics (2) and brokers (4) only"
+    )

@@ -80,6 +80,9 @@ NO_EPOCH = -1
 
 #: Called with ``(partition, state it was computed from, new ISR)`` to write an ISR change.
 IsrWriter = Callable[["Partition", PartitionState, tuple[int, ...]], None]
+#: Whether a broker may be in an ISR now: registered and not in controlled shutdown (Kafka's
+#: ``isReplicaIsrEligible``).
+ReplicaEligible = Callable[[int], bool]
 
 
 @dataclass(slots=True)
@@ -107,6 +110,7 @@ class Partition:
         replica_lag_time_max_ms: int = 10_000,
         min_insync_replicas: int = 1,
         isr_writer: IsrWriter | None = None,
+        replica_eligible: ReplicaEligible | None = None,
         clock: Clock = system_clock_ms,
     ) -> None:
         self.log = log
@@ -116,6 +120,7 @@ class Partition:
         #: ``min.insync.replicas`` in force (the topic's, else the broker's); set by the replica manager.
         self.min_insync_replicas = min_insync_replicas
         self._isr_writer = isr_writer
+        self._replica_eligible: ReplicaEligible = replica_eligible or (lambda _broker_id: True)
         self._clock = clock
         self._lock = threading.Lock()
         self.leader_id = NO_LEADER
@@ -410,8 +415,19 @@ class Partition:
         with self._lock:
             self._pending_isr = None
 
+    def recheck_high_watermark(self) -> bool:
+        """Recompute the high watermark now (a broker went away or began a controlled shutdown, so a
+        caught-up follower outside the ISR no longer holds it back); True if it advanced."""
+        with self._lock:
+            if self.leader_id != self.broker_id:
+                return False
+            return self._maybe_increment_high_watermark(self._clock())
+
     def _maybe_increment_high_watermark(self, now: int) -> bool:
-        """Kafka's ``maybeIncrementLeaderHW`` (caller holds the lock)."""
+        """Kafka's ``maybeIncrementLeaderHW`` (caller holds the lock): the lowest log end of the (maximal)
+        ISR and of the followers that caught up within ``replica_lag_time_max_ms`` and may join the ISR
+        (registered, not shutting down: without that check a follower stopped after the controller took
+        it out of the ISR would hold acks=all writes until its lag ran out)."""
         log = self.log
         if not self._remote:
             return False
@@ -420,7 +436,10 @@ class Partition:
         lag = self.replica_lag_time_max_ms
         for remote in self._remote.values():
             end = remote.log_end_offset
-            if end < new_hw and (remote.broker_id in isr or now - remote.last_caught_up_ms <= lag):
+            if end < new_hw and (
+                remote.broker_id in isr
+                or (now - remote.last_caught_up_ms <= lag and self._replica_eligible(remote.broker_id))
+            ):
                 new_hw = max(end, 0)
         return log.update_replicated_high_watermark(new_hw)
 

@@ -16,6 +16,17 @@ logs, offsets, replica state and the purgatory, never the wire format. What it o
   topic was deleted while the broker was down), naming each in the log, so that a topic created again under
   the same name starts from offset 0. A request for a partition whose newer state the watcher has not
   delivered yet applies that state at once (:meth:`leader_partition`).
+* **Topic configs** (``/config/topics/<topic>``, :mod:`broker.cluster.topic_config`): every log of a topic
+  runs on the topic's effective config, the broker's ``[log]`` section with the topic's overrides
+  (:func:`~broker.cluster.topic_config.topic_log_config`). :meth:`ReplicaManager.apply` gives it to each
+  local log of every topic whose overrides changed
+  (:meth:`~broker.log.log_manager.LogManager.update_topic_config`): the next append, roll and retention
+  pass use it, with no restart. It compares the watcher's latest view's overrides with those the logs run
+  with (``_topic_configs``), so that views applied out of order cannot leave an older config. A log
+  created here (a new partition, a new replica) is created with its topic's config. At start-up the
+  broker server applies the first view before the network layer and the retention thread start, so the
+  logs loaded from disk run with their topic's configs before any request or retention pass reads them.
+  ``min.insync.replicas`` is each partition's, set on every apply.
 * **Append** (:meth:`append_records`, Kafka's ``appendRecords``): each partition's records go through
   :meth:`_append_to_local_log` and :meth:`Partition.append_records_to_leader`, the one path into
   :meth:`broker.log.log.Log.append`, which validates them (:mod:`broker.log.log_validator`), assigns the
@@ -33,9 +44,10 @@ logs, offsets, replica state and the purgatory, never the wire format. What it o
 * **ListOffsets** (:meth:`fetch_offset_for_timestamp`) and **OffsetForLeaderEpoch**
   (:meth:`last_offset_for_leader_epoch`).
 * **ISR changes**: one thread (``isr-<id>``) writes the leaders' ISR changes to their state znodes, each
-  conditional on the znode version it was computed from (:func:`broker.cluster.partition_state_store.
-  update_isr`), and every ``replica_lag_time_max_ms / 2`` asks each led partition for followers that fell
-  out of sync (Kafka's ``isr-expiration`` task). A write that loses to a newer state (the controller's)
+  conditional on the znode version it was computed from, the changes queued meanwhile in one pipelined
+  batch (:func:`broker.cluster.partition_state_store.update_isrs`), and every
+  ``replica_lag_time_max_ms / 2`` asks each led partition for followers that fell out of sync (Kafka's
+  ``isr-expiration`` task). A write that loses to a newer state (the controller's)
   is dropped: the new state arrives through the watcher.
 
 Errors are raised, never turned into codes here: a partition's result carries the exception
@@ -57,14 +69,14 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from broker.cluster.cluster_view import ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.errors import ClusterError
 from broker.cluster.partition_state import PartitionState
-from broker.cluster.topic_config import min_insync_replicas
+from broker.cluster.topic_config import min_insync_replicas, topic_log_config
 from broker.config import BrokerConfig
 from broker.log.errors import LogError
 from broker.log.file_region import FileRegion
@@ -86,9 +98,15 @@ logger = logging.getLogger(__name__)
 #: ``current_leader_epoch`` (-1: not checked).
 FetchRead = tuple[TopicPartition, int, int, int]
 
-#: Writes an ISR change: ``(partition, state it was computed from, new ISR)`` -> the stored state, or None
-#: when the state znode moved on meanwhile (:func:`broker.cluster.partition_state_store.update_isr`).
-IsrStore = Callable[[TopicPartition, PartitionState, tuple[int, ...]], PartitionState | None]
+#: Writes ISR changes, pipelined: partition -> ``(state it was computed from, new ISR)``, answered per
+#: partition with the stored state, or None when the state znode moved on meanwhile
+#: (:func:`broker.cluster.partition_state_store.update_isrs`).
+IsrStore = Callable[
+    [Mapping[TopicPartition, tuple[PartitionState, tuple[int, ...]]]],
+    dict[TopicPartition, PartitionState | None],
+]
+#: Most ISR changes written in one pipelined batch.
+MAX_ISR_BATCH = 1000
 
 
 class FetchPartitionResult(NamedTuple):
@@ -123,6 +141,8 @@ class ReplicaManager:
         self._isr_store = isr_store
         self._lock = threading.RLock()
         self._partitions: dict[TopicPartition, Partition] = {}
+        #: each topic's overrides its local logs run with (changed only under ``_lock``)
+        self._topic_configs: dict[str, dict[str, str]] = {}
         self.fetchers = ReplicaFetcherManager(broker_id, self._config, cluster, self)
         self._isr_queue: queue.Queue[tuple[Partition, PartitionState, tuple[int, ...]] | None] = queue.Queue()
         self._stopping = threading.Event()
@@ -195,11 +215,39 @@ class ReplicaManager:
                     logger.info(
                         "broker %d: deleted %d partitions of topic %s", self._broker_id, deleted, topic
                     )
+            # the watcher's latest view, not ``new``: at start-up a change may be applied before the first
+            # view is, and configs carry no version to tell the older one
+            latest = self._cluster.view
+            for topic in [t for t in self._topic_configs if t not in latest.topics]:
+                del self._topic_configs[topic]
+            for topic in latest.topics:
+                configs = latest.topic_config(topic)
+                if configs != self._topic_configs.get(topic, {}):
+                    self._apply_topic_config(topic, configs)
             for tp in new.partitions_of(self._broker_id):
                 try:
                     self._apply_partition(new, tp)
                 except (LogError, RecordError):
                     logger.exception("broker %d: applying the state of %s failed", self._broker_id, tp)
+        if set(old.brokers) != set(new.brokers) or old.shutting_down != new.shutting_down:
+            # a follower that went away or is shutting down no longer holds a high watermark back
+            for partition in self.partitions():
+                if partition.is_leader and partition.recheck_high_watermark():
+                    self._purgatory.notify(partition.topic_partition)
+
+    def _apply_topic_config(self, topic: str, configs: Mapping[str, str]) -> None:
+        """Give the topic's local logs its effective config (caller holds ``_lock``)."""
+        config = topic_log_config(topic, self._logs.config, configs)
+        updated = self._logs.update_topic_config(topic, config)
+        self._topic_configs[topic] = dict(configs)
+        if updated:
+            logger.info(
+                "broker %d: topic %s: %d local logs now run with the topic's configs %s",
+                self._broker_id,
+                topic,
+                updated,
+                dict(configs) or "{} (the broker's [log])",
+            )
 
     def _apply_partition(self, view: ClusterView, tp: TopicPartition) -> Partition:
         """``tp``'s local partition, created if need be, with ``view``'s state applied (caller holds
@@ -208,7 +256,11 @@ class ReplicaManager:
         if partition is None or partition.closed:
             log = self._logs.get_log(tp.topic, tp.partition)
             if log is None:
-                log = self._logs.get_or_create_log(tp.topic, tp.partition)
+                # the latest view's configs: a request's older view may predate an apply that changed them
+                configs = self._cluster.view.topic_config(tp.topic)
+                log = self._logs.get_or_create_log(
+                    tp.topic, tp.partition, topic_log_config(tp.topic, self._logs.config, configs)
+                )
             config = self._config
             partition = Partition(
                 log,
@@ -216,6 +268,7 @@ class ReplicaManager:
                 replica_lag_time_max_ms=config.replica_lag_time_max_ms,
                 min_insync_replicas=config.min_insync_replicas,
                 isr_writer=self._submit_isr_change,
+                replica_eligible=self._replica_eligible,
             )
             if len(view.replicas(tp)) > 1:
                 # followers' fetches wait for the log end to move, not the high watermark
@@ -252,6 +305,9 @@ class ReplicaManager:
         # a leadership change answers the produces and fetches waiting on this partition
         self._purgatory.notify(tp)
         return partition
+
+    def _replica_eligible(self, broker_id: int) -> bool:
+        return _eligible(self._cluster.view, broker_id)
 
     def _min_insync_replicas(self, view: ClusterView, topic: str) -> int:
         return min_insync_replicas(view.topic_configs.get(topic, {}), self._config.min_insync_replicas)
@@ -302,57 +358,79 @@ class ReplicaManager:
             try:
                 item = self._isr_queue.get(timeout=interval_s)
             except queue.Empty:
-                item = None
                 self._expire_isr()
                 continue
-            if item is None:
-                continue
-            partition, state, isr = item
-            joining = set(isr) - set(state.isr)
-            if joining:
-                view = self._cluster.view
-                ineligible = sorted(r for r in joining if r not in view.brokers or r in view.shutting_down)
-                if ineligible:
-                    # Kafka's isReplicaIsrEligible: a broker not registered (still starting, or gone) or in
-                    # controlled shutdown does not join; it is asked again at its next fetch
-                    logger.debug(
-                        "%s: broker %s caught up but is not live: not adding it to the ISR yet",
-                        partition.topic_partition,
-                        ineligible,
-                    )
-                    partition.isr_failed()
-                    continue
-            try:
-                stored = store(partition.topic_partition, state, isr)
-            except ClusterError as exc:  # ZooKeeper unreachable or the session gone: a paused leader's case
-                logger.warning(
-                    "%s: writing the ISR %s failed (%s); the next state read decides",
-                    partition.topic_partition,
-                    list(isr),
-                    exc,
-                )
-                partition.isr_failed()
-                continue
-            except Exception:  # the thread's top loop: log, drop the change, keep serving
-                logger.exception("%s: writing the ISR %s failed", partition.topic_partition, list(isr))
-                partition.isr_failed()
-                continue
-            if stored is None:
-                logger.info(
-                    "%s: the ISR change to %s lost to a newer state; waiting for it",
-                    partition.topic_partition,
-                    list(isr),
-                )
-                partition.isr_failed()
-            else:
-                if len(isr) < len(state.isr):
-                    self.isr_shrinks += 1
-                else:
-                    self.isr_expands += 1
-                partition.isr_committed(stored)
-                self._purgatory.notify(partition.topic_partition)
+            batch = [item]
+            while len(batch) < MAX_ISR_BATCH:
+                try:
+                    batch.append(self._isr_queue.get_nowait())
+                except queue.Empty:
+                    break
+            changes = self._eligible_isr_changes([b for b in batch if b is not None])
+            if changes:
+                self._write_isr_changes(store, changes)
             if self._isr_queue.empty():
                 self._expire_isr()
+
+    def _eligible_isr_changes(
+        self, batch: list[tuple[Partition, PartitionState, tuple[int, ...]]]
+    ) -> dict[TopicPartition, tuple[Partition, PartitionState, tuple[int, ...]]]:
+        """The changes of ``batch`` to write: an expansion adding a broker that is not registered (still
+        starting, or gone) or in controlled shutdown is dropped (Kafka's ``isReplicaIsrEligible``; it is
+        asked again at the follower's next fetch)."""
+        view = self._cluster.view
+        changes: dict[TopicPartition, tuple[Partition, PartitionState, tuple[int, ...]]] = {}
+        for partition, state, isr in batch:
+            joining = set(isr) - set(state.isr)
+            ineligible = sorted(r for r in joining if not _eligible(view, r))
+            if ineligible:
+                logger.debug(
+                    "%s: broker %s caught up but is not live: not adding it to the ISR yet",
+                    partition.topic_partition,
+                    ineligible,
+                )
+                partition.isr_failed()
+                continue
+            earlier = changes.get(partition.topic_partition)
+            if earlier is not None:  # a partition closed and made again: the older object's change is moot
+                earlier[0].isr_failed()
+            changes[partition.topic_partition] = (partition, state, isr)
+        return changes
+
+    def _write_isr_changes(
+        self,
+        store: IsrStore,
+        changes: dict[TopicPartition, tuple[Partition, PartitionState, tuple[int, ...]]],
+    ) -> None:
+        """Write ``changes`` in one pipelined batch and report each outcome to its partition."""
+        try:
+            stored = store({tp: (state, isr) for tp, (_, state, isr) in changes.items()})
+        except ClusterError as exc:  # ZooKeeper unreachable or the session gone: a paused leader's case
+            logger.warning(
+                "writing the ISR of %d partitions (first %s) failed (%s); the next state read decides",
+                len(changes),
+                next(iter(changes)),
+                exc,
+            )
+            stored = {}
+        except Exception:  # the thread's top loop: log, drop the changes, keep serving
+            logger.exception("writing the ISR of %d partitions failed", len(changes))
+            stored = {}
+        for tp, (partition, state, isr) in changes.items():
+            written = stored.get(tp)
+            if written is None:
+                if tp in stored:
+                    logger.info(
+                        "%s: the ISR change to %s lost to a newer state; waiting for it", tp, list(isr)
+                    )
+                partition.isr_failed()
+                continue
+            if len(isr) < len(state.isr):
+                self.isr_shrinks += 1
+            else:
+                self.isr_expands += 1
+            partition.isr_committed(written)
+            self._purgatory.notify(tp)
 
     def _expire_isr(self) -> None:
         """Shrink the ISR of every led partition with followers out of sync (Kafka's ``maybeShrinkIsr``)."""
@@ -534,3 +612,9 @@ class ReplicaManager:
         ``lastOffsetForLeaderEpoch``)."""
         partition = self.leader_partition(self._cluster.view, tp, current_leader_epoch)
         return partition.log.end_offset_for_epoch(leader_epoch)
+
+
+def _eligible(view: ClusterView, broker_id: int) -> bool:
+    """Whether ``broker_id`` may be in an ISR: registered and not in controlled shutdown (Kafka's
+    ``isReplicaIsrEligible``)."""
+    return broker_id in view.brokers and broker_id not in view.shutting_down

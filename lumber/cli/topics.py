@@ -1,4 +1,4 @@
-"""``lumber topics create|list|describe|delete|elect-leaders``: topics in ``[zookeeper] connect``.
+"""``lumber topics create|list|describe|alter-config|delete|elect-leaders``: topics in ZooKeeper.
 
 The commands talk to ZooKeeper directly (:class:`broker.cluster.topic_admin.TopicAdmin`), as Kafka's
 ``kafka-topics.sh --zookeeper`` did; brokers watch ``/brokers/topics`` and create or delete their partitions,
@@ -8,7 +8,10 @@ and the controller watches ``/admin/preferred_replica_election``.
     lumber topics create events --assignment "0:1:2,1:2:0,2:0:1"          partition:replica:replica...
     lumber topics create events --partitions 3 --config min.insync.replicas=2
     lumber topics list [--under-replicated]
-    lumber topics describe events          per partition: leader, leader epoch, replicas, ISR, status
+    lumber topics describe events          per partition: leader, leader epoch, replicas, ISR, status;
+                                           every topic config, its value and where it comes from
+    lumber topics alter-config events --set cleanup.policy=compact --set segment.bytes=1048576 \
+                                      --delete retention.ms
     lumber topics elect-leaders [--topic events [--partition 1]] [--timeout 30s]
     lumber topics delete events
 
@@ -17,6 +20,14 @@ writes ``min(N, 3)`` there). A factor above the number of live brokers is refuse
 brokers, before anything is written. ``--config`` takes the topic configs that Lumber reads
 (:data:`TOPIC_CONFIGS`); any other key is refused, naming it. A partition is *under-replicated* when its ISR
 is smaller than its replicas (Kafka's definition).
+
+``alter-config`` changes a topic's overrides in ``/config/topics/<topic>`` as IncrementalAlterConfigs does
+(``--set`` and ``--delete``, checked as on create), by compare-and-set
+(:class:`~broker.cluster.topic_config_store.TopicConfigStore`), so it loses no concurrent change; every
+broker applies the result to the topic's logs without a restart. ``describe`` lists every topic config
+with its value and source: ``topic override``, ``lumber.toml [log] <key>`` (a broker setting other than the
+built-in default) or ``default``; the broker settings are those of the ``lumber.toml`` this command reads,
+which are the brokers' when they share it.
 
 ``elect-leaders`` is Kafka's preferred replica election (``kafka-leader-election.sh --election-type
 preferred``): it writes the request for the partitions whose leader is not their first replica while that
@@ -50,9 +61,12 @@ from broker.cluster.errors import (
     UnknownTopicError,
 )
 from broker.cluster.topic_admin import TopicAdmin
-from broker.cluster.topic_config import TOPIC_CONFIGS, check_topic_configs
+from broker.cluster.topic_config import TOPIC_CONFIG_KEYS, TOPIC_CONFIGS, check_topic_configs
+from broker.cluster.topic_config_store import TopicConfigStore
+from broker.protocol.messages.config_resource import ConfigSource
 from broker.record.errors import InvalidTopicError
 from broker.record.topic_partition import TopicPartition
+from broker.server.config_entries import topic_config_entries
 from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.zookeeper_session import zookeeper_session
 from lumber.config import LumberConfig
@@ -131,7 +145,10 @@ def register(subparsers: Any) -> None:
     _common(listing)
     listing.set_defaults(handler=_run(_list))
 
-    describe = sub.add_parser("describe", help="show each partition's leader, leader epoch, replicas and ISR")
+    describe = sub.add_parser(
+        "describe",
+        help="show each partition's leader, leader epoch, replicas and ISR, and the topic's configs",
+    )
     describe.add_argument("topic")
     _common(describe)
     describe.set_defaults(handler=_run(_describe))
@@ -154,6 +171,30 @@ def register(subparsers: Any) -> None:
     )
     _common(elect)
     elect.set_defaults(handler=_run(_elect_leaders))
+
+    alter = sub.add_parser(
+        "alter-config",
+        help="set or delete a topic's config overrides; every broker applies them without a restart",
+    )
+    alter.add_argument("topic")
+    alter.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a topic config, repeatable: " + ", ".join(TOPIC_CONFIGS),
+    )
+    alter.add_argument(
+        "--delete",
+        dest="deletes",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="remove an override, repeatable (the brokers' own setting applies again)",
+    )
+    _common(alter)
+    alter.set_defaults(handler=_run(_alter_config))
 
     delete = sub.add_parser("delete", help="delete a topic; brokers delete its partitions and data")
     delete.add_argument("topic")
@@ -207,18 +248,24 @@ def _parse_assignment(text: str) -> dict[int, list[int]]:
     return assignment
 
 
-def _parse_configs(topic: str, items: Sequence[str], replication_factor: int) -> dict[str, str]:
-    """``--config`` values as ``{key: value}``, checked as every topic's configs are
-    (:func:`broker.cluster.topic_config.check_topic_configs`)."""
+def _key_values(option: str, items: Sequence[str]) -> dict[str, str]:
+    """``KEY=VALUE`` items as ``{key: value}``; a malformed item or a key given twice is refused."""
     configs: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         key, value = key.strip(), value.strip()
         if not sep or not key:
-            raise TopicRequestError(f"--config {item!r}: expected KEY=VALUE, e.g. min.insync.replicas=2")
+            raise TopicRequestError(f"{option} {item!r}: expected KEY=VALUE, e.g. min.insync.replicas=2")
         if key in configs:
-            raise TopicRequestError(f"--config {key} is given twice ({configs[key]!r} and {value!r})")
+            raise TopicRequestError(f"{option} {key} is given twice ({configs[key]!r} and {value!r})")
         configs[key] = value
+    return configs
+
+
+def _parse_configs(topic: str, items: Sequence[str], replication_factor: int) -> dict[str, str]:
+    """``--config`` values as ``{key: value}``, checked as every topic's configs are
+    (:func:`broker.cluster.topic_config.check_topic_configs`)."""
+    configs = _key_values("--config", items)
     try:
         return check_topic_configs(topic, configs, replication_factor)
     except InvalidTopicConfigError as exc:
@@ -425,6 +472,7 @@ def _describe(args: argparse.Namespace, admin: TopicAdmin, config: LumberConfig)
     configs = dict(admin.topic_config(args.topic))
     replication_factor = len(rows[0].replicas) if rows else 0
     under = sum(row.under_replicated for row in rows)
+    entries = topic_config_entries(configs, config.log, config.broker)
     if args.json:
         print(
             json.dumps(
@@ -433,6 +481,9 @@ def _describe(args: argparse.Namespace, admin: TopicAdmin, config: LumberConfig)
                     "replication_factor": replication_factor,
                     "configs": configs,
                     "partitions": [_without_topic(row.to_json()) for row in rows],
+                    "all_configs": {
+                        e.name: {"value": e.value, "source": _source_text(e.name, e.source)} for e in entries
+                    },
                 }
             )
         )
@@ -450,6 +501,62 @@ def _describe(args: argparse.Namespace, admin: TopicAdmin, config: LumberConfig)
         print(
             f"  {row.partition:>9}  {row.leader:>6}  {epoch:>5}  {_ids(row.replicas):<{width}}  "
             f"{_ids(row.isr):<{width}}  {row.status()}"
+        )
+    name_width = max(len(e.name) for e in entries)
+    value_width = max([len("value"), *(len(e.value) for e in entries)])
+    print(f"  {'config':<{name_width}}  {'value':<{value_width}}  from")
+    for entry in entries:
+        source = _source_text(entry.name, entry.source)
+        print(f"  {entry.name:<{name_width}}  {entry.value:<{value_width}}  {source}")
+    return 0
+
+
+def _source_text(name: str, source: ConfigSource) -> str:
+    """Where a topic config's value comes from, in words (``topic override`` marks the overrides)."""
+    if source is ConfigSource.TOPIC_CONFIG:
+        return "topic override"
+    if source is ConfigSource.STATIC_BROKER_CONFIG:
+        key = TOPIC_CONFIG_KEYS[name]
+        return f"lumber.toml [{key.section}] {key.field}"
+    return "default"
+
+
+# ------------------------------------------------------------------------------------------ alter-config
+
+
+def _alter_config(args: argparse.Namespace, admin: TopicAdmin, config: LumberConfig) -> int:
+    sets = _key_values("--set", args.sets)
+    deletes = list(dict.fromkeys(key.strip() for key in args.deletes))
+    if not sets and not deletes:
+        raise TopicRequestError(f"topic {args.topic!r}: give --set KEY=VALUE or --delete KEY (or both)")
+    both = sorted(set(sets) & set(deletes))
+    if both:
+        raise TopicRequestError(f"topic {args.topic!r}: {both[0]} is both set and deleted")
+    unknown = [key for key in deletes if key not in TOPIC_CONFIG_KEYS]
+    if unknown:
+        raise TopicRequestError(
+            f"--delete {unknown[0]}: Lumber does not read the topic config {unknown[0]!r} (accepted: "
+            f"{', '.join(TOPIC_CONFIG_KEYS)})"
+        )
+    before: dict[str, str] = {}
+
+    def change(current: Mapping[str, str], _replication_factor: int) -> dict[str, str | None]:
+        before.clear()
+        before.update(current)
+        new: dict[str, str | None] = {k: v for k, v in current.items() if k not in deletes}
+        new.update(sets)
+        return new
+
+    try:
+        after = TopicConfigStore(admin.client).alter(args.topic, change)
+    except InvalidTopicConfigError as exc:
+        raise TopicRequestError(f"--set: {exc}") from exc
+    if args.json:
+        print(json.dumps({"topic": args.topic, "configs": after, "before": before}))
+    else:
+        print(
+            f"topic {args.topic!r}: configs now {_configs_text(after) or 'none (the brokers own settings)'}"
+            f" (before: {_configs_text(before) or 'none'})"
         )
     return 0
 

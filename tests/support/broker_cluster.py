@@ -62,6 +62,15 @@ _LOG_SETTINGS = {
     "index_interval_bytes",
     "flush_on_ack",
     "validate_records",
+    "cleanup_policy",
+    "min_cleanable_dirty_ratio",
+    "delete_retention_ms",
+    "min_compaction_lag_ms",
+    "cleaner_threads",
+    "cleaner_dedupe_buffer_bytes",
+    "cleaner_io_buffer_bytes",
+    "cleaner_backoff_ms",
+    "cleaner_io_max_bytes_per_second",
 }
 
 

@@ -46,7 +46,7 @@ from typing import NamedTuple
 from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.errors import ClusterError, TopicExistsError
 from broker.cluster.topic_admin import TopicAdmin
-from broker.cluster.topic_config import CLEANUP_POLICY
+from broker.cluster.zk_paths import CLEANUP_POLICY
 from broker.config import BrokerConfig
 from broker.log.errors import LogError
 from broker.protocol import ErrorCode

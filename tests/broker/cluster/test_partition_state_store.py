@@ -9,7 +9,7 @@ import pytest
 
 from broker.cluster.errors import ControllerMovedError
 from broker.cluster.partition_state import PartitionState
-from broker.cluster.partition_state_store import create_missing_states, update_isr, write_states
+from broker.cluster.partition_state_store import create_missing_states, update_isr, update_isrs, write_states
 from broker.cluster.topic_admin import TopicAdmin
 from broker.record.topic_partition import TopicPartition
 from tests.broker.cluster.helpers import add_broker
@@ -38,6 +38,34 @@ def test_leader_isr_update_is_conditional(zk: Any) -> None:
     # a second update from the stale read loses
     assert update_isr(zk, TP0, read, [1]) is None
     assert zk.get("/brokers/topics/t/partitions/0/state")[1].version == 1
+
+
+def test_isr_updates_are_one_batch_each_judged_alone(zk: Any) -> None:
+    admin = _setup(zk, partitions=300)
+    states = admin.describe_states("t")
+    stale = states[7]
+    assert update_isr(zk, TopicPartition("t", 7), stale, [1, 3]) is not None  # partition 7 moves on
+    changes: dict[TopicPartition, tuple[PartitionState, tuple[int, ...]]] = {
+        TopicPartition("t", p): (states[p], (1, 2)) for p in range(300)
+    }
+    changes[TopicPartition("gone", 0)] = (states[0], (1,))
+    written = update_isrs(zk, changes)
+    assert len(written) == 301
+    assert written[TopicPartition("t", 7)] is None  # BadVersion: only this one
+    assert written[TopicPartition("gone", 0)] is None  # NoNode
+    assert sorted(tp.partition for tp, state in written.items() if state is not None) == [
+        p for p in range(300) if p != 7
+    ]
+    assert written[TopicPartition("t", 0)] == PartitionState(1, 0, (1, 2), 2, 1)
+    for p in (0, 150, 299):
+        data, stat = zk.get(f"/brokers/topics/t/partitions/{p}/state")
+        assert (data, stat.version) == (
+            b'{"controller_epoch":2,"isr":[1,2],"leader":1,"leader_epoch":0,"version":1}',
+            1,
+        )
+    assert zk.get("/brokers/topics/t/partitions/7/state")[0] == (
+        b'{"controller_epoch":2,"isr":[1,3],"leader":1,"leader_epoch":0,"version":1}'
+    )
 
 
 def test_isr_update_loses_to_a_controller_write(zk: Any) -> None:

@@ -149,24 +149,40 @@ def test_a_follower_stores_the_leaders_batches_byte_for_byte(tmp_path: Path) -> 
     follower.close()
 
 
-def test_a_follower_refuses_batches_not_at_its_log_end_naming_expected_and_found(tmp_path: Path) -> None:
+def test_a_follower_refuses_batches_below_its_log_end_naming_expected_and_found(tmp_path: Path) -> None:
     leader = open_log(tmp_path, "clicks-0")
     follower = open_log(tmp_path / "f", "clicks-0")
     append_n(leader, 3, leader_epoch=1)
-    with pytest.raises(UnexpectedAppendOffsetError, match=r"batch 0 has base offset 5, expected 0") as caught:
-        follower.append_as_follower(leader_bytes(leader, 5))
-    assert (caught.value.expected_offset, caught.value.found_offset) == (0, 5)
-    assert "clicks-0" in str(caught.value)
     data = leader_bytes(leader)
     batches = scan_batches(data).batches
-    gap = bytes(batches[0].buffer) + bytes(batches[2].buffer)
-    with pytest.raises(UnexpectedAppendOffsetError, match=r"batch 1 has base offset 10, expected 5"):
-        follower.append_as_follower(gap)
+    backwards = bytes(batches[1].buffer) + bytes(batches[0].buffer)
+    with pytest.raises(UnexpectedAppendOffsetError, match=r"batch 1 has base offset 0, expected at least 10"):
+        follower.append_as_follower(backwards)
     assert follower.log_end_offset == 0
     assert (tmp_path / "f" / "clicks-0" / LOG0).stat().st_size == 0
     assert follower.leader_epoch_cache.entries() == []
     follower.append_as_follower(data)
     assert follower.log_end_offset == 15
+    with pytest.raises(
+        UnexpectedAppendOffsetError, match=r"batch 0 has base offset 5, expected at least 15"
+    ) as caught:
+        follower.append_as_follower(leader_bytes(leader, 5))
+    assert (caught.value.expected_offset, caught.value.found_offset) == (15, 5)
+    assert "clicks-0" in str(caught.value)
+    assert follower.log_end_offset == 15
+    leader.close()
+    follower.close()
+
+
+def test_a_follower_takes_a_cleaned_leaders_offset_gaps(tmp_path: Path) -> None:
+    """A leader's log cleaner leaves gaps; the follower keeps the leader's offsets (Kafka's follower)."""
+    leader = open_log(tmp_path, "clicks-0")
+    follower = open_log(tmp_path / "f", "clicks-0")
+    append_n(leader, 3, leader_epoch=1)
+    batches = scan_batches(leader_bytes(leader)).batches
+    follower.append_as_follower(bytes(batches[0].buffer) + bytes(batches[2].buffer))
+    assert follower.log_end_offset == 15
+    assert [r.offset for r in read_all(follower)] == [*range(5), *range(10, 15)]
     leader.close()
     follower.close()
 

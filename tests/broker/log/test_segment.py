@@ -191,10 +191,14 @@ def test_scan_finds_the_first_invalid_batch(tmp_path: Path, segment: Segment) ->
     assert scan.error.startswith("expected CRC 0x")
 
 
-def test_scan_requires_consecutive_offsets(tmp_path: Path, segment: Segment) -> None:
+def test_scan_requires_increasing_offsets_and_accepts_a_cleaned_segments_gaps(
+    tmp_path: Path, segment: Segment
+) -> None:
     segment.append([RecordBatch(make_batch(100, 5))], [100])
-    segment.append([RecordBatch(make_batch(106, 5))], [106])  # a hole: 105 is missing
+    segment.append([RecordBatch(make_batch(106, 5))], [106])  # a gap (the cleaner's): 105 is missing
+    segment.append([RecordBatch(make_batch(108, 5))], [108])  # overlaps 106..110
     segment.close()
     scan = scan_segment(tmp_path / "00000000000000000100.log", 100, index_interval_bytes=1000)
-    assert scan.batch_count == 1
-    assert scan.error == "expected base offset 105 got 106"
+    assert scan.batch_count == 2
+    assert scan.next_offset == 111
+    assert scan.error == "expected a base offset of at least 111 got 108"

@@ -119,7 +119,7 @@ def test_api_versions_request_newer_than_ours():
 
 
 def test_api_versions_fallback_bytes():
-    body = struct.pack(">hi", 35, 20)
+    body = struct.pack(">hi", 35, 23)
     for key, low, high in [
         (0, 0, 9),
         (1, 4, 12),
@@ -139,7 +139,10 @@ def test_api_versions_fallback_bytes():
         (20, 1, 6),
         (22, 0, 4),
         (23, 2, 4),
+        (32, 1, 4),
+        (33, 0, 2),
         (42, 0, 2),
+        (44, 0, 1),
         (47, 0, 0),
     ]:
         body += struct.pack(">hhh", key, low, high)
@@ -170,7 +173,10 @@ def test_api_versions_response_lists_every_api():
         20,
         22,
         23,
+        32,
+        33,
         42,
+        44,
         47,
     ]
     with pytest.raises(EncodeError, match=r"ApiVersions v5 is outside v0-v4"):

@@ -38,14 +38,20 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.errors import BrokerResponseError
     from kafka.protocol.admin import (
+        AlterConfigsRequest,
+        AlterConfigsResponse,
         CreateTopicsRequest,
         CreateTopicsResponse,
         DeleteGroupsRequest,
         DeleteGroupsResponse,
         DeleteTopicsRequest,
         DeleteTopicsResponse,
+        DescribeConfigsRequest,
+        DescribeConfigsResponse,
         DescribeGroupsRequest,
         DescribeGroupsResponse,
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
         ListGroupsRequest,
         ListGroupsResponse,
     )
@@ -111,6 +117,9 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
     ApiKey.LIST_GROUPS: (ListGroupsRequest, ListGroupsResponse),
     ApiKey.DELETE_GROUPS: (DeleteGroupsRequest, DeleteGroupsResponse),
     ApiKey.OFFSET_DELETE: (OffsetDeleteRequest, OffsetDeleteResponse),
+    ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
+    ApiKey.ALTER_CONFIGS: (AlterConfigsRequest, AlterConfigsResponse),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
 }
 
 # kafka-python renames Metadata's authorized-operations fields, and decodes them (and DescribeGroups') as sets

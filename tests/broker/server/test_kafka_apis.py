@@ -1,6 +1,6 @@
 """The protocol layer on the wire (broker/server/kafka_apis.py): Metadata, CreateTopics / DeleteTopics,
-acks=0 failures, malformed frames and the ApiVersions fallback; against real broker processes and a real
-ZooKeeper."""
+the config APIs' per-resource answers, acks=0 failures, malformed frames and the ApiVersions fallback;
+against real broker processes and a real ZooKeeper."""
 
 from __future__ import annotations
 
@@ -10,9 +10,17 @@ import struct
 from collections.abc import Callable
 
 from broker.protocol import ErrorCode, encode_request
+from broker.protocol.messages.alter_configs import AlterableConfig, AlterConfigsRequest, AlterConfigsResource
 from broker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
-from broker.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
+from broker.protocol.messages.config_resource import AlterConfigOp, ConfigResourceType, ConfigSource
+from broker.protocol.messages.create_topics import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 from broker.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicState
+from broker.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
+from broker.protocol.messages.incremental_alter_configs import (
+    IncrementalAlterableConfig,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResource,
+)
 from broker.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from tests.broker.server.helpers import (
     batch,
@@ -103,6 +111,176 @@ def test_create_and_delete_topics_over_the_wire(broker_cluster: BrokerCluster) -
     assert broker_cluster.admin.list_topics() == []
 
 
+# ------------------------------------------------------------------------------------------ configs
+
+TOPIC = int(ConfigResourceType.TOPIC)
+BROKER = int(ConfigResourceType.BROKER)
+
+
+def test_config_apis_answer_each_resource_on_its_own(broker_cluster: BrokerCluster) -> None:
+    conn = connect(broker_cluster.brokers[0])
+    try:
+        created = conn.request(
+            CreateTopicsRequest(
+                topics=[
+                    CreatableTopic(
+                        name="c",
+                        num_partitions=1,
+                        replication_factor=1,
+                        configs=[CreatableTopicConfig(name="retention.ms", value="60000")],
+                    )
+                ]
+            ),
+            version=7,
+        )
+        configs = {c.name: (c.value, c.config_source, c.read_only) for c in created.topics[0].configs}
+        assert configs["retention.ms"] == ("60000", ConfigSource.TOPIC_CONFIG, False)
+        assert configs["segment.bytes"] == ("1073741824", ConfigSource.DEFAULT_CONFIG, False)
+        assert len(configs) == 11
+
+        described = conn.request(
+            DescribeConfigsRequest(
+                resources=[
+                    DescribeConfigsResource(TOPIC, "c", ["retention.ms", "no.such.key"]),
+                    DescribeConfigsResource(TOPIC, "c", None),  # named twice: both refused
+                    DescribeConfigsResource(TOPIC, "missing", None),
+                    DescribeConfigsResource(TOPIC, "bad name!", None),
+                    DescribeConfigsResource(BROKER, "7", None),
+                    DescribeConfigsResource(BROKER, "", None),
+                    DescribeConfigsResource(int(ConfigResourceType.GROUP), "g", None),
+                ],
+                include_synonyms=True,
+                include_documentation=True,
+            ),
+            version=4,
+        )
+        assert [(r.resource_name, r.error_code, r.error_message) for r in described.results] == [
+            ("c", ErrorCode.INVALID_REQUEST, "resource 'c' is named twice"),
+            ("c", ErrorCode.INVALID_REQUEST, "resource 'c' is named twice"),
+            ("missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "topic 'missing' does not exist"),
+            (
+                "bad name!",
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+                described.results[3].error_message,
+            ),
+            ("7", ErrorCode.INVALID_REQUEST, "unexpected broker id '7': expected 0 or an empty string"),
+            ("", 0, None),
+            (
+                "g",
+                ErrorCode.INVALID_REQUEST,
+                (
+                    "unsupported config resource type GROUP: Lumber has configs for topics (2) and "
+                    "brokers (4) only"
+                ),
+            ),
+        ]
+        assert "bad name!" in (described.results[3].error_message or "")
+        assert described.results[5].configs == []
+
+        one = conn.request(
+            DescribeConfigsRequest(
+                resources=[DescribeConfigsResource(TOPIC, "c", ["retention.ms", "no.such.key"])],
+                include_synonyms=True,
+                include_documentation=True,
+            ),
+            version=4,
+        )
+        (entry,) = one.results[0].configs
+        assert (entry.name, entry.value, entry.config_source, entry.config_type) == (
+            "retention.ms",
+            "60000",
+            ConfigSource.TOPIC_CONFIG,
+            5,  # LONG
+        )
+        assert [(s.name, s.value, s.source) for s in entry.synonyms] == [
+            ("retention.ms", "60000", ConfigSource.TOPIC_CONFIG),
+            ("log.retention.ms", "604800000", ConfigSource.DEFAULT_CONFIG),
+        ]
+        assert (entry.documentation or "").startswith("Delete a whole non-active segment once")
+
+        altered = conn.request(
+            IncrementalAlterConfigsRequest(
+                resources=[
+                    IncrementalAlterConfigsResource(
+                        TOPIC, "c", [IncrementalAlterableConfig("segment.ms", int(AlterConfigOp.SET), "1000")]
+                    ),
+                    IncrementalAlterConfigsResource(
+                        TOPIC,
+                        "missing",
+                        [IncrementalAlterableConfig("segment.ms", int(AlterConfigOp.SET), "1000")],
+                    ),
+                    IncrementalAlterConfigsResource(
+                        BROKER, "0", [IncrementalAlterableConfig("log.retention.ms", 0, "1")]
+                    ),
+                ]
+            ),
+            version=1,
+        )
+        assert [(r.resource_name, r.error_code) for r in altered.responses] == [
+            ("c", 0),
+            ("missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+            ("0", ErrorCode.INVALID_REQUEST),
+        ]
+        bad = conn.request(
+            IncrementalAlterConfigsRequest(
+                resources=[
+                    IncrementalAlterConfigsResource(
+                        TOPIC,
+                        "c",
+                        [
+                            IncrementalAlterableConfig("segment.ms", int(AlterConfigOp.SET), "5"),
+                            IncrementalAlterableConfig("segment.ms", int(AlterConfigOp.DELETE), None),
+                        ],
+                    ),
+                ]
+            ),
+            version=0,
+        )
+        assert [(r.error_code, r.error_message) for r in bad.responses] == [
+            (ErrorCode.INVALID_REQUEST, "topic 'c': duplicate config keys ['segment.ms'] in one request")
+        ]
+        bad = conn.request(
+            IncrementalAlterConfigsRequest(
+                resources=[
+                    IncrementalAlterConfigsResource(
+                        TOPIC, "c", [IncrementalAlterableConfig("segment.ms", 9, "5")]
+                    ),
+                    IncrementalAlterConfigsResource(
+                        TOPIC, "c2", [IncrementalAlterableConfig("segment.ms", int(AlterConfigOp.SET), None)]
+                    ),
+                ]
+            ),
+            version=1,
+        )
+        assert [(r.error_code, r.error_message) for r in bad.responses] == [
+            (
+                ErrorCode.INVALID_REQUEST,
+                (
+                    "topic 'c': segment.ms: unknown config operation 9 (expected 0 SET, 1 DELETE, 2 "
+                    "APPEND or 3 SUBTRACT)"
+                ),
+            ),
+            (ErrorCode.INVALID_REQUEST, "topic 'c2': segment.ms: SET needs a value, got null"),
+        ]
+        # AlterConfigs: a null value leaves the key out
+        replaced = conn.request(
+            AlterConfigsRequest(
+                resources=[
+                    AlterConfigsResource(
+                        TOPIC,
+                        "c",
+                        [AlterableConfig("retention.bytes", "4096"), AlterableConfig("segment.ms", None)],
+                    )
+                ]
+            ),
+            version=0,
+        )
+        assert [r.error_code for r in replaced.responses] == [0]
+    finally:
+        conn.close()
+    assert broker_cluster.admin.topic_config("c") == {"retention.bytes": "4096"}
+
+
 # ------------------------------------------------------------------------------------------ produce
 
 
@@ -165,7 +343,7 @@ def test_api_versions_newer_than_ours_gets_the_fallback(broker_cluster: BrokerCl
         try:
             response: ApiVersionsResponse = conn.request(ApiVersionsRequest())
             assert response.error_code == 0
-            keys = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22, 23, 42, 47}
+            keys = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22, 23, 32, 33, 42, 44, 47}
             assert {k.api_key for k in response.api_keys} == keys
         finally:
             conn.close()

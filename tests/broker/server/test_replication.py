@@ -462,6 +462,30 @@ def test_sigterm_moves_leadership_first_so_no_request_fails(
     check_every_acknowledged_record(read_partitions(cluster, "calm", 3), load, exactly_once=True)
 
 
+def test_a_stopped_follower_does_not_hold_acks_all_writes_until_its_lag_runs_out(
+    start_cluster: Callable[..., BrokerCluster],
+) -> None:
+    # a follower that had caught up counts for the high watermark for replica_lag_time_max_ms (Kafka's
+    # rule), but only while its broker may be in the ISR: stopped, it must not hold writes for 60 s
+    cluster = start_cluster(3, **{**REPLICATION, "replica_lag_time_max_ms": 60_000})
+    cluster.create_topic("held", 1, replication_factor=3)
+    cluster.wait_for_isr("held", 0, [0, 1, 2])
+    load = AckedProducer(
+        cluster, "held", 1, settings={"message.timeout.ms": 20_000, "request.timeout.ms": 8_000}
+    ).start()
+    wait_for(lambda: len(load.acknowledged) >= 300, 60, "300 acknowledged records")
+    leader = cluster.leader_of("held", 0)
+    follower = next(b for b in cluster.brokers if b is not leader)
+    follower.stop()  # SIGTERM: the controller takes it out of the ISR, then it deregisters
+    acked = len(load.acknowledged)
+    wait_for(lambda: len(load.acknowledged) >= acked + 300, 30, "300 more records after the follower stopped")
+    assert load.stop() == 0
+    assert load.errors == []
+    assert load.fatal == []
+    assert follower.broker_id not in cluster.state_of("held", 0).isr
+    check_every_acknowledged_record(read_partitions(cluster, "held", 1), load, exactly_once=True)
+
+
 def test_preferred_leader_election_puts_leadership_back(start_cluster: Callable[..., BrokerCluster]) -> None:
     cluster = start_cluster(3, **REPLICATION)
     assignment = cluster.create_topic("pref", 1, replication_factor=3)

@@ -139,6 +139,18 @@ def test_create_list_describe_delete(zk: Any, config: Path) -> None:
         "          0       2      0  2         2         ok\n"
         "          1       3      0  3         3         offline: no live leader\n"
         "          2       1      0  1         1         ok\n"
+        "  config                          value       from\n"
+        "  cleanup.policy                  delete      default\n"
+        "  delete.retention.ms             86400000    default\n"
+        "  max.message.bytes               1048588     default\n"
+        "  min.cleanable.dirty.ratio       0.5         default\n"
+        "  min.compaction.lag.ms           0           default\n"
+        "  min.insync.replicas             1           default\n"
+        "  retention.bytes                 -1          default\n"
+        "  retention.ms                    604800000   default\n"
+        "  segment.bytes                   1073741824  default\n"
+        "  segment.ms                      604800000   default\n"
+        "  unclean.leader.election.enable  false       default\n"
     )
 
     deleted = topics(config, "delete", "explicit", "--json")
@@ -229,6 +241,18 @@ def test_describe_shows_leader_epoch_replicas_isr_and_marks_under_replicated(zk:
         "          1       2      4  2,3,1     2,1       under-replicated\n"
         "          2       3      7  3,1,2     3         offline: no live leader; under-replicated\n"
         "          3       2      1  1,2,3     2,3,1     not on its preferred leader 1\n"
+        "  config                          value       from\n"
+        "  cleanup.policy                  delete      default\n"
+        "  delete.retention.ms             86400000    default\n"
+        "  max.message.bytes               1048588     default\n"
+        "  min.cleanable.dirty.ratio       0.5         default\n"
+        "  min.compaction.lag.ms           0           default\n"
+        "  min.insync.replicas             2           topic override\n"
+        "  retention.bytes                 -1          default\n"
+        "  retention.ms                    604800000   default\n"
+        "  segment.bytes                   1073741824  default\n"
+        "  segment.ms                      604800000   default\n"
+        "  unclean.leader.election.enable  false       default\n"
     )
     as_json = json.loads(topics(config, "describe", "events", "--json").stdout)
     assert (as_json["topic"], as_json["replication_factor"], as_json["configs"]) == (

@@ -1,0 +1,205 @@
+"""The log cleaner's key -> last offset map: a fixed-size open-addressing table (Kafka's ``SkimpyOffsetMap``).
+
+Memory is allocated once, at construction, and never grows: three numpy arrays of ``slots`` entries, 24
+bytes per slot (a 128-bit hash of a key as two ``uint64`` words, and the ``int64`` offset), with ``slots``
+the largest prime whose table fits ``memory_bytes``. No Python object is kept per key, so a map over
+millions of keys costs exactly its buffer. A key is stored by its hash only, as Kafka does: two keys with
+the same 128 bits would be taken for one. Where Kafka hashes with MD5, Lumber takes Python's own hash of
+the key's bytes (SipHash, 64 bits, seeded per process: a map lives in one process, so its puts and gets
+agree) and the key's CRC-32 and length for the second word: about 0.1 us per key instead of MD5's 0.7,
+with the same effect (two of 2 million keys collide with probability about ``n**2 / 2**97``, 3e-17).
+
+Collisions are resolved by double hashing (the first word picks the slot, the second the step; ``slots``
+is prime, so every step visits every slot), which keeps probe sequences short up to the load factor.
+Kafka probes with successive hash bytes, then linearly; double hashing does the same job in fewer
+probes, which matters here because every probe round is one vectorised pass (see below).
+
+The map is filled to at most ``load_factor * slots`` keys (:attr:`OffsetMap.max_entries`, Kafka's
+``log.cleaner.io.buffer.load.factor`` of 0.9): the cleaner stops mapping a log's dirty section when the
+next batch's keys might not fit, and cleans the rest in a later pass.
+
+Puts and gets are vectorised: :meth:`OffsetMap.put_many` and :meth:`OffsetMap.get_many` take the hashes
+of many keys at once (:func:`hash_keys`) and resolve every key's probe sequence in rounds of numpy
+operations, each round settling the keys that found their slot (or an empty one). Keys put together are
+applied in order: a key given twice keeps its later offset.
+
+Thread safety: none. Each cleaner thread owns one map.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from zlib import crc32
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["BYTES_PER_ENTRY", "OffsetMap", "hash_keys"]
+
+#: A 16-byte hash and an 8-byte offset (Kafka's SkimpyOffsetMap: hashSize + 8).
+BYTES_PER_ENTRY = 24
+DEFAULT_LOAD_FACTOR = 0.9
+
+Hashes = npt.NDArray[np.uint64]
+Offsets = npt.NDArray[np.int64]
+
+
+def hash_keys(keys: Sequence[bytes]) -> Hashes:
+    """The 128-bit hash of every key as an ``(n, 2)`` array of ``uint64`` words (see the module docstring)."""
+    n = len(keys)
+    hashes = np.empty((n, 2), dtype=np.uint64)
+    hashes[:, 0] = np.fromiter(map(hash, keys), dtype=np.int64, count=n).view(np.uint64)
+    hashes[:, 1] = np.fromiter(map(crc32, keys), dtype=np.uint64, count=n)
+    hashes[:, 1] |= np.fromiter(map(len, keys), dtype=np.uint64, count=n) << np.uint64(32)
+    return hashes
+
+
+def _largest_prime_at_most(n: int) -> int:
+    candidate = max(n, 3)
+    if candidate % 2 == 0:
+        candidate -= 1
+    while candidate > 3:
+        limit = int(candidate**0.5) + 1
+        if all(candidate % d for d in range(3, limit, 2)):
+            return candidate
+        candidate -= 2
+    return 3
+
+
+class OffsetMap:
+    """A bounded map from key hashes to offsets (see the module docstring)."""
+
+    __slots__ = ("_high", "_latest_offset", "_load_factor", "_low", "_offsets", "_size", "_slots")
+
+    def __init__(self, memory_bytes: int, *, load_factor: float = DEFAULT_LOAD_FACTOR) -> None:
+        if not 0.0 < load_factor <= 0.95:
+            raise ValueError(f"load factor must be in (0, 0.95], not {load_factor}")
+        if memory_bytes < BYTES_PER_ENTRY * 8:
+            raise ValueError(f"an offset map needs at least {BYTES_PER_ENTRY * 8} bytes, got {memory_bytes}")
+        self._slots = _largest_prime_at_most(memory_bytes // BYTES_PER_ENTRY)
+        self._load_factor = load_factor
+        self._low: Hashes = np.zeros(self._slots, dtype=np.uint64)
+        self._high: Hashes = np.zeros(self._slots, dtype=np.uint64)
+        self._offsets: Offsets = np.full(self._slots, -1, dtype=np.int64)
+        self._size = 0
+        self._latest_offset = -1
+
+    @property
+    def slots(self) -> int:
+        return self._slots
+
+    @property
+    def memory_bytes(self) -> int:
+        """What the table takes: ``slots * 24``."""
+        return self._slots * BYTES_PER_ENTRY
+
+    @property
+    def max_entries(self) -> int:
+        """How many keys the map takes before it counts as full."""
+        return int(self._slots * self._load_factor)
+
+    @property
+    def size(self) -> int:
+        """Distinct keys in the map."""
+        return self._size
+
+    @property
+    def utilization(self) -> float:
+        return self._size / self._slots
+
+    @property
+    def latest_offset(self) -> int:
+        """The last offset the map covers (-1 when empty): see :meth:`update_latest_offset`."""
+        return self._latest_offset
+
+    def update_latest_offset(self, offset: int) -> None:
+        """Record that every record up to ``offset`` is mapped (the cleaner calls it after each batch)."""
+        self._latest_offset = offset
+
+    def clear(self) -> None:
+        self._offsets.fill(-1)
+        self._size = 0
+        self._latest_offset = -1
+
+    def _probe(self, hashes: Hashes) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        low = hashes[:, 0]
+        slots = np.uint64(self._slots)
+        position = (low % slots).astype(np.int64)
+        step = (hashes[:, 1] % np.uint64(self._slots - 1)).astype(np.int64) + 1
+        return position, step
+
+    def put_many(self, hashes: Hashes, offsets: Offsets) -> None:
+        """Map every ``hashes[i]`` to ``offsets[i]``; for a key given twice, the later one wins. The caller
+        keeps the map within :attr:`max_entries` (a full table raises :class:`OverflowError`)."""
+        n = len(offsets)
+        if n == 0:
+            return
+        low = hashes[:, 0]
+        high = hashes[:, 1]
+        # keep the last occurrence of each key
+        order = np.lexsort((np.arange(n), high, low))
+        sorted_low, sorted_high = low[order], high[order]
+        last = np.ones(n, dtype=bool)
+        last[:-1] = (sorted_low[1:] != sorted_low[:-1]) | (sorted_high[1:] != sorted_high[:-1])
+        keep = order[last]
+        p_low, p_high = low[keep], high[keep]
+        p_offsets = np.asarray(offsets, dtype=np.int64)[keep]
+        position, step = self._probe(np.stack((p_low, p_high), axis=1))
+        table_low, table_high, table_offsets = self._low, self._high, self._offsets
+        slots = self._slots
+        rounds = 0
+        while len(p_low):
+            rounds += 1
+            if rounds > slots:
+                raise OverflowError(f"the offset map's {slots} slots are full ({self._size} keys)")
+            current = table_offsets[position]
+            empty = current < 0
+            same = ~empty & (table_low[position] == p_low) & (table_high[position] == p_high)
+            if same.any():
+                table_offsets[position[same]] = p_offsets[same]
+            settled = same
+            if empty.any():
+                candidates = np.flatnonzero(empty)
+                # several keys may probe the same empty slot: the first of them takes it
+                _, first = np.unique(position[candidates], return_index=True)
+                winners = candidates[first]
+                where = position[winners]
+                table_low[where] = p_low[winners]
+                table_high[where] = p_high[winners]
+                table_offsets[where] = p_offsets[winners]
+                self._size += len(winners)
+                settled = settled.copy()
+                settled[winners] = True
+                # the losers probe the same slot again next round (now taken by another key)
+                move = ~settled & ~empty
+            else:
+                move = ~settled
+            position = np.where(move, (position + step) % slots, position)
+            rest = ~settled
+            p_low, p_high, p_offsets = p_low[rest], p_high[rest], p_offsets[rest]
+            position, step = position[rest], step[rest]
+
+    def get_many(self, hashes: Hashes) -> Offsets:
+        """The offset mapped to each hash, -1 where the key is not in the map."""
+        n = len(hashes)
+        result: Offsets = np.full(n, -1, dtype=np.int64)
+        if n == 0 or self._size == 0:
+            return result
+        index = np.arange(n)
+        low, high = hashes[:, 0], hashes[:, 1]
+        position, step = self._probe(hashes)
+        table_low, table_high, table_offsets = self._low, self._high, self._offsets
+        slots = self._slots
+        while len(index):
+            current = table_offsets[position]
+            empty = current < 0
+            same = ~empty & (table_low[position] == low) & (table_high[position] == high)
+            result[index[same]] = current[same]
+            rest = ~(empty | same)
+            index, low, high = index[rest], low[rest], high[rest]
+            position = (position[rest] + step[rest]) % slots
+            step = step[rest]
+        return result
+
+    def __repr__(self) -> str:
+        return f"OffsetMap(slots={self._slots}, size={self._size}, latest_offset={self._latest_offset})"
