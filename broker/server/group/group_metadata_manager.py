@@ -2,7 +2,8 @@
 
 **The topic.** ``__consumer_offsets`` is created on first use (the first FindCoordinator for a group) with
 ``[broker] offsets_topic_partitions`` partitions, min(``offsets_topic_replication_factor``, live brokers)
-replicas and ``cleanup.policy=compact`` (its records are keyed, so compaction keeps each partition's last
+replicas, ``cleanup.policy=compact`` and ``segment.bytes`` ``[broker] offsets_topic_segment_bytes`` (100 MiB,
+as Kafka) (its records are keyed, so compaction keeps each partition's last
 commit and each group's last metadata; this module never depends on the cleaner running). A group lives in
 partition ``abs(h) % partitions`` where ``h`` is Java's ``String.hashCode`` of the group id (32-bit, over
 UTF-16 code units) and ``abs`` is Kafka's ``Utils.abs`` (``Integer.MIN_VALUE`` -> 0), so a group maps to the
@@ -46,7 +47,7 @@ from typing import NamedTuple
 from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.errors import ClusterError, TopicExistsError
 from broker.cluster.topic_admin import TopicAdmin
-from broker.cluster.zk_paths import CLEANUP_POLICY
+from broker.cluster.zk_paths import CLEANUP_POLICY, SEGMENT_BYTES
 from broker.config import BrokerConfig
 from broker.log.errors import LogError
 from broker.protocol import ErrorCode
@@ -173,7 +174,10 @@ class GroupMetadataManager:
                 OFFSETS_TOPIC,
                 self._config.offsets_topic_partitions,
                 replication_factor=factor,
-                configs={CLEANUP_POLICY: "compact"},
+                configs={
+                    CLEANUP_POLICY: "compact",
+                    SEGMENT_BYTES: str(self._config.offsets_topic_segment_bytes),
+                },
             )
             logger.info(
                 "created %s with %d partitions of %d replicas",
