@@ -24,6 +24,7 @@ microseconds per request for each tree and the ratio after / before (below 1: th
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import subprocess
 import sys
@@ -89,6 +90,9 @@ def _measure() -> None:
         from broker.server.replica_manager import ReplicaManager  # noqa: PLC0415
 
         replicas = ReplicaManager(0, logs, watcher, purgatory)  # type: ignore[arg-type]
+        extra: dict[str, Any] = {}
+        if "group_coordinator" in inspect.signature(KafkaApis).parameters:  # issue 21 on
+            extra["group_coordinator"] = None
         handler = KafkaApis(
             config=BrokerConfig(),
             replica_manager=replicas,
@@ -97,6 +101,7 @@ def _measure() -> None:
             channel=channel,  # type: ignore[arg-type]
             cluster_id="bench",
             producer_ids=None,  # type: ignore[arg-type]
+            **extra,
         )
     except ImportError:  # a tree from before issue 18
         from broker.server import request_handler  # type: ignore[attr-defined]  # noqa: PLC0415

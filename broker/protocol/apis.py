@@ -14,11 +14,17 @@ from broker.protocol.messages.api_versions import (
     ApiVersionsResponse,
 )
 from broker.protocol.messages.create_topics import CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse
+from broker.protocol.messages.delete_groups import DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse
 from broker.protocol.messages.delete_topics import DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse
 from broker.protocol.messages.describe_configs import (
     DESCRIBE_CONFIGS,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
+)
+from broker.protocol.messages.describe_groups import (
+    DESCRIBE_GROUPS,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
 )
 from broker.protocol.messages.fetch import FETCH, FetchRequest, FetchResponse
 from broker.protocol.messages.find_coordinator import (
@@ -26,6 +32,7 @@ from broker.protocol.messages.find_coordinator import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
 )
+from broker.protocol.messages.heartbeat import HEARTBEAT, HeartbeatRequest, HeartbeatResponse
 from broker.protocol.messages.incremental_alter_configs import (
     INCREMENTAL_ALTER_CONFIGS,
     IncrementalAlterConfigsRequest,
@@ -36,14 +43,21 @@ from broker.protocol.messages.init_producer_id import (
     InitProducerIdRequest,
     InitProducerIdResponse,
 )
+from broker.protocol.messages.join_group import JOIN_GROUP, JoinGroupRequest, JoinGroupResponse
+from broker.protocol.messages.leave_group import LEAVE_GROUP, LeaveGroupRequest, LeaveGroupResponse
+from broker.protocol.messages.list_groups import LIST_GROUPS, ListGroupsRequest, ListGroupsResponse
 from broker.protocol.messages.list_offsets import LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse
 from broker.protocol.messages.metadata import METADATA, MetadataRequest, MetadataResponse
+from broker.protocol.messages.offset_commit import OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse
+from broker.protocol.messages.offset_delete import OFFSET_DELETE, OffsetDeleteRequest, OffsetDeleteResponse
+from broker.protocol.messages.offset_fetch import OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse
 from broker.protocol.messages.offset_for_leader_epoch import (
     OFFSET_FOR_LEADER_EPOCH,
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
 )
 from broker.protocol.messages.produce import PRODUCE, ProduceRequest, ProduceResponse
+from broker.protocol.messages.sync_group import SYNC_GROUP, SyncGroupRequest, SyncGroupResponse
 
 #: Every API Lumber implements, by API key.
 SUPPORTED_APIS: tuple[ApiSpec, ...] = (
@@ -57,6 +71,16 @@ SUPPORTED_APIS: tuple[ApiSpec, ...] = (
     DELETE_TOPICS,
     INIT_PRODUCER_ID,
     OFFSET_FOR_LEADER_EPOCH,
+    JOIN_GROUP,
+    SYNC_GROUP,
+    HEARTBEAT,
+    LEAVE_GROUP,
+    OFFSET_COMMIT,
+    OFFSET_FETCH,
+    LIST_GROUPS,
+    DESCRIBE_GROUPS,
+    DELETE_GROUPS,
+    OFFSET_DELETE,
     DESCRIBE_CONFIGS,
     ALTER_CONFIGS,
     INCREMENTAL_ALTER_CONFIGS,
@@ -74,6 +98,16 @@ RequestBody = (
     | DeleteTopicsRequest
     | InitProducerIdRequest
     | OffsetForLeaderEpochRequest
+    | JoinGroupRequest
+    | SyncGroupRequest
+    | HeartbeatRequest
+    | LeaveGroupRequest
+    | OffsetCommitRequest
+    | OffsetFetchRequest
+    | ListGroupsRequest
+    | DescribeGroupsRequest
+    | DeleteGroupsRequest
+    | OffsetDeleteRequest
     | DescribeConfigsRequest
     | AlterConfigsRequest
     | IncrementalAlterConfigsRequest
@@ -91,6 +125,16 @@ ResponseBody = (
     | DeleteTopicsResponse
     | InitProducerIdResponse
     | OffsetForLeaderEpochResponse
+    | JoinGroupResponse
+    | SyncGroupResponse
+    | HeartbeatResponse
+    | LeaveGroupResponse
+    | OffsetCommitResponse
+    | OffsetFetchResponse
+    | ListGroupsResponse
+    | DescribeGroupsResponse
+    | DeleteGroupsResponse
+    | OffsetDeleteResponse
     | DescribeConfigsResponse
     | AlterConfigsResponse
     | IncrementalAlterConfigsResponse

@@ -8,8 +8,9 @@ Start-up, in order (each step undone if a later one fails):
    delete local partitions ZooKeeper no longer assigns here, give the logs of topics with config
    overrides their topic's config, create the logs of the partitions assigned here and apply their states
    (lead, or follow: the replica fetchers start);
-4. start the ISR thread, the flusher and retention threads, the purgatory, the request handlers and the
-   network layer (bound before anything is registered, so the registered port answers);
+4. start the ISR thread, the flusher and retention threads, the purgatory, the group coordinator (which
+   loads the ``__consumer_offsets`` partitions led here), the request handlers and the network layer
+   (bound before anything is registered, so the registered port answers);
 5. register ``/brokers/ids/<id>`` (ephemeral): from now on clients find the broker, and the controller
    counts it live;
 6. stand for controller (:mod:`broker.server.controller`).
@@ -54,6 +55,8 @@ from broker.server.admin_manager import AdminManager
 from broker.server.broker_metrics import BrokerCollector, BrokerMetrics, MeteredRequestChannel
 from broker.server.controller import Controller
 from broker.server.errors import ServerError
+from broker.server.group.group_coordinator import GroupCoordinator
+from broker.server.group.group_metadata_manager import GroupMetadataManager
 from broker.server.handler_pool import HandlerPool
 from broker.server.kafka_apis import INLINE_API_KEYS, PIPELINE_API_KEYS, RUN_API_KEYS, KafkaApis
 from broker.server.purgatory import Purgatory
@@ -90,6 +93,7 @@ class BrokerServer:
         self._purgatory: Purgatory | None = None
         self._replicas: ReplicaManager | None = None
         self._controller: Controller | None = None
+        self._groups: GroupCoordinator | None = None
         self._channel: RequestChannel | None = None
         self._pool: HandlerPool | None = None
         self._network: SocketServer | None = None
@@ -162,6 +166,12 @@ class BrokerServer:
         replicas.apply(EMPTY_VIEW, self._watcher.view)
         replicas.start()
         self._logs.start()
+        self._groups = groups = GroupCoordinator(
+            config,
+            GroupMetadataManager(config.broker_id, config, replicas, self._watcher, TopicAdmin(client)),
+        )
+        groups.start()
+        groups.manager.on_leadership()
         metrics = BrokerMetrics() if config.metrics_listen_port is not None else None
         if metrics is not None:
             self._logs.add_flush_listener(metrics.flushed)
@@ -186,6 +196,7 @@ class BrokerServer:
             channel=self._channel,
             cluster_id=self.cluster_id,
             producer_ids=ProducerIdManager(client, config.broker_id),
+            group_coordinator=groups,
         )
         self._pool = HandlerPool(self._channel, handler.handle, config.num_io_threads)
         self._pool.start()
@@ -229,6 +240,9 @@ class BrokerServer:
         replicas = self._replicas
         if replicas is not None:
             replicas.apply(old, new)
+        groups = self._groups
+        if groups is not None:
+            groups.manager.on_leadership()
         controller = self._controller
         if controller is not None:
             controller.wake()
@@ -373,6 +387,7 @@ class BrokerServer:
         steps = (
             ("moving leadership away", self._controlled_shutdown if self._registration else None),
             ("stopping the controller", self._controller.stop if self._controller else None),
+            ("stopping the group coordinator", self._groups.shutdown if self._groups else None),
             ("stopping the replica fetchers", self._replicas.shutdown if self._replicas else None),
             ("deregistering", self._registration.deregister if self._registration else None),
             ("stopping the metrics server", self._stop_metrics if self._metrics_server else None),
@@ -392,7 +407,7 @@ class BrokerServer:
             except Exception:
                 logger.exception("broker %d: %s failed", self.config.broker_id, what)
         self._registration = self._network = self._purgatory = self._pool = self._replicas = None
-        self._controller = None
+        self._controller = self._groups = None
         self._channel = self._watcher = self._logs = self._client = None
         if self._started:
             logger.info("broker %d stopped", self.config.broker_id)

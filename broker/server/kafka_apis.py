@@ -33,7 +33,12 @@ watcher for metadata. It holds no partition state of its own. What each API answ
   metrics) are INVALID_REQUEST naming the type. After a successful alter the cluster view is read again,
   so this broker's logs run with the new configs before the answer goes out (the others follow their
   ZooKeeper watch).
-* **FindCoordinator**: COORDINATOR_NOT_AVAILABLE (groups coordinate through ZooKeeper, not a broker).
+* **FindCoordinator** (group keys): the leader of the group's ``__consumer_offsets`` partition (the topic
+  created on first use), COORDINATOR_NOT_AVAILABLE while it has none; transaction keys:
+  COORDINATOR_NOT_AVAILABLE (Lumber has no transactions).
+* **JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups,
+  DeleteGroups, OffsetDelete**: through the group coordinator (:mod:`broker.server.group.group_coordinator`);
+  JoinGroup, SyncGroup and OffsetCommit are answered later, from the coordinator's callbacks.
 * **InitProducerId**: as Kafka answers an idempotent (non-transactional) producer: a fresh producer id,
   unique across brokers and restarts (:mod:`broker.cluster.producer_id_manager`), and epoch 0; a
   transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Lumber has no transactions).
@@ -48,6 +53,7 @@ threads may call :meth:`KafkaApis.handle` and :meth:`KafkaApis.handle_run` (no s
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -85,6 +91,11 @@ from broker.protocol.messages.create_topics import (
     CreateTopicsRequest,
     CreateTopicsResponse,
 )
+from broker.protocol.messages.delete_groups import (
+    DeletableGroupResult,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+)
 from broker.protocol.messages.delete_topics import (
     DeletableTopicResult,
     DeleteTopicsRequest,
@@ -97,18 +108,32 @@ from broker.protocol.messages.describe_configs import (
     DescribeConfigsResult,
     DescribeConfigsSynonym,
 )
+from broker.protocol.messages.describe_groups import (
+    DescribedGroup,
+    DescribedGroupMember,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+)
 from broker.protocol.messages.fetch import (
     FetchableTopicResponse,
     FetchRequest,
     FetchResponse,
     PartitionData,
 )
-from broker.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from broker.protocol.messages.find_coordinator import (
+    GROUP_KEY_TYPE,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
+from broker.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from broker.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
 from broker.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from broker.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse, JoinGroupResponseMember
+from broker.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse, MemberResponse
+from broker.protocol.messages.list_groups import ListedGroup, ListGroupsRequest, ListGroupsResponse
 from broker.protocol.messages.list_offsets import (
     ListOffsetsPartitionResponse,
     ListOffsetsRequest,
@@ -119,6 +144,27 @@ from broker.protocol.messages.metadata import (
     MetadataRequest,
     MetadataResponse,
     MetadataResponseBroker,
+)
+from broker.protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+from broker.protocol.messages.offset_delete import (
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+from broker.protocol.messages.offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
 )
 from broker.protocol.messages.offset_for_leader_epoch import (
     EpochEndOffset,
@@ -132,6 +178,7 @@ from broker.protocol.messages.produce import (
     ProduceResponse,
     TopicProduceResponse,
 )
+from broker.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from broker.record.errors import InvalidTopicError, RecordError
 from broker.record.topic_partition import TopicPartition
 from broker.server.admin_manager import AdminManager
@@ -143,6 +190,8 @@ from broker.server.errors import (
     ServerError,
     UnsupportedMessageFormatError,
 )
+from broker.server.group.group_coordinator import GroupCoordinator, JoinResult, MemberToLeave, SyncResult
+from broker.server.group.offset_and_metadata import OffsetAndMetadata
 from broker.server.partition import Partition
 from broker.server.replica_manager import FetchPartitionResult, FetchRead, ReplicaManager
 from broker.server.topic_metadata import topic_metadata
@@ -152,8 +201,19 @@ logger = logging.getLogger(__name__)
 _NONE = int(ErrorCode.NONE)
 #: The APIs whose handling never blocks its thread (a wait goes to the purgatory), so that the network
 #: threads may serve them themselves (``[broker] inline_requests``); the others may talk to ZooKeeper.
+#: The group coordinator's frequent requests qualify too: a commit's wait is the purgatory's, like an acks=-1
+#: Produce's, and a Heartbeat or OffsetFetch only reads the coordinator's cache under a group's lock.
 INLINE_API_KEYS = frozenset(
-    int(key) for key in (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.API_VERSIONS)
+    int(key)
+    for key in (
+        ApiKey.PRODUCE,
+        ApiKey.FETCH,
+        ApiKey.LIST_OFFSETS,
+        ApiKey.API_VERSIONS,
+        ApiKey.OFFSET_COMMIT,
+        ApiKey.OFFSET_FETCH,
+        ApiKey.HEARTBEAT,
+    )
 )
 #: The APIs :meth:`KafkaApis.handle_run` serves in runs.
 RUN_API_KEYS = frozenset({int(ApiKey.PRODUCE)})
@@ -179,6 +239,7 @@ class KafkaApis:
         channel: RequestChannel,
         cluster_id: str,
         producer_ids: ProducerIdManager,
+        group_coordinator: GroupCoordinator,
     ) -> None:
         self._config = config
         self._replicas = replica_manager
@@ -187,6 +248,7 @@ class KafkaApis:
         self._channel = channel
         self._cluster_id = cluster_id
         self._producer_ids = producer_ids
+        self._groups = group_coordinator
         self._handlers: dict[int, Callable[[NetworkRequest, RequestHeader, Any], None]] = {
             int(ApiKey.PRODUCE): self._produce,
             int(ApiKey.FETCH): self._fetch,
@@ -198,6 +260,16 @@ class KafkaApis:
             int(ApiKey.DELETE_TOPICS): self._delete_topics,
             int(ApiKey.INIT_PRODUCER_ID): self._init_producer_id,
             int(ApiKey.OFFSET_FOR_LEADER_EPOCH): self._offset_for_leader_epoch,
+            int(ApiKey.JOIN_GROUP): self._join_group,
+            int(ApiKey.SYNC_GROUP): self._sync_group,
+            int(ApiKey.HEARTBEAT): self._heartbeat,
+            int(ApiKey.LEAVE_GROUP): self._leave_group,
+            int(ApiKey.OFFSET_COMMIT): self._offset_commit,
+            int(ApiKey.OFFSET_FETCH): self._offset_fetch,
+            int(ApiKey.LIST_GROUPS): self._list_groups,
+            int(ApiKey.DESCRIBE_GROUPS): self._describe_groups,
+            int(ApiKey.DELETE_GROUPS): self._delete_groups,
+            int(ApiKey.OFFSET_DELETE): self._offset_delete,
             int(ApiKey.DESCRIBE_CONFIGS): self._describe_configs,
             int(ApiKey.ALTER_CONFIGS): self._alter_configs,
             int(ApiKey.INCREMENTAL_ALTER_CONFIGS): self._incremental_alter_configs,
@@ -736,22 +808,338 @@ class KafkaApis:
             self._cluster.refresh()
         return responses
 
-    # ------------------------------------------------------------------------------------ the rest
+    # ------------------------------------------------------------------------------------ groups
 
     def _find_coordinator(
-        self, request: NetworkRequest, header: RequestHeader, _body: FindCoordinatorRequest
+        self, request: NetworkRequest, header: RequestHeader, body: FindCoordinatorRequest
     ) -> None:
+        def answer(
+            code: ErrorCode, message: str | None, node: int = -1, host: str = "", port: int = -1
+        ) -> None:
+            self._respond(
+                request,
+                header,
+                FindCoordinatorResponse(
+                    error_code=int(code), error_message=message, node_id=node, host=host, port=port
+                ),
+            )
+
+        if body.key_type != GROUP_KEY_TYPE:
+            answer(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, "Lumber has no transactions: no transaction coordinator"
+            )
+            return
+        if not body.key:
+            answer(ErrorCode.INVALID_REQUEST, "no group id")
+            return
+        try:
+            node = self._groups.coordinator_of(body.key)
+        except _ANSWERED as exc:
+            logger.warning("FindCoordinator for group %r: %s", body.key, exc)
+            answer(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"__consumer_offsets cannot be created: {exc}")
+            return
+        broker = self._cluster.view.brokers.get(node)
+        if broker is None:
+            answer(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                f"group {body.key!r}: its __consumer_offsets partition has no leader yet",
+            )
+            return
+        answer(ErrorCode.NONE, None, broker.broker_id, broker.host, broker.port)
+
+    def _join_group(self, request: NetworkRequest, header: RequestHeader, body: JoinGroupRequest) -> None:
+        version = header.api_version
+
+        def respond(result: JoinResult) -> None:
+            self._respond(
+                request,
+                header,
+                JoinGroupResponse(
+                    error_code=int(result.error),
+                    generation_id=result.generation_id,
+                    protocol_type=result.protocol_type,
+                    protocol_name=result.protocol_name
+                    if result.protocol_name is not None or version >= 7
+                    else "",
+                    leader=result.leader_id,
+                    member_id=result.member_id,
+                    members=[
+                        JoinGroupResponseMember(member_id=m, group_instance_id=i, metadata=d)
+                        for m, i, d in result.members
+                    ],
+                ),
+            )
+
+        self._groups.handle_join_group(
+            group_id=body.group_id,
+            member_id=body.member_id,
+            group_instance_id=body.group_instance_id,
+            require_known_member_id=version >= 4,
+            client_id=header.client_id or "",
+            client_host=request.peer.rsplit(":", 1)[0],
+            rebalance_timeout_ms=body.rebalance_timeout_ms if version >= 1 else -1,
+            session_timeout_ms=body.session_timeout_ms,
+            protocol_type=body.protocol_type,
+            protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
+            respond=respond,
+        )
+
+    def _sync_group(self, request: NetworkRequest, header: RequestHeader, body: SyncGroupRequest) -> None:
+        def respond(result: SyncResult) -> None:
+            self._respond(
+                request,
+                header,
+                SyncGroupResponse(
+                    error_code=int(result.error),
+                    protocol_type=result.protocol_type,
+                    protocol_name=result.protocol_name,
+                    assignment=result.assignment,
+                ),
+            )
+
+        self._groups.handle_sync_group(
+            group_id=body.group_id,
+            generation_id=body.generation_id,
+            member_id=body.member_id,
+            group_instance_id=body.group_instance_id,
+            protocol_type=body.protocol_type,
+            protocol_name=body.protocol_name,
+            assignments={a.member_id: bytes(a.assignment) for a in body.assignments},
+            respond=respond,
+        )
+
+    def _heartbeat(self, request: NetworkRequest, header: RequestHeader, body: HeartbeatRequest) -> None:
+        error = self._groups.handle_heartbeat(
+            group_id=body.group_id,
+            member_id=body.member_id,
+            group_instance_id=body.group_instance_id,
+            generation_id=body.generation_id,
+        )
+        self._respond(request, header, HeartbeatResponse(error_code=int(error)))
+
+    def _leave_group(self, request: NetworkRequest, header: RequestHeader, body: LeaveGroupRequest) -> None:
+        if header.api_version < 3:
+            leaving = [MemberToLeave(body.member_id, None)]
+        else:
+            leaving = [MemberToLeave(m.member_id, m.group_instance_id) for m in body.members]
+        error, member_errors = self._groups.handle_leave_group(body.group_id, leaving)
+        if header.api_version < 3 and error == ErrorCode.NONE and member_errors:
+            error = member_errors[0]
         self._respond(
             request,
             header,
-            FindCoordinatorResponse(
-                error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
-                error_message="Lumber's consumer groups coordinate through ZooKeeper, not through a broker",
-                node_id=-1,
-                host="",
-                port=-1,
+            LeaveGroupResponse(
+                error_code=int(error),
+                members=[
+                    MemberResponse(
+                        member_id=who.member_id, group_instance_id=who.group_instance_id, error_code=int(e)
+                    )
+                    for who, e in zip(leaving, member_errors, strict=False)
+                ],
             ),
         )
+
+    def _offset_commit(
+        self, request: NetworkRequest, header: RequestHeader, body: OffsetCommitRequest
+    ) -> None:
+        now = int(time.time() * 1000)
+        offsets = {
+            TopicPartition(t.name, p.partition_index): OffsetAndMetadata(
+                p.committed_offset, p.committed_leader_epoch, p.committed_metadata or "", now
+            )
+            for t in body.topics
+            for p in t.partitions
+        }
+
+        def respond(errors: dict[TopicPartition, ErrorCode]) -> None:
+            self._respond(
+                request,
+                header,
+                OffsetCommitResponse(
+                    topics=[
+                        OffsetCommitResponseTopic(
+                            name=t.name,
+                            partitions=[
+                                OffsetCommitResponsePartition(
+                                    partition_index=p.partition_index,
+                                    error_code=int(
+                                        errors.get(TopicPartition(t.name, p.partition_index), ErrorCode.NONE)
+                                    ),
+                                )
+                                for p in t.partitions
+                            ],
+                        )
+                        for t in body.topics
+                    ]
+                ),
+            )
+
+        self._groups.handle_commit_offsets(
+            group_id=body.group_id,
+            member_id=body.member_id,
+            group_instance_id=body.group_instance_id,
+            generation_id=body.generation_id_or_member_epoch,
+            offsets=offsets,
+            respond=respond,
+        )
+
+    def _offset_fetch(self, request: NetworkRequest, header: RequestHeader, body: OffsetFetchRequest) -> None:
+        version = header.api_version
+        if version >= 8:
+            groups = []
+            for asked in body.groups:
+                partitions = (
+                    None
+                    if asked.topics is None
+                    else [TopicPartition(t.name, p) for t in asked.topics for p in t.partition_indexes]
+                )
+                error, found = self._groups.handle_fetch_offsets(asked.group_id, partitions)
+                groups.append(
+                    OffsetFetchResponseGroup(
+                        group_id=asked.group_id,
+                        error_code=int(error),
+                        topics=[
+                            OffsetFetchResponseTopics(
+                                name=topic,
+                                partitions=[
+                                    OffsetFetchResponsePartitions(
+                                        partition_index=tp.partition,
+                                        committed_offset=-1 if oam is None else oam.offset,
+                                        committed_leader_epoch=-1 if oam is None else oam.leader_epoch,
+                                        metadata="" if oam is None else oam.metadata,
+                                    )
+                                    for tp, oam in entries
+                                ],
+                            )
+                            for topic, entries in _by_topic(found).items()
+                        ],
+                    )
+                )
+            self._respond(request, header, OffsetFetchResponse(groups=groups))
+            return
+        partitions = (
+            None
+            if body.topics is None
+            else [TopicPartition(t.name, p) for t in body.topics for p in t.partition_indexes]
+        )
+        error, found = self._groups.handle_fetch_offsets(body.group_id, partitions)
+        if error != ErrorCode.NONE and version < 2 and partitions is not None:
+            found = dict.fromkeys(partitions, None)  # v0-v1 carry errors per partition only
+        partition_error = int(error) if version < 2 else _NONE
+        self._respond(
+            request,
+            header,
+            OffsetFetchResponse(
+                error_code=int(error),
+                topics=[
+                    OffsetFetchResponseTopic(
+                        name=topic,
+                        partitions=[
+                            OffsetFetchResponsePartition(
+                                partition_index=tp.partition,
+                                committed_offset=-1 if oam is None else oam.offset,
+                                committed_leader_epoch=-1 if oam is None else oam.leader_epoch,
+                                metadata="" if oam is None else oam.metadata,
+                                error_code=partition_error,
+                            )
+                            for tp, oam in entries
+                        ],
+                    )
+                    for topic, entries in _by_topic(found).items()
+                ],
+            ),
+        )
+
+    def _list_groups(self, request: NetworkRequest, header: RequestHeader, body: ListGroupsRequest) -> None:
+        types = {t.lower() for t in body.types_filter}
+        error, listed = self._groups.handle_list_groups(body.states_filter)
+        if types and "classic" not in types:
+            listed = []
+        self._respond(
+            request,
+            header,
+            ListGroupsResponse(
+                error_code=int(error),
+                groups=[
+                    ListedGroup(group_id=g, protocol_type=t, group_state=s, group_type="classic")
+                    for g, t, s in listed
+                ],
+            ),
+        )
+
+    def _describe_groups(
+        self, request: NetworkRequest, header: RequestHeader, body: DescribeGroupsRequest
+    ) -> None:
+        described = []
+        for group_id in body.groups:
+            summary = self._groups.handle_describe_group(group_id)
+            described.append(
+                DescribedGroup(
+                    error_code=int(summary.error),
+                    group_id=group_id,
+                    group_state=summary.state,
+                    protocol_type=summary.protocol_type,
+                    protocol_data=summary.protocol,
+                    members=[
+                        DescribedGroupMember(
+                            member_id=m.member_id,
+                            group_instance_id=m.group_instance_id,
+                            client_id=m.client_id,
+                            client_host=m.client_host,
+                            member_metadata=m.metadata,
+                            member_assignment=m.assignment,
+                        )
+                        for m in summary.members
+                    ],
+                )
+            )
+        self._respond(request, header, DescribeGroupsResponse(groups=described))
+
+    def _delete_groups(
+        self, request: NetworkRequest, header: RequestHeader, body: DeleteGroupsRequest
+    ) -> None:
+        results = self._groups.handle_delete_groups(body.groups_names)
+        self._respond(
+            request,
+            header,
+            DeleteGroupsResponse(
+                results=[
+                    DeletableGroupResult(group_id=g, error_code=int(results[g])) for g in body.groups_names
+                ]
+            ),
+        )
+
+    def _offset_delete(
+        self, request: NetworkRequest, header: RequestHeader, body: OffsetDeleteRequest
+    ) -> None:
+        partitions = [TopicPartition(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+        error, errors = self._groups.handle_delete_offsets(body.group_id, partitions)
+        self._respond(
+            request,
+            header,
+            OffsetDeleteResponse(
+                error_code=int(error),
+                topics=[]
+                if error != ErrorCode.NONE
+                else [
+                    OffsetDeleteResponseTopic(
+                        name=t.name,
+                        partitions=[
+                            OffsetDeleteResponsePartition(
+                                partition_index=p.partition_index,
+                                error_code=int(
+                                    errors.get(TopicPartition(t.name, p.partition_index), ErrorCode.NONE)
+                                ),
+                            )
+                            for p in t.partitions
+                        ],
+                    )
+                    for t in body.topics
+                ],
+            ),
+        )
+
+    # ------------------------------------------------------------------------------------ the rest
 
     def _init_producer_id(
         self, request: NetworkRequest, header: RequestHeader, body: InitProducerIdRequest
@@ -775,6 +1163,16 @@ class KafkaApis:
             header,
             InitProducerIdResponse(error_code=_NONE, producer_id=producer_id, producer_epoch=epoch),
         )
+
+
+def _by_topic(
+    found: dict[TopicPartition, OffsetAndMetadata | None],
+) -> dict[str, list[tuple[TopicPartition, OffsetAndMetadata | None]]]:
+    """``found`` grouped by topic, topics and partitions in order."""
+    topics: dict[str, list[tuple[TopicPartition, OffsetAndMetadata | None]]] = {}
+    for tp in sorted(found):
+        topics.setdefault(tp.topic, []).append((tp, found[tp]))
+    return topics
 
 
 def _duplicates(resources: Iterable[tuple[int, str]]) -> set[tuple[int, str]]:

@@ -5,7 +5,8 @@ its state znode (``leader``, ``leader_epoch``, ``isr``), as the cluster watcher 
 that are not live are its offline replicas. A partition whose leader is not live (or that has no state yet)
 answers LEADER_NOT_AVAILABLE, which clients retry.
 A topic just auto-created but not yet in the view answers LEADER_NOT_AVAILABLE, which clients retry too.
-A pure function of an immutable view: thread-safe.
+``__consumer_offsets`` is marked internal, as Kafka marks it. A pure function of an immutable view:
+thread-safe.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from broker.protocol.messages.metadata import MetadataResponsePartition, Metadat
 from broker.record.errors import InvalidTopicError
 from broker.record.topic_name import validate_topic_name
 from broker.record.topic_partition import TopicPartition
+from broker.server.group.group_metadata_manager import OFFSETS_TOPIC
 
 _NONE = int(ErrorCode.NONE)
 
@@ -52,4 +54,6 @@ def topic_metadata(view: ClusterView, name: str, create_error: ErrorCode | None)
                 offline_replicas=[r for r in replicas if r not in view.brokers],
             )
         )
-    return MetadataResponseTopic(error_code=_NONE, name=name, is_internal=False, partitions=partitions)
+    return MetadataResponseTopic(
+        error_code=_NONE, name=name, is_internal=name == OFFSETS_TOPIC, partitions=partitions
+    )

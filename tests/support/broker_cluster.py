@@ -12,7 +12,8 @@ log dir. The brokers flush every 20 ms (``[log] flush_ms``) so that tests need n
 for messages to be exposed, and use 4 s ZooKeeper sessions so that a killed broker's registration goes soon.
 The pytest fixtures' brokers also fsync before answering acks=all (``[log] flush_on_ack``, unless a test
 passes ``flush_on_ack=False``): with the default ``expose = "flushed"``, what an acks=all producer was told
-is stored is then also exposed, so a test may read it at once. ``bench_cluster`` keeps the defaults.
+is stored is then also exposed, so a test may read it at once. They create ``__consumer_offsets`` with 4
+partitions (:data:`OFFSETS_TOPIC_PARTITIONS`). ``bench_cluster`` keeps the defaults.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ with warnings.catch_warnings():
     from confluent_kafka import TopicPartition as ConfluentPartition
 
 BROKER_SESSION_TIMEOUT_MS = 4000
+#: ``[broker] offsets_topic_partitions`` of the fixtures' brokers: every confluent-kafka consumer has a
+#: group.id and looks its coordinator up, which creates ``__consumer_offsets``; 4 partitions instead of
+#: Kafka's 50 keep that cheap on 2 cores (a test may pass its own).
+OFFSETS_TOPIC_PARTITIONS = 4
 _LOG_SETTINGS = {
     "flush_ms",
     "flush_messages",
@@ -315,6 +320,7 @@ def start_cluster(
 
     def start(brokers: int = 1, **settings: Any) -> BrokerCluster:
         settings.setdefault("flush_on_ack", True)  # acknowledged by acks=all, so exposed: see above
+        settings.setdefault("offsets_topic_partitions", OFFSETS_TOPIC_PARTITIONS)
         name = f"{request.node.name}-c{len(clusters)}"
         cluster = BrokerCluster(
             make_chroot(zookeeper_server.connect, name), tmp_path / f"cluster-{len(clusters)}"

@@ -89,10 +89,12 @@ def test_decoded_records_are_views_of_the_frame():
 
 
 def test_unknown_api_key():
-    frame = struct.pack(">hhih", ApiKey.JOIN_GROUP, 5, 77, -1)
-    with pytest.raises(UnknownApiKeyError, match=r"correlation id 77: api key 11 \(JoinGroup\) v5") as info:
+    frame = struct.pack(">hhih", ApiKey.DESCRIBE_ACLS, 5, 77, -1)
+    with pytest.raises(
+        UnknownApiKeyError, match=r"correlation id 77: api key 29 \(DescribeAcls\) v5"
+    ) as info:
         decode_request(frame)
-    assert (info.value.api_key, info.value.correlation_id) == (11, 77)
+    assert (info.value.api_key, info.value.correlation_id) == (29, 77)
     with pytest.raises(UnknownApiKeyError, match=r"api key 999 \(unknown\)"):
         decode_request(struct.pack(">hhih", 999, 0, 1, -1))
 
@@ -117,13 +119,21 @@ def test_api_versions_request_newer_than_ours():
 
 
 def test_api_versions_fallback_bytes():
-    body = struct.pack(">hi", 35, 13)
+    body = struct.pack(">hi", 35, 23)
     for key, low, high in [
         (0, 0, 9),
         (1, 4, 12),
         (2, 1, 6),
         (3, 0, 12),
+        (8, 2, 9),
+        (9, 1, 9),
         (10, 0, 2),
+        (11, 0, 9),
+        (12, 0, 4),
+        (13, 0, 5),
+        (14, 0, 5),
+        (15, 0, 5),
+        (16, 0, 5),
         (18, 0, 4),
         (19, 2, 7),
         (20, 1, 6),
@@ -131,7 +141,9 @@ def test_api_versions_fallback_bytes():
         (23, 2, 4),
         (32, 1, 4),
         (33, 0, 2),
+        (42, 0, 2),
         (44, 0, 1),
+        (47, 0, 0),
     ]:
         body += struct.pack(">hhh", key, low, high)
     payload = struct.pack(">i", 1234) + body  # response header v0, then the v0 body (no throttle time)
@@ -142,7 +154,31 @@ def test_api_versions_response_lists_every_api():
     response = api_versions_response(3)
     assert response.error_code == 0
     assert response.api_keys == supported_api_versions()
-    assert [v.api_key for v in response.api_keys] == [0, 1, 2, 3, 10, 18, 19, 20, 22, 23, 32, 33, 44]
+    assert [v.api_key for v in response.api_keys] == [
+        0,
+        1,
+        2,
+        3,
+        8,
+        9,
+        10,
+        11,
+        12,
+        13,
+        14,
+        15,
+        16,
+        18,
+        19,
+        20,
+        22,
+        23,
+        32,
+        33,
+        42,
+        44,
+        47,
+    ]
     with pytest.raises(EncodeError, match=r"ApiVersions v5 is outside v0-v4"):
         api_versions_response(5)
 

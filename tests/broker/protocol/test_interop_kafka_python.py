@@ -42,21 +42,41 @@ with warnings.catch_warnings():
         AlterConfigsResponse,
         CreateTopicsRequest,
         CreateTopicsResponse,
+        DeleteGroupsRequest,
+        DeleteGroupsResponse,
         DeleteTopicsRequest,
         DeleteTopicsResponse,
         DescribeConfigsRequest,
         DescribeConfigsResponse,
+        DescribeGroupsRequest,
+        DescribeGroupsResponse,
         IncrementalAlterConfigsRequest,
         IncrementalAlterConfigsResponse,
+        ListGroupsRequest,
+        ListGroupsResponse,
     )
     from kafka.protocol.broker_version_data import BrokerVersionData
     from kafka.protocol.consumer import (
         FetchRequest,
         FetchResponse,
+        HeartbeatRequest,
+        HeartbeatResponse,
+        JoinGroupRequest,
+        JoinGroupResponse,
+        LeaveGroupRequest,
+        LeaveGroupResponse,
         ListOffsetsRequest,
         ListOffsetsResponse,
+        OffsetCommitRequest,
+        OffsetCommitResponse,
+        OffsetDeleteRequest,
+        OffsetDeleteResponse,
+        OffsetFetchRequest,
+        OffsetFetchResponse,
         OffsetForLeaderEpochRequest,
         OffsetForLeaderEpochResponse,
+        SyncGroupRequest,
+        SyncGroupResponse,
     )
     from kafka.protocol.metadata import (
         ApiVersionsRequest,
@@ -87,12 +107,28 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
     ApiKey.DELETE_TOPICS: (DeleteTopicsRequest, DeleteTopicsResponse),
     ApiKey.INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+    ApiKey.OFFSET_COMMIT: (OffsetCommitRequest, OffsetCommitResponse),
+    ApiKey.OFFSET_FETCH: (OffsetFetchRequest, OffsetFetchResponse),
+    ApiKey.JOIN_GROUP: (JoinGroupRequest, JoinGroupResponse),
+    ApiKey.HEARTBEAT: (HeartbeatRequest, HeartbeatResponse),
+    ApiKey.LEAVE_GROUP: (LeaveGroupRequest, LeaveGroupResponse),
+    ApiKey.SYNC_GROUP: (SyncGroupRequest, SyncGroupResponse),
+    ApiKey.DESCRIBE_GROUPS: (DescribeGroupsRequest, DescribeGroupsResponse),
+    ApiKey.LIST_GROUPS: (ListGroupsRequest, ListGroupsResponse),
+    ApiKey.DELETE_GROUPS: (DeleteGroupsRequest, DeleteGroupsResponse),
+    ApiKey.OFFSET_DELETE: (OffsetDeleteRequest, OffsetDeleteResponse),
     ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
     ApiKey.ALTER_CONFIGS: (AlterConfigsRequest, AlterConfigsResponse),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
 }
 
-# kafka-python renames Metadata's authorized-operations fields and decodes them as sets of bit numbers.
+# kafka-python renames Metadata's authorized-operations fields, and decodes them (and DescribeGroups') as sets
+# of bit numbers.
+BITFIELDS = {
+    ("MetadataResponse", "cluster_authorized_operations"),
+    ("MetadataResponseTopic", "topic_authorized_operations"),
+    ("DescribedGroup", "authorized_operations"),
+}
 RENAMED = {
     ("MetadataResponse", "cluster_authorized_operations"): "authorized_operations",
     ("MetadataResponseTopic", "topic_authorized_operations"): "authorized_operations",
@@ -144,15 +180,19 @@ def to_theirs(message: tuple[Any, ...], their_class: Any, version: int, *, top: 
         their_field = their_class._struct.fields[name]
         value = message[field.index]
         kwargs[name] = _value_to_theirs(
-            value, field.wire.type, their_field, version, renamed=name != field.name
+            value,
+            field.wire.type,
+            their_field,
+            version,
+            bitfield=(type(message).__name__, field.name) in BITFIELDS,
         )
     return their_class(version=version, **kwargs) if top else their_class(**kwargs)
 
 
-def _value_to_theirs(value: Any, type_: Any, their_field: Any, version: int, *, renamed: bool) -> Any:
+def _value_to_theirs(value: Any, type_: Any, their_field: Any, version: int, *, bitfield: bool) -> Any:
     if value is None:
         return None
-    if renamed:
+    if bitfield:
         bits = BitField.from_32_bit_field(value & 0xFFFFFFFF)
         return None if bits == {31} else bits
     if isinstance(type_, ArrayOf):
@@ -173,12 +213,16 @@ def from_theirs(theirs: Any, ours: type, version: int) -> Any:
             continue
         name = their_name(ours, field.name)
         value = getattr(theirs, name)
-        values.append(_value_from_theirs(value, field.wire.type, version, renamed=name != field.name))
+        values.append(
+            _value_from_theirs(
+                value, field.wire.type, version, bitfield=(ours.__name__, field.name) in BITFIELDS
+            )
+        )
     return ours(*values)
 
 
-def _value_from_theirs(value: Any, type_: Any, version: int, *, renamed: bool) -> Any:
-    if renamed:
+def _value_from_theirs(value: Any, type_: Any, version: int, *, bitfield: bool) -> Any:
+    if bitfield:
         return (
             AUTHORIZED_OPERATIONS_OMITTED
             if value is None
@@ -260,11 +304,12 @@ def test_kafka_python_reads_the_api_versions_fallback():
     assert min(4, ranges[ApiKey.API_VERSIONS][1]) == 4
 
 
-def test_kafka_python_identifies_lumber_as_kafka_2_8():
+def test_kafka_python_identifies_lumber_as_kafka_3_2():
     data = BrokerVersionData(
         api_versions={v.api_key: (v.min_version, v.max_version) for v in supported_api_versions()}
     )
-    assert data.broker_version == (2, 8)
+    # its newest probe that matches is JoinGroup v9 (Kafka 3.2); Produce v9 (2.8) before the group APIs
+    assert data.broker_version == (3, 2)
     # The versions kafka-python's clients then use (their own caps: Produce 9, Fetch 12).
     assert data.api_version(ProduceRequest, max_version=9) == 9
     assert data.api_version(FetchRequest, max_version=12) == 12

@@ -1,0 +1,6 @@
+"""The group coordinator (Kafka's classic consumer group protocol and offset storage).
+
+:mod:`.group_coordinator` answers the group APIs, :mod:`.group_metadata_manager` keeps groups and offsets in
+memory and in ``__consumer_offsets`` (record layouts: :mod:`.offsets_topic_records`), :mod:`.group_metadata`
+and :mod:`.member_metadata` are one group and one member, :mod:`.offset_and_metadata` one committed offset.
+"""

@@ -1,0 +1,618 @@
+"""Groups and committed offsets, in memory and in ``__consumer_offsets`` (Kafka's ``GroupMetadataManager``).
+
+**The topic.** ``__consumer_offsets`` is created on first use (the first FindCoordinator for a group) with
+``[broker] offsets_topic_partitions`` partitions, min(``offsets_topic_replication_factor``, live brokers)
+replicas, ``cleanup.policy=compact`` and ``segment.bytes`` ``[broker] offsets_topic_segment_bytes`` (100 MiB,
+as Kafka) (its records are keyed, so compaction keeps each partition's last
+commit and each group's last metadata; this module never depends on the cleaner running). A group lives in
+partition ``abs(h) % partitions`` where ``h`` is Java's ``String.hashCode`` of the group id (32-bit, over
+UTF-16 code units) and ``abs`` is Kafka's ``Utils.abs`` (``Integer.MIN_VALUE`` -> 0), so a group maps to the
+partition Kafka would pick; the partition count is read from the topic, not from the config. Record layouts:
+:mod:`broker.server.group.offsets_topic_records`.
+
+**Ownership.** This broker coordinates the groups of the partitions it leads. After every cluster change
+(:meth:`GroupMetadataManager.on_leadership`) a partition newly led here (or led again in a new leader
+epoch) is **loaded** on the loader thread: its log is read from the start to the log end, offsets and
+group metadata replayed (tombstones delete), and meanwhile its groups answer COORDINATOR_LOAD_IN_PROGRESS.
+A partition no longer led here is **unloaded**: its groups become Dead, their waiting members are answered
+NOT_COORDINATOR, and the next request for them answers NOT_COORDINATOR, so clients look the coordinator up
+again.
+
+**Writes.** Commits and group metadata are appended through the replica manager with ``acks=-1`` and
+``[broker] offsets_commit_timeout_ms``: the callback runs once every in-sync replica has them, and only then
+does the cache change. Errors are mapped as Kafka maps them (a partition gone or led elsewhere:
+NOT_COORDINATOR; too few in-sync replicas: COORDINATOR_NOT_AVAILABLE; a timeout: REQUEST_TIMED_OUT).
+
+**Expiry.** Every ``offsets_retention_check_interval_ms`` the coordinator's timer thread calls
+:meth:`GroupMetadataManager.expire_offsets`: the offsets of a group that has been Empty for
+``offsets_retention_ms`` (and of topics a consumer group no longer subscribes to, committed that long
+ago) are deleted with tombstones; an Empty group left without offsets is removed with a tombstone too.
+
+Concurrency: ``_lock`` guards the maps (groups, owned and loading partitions); each group's fields are
+guarded by its own lock, which is never taken while ``_lock`` is held. The loader thread is the only one
+that loads or unloads. A write's callback runs on this manager's own thread (``group-writes-<id>``), never
+on the purgatory's: it takes the group's lock, and the purgatory's thread must stay free to answer the
+followers' fetches that acknowledge the write.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
+
+from broker.cluster.cluster_watcher import ClusterWatcher
+from broker.cluster.errors import ClusterError, TopicExistsError
+from broker.cluster.topic_admin import TopicAdmin
+from broker.cluster.zk_paths import CLEANUP_POLICY, SEGMENT_BYTES
+from broker.config import BrokerConfig
+from broker.log.errors import LogError
+from broker.protocol import ErrorCode
+from broker.record.batch_scan import scan_batches
+from broker.record.errors import RecordError
+from broker.record.record_batch_builder import RecordBatchBuilder
+from broker.record.topic_partition import TopicPartition
+from broker.server.delayed_produce import ProduceResult
+from broker.server.error_codes import error_code_of
+from broker.server.errors import ServerError
+from broker.server.group import offsets_topic_records as records
+from broker.server.group.group_metadata import GroupMetadata, GroupState
+from broker.server.group.member_metadata import MemberMetadata
+from broker.server.group.offset_and_metadata import OffsetAndMetadata
+from broker.server.replica_manager import ReplicaManager
+
+logger = logging.getLogger(__name__)
+
+#: Kafka's name of the offsets topic.
+OFFSETS_TOPIC = "__consumer_offsets"
+_READ_BYTES = 1024 * 1024
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode``: ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 code units, as an int32."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    """The ``__consumer_offsets`` partition of ``group_id``: Kafka's ``Utils.abs(hashCode) % partitions``."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+class CommitResult(NamedTuple):
+    """What became of one partition's offset in a commit."""
+
+    tp: TopicPartition
+    error: ErrorCode
+
+
+class GroupMetadataManager:
+    """The groups and offsets of the ``__consumer_offsets`` partitions led here (see the module docstring)."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        config: BrokerConfig,
+        replicas: ReplicaManager,
+        cluster: ClusterWatcher,
+        topic_admin: TopicAdmin,
+    ) -> None:
+        self._broker_id = broker_id
+        self._config = config
+        self._replicas = replicas
+        self._cluster = cluster
+        self._admin = topic_admin
+        self._lock = threading.Lock()
+        self._groups: dict[str, GroupMetadata] = {}
+        #: Partitions loaded here -> the leader epoch they were loaded in.
+        self._owned: dict[int, int] = {}
+        #: Partitions being loaded -> the leader epoch being loaded.
+        self._loading: dict[int, int] = {}
+        self._tasks: queue.Queue[tuple[str, int, int] | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._callbacks: queue.Queue[tuple[Callable[[ErrorCode], None], ErrorCode] | None] = queue.Queue()
+        self._callback_thread: threading.Thread | None = None
+        #: Set while this thread is inside ``append_records`` (an answer then needs no hand-over).
+        self._appending = threading.local()
+        #: Called with every group a load or unload touched (the coordinator schedules heartbeats, answers).
+        self.on_loaded: Callable[[GroupMetadata], None] = lambda _group: None
+        self.on_unloaded: Callable[[GroupMetadata], None] = lambda _group: None
+
+    # ------------------------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._run_loader, name=f"group-loader-{self._broker_id}", daemon=True
+        )
+        self._thread.start()
+        self._callback_thread = threading.Thread(
+            target=self._run_callbacks, name=f"group-writes-{self._broker_id}", daemon=True
+        )
+        self._callback_thread.start()
+
+    def shutdown(self) -> None:
+        self._tasks.put(None)
+        self._callbacks.put(None)
+        for thread in (self._thread, self._callback_thread):
+            if thread is not None:
+                thread.join(10.0)
+        with self._lock:
+            owned = list(self._owned)
+        for partition in owned:
+            self._unload(partition)
+
+    # ------------------------------------------------------------------------------------ the topic
+
+    def partition_count(self) -> int | None:
+        """The partitions of ``__consumer_offsets``; None while it does not exist."""
+        assignment = self._cluster.view.topics.get(OFFSETS_TOPIC)
+        return None if assignment is None else len(assignment)
+
+    def partition_for(self, group_id: str) -> int | None:
+        count = self.partition_count()
+        return None if count is None else partition_for(group_id, count)
+
+    def ensure_offsets_topic(self) -> int:
+        """``__consumer_offsets``' partition count, the topic created first if need be (ClusterError if it
+        cannot be)."""
+        count = self.partition_count()
+        if count is not None:
+            return count
+        view = self._cluster.refresh()
+        if OFFSETS_TOPIC in view.topics:
+            return len(view.topics[OFFSETS_TOPIC])
+        factor = max(1, min(self._config.offsets_topic_replication_factor, len(view.brokers)))
+        try:
+            self._admin.create_topic(
+                OFFSETS_TOPIC,
+                self._config.offsets_topic_partitions,
+                replication_factor=factor,
+                configs={
+                    CLEANUP_POLICY: "compact",
+                    SEGMENT_BYTES: str(self._config.offsets_topic_segment_bytes),
+                },
+            )
+            logger.info(
+                "created %s with %d partitions of %d replicas",
+                OFFSETS_TOPIC,
+                self._config.offsets_topic_partitions,
+                factor,
+            )
+        except TopicExistsError:
+            pass
+        view = self._cluster.refresh()
+        return len(view.topics.get(OFFSETS_TOPIC, {})) or self._config.offsets_topic_partitions
+
+    def coordinator_of(self, group_id: str) -> int:
+        """The broker leading ``group_id``'s partition (-1: none now); creates the topic on first use."""
+        count = self.ensure_offsets_topic()
+        return self._cluster.view.leader(OFFSETS_TOPIC, partition_for(group_id, count))
+
+    # ------------------------------------------------------------------------------------ ownership
+
+    def status_of(self, group_id: str) -> ErrorCode:
+        """NONE if this broker coordinates ``group_id`` now, else why not (Kafka's validateGroupStatus)."""
+        partition = self.partition_for(group_id)
+        if partition is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        with self._lock:
+            if partition in self._loading:
+                return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            if partition in self._owned:
+                return ErrorCode.NONE
+        if self._cluster.view.leader(OFFSETS_TOPIC, partition) == self._broker_id:
+            # the view names this broker leader before the replica manager applies it and the load starts
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NOT_COORDINATOR
+
+    def on_leadership(self) -> None:
+        """Load the partitions of ``__consumer_offsets`` led here since the last call, unload the others
+        (called after the replica manager applied a cluster change)."""
+        count = self.partition_count()
+        led: dict[int, int] = {}
+        if count is not None:
+            for number in range(count):
+                partition = self._replicas.get_partition(TopicPartition(OFFSETS_TOPIC, number))
+                if partition is not None and partition.is_leader:
+                    led[number] = partition.leader_epoch
+        with self._lock:
+            known = {**self._owned, **self._loading}
+            to_load = [(p, e) for p, e in led.items() if known.get(p) != e]
+            to_unload = [p for p in known if p not in led]
+            for p, e in to_load:
+                self._loading[p] = e
+        for p in to_unload:
+            self._tasks.put(("unload", p, -1))
+        for p, e in to_load:
+            self._tasks.put(("load", p, e))
+
+    def _run_callbacks(self) -> None:
+        while True:
+            item = self._callbacks.get()
+            if item is None:
+                return
+            respond, code = item
+            try:
+                respond(code)
+            except Exception:  # the thread's top loop: log it, answer the next write
+                logger.exception("answering a write to %s failed", OFFSETS_TOPIC)
+
+    def _run_loader(self) -> None:
+        while True:
+            task = self._tasks.get()
+            if task is None:
+                return
+            kind, partition, epoch = task
+            try:
+                if kind == "load":
+                    self._load(partition, epoch)
+                else:
+                    self._unload(partition)
+            except Exception:  # the thread's top loop: log it, keep serving the other partitions
+                logger.exception("%s-%d: %s failed", OFFSETS_TOPIC, partition, kind)
+                with self._lock:
+                    if self._loading.get(partition) == epoch:
+                        del self._loading[partition]
+
+    def _load(self, number: int, epoch: int) -> None:
+        tp = TopicPartition(OFFSETS_TOPIC, number)
+        with self._lock:
+            if self._loading.get(number) != epoch:
+                return  # superseded by a newer epoch or an unload
+        started = time.monotonic()
+        self._unload(number, keep_loading=True)
+        partition = self._replicas.get_partition(tp)
+        if partition is None or not partition.is_leader or partition.leader_epoch != epoch:
+            with self._lock:
+                if self._loading.get(number) == epoch:
+                    del self._loading[number]
+            return
+        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        metadata: dict[str, records.GroupMetadataValue | None] = {}
+        log = partition.log
+        offset, end = log.log_start_offset, log.log_end_offset
+        count = 0
+        while offset < end:
+            region = log.read(offset, _READ_BYTES, max_offset=end)
+            if region is None:
+                break
+            scan = scan_batches(region.read_bytes(), where=str(tp))
+            if not scan.batches:
+                break
+            for batch in scan.batches:
+                for record in batch.records():
+                    count += 1
+                    self._replay(tp, record.offset, record.key, record.value, offsets, metadata)
+                offset = batch.next_offset
+        groups: list[GroupMetadata] = []
+        for group_id in set(offsets) | {g for g, v in metadata.items() if v is not None}:
+            group = _group_from(group_id, metadata.get(group_id))
+            group.offsets = offsets.get(group_id, {})
+            if group.offsets or group.members or group.generation_id > 0:
+                groups.append(group)
+        with self._lock:
+            if self._loading.get(number) != epoch:
+                return
+            del self._loading[number]
+            self._owned[number] = epoch
+            for group in groups:
+                self._groups[group.group_id] = group
+        for group in groups:
+            self.on_loaded(group)
+        logger.info(
+            "%s: loaded %d groups from %d records in %.0f ms (leader epoch %d)",
+            tp,
+            len(groups),
+            count,
+            (time.monotonic() - started) * 1000,
+            epoch,
+        )
+
+    @staticmethod
+    def _replay(
+        tp: TopicPartition,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]],
+        metadata: dict[str, records.GroupMetadataValue | None],
+    ) -> None:
+        where = f"{tp} offset {offset}"
+        if key is None:
+            logger.warning("%s: a record without a key: skipped", where)
+            return
+        try:
+            decoded = records.decode_key(bytes(key), where)
+            if isinstance(decoded, records.OffsetCommitKey):
+                group_offsets = offsets.setdefault(decoded.group, {})
+                partition = TopicPartition(decoded.topic, decoded.partition)
+                if value is None:
+                    group_offsets.pop(partition, None)
+                else:
+                    v = records.decode_offset_commit_value(bytes(value), where)
+                    group_offsets[partition] = OffsetAndMetadata(
+                        v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp
+                    )
+            else:
+                metadata[decoded.group] = (
+                    None if value is None else records.decode_group_metadata_value(bytes(value), where)
+                )
+                if value is None:
+                    offsets.pop(decoded.group, None)
+        except ServerError as exc:
+            logger.warning("%s: skipped: %s", where, exc)
+
+    def _unload(self, number: int, *, keep_loading: bool = False) -> None:
+        with self._lock:
+            if not keep_loading:
+                self._loading.pop(number, None)
+            self._owned.pop(number, None)
+            count = self.partition_count() or 0
+            doomed = [g for gid, g in self._groups.items() if count and partition_for(gid, count) == number]
+            for group in doomed:
+                del self._groups[group.group_id]
+        for group in doomed:
+            self.on_unloaded(group)
+        if doomed:
+            logger.info("%s-%d: unloaded %d groups", OFFSETS_TOPIC, number, len(doomed))
+
+    # ------------------------------------------------------------------------------------ the cache
+
+    def get_group(self, group_id: str) -> GroupMetadata | None:
+        with self._lock:
+            return self._groups.get(group_id)
+
+    def get_or_create_group(self, group_id: str) -> GroupMetadata:
+        with self._lock:
+            group = self._groups.get(group_id)
+            if group is None:
+                group = self._groups[group_id] = GroupMetadata(group_id)
+            return group
+
+    def remove_group(self, group: GroupMetadata) -> None:
+        with self._lock:
+            if self._groups.get(group.group_id) is group:
+                del self._groups[group.group_id]
+
+    def groups(self) -> list[GroupMetadata]:
+        with self._lock:
+            return list(self._groups.values())
+
+    # ------------------------------------------------------------------------------------ writes
+
+    def _append(
+        self,
+        group_id: str,
+        entries: Sequence[tuple[bytes, bytes | None]],
+        respond: Callable[[ErrorCode], None],
+    ) -> None:
+        """Append ``entries`` (key, value) to ``group_id``'s partition with acks=-1; ``respond`` gets the
+        mapped error (NONE once every in-sync replica has them)."""
+        number = self.partition_for(group_id)
+        if number is None:
+            respond(ErrorCode.NOT_COORDINATOR)
+            return
+        tp = TopicPartition(OFFSETS_TOPIC, number)
+        builder = RecordBatchBuilder()
+        now = int(time.time() * 1000)
+        for key, value in entries:
+            builder.append(now, key, value)
+        batch = builder.build()
+
+        def done(results: dict[TopicPartition, ProduceResult]) -> None:
+            result = results.get(tp)
+            code = ErrorCode.NONE if result is None or result.error is None else _store_error(result.error)
+            if getattr(self._appending, "active", False):
+                respond(code)  # answered within append_records, on the caller's own thread
+            else:
+                # never on the purgatory's thread: the callback takes a group's lock, whose holder may be
+                # waiting for the replica manager, whose changes may wait for a follower's fetch, which
+                # the purgatory's thread answers
+                self._callbacks.put((respond, code))
+
+        self._appending.active = True
+        try:
+            self._replicas.append_records(
+                [(tp, batch)], acks=-1, timeout_ms=self._config.offsets_commit_timeout_ms, respond=done
+            )
+        finally:
+            self._appending.active = False
+
+    def store_offsets(
+        self,
+        group: GroupMetadata,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        respond: Callable[[dict[TopicPartition, ErrorCode]], None],
+    ) -> None:
+        """Append ``offsets`` and, once the ISR has them, put them in the group's cache; ``respond`` gets
+        each partition's error. Call with the group's lock held."""
+        limit = self._config.offset_metadata_max_bytes
+        errors: dict[TopicPartition, ErrorCode] = {}
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, oam in offsets.items():
+            if len(oam.metadata.encode()) > limit:
+                errors[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                valid[tp] = oam
+        if not valid:
+            respond(errors)
+            return
+        entries = [
+            (
+                records.offset_commit_key(group.group_id, tp.topic, tp.partition),
+                records.offset_commit_value(
+                    oam.offset, oam.leader_epoch, oam.metadata, oam.commit_timestamp_ms
+                ),
+            )
+            for tp, oam in valid.items()
+        ]
+        for tp in valid:
+            group.pending_commits[tp] += 1
+
+        def stored(error: ErrorCode) -> None:
+            with group.lock:
+                for tp, oam in valid.items():
+                    group.pending_commits[tp] -= 1
+                    if group.pending_commits[tp] <= 0:
+                        del group.pending_commits[tp]
+                    if error == ErrorCode.NONE and not group.is_state(GroupState.DEAD):
+                        group.offsets[tp] = oam
+                    errors[tp] = error
+            if error != ErrorCode.NONE:
+                logger.info(
+                    "group %s: committing %d offsets failed: %s", group.group_id, len(valid), error.name
+                )
+            respond(errors)
+
+        self._append(group.group_id, entries, stored)
+
+    def store_group(
+        self, group: GroupMetadata, assignment: Mapping[str, bytes], respond: Callable[[ErrorCode], None]
+    ) -> None:
+        """Append the group's metadata (this generation, its members and ``assignment``); call with the
+        group's lock held."""
+        protocol = group.protocol_name
+        members = [
+            records.MemberMetadataValue(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout=m.rebalance_timeout_ms,
+                session_timeout=m.session_timeout_ms,
+                subscription=m.metadata(protocol) if protocol is not None else b"",
+                assignment=bytes(assignment.get(m.member_id, b"")),
+            )
+            for m in group.members.values()
+        ]
+        value = records.GroupMetadataValue(
+            protocol_type=group.protocol_type or "",
+            generation=group.generation_id,
+            protocol=protocol,
+            leader=group.leader_id,
+            current_state_timestamp=group.state_timestamp_ms,
+            members=members,
+        )
+        self._append(
+            group.group_id,
+            [(records.group_metadata_key(group.group_id), records.group_metadata_value(value))],
+            respond,
+        )
+
+    def delete_offsets(self, group: GroupMetadata, partitions: Sequence[TopicPartition]) -> int:
+        """Drop ``partitions``' offsets from the cache and write their tombstones (without waiting for
+        them, as Kafka's ``cleanupGroupMetadata``); returns how many there were. Group lock held."""
+        removed = [tp for tp in partitions if group.offsets.pop(tp, None) is not None]
+        entries: list[tuple[bytes, bytes | None]] = [
+            (records.offset_commit_key(group.group_id, tp.topic, tp.partition), None) for tp in removed
+        ]
+        if group.is_state(GroupState.DEAD):
+            entries.append((records.group_metadata_key(group.group_id), None))
+        if entries:
+            self._append(group.group_id, entries, lambda error: _log_tombstones(group.group_id, error))
+        return len(removed)
+
+    def expire_offsets(self) -> None:
+        """Delete the offsets retention let go, and the Empty groups left without any (see the module
+        docstring)."""
+        now = int(time.time() * 1000)
+        retention = self._config.offsets_retention_ms
+        for group in self.groups():
+            with group.lock:
+                if group.is_state(GroupState.DEAD):
+                    continue
+                if group.is_state(GroupState.EMPTY):
+                    expired = [
+                        tp
+                        for tp, oam in group.offsets.items()
+                        if tp not in group.pending_commits
+                        and max(group.state_timestamp_ms, oam.commit_timestamp_ms) + retention <= now
+                    ]
+                else:
+                    subscribed = group.subscribed_topics()
+                    expired = (
+                        []
+                        if subscribed is None
+                        else [
+                            tp
+                            for tp, oam in group.offsets.items()
+                            if tp.topic not in subscribed
+                            and tp not in group.pending_commits
+                            and oam.commit_timestamp_ms + retention <= now
+                        ]
+                    )
+                if (
+                    group.is_state(GroupState.EMPTY)
+                    and not group.pending_commits
+                    and (len(expired) == len(group.offsets))
+                ):
+                    group.transition_to(GroupState.DEAD)
+                    self.remove_group(group)
+                if expired or group.is_state(GroupState.DEAD):
+                    self.delete_offsets(group, expired)
+                    logger.info(
+                        "group %s: %d offsets expired%s",
+                        group.group_id,
+                        len(expired),
+                        ", group removed" if group.is_state(GroupState.DEAD) else "",
+                    )
+
+
+def _log_tombstones(group_id: str, error: ErrorCode) -> None:
+    if error != ErrorCode.NONE:
+        logger.warning("group %s: writing tombstones failed: %s", group_id, error.name)
+
+
+def _store_error(exc: BaseException) -> ErrorCode:
+    """Kafka's mapping of an append's error to what a group request answers."""
+    code = error_code_of(exc) if isinstance(exc, (LogError, RecordError, ServerError, ClusterError)) else None
+    if code in (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    ):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    if code == ErrorCode.REQUEST_TIMED_OUT:
+        return ErrorCode.REQUEST_TIMED_OUT
+    return ErrorCode.UNKNOWN_SERVER_ERROR if code is None else code
+
+
+def _group_from(group_id: str, value: records.GroupMetadataValue | None) -> GroupMetadata:
+    """A loaded group: Empty without members, Stable with them (Kafka's ``GroupMetadata.loadGroup``)."""
+    if value is None:
+        return GroupMetadata(group_id)
+    state = GroupState.STABLE if value.members else GroupState.EMPTY
+    group = GroupMetadata(group_id, state)
+    group.generation_id = value.generation
+    group.protocol_type = value.protocol_type or None
+    group.protocol_name = value.protocol
+    group.leader_id = value.leader
+    if value.current_state_timestamp >= 0:
+        group.state_timestamp_ms = value.current_state_timestamp
+    for m in value.members:
+        member = MemberMetadata(
+            m.member_id,
+            m.group_instance_id,
+            m.client_id,
+            m.client_host,
+            m.rebalance_timeout if m.rebalance_timeout >= 0 else m.session_timeout,
+            m.session_timeout,
+            value.protocol_type,
+            [(value.protocol or "", bytes(m.subscription))],
+        )
+        member.assignment = bytes(m.assignment)
+        group.members[member.member_id] = member
+        if member.group_instance_id is not None:
+            group.static_members[member.group_instance_id] = member.member_id
+    return group
