@@ -15,6 +15,7 @@ Thread safety: one thread uses an admin.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -26,7 +27,7 @@ from broker.client.cluster_snapshot import BrokerAddress
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.consumer_protocol import CONSUMER_PROTOCOL_TYPE, Assignment, ConsumerProtocolError
 from broker.client.errors import BrokerConnectionError, ClientError, GroupError
-from broker.client.group_coordinator_lookup import find_group_coordinator
+from broker.client.group_coordinator_lookup import CoordinatorNotFoundError, find_group_coordinator
 from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.messages.delete_groups import DeleteGroupsRequest
 from broker.protocol.messages.describe_groups import DescribeGroupsRequest
@@ -43,7 +44,12 @@ from broker.record.topic_partition import TopicPartition
 OffsetLookup = Callable[[list[TopicPartition]], dict[TopicPartition, int]]
 #: The state of a group without members (Kafka's ``Empty``); ``Dead`` groups are gone.
 EMPTY_STATE = "Empty"
+DEAD_STATE = "Dead"
 _OFFSET_FETCH_MAX_VERSION = 7
+#: What the admin retries (after finding the coordinator again).
+_RETRY_CODES = frozenset(
+    {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE}
+)
 
 
 class KafkaGroupAdminError(GroupError):
@@ -145,6 +151,8 @@ class KafkaGroupAdmin:
             connect_timeout_ms=settings.connect_timeout_ms,
             retry_backoff_ms=settings.retry_backoff_ms,
         )
+        self._retry_for_s = (settings.connect_timeout_ms + settings.request_timeout_ms) / 1000
+        self._retry_backoff_s = max(settings.retry_backoff_ms, 50) / 1000
         self._metadata = ClusterMetadata(
             metadata_source(
                 servers,
@@ -173,6 +181,10 @@ class KafkaGroupAdmin:
                     group.group_id, group.protocol_type, group.group_state
                 )
         return [found[name] for name in sorted(found)]
+
+    def exists(self, group: str) -> bool:
+        """Whether the coordinator knows ``group`` (members or committed offsets)."""
+        return self.state(group) != DEAD_STATE
 
     def state(self, group: str) -> str:
         """The group's state as DescribeGroups answers it (``Dead``: no such group)."""
@@ -217,9 +229,10 @@ class KafkaGroupAdmin:
         return {tp: found.get(tp) for tp in wanted}
 
     def reset_offsets(self, group: str, offsets: dict[TopicPartition, int]) -> None:
-        """Commit ``offsets`` for ``group``, which must have no members (as ``kafka-consumer-groups``)."""
+        """Commit ``offsets`` for ``group``, which must have no members (as ``kafka-consumer-groups``; a
+        group the coordinator does not know yet is created with them)."""
         state = self.state(group)
-        if state != EMPTY_STATE:
+        if state not in (EMPTY_STATE, DEAD_STATE):
             raise KafkaGroupAdminError(
                 f"group {group!r} is {state}: offsets are reset only while a kafka group has no members "
                 "(stop its consumers first)"
@@ -235,6 +248,7 @@ class KafkaGroupAdmin:
                 member_id="",
                 topics=[OffsetCommitRequestTopic(name, parts) for name, parts in by_topic.items()],
             ),
+            lambda r: next((int(p.error_code) for t in r.topics for p in t.partitions), 0),
         )[1]
         for topic in response.topics:
             for part in topic.partitions:
@@ -246,7 +260,9 @@ class KafkaGroupAdmin:
 
     def delete(self, group: str) -> None:
         """Delete an empty group and its offsets (NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND raise)."""
-        response = self._to_coordinator(group, DeleteGroupsRequest(groups_names=[group]))[1]
+        response = self._to_coordinator(
+            group, DeleteGroupsRequest(groups_names=[group]), lambda r: int(r.results[0].error_code)
+        )[1]
         for result in response.results:
             if result.error_code != ErrorCode.NONE:
                 raise KafkaGroupAdminError(
@@ -257,7 +273,9 @@ class KafkaGroupAdmin:
     # ------------------------------------------------------------------------------ requests
 
     def _describe(self, group: str) -> tuple[BrokerAddress, Any]:
-        coordinator, response = self._to_coordinator(group, DescribeGroupsRequest(groups=[group]))
+        coordinator, response = self._to_coordinator(
+            group, DescribeGroupsRequest(groups=[group]), lambda r: int(r.groups[0].error_code)
+        )
         described = response.groups[0]
         if described.error_code != ErrorCode.NONE:
             raise KafkaGroupAdminError(
@@ -274,7 +292,12 @@ class KafkaGroupAdmin:
                 by_topic.setdefault(tp.topic, []).append(tp.partition)
             topics = [OffsetFetchRequestTopic(name, numbers) for name, numbers in by_topic.items()]
         coordinator, response = self._to_coordinator(
-            group, OffsetFetchRequest(group_id=group, topics=topics), max_version=_OFFSET_FETCH_MAX_VERSION
+            group,
+            OffsetFetchRequest(group_id=group, topics=topics),
+            lambda r: (
+                int(r.error_code) or next((int(p.error_code) for t in r.topics for p in t.partitions), 0)
+            ),
+            _OFFSET_FETCH_MAX_VERSION,
         )
         if response.error_code != ErrorCode.NONE:
             raise KafkaGroupAdminError(
@@ -289,29 +312,39 @@ class KafkaGroupAdmin:
         return found
 
     def _to_coordinator(
-        self, group: str, body: Any, max_version: int | None = None
+        self,
+        group: str,
+        body: Any,
+        error_of: Callable[[Any], int] = lambda response: int(response.error_code),
+        max_version: int | None = None,
     ) -> tuple[BrokerAddress, Any]:
-        """Send ``body`` to the group's coordinator (found again after a coordinator error or lost
-        connection, up to three times)."""
-        last: ClientError = KafkaGroupAdminError(f"group {group!r}: no coordinator answered")
-        for _ in range(3):
-            coordinator = find_group_coordinator(self._pool, self._metadata, group)
+        """Send ``body`` to the group's coordinator. While there is none yet, it is loading the group
+        (COORDINATOR_LOAD_IN_PROGRESS: ``__consumer_offsets`` was just created or moved) or it moved
+        (NOT_COORDINATOR, a lost connection), find it again and retry, for up to ``connect_timeout_ms``
+        plus ``request_timeout_ms``; then raise the last error."""
+        deadline = time.monotonic() + self._retry_for_s
+        while True:
             try:
+                coordinator = find_group_coordinator(self._pool, self._metadata, group)
                 connection = self._pool.get(coordinator)
                 version = None
                 if max_version is not None:
                     version = min(connection.api_version(int(ApiKey.OFFSET_FETCH)), max_version)
                 response = connection.request(body, version=version)
-            except BrokerConnectionError as exc:
-                last = exc
+            except (BrokerConnectionError, CoordinatorNotFoundError) as exc:
+                last: ClientError = exc
                 self._metadata.request_update()
-                continue
-            code = getattr(response, "error_code", ErrorCode.NONE)
-            if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
-                last = KafkaGroupAdminError(f"group {group!r}: {ErrorCode.name_of(code)} at {coordinator}")
-                continue
-            return coordinator, response
-        raise last
+            else:
+                code = error_of(response)
+                if code not in _RETRY_CODES:
+                    return coordinator, response
+                last = KafkaGroupAdminError(
+                    f"group {group!r}: {type(body).__name__[: -len('Request')]} at {coordinator}: "
+                    f"{ErrorCode.name_of(code)} (error code {code})"
+                )
+            if time.monotonic() >= deadline:
+                raise last
+            time.sleep(self._retry_backoff_s)
 
     def close(self) -> None:
         self._pool.close()
