@@ -29,7 +29,9 @@ ago) are deleted with tombstones; an Empty group left without offsets is removed
 
 Concurrency: ``_lock`` guards the maps (groups, owned and loading partitions); each group's fields are
 guarded by its own lock, which is never taken while ``_lock`` is held. The loader thread is the only one
-that loads or unloads.
+that loads or unloads. A write's callback runs on this manager's own thread (``group-writes-<id>``), never
+on the purgatory's: it takes the group's lock, and the purgatory's thread must stay free to answer the
+followers' fetches that acknowledge the write.
 """
 
 from __future__ import annotations
@@ -114,6 +116,8 @@ class GroupMetadataManager:
         self._loading: dict[int, int] = {}
         self._tasks: queue.Queue[tuple[str, int, int] | None] = queue.Queue()
         self._thread: threading.Thread | None = None
+        self._callbacks: queue.Queue[tuple[Callable[[ErrorCode], None], ErrorCode] | None] = queue.Queue()
+        self._callback_thread: threading.Thread | None = None
         #: Called with every group a load or unload touched (the coordinator schedules heartbeats, answers).
         self.on_loaded: Callable[[GroupMetadata], None] = lambda _group: None
         self.on_unloaded: Callable[[GroupMetadata], None] = lambda _group: None
@@ -125,12 +129,17 @@ class GroupMetadataManager:
             target=self._run_loader, name=f"group-loader-{self._broker_id}", daemon=True
         )
         self._thread.start()
+        self._callback_thread = threading.Thread(
+            target=self._run_callbacks, name=f"group-writes-{self._broker_id}", daemon=True
+        )
+        self._callback_thread.start()
 
     def shutdown(self) -> None:
         self._tasks.put(None)
-        thread = self._thread
-        if thread is not None:
-            thread.join(10.0)
+        self._callbacks.put(None)
+        for thread in (self._thread, self._callback_thread):
+            if thread is not None:
+                thread.join(10.0)
         with self._lock:
             owned = list(self._owned)
         for partition in owned:
@@ -217,6 +226,17 @@ class GroupMetadataManager:
             self._tasks.put(("unload", p, -1))
         for p, e in to_load:
             self._tasks.put(("load", p, e))
+
+    def _run_callbacks(self) -> None:
+        while True:
+            item = self._callbacks.get()
+            if item is None:
+                return
+            respond, code = item
+            try:
+                respond(code)
+            except Exception:  # the thread's top loop: log it, answer the next write
+                logger.exception("answering a write to %s failed", OFFSETS_TOPIC)
 
     def _run_loader(self) -> None:
         while True:
@@ -387,7 +407,11 @@ class GroupMetadataManager:
 
         def done(results: dict[TopicPartition, ProduceResult]) -> None:
             result = results.get(tp)
-            respond(ErrorCode.NONE if result is None or result.error is None else _store_error(result.error))
+            code = ErrorCode.NONE if result is None or result.error is None else _store_error(result.error)
+            # never on the purgatory's thread: the callback takes a group's lock, whose holder may be
+            # waiting for the replica manager, whose changes may wait for a follower's fetch, which the
+            # purgatory's thread answers
+            self._callbacks.put((respond, code))
 
         self._replicas.append_records(
             [(tp, batch)], acks=-1, timeout_ms=self._config.offsets_commit_timeout_ms, respond=done

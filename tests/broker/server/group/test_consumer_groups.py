@@ -1,0 +1,446 @@
+"""Unmodified third-party consumer groups against real brokers: confluent-kafka and kafka-python consumers in
+separate processes (:mod:`tests.support.group_worker`) share one ``group.id`` over a 12-partition topic while
+records are produced; members join, leave cleanly and are kill -9'd; the coordinator's broker is kill -9'd;
+confluent-kafka's AdminClient lists, describes and deletes groups and lists and alters their offsets.
+
+What every run must show (:func:`check_run`):
+
+* every produced record consumed;
+* a partition's new owner starts exactly where the committed offsets say (at or after the last commit seen
+  before its assignment, never past a record not yet consumed): so the only records consumed twice are those
+  after the last commit, consumed by a member that was killed before committing them;
+* no two members own a partition at the same time: each member's ownership runs from its assign callback to
+  its revoke callback, its clean close or its kill -9. This is stricter than "no overlap within a
+  generation" (eager rebalancing revokes everything before a member rejoins); kafka-python's members also
+  log their generation, and two assignments of one generation must not share a partition.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.server.group.group_metadata_manager import OFFSETS_TOPIC, partition_for
+from tests.support.broker_cluster import BrokerCluster, wait_for
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from confluent_kafka import ConsumerGroupTopicPartitions, Producer
+    from confluent_kafka import TopicPartition as ConfluentPartition
+    from confluent_kafka.admin import AdminClient
+
+REPO = Path(__file__).resolve().parents[4]
+PARTITIONS = 12
+GROUP_SETTINGS = {"group_initial_rebalance_delay_ms": 0, "group_min_session_timeout_ms": 1000}
+
+
+@dataclass
+class Worker:
+    kind: str
+    events_path: Path
+    popen: subprocess.Popen[bytes]
+    #: When the test ended it: kill -9 (its ownership ends then) or SIGTERM.
+    ended: float | None = None
+
+    def events(self) -> list[dict[str, Any]]:
+        if not self.events_path.exists():
+            return []
+        lines = self.events_path.read_text(encoding="utf-8").splitlines()
+        return [json.loads(line) for line in lines if line.endswith("}")]
+
+
+@dataclass
+class GroupRun:
+    """Consumers of one group and the records produced for them."""
+
+    cluster: BrokerCluster
+    base: Path
+    group: str
+    topic: str
+    workers: list[Worker] = field(default_factory=list)
+    produced: dict[str, tuple[int, int]] = field(default_factory=dict)  # value -> (partition, offset)
+    _producer: Any = None
+
+    def start(self, kind: str) -> Worker:
+        path = self.base / f"{self.group}-{len(self.workers)}-{kind}.jsonl"
+        log = (self.base / f"{path.stem}.log").open("wb")
+        popen = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.support.group_worker",
+                kind,
+                self.cluster.bootstrap_servers,
+                self.group,
+                self.topic,
+                str(path),
+            ],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        worker = Worker(kind, path, popen)
+        self.workers.append(worker)
+        return worker
+
+    def live(self) -> list[Worker]:
+        return [w for w in self.workers if w.ended is None]
+
+    def stop(self, worker: Worker) -> None:
+        worker.popen.send_signal(signal.SIGTERM)
+        worker.popen.wait(30)
+        worker.ended = time.time()
+        assert any(e["e"] == "closed" for e in worker.events()), f"{worker.events_path} did not close cleanly"
+
+    def kill(self, worker: Worker) -> None:
+        worker.ended = time.time()
+        worker.popen.kill()
+        worker.popen.wait(10)
+
+    def produce(self, count: int) -> None:
+        if self._producer is None:
+            self._producer = Producer({"bootstrap.servers": self.cluster.bootstrap_servers, "acks": "all"})
+        start = len(self.produced)
+
+        def delivered(err: Any, msg: Any) -> None:
+            assert err is None, err
+            self.produced[msg.value().decode()] = (msg.partition(), msg.offset())
+
+        for i in range(start, start + count):
+            self._producer.produce(
+                self.topic, value=f"v{i:06d}".encode(), partition=i % PARTITIONS, on_delivery=delivered
+            )
+        assert self._producer.flush(30) == 0
+        assert len(self.produced) == start + count
+
+    def consumed(self) -> set[str]:
+        return {e["v"] for w in self.workers for e in w.events() if e["e"] == "rec"}
+
+    def wait_consumed(self, timeout_s: float = 60) -> None:
+        wait_for(lambda: set(self.produced) <= self.consumed(), timeout_s, "every produced record consumed")
+
+    def wait_assigned(self, members: int, timeout_s: float = 60) -> None:
+        """Until the live members' latest assignments cover the partitions, each with its own share."""
+
+        def assigned() -> bool:
+            owned: list[int] = []
+            for worker in self.live():
+                latest = None
+                for event in worker.events():
+                    if event["e"] == "assign":
+                        latest = event["parts"]
+                    elif event["e"] == "revoke":
+                        latest = None
+                if latest is None:
+                    return False
+                owned += latest
+            return sorted(owned) == list(range(PARTITIONS)) and len(self.live()) == members
+
+        wait_for(assigned, timeout_s, f"{members} members sharing the {PARTITIONS} partitions")
+
+    def close(self) -> None:
+        for worker in self.live():
+            self.stop(worker)
+
+
+def check_run(run: GroupRun) -> dict[str, int]:
+    """The checks of the module docstring; returns counts (records, duplicates, assignments)."""
+    consumed: dict[str, int] = defaultdict(int)
+    intervals: dict[int, list[tuple[float, float, int]]] = defaultdict(list)
+    by_generation: dict[int, dict[int, int]] = defaultdict(dict)
+    starts: list[tuple[float, int, int, int]] = []  # (assign time, partition, worker, first offset)
+    commits: dict[int, list[tuple[float, int]]] = defaultdict(list)
+    records: dict[int, list[tuple[float, int]]] = defaultdict(list)
+    assignments = 0
+    for index, worker in enumerate(run.workers):
+        events = worker.events()
+        end = worker.ended if worker.ended is not None else time.time()
+        owned: dict[int, float] = {}
+        for event in events:
+            kind = event["e"]
+            if kind == "assign":
+                assignments += 1
+                for p in event["parts"]:
+                    owned[p] = event["t"]
+                    first = _first_record(events, event, p)
+                    if first is not None:
+                        starts.append((event["t"], p, index, first))
+                    if event["gen"] >= 0:
+                        other = by_generation[event["gen"]].get(p)
+                        assert other is None or other == index, (
+                            f"generation {event['gen']}: partition {p} assigned to workers {other} and "
+                            f"{index}"
+                        )
+                        by_generation[event["gen"]][p] = index
+            elif kind == "revoke":
+                for p in event["parts"]:
+                    if p in owned:
+                        intervals[p].append((owned.pop(p), event["t"], index))
+            elif kind == "rec":
+                consumed[event["v"]] += 1
+                records[event["p"]].append((event["t"], event["o"]))
+                assert event["p"] in owned, f"worker {index} consumed {event} outside its assignment"
+            elif kind == "commit":
+                commits[event["p"]].append((event["t"], event["o"]))
+        for p, since in owned.items():
+            intervals[p].append((since, end, index))
+
+    missing = sorted(set(run.produced) - set(consumed))
+    assert not missing, f"{len(missing)} produced records never consumed, e.g. {missing[:5]}"
+    for p, spans in intervals.items():
+        spans.sort()
+        for (_s1, e1, w1), (s2, _e2, w2) in itertools.pairwise(spans):
+            assert e1 <= s2, f"partition {p}: worker {w1} owned it until {e1:.3f}, worker {w2} from {s2:.3f}"
+    for assigned_at, p, index, first in starts:
+        committed = max((o for t, o in commits[p] if t <= assigned_at), default=0)
+        seen = max((o + 1 for t, o in records[p] if t <= assigned_at), default=0)
+        assert committed <= first <= max(seen, committed), (
+            f"worker {index} started partition {p} at offset {first}: the last commit before was "
+            f"{committed}, the records consumed before reached {seen}"
+        )
+    duplicates = sum(n - 1 for n in consumed.values())
+    return {"records": len(run.produced), "duplicates": duplicates, "assignments": assignments}
+
+
+def _first_record(events: list[dict[str, Any]], assign: dict[str, Any], p: int) -> int | None:
+    """The offset of the first record of ``p`` consumed under ``assign`` (before ``p`` is revoked)."""
+    for event in events[events.index(assign) + 1 :]:
+        if event["e"] == "revoke" and p in event["parts"]:
+            return None
+        if event["e"] == "rec" and event["p"] == p:
+            return int(event["o"])
+    return None
+
+
+@pytest.fixture
+def group_run(
+    start_cluster: Callable[..., BrokerCluster], tmp_path: Path
+) -> Iterator[Callable[..., GroupRun]]:
+    runs: list[GroupRun] = []
+
+    def make(group: str, brokers: int = 1, replication_factor: int = 1, **settings: Any) -> GroupRun:
+        cluster = start_cluster(brokers, **GROUP_SETTINGS, **settings)
+        cluster.create_topic("events", PARTITIONS, replication_factor=replication_factor)
+        run = GroupRun(cluster, tmp_path, group, "events")
+        runs.append(run)
+        return run
+
+    yield make
+    for run in runs:
+        for worker in run.live():
+            worker.popen.kill()
+            worker.popen.wait(10)
+
+
+def test_confluent_kafka_group_join_leave_kill(group_run: Callable[..., GroupRun]) -> None:
+    run = group_run("confluent")
+    for _ in range(3):
+        run.start("confluent")
+    run.produce(600)
+    run.wait_assigned(3)
+    run.wait_consumed()
+    run.start("confluent")  # a member joins
+    run.produce(300)
+    run.wait_assigned(4)
+    run.wait_consumed()
+    run.stop(run.live()[0])  # one leaves cleanly
+    run.produce(300)
+    run.wait_assigned(3)
+    run.wait_consumed()
+    run.kill(run.live()[0])  # one is kill -9'd mid-stream
+    run.produce(300)
+    run.wait_assigned(2)
+    run.wait_consumed()
+    run.close()
+    counts = check_run(run)
+    assert counts["records"] == 1500
+
+
+@pytest.mark.slow
+def test_confluent_kafka_group_random_rounds(group_run: Callable[..., GroupRun]) -> None:
+    """Bounded rounds of joins, clean leaves and kill -9s, each round with records produced throughout."""
+    run = group_run("rounds")
+    for _ in range(3):
+        run.start("confluent")
+    run.wait_assigned(3)
+    steps = ["join", "kill", "leave", "join", "join", "kill", "leave", "kill", "join"]
+    stop = threading.Event()
+
+    def produce_forever() -> None:
+        while not stop.is_set():
+            run.produce(24)
+            time.sleep(0.05)
+
+    producer = threading.Thread(target=produce_forever, daemon=True)
+    producer.start()
+    try:
+        for step in steps:
+            if step == "join":
+                run.start("confluent")
+            elif step == "leave":
+                run.stop(run.live()[0])
+            else:
+                run.kill(run.live()[-1])
+            run.wait_assigned(len(run.live()))
+    finally:
+        stop.set()
+        producer.join(60)
+    run.wait_consumed()
+    run.close()
+    counts = check_run(run)
+    assert counts["records"] == len(run.produced)
+
+
+def test_kafka_python_group_and_a_mixed_group(group_run: Callable[..., GroupRun]) -> None:
+    run = group_run("kafka-python")
+    for _ in range(2):
+        run.start("kafka-python")
+    run.produce(240)
+    run.wait_assigned(2)
+    run.wait_consumed()
+    run.start("kafka-python")
+    run.produce(240)
+    run.wait_assigned(3)
+    run.wait_consumed()
+    run.kill(run.live()[0])
+    run.produce(240)
+    run.wait_assigned(2)
+    run.wait_consumed()
+    run.close()
+    assert check_run(run)["records"] == 720
+
+    # one group of both clients: the leader (either) assigns with the protocol both support, range
+    mixed = GroupRun(run.cluster, run.base, "mixed", "events")
+    mixed.produced = dict(run.produced)  # a new group reads the topic from the start
+    try:
+        mixed.start("confluent")
+        mixed.start("kafka-python")
+        mixed.wait_assigned(2)
+        mixed.start("kafka-python")
+        mixed.start("confluent")
+        mixed.wait_assigned(4)
+        mixed.wait_consumed()
+        mixed.stop(mixed.live()[1])
+        mixed.kill(mixed.live()[-1])
+        mixed.wait_assigned(2)
+        mixed.produce(240)
+        mixed.wait_consumed()
+        mixed.close()
+    finally:
+        for worker in mixed.live():
+            worker.popen.kill()
+    assert check_run(mixed)["records"] == 960
+
+
+def test_coordinator_killed_group_carries_on_from_committed_offsets(
+    group_run: Callable[..., GroupRun],
+) -> None:
+    # a follower that stops fetching leaves the ISR after 3 s (as in test_replication): after a kill -9 a
+    # surviving follower's fetch can go unanswered for its 30 s socket timeout (seen on main too)
+    run = group_run(
+        "failover",
+        brokers=3,
+        replication_factor=3,
+        replica_lag_time_max_ms=3000,
+        replica_fetch_wait_max_ms=200,
+        replica_fetch_backoff_ms=200,
+    )
+    for _ in range(3):
+        run.start("confluent")
+    run.produce(600)
+    run.wait_assigned(3)
+    run.wait_consumed()
+    number = partition_for(run.group, 4)
+    assert len(run.cluster.state_of(OFFSETS_TOPIC, number).isr) == 3  # RF 3
+    coordinator = run.cluster.leader_of(OFFSETS_TOPIC, number)
+    committed_before = _logged_commits(run)
+    coordinator.kill()  # kill -9 of the coordinator's broker
+    run.cluster.wait_for_leader(OFFSETS_TOPIC, number, lambda s: s.leader not in (-1, coordinator.broker_id))
+    run.produce(600)
+    run.wait_consumed(90)
+    admin = AdminClient({"bootstrap.servers": run.cluster.bootstrap_servers})
+    offsets = _committed(admin, run.group)
+    for p, offset in committed_before.items():
+        assert offsets[p] >= offset, f"partition {p}: committed {offset} before the kill, {offsets[p]} after"
+    run.close()
+    counts = check_run(run)
+    assert counts["records"] == 1200
+
+
+def _logged_commits(run: GroupRun) -> dict[int, int]:
+    last: dict[int, int] = {}
+    for worker in run.workers:
+        for event in worker.events():
+            if event["e"] == "commit":
+                last[event["p"]] = max(last.get(event["p"], 0), event["o"])
+    return last
+
+
+def _committed(admin: AdminClient, group: str) -> dict[int, int]:
+    request = ConsumerGroupTopicPartitions(
+        group, [ConfluentPartition("events", p) for p in range(PARTITIONS)]
+    )
+    result = admin.list_consumer_group_offsets([request], request_timeout=30)[group].result(30)
+    return {tp.partition: tp.offset for tp in result.topic_partitions}
+
+
+def test_admin_client_lists_describes_alters_and_deletes_groups(group_run: Callable[..., GroupRun]) -> None:
+    run = group_run("admin")
+    run.start("confluent")
+    run.produce(48)
+    run.wait_assigned(1)
+    run.wait_consumed()
+    admin = AdminClient({"bootstrap.servers": run.cluster.bootstrap_servers})
+
+    listed = admin.list_consumer_groups(request_timeout=30).result(30)
+    assert [(g.group_id, g.is_simple_consumer_group, str(g.state)) for g in listed.valid] == [
+        ("admin", False, "ConsumerGroupState.STABLE")
+    ]
+    described = admin.describe_consumer_groups(["admin"], request_timeout=30)["admin"].result(30)
+    assert (str(described.state), described.partition_assignor, len(described.members)) == (
+        "ConsumerGroupState.STABLE",
+        "range",
+        1,
+    )
+    member = described.members[0]
+    assert sorted(tp.partition for tp in member.assignment.topic_partitions) == list(range(PARTITIONS))
+    assert all(tp.topic == "events" for tp in member.assignment.topic_partitions)
+    wait_for(
+        lambda: _committed(admin, "admin") == dict.fromkeys(range(PARTITIONS), 4), 30, "offsets 4 everywhere"
+    )
+
+    deleted = admin.delete_consumer_groups(["admin"], request_timeout=30)["admin"]
+    with pytest.raises(Exception, match="NON_EMPTY_GROUP"):
+        deleted.result(30)
+    run.close()
+    wait_for(
+        lambda: (
+            str(admin.describe_consumer_groups(["admin"])["admin"].result(30).state)
+            == "ConsumerGroupState.EMPTY"
+        ),
+        30,
+        "the group to be empty",
+    )
+    altered = ConsumerGroupTopicPartitions("admin", [ConfluentPartition("events", 3, 1)])
+    result = admin.alter_consumer_group_offsets([altered], request_timeout=30)["admin"].result(30)
+    assert [(tp.partition, tp.offset, tp.error) for tp in result.topic_partitions] == [(3, 1, None)]
+    assert _committed(admin, "admin")[3] == 1
+    admin.delete_consumer_groups(["admin"], request_timeout=30)["admin"].result(30)
+    assert admin.list_consumer_groups(request_timeout=30).result(30).valid == []
+    assert _committed(admin, "admin") == dict.fromkeys(range(PARTITIONS), -1001)
