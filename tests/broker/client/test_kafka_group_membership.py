@@ -9,8 +9,11 @@ import collections
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from typing import Any
+
+import pytest
 
 from broker.client.group_consumer import GroupConsumer
 from broker.record.topic_partition import TopicPartition
@@ -97,57 +100,136 @@ CONFLUENT_MEMBER = textwrap.dedent(
     def on_assign(c, partitions):
         print("assigned", ",".join(str(p.partition) for p in partitions), flush=True)
     consumer.subscribe([topic], on_assign=on_assign)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         message = consumer.poll(0.1)
         if message is None or message.error():
             continue
-        print("record", message.partition(), message.offset(), flush=True)
         consumer.commit(message, asynchronous=False)
+        print("record", message.partition(), message.offset(), flush=True)
     """
 )
 
 
-def test_a_lumber_member_and_a_confluent_kafka_consumer_share_a_group(start_cluster: Any) -> None:
+class ConfluentMember:
+    """A confluent-kafka consumer of the group in its own process; what it prints is read by a thread:
+    each assignment it was given, and each record it consumed (printed once committed)."""
+
+    def __init__(self, cluster: BrokerCluster, group: str) -> None:
+        self.assignments: list[list[int]] = []
+        self.records: list[tuple[int, int]] = []
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", CONFLUENT_MEMBER, cluster.bootstrap_servers, group, TOPIC],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
+            kind, _, rest = line.strip().partition(" ")
+            if kind == "assigned":
+                self.assignments.append([int(p) for p in rest.split(",") if p])
+            elif kind == "record":
+                partition, offset = rest.split()
+                self.records.append((int(partition), int(offset)))
+
+    def kill(self) -> None:
+        self._process.kill()
+        self._process.wait()
+        self._reader.join(10)
+        if self._process.stdout is not None:
+            self._process.stdout.close()
+
+
+@pytest.mark.parametrize("first", ["lumber", "confluent-kafka"])
+def test_a_lumber_member_and_a_confluent_kafka_consumer_share_a_group(start_cluster: Any, first: str) -> None:
+    """Whoever joins first leads the group and assigns the partitions: the other decodes its bytes."""
     cluster = start_cluster(1, **GROUP_SETTINGS)
     cluster.create_topic(TOPIC, PARTITIONS)
     produce(cluster, TOPIC, PARTITIONS, 30)
-    lumber = MemberApp(kafka_member(cluster, "mixed"), 0).start([TOPIC])
-    wait_consumed([lumber], {(p, o) for p in range(PARTITIONS) for o in range(30)}, 30)
-    foreign = subprocess.Popen(
-        [sys.executable, "-c", CONFLUENT_MEMBER, cluster.bootstrap_servers, "mixed", TOPIC],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    everything = {(p, o) for p in range(PARTITIONS) for o in range(30)}
+    lumber: MemberApp | None = None
+    foreign: ConfluentMember | None = None
     try:
-        assert foreign.stdout is not None
-        assigned: list[int] = []
-        while not assigned:
-            line = foreign.stdout.readline()
-            assert line, "the confluent-kafka consumer exited before it was assigned partitions"
-            if line.startswith("assigned ") and line.strip() != "assigned":
-                assigned = [int(p) for p in line.split()[1].split(",")]
-        wait_for(lambda: len(lumber.member.assignment()) == PARTITIONS - len(assigned), 30, "the rebalance")
+        if first == "lumber":
+            lumber = MemberApp(kafka_member(cluster, "mixed"), 0).start([TOPIC])
+            wait_consumed([lumber], everything, 30)
+            foreign = ConfluentMember(cluster, "mixed")
+        else:
+            foreign = ConfluentMember(cluster, "mixed")
+            wait_for(
+                lambda: set(foreign.records) >= everything, 60, "the confluent-kafka consumer to read all"
+            )
+            lumber = MemberApp(kafka_member(cluster, "mixed"), 0).start([TOPIC])
+        wait_for(
+            lambda: (
+                len(foreign.assignments) >= 1 + (first != "lumber")
+                and len(foreign.assignments[-1]) == 3
+                and len(lumber.member.assignment()) == 3
+            ),
+            60,
+            "the group to rebalance to 3 partitions each",
+        )
+        assigned = foreign.assignments[-1]
         mine = sorted(tp.partition for tp in lumber.member.assignment())
         assert sorted(mine + assigned) == list(range(PARTITIONS))  # no overlap, nothing left out
         produce(cluster, TOPIC, PARTITIONS, 30, start=30)
-        wait_consumed([lumber], {(p, o) for p in mine for o in range(60)}, 30)
-        theirs: list[tuple[int, int]] = []
-        deadline = time.monotonic() + 30
-        while len(theirs) < 30 * len(assigned):
-            assert time.monotonic() < deadline, f"the confluent-kafka consumer read {len(theirs)} records"
-            line = foreign.stdout.readline()
-            if line.startswith("record "):
-                _, partition, offset = line.split()
-                theirs.append((int(partition), int(offset)))
+        wait_consumed([lumber], {(p, o) for p in mine for o in range(30, 60)}, 30)
+        expected = {(p, o) for p in assigned for o in range(30, 60)}
+        wait_for(lambda: set(foreign.records) >= expected, 30, "the confluent-kafka consumer's records")
     finally:
-        foreign.kill()
-        foreign.wait()
-        if foreign.stdout is not None:
-            foreign.stdout.close()
-    lumber.leave()
-    # the foreign consumer started where the Lumber member had committed: no record read by both
-    assert sorted(theirs) == [(p, o) for p in sorted(assigned) for o in range(30, 60)]
-    lumber_after = {(p, o) for p, o, _ in lumber.records if o >= 30}
-    assert lumber_after == {(p, o) for p in mine for o in range(30, 60)}
+        if foreign is not None:
+            foreign.kill()
+        if lumber is not None:
+            lumber.leave()
+    # each started where the other had committed: no record read by both, none left out
+    seen = collections.Counter([(p, o) for p, o, _ in lumber.records] + foreign.records)
+    assert sorted(seen) == [(p, o) for p in range(PARTITIONS) for o in range(60)]
+    assert [key for key, n in seen.items() if n > 1] == []
     assert lumber.errors == []
+
+
+def test_a_static_member_restarts_into_its_partitions_without_a_rebalance(start_cluster: Any) -> None:
+    cluster = start_cluster(1, **GROUP_SETTINGS)
+    cluster.create_topic(TOPIC, PARTITIONS)
+    produce(cluster, TOPIC, PARTITIONS, 20)
+    leader = MemberApp(kafka_member(cluster, "static", group_instance_id="leader-1"), 0).start([TOPIC])
+    follower = MemberApp(kafka_member(cluster, "static", group_instance_id="follower-1"), 1).start([TOPIC])
+    wait_for(
+        lambda: settled([leader.member, follower.member], PARTITIONS), 30, "two static members to settle"
+    )
+    wait_consumed([leader, follower], {(p, o) for p in range(PARTITIONS) for o in range(20)}, 30)
+    kept = follower.member.assignment()
+    follower.leave()  # a static member commits but does not leave: the group waits for it
+    assert leader.member.generation_id == 2
+    produce(cluster, TOPIC, PARTITIONS, 20, start=20)
+    again = MemberApp(kafka_member(cluster, "static", group_instance_id="follower-1"), 2).start([TOPIC])
+    wait_for(lambda: again.member.assignment() == kept, 30, "the restarted member to get its partitions back")
+    wait_consumed([leader, again], {(p, o) for p in range(PARTITIONS) for o in range(40)}, 30)
+    assert (leader.member.generation_id, again.member.generation_id) == (2, 2)  # no rebalance
+    again.leave()
+    leader.leave()
+    apps = [leader, follower, again]
+    seen = collections.Counter((p, o) for p, o, _ in consumed(apps))
+    assert [key for key, n in seen.items() if n > 1] == []
+    assert {(p, o) for p, o, _ in again.records} == {(tp.partition, o) for tp in kept for o in range(20, 40)}
+    assert leader.errors == follower.errors == again.errors == []
+
+
+def test_streams_of_a_kafka_member_split_its_partitions(start_cluster: Any) -> None:
+    cluster = start_cluster(1, **GROUP_SETTINGS)
+    cluster.create_topic(TOPIC, PARTITIONS)
+    produce(cluster, TOPIC, PARTITIONS, 10)
+    with kafka_member(cluster, "streams") as m:
+        streams = m.create_message_streams({TOPIC: 2})[TOPIC]
+        got: list[set[tuple[int, int]]] = [set(), set()]
+        deadline = time.monotonic() + 30
+        while sum(len(g) for g in got) < PARTITIONS * 10:
+            assert time.monotonic() < deadline, f"only {[len(g) for g in got]} records"
+            for number, stream in enumerate(streams):
+                got[number] |= {(r.partition, r.offset) for r in stream.poll(timeout_ms=50)}
+        assert m.target() == {TopicPartition(TOPIC, p): p // 3 for p in range(PARTITIONS)}
+        assert got == [{(p, o) for p in range(3 * n, 3 * n + 3) for o in range(10)} for n in range(2)]
