@@ -48,6 +48,7 @@ from types import TracebackType
 
 from kazoo.client import KazooClient
 
+from broker.client.cluster_snapshot import BrokerAddress
 from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.consumer_record import ConsumerRecord
@@ -293,6 +294,14 @@ class GroupConsumer:
             return membership.generation_id
         generation = membership.generation
         return -1 if generation is None else generation.generation
+
+    @property
+    def coordinator(self) -> BrokerAddress | None:
+        """The broker coordinating a kafka-protocol group, as this member last found it (None: looking)."""
+        membership = self._member()
+        if not isinstance(membership, KafkaGroupMembership):
+            raise GroupError(f"group {self.group}: a zookeeper group has no coordinator broker")
+        return membership.coordinator
 
     @property
     def is_leader(self) -> bool:

@@ -206,6 +206,8 @@ class KafkaGroupMembership:
         self.leader_id = ""
         self.protocol_name: str | None = None
         self._coordinator: BrokerAddress | None = None
+        #: the leader's: each subscribed topic's partition count when it last assigned (0: missing)
+        self._assigned_counts: dict[str, int] = {}
         self._owned: dict[TopicPartition, _Owned] = {}
         self._rejoin = True
         self._fatal: GroupError | None = None
@@ -370,6 +372,8 @@ class KafkaGroupMembership:
                 request.error = CommitFailedError(f"group {self.group}: commit failed: {exc}")
             self._requests.popleft()
             request.done.set()
+        if self.is_leader and self._metadata.needs_update():
+            self._check_metadata()
         now = time.monotonic()
         if now >= self._next_heartbeat:
             self._heartbeat()
@@ -377,6 +381,26 @@ class KafkaGroupMembership:
         if self._config.auto_commit_enable and now >= self._next_commit:
             self._next_commit = now + self._config.auto_commit_interval_ms / 1000
             self._commit()
+
+    def _check_metadata(self) -> None:
+        """The leader's watch on the subscribed topics (Kafka's ``ConsumerCoordinator`` compares its
+        metadata snapshot with the assignment's): a topic created or grown since the assignment makes it
+        rejoin, so that the group assigns the new partitions."""
+        topics = sorted(self._assigned_counts)
+        try:
+            snapshot = self._metadata.update(topics)
+        except ClientError as exc:
+            log.info("group %s: cannot refresh the metadata of %s: %s", self.group, topics, exc)
+            return
+        counts = {topic: len(found) for topic in topics if (found := snapshot.partitions(topic))}
+        if counts != {t: n for t, n in self._assigned_counts.items() if n}:
+            log.info(
+                "group %s: the subscribed topics' partitions changed (%s, assigned with %s); rebalancing",
+                self.group,
+                counts,
+                self._assigned_counts,
+            )
+            raise _RejoinError("the subscribed topics' partitions changed")
 
     def _fail_requests(self, why: str) -> None:
         with self._events:
@@ -581,6 +605,7 @@ class KafkaGroupMembership:
                 self.group,
                 missing,
             )
+        self._assigned_counts = {topic: counts.get(topic, 0) for topic in topics}
         plan = assign(protocol, subscriptions_of(members), counts)
         encoded: dict[str, bytes] = {}
         for member, by_topic in plan.items():

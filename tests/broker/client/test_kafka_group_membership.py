@@ -6,23 +6,28 @@ consumer in another process."""
 from __future__ import annotations
 
 import collections
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from broker.client.group_consumer import GroupConsumer
+from broker.client.kafka_group_admin import KafkaGroupAdmin
 from broker.record.topic_partition import TopicPartition
+from broker.server.group.group_metadata_manager import OFFSETS_TOPIC, partition_for
 from tests.broker.client.group_helpers import MemberApp, consumed, member, produce, wait_consumed
-from tests.support.broker_cluster import BrokerCluster, servers, wait_for
+from tests.support.broker_cluster import OFFSETS_TOPIC_PARTITIONS, BrokerCluster, servers, wait_for
 
 TOPIC = "events"
 PARTITIONS = 6
 #: The coordinator starts a group's first rebalance at once, and accepts the tests' short sessions.
+ROOT = Path(__file__).resolve().parents[3]
 GROUP_SETTINGS = {"group_initial_rebalance_delay_ms": 0, "group_min_session_timeout_ms": 1000}
 
 
@@ -35,8 +40,6 @@ def kafka_member(cluster: BrokerCluster, group: str, **settings: Any) -> GroupCo
 
 def committed(cluster: BrokerCluster, group: str, topic: str, partitions: int) -> dict[int, int | None]:
     """The group's committed offsets, as the coordinator answers OffsetFetch (via Lumber's admin)."""
-    from broker.client.kafka_group_admin import KafkaGroupAdmin  # noqa: PLC0415
-
     with KafkaGroupAdmin(servers(cluster)) as admin:
         found = admin.committed(group, [TopicPartition(topic, p) for p in range(partitions)])
     return {tp.partition: offset for tp, offset in sorted(found.items())}
@@ -233,3 +236,131 @@ def test_streams_of_a_kafka_member_split_its_partitions(start_cluster: Any) -> N
                 got[number] |= {(r.partition, r.offset) for r in stream.poll(timeout_ms=50)}
         assert m.target() == {TopicPartition(TOPIC, p): p // 3 for p in range(PARTITIONS)}
         assert got == [{(p, o) for p in range(3 * n, 3 * n + 3) for o in range(10)} for n in range(2)]
+
+
+def test_the_coordinators_broker_killed_members_go_on_from_committed_offsets(start_cluster: Any) -> None:
+    # a follower that stops fetching leaves the ISR after 3 s, so the survivors soon make progress
+    cluster = start_cluster(
+        3,
+        **GROUP_SETTINGS,
+        replica_lag_time_max_ms=3000,
+        replica_fetch_wait_max_ms=200,
+        replica_fetch_backoff_ms=200,
+    )
+    cluster.create_topic(TOPIC, PARTITIONS, replication_factor=3)
+    produce(cluster, TOPIC, PARTITIONS, 50)
+    apps = [MemberApp(kafka_member(cluster, "failover"), i).start([TOPIC]) for i in range(2)]
+    wait_for(lambda: settled([a.member for a in apps], PARTITIONS), 60, "two members to settle")
+    wait_consumed(apps, {(p, o) for p in range(PARTITIONS) for o in range(50)}, 60)
+    wait_for(lambda: set(committed(cluster, "failover", TOPIC, PARTITIONS).values()) == {50}, 30, "commits")
+    number = partition_for("failover", OFFSETS_TOPIC_PARTITIONS)
+    assert len(cluster.state_of(OFFSETS_TOPIC, number).isr) == 3
+    coordinator = cluster.leader_of(OFFSETS_TOPIC, number)
+    assert {a.member.coordinator.node_id for a in apps if a.member.coordinator} == {coordinator.broker_id}
+    coordinator.kill()  # kill -9 of the coordinator's broker
+    cluster.wait_for_leader(OFFSETS_TOPIC, number, lambda s: s.leader not in (-1, coordinator.broker_id))
+    produce(cluster, TOPIC, PARTITIONS, 50, start=50)
+    wait_consumed(apps, {(p, o) for p in range(PARTITIONS) for o in range(100)}, 90)
+    wait_for(
+        lambda: set(committed(cluster, "failover", TOPIC, PARTITIONS).values()) == {100}, 60, "commits after"
+    )
+    moved = {a.member.coordinator.node_id for a in apps if a.member.coordinator}
+    assert moved == {cluster.state_of(OFFSETS_TOPIC, number).leader}  # both found the new coordinator
+    for app in apps:
+        app.leave()
+    assert [app.errors for app in apps] == [[], []]
+    seen = collections.Counter((p, o) for p, o, _ in consumed(apps))
+    # nothing committed before the kill was lost: none of those records was delivered again
+    assert [key for key, n in seen.items() if n > 1 and key[1] < 50] == []
+    assert sorted(seen) == [(p, o) for p in range(PARTITIONS) for o in range(100)]
+
+
+def test_the_leader_assigns_a_subscribed_topic_created_later(start_cluster: Any) -> None:
+    cluster = start_cluster(1, **GROUP_SETTINGS)
+    cluster.create_topic(TOPIC, 2)
+    produce(cluster, TOPIC, 2, 5)
+    app = MemberApp(kafka_member(cluster, "later", consumer_settings={"metadata_max_age_ms": 300}), 0).start(
+        [TOPIC, "later"]
+    )
+    wait_consumed([app], {(p, o) for p in range(2) for o in range(5)}, 30)
+    assert (app.member.generation_id, app.member.assignment()) == (
+        1,
+        [TopicPartition(TOPIC, p) for p in range(2)],
+    )
+    cluster.create_topic("later", 2)
+    produce(cluster, "later", 2, 5)
+    wait_for(lambda: len(app.member.assignment()) == 4, 30, "the new topic's partitions to be assigned")
+    assert app.member.generation_id == 2
+    wait_for(lambda: len(app.records) >= 20, 30, "the new topic's records")
+    app.leave()
+    assert app.errors == []
+    assert sorted((p, o) for p, o, _ in app.records) == sorted(
+        [(p, o) for p in range(2) for o in range(5)] * 2
+    )
+    assert committed(cluster, "later", "later", 2) == committed(cluster, "later", TOPIC, 2) == {0: 5, 1: 5}
+
+
+def test_a_member_stopped_past_its_session_is_dropped_and_joins_again(
+    start_cluster: Any, tmp_path: Path
+) -> None:
+    """SIGSTOP a member (its own process) for longer than its session: the coordinator drops it and the
+    survivor takes its partitions from their committed offsets; after SIGCONT it learns it was dropped
+    (UNKNOWN_MEMBER_ID), commits nothing stale, and joins again."""
+    cluster = start_cluster(1, **GROUP_SETTINGS)
+    cluster.create_topic(TOPIC, 2)
+    produce(cluster, TOPIC, 2, 20)
+    out = tmp_path / "stopped.out"
+    with (tmp_path / "stopped.log").open("wb") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable, "-m", "tests.broker.client.group_member_process",
+                "--zookeeper", cluster.zk_connect, "--servers", cluster.bootstrap_servers,
+                "--group", "stopped", "--topic", TOPIC, "--prefix", "proc", "--out", str(out),
+                "--protocol", "kafka", "--session-timeout-ms", "2000",
+            ],
+            cwd=ROOT,
+            stderr=log,
+        )  # fmt: skip
+    admin = KafkaGroupAdmin(servers(cluster))
+    try:
+        wait_for(lambda: len(read_output(out)) == 40, 30, "the process to consume the first records")
+        survivor = MemberApp(kafka_member(cluster, "stopped"), 0).start([TOPIC])
+        wait_for(lambda: len(survivor.member.assignment()) == 1, 30, "a partition for the second member")
+        before = survivor.member.generation_id
+        process.send_signal(signal.SIGSTOP)
+        try:
+            produce(cluster, TOPIC, 2, 20, start=20)
+            wait_for(
+                lambda: len(survivor.member.assignment()) == 2, 30, "the survivor to take both partitions"
+            )
+            assert survivor.member.generation_id > before  # the coordinator dropped the stopped member
+            wait_consumed([survivor], {(p, o) for p in range(2) for o in range(20, 40)}, 30)
+        finally:
+            process.send_signal(signal.SIGCONT)
+        wait_for(lambda: len(survivor.member.assignment()) == 1, 30, "the resumed member to join again")
+        members = admin.describe("stopped").members
+        assert sorted(tp.partition for m in members for tp in m.assignment) == [0, 1]  # no overlap
+        produce(cluster, TOPIC, 2, 20, start=40)
+        expected = {(p, o) for p in range(2) for o in range(60)}
+        wait_for(
+            lambda: {(p, o) for p, o, _ in survivor.records} | set(read_output(out)) >= expected,
+            30,
+            "every record",
+        )
+        process.terminate()  # a clean leave: commits what it wrote
+        assert process.wait(30) == 0
+        survivor.leave()
+        assert survivor.errors == []
+        offsets = admin.committed("stopped", [TopicPartition(TOPIC, p) for p in range(2)])
+        assert offsets == {TopicPartition(TOPIC, p): 60 for p in range(2)}
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        admin.close()
+
+
+def read_output(path: Path) -> list[tuple[int, int]]:
+    """The records a member process wrote, ``<partition> <offset>`` per line."""
+    lines = path.read_bytes().split(b"\n") if path.exists() else []
+    return [(int(p), int(o)) for p, o in (line.split() for line in lines if line.count(b" ") == 1)]
