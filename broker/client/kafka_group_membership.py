@@ -43,10 +43,13 @@ learns it at its next heartbeat or commit, which then fails with
 :class:`~broker.client.errors.CommitFailedError`): so the ZooKeeper member's "one fetcher per partition at
 any instant" is "one owner per partition per generation" here.
 
-Threads: one coordination thread makes every group request, in order, and changes the streams (under the
-member's condition, never held across a request); the application thread asks it for commits through
-``_requests`` (guarded by ``_events``). :attr:`member_id`, :attr:`generation_id` and :meth:`owned` are
-read by other threads as whole-object snapshots.
+Threads: one coordination thread makes every group request, in order, and changes the streams and the
+owned partitions (``_owned``) under the member's condition, which is never held across a request; other
+threads read ``_owned`` under it. The application thread asks for commits through ``_requests`` (a deque,
+signalled through ``_events``). :attr:`member_id`, :attr:`generation_id` and :attr:`coordinator` are read
+by other threads as whole-object snapshots. A fatal answer (FENCED_INSTANCE_ID: another process took this
+member's ``group_instance_id``; INCONSISTENT_GROUP_PROTOCOL...) stops the member: it is logged and the
+streams' readers get :class:`~broker.client.errors.GroupClosedError`.
 """
 
 from __future__ import annotations
@@ -108,18 +111,6 @@ _OFFSET_FETCH_MAX_VERSION = 7
 _COORDINATOR_ERRORS = frozenset(
     {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT}
 )
-#: JoinGroup errors that no retry can cure.
-_FATAL_JOIN_ERRORS = frozenset(
-    {
-        ErrorCode.FENCED_INSTANCE_ID,
-        ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
-        ErrorCode.INVALID_SESSION_TIMEOUT,
-        ErrorCode.INVALID_GROUP_ID,
-        ErrorCode.GROUP_AUTHORIZATION_FAILED,
-        ErrorCode.GROUP_MAX_SIZE_REACHED,
-        ErrorCode.UNSUPPORTED_VERSION,
-    }
-)
 
 
 class _CoordinatorLostError(ClientError):
@@ -128,6 +119,10 @@ class _CoordinatorLostError(ClientError):
 
 class _RejoinError(GroupError):
     """The generation is over (or the member unknown): prepare and join again."""
+
+
+class _CommitRefusedError(ClientError):
+    """The coordinator refused a commit for a reason other than the generation (the member goes on)."""
 
 
 @dataclass
@@ -241,11 +236,13 @@ class KafkaGroupMembership:
         return self._coordinator
 
     def owned(self) -> set[TopicPartition]:
-        return set(self._owned)
+        with self._cond:
+            return set(self._owned)
 
     def target(self) -> dict[TopicPartition, int]:
         """What the current generation gives this member: partition -> stream number."""
-        return {tp: owned.number for tp, owned in dict(self._owned).items()}
+        with self._cond:
+            return {tp: owned.number for tp, owned in self._owned.items()}
 
     def commit(self, *, mark_consumed: bool = True) -> None:
         """Commit every owned partition's consumed position (``mark_consumed``: everything handed out
@@ -331,6 +328,9 @@ class KafkaGroupMembership:
                     self._fatal = exc
                 log.error("group %s: %s; the member stops", self.group, exc)  # noqa: TRY400
                 self._fail_requests(str(exc))
+                with self._cond:  # its readers get GroupClosedError rather than waiting for ever
+                    for stream in self._unique_streams:
+                        stream.close_delivery(f"the member stopped: {exc}")
                 self._joined.set()
                 break
             except Exception:  # the thread's top loop: log, back off and retry
@@ -380,7 +380,10 @@ class KafkaGroupMembership:
             self._next_heartbeat = time.monotonic() + self._config.heartbeat_interval_ms / 1000
         if self._config.auto_commit_enable and now >= self._next_commit:
             self._next_commit = now + self._config.auto_commit_interval_ms / 1000
-            self._commit()
+            try:
+                self._commit()
+            except _CommitRefusedError as exc:
+                log.warning("group %s: auto-commit: %s", self.group, exc)
 
     def _check_metadata(self) -> None:
         """The leader's watch on the subscribed topics (Kafka's ``ConsumerCoordinator`` compares its
@@ -522,18 +525,36 @@ class KafkaGroupMembership:
         }
         try:
             if commits and self.generation_id >= 0:
-                self._send_commit(commits)
+                self._commit_before_release(commits)
         except (ClientError, GroupError) as exc:
             log.warning(
-                "group %s: member %s could not commit %s before giving them up: %s",
+                "group %s: member %s could not commit %s before giving them up (their next owners deliver "
+                "them again): %s",
                 self.group,
                 self.member_id,
                 {str(tp): offset for tp, offset in commits.items()},
                 exc,
             )
         finally:
-            for tp in partitions:
-                self._owned.pop(tp, None)
+            with self._cond:
+                for tp in partitions:
+                    self._owned.pop(tp, None)
+
+    def _commit_before_release(self, commits: Mapping[TopicPartition, int]) -> None:
+        """Commit what is given up; the coordinator moving meanwhile is found again and the commit
+        retried, for up to ``request_timeout_ms`` (after that the next owners deliver these again)."""
+        deadline = time.monotonic() + self._request_timeout_ms / 1000
+        while True:
+            try:
+                self._find_coordinator()
+                self._send_commit(commits)
+            except (_CoordinatorLostError, BrokerConnectionError):
+                self._coordinator = None
+                if time.monotonic() >= deadline or self._closing.is_set():
+                    raise
+                time.sleep(self._config.retry_backoff_ms / 1000)
+            else:
+                return
 
     def _join(self) -> tuple[int, str, str, dict[str, Subscription]] | None:
         """Step 3: one JoinGroup; ``None`` when it must be sent again (with the member id now known)."""
@@ -568,7 +589,7 @@ class KafkaGroupMembership:
             if self._closing.is_set():
                 raise BrokerConnectionError(str(self._coordinator), "the member is closing")
             return None
-        if code in _FATAL_JOIN_ERRORS or code != ErrorCode.NONE:
+        if code != ErrorCode.NONE:  # FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL...: no retry cures them
             raise GroupError(
                 f"group {self.group}: JoinGroup refused: {ErrorCode.name_of(code)} (error code {code})"
                 + (
@@ -731,7 +752,8 @@ class KafkaGroupMembership:
             code = next(iter(failed.values()))
             self._check(code, "OffsetCommit")
             if code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-                self._closing.wait(self._config.retry_backoff_ms / 1000)
+                if self._closing.wait(self._config.retry_backoff_ms / 1000):
+                    raise _CoordinatorLostError("still loading the group as the member closes")
                 continue
             if code in (
                 ErrorCode.ILLEGAL_GENERATION,
@@ -741,7 +763,7 @@ class KafkaGroupMembership:
                 if code == ErrorCode.UNKNOWN_MEMBER_ID:
                     self.member_id = ""
                 raise _RejoinError(f"OffsetCommit of {sorted(failed)}: {ErrorCode.name_of(code)}")
-            raise GroupError(
+            raise _CommitRefusedError(
                 f"group {self.group}: OffsetCommit failed for {sorted(failed)}: {ErrorCode.name_of(code)} "
                 f"(error code {code})"
             )

@@ -90,6 +90,7 @@ class MessageStream:
         self._changes = 0
         self._paused = False
         self._closed = False  # no more records handed out
+        self._closed_why = "the group consumer is closed"
         self._consumer_closed = False
 
     def __repr__(self) -> str:
@@ -136,7 +137,7 @@ class MessageStream:
         while True:
             with self._cond:
                 if self._closed:
-                    raise GroupClosedError(f"stream {self.name}: the group consumer is closed")
+                    raise GroupClosedError(f"stream {self.name}: {self._closed_why}")
                 if ready:
                     return hand_out()
                 seen = self._changes
@@ -360,9 +361,12 @@ class MessageStream:
             if part.delivered is not None and not part.releasing:
                 self._consumer.seek(tp, part.delivered)
 
-    def close_delivery(self) -> None:
-        """Hand out nothing more (the member is closing); waiting callers get GroupClosedError."""
+    def close_delivery(self, why: str | None = None) -> None:
+        """Hand out nothing more (the member is closing, or ``why``); waiting callers get
+        GroupClosedError (saying ``why``)."""
         self._closed = True
+        if why is not None:
+            self._closed_why = why
         self._buffer.clear()
         self._batches.clear()
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from broker.client.errors import GroupClosedError
 from broker.client.group_consumer import GroupConsumer
 from broker.client.kafka_group_admin import KafkaGroupAdmin
 from broker.record.topic_partition import TopicPartition
@@ -364,3 +365,28 @@ def read_output(path: Path) -> list[tuple[int, int]]:
     """The records a member process wrote, ``<partition> <offset>`` per line."""
     lines = path.read_bytes().split(b"\n") if path.exists() else []
     return [(int(p), int(o)) for p, o in (line.split() for line in lines if line.count(b" ") == 1)]
+
+
+def poll_for(m: GroupConsumer, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        m.poll(timeout_ms=100)
+
+
+def test_a_static_member_fenced_by_its_instance_id_stops_and_says_so(start_cluster: Any) -> None:
+    cluster = start_cluster(1, **GROUP_SETTINGS)
+    cluster.create_topic(TOPIC, 2)
+    produce(cluster, TOPIC, 2, 5)
+    with kafka_member(cluster, "fenced", group_instance_id="same") as old:
+        old.subscribe(TOPIC)
+        wait_for(lambda: len(old.assignment()) == 2, 30, "the first member's partitions")
+        with kafka_member(cluster, "fenced", group_instance_id="same") as new:
+            new.subscribe(TOPIC)  # takes the instance id over: the coordinator fences the old member
+            wait_for(lambda: len(new.assignment()) == 2, 30, "the new member to take the partitions")
+            with pytest.raises(GroupClosedError, match="Heartbeat failed: FENCED_INSTANCE_ID"):
+                poll_for(old, 30)
+            records: list[tuple[int, int]] = []
+            deadline = time.monotonic() + 30
+            while len(records) < 10 and time.monotonic() < deadline:
+                records.extend((r.partition, r.offset) for r in new.poll(timeout_ms=100))
+            assert sorted(records) == [(p, o) for p in range(2) for o in range(5)]
