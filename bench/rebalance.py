@@ -19,13 +19,34 @@ a partition only after creating its owner node, so this also means every partiti
 state is checked against the owner nodes in ZooKeeper). Meanwhile the invariant checker of
 ``tests/support/group_invariants.py`` samples ownership and fetching every 5 ms at one instant and counts
 double-owner moments. Target: at most 1 s per rebalance, zero double-owner moments.
+
+Then the same with **Kafka consumer groups** (issue 21, ``--kafka-rounds``, 0 to skip): 8 unmodified
+confluent-kafka consumers, each its own process (``tests/support/group_worker.py``: range assignment,
+eager rebalancing, 3 s sessions, a synchronous commit after every record) in one group on a fresh
+64-partition topic, while this process produces a record to every partition every 100 ms. Each round
+one member leaves (SIGTERM: it closes and sends LeaveGroup), then a new one joins. The clock starts at
+the SIGTERM (leave) or at the first revoke callback of an old member (join: the moment the coordinator
+starts the rebalance; the new process's own start-up is not counted) and stops when every partition has
+been consumed by the member
+the new assignment gives it to (the broker flushes every 20 ms, so that records are exposed at once, and
+records arrive on every partition every 100 ms: both bound the figure from below). Overlaps: from the
+members' assign and revoke callbacks (wall clock, one machine), the moments two members owned one
+partition. Last, **commits**: one confluent-kafka consumer assigned one partition commits synchronously
+after every poll for ``--commit-seconds``; commits per second (goal: 5,000 on one coordinator), beside the
+same consumer's OffsetFetch round trips per second (the coordinator without the write) as the baseline.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import itertools
+import json
 import logging
+import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -47,6 +68,7 @@ from tests.broker.client.helpers import producer
 GROUP = "bench"
 TOPIC = "rebalance"
 TARGET_S = 1.0
+COMMIT_GOAL = 5000
 
 
 class App:
@@ -125,9 +147,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--members", type=int, default=8)
     parser.add_argument("--partitions", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--kafka-rounds", type=int, default=10, help="rounds with Kafka groups (0: skip)")
+    parser.add_argument("--commit-seconds", type=float, default=5.0)
+    parser.add_argument("--skip-zookeeper", action="store_true", help="only the Kafka group measurements")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
 
+    ok = True
+    if not args.skip_zookeeper:
+        ok = zookeeper_groups(args)
+    if args.kafka_rounds > 0:
+        ok = kafka_groups(args) and ok
+    return 0 if ok else 1
+
+
+def zookeeper_groups(args: argparse.Namespace) -> bool:
+    """Lumber's ZooKeeper groups (see the module docstring); True if within the target."""
     from tests.support.broker_cluster import bench_cluster  # noqa: PLC0415 - the tests' launcher
     from tests.support.group_invariants import InvariantChecker, settled  # noqa: PLC0415
 
@@ -180,8 +215,236 @@ def main(argv: list[str] | None = None) -> int:
     print(f"invariant samples: {checker.samples}, double-owner moments: {len(checker.violations)}")
     for violation in checker.violations[:10]:
         print(f"  {violation}")
-    ok = max(joins + leaves) <= TARGET_S and not checker.violations and not checker.errors
-    return 0 if ok else 1
+    return max(joins + leaves) <= TARGET_S and not checker.violations and not checker.errors
+
+
+KAFKA_TOPIC = "kafka-rebalance"
+KAFKA_GROUP = "kafka-bench"
+
+
+class KafkaMember:
+    """One confluent-kafka consumer process of ``tests/support/group_worker.py`` and its events."""
+
+    def __init__(self, cluster: Any, folder: Path, name: str) -> None:
+        repo = Path(__file__).resolve().parent.parent
+        self.path = folder / f"{name}.jsonl"
+        self.popen = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.support.group_worker",
+                "confluent",
+                cluster.bootstrap_servers,
+                KAFKA_GROUP,
+                KAFKA_TOPIC,
+                str(self.path),
+            ],
+            cwd=repo,
+            env={**os.environ, "PYTHONPATH": str(repo)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.ended: float | None = None
+
+    def events(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text().splitlines() if line.endswith("}")]
+
+    def leave(self) -> None:
+        self.ended = time.time()
+        self.popen.send_signal(signal.SIGTERM)
+        self.popen.wait(30)
+
+
+def _current_assignment(member: KafkaMember) -> tuple[float, list[int]] | None:
+    latest: tuple[float, list[int]] | None = None
+    for event in member.events():
+        if event["e"] == "assign":
+            latest = (event["t"], event["parts"])
+        elif event["e"] == "revoke":
+            latest = None
+    return latest
+
+
+def _settled_at(members: list[KafkaMember], partitions: int, since: float) -> float | None:
+    """When every partition was first consumed by its current owner after ``since`` (None: not yet)."""
+    done = 0.0
+    owned = 0
+    for member in members:
+        current = _current_assignment(member)
+        if current is None or current[0] < since:
+            return None
+        assigned_at, parts = current
+        owned += len(parts)
+        firsts: dict[int, float] = {}
+        for event in member.events():
+            if event["e"] == "rec" and event["t"] >= assigned_at and event["p"] not in firsts:
+                firsts[event["p"]] = event["t"]
+        if any(p not in firsts for p in parts):
+            return None
+        done = max([done, *firsts.values()])
+    return done if owned == partitions else None
+
+
+def _overlaps(members: list[KafkaMember]) -> int:
+    spans: dict[int, list[tuple[float, float]]] = {}
+    for member in members:
+        owned: dict[int, float] = {}
+        end = member.ended if member.ended is not None else time.time()
+        for event in member.events():
+            if event["e"] == "assign":
+                owned.update(dict.fromkeys(event["parts"], event["t"]))
+            elif event["e"] == "revoke":
+                for p in event["parts"]:
+                    if p in owned:
+                        spans.setdefault(p, []).append((owned.pop(p), event["t"]))
+        for p, since in owned.items():
+            spans.setdefault(p, []).append((since, end))
+    count = 0
+    for found in spans.values():
+        found.sort()
+        count += sum(1 for (_, e1), (s2, _) in itertools.pairwise(found) if e1 > s2)
+    return count
+
+
+def _wait(predicate: Any, timeout_s: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found is not None:
+            return found
+        time.sleep(0.01)
+    raise TimeoutError(f"{what}: not within {timeout_s} s")
+
+
+def kafka_groups(args: argparse.Namespace) -> bool:
+    """Kafka consumer groups (see the module docstring); True if within the targets."""
+    from confluent_kafka import Consumer, Producer  # noqa: PLC0415
+    from confluent_kafka import TopicPartition as ConfluentPartition  # noqa: PLC0415
+
+    from tests.support.broker_cluster import bench_cluster  # noqa: PLC0415 - the tests' launcher
+
+    joins: list[float] = []
+    leaves: list[float] = []
+    partitions = args.partitions
+    with (
+        tempfile.TemporaryDirectory(prefix="lumber-bench-kafka-") as folder,
+        bench_cluster(Path(folder), group_min_session_timeout_ms=1000, flush_ms=20) as cluster,
+    ):
+        cluster.create_topic(KAFKA_TOPIC, partitions)
+        stop = threading.Event()
+
+        def produce() -> None:
+            producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 5})
+            while not stop.is_set():
+                for p in range(partitions):
+                    try:
+                        producer.produce(KAFKA_TOPIC, value=b"x", partition=p)
+                    except BufferError:  # the broker is behind: wait for it rather than grow the queue
+                        producer.poll(0.1)
+                producer.poll(0)
+                time.sleep(0.1)
+            producer.flush(10)
+
+        feeder = threading.Thread(target=produce, daemon=True)
+        feeder.start()
+        members = [KafkaMember(cluster, Path(folder), f"k{i:02d}") for i in range(args.members)]
+        everyone = list(members)
+        try:
+            _wait(lambda: _settled_at(members, partitions, 0.0), 120, "the first generation")
+            print(f"kafka groups: {args.members} confluent-kafka members x {partitions} partitions settled")
+            for round_number in range(args.kafka_rounds):
+                leaving = members.pop(0)
+                started = time.time()
+                leaving.leave()
+                done = _wait(
+                    functools.partial(_settled_at, members, partitions, started),
+                    60,
+                    "the group after a leave",
+                )
+                leaves.append(done - started)
+                time.sleep(0.5)
+                before = time.time()
+                joining = KafkaMember(cluster, Path(folder), f"j{round_number:02d}")
+                everyone.append(joining)
+                old = list(members)
+                members.append(joining)
+
+                def revoked(old: list[KafkaMember] = old, before: float = before) -> float | None:
+                    times = [
+                        e["t"] for m in old for e in m.events() if e["e"] == "revoke" and e["t"] >= before
+                    ]
+                    return min(times) if times else None
+
+                began = _wait(revoked, 60, "the rebalance a join starts")
+                done = _wait(
+                    functools.partial(_settled_at, members, partitions, began), 60, "the group after a join"
+                )
+                joins.append(done - began)
+                print(
+                    f"kafka round {round_number + 1}: leave {leaves[-1] * 1000:7.1f} ms   "
+                    f"join {joins[-1] * 1000:7.1f} ms",
+                    flush=True,
+                )
+                time.sleep(0.5)
+        finally:
+            for member in members:
+                if member.popen.poll() is None:
+                    member.leave()
+            stop.set()
+            feeder.join(30)
+        overlaps = _overlaps(everyone)
+
+        # commits: one member of its own group, one partition, a synchronous commit after every poll
+        consumer = Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "group.id": "kafka-bench-commits",
+                "enable.auto.commit": False,
+            }
+        )
+        consumer.assign([ConfluentPartition(KAFKA_TOPIC, 0, 0)])
+        consumer.commit(
+            offsets=[ConfluentPartition(KAFKA_TOPIC, 0, 0)], asynchronous=False
+        )  # coordinator found
+        commits = 0
+        started_s = time.monotonic()
+        while time.monotonic() - started_s < args.commit_seconds:
+            consumer.poll(0)
+            consumer.commit(offsets=[ConfluentPartition(KAFKA_TOPIC, 0, commits + 1)], asynchronous=False)
+            commits += 1
+        elapsed_s = time.monotonic() - started_s
+        committed = consumer.committed([ConfluentPartition(KAFKA_TOPIC, 0)], timeout=10)[0].offset
+        # the baseline, the same consumer and coordinator, the same time: OffsetFetch round trips (no write)
+        fetches = 0
+        fetch_started_s = time.monotonic()
+        while time.monotonic() - fetch_started_s < args.commit_seconds:
+            consumer.committed([ConfluentPartition(KAFKA_TOPIC, 0)], timeout=10)
+            fetches += 1
+        fetch_rate = fetches / (time.monotonic() - fetch_started_s)
+        consumer.close()
+    rate = commits / elapsed_s
+    print()
+    print(f"{'kafka groups':<14s} {'median ms':>10s} {'max ms':>8s} {'target ms':>10s}")
+    for name, found in (("leave", leaves), ("join", joins)):
+        print(
+            f"{name:<14s} {statistics.median(found) * 1000:>10.1f} {max(found) * 1000:>8.1f} "
+            f"{TARGET_S * 1000:>10.0f}"
+        )
+    print(f"overlapping ownerships: {overlaps}")
+    print(
+        f"commits: {commits} in {elapsed_s:.1f} s = {rate:,.0f}/s (goal 5,000/s); last committed {committed}"
+    )
+    print(
+        f"baseline, OffsetFetch round trips: {fetch_rate:,.0f}/s; commits / fetches = {rate / fetch_rate:.2f}"
+    )
+    return (
+        statistics.median(joins + leaves) <= TARGET_S
+        and overlaps == 0
+        and committed == commits
+        and rate >= COMMIT_GOAL
+    )
 
 
 if __name__ == "__main__":

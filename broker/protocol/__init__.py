@@ -20,10 +20,17 @@ ListOffsets        2  1-6       6+        earliest (-2), latest (-1) and by time
                                           adds MAX_TIMESTAMP (-3), which consumers never send.
 Metadata           3  0-12      9+        the whole range both clients use; v13 (Kafka 4.0's top-level
                                           error code) is not needed by either.
-FindCoordinator   10  0-2       none      librdkafka enables lz4 only if v0 is offered, and a
-                                          confluent-kafka consumer (which must have a group.id) looks its
-                                          coordinator up even in assign mode; answered
-                                          COORDINATOR_NOT_AVAILABLE until consumer groups exist.
+OffsetCommit       8  2-9       8+        Kafka 4.0's range: librdkafka up to v9, kafka-python v8.
+OffsetFetch        9  1-9       6+        Kafka 4.0's range; v8+ batches groups (librdkafka).
+FindCoordinator   10  0-2       none      librdkafka enables lz4 only if v0 is offered; group keys answer
+                                          the leader of the group's __consumer_offsets partition; v3+
+                                          (flexible) and v4+ (batched keys) are needed by neither client.
+JoinGroup         11  0-9       6+        Kafka's range; v4+ answers MEMBER_ID_REQUIRED first (KIP-394).
+Heartbeat         12  0-4       4+        Kafka's range.
+LeaveGroup        13  0-5       4+        Kafka's range; v3+ leaves a batch of members.
+SyncGroup         14  0-5       4+        Kafka's range; v5 checks the protocol type and name.
+DescribeGroups    15  0-5       5+        Kafka 4.0's range (v6 only adds an error message).
+ListGroups        16  0-5       3+        Kafka's range; v4 filters by state, v5 by type.
 ApiVersions       18  0-4       3+        kafka-python starts at v4, librdkafka at v3; a newer request
                                           gets the v0-format UNSUPPORTED_VERSION fallback.
 CreateTopics      19  2-7       5+        Kafka 4.0's range; both admin clients negotiate in it.
@@ -34,13 +41,16 @@ OffsetFor-        23  2-4       4+        followers find where their log diverge
 LeaderEpoch                               (KIP-101/279); consumers validate their position after a
                                           leader change (KIP-320). v2 adds the current leader epoch
                                           that fences old metadata; v0-v1 are deprecated.
+DeleteGroups      42  0-2       2+        Kafka's range.
+OffsetDelete      47  0         none      the only version (KIP-496).
 ===============  ===  ========  ========  ===========================================================
 
 Nothing else is advertised, and on purpose: without fetch sessions in the answers (``session_id`` 0)
 they send full fetches; without GetTelemetrySubscriptions librdkafka sends no telemetry; the admin
 clients' create, list and delete use only CreateTopics, Metadata and DeleteTopics. With these ranges
-kafka-python identifies the broker as Kafka 2.8 (its newest probe that matches is Produce v9), which keeps
-zstd, idempotence and incremental fetch requests on.
+kafka-python identifies the broker as Kafka 3.2 (its newest probe that matches is JoinGroup v9), which keeps
+zstd, idempotence and incremental fetch requests on. Each group API's module says which versions each client
+sends and why its range is what it is.
 
 What the clients were seen to send through this codec (kafka-python 3.0.12, librdkafka 2.16.0):
 kafka-python producer ApiVersions v4, Metadata v12, InitProducerId v4, Produce v9; its assign-mode consumer
@@ -52,7 +62,7 @@ What this asks of a server: Metadata's real leader epochs (from the partition st
 ``controller_id`` that is a live broker (the admin clients send CreateTopics/DeleteTopics to it); Fetch,
 ListOffsets and OffsetForLeaderEpoch ``current_leader_epoch`` checked against the leader's (-1: unchecked),
 since clients send the epoch Metadata gave them; ignore ``session_id``/``session_epoch``, answer
-``session_id`` 0; no response to Produce with ``acks`` 0; FindCoordinator COORDINATOR_NOT_AVAILABLE;
+``session_id`` 0; no response to Produce with ``acks`` 0; FindCoordinator the group's coordinator;
 InitProducerId v3+ with a known producer id bumps its epoch; DeleteTopics v6 entries with only a topic
 id get UNKNOWN_TOPIC_ID.
 Bytes after a request body are ignored, as Kafka does: librdkafka sends an all-topics Metadata v12 request

@@ -1,6 +1,7 @@
 """DeleteGroups (key 42), v0-v2: delete empty groups and their committed offsets.
 
-Kafka's range. librdkafka 2.x sends up to v1, kafka-python 3.x up to v2 (flexible). A group with members
+Kafka's range. Seen sent: kafka-python 3.0 v2 (flexible); confluent-kafka's AdminClient deletes through it
+in the tests. A group with members
 answers NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND.
 """
 

@@ -1,7 +1,7 @@
 """DescribeGroups (key 15), v0-v5: a group's state, protocol, members and their assignments.
 
-Kafka 4.0's range (v6 only adds an error message). librdkafka 2.x sends up to v4 (v4: the members'
-``group_instance_id``), kafka-python 3.x up to v5. v3 asks for the authorized operations (answered
+Kafka 4.0's range (v6 only adds an error message). Seen sent: kafka-python 3.0 v5; v4 adds the members'
+``group_instance_id``. v3 asks for the authorized operations (answered
 Kafka's "not given", INT32_MIN: Lumber has no ACLs), v5 is flexible.
 """
 

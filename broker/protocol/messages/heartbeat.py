@@ -1,7 +1,7 @@
 """Heartbeat (key 12), v0-v4: a member says it is alive; the answer says whether to rejoin.
 
-Kafka's range. librdkafka 2.x sends up to v3 (v3: ``group_instance_id``), kafka-python 3.x up to v4,
-aiokafka up to v3. v4 is flexible.
+Kafka's range. Seen sent: librdkafka 2.16 v3 (v3: ``group_instance_id``); kafka-python 3.0 caps it at v4,
+the flexible version.
 """
 
 from typing import Annotated, NamedTuple

@@ -1,7 +1,7 @@
 """JoinGroup (key 11), v0-v9: a member joins (or rejoins) a classic consumer group.
 
-The range is Kafka's own (v0-v9). What the clients send: librdkafka 2.x up to v5 (v5: ``group_instance_id``
-for static membership, KIP-345), kafka-python 3.x up to v7, aiokafka up to v5. v1 adds the rebalance
+The range is Kafka's own (v0-v9). Seen sent through this codec: librdkafka 2.16 v5 (v5: ``group_instance_id``
+for static membership, KIP-345), kafka-python 3.0 v7. v1 adds the rebalance
 timeout, v4 makes a new member without an id retry with the one the coordinator gives it
 (MEMBER_ID_REQUIRED, KIP-394), v6 is flexible, v7 answers the protocol type, v8 carries the reason, v9's
 ``skip_assignment`` is for server-side assignors (always false here).

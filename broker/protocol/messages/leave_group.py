@@ -1,6 +1,6 @@
 """LeaveGroup (key 13), v0-v5: members leave a group (one by id before v3, a batch of identities from v3).
 
-Kafka's range. librdkafka 2.x sends v0-v1 (one member id), kafka-python 3.x up to v5, aiokafka v0-v3. v3
+Kafka's range. Seen sent: kafka-python 3.0 v5; librdkafka's older versions name one member id. v3
 (KIP-345) lets an admin remove static members by ``group_instance_id``, each answered on its own; v4 is
 flexible, v5 carries a reason.
 """

@@ -1,8 +1,8 @@
 """ListGroups (key 16), v0-v5: the groups this broker coordinates.
 
-Kafka's range. Admin clients send it to every broker and merge the answers (librdkafka 2.x up to v5,
-kafka-python 3.x up to v5). v3 is flexible, v4 filters by state and answers it, v5 filters by type and
-answers it ("classic": Lumber has only classic groups).
+Kafka's range. Admin clients send it to every broker and merge the answers (seen: kafka-python 3.0 v5;
+confluent-kafka's AdminClient lists through it in the tests). v3 is flexible, v4 filters by state and
+answers it, v5 filters by type and answers it ("classic": Lumber has only classic groups).
 """
 
 from collections.abc import Sequence

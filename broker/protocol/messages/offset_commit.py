@@ -1,7 +1,7 @@
 """OffsetCommit (key 8), v2-v9: a group's consumed positions, stored in ``__consumer_offsets``.
 
 Kafka 4.0's range (v0-v1 are gone from it: v0 stored offsets in ZooKeeper, v1 had per-partition commit
-timestamps). librdkafka 2.x sends up to v9, kafka-python 3.x up to v8, aiokafka v2. v2-v4 carry a
+timestamps). Seen sent: librdkafka 2.16 v9, kafka-python 3.0 v8. v2-v4 carry a
 retention time (ignored since Kafka 2.1, KIP-211: retention is the broker's ``offsets_retention_ms``), v6
 the committed leader epoch, v7 the ``group_instance_id``, v8 is flexible, v9 renames the generation to
 "generation id or member epoch" (KIP-848), which for a classic group is still the generation. v10 names

@@ -1,6 +1,6 @@
 """OffsetDelete (key 47), v0: delete a group's committed offsets of some partitions (KIP-496).
 
-The only version. Both admin clients send v0. A partition the group still consumes (its members subscribe
+The only version. A partition the group still consumes (its members subscribe
 to its topic) answers GROUP_SUBSCRIBED_TO_TOPIC; an active group of another protocol type than
 ``consumer`` answers NON_EMPTY_GROUP.
 """

@@ -1,7 +1,7 @@
 """OffsetFetch (key 9), v1-v9: a group's committed offsets, from the coordinator's cache.
 
-Kafka 4.0's range (v0 read ZooKeeper). librdkafka 2.x sends up to v9 (v8+: the groups batched), kafka-python
-3.x up to v8, aiokafka v1-v3. v2 allows null topics (every partition of the group) and a top-level error,
+Kafka 4.0's range (v0 read ZooKeeper). Seen sent: librdkafka 2.16 v9 (v8+: the groups batched),
+kafka-python 3.0 v8. v2 allows null topics (every partition of the group) and a top-level error,
 v5 answers the committed leader epoch, v6 is flexible, v7 has ``require_stable`` (Lumber has no
 transactions, so every offset is stable), v8 batches groups, v9 adds the member id and epoch (KIP-848,
 unchecked for classic groups as in Kafka). v10 names topics by id, which Lumber lacks.

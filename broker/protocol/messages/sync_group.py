@@ -1,7 +1,7 @@
 """SyncGroup (key 14), v0-v5: the leader hands in the assignment; every member receives its own.
 
-Kafka's range. librdkafka 2.x sends up to v3 (v3: ``group_instance_id``), kafka-python 3.x up to v5,
-aiokafka up to v3. v4 is flexible; v5 carries the protocol type and name, which the coordinator checks
+Kafka's range. Seen sent: librdkafka 2.16 v3 (v3: ``group_instance_id``), kafka-python 3.0 v5. v4 is
+flexible; v5 carries the protocol type and name, which the coordinator checks
 against the group's (INCONSISTENT_GROUP_PROTOCOL) and echoes.
 """
 

@@ -118,6 +118,8 @@ class GroupMetadataManager:
         self._thread: threading.Thread | None = None
         self._callbacks: queue.Queue[tuple[Callable[[ErrorCode], None], ErrorCode] | None] = queue.Queue()
         self._callback_thread: threading.Thread | None = None
+        #: Set while this thread is inside ``append_records`` (an answer then needs no hand-over).
+        self._appending = threading.local()
         #: Called with every group a load or unload touched (the coordinator schedules heartbeats, answers).
         self.on_loaded: Callable[[GroupMetadata], None] = lambda _group: None
         self.on_unloaded: Callable[[GroupMetadata], None] = lambda _group: None
@@ -408,14 +410,21 @@ class GroupMetadataManager:
         def done(results: dict[TopicPartition, ProduceResult]) -> None:
             result = results.get(tp)
             code = ErrorCode.NONE if result is None or result.error is None else _store_error(result.error)
-            # never on the purgatory's thread: the callback takes a group's lock, whose holder may be
-            # waiting for the replica manager, whose changes may wait for a follower's fetch, which the
-            # purgatory's thread answers
-            self._callbacks.put((respond, code))
+            if getattr(self._appending, "active", False):
+                respond(code)  # answered within append_records, on the caller's own thread
+            else:
+                # never on the purgatory's thread: the callback takes a group's lock, whose holder may be
+                # waiting for the replica manager, whose changes may wait for a follower's fetch, which
+                # the purgatory's thread answers
+                self._callbacks.put((respond, code))
 
-        self._replicas.append_records(
-            [(tp, batch)], acks=-1, timeout_ms=self._config.offsets_commit_timeout_ms, respond=done
-        )
+        self._appending.active = True
+        try:
+            self._replicas.append_records(
+                [(tp, batch)], acks=-1, timeout_ms=self._config.offsets_commit_timeout_ms, respond=done
+            )
+        finally:
+            self._appending.active = False
 
     def store_offsets(
         self,
