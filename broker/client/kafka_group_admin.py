@@ -190,21 +190,13 @@ class KafkaGroupAdmin:
         """The group's state as DescribeGroups answers it (``Dead``: no such group)."""
         return str(self._describe(group)[1].group_state)
 
+    def members(self, group: str) -> list[KafkaGroupMember]:
+        """The group's members, sorted by id (DescribeGroups only)."""
+        return _members(self._describe(group)[1])
+
     def describe(self, group: str, end_offsets: OffsetLookup | None = None) -> KafkaGroupDescription:
         coordinator, described = self._describe(group)
-        members = []
-        for m in described.members:
-            assignment: tuple[TopicPartition, ...] = ()
-            if described.protocol_type == CONSUMER_PROTOCOL_TYPE:
-                try:
-                    assignment = Assignment.decode(
-                        bytes(m.member_assignment), f"member {m.member_id}"
-                    ).partitions
-                except ConsumerProtocolError:
-                    assignment = ()
-            members.append(
-                KafkaGroupMember(m.member_id, m.group_instance_id, m.client_id, m.client_host, assignment)
-            )
+        members = _members(described)
         committed = self._offset_fetch(group, None)
         owners = {tp: m for m in members for tp in m.assignment}
         partitions = sorted(set(committed) | set(owners))
@@ -219,7 +211,7 @@ class KafkaGroupAdmin:
             described.protocol_type,
             described.protocol_data,
             coordinator,
-            sorted(members, key=lambda m: m.member_id),
+            members,
             states,
         )
 
@@ -297,7 +289,7 @@ class KafkaGroupAdmin:
             lambda r: (
                 int(r.error_code) or next((int(p.error_code) for t in r.topics for p in t.partitions), 0)
             ),
-            _OFFSET_FETCH_MAX_VERSION,
+            (ApiKey.OFFSET_FETCH, _OFFSET_FETCH_MAX_VERSION),
         )
         if response.error_code != ErrorCode.NONE:
             raise KafkaGroupAdminError(
@@ -316,7 +308,7 @@ class KafkaGroupAdmin:
         group: str,
         body: Any,
         error_of: Callable[[Any], int] = lambda response: int(response.error_code),
-        max_version: int | None = None,
+        version_cap: tuple[ApiKey, int] | None = None,
     ) -> tuple[BrokerAddress, Any]:
         """Send ``body`` to the group's coordinator. While there is none yet, it is loading the group
         (COORDINATOR_LOAD_IN_PROGRESS: ``__consumer_offsets`` was just created or moved) or it moved
@@ -328,8 +320,9 @@ class KafkaGroupAdmin:
                 coordinator = find_group_coordinator(self._pool, self._metadata, group)
                 connection = self._pool.get(coordinator)
                 version = None
-                if max_version is not None:
-                    version = min(connection.api_version(int(ApiKey.OFFSET_FETCH)), max_version)
+                if version_cap is not None:  # a newer version's layout this admin does not send
+                    api_key, highest = version_cap
+                    version = min(connection.api_version(int(api_key)), highest)
                 response = connection.request(body, version=version)
             except (BrokerConnectionError, CoordinatorNotFoundError) as exc:
                 last: ClientError = exc
@@ -357,3 +350,19 @@ class KafkaGroupAdmin:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _members(described: Any) -> list[KafkaGroupMember]:
+    """A DescribeGroups answer's members, their assignments decoded when it is a consumer group."""
+    members = []
+    for m in described.members:
+        assignment: tuple[TopicPartition, ...] = ()
+        if described.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            try:
+                assignment = Assignment.decode(bytes(m.member_assignment), f"member {m.member_id}").partitions
+            except ConsumerProtocolError:
+                assignment = ()  # not Kafka's consumer protocol after all: shown without an assignment
+        members.append(
+            KafkaGroupMember(m.member_id, m.group_instance_id, m.client_id, m.client_host, assignment)
+        )
+    return sorted(members, key=lambda m: m.member_id)

@@ -115,7 +115,9 @@ class Admins:
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("groups", help="list, describe and rewind consumer groups (in ZooKeeper)")
+    parser = subparsers.add_parser(
+        "groups", help="list, describe, rewind and delete consumer groups (zookeeper and kafka)"
+    )
     sub = parser.add_subparsers(metavar="ACTION", required=True)
 
     listing = sub.add_parser("list", help="list the consumer groups")
@@ -238,7 +240,7 @@ def _list(args: argparse.Namespace, config: LumberConfig, admins: Admins) -> int
         for g in admin.list_groups()
     ]
     for listed in admins.kafka.list_groups():
-        members = len(admins.kafka.describe(listed.group).members)
+        members = len(admins.kafka.members(listed.group))
         rows.append({"group": listed.group, "kind": KAFKA_KIND, "members": members, "state": listed.state})
     rows.sort(key=lambda row: (row["group"], row["kind"]))
     if args.json:
