@@ -73,7 +73,7 @@ class GroupConsumer:
         self,
         group: str,
         *,
-        zookeeper_connect: str,
+        zookeeper_connect: str | None = None,
         config: GroupConfig | None = None,
         consumer_config: ConsumerConfig | None = None,
         listener: RebalanceListener | None = None,
@@ -85,6 +85,13 @@ class GroupConsumer:
         self.group = group
         self.config = config if config is not None else GroupConfig()
         self.consumer_config = consumer_config if consumer_config is not None else ConsumerConfig()
+        if not zookeeper_connect and (
+            self.config.protocol == "zookeeper" or not self.consumer_config.bootstrap_servers
+        ):
+            raise GroupError(
+                f"group {group}: needs zookeeper_connect (a zookeeper group, or no [consumer] "
+                "bootstrap_servers to learn the cluster from)"
+            )
         self._zookeeper_connect = zookeeper_connect
         self._listener = listener
         self._cond = threading.Condition(threading.RLock())
@@ -152,6 +159,8 @@ class GroupConsumer:
                 self._listener,
             )
         else:
+            if self._zookeeper_connect is None:  # checked in __init__
+                raise GroupError(f"group {self.group}: needs zookeeper_connect")
             membership = GroupMembership(
                 self.group,
                 self.config,
@@ -236,7 +245,8 @@ class GroupConsumer:
         membership.reload_offsets()
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> dict[TopicPartition, int]:
-        """Rewind the group to the log start of ``partitions`` (default: every subscribed partition)."""
+        """Rewind the group to the log start of ``partitions`` (default: every subscribed partition; a
+        kafka-protocol member: its own partitions)."""
         return self._seek_to(partitions, EARLIEST_TIMESTAMP)
 
     def seek_to_end(self, *partitions: TopicPartition) -> dict[TopicPartition, int]:
@@ -251,7 +261,10 @@ class GroupConsumer:
         return self._seek_to(partitions, timestamp_ms)
 
     def _seek_to(self, partitions: tuple[TopicPartition, ...], timestamp: int) -> dict[TopicPartition, int]:
-        targets = list(partitions) or self.subscribed_partitions()
+        if isinstance(self._member(), KafkaGroupMembership):  # Kafka's: the member's own partitions
+            targets = list(partitions) or self.assignment()
+        else:
+            targets = list(partitions) or self.subscribed_partitions()
         lookup = self._lookup()
         if timestamp >= 0:
             found = lookup.offsets_for_times(dict.fromkeys(targets, timestamp))

@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
-from broker.client.errors import GroupClosedError
+from broker.client.consumer_config import ConsumerConfig
+from broker.client.errors import GroupClosedError, GroupError
+from broker.client.group_config import GroupConfig
 from broker.client.group_consumer import GroupConsumer
 from broker.client.kafka_group_admin import KafkaGroupAdmin
 from broker.record.topic_partition import TopicPartition
@@ -223,7 +225,7 @@ def test_a_static_member_restarts_into_its_partitions_without_a_rebalance(start_
     assert leader.errors == follower.errors == again.errors == []
 
 
-def test_streams_of_a_kafka_member_split_its_partitions(start_cluster: Any) -> None:
+def test_streams_of_a_kafka_member_split_its_partitions_and_seek(start_cluster: Any) -> None:
     cluster = start_cluster(1, **GROUP_SETTINGS)
     cluster.create_topic(TOPIC, PARTITIONS)
     produce(cluster, TOPIC, PARTITIONS, 10)
@@ -237,6 +239,15 @@ def test_streams_of_a_kafka_member_split_its_partitions(start_cluster: Any) -> N
                 got[number] |= {(r.partition, r.offset) for r in stream.poll(timeout_ms=50)}
         assert m.target() == {TopicPartition(TOPIC, p): p // 3 for p in range(PARTITIONS)}
         assert got == [{(p, o) for p in range(3 * n, 3 * n + 3) for o in range(10)} for n in range(2)]
+        # Kafka's seek: this member's own partitions, from where the seek put them
+        assert m.seek_to_beginning() == {TopicPartition(TOPIC, p): 0 for p in range(PARTITIONS)}
+        again: list[tuple[int, int]] = []
+        deadline = time.monotonic() + 30
+        while len(again) < PARTITIONS * 10:
+            assert time.monotonic() < deadline, f"only {len(again)} records after the seek"
+            for stream in streams:
+                again.extend((r.partition, r.offset) for r in stream.poll(timeout_ms=50))
+        assert sorted(again) == [(p, o) for p in range(PARTITIONS) for o in range(10)]
 
 
 def test_the_coordinators_broker_killed_members_go_on_from_committed_offsets(start_cluster: Any) -> None:
@@ -390,3 +401,12 @@ def test_a_static_member_fenced_by_its_instance_id_stops_and_says_so(start_clust
             while len(records) < 10 and time.monotonic() < deadline:
                 records.extend((r.partition, r.offset) for r in new.poll(timeout_ms=100))
             assert sorted(records) == [(p, o) for p in range(2) for o in range(5)]
+
+
+def test_a_group_consumer_needs_a_way_to_the_cluster() -> None:
+    with pytest.raises(GroupError, match="needs zookeeper_connect"):
+        GroupConsumer("g")
+    with pytest.raises(GroupError, match="needs zookeeper_connect"):
+        GroupConsumer("g", config=GroupConfig(protocol="kafka"))
+    brokers_only = ConsumerConfig(bootstrap_servers=["127.0.0.1:9092"])
+    GroupConsumer("g", config=GroupConfig(protocol="kafka"), consumer_config=brokers_only).close()
