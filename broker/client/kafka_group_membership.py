@@ -31,7 +31,11 @@ client (``AbstractCoordinator`` and ``ConsumerCoordinator``), with the eager reb
    fetch; then the listener's ``on_partitions_assigned``.
 6. **Stay**: a Heartbeat every ``heartbeat_interval_ms``; REBALANCE_IN_PROGRESS (another member joined or
    left), ILLEGAL_GENERATION and UNKNOWN_MEMBER_ID (this member was dropped: its session expired) go back
-   to step 2. Offsets are committed every ``auto_commit_interval_ms`` and on :meth:`commit`.
+   to step 2. Offsets are committed every ``auto_commit_interval_ms`` and on :meth:`commit`. The leader
+   looks at the subscribed topics every ``metadata_max_age_ms`` and goes back to step 2 when one appeared
+   or grew. Kafka's poll timeout: a stream holding partitions that the application did not read for
+   ``max_poll_interval_ms`` (its reader is stuck) makes the member commit what was consumed and leave,
+   so that its partitions move; it joins again (step 3) once that stream is read again.
 7. **Leave** (:meth:`close`): step 2's commit, then LeaveGroup so the others rebalance at once (a static
    member, ``group_instance_id``, does not leave: as in Kafka, its partitions wait for it for
    ``session_timeout_ms``).
@@ -107,6 +111,8 @@ _JOIN_TIMEOUT_LAPSE_MS = 5000
 _CLOSE_TIMEOUT_S = 30.0
 #: The newest OffsetFetch version whose layout (one group, topics by name) this member sends.
 _OFFSET_FETCH_MAX_VERSION = 7
+#: How often a member that left for want of polls checks whether its application is back.
+_POLL_CHECK_S = 0.1
 #: Errors that say the coordinator moved or is not there: find it again.
 _COORDINATOR_ERRORS = frozenset(
     {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT}
@@ -205,6 +211,9 @@ class KafkaGroupMembership:
         self._assigned_counts: dict[str, int] = {}
         self._owned: dict[TopicPartition, _Owned] = {}
         self._rejoin = True
+        #: when the member left the group because its application stopped polling (None: it did not)
+        self._poll_left_at: float | None = None
+        self._stuck: list[MessageStream] = []
         self._fatal: GroupError | None = None
         # signalling between threads
         self._events = threading.Condition()
@@ -345,15 +354,27 @@ class KafkaGroupMembership:
     def _idle_timeout(self) -> float:
         if self._rejoin:
             return 0.0
+        if self._poll_left_at is not None:
+            return _POLL_CHECK_S
         wake = self._next_heartbeat
         if self._config.auto_commit_enable:
             wake = min(wake, self._next_commit)
         return max(wake - time.monotonic(), 0.0)
 
     def _step(self) -> None:
+        if self._poll_left_at is not None:
+            if not self._polled_since(self._poll_left_at, self._stuck):
+                self._fail_requests("the member left the group: its application stopped polling")
+                return
+            log.info("group %s: the application polls again; joining the group again", self.group)
+            self._poll_left_at = None
+            self._rejoin = True
         self._find_coordinator()
         if self._rejoin:
             self._rebalance()
+        elif self._owned and (stuck := self._not_polled()):
+            self._leave_for_poll_timeout(stuck)
+            return
         while self._requests:
             request = self._requests[0]
             try:
@@ -384,6 +405,46 @@ class KafkaGroupMembership:
                 self._commit()
             except _CommitRefusedError as exc:
                 log.warning("group %s: auto-commit: %s", self.group, exc)
+
+    def _not_polled(self) -> list[MessageStream]:
+        """The streams holding partitions that were not read for ``max_poll_interval_ms``."""
+        limit = time.monotonic() - self._config.max_poll_interval_ms / 1000
+        with self._cond:
+            idle = [(s, s.idle_since()) for s in self._unique_streams if s.partitions()]
+        return [s for s, since in idle if since is not None and since < limit]
+
+    def _polled_since(self, moment: float, streams: list[MessageStream]) -> bool:
+        """Whether each of ``streams`` was read after ``moment`` (or is being read now)."""
+        with self._cond:
+            idle = [s.idle_since() for s in streams]
+        return all(since is None or since > moment for since in idle)
+
+    def _leave_for_poll_timeout(self, stuck: list[MessageStream]) -> None:
+        """Kafka's poll timeout: a member whose application stopped reading (stuck processing) leaves,
+        so that its partitions move; what was consumed is committed first, the records in hand are not
+        (their next owners deliver them again). It joins again once the application reads again."""
+        log.warning(
+            "group %s: member %s: the application did not read streams %s for max_poll_interval_ms (%d ms): "
+            "leaving the group so that its partitions move; it joins again once they are read",
+            self.group,
+            self.member_id,
+            [s.name for s in stuck],
+            self._config.max_poll_interval_ms,
+        )
+        revoked = sorted(self._owned)
+        with self._cond:
+            for stream in self._unique_streams:
+                stream.stop(revoked)
+        self._call_listener(self._listener.on_partitions_revoked, revoked)
+        self._release(revoked, all_consumed=False, wait_s=0.0)
+        try:
+            self._leave()
+        except ClientError as exc:  # the coordinator drops it after session_timeout_ms all the same
+            log.info("group %s: LeaveGroup failed: %s", self.group, exc)
+        finally:
+            self.member_id, self.generation_id = "", -1
+            self._stuck = stuck
+            self._poll_left_at = time.monotonic()
 
     def _check_metadata(self) -> None:
         """The leader's watch on the subscribed topics (Kafka's ``ConsumerCoordinator`` compares its
@@ -500,14 +561,18 @@ class KafkaGroupMembership:
         self._call_listener(self._listener.on_partitions_revoked, revoked)
         self._release(revoked, all_consumed=False)
 
-    def _release(self, partitions: list[TopicPartition], *, all_consumed: bool) -> None:
+    def _release(
+        self, partitions: list[TopicPartition], *, all_consumed: bool, wait_s: float | None = None
+    ) -> None:
+        """Forget ``partitions`` (stopped already) once the records in hand are done with (waiting up to
+        ``wait_s``, default ``release_timeout_ms``), committing their consumed positions."""
         with self._cond:
             if all_consumed:
                 for stream in self._unique_streams:
                     stream.mark_consumed()
             elif not self._cond.wait_for(
                 lambda: not any(s.in_hand(partitions) for s in self._unique_streams),
-                self._config.release_timeout_ms / 1000,
+                self._config.release_timeout_ms / 1000 if wait_s is None else wait_s,
             ):
                 log.warning(
                     "group %s: the application did not come back within release_timeout_ms; the records "
@@ -819,16 +884,8 @@ class KafkaGroupMembership:
                         stream.stop(revoked)
                 self._call_listener(self._listener.on_partitions_revoked, revoked)
                 self._release(revoked, all_consumed=True)
-            if self.member_id and self._instance_id is None and self._coordinator is not None:
-                response = self._request(
-                    LeaveGroupRequest(
-                        group_id=self.group,
-                        member_id=self.member_id,
-                        members=[MemberIdentity(member_id=self.member_id, reason="the consumer is closing")],
-                    )
-                )
-                if response.error_code != ErrorCode.NONE:
-                    log.info("group %s: LeaveGroup: %s", self.group, ErrorCode.name_of(response.error_code))
+            if self._poll_left_at is None:
+                self._leave()
         except (ClientError, GroupError) as exc:
             log.warning(
                 "group %s: member %s left without leaving cleanly: %s", self.group, self.member_id, exc
@@ -838,6 +895,20 @@ class KafkaGroupMembership:
         finally:
             self._fail_requests("the member is closed")
             log.info("group %s: member %s left", self.group, self.member_id)
+
+    def _leave(self) -> None:
+        """LeaveGroup, for a dynamic member in a generation (a static member is waited for, as in Kafka)."""
+        if not self.member_id or self._instance_id is not None or self._coordinator is None:
+            return
+        response = self._request(
+            LeaveGroupRequest(
+                group_id=self.group,
+                member_id=self.member_id,
+                members=[MemberIdentity(member_id=self.member_id, reason="the consumer is leaving")],
+            )
+        )
+        if response.error_code != ErrorCode.NONE:
+            log.info("group %s: LeaveGroup: %s", self.group, ErrorCode.name_of(response.error_code))
 
     def _call_listener(
         self, callback: Callable[[list[TopicPartition]], None], partitions: list[TopicPartition]

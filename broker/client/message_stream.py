@@ -90,6 +90,10 @@ class MessageStream:
         self._changes = 0
         self._paused = False
         self._closed = False  # no more records handed out
+        #: the application's reads: calls inside poll() now, and when the last one returned (monotonic s);
+        #: written by the reading thread only, read by the member's (Kafka's max.poll.interval.ms)
+        self._reading = 0
+        self._last_read = time.monotonic()
         self._closed_why = "the group consumer is closed"
         self._consumer_closed = False
 
@@ -132,6 +136,20 @@ class MessageStream:
         """The loop of :meth:`poll` and :meth:`poll_batches`: ``hand_out`` what is ``ready``, else fetch
         and ``keep`` the batches (with the change count seen before fetching) until the deadline."""
         deadline = None if timeout_ms is None or timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+        self._reading += 1
+        try:
+            return self._poll_loop(deadline, ready, hand_out, keep)
+        finally:
+            self._reading -= 1
+            self._last_read = time.monotonic()
+
+    def _poll_loop(
+        self,
+        deadline: float | None,
+        ready: deque[Any],
+        hand_out: Callable[[], list[_T]],
+        keep: Callable[[list[FetchedBatch], int], None],
+    ) -> list[_T]:
         with self._cond:
             self._mark_consumed()
         while True:
@@ -300,6 +318,11 @@ class MessageStream:
         self._drop_buffered(stopped)
         if not self._consumer_closed:
             self._sync()
+
+    def idle_since(self) -> float | None:
+        """When the application last came back for records (monotonic s), or ``None`` while it is
+        inside a poll now."""
+        return None if self._reading else self._last_read
 
     def in_hand(self, partitions: Iterable[TopicPartition]) -> bool:
         return any(tp in self._in_hand for tp in partitions)

@@ -12,6 +12,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -410,3 +411,44 @@ def test_a_group_consumer_needs_a_way_to_the_cluster() -> None:
         GroupConsumer("g", config=GroupConfig(protocol="kafka"))
     brokers_only = ConsumerConfig(bootstrap_servers=["127.0.0.1:9092"])
     GroupConsumer("g", config=GroupConfig(protocol="kafka"), consumer_config=brokers_only).close()
+
+
+def read_until(m: GroupConsumer, into: list[tuple[int, int]], done: Callable[[], bool], what: str) -> None:
+    """Poll ``m`` (keeping its records) until ``done()``."""
+
+    def step() -> bool:
+        into.extend((r.partition, r.offset) for r in m.poll(timeout_ms=50))
+        return done()
+
+    wait_for(step, 30, what)
+
+
+def test_a_member_not_polled_for_max_poll_interval_leaves_and_joins_again_when_polled(
+    start_cluster: Any,
+) -> None:
+    cluster = start_cluster(1, **GROUP_SETTINGS)
+    cluster.create_topic(TOPIC, PARTITIONS)
+    produce(cluster, TOPIC, PARTITIONS, 10)
+    busy = MemberApp(kafka_member(cluster, "slow"), 0).start([TOPIC])
+    stuck = kafka_member(cluster, "slow", max_poll_interval_ms=3000)
+    stuck.subscribe(TOPIC)
+    held: list[tuple[int, int]] = []
+    read_until(stuck, held, lambda: settled([busy.member, stuck], PARTITIONS), "two members to settle")
+    mine = stuck.assignment()
+    generation = stuck.generation_id
+    # the application stops reading: after max_poll_interval_ms the member leaves, its partitions move
+    wait_for(
+        lambda: len(busy.member.assignment()) == PARTITIONS, 30, "the busy member to take every partition"
+    )
+    assert stuck.assignment() == []
+    assert busy.member.generation_id == generation + 1
+    produce(cluster, TOPIC, PARTITIONS, 10, start=10)
+    wait_consumed([busy], {(tp.partition, o) for tp in mine for o in range(10, 20)}, 30)
+    # reading again, it joins again and gets its share
+    read_until(stuck, held, lambda: settled([busy.member, stuck], PARTITIONS), "the member to join again")
+    assert busy.member.generation_id == generation + 2
+    stuck.close()
+    busy.leave()
+    assert busy.errors == []
+    everything = [(p, o) for p, o, _ in busy.records] + held
+    assert set(everything) == {(p, o) for p in range(PARTITIONS) for o in range(20)}
