@@ -1,4 +1,4 @@
-"""A member of a consumer group coordinated through ZooKeeper (paper section 3.2): the application's API.
+"""A member of a consumer group (ZooKeeper's, paper section 3.2, or Kafka's): the application's API.
 
 Two ways to consume, as in the paper and as in later Kafka::
 
@@ -30,7 +30,8 @@ creates its streams with ``explicit_positions=True`` and says how far it got, pe
 
 With ``[group] protocol = "kafka"`` (``GroupConfig(protocol="kafka")``) the same API speaks Kafka's group
 protocol to the brokers' group coordinator instead (:mod:`broker.client.kafka_group_membership`), so
-Lumber members and Kafka clients can share a group; offsets are then committed to ``__consumer_offsets``.
+Lumber members and Kafka clients can share a group; offsets are then committed to ``__consumer_offsets``,
+and ``zookeeper_connect`` may be left out when ``[consumer] bootstrap_servers`` names the brokers.
 What differs: :meth:`GroupConsumer.seek` moves this member's own position only (Kafka's ``seek``: the
 next commit stores it), of partitions it owns; :attr:`GroupConsumer.zookeeper` and
 :attr:`GroupConsumer.generation` are the ZooKeeper member's only (:attr:`GroupConsumer.generation_id` is
