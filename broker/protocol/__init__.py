@@ -56,7 +56,10 @@ What the clients were seen to send through this codec (kafka-python 3.0.12, libr
 kafka-python producer ApiVersions v4, Metadata v12, InitProducerId v4, Produce v9; its assign-mode consumer
 ListOffsets v6, Fetch v12; its admin client CreateTopics v7, DeleteTopics v6. librdkafka ApiVersions v3,
 Metadata v12, Produce v9 (gzip, snappy, lz4 and zstd all enabled), FindCoordinator v2, ListOffsets v6,
-Fetch v12, CreateTopics v4, DeleteTopics v4.
+Fetch v12, CreateTopics v4, DeleteTopics v4. Group members (2026-11-27): kafka-python FindCoordinator v2,
+JoinGroup v7, SyncGroup v5, LeaveGroup v5, OffsetCommit v8, OffsetFetch v8, and its admin client ListGroups
+v5, DescribeGroups v5, DeleteGroups v2; librdkafka FindCoordinator v2, JoinGroup v5, SyncGroup v3,
+Heartbeat v3, OffsetCommit v9, OffsetFetch v9.
 
 What this asks of a server: Metadata's real leader epochs (from the partition state) and a
 ``controller_id`` that is a live broker (the admin clients send CreateTopics/DeleteTopics to it); Fetch,

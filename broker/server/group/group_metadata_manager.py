@@ -271,7 +271,6 @@ class GroupMetadataManager:
                     del self._loading[number]
             return
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
-        removed_offsets: set[str] = set()
         metadata: dict[str, records.GroupMetadataValue | None] = {}
         log = partition.log
         offset, end = log.log_start_offset, log.log_end_offset
@@ -286,9 +285,7 @@ class GroupMetadataManager:
             for batch in scan.batches:
                 for record in batch.records():
                     count += 1
-                    self._replay(
-                        tp, record.offset, record.key, record.value, offsets, removed_offsets, metadata
-                    )
+                    self._replay(tp, record.offset, record.key, record.value, offsets, metadata)
                 offset = batch.next_offset
         groups: list[GroupMetadata] = []
         for group_id in set(offsets) | {g for g, v in metadata.items() if v is not None}:
@@ -321,7 +318,6 @@ class GroupMetadataManager:
         key: bytes | None,
         value: bytes | None,
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]],
-        removed: set[str],
         metadata: dict[str, records.GroupMetadataValue | None],
     ) -> None:
         where = f"{tp} offset {offset}"
@@ -335,7 +331,6 @@ class GroupMetadataManager:
                 partition = TopicPartition(decoded.topic, decoded.partition)
                 if value is None:
                     group_offsets.pop(partition, None)
-                    removed.add(decoded.group)
                 else:
                     v = records.decode_offset_commit_value(bytes(value), where)
                     group_offsets[partition] = OffsetAndMetadata(

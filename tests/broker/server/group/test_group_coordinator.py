@@ -363,3 +363,25 @@ def committed_or_none(conn: BrokerConnection, group: str) -> tuple[int, str | No
         return None
     partition = response.topics[0].partitions[0]
     return partition.committed_offset, partition.metadata
+
+
+def test_offsets_of_an_empty_group_expire_with_tombstones(
+    start_cluster: Callable[..., BrokerCluster],
+) -> None:
+    cluster = start_cluster(
+        1, offsets_retention_ms=1500, offsets_retention_check_interval_ms=100, **GROUP_SETTINGS
+    )
+    conn = connect(coordinator(cluster, "old"))
+    assert commit(conn, "old", -1, "", 11) == ErrorCode.NONE
+    assert committed(conn, "old") == (11, "m")
+    wait_for(lambda: committed(conn, "old") == (-1, ""), 30, "the offsets to expire")
+    # the commit, then its tombstone and the group's: Kafka's keys with null values
+    number = partition_for("old", 4)
+    wait_for(lambda: len(_records(conn, number)) == 3, 10, "the tombstones")
+    (key, value), (tomb_key, tomb_value), (group_key, group_value) = _records(conn, number)
+    assert value is not None
+    assert (tomb_key, tomb_value) == (key, None)
+    assert (group_key, group_value) == (struct.pack(">h", 2) + _string("old"), None)
+    listed = conn.request(ListGroupsRequest()).groups
+    assert listed == []
+    conn.close()
