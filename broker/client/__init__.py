@@ -17,6 +17,11 @@ Layout:
   :mod:`.cluster_metadata`, :mod:`.cluster_snapshot`, :mod:`.bootstrap_metadata_source`,
   :mod:`.zookeeper_metadata_source` (learning the cluster), :mod:`.internal_topic` (the audit topic,
   created by its publishers when missing);
+* consumer groups: :mod:`.group_consumer` (:class:`~broker.client.group_consumer.GroupConsumer`, the API
+  of both kinds), :mod:`.group_config` (``[group]``); the paper's ZooKeeper groups in
+  :mod:`.group_membership` and its recipes, :mod:`.group_admin`; Kafka's group protocol in
+  :mod:`.kafka_group_membership`, :mod:`.consumer_protocol` (the subscription and assignment bytes),
+  :mod:`.group_coordinator_lookup` (FindCoordinator), :mod:`.kafka_group_admin`;
 * :mod:`.console` (what ``lumber produce`` and ``lumber consume`` do), :mod:`.errors`.
 
 The package imports the record format, the protocol and the cluster's ZooKeeper layout, never the audit

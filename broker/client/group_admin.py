@@ -1,4 +1,4 @@
-"""Looking at consumer groups in ZooKeeper, and resetting their offsets (``lumber groups``).
+"""Looking at consumer groups in ZooKeeper, resetting their offsets and deleting them (``lumber groups``).
 
 Reads only what the members write (:mod:`broker.cluster.zk_paths`): the registrations, the generation,
 the owner nodes and the committed offsets. Log end offsets (for the lag) and offsets by time come from
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import NoNodeError, NotEmptyError
 
 from broker.client.committed_offset import CommittedOffset
 from broker.client.errors import GroupError
@@ -35,6 +35,10 @@ class UnknownGroupError(GroupError):
     def __init__(self, group: str) -> None:
         self.group = group
         super().__init__(f"consumer group {group!r} does not exist")
+
+
+class NonEmptyGroupError(GroupError):
+    """The group has members, so it cannot be deleted."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,7 @@ class GroupDescription:
         generation = self.generation
         return {
             "group": self.group,
+            "kind": "zookeeper",
             "generation": None if generation is None else generation.generation,
             "leader": None if generation is None else generation.leader,
             "strategy": None if generation is None else generation.strategy,
@@ -155,6 +160,23 @@ class GroupAdmin:
         if not self.exists(group):
             raise UnknownGroupError(group)
         GroupOffsets(self._client, group).rewind(offsets, requested_by=requested_by)
+
+    def delete(self, group: str) -> None:
+        """Delete ``group`` and its offsets; refused while members are registered (NonEmptyGroupError)."""
+        if not self.exists(group):
+            raise UnknownGroupError(group)
+        members = self.members(group)
+        if members:
+            raise NonEmptyGroupError(
+                f"consumer group {group!r} (zookeeper) has {len(members)} members "
+                f"({', '.join(m.consumer_id for m in members)}): stop them before deleting it"
+            )
+        try:
+            self._client.delete(zk_paths.group_path(group), recursive=True)
+        except NotEmptyError:
+            raise NonEmptyGroupError(
+                f"consumer group {group!r} (zookeeper): a member joined while it was being deleted"
+            ) from None
 
     def committed(self, group: str, partitions: list[TopicPartition]) -> dict[TopicPartition, int | None]:
         found = GroupOffsets(self._client, group).read(partitions)

@@ -1,4 +1,4 @@
-"""A member of a consumer group coordinated through ZooKeeper (paper section 3.2): the application's API.
+"""A member of a consumer group (ZooKeeper's, paper section 3.2, or Kafka's): the application's API.
 
 Two ways to consume, as in the paper and as in later Kafka::
 
@@ -28,6 +28,15 @@ creates its streams with ``explicit_positions=True`` and says how far it got, pe
 (:mod:`broker.client.message_stream`). Rewinding (:meth:`GroupConsumer.seek`,
 :meth:`GroupConsumer.seek_to_time`) moves the whole group's offsets, whoever owns the partitions.
 
+With ``[group] protocol = "kafka"`` (``GroupConfig(protocol="kafka")``) the same API speaks Kafka's group
+protocol to the brokers' group coordinator instead (:mod:`broker.client.kafka_group_membership`), so
+Lumber members and Kafka clients can share a group; offsets are then committed to ``__consumer_offsets``,
+and ``zookeeper_connect`` may be left out when ``[consumer] bootstrap_servers`` names the brokers.
+What differs: :meth:`GroupConsumer.seek` moves this member's own position only (Kafka's ``seek``: the
+next commit stores it), of partitions it owns; :attr:`GroupConsumer.zookeeper` and
+:attr:`GroupConsumer.generation` are the ZooKeeper member's only (:attr:`GroupConsumer.generation_id` is
+both's).
+
 Thread safety: each stream is read by one application thread at a time; the other methods may be called
 from any thread.
 """
@@ -40,6 +49,7 @@ from types import TracebackType
 
 from kazoo.client import KazooClient
 
+from broker.client.cluster_snapshot import BrokerAddress
 from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.consumer_record import ConsumerRecord
@@ -47,6 +57,7 @@ from broker.client.errors import GroupClosedError, GroupError
 from broker.client.group_assignment import GroupAssignment
 from broker.client.group_config import GroupConfig
 from broker.client.group_membership import GroupMembership
+from broker.client.kafka_group_membership import KafkaGroupMembership
 from broker.client.message_stream import MessageStream
 from broker.client.partition_handover import StreamKey
 from broker.client.rebalance_listener import RebalanceListener
@@ -63,7 +74,7 @@ class GroupConsumer:
         self,
         group: str,
         *,
-        zookeeper_connect: str,
+        zookeeper_connect: str | None = None,
         config: GroupConfig | None = None,
         consumer_config: ConsumerConfig | None = None,
         listener: RebalanceListener | None = None,
@@ -75,10 +86,17 @@ class GroupConsumer:
         self.group = group
         self.config = config if config is not None else GroupConfig()
         self.consumer_config = consumer_config if consumer_config is not None else ConsumerConfig()
+        if not zookeeper_connect and (
+            self.config.protocol == "zookeeper" or not self.consumer_config.bootstrap_servers
+        ):
+            raise GroupError(
+                f"group {group}: needs zookeeper_connect (a zookeeper group, or no [consumer] "
+                "bootstrap_servers to learn the cluster from)"
+            )
         self._zookeeper_connect = zookeeper_connect
         self._listener = listener
         self._cond = threading.Condition(threading.RLock())
-        self._membership: GroupMembership | None = None
+        self._membership: GroupMembership | KafkaGroupMembership | None = None
         self._streams: list[MessageStream] = []
         self._poll_stream: MessageStream | None = None
         self._subscription: dict[str, int] = {}
@@ -129,15 +147,30 @@ class GroupConsumer:
             raise GroupError(f"group {self.group}: this member is already subscribed to {self._subscription}")
         self._subscription = subscription
         self._streams = list({id(s): s for s in streams.values()}.values())
-        membership = GroupMembership(
-            self.group,
-            self.config,
-            self._zookeeper_connect,
-            subscription,
-            streams,
-            self._cond,
-            self._listener,
-        )
+        membership: GroupMembership | KafkaGroupMembership
+        if self.config.protocol == "kafka":
+            membership = KafkaGroupMembership(
+                self.group,
+                self.config,
+                self.consumer_config,
+                self._zookeeper_connect,
+                subscription,
+                streams,
+                self._cond,
+                self._listener,
+            )
+        else:
+            if self._zookeeper_connect is None:  # checked in __init__
+                raise GroupError(f"group {self.group}: needs zookeeper_connect")
+            membership = GroupMembership(
+                self.group,
+                self.config,
+                self._zookeeper_connect,
+                subscription,
+                streams,
+                self._cond,
+                self._listener,
+            )
         self._membership = membership
         try:
             membership.start()
@@ -203,13 +236,18 @@ class GroupConsumer:
         self.seek_many({tp: offset})
 
     def seek_many(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Set the whole group's offsets; every owner goes on from them (this member before returning)."""
+        """Set the whole group's offsets; every owner goes on from them (this member before returning).
+        A kafka-protocol member moves its own position in partitions it owns (Kafka's ``seek``)."""
         membership = self._member()
+        if isinstance(membership, KafkaGroupMembership):
+            membership.seek(dict(offsets))
+            return
         membership.offsets.rewind(dict(offsets), requested_by=f"rewind by {membership.member_id}")
         membership.reload_offsets()
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> dict[TopicPartition, int]:
-        """Rewind the group to the log start of ``partitions`` (default: every subscribed partition)."""
+        """Rewind the group to the log start of ``partitions`` (default: every subscribed partition; a
+        kafka-protocol member: its own partitions)."""
         return self._seek_to(partitions, EARLIEST_TIMESTAMP)
 
     def seek_to_end(self, *partitions: TopicPartition) -> dict[TopicPartition, int]:
@@ -224,7 +262,10 @@ class GroupConsumer:
         return self._seek_to(partitions, timestamp_ms)
 
     def _seek_to(self, partitions: tuple[TopicPartition, ...], timestamp: int) -> dict[TopicPartition, int]:
-        targets = list(partitions) or self.subscribed_partitions()
+        if isinstance(self._member(), KafkaGroupMembership):  # Kafka's: the member's own partitions
+            targets = list(partitions) or self.assignment()
+        else:
+            targets = list(partitions) or self.subscribed_partitions()
         lookup = self._lookup()
         if timestamp >= 0:
             found = lookup.offsets_for_times(dict.fromkeys(targets, timestamp))
@@ -256,8 +297,25 @@ class GroupConsumer:
 
     @property
     def generation(self) -> GroupAssignment | None:
-        """The latest generation this member has read."""
-        return self._member().generation
+        """The latest generation this member has read (ZooKeeper groups)."""
+        return self._zookeeper_member().generation
+
+    @property
+    def generation_id(self) -> int:
+        """The number of this member's generation (-1: none yet)."""
+        membership = self._member()
+        if isinstance(membership, KafkaGroupMembership):
+            return membership.generation_id
+        generation = membership.generation
+        return -1 if generation is None else generation.generation
+
+    @property
+    def coordinator(self) -> BrokerAddress | None:
+        """The broker coordinating a kafka-protocol group, as this member last found it (None: looking)."""
+        membership = self._member()
+        if not isinstance(membership, KafkaGroupMembership):
+            raise GroupError(f"group {self.group}: a zookeeper group has no coordinator broker")
+        return membership.coordinator
 
     @property
     def is_leader(self) -> bool:
@@ -293,9 +351,17 @@ class GroupConsumer:
     @property
     def zookeeper(self) -> KazooClient:
         """The member's kazoo client (its session is the member's)."""
-        return self._member().client
+        return self._zookeeper_member().client
 
-    def _member(self) -> GroupMembership:
+    def _zookeeper_member(self) -> GroupMembership:
+        membership = self._member()
+        if isinstance(membership, KafkaGroupMembership):
+            raise GroupError(
+                f'group {self.group}: a [group] protocol = "kafka" member has no zookeeper state'
+            )
+        return membership
+
+    def _member(self) -> GroupMembership | KafkaGroupMembership:
         if self._closed:
             raise GroupClosedError(f"group {self.group}: the member is closed")
         if self._membership is None:

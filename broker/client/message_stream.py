@@ -90,6 +90,11 @@ class MessageStream:
         self._changes = 0
         self._paused = False
         self._closed = False  # no more records handed out
+        #: the application's reads: calls inside poll() now, and when the last one returned (monotonic s);
+        #: written by the reading thread only, read by the member's (Kafka's max.poll.interval.ms)
+        self._reading = 0
+        self._last_read = time.monotonic()
+        self._closed_why = "the group consumer is closed"
         self._consumer_closed = False
 
     def __repr__(self) -> str:
@@ -131,12 +136,26 @@ class MessageStream:
         """The loop of :meth:`poll` and :meth:`poll_batches`: ``hand_out`` what is ``ready``, else fetch
         and ``keep`` the batches (with the change count seen before fetching) until the deadline."""
         deadline = None if timeout_ms is None or timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+        self._reading += 1
+        try:
+            return self._poll_loop(deadline, ready, hand_out, keep)
+        finally:
+            self._reading -= 1
+            self._last_read = time.monotonic()
+
+    def _poll_loop(
+        self,
+        deadline: float | None,
+        ready: deque[Any],
+        hand_out: Callable[[], list[_T]],
+        keep: Callable[[list[FetchedBatch], int], None],
+    ) -> list[_T]:
         with self._cond:
             self._mark_consumed()
         while True:
             with self._cond:
                 if self._closed:
-                    raise GroupClosedError(f"stream {self.name}: the group consumer is closed")
+                    raise GroupClosedError(f"stream {self.name}: {self._closed_why}")
                 if ready:
                     return hand_out()
                 seen = self._changes
@@ -300,6 +319,11 @@ class MessageStream:
         if not self._consumer_closed:
             self._sync()
 
+    def idle_since(self) -> float | None:
+        """When the application last came back for records (monotonic s), or ``None`` while it is
+        inside a poll now."""
+        return None if self._reading else self._last_read
+
     def in_hand(self, partitions: Iterable[TopicPartition]) -> bool:
         return any(tp in self._in_hand for tp in partitions)
 
@@ -360,9 +384,12 @@ class MessageStream:
             if part.delivered is not None and not part.releasing:
                 self._consumer.seek(tp, part.delivered)
 
-    def close_delivery(self) -> None:
-        """Hand out nothing more (the member is closing); waiting callers get GroupClosedError."""
+    def close_delivery(self, why: str | None = None) -> None:
+        """Hand out nothing more (the member is closing, or ``why``); waiting callers get
+        GroupClosedError (saying ``why``)."""
         self._closed = True
+        if why is not None:
+            self._closed_why = why
         self._buffer.clear()
         self._batches.clear()
 

@@ -1,8 +1,14 @@
-"""``lumber groups list|describe|lag|reset-offsets``: consumer groups in ZooKeeper (``[zookeeper] connect``).
+"""``lumber groups list|describe|lag|reset-offsets|delete``: consumer groups of both kinds.
 
-    lumber groups list
-    lumber groups describe --group audit          members, generation, per partition: owner, committed
-                                                  offset, log end offset and lag
+Lumber has two kinds of consumer groups (``[group] protocol``): *zookeeper* groups, the paper's, kept in
+ZooKeeper (``[zookeeper] connect``, :mod:`broker.client.group_admin`), and *kafka* groups, kept by the
+brokers' group coordinator (Kafka's group protocol: Lumber members with ``protocol = "kafka"`` and any
+Kafka client; :mod:`broker.client.kafka_group_admin`). Every command works on both and every answer says
+which kind a group is; a name used by both kinds needs ``--kind``.
+
+    lumber groups list                            every group: name, kind, members, generation or state
+    lumber groups describe --group audit          members (kafka: client ids, hosts, assignments), per
+                                                  partition: owner, committed offset, log end and lag
     lumber groups lag --group audit               lag per partition, once
     lumber groups lag --group audit --watch [--interval 10s] [--window 10] [--metrics-port 9310]
     lumber groups lag --all-groups --watch --metrics-port 9310      a lag exporter for every group
@@ -14,12 +20,16 @@
     lumber groups reset-offsets --group audit --topic events --to-earliest
     lumber groups reset-offsets --group audit --topic events --to-offset 1200      (clamped to the log)
     lumber groups reset-offsets --group audit --topic events --to-datetime 2026-11-22T10:00:00Z
+    lumber groups delete --group audit            a group without members, and its offsets
 
-A reset is the paper's rewind for a whole group (:mod:`broker.client.group_offsets`): it may run while
-the group consumes; the members that own the partitions go on from the new offsets. Log end offsets and
+A reset of a zookeeper group is the paper's rewind for a whole group (:mod:`broker.client.group_offsets`):
+it may run while the group consumes; the members that own the partitions go on from the new offsets. A
+kafka group's offsets are reset only while it has no members, as ``kafka-consumer-groups`` does (its
+members keep their positions in memory). ``lag`` is for zookeeper groups (it judges commit times, which
+ZooKeeper keeps); ``describe`` shows a kafka group's lag. Log end offsets and
 offsets by time come from the brokers (``[consumer] bootstrap_servers``, else ZooKeeper). Every command
 takes ``--json``. Exit codes: 0 done, 1 error (ZooKeeper or brokers unreachable), 2 bad input (unknown
-group, bad date).
+group, bad date, a group with members to delete or, kafka, to reset).
 """
 
 from __future__ import annotations
@@ -35,8 +45,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from broker.client.consumer import Consumer
-from broker.client.group_admin import GroupAdmin, UnknownGroupError
+from broker.client.errors import ClientError, GroupError
+from broker.client.group_admin import GroupAdmin, NonEmptyGroupError, UnknownGroupError
+from broker.client.kafka_group_admin import KafkaGroupAdmin, KafkaGroupAdminError, KafkaGroupDescription
 from broker.client.lag_evaluation import LagWindow, PartitionLag, group_status
+from broker.record.topic_partition import TopicPartition
 from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.zookeeper_session import zookeeper_session
 from lumber.config import LumberConfig
@@ -44,12 +57,67 @@ from pipeline.durations import DURATION_HELP, DurationError, parse_duration_ms
 from pipeline.lag_metrics import LagCollector
 
 BAD_INPUT_EXIT_CODE = 2
+ZOOKEEPER_KIND = "zookeeper"
+KAFKA_KIND = "kafka"
+KINDS = (ZOOKEEPER_KIND, KAFKA_KIND)
 
-Handler = Callable[[argparse.Namespace, LumberConfig, GroupAdmin], int]
+Handler = Callable[[argparse.Namespace, LumberConfig, "Admins"], int]
+
+
+class BadGroupInputError(GroupError):
+    """The command cannot be done on this group as asked (ambiguous name, members present)."""
+
+
+class Admins:
+    """The two kinds' admins for one command: ZooKeeper's now, the brokers' on first use."""
+
+    def __init__(self, zookeeper: GroupAdmin, args: argparse.Namespace, config: LumberConfig) -> None:
+        self.zookeeper = zookeeper
+        self._args = args
+        self._config = config
+        self._kafka: KafkaGroupAdmin | None = None
+
+    @property
+    def kafka(self) -> KafkaGroupAdmin:
+        if self._kafka is None:
+            settings = self._config.consumer
+            connect = self._args.zookeeper_connect or self._config.zookeeper.connect
+            self._kafka = KafkaGroupAdmin(zookeeper_connect=connect, config=settings)
+        return self._kafka
+
+    def kind_of(self, group: str, wanted: str | None, *, may_be_new: bool = False) -> str:
+        """Which kind ``group`` is (``wanted``: the user's ``--kind``); UnknownGroupError if neither."""
+        found = [kind for kind in KINDS if wanted in (None, kind) and self._exists(kind, group)]
+        if len(found) == 1:
+            return found[0]
+        if len(found) == 2:
+            raise BadGroupInputError(
+                f"consumer group {group!r} exists as a zookeeper group and as a kafka group: say which "
+                "with --kind zookeeper or --kind kafka"
+            )
+        if may_be_new and wanted == KAFKA_KIND:
+            return KAFKA_KIND
+        raise UnknownGroupError(group)
+
+    def _exists(self, kind: str, group: str) -> bool:
+        if kind == ZOOKEEPER_KIND:
+            return self.zookeeper.exists(group)
+        try:
+            return self.kafka.exists(group)
+        except ClientError:
+            if self.zookeeper.exists(group):
+                return False  # brokers unreachable: the zookeeper group is the one meant
+            raise
+
+    def close(self) -> None:
+        if self._kafka is not None:
+            self._kafka.close()
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("groups", help="list, describe and rewind consumer groups (in ZooKeeper)")
+    parser = subparsers.add_parser(
+        "groups", help="list, describe, rewind and delete consumer groups (zookeeper and kafka)"
+    )
     sub = parser.add_subparsers(metavar="ACTION", required=True)
 
     listing = sub.add_parser("list", help="list the consumer groups")
@@ -58,6 +126,7 @@ def register(subparsers: Any) -> None:
 
     describe = sub.add_parser("describe", help="members, owners, committed offsets and lag of a group")
     describe.add_argument("--group", required=True)
+    _kind_option(describe)
     _common(describe)
     describe.set_defaults(handler=_run(_describe))
 
@@ -85,6 +154,7 @@ def register(subparsers: Any) -> None:
     reset = sub.add_parser("reset-offsets", help="rewind (or skip) a group's offsets of a topic")
     reset.add_argument("--group", required=True)
     reset.add_argument("--topic", required=True)
+    _kind_option(reset)
     target = reset.add_mutually_exclusive_group(required=True)
     target.add_argument("--to-earliest", action="store_true", help="the log start of every partition")
     target.add_argument("--to-latest", action="store_true", help="the log end of every partition")
@@ -97,6 +167,20 @@ def register(subparsers: Any) -> None:
     )
     _common(reset)
     reset.set_defaults(handler=_run(_reset))
+
+    delete = sub.add_parser("delete", help="delete a group without members, and its committed offsets")
+    delete.add_argument("--group", required=True)
+    _kind_option(delete)
+    _common(delete)
+    delete.set_defaults(handler=_run(_delete))
+
+
+def _kind_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--kind",
+        choices=KINDS,
+        help="the group's kind, when a zookeeper group and a kafka group share the name",
+    )
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -121,8 +205,12 @@ def _run(handler: Handler) -> Callable[[argparse.Namespace, LumberConfig], int]:
             logging.getLogger("kazoo").setLevel(logging.WARNING)
         try:
             with zookeeper_session(args, config) as client:
-                return handler(args, config, GroupAdmin(client))
-        except UnknownGroupError as exc:
+                admins = Admins(GroupAdmin(client), args, config)
+                try:
+                    return handler(args, config, admins)
+                finally:
+                    admins.close()
+        except (UnknownGroupError, BadGroupInputError, NonEmptyGroupError, KafkaGroupAdminError) as exc:
             if args.debug:
                 raise
             print(f"lumber: error: {exc}", file=sys.stderr)
@@ -140,19 +228,32 @@ def _brokers(args: argparse.Namespace, config: LumberConfig) -> Iterator[Consume
         yield consumer
 
 
-def _list(args: argparse.Namespace, config: LumberConfig, admin: GroupAdmin) -> int:
-    groups = admin.list_groups()
-    rows = [
-        {"group": g, "members": len(admin.members(g)), "generation": _generation(admin, g)} for g in groups
+def _list(args: argparse.Namespace, config: LumberConfig, admins: Admins) -> int:
+    admin = admins.zookeeper
+    rows: list[dict[str, Any]] = [
+        {
+            "group": g,
+            "kind": ZOOKEEPER_KIND,
+            "members": len(admin.members(g)),
+            "generation": _generation(admin, g),
+        }
+        for g in admin.list_groups()
     ]
+    for listed in admins.kafka.list_groups():
+        members = len(admins.kafka.members(listed.group))
+        rows.append({"group": listed.group, "kind": KAFKA_KIND, "members": members, "state": listed.state})
+    rows.sort(key=lambda row: (row["group"], row["kind"]))
     if args.json:
         print(json.dumps(rows))
         return 0
     if not rows:
         print("no consumer groups")
     for row in rows:
-        generation = "-" if row["generation"] is None else row["generation"]
-        print(f"{row['group']}\tmembers {row['members']}\tgeneration {generation}")
+        if row["kind"] == KAFKA_KIND:
+            tail = f"state {row['state']}"
+        else:
+            tail = f"generation {'-' if row['generation'] is None else row['generation']}"
+        print(f"{row['group']}\t{row['kind']}\tmembers {row['members']}\t{tail}")
     return 0
 
 
@@ -161,9 +262,13 @@ def _generation(admin: GroupAdmin, group: str) -> int | None:
     return None if found is None else found.generation
 
 
-def _describe(args: argparse.Namespace, config: LumberConfig, admin: GroupAdmin) -> int:
-    if not admin.exists(args.group):
-        raise UnknownGroupError(args.group)
+def _describe(args: argparse.Namespace, config: LumberConfig, admins: Admins) -> int:
+    if admins.kind_of(args.group, args.kind) == KAFKA_KIND:
+        with _brokers(args, config) as consumer:
+            found = admins.kafka.describe(args.group, consumer.end_offsets)
+        _print_kafka_description(args, found)
+        return 0
+    admin = admins.zookeeper
     with _brokers(args, config) as consumer:
         description = admin.describe(args.group, consumer.end_offsets)
     if args.json:
@@ -171,11 +276,11 @@ def _describe(args: argparse.Namespace, config: LumberConfig, admin: GroupAdmin)
         return 0
     generation = description.generation
     if generation is None:
-        print(f"group {args.group!r}: no generation yet")
+        print(f"group {args.group!r} (zookeeper): no generation yet")
     else:
         print(
-            f"group {args.group!r}: generation {generation.generation}, leader {generation.leader}, "
-            f"strategy {generation.strategy}"
+            f"group {args.group!r} (zookeeper): generation {generation.generation}, leader "
+            f"{generation.leader}, strategy {generation.strategy}"
         )
     print(f"members ({len(description.members)}):")
     for m in description.members:
@@ -190,12 +295,48 @@ def _describe(args: argparse.Namespace, config: LumberConfig, admin: GroupAdmin)
     return 0
 
 
+def _print_kafka_description(args: argparse.Namespace, found: KafkaGroupDescription) -> None:
+    if args.json:
+        print(json.dumps(found.to_json()))
+        return
+    protocol = found.protocol or "-"
+    print(
+        f"group {found.group!r} (kafka): state {found.state}, protocol {protocol}, coordinator "
+        f"{found.coordinator.node_id}"
+    )
+    print(f"members ({len(found.members)}):")
+    for m in found.members:
+        assigned = ",".join(str(tp) for tp in m.assignment) or "-"
+        instance = f"  instance {m.group_instance_id}" if m.group_instance_id else ""
+        print(f"  {m.member_id}  client {m.client_id}  host {m.client_host}{instance}  assignment {assigned}")
+    print(
+        f"  {'topic':<20} {'partition':>9}  {'committed':>10}  {'log end':>10}  {'lag':>8}  "
+        "member  host  client"
+    )
+    for p in found.partitions:
+        who = (
+            "-  -  -"
+            if p.member is None
+            else f"{p.member.member_id}  {p.member.client_host}  {p.member.client_id}"
+        )
+        print(
+            f"  {p.topic:<20} {p.partition:>9}  {_dash(p.committed):>10}  {_dash(p.log_end):>10}  "
+            f"{_dash(p.lag):>8}  {who}"
+        )
+
+
 def _dash(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
-def _lag(args: argparse.Namespace, config: LumberConfig, admin: GroupAdmin) -> int:
+def _lag(args: argparse.Namespace, config: LumberConfig, admins: Admins) -> int:
+    admin = admins.zookeeper
     if args.group is not None and not admin.exists(args.group):
+        if admins.kafka.exists(args.group):
+            raise BadGroupInputError(
+                f"consumer group {args.group!r} is a kafka group: lag judges zookeeper groups (their "
+                "commit times); 'lumber groups describe' shows a kafka group's lag"
+            )
         raise UnknownGroupError(args.group)
     try:
         interval_s = parse_duration_ms(args.interval, "--interval") / 1000
@@ -267,14 +408,16 @@ def _print_lag(args: argparse.Namespace, group: str, evaluation: list[PartitionL
     sys.stdout.flush()
 
 
-def _reset(args: argparse.Namespace, config: LumberConfig, admin: GroupAdmin) -> int:
-    if not admin.exists(args.group):
-        raise UnknownGroupError(args.group)
-    partitions = admin.partitions(args.group, [args.topic])
-    if not partitions:
-        print(f"lumber: error: topic {args.topic!r} does not exist", file=sys.stderr)
-        return BAD_INPUT_EXIT_CODE
+def _reset(args: argparse.Namespace, config: LumberConfig, admins: Admins) -> int:
+    kind = admins.kind_of(args.group, args.kind, may_be_new=True)
     with _brokers(args, config) as consumer:
+        if kind == ZOOKEEPER_KIND:
+            partitions = admins.zookeeper.partitions(args.group, [args.topic])
+        else:
+            partitions = _topic_partitions(consumer, args.topic)
+        if not partitions:
+            print(f"lumber: error: topic {args.topic!r} does not exist", file=sys.stderr)
+            return BAD_INPUT_EXIT_CODE
         earliest = consumer.beginning_offsets(partitions)
         latest = consumer.end_offsets(partitions)
         if args.to_earliest:
@@ -286,16 +429,40 @@ def _reset(args: argparse.Namespace, config: LumberConfig, admin: GroupAdmin) ->
         else:
             found = consumer.offsets_for_times(dict.fromkeys(partitions, args.to_datetime))
             offsets = {tp: latest[tp] if offset is None else offset for tp, offset in found.items()}
-    before = admin.committed(args.group, partitions)
-    admin.reset_offsets(args.group, offsets, requested_by="lumber groups reset-offsets")
+    if kind == ZOOKEEPER_KIND:
+        before = admins.zookeeper.committed(args.group, partitions)
+        admins.zookeeper.reset_offsets(args.group, offsets, requested_by="lumber groups reset-offsets")
+    else:
+        before = admins.kafka.committed(args.group, partitions)
+        admins.kafka.reset_offsets(args.group, offsets)
     if args.json:
         rows = [
             {"topic": tp.topic, "partition": tp.partition, "before": before[tp], "after": offsets[tp]}
             for tp in sorted(offsets)
         ]
-        print(json.dumps({"group": args.group, "partitions": rows}))
+        print(json.dumps({"group": args.group, "kind": kind, "partitions": rows}))
         return 0
-    print(f"group {args.group!r}, topic {args.topic!r}: offsets reset")
+    print(f"group {args.group!r} ({kind}), topic {args.topic!r}: offsets reset")
     for tp in sorted(offsets):
         print(f"  partition {tp.partition}: {_dash(before[tp])} -> {offsets[tp]}")
+    return 0
+
+
+def _topic_partitions(consumer: Consumer, topic: str) -> list[TopicPartition]:
+    try:
+        return sorted(consumer.partitions_for(topic, timeout_ms=0))
+    except ClientError:
+        return []
+
+
+def _delete(args: argparse.Namespace, config: LumberConfig, admins: Admins) -> int:
+    kind = admins.kind_of(args.group, args.kind)
+    if kind == ZOOKEEPER_KIND:
+        admins.zookeeper.delete(args.group)
+    else:
+        admins.kafka.delete(args.group)
+    if args.json:
+        print(json.dumps({"group": args.group, "kind": kind, "deleted": True}))
+    else:
+        print(f"group {args.group!r} ({kind}): deleted")
     return 0

@@ -1,7 +1,7 @@
 """A consumer group member as its own process, for the failure tests (run with ``sys.executable -m``).
 
     python -m tests.broker.client.group_member_process --zookeeper CONNECT --servers HOST:PORT \\
-        --group G --topic T --prefix NAME --out FILE
+        --group G --topic T --prefix NAME --out FILE [--protocol kafka]
 
 It polls the topic and appends ``<partition> <offset>\\n`` to FILE for every record, with one ``write``
 per poll (so a SIGKILL leaves whole lines, perhaps without the last poll's). The records of a poll count
@@ -28,6 +28,7 @@ def main() -> None:
     for name in ("--zookeeper", "--servers", "--group", "--topic", "--prefix", "--out"):
         parser.add_argument(name, required=True)
     parser.add_argument("--session-timeout-ms", type=int, default=3000)
+    parser.add_argument("--protocol", choices=["zookeeper", "kafka"], default="zookeeper")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     stop = threading.Event()
@@ -36,7 +37,9 @@ def main() -> None:
         args.group,
         zookeeper_connect=args.zookeeper,
         config=GroupConfig(
+            protocol=args.protocol,
             session_timeout_ms=args.session_timeout_ms,
+            heartbeat_interval_ms=min(500, args.session_timeout_ms // 3),
             auto_commit_interval_ms=200,
             release_timeout_ms=10_000,
             retry_backoff_ms=20,

@@ -36,3 +36,26 @@ def test_bad_values_name_the_field() -> None:
         ClientConfigError, match=r"retry_backoff_max_ms \(10\) must be at least retry_backoff_ms"
     ):
         GroupConfig(retry_backoff_ms=100, retry_backoff_max_ms=10)
+
+
+def test_kafka_protocol_keys_have_kafkas_defaults() -> None:
+    zookeeper, kafka = GroupConfig(), GroupConfig(protocol="kafka")
+    assert (zookeeper.protocol, zookeeper.session_timeout_ms) == ("zookeeper", 6000)
+    assert (
+        kafka.session_timeout_ms,
+        kafka.heartbeat_interval_ms,
+        kafka.max_poll_interval_ms,
+        kafka.group_instance_id,
+    ) == (45_000, 3000, 300_000, "")
+    assert GroupConfig(protocol="kafka", session_timeout_ms=10_000).session_timeout_ms == 10_000
+    assert GroupConfig.from_table({"protocol": "kafka"}).session_timeout_ms == 45_000
+
+
+def test_kafka_protocol_checks_name_the_keys() -> None:
+    with pytest.raises(ClientConfigError, match="protocol must be one of 'zookeeper', 'kafka'"):
+        GroupConfig(protocol="paxos")  # type: ignore[arg-type]
+    with pytest.raises(
+        ClientConfigError,
+        match=r"heartbeat_interval_ms \(7000\) must be below session_timeout_ms \(6000\)",
+    ):
+        GroupConfig(protocol="kafka", session_timeout_ms=6000, heartbeat_interval_ms=7000)

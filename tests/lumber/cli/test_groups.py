@@ -53,7 +53,7 @@ def test_list_describe_and_reset_a_live_group(broker_cluster: Any, tmp_path: Pat
         listed = lumber(config, "list")
         assert (listed.returncode, listed.stdout, listed.stderr) == (
             0,
-            "audit\tmembers 1\tgeneration 1\n",
+            "audit\tzookeeper\tmembers 1\tgeneration 1\n",
             "",
         )
 
@@ -67,13 +67,16 @@ def test_list_describe_and_reset_a_live_group(broker_cluster: Any, tmp_path: Pat
             for p in range(2)
         ]
         text = lumber(config, "describe", "--group", "audit")
-        assert text.stdout.startswith(f"group 'audit': generation 1, leader {m.member_id}, strategy range\n")
+        assert text.stdout.startswith(
+            f"group 'audit' (zookeeper): generation 1, leader {m.member_id}, strategy range\n"
+        )
 
         # the paper's rewind, for the whole (live) group
         reset = lumber(config, "reset-offsets", "--group", "audit", "--topic", "events", "--to-earliest")
         assert reset.returncode == 0, reset.stderr
         assert reset.stdout == (
-            "group 'audit', topic 'events': offsets reset\n  partition 0: 5 -> 0\n  partition 1: 5 -> 0\n"
+            "group 'audit' (zookeeper), topic 'events': offsets reset\n"
+            "  partition 0: 5 -> 0\n  partition 1: 5 -> 0\n"
         )
         assert sorted(drain(m, 10)) == [(p, o) for p in range(2) for o in range(5)]
 
@@ -82,6 +85,7 @@ def test_list_describe_and_reset_a_live_group(broker_cluster: Any, tmp_path: Pat
         )
         assert json.loads(clamped.stdout) == {
             "group": "audit",
+            "kind": "zookeeper",
             "partitions": [{"topic": "events", "partition": p, "before": 0, "after": 5} for p in range(2)],
         }
 
