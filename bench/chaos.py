@@ -61,6 +61,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import random
 import shutil
@@ -554,6 +555,9 @@ class ChaosRun:
     def committed_loads(self) -> int:
         return sum(1 for h in self.schedule_state().get("history", []) if h.get("status") == "done")
 
+    def failed_loads(self) -> int:
+        return sum(1 for h in self.schedule_state().get("history", []) if h.get("status") == "failed")
+
     def _load_committed_after(self, count: int) -> Callable[[], bool]:
         return lambda: self.committed_loads() > count
 
@@ -772,7 +776,13 @@ class ChaosRun:
                 while True:
                     out.write(b"\0" * (1 << 20))
                     out.flush()
-            fault.held_s = self._hold(5, 15)
+            filled = time.monotonic()
+            failed = self.failed_loads()
+            if kind == "warehouse_disk_full":
+                # full until the running load has ended (it must fail, having committed nothing)
+                wait_for(lambda: not self.load_driver_pids(), 4 * hour + 120, 0.5)
+            self._hold(5, 15)
+            fault.held_s = time.monotonic() - filled
             heal = time.monotonic()
             filler.unlink()
             if kind == "broker_disk_full":
@@ -785,7 +795,8 @@ class ChaosRun:
                 )
                 self._recover(fault, lambda: self.broker_healthy(DISK_BROKER), since=heal)
             else:
-                fault.detail = "warehouse filled during a load"
+                outcome = "failed" if self.failed_loads() > failed else "did not fail"
+                fault.detail = f"warehouse filled during a load, which {outcome}"
                 self._recover(fault, self._load_committed_after(before), 6 * hour + 120, since=heal)
             return fault
         raise ValueError(kind)
@@ -1163,6 +1174,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = set(args.faults.split(",")) - set(FAULT_KINDS) - {""}
     if unknown:
         parser.error(f"unknown fault kinds: {', '.join(sorted(unknown))}")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kazoo").setLevel(
+        logging.CRITICAL
+    )  # its reconnects while ZooKeeper is down are the fault
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="lumber-chaos-"))
     work.mkdir(parents=True, exist_ok=True)
     say(f"chaos run in {work}")
