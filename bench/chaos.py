@@ -537,14 +537,13 @@ class ChaosRun:
         ]
 
     def spark_worker_pids(self) -> list[int]:
+        """The running load's PySpark workers (forked by ``pyspark.daemon``), else the daemon itself."""
         sched = self.procs["scheduler"]
         if not sched.running() or sched.handle is None:
             return []
-        return [
-            p
-            for p in descendants(sched.handle.pid)
-            if "pyspark.daemon" in cmdline(p) or "pyspark.worker" in cmdline(p)
-        ]
+        daemons = [p for p in descendants(sched.handle.pid) if "pyspark.daemon" in cmdline(p)]
+        workers = [w for d in daemons for w in descendants(d)]
+        return workers or daemons
 
     def schedule_state(self) -> dict[str, Any]:
         try:
