@@ -770,6 +770,7 @@ class ChaosRun:
                 where = self.work / "warehouse"
                 fault = Fault(kind, "warehouse", self.elapsed())
             before = self.committed_loads()
+            log_from = _file_size(self.procs[f"broker-{DISK_BROKER}"].log_path)
             filler = where / ".chaos-filler"
             with filler.open("wb") as out, contextlib.suppress(OSError):
                 while True:
@@ -786,7 +787,9 @@ class ChaosRun:
             filler.unlink()
             if kind == "broker_disk_full":
                 proc = self.procs[f"broker-{DISK_BROKER}"]
-                offline = "log is offline" in proc.log_path.read_text(errors="replace")
+                with proc.log_path.open("rb") as log:
+                    log.seek(log_from)
+                    offline = b"log is offline" in log.read()
                 proc.terminate()
                 proc.start()
                 fault.detail = "log dir filled; restarted" + (
@@ -1138,7 +1141,21 @@ class ChaosRun:
             for failure in self.failures:
                 say(f"  - {failure}")
             return 1
-        say("OK: nothing acknowledged was lost or duplicated")
+        explained = self.audit_live["explained_duplicate"]
+        mirror_off = self.audit_target["missing"] + self.audit_target["duplicate"]
+        say(
+            "OK: nothing acknowledged was lost or duplicated (warehouse, consumer group, mirror offsets)"
+            + (
+                f"; the audit's producer tier lacks {explained} counts of kill -9-ed producers"
+                if explained
+                else ""
+            )
+            + (
+                f"; the mirror tier is off by {mirror_off} after {self.mirror_kills} mirror kill -9(s)"
+                if mirror_off
+                else ""
+            )
+        )
         return 0
 
     def teardown(self) -> None:

@@ -55,6 +55,13 @@ def test_chaos_run_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     assert live["missing"] == 0
     assert live["duplicate"] == live["explained_duplicate"]
     assert live["received"] == warehouse["rows"]
+    kinds = {f["kind"] for f in faults}
+    if "producer_kill" not in kinds:  # every producer closed cleanly: its counts were all published
+        assert live["duplicate"] == 0
+        assert live["expected"] == warehouse["acknowledged"]
     target = report["audit_target"]
     assert target["windows"] == live["windows"]
     assert target["expected"] == live["expected"]
+    if "mirror_kill" not in kinds:  # the mirror tier is exact unless the mirror was killed
+        assert (target["missing"], target["duplicate"]) == (0, 0)
+        assert target["received"] == target["expected"]
