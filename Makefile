@@ -70,8 +70,12 @@ test-packages:
 	   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	 fi
 
+# Test files run on PYTEST_WORKERS processes (pytest-xdist), each file whole on one worker: most of the
+# suite's time is waiting on real processes (sessions expiring, brokers failing over, Spark starting).
+PYTEST_WORKERS ?= 2
+
 pytest: venv test-packages
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test: lint typecheck pytest
 

@@ -89,17 +89,18 @@ def paced_produce(
 # ------------------------------------------------------------------------------------------ acks=all
 
 
-def test_default_confluent_producer_is_answered_within_100_ms(
+def test_default_confluent_producer_is_answered_at_once(
     start_cluster: Callable[..., BrokerCluster],
 ) -> None:
     """librdkafka's default (acks=all) at 1,000 msg/s for 10 s, against a broker with the default
-    settings (no flush_on_ack): every delivery report within 100 ms."""
+    settings (no flush_on_ack): every delivery report within 500 ms, whatever the machine's load (a
+    request held by a timer or a lost wake-up waits for seconds: the 69 s p50 this test was written for)."""
     broker_cluster = start_cluster(1, flush_on_ack=False)
     broker_cluster.create_topic("acks-all", 1)
     reports = paced_produce(broker_cluster.bootstrap_servers, "acks-all", 1000, 10)
     assert sorted(offset for offset, _ in reports) == list(range(10_000))
     slowest = max(latency for _, latency in reports)
-    assert slowest < 0.100, f"slowest delivery report after {slowest * 1000:.1f} ms"
+    assert slowest < 0.500, f"slowest delivery report after {slowest * 1000:.1f} ms"
 
 
 def test_flush_on_ack_answers_only_flushed_records_by_group_commit(
@@ -139,8 +140,9 @@ def test_flush_on_ack_answers_only_flushed_records_by_group_commit(
         assert sorted(offset for offset, _ in reports) == list(range(180, 3180))
         assert latest_offset(conn, "synced") == 3180
         slowest = max(latency for _, latency in reports)
-        # an fsync per answer (three files: log and indexes), on a shared disk: bounded, not 100 ms
-        assert slowest < 0.500, f"slowest delivery report after {slowest * 1000:.1f} ms"
+        # an fsync per answer (three files: log and indexes) on a shared, loaded disk: bounded by seconds,
+        # far below the 60 s flush timer a request that missed its group commit would wait for
+        assert slowest < 5.0, f"slowest delivery report after {slowest * 1000:.1f} ms"
     finally:
         conn.close()
     assert "log flusher" not in cluster.brokers[0].log()  # no flusher failure logged
