@@ -15,7 +15,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 help:
 	@echo "make demo      - start a local stack (.lumber-demo/) and run the hourly pipeline end to end"
-	@echo "make test      - lint, typecheck and pytest: the whole check (about 24-26 minutes on 2 cores)"
+	@echo "make test      - lint, typecheck and pytest: the whole check (about 22-24 minutes on 2 cores)"
 	@echo "make venv      - install Lumber and its dependencies into .venv (the other targets do it first)"
 	@echo "make lint      - ruff check and ruff format --check"
 	@echo "make typecheck - mypy (strict on library code)"

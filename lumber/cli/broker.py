@@ -14,6 +14,7 @@ import argparse
 import logging
 import signal
 import sys
+import threading
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -62,21 +63,29 @@ def _start(args: argparse.Namespace, config: LumberConfig) -> int:
         return 1
     server = BrokerServer(broker_config, log_config, zookeeper)
 
+    stopping = threading.Event()
+
     def stop(signum: int, _frame: FrameType | None) -> None:
+        # Only a flag: the handler runs on the main thread between two bytecodes, possibly in the middle of
+        # start() holding a lock that shutdown() needs (a SIGTERM just after registration deadlocked so)
         logging.getLogger(__name__).info("signal %d: shutting down", signum)
-        server.shutdown()
+        stopping.set()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    server.start()
-    print(
-        f"broker {broker_config.broker_id} is up on {broker_config.host}:{server.port} "
-        f"(cluster {server.cluster_id}, zookeeper {zookeeper.connect})",
-        file=sys.stderr,
-        flush=True,
-    )
-    while not server.wait(1.0):
-        pass
+    try:
+        server.start()
+        if not stopping.is_set():
+            print(
+                f"broker {broker_config.broker_id} is up on {broker_config.host}:{server.port} "
+                f"(cluster {server.cluster_id}, zookeeper {zookeeper.connect})",
+                file=sys.stderr,
+                flush=True,
+            )
+        while not stopping.wait(0.5) and not server.wait(0):
+            pass
+    finally:
+        server.shutdown()
     return 0
 
 

@@ -98,3 +98,15 @@ def test_a_taken_broker_id_is_refused(broker_cluster: BrokerCluster, tmp_path: A
     assert "broker id 0 is taken" in result.stderr
     assert f"127.0.0.1:{taken.port}" in result.stderr
     assert taken.running
+
+
+def test_a_sigterm_right_after_registration_shuts_down_cleanly(broker_cluster: BrokerCluster) -> None:
+    # the harness returns as soon as the broker is registered, while start() may still be running: the
+    # signal must not run shutdown() on top of it (it once deadlocked there until the harness's SIGKILL)
+    broker = broker_cluster.broker(0)
+    for round_number in range(5):
+        broker.stop()
+        text = broker.log()
+        assert text.count("broker 0 stopped") == round_number + 1, text[-2000:]
+        assert broker_cluster.zk.exists("/brokers/ids/0") is None
+        broker.start()
