@@ -286,7 +286,10 @@ def test_a_topic_compacted_by_its_own_config_is_cleaned_and_its_neighbour_is_not
     broker = cluster.broker(0)
     ops = random_ops(random.Random(32), 5_000, 100)
     produce(cluster, ops)
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "retries": 0})
+    producer = Producer(
+        # batches of at most 8 KiB, as produce()'s: one batch larger than a segment would be the whole log
+        {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "retries": 0, "batch.size": 8192}
+    )
     errors: list[KafkaError | None] = []
     for key, value in ops:
         producer.produce("plain", value=value or b"", key=key, partition=0)
