@@ -424,9 +424,6 @@ def kafka_groups(args: argparse.Namespace) -> bool:
             fetches += 1
         fetch_rate = fetches / (time.monotonic() - fetch_started_s)
         consumer.close()
-        async_commits, async_rate, async_errors, async_committed = _async_commits(
-            cluster, args.commit_seconds
-        )
     rate = commits / elapsed_s
     print()
     print(f"{'kafka groups':<14s} {'median ms':>10s} {'max ms':>8s} {'target ms':>10s}")
@@ -442,62 +439,12 @@ def kafka_groups(args: argparse.Namespace) -> bool:
     print(
         f"baseline, OffsetFetch round trips: {fetch_rate:,.0f}/s; commits / fetches = {rate / fetch_rate:.2f}"
     )
-    print(
-        f"commits, asynchronous (confluent-kafka's default commit()): {async_commits} acknowledged at "
-        f"{async_rate:,.0f}/s (goal 5,000/s), {async_errors} failed; last committed {async_committed}"
-    )
     return (
         statistics.median(joins + leaves) <= TARGET_S
         and overlaps == 0
         and committed == commits
-        and async_errors == 0
-        and async_committed == async_commits
-        and max(rate, async_rate) >= COMMIT_GOAL
+        and rate >= COMMIT_GOAL
     )
-
-
-def _async_commits(cluster: Any, seconds: float) -> tuple[int, float, int, int]:
-    """One consumer committing after every poll with confluent-kafka's default ``commit()``
-    (asynchronous: pipelined, each answered by the coordinator once the ISR has it) for ``seconds``; returns
-    (commits acknowledged, acknowledged per second until the last answer, commits failed, last committed)."""
-    from confluent_kafka import Consumer  # noqa: PLC0415
-    from confluent_kafka import TopicPartition as ConfluentPartition  # noqa: PLC0415
-
-    acknowledged = [0]
-    failed = [0]
-
-    def on_commit(error: Any, _partitions: Any) -> None:
-        if error is not None:
-            failed[0] += 1
-        else:
-            acknowledged[0] += 1
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": cluster.bootstrap_servers,
-            "group.id": "kafka-bench-async-commits",
-            "enable.auto.commit": False,
-            "on_commit": on_commit,
-        }
-    )
-    try:
-        consumer.assign([ConfluentPartition(KAFKA_TOPIC, 0, 0)])
-        consumer.commit(offsets=[ConfluentPartition(KAFKA_TOPIC, 0, 0)], asynchronous=False)
-        acknowledged[0] = failed[0] = 0
-        sent = 0
-        started_s = time.monotonic()
-        while time.monotonic() - started_s < seconds:
-            consumer.poll(0)
-            consumer.commit(offsets=[ConfluentPartition(KAFKA_TOPIC, 0, sent + 1)], asynchronous=True)
-            sent += 1
-        deadline_s = time.monotonic() + 60
-        while acknowledged[0] + failed[0] < sent and time.monotonic() < deadline_s:
-            consumer.poll(0.01)
-        elapsed_s = time.monotonic() - started_s
-        last = consumer.committed([ConfluentPartition(KAFKA_TOPIC, 0)], timeout=10)[0].offset
-    finally:
-        consumer.close()
-    return acknowledged[0], acknowledged[0] / elapsed_s, sent - acknowledged[0], last
 
 
 if __name__ == "__main__":
