@@ -53,9 +53,7 @@ class PartitionState:
 
     @property
     def lag(self) -> int | None:
-        if self.committed is None or self.log_end is None:
-            return None
-        return max(self.log_end - self.committed, 0)
+        return partition_lag(self.committed, self.log_end)
 
 
 @dataclass(frozen=True)
@@ -200,3 +198,11 @@ class GroupAdmin:
         topics = {topic for member in self.members(group) for topic in member.subscription}
         topics |= set(zk_reads.read_children(self._client, zk_paths.group_offsets_path(group)))
         return topics
+
+
+def partition_lag(committed: int | None, log_end: int | None) -> int | None:
+    """How far ``committed`` is behind ``log_end`` (never negative); None when either is unknown. Both kinds
+    of group describe their partitions' lag with it."""
+    if committed is None or log_end is None:
+        return None
+    return max(log_end - committed, 0)

@@ -27,6 +27,7 @@ from broker.client.cluster_snapshot import BrokerAddress
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.consumer_protocol import CONSUMER_PROTOCOL_TYPE, Assignment, ConsumerProtocolError
 from broker.client.errors import BrokerConnectionError, ClientError, GroupError
+from broker.client.group_admin import partition_lag
 from broker.client.group_coordinator_lookup import CoordinatorNotFoundError, find_group_coordinator
 from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.messages.delete_groups import DeleteGroupsRequest
@@ -78,9 +79,7 @@ class KafkaPartitionState:
 
     @property
     def lag(self) -> int | None:
-        if self.committed is None or self.log_end is None:
-            return None
-        return max(self.log_end - self.committed, 0)
+        return partition_lag(self.committed, self.log_end)
 
 
 @dataclass(frozen=True)
