@@ -8,7 +8,8 @@ as the defaults of its ``--grace`` and ``--tolerance``.
 
 This section holds the keys every tier of the audit shares, once: ``topic``, ``topic_partitions`` and
 ``window_ms`` are read by the producers, the mirrors and the load jobs alike (the producer's and mirror's
-``audit_topic``, ``audit_topic_partitions`` and ``audit_window_ms`` are derived from them; the old
+``audit_topic``, ``audit_topic_partitions`` and ``audit_window_ms`` are derived from them, and their
+``audit_state_dir`` from ``state_dir``, the outbox's journals: :mod:`audit.audit_journal`; the old
 ``[producer] audit_topic``, ``audit_topic_partitions``, ``audit_window_ms`` and ``[load] window_ms`` are read
 as these keys, with a warning). The width `lumber audit verify` reports in is ``report_window_ms``.
 """
@@ -47,6 +48,13 @@ class AuditConfig(ConfigSection):
         "Width of the audit windows, for every tier: producers, mirrors and load jobs count messages per "
         "topic (and partition) and window of this many ms of record timestamp.",
         ge=1000,
+    )
+    state_dir: str = setting(
+        "",
+        "Directory of the audit outbox's journals (one file per producer client_id and per mirror): the "
+        "producer and mirror tiers write what they counted there before they forget it, so that a process "
+        "killed (kill -9) and restarted with the same state_dir and client_id publishes its counts exactly "
+        "once. Empty: the counts not yet published live in memory only and die with the process.",
     )
     publish_load_counts: bool = setting(
         True,

@@ -24,6 +24,21 @@ is counted as ``missing_timestamp_count`` in the window of the moment it was con
 The counts are per producer object (``counter``: client id plus a random suffix): two producers on one host
 emit distinct events, and a restarted producer never reuses an id.
 
+**The journal** (``[audit] state_dir``: :mod:`audit.audit_journal`). A counter given an
+:class:`~audit.audit_journal.AuditJournal` writes every count to it under its lock before
+:meth:`count_runs` returns (so before the producer's callbacks, which run after the delivery listener, and
+before the mirror commits), every take with its events, and every sequence confirmed
+(:meth:`AuditCounter.published`). Built on a journal a previous process left, it takes that journal's
+counter id (the event ids go on from where it stopped), its last sequence, its events taken and not
+confirmed (:meth:`AuditCounter.recovered`, which the emitter publishes again with their ids) and its counts
+not taken yet, which it takes at once as the next sequence, in the window they were counted in. Without a
+journal the counts live in memory only: a process killed before its next emission loses them.
+
+**Counting by source offset** (the mirror: :meth:`count_offsets`). The records are given with their
+source (topic, partition, offset); an offset already counted (it is in the counted ranges, journaled with
+the counts) is not counted again but tallied as :attr:`recopied`: a copy made again after a restart from
+the last committed offset counts once.
+
 Thread-safe: one lock guards the counts; ``count_batch`` runs in whichever thread completes a batch (it
 tallies the batch outside the lock), ``take`` in the emitter's.
 """
@@ -31,11 +46,22 @@ tallies the batch outside the lock), ``take`` in the emitter's.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from audit.audit_event import AuditEvent, AuditTier, mirror_event_id, producer_event_id
+from audit.audit_journal import (
+    AuditJournal,
+    Cells,
+    Ranges,
+    add_cell,
+    add_range,
+    count_entry,
+    covered,
+    open_entry,
+    take_entry,
+)
 from broker.clock import Clock, system_clock_ms
 
 if TYPE_CHECKING:
@@ -68,7 +94,10 @@ class AuditCounter:
         audit_topic: str,
         clock_ms: Clock = system_clock_ms,
         tier: AuditTier = "producer",
+        journal: AuditJournal | None = None,
     ) -> None:
+        """``counter`` names this instance in the event ids, unless ``journal`` already has a counter id
+        (see the module docstring)."""
         if window_ms <= 0:
             raise ValueError(f"audit window_ms must be positive, got {window_ms}")
         self.host = host
@@ -89,6 +118,39 @@ class AuditCounter:
         self._totals: dict[tuple[str, int], WindowCounts] = {}
         self._sequence = 0
         self.failed_records = 0
+        #: records counted already (by source offset) and acknowledged again: see :meth:`count_offsets`
+        self.recopied = 0
+        self._ranges: Ranges = {}
+        self._recovered: list[AuditEvent] = []
+        self._journal = journal
+        if journal is not None:
+            self._recover(journal)
+
+    def _recover(self, journal: AuditJournal) -> None:
+        state = journal.state
+        if state.counter:
+            self.counter = state.counter
+        self._sequence = state.sequence
+        self._ranges = {key: [list(span) for span in spans] for key, spans in state.ranges.items()}
+        self._recovered = [e for _, events in sorted(state.pending.items()) for e in events]
+        if state.cells:  # counted by a process that stopped before taking them: the next sequence
+            self._sequence += 1
+            events = self._events(state.cells, state.window_ms or self.window_ms, self._sequence)
+            journal.append(take_entry(self._sequence, events))
+            self._recovered.extend(events)
+            state.pending[self._sequence] = events
+            state.cells = {}
+        journal.append(open_entry(self.counter, self.tier, self.host, self.window_ms))
+
+    @property
+    def journal(self) -> AuditJournal | None:
+        return self._journal
+
+    def recovered(self) -> list[AuditEvent]:
+        """The events a previous process took (or counted) and did not see confirmed: to publish again."""
+        with self._lock:
+            out, self._recovered = self._recovered, []
+            return out
 
     # ---------------------------------------------------------------------------------- delivery path
 
@@ -122,17 +184,62 @@ class AuditCounter:
         if not windows:
             return
         with self._lock:
-            for start, counts in windows.items():
+            self._add_locked(topic, windows, None)
+
+    def _add_locked(self, topic: str, windows: dict[int | None, WindowCounts], ranges: Ranges | None) -> None:
+        """Add ``windows`` of ``topic`` (and the source ranges they are of) and journal them; the lock is
+        held."""
+        window_ms = self.window_ms
+        cells: Cells = {}
+        for start, counts in windows.items():
+            if start is None:
+                now = self._clock_ms()
+                at = (topic, now - now % window_ms)
+            else:
+                at = (topic, start)
+            if self._journal is not None:
+                add_cell(cells, at, counts.count, counts.bytes, counts.missing_timestamp_count)
+            for table in (self._unreported, self._totals):
+                found = table.get(at)
+                if found is None:
+                    found = table[at] = WindowCounts()
+                found.add(counts)
+        if self._journal is not None:
+            self._journal.append(count_entry(cells, ranges))
+
+    def count_offsets(self, topic: str, partition: int, records: Sequence[tuple[int, int, int]]) -> int:
+        """Count records of ``topic`` partition ``partition`` of the source, given as (offset, timestamp,
+        value bytes), unless their offset was counted before (then they add to :attr:`recopied`); returns
+        how many were counted. Records of the audit topic are not counted."""
+        if topic == self.audit_topic or not records:
+            return 0
+        window_ms = self.window_ms
+        key = (topic, partition)
+        with self._lock:
+            windows: dict[int | None, WindowCounts] = {}
+            fresh: Ranges = {}
+            counted = 0
+            for offset, timestamp_ms, value_bytes in records:
+                if covered(self._ranges, key, offset):
+                    self.recopied += 1
+                    continue
+                counted += 1
+                add_range(fresh, key, offset, offset + 1)
+                start = None if timestamp_ms < 0 else timestamp_ms - timestamp_ms % window_ms
+                counts = windows.get(start)
+                if counts is None:
+                    counts = windows[start] = WindowCounts()
                 if start is None:
-                    now = self._clock_ms()
-                    at = (topic, now - now % window_ms)
+                    counts.missing_timestamp_count += 1
                 else:
-                    at = (topic, start)
-                for table in (self._unreported, self._totals):
-                    found = table.get(at)
-                    if found is None:
-                        found = table[at] = WindowCounts()
-                    found.add(counts)
+                    counts.count += 1
+                counts.bytes += value_bytes
+            if not counted:
+                return 0
+            for a, b in fresh[key]:
+                add_range(self._ranges, key, a, b)
+            self._add_locked(topic, windows, fresh)
+            return counted
 
     # ---------------------------------------------------------------------------------- reporting
 
@@ -144,6 +251,35 @@ class AuditCounter:
             self._sequence += 1
             sequence = self._sequence
             unreported, self._unreported = self._unreported, {}
+            cells: Cells = {
+                key: [c.count, c.bytes, c.missing_timestamp_count] for key, c in unreported.items()
+            }
+            events = self._events(cells, self.window_ms, sequence)
+            if self._journal is not None:
+                self._journal.append(take_entry(sequence, events))
+                self._journal.state.pending[sequence] = events
+        return events
+
+    def published(self, sequence: int) -> None:
+        """Every event of ``sequence`` is confirmed: journal it (and compact a large journal)."""
+        journal = self._journal
+        if journal is None:
+            return
+        with self._lock:
+            journal.append({"k": "done", "s": sequence})
+            state = journal.state
+            state.pending.pop(sequence, None)
+            if journal.size > journal.compact_bytes:
+                state.counter, state.tier, state.host = self.counter, self.tier, self.host
+                state.window_ms, state.sequence = self.window_ms, self._sequence
+                state.cells = {
+                    key: [c.count, c.bytes, c.missing_timestamp_count] for key, c in self._unreported.items()
+                }
+                state.ranges = self._ranges
+                journal.compact(state)
+
+    def _events(self, cells: Cells, window_ms: int, sequence: int) -> list[AuditEvent]:
+        """``cells`` as the events of ``sequence`` (counted in windows of ``window_ms``)."""
         emitted_at_ms = self._clock_ms()
         return [
             AuditEvent(
@@ -151,19 +287,17 @@ class AuditCounter:
                 tier=self.tier,
                 host=self.host,
                 window_start_ms=window_start_ms,
-                window_ms=self.window_ms,
-                count=counts.count,
-                bytes=counts.bytes,
+                window_ms=window_ms,
+                count=count,
+                bytes=size,
                 malformed_count=0,
-                missing_timestamp_count=counts.missing_timestamp_count,
-                event_id=self._event_id(
-                    self.host, self.counter, topic, window_start_ms, self.window_ms, sequence
-                ),
+                missing_timestamp_count=missing,
+                event_id=self._event_id(self.host, self.counter, topic, window_start_ms, window_ms, sequence),
                 emitted_at_ms=emitted_at_ms,
                 counter=self.counter,
                 sequence=sequence,
             )
-            for (topic, window_start_ms), counts in sorted(unreported.items())
+            for (topic, window_start_ms), (count, size, missing) in sorted(cells.items())
         ]
 
     def totals(self) -> dict[tuple[str, int], WindowCounts]:

@@ -18,6 +18,13 @@ instead (:class:`mirror.mirror_audit.MirrorAuditEmitter`). A background thread, 
 3. drops an event from the outbox once the broker confirmed it; a failed send or encoding (registry down,
    topic not there) leaves it in the outbox for the next round, with the same id.
 
+**The persistent outbox.** With ``audit_state_dir`` set, the counter journals what it counts, takes and
+sees confirmed (:mod:`audit.audit_journal`: ``<state dir>/producer-<client_id>.journal``); the emitter tells
+it when every event of a sequence is confirmed (:meth:`AuditCounter.published`) and, as it starts, puts the
+events a killed predecessor with the same ``client_id`` left unconfirmed into its outbox, where they are
+published again with their ids (a reader counts each id once). Without it, the outbox lives in memory and
+what a ``kill -9``-ed process had counted and not published is lost.
+
 **The audit topic.** The emitter creates ``audit_topic`` (``audit_topic_partitions`` partitions) if it is
 missing, as Kafka's brokers create ``__consumer_offsets`` whatever their auto-create switch says
 (:func:`~broker.client.internal_topic.ensure_topic`: one Metadata question, then CreateTopics, a creation
@@ -59,6 +66,7 @@ from typing import TYPE_CHECKING
 
 from audit.audit_counter import AuditCounter
 from audit.audit_event import AuditEvent
+from audit.audit_journal import AuditJournal, journal_path
 from broker.client.errors import ClientError, TopicCreationError
 from broker.client.internal_topic import ensure_producer_topic
 from broker.client.producer import Producer
@@ -85,14 +93,24 @@ def _new_codec(config: ProducerConfig) -> AuditEventCodec:
     )
 
 
+def open_journal(config: ProducerConfig, tier: str) -> AuditJournal | None:
+    """The journal of the emitter named by ``config.client_id`` under ``config.audit_state_dir`` (None
+    when that is empty); raises :class:`~audit.errors.AuditError` when another emitter holds it."""
+    if not config.audit_state_dir:
+        return None
+    return AuditJournal.open(journal_path(config.audit_state_dir, tier, config.client_id))
+
+
 def new_counter(config: ProducerConfig, clock_ms: Clock = system_clock_ms) -> AuditCounter:
-    """The counter of one producer object: its host, a fresh instance id, the configured window."""
+    """The counter of one producer object: its host, a fresh instance id (or the one its journal holds:
+    ``audit_state_dir``), the configured window."""
     return AuditCounter(
         host=config.host_name or socket.gethostname(),
         counter=f"{config.client_id}-{secrets.token_hex(4)}",
         window_ms=config.audit_window_ms,
         audit_topic=config.audit_topic,
         clock_ms=clock_ms,
+        journal=open_journal(config, "producer"),
     )
 
 
@@ -121,6 +139,9 @@ class AuditEmitter:
         self._lock = threading.Lock()
         self._outbox: dict[str, AuditEvent] = {}
         self._in_flight: set[str] = set()
+        #: sequence -> ids of its events not confirmed yet (a sequence confirmed whole is journaled)
+        self._unconfirmed: dict[int, set[str]] = {}
+        self._add_to_outbox(counter.recovered())
         self._delivered = 0
         self._closed = False
         self._topic_ready = False
@@ -171,10 +192,8 @@ class AuditEmitter:
 
     def emit(self) -> int:
         """Take the new counts and send every outbox event not in flight; returns how many were sent."""
-        taken = self.counter.take()
+        self._add_to_outbox(self.counter.take())
         with self._lock:
-            for event in taken:
-                self._outbox[event.event_id] = event
             todo = [e for i, e in self._outbox.items() if i not in self._in_flight]
             self._in_flight.update(e.event_id for e in todo)
         if not todo:
@@ -209,6 +228,12 @@ class AuditEmitter:
             sent += 1
         return sent
 
+    def _add_to_outbox(self, events: Sequence[AuditEvent]) -> None:
+        with self._lock:
+            for event in events:
+                self._outbox[event.event_id] = event
+                self._unconfirmed.setdefault(event.sequence, set()).add(event.event_id)
+
     def ensure_topic(self) -> None:
         """Create the audit topic unless it exists (once it does, never asks again); raises
         :class:`TopicCreationError` at once when the cluster refuses (see the module docstring)."""
@@ -233,10 +258,23 @@ class AuditEmitter:
 
     def _callback(self, event_id: str) -> Callable[[RecordMetadata | None, BaseException | None], None]:
         def delivered(_metadata: RecordMetadata | None, error: BaseException | None) -> None:
+            confirmed: int | None = None
             with self._lock:
                 self._in_flight.discard(event_id)
-                if error is None and self._outbox.pop(event_id, None) is not None:
+                event = self._outbox.pop(event_id, None) if error is None else None
+                if event is not None:
                     self._delivered += 1
+                    ids = self._unconfirmed.get(event.sequence)
+                    if ids is not None:
+                        ids.discard(event_id)
+                        if not ids:
+                            del self._unconfirmed[event.sequence]
+                            confirmed = event.sequence
+            if confirmed is not None:
+                try:
+                    self.counter.published(confirmed)
+                except OSError:  # the events are confirmed: at worst published again, same ids
+                    log.exception("audit: journaling sequence %d as confirmed failed", confirmed)
             if error is not None:
                 log.warning("audit event %s not delivered (%s); it is sent again", event_id, error)
 
@@ -281,7 +319,16 @@ class AuditEmitter:
             log.exception("audit: publishing the last counts failed")
         finally:
             left = self.pending
-            if left:
+            journal = self.counter.journal
+            if left and journal is not None:
+                log.warning(
+                    "audit: %d events could not be delivered to %s before the producer closed; they stay "
+                    "in the journal %s, published at the next start with the same ids",
+                    len(left),
+                    self.topic,
+                    journal.path,
+                )
+            elif left:
                 log.error(
                     "audit: %d events could not be delivered to %s before the producer closed; their "
                     "counts: %s",
@@ -289,6 +336,8 @@ class AuditEmitter:
                     self.topic,
                     json.dumps([e.to_record() for e in left]),
                 )
+            if journal is not None:
+                journal.close()
             if self._codec is not None:
                 self._codec.close()
             if self._owns_producer:

@@ -51,8 +51,9 @@ carries every partition's queued batches (consecutive raw batches of a partition
 producer, and ``streams`` up to the partition count, for more.
 
 **Audit.** With ``audit_interval_ms`` > 0, what the target acknowledged is counted per topic and window of
-each record's timestamp and published to ``audit_topic`` on the target as tier ``mirror``
-(:mod:`mirror.mirror_audit`), which the audit emitter creates on the target if it is missing (``[audit]
+each record's timestamp, once per source offset (journaled under ``[audit] state_dir``, so exact across a
+``kill -9``: :mod:`mirror.mirror_audit` says what it cannot count), and published to ``audit_topic`` on
+the target as tier ``mirror``, which the audit emitter creates on the target if it is missing (``[audit]
 topic_partitions``: ``producer_config.audit_topic_partitions``; :mod:`broker.client.internal_topic`).
 
 Thread safety: :meth:`start` and :meth:`close` from one controlling thread; the properties from any.
@@ -158,6 +159,7 @@ class Mirror:
                 audit_window_ms=self.config.audit_window_ms,
                 audit_topic=self.config.audit_topic,
                 audit_registry_url=self.config.audit_registry_url,
+                audit_state_dir=self.config.audit_state_dir,
             )
             self._audit = MirrorAuditEmitter(self._producer, audit_settings, self._host)
         if topics:
@@ -357,6 +359,14 @@ class Mirror:
         try:
             if self._audit is not None:
                 self._audit.close(max(0.0, deadline - time.monotonic()))
+                recopied = self._audit.counter.recopied
+                if recopied:
+                    log.info(
+                        "mirror %s: %d records copied again after a restart were not counted again "
+                        "(the target holds them twice; the audit counts source records once)",
+                        self.config.group,
+                        recopied,
+                    )
         finally:
             try:
                 for member in members:

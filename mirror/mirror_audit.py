@@ -14,9 +14,26 @@ topic and window of creation time. The mirror reuses the producer tier's machine
   retries, same id on resend, a last emission on close) publishing those events through the mirror's target
   producer (not a delivery listener of it: the mirror feeds its counter).
 
-The counts are what reached the target: records copied twice after a crash (at-least-once, see
-:mod:`mirror.mirror`) are counted twice, exactly as they are present twice on the target; a mirror killed
-before its next emission loses the counts of that interval (the records themselves are not lost).
+**What the tier counts: distinct source records the target acknowledged.** Each record is counted by
+its source (topic, partition, offset) (:meth:`~audit.audit_counter.AuditCounter.count_offsets`), at most
+once per journal: with ``[audit] state_dir`` the counts *and the offset ranges counted* are journaled
+before the stream acknowledges the positions to the group (:mod:`audit.audit_journal`,
+``<state dir>/mirror-mirror-<group>.journal``), so a mirror killed with ``kill -9`` and restarted loses no
+count, publishes what it had not, and does not count again the records its successor copies a second time
+from the last committed offset. The tier then equals the source (the producer tier), exactly.
+
+It cannot equal *the number of records the target holds*: the mirror is at-least-once (no transactions:
+:mod:`mirror.mirror`), and a record copied again after a kill is on the target twice. Those second copies
+are known, and counted in :attr:`~audit.audit_counter.AuditCounter.recopied` (logged at close), when the
+first copy was journaled; a copy the target acknowledged in the instant between its acknowledgement and
+the journal write before a ``kill -9`` is not (the restarted mirror counts the second copy as the first):
+only writing the records and the count in one transaction of the target could. Without a state dir the
+counts live in memory: a killed mirror loses those of its last interval, and its successor counts its
+re-copies again.
+
+Several mirror processes of one group each journal the partitions they own; a partition that moves to
+another process (not a restart of the same one) is counted from its committed offset there, so the
+re-copies of that move are counted twice (the same bound as the target's duplicates).
 
 Thread-safe: :meth:`MirrorAuditCounter.copied` takes the counter's lock.
 """
@@ -27,7 +44,8 @@ import secrets
 from collections.abc import Sequence
 
 from audit.audit_counter import AuditCounter
-from audit.audit_emitter import AuditEmitter
+from audit.audit_emitter import AuditEmitter, open_journal
+from audit.audit_journal import AuditJournal
 from broker.client.consumer_record import ConsumerRecord
 from broker.client.fetched_batch import FetchedBatch
 from broker.client.producer import Producer
@@ -40,7 +58,14 @@ class MirrorAuditCounter(AuditCounter):
     :class:`~audit.audit_counter.AuditCounter` of tier ``mirror``."""
 
     def __init__(
-        self, *, host: str, counter: str, window_ms: int, audit_topic: str, clock_ms: Clock = system_clock_ms
+        self,
+        *,
+        host: str,
+        counter: str,
+        window_ms: int,
+        audit_topic: str,
+        clock_ms: Clock = system_clock_ms,
+        journal: AuditJournal | None = None,
     ) -> None:
         super().__init__(
             host=host,
@@ -49,34 +74,36 @@ class MirrorAuditCounter(AuditCounter):
             audit_topic=audit_topic,
             clock_ms=clock_ms,
             tier="mirror",
+            journal=journal,
         )
 
     def copied(self, records: Sequence[ConsumerRecord]) -> None:
-        """``records`` are acknowledged by the target: count them (records of the audit topic are not)."""
-        by_topic: dict[str, list[tuple[int, int, int]]] = {}
+        """``records`` are acknowledged by the target: count them, once per source offset (records of the
+        audit topic are not)."""
+        by_partition: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
         for record in records:
             value = record.value
-            by_topic.setdefault(record.topic, []).append(
-                (record.timestamp_ms, 1, 0 if value is None else len(value))
+            by_partition.setdefault((record.topic, record.partition), []).append(
+                (record.offset, record.timestamp_ms, 0 if value is None else len(value))
             )
-        for topic, runs in by_topic.items():
-            self.count_runs(topic, runs)
+        for (topic, partition), found in by_partition.items():
+            self.count_offsets(topic, partition, found)
 
     def copied_batches(self, batches: Sequence[FetchedBatch]) -> None:
         """The records of ``batches`` (each from its ``from_offset`` on) are acknowledged by the target:
-        count them by their own timestamps (batches of the audit topic are not)."""
+        count them by their own timestamps, once per source offset (batches of the audit topic are not)."""
         for fetched in batches:
-            topic = fetched.topic_partition.topic
-            if topic != self.audit_topic:
-                self.count_runs(topic, ((ts, 1, size) for ts, size in _timestamps_and_sizes(fetched)))
+            tp = fetched.topic_partition
+            if tp.topic != self.audit_topic:
+                self.count_offsets(tp.topic, tp.partition, _offsets_timestamps_and_sizes(fetched))
 
 
 class MirrorAuditEmitter(AuditEmitter):
     """Publishes a mirror's counts (:class:`MirrorAuditCounter`) through its target producer.
 
     ``config`` carries the audit settings (``audit_interval_ms``, ``audit_window_ms``, ``audit_topic``,
-    ``audit_registry_url``); the producer itself must not audit (``audit_interval_ms = 0``), or its sends
-    would be counted a second time as the producer tier.
+    ``audit_registry_url``, ``audit_state_dir``); the producer itself must not audit
+    (``audit_interval_ms = 0``), or its sends would be counted a second time as the producer tier.
     """
 
     def __init__(
@@ -88,6 +115,7 @@ class MirrorAuditEmitter(AuditEmitter):
             window_ms=config.audit_window_ms,
             audit_topic=config.audit_topic,
             clock_ms=clock_ms,
+            journal=open_journal(config, "mirror"),
         )
         super().__init__(producer, config, counter, owns_producer=False)
 
@@ -99,7 +127,7 @@ class MirrorAuditEmitter(AuditEmitter):
         return counter
 
 
-def _timestamps_and_sizes(fetched: FetchedBatch) -> list[tuple[int, int]]:
-    """(timestamp, value bytes) of each record of ``fetched`` from its ``from_offset`` on, read by the one
-    record walker (:meth:`FetchedBatch.walk`, which names what is wrong with a malformed batch)."""
-    return [(r.timestamp_ms, 0 if r.value is None else len(r.value)) for r in fetched.walk()]
+def _offsets_timestamps_and_sizes(fetched: FetchedBatch) -> list[tuple[int, int, int]]:
+    """(offset, timestamp, value bytes) of each record of ``fetched`` from its ``from_offset`` on, read by
+    the one record walker (:meth:`FetchedBatch.walk`, which names what is wrong with a malformed batch)."""
+    return [(r.offset, r.timestamp_ms, 0 if r.value is None else len(r.value)) for r in fetched.walk()]

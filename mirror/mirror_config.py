@@ -83,6 +83,11 @@ class MirrorConfig(ConfigSection):
         "Schema registry of the audit event schema; needed when audit_interval_ms > 0.",
         derived="registry.url",
     )
+    audit_state_dir: str = setting(
+        "",
+        "Directory of the mirror tier's audit journal (mirror-mirror-<group>.journal); empty: in memory.",
+        derived="audit.state_dir",
+    )
 
     @field_validator("topics")
     @classmethod

@@ -5,7 +5,8 @@ Names and defaults follow Apache Kafka's producer where Lumber has the same knob
 under load sends fewer, larger requests. This module must not import :mod:`pipeline`.
 
 The audit keys the producer needs are one key each elsewhere: ``audit_topic``, ``audit_window_ms`` and
-``audit_topic_partitions`` are ``[audit] topic``, ``window_ms`` and ``topic_partitions``;
+``audit_topic_partitions`` and ``audit_state_dir`` are ``[audit] topic``, ``window_ms``,
+``topic_partitions`` and ``state_dir``;
 ``audit_registry_url`` is ``[registry] url``. They are derived keys
 (:func:`~broker.config_section.setting`): the composite config fills them in, and the old ``[producer]``
 keys in a file are read as the new ones with a warning.
@@ -136,6 +137,11 @@ class ProducerConfig(ConfigSection):
         "http://127.0.0.1:8081",
         "Schema registry where the audit event schema is registered.",
         derived="registry.url",
+    )
+    audit_state_dir: str = setting(
+        "",
+        "Directory of the audit outbox's journal (one file per client_id); empty: counts in memory only.",
+        derived="audit.state_dir",
     )
 
     @model_validator(mode="after")
