@@ -138,7 +138,7 @@ def run_producer(args: argparse.Namespace) -> int:
     serde = AvroSerde(registry)
     settings = config.producer.replace(
         host_name=args.host,
-        client_id=f"chaos-{args.host}-{args.instance}",
+        client_id=f"chaos-{args.host}",  # stable across restarts: its audit journal is found again
         linger_ms=20,
         acks="all",
         enable_idempotence=True,
