@@ -5,6 +5,7 @@ again after each kill twice (at-least-once)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from audit.audit_codec import AuditEventCodec
 from audit.audit_reader import read_audit_events
 from audit.audit_report import dedupe
 from broker.client.consumer_config import ConsumerConfig
+from broker.cluster import zk_paths
 from broker.record.topic_partition import TopicPartition
 from lumber.dev.zookeeper_server import ZooKeeperServer
 from tests.broker.client.helpers import consumer, producer
@@ -45,10 +47,19 @@ def registry(zookeeper_server: ZooKeeperServer, tmp_path: Path) -> Iterator[Regi
     process.stop()
 
 
-def total(cluster: BrokerCluster) -> int:
+def ends(cluster: BrokerCluster) -> list[int]:
     with consumer(cluster) as reader:
-        ends = reader.end_offsets([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
-    return sum(ends.values())
+        found = reader.end_offsets([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
+    return [found[TopicPartition(TOPIC, p)] for p in range(PARTITIONS)]
+
+
+def total(cluster: BrokerCluster) -> int:
+    return sum(ends(cluster))
+
+
+def committed(source: BrokerCluster, partition: int) -> int:
+    path = zk_paths.group_offset_path(GROUP, TOPIC, partition)
+    return int(json.loads(source.zk.get(path)[0])["offset"]) if source.zk.exists(path) else 0
 
 
 @pytest.mark.slow
@@ -110,9 +121,12 @@ def test_a_mirror_killed_twice_counts_every_source_record_once_per_window(
         time.sleep(1.0)
         stop_producing.set()
         feeder.join(20)
-        source_records = sum(produced.values())
-        wait_for(lambda: total(target) >= source_records, 60, "the last mirror to copy the rest")
-        time.sleep(1.5)  # it commits; then a clean stop publishes its last counts
+        source_ends = dict(enumerate(ends(source)))
+        wait_for(
+            lambda: all(committed(source, p) == end for p, end in source_ends.items()),
+            60,
+            "the last mirror to copy and commit the rest",
+        )  # a clean stop then publishes its last counts
         process.send_signal(signal.SIGTERM)
         assert process.wait(60) == 0
     finally:
