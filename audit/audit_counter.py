@@ -217,14 +217,17 @@ class AuditCounter:
         key = (topic, partition)
         with self._lock:
             windows: dict[int | None, WindowCounts] = {}
-            fresh: Ranges = {}
+            spans: list[list[int]] = []  # the offsets counted now, as [from, to) runs
             counted = 0
             for offset, timestamp_ms, value_bytes in records:
                 if covered(self._ranges, key, offset):
                     self.recopied += 1
                     continue
                 counted += 1
-                add_range(fresh, key, offset, offset + 1)
+                if spans and spans[-1][1] == offset:
+                    spans[-1][1] = offset + 1
+                else:
+                    spans.append([offset, offset + 1])
                 start = None if timestamp_ms < 0 else timestamp_ms - timestamp_ms % window_ms
                 counts = windows.get(start)
                 if counts is None:
@@ -236,7 +239,9 @@ class AuditCounter:
                 counts.bytes += value_bytes
             if not counted:
                 return 0
-            for a, b in fresh[key]:
+            fresh: Ranges = {}
+            for a, b in spans:
+                add_range(fresh, key, a, b)
                 add_range(self._ranges, key, a, b)
             self._add_locked(topic, windows, fresh)
             return counted

@@ -31,6 +31,10 @@ only writing the records and the count in one transaction of the target could. W
 counts live in memory: a killed mirror loses those of its last interval, and its successor counts its
 re-copies again.
 
+The counted ranges are kept for the journal's life: a source topic deleted and created again under the
+same name starts its offsets at 0 again, which the journal takes for copies already counted; delete the
+journal (``[audit] state_dir``) when recreating a mirrored topic.
+
 Several mirror processes of one group each journal the partitions they own; a partition that moves to
 another process (not a restart of the same one) is counted from its committed offset there, so the
 re-copies of that move are counted twice (the same bound as the target's duplicates).
