@@ -12,6 +12,7 @@ client knows nothing of it: a producer takes a
 ``audit_codec``           the events as Confluent-framed Avro through the schema registry
 ``audit_counter``         the producer tier's counting of what the brokers confirmed
 ``audit_emitter``         publishing a tier's counts every interval and on close (a delivery listener)
+``audit_journal``         the persistent outbox: a tier's counts journaled locally, across ``kill -9``
 ``audited_producer``      a producer whose ``audit_interval_ms`` is honoured: a producer and its emitter
 ``audit_publisher``       sending events and waiting for every confirmation (the load tier's publishing)
 ``audit_reader``          reading every event of the audit topic

@@ -162,11 +162,17 @@ class AuditEmitter:
     ) -> AuditEmitter:
         """The emitter of a producer configured with ``config`` (``audit_interval_ms`` above 0), with a
         publishing producer of its own on the same cluster and settings (never audited itself)."""
+        counter = new_counter(config, clock_ms)  # first: a journal in use is refused before any thread
         publishing = config.replace(audit_interval_ms=0, client_id=f"{config.client_id}-audit")
-        producer = Producer(
-            publishing, bootstrap_servers=bootstrap_servers, zookeeper_connect=zookeeper_connect
-        )
-        return cls(producer, config, new_counter(config, clock_ms), owns_producer=True)
+        try:
+            producer = Producer(
+                publishing, bootstrap_servers=bootstrap_servers, zookeeper_connect=zookeeper_connect
+            )
+        except BaseException:
+            if counter.journal is not None:
+                counter.journal.close()
+            raise
+        return cls(producer, config, counter, owns_producer=True)
 
     def on_completion(self, batch: ProducerBatch, base_offset: int, error: BaseException | None) -> None:
         """The data producer finished ``batch``: count it."""
