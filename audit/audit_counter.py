@@ -22,7 +22,8 @@ How a record is counted: the producer's delivery path tells the producer's deliv
 Records of the audit topic itself are not counted. A record whose timestamp is negative (no creation time)
 is counted as ``missing_timestamp_count`` in the window of the moment it was confirmed, not in ``count``.
 The counts are per producer object (``counter``: client id plus a random suffix): two producers on one host
-emit distinct events, and a restarted producer never reuses an id.
+emit distinct events, and a restarted producer never reuses an id (with a journal, below, it goes on with
+its predecessor's counter id and next sequence, so neither does it).
 
 **The journal** (``[audit] state_dir``: :mod:`audit.audit_journal`). A counter given an
 :class:`~audit.audit_journal.AuditJournal` writes every count to it under its lock before
