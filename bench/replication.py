@@ -4,6 +4,7 @@ Run from the repository root::
 
     .venv/bin/python bench/replication.py [--messages 300000] [--rounds 3] [--failovers 5]
                                           [--scale-partitions 1000] [--skip-scale]
+                                          [--skip-failover] [--flush-ms 1000]
 
 It starts a real ZooKeeper and three real Lumber broker processes on 127.0.0.1
 (``tests/support/broker_cluster.py``: 4 s ZooKeeper sessions) and measures:
@@ -397,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--failovers", type=int, default=5)
     parser.add_argument("--scale-partitions", type=int, default=1000)
     parser.add_argument("--skip-scale", action="store_true")
+    parser.add_argument("--skip-failover", action="store_true")
     parser.add_argument(
         "--flush-ms", type=int, default=1000, help="the brokers' [log] flush_ms (default: Lumber's 1000)"
     )
@@ -411,7 +413,8 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         throughput(cluster, args.messages, args.rounds)
-        failover(cluster, args.failovers)
+        if not args.skip_failover:
+            failover(cluster, args.failovers)
         if not args.skip_scale:
             scale(cluster, args.scale_partitions)
     return 0
