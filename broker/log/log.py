@@ -409,6 +409,7 @@ class Log(LogFlush):
             first_offset = to_append[0].base_offset if follower else offset
             pending: list[RecordBatch] = []
             pending_bases: list[int] = []
+            pending_bytes = 0
             try:
                 for batch in to_append:
                     end = offset  # where a roll starts the next segment: segments stay contiguous
@@ -422,14 +423,16 @@ class Log(LogFlush):
                         now,
                         segment_bytes=config.segment_bytes,
                         segment_ms=config.segment_ms,
+                        pending_bytes=pending_bytes,
                     ):
                         if pending:
                             active.append(pending, pending_bases, leader_epoch)
-                            pending, pending_bases = [], []
+                            pending, pending_bases, pending_bytes = [], [], 0
                         active = self._roll(active, end, now)
                         segments = (*segments, active)
                     pending.append(batch)
                     pending_bases.append(offset)
+                    pending_bytes += batch.size_bytes
                     if idempotent:
                         update_producer(
                             batch.producer_id,

@@ -257,13 +257,18 @@ class Segment:
         *,
         segment_bytes: int,
         segment_ms: int,
+        pending_bytes: int = 0,
     ) -> bool:
         """Kafka's roll rule: a non-empty segment rolls when the batch would overflow its size, when the
         batch is ``segment_ms`` later than the segment's first batch (by record time, else by the clock
-        since the segment was created), or when the batch's offsets no longer fit relative offsets."""
-        if self._size_bytes == 0:
+        since the segment was created), or when the batch's offsets no longer fit relative offsets.
+
+        ``pending_bytes``: batches of the same append already bound for this segment but not yet written
+        (a request's batches are written together), which count towards its size."""
+        size_bytes = self._size_bytes + pending_bytes
+        if size_bytes == 0:
             return False
-        if self._size_bytes + batch_size_bytes > segment_bytes:
+        if size_bytes + batch_size_bytes > segment_bytes:
             return True
         if self._rolling_base_timestamp_ms >= 0 and batch_max_timestamp_ms >= 0:
             waited_ms = batch_max_timestamp_ms - self._rolling_base_timestamp_ms

@@ -277,6 +277,19 @@ def test_rolls_by_size(tmp_path: Path) -> None:
     log.close()
 
 
+def test_one_append_of_many_batches_rolls_where_the_segment_is_full(tmp_path: Path) -> None:
+    # seven ~626-byte batches in one request: the roll counts the request's own batches not yet written
+    log = open_log(tmp_path, segment_bytes=2000)
+    batches = [make_batch(5 * i, 5) for i in range(7)]
+    info = log.append(b"".join(batches))
+    assert (info.first_offset, info.last_offset, info.batch_count) == (0, 34, 7)
+    assert [s.base_offset for s in log.segments] == [0, 15, 30]
+    sizes = [len(b) for b in batches]
+    assert [s.size_bytes for s in log.segments] == [sum(sizes[0:3]), sum(sizes[3:6]), sizes[6]]
+    assert_records_match(read_all(log, max_bytes=10**6), 0, 35)
+    log.close()
+
+
 def test_a_batch_larger_than_a_segment_gets_its_own(tmp_path: Path) -> None:
     log = open_log(tmp_path, segment_bytes=1000)
     append_batches(log, 1, records=2)
