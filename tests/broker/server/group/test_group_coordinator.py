@@ -385,3 +385,38 @@ def test_offsets_of_an_empty_group_expire_with_tombstones(
     listed = conn.request(ListGroupsRequest()).groups
     assert listed == []
     conn.close()
+
+
+def test_pipelined_commits_answered_in_order_and_the_last_one_cached(
+    start_cluster: Callable[..., BrokerCluster],
+) -> None:
+    """One connection writes 300 commits of one partition without waiting (as librdkafka's asynchronous
+    commits arrive): at RF 2 each waits for the follower, and the ones behind it are appended meanwhile
+    (read-ahead pipelining); every one is answered, in order, a fenced one among them with its own code,
+    and the cache ends at the last commit whatever order the acknowledgements came in."""
+    cluster = start_cluster(2, **GROUP_SETTINGS)
+    group = "pipelined"
+    home = coordinator(cluster, group)
+    number = partition_for(group, 4)
+    wait_for(lambda: len(cluster.state_of(OFFSETS_TOPIC, number).isr) == 2, 30, "both replicas in the ISR")
+    conn = connect(home)
+    fenced = 150
+    pending = []
+    for offset in range(1, 301):
+        generation, member = (5, "nobody") if offset == fenced else (-1, "")
+        body = OffsetCommitRequest(
+            group_id=group,
+            generation_id_or_member_epoch=generation,
+            member_id=member,
+            topics=[OffsetCommitRequestTopic("t", [OffsetCommitRequestPartition(0, offset, 3, "")])],
+        )
+        pending.append(conn.send(body))
+    codes = [int(p.wait().topics[0].partitions[0].error_code) for p in pending]
+    assert codes == [ErrorCode.NONE] * (fenced - 1) + [ErrorCode.UNKNOWN_MEMBER_ID] + [ErrorCode.NONE] * 150
+    assert committed(conn, group) == (300, "")
+    # the log holds the 299 commits accepted, in the order they were sent
+    values = [value for _key, value in _records(conn, number)]
+    assert [struct.unpack_from(">q", v, 2)[0] for v in values if v is not None] == [
+        o for o in range(1, 301) if o != fenced
+    ]
+    conn.close()
