@@ -21,7 +21,14 @@ again.
 **Writes.** Commits and group metadata are appended through the replica manager with ``acks=-1`` and
 ``[broker] offsets_commit_timeout_ms``: the callback runs once every in-sync replica has them, and only then
 does the cache change. Errors are mapped as Kafka maps them (a partition gone or led elsewhere:
-NOT_COORDINATOR; too few in-sync replicas: COORDINATOR_NOT_AVAILABLE; a timeout: REQUEST_TIMED_OUT).
+NOT_COORDINATOR; too few in-sync replicas: COORDINATOR_NOT_AVAILABLE; a timeout: REQUEST_TIMED_OUT). Several
+commits of one partition may wait at once (other members', or one connection's pipelined commits, see
+``PIPELINE_API_KEYS`` in :mod:`broker.server.kafka_apis`) and be acknowledged in any order: as Kafka's
+``GroupMetadata.onOffsetCommitAppend``, the cache takes an acknowledged commit only if its record lies
+after the one the cached offset came from (``GroupMetadata.offset_positions``). Per commit, the key bytes
+and the group's partition are cached and the value is packed directly
+(:mod:`broker.server.group.offsets_topic_records`); with one replica the commit is answered within its
+append, on the request's own thread.
 
 **Expiry.** Every ``offsets_retention_check_interval_ms`` the coordinator's timer thread calls
 :meth:`GroupMetadataManager.expire_offsets`: the offsets of a group that has been Empty for
