@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import struct
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, BinaryIO
 
 from broker.client.connection import BrokerConnection
-from broker.protocol import ErrorCode
+from broker.protocol import ApiKey, ErrorCode
+from broker.protocol.codec import decode_response, encode_request
 from broker.protocol.messages.delete_groups import DeleteGroupsRequest
 from broker.protocol.messages.describe_groups import DescribeGroupsRequest
 from broker.protocol.messages.find_coordinator import FindCoordinatorRequest
@@ -25,6 +27,7 @@ from broker.protocol.messages.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
+    OffsetCommitResponse,
 )
 from broker.protocol.messages.offset_delete import (
     OffsetDeleteRequest,
@@ -387,36 +390,77 @@ def test_offsets_of_an_empty_group_expire_with_tombstones(
     conn.close()
 
 
-def test_pipelined_commits_answered_in_order_and_the_last_one_cached(
+def _logged_commit_offsets(broker: BrokerProcess, partition: int) -> list[int]:
+    """The offsets of the commit records in the leader's own segment files (appended, acknowledged or not:
+    a Fetch would see only what the in-sync replicas have)."""
+    found: list[int] = []
+    for segment in sorted((broker.log_dir / f"{OFFSETS_TOPIC}-{partition}").glob("*.log")):
+        for batch in scan_batches(segment.read_bytes()).batches:
+            found += [struct.unpack_from(">q", bytes(r.value), 2)[0] for r in batch.records() if r.value]
+    return found
+
+
+def _read_frame(reader: BinaryIO) -> bytes:
+    (size,) = struct.unpack(">i", reader.read(4))
+    frame = reader.read(size)
+    assert len(frame) == size, "the broker closed the connection"
+    return frame
+
+
+def test_pipelined_commits_appended_while_the_first_waits_answered_in_order(
     start_cluster: Callable[..., BrokerCluster],
 ) -> None:
-    """One connection writes 300 commits of one partition without waiting (as librdkafka's asynchronous
-    commits arrive): at RF 2 each waits for the follower, and the ones behind it are appended meanwhile
-    (read-ahead pipelining); every one is answered, in order, a fenced one among them with its own code,
-    and the cache ends at the last commit whatever order the acknowledgements came in."""
-    cluster = start_cluster(2, **GROUP_SETTINGS)
+    """40 commits of one partition written in one go on one connection (as librdkafka's asynchronous commits
+    arrive) while the follower is stopped: the leader's log gets the 39 accepted ones in the order sent (the
+    fenced one among them is not appended), every one is answered in order once the follower is back, the
+    fenced one with its own code, and the cache holds the last commit whatever order the acknowledgements
+    came in (several wait at once: read-ahead pipelining)."""
+    cluster = start_cluster(
+        2, offsets_commit_timeout_ms=60_000, replica_lag_time_max_ms=120_000, **GROUP_SETTINGS
+    )
     group = "pipelined"
     home = coordinator(cluster, group)
     number = partition_for(group, 4)
+    other = next(b for b in cluster.brokers if b is not home)
     wait_for(lambda: len(cluster.state_of(OFFSETS_TOPIC, number).isr) == 2, 30, "both replicas in the ISR")
-    conn = connect(home)
-    fenced = 150
-    pending = []
-    for offset in range(1, 301):
-        generation, member = (5, "nobody") if offset == fenced else (-1, "")
-        body = OffsetCommitRequest(
-            group_id=group,
-            generation_id_or_member_epoch=generation,
-            member_id=member,
-            topics=[OffsetCommitRequestTopic("t", [OffsetCommitRequestPartition(0, offset, 3, "")])],
+    fenced = 20
+    frames = b"".join(
+        encode_request(
+            7,
+            offset,
+            "pipelining",
+            OffsetCommitRequest(
+                group_id=group,
+                generation_id_or_member_epoch=5 if offset == fenced else -1,
+                member_id="nobody" if offset == fenced else "",
+                topics=[OffsetCommitRequestTopic("t", [OffsetCommitRequestPartition(0, offset, 3, "")])],
+            ),
         )
-        pending.append(conn.send(body))
-    codes = [int(p.wait().topics[0].partitions[0].error_code) for p in pending]
-    assert codes == [ErrorCode.NONE] * (fenced - 1) + [ErrorCode.UNKNOWN_MEMBER_ID] + [ErrorCode.NONE] * 150
-    assert committed(conn, group) == (300, "")
-    # the log holds the 299 commits accepted, in the order they were sent
-    values = [value for _key, value in _records(conn, number)]
-    assert [struct.unpack_from(">q", v, 2)[0] for v in values if v is not None] == [
-        o for o in range(1, 301) if o != fenced
+        for offset in range(1, 41)
+    )
+    accepted = [o for o in range(1, 41) if o != fenced]
+    assert other.popen is not None
+    with socket.create_connection(("127.0.0.1", home.port), timeout=60) as sock:
+        os.kill(other.popen.pid, signal.SIGSTOP)
+        try:
+            sock.sendall(frames)
+            wait_for(
+                lambda: _logged_commit_offsets(home, number) == accepted,
+                30,
+                "the accepted commits in the leader's log",
+            )
+        finally:
+            os.kill(other.popen.pid, signal.SIGCONT)
+        responses = []
+        with sock.makefile("rb") as reader:
+            for _ in range(40):
+                response = decode_response(int(ApiKey.OFFSET_COMMIT), 7, _read_frame(reader))
+                body = response.body
+                assert isinstance(body, OffsetCommitResponse)
+                responses.append((response.header.correlation_id, body.topics[0].partitions[0].error_code))
+    assert responses == [
+        (o, ErrorCode.UNKNOWN_MEMBER_ID if o == fenced else ErrorCode.NONE) for o in range(1, 41)
     ]
+    conn = connect(home)
+    assert committed(conn, group) == (40, "")
     conn.close()
