@@ -489,9 +489,10 @@ class GroupMetadataManager:
                         del pending[tp]
                     # a commit acknowledged after a later one of the same partition (pipelined commits,
                     # answered together) leaves the later one cached, as the log's compaction would
-                    if cache and positions.get(tp, -1) < position:
+                    if cache and (first_offset < 0 or positions.get(tp, -1) < position):
                         group.offsets[tp] = oam
-                        positions[tp] = position
+                        if first_offset >= 0:
+                            positions[tp] = position
                     errors[tp] = error
             if error != ErrorCode.NONE:
                 logger.info("group %s: committing %d offsets failed: %s", group_id, len(valid), error.name)
