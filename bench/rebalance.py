@@ -471,6 +471,7 @@ def kafka_commits(args: argparse.Namespace) -> bool:
                     producer.poll(0.1)
         if producer.flush(60) != 0:
             raise RuntimeError("the commit benchmark's records were not all acknowledged")
+        del producer  # destroyed now, not after the brokers stop (it would try to reconnect)
 
         def consumer(group: str, **extra: Any) -> Any:
             found = Consumer(
