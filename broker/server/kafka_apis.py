@@ -219,7 +219,10 @@ INLINE_API_KEYS = frozenset(
 RUN_API_KEYS = frozenset({int(ApiKey.PRODUCE)})
 #: The APIs a processor may serve while an earlier request of the connection waits for its answer (an
 #: acks=-1 Produce waiting for its group commit), answering in order: one fsync then answers them all.
-PIPELINE_API_KEYS = frozenset({int(ApiKey.PRODUCE)})
+#: OffsetCommit too: a consumer's asynchronous commits, appended while the one before waits for the
+#: in-sync replicas, are replicated by the same follower fetches (the coordinator's cache keeps the
+#: commit appended last, see :class:`~broker.server.group.group_metadata.GroupMetadata`).
+PIPELINE_API_KEYS = frozenset({int(ApiKey.PRODUCE), int(ApiKey.OFFSET_COMMIT)})
 #: Produce v0-v2 carry the old message sets, which the log does not store.
 _FIRST_RECORD_BATCH_PRODUCE_VERSION = 3
 #: What a request's handling can raise that is the client's answer, not a bug (mapped to a code).

@@ -75,6 +75,10 @@ class GroupMetadata:
         #: When the members that have not synced are removed (monotonic s; 0: not waiting).
         self.sync_deadline = 0.0
         self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        #: The log offset in ``__consumer_offsets`` of the commit record each offset cached since the
+        #: partition was loaded came from (Kafka's ``appendedBatchOffset``); a commit acknowledged after a
+        #: later commit of the same partition does not replace it (none here: older than any append).
+        self.offset_positions: dict[TopicPartition, int] = {}
         #: Commits appended but not yet acknowledged (Kafka's pendingOffsetCommits): partition -> count.
         self.pending_commits: Counter[TopicPartition] = Counter()
 

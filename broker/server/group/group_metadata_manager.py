@@ -21,7 +21,14 @@ again.
 **Writes.** Commits and group metadata are appended through the replica manager with ``acks=-1`` and
 ``[broker] offsets_commit_timeout_ms``: the callback runs once every in-sync replica has them, and only then
 does the cache change. Errors are mapped as Kafka maps them (a partition gone or led elsewhere:
-NOT_COORDINATOR; too few in-sync replicas: COORDINATOR_NOT_AVAILABLE; a timeout: REQUEST_TIMED_OUT).
+NOT_COORDINATOR; too few in-sync replicas: COORDINATOR_NOT_AVAILABLE; a timeout: REQUEST_TIMED_OUT). Several
+commits of one partition may wait at once (other members', or one connection's pipelined commits, see
+``PIPELINE_API_KEYS`` in :mod:`broker.server.kafka_apis`) and be acknowledged in any order: as Kafka's
+``GroupMetadata.onOffsetCommitAppend``, the cache takes an acknowledged commit only if its record lies
+after the one the cached offset came from (``GroupMetadata.offset_positions``). Per commit, the key bytes
+and the group's partition are cached and the value is packed directly
+(:mod:`broker.server.group.offsets_topic_records`); with one replica the commit is answered within its
+append, on the request's own thread.
 
 **Expiry.** Every ``offsets_retention_check_interval_ms`` the coordinator's timer thread calls
 :meth:`GroupMetadataManager.expire_offsets`: the offsets of a group that has been Empty for
@@ -37,6 +44,7 @@ followers' fetches that acknowledge the write.
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
@@ -80,8 +88,10 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
+@functools.lru_cache(maxsize=4096)
 def partition_for(group_id: str, partitions: int) -> int:
-    """The ``__consumer_offsets`` partition of ``group_id``: Kafka's ``Utils.abs(hashCode) % partitions``."""
+    """The ``__consumer_offsets`` partition of ``group_id``: Kafka's ``Utils.abs(hashCode) % partitions``
+    (cached: every group request asks it, and the hash walks the id in Python)."""
     h = java_string_hash(group_id)
     return (0 if h == -(1 << 31) else abs(h)) % partitions
 
@@ -117,7 +127,8 @@ class GroupMetadataManager:
         self._loading: dict[int, int] = {}
         self._tasks: queue.Queue[tuple[str, int, int] | None] = queue.Queue()
         self._thread: threading.Thread | None = None
-        self._callbacks: queue.Queue[tuple[Callable[[ErrorCode], None], ErrorCode] | None] = queue.Queue()
+        #: Answers of acknowledged writes, run on the callback thread (see the module docstring).
+        self._callbacks: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._callback_thread: threading.Thread | None = None
         #: Set while this thread is inside ``append_records`` (an answer then needs no hand-over).
         self._appending = threading.local()
@@ -238,9 +249,8 @@ class GroupMetadataManager:
             item = self._callbacks.get()
             if item is None:
                 return
-            respond, code = item
             try:
-                respond(code)
+                item()
             except Exception:  # the thread's top loop: log it, answer the next write
                 logger.exception("answering a write to %s failed", OFFSETS_TOPIC)
 
@@ -395,9 +405,19 @@ class GroupMetadataManager:
     ) -> None:
         """Append ``entries`` (key, value) to ``group_id``'s partition with acks=-1; ``respond`` gets the
         mapped error (NONE once every in-sync replica has them)."""
+        self._append_at(group_id, entries, lambda code, _first_offset: respond(code))
+
+    def _append_at(
+        self,
+        group_id: str,
+        entries: Sequence[tuple[bytes, bytes | None]],
+        respond: Callable[[ErrorCode, int], None],
+    ) -> None:
+        """:meth:`_append`, ``respond`` also given the offset of the first entry in the log (-1 when
+        nothing was appended); the entries follow it in order."""
         number = self.partition_for(group_id)
         if number is None:
-            respond(ErrorCode.NOT_COORDINATOR)
+            respond(ErrorCode.NOT_COORDINATOR, -1)
             return
         tp = TopicPartition(OFFSETS_TOPIC, number)
         builder = RecordBatchBuilder()
@@ -409,13 +429,14 @@ class GroupMetadataManager:
         def done(results: dict[TopicPartition, ProduceResult]) -> None:
             result = results.get(tp)
             code = ErrorCode.NONE if result is None or result.error is None else _store_error(result.error)
+            first = result.info.first_offset if result is not None and result.info is not None else -1
             if getattr(self._appending, "active", False):
-                respond(code)  # answered within append_records, on the caller's own thread
+                respond(code, first)  # answered within append_records, on the caller's own thread
             else:
                 # never on the purgatory's thread: the callback takes a group's lock, whose holder may be
                 # waiting for the replica manager, whose changes may wait for a follower's fetch, which
                 # the purgatory's thread answers
-                self._callbacks.put((respond, code))
+                self._callbacks.put(functools.partial(respond, code, first))
 
         self._appending.active = True
         try:
@@ -444,34 +465,40 @@ class GroupMetadataManager:
         if not valid:
             respond(errors)
             return
+        group_id = group.group_id
         entries = [
             (
-                records.offset_commit_key(group.group_id, tp.topic, tp.partition),
+                records.offset_commit_key(group_id, tp.topic, tp.partition),
                 records.offset_commit_value(
                     oam.offset, oam.leader_epoch, oam.metadata, oam.commit_timestamp_ms
                 ),
             )
             for tp, oam in valid.items()
         ]
+        pending = group.pending_commits
         for tp in valid:
-            group.pending_commits[tp] += 1
+            pending[tp] += 1
 
-        def stored(error: ErrorCode) -> None:
+        def stored(error: ErrorCode, first_offset: int) -> None:
             with group.lock:
-                for tp, oam in valid.items():
-                    group.pending_commits[tp] -= 1
-                    if group.pending_commits[tp] <= 0:
-                        del group.pending_commits[tp]
-                    if error == ErrorCode.NONE and not group.is_state(GroupState.DEAD):
+                cache = error == ErrorCode.NONE and not group.is_state(GroupState.DEAD)
+                positions = group.offset_positions
+                for position, (tp, oam) in enumerate(valid.items(), first_offset):
+                    pending[tp] -= 1
+                    if pending[tp] <= 0:
+                        del pending[tp]
+                    # a commit acknowledged after a later one of the same partition (pipelined commits,
+                    # answered together) leaves the later one cached, as the log's compaction would
+                    if cache and (first_offset < 0 or positions.get(tp, -1) < position):
                         group.offsets[tp] = oam
+                        if first_offset >= 0:
+                            positions[tp] = position
                     errors[tp] = error
             if error != ErrorCode.NONE:
-                logger.info(
-                    "group %s: committing %d offsets failed: %s", group.group_id, len(valid), error.name
-                )
+                logger.info("group %s: committing %d offsets failed: %s", group_id, len(valid), error.name)
             respond(errors)
 
-        self._append(group.group_id, entries, stored)
+        self._append_at(group_id, entries, stored)
 
     def store_group(
         self, group: GroupMetadata, assignment: Mapping[str, bytes], respond: Callable[[ErrorCode], None]

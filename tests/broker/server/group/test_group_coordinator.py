@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import struct
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, BinaryIO
 
 from broker.client.connection import BrokerConnection
-from broker.protocol import ErrorCode
+from broker.protocol import ApiKey, ErrorCode
+from broker.protocol.codec import decode_response, encode_request
 from broker.protocol.messages.delete_groups import DeleteGroupsRequest
 from broker.protocol.messages.describe_groups import DescribeGroupsRequest
 from broker.protocol.messages.find_coordinator import FindCoordinatorRequest
@@ -25,6 +27,7 @@ from broker.protocol.messages.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
+    OffsetCommitResponse,
 )
 from broker.protocol.messages.offset_delete import (
     OffsetDeleteRequest,
@@ -359,7 +362,11 @@ def committed_or_none(conn: BrokerConnection, group: str) -> tuple[int, str | No
         OffsetFetchRequest(group_id=group, topics=[OffsetFetchRequestTopic("t", [0])]), version=7
     )
     if response.error_code != 0:
-        assert response.error_code in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR)
+        assert response.error_code in (
+            ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+            ErrorCode.NOT_COORDINATOR,
+            ErrorCode.COORDINATOR_NOT_AVAILABLE,  # the offsets topic just created, its leaders not known yet
+        )
         return None
     partition = response.topics[0].partitions[0]
     return partition.committed_offset, partition.metadata
@@ -384,4 +391,92 @@ def test_offsets_of_an_empty_group_expire_with_tombstones(
     assert (group_key, group_value) == (struct.pack(">h", 2) + _string("old"), None)
     listed = conn.request(ListGroupsRequest()).groups
     assert listed == []
+    conn.close()
+
+
+def _logged_commit_offsets(broker: BrokerProcess, partition: int) -> list[int]:
+    """The offsets of the commit records in the leader's own segment files (appended, acknowledged or not:
+    a Fetch would see only what the in-sync replicas have)."""
+    found: list[int] = []
+    for segment in sorted((broker.log_dir / f"{OFFSETS_TOPIC}-{partition}").glob("*.log")):
+        for batch in scan_batches(segment.read_bytes()).batches:
+            found += [struct.unpack_from(">q", bytes(r.value), 2)[0] for r in batch.records() if r.value]
+    return found
+
+
+def _read_frame(reader: BinaryIO) -> bytes:
+    (size,) = struct.unpack(">i", reader.read(4))
+    frame = reader.read(size)
+    assert len(frame) == size, "the broker closed the connection"
+    return frame
+
+
+def test_pipelined_commits_appended_while_the_first_waits_answered_in_order(
+    start_cluster: Callable[..., BrokerCluster],
+) -> None:
+    """40 commits of one partition written in one go on one connection (as librdkafka's asynchronous commits
+    arrive) while the follower is stopped: the first waits for it, and the ones behind it are validated and
+    appended meanwhile (read-ahead pipelining; Kafka reads none of them before answering the first), so the
+    leader's log gets the 39 accepted ones, in the order sent, before any answer (the fenced one is not
+    appended). Once the follower is back, every one is answered in order, the fenced one with its own code,
+    and the cache holds the last commit whatever order the acknowledgements came in."""
+    cluster = start_cluster(
+        2, offsets_commit_timeout_ms=60_000, replica_lag_time_max_ms=120_000, **GROUP_SETTINGS
+    )
+    group = "pipelined"
+    home = coordinator(cluster, group)
+    number = partition_for(group, 4)
+    other = next(b for b in cluster.brokers if b is not home)
+    wait_for(lambda: len(cluster.state_of(OFFSETS_TOPIC, number).isr) == 2, 30, "both replicas in the ISR")
+    fenced = 20
+    frames = b"".join(
+        encode_request(
+            7,
+            offset,
+            "pipelining",
+            OffsetCommitRequest(
+                group_id=group,
+                generation_id_or_member_epoch=5 if offset == fenced else -1,
+                member_id="nobody" if offset == fenced else "",
+                topics=[OffsetCommitRequestTopic("t", [OffsetCommitRequestPartition(0, offset, 3, "")])],
+            ),
+        )
+        for offset in range(1, 41)
+    )
+    accepted = [o for o in range(1, 41) if o != fenced]
+    assert other.popen is not None
+    with socket.create_connection(("127.0.0.1", home.port), timeout=60) as sock:
+        os.kill(other.popen.pid, signal.SIGSTOP)
+        try:
+            sock.sendall(frames)
+            wait_for(
+                lambda: _logged_commit_offsets(home, number) == accepted,
+                30,
+                "the accepted commits in the leader's log",
+            )
+            # ... while the first still waits for the follower, which is still in the ISR (its ZooKeeper
+            # session expires 4 s after the stop; appended one at a time, they would be there only after)
+            sock.setblocking(False)
+            try:
+                early = sock.recv(65536)
+            except BlockingIOError:
+                early = b""
+            sock.setblocking(True)
+            state = cluster.state_of(OFFSETS_TOPIC, number)
+            assert early == b"", f"answered while the follower is stopped ({state}): {early.hex()}"
+            assert len(state.isr) == 2
+        finally:
+            os.kill(other.popen.pid, signal.SIGCONT)
+        responses = []
+        with sock.makefile("rb") as reader:
+            for _ in range(40):
+                response = decode_response(int(ApiKey.OFFSET_COMMIT), 7, _read_frame(reader))
+                body = response.body
+                assert isinstance(body, OffsetCommitResponse)
+                responses.append((response.header.correlation_id, body.topics[0].partitions[0].error_code))
+    assert responses == [
+        (o, ErrorCode.UNKNOWN_MEMBER_ID if o == fenced else ErrorCode.NONE) for o in range(1, 41)
+    ]
+    conn = connect(home)
+    assert committed(conn, group) == (40, "")
     conn.close()

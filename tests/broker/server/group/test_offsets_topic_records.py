@@ -6,6 +6,8 @@ import struct
 
 import pytest
 
+from broker.protocol import compiler
+from broker.protocol.errors import EncodeError
 from broker.server.group import offsets_topic_records as records
 from broker.server.group.group_metadata_manager import java_string_hash, partition_for
 
@@ -37,6 +39,29 @@ def test_offset_commit_key_and_value_layouts() -> None:
     # version 1 (written by OffsetCommit v1 on old Kafkas) carries an expire timestamp, no leader epoch
     v1 = struct.pack(">hq", 1, 9) + _string("") + struct.pack(">qq", 100, 200)
     assert records.decode_offset_commit_value(v1, "here") == records.OffsetCommitValue(9, -1, "", 100, 200)
+
+
+@pytest.mark.parametrize(
+    ("offset", "epoch", "metadata", "timestamp"),
+    [(0, -1, "", 0), (2**63 - 1, 2**31 - 1, "h\u00e9llo \u2713" * 10, -1), (-1, -(2**31), "x" * 32767, 123)],
+)
+def test_offset_commit_value_packed_as_the_declared_layout(
+    offset: int, epoch: int, metadata: str, timestamp: int
+) -> None:
+    declared = records.OffsetCommitValue(offset, epoch, metadata, timestamp)
+    packed = records.offset_commit_value(offset, epoch, metadata, timestamp)
+    assert packed == struct.pack(">h", 3) + b"".join(
+        bytes(c)
+        for c in compiler.encode(declared, records.OffsetCommitValue, 3, flexible=False, context="v3")
+    )
+    assert records.decode_offset_commit_value(packed, "here") == declared
+
+
+def test_offset_commit_value_out_of_range_names_the_field() -> None:
+    with pytest.raises(EncodeError, match=r"OffsetCommitValue v3: offset: 9223372036854775808 does not fit"):
+        records.offset_commit_value(2**63, 0, "", 0)
+    with pytest.raises(EncodeError, match=r"OffsetCommitValue v3: metadata: string of 32768 bytes exceeds"):
+        records.offset_commit_value(0, 0, "x" * 32768, 0)
 
 
 def test_group_metadata_layouts_and_refusals() -> None:
