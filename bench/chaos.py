@@ -31,11 +31,19 @@ the registry, a producer, the consumer, the mirror, the load's driver (the Pytho
 ``spark-submit``) or a Spark task (a PySpark worker); ``SIGSTOP`` of a broker or of the consumer past its
 ZooKeeper session, then ``SIGCONT``; ZooKeeper ``kill -9``-ed and restarted; a full disk (broker 2's log
 dir and the warehouse are each a small tmpfs; the fault fills it, then frees it; the broker, whose log
-goes offline after a failed write as Kafka's log dir does, is restarted); and the registry killed while a
-load runs. The recovery time of a fault is measured from its healing step (restart, SIGCONT, space freed)
-until the part is healthy again: a broker back in every ISR, ZooKeeper with all brokers registered and
-every partition led with an ISR of 2 or more, the registry answering, a producer's or the consumer's log
-growing again, the mirror's target log ends growing, a load committed.
+goes offline after a failed write as Kafka's log dir does, is restarted; while its log dir is full, the run
+first makes it the leader of ``chaos-probe``-0 (a topic only these probes use; broker 2 is that
+partition's preferred replica), produces 64 KiB once to each ``chaos-probe`` partition it leads, which
+must be refused (KAFKA_STORAGE_ERROR) unless its leadership has moved, then reads back from it the last
+records acknowledged before the fault of every partition it leads, which must all come back); and the
+registry killed for 8-20 s while a load's tasks run (once the driver has printed ``planned:`` and Spark
+runs a task: the driver resolves the schemas while planning, the tasks fetch each writer schema once per
+Python worker; the fault's line counts the load's failed task attempts, which Spark retried, the
+scheduler's failed runs, and the quarantined rows, which the oracle requires to be 0). The recovery time
+of a fault is measured from its healing step (restart, SIGCONT, space freed) until the part is healthy
+again: a broker back in every ISR, ZooKeeper with all brokers registered and every partition led with
+an ISR of 2 or more, the registry answering, a producer's or the consumer's log growing again, the
+mirror's target log ends growing, a load committed.
 
 **The oracle**, once the faults are over and healed: the producers stop (a clean close publishes their
 last audit counts); the consumer and the mirror must reach the source log ends; the scheduler stops and
@@ -71,6 +79,7 @@ import json
 import logging
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -112,6 +121,13 @@ TMPFS_BYTES = 256 * 1024 * 1024
 SESSION_TIMEOUT_MS = 6000
 GROUP_SESSION_TIMEOUT_MS = 4000
 CONSUMER_GROUP = "chaos-readers"
+#: a topic only the full-disk fault's probes write to (never loaded, mirrored or audited): produced to
+#: before the faults, read back from broker 2 while its log dir is full, and produced to while full
+PROBE_TOPIC = "chaos-probe"
+PROBE_RECORDS = 20
+#: larger than a page: a "full" filesystem still takes a small write into the free tail of the last page
+#: its segment file holds (seen: a 16-byte record accepted on the full tmpfs)
+PROBE_FULL_VALUE = b"x" * 65536
 PY = sys.executable
 ROLES = str(REPO / "bench" / "chaos_roles.py")
 
@@ -310,6 +326,10 @@ class ChaosRun:
         self.mounts: list[Path] = []
         self.tmpfs_ok = False
         self.zk: KazooClient | None = None
+        self.registry_task_failures = 0
+        self.registry_failed_runs = 0
+        self.disk_full_produce_errors: Counter[str] = Counter()
+        self.disk_full_reads = [0, 0]  # records read back from the full broker, records wanted
 
     # -- time ------------------------------------------------------------------------------------------
 
@@ -420,8 +440,39 @@ class ChaosRun:
             admin.create_topic(
                 topic, PARTITIONS, replication_factor=BROKERS, configs={"min.insync.replicas": "2"}
             )
+        # partition 0 prefers broker DISK_BROKER: the fault elects it leader there before filling the disk
+        admin.create_topic(
+            PROBE_TOPIC,
+            PARTITIONS,
+            assignment={
+                p: [
+                    (DISK_BROKER + p) % BROKERS,
+                    (DISK_BROKER + p + 1) % BROKERS,
+                    (DISK_BROKER + p + 2) % BROKERS,
+                ]
+                for p in range(PARTITIONS)
+            },
+            configs={"min.insync.replicas": "2"},
+        )
         wait_for(self.cluster_healthy, 60)
+        self._fill_probe_topic()
         self._start_clients()
+
+    def _fill_probe_topic(self) -> None:
+        """``PROBE_RECORDS`` acknowledged records (acks=all) in every partition of the probe topic."""
+        from kafka import KafkaProducer  # noqa: PLC0415
+
+        producer = KafkaProducer(bootstrap_servers=self.live_bootstrap().split(","), acks="all", retries=5)
+        try:
+            futures = [
+                producer.send(PROBE_TOPIC, value=f"probe-{p}-{i}".encode(), partition=p)
+                for p in range(PARTITIONS)
+                for i in range(PROBE_RECORDS)
+            ]
+            for future in futures:
+                future.get(timeout=30)
+        finally:
+            producer.close()
 
     def _adopt(self, stack: DevStack, prefix: str) -> None:
         handles = {s.name: s.process for s in stack.read_state()}
@@ -694,20 +745,23 @@ class ChaosRun:
             return fault
         if kind in ("registry_kill", "registry_down_during_load"):
             proc = self.procs["registry"]
-            if kind == "registry_down_during_load" and not self._wait_for_load(2 * hour + 30):
+            sched_from = _file_size(self.procs["scheduler"].log_path)
+            if kind == "registry_down_during_load" and not self._wait_for_planned(sched_from, 2 * hour + 30):
                 return None
             fault = Fault(kind, "registry", self.elapsed())
             before = self.committed_loads()
             proc.kill9()
-            fault.held_s = self._hold(3, 15)
+            # during a load: down long enough for the tasks to reach their first decode (a PySpark worker
+            # starts in seconds on a loaded machine) and for Spark's retries of a failed one
+            fault.held_s = self._hold(3, 15) if kind == "registry_kill" else self._hold(8, 20)
             heal = time.monotonic()
             proc.start()
             url = self.config.registry.url + "/subjects"
             if kind == "registry_kill":
                 self._recover(fault, lambda: _http_ok(url), since=heal)
             else:
-                fault.detail = "killed while a load ran"
                 self._recover(fault, self._load_committed_after(before), 6 * hour + 120, since=heal)
+                fault.detail = "killed once the load's tasks ran; " + self._load_effects(sched_from)
             return fault
         if kind == "producer_kill":
             proc = self.procs[f"producer-{host}"]
@@ -789,6 +843,8 @@ class ChaosRun:
                 where = self.work / "warehouse"
                 fault = Fault(kind, "warehouse", self.elapsed())
             before = self.committed_loads()
+            if kind == "broker_disk_full":
+                self._elect_disk_broker()
             log_from = _file_size(self.procs[f"broker-{DISK_BROKER}"].log_path)
             filler = where / ".chaos-filler"
             with filler.open("wb") as out, contextlib.suppress(OSError):
@@ -797,6 +853,7 @@ class ChaosRun:
                     out.flush()
             filled = time.monotonic()
             failed = self.failed_loads()
+            probes = self._probe_full_broker() if kind == "broker_disk_full" else ""
             if kind == "warehouse_disk_full":
                 # full until the running load has ended (it must fail, having committed nothing)
                 wait_for(lambda: not self.load_driver_pids(), 4 * hour + 120, 0.5)
@@ -811,8 +868,10 @@ class ChaosRun:
                     offline = b"log is offline" in log.read()
                 proc.terminate()
                 proc.start()
-                fault.detail = "log dir filled; restarted" + (
-                    " (its log had gone offline)" if offline else ""
+                fault.detail = (
+                    "log dir filled; restarted"
+                    + (" (its log had gone offline)" if offline else "")
+                    + f"; while full: {probes}"
                 )
                 self._recover(fault, lambda: self.broker_healthy(DISK_BROKER), since=heal)
             else:
@@ -821,6 +880,162 @@ class ChaosRun:
                 self._recover(fault, self._load_committed_after(before), 6 * hour + 120, since=heal)
             return fault
         raise ValueError(kind)
+
+    def _wait_for_planned(self, sched_from: int, bound_s: float) -> bool:
+        """Wait until a load has planned (the driver's ``planned:`` line, passed on by the scheduler, after
+        byte ``sched_from`` of its log) and Spark runs its first task: the registry is then needed by the
+        tasks only (each Python worker fetches a writer schema once, when it decodes its first records)."""
+        log_path = self.procs["scheduler"].log_path
+
+        def tasks_run() -> bool:
+            with log_path.open("rb") as log:
+                log.seek(sched_from)
+                text = log.read().decode(errors="replace")
+            after = text.split("] planned: ", 1)
+            if len(after) < 2 or not self.load_driver_pids():
+                return False
+            return any(int(m.group(1)) > 0 for m in re.finditer(r"tasks done \((\d+) running\)", after[1]))
+
+        return wait_for(tasks_run, bound_s, 0.1)
+
+    def _load_effects(self, sched_from: int) -> str:
+        """What the load that planned after byte ``sched_from`` of the scheduler's log, and those after it,
+        went through: Spark's failed task attempts (``Lost task`` in each run's Spark log: each was retried),
+        failed runs (retried by the scheduler), quarantined rows."""
+        text = self.procs["scheduler"].log_path.read_bytes().decode(errors="replace")
+        planned_at = text.find("] planned: ", sched_from)
+        submit_at = text.rfind("spark-submit ...", 0, planned_at if planned_at >= 0 else len(text))
+        lines = text[max(submit_at, 0) :].splitlines()
+        lost = 0
+        causes: Counter[str] = Counter()
+        for line in lines:
+            if "Spark's log: " in line and "spark-submit ..." in line:
+                spark_log = Path(line.rsplit("Spark's log: ", 1)[1].strip())
+                with contextlib.suppress(OSError):
+                    spark_lines = spark_log.read_text(errors="replace").splitlines()
+                    for i, spark_line in enumerate(spark_lines):
+                        if "Lost task" in spark_line:
+                            lost += 1
+                            # the cause: the Python traceback that follows, up to Spark's next log line
+                            trace = [spark_line]
+                            for more in spark_lines[i + 1 : i + 120]:
+                                if re.match(r"\d\d/\d\d/\d\d ", more):
+                                    break
+                                trace.append(more)
+                            causes["registry" if "egistry" in "\n".join(trace) else "other"] += 1
+        failed = sum(1 for line in lines if "): failed: " in line)
+        committed = [line for line in lines if "): committed in " in line]
+        quarantined = [
+            int(line.split(" quarantined")[0].rsplit(", ", 1)[1])
+            for line in committed
+            if " quarantined" in line
+        ]
+        self.registry_task_failures += lost
+        self.registry_failed_runs += failed
+        return (
+            f"{lost} failed task attempt(s), retried by Spark ({dict(causes)} by cause), {failed} failed "
+            f"run(s) retried by the scheduler, {len(committed)} committed run(s) with {sum(quarantined)} "
+            "quarantined"
+        )
+
+    def _elect_disk_broker(self) -> None:
+        """Make broker ``DISK_BROKER`` the leader of the probe topic's partition 0 (its preferred replica),
+        so that the full-disk probes have a partition it leads (leadership moves away at its restarts)."""
+        assert self.zk is not None
+        admin = TopicAdmin(self.zk)
+        probe0 = TopicPartition(PROBE_TOPIC, 0)
+        if admin.describe_states(PROBE_TOPIC)[0].leader == DISK_BROKER:
+            return
+        with contextlib.suppress(Exception):  # a pending election: the wait below still tells
+            admin.request_preferred_election([probe0])
+        if not wait_for(lambda: admin.describe_states(PROBE_TOPIC)[0].leader == DISK_BROKER, 20, 0.2):
+            self.notes.append(f"t={self.elapsed():.0f} s: the preferred election of {probe0} did not happen")
+
+    def _probe_full_broker(self) -> str:
+        """While broker ``DISK_BROKER``'s log dir is full: produce once to each probe partition it leads
+        (expecting KAFKA_STORAGE_ERROR), then read back from it the last records acknowledged before the
+        fault of every partition it leads. Returns a summary; a failed check is a failure of the run."""
+        import warnings  # noqa: PLC0415
+
+        from kafka import KafkaProducer  # noqa: PLC0415
+        from kafka.errors import KafkaError  # noqa: PLC0415
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from confluent_kafka import Consumer  # noqa: PLC0415
+            from confluent_kafka import TopicPartition as CkTopicPartition  # noqa: PLC0415
+        assert self.zk is not None
+        admin = TopicAdmin(self.zk)
+        led = sorted(
+            (topic, p)
+            for topic in (*TOPICS, PROBE_TOPIC)
+            for p, state in admin.describe_states(topic).items()
+            if state.leader == DISK_BROKER
+        )
+        probe_led = [p for topic, p in led if topic == PROBE_TOPIC]
+        # produce first: the failed append takes the partition's log offline, which reads must survive
+        produced: list[str] = []
+        producer = KafkaProducer(
+            bootstrap_servers=self.live_bootstrap().split(","),
+            acks="all",
+            retries=0,
+            request_timeout_ms=10000,
+        )
+        try:
+            for p in probe_led:
+                try:
+                    meta = producer.send(PROBE_TOPIC, value=PROBE_FULL_VALUE, partition=p).get(timeout=20)
+                    leader = admin.describe_states(PROBE_TOPIC)[p].leader
+                    produced.append(f"p{p} accepted at offset {meta.offset} by leader {leader}")
+                    if leader == DISK_BROKER:
+                        self.failures.append(
+                            f"broker {DISK_BROKER} with a full log dir accepted a produce of "
+                            f"{len(PROBE_FULL_VALUE)} bytes to {PROBE_TOPIC}-{p} (offset {meta.offset})"
+                        )
+                    else:
+                        self.disk_full_produce_errors[f"moved to broker {leader}"] += 1
+                except KafkaError as exc:
+                    produced.append(f"p{p} refused: {type(exc).__name__}")
+                    self.disk_full_produce_errors[type(exc).__name__] += 1
+        finally:
+            producer.close(timeout=10)
+        # then read back the last (up to) PROBE_RECORDS acknowledged records of every partition it leads
+        reads: list[str] = []
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.live_bootstrap(),
+                "group.id": "chaos-disk-probe",
+                "enable.auto.commit": False,
+                "log_level": 0,
+            }
+        )
+        try:
+            for topic, p in led:
+                low, high = consumer.get_watermark_offsets(CkTopicPartition(topic, p), timeout=10)
+                start = max(int(low), int(high) - PROBE_RECORDS)
+                want = set(range(start, int(high)))
+                consumer.assign([CkTopicPartition(topic, p, start)])
+                got: set[int] = set()
+                deadline = time.monotonic() + 20
+                while want - got and time.monotonic() < deadline:
+                    message = consumer.poll(1.0)
+                    if message is not None and message.error() is None and message.partition() == p:
+                        got.add(int(message.offset() or 0))
+                reads.append(f"{topic}-{p} {len(want & got)}/{len(want)}")
+                self.disk_full_reads[0] += len(want & got)
+                self.disk_full_reads[1] += len(want)
+                if want - got:
+                    self.failures.append(
+                        f"broker {DISK_BROKER} with a full log dir did not serve {topic}-{p} offsets "
+                        f"{min(want - got)}..{max(want - got)} (read {len(want & got)} of {len(want)})"
+                    )
+                consumer.unassign()
+        finally:
+            consumer.close()
+        return (
+            f"leads {len(led)} partition(s); produce to the probe partitions it leads: "
+            f"{', '.join(produced) or 'it leads none'}; read back from it: {', '.join(reads) or '-'}"
+        )
 
     def fault_loop(self, slot: int, until_s: float, kinds: Sequence[str]) -> None:
         rng = random.Random(f"{self.args.seed}/{slot}")
@@ -1139,6 +1354,12 @@ class ChaosRun:
             f"  scheduled loads: {dict(loads)} (last {len(history)} runs), "
             f"last loaded until {self.schedule_state().get('loaded_until')}"
         )
+        say(
+            f"  registry down during loads: {self.registry_task_failures} failed task attempt(s), "
+            f"{self.registry_failed_runs} failed run(s) in those loads; broker {DISK_BROKER} full: produces "
+            f"refused {dict(self.disk_full_produce_errors)}, "
+            f"records read back {self.disk_full_reads[0]}/{self.disk_full_reads[1]}"
+        )
         say(f"  warehouse (DuckDB) vs the producers' logs: {self.warehouse_summary}")
         say(f"  audit, producer -> load (live):    {self.audit_live}")
         say(f"  audit, producer -> mirror (target): {self.audit_target}")
@@ -1151,6 +1372,10 @@ class ChaosRun:
             "faults": [dataclasses.asdict(f) for f in self.faults],
             "by_kind": summary,
             "loads": dict(loads),
+            "registry_down_task_failures": self.registry_task_failures,
+            "registry_down_failed_runs": self.registry_failed_runs,
+            "disk_full_produce_errors": dict(self.disk_full_produce_errors),
+            "disk_full_reads": self.disk_full_reads,
             "warehouse": self.warehouse_summary,
             "audit_live": self.audit_live,
             "audit_target": self.audit_target,

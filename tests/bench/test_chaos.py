@@ -64,3 +64,8 @@ def test_chaos_run_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     assert target["windows"] == live["windows"]
     assert target["expected"] == live["expected"]
     assert target["received"] == warehouse["rows"]  # the mirror tier: each source record once, kills or not
+    # a full log dir (if the seed drew one): every produce to a partition the broker led was refused
+    # (or its leadership had moved), and every record it held was read back from it
+    refused = report["disk_full_produce_errors"]
+    assert all(k == "KafkaStorageError" or k.startswith("moved to broker") for k in refused), output
+    assert report["disk_full_reads"][0] == report["disk_full_reads"][1], output
