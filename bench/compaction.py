@@ -3,7 +3,8 @@
 Run from the repository root::
 
     .venv/bin/python bench/compaction.py [--records 500000] [--keys 50000] [--rounds 3]
-                                         [--produce-seconds 8] [--skip-produce]
+                                         [--produce-seconds 8] [--skip-produce] [--skip-throughput]
+                                         [--throttle BYTES_PER_SECOND ...]
 
 1. **cleaner throughput** (in this process, real files): a compacted log of ``--records`` records of 100-byte
    values over ``--keys`` keys (batches of 100 records, segments of 8 MiB, one dedupe buffer big enough for
@@ -264,6 +265,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--produce-seconds", type=float, default=8.0)
     parser.add_argument("--skip-produce", action="store_true")
+    parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument(
         "--throttle",
         type=int,
@@ -273,7 +275,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     print(f"Compaction benchmark, {time.strftime('%Y-%m-%d %H:%M')}")
-    cleaner_throughput(args.records, args.keys, args.rounds)
+    if not args.skip_throughput:
+        cleaner_throughput(args.records, args.keys, args.rounds)
     if not args.skip_produce:
         for throttle in args.throttle or [0]:
             produce_while_cleaning(args.records, args.keys, args.produce_seconds, args.rounds, throttle)

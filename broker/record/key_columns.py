@@ -151,10 +151,13 @@ def _record_bounds(
     total = batch_starts[-1]
     body_positions = list(accumulate((len(body) for body in bodies), initial=0))
     firsts: list[int] = []  # the first record's size in each batch with records
-    for body_position, count in zip(body_positions, counts, strict=False):
-        if count:
-            length, length_end = decode_varint(data, body_position)
-            firsts.append(length_end - body_position + length)
+    try:
+        for body_position, count in zip(body_positions, counts, strict=False):
+            if count:
+                length, length_end = decode_varint(data, body_position)
+                firsts.append(length_end - body_position + length)
+    except (IndexError, ValueError):  # a varint longer than 10 bytes, or cut short
+        return None
     if not firsts or min(firsts) < 7:
         return None
     with_records = [i for i, count in enumerate(counts) if count]

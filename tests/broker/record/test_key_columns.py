@@ -114,6 +114,7 @@ def test_bodies_that_do_not_hold_their_records_are_declined() -> None:
     assert key_columns([data], [11], [0]) is None  # one record too many announced
     assert key_columns([data, data], [9, 11], [0, 0]) is None  # the first body's records spill into the next
     assert key_columns([b"\x02"], [0], [0]) is None  # bytes in a batch without records
+    assert key_columns([b"\xff" * 12], [1], [0]) is None  # a length varint of more than 10 bytes
     corrupt = bytearray(data)
     corrupt[4] = 0x7E  # the first record's key length: 63 bytes, past its record
     assert key_columns([bytes(corrupt)], [10], [0]) is None
