@@ -96,9 +96,9 @@ from broker.log.log_cleaner_manager import LogCleanerManager, LogToClean
 from broker.log.offset_map import Hashes, OffsetMap, Offsets, hash_key_columns, hash_keys
 from broker.log.segment import Segment
 from broker.log.segment_swap import delete_cleaned
-from broker.record.batch_header import COMPRESSION_MASK, HEADER_SIZE, TimestampType
+from broker.record.batch_header import TimestampType
 from broker.record.errors import RecordError
-from broker.record.key_columns import KeyColumns, key_columns
+from broker.record.key_columns import KeyColumns, batch_key_columns
 from broker.record.record import Record
 from broker.record.record_batch import RecordBatch
 from broker.record.record_batch_builder import retained_batch, retained_batch_of_bytes
@@ -375,7 +375,7 @@ class Cleaner:
         stats: CleanerStats,
     ) -> None:
         data_batches = [b for b in batches if not b.is_control_batch]
-        columns = _columns_of(data_batches)
+        columns = batch_key_columns(data_batches)
         if columns is None:
             out = self._retained_walked(batches, now_ms, new_horizon_ms, producers, last_batch, stats)
         else:
@@ -518,23 +518,11 @@ def _chunks(batches: Iterator[RecordBatch]) -> Iterator[list[RecordBatch]]:
         yield chunk
 
 
-def _columns_of(data_batches: list[RecordBatch]) -> KeyColumns | None:
-    """The key columns of ``data_batches`` (no control batch among them), or None when the columns
-    strategy declines them."""
-    if not data_batches:
-        return None
-    bodies = [
-        b.buffer[HEADER_SIZE:] if b.attributes & COMPRESSION_MASK == 0 else b.records_data()
-        for b in data_batches
-    ]
-    return key_columns(bodies, [b.record_count for b in data_batches], [b.base_offset for b in data_batches])
-
-
 def _keys_of(chunk: list[RecordBatch]) -> tuple[Hashes, Offsets, list[int]]:
     """The hashes and offsets of the keyed records of ``chunk``, in order, and how many each batch holds
     (by columns, or by the walk when the columns strategy declines)."""
     data_batches = [b for b in chunk if not b.is_control_batch]
-    columns = _columns_of(data_batches)
+    columns = batch_key_columns(data_batches)
     if columns is not None:
         keyed_mask = columns.key_lengths >= 0
         so_far = np.zeros(len(keyed_mask) + 1, dtype=np.int64)

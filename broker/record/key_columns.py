@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
+from broker.record.batch_header import COMPRESSION_MASK, HEADER_SIZE
 from broker.record.value_columns import _PADDING, _varints, load_decoder
 from broker.record.varint import decode_varint
 
@@ -34,7 +35,9 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-__all__ = ["KeyColumns", "key_columns"]
+    from broker.record.record_batch import RecordBatch
+
+__all__ = ["KeyColumns", "batch_key_columns", "key_columns"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +130,17 @@ def key_columns(
         key_lengths=key_lengths,
         null_values=value_lengths < 0,
     )
+
+
+def batch_key_columns(batches: Sequence[RecordBatch]) -> KeyColumns | None:
+    """:func:`key_columns` of ``batches`` (none of them a control batch), decompressing their bodies where
+    needed; ``None`` when there are none or the strategy declines them."""
+    if not batches:
+        return None
+    bodies = [
+        b.buffer[HEADER_SIZE:] if b.attributes & COMPRESSION_MASK == 0 else b.records_data() for b in batches
+    ]
+    return key_columns(bodies, [b.record_count for b in batches], [b.base_offset for b in batches])
 
 
 def _record_bounds(

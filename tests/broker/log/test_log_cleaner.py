@@ -296,7 +296,7 @@ def test_the_key_columns_and_the_record_walk_clean_to_the_same_bytes(
             append_ops(log, more[3_000:], per_batch=70, codec=CompressionType.GZIP)
             log.roll()
             if way == "walk":
-                monkeypatch.setattr("broker.log.log_cleaner.key_columns", lambda *args: None)
+                monkeypatch.setattr("broker.log.log_cleaner.batch_key_columns", lambda *args: None)
             passes = clean_all(log_cleaner, cleaner)
             monkeypatch.undo()
             assert len(passes) >= 2  # the small map: several passes
@@ -500,6 +500,18 @@ def test_a_keyless_record_on_a_compacted_log_is_refused_naming_the_partition_and
     ):
         log.append(builder.build())
     assert (log.log_end_offset, log.size_bytes) == (1, size)
+    # a request of several batches (read by columns together), the keyless record in a gzip batch
+    keyed = RecordBatchBuilder()
+    for i in range(70):
+        keyed.append(BASE_TS, b"k%d" % i, b"v")
+    zipped = RecordBatchBuilder(CompressionType.GZIP)
+    zipped.append(BASE_TS, b"d", b"4")
+    zipped.append(BASE_TS, None, b"keyless")
+    with pytest.raises(InvalidRecordError, match=r"without a key: record #1 at offset 1 of the batch \(of 2"):
+        log.append(keyed.build() + zipped.build())
+    assert (log.log_end_offset, log.size_bytes) == (1, size)
+    log.append(keyed.build() + keyed.build())
+    assert log.log_end_offset == 141
     log.close()
 
 
