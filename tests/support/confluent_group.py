@@ -37,6 +37,7 @@ def confluent_group_member(
             "auto.offset.reset": "earliest",
             "session.timeout.ms": 6000,
             "heartbeat.interval.ms": 500,
+            "max.poll.interval.ms": 3_600_000,  # a member for the whole test without polling again
         }
     )
     try:
