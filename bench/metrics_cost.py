@@ -13,8 +13,9 @@ with ``expose = "appended"``, 200-byte messages, ``acks=0`` batches of 50 (``sen
 stopping when ListOffsets shows all N; the consumer reads them with 200 KiB of prefetch (``poll_values``).
 Each round runs the four phases (off/on x produce/consume), the order of off and on alternating between
 rounds, so that both see the same machine load; halfway, both brokers restart with the metrics moved to
-the other one, so that a difference between the two broker processes cancels out. The medians and the
-ratio on/off of each are printed, with a Markdown line for ``BENCHMARKS.md``.
+the other one, so that a difference between the two broker processes cancels out. Printed: the medians and
+their ratio on/off, and, the figure to read on a shared machine, the median of the rounds' paired ratios
+(each round's on over its off, run back to back), with a Markdown line for ``BENCHMARKS.md``.
 
 On a shared machine the end-to-end ratios carry a few percent of noise, so the script also times, in this
 process, what the metrics add where they sit on a request's path: one
@@ -117,6 +118,17 @@ def bookkeeping_us(count: int = 200_000) -> float:
             handle.close()
 
 
+def paired_ratios(on: list[float], off: list[float]) -> list[float]:
+    """Each round's on/off ratio: the two ran back to back, so a load that changes between rounds cancels
+    out of the ratio (the median of these is the figure to read on a shared machine)."""
+    return [a / b for a, b in zip(on, off, strict=True)]
+
+
+def quartiles(values: list[float]) -> tuple[float, float]:
+    cuts = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+    return cuts[0], cuts[2]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=200_000)
@@ -181,11 +193,22 @@ def main() -> int:
         )
     produce = medians["produce on"] / medians["produce off"]
     consume = medians["consume on"] / medians["consume off"]
-    print(f"ratio on/off: produce {produce:.3f}, consume {consume:.3f}")
+    print(f"ratio of the medians on/off: produce {produce:.3f}, consume {consume:.3f}")
+    paired = {
+        phase: paired_ratios(rates[f"{phase} on"], rates[f"{phase} off"]) for phase in ("produce", "consume")
+    }
+    for phase, ratios in paired.items():
+        low, high = quartiles(ratios)
+        print(
+            f"{phase}: median of the {len(ratios)} rounds' on/off ratios {statistics.median(ratios):.3f} "
+            f"(quartiles {low:.3f} - {high:.3f}; rounds with metrics slower: "
+            f"{sum(r < 1 for r in ratios)} of {len(ratios)})"
+        )
     print(
         f"| {args.messages:,} msgs x {args.rounds} rounds | {medians['produce off']:,.0f} | "
-        f"{medians['produce on']:,.0f} | {produce:.3f} | {medians['consume off']:,.0f} | "
-        f"{medians['consume on']:,.0f} | {consume:.3f} |"
+        f"{medians['produce on']:,.0f} | {produce:.3f} | {statistics.median(paired['produce']):.3f} | "
+        f"{medians['consume off']:,.0f} | {medians['consume on']:,.0f} | {consume:.3f} | "
+        f"{statistics.median(paired['consume']):.3f} |"
     )
     return 0
 
