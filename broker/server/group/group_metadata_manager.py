@@ -247,6 +247,11 @@ class GroupMetadataManager:
             known = {**self._owned, **self._loading}
             to_load = [(p, e) for p, e in led.items() if known.get(p) != e]
             to_unload = [p for p in known if p not in led]
+            for p in to_unload:
+                # stops answering for it at once, and cancels a load still queued: the unload task only
+                # empties the cache, so it cannot cancel a newer load queued after it
+                self._loading.pop(p, None)
+                self._owned.pop(p, None)
             for p, e in to_load:
                 self._loading[p] = e
         for p in to_unload:
@@ -287,7 +292,7 @@ class GroupMetadataManager:
             if self._loading.get(number) != epoch:
                 return  # superseded by a newer epoch or an unload
         started = time.monotonic()
-        self._unload(number, keep_loading=True)
+        self._unload(number)
         partition = self._replicas.get_partition(tp)
         if partition is None or not partition.is_leader or partition.leader_epoch != epoch:
             with self._lock:
@@ -369,10 +374,10 @@ class GroupMetadataManager:
         except ServerError as exc:
             logger.warning("%s: skipped: %s", where, exc)
 
-    def _unload(self, number: int, *, keep_loading: bool = False) -> None:
+    def _unload(self, number: int) -> None:
+        """Drop the partition's groups from the cache (its ownership and a pending load are not touched
+        here: :meth:`on_leadership` ends them when the leadership goes, :meth:`_load` sets them)."""
         with self._lock:
-            if not keep_loading:
-                self._loading.pop(number, None)
             self._owned.pop(number, None)
             count = self.partition_count() or 0
             doomed = [g for gid, g in self._groups.items() if count and partition_for(gid, count) == number]
