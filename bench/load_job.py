@@ -23,7 +23,9 @@ What it does, all on 127.0.0.1 in one run:
    million records of the Spark JVM, of its Python workers and of the driver's Python (``/proc``), and the
    Parquet bytes per record against Spark's own writer (the same rows rewritten by
    ``DataFrame.write.parquet``, snappy: the writer the load used before);
-4. ``--scaling``: the same load on ``local[1]`` (a new session, a fresh warehouse);
+4. ``--scaling``: the same load on ``local[1]`` (a new session, a fresh warehouse); ``--standalone``: on a
+   Spark standalone cluster of its own (a master and one 2-core worker,
+   :mod:`tests.support.spark_standalone`), the code shipped to the executors as ``spark-submit`` ships it;
 5. ``--demo``: a one-hour load of the demo's size (``--demo-records``, 6,000) through ``spark-submit
    jobs/load.py``, split into spark-submit + JVM start (until the job's first line), Spark session start,
    and the run itself (lock to committed), from the job's progress lines.
@@ -83,6 +85,7 @@ from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema_text
 from tests.support.broker_cluster import BrokerCluster
 from tests.support.registry import launch_registry
+from tests.support.spark_standalone import spark_standalone
 from tests.support.zookeeper import make_chroot
 
 TARGET_RATIO = 1.5
@@ -288,10 +291,20 @@ def parquet_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*.parquet"))
 
 
-def timed_load(spark: Any, config: Any, records: int) -> tuple[float, float, float, float, Any]:
-    """(wall s, JVM CPU s, Python workers CPU s, driver Python CPU s, outcome) of one load."""
+def timed_load(
+    spark: Any, config: Any, records: int, executors_pid: int | None = None
+) -> tuple[float, float, float, float, Any]:
+    """(wall s, JVM CPU s, Python workers CPU s, driver Python CPU s, outcome) of one load.
+
+    Local mode: the driver's JVM and the Python workers below it. ``executors_pid``: a standalone worker,
+    whose tree holds the executors' JVMs and their Python workers (then "JVM" is the driver's JVM plus
+    the worker's own, and "Python workers" everything below the worker: executor JVMs included)."""
     jvm_pid = spark.sparkContext._gateway.proc.pid
     jvm_before, workers_before = tree_cpu_s(jvm_pid)
+    if executors_pid is not None:
+        worker_before, below_before = tree_cpu_s(executors_pid)
+        jvm_before += worker_before
+        workers_before = below_before
     driver_before = time.process_time()
     started = time.monotonic()
     outcome = run_load(
@@ -299,6 +312,10 @@ def timed_load(spark: Any, config: Any, records: int) -> tuple[float, float, flo
     )
     wall = time.monotonic() - started
     jvm_after, workers_after = tree_cpu_s(jvm_pid)
+    if executors_pid is not None:
+        worker_after, below_after = tree_cpu_s(executors_pid)
+        jvm_after += worker_after
+        workers_after = below_after
     assert outcome.record.rows == records, outcome.record
     return (
         wall,
@@ -370,6 +387,11 @@ def main() -> int:
     parser.add_argument("--dir", type=Path, help="work folder (default: a temporary one, deleted after)")
     parser.add_argument("--profile", action="store_true", help="profile the baseline and the task code")
     parser.add_argument("--scaling", action="store_true", help="also run the load on local[1]")
+    parser.add_argument(
+        "--standalone",
+        action="store_true",
+        help="also run the load on a Spark standalone cluster of our own (a master, a 2-core worker)",
+    )
     parser.add_argument("--demo", action="store_true", help="also time a demo-size load via spark-submit")
     parser.add_argument("--demo-records", type=int, default=6000)
     parser.add_argument("--no-spark-writer", action="store_true", help="skip the Spark writer comparison")
@@ -450,6 +472,18 @@ def main() -> int:
             stoppers.append(spark.stop)
             one = load_config(zookeeper.connect, registry.url, servers, "bench1", work / "warehouse1", TOPIC)
             one_core = timed_load(spark, one, args.records)
+        cluster_run = None
+        if args.standalone:
+            spark.stop()
+            with spark_standalone(work / "standalone", cores=2) as standalone:
+                spark = spark_session(standalone.master_url, work, args.spark_conf)
+                stoppers.append(spark.stop)
+                spark.sparkContext.addPyFile(str(build_code_zip(work / "code.zip")))
+                on_cluster = load_config(
+                    zookeeper.connect, registry.url, servers, "bench-sa", work / "warehouse-sa", TOPIC
+                )
+                cluster_run = timed_load(spark, on_cluster, args.records, executors_pid=standalone.worker_pid)
+                spark.stop()
         demo = None
         if args.demo:
             spark.stop()
@@ -470,7 +504,16 @@ def main() -> int:
         print(f"{'load job (local[2]: plan..commit)':<44} {load_s:>9.1f} {load_rate:>12,.0f}")
         if one_core is not None:
             print(f"{'load job (local[1])':<44} {one_core[0]:>9.1f} {args.records / one_core[0]:>12,.0f}")
+        if cluster_run is not None:
+            label = "load job (standalone, 1 worker x 2 cores)"
+            print(f"{label:<44} {cluster_run[0]:>9.1f} {args.records / cluster_run[0]:>12,.0f}")
         print(f"ratio load / baseline: {ratio:.2f} (target >= {TARGET_RATIO})")
+        if cluster_run is not None:
+            print(
+                f"standalone: ratio {base_s / cluster_run[0]:.2f}; CPU s per million records: driver JVM + "
+                f"worker JVM {cluster_run[1] / millions:.1f}, executors (JVMs and Python workers) "
+                f"{cluster_run[2] / millions:.1f}"
+            )
         print(
             f"CPU s per million records: baseline {base_cpu / millions:.1f}; task code in 1 process "
             f"{task_cpu / millions:.1f}; load: JVM "

@@ -7,14 +7,16 @@ Run from the repository root::
 
 One ZooKeeper and two Lumber broker processes on 127.0.0.1 (``tests/support/broker_cluster.py``), the same
 but for ``[broker] metrics_port``: broker 0 has no metrics, broker 1 serves them and a thread of this
-process scrapes its ``/metrics`` every second (Prometheus scrapes every 15 s by default: this is harsher).
+process scrapes its ``/metrics`` every second (``--scrape-interval``; Prometheus scrapes every 15 s by
+default: 1 s is harsher).
 Both use ``bench/paper.py``'s Lumber settings and phases (its ``LumberTarget``): the paper's flush policy
 with ``expose = "appended"``, 200-byte messages, ``acks=0`` batches of 50 (``send_many``), the clock
 stopping when ListOffsets shows all N; the consumer reads them with 200 KiB of prefetch (``poll_values``).
 Each round runs the four phases (off/on x produce/consume), the order of off and on alternating between
 rounds, so that both see the same machine load; halfway, both brokers restart with the metrics moved to
-the other one, so that a difference between the two broker processes cancels out. The medians and the
-ratio on/off of each are printed, with a Markdown line for ``BENCHMARKS.md``.
+the other one, so that a difference between the two broker processes cancels out. Printed: the medians and
+their ratio on/off, and, the figure to read on a shared machine, the median of the rounds' paired ratios
+(each round's on over its off, run back to back), with a Markdown line for ``BENCHMARKS.md``.
 
 On a shared machine the end-to-end ratios carry a few percent of noise, so the script also times, in this
 process, what the metrics add where they sit on a request's path: one
@@ -73,7 +75,8 @@ def two_brokers(base: Path, metrics_port: int) -> Iterator[BrokerCluster]:
 
 
 class Scraper(threading.Thread):
-    """GET /metrics every ``interval_s`` until stopped; counts the scrapes."""
+    """GET /metrics every ``interval_s`` for the whole run, until stopped; counts the scrapes and times
+    them (a scrape that finds no server, while the brokers restart halfway, is skipped)."""
 
     def __init__(self, url: str, interval_s: float) -> None:
         super().__init__(daemon=True)
@@ -81,13 +84,19 @@ class Scraper(threading.Thread):
         self.interval_s = interval_s
         self.scrapes = 0
         self.bytes = 0
+        self.seconds: list[float] = []
         self._stop_event = threading.Event()
 
     def run(self) -> None:
         with httpx.Client(timeout=10) as client:
             while not self._stop_event.wait(self.interval_s):
-                answer = client.get(self.url)
+                started = time.perf_counter()
+                try:
+                    answer = client.get(self.url)
+                except httpx.TransportError:
+                    continue  # the brokers are restarting with the metrics moved
                 answer.raise_for_status()
+                self.seconds.append(time.perf_counter() - started)
                 self.scrapes += 1
                 self.bytes = len(answer.content)
 
@@ -117,11 +126,28 @@ def bookkeeping_us(count: int = 200_000) -> float:
             handle.close()
 
 
+def paired_ratios(on: list[float], off: list[float]) -> list[float]:
+    """Each round's on/off ratio: the two ran back to back, so a load that changes between rounds cancels
+    out of the ratio (the median of these is the figure to read on a shared machine)."""
+    return [a / b for a, b in zip(on, off, strict=True)]
+
+
+def quartiles(values: list[float]) -> tuple[float, float]:
+    cuts = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+    return cuts[0], cuts[2]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--scrape-interval",
+        type=float,
+        default=1.0,
+        help="seconds between scrapes of /metrics (default 1; Prometheus scrapes every 15 by default)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.messages, args.rounds = 20_000, 2
@@ -133,7 +159,8 @@ def main() -> int:
         tempfile.TemporaryDirectory(prefix="lumber-metrics-cost-") as tmp,
         two_brokers(Path(tmp), port) as cluster,
     ):
-        scrapes = 0
+        scraper = Scraper(f"http://127.0.0.1:{port}/metrics", args.scrape_interval)
+        scraper.start()
         with Progress(transient=True) as progress:
             for round_number in range(1, args.rounds + 1):
                 metered = 1 if round_number <= args.rounds // 2 else 0
@@ -150,28 +177,28 @@ def main() -> int:
                     "off": LumberTarget("off", cluster, 50, 1 - metered),
                     "on": LumberTarget("on", cluster, 50, metered),
                 }
-                scraper = Scraper(f"http://127.0.0.1:{port}/metrics", 1.0)
-                scraper.start()
-                try:
-                    order = ("off", "on") if round_number % 2 else ("on", "off")
-                    for phase in ("produce", "consume"):
-                        for which in order:
-                            meter = Meter(
-                                progress, f"round {round_number} {phase} metrics {which}", args.messages
-                            )
-                            target = targets[which]
-                            key = 2 * round_number + (which == "on")  # a topic of its own per broker
-                            run = (
-                                target.produce(key, values, meter)
-                                if phase == "produce"
-                                else target.consume(key, args.messages, meter)
-                            )
-                            meter.close()
-                            rates[f"{phase} {which}"].append(run.rate)
-                finally:
-                    scraper.stop()
-                    scrapes += scraper.scrapes
-        print(f"{scrapes} scrapes of /metrics during the run")
+                order = ("off", "on") if round_number % 2 else ("on", "off")
+                for phase in ("produce", "consume"):
+                    for which in order:
+                        meter = Meter(
+                            progress, f"round {round_number} {phase} metrics {which}", args.messages
+                        )
+                        target = targets[which]
+                        key = 2 * round_number + (which == "on")  # a topic of its own per broker
+                        run = (
+                            target.produce(key, values, meter)
+                            if phase == "produce"
+                            else target.consume(key, args.messages, meter)
+                        )
+                        meter.close()
+                        rates[f"{phase} {which}"].append(run.rate)
+        scraper.stop()
+        took = (
+            f", {statistics.median(scraper.seconds) * 1000:.1f} ms each (median)" if scraper.seconds else ""
+        )
+        print(
+            f"{scraper.scrapes} scrapes of /metrics during the run ({scraper.bytes:,} bytes at the end){took}"
+        )
     per_answer_us = bookkeeping_us()
     print(f"metrics bookkeeping per answered request (in-process): {per_answer_us:.2f} us")
     medians = {name: statistics.median(found) for name, found in rates.items()}
@@ -181,11 +208,23 @@ def main() -> int:
         )
     produce = medians["produce on"] / medians["produce off"]
     consume = medians["consume on"] / medians["consume off"]
-    print(f"ratio on/off: produce {produce:.3f}, consume {consume:.3f}")
+    print(f"ratio of the medians on/off: produce {produce:.3f}, consume {consume:.3f}")
+    paired = {
+        phase: paired_ratios(rates[f"{phase} on"], rates[f"{phase} off"]) for phase in ("produce", "consume")
+    }
+    for phase, ratios in paired.items():
+        low, high = quartiles(ratios)
+        print(
+            f"{phase}: median of the {len(ratios)} rounds' on/off ratios {statistics.median(ratios):.3f} "
+            f"(quartiles {low:.3f} - {high:.3f}; rounds with metrics slower: "
+            f"{sum(r < 1 for r in ratios)} of {len(ratios)})"
+        )
     print(
-        f"| {args.messages:,} msgs x {args.rounds} rounds | {medians['produce off']:,.0f} | "
-        f"{medians['produce on']:,.0f} | {produce:.3f} | {medians['consume off']:,.0f} | "
-        f"{medians['consume on']:,.0f} | {consume:.3f} |"
+        f"| {args.messages:,} msgs x {args.rounds} rounds, a scrape every {args.scrape_interval:g} s | "
+        f"{medians['produce off']:,.0f} | "
+        f"{medians['produce on']:,.0f} | {produce:.3f} | {statistics.median(paired['produce']):.3f} | "
+        f"{medians['consume off']:,.0f} | {medians['consume on']:,.0f} | {consume:.3f} | "
+        f"{statistics.median(paired['consume']):.3f} |"
     )
     return 0
 

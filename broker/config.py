@@ -153,7 +153,8 @@ class LogConfig(ConfigSection):
         0,
         "Caps the bytes per second all cleaner threads together read and write (Kafka's "
         "log.cleaner.io.max.bytes.per.second); 0 means no cap. The cleaner shares the broker's Python "
-        "interpreter lock with request handling, so a cap keeps produce and fetch fast while it runs.",
+        "interpreter lock with request handling; it does its work in numpy passes over key columns, so "
+        "uncapped it costs produce little (BENCHMARKS.md), and a cap bounds its disk traffic.",
         ge=0,
     )
 

@@ -86,6 +86,9 @@ class DevConfig(ConfigSection):
     registry_port: int = setting(
         8081, "Port of the stack's schema registry (127.0.0.1 only).", ge=1, le=65535
     )
+    console_port: int = setting(
+        8090, "Port of the stack's web console, `lumber console` (127.0.0.1 only).", ge=1, le=65535
+    )
     brokers: int = setting(1, "How many brokers `dev up` starts (ids 0 to N-1).", ge=0, le=64)
     broker_port: int = setting(
         9092,

@@ -303,7 +303,7 @@ class Demo:
         )
 
     def _start_stack(self) -> Path:
-        self.step("stack", "Starting the stack: ZooKeeper, brokers, schema registry")
+        self.step("stack", "Starting the stack: ZooKeeper, brokers, schema registry, web console")
         base = self.base
         registry_url = f"http://127.0.0.1:{base.dev.registry_port}"
         # the file below sets every key, so `dev up` would take its defaults as the user's choices: what it
@@ -623,6 +623,11 @@ class Demo:
         self.say(
             f"  the audit report: {state}/audit.html; logs: {state}/*/*.log, Spark's: {state}/etl/logs/, "
             f"this demo's: {state}/{LOG_FILE}"
+        )
+        self.say()
+        self.say(
+            f"The web console (part of the stack): http://127.0.0.1:{self.base.dev.console_port}/  "
+            "(brokers, topics and records, groups and their lag, schemas, loads, the audit heatmap)"
         )
         self.say()
         self.say("Stop the stack:")

@@ -127,6 +127,12 @@ class LoadConfig(ConfigSection):
         "For an hdfs:// warehouse on hosts without libhdfs: the NameNode's WebHDFS address "
         "(http://namenode:9870), used when libhdfs cannot be loaded. Empty: libhdfs only.",
     )
+    metrics_textfile: str = setting(
+        "",
+        "After each run, write its figures (records, rows, quarantined, lost, bytes, lag left behind, "
+        "seconds per phase) in the Prometheus text format to this file, replaced in one rename: a *.prom "
+        "file in node_exporter's --collector.textfile.directory. Empty: none.",
+    )
     spark_master: str = setting("local[*]", "Spark master.", derived="spark.master")
     spark_submit: str = setting("", "The spark-submit to run.", derived="spark.submit")
     spark_conf: list[str] = setting([], "Extra Spark settings, as 'key=value'.", derived="spark.conf")

@@ -18,7 +18,10 @@ or configures one). In order:
    ``crashed``);
 7. publish the audit counts of every committed manifest not published yet to the audit topic
    (:func:`~pipeline.load_audit_publisher.publish_load_counts`: this run's, and those of a crashed run that
-   recovery rolled forward); a failure there is reported and left to the next run.
+   recovery rolled forward); a failure there is reported and left to the next run;
+8. with ``[load] metrics_textfile``, write the run's figures (records, rows, quarantined, lost, bytes, lag
+   left behind, seconds per phase: :mod:`pipeline.load_metrics`) for node_exporter's textfile collector,
+   whatever the outcome; the run's record keeps them too (``extra.figures``).
 
 A run whose plan has no records but moves offsets (a new partition under ``start = latest``, a gap skipped
 under ``on_out_of_range = earliest``) still commits a manifest, without files.
@@ -47,6 +50,7 @@ from pipeline.job_lock import JobLock, contender_identifier
 from pipeline.load_audit_publisher import publish_load_counts
 from pipeline.load_config import LoadConfig
 from pipeline.load_errors import LoadError
+from pipeline.load_metrics import LoadFigures, write_textfile
 from pipeline.load_plan import ClusterView, LoadPlan, make_plan
 from pipeline.load_sections import LoadSections
 from pipeline.manifest import Manifest
@@ -91,6 +95,7 @@ class RunOutcome:
     recovery: RecoveryReport
     plan: LoadPlan | None = None
     manifest: Manifest | None = None
+    figures: LoadFigures | None = None
 
 
 def source_settings(config: LoadSections, faults: Faults) -> SourceSettings:
@@ -141,12 +146,15 @@ def run_load(
     protocol = CommitProtocol(fs, load.job, faults=faults, clock_ms=clock_ms)
     run_id = new_run_id(clock_ms())
     zk = _zookeeper(config)
+    seconds: dict[str, float] = {}
     try:
         with JobLock(
             zk, load.job, contender_identifier(run_id), timeout_s=load.lock_timeout_ms / 1000
         ) as lock:
             progress(f"run {run_id} of job {load.job!r}: lock {lock.path} taken; warehouse {fs.root}")
+            started_s = time.monotonic()
             recovery = protocol.recover()
+            seconds["recover"] = time.monotonic() - started_s
             if recovery.did_anything:
                 progress(
                     f"recovered: rolled forward manifests {list(recovery.rolled_forward)} "
@@ -160,18 +168,35 @@ def run_load(
             protocol.start_run(record)
             try:
                 outcome = _run(
-                    spark, config, protocol, lock, run_id, topics, cutoff_ms, faults, progress, clock_ms
+                    spark,
+                    config,
+                    protocol,
+                    lock,
+                    run_id,
+                    topics,
+                    cutoff_ms,
+                    faults,
+                    progress,
+                    clock_ms,
+                    seconds,
                 )
             except BaseException as exc:
+                figures = LoadFigures(load.job, "failed", clock_ms(), seconds=dict(seconds))
                 failed = dataclasses.replace(
-                    record, outcome="failed", finished_at_ms=clock_ms(), error=f"{type(exc).__name__}: {exc}"
+                    record,
+                    outcome="failed",
+                    finished_at_ms=figures.finished_at_ms,
+                    error=f"{type(exc).__name__}: {exc}",
+                    extra={"figures": figures.to_json()},
                 )
                 try:
                     protocol.write_run(failed)
                 except Exception:
                     log.exception("could not record the failure of run %s", run_id)
+                _write_figures(load, figures)
                 raise
             publish_load_counts(protocol, config, progress)
+            _write_figures(load, outcome.figures)
             return dataclasses.replace(outcome, recovery=recovery)
     finally:
         zk.stop()
@@ -189,8 +214,11 @@ def _run(
     faults: Faults,
     progress: Progress,
     clock_ms: Callable[[], int],
+    seconds: dict[str, float],
 ) -> RunOutcome:
+    """Steps 3 to 6 (see the module docstring); ``seconds`` gets each phase's time as it ends."""
     load = config.load
+    started_s = time.monotonic()
     started = protocol.read_run(run_id)
     if started is None:
         raise LoadError(f"run {run_id}: its run record vanished")
@@ -216,6 +244,7 @@ def _run(
         cluster.close()
         registry.close()
     protocol.persist_plan(run_id, plan.to_json())
+    seconds["plan"] = time.monotonic() - started_s
     progress(
         f"planned: {len(plan.ranges)} ranges, {plan.record_count} records, {len(plan.tasks)} tasks"
         + (
@@ -226,10 +255,17 @@ def _run(
     )
     lost = sum(loss.record_count for loss in plan.losses)
     if not plan.tasks and dict(plan.next_offsets) == committed and not plan.losses:
-        record = dataclasses.replace(started, outcome="nothing_to_load", finished_at_ms=clock_ms())
+        figures = _figures(load.job, "nothing_to_load", clock_ms(), plan, None, seconds)
+        record = dataclasses.replace(
+            started,
+            outcome="nothing_to_load",
+            finished_at_ms=figures.finished_at_ms,
+            extra={"figures": figures.to_json()},
+        )
         protocol.write_run(record)
         progress("nothing to load")
-        return RunOutcome(record, RecoveryReport(), plan)
+        return RunOutcome(record, RecoveryReport(), plan, figures=figures)
+    started_s = time.monotonic()
     with SparkProgress(spark, progress):
         chosen = stage(
             spark,
@@ -242,6 +278,7 @@ def _run(
             parquet=parquet_settings(load),
             progress=progress,
         )
+    seconds["stage"] = time.monotonic() - started_s
     files = protocol.name_files(run_id, staged_files(plan, chosen))
     manifest = Manifest(
         job=load.job,
@@ -259,20 +296,63 @@ def _run(
     )
     progress(f"staged: {manifest.rows} rows, {manifest.quarantined} quarantined, {len(files)} files")
     faults.after("staged")
+    started_s = time.monotonic()
     protocol.commit(manifest, check_still_allowed=lock.ensure_held)
+    seconds["commit"] = time.monotonic() - started_s
+    figures = _figures(load.job, "committed", clock_ms(), plan, manifest, seconds)
     record = dataclasses.replace(
         started,
         outcome="committed",
-        finished_at_ms=clock_ms(),
+        finished_at_ms=figures.finished_at_ms,
         sequence=manifest.sequence,
         ranges=len(plan.ranges),
         rows=manifest.rows,
         quarantined=manifest.quarantined,
         lost=lost,
+        extra={"figures": figures.to_json()},
     )
     protocol.write_run(record)
     progress(
         f"committed manifest {manifest.sequence}: {manifest.rows} rows, {manifest.quarantined} quarantined, "
         f"{len(files)} files"
     )
-    return RunOutcome(record, RecoveryReport(), plan, manifest)
+    return RunOutcome(record, RecoveryReport(), plan, manifest, figures)
+
+
+def _figures(
+    job: str,
+    outcome: str,
+    finished_at_ms: int,
+    plan: LoadPlan,
+    manifest: Manifest | None,
+    seconds: dict[str, float],
+) -> LoadFigures:
+    """A run's figures; the lag left behind is what the logs hold past the plan's next offsets (records
+    held back by ``max_records_per_partition`` or the cutoff)."""
+    lag = sum(
+        max(p.high_watermark - plan.next_offsets.get(p.topic_partition, p.high_watermark), 0)
+        for p in plan.partitions
+    )
+    return LoadFigures(
+        job,
+        outcome,
+        finished_at_ms,
+        records=plan.record_count,
+        rows=0 if manifest is None else manifest.rows,
+        quarantined=0 if manifest is None else manifest.quarantined,
+        lost=sum(loss.record_count for loss in plan.losses),
+        bytes=0 if manifest is None else sum(f.bytes or 0 for f in manifest.files),
+        lag=lag,
+        seconds=dict(seconds),
+    )
+
+
+def _write_figures(load: LoadConfig, figures: LoadFigures | None) -> None:
+    """Step 8: the figures to ``[load] metrics_textfile``, if set (a failure to write is logged: the run's
+    outcome stands)."""
+    if not load.metrics_textfile or figures is None:
+        return
+    try:
+        write_textfile(load.metrics_textfile, figures)
+    except OSError:
+        log.exception("could not write the load's metrics to %s", load.metrics_textfile)

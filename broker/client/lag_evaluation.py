@@ -21,6 +21,11 @@ Burrow's window spans several commits: a window shorter than one commit interval
 calls a lagging group STOPPED. Lumber's ZooKeeper groups only rewrite an offset that moved, so a consumer
 that is alive but stuck shows as STOPPED rather than STALLED.
 
+Kafka-protocol groups: OffsetFetch answers offsets without their commit time (Burrow reads the commit
+times off ``__consumer_offsets`` itself). Lumber times their commits by observation instead
+(:meth:`LagWindow.commit_times`): an offset is taken as committed when an observation first saw it, so, as
+for ZooKeeper groups, a consumer that keeps committing the same offset shows as STOPPED, not STALLED.
+
 Pure computation over samples, plus :class:`LagWindow`'s deques; not thread-safe (one watcher thread).
 """
 
@@ -117,6 +122,20 @@ class LagWindow:
                 continue
             found = self._samples.setdefault(tp, deque(maxlen=self.window))
             found.append(LagSample(observed_at_ms, offset, committed_at_ms, end))
+
+    def commit_times(
+        self, observed_at_ms: int, offsets: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """``offsets`` with the time each was committed, for a group whose offsets come without one (a
+        kafka group): the commit time of the partition's latest sample if it had the same offset, else
+        ``observed_at_ms`` (the offset is new or moved since the last observation)."""
+        timed = {}
+        for tp, offset in offsets.items():
+            found = self._samples.get(tp)
+            latest = found[-1] if found else None
+            same = latest is not None and latest.committed_offset == offset
+            timed[tp] = (offset, latest.committed_at_ms if latest is not None and same else observed_at_ms)
+        return timed
 
     def evaluate(self, now_ms: int) -> list[PartitionLag]:
         """Every partition's status, sorted by partition."""

@@ -11,29 +11,39 @@ A log is a clean head and a dirty tail::
 One cleaning pass of one log (:meth:`Cleaner.clean`), chosen by
 :class:`~broker.log.log_cleaner_manager.LogCleanerManager` (dirtiest first, over its ratio):
 
-1. **Map.** Walk the dirty section batch by batch and put every keyed record's key -> offset in the
+1. **Map.** Walk the dirty section in chunks of batches and put every keyed record's key -> offset in the
    thread's :class:`~broker.log.offset_map.OffsetMap` (later offsets win), stopping before the first
    batch whose keys might not fit: the map then covers ``[first dirty, end)`` and the rest of the dirty
    section waits for the next pass (a log too dirty for the buffer takes several passes, never more
-   memory).
+   memory). Only keys and offsets are read, by the record walk's key-columns strategy
+   (:mod:`broker.record.key_columns`: numpy over the records' bytes, keys hashed by columns), never a
+   record object (Kafka's ``buildOffsetMapForSegment`` reads keys only too).
 2. **Group.** The segments from the log start holding offsets below ``end`` (never the active one) are
    grouped, in order, while a group's bytes stay within the log's ``segment_bytes`` and its offsets fit
    relative to its base offset (Kafka's ``groupSegmentsBySize``): small segments become one.
-3. **Rewrite** each group into ``<base>.log.cleaned`` (and its indexes), batch by batch through the one
-   record walker (:meth:`~broker.record.record_batch.RecordBatch.records`) and the batch builder
-   (:func:`~broker.record.record_batch_builder.retained_batch`). A record is kept when its offset is past
+3. **Rewrite** each group into ``<base>.log.cleaned`` (and its indexes), a chunk of batches at a time
+   (Kafka's ``cleanInto`` / ``MemoryRecords.filterTo``). A record is kept when its offset is past
    the map (``> end - 1``), or it has a key whose mapped offset is not later than its own, unless it is a
    tombstone (null value) whose batch's delete horizon has passed. Tombstones follow KIP-534: the first
    time a batch holding tombstones is rewritten, it is stamped with a delete horizon of now +
    ``delete_retention_ms`` (:func:`~broker.record.record_batch_builder.retained_batch`, attribute bit 6),
    and a later pass after that time drops them, so a consumer reading from the start within
    ``delete_retention_ms`` of the cleaning still sees the delete. Records without a key are dropped, as Kafka
-   does (a compacted log refuses them at append: :mod:`broker.log.log_validator`). A batch whose records
-   all stay is copied byte for byte; one that loses some is rebuilt with the rest, keeping its offset
-   range, timestamps, headers, producer fields, leader epoch and codec; one that loses all is dropped,
-   except (as an empty batch, Kafka's ``RETAIN_EMPTY``) an idempotent producer's last batch (its
-   sequence) and the group's last batch (so the cleaned segment ends where the group did, which
-   recovery relies on: :mod:`broker.log.segment_swap`). Control batches are copied.
+   does (a compacted log refuses them at append: :mod:`broker.log.log_validator`). The decision is taken
+   per batch from the key columns (offsets, key hashes, null values, for all records of the chunk at
+   once): a batch whose records all stay is copied byte for byte (Kafka's ``writeOriginalBatch``); one
+   that loses some is rebuilt with the rest, keeping its offset range, timestamps, headers, producer
+   fields, leader epoch and codec, from the kept records' own bytes
+   (:func:`~broker.record.record_batch_builder.retained_batch_of_bytes`: the base offset and first
+   timestamp stay, so their deltas stay valid), or, when its tombstones get their horizon stamped or it
+   is a LogAppendTime batch, from its decoded records
+   (:func:`~broker.record.record_batch_builder.retained_batch`);
+   one that loses all is dropped, except (as an empty batch, Kafka's ``RETAIN_EMPTY``) an idempotent
+   producer's last batch (its sequence) and the group's last batch (so the cleaned segment ends where the
+   group did, which recovery relies on: :mod:`broker.log.segment_swap`). Control batches are copied. A
+   chunk the key-columns strategy declines (it never should: the log was validated at append) is
+   decided by decoding its records through the one record walker
+   (:meth:`~broker.record.record_batch.RecordBatch.records`), to the same bytes.
 4. **Swap.** The cleaned files are fsynced, given the last old segment's modification time (what
    retention falls back on for segments without timestamps), and swapped in through
    :meth:`broker.log.log.Log.replace_segments` (``.cleaned`` -> ``.swap`` -> final names, crash-safe:
@@ -68,10 +78,13 @@ import logging
 import os
 import threading
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 
 import numpy as np
+import numpy.typing as npt
 
 from broker.clock import Clock, system_clock_ms
 from broker.config import LogConfig
@@ -80,21 +93,24 @@ from broker.log.file_names import CLEANED_SUFFIX
 from broker.log.index_file import MAX_RELATIVE_OFFSET
 from broker.log.log import Log
 from broker.log.log_cleaner_manager import LogCleanerManager, LogToClean
-from broker.log.offset_map import OffsetMap, hash_keys
+from broker.log.offset_map import Hashes, OffsetMap, Offsets, hash_key_columns, hash_keys
 from broker.log.segment import Segment
 from broker.log.segment_swap import delete_cleaned
+from broker.record.batch_header import TimestampType
 from broker.record.errors import RecordError
+from broker.record.key_columns import KeyColumns, batch_key_columns
 from broker.record.record import Record
 from broker.record.record_batch import RecordBatch
-from broker.record.record_batch_builder import retained_batch
+from broker.record.record_batch_builder import retained_batch, retained_batch_of_bytes
 from broker.record.topic_partition import TopicPartition
 
 __all__ = ["Cleaner", "CleanerStats", "LogCleaner", "group_segments_by_size"]
 
 logger = logging.getLogger(__name__)
 
-#: Records looked up in the map at once while rewriting (bounds the per-chunk Python objects).
-_CHUNK_RECORDS = 4_096
+#: Records read, mapped or looked up in the map at once (bounds the per-chunk arrays and bytes: about
+#: 100 bytes of arrays per record besides the records' own bytes).
+_CHUNK_RECORDS = 16_384
 
 
 @dataclass(slots=True)
@@ -252,39 +268,34 @@ class Cleaner:
         offset_map.clear()
         capacity = offset_map.max_entries
         tp = log.topic_partition
-        keys: list[bytes] = []
-        offsets: list[int] = []
         end = first_dirty
-
-        def flush() -> None:
-            if keys:
-                offset_map.put_many(hash_keys(keys), np.asarray(offsets, dtype=np.int64))
-                keys.clear()
-                offsets.clear()
-
-        for batch in _batches_from(segments[:-1], first_dirty, uncleanable, self._io_bytes):
+        for chunk in _chunks(_batches_from(segments[:-1], first_dirty, uncleanable, self._io_bytes)):
             self._check_done(tp)
-            records = [] if batch.is_control_batch else batch.records()
-            batch_keys = [r.key for r in records if r.key is not None]
-            if offset_map.size + len(keys) + len(batch_keys) > capacity:
-                flush()
-                if offset_map.size + len(batch_keys) > capacity:
+            hashes, offsets, keyed = _keys_of(chunk)
+            # the batches whose keys surely fit go in at once; the map's real size (duplicates take no
+            # room) then decides on the next ones, down to a batch that does not fit (Kafka's check)
+            bounds = np.cumsum(keyed).tolist()
+            done = 0  # batches of the chunk put
+            while done < len(chunk):
+                before = bounds[done - 1] if done else 0
+                fits = bisect_right(bounds, capacity - offset_map.size + before, lo=done)
+                if fits == done:
                     if end == first_dirty:
                         raise LogStorageError(
-                            f"{tp}: the batch at offset {batch.base_offset} holds {len(batch_keys)} keys, "
+                            f"{tp}: the batch at offset {chunk[done].base_offset} holds {keyed[done]} keys, "
                             f"more than the cleaner's offset map takes ({capacity}): raise "
                             "[log] cleaner_dedupe_buffer_bytes"
                         )
                     break
-            keys += batch_keys
-            offsets += [r.offset for r in records if r.key is not None]
-            stats.map_records += len(records)
-            self._throttler.maybe_throttle(batch.size_bytes)
-            end = batch.next_offset
-            offset_map.update_latest_offset(end - 1)
-            if len(keys) >= _CHUNK_RECORDS:
-                flush()
-        flush()
+                offset_map.put_many(hashes[before : bounds[fits - 1]], offsets[before : bounds[fits - 1]])
+                for batch in chunk[done:fits]:
+                    stats.map_records += 0 if batch.is_control_batch else batch.record_count
+                    self._throttler.maybe_throttle(batch.size_bytes)
+                end = chunk[fits - 1].next_offset
+                offset_map.update_latest_offset(end - 1)
+                done = fits
+            if done < len(chunk):
+                break
         stats.map_keys = offset_map.size
         return end
 
@@ -363,6 +374,101 @@ class Cleaner:
         last_batch: RecordBatch | None,
         stats: CleanerStats,
     ) -> None:
+        data_batches = [b for b in batches if not b.is_control_batch]
+        columns = batch_key_columns(data_batches)
+        if columns is None:
+            out = self._retained_walked(batches, now_ms, new_horizon_ms, producers, last_batch, stats)
+        else:
+            out = self._retained(batches, columns, now_ms, new_horizon_ms, producers, last_batch, stats)
+        if out:
+            cleaned.append(out, [b.base_offset for b in out])
+        self._throttler.maybe_throttle(sum(b.size_bytes for b in batches) + sum(b.size_bytes for b in out))
+
+    def _keep(self, columns: KeyColumns, drop_tombstones: list[bool]) -> npt.NDArray[np.bool_]:
+        """Which records of ``columns`` stay (see the module docstring, step 3)."""
+        keyed = columns.key_lengths >= 0
+        mapped = np.full(len(keyed), -1, dtype=np.int64)
+        if np.count_nonzero(keyed):
+            mapped[keyed] = self._map.get_many(
+                hash_key_columns(columns.array, columns.key_starts[keyed], columns.key_lengths[keyed])
+            )
+        offsets = columns.offsets
+        counts = np.diff(columns.batch_starts)
+        dropped_tombstone = columns.null_values & np.repeat(np.asarray(drop_tombstones, dtype=bool), counts)
+        keep: npt.NDArray[np.bool_] = (offsets > self._map.latest_offset) | (
+            keyed & (offsets >= mapped) & ~dropped_tombstone
+        )
+        return keep
+
+    def _retained(
+        self,
+        batches: list[RecordBatch],
+        columns: KeyColumns,
+        now_ms: int,
+        new_horizon_ms: int,
+        producers: dict[int, int],
+        last_batch: RecordBatch | None,
+        stats: CleanerStats,
+    ) -> list[RecordBatch]:
+        """What stays of ``batches``, decided by columns: whole batches copied, the others rebuilt from
+        the bytes of the records they keep (Kafka's ``filterTo``: ``writeOriginalBatch`` or a new batch)."""
+        data_batches = [b for b in batches if not b.is_control_batch]
+        horizons = [b.delete_horizon_ms for b in data_batches]
+        keep = self._keep(columns, [h is not None and now_ms >= h for h in horizons])
+        kept_so_far = np.zeros(len(keep) + 1, dtype=np.int64)
+        np.cumsum(keep, out=kept_so_far[1:])
+        tombstones_so_far = np.zeros(len(keep) + 1, dtype=np.int64)
+        np.cumsum(keep & columns.null_values, out=tombstones_so_far[1:])
+        starts = columns.batch_starts
+        kept_counts = (kept_so_far[starts[1:]] - kept_so_far[starts[:-1]]).tolist()
+        kept_tombstones = (tombstones_so_far[starts[1:]] - tombstones_so_far[starts[:-1]]).tolist()
+        data = columns.data
+        out: list[RecordBatch] = []
+        i = 0
+        for batch in batches:
+            if batch.is_control_batch:
+                out.append(batch)
+                continue
+            first, count, kept = starts[i], starts[i + 1] - starts[i], kept_counts[i]
+            stamp = new_horizon_ms if horizons[i] is None and kept_tombstones[i] else None
+            i += 1
+            stats.records_read += count
+            stats.records_written += kept
+            if kept == count and stamp is None:
+                out.append(batch)
+            elif kept and stamp is None and batch.timestamp_type == TimestampType.CREATE_TIME:
+                chosen = np.flatnonzero(keep[first : first + count]) + first
+                body = b"".join(
+                    [
+                        data[a:b]
+                        for a, b in zip(
+                            columns.record_starts[chosen].tolist(),
+                            columns.record_ends[chosen].tolist(),
+                            strict=True,
+                        )
+                    ]
+                )
+                newest = batch.first_timestamp_ms + int(columns.timestamp_deltas[chosen].max())
+                out.append(RecordBatch(retained_batch_of_bytes(batch, body, kept, newest)))
+            elif kept:
+                records = batch.records()
+                chosen_records = list(compress(records, keep[first : first + count].tolist()))
+                out.append(RecordBatch(retained_batch(batch, chosen_records, delete_horizon_ms=stamp)))
+            elif batch is last_batch or producers.get(batch.producer_id, -2) == batch.last_offset:
+                out.append(RecordBatch(retained_batch(batch, [])))
+        return out
+
+    def _retained_walked(
+        self,
+        batches: list[RecordBatch],
+        now_ms: int,
+        new_horizon_ms: int,
+        producers: dict[int, int],
+        last_batch: RecordBatch | None,
+        stats: CleanerStats,
+    ) -> list[RecordBatch]:
+        """What stays of ``batches``, decided by walking their records (when :func:`key_columns`
+        declines them)."""
         decoded: list[list[Record]] = [[] if b.is_control_batch else b.records() for b in batches]
         flat = [record for records in decoded for record in records]
         keyed = [(record.offset, record.key) for record in flat if record.key is not None]
@@ -395,9 +501,51 @@ class Cleaner:
                 out.append(RecordBatch(retained_batch(batch, kept, delete_horizon_ms=stamp)))
             elif batch is last_batch or producers.get(batch.producer_id, -2) == batch.last_offset:
                 out.append(RecordBatch(retained_batch(batch, [])))
-        if out:
-            cleaned.append(out, [b.base_offset for b in out])
-        self._throttler.maybe_throttle(sum(b.size_bytes for b in batches) + sum(b.size_bytes for b in out))
+        return out
+
+
+def _chunks(batches: Iterator[RecordBatch]) -> Iterator[list[RecordBatch]]:
+    """``batches`` in lists of about :data:`_CHUNK_RECORDS` records (a batch is never split)."""
+    chunk: list[RecordBatch] = []
+    records = 0
+    for batch in batches:
+        chunk.append(batch)
+        records += batch.record_count
+        if records >= _CHUNK_RECORDS:
+            yield chunk
+            chunk, records = [], 0
+    if chunk:
+        yield chunk
+
+
+def _keys_of(chunk: list[RecordBatch]) -> tuple[Hashes, Offsets, list[int]]:
+    """The hashes and offsets of the keyed records of ``chunk``, in order, and how many each batch holds
+    (by columns, or by the walk when the columns strategy declines)."""
+    data_batches = [b for b in chunk if not b.is_control_batch]
+    columns = batch_key_columns(data_batches)
+    if columns is not None:
+        keyed_mask = columns.key_lengths >= 0
+        so_far = np.zeros(len(keyed_mask) + 1, dtype=np.int64)
+        np.cumsum(keyed_mask, out=so_far[1:])
+        starts = columns.batch_starts
+        data_keyed = iter((so_far[starts[1:]] - so_far[starts[:-1]]).tolist())
+        keyed = [0 if b.is_control_batch else next(data_keyed) for b in chunk]
+        hashes = hash_key_columns(
+            columns.array, columns.key_starts[keyed_mask], columns.key_lengths[keyed_mask]
+        )
+        return hashes, columns.offsets[keyed_mask], keyed
+    keys: list[bytes] = []
+    offsets: list[int] = []
+    keyed = []
+    for batch in chunk:
+        records = [] if batch.is_control_batch else batch.records()
+        before = len(keys)
+        for record in records:
+            if record.key is not None:
+                keys.append(record.key)
+                offsets.append(record.offset)
+        keyed.append(len(keys) - before)
+    return hash_keys(keys), np.asarray(offsets, dtype=np.int64), keyed
 
 
 def _batches_from(

@@ -24,7 +24,8 @@ least one (a partial batch at the end is CORRUPT_MESSAGE, none at all INVALID_RE
 5. on a compacted log (``cleanup_policy`` with ``compact``, read from the log's own config), every record
    must have a key: the cleaner keeps the last value *per key*, so a record without one could never be
    compacted (Kafka refuses it the same way: INVALID_RECORD). The message names the partition and the
-   first keyless record's offset in its batch.
+   first keyless record's offset in its batch. The keys are read by columns
+   (:mod:`broker.record.key_columns`: one numpy pass over the request's batches), not by decoding records.
 
 A follower's append (``from_leader``) skips steps 1 and 4 and takes the leader's offsets as they are: a
 batch the log cleaner rewrote covers its original offset range with fewer records (``lastOffsetDelta``
@@ -50,6 +51,7 @@ from broker.log.errors import RecordTooLargeError
 from broker.record.batch_header import NO_TIMESTAMP
 from broker.record.batch_scan import scan_batches
 from broker.record.errors import CorruptRecordError, InvalidRecordError
+from broker.record.key_columns import batch_key_columns
 from broker.record.layout_check import one_record_batches_valid
 from broker.record.record_batch import RecordBatch
 from broker.record.varint import Buffer
@@ -110,8 +112,7 @@ def validate_append(
         return ValidatedAppend(scan.batches, scan.complete_bytes, record_count, max_timestamp_ms)
     record_count, max_timestamp_ms = _check_batches(scan.batches, where, max_message_bytes, validate_records)
     if compacted:
-        for batch in scan.batches:
-            _check_keys(batch, where)
+        _check_keys(scan.batches, where)
     return ValidatedAppend(scan.batches, scan.complete_bytes, record_count, max_timestamp_ms)
 
 
@@ -178,17 +179,23 @@ def _check_leader_batches(batches: Sequence[RecordBatch], where: str) -> tuple[i
     return record_count, max_timestamp_ms
 
 
-def _check_keys(batch: RecordBatch, where: str) -> None:
-    """Step 5: every record of ``batch`` has a key."""
-    base_offset = batch.base_offset
-    for index, record in enumerate(batch.records()):
-        if record.key is None:
-            raise InvalidRecordError(
-                where,
-                f"a compacted topic does not accept a record without a key: record #{index} at offset "
-                f"{record.offset - base_offset} of the batch (of {batch.record_count} records) has none",
-                position=batch.position,
-            )
+def _check_keys(batches: Sequence[RecordBatch], where: str) -> None:
+    """Step 5: every record of ``batches`` has a key. Proved for all of them at once by the key columns
+    (:mod:`broker.record.key_columns`, no record decoded); when they decline or find a record without a
+    key, each batch is walked, which names the first such record."""
+    columns = batch_key_columns(batches)
+    if columns is not None and (len(columns.key_lengths) == 0 or columns.key_lengths.min() >= 0):
+        return
+    for batch in batches:
+        base_offset = batch.base_offset
+        for index, record in enumerate(batch.records()):
+            if record.key is None:
+                raise InvalidRecordError(
+                    where,
+                    f"a compacted topic does not accept a record without a key: record #{index} at offset "
+                    f"{record.offset - base_offset} of the batch (of {batch.record_count} records) has none",
+                    position=batch.position,
+                )
 
 
 def validate_stored_batch(batch: RecordBatch) -> None:

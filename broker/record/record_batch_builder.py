@@ -14,7 +14,8 @@ attributes to the end.
 
 A third way in, for the log cleaner: :func:`retained_batch` rebuilds a stored batch with only some of its
 records (offset deltas, timestamps, headers, the producer fields, the leader epoch, the attributes and the
-offset range kept: Kafka's ``MemoryRecords.filterTo`` for magic 2).
+offset range kept: Kafka's ``MemoryRecords.filterTo`` for magic 2); :func:`retained_batch_of_bytes` does the
+same from the retained records' own bytes, for the common case where none of their deltas changes.
 
 Thread safety: a :class:`RecordBatchBuilder` belongs to one thread; :func:`pack_batch` and
 :func:`retained_batch` are stateless.
@@ -48,7 +49,7 @@ from broker.record.record_encoder import NULL_PART, encode_record, key_part
 from broker.record.record_header import NO_HEADERS, Header, encode_headers
 from broker.record.varint import VARINT_CACHE_HIGH, VARINT_CACHE_LOW, VARINTS, encode_varint
 
-__all__ = ["RecordBatchBuilder", "pack_batch", "retained_batch"]
+__all__ = ["RecordBatchBuilder", "pack_batch", "retained_batch", "retained_batch_of_bytes"]
 
 # The header split at the CRC boundary: [0, 21) baseOffset, batchLength, partitionLeaderEpoch, magic, crc;
 # [21, 61) attributes, lastOffsetDelta, firstTimestamp, maxTimestamp, producerId, producerEpoch,
@@ -270,12 +271,40 @@ def retained_batch(
                 )
             )
         data = b"".join(parts)
+        if not log_append_time:
+            max_timestamp_ms = newest
+    return _pack_retained(batch, attributes, first_timestamp_ms, max_timestamp_ms, len(records), data)
+
+
+def retained_batch_of_bytes(
+    batch: RecordBatch, records_data: bytes, record_count: int, max_timestamp_ms: int
+) -> bytes:
+    """What :func:`retained_batch` builds without a ``delete_horizon_ms`` for a CreateTime ``batch``, from
+    the retained records' own bytes (``records_data``: ``record_count`` of the batch's records, as they are
+    in its decompressed body, in offset order) and their largest timestamp: the base offset and
+    ``firstTimestamp`` stay, so every record's offset and timestamp deltas stay valid and its bytes are
+    copied, not decoded and encoded again (the log cleaner's fast path)."""
+    if batch.attributes & TIMESTAMP_TYPE_MASK:
+        raise ValueError(f"{batch!r}: a LogAppendTime batch is rebuilt by retained_batch")
+    return _pack_retained(
+        batch, batch.attributes, batch.first_timestamp_ms, max_timestamp_ms, record_count, records_data
+    )
+
+
+def _pack_retained(
+    batch: RecordBatch,
+    attributes: int,
+    first_timestamp_ms: int,
+    max_timestamp_ms: int,
+    record_count: int,
+    data: bytes,
+) -> bytes:
+    if record_count:
         codec = attributes & COMPRESSION_MASK
         if codec:
             data = compress(CompressionType(codec), data)
-        if not log_append_time:
-            max_timestamp_ms = newest
     else:
+        data = b""
         attributes &= ~COMPRESSION_MASK
     tail = _HEADER_FROM_ATTRIBUTES.pack(
         attributes,
@@ -285,10 +314,10 @@ def retained_batch(
         batch.producer_id,
         batch.producer_epoch,
         batch.base_sequence,
-        len(records),
+        record_count,
     )
     crc = crc32c.crc32c(data, crc32c.crc32c(tail))
     head = _HEADER_BEFORE_ATTRIBUTES.pack(
-        base_offset, MIN_BATCH_LENGTH + len(data), batch.partition_leader_epoch, MAGIC, crc
+        batch.base_offset, MIN_BATCH_LENGTH + len(data), batch.partition_leader_epoch, MAGIC, crc
     )
     return b"".join((head, tail, data))

@@ -14,6 +14,8 @@ is read by one of these strategies, each proving or decoding exactly what the wa
 * :mod:`broker.record.layout_check`: the validator's fast paths (records of one layout proved by strided
   byte comparisons; runs of one-record batches proved together).
 * :mod:`broker.record.value_columns`: the consumer's numpy pass over the values of many batches at once.
+* :mod:`broker.record.key_columns`: the log cleaner's numpy pass over many batches at once: where each
+  record lies, its offset, timestamp delta, key and whether its value is null, with no object per record.
 
 Thread safety: the walks share nothing but the header cache, one module-level tuple replaced whole (see
 ``_recent_headers``): threads walking at once are safe.

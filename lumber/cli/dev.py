@@ -1,8 +1,8 @@
 """``lumber dev up|status|down``: the local stack of real services on 127.0.0.1.
 
 ``--json`` prints :meth:`lumber.dev.dev_stack.DevStack.summary`: ``bootstrap_servers``,
-``zookeeper_connect`` and ``registry_url`` at the top, then every service. The commands the output
-suggests (``dev down`` with the same ``--state-dir`` and ``--config``) work as printed.
+``zookeeper_connect``, ``registry_url`` and ``console_url`` at the top, then every service. The commands
+the output suggests (``dev down`` with the same ``--state-dir`` and ``--config``) work as printed.
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ def _up(args: argparse.Namespace, config: LumberConfig) -> int:
         print(f"\nZooKeeper: {summary['zookeeper_connect']}")
         print(f"Brokers:   {','.join(summary['bootstrap_servers']) or '(none)'}")
         print(f"Registry:  {summary['registry_url']}")
+        print(f"Console:   {summary['console_url']}")
         print(f"Point other commands at this stack with:  export LUMBER_CONFIG={summary['config_path']}")
         print(f"Stop it with:  {_down_command(args)}")
     return 0

@@ -25,8 +25,9 @@ which kind a group is; a name used by both kinds needs ``--kind``.
 A reset of a zookeeper group is the paper's rewind for a whole group (:mod:`broker.client.group_offsets`):
 it may run while the group consumes; the members that own the partitions go on from the new offsets. A
 kafka group's offsets are reset only while it has no members, as ``kafka-consumer-groups`` does (its
-members keep their positions in memory). ``lag`` is for zookeeper groups (it judges commit times, which
-ZooKeeper keeps); ``describe`` shows a kafka group's lag. Log end offsets and
+members keep their positions in memory). ``lag`` judges both kinds; a kafka group's commits come without
+their time (OffsetFetch), so they are timed by observation (:meth:`LagWindow.commit_times
+<broker.client.lag_evaluation.LagWindow.commit_times>`). Log end offsets and
 offsets by time come from the brokers (``[consumer] bootstrap_servers``, else ZooKeeper). Every command
 takes ``--json``. Exit codes: 0 done, 1 error (ZooKeeper or brokers unreachable), 2 bad input (unknown
 group, bad date, a group with members to delete or, kafka, to reset).
@@ -134,8 +135,11 @@ def register(subparsers: Any) -> None:
     which = lag.add_mutually_exclusive_group(required=True)
     which.add_argument("--group")
     which.add_argument(
-        "--all-groups", action="store_true", help="every group in ZooKeeper, as found at each observation"
+        "--all-groups",
+        action="store_true",
+        help="every group of both kinds (or of --kind), as found at each observation",
     )
+    _kind_option(lag)
     lag.add_argument(
         "--watch", action="store_true", help="observe every --interval until Ctrl-C (or --count)"
     )
@@ -330,14 +334,7 @@ def _dash(value: int | None) -> str:
 
 
 def _lag(args: argparse.Namespace, config: LumberConfig, admins: Admins) -> int:
-    admin = admins.zookeeper
-    if args.group is not None and not admin.exists(args.group):
-        if admins.kafka.exists(args.group):
-            raise BadGroupInputError(
-                f"consumer group {args.group!r} is a kafka group: lag judges zookeeper groups (their "
-                "commit times); 'lumber groups describe' shows a kafka group's lag"
-            )
-        raise UnknownGroupError(args.group)
+    kind = None if args.group is None else admins.kind_of(args.group, args.kind)
     try:
         interval_s = parse_duration_ms(args.interval, "--interval") / 1000
         LagWindow(args.window)  # checks --window
@@ -353,33 +350,72 @@ def _lag(args: argparse.Namespace, config: LumberConfig, admins: Admins) -> int:
         start_http_server(args.metrics_port, addr=args.metrics_host, registry=registry)
     count = (args.count if args.count is not None else -1) if args.watch else 1
     observed = 0
-    windows: dict[str, LagWindow] = {}
+    windows: dict[tuple[str, str], LagWindow] = {}
     with _brokers(args, config) as consumer:
         while count < 0 or observed < count:
             if observed:
                 time.sleep(interval_s)
             observed += 1
-            groups = admin.list_groups() if args.all_groups else [args.group]
-            for group in [g for g in windows if g not in groups]:
-                del windows[group]
-                collector.forget(group)
-            for group in groups:
-                window = windows.setdefault(group, LagWindow(args.window))
-                partitions = admin.partitions(group)
-                committed = {
-                    tp: (c.offset, c.timestamp_ms)
-                    for tp, c in admin.committed_offsets(group, partitions).items()
-                    if c is not None
-                }
-                now_ms = time.time_ns() // 1_000_000
-                window.observe(now_ms, committed, consumer.end_offsets(partitions) if partitions else {})
-                evaluation = window.evaluate(now_ms)
-                collector.update(group, evaluation)
-                _print_lag(args, group, evaluation, observed)
+            watched = _every_group(admins, args.kind) if kind is None else [(args.group, kind)]
+            for group, gone_kind in [key for key in windows if key not in watched]:
+                del windows[(group, gone_kind)]
+                collector.forget(group, gone_kind)
+            for group, group_kind in watched:
+                window = windows.setdefault((group, group_kind), LagWindow(args.window))
+                state = _observe(admins, consumer, group, group_kind, window)
+                evaluation = window.evaluate(time.time_ns() // 1_000_000)
+                collector.update(group, group_kind, evaluation)
+                _print_lag(args, group, group_kind, state, evaluation, observed)
     return 0
 
 
-def _print_lag(args: argparse.Namespace, group: str, evaluation: list[PartitionLag], observed: int) -> None:
+def _every_group(admins: Admins, kind: str | None) -> list[tuple[str, str]]:
+    """Every group of both kinds (or of ``--kind``) as ``(group, kind)``, sorted."""
+    found: list[tuple[str, str]] = []
+    if kind in (None, ZOOKEEPER_KIND):
+        found.extend((group, ZOOKEEPER_KIND) for group in admins.zookeeper.list_groups())
+    if kind in (None, KAFKA_KIND):
+        found.extend((listed.group, KAFKA_KIND) for listed in admins.kafka.list_groups())
+    return sorted(found)
+
+
+def _observe(admins: Admins, consumer: Consumer, group: str, kind: str, window: LagWindow) -> str | None:
+    """Add one observation of ``group`` to ``window``: its committed offsets (a zookeeper group's with
+    their commit times; a kafka group's from OffsetFetch, as ``describe`` reads them, timed by
+    observation) and the log ends. Returns a kafka group's state."""
+    if kind == ZOOKEEPER_KIND:
+        admin = admins.zookeeper
+        partitions = admin.partitions(group)
+        committed = {
+            tp: (c.offset, c.timestamp_ms)
+            for tp, c in admin.committed_offsets(group, partitions).items()
+            if c is not None
+        }
+        ends = consumer.end_offsets(partitions) if partitions else {}
+        window.observe(time.time_ns() // 1_000_000, committed, ends)
+        return None
+    described = admins.kafka.describe(group, consumer.end_offsets)
+    now_ms = time.time_ns() // 1_000_000
+    offsets = {
+        TopicPartition(p.topic, p.partition): p.committed
+        for p in described.partitions
+        if p.committed is not None
+    }
+    ends = {
+        TopicPartition(p.topic, p.partition): p.log_end for p in described.partitions if p.log_end is not None
+    }
+    window.observe(now_ms, window.commit_times(now_ms, offsets), ends)
+    return described.state
+
+
+def _print_lag(
+    args: argparse.Namespace,
+    group: str,
+    kind: str,
+    state: str | None,
+    evaluation: list[PartitionLag],
+    observed: int,
+) -> None:
     judged = observed >= 2
     status = group_status(evaluation).name if judged else None
     if args.json:
@@ -395,10 +431,15 @@ def _print_lag(args: argparse.Namespace, group: str, evaluation: list[PartitionL
             }
             for p in evaluation
         ]
-        print(json.dumps({"group": group, "status": status, "partitions": rows}), flush=True)
+        line: dict[str, Any] = {"group": group, "kind": kind}
+        if state is not None:
+            line["state"] = state
+        line.update(status=status, partitions=rows)
+        print(json.dumps(line), flush=True)
         return
     total = sum(p.lag for p in evaluation)
-    print(f"group {group!r}: lag {total}, status {status or '- (one observation: use --watch)'}")
+    what = kind if state is None else f"{kind}, state {state}"
+    print(f"group {group!r} ({what}): lag {total}, status {status or '- (one observation: use --watch)'}")
     print(f"  {'topic':<20} {'partition':>9}  {'committed':>10}  {'log end':>10}  {'lag':>8}  status")
     for p in evaluation:
         print(

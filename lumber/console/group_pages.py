@@ -1,8 +1,12 @@
-"""Consumer groups (the paper's, in ZooKeeper): ``/groups`` and ``/groups/{group}``.
+"""Consumer groups of both kinds: ``/groups`` and ``/groups/{group}[?kind=zookeeper|kafka]``.
 
-A group's page shows its members, its generation, and per partition the owner, the committed offset,
-the log end offset (from the brokers) and the lag, read through
-:class:`~broker.client.group_admin.GroupAdmin` as ``lumber groups describe`` does.
+Lumber has two kinds of consumer groups (``lumber groups``): *zookeeper* groups, the paper's, read through
+:class:`~broker.client.group_admin.GroupAdmin`, and *kafka* groups, kept by the brokers' group coordinator,
+read through :class:`~broker.client.kafka_group_admin.KafkaGroupAdmin` (DescribeGroups and OffsetFetch), as
+``lumber groups describe`` reads them. A group's page shows its members (a kafka group's with client ids,
+hosts and assignments), and per partition the owner, the committed offset, the log end offset (from the
+brokers) and the lag, with a bar per partition. ``kind`` picks the kind when both have a group of that name
+(the list links with it); without it the page finds the one that exists.
 """
 
 from __future__ import annotations
@@ -13,13 +17,17 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from broker.client.group_admin import GroupAdmin, GroupDescription
-from lumber.console.errors import NotFoundError
+from broker.client.kafka_group_admin import KafkaGroupDescription
+from lumber.console.errors import BadRequestError, NotFoundError
 from lumber.console.page import esc, link, num, respond, table
 from lumber.console.sources import Sources, request_sources
 from lumber.console.svg import bars
 
 router = APIRouter()
 SourcesDep = Annotated[Sources, Depends(request_sources)]
+ZOOKEEPER_KIND = "zookeeper"
+KAFKA_KIND = "kafka"
+KINDS = (ZOOKEEPER_KIND, KAFKA_KIND)
 
 
 @router.get("/groups")
@@ -31,38 +39,100 @@ def groups_page(request: Request, sources: SourcesDep) -> Response:
         rows.append(
             {
                 "group": group,
+                "kind": ZOOKEEPER_KIND,
                 "members": len(admin.members(group)),
                 "generation": None if generation is None else generation.generation,
+                "state": None,
             }
         )
+    kafka = sources.kafka_groups
+    rows.extend(
+        {
+            "group": listed.group,
+            "kind": KAFKA_KIND,
+            "members": len(kafka.members(listed.group)),
+            "generation": None,
+            "state": listed.state,
+        }
+        for listed in kafka.list_groups()
+    )
+    rows.sort(key=lambda row: (row["group"], row["kind"]))
     body = table(
-        ("group", "members", "generation"),
-        ([link(f"/groups/{r['group']}", r["group"]), num(r["members"]), num(r["generation"])] for r in rows),
+        ("group", "kind", "members", "generation", "state"),
+        (
+            [
+                link(f"/groups/{r['group']}", r["group"], kind=r["kind"]),
+                esc(r["kind"]),
+                num(r["members"]),
+                num(r["generation"]),
+                esc(r["state"] or "-"),
+            ]
+            for r in rows
+        ),
     )
     if not rows:
         body = (
-            f'<p class="muted">No consumer groups in ZooKeeper {esc(sources.config.zookeeper.connect)}.</p>'
+            f'<p class="muted">No consumer groups in ZooKeeper {esc(sources.config.zookeeper.connect)} '
+            "nor at the brokers' group coordinators.</p>"
         )
     return respond(request, "Consumer groups", body, {"groups": rows})
 
 
-def describe(sources: Sources, group: str) -> GroupDescription:
+def describe(
+    sources: Sources, group: str, kind: str | None = None
+) -> GroupDescription | KafkaGroupDescription:
+    """``group``'s description, of ``kind`` or of the one kind that has it (404: neither; 400: both, or
+    an unknown kind)."""
+    if kind is not None and kind not in KINDS:
+        raise BadRequestError(f"kind {kind!r}: expected one of {', '.join(KINDS)}")
     admin = GroupAdmin(sources.zk)
-    if not admin.exists(group):
-        raise NotFoundError(f"no consumer group {group!r} in ZooKeeper {sources.config.zookeeper.connect}")
+    found = []
+    if kind in (None, ZOOKEEPER_KIND) and admin.exists(group):
+        found.append(ZOOKEEPER_KIND)
+    if kind in (None, KAFKA_KIND) and sources.kafka_groups.exists(group):
+        found.append(KAFKA_KIND)
+    if not found:
+        where = {
+            None: f"in ZooKeeper {sources.config.zookeeper.connect} nor at the brokers",
+            ZOOKEEPER_KIND: f"in ZooKeeper {sources.config.zookeeper.connect}",
+            KAFKA_KIND: "at the brokers' group coordinators",
+        }[kind]
+        raise NotFoundError(f"no consumer group {group!r} {where}")
+    if len(found) > 1:
+        raise BadRequestError(
+            f"consumer group {group!r} exists as a zookeeper group and as a kafka group: "
+            "add ?kind=zookeeper or ?kind=kafka"
+        )
+    if found[0] == KAFKA_KIND:
+        return sources.kafka_groups.describe(group, sources.consumer.end_offsets)
     return admin.describe(group, sources.consumer.end_offsets)
 
 
 @router.get("/groups/{group}")
-def group_page(request: Request, sources: SourcesDep, group: str) -> Response:
-    description = describe(sources, group)
+def group_page(request: Request, sources: SourcesDep, group: str, kind: str | None = None) -> Response:
+    description = describe(sources, group, kind)
     data = description.to_json()
+    if isinstance(description, KafkaGroupDescription):
+        summary, members, partitions = _kafka_parts(description, data)
+    else:
+        summary, members, partitions = _zookeeper_parts(description, data)
+    lags = [(f"{p['topic']}-{p['partition']}", p["lag"]) for p in data["partitions"]]
+    chart = bars([label for label, _ in lags], [lag or 0 for _, lag in lags])
+    body = (
+        f"{summary}<h2>Members ({len(description.members)})</h2>{members}"
+        f"<h2>Partitions</h2>{partitions}<h2>Lag per partition</h2>{chart}"
+    )
+    return respond(request, f"Group {group} ({data['kind']})", body, data)
+
+
+def _zookeeper_parts(description: GroupDescription, data: dict[str, Any]) -> tuple[str, str, str]:
     generation = description.generation
     summary = (
-        "<p>No generation yet (no leader has assigned partitions).</p>"
+        "<p>A zookeeper group. No generation yet (no leader has assigned partitions).</p>"
         if generation is None
-        else f"<p>Generation {generation.generation}, leader <code>{esc(generation.leader)}</code>, "
-        f"strategy {esc(generation.strategy)}; total lag {data['total_lag']}</p>"
+        else f"<p>A zookeeper group. Generation {generation.generation}, leader "
+        f"<code>{esc(generation.leader)}</code>, strategy {esc(generation.strategy)}; total lag "
+        f"{data['total_lag']}</p>"
     )
     members = table(
         ("member", "host", "pid", "subscription"),
@@ -76,27 +146,45 @@ def group_page(request: Request, sources: SourcesDep, group: str) -> Response:
             for m in description.members
         ),
     )
-    partitions = table(
-        ("topic", "partition", "owner", "committed", "log end", "lag"),
+    return summary, members, _partitions_table(data["partitions"], "owner")
+
+
+def _kafka_parts(description: KafkaGroupDescription, data: dict[str, Any]) -> tuple[str, str, str]:
+    summary = (
+        f"<p>A kafka group. State {esc(description.state)}, protocol "
+        f"{esc(description.protocol or '-')}, coordinator broker {description.coordinator.node_id}; "
+        f"total lag {data['total_lag']}</p>"
+    )
+    members = table(
+        ("member", "client id", "host", "instance id", "assignment"),
         (
             [
-                link(f"/topics/{p.topic}", p.topic, partition=p.partition),
-                num(p.partition),
-                esc(p.owner or "-"),
-                num(p.committed),
-                num(p.log_end),
-                num(p.lag),
+                esc(m.member_id),
+                esc(m.client_id),
+                esc(m.client_host),
+                esc(m.group_instance_id or "-"),
+                esc(", ".join(str(tp) for tp in m.assignment) or "-"),
             ]
-            for p in description.partitions
+            for m in description.members
         ),
-        ["warn" if (p.lag or 0) > 0 else "" for p in description.partitions],
     )
-    chart = bars(
-        [f"{p.topic}-{p.partition}" for p in description.partitions],
-        [p.lag or 0 for p in description.partitions],
+    return summary, members, _partitions_table(data["partitions"], "member")
+
+
+def _partitions_table(partitions: list[dict[str, Any]], owner: str) -> str:
+    """The partitions of a description's JSON; ``owner``: its key naming who consumes the partition."""
+    return table(
+        ("topic", "partition", owner, "committed", "log end", "lag"),
+        (
+            [
+                link(f"/topics/{p['topic']}", p["topic"], partition=p["partition"]),
+                num(p["partition"]),
+                esc(p[owner] or "-"),
+                num(p["committed"]),
+                num(p["log_end"]),
+                num(p["lag"]),
+            ]
+            for p in partitions
+        ),
+        ["warn" if (p["lag"] or 0) > 0 else "" for p in partitions],
     )
-    body = (
-        f"{summary}<h2>Members ({len(description.members)})</h2>{members}"
-        f"<h2>Partitions</h2>{partitions}<h2>Lag per partition</h2>{chart}"
-    )
-    return respond(request, f"Group {group}", body, data)

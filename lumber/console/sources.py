@@ -3,10 +3,11 @@
 A :class:`Sources` lives for one request (the application's dependency opens it and closes it once the
 page is rendered): a kazoo session to ``[zookeeper] connect``, a :class:`~broker.client.consumer.Consumer`
 of no partitions bootstrapped from ``[consumer] bootstrap_servers`` (else the brokers registered in
-ZooKeeper), and a :class:`~schemas.client.SchemaRegistryClient` of ``[registry] url``. Nothing is shared
-between requests, so the console holds no state that could go stale; each source is opened only if the page
-needs it. Every wait is bounded by ``[console] request_timeout_ms``;
-a source that does not answer raises :class:`~lumber.console.errors.SourceUnavailableError` naming it.
+ZooKeeper), a :class:`~broker.client.kafka_group_admin.KafkaGroupAdmin` for the Kafka-protocol groups
+(bootstrapped the same way), and a :class:`~schemas.client.SchemaRegistryClient` of ``[registry] url``.
+Nothing is shared between requests, so the console holds no state that could go stale; each source is
+opened only if the page needs it. Every wait is bounded by ``[console] request_timeout_ms``; a source that
+does not answer raises :class:`~lumber.console.errors.SourceUnavailableError` naming it.
 
 Not thread-safe: one request, one thread.
 """
@@ -23,6 +24,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from broker.client.consumer import Consumer
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.errors import ClientError
+from broker.client.kafka_group_admin import KafkaGroupAdmin
 from broker.cluster import zk_reads
 from lumber.config import LumberConfig
 from lumber.console.errors import SourceUnavailableError
@@ -38,6 +40,7 @@ class Sources:
         self._zk: KazooClient | None = None
         self._consumer: Consumer | None = None
         self._registry: SchemaRegistryClient | None = None
+        self._kafka_groups: KafkaGroupAdmin | None = None
 
     @property
     def registry_url(self) -> str:
@@ -89,6 +92,19 @@ class Sources:
         return self._consumer
 
     @property
+    def kafka_groups(self) -> KafkaGroupAdmin:
+        """The brokers' group coordinators, for the Kafka-protocol groups."""
+        if self._kafka_groups is None:
+            settings = self.consumer_settings()
+            try:
+                self._kafka_groups = KafkaGroupAdmin(config=settings)
+            except ClientError as exc:
+                raise SourceUnavailableError(
+                    f"brokers {', '.join(settings.bootstrap_servers)}: {exc}"
+                ) from exc
+        return self._kafka_groups
+
+    @property
     def registry(self) -> SchemaRegistryClient:
         if self._registry is None:
             self._registry = SchemaRegistryClient(
@@ -97,6 +113,8 @@ class Sources:
         return self._registry
 
     def close(self) -> None:
+        if self._kafka_groups is not None:
+            self._kafka_groups.close()
         if self._consumer is not None:
             self._consumer.close()
         if self._registry is not None:
@@ -104,7 +122,7 @@ class Sources:
         if self._zk is not None:
             self._zk.stop()
             self._zk.close()
-        self._zk = self._consumer = self._registry = None
+        self._zk = self._consumer = self._registry = self._kafka_groups = None
 
 
 def request_sources(request: Request) -> Iterator[Sources]:

@@ -6,10 +6,10 @@ State folder layout (``--state-dir``, default ``.lumber``)::
     <state_dir>/lumber.toml      the stack's config: clients read it, and every service starts from it
     <state_dir>/<service>/       each service's config, data and log (broker-N/logs: broker N's log dir)
 
-``lumber.toml`` describes the stack as it runs: ZooKeeper's and the registry's addresses, ``[dev]
-state_dir``, and in ``[broker]`` and ``[log]`` broker 0 (its id, port and log dir); broker N starts from
-the same file with ``--id N --port <broker_port + N> --log-dir <state_dir>/broker-N/logs``, as a comment at
-its top says. ``[broker] default_replication_factor`` is ``min(brokers, 3)`` unless the user's config sets
+``lumber.toml`` describes the stack as it runs: ZooKeeper's, the registry's and the console's addresses,
+``[dev] state_dir``, and in ``[broker]`` and ``[log]`` broker 0 (its id, port and log dir); broker N starts
+from the same file with ``--id N --port <broker_port + N> --log-dir <state_dir>/broker-N/logs``, as a comment
+at its top says. ``[broker] default_replication_factor`` is ``min(brokers, 3)`` unless the user's config sets
 it: the brokers use it for the topics they create, and ``lumber topics create`` for topics created without
 ``--replication-factor``.
 
@@ -18,6 +18,9 @@ it: the brokers use it for the topics they create, and ``lumber topics create`` 
     {"state_dir": "...", "config_path": "...", "started_at": "<ISO-8601 UTC>",
      "services": [{"name": "zookeeper", "endpoint": "127.0.0.1:2181", "ports": [2181],
                    "process": {"name": ..., "pid": ..., "start_ticks": ..., "argv": [...], "log_path": ...}}]}
+
+The services, in start order: ZooKeeper, the brokers, the schema registry, and the web console (``lumber
+console`` on ``[dev] console_port``), which reads the others afresh on every request.
 
 ``up`` refuses when the stack is already up or a port it needs is taken, starts the services in order and
 waits until each answers, and writes ``stack.json`` after every start, so ``down`` can always stop what was
@@ -130,12 +133,14 @@ class DevStack:
             default_replication_factor=self.replication_factor,
         )
         log = self.config.log.replace(log_dirs=[str(self.broker_log_dir(0))])
+        console = self.config.console.replace(host="127.0.0.1", port=self.config.dev.console_port)
         return self.config.replace(
             zookeeper=zookeeper,
             dev=dev,
             registry=registry,
             broker=broker,
             log=log,
+            console=console,
             source=str(self.config_path),
         )
 
@@ -164,7 +169,8 @@ class DevStack:
         return "\n".join(header) + dump_config(self.stack_config())
 
     def services(self) -> list[ServiceSpec]:
-        """The services ``up`` starts, in start order: ZooKeeper, the brokers, then the schema registry."""
+        """The services ``up`` starts, in start order: ZooKeeper, the brokers, the schema registry, then
+        the console."""
         dev = self.config.dev
         zookeeper = ZooKeeperServer(
             self.state_dir / "zookeeper", dev.zookeeper_port, heap_mb=dev.zookeeper_heap_mb
@@ -186,6 +192,8 @@ class DevStack:
             zookeeper.connect,
         ]
         brokers = [self._broker_spec(i, zookeeper.connect) for i in range(dev.brokers)]
+        console_url = f"http://127.0.0.1:{dev.console_port}/"
+        console_argv = [sys.executable, "-m", "lumber", "--config", str(self.config_path), "console"]
         return [
             ServiceSpec(
                 name="zookeeper",
@@ -204,6 +212,14 @@ class DevStack:
                 argv=lambda: registry_argv,
                 log_path=self.state_dir / "registry" / "registry.log",
                 is_ready=lambda: _http_answers(registry_url),
+            ),
+            ServiceSpec(
+                name="console",
+                ports=(dev.console_port,),
+                endpoint=console_url,
+                argv=lambda: console_argv,
+                log_path=self.state_dir / "console" / "console.log",
+                is_ready=lambda: _http_answers(console_url),
             ),
         ]
 
@@ -347,7 +363,7 @@ class DevStack:
     def summary(self) -> dict[str, Any]:
         """What is recorded and whether each process is alive: the JSON that ``--json`` prints, with the
         addresses a client needs at the top (``bootstrap_servers``, ``zookeeper_connect``,
-        ``registry_url``)."""
+        ``registry_url``, ``console_url``)."""
         services = self.read_state()
         stack = self.stack_config()
         return {
@@ -356,6 +372,7 @@ class DevStack:
             "bootstrap_servers": [s.endpoint for s in services if s.name.startswith("broker-")],
             "zookeeper_connect": stack.zookeeper.connect,
             "registry_url": stack.registry.url,
+            "console_url": f"http://127.0.0.1:{stack.console.port}/",
             "services": [
                 {
                     "name": s.name,

@@ -14,13 +14,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lumber.dev.process import ProcessHandle, free_port, spawn, stop, wait_until
+from lumber.dev.process import spawn
 from pipeline.load_job import run_load
 from pipeline.spark_submit import build_code_zip, spark_submit_command, submit_environment
 from tests.support.load_job import (
@@ -31,8 +30,7 @@ from tests.support.load_job import (
     load_stack,
 )
 from tests.support.registry import RegistryProcess
-
-SPARK_CLASS = Path(sys.executable).parent / "spark-class"
+from tests.support.spark_standalone import Standalone, spark_standalone
 
 
 @pytest.fixture
@@ -118,71 +116,10 @@ def test_sigkill_of_the_driver_at_random_moments_loses_and_duplicates_nothing(st
     assert not staging.exists() or not any(staging.iterdir())
 
 
-@dataclass
-class Standalone:
-    master_url: str
-    handles: list[tuple[ProcessHandle, Any]]
-
-
 @pytest.fixture
 def standalone(tmp_path: Path) -> Iterator[Standalone]:
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    port = free_port()
-    started: list[tuple[ProcessHandle, Any]] = []
-    try:
-        master = spawn(
-            "spark-master",
-            [
-                str(SPARK_CLASS),
-                "org.apache.spark.deploy.master.Master",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--webui-port",
-                str(free_port()),
-            ],
-            tmp_path / "master.log",
-            env=env,
-        )
-        started.append(master)
-        wait_until(
-            lambda: "I have been elected leader" in (tmp_path / "master.log").read_text(errors="replace"),
-            60,
-            "the Spark master",
-        )
-        worker = spawn(
-            "spark-worker",
-            [
-                str(SPARK_CLASS),
-                "org.apache.spark.deploy.worker.Worker",
-                "--host",
-                "127.0.0.1",
-                "--cores",
-                "2",
-                "--memory",
-                "2g",
-                "--webui-port",
-                str(free_port()),
-                "--work-dir",
-                str(tmp_path / "work"),
-                f"spark://127.0.0.1:{port}",
-            ],
-            tmp_path / "worker.log",
-            env=env,
-        )
-        started.append(worker)
-        wait_until(
-            lambda: (
-                "Successfully registered with master" in (tmp_path / "worker.log").read_text(errors="replace")
-            ),
-            60,
-            "the Spark worker to register",
-        )
-        yield Standalone(f"spark://127.0.0.1:{port}", started)
-    finally:
-        for handle, popen in reversed(started):
-            stop(handle, popen=popen)
+    with spark_standalone(tmp_path) as cluster:
+        yield cluster
 
 
 @pytest.mark.slow

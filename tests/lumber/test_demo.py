@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from lumber.config import LumberConfig, config_from_mapping, load_config
@@ -107,6 +108,7 @@ def test_a_small_demo_runs_end_to_end_through_a_broker_failover(tmp_path: Path) 
         "LUMBER_DEV__ZOOKEEPER_PORT": str(free_port()),
         "LUMBER_DEV__BROKER_PORT": str(broker_port),
         "LUMBER_DEV__REGISTRY_PORT": str(free_port()),
+        "LUMBER_DEV__CONSOLE_PORT": str(free_port()),
     }
     env = {k: v for k, v in os.environ.items() if not k.startswith("LUMBER_")} | ports
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
@@ -167,6 +169,12 @@ def test_a_small_demo_runs_end_to_end_through_a_broker_failover(tmp_path: Path) 
         assert f"{lumber} dev down --state-dir demo " in out  # relative to the working directory
         assert f"$ {lumber} dev up --brokers 3 --state-dir demo" in out
         assert f"Stop it with:  {lumber} dev down --state-dir demo" in out  # printed by `dev up` itself
+        # the demo ends with the console's URL, the stack behind it: its cluster page lists the demo's topics
+        console_url = f"http://127.0.0.1:{ports['LUMBER_DEV__CONSOLE_PORT']}/"
+        assert f"The web console (part of the stack): {console_url} " in out
+        cluster_page = httpx.get(console_url, params={"format": "json"}, timeout=60)
+        assert cluster_page.status_code == 200, cluster_page.text
+        assert {"page_view", "click", "search"} <= {t["topic"] for t in cluster_page.json()["topics"]}
         # a command (`lumber etl run: ...` is a message prefix): none without the lumber that was run
         bare = [
             line for line in out.splitlines() if re.search(r"(^|[\s`$])lumber [a-z]+ [a-z-]+\b(?!:)", line)

@@ -797,17 +797,26 @@ class GroupCoordinator:
     def handle_fetch_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition] | None
     ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
-        """The group's committed offsets of ``partitions`` (None: all it has); None where it has none."""
-        status = self._status(group_id, allow_empty_id=True)
-        if status != ErrorCode.NONE:
-            return status, {}
-        group = self.manager.get_group(group_id)
-        if group is None:
-            return ErrorCode.NONE, dict.fromkeys(partitions or (), None)
-        with group.lock:
-            if partitions is None:
-                return ErrorCode.NONE, dict(group.offsets)
-            return ErrorCode.NONE, {tp: group.offsets.get(tp) for tp in partitions}
+        """The group's committed offsets of ``partitions`` (None: all it has); None where it has none.
+
+        "None" is an answer clients act on (librdkafka applies ``auto.offset.reset``), so it is given only
+        for a group this broker coordinates and has no offsets of: the ownership check and the lookup are
+        one step (:meth:`GroupMetadataManager.coordinated_group`), and a group unloaded (Dead) before its
+        lock is taken is looked up again, which answers COORDINATOR_LOAD_IN_PROGRESS while its partition
+        loads again, NOT_COORDINATOR once another broker leads it (both retried by clients)."""
+        for _attempt in range(3):
+            status, group = self.manager.coordinated_group(group_id)
+            if status != ErrorCode.NONE:
+                return status, {}
+            if group is None:
+                return ErrorCode.NONE, dict.fromkeys(partitions or (), None)
+            with group.lock:
+                if group.is_state(GroupState.DEAD) and self.manager.get_group(group_id) is not group:
+                    continue  # unloaded (or deleted) since the lookup: ask again
+                if partitions is None:
+                    return ErrorCode.NONE, dict(group.offsets)
+                return ErrorCode.NONE, {tp: group.offsets.get(tp) for tp in partitions}
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, {}  # unloaded under each lookup: let it retry
 
     def handle_delete_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition]

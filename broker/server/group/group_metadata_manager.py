@@ -36,7 +36,10 @@ append, on the request's own thread.
 ago) are deleted with tombstones; an Empty group left without offsets is removed with a tombstone too.
 
 Concurrency: ``_lock`` guards the maps (groups, owned and loading partitions); each group's fields are
-guarded by its own lock, which is never taken while ``_lock`` is held. The loader thread is the only one
+guarded by its own lock, which is never taken while ``_lock`` is held. Whether this broker coordinates a
+group and which group object its cache holds are read in one hold of ``_lock``
+(:meth:`GroupMetadataManager.coordinated_group`): an unload between the two would read as a group never
+seen. The loader thread is the only one
 that loads or unloads. A write's callback runs on this manager's own thread (``group-writes-<id>``), never
 on the purgatory's: it takes the group's lock, and the purgatory's thread must stay free to answer the
 followers' fetches that acknowledge the write.
@@ -210,18 +213,25 @@ class GroupMetadataManager:
 
     def status_of(self, group_id: str) -> ErrorCode:
         """NONE if this broker coordinates ``group_id`` now, else why not (Kafka's validateGroupStatus)."""
+        return self.coordinated_group(group_id)[0]
+
+    def coordinated_group(self, group_id: str) -> tuple[ErrorCode, GroupMetadata | None]:
+        """:meth:`status_of` and, when NONE, the cached group (None: no group) read under one hold of
+        ``_lock``, so that no unload falls between the check and the lookup (Kafka guards its
+        check-and-get the same way): a group unloaded meanwhile is not mistaken for one never seen, whose
+        offsets would be answered as "none committed"."""
         partition = self.partition_for(group_id)
         if partition is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         with self._lock:
             if partition in self._loading:
-                return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+                return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None
             if partition in self._owned:
-                return ErrorCode.NONE
+                return ErrorCode.NONE, self._groups.get(group_id)
         if self._cluster.view.leader(OFFSETS_TOPIC, partition) == self._broker_id:
             # the view names this broker leader before the replica manager applies it and the load starts
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return ErrorCode.NOT_COORDINATOR
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None
+        return ErrorCode.NOT_COORDINATOR, None
 
     def on_leadership(self) -> None:
         """Load the partitions of ``__consumer_offsets`` led here since the last call, unload the others
@@ -237,6 +247,11 @@ class GroupMetadataManager:
             known = {**self._owned, **self._loading}
             to_load = [(p, e) for p, e in led.items() if known.get(p) != e]
             to_unload = [p for p in known if p not in led]
+            for p in to_unload:
+                # stops answering for it at once, and cancels a load still queued: the unload task only
+                # empties the cache, so it cannot cancel a newer load queued after it
+                self._loading.pop(p, None)
+                self._owned.pop(p, None)
             for p, e in to_load:
                 self._loading[p] = e
         for p in to_unload:
@@ -277,7 +292,7 @@ class GroupMetadataManager:
             if self._loading.get(number) != epoch:
                 return  # superseded by a newer epoch or an unload
         started = time.monotonic()
-        self._unload(number, keep_loading=True)
+        self._unload(number)
         partition = self._replicas.get_partition(tp)
         if partition is None or not partition.is_leader or partition.leader_epoch != epoch:
             with self._lock:
@@ -359,10 +374,10 @@ class GroupMetadataManager:
         except ServerError as exc:
             logger.warning("%s: skipped: %s", where, exc)
 
-    def _unload(self, number: int, *, keep_loading: bool = False) -> None:
+    def _unload(self, number: int) -> None:
+        """Drop the partition's groups from the cache (its ownership and a pending load are not touched
+        here: :meth:`on_leadership` ends them when the leadership goes, :meth:`_load` sets them)."""
         with self._lock:
-            if not keep_loading:
-                self._loading.pop(number, None)
             self._owned.pop(number, None)
             count = self.partition_count() or 0
             doomed = [g for gid, g in self._groups.items() if count and partition_for(gid, count) == number]

@@ -62,3 +62,18 @@ def test_window_keeps_the_last_samples_and_judges_each_partition() -> None:
 def test_window_needs_two_samples() -> None:
     with pytest.raises(ValueError, match="at least 2 samples, got 1"):
         LagWindow(window=1)
+
+
+def test_commit_times_by_observation_for_offsets_without_a_commit_time() -> None:
+    lag_window = LagWindow(window=3)
+    # partition 0 moves at every observation, partition 1 stays at 7 from the first: t=0, 10, 20
+    for t, offset in ((0, 10), (10, 20), (20, 30)):
+        timed = lag_window.commit_times(t, {TP0: offset, TP1: 7})
+        assert timed == {TP0: (offset, t), TP1: (7, 0)}
+        lag_window.observe(t, timed, {TP0: 40 + t, TP1: 20})
+    assert [(p.partition, p.status, p.lag) for p in lag_window.evaluate(25)] == [
+        (TP0, LagStatus.WARNING, 30),  # moving, lag 30, 30, 30 never fell
+        (TP1, LagStatus.STOPPED, 13),  # first seen at 0: 25 - 0 > 0 - 0
+    ]
+    # a rewind of partition 1 is a new offset: timed now
+    assert lag_window.commit_times(30, {TP1: 3}) == {TP1: (3, 30)}

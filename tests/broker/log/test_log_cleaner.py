@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -269,6 +270,44 @@ def test_a_dedupe_buffer_too_small_for_the_dirty_keys_cleans_in_several_passes_t
     large.close()
 
 
+def test_the_key_columns_and_the_record_walk_clean_to_the_same_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cleaner's two ways through a batch, the key columns (copying kept records' bytes) and the walk
+    it falls back on (decoding, re-encoding), write the same segments, pass after pass: varied sizes,
+    tombstones (stamped, then dropped), headers, a codec, batches past 64 records."""
+    rng = random.Random(22)
+    now = [BASE_TS + 10_000_000]
+    logs: dict[str, tuple[Log, LogCleaner, Cleaner]] = {}
+    for way in ("columns", "walk"):
+        log = open_log(tmp_path / way, delete_retention_ms=1_000)
+        log_config = config(tmp_path / way, cleaner_dedupe_buffer_bytes=64 * 1024)
+        root = tmp_path / way
+        manager = LogCleanerManager([root], partial(dict, {root: [log]}), lambda: now[0])
+        log_cleaner = LogCleaner(log_config, manager, clock=lambda: now[0])
+        logs[way] = (log, log_cleaner, log_cleaner.new_cleaner())
+    ops: list[Op] = []
+    for round_number in range(3):
+        more = random_ops(rng, 6_000, 3_000, tombstones=0.2)
+        more = [(k, None if v is None else v * rng.randrange(1, 4)) for k, v in more]
+        ops += more
+        for way, (log, log_cleaner, cleaner) in logs.items():
+            append_ops(log, more[:3_000], per_batch=100, headers=True)
+            append_ops(log, more[3_000:], per_batch=70, codec=CompressionType.GZIP)
+            log.roll()
+            if way == "walk":
+                monkeypatch.setattr("broker.log.log_cleaner.batch_key_columns", lambda *args: None)
+            passes = clean_all(log_cleaner, cleaner)
+            monkeypatch.undo()
+            assert len(passes) >= 2  # the small map: several passes
+        columns_log, walk_log = logs["columns"][0], logs["walk"][0]
+        assert read_bytes(columns_log) == read_bytes(walk_log), f"round {round_number}"
+        assert log_map(columns_log) == replay(ops)
+        now[0] += 2_000  # past the horizon of the tombstones stamped so far
+    for log, _, _ in logs.values():
+        log.close()
+
+
 def test_records_younger_than_the_compaction_lag_stay(tmp_path: Path) -> None:
     log = open_log(tmp_path, min_compaction_lag_ms=3_600_000)
     old = [(f"k{i % 100}".encode(), f"old{i}".encode()) for i in range(2_000)]
@@ -461,6 +500,18 @@ def test_a_keyless_record_on_a_compacted_log_is_refused_naming_the_partition_and
     ):
         log.append(builder.build())
     assert (log.log_end_offset, log.size_bytes) == (1, size)
+    # a request of several batches (read by columns together), the keyless record in a gzip batch
+    keyed = RecordBatchBuilder()
+    for i in range(70):
+        keyed.append(BASE_TS, b"k%d" % i, b"v")
+    zipped = RecordBatchBuilder(CompressionType.GZIP)
+    zipped.append(BASE_TS, b"d", b"4")
+    zipped.append(BASE_TS, None, b"keyless")
+    with pytest.raises(InvalidRecordError, match=r"without a key: record #1 at offset 1 of the batch \(of 2"):
+        log.append(keyed.build() + zipped.build())
+    assert (log.log_end_offset, log.size_bytes) == (1, size)
+    log.append(keyed.build() + keyed.build())
+    assert log.log_end_offset == 141
     log.close()
 
 

@@ -17,6 +17,9 @@ from lumber.dev.process import free_port
 from tests.broker.client.group_helpers import member, produce, wait_settled
 from tests.lumber.cli.test_groups import drain
 from tests.support.broker_cluster import servers, wait_for
+from tests.support.confluent_group import confluent_group_member
+
+GROUP_LABELS = (("consumergroup", "audit"), ("kind", "zookeeper"))
 
 
 def test_lag_once_then_watched_with_metrics(broker_cluster: Any, tmp_path: Path) -> None:
@@ -39,6 +42,7 @@ def test_lag_once_then_watched_with_metrics(broker_cluster: Any, tmp_path: Path)
         assert once.returncode == 0, once.stderr
         assert json.loads(once.stdout) == {
             "group": "audit",
+            "kind": "zookeeper",
             "status": None,
             "partitions": [
                 {
@@ -107,17 +111,142 @@ def test_lag_once_then_watched_with_metrics(broker_cluster: Any, tmp_path: Path)
                     for family in text_string_to_metric_families(text):
                         for sample in family.samples:
                             scraped[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-                    return ("lumber_consumergroup_status", (("consumergroup", "audit"),)) in scraped
+                    return ("lumber_consumergroup_status", GROUP_LABELS) in scraped
 
                 wait_for(scrape, 10, "the lag metrics")
             finally:
                 watcher.terminate()
                 watcher.wait(timeout=30)
-    labels = lambda p: (("consumergroup", "audit"), ("partition", str(p)), ("topic", "events"))  # noqa: E731
+    labels = lambda p: (  # noqa: E731
+        ("consumergroup", "audit"),
+        ("kind", "zookeeper"),
+        ("partition", str(p)),
+        ("topic", "events"),
+    )
     assert scraped[("kafka_consumergroup_lag", labels(0))] == 0
     assert scraped[("kafka_consumergroup_lag", labels(1))] == 3
     assert scraped[("kafka_consumergroup_current_offset", labels(1))] == 2
     assert scraped[("kafka_topic_partition_current_offset", (("partition", "1"), ("topic", "events")))] == 5
     assert scraped[("lumber_consumergroup_partition_status", labels(0))] == 0
     assert scraped[("lumber_consumergroup_partition_status", labels(1))] == 3
-    assert scraped[("lumber_consumergroup_status", (("consumergroup", "audit"),))] == 3
+    assert scraped[("lumber_consumergroup_status", GROUP_LABELS)] == 3
+
+
+def test_lag_of_a_kafka_group_beside_a_zookeeper_group(start_cluster: Any, tmp_path: Path) -> None:
+    """A real confluent-kafka group (committed 5 and 2 of 5 and 5, then left) judged from OffsetFetch and
+    ListOffsets, alone and beside a caught-up zookeeper group in the exporter mode (--all-groups)."""
+    cluster = start_cluster(1, group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=1000)
+    cluster.create_topic("events", 2)
+    produce(cluster, "events", 2, 5)
+    config = tmp_path / "lumber.toml"
+    config.write_text(
+        f'[zookeeper]\nconnect = "{cluster.zk_connect}"\n\n'
+        f"[consumer]\nbootstrap_servers = {json.dumps(servers(cluster))}\nrequest_timeout_ms = 5000\n"
+    )
+    with member(cluster, "audit", auto_commit_enable=False) as m:
+        m.subscribe("events")
+        wait_settled(cluster, "audit", "events", 2, [m], 15)
+        drain(m, 10)
+        m.commit()  # 5 and 5: caught up
+    with confluent_group_member(servers(cluster), "kg", "events", 10, {0: 5, 1: 2}):
+        pass  # it left: the group is Empty, its offsets stay
+
+    lag = [sys.executable, "-m", "lumber", "--config", str(config), "groups", "lag"]
+    once = subprocess.run([*lag, "--group", "kg", "--json"], capture_output=True, text=True, timeout=60)
+    assert once.returncode == 0, once.stderr
+    assert json.loads(once.stdout) == {
+        "group": "kg",
+        "kind": "kafka",
+        "state": "Empty",
+        "status": None,
+        "partitions": [
+            {
+                "topic": "events",
+                "partition": 0,
+                "committed": 5,
+                "log_end": 5,
+                "lag": 0,
+                "status": None,
+                "samples": 1,
+            },
+            {
+                "topic": "events",
+                "partition": 1,
+                "committed": 2,
+                "log_end": 5,
+                "lag": 3,
+                "status": None,
+                "samples": 1,
+            },
+        ],
+    }
+    text = subprocess.run([*lag, "--group", "kg"], capture_output=True, text=True, timeout=60)
+    assert (text.returncode, text.stderr) == (0, "")
+    assert text.stdout == (
+        "group 'kg' (kafka, state Empty): lag 3, status - (one observation: use --watch)\n"
+        f"  {'topic':<20} {'partition':>9}  {'committed':>10}  {'log end':>10}  {'lag':>8}  status\n"
+        f"  {'events':<20} {0:>9}  {5:>10}  {5:>10}  {0:>8}  -\n"
+        f"  {'events':<20} {1:>9}  {2:>10}  {5:>10}  {3:>8}  -\n"
+    )
+
+    port = free_port()
+    argv = [*lag, "--all-groups", "--watch", "--interval", "200ms", "--window", "3", "--count", "300"]
+    with (
+        (tmp_path / "watch.log").open("w") as log,
+        subprocess.Popen(
+            [*argv, "--json", "--metrics-port", str(port)], stdout=subprocess.PIPE, stderr=log, text=True
+        ) as watcher,
+    ):
+        try:
+            assert watcher.stdout is not None
+            lines = [json.loads(watcher.stdout.readline()) for _ in range(6)]  # 3 observations of 2 groups
+            assert [(line["group"], line["kind"], line["status"]) for line in lines] == [
+                ("audit", "zookeeper", None),
+                ("kg", "kafka", None),
+                ("audit", "zookeeper", "OK"),
+                ("kg", "kafka", "STOPPED"),  # nobody commits partition 1 again
+                ("audit", "zookeeper", "OK"),
+                ("kg", "kafka", "STOPPED"),
+            ]
+            assert [
+                (p["partition"], p["lag"], p["status"], p["samples"]) for p in lines[4]["partitions"]
+            ] == [
+                (0, 0, "OK", 3),
+                (1, 0, "OK", 3),
+            ]
+            assert [
+                (p["partition"], p["lag"], p["status"], p["samples"]) for p in lines[5]["partitions"]
+            ] == [
+                (0, 0, "OK", 3),
+                (1, 3, "STOPPED", 3),
+            ]
+            scraped: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+
+            def scrape() -> bool:
+                body = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+                scraped.clear()
+                for family in text_string_to_metric_families(body):
+                    for sample in family.samples:
+                        scraped[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+                return (
+                    "lumber_consumergroup_status",
+                    (("consumergroup", "kg"), ("kind", "kafka")),
+                ) in scraped
+
+            wait_for(scrape, 10, "the lag metrics")
+        finally:
+            watcher.terminate()
+            watcher.wait(timeout=30)
+    labels = lambda g, k, p: (  # noqa: E731
+        ("consumergroup", g),
+        ("kind", k),
+        ("partition", str(p)),
+        ("topic", "events"),
+    )
+    assert scraped[("kafka_consumergroup_lag", labels("kg", "kafka", 0))] == 0
+    assert scraped[("kafka_consumergroup_lag", labels("kg", "kafka", 1))] == 3
+    assert scraped[("kafka_consumergroup_current_offset", labels("kg", "kafka", 1))] == 2
+    assert scraped[("kafka_consumergroup_lag", labels("audit", "zookeeper", 1))] == 0
+    assert scraped[("lumber_consumergroup_partition_status", labels("kg", "kafka", 1))] == 3
+    assert scraped[("lumber_consumergroup_status", (("consumergroup", "kg"), ("kind", "kafka")))] == 3
+    assert scraped[("lumber_consumergroup_status", (("consumergroup", "audit"), ("kind", "zookeeper")))] == 0

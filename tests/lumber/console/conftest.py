@@ -11,13 +11,16 @@ The story (times are 2026-11-22, three days before this repository's clock, so e
 3. host ``web-2`` (audited) produces 3 v1 views to partition 1 in hour 09 and nothing loads them: hour 09 is
    INCOMPLETE (3 expected, 0 loaded, 3 missing);
 4. group G's member reads everything and commits partition 0 at 5 and partition 1 at 7 (lag 2 and 0); it
-   stays in the group while the tests run.
+   stays in the group while the tests run;
+5. kafka group K: a confluent-kafka consumer (client id ``console-k``) reads everything and commits
+   partition 0 at 3 and partition 1 at 7 (lag 4 and 0); it stays in the group while the tests run.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +43,7 @@ from schemas.client import SchemaRegistryClient
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema_text
 from tests.support.broker_cluster import BrokerCluster, wait_for
+from tests.support.confluent_group import confluent_group_member
 from tests.support.load_job import BASE_MS, HOUR_MS, load_config, page_view, unique_topic
 from tests.support.registry import RegistryProcess
 from tests.support.zookeeper import make_chroot
@@ -54,6 +58,7 @@ class ConsoleStack:
     url: str
     topic: str
     group: str
+    kafka_group: str
     job: str
     warehouse: Path
     registry: RegistryProcess
@@ -111,6 +116,7 @@ def console_stack(
     cluster = BrokerCluster(make_chroot(zookeeper_server.connect, "console_stack"), base / "brokers")
     members: list[GroupConsumer] = []
     console = None
+    kafka_members = ExitStack()
     try:
         cluster.add_broker()
         topic = unique_topic("page_view")
@@ -120,7 +126,14 @@ def console_stack(
         v2 = registry.register(f"{topic}-value", shipped_schema_text("page_view_v2"))
         serde = AvroSerde(registry)
         stack = ConsoleStack(
-            "", topic, unique_topic("group"), unique_topic("job"), base / "warehouse", load_registry, cluster
+            "",
+            topic,
+            unique_topic("group"),
+            unique_topic("kgroup"),
+            unique_topic("job"),
+            base / "warehouse",
+            load_registry,
+            cluster,
         )
         stack.schema_ids = {"v1": v1, "v2": v2}
 
@@ -178,6 +191,13 @@ def console_stack(
         wait_for(read_all, 60, "the group to read the 14 records")
         member.commit({TopicPartition(topic, 0): 5, TopicPartition(topic, 1): 7})
 
+        # 5. the kafka group: read everything, commit partition 0 at 3 and partition 1 at 7
+        kafka_members.enter_context(
+            confluent_group_member(
+                cluster.bootstrap_servers.split(","), stack.kafka_group, topic, 14, {0: 3, 1: 7}, "console-k"
+            )
+        )
+
         # the console, as `lumber console` runs it
         port = free_port()
         console_config = config.replace(console=ConsoleConfig(port=port))
@@ -199,4 +219,5 @@ def console_stack(
             stop(console[0], popen=console[1])
         for m in members:
             m.close()
+        kafka_members.close()
         cluster.stop()

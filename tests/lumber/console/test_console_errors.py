@@ -34,6 +34,8 @@ from tests.lumber.console.conftest import ConsoleStack
         ("/topics/{topic}/0/7", 400, "no record at offset 7 of {topic}-0"),
         ("/topics/{topic}/0/6/value", 400, "is not Avro: {topic}-0@6: magic byte is 0x07 at offset 0"),
         ("/groups/no_such_group", 404, "no consumer group 'no_such_group'"),
+        ("/groups/no_such_group?kind=kafka", 404, "no consumer group 'no_such_group' at the brokers'"),
+        ("/groups/no_such_group?kind=nope", 400, "kind 'nope': expected one of zookeeper, kafka"),
         ("/schemas/no_such_subject", 404, "no subject 'no_such_subject'"),
         ("/schemas/{topic}-value?version=9", 404, "version 9"),
         ("/schemas/{topic}-value/diff?from=1", 400, "parameter to=None: Field required"),

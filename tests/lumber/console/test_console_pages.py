@@ -128,10 +128,10 @@ def test_group_page(visit: Visit, console_stack: ConsoleStack) -> None:
     stack = console_stack
     page = visit.open("/groups", "groups")
     page.click(f"text={stack.group}")
-    page.wait_for_url(f"**/groups/{stack.group}")
+    page.wait_for_url(f"**/groups/{stack.group}?kind=zookeeper")
     visit.open(f"/groups/{stack.group}", "group")
     data = json_of(stack, f"/groups/{stack.group}")
-    assert len(data["members"]) == 1
+    assert (data["kind"], len(data["members"])) == ("zookeeper", 1)
     assert data["members"][0]["subscription"] == {stack.topic: 1}
     member = data["members"][0]["id"]
     assert [
@@ -141,6 +141,68 @@ def test_group_page(visit: Visit, console_stack: ConsoleStack) -> None:
         (1, member, 7, 7, 0),
     ]
     assert data["total_lag"] == 2
+
+
+def test_kafka_group_page(visit: Visit, console_stack: ConsoleStack) -> None:
+    """The confluent-kafka group K beside the zookeeper group G: listed with its kind and state, its page
+    showing the member's client id and assignment, committed offsets, log ends and lag per partition."""
+    stack = console_stack
+    listed = {(g["group"], g["kind"]): g for g in json_of(stack, "/groups")["groups"]}
+    assert (
+        listed[(stack.group, "zookeeper")]["members"],
+        listed[(stack.group, "zookeeper")]["generation"],
+    ) == (
+        1,
+        1,
+    )
+    assert listed[(stack.kafka_group, "kafka")] == {
+        "group": stack.kafka_group,
+        "kind": "kafka",
+        "members": 1,
+        "generation": None,
+        "state": "Stable",
+    }
+    page = visit.open("/groups", "groups-both-kinds")
+    row = page.locator("main tr", has_text=stack.kafka_group)
+    assert row.locator("td").all_inner_texts() == [stack.kafka_group, "kafka", "1", "-", "Stable"]
+    page.click(f"text={stack.kafka_group}")
+    page.wait_for_url(f"**/groups/{stack.kafka_group}?kind=kafka")
+    page = visit.open(f"/groups/{stack.kafka_group}", "kafka-group")
+    data = json_of(stack, f"/groups/{stack.kafka_group}")
+    assert (data["kind"], data["state"], data["protocol"], data["coordinator"]) == (
+        "kafka",
+        "Stable",
+        "range",
+        0,
+    )
+    [member] = data["members"]
+    assert (member["client_id"], member["host"], member["assignment"]) == (
+        "console-k",
+        "127.0.0.1",
+        [f"{stack.topic}-0", f"{stack.topic}-1"],
+    )
+    assert [
+        (p["partition"], p["member"], p["committed"], p["log_end"], p["lag"]) for p in data["partitions"]
+    ] == [
+        (0, member["id"], 3, 7, 4),
+        (1, member["id"], 7, 7, 0),
+    ]
+    assert data["total_lag"] == 4
+    text = page.inner_text("main")
+    assert "A kafka group. State Stable, protocol range, coordinator broker 0; total lag 4" in text
+    members = page.locator("main table").nth(0).locator("tr").nth(1).locator("td").all_inner_texts()
+    assert members == [member["id"], "console-k", "127.0.0.1", "-", f"{stack.topic}-0, {stack.topic}-1"]
+    partitions = page.locator("main table").nth(1).locator("tr")
+    assert [partitions.nth(i).locator("td").all_inner_texts() for i in (1, 2)] == [
+        [stack.topic, "0", member["id"], "3", "7", "4"],
+        [stack.topic, "1", member["id"], "7", "7", "0"],
+    ]
+    assert page.locator("main svg text").all_text_contents() == [
+        f"{stack.topic}-0",
+        "4",
+        f"{stack.topic}-1",
+        "0",
+    ]
 
 
 def test_schema_pages(visit: Visit, console_stack: ConsoleStack) -> None:

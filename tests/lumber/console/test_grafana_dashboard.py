@@ -8,12 +8,18 @@ from pathlib import Path
 
 import broker.server.broker_metrics
 import pipeline.lag_metrics
+import pipeline.load_metrics
 import schemas.registry.registry_metrics
 
 ROOT = Path(__file__).resolve().parents[3]
 #: the names a Prometheus client adds to a counter's or histogram's declared name
 SUFFIXES = ("_total", "_bucket", "_count", "_sum")
-MODULES = (broker.server.broker_metrics, pipeline.lag_metrics, schemas.registry.registry_metrics)
+MODULES = (
+    broker.server.broker_metrics,
+    pipeline.lag_metrics,
+    pipeline.load_metrics,
+    schemas.registry.registry_metrics,
+)
 
 
 def declared(name: str, sources: str) -> bool:
@@ -27,6 +33,6 @@ def test_every_queried_metric_is_exported() -> None:
     sources = "".join(Path(m.__file__).read_text() for m in MODULES if m.__file__)
     exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
     names = {n for e in exprs for n in re.findall(r"\b((?:kafka|lumber|schema_registry)_[a-z_]+)\b", e)}
-    assert len(exprs) == 21
-    assert len(names) == 20
+    assert len(exprs) == 29
+    assert len(names) == 28
     assert sorted(n for n in names if not declared(n, sources)) == []

@@ -20,6 +20,7 @@ pytestmark = pytest.mark.zookeeper
 
 
 BROKER_PORT = free_port()
+CONSOLE_PORT = free_port()
 
 
 #: the `lumber` a user runs (the commands it suggests start with it)
@@ -32,6 +33,7 @@ def stack_env(port: int, registry_port: int) -> dict[str, str]:
         "LUMBER_DEV__ZOOKEEPER_PORT": str(port),
         "LUMBER_DEV__REGISTRY_PORT": str(registry_port),
         "LUMBER_DEV__BROKER_PORT": str(BROKER_PORT),
+        "LUMBER_DEV__CONSOLE_PORT": str(CONSOLE_PORT),
     }
     env.pop("LUMBER_CONFIG", None)
     return env
@@ -76,20 +78,32 @@ def test_up_connect_status_down(tmp_path: Path) -> None:
     up = lumber(state_dir, port, registry_port, "up", "--json")
     assert up.returncode == 0, up.stderr
     summary = json.loads(up.stdout)
-    assert list(summary)[:5] == [
-        "state_dir", "config_path", "bootstrap_servers", "zookeeper_connect", "registry_url",
+    assert list(summary)[:6] == [
+        "state_dir", "config_path", "bootstrap_servers", "zookeeper_connect", "registry_url", "console_url",
     ]  # fmt: skip
     assert summary["bootstrap_servers"] == [f"127.0.0.1:{BROKER_PORT}"]
     assert summary["zookeeper_connect"] == f"127.0.0.1:{port}"
     assert summary["registry_url"] == f"http://127.0.0.1:{registry_port}"
-    zookeeper, broker, registry = summary["services"]
-    assert (zookeeper["name"], broker["name"], registry["name"]) == ("zookeeper", "broker-0", "registry")
+    assert summary["console_url"] == f"http://127.0.0.1:{CONSOLE_PORT}/"
+    zookeeper, broker, registry, console = summary["services"]
+    assert (zookeeper["name"], broker["name"], registry["name"], console["name"]) == (
+        "zookeeper",
+        "broker-0",
+        "registry",
+        "console",
+    )
+    assert (console["endpoint"], console["running"]) == (f"http://127.0.0.1:{CONSOLE_PORT}/", True)
     assert broker["endpoint"] == f"127.0.0.1:{BROKER_PORT}"
     assert broker["running"] is True
     assert zookeeper["running"] is True
     assert registry["running"] is True
     assert registry["endpoint"] == f"http://127.0.0.1:{registry_port}"
-    pid, broker_pid, registry_pid = zookeeper["pid"], broker["pid"], registry["pid"]
+    pid, broker_pid, registry_pid, console_pid = (
+        zookeeper["pid"],
+        broker["pid"],
+        registry["pid"],
+        console["pid"],
+    )
     try:
         client = new_client(summary["zookeeper_connect"])
         client.create("/hello", b"world")
@@ -110,9 +124,19 @@ def test_up_connect_status_down(tmp_path: Path) -> None:
         client.stop()
         client.close()
 
+        # the console shows the stack: its broker, and the subject just registered
+        page = httpx.get(f"{summary['console_url']}schemas", params={"format": "json"}, timeout=30)
+        assert page.status_code == 200, page.text
+        assert [s["subject"] for s in page.json()["subjects"]] == ["s"]
+
         status = lumber(state_dir, port, registry_port, "status", "--json")
         assert status.returncode == 0
-        assert [s["pid"] for s in json.loads(status.stdout)["services"]] == [pid, broker_pid, registry_pid]
+        assert [s["pid"] for s in json.loads(status.stdout)["services"]] == [
+            pid,
+            broker_pid,
+            registry_pid,
+            console_pid,
+        ]
 
         # the config of the stack describes it: ZooKeeper, the registry, broker 0 and its log dir
         stack = load_config(state_dir / "lumber.toml", env={})
@@ -127,8 +151,8 @@ def test_up_connect_status_down(tmp_path: Path) -> None:
         assert again.returncode == 1
         assert again.stderr == (
             f"lumber: error: the stack in {state_dir} is already up (zookeeper pid {pid}, broker-0 pid "
-            f"{broker_pid}, registry pid {registry_pid}); stop it first with:  {LUMBER} dev down --state-dir "
-            "stack\n"
+            f"{broker_pid}, registry pid {registry_pid}, console pid {console_pid}); stop it first with:  "
+            f"{LUMBER} dev down --state-dir stack\n"
         )
         advice = again.stderr.rsplit("stop it first with:  ", 1)[1].strip()
         down = as_typed(shlex.split(advice), tmp_path, port, registry_port)
@@ -137,6 +161,7 @@ def test_up_connect_status_down(tmp_path: Path) -> None:
             lumber(state_dir, port, registry_port, "down")
     assert down.returncode == 0, down.stderr
     assert down.stderr.splitlines() == [
+        f"... stopped console (pid {console_pid})",
         f"... stopped registry (pid {registry_pid})",
         f"... stopped broker-0 (pid {broker_pid})",
         f"... stopped zookeeper (pid {pid})",
@@ -147,6 +172,8 @@ def test_up_connect_status_down(tmp_path: Path) -> None:
     assert not pid_alive(registry_pid)
     assert not port_in_use(port)
     assert not port_in_use(registry_port)
+    assert not pid_alive(console_pid)
+    assert not port_in_use(CONSOLE_PORT)
     assert not (state_dir / "stack.json").exists()
 
     status = lumber(state_dir, port, registry_port, "status", "--json")

@@ -9,11 +9,16 @@ import os
 import signal
 import socket
 import struct
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
 from typing import Any, BinaryIO
 
 from broker.client.connection import BrokerConnection
+from broker.cluster import zk_paths
+from broker.config import BrokerConfig, LogConfig
 from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.codec import decode_response, encode_request
 from broker.protocol.messages.delete_groups import DeleteGroupsRequest
@@ -37,9 +42,14 @@ from broker.protocol.messages.offset_delete import (
 from broker.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
 from broker.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
 from broker.record.batch_scan import scan_batches
+from broker.record.topic_partition import TopicPartition
+from broker.server.broker_server import BrokerServer, ZooKeeperSettings
+from broker.server.group.group_metadata import GroupState
 from broker.server.group.group_metadata_manager import OFFSETS_TOPIC, partition_for
+from broker.server.group.offset_and_metadata import OffsetAndMetadata
 from tests.broker.server.helpers import connect, fetch
 from tests.support.broker_cluster import BrokerCluster, BrokerProcess, wait_for
+from tests.support.zookeeper import new_client
 
 GROUP_SETTINGS = {"group_initial_rebalance_delay_ms": 0, "group_min_session_timeout_ms": 1000}
 #: A ConsumerProtocolSubscription v0 of topic "t".
@@ -480,3 +490,140 @@ def test_pipelined_commits_appended_while_the_first_waits_answered_in_order(
     conn = connect(home)
     assert committed(conn, group) == (40, "")
     conn.close()
+
+
+def test_an_unload_between_the_ownership_check_and_the_lookup_is_not_read_as_no_offset(
+    zk_connect: str, tmp_path: Path
+) -> None:
+    """Issue 21, made deterministic: the broker runs in this process (real ZooKeeper, real logs, real
+    threads) so that the reload can be placed exactly where the race put it. Just before the OffsetFetch
+    handler's group lookup, the partition is led again in a new leader epoch and its groups unloaded;
+    holding the group's lock keeps the unload from completing (its callback waits for the lock), so the
+    reload cannot finish first. The answer must be the committed offset or a retriable error, never NONE
+    without an offset (librdkafka's "never committed")."""
+    group, tp = "race", TopicPartition("t", 0)
+    server = BrokerServer(
+        BrokerConfig(
+            broker_id=0,
+            port=0,
+            metrics_port=0,
+            offsets_topic_partitions=4,
+            group_initial_rebalance_delay_ms=0,
+            group_min_session_timeout_ms=1000,
+        ),
+        LogConfig(log_dirs=[str(tmp_path / "logs")], flush_ms=20),
+        ZooKeeperSettings(connect=zk_connect, session_timeout_ms=4000),
+    )
+    server.start()
+    try:
+        coordinator = server._groups
+        assert coordinator is not None
+        manager = coordinator.manager
+        assert coordinator.coordinator_of(group) == 0  # creates __consumer_offsets
+        wait_for(lambda: manager.status_of(group) == ErrorCode.NONE, 30, "the group's partition loaded")
+        answers: list[dict[TopicPartition, ErrorCode]] = []
+        coordinator.handle_commit_offsets(
+            group_id=group,
+            member_id="",
+            group_instance_id=None,
+            generation_id=-1,
+            offsets={tp: OffsetAndMetadata(17, -1, "m", int(time.time() * 1000))},
+            respond=answers.append,
+        )
+        wait_for(lambda: bool(answers), 30, "the commit answered")
+        assert answers == [{tp: ErrorCode.NONE}]
+        assert _fetched(coordinator.handle_fetch_offsets(group, [tp]), tp) == (ErrorCode.NONE, 17)
+
+        loaded = manager.get_group(group)
+        assert loaded is not None
+        path = zk_paths.partition_state_path(OFFSETS_TOPIC, partition_for(group, 4))
+        server_zk = new_client(zk_connect)
+        real_lock = manager._lock
+
+        def lead_again() -> None:
+            # the same leader in the next epoch, as the controller elects it after the partition had none
+            data, stat = server_zk.get(path)
+            state = zk_paths.decode_partition_state(path, data, stat.version)
+            again = replace(state, leader_epoch=state.leader_epoch + 1)
+            server_zk.set(path, zk_paths.encode_partition_state(again), version=stat.version)
+
+        def fetch_with(hook: Callable[[], None]) -> tuple[ErrorCode, int | None]:
+            """An OffsetFetch with ``hook`` run as the handler leaves the manager's lock, right after its
+            ownership check."""
+            manager._lock = _LockThen(real_lock, hook)  # type: ignore[assignment]
+            try:
+                return _fetched(coordinator.handle_fetch_offsets(group, [tp]), tp)
+            finally:
+                manager._lock = real_lock
+
+        held: list[bool] = []
+
+        def unload_before_lookup() -> None:
+            # the group's lock, taken first and kept until the answer, stops the unload in its callback:
+            # the group has left the cache and the reload cannot put it back before the lookup
+            loaded.lock.acquire()
+            held.append(True)
+            lead_again()
+            wait_for(lambda: all(g.group_id != group for g in manager.groups()), 30, "the group unloaded")
+
+        try:
+            answer = fetch_with(unload_before_lookup)
+        finally:
+            if held:
+                loaded.lock.release()
+        assert answer in ((ErrorCode.NONE, 17), (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None)), (
+            f"answered {answer[0].name} with offset {answer[1]} while the group was reloaded"
+        )
+        wait_for(lambda: coordinator.handle_fetch_offsets(group, [tp])[0] == ErrorCode.NONE, 30, "the reload")
+        reloaded = manager.get_group(group)
+        assert reloaded is not None
+        assert reloaded is not loaded
+        assert _fetched(coordinator.handle_fetch_offsets(group, [tp]), tp) == (ErrorCode.NONE, 17)
+
+        def unload_after_lookup() -> None:
+            # the group was found; it is unloaded (Dead) before the handler reads it under its lock
+            lead_again()
+            wait_for(lambda: reloaded.is_state(GroupState.DEAD), 30, "the group unloaded")
+
+        try:
+            answer = fetch_with(unload_after_lookup)
+        finally:
+            server_zk.stop()
+            server_zk.close()
+        assert answer in ((ErrorCode.NONE, 17), (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None)), (
+            f"answered {answer[0].name} with offset {answer[1]} from a group unloaded meanwhile"
+        )
+        wait_for(lambda: coordinator.handle_fetch_offsets(group, [tp])[0] == ErrorCode.NONE, 30, "the reload")
+        assert manager.get_group(group) not in (None, loaded, reloaded)
+        assert _fetched(coordinator.handle_fetch_offsets(group, [tp]), tp) == (ErrorCode.NONE, 17)
+    finally:
+        server.shutdown()
+
+
+def _fetched(
+    answer: tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]], tp: TopicPartition
+) -> tuple[ErrorCode, int | None]:
+    """An OffsetFetch answer as (error, offset of ``tp`` or None)."""
+    error, found = answer
+    oam = found.get(tp)
+    return error, None if oam is None else oam.offset
+
+
+class _LockThen:
+    """``lock``, calling ``then`` once on the thread that created it, right after its first release there
+    (where a request handler has just checked that it coordinates the group)."""
+
+    def __init__(self, lock: Any, then: Callable[[], None]) -> None:
+        self._lock = lock
+        self._then: Callable[[], None] | None = then
+        self._thread = threading.get_ident()
+
+    def __enter__(self) -> bool:
+        return bool(self._lock.acquire())
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+        then = self._then
+        if then is not None and threading.get_ident() == self._thread:
+            self._then = None
+            then()

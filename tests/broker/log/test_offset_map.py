@@ -1,0 +1,47 @@
+"""The cleaner's offset map (broker/log/offset_map.py): the key hash by columns, and puts in order."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from broker.log.offset_map import OffsetMap, hash_key_columns, hash_keys
+
+
+def test_a_key_hashes_the_same_wherever_it_lies_and_whatever_is_hashed_with_it() -> None:
+    rng = random.Random(3)
+    keys = [bytes(rng.randrange(256) for _ in range(rng.randrange(0, 40))) for _ in range(500)]
+    alone = np.concatenate([hash_keys([key]) for key in keys])
+    assert (hash_keys(keys) == alone).all()
+    # the same keys at other positions of a buffer, with other bytes around them
+    data = bytearray()
+    starts = []
+    for key in keys:
+        data += bytes([rng.randrange(256) for _ in range(rng.randrange(0, 9))])
+        starts.append(len(data))
+        data += key
+    data += bytes(rng.randrange(256) for _ in range(7))
+    found = hash_key_columns(
+        np.frombuffer(bytes(data), dtype=np.uint8),
+        np.asarray(starts, dtype=np.int64),
+        np.asarray([len(k) for k in keys], dtype=np.int64),
+    )
+    assert (found == alone).all()
+
+
+def test_keys_differing_only_by_trailing_zero_bytes_or_length_hash_apart() -> None:
+    keys = [b"", b"\x00", b"\x00" * 7, b"\x00" * 8, b"\x00" * 9, b"a", b"a\x00", b"abcdefgh", b"abcdefgh\x00"]
+    keys += [b"key-%08d" % i for i in range(100_000)]
+    assert len({tuple(pair) for pair in hash_keys(keys).tolist()}) == len(keys)
+
+
+def test_puts_keep_the_last_offset_of_each_key_and_gets_find_them() -> None:
+    offset_map = OffsetMap(64 * 1024)
+    keys = [b"k%d" % (i % 300) for i in range(1_000)]
+    for start in range(0, 1_000, 128):
+        chunk = keys[start : start + 128]
+        offset_map.put_many(hash_keys(chunk), np.arange(start, start + len(chunk), dtype=np.int64))
+    assert offset_map.size == 300
+    found = offset_map.get_many(hash_keys([b"k%d" % i for i in range(300)] + [b"absent"]))
+    assert found.tolist() == [900 + i if i < 100 else 600 + i for i in range(300)] + [-1]
