@@ -16,8 +16,10 @@ checks) and exits 0 only if nothing acknowledged was lost or duplicated; 1 other
   factor 3, ``min.insync.replicas=2``) and ``_audit``;
 * four producers (``bench/chaos_roles.py producer``: audited, idempotent, ``acks=all``, each with its own
   log of what it was acknowledged);
-* a ZooKeeper consumer group (the paper's: ``bench/chaos_roles.py consumer``). A Kafka-protocol group
-  (JoinGroup / SyncGroup on the brokers) does not exist in Lumber yet, so none runs;
+* two consumer groups of Lumber's ``GroupConsumer`` (``bench/chaos_roles.py consumer``), each in a process
+  of its own reading both topics and logging every offset it read: a ZooKeeper group (the paper's) and a
+  Kafka-protocol group (``[group] protocol = "kafka"``: JoinGroup / SyncGroup / OffsetCommit through the
+  brokers' group coordinator and ``__consumer_offsets``, RF 3);
 * the hourly load: ``lumber etl schedule``'s :class:`~pipeline.scheduler.Scheduler` with its production
   runner (one ``spark-submit`` per hour, ``local[2,4]``: task attempts are retried) on a *virtual clock*
   whose hour lasts ``--hour`` of wall time (``bench/chaos_roles.py`` explains it: the producers stamp
@@ -63,8 +65,8 @@ one last ``lumber etl run`` loads everything; then
 3. DuckDB over the warehouse: no ``event_id`` twice; every record a producer logged as acknowledged is
    there; every row that no producer logged was sent by an instance that was killed (in flight at the
    kill); as many rows as the source topics hold; nothing quarantined;
-4. the consumer group read every offset of every partition up to the log end, and the mirror's group
-   committed the source log ends of every partition (``_audit`` included).
+4. each consumer group (ZooKeeper and Kafka-protocol) read every offset of every partition up to the log
+   end, and the mirror's group committed the source log ends of every partition (``_audit`` included).
 
 The report's ``t=`` is seconds since the run started (setup included); ``report.json`` in the work dir
 holds all of it.
@@ -101,7 +103,9 @@ import httpx  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 from kazoo.exceptions import NoNodeError  # noqa: E402
 
+from broker.client.errors import ClientError  # noqa: E402
 from broker.client.group_offsets import GroupOffsets  # noqa: E402
+from broker.client.kafka_group_admin import KafkaGroupAdmin  # noqa: E402
 from broker.cluster import zk_paths  # noqa: E402
 from broker.cluster.topic_admin import TopicAdmin  # noqa: E402
 from broker.record.topic_partition import TopicPartition  # noqa: E402
@@ -121,6 +125,14 @@ TMPFS_BYTES = 256 * 1024 * 1024
 SESSION_TIMEOUT_MS = 6000
 GROUP_SESSION_TIMEOUT_MS = 4000
 CONSUMER_GROUP = "chaos-readers"
+#: the Kafka-protocol group; its session is the brokers' group_min_session_timeout_ms (6 s, Kafka's)
+KAFKA_GROUP = "chaos-kafka-readers"
+KAFKA_GROUP_SESSION_TIMEOUT_MS = 6000
+#: the consumer processes (the consumer faults pick one): name -> (group, protocol, session timeout ms)
+READERS = {
+    "consumer": (CONSUMER_GROUP, "zookeeper", GROUP_SESSION_TIMEOUT_MS),
+    "kconsumer": (KAFKA_GROUP, "kafka", KAFKA_GROUP_SESSION_TIMEOUT_MS),
+}
 #: a topic only the full-disk fault's probes write to (never loaded, mirrored or audited): produced to
 #: before the faults, read back from broker 2 while its log dir is full, and produced to while full
 PROBE_TOPIC = "chaos-probe"
@@ -515,24 +527,26 @@ class ChaosRun:
             host = f"app-{n}"
             self.producer_instances[host] = 0
             self._add(f"producer-{host}", lambda host=host: self._producer_argv(host), lambda: True)  # type: ignore[misc]
-        self.consumer_out = self.work / "consumer.log"
-        self._add(
-            "consumer",
-            lambda: [
-                PY,
-                ROLES,
-                "consumer",
-                "--config",
-                str(self.config_path),
-                "--group",
-                CONSUMER_GROUP,
-                "--session-timeout-ms",
-                str(GROUP_SESSION_TIMEOUT_MS),
-                "--out",
-                str(self.consumer_out),
-            ],
-            lambda: True,
-        )
+        for name, (group, protocol, session_ms) in READERS.items():
+            self._add(
+                name,
+                lambda group=group, protocol=protocol, session_ms=session_ms, name=name: [  # type: ignore[misc]
+                    PY,
+                    ROLES,
+                    "consumer",
+                    "--config",
+                    str(self.config_path),
+                    "--group",
+                    group,
+                    "--protocol",
+                    protocol,
+                    "--session-timeout-ms",
+                    str(session_ms),
+                    "--out",
+                    str(self.reader_out(name)),
+                ],
+                lambda: True,
+            )
         target_zk = self.target.stack_config().zookeeper.connect
         self._add(
             "mirror",
@@ -698,8 +712,8 @@ class ChaosRun:
             "registry_kill": {"registry"},
             "registry_down_during_load": {"registry", "load"},
             "producer_kill": {f"producer-{host}"},
-            "consumer_kill": {"consumer"},
-            "consumer_pause": {"consumer"},
+            "consumer_kill": {"consumers"},
+            "consumer_pause": {"consumers"},
             "mirror_kill": {"mirror"},
             "load_driver_kill": {"load"},
             "spark_task_kill": {"load"},
@@ -776,28 +790,28 @@ class ChaosRun:
             self._recover(fault, lambda: _file_size(self.ack_log(host)) > size, since=heal)
             return fault
         if kind in ("consumer_kill", "consumer_pause"):
-            proc = self.procs["consumer"]
-            fault = Fault(kind, "consumer", self.elapsed())
+            name = self.rng.choice(sorted(READERS))
+            _group, protocol, session_ms = READERS[name]
+            proc = self.procs[name]
+            reader_log = self.reader_out(name)
+            fault = Fault(kind, f"{name} ({protocol} group)", self.elapsed())
             if kind == "consumer_kill":
                 proc.kill9()
                 fault.held_s = self._hold(1, 8)
-                size = _file_size(self.consumer_out)
+                size = _file_size(reader_log)
                 heal = time.monotonic()
                 proc.start()
             else:
                 proc.signal(signal.SIGSTOP)
                 proc.stopped = True
-                fault.held_s = self._hold(
-                    GROUP_SESSION_TIMEOUT_MS / 1000 + 2, GROUP_SESSION_TIMEOUT_MS / 1000 + 8
-                )
-                size = _file_size(self.consumer_out)
+                fault.held_s = self._hold(session_ms / 1000 + 2, session_ms / 1000 + 8)
+                size = _file_size(reader_log)
                 heal = time.monotonic()
                 proc.signal(signal.SIGCONT)
                 proc.stopped = False
-                fault.detail = f"paused past its {GROUP_SESSION_TIMEOUT_MS} ms group session"
-            self._recover(
-                fault, lambda: self._consumer_owns_all() and _file_size(self.consumer_out) > size, since=heal
-            )
+                fault.detail = f"paused past its {session_ms} ms group session"
+            healthy = lambda: self._reader_owns_all(name) and _file_size(reader_log) > size  # noqa: E731
+            self._recover(fault, healthy, since=heal)
             return fault
         if kind == "mirror_kill":
             proc = self.procs["mirror"]
@@ -1090,8 +1104,11 @@ class ChaosRun:
         self.end_virtual_ms = self.virtual_now_ms()
         ends = self._stable_log_ends()
         say(f"source log ends: {sum(ends.values())} records")
-        if not wait_for(lambda: self._consumer_caught_up(ends), 180, 1):
-            self.failures.append(f"the consumer group did not read every offset: {self.consumer_gaps}")
+        for name, (group, protocol, _session_ms) in READERS.items():
+            if not wait_for(lambda name=name: self._reader_caught_up(name, ends), 180, 1):  # type: ignore[misc]
+                self.failures.append(
+                    f"the {protocol} consumer group {group} did not read every offset: {self.consumer_gaps}"
+                )
         audit_topic = self.config.audit.topic
         with_audit = {**ends, **self._log_ends(self.live_bootstrap(), (audit_topic,))}
         if not wait_for(lambda: self._group_caught_up(self.mirror_group, with_audit), 180, 1):
@@ -1109,7 +1126,8 @@ class ChaosRun:
             self.failures.append(
                 f"the final load failed (exit {code}; {self.work / 'logs' / 'final-load.log'})"
             )
-        self.procs["consumer"].terminate()
+        for name in READERS:
+            self.procs[name].terminate()
         self.procs["mirror"].terminate()
         final = self._stable_log_ends()
         if final != ends:
@@ -1134,18 +1152,30 @@ class ChaosRun:
         self.group_lag = {tp: (committed[tp], end) for tp, end in ends.items() if (committed[tp] or 0) < end}
         return not self.group_lag
 
-    def _consumer_owns_all(self) -> bool:
-        """Every partition of the topics has an owner in the consumer group (the paper's owner nodes)."""
-        assert self.zk is not None
-        return all(
-            self.zk.exists(zk_paths.group_owner_path(CONSUMER_GROUP, t, p)) is not None
-            for t in TOPICS
-            for p in range(PARTITIONS)
-        )
+    def reader_out(self, name: str) -> Path:
+        """The log of every offset the consumer process ``name`` read ("topic partition offset" lines)."""
+        return self.work / f"{name}.log"
 
-    def _consumer_caught_up(self, ends: dict[tuple[str, int], int]) -> bool:
+    def _reader_owns_all(self, name: str) -> bool:
+        """Every partition of the topics is owned in the consumer group of ``name``: the paper's owner
+        nodes in ZooKeeper, or a member's assignment in a Stable Kafka-protocol group (DescribeGroups)."""
+        group, protocol, _session_ms = READERS[name]
+        wanted = {TopicPartition(t, p) for t in TOPICS for p in range(PARTITIONS)}
+        if protocol == "kafka":
+            try:
+                with KafkaGroupAdmin(self.live_bootstrap().split(",")) as admin:
+                    if admin.state(group) != "Stable":
+                        return False
+                    owned = {tp for m in admin.members(group) for tp in m.assignment}
+            except ClientError:  # the coordinator moving or a broker down: not yet
+                return False
+            return wanted <= owned
+        assert self.zk is not None
+        return all(self.zk.exists(zk_paths.group_owner_path(group, tp.topic, tp.partition)) for tp in wanted)
+
+    def _reader_caught_up(self, name: str, ends: dict[tuple[str, int], int]) -> bool:
         seen: dict[tuple[str, int], set[int]] = defaultdict(set)
-        for line in self.consumer_out.read_text().splitlines():
+        for line in self.reader_out(name).read_text().splitlines():
             topic, partition, offset = line.split()
             seen[(topic, int(partition))].add(int(offset))
         self.consumer_gaps = {tp: end - len(seen[tp]) for tp, end in ends.items() if len(seen[tp]) != end}
@@ -1390,7 +1420,7 @@ class ChaosRun:
             return 1
         not_counted = self.audit_live["in_flight_not_counted"]
         say(
-            "OK: nothing acknowledged was lost or duplicated (warehouse, consumer group, mirror offsets); "
+            "OK: nothing acknowledged was lost or duplicated (warehouse, consumer groups, mirror offsets); "
             "the audit's producer tier counted every logged acknowledgement exactly, and the mirror tier "
             f"equals the warehouse in every window after {self.mirror_kills} mirror kill -9(s)"
             + (

@@ -219,7 +219,9 @@ def run_consumer(args: argparse.Namespace) -> int:
         args.group,
         zookeeper_connect=config.zookeeper.connect,
         config=GroupConfig(
+            protocol=args.protocol,
             session_timeout_ms=args.session_timeout_ms,
+            heartbeat_interval_ms=max(args.session_timeout_ms // 3, 100),
             auto_commit_interval_ms=500,
             release_timeout_ms=10_000,
             member_id_prefix=args.prefix,
@@ -285,6 +287,7 @@ def main() -> int:
     parser.add_argument("--group", default="chaos-readers")
     parser.add_argument("--prefix", default="reader")
     parser.add_argument("--session-timeout-ms", type=int, default=4000)
+    parser.add_argument("--protocol", choices=("zookeeper", "kafka"), default="zookeeper")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
