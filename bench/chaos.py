@@ -374,7 +374,13 @@ class ChaosRun:
         return True
 
     def _config(
-        self, state_dir: Path, brokers: int, zk_port: int, broker_port: int, registry_port: int
+        self,
+        state_dir: Path,
+        brokers: int,
+        zk_port: int,
+        broker_port: int,
+        registry_port: int,
+        console_port: int,
     ) -> LumberConfig:
         base = LumberConfig()
         warehouse = self.work / "warehouse"
@@ -386,6 +392,7 @@ class ChaosRun:
                 zookeeper_port=zk_port,
                 broker_port=broker_port,
                 registry_port=registry_port,
+                console_port=console_port,  # each stack starts a console: never the default 8090
                 zookeeper_heap_mb=128,
             ),
             broker=base.broker.replace(default_replication_factor=min(brokers, 3)),
@@ -421,7 +428,7 @@ class ChaosRun:
                 if os.geteuid() != 0
                 else "full-disk faults skipped: mount -t tmpfs failed"
             )
-        live_ports = (free_ports(1), free_ports(BROKERS), free_ports(1))
+        live_ports = (free_ports(1), free_ports(BROKERS), free_ports(1), free_ports(1))
         self.live = DevStack(self._config(self.work / "live", BROKERS, *live_ports))
         say(
             f"live cluster: ZooKeeper 127.0.0.1:{live_ports[0]}, brokers from {live_ports[1]}, "
@@ -429,7 +436,7 @@ class ChaosRun:
         )
         self.live.up(progress=lambda m: say(f"  live: {m}"))
         self._adopt(self.live, "")
-        target_ports = (free_ports(1), free_ports(1), free_ports(1))
+        target_ports = (free_ports(1), free_ports(1), free_ports(1), free_ports(1))
         self.target = DevStack(self._config(self.work / "offline", 1, *target_ports))
         self.target.up(progress=lambda m: say(f"  target: {m}"))
         self._adopt(self.target, "target-")
