@@ -155,6 +155,10 @@ def main() -> int:
     values = make_values(args.messages)
     port = free_port()
     rates: dict[str, list[float]] = {"produce off": [], "produce on": [], "consume off": [], "consume on": []}
+    #: the broker's and the client's CPU seconds per phase, summed over the rounds (the broker's CPU is read
+    #: from /proc in ticks of 10 ms: one phase's figure is coarse, the sum over many rounds is not)
+    server_cpu = dict.fromkeys(rates, 0.0)
+    client_cpu = dict.fromkeys(rates, 0.0)
     with (
         tempfile.TemporaryDirectory(prefix="lumber-metrics-cost-") as tmp,
         two_brokers(Path(tmp), port) as cluster,
@@ -192,6 +196,8 @@ def main() -> int:
                         )
                         meter.close()
                         rates[f"{phase} {which}"].append(run.rate)
+                        server_cpu[f"{phase} {which}"] += run.server_cpu_s
+                        client_cpu[f"{phase} {which}"] += run.client_cpu_s
         scraper.stop()
         took = (
             f", {statistics.median(scraper.seconds) * 1000:.1f} ms each (median)" if scraper.seconds else ""
@@ -218,6 +224,15 @@ def main() -> int:
             f"{phase}: median of the {len(ratios)} rounds' on/off ratios {statistics.median(ratios):.3f} "
             f"(quartiles {low:.3f} - {high:.3f}; rounds with metrics slower: "
             f"{sum(r < 1 for r in ratios)} of {len(ratios)})"
+        )
+    total = args.messages * args.rounds  # messages of one phase on one side, over the run
+    for phase in ("produce", "consume"):
+        off, on = server_cpu[f"{phase} off"], server_cpu[f"{phase} on"]
+        client_off, client_on = client_cpu[f"{phase} off"], client_cpu[f"{phase} on"]
+        print(
+            f"{phase}: broker CPU per message off {off / total * 1e6:.3f} us, on {on / total * 1e6:.3f} us "
+            f"(on/off {on / off if off else float('nan'):.3f}); client CPU per message off "
+            f"{client_off / total * 1e6:.3f} us, on {client_on / total * 1e6:.3f} us"
         )
     print(
         f"| {args.messages:,} msgs x {args.rounds} rounds, a scrape every {args.scrape_interval:g} s | "
