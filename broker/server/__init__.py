@@ -3,7 +3,9 @@
 :class:`~broker.server.broker_server.BrokerServer` wires them together; ``lumber broker start`` runs one.
 One module per concept, as in Kafka's ``kafka.server``:
 
-* :mod:`~broker.server.kafka_apis`: the protocol layer (decode, dispatch, respond);
+* :mod:`~broker.server.kafka_apis`: the protocol layer (decode, dispatch, respond), with
+  :mod:`~broker.server.admin_apis` (topics and configs) and :mod:`~broker.server.group_apis` (the
+  consumer group APIs) answering their share of the API keys;
 * :mod:`~broker.server.error_codes`: the one table from exceptions to Kafka error codes;
 * :mod:`~broker.server.replica_manager`: the local partitions, append, fetch reads, ListOffsets, delayed
   operations (where followers, the ISR and the high watermark land with replication);

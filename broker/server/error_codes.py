@@ -51,12 +51,13 @@ from broker.server.errors import (
     NotLeaderOrFollowerError,
     OffsetNotAvailableError,
     RequestTimedOutError,
+    ServerError,
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
     UnsupportedMessageFormatError,
 )
 
-__all__ = ["ERROR_CODES", "error_code_of"]
+__all__ = ["ANSWERED_ERRORS", "ERROR_CODES", "error_code_of"]
 
 #: Exception class -> the code a response carries for it (subclasses not listed inherit their parent's).
 ERROR_CODES: MappingProxyType[type[BaseException], ErrorCode] = MappingProxyType(
@@ -102,6 +103,11 @@ ERROR_CODES: MappingProxyType[type[BaseException], ErrorCode] = MappingProxyType
         RequestTimedOutError: ErrorCode.REQUEST_TIMED_OUT,
     }
 )
+
+
+#: What a request's handling can raise that is the client's answer, not a bug: the roots of the exceptions
+#: the table maps (the protocol layer answers these with their code and logs anything else as a failure).
+ANSWERED_ERRORS: tuple[type[Exception], ...] = (LogError, RecordError, ServerError, ClusterError)
 
 
 def error_code_of(exc: BaseException) -> ErrorCode:

@@ -25,20 +25,11 @@ watcher for metadata. It holds no partition state of its own. What each API answ
   timestamp (-1 when there is none), with the leader epoch.
 * **OffsetForLeaderEpoch**: where an epoch ends in the leader's log (followers truncate to it; consumers
   validate their position, KIP-320).
-* **CreateTopics / DeleteTopics**: through the admin manager (replication factor, replica assignments
-  and the topic configs); CreateTopics v5+ answers with the created topic's configs and their sources.
-* **DescribeConfigs / AlterConfigs / IncrementalAlterConfigs**: TOPIC and BROKER resources, each answered
-  on its own (its error does not fail the others) through the admin manager; a resource named twice in
-  one request is INVALID_REQUEST, as in Kafka; other resource types (groups, broker loggers, client
-  metrics) are INVALID_REQUEST naming the type. After a successful alter the cluster view is read again,
-  so this broker's logs run with the new configs before the answer goes out (the others follow their
-  ZooKeeper watch).
-* **FindCoordinator** (group keys): the leader of the group's ``__consumer_offsets`` partition (the topic
-  created on first use), COORDINATOR_NOT_AVAILABLE while it has none; transaction keys:
-  COORDINATOR_NOT_AVAILABLE (Lumber has no transactions).
-* **JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups,
-  DeleteGroups, OffsetDelete**: through the group coordinator (:mod:`broker.server.group.group_coordinator`);
-  JoinGroup, SyncGroup and OffsetCommit are answered later, from the coordinator's callbacks.
+* **CreateTopics, DeleteTopics, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs**: answered by
+  :class:`~broker.server.admin_apis.AdminApis` through the admin manager.
+* **FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
+  DescribeGroups, DeleteGroups, OffsetDelete**: answered by :class:`~broker.server.group_apis.GroupApis`
+  through the group coordinator.
 * **InitProducerId**: as Kafka answers an idempotent (non-transactional) producer: a fresh producer id,
   unique across brokers and restarts (:mod:`broker.cluster.producer_id_manager`), and epoch 0; a
   transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Lumber has no transactions).
@@ -53,15 +44,13 @@ threads may call :meth:`KafkaApis.handle` and :meth:`KafkaApis.handle_run` (no s
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.errors import ClusterError
 from broker.cluster.producer_id_manager import ProducerIdManager
 from broker.config import BrokerConfig
-from broker.log.errors import LogError
 from broker.log.log import Buffer
 from broker.network.request_channel import NetworkRequest, NetworkResponse, RequestChannel
 from broker.protocol import (
@@ -79,61 +68,13 @@ from broker.protocol import (
     encode_response,
 )
 from broker.protocol.codec import ProduceTemplate, produce_template
-from broker.protocol.messages.alter_configs import (
-    AlterConfigsRequest,
-    AlterConfigsResourceResponse,
-    AlterConfigsResponse,
-)
-from broker.protocol.messages.config_resource import ConfigResourceType, ConfigType
-from broker.protocol.messages.create_topics import (
-    CreatableTopicConfigs,
-    CreatableTopicResult,
-    CreateTopicsRequest,
-    CreateTopicsResponse,
-)
-from broker.protocol.messages.delete_groups import (
-    DeletableGroupResult,
-    DeleteGroupsRequest,
-    DeleteGroupsResponse,
-)
-from broker.protocol.messages.delete_topics import (
-    DeletableTopicResult,
-    DeleteTopicsRequest,
-    DeleteTopicsResponse,
-)
-from broker.protocol.messages.describe_configs import (
-    DescribeConfigsRequest,
-    DescribeConfigsResourceResult,
-    DescribeConfigsResponse,
-    DescribeConfigsResult,
-    DescribeConfigsSynonym,
-)
-from broker.protocol.messages.describe_groups import (
-    DescribedGroup,
-    DescribedGroupMember,
-    DescribeGroupsRequest,
-    DescribeGroupsResponse,
-)
 from broker.protocol.messages.fetch import (
     FetchableTopicResponse,
     FetchRequest,
     FetchResponse,
     PartitionData,
 )
-from broker.protocol.messages.find_coordinator import (
-    GROUP_KEY_TYPE,
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
-)
-from broker.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
-from broker.protocol.messages.incremental_alter_configs import (
-    IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse,
-)
 from broker.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-from broker.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse, JoinGroupResponseMember
-from broker.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse, MemberResponse
-from broker.protocol.messages.list_groups import ListedGroup, ListGroupsRequest, ListGroupsResponse
 from broker.protocol.messages.list_offsets import (
     ListOffsetsPartitionResponse,
     ListOffsetsRequest,
@@ -144,27 +85,6 @@ from broker.protocol.messages.metadata import (
     MetadataRequest,
     MetadataResponse,
     MetadataResponseBroker,
-)
-from broker.protocol.messages.offset_commit import (
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetCommitResponsePartition,
-    OffsetCommitResponseTopic,
-)
-from broker.protocol.messages.offset_delete import (
-    OffsetDeleteRequest,
-    OffsetDeleteResponse,
-    OffsetDeleteResponsePartition,
-    OffsetDeleteResponseTopic,
-)
-from broker.protocol.messages.offset_fetch import (
-    OffsetFetchRequest,
-    OffsetFetchResponse,
-    OffsetFetchResponseGroup,
-    OffsetFetchResponsePartition,
-    OffsetFetchResponsePartitions,
-    OffsetFetchResponseTopic,
-    OffsetFetchResponseTopics,
 )
 from broker.protocol.messages.offset_for_leader_epoch import (
     EpochEndOffset,
@@ -178,20 +98,19 @@ from broker.protocol.messages.produce import (
     ProduceResponse,
     TopicProduceResponse,
 )
-from broker.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
-from broker.record.errors import InvalidTopicError, RecordError
+from broker.record.errors import InvalidTopicError
 from broker.record.topic_partition import TopicPartition
+from broker.server.admin_apis import AdminApis
 from broker.server.admin_manager import AdminManager
 from broker.server.delayed_produce import ProduceResult
-from broker.server.error_codes import error_code_of
+from broker.server.error_codes import ANSWERED_ERRORS, error_code_of
 from broker.server.errors import (
-    InvalidRequestError,
     InvalidRequiredAcksError,
     ServerError,
     UnsupportedMessageFormatError,
 )
-from broker.server.group.group_coordinator import GroupCoordinator, JoinResult, MemberToLeave, SyncResult
-from broker.server.group.offset_and_metadata import OffsetAndMetadata
+from broker.server.group.group_coordinator import GroupCoordinator
+from broker.server.group_apis import GroupApis
 from broker.server.partition import Partition
 from broker.server.replica_manager import FetchPartitionResult, FetchRead, ReplicaManager
 from broker.server.topic_metadata import topic_metadata
@@ -225,8 +144,7 @@ RUN_API_KEYS = frozenset({int(ApiKey.PRODUCE)})
 PIPELINE_API_KEYS = frozenset({int(ApiKey.PRODUCE), int(ApiKey.OFFSET_COMMIT)})
 #: Produce v0-v2 carry the old message sets, which the log does not store.
 _FIRST_RECORD_BATCH_PRODUCE_VERSION = 3
-#: What a request's handling can raise that is the client's answer, not a bug (mapped to a code).
-_ANSWERED = (LogError, RecordError, ServerError, ClusterError)
+_ANSWERED = ANSWERED_ERRORS
 
 
 class KafkaApis:
@@ -251,31 +169,18 @@ class KafkaApis:
         self._channel = channel
         self._cluster_id = cluster_id
         self._producer_ids = producer_ids
-        self._groups = group_coordinator
         self._handlers: dict[int, Callable[[NetworkRequest, RequestHeader, Any], None]] = {
             int(ApiKey.PRODUCE): self._produce,
             int(ApiKey.FETCH): self._fetch,
             int(ApiKey.LIST_OFFSETS): self._list_offsets,
             int(ApiKey.METADATA): self._metadata,
-            int(ApiKey.FIND_COORDINATOR): self._find_coordinator,
             int(ApiKey.API_VERSIONS): self._api_versions,
-            int(ApiKey.CREATE_TOPICS): self._create_topics,
-            int(ApiKey.DELETE_TOPICS): self._delete_topics,
             int(ApiKey.INIT_PRODUCER_ID): self._init_producer_id,
             int(ApiKey.OFFSET_FOR_LEADER_EPOCH): self._offset_for_leader_epoch,
-            int(ApiKey.JOIN_GROUP): self._join_group,
-            int(ApiKey.SYNC_GROUP): self._sync_group,
-            int(ApiKey.HEARTBEAT): self._heartbeat,
-            int(ApiKey.LEAVE_GROUP): self._leave_group,
-            int(ApiKey.OFFSET_COMMIT): self._offset_commit,
-            int(ApiKey.OFFSET_FETCH): self._offset_fetch,
-            int(ApiKey.LIST_GROUPS): self._list_groups,
-            int(ApiKey.DESCRIBE_GROUPS): self._describe_groups,
-            int(ApiKey.DELETE_GROUPS): self._delete_groups,
-            int(ApiKey.OFFSET_DELETE): self._offset_delete,
-            int(ApiKey.DESCRIBE_CONFIGS): self._describe_configs,
-            int(ApiKey.ALTER_CONFIGS): self._alter_configs,
-            int(ApiKey.INCREMENTAL_ALTER_CONFIGS): self._incremental_alter_configs,
+            **AdminApis(admin_manager=admin_manager, cluster=cluster, respond=self._respond).handlers(),
+            **GroupApis(
+                group_coordinator=group_coordinator, cluster=cluster, respond=self._respond
+            ).handlers(),
         }
 
     # ------------------------------------------------------------------------------------ dispatch
@@ -619,529 +524,6 @@ class KafkaApis:
             topics.append(OffsetForLeaderTopicResult(topic=topic.topic, partitions=partitions))
         self._respond(request, header, OffsetForLeaderEpochResponse(topics=topics))
 
-    # ------------------------------------------------------------------------------------ admin
-
-    def _create_topics(
-        self, request: NetworkRequest, header: RequestHeader, body: CreateTopicsRequest
-    ) -> None:
-        counts: dict[str, int] = {}
-        for topic in body.topics:
-            counts[topic.name] = counts.get(topic.name, 0) + 1
-        results = []
-        for topic in body.topics:
-            code, message, partitions, replication_factor = ErrorCode.NONE, None, -1, -1
-            configs: list[CreatableTopicConfigs] = []
-            try:
-                if counts[topic.name] > 1:
-                    raise InvalidRequestError(f"topic {topic.name!r} is named twice")
-                partitions, replication_factor, overrides = self._admin.create_topic(
-                    topic.name,
-                    topic.num_partitions,
-                    topic.replication_factor,
-                    {a.partition_index: a.broker_ids for a in topic.assignments} or None,
-                    {c.name: c.value for c in topic.configs},
-                    validate_only=body.validate_only,
-                )
-                configs = [
-                    CreatableTopicConfigs(
-                        name=entry.name,
-                        value=entry.value,
-                        read_only=entry.read_only,
-                        config_source=int(entry.source),
-                    )
-                    for entry in self._admin.topic_configs_of(overrides)
-                ]
-            except _ANSWERED as exc:
-                code, message, partitions, replication_factor = error_code_of(exc), str(exc), -1, -1
-            results.append(
-                CreatableTopicResult(
-                    name=topic.name,
-                    error_code=int(code),
-                    error_message=message,
-                    num_partitions=partitions,
-                    replication_factor=replication_factor,
-                    configs=configs,
-                )
-            )
-        if any(r.error_code == _NONE for r in results) and not body.validate_only:
-            self._cluster.refresh()
-        self._respond(request, header, CreateTopicsResponse(topics=results))
-
-    def _delete_topics(
-        self, request: NetworkRequest, header: RequestHeader, body: DeleteTopicsRequest
-    ) -> None:
-        names: list[str | None]
-        names = [t.name for t in body.topics] if header.api_version >= 6 else list(body.topic_names)
-        results = []
-        for name in names:
-            if name is None:
-                results.append(
-                    DeletableTopicResult(
-                        name=None,
-                        error_code=int(ErrorCode.UNKNOWN_TOPIC_ID),
-                        error_message="Lumber has no topic ids: name the topic",
-                    )
-                )
-                continue
-            code, message = ErrorCode.NONE, None
-            try:
-                self._admin.delete_topic(name)
-            except _ANSWERED as exc:
-                code, message = error_code_of(exc), str(exc)
-            results.append(DeletableTopicResult(name=name, error_code=int(code), error_message=message))
-        self._cluster.refresh()
-        self._respond(request, header, DeleteTopicsResponse(responses=results))
-
-    # ------------------------------------------------------------------------------------ configs
-
-    def _describe_configs(
-        self, request: NetworkRequest, header: RequestHeader, body: DescribeConfigsRequest
-    ) -> None:
-        seen = _duplicates((r.resource_type, r.resource_name) for r in body.resources)
-        results = []
-        for resource in body.resources:
-            code, message, configs = ErrorCode.NONE, None, []
-            try:
-                if (resource.resource_type, resource.resource_name) in seen:
-                    raise InvalidRequestError(f"resource {resource.resource_name!r} is named twice")
-                keys = resource.configuration_keys
-                if resource.resource_type == ConfigResourceType.TOPIC:
-                    entries = self._admin.describe_topic_configs(resource.resource_name, keys)
-                elif resource.resource_type == ConfigResourceType.BROKER:
-                    entries = self._admin.describe_broker_configs(resource.resource_name, keys)
-                else:
-                    raise _unsupported_resource(resource.resource_type)
-                configs = [
-                    DescribeConfigsResourceResult(
-                        name=entry.name,
-                        value=entry.value,
-                        read_only=entry.read_only,
-                        config_source=int(entry.source),
-                        is_sensitive=False,
-                        synonyms=[
-                            DescribeConfigsSynonym(name=s.name, value=s.value, source=int(s.source))
-                            for s in entry.synonyms
-                        ]
-                        if body.include_synonyms
-                        else [],
-                        config_type=int(ConfigType[entry.type]),
-                        documentation=entry.documentation if body.include_documentation else None,
-                    )
-                    for entry in entries
-                ]
-            except _ANSWERED as exc:
-                code, message, configs = error_code_of(exc), str(exc), []
-            results.append(
-                DescribeConfigsResult(
-                    error_code=int(code),
-                    error_message=message,
-                    resource_type=resource.resource_type,
-                    resource_name=resource.resource_name,
-                    configs=configs,
-                )
-            )
-        self._respond(request, header, DescribeConfigsResponse(results=results))
-
-    def _alter_configs(
-        self, request: NetworkRequest, header: RequestHeader, body: AlterConfigsRequest
-    ) -> None:
-        def alter(resource_type: int, name: str, index: int) -> None:
-            resource = body.resources[index]
-            if resource_type == ConfigResourceType.TOPIC:
-                self._admin.alter_topic_configs(
-                    name, [(c.name, c.value) for c in resource.configs], validate_only=body.validate_only
-                )
-            elif resource_type == ConfigResourceType.BROKER:
-                self._admin.refuse_broker_alter(name)
-            else:
-                raise _unsupported_resource(resource_type)
-
-        responses = self._alter_each(
-            [(r.resource_type, r.resource_name) for r in body.resources], alter, body.validate_only
-        )
-        self._respond(request, header, AlterConfigsResponse(responses=responses))
-
-    def _incremental_alter_configs(
-        self, request: NetworkRequest, header: RequestHeader, body: IncrementalAlterConfigsRequest
-    ) -> None:
-        def alter(resource_type: int, name: str, index: int) -> None:
-            resource = body.resources[index]
-            if resource_type == ConfigResourceType.TOPIC:
-                self._admin.incremental_alter_topic_configs(
-                    name,
-                    [(c.name, c.config_operation, c.value) for c in resource.configs],
-                    validate_only=body.validate_only,
-                )
-            elif resource_type == ConfigResourceType.BROKER:
-                self._admin.refuse_broker_alter(name)
-            else:
-                raise _unsupported_resource(resource_type)
-
-        responses = self._alter_each(
-            [(r.resource_type, r.resource_name) for r in body.resources], alter, body.validate_only
-        )
-        self._respond(request, header, IncrementalAlterConfigsResponse(responses=responses))
-
-    def _alter_each(
-        self,
-        resources: Sequence[tuple[int, str]],
-        alter: Callable[[int, str, int], None],
-        validate_only: bool,
-    ) -> list[AlterConfigsResourceResponse]:
-        """Each resource's answer; a resource named twice is refused (both times), as Kafka does."""
-        seen = _duplicates(resources)
-        responses = []
-        for index, (resource_type, name) in enumerate(resources):
-            code, message = ErrorCode.NONE, None
-            try:
-                if (resource_type, name) in seen:
-                    raise InvalidRequestError(f"resource {name!r} is named twice")
-                alter(resource_type, name, index)
-            except _ANSWERED as exc:
-                code, message = error_code_of(exc), str(exc)
-            responses.append(
-                AlterConfigsResourceResponse(
-                    error_code=int(code),
-                    error_message=message,
-                    resource_type=resource_type,
-                    resource_name=name,
-                )
-            )
-        if not validate_only and any(r.error_code == _NONE for r in responses):
-            self._cluster.refresh()
-        return responses
-
-    # ------------------------------------------------------------------------------------ groups
-
-    def _find_coordinator(
-        self, request: NetworkRequest, header: RequestHeader, body: FindCoordinatorRequest
-    ) -> None:
-        def answer(
-            code: ErrorCode, message: str | None, node: int = -1, host: str = "", port: int = -1
-        ) -> None:
-            self._respond(
-                request,
-                header,
-                FindCoordinatorResponse(
-                    error_code=int(code), error_message=message, node_id=node, host=host, port=port
-                ),
-            )
-
-        if body.key_type != GROUP_KEY_TYPE:
-            answer(
-                ErrorCode.COORDINATOR_NOT_AVAILABLE, "Lumber has no transactions: no transaction coordinator"
-            )
-            return
-        if not body.key:
-            answer(ErrorCode.INVALID_REQUEST, "no group id")
-            return
-        try:
-            node = self._groups.coordinator_of(body.key)
-        except _ANSWERED as exc:
-            logger.warning("FindCoordinator for group %r: %s", body.key, exc)
-            answer(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"__consumer_offsets cannot be created: {exc}")
-            return
-        broker = self._cluster.view.brokers.get(node)
-        if broker is None:
-            answer(
-                ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                f"group {body.key!r}: its __consumer_offsets partition has no leader yet",
-            )
-            return
-        answer(ErrorCode.NONE, None, broker.broker_id, broker.host, broker.port)
-
-    def _join_group(self, request: NetworkRequest, header: RequestHeader, body: JoinGroupRequest) -> None:
-        version = header.api_version
-
-        def respond(result: JoinResult) -> None:
-            self._respond(
-                request,
-                header,
-                JoinGroupResponse(
-                    error_code=int(result.error),
-                    generation_id=result.generation_id,
-                    protocol_type=result.protocol_type,
-                    protocol_name=result.protocol_name
-                    if result.protocol_name is not None or version >= 7
-                    else "",
-                    leader=result.leader_id,
-                    member_id=result.member_id,
-                    members=[
-                        JoinGroupResponseMember(member_id=m, group_instance_id=i, metadata=d)
-                        for m, i, d in result.members
-                    ],
-                ),
-            )
-
-        self._groups.handle_join_group(
-            group_id=body.group_id,
-            member_id=body.member_id,
-            group_instance_id=body.group_instance_id,
-            require_known_member_id=version >= 4,
-            client_id=header.client_id or "",
-            client_host=request.peer.rsplit(":", 1)[0],
-            rebalance_timeout_ms=body.rebalance_timeout_ms if version >= 1 else -1,
-            session_timeout_ms=body.session_timeout_ms,
-            protocol_type=body.protocol_type,
-            protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
-            respond=respond,
-        )
-
-    def _sync_group(self, request: NetworkRequest, header: RequestHeader, body: SyncGroupRequest) -> None:
-        def respond(result: SyncResult) -> None:
-            self._respond(
-                request,
-                header,
-                SyncGroupResponse(
-                    error_code=int(result.error),
-                    protocol_type=result.protocol_type,
-                    protocol_name=result.protocol_name,
-                    assignment=result.assignment,
-                ),
-            )
-
-        self._groups.handle_sync_group(
-            group_id=body.group_id,
-            generation_id=body.generation_id,
-            member_id=body.member_id,
-            group_instance_id=body.group_instance_id,
-            protocol_type=body.protocol_type,
-            protocol_name=body.protocol_name,
-            assignments={a.member_id: bytes(a.assignment) for a in body.assignments},
-            respond=respond,
-        )
-
-    def _heartbeat(self, request: NetworkRequest, header: RequestHeader, body: HeartbeatRequest) -> None:
-        error = self._groups.handle_heartbeat(
-            group_id=body.group_id,
-            member_id=body.member_id,
-            group_instance_id=body.group_instance_id,
-            generation_id=body.generation_id,
-        )
-        self._respond(request, header, HeartbeatResponse(error_code=int(error)))
-
-    def _leave_group(self, request: NetworkRequest, header: RequestHeader, body: LeaveGroupRequest) -> None:
-        if header.api_version < 3:
-            leaving = [MemberToLeave(body.member_id, None)]
-        else:
-            leaving = [MemberToLeave(m.member_id, m.group_instance_id) for m in body.members]
-        error, member_errors = self._groups.handle_leave_group(body.group_id, leaving)
-        if header.api_version < 3 and error == ErrorCode.NONE and member_errors:
-            error = member_errors[0]
-        self._respond(
-            request,
-            header,
-            LeaveGroupResponse(
-                error_code=int(error),
-                members=[
-                    MemberResponse(
-                        member_id=who.member_id, group_instance_id=who.group_instance_id, error_code=int(e)
-                    )
-                    for who, e in zip(leaving, member_errors, strict=False)
-                ],
-            ),
-        )
-
-    def _offset_commit(
-        self, request: NetworkRequest, header: RequestHeader, body: OffsetCommitRequest
-    ) -> None:
-        now = int(time.time() * 1000)
-        offsets = {
-            TopicPartition(t.name, p.partition_index): OffsetAndMetadata(
-                p.committed_offset, p.committed_leader_epoch, p.committed_metadata or "", now
-            )
-            for t in body.topics
-            for p in t.partitions
-        }
-
-        def respond(errors: dict[TopicPartition, ErrorCode]) -> None:
-            self._respond(
-                request,
-                header,
-                OffsetCommitResponse(
-                    topics=[
-                        OffsetCommitResponseTopic(
-                            name=t.name,
-                            partitions=[
-                                OffsetCommitResponsePartition(
-                                    partition_index=p.partition_index,
-                                    error_code=int(
-                                        errors.get(TopicPartition(t.name, p.partition_index), ErrorCode.NONE)
-                                    ),
-                                )
-                                for p in t.partitions
-                            ],
-                        )
-                        for t in body.topics
-                    ]
-                ),
-            )
-
-        self._groups.handle_commit_offsets(
-            group_id=body.group_id,
-            member_id=body.member_id,
-            group_instance_id=body.group_instance_id,
-            generation_id=body.generation_id_or_member_epoch,
-            offsets=offsets,
-            respond=respond,
-        )
-
-    def _offset_fetch(self, request: NetworkRequest, header: RequestHeader, body: OffsetFetchRequest) -> None:
-        version = header.api_version
-        if version >= 8:
-            groups = []
-            for asked in body.groups:
-                partitions = (
-                    None
-                    if asked.topics is None
-                    else [TopicPartition(t.name, p) for t in asked.topics for p in t.partition_indexes]
-                )
-                error, found = self._groups.handle_fetch_offsets(asked.group_id, partitions)
-                groups.append(
-                    OffsetFetchResponseGroup(
-                        group_id=asked.group_id,
-                        error_code=int(error),
-                        topics=[
-                            OffsetFetchResponseTopics(
-                                name=topic,
-                                partitions=[
-                                    OffsetFetchResponsePartitions(
-                                        partition_index=tp.partition,
-                                        committed_offset=-1 if oam is None else oam.offset,
-                                        committed_leader_epoch=-1 if oam is None else oam.leader_epoch,
-                                        metadata="" if oam is None else oam.metadata,
-                                    )
-                                    for tp, oam in entries
-                                ],
-                            )
-                            for topic, entries in _by_topic(found).items()
-                        ],
-                    )
-                )
-            self._respond(request, header, OffsetFetchResponse(groups=groups))
-            return
-        partitions = (
-            None
-            if body.topics is None
-            else [TopicPartition(t.name, p) for t in body.topics for p in t.partition_indexes]
-        )
-        error, found = self._groups.handle_fetch_offsets(body.group_id, partitions)
-        if error != ErrorCode.NONE and version < 2 and partitions is not None:
-            found = dict.fromkeys(partitions, None)  # v0-v1 carry errors per partition only
-        partition_error = int(error) if version < 2 else _NONE
-        self._respond(
-            request,
-            header,
-            OffsetFetchResponse(
-                error_code=int(error),
-                topics=[
-                    OffsetFetchResponseTopic(
-                        name=topic,
-                        partitions=[
-                            OffsetFetchResponsePartition(
-                                partition_index=tp.partition,
-                                committed_offset=-1 if oam is None else oam.offset,
-                                committed_leader_epoch=-1 if oam is None else oam.leader_epoch,
-                                metadata="" if oam is None else oam.metadata,
-                                error_code=partition_error,
-                            )
-                            for tp, oam in entries
-                        ],
-                    )
-                    for topic, entries in _by_topic(found).items()
-                ],
-            ),
-        )
-
-    def _list_groups(self, request: NetworkRequest, header: RequestHeader, body: ListGroupsRequest) -> None:
-        types = {t.lower() for t in body.types_filter}
-        error, listed = self._groups.handle_list_groups(body.states_filter)
-        if types and "classic" not in types:
-            listed = []
-        self._respond(
-            request,
-            header,
-            ListGroupsResponse(
-                error_code=int(error),
-                groups=[
-                    ListedGroup(group_id=g, protocol_type=t, group_state=s, group_type="classic")
-                    for g, t, s in listed
-                ],
-            ),
-        )
-
-    def _describe_groups(
-        self, request: NetworkRequest, header: RequestHeader, body: DescribeGroupsRequest
-    ) -> None:
-        described = []
-        for group_id in body.groups:
-            summary = self._groups.handle_describe_group(group_id)
-            described.append(
-                DescribedGroup(
-                    error_code=int(summary.error),
-                    group_id=group_id,
-                    group_state=summary.state,
-                    protocol_type=summary.protocol_type,
-                    protocol_data=summary.protocol,
-                    members=[
-                        DescribedGroupMember(
-                            member_id=m.member_id,
-                            group_instance_id=m.group_instance_id,
-                            client_id=m.client_id,
-                            client_host=m.client_host,
-                            member_metadata=m.metadata,
-                            member_assignment=m.assignment,
-                        )
-                        for m in summary.members
-                    ],
-                )
-            )
-        self._respond(request, header, DescribeGroupsResponse(groups=described))
-
-    def _delete_groups(
-        self, request: NetworkRequest, header: RequestHeader, body: DeleteGroupsRequest
-    ) -> None:
-        results = self._groups.handle_delete_groups(body.groups_names)
-        self._respond(
-            request,
-            header,
-            DeleteGroupsResponse(
-                results=[
-                    DeletableGroupResult(group_id=g, error_code=int(results[g])) for g in body.groups_names
-                ]
-            ),
-        )
-
-    def _offset_delete(
-        self, request: NetworkRequest, header: RequestHeader, body: OffsetDeleteRequest
-    ) -> None:
-        partitions = [TopicPartition(t.name, p.partition_index) for t in body.topics for p in t.partitions]
-        error, errors = self._groups.handle_delete_offsets(body.group_id, partitions)
-        self._respond(
-            request,
-            header,
-            OffsetDeleteResponse(
-                error_code=int(error),
-                topics=[]
-                if error != ErrorCode.NONE
-                else [
-                    OffsetDeleteResponseTopic(
-                        name=t.name,
-                        partitions=[
-                            OffsetDeleteResponsePartition(
-                                partition_index=p.partition_index,
-                                error_code=int(
-                                    errors.get(TopicPartition(t.name, p.partition_index), ErrorCode.NONE)
-                                ),
-                            )
-                            for p in t.partitions
-                        ],
-                    )
-                    for t in body.topics
-                ],
-            ),
-        )
-
     # ------------------------------------------------------------------------------------ the rest
 
     def _init_producer_id(
@@ -1166,32 +548,3 @@ class KafkaApis:
             header,
             InitProducerIdResponse(error_code=_NONE, producer_id=producer_id, producer_epoch=epoch),
         )
-
-
-def _by_topic(
-    found: dict[TopicPartition, OffsetAndMetadata | None],
-) -> dict[str, list[tuple[TopicPartition, OffsetAndMetadata | None]]]:
-    """``found`` grouped by topic, topics and partitions in order."""
-    topics: dict[str, list[tuple[TopicPartition, OffsetAndMetadata | None]]] = {}
-    for tp in sorted(found):
-        topics.setdefault(tp.topic, []).append((tp, found[tp]))
-    return topics
-
-
-def _duplicates(resources: Iterable[tuple[int, str]]) -> set[tuple[int, str]]:
-    """The resources named more than once."""
-    seen: set[tuple[int, str]] = set()
-    twice: set[tuple[int, str]] = set()
-    for resource in resources:
-        (twice if resource in seen else seen).add(resource)
-    return twice
-
-
-def _unsupported_resource(resource_type: int) -> InvalidRequestError:
-    try:
-        name = ConfigResourceType(resource_type).name
-    except ValueError:
-        name = str(resource_type)
-    return InvalidRequestError(
-        f"unsupported config resource type {name}: Lumber has configs for topics (2) and brokers (4) only"
-    )

@@ -1,0 +1,293 @@
+"""The protocol layer's topic administration: CreateTopics, DeleteTopics, DescribeConfigs, AlterConfigs and
+IncrementalAlterConfigs (part of Kafka's ``KafkaApis``, split out of :mod:`broker.server.kafka_apis`).
+
+:class:`AdminApis` decodes nothing and encodes nothing itself: :class:`~broker.server.kafka_apis.KafkaApis`
+dispatches the decoded requests to it (:meth:`AdminApis.handlers`) and it answers through the ``respond``
+it was given. The work is the :class:`~broker.server.admin_manager.AdminManager`'s:
+
+* **CreateTopics / DeleteTopics**: replication factor, replica assignments and the topic configs;
+  CreateTopics v5+ answers with the created topic's configs and their sources. A topic named twice in one
+  request is INVALID_REQUEST.
+* **DescribeConfigs / AlterConfigs / IncrementalAlterConfigs**: TOPIC and BROKER resources, each answered
+  on its own (its error does not fail the others); a resource named twice in one request is INVALID_REQUEST,
+  as in Kafka; other resource types (groups, broker loggers, client metrics) are INVALID_REQUEST naming the
+  type. After a successful create, delete or alter the cluster view is read again, so this broker's logs run
+  with the new state before the answer goes out (the others follow their ZooKeeper watch).
+
+Thread-safe as :class:`~broker.server.kafka_apis.KafkaApis` is: no state of its own changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from broker.cluster.cluster_watcher import ClusterWatcher
+from broker.network.request_channel import NetworkRequest
+from broker.protocol import ApiKey, ErrorCode, RequestHeader
+from broker.protocol.messages.alter_configs import (
+    AlterConfigsRequest,
+    AlterConfigsResourceResponse,
+    AlterConfigsResponse,
+)
+from broker.protocol.messages.config_resource import ConfigResourceType, ConfigType
+from broker.protocol.messages.create_topics import (
+    CreatableTopicConfigs,
+    CreatableTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+from broker.protocol.messages.delete_topics import (
+    DeletableTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from broker.protocol.messages.describe_configs import (
+    DescribeConfigsRequest,
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
+)
+from broker.protocol.messages.incremental_alter_configs import (
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from broker.server.admin_manager import AdminManager
+from broker.server.error_codes import ANSWERED_ERRORS as _ANSWERED
+from broker.server.error_codes import error_code_of
+from broker.server.errors import InvalidRequestError
+
+_NONE = int(ErrorCode.NONE)
+#: How :class:`AdminApis` answers: ``respond(request, header, response body)``.
+Respond = Callable[[NetworkRequest, RequestHeader, Any], None]
+
+
+class AdminApis:
+    """Answers the topic and config administration APIs (see the module docstring)."""
+
+    def __init__(self, *, admin_manager: AdminManager, cluster: ClusterWatcher, respond: Respond) -> None:
+        self._admin = admin_manager
+        self._cluster = cluster
+        self._respond = respond
+
+    def handlers(self) -> dict[int, Callable[[NetworkRequest, RequestHeader, Any], None]]:
+        """The handler of each API key this class answers."""
+        return {
+            int(ApiKey.CREATE_TOPICS): self._create_topics,
+            int(ApiKey.DELETE_TOPICS): self._delete_topics,
+            int(ApiKey.DESCRIBE_CONFIGS): self._describe_configs,
+            int(ApiKey.ALTER_CONFIGS): self._alter_configs,
+            int(ApiKey.INCREMENTAL_ALTER_CONFIGS): self._incremental_alter_configs,
+        }
+
+    # ------------------------------------------------------------------------------------ topics
+
+    def _create_topics(
+        self, request: NetworkRequest, header: RequestHeader, body: CreateTopicsRequest
+    ) -> None:
+        counts: dict[str, int] = {}
+        for topic in body.topics:
+            counts[topic.name] = counts.get(topic.name, 0) + 1
+        results = []
+        for topic in body.topics:
+            code, message, partitions, replication_factor = ErrorCode.NONE, None, -1, -1
+            configs: list[CreatableTopicConfigs] = []
+            try:
+                if counts[topic.name] > 1:
+                    raise InvalidRequestError(f"topic {topic.name!r} is named twice")
+                partitions, replication_factor, overrides = self._admin.create_topic(
+                    topic.name,
+                    topic.num_partitions,
+                    topic.replication_factor,
+                    {a.partition_index: a.broker_ids for a in topic.assignments} or None,
+                    {c.name: c.value for c in topic.configs},
+                    validate_only=body.validate_only,
+                )
+                configs = [
+                    CreatableTopicConfigs(
+                        name=entry.name,
+                        value=entry.value,
+                        read_only=entry.read_only,
+                        config_source=int(entry.source),
+                    )
+                    for entry in self._admin.topic_configs_of(overrides)
+                ]
+            except _ANSWERED as exc:
+                code, message, partitions, replication_factor = error_code_of(exc), str(exc), -1, -1
+            results.append(
+                CreatableTopicResult(
+                    name=topic.name,
+                    error_code=int(code),
+                    error_message=message,
+                    num_partitions=partitions,
+                    replication_factor=replication_factor,
+                    configs=configs,
+                )
+            )
+        if any(r.error_code == _NONE for r in results) and not body.validate_only:
+            self._cluster.refresh()
+        self._respond(request, header, CreateTopicsResponse(topics=results))
+
+    def _delete_topics(
+        self, request: NetworkRequest, header: RequestHeader, body: DeleteTopicsRequest
+    ) -> None:
+        names: list[str | None]
+        names = [t.name for t in body.topics] if header.api_version >= 6 else list(body.topic_names)
+        results = []
+        for name in names:
+            if name is None:
+                results.append(
+                    DeletableTopicResult(
+                        name=None,
+                        error_code=int(ErrorCode.UNKNOWN_TOPIC_ID),
+                        error_message="Lumber has no topic ids: name the topic",
+                    )
+                )
+                continue
+            code, message = ErrorCode.NONE, None
+            try:
+                self._admin.delete_topic(name)
+            except _ANSWERED as exc:
+                code, message = error_code_of(exc), str(exc)
+            results.append(DeletableTopicResult(name=name, error_code=int(code), error_message=message))
+        self._cluster.refresh()
+        self._respond(request, header, DeleteTopicsResponse(responses=results))
+
+    # ------------------------------------------------------------------------------------ configs
+
+    def _describe_configs(
+        self, request: NetworkRequest, header: RequestHeader, body: DescribeConfigsRequest
+    ) -> None:
+        seen = _duplicates((r.resource_type, r.resource_name) for r in body.resources)
+        results = []
+        for resource in body.resources:
+            code, message, configs = ErrorCode.NONE, None, []
+            try:
+                if (resource.resource_type, resource.resource_name) in seen:
+                    raise InvalidRequestError(f"resource {resource.resource_name!r} is named twice")
+                keys = resource.configuration_keys
+                if resource.resource_type == ConfigResourceType.TOPIC:
+                    entries = self._admin.describe_topic_configs(resource.resource_name, keys)
+                elif resource.resource_type == ConfigResourceType.BROKER:
+                    entries = self._admin.describe_broker_configs(resource.resource_name, keys)
+                else:
+                    raise _unsupported_resource(resource.resource_type)
+                configs = [
+                    DescribeConfigsResourceResult(
+                        name=entry.name,
+                        value=entry.value,
+                        read_only=entry.read_only,
+                        config_source=int(entry.source),
+                        is_sensitive=False,
+                        synonyms=[
+                            DescribeConfigsSynonym(name=s.name, value=s.value, source=int(s.source))
+                            for s in entry.synonyms
+                        ]
+                        if body.include_synonyms
+                        else [],
+                        config_type=int(ConfigType[entry.type]),
+                        documentation=entry.documentation if body.include_documentation else None,
+                    )
+                    for entry in entries
+                ]
+            except _ANSWERED as exc:
+                code, message, configs = error_code_of(exc), str(exc), []
+            results.append(
+                DescribeConfigsResult(
+                    error_code=int(code),
+                    error_message=message,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                    configs=configs,
+                )
+            )
+        self._respond(request, header, DescribeConfigsResponse(results=results))
+
+    def _alter_configs(
+        self, request: NetworkRequest, header: RequestHeader, body: AlterConfigsRequest
+    ) -> None:
+        def alter(resource_type: int, name: str, index: int) -> None:
+            resource = body.resources[index]
+            if resource_type == ConfigResourceType.TOPIC:
+                self._admin.alter_topic_configs(
+                    name, [(c.name, c.value) for c in resource.configs], validate_only=body.validate_only
+                )
+            elif resource_type == ConfigResourceType.BROKER:
+                self._admin.refuse_broker_alter(name)
+            else:
+                raise _unsupported_resource(resource_type)
+
+        responses = self._alter_each(
+            [(r.resource_type, r.resource_name) for r in body.resources], alter, body.validate_only
+        )
+        self._respond(request, header, AlterConfigsResponse(responses=responses))
+
+    def _incremental_alter_configs(
+        self, request: NetworkRequest, header: RequestHeader, body: IncrementalAlterConfigsRequest
+    ) -> None:
+        def alter(resource_type: int, name: str, index: int) -> None:
+            resource = body.resources[index]
+            if resource_type == ConfigResourceType.TOPIC:
+                self._admin.incremental_alter_topic_configs(
+                    name,
+                    [(c.name, c.config_operation, c.value) for c in resource.configs],
+                    validate_only=body.validate_only,
+                )
+            elif resource_type == ConfigResourceType.BROKER:
+                self._admin.refuse_broker_alter(name)
+            else:
+                raise _unsupported_resource(resource_type)
+
+        responses = self._alter_each(
+            [(r.resource_type, r.resource_name) for r in body.resources], alter, body.validate_only
+        )
+        self._respond(request, header, IncrementalAlterConfigsResponse(responses=responses))
+
+    def _alter_each(
+        self,
+        resources: Sequence[tuple[int, str]],
+        alter: Callable[[int, str, int], None],
+        validate_only: bool,
+    ) -> list[AlterConfigsResourceResponse]:
+        """Each resource's answer; a resource named twice is refused (both times), as Kafka does."""
+        seen = _duplicates(resources)
+        responses = []
+        for index, (resource_type, name) in enumerate(resources):
+            code, message = ErrorCode.NONE, None
+            try:
+                if (resource_type, name) in seen:
+                    raise InvalidRequestError(f"resource {name!r} is named twice")
+                alter(resource_type, name, index)
+            except _ANSWERED as exc:
+                code, message = error_code_of(exc), str(exc)
+            responses.append(
+                AlterConfigsResourceResponse(
+                    error_code=int(code),
+                    error_message=message,
+                    resource_type=resource_type,
+                    resource_name=name,
+                )
+            )
+        if not validate_only and any(r.error_code == _NONE for r in responses):
+            self._cluster.refresh()
+        return responses
+
+
+def _duplicates(resources: Iterable[tuple[int, str]]) -> set[tuple[int, str]]:
+    """The resources named more than once."""
+    seen: set[tuple[int, str]] = set()
+    twice: set[tuple[int, str]] = set()
+    for resource in resources:
+        (twice if resource in seen else seen).add(resource)
+    return twice
+
+
+def _unsupported_resource(resource_type: int) -> InvalidRequestError:
+    try:
+        name = ConfigResourceType(resource_type).name
+    except ValueError:
+        name = str(resource_type)
+    return InvalidRequestError(
+        f"unsupported config resource type {name}: Lumber has configs for topics (2) and brokers (4) only"
+    )
