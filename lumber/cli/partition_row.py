@@ -71,7 +71,7 @@ class PartitionRow:
         }
 
 
-def _rows(admin: TopicAdmin, topic: str, brokers: Mapping[int, BrokerInfo]) -> list[PartitionRow]:
+def partition_rows(admin: TopicAdmin, topic: str, brokers: Mapping[int, BrokerInfo]) -> list[PartitionRow]:
     assignment = admin.describe_topic(topic)
     states = admin.describe_states(topic)
     rows = []
@@ -84,7 +84,5 @@ def _rows(admin: TopicAdmin, topic: str, brokers: Mapping[int, BrokerInfo]) -> l
     return rows
 
 
-
-def _ids(ids: Sequence[int]) -> str:
+def ids_text(ids: Sequence[int]) -> str:
     return ",".join(map(str, ids))
-

@@ -7,6 +7,22 @@ moved each, printing every move as it sees it in the partition's state node.
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from broker.cluster.broker_info import BrokerInfo
+from broker.cluster.errors import UnknownTopicError
+from broker.cluster.topic_admin import TopicAdmin
+from broker.record.topic_partition import TopicPartition
+from lumber.cli.partition_row import PartitionRow, ids_text, partition_rows
+from lumber.cli.topic_request_error import TopicRequestError
+from lumber.config import LumberConfig
+
 ELECTION_TIMEOUT_EXIT_CODE = 1
 #: How often ``elect-leaders`` reads the partition states while it waits.
 ELECTION_POLL_S = 0.1
@@ -23,7 +39,7 @@ class _Election:
     skipped: list[tuple[PartitionRow, str]]
 
 
-def _elect_leaders(args: argparse.Namespace, admin: TopicAdmin, config: LumberConfig) -> int:
+def elect_leaders(args: argparse.Namespace, admin: TopicAdmin, config: LumberConfig) -> int:
     if args.partition is not None and args.topic is None:
         raise TopicRequestError("--partition needs --topic: which topic's partition?")
     brokers = admin.live_brokers()
@@ -110,11 +126,11 @@ def _election_rows(
         rows: list[PartitionRow] = []
         for topic in admin.list_topics():
             try:
-                rows.extend(_rows(admin, topic, brokers))
+                rows.extend(partition_rows(admin, topic, brokers))
             except UnknownTopicError:
                 continue  # deleted since the listing
         return rows
-    rows = _rows(admin, args.topic, brokers)
+    rows = partition_rows(admin, args.topic, brokers)
     if args.partition is None:
         return rows
     chosen = [row for row in rows if row.partition == args.partition]
@@ -141,9 +157,8 @@ def _plan_election(rows: Sequence[PartitionRow], brokers: Mapping[int, BrokerInf
             skipped.append((row, why))
         elif preferred not in row.isr:
             skipped.append(
-                (row, f"its preferred replica {preferred} is not in the ISR {_ids(row.isr) or '(empty)'}")
+                (row, f"its preferred replica {preferred} is not in the ISR {ids_text(row.isr) or '(empty)'}")
             )
         else:
             to_move[TopicPartition(row.topic, row.partition)] = row
     return _Election(to_move, already, skipped)
-
