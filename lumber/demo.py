@@ -34,9 +34,10 @@ and are the real ones; their own progress streams through, and everything they p
 Exit code 0 when every step worked and the counts match, 1 otherwise (the stack stays up for a look; the
 last lines say how to stop it).
 
-Layout: the steps and their output here (:class:`Demo`); step 3's traffic in :mod:`lumber.demo_traffic` and
-its failover in :mod:`lumber.demo_failover`; step 7's queries in :mod:`lumber.demo_query`; step 8's closing
-lines in :mod:`lumber.demo_look_around`; the formatting of counts, times, tables and the warehouse tree in
+Layout: the steps and their output here (:class:`Demo`); step 2's topics and schemas in
+:mod:`lumber.demo_topics`; step 3's traffic in :mod:`lumber.demo_traffic` and its failover in
+:mod:`lumber.demo_failover`; step 7's queries in :mod:`lumber.demo_query`; step 8's closing lines in
+:mod:`lumber.demo_look_around`; the formatting of counts, times, tables and the warehouse tree in
 :mod:`lumber.demo_text`; the error in :mod:`lumber.demo_errors`.
 """
 
@@ -58,11 +59,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from kazoo.client import KazooClient
-
 from audit.audited_producer import audited_producer
 from broker.client.producer import Producer
-from broker.cluster.topic_admin import TopicAdmin
 from lumber.config import LumberConfig, dump_config, load_config
 from lumber.demo_errors import DemoError
 from lumber.demo_failover import BrokerFailover
@@ -75,6 +73,7 @@ from lumber.demo_text import (
     hour_text,
     warehouse_tree,
 )
+from lumber.demo_topics import create_topics_and_schemas
 from lumber.demo_traffic import HOUR_MS, TOPICS, TrafficProducer, TrafficSpec
 from lumber.dev.dev_stack import DevStack
 from pipeline.errors import PipelineError
@@ -85,7 +84,6 @@ from schemas.shipped import shipped_schema_text
 MARKER_FILE = "LUMBER_DEMO"
 BASE_CONFIG_FILE = "demo-base.toml"
 LOG_FILE = "demo.log"
-PARTITIONS = {"page_view": 6, "click": 3, "search": 3}
 STEPS = 7
 #: Replicas per partition of the demo's topics, at most (with fewer brokers: one per broker).
 MAX_REPLICATION_FACTOR = 3
@@ -356,48 +354,7 @@ class Demo:
 
     def _topics_and_schemas(self, stack: LumberConfig) -> dict[str, int]:
         self.step("topics and schemas", "Creating topics and registering the schemas")
-        zk = KazooClient(hosts=stack.zookeeper.connect, timeout=stack.zookeeper.session_timeout_ms / 1000)
-        zk.start(timeout=stack.zookeeper.connect_timeout_ms / 1000)
-        try:
-            admin = TopicAdmin(zk)
-            factor = self.replication_factor
-            min_insync = max(1, factor - 1)
-            for topic, partitions in PARTITIONS.items():
-                assignment = admin.create_topic(
-                    topic,
-                    partitions,
-                    replication_factor=factor,
-                    configs={"min.insync.replicas": str(min_insync)},
-                )
-                leaders = sorted({replicas[0] for replicas in assignment.values()})
-                self.say(
-                    f"  topic {topic:<10} {partitions} partitions x {factor} replicas, leaders on brokers "
-                    f"{', '.join(map(str, leaders))}   (= {self.lumber} topics create {topic} --partitions "
-                    f"{partitions} --replication-factor {factor} --config min.insync.replicas={min_insync})"
-                )
-            audit = stack.audit.topic
-            replicas = {len(r) for r in admin.describe_topic(audit).values()}
-            self.say(
-                f"  topic {audit:<10} the producers' audit counts, {'/'.join(map(str, sorted(replicas)))} "
-                f"replicas (created by `{self.lumber} dev up`)"
-            )
-            if factor > 1:
-                self.say(
-                    f"  acks=all waits for every in-sync replica, and needs {min_insync} of them "
-                    f"(min.insync.replicas={min_insync})"
-                )
-        finally:
-            zk.stop()
-            zk.close()
-        ids: dict[str, int] = {}
-        with SchemaRegistryClient(stack.registry.url) as registry:
-            for topic in TOPICS:
-                ids[topic] = registry.register(f"{topic}-value", shipped_schema_text(topic))
-                self.say(
-                    f"  schema {topic}-value version 1 -> id {ids[topic]}"
-                    f"   (= {self.lumber} schemas register {topic}-value schemas/avro/{topic}.avsc)"
-                )
-        return ids
+        return create_topics_and_schemas(self.say, stack, self.replication_factor, self.lumber)
 
     def _produce(self, stack: LumberConfig, spec: TrafficSpec, ids: dict[str, int]) -> dict[str, int]:
         hosts = [h.name for h in spec.hosts]
