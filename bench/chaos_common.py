@@ -1,4 +1,25 @@
-"""PURE COPY (adapted in the next commit): settings and helpers of the chaos run."""
+"""The chaos run's settings, small helpers and its record of one fault (:mod:`bench.chaos`).
+
+The settings fix the system under test (topics, partitions, producers, brokers, the broker whose log dir is a
+tmpfs, session timeouts, the consumer groups, the full-disk probes' topic); :class:`Fault` is what the
+report tells of each fault.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import socket
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from lumber.dev.process import port_in_use
+
+REPO = Path(__file__).resolve().parent.parent
 
 HOUR_MS = 3_600_000
 TOPICS = ("page_view", "click")
@@ -59,19 +80,18 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float, interval_s: float 
     return False
 
 
-def _http_ok(url: str) -> bool:
+def http_ok(url: str) -> bool:
     try:
         return httpx.get(url, timeout=1.0).status_code == 200
     except httpx.HTTPError:
         return False
 
 
-def _file_size(path: Path) -> int:
+def file_size(path: Path) -> int:
     try:
         return path.stat().st_size
     except OSError:
         return 0
-
 
 
 @dataclasses.dataclass
@@ -83,4 +103,3 @@ class Fault:
     held_s: float = 0.0
     recovery_s: float | None = None
     ok: bool = True
-

@@ -1,4 +1,42 @@
-"""PURE COPY (adapted in the next commit): the faults of the chaos run."""
+"""The faults of the chaos run (:mod:`bench.chaos`, whose docstring lists every kind): each drawn from a
+seeded schedule, injected into the system under test (:class:`bench.chaos_stack.ChaosStack`), healed after a
+random interval, and timed until the part is healthy again; the full-disk fault's probes of the broker whose
+log dir is full; the count of what the loads went through while the registry was down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import re
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from bench.chaos_common import (
+    BROKERS,
+    DISK_BROKER,
+    PROBE_FULL_VALUE,
+    PROBE_RECORDS,
+    PROBE_TOPIC,
+    PRODUCERS,
+    READERS,
+    SESSION_TIMEOUT_MS,
+    TOPICS,
+    Fault,
+    file_size,
+    http_ok,
+    say,
+    wait_for,
+)
+from bench.chaos_process import cmdline
+from bench.chaos_stack import ChaosStack
+from broker.cluster.topic_admin import TopicAdmin
+from broker.record.topic_partition import TopicPartition
 
 FAULT_KINDS = (
     "broker_kill",
@@ -16,6 +54,33 @@ FAULT_KINDS = (
     "warehouse_disk_full",
 )
 
+
+class FaultInjector:
+    """Draws, injects, heals and times the faults of one run; counts what they did for the report.
+
+    Concurrency: :meth:`fault_loop` runs in ``--concurrent`` threads. A fault first claims the resources it
+    touches (:meth:`_claim`; ``"*"``, ZooKeeper's kill, excludes every other fault), so that no two threads
+    signal one process; :attr:`faults`, the counters and :attr:`failures` are appended to or incremented
+    from those threads (list appends and dict updates, atomic under the GIL) and read once the threads
+    have ended. :attr:`rng` (the consumer faults' choice of consumer, the hold times) is shared by the
+    threads, as in the single class the run was before its split.
+    """
+
+    def __init__(self, stack: ChaosStack, seed: int, failures: list[str]) -> None:
+        self.stack = stack
+        self.seed = seed
+        self.failures = failures
+        self.rng = random.Random(seed)
+        self.faults: list[Fault] = []
+        self.killed_instances: set[str] = set()
+        self.mirror_kills = 0
+        self.busy: set[str] = set()
+        self.busy_lock = threading.Lock()
+        self.stop_faults = threading.Event()
+        self.registry_task_failures = 0
+        self.registry_failed_runs = 0
+        self.disk_full_produce_errors: Counter[str] = Counter()
+        self.disk_full_reads = [0, 0]  # records read back from the full broker, records wanted
 
     # -- faults ----------------------------------------------------------------------------------------
 
@@ -47,7 +112,7 @@ FAULT_KINDS = (
             fault.detail += f"; NOT recovered within {bound_s:.0f} s"
 
     def _wait_for_load(self, bound_s: float) -> bool:
-        return wait_for(lambda: bool(self.load_driver_pids()), bound_s, 0.2)
+        return wait_for(lambda: bool(self.stack.load_driver_pids()), bound_s, 0.2)
 
     def fault(self, kind: str, rng: random.Random) -> Fault | None:
         """Inject one fault of ``kind``, heal it, wait for recovery; None if it could not start now."""
@@ -77,10 +142,10 @@ FAULT_KINDS = (
             self._release(wanted)
 
     def _inject(self, kind: str, broker: int, host: str, rng: random.Random) -> Fault | None:
-        hour = self.hour_s
+        hour = self.stack.hour_s
         if kind in ("broker_kill", "broker_pause"):
-            proc = self.procs[f"broker-{broker}"]
-            fault = Fault(kind, proc.name, self.elapsed())
+            proc = self.stack.procs[f"broker-{broker}"]
+            fault = Fault(kind, proc.name, self.stack.elapsed())
             if kind == "broker_kill":
                 proc.kill9()
                 fault.held_s = self._hold(3, 15)
@@ -94,137 +159,137 @@ FAULT_KINDS = (
                 proc.signal(signal.SIGCONT)
                 proc.stopped = False
                 fault.detail = f"paused past its {SESSION_TIMEOUT_MS} ms ZooKeeper session"
-            self._recover(fault, lambda: self.broker_healthy(broker), since=heal)
+            self._recover(fault, lambda: self.stack.broker_healthy(broker), since=heal)
             return fault
         if kind == "zookeeper_kill":
-            proc = self.procs["zookeeper"]
-            fault = Fault(kind, "zookeeper", self.elapsed())
+            proc = self.stack.procs["zookeeper"]
+            fault = Fault(kind, "zookeeper", self.stack.elapsed())
             proc.kill9()
             fault.held_s = self._hold(2, 10)
             heal = time.monotonic()
             proc.start()
-            self._recover(fault, self.cluster_healthy, 240, since=heal)
+            self._recover(fault, self.stack.cluster_healthy, 240, since=heal)
             return fault
         if kind in ("registry_kill", "registry_down_during_load"):
-            proc = self.procs["registry"]
-            sched_from = _file_size(self.procs["scheduler"].log_path)
+            proc = self.stack.procs["registry"]
+            sched_from = file_size(self.stack.procs["scheduler"].log_path)
             if kind == "registry_down_during_load" and not self._wait_for_planned(sched_from, 2 * hour + 30):
                 return None
-            fault = Fault(kind, "registry", self.elapsed())
-            before = self.committed_loads()
+            fault = Fault(kind, "registry", self.stack.elapsed())
+            before = self.stack.committed_loads()
             proc.kill9()
             # during a load: down long enough for the tasks to reach their first decode (a PySpark worker
             # starts in seconds on a loaded machine) and for Spark's retries of a failed one
             fault.held_s = self._hold(3, 15) if kind == "registry_kill" else self._hold(8, 20)
             heal = time.monotonic()
             proc.start()
-            url = self.config.registry.url + "/subjects"
+            url = self.stack.config.registry.url + "/subjects"
             if kind == "registry_kill":
-                self._recover(fault, lambda: _http_ok(url), since=heal)
+                self._recover(fault, lambda: http_ok(url), since=heal)
             else:
-                self._recover(fault, self._load_committed_after(before), 6 * hour + 120, since=heal)
+                self._recover(fault, self.stack.load_committed_after(before), 6 * hour + 120, since=heal)
                 fault.detail = "killed once the load's tasks ran; " + self._load_effects(sched_from)
             return fault
         if kind == "producer_kill":
-            proc = self.procs[f"producer-{host}"]
-            fault = Fault(kind, proc.name, self.elapsed())
-            self.killed_instances.add(f"{host}-{self.producer_instances[host]}")
+            proc = self.stack.procs[f"producer-{host}"]
+            fault = Fault(kind, proc.name, self.stack.elapsed())
+            self.killed_instances.add(f"{host}-{self.stack.producer_instances[host]}")
             proc.kill9()
             fault.held_s = self._hold(1, 8)
-            self.producer_instances[host] += 1
-            size = _file_size(self.ack_log(host))
+            self.stack.producer_instances[host] += 1
+            size = file_size(self.stack.ack_log(host))
             heal = time.monotonic()
             proc.start()
-            self._recover(fault, lambda: _file_size(self.ack_log(host)) > size, since=heal)
+            self._recover(fault, lambda: file_size(self.stack.ack_log(host)) > size, since=heal)
             return fault
         if kind in ("consumer_kill", "consumer_pause"):
             name = self.rng.choice(sorted(READERS))
             _group, protocol, session_ms = READERS[name]
-            proc = self.procs[name]
-            reader_log = self.reader_out(name)
-            fault = Fault(kind, f"{name} ({protocol} group)", self.elapsed())
+            proc = self.stack.procs[name]
+            reader_log = self.stack.reader_out(name)
+            fault = Fault(kind, f"{name} ({protocol} group)", self.stack.elapsed())
             if kind == "consumer_kill":
                 proc.kill9()
                 fault.held_s = self._hold(1, 8)
-                size = _file_size(reader_log)
+                size = file_size(reader_log)
                 heal = time.monotonic()
                 proc.start()
             else:
                 proc.signal(signal.SIGSTOP)
                 proc.stopped = True
                 fault.held_s = self._hold(session_ms / 1000 + 2, session_ms / 1000 + 8)
-                size = _file_size(reader_log)
+                size = file_size(reader_log)
                 heal = time.monotonic()
                 proc.signal(signal.SIGCONT)
                 proc.stopped = False
                 fault.detail = f"paused past its {session_ms} ms group session"
-            healthy = lambda: self._reader_owns_all(name) and _file_size(reader_log) > size  # noqa: E731
+            healthy = lambda: self.stack.reader_owns_all(name) and file_size(reader_log) > size  # noqa: E731
             self._recover(fault, healthy, since=heal)
             return fault
         if kind == "mirror_kill":
-            proc = self.procs["mirror"]
-            fault = Fault(kind, "mirror", self.elapsed())
+            proc = self.stack.procs["mirror"]
+            fault = Fault(kind, "mirror", self.stack.elapsed())
             self.mirror_kills += 1
             proc.kill9()
             fault.held_s = self._hold(1, 8)
-            total = self._target_total()
+            total = self.stack.target_total()
             heal = time.monotonic()
             proc.start()
-            self._recover(fault, lambda: self._target_total() > total, since=heal)
+            self._recover(fault, lambda: self.stack.target_total() > total, since=heal)
             return fault
         if kind in ("load_driver_kill", "spark_task_kill"):
             if not self._wait_for_load(2 * hour + 30):
                 return None
-            before = self.committed_loads()
-            fault = Fault(kind, "load", self.elapsed())
+            before = self.stack.committed_loads()
+            fault = Fault(kind, "load", self.stack.elapsed())
             if kind == "load_driver_kill":
                 time.sleep(rng.uniform(0, 5))
-                pids = self.load_driver_pids()
+                pids = self.stack.load_driver_pids()
             else:
                 pids = []
-                wait_for(lambda: bool(self.spark_worker_pids()), 60, 0.1)
+                wait_for(lambda: bool(self.stack.spark_worker_pids()), 60, 0.1)
                 time.sleep(rng.uniform(0, 1))
-                pids = self.spark_worker_pids()
+                pids = self.stack.spark_worker_pids()
             if not pids:
                 return None
             victim = rng.choice(pids)
             fault.detail = f"kill -9 pid {victim} ({cmdline(victim)[:60]}...)"
             with contextlib.suppress(ProcessLookupError):
                 os.kill(victim, signal.SIGKILL)
-            self._recover(fault, self._load_committed_after(before), 6 * hour + 120)
+            self._recover(fault, self.stack.load_committed_after(before), 6 * hour + 120)
             return fault
         if kind in ("broker_disk_full", "warehouse_disk_full"):
-            if not self.tmpfs_ok:
+            if not self.stack.tmpfs_ok:
                 return None
             if kind == "broker_disk_full":
-                where = self.work / "live" / f"broker-{DISK_BROKER}" / "logs"
-                fault = Fault(kind, f"broker-{DISK_BROKER}", self.elapsed())
+                where = self.stack.work / "live" / f"broker-{DISK_BROKER}" / "logs"
+                fault = Fault(kind, f"broker-{DISK_BROKER}", self.stack.elapsed())
             else:
                 if not self._wait_for_load(2 * hour + 30):
                     return None
-                where = self.work / "warehouse"
-                fault = Fault(kind, "warehouse", self.elapsed())
-            before = self.committed_loads()
+                where = self.stack.work / "warehouse"
+                fault = Fault(kind, "warehouse", self.stack.elapsed())
+            before = self.stack.committed_loads()
             if kind == "broker_disk_full":
                 self._elect_disk_broker()
-            log_from = _file_size(self.procs[f"broker-{DISK_BROKER}"].log_path)
+            log_from = file_size(self.stack.procs[f"broker-{DISK_BROKER}"].log_path)
             filler = where / ".chaos-filler"
             with filler.open("wb") as out, contextlib.suppress(OSError):
                 while True:
                     out.write(b"\0" * (1 << 20))
                     out.flush()
             filled = time.monotonic()
-            failed = self.failed_loads()
+            failed = self.stack.failed_loads()
             probes = self._probe_full_broker() if kind == "broker_disk_full" else ""
             if kind == "warehouse_disk_full":
                 # full until the running load has ended (it must fail, having committed nothing)
-                wait_for(lambda: not self.load_driver_pids(), 4 * hour + 120, 0.5)
+                wait_for(lambda: not self.stack.load_driver_pids(), 4 * hour + 120, 0.5)
             self._hold(5, 15)
             fault.held_s = time.monotonic() - filled
             heal = time.monotonic()
             filler.unlink()
             if kind == "broker_disk_full":
-                proc = self.procs[f"broker-{DISK_BROKER}"]
+                proc = self.stack.procs[f"broker-{DISK_BROKER}"]
                 with proc.log_path.open("rb") as log:
                     log.seek(log_from)
                     offline = b"log is offline" in log.read()
@@ -235,11 +300,11 @@ FAULT_KINDS = (
                     + (" (its log had gone offline)" if offline else "")
                     + f"; while full: {probes}"
                 )
-                self._recover(fault, lambda: self.broker_healthy(DISK_BROKER), since=heal)
+                self._recover(fault, lambda: self.stack.broker_healthy(DISK_BROKER), since=heal)
             else:
-                outcome = "failed" if self.failed_loads() > failed else "did not fail"
+                outcome = "failed" if self.stack.failed_loads() > failed else "did not fail"
                 fault.detail = f"warehouse filled during a load, which {outcome}"
-                self._recover(fault, self._load_committed_after(before), 6 * hour + 120, since=heal)
+                self._recover(fault, self.stack.load_committed_after(before), 6 * hour + 120, since=heal)
             return fault
         raise ValueError(kind)
 
@@ -247,14 +312,14 @@ FAULT_KINDS = (
         """Wait until a load has planned (the driver's ``planned:`` line, passed on by the scheduler, after
         byte ``sched_from`` of its log) and Spark runs its first task: the registry is then needed by the
         tasks only (each Python worker fetches a writer schema once, when it decodes its first records)."""
-        log_path = self.procs["scheduler"].log_path
+        log_path = self.stack.procs["scheduler"].log_path
 
         def tasks_run() -> bool:
             with log_path.open("rb") as log:
                 log.seek(sched_from)
                 text = log.read().decode(errors="replace")
             after = text.split("] planned: ", 1)
-            if len(after) < 2 or not self.load_driver_pids():
+            if len(after) < 2 or not self.stack.load_driver_pids():
                 return False
             return any(int(m.group(1)) > 0 for m in re.finditer(r"tasks done \((\d+) running\)", after[1]))
 
@@ -264,7 +329,7 @@ FAULT_KINDS = (
         """What the load that planned after byte ``sched_from`` of the scheduler's log, and those after it,
         went through: Spark's failed task attempts (``Lost task`` in each run's Spark log: each was retried),
         failed runs (retried by the scheduler), quarantined rows."""
-        text = self.procs["scheduler"].log_path.read_bytes().decode(errors="replace")
+        text = self.stack.procs["scheduler"].log_path.read_bytes().decode(errors="replace")
         planned_at = text.find("] planned: ", sched_from)
         submit_at = text.rfind("spark-submit ...", 0, planned_at if planned_at >= 0 else len(text))
         lines = text[max(submit_at, 0) :].splitlines()
@@ -303,15 +368,17 @@ FAULT_KINDS = (
     def _elect_disk_broker(self) -> None:
         """Make broker ``DISK_BROKER`` the leader of the probe topic's partition 0 (its preferred replica),
         so that the full-disk probes have a partition it leads (leadership moves away at its restarts)."""
-        assert self.zk is not None
-        admin = TopicAdmin(self.zk)
+        assert self.stack.zk is not None
+        admin = TopicAdmin(self.stack.zk)
         probe0 = TopicPartition(PROBE_TOPIC, 0)
         if admin.describe_states(PROBE_TOPIC)[0].leader == DISK_BROKER:
             return
         with contextlib.suppress(Exception):  # a pending election: the wait below still tells
             admin.request_preferred_election([probe0])
         if not wait_for(lambda: admin.describe_states(PROBE_TOPIC)[0].leader == DISK_BROKER, 20, 0.2):
-            self.notes.append(f"t={self.elapsed():.0f} s: the preferred election of {probe0} did not happen")
+            self.stack.notes.append(
+                f"t={self.stack.elapsed():.0f} s: the preferred election of {probe0} did not happen"
+            )
 
     def _probe_full_broker(self) -> str:
         """While broker ``DISK_BROKER``'s log dir is full: produce once to each probe partition it leads
@@ -326,8 +393,8 @@ FAULT_KINDS = (
             warnings.simplefilter("ignore", DeprecationWarning)
             from confluent_kafka import Consumer  # noqa: PLC0415
             from confluent_kafka import TopicPartition as CkTopicPartition  # noqa: PLC0415
-        assert self.zk is not None
-        admin = TopicAdmin(self.zk)
+        assert self.stack.zk is not None
+        admin = TopicAdmin(self.stack.zk)
         led = sorted(
             (topic, p)
             for topic in (*TOPICS, PROBE_TOPIC)
@@ -338,7 +405,7 @@ FAULT_KINDS = (
         # produce first: the failed append takes the partition's log offline, which reads must survive
         produced: list[str] = []
         producer = KafkaProducer(
-            bootstrap_servers=self.live_bootstrap().split(","),
+            bootstrap_servers=self.stack.live_bootstrap().split(","),
             acks="all",
             retries=0,
             request_timeout_ms=10000,
@@ -365,7 +432,7 @@ FAULT_KINDS = (
         reads: list[str] = []
         consumer = Consumer(
             {
-                "bootstrap.servers": self.live_bootstrap(),
+                "bootstrap.servers": self.stack.live_bootstrap(),
                 "group.id": "chaos-disk-probe",
                 "enable.auto.commit": False,
                 "log_level": 0,
@@ -400,14 +467,16 @@ FAULT_KINDS = (
         )
 
     def fault_loop(self, slot: int, until_s: float, kinds: Sequence[str]) -> None:
-        rng = random.Random(f"{self.args.seed}/{slot}")
+        rng = random.Random(f"{self.seed}/{slot}")
         time.sleep(rng.uniform(5, 15) + slot * 10)
-        while self.elapsed() < until_s and not self.stop_faults.is_set():
+        while self.stack.elapsed() < until_s and not self.stop_faults.is_set():
             kind = rng.choice(kinds)
             try:
                 fault = self.fault(kind, rng)
             except Exception as exc:
-                fault = Fault(kind, "?", self.elapsed(), detail=f"{type(exc).__name__}: {exc}", ok=False)
+                fault = Fault(
+                    kind, "?", self.stack.elapsed(), detail=f"{type(exc).__name__}: {exc}", ok=False
+                )
             if fault is None:
                 time.sleep(1)
                 continue
@@ -415,4 +484,3 @@ FAULT_KINDS = (
             rec = "not recovered" if fault.recovery_s is None else f"recovered in {fault.recovery_s:.1f} s"
             say(f"fault {kind} on {fault.target}: held {fault.held_s:.1f} s, {rec}. {fault.detail}")
             time.sleep(rng.uniform(3, 12))
-

@@ -1,4 +1,21 @@
-"""PURE COPY (adapted in the next commit): the oracle of the chaos run."""
+"""The oracle of the chaos run (:mod:`bench.chaos`, whose docstring numbers its checks): once the faults are
+over and the last load ran, the producers' logs of what was acknowledged against the warehouse (DuckDB), and
+``lumber audit verify`` of the live cluster (the load tier) and of the mirror's target (the mirror tier)
+against both, per topic and virtual hour.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bench.chaos_common import HOUR_MS, PRODUCERS, PY, TOPICS, hour_text
+from bench.chaos_stack import ChaosStack
+
 
 @dataclasses.dataclass
 class Windows:
@@ -10,12 +27,21 @@ class Windows:
     in_flight: Counter[tuple[str, int]] = dataclasses.field(default_factory=Counter)
 
 
+class ChaosOracle:
+    """The end checks of one run; a failed check is appended to ``failures``. :meth:`check` leaves the
+    report's figures in :attr:`warehouse_summary`, :attr:`audit_live` and :attr:`audit_target`. Used by
+    the run's thread alone, after the faults."""
+
+    def __init__(self, stack: ChaosStack, failures: list[str]) -> None:
+        self.stack = stack
+        self.failures = failures
+
     # -- the oracle --------------------------------------------------------------------------------------
 
     def _verify(self, config: Path) -> dict[str, Any]:
-        since = self.v0_ms
+        since = self.stack.v0_ms
         until = self.end_virtual_ms - self.end_virtual_ms % HOUR_MS + HOUR_MS
-        name = "live" if config == self.config_path else "target"
+        name = "live" if config == self.stack.config_path else "target"
         out = subprocess.run(
             [
                 PY,
@@ -41,7 +67,7 @@ class Windows:
             text=True,
             check=False,
         )
-        (self.work / f"audit-{name}.json").write_text(out.stdout)
+        (self.stack.work / f"audit-{name}.json").write_text(out.stdout)
         try:
             return dict(json.loads(out.stdout))
         except ValueError:
@@ -50,20 +76,26 @@ class Windows:
             )
             return {}
 
-    def oracle(self, ends: dict[tuple[str, int], int]) -> int:
+    def check(
+        self, ends: dict[tuple[str, int], int], end_virtual_ms: int, killed_instances: set[str]
+    ) -> None:
+        """Run the checks over the source log ends ``ends`` (the docstring's 1 to 3) and the audit's hours
+        up to ``end_virtual_ms``; rows no producer logged are allowed from ``killed_instances``."""
+        self.end_virtual_ms = end_virtual_ms
+        self.killed_instances = killed_instances
         import duckdb  # noqa: PLC0415
 
         acked: dict[str, tuple[str, int]] = {}
         failed = 0
         for n in range(1, PRODUCERS + 1):
-            for line in self.ack_log(f"app-{n}").read_text().splitlines():
+            for line in self.stack.ack_log(f"app-{n}").read_text().splitlines():
                 parts = line.split()
                 if parts[0] == "A":
                     acked[parts[1]] = (parts[2], int(parts[3]))
                 elif parts[0] == "F":
                     failed += 1
         self.acked = acked
-        warehouse = self.work / "warehouse"
+        warehouse = self.stack.work / "warehouse"
         con = duckdb.connect()
         rows: dict[str, list[tuple[str, int]]] = {}
         for topic in TOPICS:
@@ -125,9 +157,8 @@ class Windows:
                     windows.in_flight[key] += 1
         for topic, ts in acked.values():
             windows.logged[(topic, ts - ts % HOUR_MS)] += 1
-        self.audit_live = self._audit_check(self._verify(self.config_path), windows, "load")
-        self.audit_target = self._audit_check(self._verify(self.target_config_path), windows, "mirror")
-        return self.report()
+        self.audit_live = self._audit_check(self._verify(self.stack.config_path), windows, "load")
+        self.audit_target = self._audit_check(self._verify(self.stack.target_config_path), windows, "mirror")
 
     def _audit_check(self, report: dict[str, Any], windows: Windows, tier: str) -> dict[str, Any]:
         """Check one tier against the producer tier and the warehouse, per (topic, hour) (the docstring's

@@ -1,4 +1,22 @@
-"""PURE COPY (adapted in the next commit): the processes of the chaos run."""
+"""The processes of the chaos run (:mod:`bench.chaos`): :class:`Proc`, one process that the run starts,
+signals by pid only, kills and starts again; and the ``/proc`` reads that find a load's driver and Spark
+workers among a process's descendants.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from bench.chaos_common import wait_for
+from lumber.dev.dev_stack import ServiceSpec
+from lumber.dev.process import ProcessHandle, start_and_wait
+
 
 def descendants(pid: int) -> list[int]:
     """Every live descendant of ``pid`` (from /proc)."""
@@ -26,7 +44,6 @@ def cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
-
 
 
 @dataclasses.dataclass
@@ -81,6 +98,5 @@ class Proc:
         self.handle = self.popen = None
 
 
-def _from_spec(spec: ServiceSpec, handle: ProcessHandle | None) -> Proc:
+def from_spec(spec: ServiceSpec, handle: ProcessHandle | None) -> Proc:
     return Proc(spec.name, spec.argv, spec.log_path, spec.is_ready, spec.prepare, handle)
-

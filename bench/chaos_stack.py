@@ -1,10 +1,71 @@
-"""PURE COPY (adapted in the next commit): the system under test of the chaos run."""
+"""The chaos run's system under test (:mod:`bench.chaos`): two clusters started as ``lumber dev up`` starts
+them, the topics, the producers, consumers, mirror and scheduler as processes, and their health.
 
-class ChaosRun:
+The *live* cluster (ZooKeeper, three brokers, the registry) gets ``page_view`` and ``click`` (RF 3,
+``min.insync.replicas=2``) and the full-disk probes' topic; the *target* cluster (one broker) receives the
+mirror's copies. Broker 2's log dir and the warehouse are small tmpfs mounts when the run is root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from bench.chaos_common import (
+    BROKERS,
+    DISK_BROKER,
+    HOUR_MS,
+    PARTITIONS,
+    PROBE_RECORDS,
+    PROBE_TOPIC,
+    PRODUCERS,
+    PY,
+    READERS,
+    REPO,
+    ROLES,
+    SESSION_TIMEOUT_MS,
+    TMPFS_BYTES,
+    TOPICS,
+    free_ports,
+    hour_text,
+    say,
+    wait_for,
+)
+from bench.chaos_process import Proc, cmdline, descendants, from_spec
+from broker.client.errors import ClientError
+from broker.client.kafka_group_admin import KafkaGroupAdmin
+from broker.cluster import zk_paths
+from broker.cluster.topic_admin import TopicAdmin
+from broker.record.topic_partition import TopicPartition
+from lumber.config import LumberConfig, dump_config
+from lumber.dev.dev_stack import DevStack
+from lumber.dev.zookeeper_server import four_letter_word
+
+
+class ChaosStack:
+    """The system under test of one chaos run (the module docstring of :mod:`bench.chaos` lists it): its
+    setup, its processes by name (:attr:`procs`), the virtual clock, and the health checks that the faults'
+    recoveries and the run's end wait for.
+
+    Concurrency: the fault threads (:class:`bench.chaos_faults.FaultInjector`) signal, kill and start the
+    processes of :attr:`procs` and bump :attr:`producer_instances`, each only for the resources it claimed,
+    so no two threads touch one process; the health checks only read (ZooKeeper, the brokers, files).
+    Everything else is set by :meth:`setup` before the fault threads start and only read afterwards.
+    """
+
     def __init__(self, args: argparse.Namespace, work: Path) -> None:
         self.args = args
         self.work = work
-        self.rng = random.Random(args.seed)
         self.hour_s = args.hour_s
         self.t0_ms = time.time_ns() // 1_000_000
         span_hours = int(args.minutes * 60 / self.hour_s) + 8
@@ -12,22 +73,11 @@ class ChaosRun:
         self.v0_ms = now_hour - (span_hours + 24) * HOUR_MS
         self.started = time.monotonic()
         self.procs: dict[str, Proc] = {}
-        self.faults: list[Fault] = []
         self.notes: list[str] = []
-        self.failures: list[str] = []
         self.producer_instances: dict[str, int] = {}
-        self.killed_instances: set[str] = set()
-        self.mirror_kills = 0
-        self.busy: set[str] = set()
-        self.busy_lock = threading.Lock()
-        self.stop_faults = threading.Event()
         self.mounts: list[Path] = []
         self.tmpfs_ok = False
         self.zk: KazooClient | None = None
-        self.registry_task_failures = 0
-        self.registry_failed_runs = 0
-        self.disk_full_produce_errors: Counter[str] = Counter()
-        self.disk_full_reads = [0, 0]  # records read back from the full broker, records wanted
 
     # -- time ------------------------------------------------------------------------------------------
 
@@ -182,7 +232,7 @@ class ChaosRun:
     def _adopt(self, stack: DevStack, prefix: str) -> None:
         handles = {s.name: s.process for s in stack.read_state()}
         for spec in stack.services():
-            self.procs[prefix + spec.name] = _from_spec(spec, handles.get(spec.name))
+            self.procs[prefix + spec.name] = from_spec(spec, handles.get(spec.name))
 
     def _add(self, name: str, argv: Callable[[], Sequence[str]], ready: Callable[[], bool]) -> Proc:
         proc = Proc(name, argv, self.work / "logs" / f"{name}.log", ready)
@@ -334,11 +384,11 @@ class ChaosRun:
     def failed_loads(self) -> int:
         return sum(1 for h in self.schedule_state().get("history", []) if h.get("status") == "failed")
 
-    def _load_committed_after(self, count: int) -> Callable[[], bool]:
+    def load_committed_after(self, count: int) -> Callable[[], bool]:
         return lambda: self.committed_loads() > count
 
-    def _target_total(self) -> int:
-        return sum(self._log_ends(self.target_bootstrap()).values())
+    def target_total(self) -> int:
+        return sum(self.log_ends(self.target_bootstrap()).values())
 
     def target_bootstrap(self) -> str:
         return f"127.0.0.1:{self.target.config.dev.broker_port}"
@@ -346,7 +396,7 @@ class ChaosRun:
     def live_bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{self.config.dev.broker_port + b}" for b in range(BROKERS))
 
-    def _log_ends(self, servers: str, topics: Sequence[str] = TOPICS) -> dict[tuple[str, int], int]:
+    def log_ends(self, servers: str, topics: Sequence[str] = TOPICS) -> dict[tuple[str, int], int]:
         import warnings  # noqa: PLC0415
 
         with warnings.catch_warnings():
@@ -362,25 +412,22 @@ class ChaosRun:
         finally:
             consumer.close()
 
-
-    def _stable_log_ends(self) -> dict[tuple[str, int], int]:
+    def stable_log_ends(self) -> dict[tuple[str, int], int]:
         """The source log ends once two reads 2 s apart agree (the high watermarks have settled)."""
-        ends = self._log_ends(self.live_bootstrap())
+        ends = self.log_ends(self.live_bootstrap())
         for _ in range(30):
             time.sleep(2)
-            again = self._log_ends(self.live_bootstrap())
+            again = self.log_ends(self.live_bootstrap())
             if again == ends:
                 break
             ends = again
         return ends
 
-
-
     def reader_out(self, name: str) -> Path:
         """The log of every offset the consumer process ``name`` read ("topic partition offset" lines)."""
         return self.work / f"{name}.log"
 
-    def _reader_owns_all(self, name: str) -> bool:
+    def reader_owns_all(self, name: str) -> bool:
         """Every partition of the topics is owned in the consumer group of ``name``: the paper's owner
         nodes in ZooKeeper, or a member's assignment in a Stable Kafka-protocol group (DescribeGroups)."""
         group, protocol, _session_ms = READERS[name]
@@ -397,8 +444,6 @@ class ChaosRun:
         assert self.zk is not None
         return all(self.zk.exists(zk_paths.group_owner_path(group, tp.topic, tp.partition)) for tp in wanted)
 
-
-
     def teardown(self) -> None:
         if self.zk is not None:
             with contextlib.suppress(Exception):
@@ -409,4 +454,3 @@ class ChaosRun:
                 proc.terminate(30)
         for mount in self.mounts:
             subprocess.run(["umount", "-l", str(mount)], check=False, capture_output=True)
-
