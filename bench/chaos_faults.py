@@ -59,11 +59,12 @@ class FaultInjector:
     """Draws, injects, heals and times the faults of one run; counts what they did for the report.
 
     Concurrency: :meth:`fault_loop` runs in ``--concurrent`` threads. A fault first claims the resources it
-    touches (:meth:`_claim`; ``"*"``, ZooKeeper's kill, excludes every other fault), so that no two threads
-    signal one process; :attr:`faults`, the counters and :attr:`failures` are appended to or incremented
-    from those threads (list appends and dict updates, atomic under the GIL) and read once the threads
-    have ended. :attr:`rng` (the consumer faults' choice of consumer, the hold times) is shared by the
-    threads, as in the single class the run was before its split.
+    touches (:meth:`_claim` under :attr:`busy_lock`; ``"*"``, ZooKeeper's kill, excludes every other
+    fault), so that no two threads signal one process. Each counter is updated only by faults that hold one
+    claim (the registry counters under ``"load"``, the disk-full ones under broker 2, :attr:`mirror_kills`
+    under ``"mirror"``), so no two threads update one counter; :attr:`faults`, :attr:`killed_instances` and
+    :attr:`failures` are only appended to (atomic under the GIL). All are read once the threads have ended.
+    :attr:`rng` (the consumer faults' choice of consumer, the hold times) is shared by the threads.
     """
 
     def __init__(self, stack: ChaosStack, seed: int, failures: list[str]) -> None:
