@@ -33,6 +33,12 @@ and are the real ones; their own progress streams through, and everything they p
 
 Exit code 0 when every step worked and the counts match, 1 otherwise (the stack stays up for a look; the
 last lines say how to stop it).
+
+Layout: the steps and their output here (:class:`Demo`); step 2's topics and schemas in
+:mod:`lumber.demo_topics`; step 3's traffic in :mod:`lumber.demo_traffic` and its failover in
+:mod:`lumber.demo_failover`; step 7's queries in :mod:`lumber.demo_query`; step 8's closing lines in
+:mod:`lumber.demo_look_around`; the formatting of counts, times, tables and the warehouse tree in
+:mod:`lumber.demo_text`; the error in :mod:`lumber.demo_errors`.
 """
 
 from __future__ import annotations
@@ -53,22 +59,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from kazoo.client import KazooClient
-
 from audit.audited_producer import audited_producer
 from broker.client.producer import Producer
-from broker.cluster.topic_admin import TopicAdmin
 from lumber.config import LumberConfig, dump_config, load_config
 from lumber.demo_errors import DemoError
 from lumber.demo_failover import BrokerFailover
+from lumber.demo_look_around import look_around
+from lumber.demo_query import query_warehouse
 from lumber.demo_text import (
     clock_text,
     count_text,
     elapsed_text,
-    format_table,
     hour_text,
     warehouse_tree,
 )
+from lumber.demo_topics import create_topics_and_schemas
 from lumber.demo_traffic import HOUR_MS, TOPICS, TrafficProducer, TrafficSpec
 from lumber.dev.dev_stack import DevStack
 from pipeline.errors import PipelineError
@@ -79,7 +84,6 @@ from schemas.shipped import shipped_schema_text
 MARKER_FILE = "LUMBER_DEMO"
 BASE_CONFIG_FILE = "demo-base.toml"
 LOG_FILE = "demo.log"
-PARTITIONS = {"page_view": 6, "click": 3, "search": 3}
 STEPS = 7
 #: Replicas per partition of the demo's topics, at most (with fewer brokers: one per broker).
 MAX_REPLICATION_FACTOR = 3
@@ -350,48 +354,7 @@ class Demo:
 
     def _topics_and_schemas(self, stack: LumberConfig) -> dict[str, int]:
         self.step("topics and schemas", "Creating topics and registering the schemas")
-        zk = KazooClient(hosts=stack.zookeeper.connect, timeout=stack.zookeeper.session_timeout_ms / 1000)
-        zk.start(timeout=stack.zookeeper.connect_timeout_ms / 1000)
-        try:
-            admin = TopicAdmin(zk)
-            factor = self.replication_factor
-            min_insync = max(1, factor - 1)
-            for topic, partitions in PARTITIONS.items():
-                assignment = admin.create_topic(
-                    topic,
-                    partitions,
-                    replication_factor=factor,
-                    configs={"min.insync.replicas": str(min_insync)},
-                )
-                leaders = sorted({replicas[0] for replicas in assignment.values()})
-                self.say(
-                    f"  topic {topic:<10} {partitions} partitions x {factor} replicas, leaders on brokers "
-                    f"{', '.join(map(str, leaders))}   (= {self.lumber} topics create {topic} --partitions "
-                    f"{partitions} --replication-factor {factor} --config min.insync.replicas={min_insync})"
-                )
-            audit = stack.audit.topic
-            replicas = {len(r) for r in admin.describe_topic(audit).values()}
-            self.say(
-                f"  topic {audit:<10} the producers' audit counts, {'/'.join(map(str, sorted(replicas)))} "
-                f"replicas (created by `{self.lumber} dev up`)"
-            )
-            if factor > 1:
-                self.say(
-                    f"  acks=all waits for every in-sync replica, and needs {min_insync} of them "
-                    f"(min.insync.replicas={min_insync})"
-                )
-        finally:
-            zk.stop()
-            zk.close()
-        ids: dict[str, int] = {}
-        with SchemaRegistryClient(stack.registry.url) as registry:
-            for topic in TOPICS:
-                ids[topic] = registry.register(f"{topic}-value", shipped_schema_text(topic))
-                self.say(
-                    f"  schema {topic}-value version 1 -> id {ids[topic]}"
-                    f"   (= {self.lumber} schemas register {topic}-value schemas/avro/{topic}.avsc)"
-                )
-        return ids
+        return create_topics_and_schemas(self.say, stack, self.replication_factor, self.lumber)
 
     def _produce(self, stack: LumberConfig, spec: TrafficSpec, ids: dict[str, int]) -> dict[str, int]:
         hosts = [h.name for h in spec.hosts]
@@ -527,111 +490,21 @@ class Demo:
         self, warehouse: Path, spec: TrafficSpec, ids: Mapping[str, int], expected: Mapping[str, int]
     ) -> bool:
         self.step("query", "Querying the Parquet files as they are, with DuckDB")
-        try:
-            import duckdb  # noqa: PLC0415 - a dev dependency: `make demo` installs it
-        except ImportError:
-            self.say("  DuckDB is not installed (pip install duckdb): skipping the query")
-            return True
-        root = str(warehouse).replace("'", "''")
-        views = f"read_parquet('{root}/page_view/*/*/*.parquet', hive_partitioning = true)"
-        v1 = ids["page_view"]
-        queries = [
-            (
-                "page views per hour and host; v1 and v2 rows side by side in one table",
-                (
-                    "SELECT dt, hr, host, count(*) AS page_views,\n"
-                    f"       count(*) FILTER (WHERE _schema_id = {v1}) AS v1,\n"
-                    f"       count(*) FILTER (WHERE _schema_id <> {v1}) AS v2,\n"
-                    "       round(avg(load_time_ms)) AS avg_load_time_ms\n"
-                    f"FROM {views}\nGROUP BY ALL ORDER BY ALL"
-                ),
-            ),
-            (
-                "the quarantined messages, with the reason the load gave",
-                (
-                    "SELECT _topic AS topic, hr, _reason AS reason, count(*) AS messages\n"
-                    f"FROM read_parquet('{root}/_errors/*/*/*/*.parquet', hive_partitioning = true)\n"
-                    "GROUP BY ALL ORDER BY ALL"
-                ),
-            ),
-        ]
-        connection = duckdb.connect()
-        try:
-            for title, sql in queries:
-                self.say(f"  -- {title}")
-                for line in sql.replace(root, self._shown(warehouse)).splitlines():
-                    self.say(f"  {line}")
-                relation = connection.sql(sql)
-                self.say()
-                for line in format_table(relation.columns, relation.fetchall()):
-                    self.say(f"    {line}")
-                self.say()
-            ok = True
-            for topic in TOPICS:
-                loaded = connection.execute(
-                    "SELECT count(*) FROM read_parquet(?)", [f"{warehouse}/{topic}/*/*/*.parquet"]
-                ).fetchall()[0][0]
-                quarantined = connection.execute(
-                    "SELECT count(*) FROM read_parquet(?) WHERE _topic = ?",
-                    [f"{warehouse}/_errors/*/*/*/*.parquet", topic],
-                ).fetchall()[0][0]
-                good = expected[topic] - (spec.malformed if topic == "page_view" else 0)
-                mark = "ok" if loaded == good and loaded + quarantined == expected[topic] else "MISMATCH"
-                ok &= mark == "ok"
-                self.say(
-                    f"  {mark:>8}: {topic:<10} produced {count_text(expected[topic]):>6} = "
-                    f"loaded {count_text(loaded):>6}"
-                    f" + quarantined {quarantined}"
-                )
-        finally:
-            connection.close()
-        return ok
+        return query_warehouse(self.say, warehouse, self._shown(warehouse), spec, ids, expected)
 
     def _look_around(self, spec: TrafficSpec, ok: bool) -> None:
-        total = time.monotonic() - self.started
-        self.say()
-        self.say(("Done" if ok else "Finished with problems (above)") + f" in {elapsed_text(total)}:")
-        self.say(
-            "  " + ", ".join(f"{title.split(':')[0].lower()} {elapsed_text(s)}" for title, s in self.timings)
+        look_around(
+            self.say,
+            spec,
+            ok,
+            lumber=self.lumber,
+            shown_dir=self.shown_dir,
+            console_port=self.base.dev.console_port,
+            down_command=self._down_command(),
+            log_file=LOG_FILE,
+            timings=self.timings,
+            total=time.monotonic() - self.started,
         )
-        state = shlex.quote(self.shown_dir)
-        lumber = self.lumber
-        python = lumber.removesuffix("lumber") + "python" if lumber.endswith("/lumber") else "python"
-        wh = f"{state}/warehouse"
-        sql = f"SELECT * FROM '{wh}/click/*/*/*.parquet' LIMIT 5"  # noqa: S608 - printed, not run
-        lines = [
-            (f"{lumber} dev status", "what runs where"),
-            (f"{lumber} topics describe page_view", "partitions: leaders, replicas, ISR"),
-            (f"{lumber} topics elect-leaders", "leadership back to the preferred replicas"),
-            (f"{lumber} schemas get page_view-value --version latest", "the evolved schema"),
-            (f"{lumber} etl status", "committed offsets, lag, the last run"),
-            (f"{lumber} audit verify --since={hour_text(spec.start_ms)}", "the audit again, by hour"),
-            (f"{lumber} etl schedule --every 1h --delay 10m", "keep loading every hour (Ctrl-C stops)"),
-            (f"ls {wh}/_lumber/hourly/manifests/", "the commits: one manifest per run"),
-            (f'{python} -c "import duckdb; duckdb.sql(\\"{sql}\\").show()"', "any SQL on the output"),
-        ]
-        self.say()
-        self.say("Look around (the stack keeps running):")
-        self.say(f"  export LUMBER_CONFIG={state}/lumber.toml")
-        width = max(len(command) for command, _ in lines[:-1])
-        for command, what in lines:
-            if len(command) > width:
-                self.say(f"  # {what}:")
-                self.say(f"  {command}")
-            else:
-                self.say(f"  {command:<{width}}   # {what}")
-        self.say(
-            f"  the audit report: {state}/audit.html; logs: {state}/*/*.log, Spark's: {state}/etl/logs/, "
-            f"this demo's: {state}/{LOG_FILE}"
-        )
-        self.say()
-        self.say(
-            f"The web console (part of the stack): http://127.0.0.1:{self.base.dev.console_port}/  "
-            "(brokers, topics and records, groups and their lag, schemas, loads, the audit heatmap)"
-        )
-        self.say()
-        self.say("Stop the stack:")
-        self.say(f"  {self._down_command()}   # add --purge to delete its data too")
 
 
 def _local_path(url: str) -> str:

@@ -38,6 +38,11 @@ state node. Nothing to move: it says so and writes nothing.
 Every command takes ``--json``. Exit codes: 0 done, 1 error (ZooKeeper unreachable, no live brokers, the
 election did not finish in time), 2 bad input (invalid name, partitions, replication factor or config; the
 topic exists / does not exist).
+
+Layout: the commands' parsers and ``create``, ``list``, ``describe``, ``alter-config``, ``delete`` here;
+``elect-leaders`` in :mod:`lumber.cli.topics_elect`; :class:`~lumber.cli.partition_row.PartitionRow` (one
+partition as ``describe``, ``list --under-replicated`` and ``elect-leaders`` show it) in
+:mod:`lumber.cli.partition_row`; the bad-input error in :mod:`lumber.cli.topic_request_error`.
 """
 
 from __future__ import annotations
@@ -47,14 +52,11 @@ import json
 import logging
 import re
 import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from broker.cluster.broker_info import BrokerInfo
 from broker.cluster.errors import (
-    ClusterError,
     InvalidPartitionsError,
     InvalidTopicConfigError,
     TopicExistsError,
@@ -65,28 +67,16 @@ from broker.cluster.topic_config import TOPIC_CONFIG_KEYS, TOPIC_CONFIGS, check_
 from broker.cluster.topic_config_store import TopicConfigStore
 from broker.protocol.messages.config_resource import ConfigSource
 from broker.record.errors import InvalidTopicError
-from broker.record.topic_partition import TopicPartition
 from broker.server.config_entries import topic_config_entries
 from lumber.cli.cluster_options import add_cluster_options
+from lumber.cli.partition_row import PartitionRow, ids_text, partition_rows
+from lumber.cli.topic_request_error import TopicRequestError
+from lumber.cli.topics_elect import DEFAULT_ELECTION_TIMEOUT_MS, elect_leaders
 from lumber.cli.zookeeper_session import zookeeper_session
 from lumber.config import LumberConfig
 from pipeline.durations import DURATION_HELP, DurationAction
 
-if TYPE_CHECKING:
-    from broker.cluster.partition_state import PartitionState
-
 BAD_INPUT_EXIT_CODE = 2
-ELECTION_TIMEOUT_EXIT_CODE = 1
-#: How often ``elect-leaders`` reads the partition states while it waits.
-ELECTION_POLL_S = 0.1
-#: ``elect-leaders --timeout`` unless given.
-DEFAULT_ELECTION_TIMEOUT_MS = 30_000
-
-
-class TopicRequestError(ClusterError):
-    """What was asked of a topic cannot be done as typed (a replication factor above the live brokers, a
-    config Lumber does not read, a partition the topic lacks); the message names the option and why."""
-
 
 #: Errors caused by what the user typed: exit code 2 with the message alone.
 _BAD_INPUT = (
@@ -170,7 +160,7 @@ def register(subparsers: Any) -> None:
         help=f"how long to wait for the controller to move the leaders, {DURATION_HELP} (default: 30s)",
     )
     _common(elect)
-    elect.set_defaults(handler=_run(_elect_leaders))
+    elect.set_defaults(handler=_run(elect_leaders))
 
     alter = sub.add_parser(
         "alter-config",
@@ -360,76 +350,6 @@ def _check_replication_factor(
 # ------------------------------------------------------------------------------------------ list, describe
 
 
-@dataclass(frozen=True)
-class PartitionRow:
-    """One partition as ``describe`` and ``list --under-replicated`` show it."""
-
-    topic: str
-    partition: int
-    replicas: tuple[int, ...]
-    state: PartitionState | None
-    leader_address: str | None
-
-    @property
-    def leader(self) -> int:
-        return self.state.leader if self.state is not None else -1
-
-    @property
-    def isr(self) -> tuple[int, ...]:
-        return tuple(self.state.isr) if self.state is not None else ()
-
-    @property
-    def leader_live(self) -> bool:
-        return self.leader_address is not None
-
-    @property
-    def under_replicated(self) -> bool:
-        return self.state is not None and len(self.isr) < len(self.replicas)
-
-    @property
-    def preferred_leader(self) -> bool:
-        return self.state is not None and bool(self.replicas) and self.leader == self.replicas[0]
-
-    def status(self) -> str:
-        if self.state is None:
-            return "no partition state yet"
-        notes = []
-        if not self.leader_live:
-            notes.append("offline: no live leader")
-        if self.under_replicated:
-            notes.append("under-replicated")
-        if self.leader_live and not self.preferred_leader:
-            notes.append(f"not on its preferred leader {self.replicas[0]}")
-        return "; ".join(notes) or "ok"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "topic": self.topic,
-            "partition": self.partition,
-            "leader": self.leader,
-            "leader_epoch": self.state.leader_epoch if self.state is not None else -1,
-            "replicas": list(self.replicas),
-            "isr": list(self.isr),
-            "leader_live": self.leader_live,
-            "leader_address": self.leader_address,
-            "under_replicated": self.under_replicated,
-            "preferred_leader": self.preferred_leader,
-        }
-
-
-def _rows(admin: TopicAdmin, topic: str, brokers: Mapping[int, BrokerInfo]) -> list[PartitionRow]:
-    assignment = admin.describe_topic(topic)
-    states = admin.describe_states(topic)
-    rows = []
-    for partition, replicas in sorted(assignment.items()):
-        state = states.get(partition)
-        leader = brokers.get(state.leader) if state is not None else None
-        rows.append(
-            PartitionRow(topic, partition, tuple(replicas), state, leader.address if leader else None)
-        )
-    return rows
-
-
 def _list(args: argparse.Namespace, admin: TopicAdmin, config: LumberConfig) -> int:
     topics = admin.list_topics()
     if args.under_replicated:
@@ -449,7 +369,7 @@ def _list_under_replicated(args: argparse.Namespace, admin: TopicAdmin, topics: 
     found: list[PartitionRow] = []
     for topic in topics:
         try:
-            rows = _rows(admin, topic, brokers)
+            rows = partition_rows(admin, topic, brokers)
         except UnknownTopicError:
             continue  # deleted since the listing
         found.extend(row for row in rows if row.under_replicated)
@@ -461,14 +381,14 @@ def _list_under_replicated(args: argparse.Namespace, admin: TopicAdmin, topics: 
         for row in found:
             print(
                 f"{row.topic}-{row.partition}: leader {row.leader}"
-                f"{'' if row.leader_live else ' (NOT live)'}, replicas {_ids(row.replicas)}, "
-                f"isr {_ids(row.isr)}"
+                f"{'' if row.leader_live else ' (NOT live)'}, replicas {ids_text(row.replicas)}, "
+                f"isr {ids_text(row.isr)}"
             )
     return 0
 
 
 def _describe(args: argparse.Namespace, admin: TopicAdmin, config: LumberConfig) -> int:
-    rows = _rows(admin, args.topic, admin.live_brokers())
+    rows = partition_rows(admin, args.topic, admin.live_brokers())
     configs = dict(admin.topic_config(args.topic))
     replication_factor = len(rows[0].replicas) if rows else 0
     under = sum(row.under_replicated for row in rows)
@@ -494,13 +414,13 @@ def _describe(args: argparse.Namespace, admin: TopicAdmin, config: LumberConfig)
     if under:
         header += f", {under} under-replicated"
     print(header)
-    width = max([len("replicas"), *(len(_ids(row.replicas)) for row in rows)])
+    width = max([len("replicas"), *(len(ids_text(row.replicas)) for row in rows)])
     print(f"  {'partition':>9}  {'leader':>6}  {'epoch':>5}  {'replicas':<{width}}  {'isr':<{width}}  status")
     for row in rows:
         epoch = str(row.state.leader_epoch) if row.state is not None else "-"
         print(
-            f"  {row.partition:>9}  {row.leader:>6}  {epoch:>5}  {_ids(row.replicas):<{width}}  "
-            f"{_ids(row.isr):<{width}}  {row.status()}"
+            f"  {row.partition:>9}  {row.leader:>6}  {epoch:>5}  {ids_text(row.replicas):<{width}}  "
+            f"{ids_text(row.isr):<{width}}  {row.status()}"
         )
     name_width = max(len(e.name) for e in entries)
     value_width = max([len("value"), *(len(e.value) for e in entries)])
@@ -561,143 +481,6 @@ def _alter_config(args: argparse.Namespace, admin: TopicAdmin, config: LumberCon
     return 0
 
 
-# ------------------------------------------------------------------------------------------ elect-leaders
-
-
-@dataclass(frozen=True)
-class _Election:
-    """The partitions ``elect-leaders`` looked at, sorted into what it will do with each."""
-
-    to_move: dict[TopicPartition, PartitionRow]
-    already: list[PartitionRow]
-    skipped: list[tuple[PartitionRow, str]]
-
-
-def _elect_leaders(args: argparse.Namespace, admin: TopicAdmin, config: LumberConfig) -> int:
-    if args.partition is not None and args.topic is None:
-        raise TopicRequestError("--partition needs --topic: which topic's partition?")
-    brokers = admin.live_brokers()
-    rows = _election_rows(args, admin, brokers)
-    plan = _plan_election(rows, brokers)
-    moved: list[dict[str, Any]] = []
-
-    def report(text: str) -> None:
-        if not args.json:
-            print(text)
-
-    for row, reason in plan.skipped:
-        report(f"{row.topic}-{row.partition}: skipped, {reason}")
-    for row in plan.already:
-        report(f"{row.topic}-{row.partition}: already led by its preferred replica {row.leader}")
-    pending = dict(plan.to_move)
-    if pending:
-        admin.request_preferred_election(sorted(pending))
-        deadline = time.monotonic() + args.timeout_ms / 1000
-        while pending:
-            for topic in sorted({tp.topic for tp in pending}):
-                states = admin.describe_states(topic)
-                for tp in [tp for tp in sorted(pending) if tp.topic == topic]:
-                    before = pending[tp]
-                    now = states.get(tp.partition)
-                    if now is None or now.leader != before.replicas[0]:
-                        continue
-                    del pending[tp]
-                    old = before.state
-                    moved.append(
-                        {
-                            "topic": tp.topic,
-                            "partition": tp.partition,
-                            "from": before.leader,
-                            "to": now.leader,
-                            "leader_epoch": now.leader_epoch,
-                        }
-                    )
-                    report(
-                        f"{tp.topic}-{tp.partition}: leader {before.leader} -> {now.leader} (leader epoch "
-                        f"{old.leader_epoch if old is not None else -1} -> {now.leader_epoch})"
-                    )
-            if not pending or time.monotonic() >= deadline:
-                break
-            time.sleep(ELECTION_POLL_S)
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "moved": moved,
-                    "already_preferred": [
-                        {"topic": r.topic, "partition": r.partition, "leader": r.leader} for r in plan.already
-                    ],
-                    "skipped": [
-                        {"topic": r.topic, "partition": r.partition, "reason": why} for r, why in plan.skipped
-                    ],
-                    "not_moved": [
-                        {"topic": tp.topic, "partition": tp.partition, "leader": row.leader}
-                        for tp, row in sorted(pending.items())
-                    ],
-                }
-            )
-        )
-    if pending:
-        still = ", ".join(
-            f"{tp.topic}-{tp.partition} (leader {row.leader}, preferred {row.replicas[0]})"
-            for tp, row in sorted(pending.items())
-        )
-        print(
-            f"lumber: error: the preferred leaders were not elected within {args.timeout_ms / 1000:g} s: "
-            f"{still}; is a controller running? (the request waits in /admin/preferred_replica_election)",
-            file=sys.stderr,
-        )
-        return ELECTION_TIMEOUT_EXIT_CODE
-    if not args.json and not plan.to_move:
-        print("nothing to move: every partition asked about is on its preferred leader or was skipped")
-    return 0
-
-
-def _election_rows(
-    args: argparse.Namespace, admin: TopicAdmin, brokers: Mapping[int, BrokerInfo]
-) -> list[PartitionRow]:
-    if args.topic is None:
-        rows: list[PartitionRow] = []
-        for topic in admin.list_topics():
-            try:
-                rows.extend(_rows(admin, topic, brokers))
-            except UnknownTopicError:
-                continue  # deleted since the listing
-        return rows
-    rows = _rows(admin, args.topic, brokers)
-    if args.partition is None:
-        return rows
-    chosen = [row for row in rows if row.partition == args.partition]
-    if not chosen:
-        raise TopicRequestError(
-            f"--partition {args.partition}: topic {args.topic!r} has partitions 0 to {len(rows) - 1}"
-        )
-    return chosen
-
-
-def _plan_election(rows: Sequence[PartitionRow], brokers: Mapping[int, BrokerInfo]) -> _Election:
-    """Kafka's preferred election only moves a partition whose preferred replica is live and in the ISR."""
-    to_move: dict[TopicPartition, PartitionRow] = {}
-    already: list[PartitionRow] = []
-    skipped: list[tuple[PartitionRow, str]] = []
-    for row in rows:
-        preferred = row.replicas[0]
-        if row.state is None:
-            skipped.append((row, "it has no partition state yet"))
-        elif row.preferred_leader and row.leader_live:
-            already.append(row)
-        elif preferred not in brokers:
-            why = f"its preferred replica {preferred} is not live (leader stays {row.leader})"
-            skipped.append((row, why))
-        elif preferred not in row.isr:
-            skipped.append(
-                (row, f"its preferred replica {preferred} is not in the ISR {_ids(row.isr) or '(empty)'}")
-            )
-        else:
-            to_move[TopicPartition(row.topic, row.partition)] = row
-    return _Election(to_move, already, skipped)
-
-
 # ------------------------------------------------------------------------------------------ delete
 
 
@@ -708,10 +491,6 @@ def _delete(args: argparse.Namespace, admin: TopicAdmin, config: LumberConfig) -
     else:
         print(f"deleted topic {args.topic!r}")
     return 0
-
-
-def _ids(ids: Sequence[int]) -> str:
-    return ",".join(map(str, ids))
 
 
 def _configs_text(configs: Mapping[str, str]) -> str:

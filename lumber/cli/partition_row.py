@@ -1,0 +1,88 @@
+"""One partition as ``lumber topics describe``, ``list --under-replicated`` and ``elect-leaders`` see it:
+its replicas, its state node (leader, leader epoch, ISR) and whether its leader is live."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from broker.cluster.broker_info import BrokerInfo
+from broker.cluster.topic_admin import TopicAdmin
+
+if TYPE_CHECKING:
+    from broker.cluster.partition_state import PartitionState
+
+
+@dataclass(frozen=True)
+class PartitionRow:
+    """One partition as ``describe`` and ``list --under-replicated`` show it."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    state: PartitionState | None
+    leader_address: str | None
+
+    @property
+    def leader(self) -> int:
+        return self.state.leader if self.state is not None else -1
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        return tuple(self.state.isr) if self.state is not None else ()
+
+    @property
+    def leader_live(self) -> bool:
+        return self.leader_address is not None
+
+    @property
+    def under_replicated(self) -> bool:
+        return self.state is not None and len(self.isr) < len(self.replicas)
+
+    @property
+    def preferred_leader(self) -> bool:
+        return self.state is not None and bool(self.replicas) and self.leader == self.replicas[0]
+
+    def status(self) -> str:
+        if self.state is None:
+            return "no partition state yet"
+        notes = []
+        if not self.leader_live:
+            notes.append("offline: no live leader")
+        if self.under_replicated:
+            notes.append("under-replicated")
+        if self.leader_live and not self.preferred_leader:
+            notes.append(f"not on its preferred leader {self.replicas[0]}")
+        return "; ".join(notes) or "ok"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "leader": self.leader,
+            "leader_epoch": self.state.leader_epoch if self.state is not None else -1,
+            "replicas": list(self.replicas),
+            "isr": list(self.isr),
+            "leader_live": self.leader_live,
+            "leader_address": self.leader_address,
+            "under_replicated": self.under_replicated,
+            "preferred_leader": self.preferred_leader,
+        }
+
+
+def partition_rows(admin: TopicAdmin, topic: str, brokers: Mapping[int, BrokerInfo]) -> list[PartitionRow]:
+    assignment = admin.describe_topic(topic)
+    states = admin.describe_states(topic)
+    rows = []
+    for partition, replicas in sorted(assignment.items()):
+        state = states.get(partition)
+        leader = brokers.get(state.leader) if state is not None else None
+        rows.append(
+            PartitionRow(topic, partition, tuple(replicas), state, leader.address if leader else None)
+        )
+    return rows
+
+
+def ids_text(ids: Sequence[int]) -> str:
+    return ",".join(map(str, ids))
