@@ -1,0 +1,47 @@
+UNKNOWN_MEMBER_ID = ""
+
+
+class JoinResult(NamedTuple):
+    error: ErrorCode
+    member_id: str = ""
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str = ""
+    #: Every member's (id, group instance id, metadata): for the leader only.
+    members: Sequence[tuple[str, str | None, bytes]] = ()
+
+
+class SyncResult(NamedTuple):
+    error: ErrorCode
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+class MemberToLeave(NamedTuple):
+    member_id: str
+    group_instance_id: str | None
+
+
+class DescribedMember(NamedTuple):
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+class GroupSummary(NamedTuple):
+    error: ErrorCode
+    group_id: str
+    state: str = ""
+    protocol_type: str = ""
+    protocol: str = ""
+    members: Sequence[DescribedMember] = ()
+
+
+JoinCallback = Callable[[JoinResult], None]
+SyncCallback = Callable[[SyncResult], None]
+
