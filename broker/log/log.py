@@ -16,9 +16,18 @@ Offsets a log maintains::
   paper's semantics: "a message is only exposed to the consumers after it is flushed") it is the flushed
   offset; with ``expose = "appended"`` it is the log end offset. That is the *exposure point*.
 
+Layout: :class:`Log` is one class, its methods grouped by concept in mixins beside this module; its state
+lives here (set in ``Log.__init__``, under the concurrency rules below) and each mixin lists the
+attributes it uses:
 
-Flushes (the paper's M and S policy, and group commit for ``[log] flush_on_ack``) are
-:mod:`broker.log.log_flush`'s, mixed into :class:`Log`.
+* this module: loading, appending, rolling, reading, the listeners, closing and deleting;
+* :mod:`broker.log.log_flush`: flushes (the paper's M and S policy, and group commit for ``[log]
+  flush_on_ack``);
+* :mod:`broker.log.log_replication`: the replicated high watermark, leader epochs and the follower's
+  append (issue 19);
+* :mod:`broker.log.log_truncation`: a follower's truncation, and why readers holding old views stay safe;
+* :mod:`broker.log.log_cleanup`: what ``cleanup_policy`` does below the active segment (retention deletes
+  segments, the log cleaner's segments are swapped in).
 
 Idempotent producers (KIP-98): the log owns the partition's
 :class:`~broker.log.producer_state.ProducerStateManager`. Under the append lock, before anything is
@@ -26,11 +35,7 @@ written, every batch with a producer id is checked against it (a duplicate is no
 original offsets are answered; a gap or a fenced epoch refuses the whole append), and the state is updated
 as the batches get their offsets, so that check and append are one atomic step per partition. The state is
 snapshotted when a segment rolls and at a clean close, and rebuilt at load from the newest valid snapshot
-and the batches after it. Retention deletes whole segments (:mod:`broker.log.retention`), only with
-``delete`` in the log's ``cleanup_policy``; with ``compact`` the log cleaner (:mod:`broker.log.log_cleaner`)
-rewrites segments below the active one and :meth:`Log.replace_segments` swaps them in (offsets, and so
-the producer state, its snapshots and the leader epochs, stay valid: cleaning only leaves gaps, which
-readers and followers step over: a read finds the first batch at or after its offset).
+and the batches after it (retention and cleaning keep it valid: :mod:`broker.log.log_cleanup`).
 
 Concurrency: one lock (the append lock) serialises appends, rolls, retention, truncation and every
 change of the replicated high watermark and of the leader epochs; flushes are serialised by a second lock
@@ -42,45 +47,43 @@ wake-up starts). Readers take no lock: every change
 publishes a new immutable :class:`~broker.log.log_view.LogView`, and a reader uses the view it read once
 (that module says why this is safe). Listeners hear of changes after the lock is released
 (:mod:`broker.log.log_listeners`); end listeners hear of every append's new log end.
-
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
-import sys
 import threading
-from bisect import bisect_right
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from broker.clock import Clock, system_clock_ms
 from broker.config import DEFAULT_PRODUCER_ID_EXPIRATION_MS, LogConfig
-from broker.log.errors import CorruptIndexError, LogClosedError, LogStorageError, UnexpectedAppendOffsetError
+from broker.log.errors import LogClosedError, LogStorageError, UnexpectedAppendOffsetError
 from broker.log.file_handle import fsync_dir
 from broker.log.file_names import deleted_partition_dir_name, parse_partition_dir_name
 from broker.log.file_region import FileRegion
 from broker.log.leader_epoch_cache import LeaderEpochCache
+from broker.log.log_cleanup import LogCleanup
 from broker.log.log_flush import LogFlush
 from broker.log.log_listeners import EndOffsetListener, HighWatermarkListener, LogListeners
+from broker.log.log_replication import LogReplication
+from broker.log.log_truncation import LogTruncation, TruncationGuard, no_truncation_guard
 from broker.log.log_validator import ValidatedAppend, validate_append
 from broker.log.log_view import LogView
 from broker.log.producer_state import ProducerStateManager
 from broker.log.recovery import RecoveryResult, load_segments
-from broker.log.retention import segments_past_retention
 from broker.log.segment import Segment
-from broker.log.segment_swap import commit_swap, finish_swap
 from broker.record.batch_header import NO_PRODUCER_ID
-from broker.record.errors import CorruptRecordError, InvalidTopicError
+from broker.record.errors import InvalidTopicError
 from broker.record.record_batch import RecordBatch
 from broker.record.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
 Buffer = bytes | bytearray | memoryview
+
 
 @dataclass(frozen=True, slots=True)
 class AppendInfo:
@@ -98,7 +101,7 @@ class AppendInfo:
     duplicate: bool = False
 
 
-class Log(LogFlush):
+class Log(LogReplication, LogTruncation, LogCleanup, LogFlush):
     """One partition's log in ``directory`` (named ``<topic>-<partition>``). Thread-safe."""
 
     def __init__(
@@ -168,7 +171,7 @@ class Log(LogFlush):
         if replicated_high_watermark is not None:
             self._replicated_hw = self._hw_at(self._view, min(max(replicated_high_watermark, 0), end))[0]
         #: Entered around every truncation: the log cleaner's abort-and-pause (see set_truncation_guard).
-        self._truncation_guard: TruncationGuard = _no_guard
+        self._truncation_guard: TruncationGuard = no_truncation_guard
         #: What an append reads to know whether the high watermark follows the log end (the one attribute
         #: the hot path reads for exposure: ``expose = "appended"`` and replication off).
         self._hw_follows_appends = config.expose == "appended"

@@ -1,3 +1,59 @@
+"""What a log's ``cleanup_policy`` does below its active segment, mixed into :class:`~broker.log.log.Log`
+(its state lives there; these methods are the part of ``Log`` that deletes and swaps old segments).
+
+Retention deletes whole segments (:mod:`broker.log.retention`), only with ``delete`` in the log's
+``cleanup_policy``; with ``compact`` the log cleaner (:mod:`broker.log.log_cleaner`) rewrites segments
+below the active one and :meth:`Log.replace_segments` swaps them in (offsets, and so the producer state,
+its snapshots and the leader epochs, stay valid: cleaning only leaves gaps, which readers and followers
+step over: a read finds the first batch at or after its offset).
+
+Concurrency (the rules of :mod:`broker.log.log`): both change the segment list under the append lock
+``_lock`` and publish a new :class:`~broker.log.log_view.LogView`; retention deletes the files after
+releasing it, the swap renames them under it. Readers holding older views keep reading the old segments'
+unlinked files.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from broker.config import LogConfig
+from broker.log.errors import CorruptIndexError, LogStorageError
+from broker.log.leader_epoch_cache import LeaderEpochCache
+from broker.log.log_view import LogView
+from broker.log.producer_state import ProducerStateManager
+from broker.log.retention import segments_past_retention
+from broker.log.segment import Segment
+from broker.log.segment_swap import commit_swap, finish_swap
+from broker.record.errors import CorruptRecordError
+
+logger = logging.getLogger(__name__)
+
+
+class LogCleanup:
+    """The cleaning-up part of :class:`~broker.log.log.Log` (see the module docstring)."""
+
+    # The log's state these methods use (set by Log.__init__).
+    _dir: Path
+    _where: str
+    _config: LogConfig
+    _clock: Callable[[], int]
+    _lock: threading.Lock
+    _view: LogView
+    _closed: bool
+    _offline_reason: str | None
+    _producers: ProducerStateManager
+    _epochs: LeaderEpochCache
+
+    if TYPE_CHECKING:
+
+        @staticmethod
+        def _hw_at(view: LogView, offset: int) -> tuple[int, Segment, int]: ...
+
     # ------------------------------------------------------------------------------------ retention
 
     def apply_retention(self, now_ms: int | None = None) -> tuple[int, ...]:
@@ -102,4 +158,3 @@
                 for pid, entry in self._producers.producers.items()
                 if entry.batches
             }
-

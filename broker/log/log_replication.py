@@ -1,4 +1,6 @@
-Replication (issue 19, Kafka's ``UnifiedLog``):
+"""Replication in a partition's log (issue 19, Kafka's ``UnifiedLog``), mixed into
+:class:`~broker.log.log.Log` (its state lives there; these methods are the part of ``Log`` that
+replicates):
 
 * **The replicated high watermark.** While :meth:`Log.set_replicated` is on (a partition with more than
   one replica), the exposed high watermark is ``min(exposure point, replicated high watermark)``; the
@@ -16,8 +18,62 @@ Replication (issue 19, Kafka's ``UnifiedLog``):
   *before* writing; ``leader_epoch=-1`` writes the bytes the batch carried, exactly as before.
   :meth:`Log.append_as_follower` writes a leader's batches unchanged (same offsets, same bytes) and
   records each new epoch they carry, also before writing.
+* **The follower's append** (:meth:`Log.append_as_follower`): a leader's batches as they are, at the
+  leader's offsets, gaps included.
+
+Concurrency (the rules of :mod:`broker.log.log`): the replicated high watermark, the switch and the leader
+epochs change under the append lock ``_lock``; every change that moves the exposed high watermark
+publishes a new :class:`~broker.log.log_view.LogView` under it, and the listeners hear of it after the lock
+is released.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from bisect import bisect_right
+from typing import TYPE_CHECKING
+
+from broker.config import LogConfig
+from broker.log.errors import UnexpectedAppendOffsetError
+from broker.log.leader_epoch_cache import LeaderEpochCache
+from broker.log.log_listeners import LogListeners
+from broker.log.log_validator import ValidatedAppend, validate_append
+from broker.log.log_view import LogView
+from broker.record.record_batch import RecordBatch
+
+if TYPE_CHECKING:
+    from broker.log.log import AppendInfo, Buffer
+    from broker.log.segment import Segment
+
+logger = logging.getLogger(__name__)
+
 #: A follower accepts batches of any size: the leader accepted them (Kafka's ``ignoreRecordSize``).
 _NO_SIZE_LIMIT = sys.maxsize
+
+
+class LogReplication:
+    """The replicating part of :class:`~broker.log.log.Log` (see the module docstring)."""
+
+    # The log's state these methods use (set by Log.__init__).
+    _where: str
+    _config: LogConfig
+    _lock: threading.Lock
+    _listeners: LogListeners
+    _view: LogView
+    _next_offset: int
+    _flushed_offset: int
+    _epochs: LeaderEpochCache
+    _replicated: bool
+    _replicated_hw: int | None
+    _hw_follows_appends: bool
+
+    if TYPE_CHECKING:
+
+        def _append_validated(
+            self, validated: ValidatedAppend, leader_epoch: int, follower: bool
+        ) -> AppendInfo: ...
 
     @property
     def leader_epoch_cache(self) -> LeaderEpochCache:
@@ -186,4 +242,3 @@ _NO_SIZE_LIMIT = sys.maxsize
             return offset, segment, max_position
         position, base_offset = found[0], found[1]
         return min(offset, base_offset), segment, position
-

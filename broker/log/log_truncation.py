@@ -1,5 +1,9 @@
-* **Truncation** (:meth:`Log.truncate_to`, :meth:`Log.truncate_fully_and_start_at`): a follower drops
-  what the leader does not have. Whole batches go, as in Kafka's ``LogSegment.truncateTo``.
+"""Truncating a partition's log (issue 19), mixed into :class:`~broker.log.log.Log` (its state lives there;
+these methods are the part of ``Log`` that truncates).
+
+:meth:`Log.truncate_to` and :meth:`Log.truncate_fully_and_start_at`: a follower drops what the leader
+does not have. Whole batches go, as in Kafka's ``LogSegment.truncateTo``.
+
 Readers across a truncation: a reader keeps the view (and the :class:`~broker.log.segment.Segment`
 objects) it took. A truncation never changes a byte below the cut and never writes new bytes where an
 old view could look: segments above the cut are unlinked (their open descriptors keep the old bytes
@@ -12,8 +16,77 @@ network layer cannot finish sending, which closes that connection): never anothe
 a segment's first batch unlinks the whole segment instead, so its old readers keep every byte. (Where
 Lumber differs: Kafka keeps appending to the cut segment; Lumber starts a segment per truncation, which
 is rare: a follower's, after a leader change.)
+
+Concurrency (the rules of :mod:`broker.log.log`): a truncation enters the truncation guard, then takes the
+flush lock ``_flush_lock`` and then the append lock ``_lock``, so that no flush captures segments or
+offsets that it removes; it publishes its new view under both.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+from broker.config import LogConfig
+from broker.log.errors import LogStorageError
+from broker.log.file_handle import fsync_dir
+from broker.log.leader_epoch_cache import LeaderEpochCache
+from broker.log.log_listeners import LogListeners
+from broker.log.log_view import LogView
+from broker.log.producer_state import ProducerStateManager
+from broker.log.segment import Segment
+
+if TYPE_CHECKING:
+    from broker.log.log import Log
+
+logger = logging.getLogger(__name__)
+
 #: ``guard(log, offset)``: a context entered around a truncation of ``log`` (see Log.set_truncation_guard).
 TruncationGuard = Callable[["Log", int], AbstractContextManager[None]]
+
+
+@contextmanager
+def no_truncation_guard(_log: Log, _offset: int) -> Iterator[None]:
+    """The guard of a log nobody guards: enters and leaves."""
+    yield
+
+
+class LogTruncation:
+    """The truncating part of :class:`~broker.log.log.Log` (see the module docstring)."""
+
+    # The log's state these methods use (set by Log.__init__).
+    _dir: Path
+    _where: str
+    _config: LogConfig
+    _clock: Callable[[], int]
+    _lock: threading.Lock
+    _flush_lock: threading.Lock
+    _listeners: LogListeners
+    _view: LogView
+    _offline_reason: str | None
+    _next_offset: int
+    _flushed_offset: int
+    _unflushed_messages: int
+    _first_unflushed_ms: int | None
+    _flush_requested_offset: int
+    _producers: ProducerStateManager
+    _epochs: LeaderEpochCache
+    _replicated_hw: int | None
+    _truncation_guard: TruncationGuard
+
+    if TYPE_CHECKING:
+
+        @property
+        def log_start_offset(self) -> int: ...
+
+        def _check_writable(self) -> None: ...
+
+        def _with_exposed_hw(self, view: LogView) -> LogView: ...
 
     def set_truncation_guard(self, guard: TruncationGuard) -> None:
         """Enter ``guard(log, offset)`` around every truncation (``offset`` -1 for a full one), before the
@@ -43,7 +116,7 @@ TruncationGuard = Callable[["Log", int], AbstractContextManager[None]]
         if offset < self.log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return offset
-        with self._truncation_guard(self, offset), self._flush_lock, self._lock:
+        with self._truncation_guard(cast("Log", self), offset), self._flush_lock, self._lock:
             self._check_writable()
             view = self._view
             old_end = view.log_end_offset
@@ -141,7 +214,7 @@ TruncationGuard = Callable[["Log", int], AbstractContextManager[None]]
         again."""
         if offset < 0:
             raise ValueError(f"{self._where}: cannot start the log at a negative offset ({offset})")
-        with self._truncation_guard(self, -1), self._flush_lock, self._lock:
+        with self._truncation_guard(cast("Log", self), -1), self._flush_lock, self._lock:
             self._check_writable()
             view = self._view
             now = self._clock()
@@ -186,9 +259,3 @@ TruncationGuard = Callable[["Log", int], AbstractContextManager[None]]
         )
         if offset > view.high_watermark:
             self._listeners.publish(offset)
-
-@contextmanager
-def _no_guard(_log: Log, _offset: int) -> Iterator[None]:
-    yield
-
-
