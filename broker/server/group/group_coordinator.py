@@ -1,6 +1,16 @@
 """Kafka's classic group protocol, served by the broker leading a group's ``__consumer_offsets`` partition
 (Kafka's ``GroupCoordinator``; states and transitions in :mod:`broker.server.group.group_metadata`).
 
+Layout: :class:`GroupCoordinator` is one class, its handlers grouped by concept in mixins beside this
+module; its state lives here (``GroupCoordinator.__init__``) and each mixin lists what it uses:
+
+* :mod:`broker.server.group.group_join`: **JoinGroup** (new, known and static members, KIP-394's
+  MEMBER_ID_REQUIRED, the initial rebalance delay);
+* :mod:`broker.server.group.group_rebalance`: a rebalance's steps (prepare, complete the join) and
+  **SyncGroup**, which stores the leader's assignment and hands it to every member;
+* :mod:`broker.server.group.group_coordinator_types`: what the handlers take and answer;
+* this module: the checks every handler makes, and:
+
 * **Heartbeat** keeps a member's session (``session_timeout_ms``, checked against
   ``group_min/max_session_timeout_ms``); its answer REBALANCE_IN_PROGRESS tells the member to rejoin. A
   member whose session lapses is removed and the group rebalances.
@@ -36,13 +46,22 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple
 
 from broker.config import BrokerConfig
 from broker.protocol import ErrorCode
 from broker.record.topic_partition import TopicPartition
+from broker.server.group.group_coordinator_types import (
+    UNKNOWN_MEMBER_ID,
+    DescribedMember,
+    GroupSummary,
+    JoinResult,
+    MemberToLeave,
+    SyncResult,
+)
+from broker.server.group.group_join import GroupJoin
 from broker.server.group.group_metadata import GroupMetadata, GroupState
 from broker.server.group.group_metadata_manager import GroupMetadataManager
+from broker.server.group.group_rebalance import GroupRebalance
 from broker.server.group.member_metadata import MemberMetadata
 from broker.server.group.offset_and_metadata import OffsetAndMetadata
 
@@ -50,7 +69,8 @@ logger = logging.getLogger(__name__)
 
 _TICK_S = 0.05
 
-class GroupCoordinator:
+
+class GroupCoordinator(GroupJoin, GroupRebalance):
     """Serves the group APIs for the groups whose ``__consumer_offsets`` partition this broker leads."""
 
     def __init__(self, config: BrokerConfig, manager: GroupMetadataManager) -> None:

@@ -1,3 +1,15 @@
+"""What the group coordinator's handlers take and answer (:mod:`broker.server.group.group_coordinator`);
+the protocol layer (:mod:`broker.server.kafka_apis`) builds the responses from them. Values only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+from broker.protocol import ErrorCode
+
+#: The member id of a member that has none yet (a JoinGroup's first, a LeaveGroup by instance id).
 UNKNOWN_MEMBER_ID = ""
 
 
@@ -44,4 +56,3 @@ class GroupSummary(NamedTuple):
 
 JoinCallback = Callable[[JoinResult], None]
 SyncCallback = Callable[[SyncResult], None]
-

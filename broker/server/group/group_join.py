@@ -1,13 +1,68 @@
-* **JoinGroup**: a member without an id gets one; from JoinGroup v4 a dynamic member is first answered
-  MEMBER_ID_REQUIRED with its new id (KIP-394) and joins with it. Any join of a new member, a member whose
-  protocols changed, or the leader moves the group to PreparingRebalance; the join is answered once every
-  known member has rejoined (or the rebalance timeout, the largest of the members', removed those that did
-  not), with the next generation, the protocol every member supports that most of them prefer, and, to the
-  leader only, every member's metadata. An Empty group's first rebalance waits
-  ``group_initial_rebalance_delay_ms`` (extended by as much per joining member, up to the rebalance timeout)
-  so that members starting together land in one generation.
+"""JoinGroup, served by the group coordinator: the part of
+:class:`~broker.server.group.group_coordinator.GroupCoordinator` that admits members to a rebalance
+(mixed into it; the state and its concurrency rules are :mod:`broker.server.group.group_coordinator`'s,
+the rebalance's steps :mod:`broker.server.group.group_rebalance`'s).
+
+**JoinGroup**: a member without an id gets one; from JoinGroup v4 a dynamic member is first answered
+MEMBER_ID_REQUIRED with its new id (KIP-394) and joins with it. Any join of a new member, a member whose
+protocols changed, or the leader moves the group to PreparingRebalance; the join is answered once every
+known member has rejoined (or the rebalance timeout, the largest of the members', removed those that did
+not), with the next generation, the protocol every member supports that most of them prefer, and, to the
+leader only, every member's metadata. An Empty group's first rebalance waits
+``group_initial_rebalance_delay_ms`` (extended by as much per joining member, up to the rebalance timeout)
+so that members starting together land in one generation.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from broker.config import BrokerConfig
+from broker.protocol import ErrorCode
+from broker.server.group.group_coordinator_types import (
+    UNKNOWN_MEMBER_ID,
+    JoinCallback,
+    JoinResult,
+    SyncResult,
+)
+from broker.server.group.group_metadata import GroupMetadata, GroupState
+from broker.server.group.group_metadata_manager import GroupMetadataManager
+from broker.server.group.member_metadata import MemberMetadata
+
+logger = logging.getLogger(__name__)
+
 #: Kafka's NewMemberJoinTimeoutMs: how long a member that joined a rebalance may take to see it complete.
 _NEW_MEMBER_JOIN_TIMEOUT_S = 300.0
+
+
+class GroupJoin:
+    """The JoinGroup part of the group coordinator (see the module docstring)."""
+
+    # The coordinator's state these methods use (set by GroupCoordinator.__init__).
+    _config: BrokerConfig
+    manager: GroupMetadataManager
+
+    if TYPE_CHECKING:
+
+        def _status(self, group_id: str, *, allow_empty_id: bool = False) -> ErrorCode: ...
+
+        @staticmethod
+        def _validate_member(
+            group: GroupMetadata, member_id: str, group_instance_id: str | None
+        ) -> ErrorCode: ...
+
+        def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None: ...
+
+        def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None: ...
+
+        def _maybe_complete_join(self, group: GroupMetadata) -> None: ...
+
+        @staticmethod
+        def _heartbeat(member: MemberMetadata) -> None: ...
+
     # ------------------------------------------------------------------------------------ JoinGroup
 
     def handle_join_group(
@@ -312,4 +367,3 @@ _NEW_MEMBER_JOIN_TIMEOUT_S = 300.0
             self._prepare_rebalance(group, f"static member {instance_id} rejoined during the sync")
         else:  # PreparingRebalance: it waits for the join like the others
             self._update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, respond)
-

@@ -1,5 +1,54 @@
-* **SyncGroup**: the leader's assignment is stored in ``__consumer_offsets`` (acks=-1) and then handed to
-  every member; the group is Stable. Members that do not sync within the rebalance timeout are removed.
+"""A rebalance's steps in the group coordinator, and SyncGroup, which completes it: the part of
+:class:`~broker.server.group.group_coordinator.GroupCoordinator` that moves a group through
+PreparingRebalance and CompletingRebalance to Stable (mixed into it; the state and its concurrency rules
+are :mod:`broker.server.group.group_coordinator`'s, the states :mod:`broker.server.group.group_metadata`'s).
+
+Prepare (Kafka's ``prepareRebalance``): set the join deadline (an Empty group's first rebalance waits the
+initial delay) and answer the members waiting in a sync REBALANCE_IN_PROGRESS. Complete the join
+(``onCompleteJoin``): drop the dynamic members that did not rejoin, start the next generation and answer
+every joined member. Then:
+
+**SyncGroup**: the leader's assignment is stored in ``__consumer_offsets`` (acks=-1) and then handed to
+every member; the group is Stable. Members that do not sync within the rebalance timeout are removed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from broker.config import BrokerConfig
+from broker.protocol import ErrorCode
+from broker.server.group.group_coordinator_types import JoinResult, SyncCallback, SyncResult
+from broker.server.group.group_metadata import GroupMetadata, GroupState
+from broker.server.group.group_metadata_manager import GroupMetadataManager
+from broker.server.group.member_metadata import MemberMetadata
+
+logger = logging.getLogger(__name__)
+
+
+class GroupRebalance:
+    """The rebalancing part of the group coordinator (see the module docstring)."""
+
+    # The coordinator's state these methods use (set by GroupCoordinator.__init__).
+    _config: BrokerConfig
+    manager: GroupMetadataManager
+
+    if TYPE_CHECKING:
+
+        def _status(self, group_id: str, *, allow_empty_id: bool = False) -> ErrorCode: ...
+
+        @staticmethod
+        def _validate_member(
+            group: GroupMetadata, member_id: str, group_instance_id: str | None
+        ) -> ErrorCode: ...
+
+        def _join_result(
+            self, group: GroupMetadata, member_id: str, *, with_members: bool = True
+        ) -> JoinResult: ...
+
     def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
         if group.can_rebalance():
             self._prepare_rebalance(group, reason)
@@ -200,7 +249,6 @@
         if protocol_name is not None and protocol_name != group.protocol_name:
             return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         return ErrorCode.NONE
-
 
 
 def _log_store(group_id: str, error: ErrorCode) -> None:
