@@ -54,6 +54,16 @@ signalled through ``_events``). :attr:`member_id`, :attr:`generation_id` and :at
 by other threads as whole-object snapshots. A fatal answer (FENCED_INSTANCE_ID: another process took this
 member's ``group_instance_id``; INCONSISTENT_GROUP_PROTOCOL...) stops the member: it is logged and the
 streams' readers get :class:`~broker.client.errors.GroupClosedError`.
+
+Layout: :class:`KafkaGroupMembership` is one class whose methods are grouped by concept in bases beside
+this module, each below the next (as Kafka's ``ConsumerCoordinator`` extends ``AbstractCoordinator``);
+its state lives here (``KafkaGroupMembership.__init__``) and each base lists what it uses:
+
+* :mod:`broker.client.kafka_coordinator_link`: step 1, and how every request reaches the coordinator;
+* :mod:`broker.client.kafka_group_offsets`: the commits and the committed offsets (steps 2, 5, 6, 7);
+* :mod:`broker.client.kafka_group_rebalance`: the rebalance, steps 2 to 5;
+* this module: the API, the coordination thread, step 6 (heartbeats, the poll timeout, the leader's
+  metadata watch) and step 7.
 """
 
 from __future__ import annotations
@@ -63,20 +73,13 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from broker.client.broker_pool import BrokerPool
 from broker.client.cluster_metadata import ClusterMetadata, metadata_source
 from broker.client.cluster_snapshot import BrokerAddress
 from broker.client.consumer_config import ConsumerConfig
-from broker.client.consumer_protocol import (
-    CONSUMER_PROTOCOL_TYPE,
-    Assignment,
-    Subscription,
-    subscriptions_of,
-)
 from broker.client.errors import (
     BrokerConnectionError,
     ClientError,
@@ -85,22 +88,15 @@ from broker.client.errors import (
     GroupError,
 )
 from broker.client.group_config import GroupConfig
-from broker.client.group_coordinator_lookup import CoordinatorNotFoundError, find_group_coordinator
+from broker.client.kafka_coordinator_link import CommitRefusedError, CoordinatorLostError, RejoinError
+from broker.client.kafka_group_offsets import OwnedPartition
+from broker.client.kafka_group_rebalance import KafkaGroupRebalance
 from broker.client.message_stream import MessageStream
-from broker.client.partition_assignor import assign
 from broker.client.partition_handover import StreamKey
 from broker.client.rebalance_listener import RebalanceListener
-from broker.protocol import ApiKey, ErrorCode
+from broker.protocol import ErrorCode
 from broker.protocol.messages.heartbeat import HeartbeatRequest
-from broker.protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol
 from broker.protocol.messages.leave_group import LeaveGroupRequest, MemberIdentity
-from broker.protocol.messages.offset_commit import (
-    OffsetCommitRequest,
-    OffsetCommitRequestPartition,
-    OffsetCommitRequestTopic,
-)
-from broker.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
-from broker.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
 from broker.record.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -111,6 +107,8 @@ _JOIN_TIMEOUT_LAPSE_MS = 5000
 _CLOSE_TIMEOUT_S = 30.0
 #: How often a member that left for want of polls checks whether its application is back.
 _POLL_CHECK_S = 0.1
+
+
 @dataclass
 class _Request:
     """A commit the application asks of the coordination thread, and its answer."""
@@ -119,7 +117,7 @@ class _Request:
     error: BaseException | None = None
 
 
-class KafkaGroupMembership:
+class KafkaGroupMembership(KafkaGroupRebalance):
     """One member of Kafka-protocol group ``group`` (see the module docstring)."""
 
     def __init__(
@@ -180,7 +178,7 @@ class KafkaGroupMembership:
         self._coordinator: BrokerAddress | None = None
         #: the leader's: each subscribed topic's partition count when it last assigned (0: missing)
         self._assigned_counts: dict[str, int] = {}
-        self._owned: dict[TopicPartition, _Owned] = {}
+        self._owned: dict[TopicPartition, OwnedPartition] = {}
         self._rejoin = True
         #: when the member left the group because its application stopped polling (None: it did not)
         self._poll_left_at: float | None = None
@@ -293,13 +291,13 @@ class KafkaGroupMembership:
                     break
             try:
                 self._step()
-            except _CoordinatorLostError as exc:
+            except CoordinatorLostError as exc:
                 log.info("group %s: coordinator %s: %s; finding it again", self.group, self._coordinator, exc)
                 self._coordinator = None
             except BrokerConnectionError as exc:
                 log.info("group %s: %s; finding the coordinator again", self.group, exc)
                 self._coordinator = None
-            except _RejoinError as exc:
+            except RejoinError as exc:
                 log.info("group %s: member %s: %s; joining again", self.group, self.member_id, exc)
                 self._rejoin = True
                 continue
@@ -350,9 +348,9 @@ class KafkaGroupMembership:
             request = self._requests[0]
             try:
                 self._commit()
-            except (_CoordinatorLostError, BrokerConnectionError):
+            except (CoordinatorLostError, BrokerConnectionError):
                 raise  # answered after the coordinator is found again
-            except _RejoinError as exc:
+            except RejoinError as exc:
                 request.error = CommitFailedError(
                     f"group {self.group}: commit failed: {exc}; the records handed out since the last "
                     "commit go to the partitions' next owners"
@@ -374,7 +372,7 @@ class KafkaGroupMembership:
             self._next_commit = now + self._config.auto_commit_interval_ms / 1000
             try:
                 self._commit()
-            except _CommitRefusedError as exc:
+            except CommitRefusedError as exc:
                 log.warning("group %s: auto-commit: %s", self.group, exc)
 
     def _not_polled(self) -> list[MessageStream]:
@@ -435,7 +433,7 @@ class KafkaGroupMembership:
                 counts,
                 self._assigned_counts,
             )
-            raise _RejoinError("the subscribed topics' partitions changed")
+            raise RejoinError("the subscribed topics' partitions changed")
 
     def _fail_requests(self, why: str) -> None:
         with self._events:
@@ -469,7 +467,7 @@ class KafkaGroupMembership:
             ErrorCode.ILLEGAL_GENERATION,
             ErrorCode.UNKNOWN_MEMBER_ID,
         ):
-            raise _RejoinError(f"Heartbeat: {ErrorCode.name_of(code)}")
+            raise RejoinError(f"Heartbeat: {ErrorCode.name_of(code)}")
         raise GroupError(
             f"group {self.group}: Heartbeat failed: {ErrorCode.name_of(code)} (error code {code})"
         )
@@ -510,11 +508,3 @@ class KafkaGroupMembership:
         )
         if response.error_code != ErrorCode.NONE:
             log.info("group %s: LeaveGroup: %s", self.group, ErrorCode.name_of(response.error_code))
-
-    def _call_listener(
-        self, callback: Callable[[list[TopicPartition]], None], partitions: list[TopicPartition]
-    ) -> None:
-        try:
-            callback(partitions)
-        except Exception:  # the application's code must not stop the rebalance
-            log.exception("group %s: rebalance listener %s failed", self.group, callback.__name__)

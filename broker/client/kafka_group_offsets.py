@@ -1,20 +1,71 @@
+"""A Kafka-protocol group member's offsets: the commits of the consumed positions (step 2's before a
+rebalance, step 6's every ``auto_commit_interval_ms`` and on :meth:`KafkaGroupMembership.commit`, step 7's
+before leaving) and the committed offsets a new generation starts from (step 5), as
+:mod:`broker.client.kafka_group_membership` numbers the steps. Mixed into
+:class:`~broker.client.kafka_group_membership.KafkaGroupMembership` (its state and threads are described
+there; only the coordination thread calls these methods).
+
+A commit sends only the positions that changed since the partition's last commit
+(:attr:`OwnedPartition.committed`); a partition's answer moves that mark only when it succeeded.
+OffsetCommit goes with the member's generation: ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID and
+REBALANCE_IN_PROGRESS end it (:class:`~broker.client.kafka_coordinator_link.RejoinError`);
+COORDINATOR_LOAD_IN_PROGRESS retries. OffsetFetch is sent at the newest version whose layout the member
+speaks (one group, topics by name).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from broker.client.errors import BrokerConnectionError, GroupError
+from broker.client.group_config import GroupConfig
+from broker.client.kafka_coordinator_link import (
+    CommitRefusedError,
+    CoordinatorLostError,
+    KafkaCoordinatorLink,
+    RejoinError,
+)
+from broker.client.message_stream import MessageStream
+from broker.protocol import ApiKey, ErrorCode
+from broker.protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from broker.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
+from broker.record.topic_partition import TopicPartition
+
+log = logging.getLogger(__name__)
+
 #: The newest OffsetFetch version whose layout (one group, topics by name) this member sends.
 _OFFSET_FETCH_MAX_VERSION = 7
-    def _commit_before_release(self, commits: Mapping[TopicPartition, int]) -> None:
-        """Commit what is given up; the coordinator moving meanwhile is found again and the commit
-        retried, for up to ``request_timeout_ms`` (after that the next owners deliver these again)."""
-        deadline = time.monotonic() + self._request_timeout_ms / 1000
-        while True:
-            try:
-                self._find_coordinator()
-                self._send_commit(commits)
-            except (_CoordinatorLostError, BrokerConnectionError):
-                self._coordinator = None
-                if time.monotonic() >= deadline or self._closing.is_set():
-                    raise
-                time.sleep(self._config.retry_backoff_ms / 1000)
-            else:
-                return
+
+
+@dataclass
+class OwnedPartition:
+    """A partition this member's generation gives it: its stream and the offset last committed."""
+
+    stream: MessageStream
+    number: int
+    committed: int | None
+
+
+class KafkaGroupOffsets(KafkaCoordinatorLink):
+    """The offsets part of a Kafka-protocol member (see the module docstring)."""
+
+    # The member's state these methods use (set by KafkaGroupMembership.__init__).
+    _config: GroupConfig
+    _cond: threading.Condition
+    _closing: threading.Event
+    _instance_id: str | None
+    _request_timeout_ms: int
+    _owned: dict[TopicPartition, OwnedPartition]
+    member_id: str
+    generation_id: int
 
     # ------------------------------------------------------------------------------ offsets
 
@@ -63,7 +114,7 @@ _OFFSET_FETCH_MAX_VERSION = 7
             self._check(code, "OffsetCommit")
             if code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
                 if self._closing.wait(self._config.retry_backoff_ms / 1000):
-                    raise _CoordinatorLostError("still loading the group as the member closes")
+                    raise CoordinatorLostError("still loading the group as the member closes")
                 continue
             if code in (
                 ErrorCode.ILLEGAL_GENERATION,
@@ -72,8 +123,8 @@ _OFFSET_FETCH_MAX_VERSION = 7
             ):
                 if code == ErrorCode.UNKNOWN_MEMBER_ID:
                     self.member_id = ""
-                raise _RejoinError(f"OffsetCommit of {sorted(failed)}: {ErrorCode.name_of(code)}")
-            raise _CommitRefusedError(
+                raise RejoinError(f"OffsetCommit of {sorted(failed)}: {ErrorCode.name_of(code)}")
+            raise CommitRefusedError(
                 f"group {self.group}: OffsetCommit failed for {sorted(failed)}: {ErrorCode.name_of(code)} "
                 f"(error code {code})"
             )
@@ -89,7 +140,7 @@ _OFFSET_FETCH_MAX_VERSION = 7
         while True:
             coordinator = self._coordinator
             if coordinator is None:
-                raise _CoordinatorLostError("not known")
+                raise CoordinatorLostError("not known")
             version = min(
                 self._pool.get(coordinator).api_version(int(ApiKey.OFFSET_FETCH)), _OFFSET_FETCH_MAX_VERSION
             )
@@ -118,3 +169,18 @@ _OFFSET_FETCH_MAX_VERSION = 7
                         found[tp] = part.committed_offset
             return found
 
+    def _commit_before_release(self, commits: Mapping[TopicPartition, int]) -> None:
+        """Commit what is given up; the coordinator moving meanwhile is found again and the commit
+        retried, for up to ``request_timeout_ms`` (after that the next owners deliver these again)."""
+        deadline = time.monotonic() + self._request_timeout_ms / 1000
+        while True:
+            try:
+                self._find_coordinator()
+                self._send_commit(commits)
+            except (CoordinatorLostError, BrokerConnectionError):
+                self._coordinator = None
+                if time.monotonic() >= deadline or self._closing.is_set():
+                    raise
+                time.sleep(self._config.retry_backoff_ms / 1000)
+            else:
+                return

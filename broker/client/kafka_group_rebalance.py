@@ -1,11 +1,57 @@
-@dataclass
-class _Owned:
-    """A partition this member's generation gives it: its stream and the offset last committed."""
+"""A Kafka-protocol group member's rebalance, steps 2 to 5 of :mod:`broker.client.kafka_group_membership`
+(Kafka's ``onJoinPrepare``, ``joinGroupIfNeeded``, the leader's ``onLeaderElected`` and
+``onJoinComplete``): stop and release the owned partitions, JoinGroup until the coordinator answers
+with a generation, SyncGroup (the leader with every member's partitions), then fetch the assigned
+partitions from their committed offsets. Mixed into
+:class:`~broker.client.kafka_group_membership.KafkaGroupMembership` (its state and threads are described
+there; only the coordination thread calls these methods, and it changes the streams and the owned
+partitions under the member's condition, never held across a request).
 
-    stream: MessageStream
-    number: int
-    committed: int | None
+The member's own streams split its partitions as the ``range`` assignor splits a topic among members:
+per topic, the sorted partitions in contiguous chunks, one per stream, the first chunks one longer.
+"""
 
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+from broker.client.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    Assignment,
+    Subscription,
+    subscriptions_of,
+)
+from broker.client.errors import BrokerConnectionError, ClientError, GroupError
+from broker.client.kafka_group_offsets import KafkaGroupOffsets, OwnedPartition
+from broker.client.message_stream import MessageStream
+from broker.client.partition_assignor import assign
+from broker.client.partition_handover import StreamKey
+from broker.client.rebalance_listener import RebalanceListener
+from broker.protocol import ErrorCode
+from broker.protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol
+from broker.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
+from broker.record.topic_partition import TopicPartition
+
+log = logging.getLogger(__name__)
+
+
+class KafkaGroupRebalance(KafkaGroupOffsets):
+    """The rebalancing part of a Kafka-protocol member (see the module docstring)."""
+
+    # The member's state these methods use (set by KafkaGroupMembership.__init__).
+    _subscription: dict[str, int]
+    _streams: dict[StreamKey, MessageStream]
+    _unique_streams: list[MessageStream]
+    _listener: RebalanceListener
+    _assigned_counts: dict[str, int]
+    _joined: threading.Event
+    _rejoin: bool
+    _next_heartbeat: float
+    leader_id: str
+    protocol_name: str | None
 
     # ------------------------------------------------------------------------------ 2-5. a rebalance
 
@@ -221,7 +267,7 @@ class _Owned:
             for tp, number in placed.items():
                 stream = self._streams[(tp.topic, number)]
                 offset = committed.get(tp)
-                self._owned[tp] = _Owned(stream, number, offset)
+                self._owned[tp] = OwnedPartition(stream, number, offset)
                 stream.add(tp, offset)
         log.info(
             "group %s: member %s generation %d: %d partitions %s",
@@ -234,6 +280,13 @@ class _Owned:
         if mine:
             self._call_listener(self._listener.on_partitions_assigned, sorted(mine))
 
+    def _call_listener(
+        self, callback: Callable[[list[TopicPartition]], None], partitions: list[TopicPartition]
+    ) -> None:
+        try:
+            callback(partitions)
+        except Exception:  # the application's code must not stop the rebalance
+            log.exception("group %s: rebalance listener %s failed", self.group, callback.__name__)
 
 
 def _spread(partitions: list[TopicPartition], streams: Mapping[str, int]) -> dict[TopicPartition, int]:
