@@ -492,6 +492,8 @@ class Log(LogReplication, LogTruncation, LogCleanup, LogFlush):
             raise LogClosedError(f"{self._where}: the log is closed")
         return view.offset_for_timestamp(timestamp_ms)
 
+    # ------------------------------------------------------------------------------------ producers
+
     def remove_expired_producers(self, now_ms: int | None = None) -> list[int]:
         """Forget the idempotent producers whose last batch is ``producer_id_expiration_ms`` old."""
         now = self._clock() if now_ms is None else now_ms
