@@ -54,6 +54,16 @@ signalled through ``_events``). :attr:`member_id`, :attr:`generation_id` and :at
 by other threads as whole-object snapshots. A fatal answer (FENCED_INSTANCE_ID: another process took this
 member's ``group_instance_id``; INCONSISTENT_GROUP_PROTOCOL...) stops the member: it is logged and the
 streams' readers get :class:`~broker.client.errors.GroupClosedError`.
+
+Layout: :class:`KafkaGroupMembership` is one class whose methods are grouped by concept in bases beside
+this module, each below the next (as Kafka's ``ConsumerCoordinator`` extends ``AbstractCoordinator``);
+its state lives here (``KafkaGroupMembership.__init__``) and each base lists what it uses:
+
+* :mod:`broker.client.kafka_coordinator_link`: step 1, and how every request reaches the coordinator;
+* :mod:`broker.client.kafka_group_offsets`: the commits and the committed offsets (steps 2, 5, 6, 7);
+* :mod:`broker.client.kafka_group_rebalance`: the rebalance, steps 2 to 5;
+* this module: the API, the coordination thread, step 6 (heartbeats, the poll timeout, the leader's
+  metadata watch) and step 7.
 """
 
 from __future__ import annotations
@@ -63,20 +73,13 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from broker.client.broker_pool import BrokerPool
 from broker.client.cluster_metadata import ClusterMetadata, metadata_source
 from broker.client.cluster_snapshot import BrokerAddress
 from broker.client.consumer_config import ConsumerConfig
-from broker.client.consumer_protocol import (
-    CONSUMER_PROTOCOL_TYPE,
-    Assignment,
-    Subscription,
-    subscriptions_of,
-)
 from broker.client.errors import (
     BrokerConnectionError,
     ClientError,
@@ -85,22 +88,15 @@ from broker.client.errors import (
     GroupError,
 )
 from broker.client.group_config import GroupConfig
-from broker.client.group_coordinator_lookup import CoordinatorNotFoundError, find_group_coordinator
+from broker.client.kafka_coordinator_link import CommitRefusedError, CoordinatorLostError, RejoinError
+from broker.client.kafka_group_offsets import OwnedPartition
+from broker.client.kafka_group_rebalance import KafkaGroupRebalance
 from broker.client.message_stream import MessageStream
-from broker.client.partition_assignor import assign
 from broker.client.partition_handover import StreamKey
 from broker.client.rebalance_listener import RebalanceListener
-from broker.protocol import ApiKey, ErrorCode
+from broker.protocol import ErrorCode
 from broker.protocol.messages.heartbeat import HeartbeatRequest
-from broker.protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol
 from broker.protocol.messages.leave_group import LeaveGroupRequest, MemberIdentity
-from broker.protocol.messages.offset_commit import (
-    OffsetCommitRequest,
-    OffsetCommitRequestPartition,
-    OffsetCommitRequestTopic,
-)
-from broker.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
-from broker.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
 from broker.record.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -109,26 +105,8 @@ log = logging.getLogger(__name__)
 _JOIN_TIMEOUT_LAPSE_MS = 5000
 #: How long close() waits for the coordination thread.
 _CLOSE_TIMEOUT_S = 30.0
-#: The newest OffsetFetch version whose layout (one group, topics by name) this member sends.
-_OFFSET_FETCH_MAX_VERSION = 7
 #: How often a member that left for want of polls checks whether its application is back.
 _POLL_CHECK_S = 0.1
-#: Errors that say the coordinator moved or is not there: find it again.
-_COORDINATOR_ERRORS = frozenset(
-    {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT}
-)
-
-
-class _CoordinatorLostError(ClientError):
-    """The coordinator moved, is not there or is unreachable: find it again."""
-
-
-class _RejoinError(GroupError):
-    """The generation is over (or the member unknown): prepare and join again."""
-
-
-class _CommitRefusedError(ClientError):
-    """The coordinator refused a commit for a reason other than the generation (the member goes on)."""
 
 
 @dataclass
@@ -139,16 +117,7 @@ class _Request:
     error: BaseException | None = None
 
 
-@dataclass
-class _Owned:
-    """A partition this member's generation gives it: its stream and the offset last committed."""
-
-    stream: MessageStream
-    number: int
-    committed: int | None
-
-
-class KafkaGroupMembership:
+class KafkaGroupMembership(KafkaGroupRebalance):
     """One member of Kafka-protocol group ``group`` (see the module docstring)."""
 
     def __init__(
@@ -209,7 +178,7 @@ class KafkaGroupMembership:
         self._coordinator: BrokerAddress | None = None
         #: the leader's: each subscribed topic's partition count when it last assigned (0: missing)
         self._assigned_counts: dict[str, int] = {}
-        self._owned: dict[TopicPartition, _Owned] = {}
+        self._owned: dict[TopicPartition, OwnedPartition] = {}
         self._rejoin = True
         #: when the member left the group because its application stopped polling (None: it did not)
         self._poll_left_at: float | None = None
@@ -322,13 +291,13 @@ class KafkaGroupMembership:
                     break
             try:
                 self._step()
-            except _CoordinatorLostError as exc:
+            except CoordinatorLostError as exc:
                 log.info("group %s: coordinator %s: %s; finding it again", self.group, self._coordinator, exc)
                 self._coordinator = None
             except BrokerConnectionError as exc:
                 log.info("group %s: %s; finding the coordinator again", self.group, exc)
                 self._coordinator = None
-            except _RejoinError as exc:
+            except RejoinError as exc:
                 log.info("group %s: member %s: %s; joining again", self.group, self.member_id, exc)
                 self._rejoin = True
                 continue
@@ -379,9 +348,9 @@ class KafkaGroupMembership:
             request = self._requests[0]
             try:
                 self._commit()
-            except (_CoordinatorLostError, BrokerConnectionError):
+            except (CoordinatorLostError, BrokerConnectionError):
                 raise  # answered after the coordinator is found again
-            except _RejoinError as exc:
+            except RejoinError as exc:
                 request.error = CommitFailedError(
                     f"group {self.group}: commit failed: {exc}; the records handed out since the last "
                     "commit go to the partitions' next owners"
@@ -403,7 +372,7 @@ class KafkaGroupMembership:
             self._next_commit = now + self._config.auto_commit_interval_ms / 1000
             try:
                 self._commit()
-            except _CommitRefusedError as exc:
+            except CommitRefusedError as exc:
                 log.warning("group %s: auto-commit: %s", self.group, exc)
 
     def _not_polled(self) -> list[MessageStream]:
@@ -464,7 +433,7 @@ class KafkaGroupMembership:
                 counts,
                 self._assigned_counts,
             )
-            raise _RejoinError("the subscribed topics' partitions changed")
+            raise RejoinError("the subscribed topics' partitions changed")
 
     def _fail_requests(self, why: str) -> None:
         with self._events:
@@ -472,274 +441,6 @@ class KafkaGroupMembership:
                 request = self._requests.popleft()
                 request.error = CommitFailedError(f"group {self.group}: commit failed: {why}")
                 request.done.set()
-
-    # ------------------------------------------------------------------------------ 1. the coordinator
-
-    def _find_coordinator(self) -> None:
-        if self._coordinator is not None:
-            return
-        try:
-            self._coordinator = find_group_coordinator(self._pool, self._metadata, self.group)
-        except CoordinatorNotFoundError as exc:
-            raise _CoordinatorLostError(str(exc)) from exc
-        log.info("group %s: coordinator is %s", self.group, self._coordinator)
-
-    def _request(self, body: Any, *, join: bool = False, version: int | None = None) -> Any:
-        """Send ``body`` to the coordinator and wait for the answer."""
-        coordinator = self._coordinator
-        if coordinator is None:
-            raise _CoordinatorLostError("not known")
-        pool = self._join_pool if join else self._pool
-        connection = pool.get(coordinator)
-        return connection.request(body, version=version)
-
-    def _check(self, error_code: int, what: str) -> None:
-        """Raise for a coordinator error code (the caller handles the others)."""
-        if error_code in _COORDINATOR_ERRORS:
-            raise _CoordinatorLostError(f"{what}: {ErrorCode.name_of(error_code)}")
-
-    # ------------------------------------------------------------------------------ 2-5. a rebalance
-
-    def _rebalance(self) -> None:
-        self._prepare()
-        while True:
-            joined = self._join()
-            if joined is None:
-                continue
-            generation, leader, protocol, members = joined
-            assignments: dict[str, bytes] = {}
-            if leader == self.member_id:
-                assignments = self._assign(protocol, members)
-            response = self._request(
-                SyncGroupRequest(
-                    group_id=self.group,
-                    generation_id=generation,
-                    member_id=self.member_id,
-                    group_instance_id=self._instance_id,
-                    protocol_type=CONSUMER_PROTOCOL_TYPE,
-                    protocol_name=protocol,
-                    assignments=[SyncGroupRequestAssignment(m, a) for m, a in sorted(assignments.items())],
-                ),
-                join=True,
-            )
-            code = response.error_code
-            self._check(code, "SyncGroup")
-            if code == ErrorCode.UNKNOWN_MEMBER_ID:
-                self.member_id = ""
-            if code in (
-                ErrorCode.REBALANCE_IN_PROGRESS,
-                ErrorCode.UNKNOWN_MEMBER_ID,
-                ErrorCode.ILLEGAL_GENERATION,
-            ):
-                log.info("group %s: SyncGroup: %s; joining again", self.group, ErrorCode.name_of(code))
-                continue
-            if code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-                self._closing.wait(self._config.retry_backoff_ms / 1000)
-                continue
-            if code != ErrorCode.NONE:
-                raise GroupError(
-                    f"group {self.group}: SyncGroup failed: {ErrorCode.name_of(code)} (error code {code})"
-                )
-            self.generation_id, self.leader_id, self.protocol_name = generation, leader, protocol
-            assignment = Assignment.decode(
-                bytes(response.assignment), f"group {self.group} member {self.member_id}"
-            )
-            self._start_partitions(assignment)
-            self._rejoin = False
-            self._next_heartbeat = time.monotonic() + self._config.heartbeat_interval_ms / 1000
-            self._joined.set()
-            return
-
-    def _prepare(self) -> None:
-        """Step 2: stop fetching everything, wait for the records in hand, commit, forget the partitions."""
-        if not self._owned:
-            return
-        revoked = sorted(self._owned)
-        with self._cond:
-            for stream in self._unique_streams:
-                stream.stop(revoked)
-        self._call_listener(self._listener.on_partitions_revoked, revoked)
-        self._release(revoked, all_consumed=False)
-
-    def _release(
-        self, partitions: list[TopicPartition], *, all_consumed: bool, wait_s: float | None = None
-    ) -> None:
-        """Forget ``partitions`` (stopped already) once the records in hand are done with (waiting up to
-        ``wait_s``, default ``release_timeout_ms``), committing their consumed positions."""
-        with self._cond:
-            if all_consumed:
-                for stream in self._unique_streams:
-                    stream.mark_consumed()
-            elif not self._cond.wait_for(
-                lambda: not any(s.in_hand(partitions) for s in self._unique_streams),
-                self._config.release_timeout_ms / 1000 if wait_s is None else wait_s,
-            ):
-                log.warning(
-                    "group %s: the application did not come back within release_timeout_ms; the records "
-                    "it holds of %s will be delivered again by their next owners",
-                    self.group,
-                    partitions,
-                )
-            positions: dict[TopicPartition, int | None] = {}
-            for stream in self._unique_streams:
-                positions.update(stream.remove([tp for tp in partitions if tp in stream.partitions()]))
-        commits = {
-            tp: position
-            for tp, position in positions.items()
-            if position is not None and tp in self._owned and position != self._owned[tp].committed
-        }
-        try:
-            if commits and self.generation_id >= 0:
-                self._commit_before_release(commits)
-        except (ClientError, GroupError) as exc:
-            log.warning(
-                "group %s: member %s could not commit %s before giving them up (their next owners deliver "
-                "them again): %s",
-                self.group,
-                self.member_id,
-                {str(tp): offset for tp, offset in commits.items()},
-                exc,
-            )
-        finally:
-            with self._cond:
-                for tp in partitions:
-                    self._owned.pop(tp, None)
-
-    def _commit_before_release(self, commits: Mapping[TopicPartition, int]) -> None:
-        """Commit what is given up; the coordinator moving meanwhile is found again and the commit
-        retried, for up to ``request_timeout_ms`` (after that the next owners deliver these again)."""
-        deadline = time.monotonic() + self._request_timeout_ms / 1000
-        while True:
-            try:
-                self._find_coordinator()
-                self._send_commit(commits)
-            except (_CoordinatorLostError, BrokerConnectionError):
-                self._coordinator = None
-                if time.monotonic() >= deadline or self._closing.is_set():
-                    raise
-                time.sleep(self._config.retry_backoff_ms / 1000)
-            else:
-                return
-
-    def _join(self) -> tuple[int, str, str, dict[str, Subscription]] | None:
-        """Step 3: one JoinGroup; ``None`` when it must be sent again (with the member id now known)."""
-        subscription = Subscription(
-            tuple(sorted(self._subscription)),
-            owned_partitions=tuple(sorted(self._owned)),
-            generation_id=self.generation_id,
-        )
-        strategy = self._config.partition_assignment_strategy
-        response = self._request(
-            JoinGroupRequest(
-                group_id=self.group,
-                session_timeout_ms=self._config.session_timeout_ms,
-                rebalance_timeout_ms=self._config.max_poll_interval_ms,
-                member_id=self.member_id,
-                group_instance_id=self._instance_id,
-                protocol_type=CONSUMER_PROTOCOL_TYPE,
-                protocols=[JoinGroupRequestProtocol(name=strategy, metadata=subscription.encode())],
-            ),
-            join=True,
-        )
-        code = response.error_code
-        self._check(code, "JoinGroup")
-        if code == ErrorCode.MEMBER_ID_REQUIRED:
-            self.member_id = response.member_id
-            return None
-        if code == ErrorCode.UNKNOWN_MEMBER_ID:
-            self.member_id = ""
-            return None
-        if code in (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
-            self._closing.wait(self._config.retry_backoff_ms / 1000)
-            if self._closing.is_set():
-                raise BrokerConnectionError(str(self._coordinator), "the member is closing")
-            return None
-        if code != ErrorCode.NONE:  # FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL...: no retry cures them
-            raise GroupError(
-                f"group {self.group}: JoinGroup refused: {ErrorCode.name_of(code)} (error code {code})"
-                + (
-                    f" for group_instance_id {self._instance_id!r}"
-                    if code == ErrorCode.FENCED_INSTANCE_ID
-                    else ""
-                )
-            )
-        self.member_id = response.member_id
-        members = {
-            m.member_id: Subscription.decode(bytes(m.metadata), f"group {self.group} member {m.member_id}")
-            for m in response.members
-        }
-        protocol = response.protocol_name or strategy
-        log.info(
-            "group %s: joined generation %d as %s (leader %s, %s)",
-            self.group,
-            response.generation_id,
-            self.member_id,
-            response.leader,
-            protocol,
-        )
-        return response.generation_id, response.leader, protocol, members
-
-    def _assign(self, protocol: str, members: dict[str, Subscription]) -> dict[str, bytes]:
-        """Step 4, the leader's part: every member's partitions, encoded."""
-        topics = sorted({topic for sub in members.values() for topic in sub.topics})
-        snapshot = self._metadata.update(topics)
-        counts = {topic: len(found) for topic in topics if (found := snapshot.partitions(topic))}
-        missing = [topic for topic in topics if topic not in counts]
-        if missing:
-            log.warning(
-                "group %s: subscribed topics %s do not exist (yet): nothing to assign of them",
-                self.group,
-                missing,
-            )
-        self._assigned_counts = {topic: counts.get(topic, 0) for topic in topics}
-        plan = assign(protocol, subscriptions_of(members), counts)
-        encoded: dict[str, bytes] = {}
-        for member, by_topic in plan.items():
-            partitions = tuple(
-                TopicPartition(topic, p)
-                for topic, streams in by_topic.items()
-                for chunk in streams
-                for p in chunk
-            )
-            encoded[member] = Assignment(partitions).encode()
-        log.info(
-            "group %s: leader %s assigned %d partitions of %s to %d members",
-            self.group,
-            self.member_id,
-            sum(counts.values()),
-            topics,
-            len(members),
-        )
-        return encoded
-
-    def _start_partitions(self, assignment: Assignment) -> None:
-        """Step 5: fetch the assigned partitions from their committed offsets, spread over the streams."""
-        mine = [tp for tp in assignment.partitions if tp.topic in self._subscription]
-        foreign = [tp for tp in assignment.partitions if tp.topic not in self._subscription]
-        if foreign:
-            log.error(
-                "group %s: the leader assigned partitions of topics this member does not read: %s",
-                self.group,
-                foreign,
-            )
-        committed = self._fetch_committed(mine) if mine else {}
-        placed = _spread(mine, self._subscription)
-        with self._cond:
-            for tp, number in placed.items():
-                stream = self._streams[(tp.topic, number)]
-                offset = committed.get(tp)
-                self._owned[tp] = _Owned(stream, number, offset)
-                stream.add(tp, offset)
-        log.info(
-            "group %s: member %s generation %d: %d partitions %s",
-            self.group,
-            self.member_id,
-            self.generation_id,
-            len(mine),
-            [str(tp) for tp in mine],
-        )
-        if mine:
-            self._call_listener(self._listener.on_partitions_assigned, sorted(mine))
 
     # ------------------------------------------------------------------------------ 6. staying
 
@@ -766,112 +467,10 @@ class KafkaGroupMembership:
             ErrorCode.ILLEGAL_GENERATION,
             ErrorCode.UNKNOWN_MEMBER_ID,
         ):
-            raise _RejoinError(f"Heartbeat: {ErrorCode.name_of(code)}")
+            raise RejoinError(f"Heartbeat: {ErrorCode.name_of(code)}")
         raise GroupError(
             f"group {self.group}: Heartbeat failed: {ErrorCode.name_of(code)} (error code {code})"
         )
-
-    # ------------------------------------------------------------------------------ offsets
-
-    def _commit(self) -> None:
-        """Commit every owned partition's consumed position that changed."""
-        with self._cond:
-            positions = {tp: owned.stream.position(tp) for tp, owned in self._owned.items()}
-        commits = {
-            tp: position
-            for tp, position in positions.items()
-            if position is not None and position != self._owned[tp].committed
-        }
-        if commits:
-            self._send_commit(commits)
-
-    def _send_commit(self, commits: Mapping[TopicPartition, int]) -> None:
-        by_topic: dict[str, list[OffsetCommitRequestPartition]] = {}
-        for tp, offset in sorted(commits.items()):
-            by_topic.setdefault(tp.topic, []).append(
-                OffsetCommitRequestPartition(partition_index=tp.partition, committed_offset=offset)
-            )
-        while True:
-            response = self._request(
-                OffsetCommitRequest(
-                    group_id=self.group,
-                    generation_id_or_member_epoch=self.generation_id,
-                    member_id=self.member_id,
-                    group_instance_id=self._instance_id,
-                    topics=[OffsetCommitRequestTopic(name, parts) for name, parts in by_topic.items()],
-                )
-            )
-            codes = {
-                TopicPartition(topic.name, part.partition_index): part.error_code
-                for topic in response.topics
-                for part in topic.partitions
-            }
-            failed = {tp: code for tp, code in codes.items() if code != ErrorCode.NONE}
-            for tp, offset in commits.items():
-                owned = self._owned.get(tp)
-                if tp not in failed and owned is not None:
-                    owned.committed = offset
-            if not failed:
-                log.debug("group %s: committed %s", self.group, {str(tp): o for tp, o in commits.items()})
-                return
-            code = next(iter(failed.values()))
-            self._check(code, "OffsetCommit")
-            if code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-                if self._closing.wait(self._config.retry_backoff_ms / 1000):
-                    raise _CoordinatorLostError("still loading the group as the member closes")
-                continue
-            if code in (
-                ErrorCode.ILLEGAL_GENERATION,
-                ErrorCode.UNKNOWN_MEMBER_ID,
-                ErrorCode.REBALANCE_IN_PROGRESS,
-            ):
-                if code == ErrorCode.UNKNOWN_MEMBER_ID:
-                    self.member_id = ""
-                raise _RejoinError(f"OffsetCommit of {sorted(failed)}: {ErrorCode.name_of(code)}")
-            raise _CommitRefusedError(
-                f"group {self.group}: OffsetCommit failed for {sorted(failed)}: {ErrorCode.name_of(code)} "
-                f"(error code {code})"
-            )
-
-    def _fetch_committed(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int | None]:
-        by_topic: dict[str, list[int]] = {}
-        for tp in sorted(partitions):
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        body = OffsetFetchRequest(
-            group_id=self.group,
-            topics=[OffsetFetchRequestTopic(name, numbers) for name, numbers in by_topic.items()],
-        )
-        while True:
-            coordinator = self._coordinator
-            if coordinator is None:
-                raise _CoordinatorLostError("not known")
-            version = min(
-                self._pool.get(coordinator).api_version(int(ApiKey.OFFSET_FETCH)), _OFFSET_FETCH_MAX_VERSION
-            )
-            response = self._request(body, version=version)
-            code = response.error_code
-            if code == ErrorCode.NONE:
-                for topic in response.topics:
-                    for part in topic.partitions:
-                        if part.error_code != ErrorCode.NONE:
-                            code = part.error_code
-            self._check(code, "OffsetFetch")
-            if code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-                self._closing.wait(self._config.retry_backoff_ms / 1000)
-                if self._closing.is_set():
-                    raise BrokerConnectionError(str(coordinator), "the member is closing")
-                continue
-            if code != ErrorCode.NONE:
-                raise GroupError(
-                    f"group {self.group}: OffsetFetch failed: {ErrorCode.name_of(code)} (error code {code})"
-                )
-            found: dict[TopicPartition, int | None] = dict.fromkeys(partitions)
-            for topic in response.topics:
-                for part in topic.partitions:
-                    tp = TopicPartition(topic.name, part.partition_index)
-                    if tp in found and part.committed_offset >= 0:
-                        found[tp] = part.committed_offset
-            return found
 
     # ------------------------------------------------------------------------------ 7. leaving
 
@@ -909,30 +508,3 @@ class KafkaGroupMembership:
         )
         if response.error_code != ErrorCode.NONE:
             log.info("group %s: LeaveGroup: %s", self.group, ErrorCode.name_of(response.error_code))
-
-    def _call_listener(
-        self, callback: Callable[[list[TopicPartition]], None], partitions: list[TopicPartition]
-    ) -> None:
-        try:
-            callback(partitions)
-        except Exception:  # the application's code must not stop the rebalance
-            log.exception("group %s: rebalance listener %s failed", self.group, callback.__name__)
-
-
-def _spread(partitions: list[TopicPartition], streams: Mapping[str, int]) -> dict[TopicPartition, int]:
-    """Each partition's stream: per topic, the sorted partitions cut into contiguous chunks, one per
-    stream, the first chunks one longer (the member's own range assignment)."""
-    placed: dict[TopicPartition, int] = {}
-    by_topic: dict[str, list[TopicPartition]] = {}
-    for tp in sorted(partitions):
-        by_topic.setdefault(tp.topic, []).append(tp)
-    for topic, tps in by_topic.items():
-        count = streams.get(topic, 1)
-        per_stream, extra = divmod(len(tps), count)
-        start = 0
-        for number in range(count):
-            length = per_stream + (1 if number < extra else 0)
-            for tp in tps[start : start + length]:
-                placed[tp] = number
-            start += length
-    return placed

@@ -10,7 +10,10 @@ on-disk format documented at the top of its module:
 * :mod:`~broker.log.segment`: one ``.log`` file with its two indexes; :mod:`~broker.log.segment_scan`:
   validating a ``.log`` file batch by batch (a segment's part of recovery);
 * :mod:`~broker.log.log_validator`: what produced batches must pass before they are appended;
-* :mod:`~broker.log.log`: one partition (append, read, flush policy, retention, high watermark);
+* :mod:`~broker.log.log`: one partition (append, read, high watermark), its parts mixed in from
+  :mod:`~broker.log.log_flush` (the flush policy), :mod:`~broker.log.log_replication` (the replicated high
+  watermark, leader epochs, the follower's append), :mod:`~broker.log.log_truncation` and
+  :mod:`~broker.log.log_cleanup` (retention, the cleaned segments' swap);
 * :mod:`~broker.log.recovery`: loading a partition folder, with crash recovery as numbered passes;
 * :mod:`~broker.log.log_manager`: every partition of a broker, the flusher and retention threads;
 * :mod:`~broker.log.producer_state`: the idempotent producers' state and its snapshots;

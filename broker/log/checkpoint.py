@@ -11,7 +11,7 @@ Three files use this format (Kafka's ``CheckpointFile``), UTF-8 text, one item p
   offset of every partition: every offset below it was on disk when the file was written, so after a
   crash recovery validates only the batches from there on;
 * ``replication-offset-checkpoint`` (per log dir): ``<topic> <partition> <offset>``, the replicated high
-  watermark of every partition that has one (:mod:`broker.log.log`);
+  watermark of every partition that has one (:mod:`broker.log.log_replication`);
 * ``leader-epoch-checkpoint`` (per partition folder): ``<epoch> <start_offset>``
   (:mod:`broker.log.leader_epoch_cache`).
 

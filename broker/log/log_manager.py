@@ -16,8 +16,8 @@ Running (after :meth:`LogManager.start`):
   old, and rewrites each dir's checkpoints every ``recovery_checkpoint_interval_ms``:
   ``recovery-point-offset-checkpoint`` (every log's flushed offset) and ``replication-offset-checkpoint``
   (Kafka's name and format: the replicated high watermark of every log that has one, see
-  :mod:`broker.log.log`). The latter is written only once a log of the dir has one or the file exists
-  (a broker without replication keeps its dir as before);
+  :mod:`broker.log.log_replication`). The latter is written only once a log of the dir has one or the
+  file exists (a broker without replication keeps its dir as before);
 * the log cleaner's ``cleaner_threads`` threads compact the logs whose ``cleanup_policy`` holds
   ``compact`` (:mod:`broker.log.log_cleaner`; its bookkeeping and ``cleaner-offset-checkpoint`` in
   :mod:`broker.log.log_cleaner_manager`), each log by its own config. A log's truncation pauses its

@@ -8,8 +8,8 @@ reader takes the attribute once and works on that snapshot, without a lock. A sn
 and what it references stays readable while it is held: an appended batch is complete before the view
 that covers it is published, and a segment that retention deletes keeps its open descriptors (its files
 are only unlinked) until the last view and region referencing it are gone. A truncation never rewrites
-bytes an older view can reach (:mod:`broker.log.log` says how): past its cut such a reader fails on a
-short read, it never gets other batches. Thread-safe (immutable).
+bytes an older view can reach (:mod:`broker.log.log_truncation` says how): past its cut such a reader
+fails on a short read, it never gets other batches. Thread-safe (immutable).
 """
 
 from __future__ import annotations

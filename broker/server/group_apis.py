@@ -71,7 +71,8 @@ from broker.protocol.messages.offset_fetch import (
 from broker.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from broker.record.topic_partition import TopicPartition
 from broker.server.error_codes import ANSWERED_ERRORS as _ANSWERED
-from broker.server.group.group_coordinator import GroupCoordinator, JoinResult, MemberToLeave, SyncResult
+from broker.server.group.group_coordinator import GroupCoordinator
+from broker.server.group.group_coordinator_types import JoinResult, MemberToLeave, SyncResult
 from broker.server.group.offset_and_metadata import OffsetAndMetadata
 
 logger = logging.getLogger(__name__)

@@ -1,5 +1,6 @@
-"""broker/client/kafka_group_membership.py against real broker processes (their group coordinator) and a
-real ZooKeeper: Lumber members with ``[group] protocol = "kafka"`` share a topic without overlap, hand their
+"""broker/client/kafka_group_membership.py (with its bases kafka_coordinator_link.py, kafka_group_offsets.py
+and kafka_group_rebalance.py) against real broker processes (their group coordinator) and a real
+ZooKeeper: Lumber members with ``[group] protocol = "kafka"`` share a topic without overlap, hand their
 partitions over with their offsets committed when they leave, and share a group with a confluent-kafka
 consumer in another process."""
 

@@ -1,5 +1,6 @@
-"""broker/log/log.py, replication (issue 19): epoch stamping, follower append, truncation, the replicated
-high watermark, end listeners, and their checkpoints through the LogManager."""
+"""broker/log/log_replication.py and log_truncation.py (issue 19), through the Log they are mixed into:
+epoch stamping, follower append, truncation, the replicated high watermark, end listeners, and their
+checkpoints through the LogManager."""
 
 from __future__ import annotations
 
