@@ -9,7 +9,7 @@ import pytest
 from broker.protocol import compiler
 from broker.protocol.errors import EncodeError
 from broker.server.group import offsets_topic_records as records
-from broker.server.group.group_metadata_manager import java_string_hash, partition_for
+from broker.server.group.offsets_topic_records import java_string_hash, partition_for
 
 
 def _string(text: str) -> bytes:
