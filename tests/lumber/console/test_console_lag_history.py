@@ -253,6 +253,12 @@ def test_zookeeper_group_history_from_the_lag_exporter(
             (s["observed_at_ms"], s["committed_offset"], s["log_end_offset"]) for s in samples[: len(shown)]
         ]
 
+        unwatched = httpx.get(f"{exporter_url}/lag-history", params={"group": "nobody"}, timeout=5)
+        assert (unwatched.status_code, unwatched.json()) == (
+            404,
+            {"groups": [], "error": "group 'nobody' is not watched by this lag exporter"},
+        )
+
         visit.base_url = console_url
         page = visit.open(f"/groups/{group}", "zookeeper-group-history")
         sparks = page.locator("main svg.sparkline")
