@@ -19,7 +19,8 @@ reads them with the console's own consumer, in numbered steps:
 4. **The log ends.** At each moment ``t``, one ListOffsets by timestamp for every committed partition asks
    for the first offset stamped after ``t`` (``t + 1``): the records stamped at or before the commit count
    as in the log then (Kafka's ``offsetsForTimes``). A partition with no record after ``t`` had its whole
-   present log: its log end now.
+   present log: its log end now. A log end below the committed offset (records stamped later than they
+   were appended) is raised to it: the commit proves the log held that much.
 5. **The points.** At each moment, each partition with a commit at or before it (and not deleted since)
    gets a point: its latest commit then, its log end then.
 
@@ -109,9 +110,8 @@ def read_kafka_history(sources: Sources, group: str, window_ms: int) -> LagHisto
             if committed is None:
                 continue
             end = ends[partition]
-            points.setdefault(partition, []).append(
-                LagPoint(moment, committed, ends_now[partition] if end is None else end)
-            )
+            end = max(ends_now[partition] if end is None else end, committed)
+            points.setdefault(partition, []).append(LagPoint(moment, committed, end))
     return LagHistory(
         source,
         {partition: tuple(found) for partition, found in points.items()},
