@@ -67,12 +67,18 @@ class _Commit:
 
 
 def read_kafka_history(sources: Sources, group: str, window_ms: int) -> LagHistory:
-    """``group``'s lag per partition over the last ``window_ms`` (see the module docstring)."""
-    consumer = sources.consumer
+    """``group``'s lag per partition over the last ``window_ms`` (see the module docstring); when the
+    offsets topic cannot be read (its leader down, the read too slow), no points and a note saying so:
+    the rest of the page does not depend on them."""
     try:
-        count = len(consumer.partitions_for(OFFSETS_TOPIC, timeout_ms=sources.timeout_ms))
-    except ClientError as exc:
-        return LagHistory(OFFSETS_TOPIC, note=f"{OFFSETS_TOPIC} cannot be read: {exc}")
+        return _read(sources, group, window_ms)
+    except (ClientError, SourceUnavailableError) as exc:
+        return LagHistory(OFFSETS_TOPIC, note=f"the commits in {OFFSETS_TOPIC} could not be read: {exc}")
+
+
+def _read(sources: Sources, group: str, window_ms: int) -> LagHistory:
+    consumer = sources.consumer
+    count = len(consumer.partitions_for(OFFSETS_TOPIC, timeout_ms=sources.timeout_ms))
     tp = TopicPartition(OFFSETS_TOPIC, partition_for(group, count))
     now_ms = time.time_ns() // 1_000_000
     since_ms = max(now_ms - window_ms, 0)
@@ -94,9 +100,10 @@ def read_kafka_history(sources: Sources, group: str, window_ms: int) -> LagHisto
         notes.append(f"no commit of group {group!r} in {tp} since {utc_iso(since_ms)}")
         return LagHistory(source, note="; ".join(notes))
     # 3. the moments
-    moments = sorted({c.time_ms for found in commits.values() for c in found})[-MAX_POINTS:]
-    if len(moments) == MAX_POINTS:
-        notes.append(f"the last {MAX_POINTS} commits")
+    every_moment = sorted({c.time_ms for found in commits.values() for c in found})
+    moments = every_moment[-MAX_POINTS:]
+    if len(every_moment) > MAX_POINTS:
+        notes.append(f"the last {MAX_POINTS} of {len(every_moment)} commit times")
     # 4. the log ends, 5. the points
     points: dict[TopicPartition, list[LagPoint]] = {}
     partitions = sorted(commits)
