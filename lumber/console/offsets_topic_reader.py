@@ -4,7 +4,8 @@ The group coordinator writes every OffsetCommit as records of the group's partit
 ``__consumer_offsets`` (:func:`~broker.server.group.offsets_topic_records.partition_for`), one per
 topic-partition, each value carrying its commit time. Compaction keeps only each partition's last commit,
 but it never touches the active segment, so the recent commits are in the log. :func:`read_kafka_history`
-reads them with the console's own consumer, in numbered steps:
+reads them with a consumer of its own (closed once they are read: a fetch it holds at the log end would
+delay the ListOffsets requests of step 4 on the same connection), in numbered steps:
 
 1. **The range.** The group's partition of the offsets topic is read over ``[start, log end)``, ``start``
    the latest of: its log start, the first offset stamped at or after ``now - window`` (ListOffsets by
@@ -38,6 +39,7 @@ import bisect
 import time
 from dataclasses import dataclass
 
+from broker.client.consumer import Consumer
 from broker.client.errors import ClientError
 from broker.record.topic_partition import TopicPartition
 from broker.server.group.offsets_topic_records import (
@@ -58,6 +60,8 @@ MAX_RECORDS = 50_000
 #: Step 3: moments drawn at most (one ListOffsets request each).
 MAX_POINTS = 60
 _POLL_MS = 100
+#: The reading consumer's fetch wait: it stops at the log end it saw, so a fetch held there only delays it.
+_READER_FETCH_MAX_WAIT_MS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,13 +135,19 @@ def _commits(
 ) -> tuple[dict[TopicPartition, list[_Commit]], int]:
     """Steps 1 and 2: ``group``'s commits in ``tp``'s ``[start, until)`` per topic-partition, by commit
     time, and the count of records that did not decode."""
+    if start >= until:
+        return {}, 0
+    settings = sources.consumer_settings().replace(fetch_max_wait_ms=_READER_FETCH_MAX_WAIT_MS)
+    with Consumer(settings, partitions=[tp]) as consumer:
+        consumer.seek(tp, start)
+        return _read_commits(sources, consumer, tp, start, until, group)
+
+
+def _read_commits(
+    sources: Sources, consumer: Consumer, tp: TopicPartition, start: int, until: int, group: str
+) -> tuple[dict[TopicPartition, list[_Commit]], int]:
     commits: dict[TopicPartition, list[_Commit]] = {}
     undecodable = 0
-    if start >= until:
-        return commits, undecodable
-    consumer = sources.consumer
-    consumer.assign([tp])
-    consumer.seek(tp, start)
     deadline = time.monotonic() + sources.timeout_ms / 1000
     next_offset = start
     while next_offset < until:
