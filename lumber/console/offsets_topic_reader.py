@@ -12,7 +12,8 @@ delay the ListOffsets requests of step 4 on the same connection), in numbered st
    timestamp), and ``log end - MAX_RECORDS`` (the partition holds every group that hashes to it: the
    budget bounds a page's work whatever they commit).
 2. **The commits.** Each record is decoded with the coordinator's own layouts
-   (:mod:`broker.server.group.offsets_topic_records`); the offset commits of this group are kept as
+   (:mod:`broker.server.group.offsets_topic_records`; other groups' keys are told by their first bytes,
+   undecoded); the offset commits of this group are kept as
    ``(commit time, topic-partition, offset)``, a tombstone (the offset deleted) as the partition's end.
    Other groups' records and group metadata are skipped; a record that does not decode is skipped and
    counted in the history's note.
@@ -48,6 +49,7 @@ from broker.server.group.offsets_topic_records import (
     OffsetsRecordError,
     decode_key,
     decode_offset_commit_value,
+    group_key_prefix,
     partition_for,
 )
 from lumber.console.errors import SourceUnavailableError
@@ -148,6 +150,7 @@ def _read_commits(
 ) -> tuple[dict[TopicPartition, list[_Commit]], int]:
     commits: dict[TopicPartition, list[_Commit]] = {}
     undecodable = 0
+    prefix = group_key_prefix(group)
     deadline = time.monotonic() + sources.timeout_ms / 1000
     next_offset = start
     while next_offset < until:
@@ -162,6 +165,8 @@ def _read_commits(
             if record.key is None:
                 undecodable += 1
                 continue
+            if not record.key.startswith(prefix, 2):
+                continue  # another group's
             where = f"{tp}@{record.offset}"
             try:
                 key = decode_key(record.key, where)

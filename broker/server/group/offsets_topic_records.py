@@ -52,7 +52,7 @@ from broker.server.errors import ServerError
 
 #: Kafka's name of the offsets topic.
 OFFSETS_TOPIC = "__consumer_offsets"
-_VERSION = struct.Struct(">h")
+_VERSION = _INT16 = struct.Struct(">h")
 #: OffsetCommitValue v3 up to the metadata's bytes: version, offset, leader epoch, metadata length.
 _VALUE_V3_HEAD = struct.Struct(">hqih")
 _INT64 = struct.Struct(">q")
@@ -179,6 +179,13 @@ def group_metadata_key(group: str) -> bytes:
 
 def group_metadata_value(value: GroupMetadataValue) -> bytes:
     return _encode(GROUP_METADATA_VALUE_VERSION, value)
+
+
+def group_key_prefix(group: str) -> bytes:
+    """The bytes after the version of every key of ``group``'s records (the keys of all versions start
+    with the group string): a reader of one group's records skips the others' without decoding them."""
+    data = group.encode()
+    return _INT16.pack(len(data)) + data
 
 
 def decode_key(data: bytes, where: str) -> OffsetCommitKey | GroupMetadataKey:
