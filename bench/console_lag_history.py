@@ -4,13 +4,17 @@
 Run from the repository root::
 
     .venv/bin/python bench/console_lag_history.py           # --commits 2000 --noise 20000 --rounds 20
+    .venv/bin/python bench/console_lag_history.py --layout group-first   # the group's commits all older
     .venv/bin/python bench/console_lag_history.py --quick   # smoke run: 200 commits, 2,000 noise, 4 rounds
 
 One ZooKeeper and one Lumber broker on 127.0.0.1 (``tests/support/broker_cluster.py``) whose offsets topic
 has one partition, so that the group shares it with another group's commits (the page reads and skips
 those too, as it would any group hashing to its partition); a topic of 4 partitions. A confluent-kafka
 member of group ``bench-history`` commits ``--commits`` times (all 4 partitions each time: 4 records of the
-offsets topic per commit), and a member of ``bench-noise`` commits ``--noise`` times (one partition each).
+offsets topic per commit), and a member of ``bench-noise`` commits ``--noise`` times (one partition each),
+the group's commits spread evenly through the other's (``--layout interleaved``, the page finds its 60
+commit times in the last records) or all before them (``group-first``: the page reads back through the
+other group's commits, up to its budget of 50,000 records).
 Then ``lumber console`` runs as a process, and each round GETs ``/groups/bench-history?kind=kafka&format=
 json`` with ``history=1h`` (the page reads the group's partition of the offsets topic, up to its last
 50,000 records, and draws the last 60 commit times, one ListOffsets each) and with ``history=1ms`` (the
@@ -28,6 +32,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -61,9 +66,8 @@ def produce(servers: str, per_partition: int) -> None:
         raise SystemExit("the producer did not deliver every record")
 
 
-def commit_many(servers: str, group: str, commits: int, partitions: int) -> float:
-    """``commits`` asynchronous commits of ``partitions`` partitions by a member of ``group`` (the last one
-    synchronous, so all are in the log); returns the seconds they took."""
+def member(servers: str, group: str) -> Any:
+    """A confluent-kafka member of ``group`` holding all of the topic's partitions."""
     consumer = Consumer(
         {
             "bootstrap.servers": servers,
@@ -73,25 +77,50 @@ def commit_many(servers: str, group: str, commits: int, partitions: int) -> floa
             "max.poll.interval.ms": 3_600_000,
         }
     )
+    consumer.subscribe([TOPIC])
+    deadline = time.monotonic() + 60
+    while len(consumer.assignment()) < PARTITIONS:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{group}: no assignment")
+        consumer.poll(0.2)
+    return consumer
+
+
+def commit(consumer: Any, n: int, partitions: int, *, wait: bool = False) -> None:
+    offsets = [ConfluentPartition(TOPIC, p, n) for p in range(partitions)]
+    if wait:
+        consumer.commit(offsets=offsets, asynchronous=False)
+    else:
+        consumer.commit(offsets=offsets, asynchronous=True)
+    if n % 500 == 0:
+        consumer.poll(0)  # serve the commit callbacks
+
+
+def commit_all(servers: str, commits: int, noise: int, layout: str) -> float:
+    """The group's ``commits`` (all partitions each) and the other group's ``noise`` (one partition each),
+    asynchronous, the last of each synchronous so that all are in the log: the group's first and the
+    noise after them (``group-first``), or spread evenly through the noise (``interleaved``). Returns
+    the seconds they took."""
+    group, other = member(servers, GROUP), member(servers, NOISE)
     try:
-        consumer.subscribe([TOPIC])
-        deadline = time.monotonic() + 60
-        while len(consumer.assignment()) < PARTITIONS:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"{group}: no assignment")
-            consumer.poll(0.2)
         started = time.perf_counter()
-        for n in range(1, commits + 1):
-            offsets = [ConfluentPartition(TOPIC, p, n) for p in range(partitions)]
-            if n < commits:
-                consumer.commit(offsets=offsets, asynchronous=True)
-            else:
-                consumer.commit(offsets=offsets, asynchronous=False)
-            if n % 500 == 0:
-                consumer.poll(0)  # serve the commit callbacks
+        if layout == "group-first":
+            for n in range(1, commits + 1):
+                commit(group, n, PARTITIONS, wait=n == commits)
+            for n in range(1, noise + 1):
+                commit(other, n, 1, wait=n == noise)
+        else:
+            done = 0
+            for n in range(1, commits + 1):
+                commit(group, n, PARTITIONS, wait=n == commits)
+                until = noise * n // commits
+                for m in range(done + 1, until + 1):
+                    commit(other, m, 1, wait=m == noise)
+                done = until
         return time.perf_counter() - started
     finally:
-        consumer.close()
+        group.close()
+        other.close()
 
 
 def page_seconds(client: httpx.Client, url: str, history: str) -> tuple[float, int, str | None]:
@@ -111,6 +140,12 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=2000)
     parser.add_argument("--noise", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument(
+        "--layout",
+        choices=("interleaved", "group-first"),
+        default="interleaved",
+        help="the group's commits spread through the other group's (default), or all before them",
+    )
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     if args.quick:
@@ -126,12 +161,11 @@ def main() -> None:
             cluster.create_topic(TOPIC, PARTITIONS)
             servers = cluster.bootstrap_servers
             produce(servers, args.commits)
-            group_s = commit_many(servers, GROUP, args.commits, PARTITIONS)
-            noise_s = commit_many(servers, NOISE, args.noise, 1)
+            seconds = commit_all(servers, args.commits, args.noise, args.layout)
             records = args.commits * PARTITIONS + args.noise
             print(
-                f"commits: {args.commits} x {PARTITIONS} partitions in {group_s:.1f} s, noise {args.noise} "
-                f"in {noise_s:.1f} s: about {records:,} records in __consumer_offsets-0"
+                f"commits ({args.layout}): {args.commits} x {PARTITIONS} partitions and {args.noise} of "
+                f"another group in {seconds:.1f} s: about {records:,} records in __consumer_offsets-0"
             )
             port = free_port()
             config = LumberConfig().replace(
@@ -187,8 +221,9 @@ def main() -> None:
             )
             print(
                 f"| `bench/console_lag_history.py --commits {args.commits} --noise {args.noise} --rounds "
-                f"{args.rounds}` | {records:,} | {statistics.median(with_history) * 1000:.0f} | "
-                f"{statistics.median(without) * 1000:.0f} | {statistics.median(ratios):.2f} "
+                f"{args.rounds} --layout {args.layout}` | {records:,} | {drawn['1h']} | "
+                f"{statistics.median(with_history) * 1000:.0f} | {statistics.median(without) * 1000:.0f} | "
+                f"{statistics.median(ratios):.2f} "
                 f"[{quartiles[0]:.2f} - {quartiles[2]:.2f}] |"
             )
         finally:

@@ -64,12 +64,15 @@ from lumber.console.sources import Sources
 
 #: Step 2: records of the group's offsets partition read at most, per page, and per chunk.
 MAX_RECORDS = 50_000
-CHUNK_RECORDS = 5_000
+CHUNK_RECORDS = 10_000
 #: Step 3: moments drawn at most (one ListOffsets request each).
 MAX_POINTS = 60
 _POLL_MS = 100
 #: The reading consumer's fetch wait: it stops at the log end it saw, so a fetch held there only delays it.
 _READER_FETCH_MAX_WAIT_MS = 20
+#: ... and its fetch size and prefetch: small, since a chunk's read must not run on through the chunks
+#: after it, which were read already.
+_READER_FETCH_BYTES = 128 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,11 +117,12 @@ def _read(sources: Sources, group: str, window_ms: int) -> LagHistory:
     points: dict[TopicPartition, list[LagPoint]] = {}
     partitions = sorted(scan.commits)
     ends_now = consumer.end_offsets(partitions)
+    times = {partition: [c.time_ms for c in found] for partition, found in scan.commits.items()}
     for moment in scan.moments:
         ends = consumer.offsets_for_times(dict.fromkeys(partitions, moment + 1))
         for partition in partitions:
             found = scan.commits[partition]
-            index = bisect.bisect_right([c.time_ms for c in found], moment) - 1
+            index = bisect.bisect_right(times[partition], moment) - 1
             committed = found[index].offset if index >= 0 else None
             if committed is None:
                 continue
@@ -152,7 +156,11 @@ def _scan(sources: Sources, tp: TopicPartition, first: int, until: int, group: s
         return scan
     chunks: list[list[tuple[TopicPartition, _Commit]]] = []
     times: set[int] = set()
-    settings = sources.consumer_settings().replace(fetch_max_wait_ms=_READER_FETCH_MAX_WAIT_MS)
+    settings = sources.consumer_settings().replace(
+        fetch_max_wait_ms=_READER_FETCH_MAX_WAIT_MS,
+        max_partition_fetch_bytes=_READER_FETCH_BYTES,
+        max_prefetch_bytes=_READER_FETCH_BYTES,
+    )
     with Consumer(settings, partitions=[tp]) as consumer:
         reader = _ChunkReader(sources, consumer, tp, group)
         while scan.start > first and len(times) < MAX_POINTS and until - scan.start < MAX_RECORDS:
