@@ -11,12 +11,14 @@ delay the ListOffsets requests of step 4 on the same connection), in numbered st
    read no further back than its log start and the first offset stamped at or after ``now - window``
    (ListOffsets by timestamp), and at most its last ``MAX_RECORDS`` records, whatever the other groups
    commit: the budget bounds a page's work.
-2. **The commits.** It is read backwards, in chunks of ``CHUNK_RECORDS`` from the log end, each chunk
-   forwards, until step 3 has its moments or the range is read. Each record is decoded with the
-   coordinator's own layouts (:mod:`broker.server.group.offsets_topic_records`; other groups' keys are told
-   by their first bytes, undecoded); the offset commits of this group are kept as ``(commit time,
-   topic-partition, offset)``, a tombstone (the offset deleted) as the partition's end. Group metadata is
-   skipped; a record that does not decode is skipped and counted in the history's note.
+2. **The commits.** It is read backwards from the log end in chunks, each read forwards, the first of
+   ``FIRST_CHUNK_RECORDS`` and each next one twice as large (up to ``MAX_CHUNK_RECORDS``), until step 3
+   has its moments or the range is read: an active group's page reads only its last commits. Each record
+   is decoded with the coordinator's own layouts (:mod:`broker.server.group.offsets_topic_records`; other
+   groups' keys are told by their first bytes, undecoded); the offset commits of this group are kept as
+   ``(commit time, topic-partition, offset)``, a tombstone (the offset deleted) as the partition's end.
+   Group metadata is skipped; a record that does not decode is skipped and counted in the history's
+   note.
 3. **The moments.** The distinct commit times in the window (commits of one millisecond are one moment),
    the last ``MAX_POINTS`` of them.
 4. **The log ends.** At each moment ``t``, one ListOffsets by timestamp for every committed partition asks
@@ -62,9 +64,11 @@ from lumber.console.lag_history import LagHistory, LagPoint
 from lumber.console.params import utc_iso
 from lumber.console.sources import Sources
 
-#: Step 2: records of the group's offsets partition read at most, per page, and per chunk.
+#: Step 2: records of the group's offsets partition read at most per page; the first chunk's records,
+#: doubled for each next chunk up to the last.
 MAX_RECORDS = 50_000
-CHUNK_RECORDS = 10_000
+FIRST_CHUNK_RECORDS = 1_000
+MAX_CHUNK_RECORDS = 16_000
 #: Step 3: moments drawn at most (one ListOffsets request each).
 MAX_POINTS = 60
 _POLL_MS = 100
@@ -148,7 +152,7 @@ class _Scan:
 
 
 def _scan(sources: Sources, tp: TopicPartition, first: int, until: int, group: str, since_ms: int) -> _Scan:
-    """Steps 2 and 3: read ``tp`` backwards from ``until`` in chunks of ``CHUNK_RECORDS``, down to
+    """Steps 2 and 3: read ``tp`` backwards from ``until`` in growing chunks, down to
     ``first`` at most, until ``MAX_POINTS`` commit times of ``group`` at or after ``since_ms`` are found
     or ``MAX_RECORDS`` were read."""
     scan = _Scan(until)
@@ -163,8 +167,10 @@ def _scan(sources: Sources, tp: TopicPartition, first: int, until: int, group: s
     )
     with Consumer(settings, partitions=[tp]) as consumer:
         reader = _ChunkReader(sources, consumer, tp, group)
+        chunk = FIRST_CHUNK_RECORDS
         while scan.start > first and len(times) < MAX_POINTS and until - scan.start < MAX_RECORDS:
-            chunk_start = max(first, scan.start - CHUNK_RECORDS, until - MAX_RECORDS)
+            chunk_start = max(first, scan.start - chunk, until - MAX_RECORDS)
+            chunk = min(2 * chunk, MAX_CHUNK_RECORDS)
             found = reader.read(chunk_start, scan.start)
             chunks.append(found)
             times.update(c.time_ms for _, c in found if c.time_ms >= since_ms)

@@ -22,6 +22,7 @@ from broker.client.consumer_config import ConsumerConfig
 from broker.client.group_config import GroupConfig
 from broker.client.group_consumer import GroupConsumer
 from broker.record.topic_partition import TopicPartition
+from broker.server.group.offsets_topic_records import OFFSETS_TOPIC, partition_for
 from lumber.config import dump_config
 from lumber.dev.process import free_port, start_and_wait, stop
 from tests.lumber.console.conftest import ConsoleStack, Visit, json_of
@@ -53,6 +54,20 @@ def produce(stack: ConsoleStack, topic: str, partition: int, count: int) -> None
         )
     assert producer.flush(30) == 0
     assert failed == []
+
+
+def commit_outside_a_generation(stack: ConsoleStack, group: str, topic: str, count: int) -> None:
+    """``count`` commits of ``topic``-0 by a confluent-kafka consumer of ``group`` that assigns itself the
+    partition (no group membership: generation -1), asynchronous but the last."""
+    consumer = Consumer({"bootstrap.servers": stack.cluster.bootstrap_servers, "group.id": group})
+    try:
+        consumer.assign([ConfluentPartition(topic, 0)])
+        for n in range(1, count):
+            consumer.commit(offsets=[ConfluentPartition(topic, 0, n % 10)], asynchronous=True)
+        done = consumer.commit(offsets=[ConfluentPartition(topic, 0, 1)], asynchronous=False)
+        assert [(c.offset, c.error) for c in done or []] == [(1, None)]
+    finally:
+        consumer.close()
 
 
 def points(history: list[dict[str, Any]]) -> list[Point]:
@@ -98,6 +113,15 @@ def test_kafka_group_history_from_the_offsets_topic(visit: Visit, console_stack:
 
         commit({0: 2, 1: 1})
         commit({0: 6, 1: 4})
+        # another group of the same offsets partition commits 1,500 times: the page reads back through
+        # them in growing chunks (1,000 records, then 2,000), the third commit in the first chunk
+        count = len(consumer.list_topics(OFFSETS_TOPIC, timeout=10).topics[OFFSETS_TOPIC].partitions)
+        noise = next(
+            name
+            for name in (f"{group}-noise-{i}" for i in range(10_000))
+            if partition_for(name, count) == partition_for(group, count)
+        )
+        commit_outside_a_generation(stack, noise, topic, 1500)
         time.sleep(0.01)  # the next records are stamped after the second commit
         produce(stack, topic, 0, 5)
         commit({0: 12, 1: 4})
@@ -225,9 +249,11 @@ def test_zookeeper_group_history_from_the_lag_exporter(
             found = httpx.get(f"{exporter_url}/lag-history", params={"group": group}, timeout=5)
             if found.status_code != 200:
                 return False
-            [partition] = found.json()["groups"][0]["partitions"]
+            partitions = found.json()["groups"][0]["partitions"]  # none until the first commit is seen
             return any(
-                (s["committed_offset"], s["log_end_offset"], s["lag"]) == state for s in partition["samples"]
+                (s["committed_offset"], s["log_end_offset"], s["lag"]) == state
+                for partition in partitions
+                for s in partition["samples"]
             )
 
         member.commit({tp: 3})
