@@ -97,10 +97,11 @@ def commit(consumer: Any, n: int, partitions: int, *, wait: bool = False) -> Non
 
 
 def commit_all(servers: str, commits: int, noise: int, layout: str) -> float:
-    """The group's ``commits`` (all partitions each) and the other group's ``noise`` (one partition each),
-    asynchronous, the last of each synchronous so that all are in the log: the group's first and the
-    noise after them (``group-first``), or spread evenly through the noise (``interleaved``). Returns
-    the seconds they took."""
+    """The group's ``commits`` (all partitions each) and the other group's ``noise`` (one partition each):
+    the group's first and the noise after them (``group-first``; asynchronous, the last of each
+    synchronous so that all are in the log), or spread evenly through the noise (``interleaved``; each of
+    the group's synchronous, then the noise's share, its last synchronous). Returns the seconds they
+    took."""
     group, other = member(servers, GROUP), member(servers, NOISE)
     try:
         started = time.perf_counter()
@@ -111,11 +112,11 @@ def commit_all(servers: str, commits: int, noise: int, layout: str) -> float:
                 commit(other, n, 1, wait=n == noise)
         else:
             done = 0
-            for n in range(1, commits + 1):
-                commit(group, n, PARTITIONS, wait=n == commits)
+            for n in range(1, commits + 1):  # each one acknowledged before the next group's: in log order
+                commit(group, n, PARTITIONS, wait=True)
                 until = noise * n // commits
                 for m in range(done + 1, until + 1):
-                    commit(other, m, 1, wait=m == noise)
+                    commit(other, m, 1, wait=m == until)
                 done = until
         return time.perf_counter() - started
     finally:
