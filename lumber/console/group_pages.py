@@ -7,10 +7,11 @@ read through :class:`~broker.client.kafka_group_admin.KafkaGroupAdmin` (Describe
 hosts and assignments), and per partition the owner, the committed offset, the log end offset (from the
 brokers) and the lag, with a bar per partition, and the lag over time as a sparkline per partition and one
 for the group's total (:mod:`lumber.console.lag_history`: a kafka group's from its commits in
-``__consumer_offsets`` over the last ``?history=`` (a duration, default ``1h``), a zookeeper group's from
-the lag exporter of ``[console] lag_exporter_url``); the JSON twin gives each partition's points as its
-``history`` and the total as ``lag_history.total``. ``kind`` picks the kind when both have a group of that
-name (the list links with it); without it the page finds the one that exists.
+``__consumer_offsets`` over the last ``?history=`` (a duration, default ``1h``; ``lag_history.history_ms``),
+a zookeeper group's from the window of the lag exporter of ``[console] lag_exporter_url``); the JSON twin
+gives each partition's points as its ``history`` and the total as ``lag_history.total``. ``kind`` picks
+the kind when both have a group of that name (the list links with it); without it the page finds the one
+that exists.
 """
 
 from __future__ import annotations
@@ -123,15 +124,17 @@ def describe(
 def group_page(
     request: Request, sources: SourcesDep, group: str, kind: str | None = None, history: str = DEFAULT_HISTORY
 ) -> Response:
-    history_ms = _history_ms(history)
+    window_ms = _history_ms(history)
     description = describe(sources, group, kind)
     data = description.to_json()
+    history_ms: int | None = window_ms
     if isinstance(description, KafkaGroupDescription):
-        lag_history = read_kafka_history(sources, group, history_ms)
+        lag_history = read_kafka_history(sources, group, window_ms)
         summary, members, partitions = _kafka_parts(description, data, lag_history)
     else:
         lag_history = read_exporter_history(sources, group, ZOOKEEPER_KIND)
         summary, members, partitions = _zookeeper_parts(description, data, lag_history)
+        history_ms = None  # the exporter's window, whatever was asked
     for p in data["partitions"]:
         p["history"] = [point.to_json() for point in lag_history.points(_tp(p))]
     data["lag_history"] = {"history_ms": history_ms, **lag_history.to_json()}

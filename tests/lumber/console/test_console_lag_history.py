@@ -271,7 +271,10 @@ def test_zookeeper_group_history_from_the_lag_exporter(
         distinct = [state for i, state in enumerate(shown) if i == 0 or shown[i - 1] != state]
         assert distinct == [(3, 10, 7), (3, 14, 11), (8, 14, 6)]
         assert points(data["lag_history"]["total"]) == shown  # one partition: the total is its own
-        assert data["lag_history"]["source"] == f"{exporter_url}/lag-history"
+        assert (data["lag_history"]["source"], data["lag_history"]["history_ms"]) == (
+            f"{exporter_url}/lag-history",
+            None,
+        )
         # exactly the exporter's samples, oldest first (it has observed more since)
         exported = httpx.get(f"{exporter_url}/lag-history", params={"group": group}, timeout=5).json()
         [samples] = [p["samples"] for p in exported["groups"][0]["partitions"]]
