@@ -113,6 +113,12 @@ class ConsoleConfig(ConfigSection):
         "How long a page waits for ZooKeeper, the brokers and the registry before it answers 503.",
         ge=100,
     )
+    lag_exporter_url: str = setting(
+        "",
+        "A lag exporter (`lumber groups lag --watch --metrics-port N`: http://127.0.0.1:N) whose windows "
+        "give ZooKeeper groups' lag history on their pages (ZooKeeper keeps only the last commit); "
+        "empty: no history for ZooKeeper groups.",
+    )
 
 
 class LumberConfig(ConfigSection):

@@ -15,33 +15,65 @@ group, with kafka_exporter's metric names so that its dashboards map over, plus 
 ``kind`` is the group's kind, ``zookeeper`` or ``kafka`` (a label kafka_exporter does not have: two groups
 of different kinds may share a name).
 
-Served by ``prometheus_client``'s own HTTP server on 127.0.0.1 unless told otherwise. Thread-safety: the
-watcher thread replaces the whole evaluation of a group in one assignment (:meth:`LagCollector.update`);
-the HTTP thread reads whichever is current.
+The collector also keeps each group's window of samples (:meth:`LagCollector.history`), which the
+exporter serves as JSON beside the metrics (:mod:`pipeline.lag_exporter`): the lag history of ZooKeeper
+groups, which ZooKeeper itself does not keep. Served on 127.0.0.1 unless told otherwise. Thread-safety: the
+watcher thread replaces the whole evaluation and window of a group in one assignment
+(:meth:`LagCollector.update`); the HTTP threads read whichever is current.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from broker.client.lag_evaluation import PartitionLag, group_status
+from broker.client.lag_evaluation import LagSample, PartitionLag, group_status
+from broker.record.topic_partition import TopicPartition
+
+Windows = Mapping[TopicPartition, Sequence[LagSample]]
 
 
 class LagCollector(Collector):
     """The latest evaluation of each group, as metrics (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._groups: dict[tuple[str, str], tuple[PartitionLag, ...]] = {}
+        self._groups: dict[tuple[str, str], tuple[tuple[PartitionLag, ...], Windows]] = {}
 
-    def update(self, group: str, kind: str, partitions: Sequence[PartitionLag]) -> None:
-        self._groups = {**self._groups, (group, kind): tuple(partitions)}
+    def update(
+        self, group: str, kind: str, partitions: Sequence[PartitionLag], windows: Windows | None = None
+    ) -> None:
+        """``group``'s latest evaluation, and the samples it was judged on (``LagWindow.samples()``)."""
+        found = (tuple(partitions), dict(windows or {}))
+        self._groups = {**self._groups, (group, kind): found}
 
     def forget(self, group: str, kind: str) -> None:
         """``group`` of ``kind`` is gone: its series end."""
         self._groups = {key: found for key, found in self._groups.items() if key != (group, kind)}
+
+    def history(self, group: str | None = None, kind: str | None = None) -> list[dict[str, Any]]:
+        """The watched groups (those named ``group`` of ``kind`` when given) with each partition's window
+        of samples, oldest first, as JSON: ``[{"group", "kind", "partitions": [{"topic", "partition",
+        "samples": [{"observed_at_ms", "committed_offset", "committed_at_ms", "log_end_offset",
+        "lag"}]}]}]``."""
+        return [
+            {
+                "group": name,
+                "kind": group_kind,
+                "partitions": [
+                    {
+                        "topic": tp.topic,
+                        "partition": tp.partition,
+                        "samples": [sample.to_json() for sample in samples],
+                    }
+                    for tp, samples in sorted(windows.items())
+                ],
+            }
+            for (name, group_kind), (_, windows) in sorted(self._groups.items())
+            if group in (None, name) and kind in (None, group_kind)
+        ]
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         groups = self._groups
@@ -68,7 +100,7 @@ class LagCollector(Collector):
             labels=["consumergroup", "kind"],
         )
         seen_ends: set[tuple[str, str]] = set()
-        for (group, kind), partitions in sorted(groups.items()):
+        for (group, kind), (partitions, _) in sorted(groups.items()):
             for p in partitions:
                 values = [group, kind, p.partition.topic, str(p.partition.partition)]
                 lag.add_metric(values, p.lag)

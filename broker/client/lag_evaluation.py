@@ -62,6 +62,15 @@ class LagSample:
     def lag(self) -> int:
         return max(self.log_end_offset - self.committed_offset, 0)
 
+    def to_json(self) -> dict[str, int]:
+        return {
+            "observed_at_ms": self.observed_at_ms,
+            "committed_offset": self.committed_offset,
+            "committed_at_ms": self.committed_at_ms,
+            "log_end_offset": self.log_end_offset,
+            "lag": self.lag,
+        }
+
 
 @dataclass(frozen=True)
 class PartitionLag:
@@ -136,6 +145,10 @@ class LagWindow:
             same = latest is not None and latest.committed_offset == offset
             timed[tp] = (offset, latest.committed_at_ms if latest is not None and same else observed_at_ms)
         return timed
+
+    def samples(self) -> dict[TopicPartition, tuple[LagSample, ...]]:
+        """Every partition's window, oldest sample first, sorted by partition (a copy)."""
+        return {tp: tuple(found) for tp, found in sorted(self._samples.items())}
 
     def evaluate(self, now_ms: int) -> list[PartitionLag]:
         """Every partition's status, sorted by partition."""

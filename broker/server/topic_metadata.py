@@ -17,7 +17,7 @@ from broker.protocol.messages.metadata import MetadataResponsePartition, Metadat
 from broker.record.errors import InvalidTopicError
 from broker.record.topic_name import validate_topic_name
 from broker.record.topic_partition import TopicPartition
-from broker.server.group.group_metadata_manager import OFFSETS_TOPIC
+from broker.server.group.offsets_topic_records import OFFSETS_TOPIC
 
 _NONE = int(ErrorCode.NONE)
 

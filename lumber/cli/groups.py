@@ -16,7 +16,9 @@ which kind a group is; a name used by both kinds needs ``--kind``.
                                                   STOPPED over the last --window observations
                                                   (:mod:`broker.client.lag_evaluation`); with
                                                   --metrics-port, also as Prometheus metrics
-                                                  (:mod:`pipeline.lag_metrics`) on 127.0.0.1
+                                                  (:mod:`pipeline.lag_metrics`) on 127.0.0.1, and each
+                                                  group's window as JSON at /lag-history
+                                                  (:mod:`pipeline.lag_exporter`)
     lumber groups reset-offsets --group audit --topic events --to-earliest
     lumber groups reset-offsets --group audit --topic events --to-offset 1200      (clamped to the log)
     lumber groups reset-offsets --group audit --topic events --to-datetime 2026-11-22T10:00:00Z
@@ -55,6 +57,7 @@ from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.zookeeper_session import zookeeper_session
 from lumber.config import LumberConfig
 from pipeline.durations import DURATION_HELP, DurationError, parse_duration_ms
+from pipeline.lag_exporter import start_lag_exporter
 from pipeline.lag_metrics import LagCollector
 
 BAD_INPUT_EXIT_CODE = 2
@@ -343,11 +346,7 @@ def _lag(args: argparse.Namespace, config: LumberConfig, admins: Admins) -> int:
         return BAD_INPUT_EXIT_CODE
     collector = LagCollector()
     if args.watch and args.metrics_port is not None:
-        from prometheus_client import CollectorRegistry, start_http_server  # noqa: PLC0415
-
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(collector)
-        start_http_server(args.metrics_port, addr=args.metrics_host, registry=registry)
+        start_lag_exporter(collector, args.metrics_port, args.metrics_host)
     count = (args.count if args.count is not None else -1) if args.watch else 1
     observed = 0
     windows: dict[tuple[str, str], LagWindow] = {}
@@ -364,7 +363,7 @@ def _lag(args: argparse.Namespace, config: LumberConfig, admins: Admins) -> int:
                 window = windows.setdefault((group, group_kind), LagWindow(args.window))
                 state = _observe(admins, consumer, group, group_kind, window)
                 evaluation = window.evaluate(time.time_ns() // 1_000_000)
-                collector.update(group, group_kind, evaluation)
+                collector.update(group, group_kind, evaluation, window.samples())
                 _print_lag(args, group, group_kind, state, evaluation, observed)
     return 0
 

@@ -9,7 +9,8 @@ or run twice, at any time.
 ``/``                                      cluster: brokers, topics, partitions, leader, replicas, offsets
 ``/topics/{topic}``                        a topic's partitions and records (``?partition=&offset=|time=``)
 ``/topics/{topic}/{partition}/{offset}``   one record; ``.../value`` its value decoded, as JSON
-``/groups``, ``/groups/{group}``           consumer groups: members, owners, committed offsets, lag
+``/groups``, ``/groups/{group}``           consumer groups: members, owners, committed offsets, lag, lag
+                                           over time (``?history=1h``)
 ``/schemas``, ``/schemas/{subject}``       subjects, versions, compatibility level; ``/diff`` between two
 ``/schemas/ids/{id}``                      the schema of an id and the subject versions holding it
 ``/loads``                                 the load job's runs and the warehouse tree per topic and hour
@@ -18,6 +19,8 @@ or run twice, at any time.
 
 Modules: :mod:`~lumber.console.app` builds the application; one ``*_pages`` module per page group; the
 readers (:mod:`~lumber.console.cluster_reader`, :mod:`~lumber.console.record_reader`,
-:mod:`~lumber.console.warehouse_reader`) fetch what the pages show; :mod:`~lumber.console.page` lays
+:mod:`~lumber.console.warehouse_reader`, and for a group's lag history
+:mod:`~lumber.console.offsets_topic_reader` and :mod:`~lumber.console.lag_exporter_reader`, into
+:mod:`~lumber.console.lag_history`) fetch what the pages show; :mod:`~lumber.console.page` lays
 pages out and answers HTML or JSON; :mod:`~lumber.console.svg` draws the charts.
 """

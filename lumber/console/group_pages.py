@@ -5,8 +5,13 @@ Lumber has two kinds of consumer groups (``lumber groups``): *zookeeper* groups,
 read through :class:`~broker.client.kafka_group_admin.KafkaGroupAdmin` (DescribeGroups and OffsetFetch), as
 ``lumber groups describe`` reads them. A group's page shows its members (a kafka group's with client ids,
 hosts and assignments), and per partition the owner, the committed offset, the log end offset (from the
-brokers) and the lag, with a bar per partition. ``kind`` picks the kind when both have a group of that name
-(the list links with it); without it the page finds the one that exists.
+brokers) and the lag, with a bar per partition, and the lag over time as a sparkline per partition and one
+for the group's total (:mod:`lumber.console.lag_history`: a kafka group's from its commits in
+``__consumer_offsets`` over the last ``?history=`` (a duration, default ``1h``; ``lag_history.history_ms``),
+a zookeeper group's from the window of the lag exporter of ``[console] lag_exporter_url``); the JSON twin
+gives each partition's points as its ``history`` and the total as ``lag_history.total``. ``kind`` picks
+the kind when both have a group of that name (the list links with it); without it the page finds the one
+that exists.
 """
 
 from __future__ import annotations
@@ -18,16 +23,23 @@ from fastapi.responses import Response
 
 from broker.client.group_admin import GroupAdmin, GroupDescription
 from broker.client.kafka_group_admin import KafkaGroupDescription
+from broker.record.topic_partition import TopicPartition
 from lumber.console.errors import BadRequestError, NotFoundError
+from lumber.console.lag_exporter_reader import read_exporter_history
+from lumber.console.lag_history import LagHistory, LagPoint
+from lumber.console.offsets_topic_reader import read_kafka_history
 from lumber.console.page import esc, link, num, respond, table
+from lumber.console.params import utc_iso
 from lumber.console.sources import Sources, request_sources
-from lumber.console.svg import bars
+from lumber.console.svg import bars, sparkline
+from pipeline.durations import DurationError, parse_duration_ms
 
 router = APIRouter()
 SourcesDep = Annotated[Sources, Depends(request_sources)]
 ZOOKEEPER_KIND = "zookeeper"
 KAFKA_KIND = "kafka"
 KINDS = (ZOOKEEPER_KIND, KAFKA_KIND)
+DEFAULT_HISTORY = "1h"
 
 
 @router.get("/groups")
@@ -109,23 +121,72 @@ def describe(
 
 
 @router.get("/groups/{group}")
-def group_page(request: Request, sources: SourcesDep, group: str, kind: str | None = None) -> Response:
+def group_page(
+    request: Request, sources: SourcesDep, group: str, kind: str | None = None, history: str = DEFAULT_HISTORY
+) -> Response:
+    window_ms = _history_ms(history)
     description = describe(sources, group, kind)
     data = description.to_json()
+    history_ms: int | None = window_ms
     if isinstance(description, KafkaGroupDescription):
-        summary, members, partitions = _kafka_parts(description, data)
+        lag_history = read_kafka_history(sources, group, window_ms)
+        summary, members, partitions = _kafka_parts(description, data, lag_history)
     else:
-        summary, members, partitions = _zookeeper_parts(description, data)
+        lag_history = read_exporter_history(sources, group, ZOOKEEPER_KIND)
+        summary, members, partitions = _zookeeper_parts(description, data, lag_history)
+        history_ms = None  # the exporter's window, whatever was asked
+    for p in data["partitions"]:
+        p["history"] = [point.to_json() for point in lag_history.points(_tp(p))]
+    data["lag_history"] = {"history_ms": history_ms, **lag_history.to_json()}
     lags = [(f"{p['topic']}-{p['partition']}", p["lag"]) for p in data["partitions"]]
     chart = bars([label for label, _ in lags], [lag or 0 for _, lag in lags])
     body = (
         f"{summary}<h2>Members ({len(description.members)})</h2>{members}"
         f"<h2>Partitions</h2>{partitions}<h2>Lag per partition</h2>{chart}"
+        f"<h2>Lag over time</h2>{_history_part(lag_history)}"
     )
     return respond(request, f"Group {group} ({data['kind']})", body, data)
 
 
-def _zookeeper_parts(description: GroupDescription, data: dict[str, Any]) -> tuple[str, str, str]:
+def _history_ms(history: str) -> int:
+    try:
+        found = parse_duration_ms(history, "history")
+    except DurationError as exc:
+        raise BadRequestError(f"parameter history={history!r}: {exc}") from exc
+    if found <= 0:
+        raise BadRequestError(f"parameter history={history!r}: must be longer than 0")
+    return found
+
+
+def _tp(partition: dict[str, Any]) -> TopicPartition:
+    return TopicPartition(partition["topic"], partition["partition"])
+
+
+def _spark(points: tuple[LagPoint, ...], what: str) -> str:
+    """A sparkline of ``points``' lag, its tooltip naming the span and the latest figures."""
+    if not points:
+        return sparkline([], [], f"{what}: no lag history")
+    last = points[-1]
+    tooltip = (
+        f"{what}: lag {last.lag} (committed {last.committed}, log end {last.log_end}) at "
+        f"{utc_iso(last.time_ms)}; {len(points)} points since {utc_iso(points[0].time_ms)}"
+    )
+    return sparkline([p.time_ms for p in points], [p.lag for p in points], tooltip)
+
+
+def _history_part(history: LagHistory) -> str:
+    """The group's total lag over time, where the points came from, and why there are none (if so)."""
+    total = history.total
+    note = f'<p class="muted">{esc(history.note)}</p>' if history.note else ""
+    return (
+        f'<p class="lag-total">total {_spark(total, "total")}</p>'
+        f'<p class="muted">from {esc(history.source)}: {len(total)} moments</p>{note}'
+    )
+
+
+def _zookeeper_parts(
+    description: GroupDescription, data: dict[str, Any], history: LagHistory
+) -> tuple[str, str, str]:
     generation = description.generation
     summary = (
         "<p>A zookeeper group. No generation yet (no leader has assigned partitions).</p>"
@@ -146,10 +207,12 @@ def _zookeeper_parts(description: GroupDescription, data: dict[str, Any]) -> tup
             for m in description.members
         ),
     )
-    return summary, members, _partitions_table(data["partitions"], "owner")
+    return summary, members, _partitions_table(data["partitions"], "owner", history)
 
 
-def _kafka_parts(description: KafkaGroupDescription, data: dict[str, Any]) -> tuple[str, str, str]:
+def _kafka_parts(
+    description: KafkaGroupDescription, data: dict[str, Any], history: LagHistory
+) -> tuple[str, str, str]:
     summary = (
         f"<p>A kafka group. State {esc(description.state)}, protocol "
         f"{esc(description.protocol or '-')}, coordinator broker {description.coordinator.node_id}; "
@@ -168,13 +231,14 @@ def _kafka_parts(description: KafkaGroupDescription, data: dict[str, Any]) -> tu
             for m in description.members
         ),
     )
-    return summary, members, _partitions_table(data["partitions"], "member")
+    return summary, members, _partitions_table(data["partitions"], "member", history)
 
 
-def _partitions_table(partitions: list[dict[str, Any]], owner: str) -> str:
-    """The partitions of a description's JSON; ``owner``: its key naming who consumes the partition."""
+def _partitions_table(partitions: list[dict[str, Any]], owner: str, history: LagHistory) -> str:
+    """The partitions of a description's JSON, each with its lag history; ``owner``: its key naming who
+    consumes the partition."""
     return table(
-        ("topic", "partition", owner, "committed", "log end", "lag"),
+        ("topic", "partition", owner, "committed", "log end", "lag", "lag history"),
         (
             [
                 link(f"/topics/{p['topic']}", p["topic"], partition=p["partition"]),
@@ -183,6 +247,7 @@ def _partitions_table(partitions: list[dict[str, Any]], owner: str) -> str:
                 num(p["committed"]),
                 num(p["log_end"]),
                 num(p["lag"]),
+                _spark(history.points(_tp(p)), f"{p['topic']}-{p['partition']}"),
             ]
             for p in partitions
         ),

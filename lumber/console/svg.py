@@ -1,4 +1,4 @@
-"""Charts as inline SVG, drawn on the server: the audit heatmap and horizontal bars.
+"""Charts as inline SVG, drawn on the server: the audit heatmap, horizontal bars and sparklines.
 
 No script: a heatmap cell that leads somewhere is an SVG ``<a>``, and every cell has a ``<title>`` (the
 browser's tooltip) with its figures. Text in a chart goes through :func:`~lumber.console.page.esc`.
@@ -17,6 +17,8 @@ LABEL_W = 220
 HEADER_H = 64
 STATUS_COLORS = {"COMPLETE": "#3c9a4f", "INCOMPLETE": "#d2392f", "OPEN": "#c9cfd8"}
 EMPTY_COLOR = "#f0f2f5"
+SPARK_W = 160
+SPARK_H = 28
 
 
 @dataclass(frozen=True)
@@ -92,5 +94,43 @@ def bars(labels: Sequence[str], values: Sequence[int], unit: str = "") -> str:
         out.append(f'<text x="4" y="{y + 13}" font-size="12">{esc(label)}</text>')
         out.append(f'<rect x="{LABEL_W}" y="{y}" width="{w}" height="{row_h - 4}" fill="#4f7cc4"></rect>')
         out.append(f'<text x="{LABEL_W + w + 6}" y="{y + 13}" font-size="12">{esc(value)}{esc(unit)}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def sparkline(times_ms: Sequence[int], values: Sequence[int], tooltip: str = "") -> str:
+    """A small line of ``values`` over ``times_ms`` (oldest first, x spaced by time; by index when all the
+    times are one), the last value marked with a dot and printed after the line; ``tooltip`` is its
+    ``<title>``. With no values, an empty frame."""
+    width, height, pad = SPARK_W, SPARK_H, 3
+    text_w = 56
+    out = [
+        (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width + text_w}" height="{height}" '
+            f'viewBox="0 0 {width + text_w} {height}" role="img" class="sparkline" '
+            f'data-points="{len(values)}">'
+        )
+    ]
+    if tooltip:
+        out.append(f"<title>{esc(tooltip)}</title>")
+    out.append(
+        f'<rect x="0.5" y="0.5" width="{width - 1}" height="{height - 1}" fill="#fff" '
+        'stroke="#d6dae1"></rect>'
+    )
+    if values:
+        first, last = times_ms[0], times_ms[-1]
+        top = max(values) or 1
+        span = last - first
+        coords = []
+        for i, (moment, value) in enumerate(zip(times_ms, values, strict=True)):
+            share = (moment - first) / span if span else (i / (len(values) - 1) if len(values) > 1 else 1.0)
+            x = pad + share * (width - 2 * pad)
+            y = height - pad - value / top * (height - 2 * pad)
+            coords.append((x, y))
+        line = " ".join(f"{x:.1f},{y:.1f}" for x, y in coords)
+        out.append(f'<polyline points="{line}" fill="none" stroke="#4f7cc4" stroke-width="1.5"></polyline>')
+        x, y = coords[-1]
+        out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.2" fill="#d2392f"></circle>')
+        out.append(f'<text x="{width + 4}" y="{height - 8}" font-size="11">{esc(values[-1])}</text>')
     out.append("</svg>")
     return "".join(out)

@@ -7,8 +7,8 @@ as Kafka) (its records are keyed, so compaction keeps each partition's last
 commit and each group's last metadata; this module never depends on the cleaner running). A group lives in
 partition ``abs(h) % partitions`` where ``h`` is Java's ``String.hashCode`` of the group id (32-bit, over
 UTF-16 code units) and ``abs`` is Kafka's ``Utils.abs`` (``Integer.MIN_VALUE`` -> 0), so a group maps to the
-partition Kafka would pick; the partition count is read from the topic, not from the config. Record layouts:
-:mod:`broker.server.group.offsets_topic_records`.
+partition Kafka would pick; the partition count is read from the topic, not from the config. The topic's
+name, that rule and the record layouts: :mod:`broker.server.group.offsets_topic_records`.
 
 **Ownership.** This broker coordinates the groups of the partitions it leads. After every cluster change
 (:meth:`GroupMetadataManager.on_leadership`) a partition newly led here (or led again in a new leader
@@ -73,30 +73,12 @@ from broker.server.group import offsets_topic_records as records
 from broker.server.group.group_metadata import GroupMetadata, GroupState
 from broker.server.group.member_metadata import MemberMetadata
 from broker.server.group.offset_and_metadata import OffsetAndMetadata
+from broker.server.group.offsets_topic_records import OFFSETS_TOPIC, partition_for
 from broker.server.replica_manager import ReplicaManager
 
 logger = logging.getLogger(__name__)
 
-#: Kafka's name of the offsets topic.
-OFFSETS_TOPIC = "__consumer_offsets"
 _READ_BYTES = 1024 * 1024
-
-
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode``: ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 code units, as an int32."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-@functools.lru_cache(maxsize=4096)
-def partition_for(group_id: str, partitions: int) -> int:
-    """The ``__consumer_offsets`` partition of ``group_id``: Kafka's ``Utils.abs(hashCode) % partitions``
-    (cached: every group request asks it, and the hash walks the id in Python)."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 class CommitResult(NamedTuple):

@@ -1,6 +1,11 @@
 """The records of ``__consumer_offsets``: Kafka's own key and value layouts, so Kafka's tooling reads the
 topic (``kafka-console-consumer --formatter ...OffsetsMessageFormatter``,
-``kafka-dump-log --offsets-decoder``).
+``kafka-dump-log --offsets-decoder``), and the partition a group's records go to.
+
+A group's records all go to partition ``abs(h) % partitions`` of the topic (:func:`partition_for`), where
+``h`` is Java's ``String.hashCode`` of the group id and ``abs`` is Kafka's ``Utils.abs``
+(``Integer.MIN_VALUE`` -> 0): the coordinator writes there, and readers of a group's commits (the console's
+lag history, :mod:`lumber.console.offsets_topic_reader`) read there.
 
 Every record has a key and, but for tombstones, a value; each starts with an int16 version, then the fields
 of that version in Kafka's non-flexible encoding (int16-length strings and int32-length bytes, big-endian),
@@ -45,7 +50,9 @@ from broker.protocol.errors import ProtocolError
 from broker.protocol.schema import array, wire
 from broker.server.errors import ServerError
 
-_VERSION = struct.Struct(">h")
+#: Kafka's name of the offsets topic.
+OFFSETS_TOPIC = "__consumer_offsets"
+_VERSION = _INT16 = struct.Struct(">h")
 #: OffsetCommitValue v3 up to the metadata's bytes: version, offset, leader epoch, metadata length.
 _VALUE_V3_HEAD = struct.Struct(">hqih")
 _INT64 = struct.Struct(">q")
@@ -97,6 +104,23 @@ class GroupMetadataValue(NamedTuple):
     leader: Annotated[str | None, wire("string", nullable="0+")] = None
     current_state_timestamp: Annotated[int, wire("int64", "2+")] = -1
     members: Annotated[Sequence[MemberMetadataValue], wire(array(MemberMetadataValue))] = ()
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode``: ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 code units, as an int32."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+@functools.lru_cache(maxsize=4096)
+def partition_for(group_id: str, partitions: int) -> int:
+    """The ``__consumer_offsets`` partition of ``group_id``: Kafka's ``Utils.abs(hashCode) % partitions``
+    (cached: every group request asks it, and the hash walks the id in Python)."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 def _encode(version: int, obj: tuple[Any, ...]) -> bytes:
@@ -155,6 +179,13 @@ def group_metadata_key(group: str) -> bytes:
 
 def group_metadata_value(value: GroupMetadataValue) -> bytes:
     return _encode(GROUP_METADATA_VALUE_VERSION, value)
+
+
+def group_key_prefix(group: str) -> bytes:
+    """The bytes after the version of every key of ``group``'s records (the keys of all versions start
+    with the group string): a reader of one group's records skips the others' without decoding them."""
+    data = group.encode()
+    return _INT16.pack(len(data)) + data
 
 
 def decode_key(data: bytes, where: str) -> OffsetCommitKey | GroupMetadataKey:

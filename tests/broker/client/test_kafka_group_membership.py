@@ -25,7 +25,7 @@ from broker.client.group_config import GroupConfig
 from broker.client.group_consumer import GroupConsumer
 from broker.client.kafka_group_admin import KafkaGroupAdmin
 from broker.record.topic_partition import TopicPartition
-from broker.server.group.group_metadata_manager import OFFSETS_TOPIC, partition_for
+from broker.server.group.offsets_topic_records import OFFSETS_TOPIC, partition_for
 from tests.broker.client.group_helpers import MemberApp, consumed, member, produce, wait_consumed
 from tests.support.broker_cluster import OFFSETS_TOPIC_PARTITIONS, BrokerCluster, servers, wait_for
 

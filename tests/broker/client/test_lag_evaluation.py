@@ -55,6 +55,18 @@ def test_window_keeps_the_last_samples_and_judges_each_partition() -> None:
         (TP1, LagStatus.STOPPED, 17, 3, True),
     ]
     assert group_status(partitions) == LagStatus.STOPPED
+    # the window's samples, oldest first: what the lag exporter serves as history
+    assert lag_window.samples() == {
+        TP0: (LagSample(20, 30, 20, 50), LagSample(30, 40, 30, 50), LagSample(40, 50, 40, 50)),
+        TP1: (LagSample(20, 7, 0, 22), LagSample(30, 7, 0, 23), LagSample(40, 7, 0, 24)),
+    }
+    assert LagSample(40, 7, 0, 24).to_json() == {
+        "observed_at_ms": 40,
+        "committed_offset": 7,
+        "committed_at_ms": 0,
+        "log_end_offset": 24,
+        "lag": 17,
+    }
     lag_window.observe(50, {TP0: (50, 50)}, {TP0: 50})  # partition 1's offset was deleted: forgotten
     assert [p.partition for p in lag_window.evaluate(55)] == [TP0]
 

@@ -1,5 +1,6 @@
 """One real stack for the console's tests, shared by the package: a broker, the registry, a Spark load,
-audited producers, a live consumer group, and ``lumber console`` itself as a process.
+audited producers, a live consumer group, and ``lumber console`` itself as a process; and Debian's
+Chromium, headless, driven by Playwright (``browser``, ``visit``).
 
 The story (times are 2026-11-22, three days before this repository's clock, so every window has ended):
 
@@ -27,6 +28,7 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
 
 from audit.audited_producer import audited_producer
 from broker.client.consumer_config import ConsumerConfig
@@ -35,7 +37,7 @@ from broker.client.group_consumer import GroupConsumer
 from broker.client.producer import Producer
 from broker.client.producer_config import ProducerConfig
 from broker.record.topic_partition import TopicPartition
-from lumber.config import ConsoleConfig, dump_config
+from lumber.config import ConsoleConfig, LumberConfig, dump_config
 from lumber.dev.process import free_port, start_and_wait, stop
 from lumber.dev.zookeeper_server import ZooKeeperServer
 from pipeline.load_job import run_load
@@ -63,6 +65,8 @@ class ConsoleStack:
     warehouse: Path
     registry: RegistryProcess
     cluster: BrokerCluster
+    #: the console's config (``lumber.toml``), for another console or command on the same stack
+    config: LumberConfig = field(default_factory=LumberConfig)
     #: partition -> the values produced, in offset order (dicts; NOT_AVRO for the bad record)
     values: dict[int, list[Any]] = field(default_factory=dict)
     schema_ids: dict[str, int] = field(default_factory=dict)
@@ -201,6 +205,7 @@ def console_stack(
         # the console, as `lumber console` runs it
         port = free_port()
         console_config = config.replace(console=ConsoleConfig(port=port))
+        stack.config = console_config
         config_path = base / "console.toml"
         config_path.write_text(dump_config(console_config))
         stack.url = f"http://127.0.0.1:{port}"
@@ -221,3 +226,62 @@ def console_stack(
             m.close()
         kafka_members.close()
         cluster.stop()
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not Path(CHROMIUM).is_file():
+        pytest.fail(
+            f"the console's browser tests need Debian's Chromium at {CHROMIUM}: apt-get install chromium"
+        )
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+class Visit:
+    """Opens pages in one tab, failing on any console error or uncaught page error."""
+
+    def __init__(self, page: Page, base_url: str, shots: Path) -> None:
+        self.page = page
+        self.base_url = base_url
+        self.shots = shots
+        self.errors: list[str] = []
+        page.on(
+            "console",
+            lambda m: self.errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None,
+        )
+        page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+
+    def open(self, path: str, shot: str, status: int = 200) -> Page:
+        response = self.page.goto(self.base_url + path)
+        assert response is not None
+        assert response.status == status, f"{path}: {response.status}: {self.page.inner_text('main')}"
+        self.page.screenshot(path=str(self.shots / f"{shot}.png"), full_page=True)
+        assert self.errors == [], f"{path}: {self.errors}"
+        return self.page
+
+
+@pytest.fixture
+def visit(browser: Browser, console_stack: ConsoleStack, tmp_path: Path) -> Iterator[Visit]:
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    yield Visit(page, console_stack.url, tmp_path)
+    page.close()
+
+
+def json_of(stack: ConsoleStack, path: str, **params: Any) -> Any:
+    response = stack.get(path, format="json", **params)
+    assert response.status_code == 200, response.text
+    return response.json()

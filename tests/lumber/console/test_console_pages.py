@@ -5,73 +5,10 @@ and is saved as a screenshot under the test's temporary folder; each JSON twin g
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
-import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from tests.lumber.console.conftest import HOUR_08, HOUR_09, NOT_AVRO, ConsoleStack, Visit, json_of
 
-from tests.lumber.console.conftest import HOUR_08, HOUR_09, NOT_AVRO, ConsoleStack
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 AUDIT_RANGE = {"since": "2026-11-22T00", "until": "2026-11-23T00"}
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not Path(CHROMIUM).is_file():
-        pytest.fail(
-            f"the console's browser tests need Debian's Chromium at {CHROMIUM}: apt-get install chromium"
-        )
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
-
-
-class Visit:
-    """Opens pages in one tab, failing on any console error or uncaught page error."""
-
-    def __init__(self, page: Page, base_url: str, shots: Path) -> None:
-        self.page = page
-        self.base_url = base_url
-        self.shots = shots
-        self.errors: list[str] = []
-        page.on(
-            "console",
-            lambda m: self.errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None,
-        )
-        page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
-
-    def open(self, path: str, shot: str, status: int = 200) -> Page:
-        response = self.page.goto(self.base_url + path)
-        assert response is not None
-        assert response.status == status, f"{path}: {response.status}: {self.page.inner_text('main')}"
-        self.page.screenshot(path=str(self.shots / f"{shot}.png"), full_page=True)
-        assert self.errors == [], f"{path}: {self.errors}"
-        return self.page
-
-
-@pytest.fixture
-def visit(browser: Browser, console_stack: ConsoleStack, tmp_path: Path) -> Iterator[Visit]:
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
-    yield Visit(page, console_stack.url, tmp_path)
-    page.close()
-
-
-def json_of(stack: ConsoleStack, path: str, **params: Any) -> Any:
-    response = stack.get(path, format="json", **params)
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 def test_cluster_page(visit: Visit, console_stack: ConsoleStack) -> None:
@@ -188,16 +125,24 @@ def test_kafka_group_page(visit: Visit, console_stack: ConsoleStack) -> None:
         (1, member["id"], 7, 7, 0),
     ]
     assert data["total_lag"] == 4
+    # one commit each (at the member's commit), the records stamped 2026-11-22: the log ends of now
+    assert [[(h["committed"], h["log_end"], h["lag"]) for h in p["history"]] for p in data["partitions"]] == [
+        [(3, 7, 4)],
+        [(7, 7, 0)],
+    ]
+    assert [(h["committed"], h["log_end"], h["lag"]) for h in data["lag_history"]["total"]] == [(10, 14, 4)]
+    assert data["partitions"][0]["history"][0]["time_ms"] == data["lag_history"]["total"][0]["time_ms"]
     text = page.inner_text("main")
     assert "A kafka group. State Stable, protocol range, coordinator broker 0; total lag 4" in text
     members = page.locator("main table").nth(0).locator("tr").nth(1).locator("td").all_inner_texts()
     assert members == [member["id"], "console-k", "127.0.0.1", "-", f"{stack.topic}-0, {stack.topic}-1"]
     partitions = page.locator("main table").nth(1).locator("tr")
-    assert [partitions.nth(i).locator("td").all_inner_texts() for i in (1, 2)] == [
+    assert [partitions.nth(i).locator("td").all_inner_texts()[:6] for i in (1, 2)] == [
         [stack.topic, "0", member["id"], "3", "7", "4"],
         [stack.topic, "1", member["id"], "7", "7", "0"],
     ]
-    assert page.locator("main svg text").all_text_contents() == [
+    assert page.locator("main svg.sparkline").count() == 3  # a partition's each, and the total
+    assert page.locator("main svg:not(.sparkline) text").all_text_contents() == [
         f"{stack.topic}-0",
         "4",
         f"{stack.topic}-1",

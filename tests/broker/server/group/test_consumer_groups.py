@@ -39,7 +39,7 @@ from typing import Any
 
 import pytest
 
-from broker.server.group.group_metadata_manager import OFFSETS_TOPIC, partition_for
+from broker.server.group.offsets_topic_records import OFFSETS_TOPIC, partition_for
 from tests.support.broker_cluster import BrokerCluster, wait_for
 
 with warnings.catch_warnings():

@@ -45,8 +45,8 @@ from broker.record.batch_scan import scan_batches
 from broker.record.topic_partition import TopicPartition
 from broker.server.broker_server import BrokerServer, ZooKeeperSettings
 from broker.server.group.group_metadata import GroupState
-from broker.server.group.group_metadata_manager import OFFSETS_TOPIC, partition_for
 from broker.server.group.offset_and_metadata import OffsetAndMetadata
+from broker.server.group.offsets_topic_records import OFFSETS_TOPIC, partition_for
 from tests.broker.server.helpers import connect, fetch
 from tests.support.broker_cluster import BrokerCluster, BrokerProcess, wait_for
 from tests.support.zookeeper import new_client

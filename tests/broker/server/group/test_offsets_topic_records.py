@@ -9,7 +9,7 @@ import pytest
 from broker.protocol import compiler
 from broker.protocol.errors import EncodeError
 from broker.server.group import offsets_topic_records as records
-from broker.server.group.group_metadata_manager import java_string_hash, partition_for
+from broker.server.group.offsets_topic_records import java_string_hash, partition_for
 
 
 def _string(text: str) -> bytes:
@@ -97,3 +97,15 @@ def test_group_metadata_layouts_and_refusals() -> None:
         records.decode_key(struct.pack(">h", 5) + _string("g"), "at 7")
     with pytest.raises(records.OffsetsRecordError, match=r"at 8: "):
         records.decode_offset_commit_value(struct.pack(">h", 3) + b"\x00", "at 8")
+
+
+def test_group_key_prefix_tells_a_groups_keys_from_the_others() -> None:
+    prefix = records.group_key_prefix("ab")
+    assert prefix == b"\x00\x02ab"
+    mine = [records.offset_commit_key("ab", "t", 3), records.group_metadata_key("ab")]
+    others = [
+        records.offset_commit_key("abc", "t", 3),  # the group's name is a prefix of this one's
+        records.offset_commit_key("a", "bt", 3),
+        records.group_metadata_key("AB"),
+    ]
+    assert [key.startswith(prefix, 2) for key in mine + others] == [True, True, False, False, False]

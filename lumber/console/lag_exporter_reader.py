@@ -1,0 +1,64 @@
+"""A zookeeper group's lag history, from the lag exporter's window (``[console] lag_exporter_url``).
+
+ZooKeeper keeps only each partition's last commit (``/consumers/<group>/offsets/<topic>/<partition>``), so
+it has no history to read. ``lumber groups lag --watch --metrics-port N`` observes groups every
+``--interval`` and keeps Burrow's window of the last ``--window`` observations per partition
+(:class:`~broker.client.lag_evaluation.LagWindow`); it serves them as JSON at ``/lag-history``
+(:mod:`pipeline.lag_exporter`). :func:`read_exporter_history` asks it for one group, and each sample becomes
+a point at its observation time (committed offset, log end offset). Without a configured exporter, or
+when it does not answer or does not watch the group, the history is empty and its note says why and where
+history would come from: the rest of the page does not depend on it.
+
+Not thread-safe: one request, one thread.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from broker.record.topic_partition import TopicPartition
+from lumber.console.lag_history import LagHistory, LagPoint
+from lumber.console.sources import Sources
+from pipeline.lag_exporter import HISTORY_PATH
+
+NOT_CONFIGURED = (
+    "ZooKeeper keeps only each partition's last commit: for a lag history, run a lag exporter "
+    "(lumber groups lag --all-groups --watch --metrics-port N) and set [console] lag_exporter_url "
+    "to http://HOST:N"
+)
+
+
+def read_exporter_history(sources: Sources, group: str, kind: str) -> LagHistory:
+    """``group``'s samples in the exporter's window (see the module docstring)."""
+    base = sources.config.console.lag_exporter_url.rstrip("/")
+    if not base:
+        return LagHistory("none", note=NOT_CONFIGURED)
+    source = f"{base}{HISTORY_PATH}"
+    try:
+        response = httpx.get(source, params={"group": group, "kind": kind}, timeout=sources.timeout_ms / 1000)
+    except httpx.HTTPError as exc:
+        return LagHistory(source, note=f"the lag exporter at {base} did not answer: {exc!r}")
+    if response.status_code == 404:
+        return LagHistory(
+            source,
+            note=f"the lag exporter at {base} does not watch {kind} group {group!r} "
+            "(lumber groups lag --group G --watch, or --all-groups)",
+        )
+    try:
+        response.raise_for_status()
+        found = response.json()["groups"]
+        return LagHistory(source, _points(found[0]["partitions"] if found else []))
+    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+        return LagHistory(source, note=f"the lag exporter at {base} gave no lag history: {exc!r}")
+
+
+def _points(partitions: list[dict[str, Any]]) -> dict[TopicPartition, tuple[LagPoint, ...]]:
+    return {
+        TopicPartition(str(p["topic"]), int(p["partition"])): tuple(
+            LagPoint(int(s["observed_at_ms"]), int(s["committed_offset"]), int(s["log_end_offset"]))
+            for s in p["samples"]
+        )
+        for p in partitions
+    }
