@@ -11,7 +11,7 @@ Each runs as its own process (so that the chaos run can ``kill -9`` or ``SIGSTOP
   the records were sent (``F <event_id> <error>`` for a record whose delivery failed: it is not expected
   anywhere). A SIGKILL therefore leaves whole lines, and may miss only acknowledgements that arrived in
   the last moment: such records are *in flight at the kill*, which the oracle allows for (in
-  ``bench/chaos.py``). Event ids are ``<host>-<instance>-<sequence>``: each start of a host is a new
+  ``bench/chaos_oracle.py``). Event ids are ``<host>-<instance>-<sequence>``: each start of a host is a new
   instance, so the oracle can tell which records a killed instance sent. SIGTERM: stop sending, close
   (which publishes the last audit counts), exit 0.
 * ``consumer``: a member of a ZooKeeper consumer group (:class:`broker.client.group_consumer.GroupConsumer`,
