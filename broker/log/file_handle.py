@@ -14,6 +14,7 @@ Thread safety: every method may be called from any thread; appends are serialise
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import weakref
@@ -97,6 +98,30 @@ class FileHandle:
             raise LogStorageError(
                 f"{self._path}: cannot read {size} bytes at position {position}: {exc}"
             ) from exc
+
+    def pread_into(self, buffer: bytearray, size: int, position: int) -> int:
+        """Read up to ``size`` bytes at ``position`` into the start of ``buffer`` (no copy); returns how
+        many (fewer only at the end of the file)."""
+        fd = self.fileno()
+        view = memoryview(buffer)
+        got = 0
+        try:
+            while got < size:
+                read = os.preadv(fd, [view[got:size]], position + got)
+                if not read:
+                    break
+                got += read
+        except OSError as exc:
+            raise LogStorageError(
+                f"{self._path}: cannot read {size} bytes at position {position}: {exc}"
+            ) from exc
+        return got
+
+    def will_need(self, position: int, size: int) -> None:
+        """Ask the OS to start reading ``size`` bytes at ``position`` into the page cache, in the
+        background (``POSIX_FADV_WILLNEED``; a hint: errors are ignored)."""
+        with contextlib.suppress(OSError):
+            os.posix_fadvise(self.fileno(), position, size, os.POSIX_FADV_WILLNEED)
 
     def append(self, data: Buffer) -> None:
         """Append all of ``data``."""

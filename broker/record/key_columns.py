@@ -37,16 +37,20 @@ if TYPE_CHECKING:
 
     from broker.record.record_batch import RecordBatch
 
-__all__ = ["KeyColumns", "batch_key_columns", "key_columns"]
+__all__ = ["PADDING_BYTES", "KeyColumns", "batch_key_columns", "key_columns", "key_columns_in"]
+
+#: Bytes :func:`key_columns_in` needs after the last body (varints are read a few bytes ahead).
+PADDING_BYTES = len(_PADDING)
 
 
 @dataclass(frozen=True, slots=True)
 class KeyColumns:
     """The records of some batches, one array entry per record, in order (see the module docstring).
 
-    Positions are into :attr:`data`, the batches' (decompressed) record bodies end to end."""
+    Positions are into :attr:`data`: the batches' (decompressed) record bodies end to end, or the buffer
+    the bodies lie in (:func:`key_columns_in`)."""
 
-    data: bytes
+    data: bytes | bytearray
     array: NDArray[np.uint8]
     #: Where each batch's records start among the entries (``len(batches) + 1`` entries, the last the total).
     batch_starts: list[int]
@@ -68,25 +72,42 @@ def key_columns(
     and base offsets; ``None`` when some batch is not as expected (then walk them)."""
     if not bodies or not load_decoder():
         return None
+    data = b"".join([*bodies, _PADDING])
+    body_starts = list(accumulate((len(body) for body in bodies), initial=0))
+    return key_columns_in(data, body_starts[:-1], body_starts[1:], counts, base_offsets)
+
+
+def key_columns_in(
+    data: bytes | bytearray,
+    body_starts: Sequence[int],
+    body_ends: Sequence[int],
+    counts: Sequence[int],
+    base_offsets: Sequence[int],
+) -> KeyColumns | None:
+    """:func:`key_columns` of batches whose record bodies lie in ``data`` at ``[body_starts[i],
+    body_ends[i])``, in order (other bytes may lie between them, such as the batches' headers in a read
+    of a segment: the log cleaner's way, with no copy of the bodies); ``data`` must hold at least
+    :data:`PADDING_BYTES` bytes after the last body. ``None`` when some batch is not as expected."""
+    if not len(counts) or not load_decoder():
+        return None
     import numpy as np  # noqa: PLC0415 - loaded on first use (see load_decoder)
 
     total = sum(counts)
-    if min(counts) < 0:
+    if min(counts) < 0 or len(data) - body_ends[-1] < len(_PADDING):
         return None
     batch_starts = list(accumulate(counts, initial=0))
-    data = b"".join([*bodies, _PADDING])
-    end = len(data) - len(_PADDING)
     arr = np.frombuffer(data, dtype=np.uint8)
     empty = np.empty(0, dtype=np.int64)
+    sized = [count for count, start, end in zip(counts, body_starts, body_ends, strict=True) if end > start]
     if total == 0:
-        if end:
+        if sized:
             return None  # batches without records have bytes
         return KeyColumns(
             data, arr, batch_starts, empty, empty, empty, empty, empty, empty, np.empty(0, dtype=np.bool_)
         )
-    if any(not count and len(body) for count, body in zip(counts, bodies, strict=True)):
+    if min(sized, default=1) == 0:
         return None  # a batch without records has bytes
-    bounds = _record_bounds(data, arr, bodies, counts, batch_starts)
+    bounds = _record_bounds(data, arr, body_starts, body_ends, counts, batch_starts)
     if bounds is None:
         return None
     record_starts, starts, ends = bounds
@@ -144,9 +165,10 @@ def batch_key_columns(batches: Sequence[RecordBatch]) -> KeyColumns | None:
 
 
 def _record_bounds(
-    data: bytes,
+    data: bytes | bytearray,
     arr: NDArray[np.uint8],
-    bodies: Sequence[bytes | memoryview],
+    body_starts: Sequence[int],
+    body_ends: Sequence[int],
     counts: Sequence[int],
     batch_starts: list[int],
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]] | None:
@@ -163,10 +185,9 @@ def _record_bounds(
     import numpy as np  # noqa: PLC0415
 
     total = batch_starts[-1]
-    body_positions = list(accumulate((len(body) for body in bodies), initial=0))
     firsts: list[int] = []  # the first record's size in each batch with records
     try:
-        for body_position, count in zip(body_positions, counts, strict=False):
+        for body_position, count in zip(body_starts, counts, strict=True):
             if count:
                 length, length_end = decode_varint(data, body_position)
                 firsts.append(length_end - body_position + length)
@@ -180,14 +201,12 @@ def _record_bounds(
         np.asarray([batch_starts[i] for i in with_records], dtype=np.int64), nonempty_counts
     )
     size = np.repeat(np.asarray(firsts, dtype=np.int64), nonempty_counts)
-    predicted = np.repeat(
-        np.asarray([body_positions[i] for i in with_records], dtype=np.int64), nonempty_counts
-    )
+    predicted = np.repeat(np.asarray([body_starts[i] for i in with_records], dtype=np.int64), nonempty_counts)
     predicted += index * size + np.maximum(index - 64, 0) + np.maximum(index - 8192, 0)
     next_start = np.empty(total, dtype=np.int64)
     next_start[:-1] = predicted[1:]
     last = np.cumsum(nonempty_counts) - 1
-    next_start[last] = [body_positions[i + 1] for i in with_records]
+    next_start[last] = [body_ends[i] for i in with_records]
     try:
         parsed = _varints(arr, predicted)
     except IndexError:  # a prediction past the end of the data
@@ -204,7 +223,7 @@ def _record_bounds(
         for batch in np.unique(np.searchsorted(last, np.flatnonzero(wrong))).tolist():
             i = with_records[batch]
             first = batch_starts[i]
-            walked = _walk_bounds(data, body_positions[i], body_positions[i + 1], counts[i])
+            walked = _walk_bounds(data, body_starts[i], body_ends[i], counts[i])
             if walked is None:
                 return None
             predicted[first : first + counts[i]] = walked[0]
@@ -214,7 +233,7 @@ def _record_bounds(
 
 
 def _walk_bounds(
-    data: bytes, pos: int, end: int, count: int
+    data: bytes | bytearray, pos: int, end: int, count: int
 ) -> tuple[list[int], list[int], list[int]] | None:
     """The starts, field starts and ends of ``count`` records from ``pos``, which must end at ``end``."""
     starts: list[int] = []
