@@ -229,6 +229,8 @@ class Cleaner:
         self._io_bytes = io_buffer_bytes
         self._check_done = check_done
         self._clock = clock
+        #: Where chunks are read (one at a time; its pages are touched only as far as reads go).
+        self._buffer = bytearray(_MAX_CHUNK_BYTES + PADDING_BYTES)
 
     @property
     def offset_map(self) -> OffsetMap:
@@ -294,7 +296,9 @@ class Cleaner:
         capacity = offset_map.max_entries
         tp = log.topic_partition
         end = first_dirty
-        for segment, chunk in _dirty_chunks(segments[:-1], first_dirty, uncleanable, self._io_bytes):
+        for segment, chunk in _dirty_chunks(
+            segments[:-1], first_dirty, uncleanable, self._io_bytes, self._buffer
+        ):
             self._check_done(tp)
             hashes, offsets, keyed = _keys_of(chunk)
             # the batches whose keys surely fit go in at once; the map's real size (duplicates take no
@@ -383,8 +387,9 @@ class Cleaner:
         for i, segment in enumerate(group):
             last_segment = i == len(group) - 1
             size = segment.size_bytes
-            segment.will_read(0, size)
-            for chunk in _chunks_of(segment, 0, size, self._io_bytes):
+            if not mapped_slots.holds(segment):  # not read by the map phase: read it ahead
+                segment.will_read(0, size)
+            for chunk in _chunks_of(segment, 0, size, self._io_bytes, self._buffer):
                 self._check_done(tp)
                 last = last_segment and chunk.last
                 slots = mapped_slots.slots_of(segment, chunk.position + chunk.batches.positions)
@@ -722,13 +727,17 @@ class _MappedSlots:
         self._joined: dict[Segment, tuple[Offsets, Offsets, npt.NDArray[np.int32]]] = {}
 
     def add(self, segment: Segment, positions: Offsets, keyed: Offsets, slots: Offsets) -> None:
-        """The batches at ``positions`` (in the file) of ``segment`` hold ``keyed`` keyed records each, whose keys went
-        to ``slots``, in order."""
+        """The batches at ``positions`` (in the file) of ``segment`` hold ``keyed`` keyed records each,
+        whose keys went to ``slots``, in order."""
         if len(slots) > self._room:
             self._room = 0
             return
         self._room -= len(slots)
         self._parts.setdefault(segment, []).append((positions, keyed.copy(), slots.astype(np.int32)))
+
+    def holds(self, segment: Segment) -> bool:
+        """Whether some batches of ``segment`` were put."""
+        return segment in self._parts or segment in self._joined
 
     def slots_of(self, segment: Segment, positions: Offsets) -> npt.NDArray[np.int32] | None:
         """The slots of the keyed records of the batches at ``positions`` (consecutive batches of
@@ -769,8 +778,9 @@ class _Chunk:
         """Whether every batch is an uncompressed data batch (the key columns read them in place)."""
         return not np.count_nonzero(self.batches.attributes & (COMPRESSION_MASK | CONTROL_MASK))
 
-    def key_columns(self) -> KeyColumns | None:
-        """The key columns of a :attr:`plain` chunk's records, read in place (None: declined)."""
+    def key_columns(self, *, keys_only: bool = False) -> KeyColumns | None:
+        """The key columns of a :attr:`plain` chunk's records, read in place (None: declined);
+        ``keys_only``: keys and offsets only (:func:`~broker.record.key_columns.key_columns_in`)."""
         batches = self.batches
         return key_columns_in(
             self.data,
@@ -778,6 +788,7 @@ class _Chunk:
             (batches.positions + batches.sizes).tolist(),
             batches.record_counts.tolist(),
             batches.base_offsets.tolist(),
+            keys_only=keys_only,
         )
 
     def record_batch(self, i: int) -> RecordBatch:
@@ -798,20 +809,25 @@ class _Chunk:
         return _Chunk(self.data, self.batches.select(first, stop), self.position, self.where, self.last)
 
 
-def _chunks_of(segment: Segment, position: int, max_position: int, read_bytes: int) -> Iterator[_Chunk]:
+def _chunks_of(
+    segment: Segment, position: int, max_position: int, read_bytes: int, buffer: bytearray
+) -> Iterator[_Chunk]:
     """The batches of ``segment`` from ``position`` (a batch start) to ``max_position``, in chunks of about
-    :data:`_CHUNK_RECORDS` records (at least one batch), each read with one ``pread`` (of at most
-    :data:`_MAX_CHUNK_BYTES` bytes, or one batch larger than that)."""
+    :data:`_CHUNK_RECORDS` records (at least one batch), each read with one ``pread`` into ``buffer`` (of
+    at most its size less the padding; a batch larger than that is read whole into a buffer of its own).
+    A chunk's bytes are valid until the next one is read."""
     where = str(segment.path)
     bytes_per_record = 128  # a guess, then what the last chunk had
+    room = len(buffer) - PADDING_BYTES
     while position < max_position:
-        want = min(max(read_bytes, bytes_per_record * _CHUNK_RECORDS), _MAX_CHUNK_BYTES)
-        data = _padded_read(segment, position, min(want, max_position - position))
-        batches = batch_columns(data, end=len(data) - PADDING_BYTES, where=where, base_position=position)
+        want = min(max(read_bytes, bytes_per_record * _CHUNK_RECORDS), room, max_position - position)
+        data = _padded_read(segment, position, want, buffer)
+        batches = batch_columns(data, end=want, where=where, base_position=position)
         if not batches.count:  # one batch larger than the read
             size = LOG_OVERHEAD + int.from_bytes(data[LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True)
-            data = _padded_read(segment, position, min(size, max_position - position))
-            batches = batch_columns(data, end=len(data) - PADDING_BYTES, where=where, base_position=position)
+            want = min(size, max_position - position)
+            data = _padded_read(segment, position, want, bytearray(want + PADDING_BYTES))
+            batches = batch_columns(data, end=want, where=where, base_position=position)
             if not batches.count:
                 raise LogStorageError(
                     f"{where}: no whole batch at position {position} (below {max_position}): the segment "
@@ -826,19 +842,20 @@ def _chunks_of(segment: Segment, position: int, max_position: int, read_bytes: i
         position += taken
 
 
-def _padded_read(segment: Segment, position: int, size: int) -> bytearray:
-    """``size`` bytes of ``segment`` from ``position``, followed by the key columns' padding."""
-    data = bytearray(size + PADDING_BYTES)
-    got = segment.read_into(data, size, position)
+def _padded_read(segment: Segment, position: int, size: int, buffer: bytearray) -> bytearray:
+    """``buffer`` holding ``size`` bytes of ``segment`` from ``position``, followed by the key columns'
+    padding (zeros)."""
+    got = segment.read_into(buffer, size, position)
     if got != size:
         raise LogStorageError(
             f"{segment.path}: {got} bytes at position {position}, expected {size}: the segment is cut short"
         )
-    return data
+    buffer[size : size + PADDING_BYTES] = bytes(PADDING_BYTES)
+    return buffer
 
 
 def _dirty_chunks(
-    segments: Sequence[Segment], from_offset: int, until_offset: int, read_bytes: int
+    segments: Sequence[Segment], from_offset: int, until_offset: int, read_bytes: int, buffer: bytearray
 ) -> Iterator[tuple[Segment, _Chunk]]:
     """The batches of ``segments`` holding offsets in ``[from_offset, until_offset)``, in chunks, each
     with its segment. The next segment is read ahead by the OS while one is mapped."""
@@ -854,7 +871,7 @@ def _dirty_chunks(
         segment.will_read(found[0], size - found[0])
         if i + 1 < len(segments):
             segments[i + 1].will_read(0, segments[i + 1].size_bytes)
-        for chunk in _chunks_of(segment, found[0], size, read_bytes):
+        for chunk in _chunks_of(segment, found[0], size, read_bytes, buffer):
             batches = chunk.batches
             first = int(np.searchsorted(batches.base_offsets + batches.last_offset_deltas, from_offset))
             stop = int(np.searchsorted(batches.base_offsets, until_offset))
@@ -867,7 +884,7 @@ def _dirty_chunks(
 def _keys_of(chunk: _Chunk) -> tuple[Hashes, Offsets, Offsets]:
     """The hashes and offsets of the keyed records of ``chunk``, in order, and how many each batch holds
     (by columns, or by the walk when the columns strategy declines)."""
-    columns = chunk.key_columns() if chunk.plain else None
+    columns = chunk.key_columns(keys_only=True) if chunk.plain else None
     if columns is not None:
         keyed_mask = columns.key_lengths >= 0
         so_far = np.zeros(len(keyed_mask) + 1, dtype=np.int64)

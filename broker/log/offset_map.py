@@ -143,8 +143,9 @@ class OffsetMap:
             raise ValueError(f"an offset map needs at least {BYTES_PER_ENTRY * 8} bytes, got {memory_bytes}")
         self._slots = _largest_prime_at_most(memory_bytes // BYTES_PER_ENTRY)
         self._load_factor = load_factor
-        self._low: Hashes = np.zeros(self._slots, dtype=np.uint64)
-        self._high: Hashes = np.zeros(self._slots, dtype=np.uint64)
+        # filled, not np.zeros: every page is touched now, not at the first puts of a pass
+        self._low: Hashes = np.full(self._slots, 0, dtype=np.uint64)
+        self._high: Hashes = np.full(self._slots, 0, dtype=np.uint64)
         self._offsets: Offsets = np.full(self._slots, -1, dtype=np.int64)
         self._size = 0
         self._latest_offset = -1

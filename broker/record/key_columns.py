@@ -28,7 +28,7 @@ from itertools import accumulate
 from typing import TYPE_CHECKING
 
 from broker.record.batch_header import COMPRESSION_MASK, HEADER_SIZE
-from broker.record.value_columns import _PADDING, _varints, load_decoder
+from broker.record.value_columns import _PADDING, _varint_ends, _varints, load_decoder
 from broker.record.varint import decode_varint
 
 if TYPE_CHECKING:
@@ -83,11 +83,17 @@ def key_columns_in(
     body_ends: Sequence[int],
     counts: Sequence[int],
     base_offsets: Sequence[int],
+    *,
+    keys_only: bool = False,
 ) -> KeyColumns | None:
     """:func:`key_columns` of batches whose record bodies lie in ``data`` at ``[body_starts[i],
     body_ends[i])``, in order (other bytes may lie between them, such as the batches' headers in a read
     of a segment: the log cleaner's way, with no copy of the bodies); ``data`` must hold at least
-    :data:`PADDING_BYTES` bytes after the last body. ``None`` when some batch is not as expected."""
+    :data:`PADDING_BYTES` bytes after the last body. ``None`` when some batch is not as expected.
+
+    ``keys_only`` (what the cleaner's offset map needs): the timestamp deltas are skipped, not read, and
+    the values not read at all (:attr:`KeyColumns.timestamp_deltas` all 0, :attr:`KeyColumns.null_values`
+    all ``False``); each key is checked to lie inside its record, as the value is otherwise."""
     if not len(counts) or not load_decoder():
         return None
     import numpy as np  # noqa: PLC0415 - loaded on first use (see load_decoder)
@@ -112,10 +118,17 @@ def key_columns_in(
         return None
     record_starts, starts, ends = bounds
     try:
-        parsed = _varints(arr, starts + 1)  # after the attributes byte (unused)
-        if parsed is None:
-            return None
-        timestamp_deltas, position = parsed
+        if keys_only:
+            skipped = _varint_ends(arr, starts + 1)
+            if skipped is None:
+                return None
+            timestamp_deltas: int | NDArray[np.int64] = 0
+            position = skipped
+        else:
+            parsed = _varints(arr, starts + 1)  # after the attributes byte (unused)
+            if parsed is None:
+                return None
+            timestamp_deltas, position = parsed
         parsed = _varints(arr, position)
         if parsed is None:
             return None
@@ -127,6 +140,21 @@ def key_columns_in(
         key_lengths = np.broadcast_to(np.asarray(key_lengths, dtype=np.int64), (total,))
         if np.count_nonzero(key_lengths < -1):
             return None
+        if keys_only:
+            if np.count_nonzero(key_starts + np.maximum(key_lengths, 0) > ends):
+                return None
+            return KeyColumns(
+                data=data,
+                array=arr,
+                batch_starts=batch_starts,
+                record_starts=record_starts,
+                record_ends=ends,
+                offsets=np.repeat(np.asarray(base_offsets, dtype=np.int64), counts) + offset_deltas,
+                timestamp_deltas=np.zeros(total, dtype=np.int64),
+                key_starts=key_starts,
+                key_lengths=key_lengths,
+                null_values=np.zeros(total, dtype=np.bool_),
+            )
         parsed = _varints(arr, key_starts + np.maximum(key_lengths, 0))
         if parsed is None:
             return None
