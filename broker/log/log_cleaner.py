@@ -17,7 +17,15 @@ One cleaning pass of one log (:meth:`Cleaner.clean`), chosen by
    section waits for the next pass (a log too dirty for the buffer takes several passes, never more
    memory). Only keys and offsets are read, by the record walk's key-columns strategy
    (:mod:`broker.record.key_columns`: numpy over the records' bytes, keys hashed by columns), never a
-   record object (Kafka's ``buildOffsetMapForSegment`` reads keys only too).
+   record object (Kafka's ``buildOffsetMapForSegment`` reads keys only too). The slot each key took is
+   noted (:class:`_MappedSlots`, bounded), so that step 3 reads a record's mapped offset without
+   hashing its key again.
+
+   A *chunk* is about :data:`_CHUNK_RECORDS` records of whole batches of one segment, read with one
+   ``pread`` into the thread's buffer (the next segment read ahead by the OS meanwhile), its batch
+   headers read as numpy columns (:mod:`broker.record.batch_columns`), not as batch objects, and, when
+   every batch is an uncompressed data batch (the common case), its key columns read in place from the
+   buffer. Other chunks (compressed or control batches) go batch by batch, as below.
 2. **Group.** The segments from the log start holding offsets below ``end`` (never the active one) are
    grouped, in order, while a group's bytes stay within the log's ``segment_bytes`` and its offsets fit
    relative to its base offset (Kafka's ``groupSegmentsBySize``): small segments become one.
@@ -41,8 +49,11 @@ One cleaning pass of one log (:meth:`Cleaner.clean`), chosen by
    one that loses all is dropped, except (as an empty batch, Kafka's ``RETAIN_EMPTY``) an idempotent
    producer's last batch (its sequence) and the group's last batch (so the cleaned segment ends where the
    group did, which recovery relies on: :mod:`broker.log.segment_swap`). Control batches are copied. A
-   chunk the key-columns strategy declines (it never should: the log was validated at append) is
-   decided by decoding its records through the one record walker
+   chunk of uncompressed data batches is decided and written by columns (:meth:`Cleaner._write_by_columns`:
+   the kept bytes as runs of slices of the read buffer, the rebuilt batches' headers patched in it, one
+   write per chunk); other chunks batch by batch (:meth:`Cleaner._retained`), to the same bytes. A chunk
+   the key-columns strategy declines (it never should: the log was validated at append) is decided by
+   decoding its records through the one record walker
    (:meth:`~broker.record.record_batch.RecordBatch.records`), to the same bytes.
 4. **Swap.** The cleaned files are fsynced, given the last old segment's modification time (what
    retention falls back on for segments without timestamps), and swapped in through
@@ -229,8 +240,7 @@ class Cleaner:
         self._io_bytes = io_buffer_bytes
         self._check_done = check_done
         self._clock = clock
-        #: Where chunks are read (one at a time; its pages are touched only as far as reads go).
-        self._buffer = bytearray(_MAX_CHUNK_BYTES + PADDING_BYTES)
+        self._buffer = _ReadBuffer()
 
     @property
     def offset_map(self) -> OffsetMap:
@@ -244,7 +254,7 @@ class Cleaner:
         stats = CleanerStats()
         segments = log.segments
         started = time.perf_counter()
-        mapped_slots = _MappedSlots(self._map.slots)
+        mapped_slots = _MappedSlots(self._map.slots // 2)
         end = self._build_map(
             log, segments, to_clean.first_dirty_offset, to_clean.first_uncleanable_offset, mapped_slots, stats
         )
@@ -394,6 +404,7 @@ class Cleaner:
                 last = last_segment and chunk.last
                 slots = mapped_slots.slots_of(segment, chunk.position + chunk.batches.positions)
                 self._write_chunk(cleaned, chunk, now, new_horizon_ms, producers, last, slots, stats)
+            mapped_slots.forget(segment)
             stats.bytes_read += size
         if cleaned.size_bytes == 0:
             raise LogStorageError(f"{tp}: cleaning segments {[s.base_offset for s in group]} wrote nothing")
@@ -718,8 +729,9 @@ class _MappedSlots:
     """Where the map phase put the key of each keyed record (its slot in the offset map: a key keeps its
     slot until the map is cleared), by segment and batch position, so that the rewrite reads each
     record's mapped offset with one gather (:meth:`OffsetMap.offsets_at`) instead of hashing its key and
-    probing again. Bounded: slots of at most ``max_records`` records (4 bytes each; as many as the map
-    has slots, a sixth of its memory); the rest are looked up. One pass's, of one thread."""
+    probing again. Bounded: slots of at most ``max_records`` records (4 bytes each; the cleaner takes half
+    as many as the map has slots: a twelfth of its memory); the rest are looked up. A segment's are
+    dropped once it is rewritten. One pass's, of one thread."""
 
     def __init__(self, max_records: int) -> None:
         self._room = max_records
@@ -734,6 +746,10 @@ class _MappedSlots:
             return
         self._room -= len(slots)
         self._parts.setdefault(segment, []).append((positions, keyed.copy(), slots.astype(np.int32)))
+
+    def forget(self, segment: Segment) -> None:
+        self._parts.pop(segment, None)
+        self._joined.pop(segment, None)
 
     def holds(self, segment: Segment) -> bool:
         """Whether some batches of ``segment`` were put."""
@@ -810,18 +826,19 @@ class _Chunk:
 
 
 def _chunks_of(
-    segment: Segment, position: int, max_position: int, read_bytes: int, buffer: bytearray
+    segment: Segment, position: int, max_position: int, read_bytes: int, buffer: _ReadBuffer
 ) -> Iterator[_Chunk]:
     """The batches of ``segment`` from ``position`` (a batch start) to ``max_position``, in chunks of about
     :data:`_CHUNK_RECORDS` records (at least one batch), each read with one ``pread`` into ``buffer`` (of
-    at most its size less the padding; a batch larger than that is read whole into a buffer of its own).
+    at most :data:`_MAX_CHUNK_BYTES`; a batch larger than that is read whole into a buffer of its own).
     A chunk's bytes are valid until the next one is read."""
     where = str(segment.path)
     bytes_per_record = 128  # a guess, then what the last chunk had
-    room = len(buffer) - PADDING_BYTES
     while position < max_position:
-        want = min(max(read_bytes, bytes_per_record * _CHUNK_RECORDS), room, max_position - position)
-        data = _padded_read(segment, position, want, buffer)
+        want = min(
+            max(read_bytes, bytes_per_record * _CHUNK_RECORDS), _MAX_CHUNK_BYTES, max_position - position
+        )
+        data = _padded_read(segment, position, want, buffer.at_least(want + PADDING_BYTES))
         batches = batch_columns(data, end=want, where=where, base_position=position)
         if not batches.count:  # one batch larger than the read
             size = LOG_OVERHEAD + int.from_bytes(data[LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True)
@@ -842,6 +859,19 @@ def _chunks_of(
         position += taken
 
 
+class _ReadBuffer:
+    """A cleaner thread's buffer for chunks (one at a time), grown to the largest read so far: allocated
+    (and zeroed) only as far as reads need."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def at_least(self, size: int) -> bytearray:
+        if len(self._buffer) < size:
+            self._buffer = bytearray(size)
+        return self._buffer
+
+
 def _padded_read(segment: Segment, position: int, size: int, buffer: bytearray) -> bytearray:
     """``buffer`` holding ``size`` bytes of ``segment`` from ``position``, followed by the key columns'
     padding (zeros)."""
@@ -855,7 +885,7 @@ def _padded_read(segment: Segment, position: int, size: int, buffer: bytearray) 
 
 
 def _dirty_chunks(
-    segments: Sequence[Segment], from_offset: int, until_offset: int, read_bytes: int, buffer: bytearray
+    segments: Sequence[Segment], from_offset: int, until_offset: int, read_bytes: int, buffer: _ReadBuffer
 ) -> Iterator[tuple[Segment, _Chunk]]:
     """The batches of ``segments`` holding offsets in ``[from_offset, until_offset)``, in chunks, each
     with its segment. The next segment is read ahead by the OS while one is mapped."""
