@@ -14,7 +14,6 @@ Thread safety: every method may be called from any thread; appends are serialise
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import weakref
@@ -116,12 +115,6 @@ class FileHandle:
                 f"{self._path}: cannot read {size} bytes at position {position}: {exc}"
             ) from exc
         return got
-
-    def will_need(self, position: int, size: int) -> None:
-        """Ask the OS to start reading ``size`` bytes at ``position`` into the page cache, in the
-        background (``POSIX_FADV_WILLNEED``; a hint: errors are ignored)."""
-        with contextlib.suppress(OSError):
-            os.posix_fadvise(self.fileno(), position, size, os.POSIX_FADV_WILLNEED)
 
     def append(self, data: Buffer) -> None:
         """Append all of ``data``."""

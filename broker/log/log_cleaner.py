@@ -22,10 +22,10 @@ One cleaning pass of one log (:meth:`Cleaner.clean`), chosen by
    hashing its key again.
 
    A *chunk* is about :data:`_CHUNK_RECORDS` records of whole batches of one segment, read with one
-   ``pread`` into the thread's buffer (the next segment read ahead by the OS meanwhile), its batch
-   headers read as numpy columns (:mod:`broker.record.batch_columns`), not as batch objects, and, when
-   every batch is an uncompressed data batch (the common case), its key columns read in place from the
-   buffer. Other chunks (compressed or control batches) go batch by batch, as below.
+   ``pread`` into the thread's buffer, its batch headers read as numpy columns
+   (:mod:`broker.record.batch_columns`), not as batch objects, and, when every batch is an uncompressed
+   data batch (the common case), its key columns read in place from the buffer. Other chunks
+   (compressed or control batches) go batch by batch, as below.
 2. **Group.** The segments from the log start holding offsets below ``end`` (never the active one) are
    grouped, in order, while a group's bytes stay within the log's ``segment_bytes`` and its offsets fit
    relative to its base offset (Kafka's ``groupSegmentsBySize``): small segments become one.
@@ -397,8 +397,6 @@ class Cleaner:
         for i, segment in enumerate(group):
             last_segment = i == len(group) - 1
             size = segment.size_bytes
-            if not mapped_slots.holds(segment):  # not read by the map phase: read it ahead
-                segment.will_read(0, size)
             for chunk in _chunks_of(segment, 0, size, self._io_bytes, self._buffer):
                 self._check_done(tp)
                 last = last_segment and chunk.last
@@ -751,10 +749,6 @@ class _MappedSlots:
         self._parts.pop(segment, None)
         self._joined.pop(segment, None)
 
-    def holds(self, segment: Segment) -> bool:
-        """Whether some batches of ``segment`` were put."""
-        return segment in self._parts or segment in self._joined
-
     def slots_of(self, segment: Segment, positions: Offsets) -> npt.NDArray[np.int32] | None:
         """The slots of the keyed records of the batches at ``positions`` (consecutive batches of
         ``segment``), or None unless every one of them was put."""
@@ -888,8 +882,8 @@ def _dirty_chunks(
     segments: Sequence[Segment], from_offset: int, until_offset: int, read_bytes: int, buffer: _ReadBuffer
 ) -> Iterator[tuple[Segment, _Chunk]]:
     """The batches of ``segments`` holding offsets in ``[from_offset, until_offset)``, in chunks, each
-    with its segment. The next segment is read ahead by the OS while one is mapped."""
-    for i, segment in enumerate(segments):
+    with its segment."""
+    for segment in segments:
         if segment.next_offset <= from_offset:
             continue
         if segment.base_offset >= until_offset:
@@ -898,9 +892,6 @@ def _dirty_chunks(
         found = segment.position_of(from_offset, size) if segment.base_offset < from_offset else (0,)
         if found is None:
             continue
-        segment.will_read(found[0], size - found[0])
-        if i + 1 < len(segments):
-            segments[i + 1].will_read(0, segments[i + 1].size_bytes)
         for chunk in _chunks_of(segment, found[0], size, read_bytes, buffer):
             batches = chunk.batches
             first = int(np.searchsorted(batches.base_offsets + batches.last_offset_deltas, from_offset))

@@ -496,10 +496,6 @@ class Segment:
         returns how many (fewer only at its end): the log cleaner's reads of many batches at once."""
         return self._log.pread_into(buffer, size, position)
 
-    def will_read(self, position: int, size: int) -> None:
-        """Hint that ``size`` bytes from ``position`` will be read soon (the OS reads them ahead)."""
-        self._log.will_need(position, size)
-
     def read_batch(self, position: int, max_position: int) -> RecordBatch:
         """The whole batch at ``position``, read into memory."""
         header = _read_header_prefix(self._log, position, max_position, str(self._log.path))
