@@ -794,10 +794,10 @@ class _Chunk:
         batches = self.batches
         return key_columns_in(
             self.data,
-            (batches.positions + HEADER_SIZE).tolist(),
-            (batches.positions + batches.sizes).tolist(),
-            batches.record_counts.tolist(),
-            batches.base_offsets.tolist(),
+            batches.positions + HEADER_SIZE,
+            batches.positions + batches.sizes,
+            batches.record_counts,
+            batches.base_offsets,
             keys_only=keys_only,
         )
 

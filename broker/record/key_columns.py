@@ -79,10 +79,10 @@ def key_columns(
 
 def key_columns_in(
     data: bytes | bytearray,
-    body_starts: Sequence[int],
-    body_ends: Sequence[int],
-    counts: Sequence[int],
-    base_offsets: Sequence[int],
+    body_starts: Sequence[int] | NDArray[np.int64],
+    body_ends: Sequence[int] | NDArray[np.int64],
+    counts: Sequence[int] | NDArray[np.int64],
+    base_offsets: Sequence[int] | NDArray[np.int64],
     *,
     keys_only: bool = False,
 ) -> KeyColumns | None:
@@ -98,22 +98,27 @@ def key_columns_in(
         return None
     import numpy as np  # noqa: PLC0415 - loaded on first use (see load_decoder)
 
-    total = sum(counts)
-    if min(counts) < 0 or len(data) - body_ends[-1] < len(_PADDING):
+    counts_array = np.asarray(counts, dtype=np.int64)
+    body_starts_array = np.asarray(body_starts, dtype=np.int64)
+    body_ends_array = np.asarray(body_ends, dtype=np.int64)
+    total = int(counts_array.sum())
+    if int(counts_array.min()) < 0 or len(data) - int(body_ends_array[-1]) < len(_PADDING):
         return None
-    batch_starts = list(accumulate(counts, initial=0))
+    starts_array = np.zeros(len(counts_array) + 1, dtype=np.int64)
+    np.cumsum(counts_array, out=starts_array[1:])
+    batch_starts: list[int] = starts_array.tolist()
     arr = np.frombuffer(data, dtype=np.uint8)
     empty = np.empty(0, dtype=np.int64)
-    sized = [count for count, start, end in zip(counts, body_starts, body_ends, strict=True) if end > start]
+    sized = body_ends_array > body_starts_array
     if total == 0:
-        if sized:
+        if np.count_nonzero(sized):
             return None  # batches without records have bytes
         return KeyColumns(
             data, arr, batch_starts, empty, empty, empty, empty, empty, empty, np.empty(0, dtype=np.bool_)
         )
-    if min(sized, default=1) == 0:
+    if np.count_nonzero(sized & (counts_array == 0)):
         return None  # a batch without records has bytes
-    bounds = _record_bounds(data, arr, body_starts, body_ends, counts, batch_starts)
+    bounds = _record_bounds(data, arr, body_starts_array, body_ends_array, counts_array, starts_array)
     if bounds is None:
         return None
     record_starts, starts, ends = bounds
@@ -149,7 +154,7 @@ def key_columns_in(
                 batch_starts=batch_starts,
                 record_starts=record_starts,
                 record_ends=ends,
-                offsets=np.repeat(np.asarray(base_offsets, dtype=np.int64), counts) + offset_deltas,
+                offsets=np.repeat(np.asarray(base_offsets, dtype=np.int64), counts_array) + offset_deltas,
                 timestamp_deltas=np.zeros(total, dtype=np.int64),
                 key_starts=key_starts,
                 key_lengths=key_lengths,
@@ -166,7 +171,7 @@ def key_columns_in(
         value_starts + np.maximum(value_lengths, 0) > ends
     ):
         return None
-    offsets = np.repeat(np.asarray(base_offsets, dtype=np.int64), counts) + offset_deltas
+    offsets = np.repeat(np.asarray(base_offsets, dtype=np.int64), counts_array) + offset_deltas
     return KeyColumns(
         data=data,
         array=arr,
@@ -195,10 +200,10 @@ def batch_key_columns(batches: Sequence[RecordBatch]) -> KeyColumns | None:
 def _record_bounds(
     data: bytes | bytearray,
     arr: NDArray[np.uint8],
-    body_starts: Sequence[int],
-    body_ends: Sequence[int],
-    counts: Sequence[int],
-    batch_starts: list[int],
+    body_starts: NDArray[np.int64],
+    body_ends: NDArray[np.int64],
+    counts: NDArray[np.int64],
+    batch_starts: NDArray[np.int64],
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]] | None:
     """Where each record starts (at its length varint), where its fields start (after it) and where it
     ends; ``None`` when the records of some batch do not fill its body exactly.
@@ -212,29 +217,28 @@ def _record_bounds(
     """
     import numpy as np  # noqa: PLC0415
 
-    total = batch_starts[-1]
-    firsts: list[int] = []  # the first record's size in each batch with records
+    total = int(batch_starts[-1])
+    with_records = np.flatnonzero(counts)
+    nonempty_counts = counts[with_records]
+    first_starts = body_starts[with_records]
     try:
-        for body_position, count in zip(body_starts, counts, strict=True):
-            if count:
-                length, length_end = decode_varint(data, body_position)
-                firsts.append(length_end - body_position + length)
-    except (IndexError, ValueError):  # a varint longer than 10 bytes, or cut short
+        parsed = _varints(arr, first_starts)  # the first record's length in each batch with records
+    except IndexError:
         return None
-    if not firsts or min(firsts) < 7:
+    if parsed is None:
         return None
-    with_records = [i for i, count in enumerate(counts) if count]
-    nonempty_counts = np.asarray([counts[i] for i in with_records], dtype=np.int64)
-    index = np.arange(total, dtype=np.int64) - np.repeat(
-        np.asarray([batch_starts[i] for i in with_records], dtype=np.int64), nonempty_counts
-    )
-    size = np.repeat(np.asarray(firsts, dtype=np.int64), nonempty_counts)
-    predicted = np.repeat(np.asarray([body_starts[i] for i in with_records], dtype=np.int64), nonempty_counts)
-    predicted += index * size + np.maximum(index - 64, 0) + np.maximum(index - 8192, 0)
+    firsts = parsed[1] - first_starts + parsed[0]  # the first record's size
+    if int(firsts.min()) < 7:
+        return None
+    index = np.arange(total, dtype=np.int64) - np.repeat(batch_starts[with_records], nonempty_counts)
+    predicted = np.repeat(first_starts, nonempty_counts)
+    predicted += index * np.repeat(firsts, nonempty_counts)
+    predicted += np.maximum(index - 64, 0)
+    predicted += np.maximum(index - 8192, 0)
     next_start = np.empty(total, dtype=np.int64)
     next_start[:-1] = predicted[1:]
     last = np.cumsum(nonempty_counts) - 1
-    next_start[last] = [body_ends[i] for i in with_records]
+    next_start[last] = body_ends[with_records]
     try:
         parsed = _varints(arr, predicted)
     except IndexError:  # a prediction past the end of the data
@@ -249,14 +253,14 @@ def _record_bounds(
         wrong = (ends != next_start) | (lengths < 6)
     if np.count_nonzero(wrong):
         for batch in np.unique(np.searchsorted(last, np.flatnonzero(wrong))).tolist():
-            i = with_records[batch]
-            first = batch_starts[i]
-            walked = _walk_bounds(data, body_starts[i], body_ends[i], counts[i])
+            i = int(with_records[batch])
+            first, count = int(batch_starts[i]), int(counts[i])
+            walked = _walk_bounds(data, int(body_starts[i]), int(body_ends[i]), count)
             if walked is None:
                 return None
-            predicted[first : first + counts[i]] = walked[0]
-            after[first : first + counts[i]] = walked[1]
-            ends[first : first + counts[i]] = walked[2]
+            predicted[first : first + count] = walked[0]
+            after[first : first + count] = walked[1]
+            ends[first : first + count] = walked[2]
     return predicted, after, ends
 
 
