@@ -17,12 +17,20 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from broker.record.batch_header import HEADER_SIZE, LOG_OVERHEAD, MAGIC, MAGIC_OFFSET, MIN_BATCH_LENGTH
+from broker.record.batch_header import (
+    HEADER_SIZE,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAGIC_OFFSET,
+    MIN_BATCH_LENGTH,
+)
 from broker.record.errors import CorruptRecordError
 
 __all__ = ["HEADER_DTYPE", "BatchColumns", "batch_columns"]
 
 _PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
+_LENGTH = struct.Struct(">i")
 
 #: The 61-byte header as one numpy record (big-endian fields at the layout's byte positions).
 HEADER_DTYPE = np.dtype(
@@ -105,28 +113,36 @@ def batch_columns(
     total = len(buffer) if end is None else end
     positions: list[int] = []
     append = positions.append
-    unpack = _PREFIX.unpack_from
+    unpack = _LENGTH.unpack_from
     pos = 0
+    bad = -1  # where a batch length below the minimum was found
     while total - pos >= HEADER_SIZE:
-        base_offset, length = unpack(buffer, pos)
-        if length < MIN_BATCH_LENGTH or buffer[pos + MAGIC_OFFSET] != MAGIC:
-            reason = (
-                f"batchLength {length} is below the minimum {MIN_BATCH_LENGTH}"
-                if length < MIN_BATCH_LENGTH
-                else f"expected magic {MAGIC} got {buffer[pos + MAGIC_OFFSET]}"
-            )
-            raise CorruptRecordError(where, reason, position=base_position + pos, offset=base_offset)
-        size = LOG_OVERHEAD + length
+        size = LOG_OVERHEAD + unpack(buffer, pos + LENGTH_OFFSET)[0]
+        if size < LOG_OVERHEAD + MIN_BATCH_LENGTH:
+            bad = pos
+            break
         if size > total - pos:
             break
         append(pos)
         pos += size
+    arr = np.frombuffer(buffer, dtype=np.uint8)
     starts = np.asarray(positions, dtype=np.int64)
+    magics = arr[starts + MAGIC_OFFSET]
+    if np.count_nonzero(magics != MAGIC) or bad >= 0:
+        # the first batch whose header cannot be right
+        wrong = np.flatnonzero(magics != MAGIC)
+        at = int(starts[wrong[0]]) if len(wrong) else bad
+        base_offset, length = _PREFIX.unpack_from(buffer, at)
+        reason = (
+            f"expected magic {MAGIC} got {buffer[at + MAGIC_OFFSET]}"
+            if len(wrong)
+            else f"batchLength {length} is below the minimum {MIN_BATCH_LENGTH}"
+        )
+        raise CorruptRecordError(where, reason, position=base_position + at, offset=base_offset)
     sizes = np.empty(len(positions), dtype=np.int64)
     if positions:
         sizes[:-1] = np.diff(starts)
         sizes[-1] = pos - positions[-1]
-    arr = np.frombuffer(buffer, dtype=np.uint8)
     headers = arr[starts[:, None] + np.arange(HEADER_SIZE)].view(HEADER_DTYPE).reshape(len(positions))
     return BatchColumns(
         positions=starts,
