@@ -487,12 +487,19 @@ class Cleaner:
         log_append_time = (attributes & TIMESTAMP_TYPE_MASK) != 0
         by_bytes = ~whole & (kept > 0) & ~stamp & ~log_append_time
         by_records = ~whole & (kept > 0) & ~by_bytes
+        # emptied batches kept (as their header alone): the group's last, an idempotent producer's last
         empty = np.zeros(batches.count, dtype=np.bool_)
-        for i in np.flatnonzero((kept == 0) & (counts > 0)).tolist():
-            if (last and i == batches.count - 1) or producers.get(int(batches.producer_ids[i]), -2) == int(
-                batches.base_offsets[i] + batches.last_offset_deltas[i]
-            ):
-                empty[i] = True
+        if last and kept[-1] == 0 and counts[-1] > 0:
+            empty[-1] = True
+        if producers:
+            last_offsets = batches.base_offsets + batches.last_offset_deltas
+            ids = np.fromiter(producers.keys(), dtype=np.int64, count=len(producers))
+            ends = np.fromiter(producers.values(), dtype=np.int64, count=len(producers))
+            order = np.argsort(ids)
+            ids, ends = ids[order], ends[order]
+            at = np.minimum(np.searchsorted(ids, batches.producer_ids), len(ids) - 1)
+            producers_last = (ids[at] == batches.producer_ids) & (ends[at] == last_offsets)
+            empty |= (kept == 0) & (counts > 0) & producers_last
         stats.records_read += int(counts.sum())
         stats.records_written += int(kept.sum())
 
@@ -836,14 +843,15 @@ def _chunks_of(
         batches = batch_columns(data, end=want, where=where, base_position=position)
         if not batches.count:  # one batch larger than the read
             size = LOG_OVERHEAD + int.from_bytes(data[LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True)
-            want = min(size, max_position - position)
-            data = _padded_read(segment, position, want, bytearray(want + PADDING_BYTES))
-            batches = batch_columns(data, end=want, where=where, base_position=position)
-            if not batches.count:
+            if size <= want or size > max_position - position:
                 raise LogStorageError(
-                    f"{where}: no whole batch at position {position} (below {max_position}): the segment "
-                    "is cut short"
+                    f"{where}: no whole batch at position {position} (below {max_position}): the batch "
+                    f"there announces {size} bytes"
                 )
+            data = _padded_read(segment, position, size, bytearray(size + PADDING_BYTES))
+            batches = batch_columns(data, end=size, where=where, base_position=position)
+            if not batches.count:
+                raise LogStorageError(f"{where}: no whole batch at position {position} ({size} bytes read)")
         records = np.cumsum(batches.record_counts)
         take = min(max(int(np.searchsorted(records, _CHUNK_RECORDS)) + 1, 1), batches.count)
         batches = batches.select(0, take)

@@ -317,8 +317,10 @@ def test_the_chunk_columns_the_batch_columns_and_the_walk_clean_to_the_same_byte
     write the same segments pass after pass: chunks of few records (so segments hold many chunks and
     the map covers only part of them), several passes (a small map), uncompressed and gzip batches mixed
     in one segment, tombstones stamped then dropped, headers, varied sizes, batches past 64 records,
-    idempotent producers (a batch that loses every record stays empty when it is its producer's last)."""
+    idempotent producers (a batch that loses every record stays empty when it is its producer's last),
+    reads of 4 KiB (the larger batches read whole on their own)."""
     monkeypatch.setattr("broker.log.log_cleaner._CHUNK_RECORDS", 700)
+    monkeypatch.setattr("broker.log.log_cleaner._MAX_CHUNK_BYTES", 4 * 1024)
     rng = random.Random(23)
     now = [BASE_TS + 10_000_000]
     ways = ("chunks", "batches", "walk")
@@ -365,6 +367,7 @@ def test_the_chunk_columns_the_batch_columns_and_the_walk_clean_to_the_same_byte
             passes = clean_all(log_cleaner, cleaner)
             monkeypatch.undo()
             monkeypatch.setattr("broker.log.log_cleaner._CHUNK_RECORDS", 700)
+            monkeypatch.setattr("broker.log.log_cleaner._MAX_CHUNK_BYTES", 4 * 1024)
             assert len(passes) >= 2  # the small map: several passes
         chunks_log = logs["chunks"][0]
         for way in ways[1:]:
