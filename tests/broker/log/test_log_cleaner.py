@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import Path
 
+import crc32c
 import pytest
 
 from broker.clock import system_clock_ms
@@ -309,6 +310,16 @@ def test_the_key_columns_and_the_record_walk_clean_to_the_same_bytes(
         log.close()
 
 
+def log_append_time(batch: bytes) -> bytes:
+    """``batch`` marked LogAppendTime (attribute bit 3, its CRC recomputed): every record reads as the
+    batch's max timestamp."""
+    data = bytearray(batch)
+    attributes = int.from_bytes(data[21:23], "big") | 0x08
+    data[21:23] = attributes.to_bytes(2, "big")
+    data[17:21] = crc32c.crc32c(bytes(data[21:])).to_bytes(4, "big")
+    return bytes(data)
+
+
 def test_the_chunk_columns_the_batch_columns_and_the_walk_clean_to_the_same_bytes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -317,6 +328,7 @@ def test_the_chunk_columns_the_batch_columns_and_the_walk_clean_to_the_same_byte
     write the same segments pass after pass: chunks of few records (so segments hold many chunks and
     the map covers only part of them), several passes (a small map), uncompressed and gzip batches mixed
     in one segment, tombstones stamped then dropped, headers, varied sizes, batches past 64 records,
+    LogAppendTime batches,
     idempotent producers (a batch that loses every record stays empty when it is its producer's last),
     reads of 4 KiB (the larger batches read whole on their own)."""
     monkeypatch.setattr("broker.log.log_cleaner._CHUNK_RECORDS", 700)
@@ -354,7 +366,10 @@ def test_the_chunk_columns_the_batch_columns_and_the_walk_clean_to_the_same_byte
                 builder.append(BASE_TS + rng.randrange(1_000), key, value, [("h", key)] if size == 7 else ())
             if producer >= 0:
                 sequences[producer] += builder.record_count
-            batches.append(builder.build())
+            built = builder.build()
+            if codec == CompressionType.NONE and rng.random() < 0.1:
+                built = log_append_time(built)
+            batches.append(built)
             start += size
         for way, (log, log_cleaner, cleaner) in logs.items():
             for batch in batches:
