@@ -9,7 +9,8 @@ or ``None`` when it cannot vouch for them (then the caller walks the batches). T
 offset map from the key columns and decides from them, per batch, whether any record is dropped: a batch
 that keeps every record is copied as it is, one that loses some is rebuilt from the byte ranges of the
 records it keeps (:func:`~broker.record.record_batch_builder.retained_batch_of_bytes`), so no record is
-decoded into fields at all.
+decoded into fields at all. :func:`key_columns_in` reads the bodies where they lie, between their headers
+in a read of a segment (no copy), and has a keys-only mode for the map.
 
 What it checks is what :func:`~broker.record.record_walker.walk_values` checks (the records fill each
 batch's body exactly, the length, key length and value length varints fit their record), not the headers'
