@@ -6,7 +6,8 @@ segment); one tight loop finds where each starts from its ``batchLength`` (with 
 :func:`~broker.record.batch_scan.scan_batches` makes: a length below the minimum or a magic other than 2
 is a :class:`~broker.record.errors.CorruptRecordError`), and then every header field of every batch is
 read at once, as one array per field (:class:`BatchColumns`). CRCs are not checked (the cleaner reads its
-own log, validated at append). Stateless: safe from any thread.
+own log, validated at append). Unlike the walker's strategies, this module imports numpy when imported:
+only the broker's storage uses it, never a client. Stateless: safe from any thread.
 """
 
 from __future__ import annotations
