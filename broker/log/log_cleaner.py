@@ -436,11 +436,11 @@ class Cleaner:
         batches = chunk.record_batches()
         last_batch = batches[-1] if last else None
         data_batches = [b for b in batches if not b.is_control_batch]
-        batch_columns = batch_key_columns(data_batches)
-        if batch_columns is None:
+        by_batch = batch_key_columns(data_batches)
+        if by_batch is None:
             out = self._retained_walked(batches, now_ms, new_horizon_ms, producers, last_batch, stats)
         else:
-            out = self._retained(batches, batch_columns, now_ms, new_horizon_ms, producers, last_batch, stats)
+            out = self._retained(batches, by_batch, now_ms, new_horizon_ms, producers, last_batch, stats)
         if out:
             cleaned.append(out, [b.base_offset for b in out])
         self._throttler.maybe_throttle(read_bytes + sum(b.size_bytes for b in out))
@@ -926,20 +926,20 @@ def _keys_of(chunk: _Chunk) -> tuple[Hashes, Offsets, Offsets]:
         return hashes, columns.offsets[keyed_mask], keyed_counts
     batches = chunk.record_batches()
     data_batches = [b for b in batches if not b.is_control_batch]
-    batch_columns_ = batch_key_columns(data_batches)
-    if batch_columns_ is not None:
-        keyed_mask = batch_columns_.key_lengths >= 0
+    by_batch = batch_key_columns(data_batches)
+    if by_batch is not None:
+        keyed_mask = by_batch.key_lengths >= 0
         so_far = np.zeros(len(keyed_mask) + 1, dtype=np.int64)
         np.cumsum(keyed_mask, out=so_far[1:])
-        starts = np.asarray(batch_columns_.batch_starts, dtype=np.int64)
+        starts = np.asarray(by_batch.batch_starts, dtype=np.int64)
         data_keyed = iter((so_far[starts[1:]] - so_far[starts[:-1]]).tolist())
         keyed = [0 if b.is_control_batch else next(data_keyed) for b in batches]
         hashes = hash_key_columns(
-            batch_columns_.array,
-            batch_columns_.key_starts[keyed_mask],
-            batch_columns_.key_lengths[keyed_mask],
+            by_batch.array,
+            by_batch.key_starts[keyed_mask],
+            by_batch.key_lengths[keyed_mask],
         )
-        return hashes, batch_columns_.offsets[keyed_mask], np.asarray(keyed, dtype=np.int64)
+        return hashes, by_batch.offsets[keyed_mask], np.asarray(keyed, dtype=np.int64)
     keys: list[bytes] = []
     offsets: list[int] = []
     keyed = []
