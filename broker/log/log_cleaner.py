@@ -23,7 +23,7 @@ One cleaning pass of one log (:meth:`Cleaner.clean`), chosen by
 
    A *chunk* is about :data:`_CHUNK_RECORDS` records of whole batches of one segment, read with one
    ``pread`` into the thread's buffer, its batch headers read as numpy columns
-   (:mod:`broker.record.batch_columns`), not as batch objects, and, when every batch is an uncompressed
+   (:mod:`broker.record.batch_header_columns`), not as batch objects, and, when every batch is an uncompressed
    data batch (the common case), its key columns read in place from the buffer. Other chunks
    (compressed or control batches) go batch by batch, as below.
 2. **Group.** The segments from the log start holding offsets below ``end`` (never the active one) are
@@ -108,7 +108,6 @@ from broker.log.log_cleaner_manager import LogCleanerManager, LogToClean
 from broker.log.offset_map import Hashes, OffsetMap, Offsets, hash_key_columns, hash_keys
 from broker.log.segment import Segment
 from broker.log.segment_swap import delete_cleaned
-from broker.record.batch_columns import BatchColumns, batch_columns
 from broker.record.batch_header import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
@@ -123,6 +122,7 @@ from broker.record.batch_header import (
     TIMESTAMP_TYPE_MASK,
     TimestampType,
 )
+from broker.record.batch_header_columns import BatchHeaderColumns, batch_header_columns
 from broker.record.errors import RecordError
 from broker.record.key_columns import PADDING_BYTES, KeyColumns, batch_key_columns, key_columns_in
 from broker.record.record import Record
@@ -783,7 +783,7 @@ class _Chunk:
     columns, and the batches' header columns. The buffer is the cleaner's own (it patches headers in it)."""
 
     data: bytearray
-    batches: BatchColumns
+    batches: BatchHeaderColumns
     #: The buffer's position in its segment file, the file (for messages), and whether the chunk ends
     #: the segment.
     position: int
@@ -840,7 +840,7 @@ def _chunks_of(
             max(read_bytes, bytes_per_record * _CHUNK_RECORDS), _MAX_CHUNK_BYTES, max_position - position
         )
         data = _padded_read(segment, position, want, buffer.at_least(want + PADDING_BYTES))
-        batches = batch_columns(data, end=want, where=where, base_position=position)
+        batches = batch_header_columns(data, end=want, where=where, base_position=position)
         if not batches.count:  # one batch larger than the read
             size = LOG_OVERHEAD + int.from_bytes(data[LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True)
             if size <= want or size > max_position - position:
@@ -849,7 +849,7 @@ def _chunks_of(
                     f"there announces {size} bytes"
                 )
             data = _padded_read(segment, position, size, bytearray(size + PADDING_BYTES))
-            batches = batch_columns(data, end=size, where=where, base_position=position)
+            batches = batch_header_columns(data, end=size, where=where, base_position=position)
             if not batches.count:
                 raise LogStorageError(f"{where}: no whole batch at position {position} ({size} bytes read)")
         records = np.cumsum(batches.record_counts)

@@ -16,7 +16,8 @@ module, each format documented at the top of its module:
   consumer's numpy pass, :mod:`~broker.record.key_columns` for the log cleaner's);
 * :mod:`~broker.record.record_batch_builder` and :mod:`~broker.record.record_encoder`: the one builder;
 * :mod:`~broker.record.batch_scan`: splitting concatenated batches (fetch responses, produce requests);
-  :mod:`~broker.record.batch_columns`: their headers as numpy columns instead (the log cleaner's reads);
+  :mod:`~broker.record.batch_header_columns`: their headers as numpy columns instead (the cleaner's
+  reads);
 * :mod:`~broker.record.topic_partition` and :mod:`~broker.record.topic_name`: the partition key and
   Kafka's topic-name rules;
 * :mod:`~broker.record.errors`: the errors, under ``RecordError``.

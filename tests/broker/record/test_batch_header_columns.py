@@ -1,11 +1,11 @@
-"""The batch headers as columns (broker/record/batch_columns.py) against the batch views
+"""The batch headers as columns (broker/record/batch_header_columns.py) against the batch views
 (``scan_batches``), field for field, and the errors for a header that cannot be right."""
 
 from __future__ import annotations
 
 import pytest
 
-from broker.record.batch_columns import batch_columns
+from broker.record.batch_header_columns import batch_header_columns
 from broker.record.batch_scan import scan_batches
 from broker.record.compression import CompressionType
 from broker.record.errors import CorruptRecordError
@@ -33,7 +33,7 @@ def batches() -> bytes:
 def test_the_columns_of_concatenated_batches_match_the_batch_views() -> None:
     data = batches()
     cut = data + data[:30]  # a batch cut short at the end is left out
-    columns = batch_columns(cut)
+    columns = batch_header_columns(cut)
     views = scan_batches(data).batches
     assert columns.count == len(views) == 4
     assert columns.complete_bytes == len(data)
@@ -55,9 +55,9 @@ def test_a_header_that_cannot_be_right_names_its_place() -> None:
     second = scan_batches(bytes(data)).batches[1].position or 0
     data[second + 16] = 1  # magic
     with pytest.raises(CorruptRecordError, match="expected magic 2 got 1") as caught:
-        batch_columns(bytes(data), where="seg.log", base_position=1_000)
+        batch_header_columns(bytes(data), where="seg.log", base_position=1_000)
     assert caught.value.position == 1_000 + second
     data[second + 16] = 2
     data[second + 8 : second + 12] = (10).to_bytes(4, "big")  # batchLength
     with pytest.raises(CorruptRecordError, match="batchLength 10 is below the minimum 49"):
-        batch_columns(bytes(data))
+        batch_header_columns(bytes(data))

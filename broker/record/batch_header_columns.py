@@ -1,13 +1,13 @@
-"""The headers of many concatenated record batches as numpy columns: :func:`batch_columns`, the log
+"""The headers of many concatenated record batches as numpy columns: :func:`batch_header_columns`, the log
 cleaner's way through a segment's bytes without a :class:`~broker.record.record_batch.RecordBatch` per batch.
 
 The header layout is :mod:`broker.record.batch_header`'s. Batches lie end to end in a buffer (a read of a
 segment); one tight loop finds where each starts from its ``batchLength`` (with the checks
 :func:`~broker.record.batch_scan.scan_batches` makes: a length below the minimum or a magic other than 2
 is a :class:`~broker.record.errors.CorruptRecordError`), and then every header field of every batch is
-read at once, as one array per field (:class:`BatchColumns`). CRCs are not checked (the cleaner reads its
-own log, validated at append). Unlike the walker's strategies, this module imports numpy when imported:
-only the broker's storage uses it, never a client. Stateless: safe from any thread.
+read at once, as one array per field (:class:`BatchHeaderColumns`). CRCs are not checked (the cleaner
+reads its own log, validated at append). Unlike the walker's strategies, this module imports numpy when
+imported: only the broker's storage uses it, never a client. Stateless: safe from any thread.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from broker.record.batch_header import (
 )
 from broker.record.errors import CorruptRecordError
 
-__all__ = ["HEADER_DTYPE", "BatchColumns", "batch_columns"]
+__all__ = ["HEADER_DTYPE", "BatchHeaderColumns", "batch_header_columns"]
 
 _PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
 _LENGTH = struct.Struct(">i")
@@ -61,7 +61,7 @@ Int64s = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, slots=True)
-class BatchColumns:
+class BatchHeaderColumns:
     """The whole batches at the start of a buffer, one array entry per batch, in order."""
 
     #: Where each batch starts in the buffer, and its size in bytes.
@@ -90,9 +90,9 @@ class BatchColumns:
     def last_offsets(self) -> Int64s:
         return self.base_offsets + self.last_offset_deltas
 
-    def select(self, first: int, stop: int) -> BatchColumns:
+    def select(self, first: int, stop: int) -> BatchHeaderColumns:
         """The batches ``[first, stop)``."""
-        return BatchColumns(
+        return BatchHeaderColumns(
             self.positions[first:stop],
             self.sizes[first:stop],
             self.headers[first:stop],
@@ -106,9 +106,9 @@ class BatchColumns:
         )
 
 
-def batch_columns(
+def batch_header_columns(
     buffer: bytes | bytearray, *, end: int | None = None, where: str = "<buffer>", base_position: int = 0
-) -> BatchColumns:
+) -> BatchHeaderColumns:
     """The whole batches in ``buffer[:end]`` from its start (a batch cut short at the end is left out).
     ``base_position`` is added to positions in error messages (the buffer's place in its file)."""
     total = len(buffer) if end is None else end
@@ -145,7 +145,7 @@ def batch_columns(
         sizes[:-1] = np.diff(starts)
         sizes[-1] = pos - positions[-1]
     headers = arr[starts[:, None] + np.arange(HEADER_SIZE)].view(HEADER_DTYPE).reshape(len(positions))
-    return BatchColumns(
+    return BatchHeaderColumns(
         positions=starts,
         sizes=sizes,
         headers=headers,
