@@ -98,6 +98,24 @@ class FileHandle:
                 f"{self._path}: cannot read {size} bytes at position {position}: {exc}"
             ) from exc
 
+    def pread_into(self, buffer: bytearray, size: int, position: int) -> int:
+        """Read up to ``size`` bytes at ``position`` into the start of ``buffer`` (no copy); returns how
+        many (fewer only at the end of the file)."""
+        fd = self.fileno()
+        view = memoryview(buffer)
+        got = 0
+        try:
+            while got < size:
+                read = os.preadv(fd, [view[got:size]], position + got)
+                if not read:
+                    break
+                got += read
+        except OSError as exc:
+            raise LogStorageError(
+                f"{self._path}: cannot read {size} bytes at position {position}: {exc}"
+            ) from exc
+        return got
+
     def append(self, data: Buffer) -> None:
         """Append all of ``data``."""
         self.append_all((data,))

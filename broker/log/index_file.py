@@ -9,8 +9,9 @@ numbers, one of them an offset stored relative to the segment's base offset (an 
 What lives here: opening an existing file and checking it (:meth:`IndexFile._load`, with the subclass's
 parser; a broken invariant raises :class:`~broker.log.errors.CorruptIndexError` so the loader rebuilds the
 index from the log), writing a fresh one atomically (:meth:`IndexFile.create`: a ``.tmp`` file, fsync,
-rename, fsync of the folder), appending an entry (file and memory), the entries as two ``array('q')``
-columns (``_keys``, the column binary searches run on, and ``_values``), flush, close and delete.
+rename, fsync of the folder; :meth:`IndexFile.create_empty` for files flushed before they count),
+appending an entry (file and memory), the entries as two ``array('q')`` columns (``_keys``, the column
+binary searches run on, and ``_values``), flush, close and delete.
 
 Thread safety: appends come from the owning log under its lock; lookups are lock-free (entries are only
 ever added, the arrays only grow, and readers only use entries below the size the log has published).
@@ -85,6 +86,13 @@ class IndexFile:
         tmp.replace(path)
         fsync_dir(path.parent)
         return cls(FileHandle.open(path), base_offset, keys, values)
+
+    @classmethod
+    def create_empty(cls, path: Path, base_offset: int) -> Self:
+        """A new, empty index at ``path``, which must not exist: neither written through a ``.tmp`` file
+        nor fsynced, for an index whose segment is flushed before anything relies on it (the log
+        cleaner's ``.cleaned`` segments: :meth:`flush` fsyncs it before the swap)."""
+        return cls(FileHandle.open(path, create=True, exclusive=True), base_offset, array("q"), array("q"))
 
     @staticmethod
     def _pack(key: int, value: int, base_offset: int) -> bytes:

@@ -17,7 +17,15 @@ One cleaning pass of one log (:meth:`Cleaner.clean`), chosen by
    section waits for the next pass (a log too dirty for the buffer takes several passes, never more
    memory). Only keys and offsets are read, by the record walk's key-columns strategy
    (:mod:`broker.record.key_columns`: numpy over the records' bytes, keys hashed by columns), never a
-   record object (Kafka's ``buildOffsetMapForSegment`` reads keys only too).
+   record object (Kafka's ``buildOffsetMapForSegment`` reads keys only too). The slot each key took is
+   noted (:class:`_MappedSlots`, bounded), so that step 3 reads a record's mapped offset without
+   hashing its key again.
+
+   A *chunk* is about :data:`_CHUNK_RECORDS` records of whole batches of one segment, read with one
+   ``pread`` into the thread's buffer, its batch headers read as numpy columns
+   (:mod:`broker.record.batch_header_columns`), not as batch objects, and, when every batch is an uncompressed
+   data batch (the common case), its key columns read in place from the buffer. Other chunks
+   (compressed or control batches) go batch by batch, as below.
 2. **Group.** The segments from the log start holding offsets below ``end`` (never the active one) are
    grouped, in order, while a group's bytes stay within the log's ``segment_bytes`` and its offsets fit
    relative to its base offset (Kafka's ``groupSegmentsBySize``): small segments become one.
@@ -41,8 +49,11 @@ One cleaning pass of one log (:meth:`Cleaner.clean`), chosen by
    one that loses all is dropped, except (as an empty batch, Kafka's ``RETAIN_EMPTY``) an idempotent
    producer's last batch (its sequence) and the group's last batch (so the cleaned segment ends where the
    group did, which recovery relies on: :mod:`broker.log.segment_swap`). Control batches are copied. A
-   chunk the key-columns strategy declines (it never should: the log was validated at append) is
-   decided by decoding its records through the one record walker
+   chunk of uncompressed data batches is decided and written by columns (:meth:`Cleaner._write_by_columns`:
+   the kept bytes as runs of slices of the read buffer, the rebuilt batches' headers patched in it, one
+   write per chunk); other chunks batch by batch (:meth:`Cleaner._retained`), to the same bytes. A chunk
+   the key-columns strategy declines (it never should: the log was validated at append) is decided by
+   decoding its records through the one record walker
    (:meth:`~broker.record.record_batch.RecordBatch.records`), to the same bytes.
 4. **Swap.** The cleaned files are fsynced, given the last old segment's modification time (what
    retention falls back on for segments without timestamps), and swapped in through
@@ -76,13 +87,14 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 import threading
 import time
-from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 
+import crc32c
 import numpy as np
 import numpy.typing as npt
 
@@ -96,9 +108,23 @@ from broker.log.log_cleaner_manager import LogCleanerManager, LogToClean
 from broker.log.offset_map import Hashes, OffsetMap, Offsets, hash_key_columns, hash_keys
 from broker.log.segment import Segment
 from broker.log.segment_swap import delete_cleaned
-from broker.record.batch_header import TimestampType
+from broker.record.batch_header import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    CRC_OFFSET,
+    DELETE_HORIZON_MASK,
+    HEADER_SIZE,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    MAX_TIMESTAMP_OFFSET,
+    RECORD_COUNT_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    TimestampType,
+)
+from broker.record.batch_header_columns import BatchHeaderColumns, batch_header_columns
 from broker.record.errors import RecordError
-from broker.record.key_columns import KeyColumns, batch_key_columns
+from broker.record.key_columns import PADDING_BYTES, KeyColumns, batch_key_columns, key_columns_in
 from broker.record.record import Record
 from broker.record.record_batch import RecordBatch
 from broker.record.record_batch_builder import retained_batch, retained_batch_of_bytes
@@ -111,6 +137,9 @@ logger = logging.getLogger(__name__)
 #: Records read, mapped or looked up in the map at once (bounds the per-chunk arrays and bytes: about
 #: 100 bytes of arrays per record besides the records' own bytes).
 _CHUNK_RECORDS = 16_384
+#: The largest read of a chunk (a batch larger than it is read whole).
+_MAX_CHUNK_BYTES = 8 * 1024 * 1024
+_CRC = struct.Struct(">I")
 
 
 @dataclass(slots=True)
@@ -211,6 +240,7 @@ class Cleaner:
         self._io_bytes = io_buffer_bytes
         self._check_done = check_done
         self._clock = clock
+        self._buffer = _ReadBuffer()
 
     @property
     def offset_map(self) -> OffsetMap:
@@ -224,8 +254,9 @@ class Cleaner:
         stats = CleanerStats()
         segments = log.segments
         started = time.perf_counter()
+        mapped_slots = _MappedSlots(self._map.slots // 2)
         end = self._build_map(
-            log, segments, to_clean.first_dirty_offset, to_clean.first_uncleanable_offset, stats
+            log, segments, to_clean.first_dirty_offset, to_clean.first_uncleanable_offset, mapped_slots, stats
         )
         stats.map_seconds = time.perf_counter() - started
         stats.end_offset = end
@@ -237,7 +268,7 @@ class Cleaner:
         for group in group_segments_by_size(
             below_end, log.config.segment_bytes, to_clean.first_uncleanable_offset
         ):
-            self._clean_group(log, group, producers, stats)
+            self._clean_group(log, group, producers, mapped_slots, stats)
         stats.clean_seconds = time.perf_counter() - started
         logger.info(
             "%s: cleaned offsets [%d, %d): %d segments, %d -> %d bytes (%.1f%%), %d -> %d records, %d keys "
@@ -260,41 +291,55 @@ class Cleaner:
     # ------------------------------------------------------------------------------------ 1. map
 
     def _build_map(
-        self, log: Log, segments: Sequence[Segment], first_dirty: int, uncleanable: int, stats: CleanerStats
+        self,
+        log: Log,
+        segments: Sequence[Segment],
+        first_dirty: int,
+        uncleanable: int,
+        mapped_slots: _MappedSlots,
+        stats: CleanerStats,
     ) -> int:
-        """Fill the map from ``first_dirty`` on; returns the end of what it covers (its first unmapped
-        offset)."""
+        """Fill the map from ``first_dirty`` on, noting in ``mapped_slots`` where each record's key went;
+        returns the end of what the map covers (its first unmapped offset)."""
         offset_map = self._map
         offset_map.clear()
         capacity = offset_map.max_entries
         tp = log.topic_partition
         end = first_dirty
-        for chunk in _chunks(_batches_from(segments[:-1], first_dirty, uncleanable, self._io_bytes)):
+        for segment, chunk in _dirty_chunks(
+            segments[:-1], first_dirty, uncleanable, self._io_bytes, self._buffer
+        ):
             self._check_done(tp)
             hashes, offsets, keyed = _keys_of(chunk)
             # the batches whose keys surely fit go in at once; the map's real size (duplicates take no
             # room) then decides on the next ones, down to a batch that does not fit (Kafka's check)
-            bounds = np.cumsum(keyed).tolist()
+            bounds = np.cumsum(keyed)
+            batches = chunk.batches
+            data_records = np.where(batches.attributes & CONTROL_MASK, 0, batches.record_counts)
             done = 0  # batches of the chunk put
-            while done < len(chunk):
-                before = bounds[done - 1] if done else 0
-                fits = bisect_right(bounds, capacity - offset_map.size + before, lo=done)
+            while done < batches.count:
+                before = int(bounds[done - 1]) if done else 0
+                room = capacity - offset_map.size + before
+                fits = max(done, int(np.searchsorted(bounds, room, side="right")))
                 if fits == done:
                     if end == first_dirty:
                         raise LogStorageError(
-                            f"{tp}: the batch at offset {chunk[done].base_offset} holds {keyed[done]} keys, "
-                            f"more than the cleaner's offset map takes ({capacity}): raise "
-                            "[log] cleaner_dedupe_buffer_bytes"
+                            f"{tp}: the batch at offset {int(batches.base_offsets[done])} holds "
+                            f"{int(keyed[done])} keys, more than the cleaner's offset map takes "
+                            f"({capacity}): raise [log] cleaner_dedupe_buffer_bytes"
                         )
                     break
-                offset_map.put_many(hashes[before : bounds[fits - 1]], offsets[before : bounds[fits - 1]])
-                for batch in chunk[done:fits]:
-                    stats.map_records += 0 if batch.is_control_batch else batch.record_count
-                    self._throttler.maybe_throttle(batch.size_bytes)
-                end = chunk[fits - 1].next_offset
+                last = int(bounds[fits - 1])
+                slots = offset_map.put_many(hashes[before:last], offsets[before:last])
+                mapped_slots.add(
+                    segment, chunk.position + batches.positions[done:fits], keyed[done:fits], slots
+                )
+                stats.map_records += int(data_records[done:fits].sum())
+                self._throttler.maybe_throttle(int(batches.sizes[done:fits].sum()))
+                end = int(batches.base_offsets[fits - 1] + batches.last_offset_deltas[fits - 1]) + 1
                 offset_map.update_latest_offset(end - 1)
                 done = fits
-            if done < len(chunk):
+            if done < batches.count:
                 break
         stats.map_keys = offset_map.size
         return end
@@ -302,7 +347,12 @@ class Cleaner:
     # ------------------------------------------------------------------------------------ 3. rewrite
 
     def _clean_group(
-        self, log: Log, group: list[Segment], producers: dict[int, int], stats: CleanerStats
+        self,
+        log: Log,
+        group: list[Segment],
+        producers: dict[int, int],
+        mapped_slots: _MappedSlots,
+        stats: CleanerStats,
     ) -> None:
         tp = log.topic_partition
         base_offset = group[0].base_offset
@@ -313,9 +363,10 @@ class Cleaner:
             index_interval_bytes=log.config.index_interval_bytes,
             now_ms=self._clock(),
             suffix=CLEANED_SUFFIX,
+            durable=False,  # flushed before the swap
         )
         try:
-            self._write_group(cleaned, log, group, producers, stats)
+            self._write_group(cleaned, log, group, producers, mapped_slots, stats)
             modified_ns = group[-1].path.stat().st_mtime_ns
             os.utime(cleaned.path, ns=(modified_ns, modified_ns))
             self._check_done(tp)
@@ -336,6 +387,7 @@ class Cleaner:
         log: Log,
         group: list[Segment],
         producers: dict[int, int],
+        mapped_slots: _MappedSlots,
         stats: CleanerStats,
     ) -> None:
         """Rewrite ``group`` into ``cleaned``, then flush and close it."""
@@ -345,18 +397,12 @@ class Cleaner:
         for i, segment in enumerate(group):
             last_segment = i == len(group) - 1
             size = segment.size_bytes
-            chunk: list[RecordBatch] = []
-            chunk_records = 0
-            for batch in segment.batches(0, size, self._io_bytes):
-                if chunk_records >= _CHUNK_RECORDS:  # written before the next batch: the last one stays
-                    self._check_done(tp)
-                    self._write_chunk(cleaned, chunk, now, new_horizon_ms, producers, None, stats)
-                    chunk, chunk_records = [], 0
-                chunk.append(batch)
-                chunk_records += batch.record_count
-            last_batch = chunk[-1] if last_segment and chunk else None
-            if chunk:
-                self._write_chunk(cleaned, chunk, now, new_horizon_ms, producers, last_batch, stats)
+            for chunk in _chunks_of(segment, 0, size, self._io_bytes, self._buffer):
+                self._check_done(tp)
+                last = last_segment and chunk.last
+                slots = mapped_slots.slots_of(segment, chunk.position + chunk.batches.positions)
+                self._write_chunk(cleaned, chunk, now, new_horizon_ms, producers, last, slots, stats)
+            mapped_slots.forget(segment)
             stats.bytes_read += size
         if cleaned.size_bytes == 0:
             raise LogStorageError(f"{tp}: cleaning segments {[s.base_offset for s in group]} wrote nothing")
@@ -367,28 +413,202 @@ class Cleaner:
     def _write_chunk(
         self,
         cleaned: Segment,
-        batches: list[RecordBatch],
+        chunk: _Chunk,
         now_ms: int,
         new_horizon_ms: int,
         producers: dict[int, int],
-        last_batch: RecordBatch | None,
+        last: bool,
+        slots: npt.NDArray[np.int32] | None,
         stats: CleanerStats,
     ) -> None:
+        """Write what stays of ``chunk`` (``last``: it ends the group, so its last batch stays) to
+        ``cleaned``: by the chunk's columns when it holds only uncompressed data batches (the common
+        case), otherwise batch by batch (:meth:`_retained`, or :meth:`_retained_walked` when the key
+        columns decline)."""
+        columns = chunk.key_columns() if chunk.plain else None
+        read_bytes = int(chunk.batches.sizes.sum())
+        if columns is not None:
+            written = self._write_by_columns(
+                cleaned, chunk, columns, now_ms, new_horizon_ms, producers, last, slots, stats
+            )
+            self._throttler.maybe_throttle(read_bytes + written)
+            return
+        batches = chunk.record_batches()
+        last_batch = batches[-1] if last else None
         data_batches = [b for b in batches if not b.is_control_batch]
-        columns = batch_key_columns(data_batches)
-        if columns is None:
+        by_batch = batch_key_columns(data_batches)
+        if by_batch is None:
             out = self._retained_walked(batches, now_ms, new_horizon_ms, producers, last_batch, stats)
         else:
-            out = self._retained(batches, columns, now_ms, new_horizon_ms, producers, last_batch, stats)
+            out = self._retained(batches, by_batch, now_ms, new_horizon_ms, producers, last_batch, stats)
         if out:
             cleaned.append(out, [b.base_offset for b in out])
-        self._throttler.maybe_throttle(sum(b.size_bytes for b in batches) + sum(b.size_bytes for b in out))
+        self._throttler.maybe_throttle(read_bytes + sum(b.size_bytes for b in out))
 
-    def _keep(self, columns: KeyColumns, drop_tombstones: list[bool]) -> npt.NDArray[np.bool_]:
-        """Which records of ``columns`` stay (see the module docstring, step 3)."""
+    def _write_by_columns(
+        self,
+        cleaned: Segment,
+        chunk: _Chunk,
+        columns: KeyColumns,
+        now_ms: int,
+        new_horizon_ms: int,
+        producers: dict[int, int],
+        last: bool,
+        slots: npt.NDArray[np.int32] | None,
+        stats: CleanerStats,
+    ) -> int:
+        """:meth:`_retained` for a chunk of uncompressed data batches, decided and written by columns
+        (Kafka's ``filterTo``), with no object per batch but for the few rebuilt by decoding; returns the
+        bytes written.
+
+        Every batch's header and every record is a *unit* of the chunk's buffer, in the buffer's order (a
+        batch's header, then its records). A batch keeping all its records keeps all its units; one
+        keeping some, rebuilt from their bytes, keeps its header (patched in the buffer: length, record
+        count, max timestamp, CRC) and those records; an empty batch kept (an idempotent producer's last,
+        the group's last) keeps its header alone (patched likewise). Runs of consecutive kept units are
+        then one slice each, so a stretch of batches kept whole is one slice. Batches whose tombstones get
+        their delete horizon stamped, and LogAppendTime batches that lose records, are rebuilt from their
+        decoded records (:func:`~broker.record.record_batch_builder.retained_batch`) and slotted in
+        between the slices. The bytes written are those :meth:`_retained` writes."""
+        batches = chunk.batches
+        buffer = chunk.data
+        attributes = batches.attributes
+        counts = batches.record_counts
+        horizon_set = (attributes & DELETE_HORIZON_MASK) != 0
+        keep = self._keep(columns, horizon_set & (now_ms >= batches.first_timestamps), slots)
+        starts = np.asarray(columns.batch_starts, dtype=np.int64)
+        kept_so_far = np.zeros(len(keep) + 1, dtype=np.int64)
+        np.cumsum(keep, out=kept_so_far[1:])
+        kept = kept_so_far[starts[1:]] - kept_so_far[starts[:-1]]
+        tombstones_so_far = np.zeros(len(keep) + 1, dtype=np.int64)
+        np.cumsum(keep & columns.null_values, out=tombstones_so_far[1:])
+        stamp = ~horizon_set & (tombstones_so_far[starts[1:]] > tombstones_so_far[starts[:-1]])
+        whole = (kept == counts) & ~stamp
+        log_append_time = (attributes & TIMESTAMP_TYPE_MASK) != 0
+        by_bytes = ~whole & (kept > 0) & ~stamp & ~log_append_time
+        by_records = ~whole & (kept > 0) & ~by_bytes
+        # emptied batches kept (as their header alone): the group's last, an idempotent producer's last
+        empty = np.zeros(batches.count, dtype=np.bool_)
+        if last and kept[-1] == 0 and counts[-1] > 0:
+            empty[-1] = True
+        if producers:
+            last_offsets = batches.base_offsets + batches.last_offset_deltas
+            ids = np.fromiter(producers.keys(), dtype=np.int64, count=len(producers))
+            ends = np.fromiter(producers.values(), dtype=np.int64, count=len(producers))
+            order = np.argsort(ids)
+            ids, ends = ids[order], ends[order]
+            at = np.minimum(np.searchsorted(ids, batches.producer_ids), len(ids) - 1)
+            producers_last = (ids[at] == batches.producer_ids) & (ends[at] == last_offsets)
+            empty |= (kept == 0) & (counts > 0) & producers_last
+        stats.records_read += int(counts.sum())
+        stats.records_written += int(kept.sum())
+
+        # the units: batch i's header at index starts[i] + i, record r of batch b at r + b + 1
+        batch_of_record = np.repeat(np.arange(batches.count), counts)
+        header_units = starts[:-1] + np.arange(batches.count)
+        record_units = np.arange(len(keep)) + batch_of_record + 1
+        unit_starts = np.empty(len(keep) + batches.count, dtype=np.int64)
+        unit_ends = np.empty_like(unit_starts)
+        unit_kept = np.empty(len(unit_starts), dtype=np.bool_)
+        unit_starts[header_units] = batches.positions
+        unit_ends[header_units] = batches.positions + HEADER_SIZE
+        unit_kept[header_units] = whole | by_bytes | empty
+        unit_starts[record_units] = columns.record_starts
+        unit_ends[record_units] = columns.record_ends
+        unit_kept[record_units] = keep & (whole | by_bytes)[batch_of_record]
+
+        # patch the headers of the batches rebuilt from bytes (and of the empty ones) in the buffer
+        record_sizes = columns.record_ends - columns.record_starts
+        bytes_so_far = np.zeros(len(keep) + 1, dtype=np.int64)
+        np.cumsum(np.where(keep, record_sizes, 0), out=bytes_so_far[1:])
+        kept_bytes = bytes_so_far[starts[1:]] - bytes_so_far[starts[:-1]]
+        patched = np.flatnonzero(by_bytes | empty)
+        new_sizes = batches.sizes.copy()
+        new_sizes[patched] = HEADER_SIZE + np.where(empty[patched], 0, kept_bytes[patched])
+        max_timestamps = batches.max_timestamps.copy()
+        with_records = np.flatnonzero(counts > 0)
+        if len(np.flatnonzero(by_bytes)):
+            newest = np.maximum.reduceat(
+                np.where(keep, columns.timestamp_deltas, np.iinfo(np.int64).min), starts[with_records]
+            )
+            rebuilt = np.flatnonzero(by_bytes[with_records])
+            max_timestamps[with_records[rebuilt]] = (
+                batches.first_timestamps[with_records[rebuilt]] + newest[rebuilt]
+            )
+        if len(patched):
+            array = np.frombuffer(buffer, dtype=np.uint8)
+            at = batches.positions[patched]
+            _put_big_endian(array, at + LENGTH_OFFSET, new_sizes[patched] - LOG_OVERHEAD, 4)
+            _put_big_endian(array, at + MAX_TIMESTAMP_OFFSET, max_timestamps[patched], 8)
+            _put_big_endian(array, at + RECORD_COUNT_OFFSET, np.where(empty[patched], 0, kept[patched]), 4)
+
+        # the kept units in runs of consecutive bytes, one slice each
+        units = np.flatnonzero(unit_kept)
+        run_starts = unit_starts[units]
+        run_ends = unit_ends[units]
+        if len(units):
+            breaks = np.flatnonzero(run_starts[1:] != run_ends[:-1]) + 1
+            run_starts = run_starts[np.concatenate(([0], breaks))]
+            run_ends = run_ends[np.concatenate((breaks - 1, [len(units) - 1]))]
+        view = memoryview(buffer)
+        pieces: list[bytes | memoryview] = [
+            view[a:b] for a, b in zip(run_starts.tolist(), run_ends.tolist(), strict=True)
+        ]
+        decoded = np.flatnonzero(by_records)
+        if len(decoded):
+            for i in reversed(decoded.tolist()):
+                batch = chunk.record_batch(i)
+                first = int(starts[i])
+                records = list(compress(batch.records(), keep[first : first + int(counts[i])].tolist()))
+                horizon = new_horizon_ms if stamp[i] else None
+                rebuilt_batch = retained_batch(batch, records, delete_horizon_ms=horizon)
+                pieces.insert(int(np.searchsorted(run_starts, batches.positions[i])), rebuilt_batch)
+                new_sizes[i] = len(rebuilt_batch)
+                max_timestamps[i] = RecordBatch(rebuilt_batch).max_timestamp_ms
+        out_batches = np.flatnonzero(whole | by_bytes | empty | by_records)
+        if not len(out_batches):
+            return 0
+        out = bytearray().join(pieces)
+        out_sizes = new_sizes[out_batches]
+        out_starts = np.zeros(len(out_batches), dtype=np.int64)
+        np.cumsum(out_sizes[:-1], out=out_starts[1:])
+        if len(out) != int(out_sizes.sum()):
+            raise LogStorageError(
+                f"{chunk.where}: the cleaned batches at position {chunk.position} come to {len(out)} bytes, "
+                f"expected {int(out_sizes.sum())}"
+            )
+        # the CRCs of the patched headers, over their new bytes
+        out_view = memoryview(out)
+        is_patched = (by_bytes | empty)[out_batches]
+        crc_at = out_starts[is_patched].tolist()
+        crc_ends = (out_starts + out_sizes)[is_patched].tolist()
+        for at, stop in zip(crc_at, crc_ends, strict=True):
+            _CRC.pack_into(out, at + CRC_OFFSET, crc32c.crc32c(out_view[at + ATTRIBUTES_OFFSET : stop]))
+        base_offsets = batches.base_offsets[out_batches]
+        cleaned.append_bytes(
+            out,
+            out_sizes.tolist(),
+            base_offsets.tolist(),
+            (base_offsets + batches.last_offset_deltas[out_batches]).tolist(),
+            max_timestamps[out_batches].tolist(),
+        )
+        return len(out)
+
+    def _keep(
+        self,
+        columns: KeyColumns,
+        drop_tombstones: Sequence[bool] | npt.NDArray[np.bool_],
+        slots: npt.NDArray[np.int32] | None = None,
+    ) -> npt.NDArray[np.bool_]:
+        """Which records of ``columns`` stay (see the module docstring, step 3). ``slots``: where the map
+        phase put the keys of the keyed records, in order (their mapped offsets are read there, not
+        hashed and looked up again)."""
         keyed = columns.key_lengths >= 0
         mapped = np.full(len(keyed), -1, dtype=np.int64)
-        if np.count_nonzero(keyed):
+        keyed_count = np.count_nonzero(keyed)
+        if slots is not None and len(slots) == keyed_count:
+            mapped[keyed] = self._map.offsets_at(slots)
+        elif keyed_count:
             mapped[keyed] = self._map.get_many(
                 hash_key_columns(columns.array, columns.key_starts[keyed], columns.key_lengths[keyed])
             )
@@ -504,54 +724,173 @@ class Cleaner:
         return out
 
 
-def _chunks(batches: Iterator[RecordBatch]) -> Iterator[list[RecordBatch]]:
-    """``batches`` in lists of about :data:`_CHUNK_RECORDS` records (a batch is never split)."""
-    chunk: list[RecordBatch] = []
-    records = 0
-    for batch in batches:
-        chunk.append(batch)
-        records += batch.record_count
-        if records >= _CHUNK_RECORDS:
-            yield chunk
-            chunk, records = [], 0
-    if chunk:
-        yield chunk
+def _put_big_endian(array: npt.NDArray[np.uint8], at: Offsets, values: Offsets, width: int) -> None:
+    """Write ``values[i]`` as a big-endian integer of ``width`` bytes at ``array[at[i]:]``."""
+    as_bytes = values.astype(f">i{width}").view(np.uint8).reshape(-1, width)
+    array[at[:, None] + np.arange(width)] = as_bytes
 
 
-def _keys_of(chunk: list[RecordBatch]) -> tuple[Hashes, Offsets, list[int]]:
-    """The hashes and offsets of the keyed records of ``chunk``, in order, and how many each batch holds
-    (by columns, or by the walk when the columns strategy declines)."""
-    data_batches = [b for b in chunk if not b.is_control_batch]
-    columns = batch_key_columns(data_batches)
-    if columns is not None:
-        keyed_mask = columns.key_lengths >= 0
-        so_far = np.zeros(len(keyed_mask) + 1, dtype=np.int64)
-        np.cumsum(keyed_mask, out=so_far[1:])
-        starts = columns.batch_starts
-        data_keyed = iter((so_far[starts[1:]] - so_far[starts[:-1]]).tolist())
-        keyed = [0 if b.is_control_batch else next(data_keyed) for b in chunk]
-        hashes = hash_key_columns(
-            columns.array, columns.key_starts[keyed_mask], columns.key_lengths[keyed_mask]
+class _MappedSlots:
+    """Where the map phase put the key of each keyed record (its slot in the offset map: a key keeps its
+    slot until the map is cleared), by segment and batch position, so that the rewrite reads each
+    record's mapped offset with one gather (:meth:`OffsetMap.offsets_at`) instead of hashing its key and
+    probing again. Bounded: slots of at most ``max_records`` records (4 bytes each; the cleaner takes half
+    as many as the map has slots: a twelfth of its memory); the rest are looked up. A segment's are
+    dropped once it is rewritten. One pass's, of one thread."""
+
+    def __init__(self, max_records: int) -> None:
+        self._room = max_records
+        self._parts: dict[Segment, list[tuple[Offsets, Offsets, npt.NDArray[np.int32]]]] = {}
+        self._joined: dict[Segment, tuple[Offsets, Offsets, npt.NDArray[np.int32]]] = {}
+
+    def add(self, segment: Segment, positions: Offsets, keyed: Offsets, slots: Offsets) -> None:
+        """The batches at ``positions`` (in the file) of ``segment`` hold ``keyed`` keyed records each,
+        whose keys went to ``slots``, in order."""
+        if len(slots) > self._room:
+            self._room = 0
+            return
+        self._room -= len(slots)
+        self._parts.setdefault(segment, []).append((positions, keyed.copy(), slots.astype(np.int32)))
+
+    def forget(self, segment: Segment) -> None:
+        self._parts.pop(segment, None)
+        self._joined.pop(segment, None)
+
+    def slots_of(self, segment: Segment, positions: Offsets) -> npt.NDArray[np.int32] | None:
+        """The slots of the keyed records of the batches at ``positions`` (consecutive batches of
+        ``segment``), or None unless every one of them was put."""
+        joined = self._joined.get(segment)
+        if joined is None:
+            parts = self._parts.pop(segment, None)
+            if not parts:
+                return None
+            all_positions = np.concatenate([p[0] for p in parts])
+            starts = np.zeros(len(all_positions) + 1, dtype=np.int64)
+            np.cumsum(np.concatenate([p[1] for p in parts]), out=starts[1:])
+            joined = (all_positions, starts, np.concatenate([p[2] for p in parts]))
+            self._joined[segment] = joined
+        all_positions, starts, slots = joined
+        first = int(np.searchsorted(all_positions, positions[0]))
+        stop = first + len(positions)
+        if stop > len(all_positions) or not np.array_equal(all_positions[first:stop], positions):
+            return None
+        return slots[int(starts[first]) : int(starts[stop])]
+
+
+@dataclass(slots=True)
+class _Chunk:
+    """Whole batches of one segment read at once (:func:`_chunks_of`): the bytes, padded for the key
+    columns, and the batches' header columns. The buffer is the cleaner's own (it patches headers in it)."""
+
+    data: bytearray
+    batches: BatchHeaderColumns
+    #: The buffer's position in its segment file, the file (for messages), and whether the chunk ends
+    #: the segment.
+    position: int
+    where: str
+    last: bool
+
+    @property
+    def plain(self) -> bool:
+        """Whether every batch is an uncompressed data batch (the key columns read them in place)."""
+        return not np.count_nonzero(self.batches.attributes & (COMPRESSION_MASK | CONTROL_MASK))
+
+    def key_columns(self, *, keys_only: bool = False) -> KeyColumns | None:
+        """The key columns of a :attr:`plain` chunk's records, read in place (None: declined);
+        ``keys_only``: keys and offsets only (:func:`~broker.record.key_columns.key_columns_in`)."""
+        batches = self.batches
+        return key_columns_in(
+            self.data,
+            batches.positions + HEADER_SIZE,
+            batches.positions + batches.sizes,
+            batches.record_counts,
+            batches.base_offsets,
+            keys_only=keys_only,
         )
-        return hashes, columns.offsets[keyed_mask], keyed
-    keys: list[bytes] = []
-    offsets: list[int] = []
-    keyed = []
-    for batch in chunk:
-        records = [] if batch.is_control_batch else batch.records()
-        before = len(keys)
-        for record in records:
-            if record.key is not None:
-                keys.append(record.key)
-                offsets.append(record.offset)
-        keyed.append(len(keys) - before)
-    return hash_keys(keys), np.asarray(offsets, dtype=np.int64), keyed
+
+    def record_batch(self, i: int) -> RecordBatch:
+        """Batch ``i`` as a :class:`RecordBatch` (a copy of its bytes: the buffer may be patched)."""
+        at = int(self.batches.positions[i])
+        size = int(self.batches.sizes[i])
+        return RecordBatch(bytes(self.data[at : at + size]), where=self.where, position=self.position + at)
+
+    def record_batches(self) -> list[RecordBatch]:
+        view = memoryview(self.data)
+        return [
+            RecordBatch(view[at : at + size], where=self.where, position=self.position + at)
+            for at, size in zip(self.batches.positions.tolist(), self.batches.sizes.tolist(), strict=True)
+        ]
+
+    def select(self, first: int, stop: int) -> _Chunk:
+        """The chunk of batches ``[first, stop)`` (the same buffer)."""
+        return _Chunk(self.data, self.batches.select(first, stop), self.position, self.where, self.last)
 
 
-def _batches_from(
-    segments: Sequence[Segment], from_offset: int, until_offset: int, chunk_bytes: int
-) -> Iterator[RecordBatch]:
-    """Every batch of ``segments`` holding offsets in ``[from_offset, until_offset)``, in order."""
+def _chunks_of(
+    segment: Segment, position: int, max_position: int, read_bytes: int, buffer: _ReadBuffer
+) -> Iterator[_Chunk]:
+    """The batches of ``segment`` from ``position`` (a batch start) to ``max_position``, in chunks of about
+    :data:`_CHUNK_RECORDS` records (at least one batch), each read with one ``pread`` into ``buffer`` (of
+    at most :data:`_MAX_CHUNK_BYTES`; a batch larger than that is read whole into a buffer of its own).
+    A chunk's bytes are valid until the next one is read."""
+    where = str(segment.path)
+    bytes_per_record = 128  # a guess, then what the last chunk had
+    while position < max_position:
+        want = min(
+            max(read_bytes, bytes_per_record * _CHUNK_RECORDS), _MAX_CHUNK_BYTES, max_position - position
+        )
+        data = _padded_read(segment, position, want, buffer.at_least(want + PADDING_BYTES))
+        batches = batch_header_columns(data, end=want, where=where, base_position=position)
+        if not batches.count:  # one batch larger than the read
+            size = LOG_OVERHEAD + int.from_bytes(data[LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True)
+            if size <= want or size > max_position - position:
+                raise LogStorageError(
+                    f"{where}: no whole batch at position {position} (below {max_position}): the batch "
+                    f"there announces {size} bytes"
+                )
+            data = _padded_read(segment, position, size, bytearray(size + PADDING_BYTES))
+            batches = batch_header_columns(data, end=size, where=where, base_position=position)
+            if not batches.count:
+                raise LogStorageError(f"{where}: no whole batch at position {position} ({size} bytes read)")
+        records = np.cumsum(batches.record_counts)
+        take = min(max(int(np.searchsorted(records, _CHUNK_RECORDS)) + 1, 1), batches.count)
+        batches = batches.select(0, take)
+        taken = batches.complete_bytes
+        bytes_per_record = max(taken // max(int(records[take - 1]), 1), 8)
+        yield _Chunk(data, batches, position, where, position + taken >= max_position)
+        position += taken
+
+
+class _ReadBuffer:
+    """A cleaner thread's buffer for chunks (one at a time), grown to the largest read so far: allocated
+    (and zeroed) only as far as reads need."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def at_least(self, size: int) -> bytearray:
+        if len(self._buffer) < size:
+            self._buffer = bytearray(size)
+        return self._buffer
+
+
+def _padded_read(segment: Segment, position: int, size: int, buffer: bytearray) -> bytearray:
+    """``buffer`` holding ``size`` bytes of ``segment`` from ``position``, followed by the key columns'
+    padding (zeros)."""
+    got = segment.read_into(buffer, size, position)
+    if got != size:
+        raise LogStorageError(
+            f"{segment.path}: {got} bytes at position {position}, expected {size}: the segment is cut short"
+        )
+    buffer[size : size + PADDING_BYTES] = bytes(PADDING_BYTES)
+    return buffer
+
+
+def _dirty_chunks(
+    segments: Sequence[Segment], from_offset: int, until_offset: int, read_bytes: int, buffer: _ReadBuffer
+) -> Iterator[tuple[Segment, _Chunk]]:
+    """The batches of ``segments`` holding offsets in ``[from_offset, until_offset)``, in chunks, each
+    with its segment."""
     for segment in segments:
         if segment.next_offset <= from_offset:
             continue
@@ -561,11 +900,58 @@ def _batches_from(
         found = segment.position_of(from_offset, size) if segment.base_offset < from_offset else (0,)
         if found is None:
             continue
-        for batch in segment.batches(found[0], size, chunk_bytes):
-            if batch.base_offset >= until_offset:
+        for chunk in _chunks_of(segment, found[0], size, read_bytes, buffer):
+            batches = chunk.batches
+            first = int(np.searchsorted(batches.base_offsets + batches.last_offset_deltas, from_offset))
+            stop = int(np.searchsorted(batches.base_offsets, until_offset))
+            if first < stop:
+                yield segment, chunk.select(first, stop)
+            if stop < batches.count:
                 return
-            if batch.last_offset >= from_offset:
-                yield batch
+
+
+def _keys_of(chunk: _Chunk) -> tuple[Hashes, Offsets, Offsets]:
+    """The hashes and offsets of the keyed records of ``chunk``, in order, and how many each batch holds
+    (by columns, or by the walk when the columns strategy declines)."""
+    columns = chunk.key_columns(keys_only=True) if chunk.plain else None
+    if columns is not None:
+        keyed_mask = columns.key_lengths >= 0
+        so_far = np.zeros(len(keyed_mask) + 1, dtype=np.int64)
+        np.cumsum(keyed_mask, out=so_far[1:])
+        starts = np.asarray(columns.batch_starts, dtype=np.int64)
+        keyed_counts = so_far[starts[1:]] - so_far[starts[:-1]]
+        hashes = hash_key_columns(
+            columns.array, columns.key_starts[keyed_mask], columns.key_lengths[keyed_mask]
+        )
+        return hashes, columns.offsets[keyed_mask], keyed_counts
+    batches = chunk.record_batches()
+    data_batches = [b for b in batches if not b.is_control_batch]
+    by_batch = batch_key_columns(data_batches)
+    if by_batch is not None:
+        keyed_mask = by_batch.key_lengths >= 0
+        so_far = np.zeros(len(keyed_mask) + 1, dtype=np.int64)
+        np.cumsum(keyed_mask, out=so_far[1:])
+        starts = np.asarray(by_batch.batch_starts, dtype=np.int64)
+        data_keyed = iter((so_far[starts[1:]] - so_far[starts[:-1]]).tolist())
+        keyed = [0 if b.is_control_batch else next(data_keyed) for b in batches]
+        hashes = hash_key_columns(
+            by_batch.array,
+            by_batch.key_starts[keyed_mask],
+            by_batch.key_lengths[keyed_mask],
+        )
+        return hashes, by_batch.offsets[keyed_mask], np.asarray(keyed, dtype=np.int64)
+    keys: list[bytes] = []
+    offsets: list[int] = []
+    keyed = []
+    for batch in batches:
+        records = [] if batch.is_control_batch else batch.records()
+        before = len(keys)
+        for record in records:
+            if record.key is not None:
+                keys.append(record.key)
+                offsets.append(record.offset)
+        keyed.append(len(keys) - before)
+    return hash_keys(keys), np.asarray(offsets, dtype=np.int64), np.asarray(keyed, dtype=np.int64)
 
 
 class LogCleaner:

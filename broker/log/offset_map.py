@@ -24,7 +24,8 @@ next batch's keys might not fit, and cleans the rest in a later pass.
 Puts and gets are vectorised: :meth:`OffsetMap.put_many` and :meth:`OffsetMap.get_many` take the hashes
 of many keys at once (:func:`hash_keys`) and resolve every key's probe sequence in rounds of numpy
 operations, each round settling the keys that found their slot (or an empty one). Keys put together are
-applied in order: a key given twice keeps its later offset.
+resolved to their slots first, then their offsets are written at once: a key keeps the largest offset
+it is given (the cleaner's offsets increase along the log, so the last one).
 
 Thread safety: none. Each cleaner thread owns one map.
 """
@@ -56,6 +57,9 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX_1 = np.uint64(0xFF51AFD7ED558CCD)
 _MIX_2 = np.uint64(0xC4CEB9FE1A85EC53)
 _SHIFT = np.uint64(33)
+#: A slot's offset: empty, or claimed by a put in progress (its offset set at the put's end).
+_EMPTY = -1
+_CLAIMED = -2
 
 
 def hash_keys(keys: Sequence[bytes]) -> Hashes:
@@ -139,8 +143,9 @@ class OffsetMap:
             raise ValueError(f"an offset map needs at least {BYTES_PER_ENTRY * 8} bytes, got {memory_bytes}")
         self._slots = _largest_prime_at_most(memory_bytes // BYTES_PER_ENTRY)
         self._load_factor = load_factor
-        self._low: Hashes = np.zeros(self._slots, dtype=np.uint64)
-        self._high: Hashes = np.zeros(self._slots, dtype=np.uint64)
+        # filled, not np.zeros: every page is touched now, not at the first puts of a pass
+        self._low: Hashes = np.full(self._slots, 0, dtype=np.uint64)
+        self._high: Hashes = np.full(self._slots, 0, dtype=np.uint64)
         self._offsets: Offsets = np.full(self._slots, -1, dtype=np.int64)
         self._size = 0
         self._latest_offset = -1
@@ -189,59 +194,56 @@ class OffsetMap:
         step = (hashes[:, 1] % np.uint64(self._slots - 1)).astype(np.int64) + 1
         return position, step
 
-    def put_many(self, hashes: Hashes, offsets: Offsets) -> None:
-        """Map every ``hashes[i]`` to ``offsets[i]``; for a key given twice, the later one wins. The caller
-        keeps the map within :attr:`max_entries` (a full table raises :class:`OverflowError`)."""
+    def put_many(self, hashes: Hashes, offsets: Offsets) -> npt.NDArray[np.int64]:
+        """Map every ``hashes[i]`` to ``offsets[i]`` (offsets at least 0); a key keeps the largest offset
+        it is given (the cleaner puts a log's offsets in increasing order: the last one). Returns the slot
+        each key took: it keeps it until :meth:`clear` (:meth:`offsets_at` reads it). The caller keeps
+        the map within :attr:`max_entries` (a full table raises :class:`OverflowError`).
+
+        Each key's slot is found first, in probe rounds: a key at an empty slot claims it (several keys
+        at one empty slot: one claim wins, by the mark it leaves), a key at a slot holding its hash
+        (its own, or claimed by another occurrence of it this round) is settled there, any other key
+        probes on. Then every key's offset goes to its slot at once, the largest winning
+        (``np.maximum.at``: no sort of the keys)."""
         n = len(offsets)
+        found = np.empty(n, dtype=np.int64)  # each key's slot
         if n == 0:
-            return
-        low = hashes[:, 0]
-        high = hashes[:, 1]
-        # keep the last occurrence of each key
-        order = np.argsort(low, kind="stable")
-        sorted_low, sorted_high = low[order], high[order]
-        if np.count_nonzero((sorted_low[1:] == sorted_low[:-1]) & (sorted_high[1:] != sorted_high[:-1])):
-            order = np.lexsort((np.arange(n), high, low))  # keys sharing a low word: both words then
-            sorted_low, sorted_high = low[order], high[order]
-        last = np.ones(n, dtype=bool)
-        last[:-1] = (sorted_low[1:] != sorted_low[:-1]) | (sorted_high[1:] != sorted_high[:-1])
-        keep = order[last]
-        p_low, p_high = low[keep], high[keep]
-        p_offsets = np.asarray(offsets, dtype=np.int64)[keep]
-        position, step = self._probe(np.stack((p_low, p_high), axis=1))
+            return found
+        low, high = hashes[:, 0], hashes[:, 1]
+        position, step = self._probe(hashes)
         table_low, table_high, table_offsets = self._low, self._high, self._offsets
         slots = self._slots
+        index = np.arange(n)  # the keys still probing
         rounds = 0
-        while len(p_low):
+        while len(index):
             rounds += 1
             if rounds > slots:
                 raise OverflowError(f"the offset map's {slots} slots are full ({self._size} keys)")
-            current = table_offsets[position]
-            empty = current < 0
-            same = ~empty & (table_low[position] == p_low) & (table_high[position] == p_high)
-            if same.any():
-                table_offsets[position[same]] = p_offsets[same]
-            settled = same
-            if empty.any():
-                candidates = np.flatnonzero(empty)
-                # several keys may probe the same empty slot: the first of them takes it
-                _, first = np.unique(position[candidates], return_index=True)
-                winners = candidates[first]
-                where = position[winners]
-                table_low[where] = p_low[winners]
-                table_high[where] = p_high[winners]
-                table_offsets[where] = p_offsets[winners]
-                self._size += len(winners)
-                settled = settled.copy()
-                settled[winners] = True
-                # the losers probe the same slot again next round (now taken by another key)
-                move = ~settled & ~empty
-            else:
-                move = ~settled
-            position = np.where(move, (position + step) % slots, position)
-            rest = ~settled
-            p_low, p_high, p_offsets = p_low[rest], p_high[rest], p_offsets[rest]
-            position, step = position[rest], step[rest]
+            empty = np.flatnonzero(table_offsets[position] == _EMPTY)
+            if len(empty):
+                where = position[empty]
+                marks = _CLAIMED - 1 - empty  # below _CLAIMED: a slot taken this round, by whom
+                table_offsets[where] = marks
+                won = empty[table_offsets[where] == marks]  # one per slot
+                where = position[won]
+                table_low[where] = low[won]
+                table_high[where] = high[won]
+                table_offsets[where] = _CLAIMED
+                self._size += len(won)
+            same = (table_low[position] == low) & (table_high[position] == high)
+            found[index[same]] = position[same]
+            rest = ~same
+            index, low, high = index[rest], low[rest], high[rest]
+            position = (position[rest] + step[rest]) % slots
+            step = step[rest]
+        np.maximum.at(table_offsets, found, np.asarray(offsets, dtype=np.int64))
+        return found
+
+    def offsets_at(self, slots: npt.NDArray[np.integer]) -> Offsets:
+        """The offsets mapped at ``slots``, slots :meth:`put_many` returned since the last :meth:`clear`:
+        what :meth:`get_many` finds for those keys, without hashing or probing."""
+        found: Offsets = self._offsets[slots]
+        return found
 
     def get_many(self, hashes: Hashes) -> Offsets:
         """The offset mapped to each hash, -1 where the key is not in the map."""

@@ -102,19 +102,30 @@ class Segment:
 
     @classmethod
     def create(
-        cls, directory: Path, base_offset: int, *, index_interval_bytes: int, now_ms: int, suffix: str = ""
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        now_ms: int,
+        suffix: str = "",
+        durable: bool = True,
     ) -> Segment:
         """A new, empty segment; fails if any of its files already exists. ``suffix`` is appended to the
-        three file names (the log cleaner writes ``.cleaned`` segments)."""
+        three file names (the log cleaner writes ``.cleaned`` segments). ``durable=False`` skips writing
+        the empty indexes atomically and durably (:meth:`IndexFile.create_empty`): for a segment flushed
+        before anything relies on it (the cleaner's, flushed before its swap)."""
         log_path = _with_suffix(segment_path(directory, base_offset, LOG_SUFFIX), suffix)
         log = FileHandle.open(log_path, create=True, exclusive=True)
+        index_path = _with_suffix(segment_path(directory, base_offset, INDEX_SUFFIX), suffix)
+        time_index_path = _with_suffix(segment_path(directory, base_offset, TIME_INDEX_SUFFIX), suffix)
         try:
-            offset_index = OffsetIndex.create(
-                _with_suffix(segment_path(directory, base_offset, INDEX_SUFFIX), suffix), base_offset
-            )
-            time_index = TimeIndex.create(
-                _with_suffix(segment_path(directory, base_offset, TIME_INDEX_SUFFIX), suffix), base_offset
-            )
+            if durable:
+                offset_index = OffsetIndex.create(index_path, base_offset)
+                time_index = TimeIndex.create(time_index_path, base_offset)
+            else:
+                offset_index = OffsetIndex.create_empty(index_path, base_offset)
+                time_index = TimeIndex.create_empty(time_index_path, base_offset)
         except BaseException:
             log.close()
             log_path.unlink(missing_ok=True)
@@ -296,6 +307,39 @@ class Segment:
             for batch, base_offset in zip(batches, base_offsets, strict=True):
                 buffers.append(stamp(base_offset, batch.batch_length, leader_epoch))
                 buffers.append(batch.buffer[16:])
+        self._write_and_index(
+            buffers,
+            [batch.size_bytes for batch in batches],
+            base_offsets,
+            [
+                base_offset + batch.last_offset_delta
+                for batch, base_offset in zip(batches, base_offsets, strict=True)
+            ],
+            [batch.max_timestamp_ms for batch in batches],
+        )
+
+    def append_bytes(
+        self,
+        data: bytes | bytearray | memoryview,
+        sizes: Sequence[int],
+        base_offsets: Sequence[int],
+        last_offsets: Sequence[int],
+        max_timestamps_ms: Sequence[int],
+    ) -> None:
+        """Write ``data``, whole batches end to end exactly as they are (base offsets included), then index
+        them: ``sizes``, ``base_offsets``, ``last_offsets`` and ``max_timestamps_ms`` describe each batch in
+        order (the log cleaner's rewritten batches, described by columns rather than
+        :class:`RecordBatch` objects). Raises :class:`LogStorageError`."""
+        self._write_and_index((data,), sizes, base_offsets, last_offsets, max_timestamps_ms)
+
+    def _write_and_index(
+        self,
+        buffers: Sequence[bytes | bytearray | memoryview],
+        sizes: Sequence[int],
+        base_offsets: Sequence[int],
+        last_offsets: Sequence[int],
+        max_timestamps_ms: Sequence[int],
+    ) -> None:
         start = self._size_bytes
         try:
             self._log.append_all(buffers)
@@ -305,10 +349,9 @@ class Segment:
         position = start
         interval = self._index_interval_bytes
         next_offset = self._next_offset
-        for batch, base_offset in zip(batches, base_offsets, strict=True):
-            size = batch.size_bytes
-            last_offset = base_offset + batch.last_offset_delta
-            max_ts = batch.max_timestamp_ms
+        for size, base_offset, last_offset, max_ts in zip(
+            sizes, base_offsets, last_offsets, max_timestamps_ms, strict=True
+        ):
             if position == 0:
                 self._rolling_base_timestamp_ms = max_ts
             self._max_timestamp_ms = max(self._max_timestamp_ms, max_ts)
@@ -447,6 +490,11 @@ class Segment:
                 continue
             yield from scan.batches
             position += scan.complete_bytes
+
+    def read_into(self, buffer: bytearray, size: int, position: int) -> int:
+        """Read up to ``size`` bytes of the ``.log`` file from ``position`` into the start of ``buffer``;
+        returns how many (fewer only at its end): the log cleaner's reads of many batches at once."""
+        return self._log.pread_into(buffer, size, position)
 
     def read_batch(self, position: int, max_position: int) -> RecordBatch:
         """The whole batch at ``position``, read into memory."""

@@ -13,9 +13,11 @@ module, each format documented at the top of its module:
 * :mod:`~broker.record.compression`: the codecs as Kafka frames them (gzip, xerial snappy, LZ4, zstd);
 * :mod:`~broker.record.record_walker`: the one reader of record bodies, with its strategies
   (:mod:`~broker.record.layout_check` for validation, :mod:`~broker.record.value_columns` for the
-  consumer's numpy pass);
+  consumer's numpy pass, :mod:`~broker.record.key_columns` for the log cleaner's);
 * :mod:`~broker.record.record_batch_builder` and :mod:`~broker.record.record_encoder`: the one builder;
 * :mod:`~broker.record.batch_scan`: splitting concatenated batches (fetch responses, produce requests);
+  :mod:`~broker.record.batch_header_columns`: their headers as numpy columns instead (the cleaner's
+  reads);
 * :mod:`~broker.record.topic_partition` and :mod:`~broker.record.topic_name`: the partition key and
   Kafka's topic-name rules;
 * :mod:`~broker.record.errors`: the errors, under ``RecordError``.

@@ -9,7 +9,8 @@ or ``None`` when it cannot vouch for them (then the caller walks the batches). T
 offset map from the key columns and decides from them, per batch, whether any record is dropped: a batch
 that keeps every record is copied as it is, one that loses some is rebuilt from the byte ranges of the
 records it keeps (:func:`~broker.record.record_batch_builder.retained_batch_of_bytes`), so no record is
-decoded into fields at all.
+decoded into fields at all. :func:`key_columns_in` reads the bodies where they lie, between their headers
+in a read of a segment (no copy), and has a keys-only mode for the map.
 
 What it checks is what :func:`~broker.record.record_walker.walk_values` checks (the records fill each
 batch's body exactly, the length, key length and value length varints fit their record), not the headers'
@@ -28,7 +29,7 @@ from itertools import accumulate
 from typing import TYPE_CHECKING
 
 from broker.record.batch_header import COMPRESSION_MASK, HEADER_SIZE
-from broker.record.value_columns import _PADDING, _varints, load_decoder
+from broker.record.value_columns import _PADDING, _varint_ends, _varints, load_decoder
 from broker.record.varint import decode_varint
 
 if TYPE_CHECKING:
@@ -37,16 +38,20 @@ if TYPE_CHECKING:
 
     from broker.record.record_batch import RecordBatch
 
-__all__ = ["KeyColumns", "batch_key_columns", "key_columns"]
+__all__ = ["PADDING_BYTES", "KeyColumns", "batch_key_columns", "key_columns", "key_columns_in"]
+
+#: Bytes :func:`key_columns_in` needs after the last body (varints are read a few bytes ahead).
+PADDING_BYTES = len(_PADDING)
 
 
 @dataclass(frozen=True, slots=True)
 class KeyColumns:
     """The records of some batches, one array entry per record, in order (see the module docstring).
 
-    Positions are into :attr:`data`, the batches' (decompressed) record bodies end to end."""
+    Positions are into :attr:`data`: the batches' (decompressed) record bodies end to end, or the buffer
+    the bodies lie in (:func:`key_columns_in`)."""
 
-    data: bytes
+    data: bytes | bytearray
     array: NDArray[np.uint8]
     #: Where each batch's records start among the entries (``len(batches) + 1`` entries, the last the total).
     batch_starts: list[int]
@@ -68,33 +73,68 @@ def key_columns(
     and base offsets; ``None`` when some batch is not as expected (then walk them)."""
     if not bodies or not load_decoder():
         return None
+    data = b"".join([*bodies, _PADDING])
+    body_starts = list(accumulate((len(body) for body in bodies), initial=0))
+    return key_columns_in(data, body_starts[:-1], body_starts[1:], counts, base_offsets)
+
+
+def key_columns_in(
+    data: bytes | bytearray,
+    body_starts: Sequence[int] | NDArray[np.int64],
+    body_ends: Sequence[int] | NDArray[np.int64],
+    counts: Sequence[int] | NDArray[np.int64],
+    base_offsets: Sequence[int] | NDArray[np.int64],
+    *,
+    keys_only: bool = False,
+) -> KeyColumns | None:
+    """:func:`key_columns` of batches whose record bodies lie in ``data`` at ``[body_starts[i],
+    body_ends[i])``, in order (other bytes may lie between them, such as the batches' headers in a read
+    of a segment: the log cleaner's way, with no copy of the bodies); ``data`` must hold at least
+    :data:`PADDING_BYTES` bytes after the last body. ``None`` when some batch is not as expected.
+
+    ``keys_only`` (what the cleaner's offset map needs): the timestamp deltas are skipped, not read, and
+    the values not read at all (:attr:`KeyColumns.timestamp_deltas` all 0, :attr:`KeyColumns.null_values`
+    all ``False``); each key is checked to lie inside its record, as the value is otherwise."""
+    if not len(counts) or not load_decoder():
+        return None
     import numpy as np  # noqa: PLC0415 - loaded on first use (see load_decoder)
 
-    total = sum(counts)
-    if min(counts) < 0:
+    counts_array = np.asarray(counts, dtype=np.int64)
+    body_starts_array = np.asarray(body_starts, dtype=np.int64)
+    body_ends_array = np.asarray(body_ends, dtype=np.int64)
+    total = int(counts_array.sum())
+    if int(counts_array.min()) < 0 or len(data) - int(body_ends_array[-1]) < len(_PADDING):
         return None
-    batch_starts = list(accumulate(counts, initial=0))
-    data = b"".join([*bodies, _PADDING])
-    end = len(data) - len(_PADDING)
+    starts_array = np.zeros(len(counts_array) + 1, dtype=np.int64)
+    np.cumsum(counts_array, out=starts_array[1:])
+    batch_starts: list[int] = starts_array.tolist()
     arr = np.frombuffer(data, dtype=np.uint8)
     empty = np.empty(0, dtype=np.int64)
+    sized = body_ends_array > body_starts_array
     if total == 0:
-        if end:
+        if np.count_nonzero(sized):
             return None  # batches without records have bytes
         return KeyColumns(
             data, arr, batch_starts, empty, empty, empty, empty, empty, empty, np.empty(0, dtype=np.bool_)
         )
-    if any(not count and len(body) for count, body in zip(counts, bodies, strict=True)):
+    if np.count_nonzero(sized & (counts_array == 0)):
         return None  # a batch without records has bytes
-    bounds = _record_bounds(data, arr, bodies, counts, batch_starts)
+    bounds = _record_bounds(data, arr, body_starts_array, body_ends_array, counts_array, starts_array)
     if bounds is None:
         return None
     record_starts, starts, ends = bounds
     try:
-        parsed = _varints(arr, starts + 1)  # after the attributes byte (unused)
-        if parsed is None:
-            return None
-        timestamp_deltas, position = parsed
+        if keys_only:
+            skipped = _varint_ends(arr, starts + 1)
+            if skipped is None:
+                return None
+            timestamp_deltas: int | NDArray[np.int64] = 0
+            position = skipped
+        else:
+            parsed = _varints(arr, starts + 1)  # after the attributes byte (unused)
+            if parsed is None:
+                return None
+            timestamp_deltas, position = parsed
         parsed = _varints(arr, position)
         if parsed is None:
             return None
@@ -106,6 +146,21 @@ def key_columns(
         key_lengths = np.broadcast_to(np.asarray(key_lengths, dtype=np.int64), (total,))
         if np.count_nonzero(key_lengths < -1):
             return None
+        if keys_only:
+            if np.count_nonzero(key_starts + np.maximum(key_lengths, 0) > ends):
+                return None
+            return KeyColumns(
+                data=data,
+                array=arr,
+                batch_starts=batch_starts,
+                record_starts=record_starts,
+                record_ends=ends,
+                offsets=np.repeat(np.asarray(base_offsets, dtype=np.int64), counts_array) + offset_deltas,
+                timestamp_deltas=np.zeros(total, dtype=np.int64),
+                key_starts=key_starts,
+                key_lengths=key_lengths,
+                null_values=np.zeros(total, dtype=np.bool_),
+            )
         parsed = _varints(arr, key_starts + np.maximum(key_lengths, 0))
         if parsed is None:
             return None
@@ -117,7 +172,7 @@ def key_columns(
         value_starts + np.maximum(value_lengths, 0) > ends
     ):
         return None
-    offsets = np.repeat(np.asarray(base_offsets, dtype=np.int64), counts) + offset_deltas
+    offsets = np.repeat(np.asarray(base_offsets, dtype=np.int64), counts_array) + offset_deltas
     return KeyColumns(
         data=data,
         array=arr,
@@ -144,11 +199,12 @@ def batch_key_columns(batches: Sequence[RecordBatch]) -> KeyColumns | None:
 
 
 def _record_bounds(
-    data: bytes,
+    data: bytes | bytearray,
     arr: NDArray[np.uint8],
-    bodies: Sequence[bytes | memoryview],
-    counts: Sequence[int],
-    batch_starts: list[int],
+    body_starts: NDArray[np.int64],
+    body_ends: NDArray[np.int64],
+    counts: NDArray[np.int64],
+    batch_starts: NDArray[np.int64],
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]] | None:
     """Where each record starts (at its length varint), where its fields start (after it) and where it
     ends; ``None`` when the records of some batch do not fill its body exactly.
@@ -162,32 +218,28 @@ def _record_bounds(
     """
     import numpy as np  # noqa: PLC0415
 
-    total = batch_starts[-1]
-    body_positions = list(accumulate((len(body) for body in bodies), initial=0))
-    firsts: list[int] = []  # the first record's size in each batch with records
+    total = int(batch_starts[-1])
+    with_records = np.flatnonzero(counts)
+    nonempty_counts = counts[with_records]
+    first_starts = body_starts[with_records]
     try:
-        for body_position, count in zip(body_positions, counts, strict=False):
-            if count:
-                length, length_end = decode_varint(data, body_position)
-                firsts.append(length_end - body_position + length)
-    except (IndexError, ValueError):  # a varint longer than 10 bytes, or cut short
+        parsed = _varints(arr, first_starts)  # the first record's length in each batch with records
+    except IndexError:
         return None
-    if not firsts or min(firsts) < 7:
+    if parsed is None:
         return None
-    with_records = [i for i, count in enumerate(counts) if count]
-    nonempty_counts = np.asarray([counts[i] for i in with_records], dtype=np.int64)
-    index = np.arange(total, dtype=np.int64) - np.repeat(
-        np.asarray([batch_starts[i] for i in with_records], dtype=np.int64), nonempty_counts
-    )
-    size = np.repeat(np.asarray(firsts, dtype=np.int64), nonempty_counts)
-    predicted = np.repeat(
-        np.asarray([body_positions[i] for i in with_records], dtype=np.int64), nonempty_counts
-    )
-    predicted += index * size + np.maximum(index - 64, 0) + np.maximum(index - 8192, 0)
+    firsts = parsed[1] - first_starts + parsed[0]  # the first record's size
+    if int(firsts.min()) < 7:
+        return None
+    index = np.arange(total, dtype=np.int64) - np.repeat(batch_starts[with_records], nonempty_counts)
+    predicted = np.repeat(first_starts, nonempty_counts)
+    predicted += index * np.repeat(firsts, nonempty_counts)
+    predicted += np.maximum(index - 64, 0)
+    predicted += np.maximum(index - 8192, 0)
     next_start = np.empty(total, dtype=np.int64)
     next_start[:-1] = predicted[1:]
     last = np.cumsum(nonempty_counts) - 1
-    next_start[last] = [body_positions[i + 1] for i in with_records]
+    next_start[last] = body_ends[with_records]
     try:
         parsed = _varints(arr, predicted)
     except IndexError:  # a prediction past the end of the data
@@ -202,19 +254,19 @@ def _record_bounds(
         wrong = (ends != next_start) | (lengths < 6)
     if np.count_nonzero(wrong):
         for batch in np.unique(np.searchsorted(last, np.flatnonzero(wrong))).tolist():
-            i = with_records[batch]
-            first = batch_starts[i]
-            walked = _walk_bounds(data, body_positions[i], body_positions[i + 1], counts[i])
+            i = int(with_records[batch])
+            first, count = int(batch_starts[i]), int(counts[i])
+            walked = _walk_bounds(data, int(body_starts[i]), int(body_ends[i]), count)
             if walked is None:
                 return None
-            predicted[first : first + counts[i]] = walked[0]
-            after[first : first + counts[i]] = walked[1]
-            ends[first : first + counts[i]] = walked[2]
+            predicted[first : first + count] = walked[0]
+            after[first : first + count] = walked[1]
+            ends[first : first + count] = walked[2]
     return predicted, after, ends
 
 
 def _walk_bounds(
-    data: bytes, pos: int, end: int, count: int
+    data: bytes | bytearray, pos: int, end: int, count: int
 ) -> tuple[list[int], list[int], list[int]] | None:
     """The starts, field starts and ends of ``count`` records from ``pos``, which must end at ``end``."""
     starts: list[int] = []

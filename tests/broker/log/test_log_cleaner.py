@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import Path
 
+import crc32c
 import pytest
 
 from broker.clock import system_clock_ms
@@ -296,6 +297,7 @@ def test_the_key_columns_and_the_record_walk_clean_to_the_same_bytes(
             append_ops(log, more[3_000:], per_batch=70, codec=CompressionType.GZIP)
             log.roll()
             if way == "walk":
+                monkeypatch.setattr("broker.log.log_cleaner._Chunk.plain", property(lambda _: False))
                 monkeypatch.setattr("broker.log.log_cleaner.batch_key_columns", lambda *args: None)
             passes = clean_all(log_cleaner, cleaner)
             monkeypatch.undo()
@@ -304,6 +306,90 @@ def test_the_key_columns_and_the_record_walk_clean_to_the_same_bytes(
         assert read_bytes(columns_log) == read_bytes(walk_log), f"round {round_number}"
         assert log_map(columns_log) == replay(ops)
         now[0] += 2_000  # past the horizon of the tombstones stamped so far
+    for log, _, _ in logs.values():
+        log.close()
+
+
+def log_append_time(batch: bytes) -> bytes:
+    """``batch`` marked LogAppendTime (attribute bit 3, its CRC recomputed): every record reads as the
+    batch's max timestamp."""
+    data = bytearray(batch)
+    attributes = int.from_bytes(data[21:23], "big") | 0x08
+    data[21:23] = attributes.to_bytes(2, "big")
+    data[17:21] = crc32c.crc32c(bytes(data[21:])).to_bytes(4, "big")
+    return bytes(data)
+
+
+def test_the_chunk_columns_the_batch_columns_and_the_walk_clean_to_the_same_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cleaner's three ways through a log: by the columns of whole chunks read from a segment (the
+    fast path: uncompressed data batches), by batch objects with their key columns, and by the walk,
+    write the same segments pass after pass: chunks of few records (so segments hold many chunks and
+    the map covers only part of them), several passes (a small map), uncompressed and gzip batches mixed
+    in one segment, tombstones stamped then dropped, headers, varied sizes, batches past 64 records,
+    LogAppendTime batches,
+    idempotent producers (a batch that loses every record stays empty when it is its producer's last),
+    reads of 4 KiB (the larger batches read whole on their own)."""
+    monkeypatch.setattr("broker.log.log_cleaner._CHUNK_RECORDS", 700)
+    monkeypatch.setattr("broker.log.log_cleaner._MAX_CHUNK_BYTES", 4 * 1024)
+    rng = random.Random(23)
+    now = [BASE_TS + 10_000_000]
+    ways = ("chunks", "batches", "walk")
+    logs: dict[str, tuple[Log, LogCleaner, Cleaner]] = {}
+    for way in ways:
+        root = tmp_path / way
+        log = open_log(root, delete_retention_ms=1_000, segment_bytes=256 * 1024)
+        log_config = config(root, cleaner_dedupe_buffer_bytes=64 * 1024)
+        manager = LogCleanerManager([root], partial(dict, {root: [log]}), lambda: now[0])
+        log_cleaner = LogCleaner(log_config, manager, clock=lambda: now[0])
+        logs[way] = (log, log_cleaner, log_cleaner.new_cleaner())
+    ops: list[Op] = []
+    sequences = {900: 0, 901: 0}
+    for round_number in range(3):
+        more = random_ops(rng, 8_000, 2_500, tombstones=0.15)
+        more = [(k, None if v is None else v * rng.randrange(1, 5)) for k, v in more]
+        ops += more
+        batches: list[bytes] = []
+        start = 0
+        while start < len(more):
+            size = rng.choice((1, 7, 70, 130))
+            codec = CompressionType.GZIP if rng.random() < 0.2 else CompressionType.NONE
+            producer = rng.choice((-1, 900, 901))
+            builder = RecordBatchBuilder(
+                codec,
+                producer_id=producer,
+                producer_epoch=0 if producer >= 0 else -1,
+                base_sequence=sequences.get(producer, -1),
+            )
+            for key, value in more[start : start + size]:
+                builder.append(BASE_TS + rng.randrange(1_000), key, value, [("h", key)] if size == 7 else ())
+            if producer >= 0:
+                sequences[producer] += builder.record_count
+            built = builder.build()
+            if codec == CompressionType.NONE and rng.random() < 0.1:
+                built = log_append_time(built)
+            batches.append(built)
+            start += size
+        for way, (log, log_cleaner, cleaner) in logs.items():
+            for batch in batches:
+                log.append(batch, leader_epoch=round_number)
+            log.roll()
+            if way != "chunks":
+                monkeypatch.setattr("broker.log.log_cleaner._Chunk.plain", property(lambda _: False))
+            if way == "walk":
+                monkeypatch.setattr("broker.log.log_cleaner.batch_key_columns", lambda *args: None)
+            passes = clean_all(log_cleaner, cleaner)
+            monkeypatch.undo()
+            monkeypatch.setattr("broker.log.log_cleaner._CHUNK_RECORDS", 700)
+            monkeypatch.setattr("broker.log.log_cleaner._MAX_CHUNK_BYTES", 4 * 1024)
+            assert len(passes) >= 2  # the small map: several passes
+        chunks_log = logs["chunks"][0]
+        for way in ways[1:]:
+            assert read_bytes(chunks_log) == read_bytes(logs[way][0]), f"round {round_number}: {way}"
+        assert log_map(chunks_log) == replay(ops)
+        now[0] += 2_000  # past the horizon of the tombstones stamped so far
+    assert any(b.record_count == 0 for b in scan_batches(read_bytes(logs["chunks"][0])).batches)
     for log, _, _ in logs.values():
         log.close()
 

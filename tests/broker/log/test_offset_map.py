@@ -45,3 +45,27 @@ def test_puts_keep_the_last_offset_of_each_key_and_gets_find_them() -> None:
     assert offset_map.size == 300
     found = offset_map.get_many(hash_keys([b"k%d" % i for i in range(300)] + [b"absent"]))
     assert found.tolist() == [900 + i if i < 100 else 600 + i for i in range(300)] + [-1]
+
+
+def test_a_nearly_full_map_takes_keys_that_contend_for_slots_and_repeats_within_one_put() -> None:
+    """Many keys probing the same empty slots in one put (a table of 1,021 slots filled to 0.9), each key
+    given several times in that put: one claim wins a slot, repeats settle on it, the largest offset stays,
+    and the slots returned read back the same offsets as lookups."""
+    offset_map = OffsetMap(1_021 * 24)
+    assert offset_map.slots == 1_021
+    rng = random.Random(5)
+    keys = [b"key-%d" % rng.randrange(10**9) for _ in range(offset_map.max_entries)]
+    puts = [keys[i % len(keys)] for i in range(3 * len(keys))]
+    rng.shuffle(puts)
+    slots = offset_map.put_many(hash_keys(puts), np.arange(len(puts), dtype=np.int64))
+    assert offset_map.size == len(keys) == 918
+    last = {key: offset for offset, key in enumerate(puts)}  # later offsets replace earlier ones
+    assert offset_map.get_many(hash_keys(keys)).tolist() == [last[k] for k in keys]
+    assert offset_map.offsets_at(slots).tolist() == [last[k] for k in puts]
+    assert len(set(slots.tolist())) == len(keys)
+    # a second put of some of them with later offsets, and a few new keys
+    more = keys[:100] + [b"new-%d" % i for i in range(10)]
+    offset_map.put_many(hash_keys(more), np.arange(10_000, 10_000 + len(more), dtype=np.int64))
+    assert offset_map.size == 928
+    assert offset_map.get_many(hash_keys(more)).tolist() == list(range(10_000, 10_000 + len(more)))
+    assert offset_map.get_many(hash_keys(keys[100:])).tolist() == [last[k] for k in keys[100:]]

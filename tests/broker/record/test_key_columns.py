@@ -11,7 +11,7 @@ import pytest
 
 from broker.record.batch_header import HEADER_SIZE
 from broker.record.compression import CompressionType
-from broker.record.key_columns import KeyColumns, key_columns
+from broker.record.key_columns import PADDING_BYTES, KeyColumns, key_columns, key_columns_in
 from broker.record.record_batch import RecordBatch
 from broker.record.record_batch_builder import RecordBatchBuilder, retained_batch, retained_batch_of_bytes
 
@@ -139,3 +139,58 @@ def test_a_batch_rebuilt_from_its_records_bytes_equals_the_one_rebuilt_from_deco
         rebuilt = retained_batch_of_bytes(batch, data, len(kept), newest)
         assert rebuilt == retained_batch(batch, [records[i] for i in kept])
         RecordBatch(rebuilt).validate()
+
+
+def test_batches_read_in_place_from_a_segments_bytes_give_the_same_columns_and_keys_only_its_keys() -> None:
+    """``key_columns_in``: the bodies left where they lie, between their headers (a read of a segment),
+    and the keys-only mode the cleaner's map reads: the same keys, offsets and record bounds."""
+    rng = random.Random(4)
+    batches = [
+        build(
+            [
+                (rng.randrange(50), None if i % 9 == 0 else b"k%d" % i, None if i % 4 == 0 else b"v" * i)
+                for i in range(n)
+            ],
+            base_offset=1_000 * j,
+            headers=j % 2 == 0,
+        )
+        for j, n in enumerate((1, 70, 0, 5, 130))
+        if n
+    ]
+    empty = RecordBatch(retained_batch(batches[1], []))
+    batches.insert(2, empty)
+    joined = bytes(b"".join(bytes(b.buffer) for b in batches)) + bytes(PADDING_BYTES)
+    positions = list(accumulate((b.size_bytes for b in batches), initial=0))[:-1]
+    args = (
+        joined,
+        [p + HEADER_SIZE for p in positions],
+        [p + b.size_bytes for p, b in zip(positions, batches, strict=True)],
+        [b.record_count for b in batches],
+        [b.base_offset for b in batches],
+    )
+    in_place = key_columns_in(*args)
+    keys_only = key_columns_in(*args, keys_only=True)
+    joined_columns = columns_of(batches)
+    assert in_place is not None
+    assert keys_only is not None
+    assert joined_columns is not None
+    records = [r for b in batches for r in b.records()]
+    for columns in (in_place, keys_only):
+        assert columns.offsets.tolist() == [r.offset for r in records]
+        keys = [
+            None if length < 0 else bytes(joined[start : start + length])
+            for start, length in zip(columns.key_starts.tolist(), columns.key_lengths.tolist(), strict=True)
+        ]
+        assert keys == [r.key for r in records]
+        assert [
+            bytes(joined[a:b]) for a, b in zip(columns.record_starts, columns.record_ends, strict=True)
+        ] == [
+            bytes(joined_columns.data[a:b])
+            for a, b in zip(joined_columns.record_starts, joined_columns.record_ends, strict=True)
+        ]
+    assert in_place.null_values.tolist() == [r.value is None for r in records]
+    firsts = [b.first_timestamp_ms for b in batches for _ in range(b.record_count)]
+    assert (in_place.timestamp_deltas + firsts).tolist() == [r.timestamp_ms for r in records]
+    assert not keys_only.null_values.any()
+    assert not keys_only.timestamp_deltas.any()
+    assert key_columns_in(joined[:-1], *args[1:]) is None  # less padding than needed

@@ -1,0 +1,159 @@
+"""The headers of many concatenated record batches as numpy columns: :func:`batch_header_columns`, the log
+cleaner's way through a segment's bytes without a :class:`~broker.record.record_batch.RecordBatch` per batch.
+
+The header layout is :mod:`broker.record.batch_header`'s. Batches lie end to end in a buffer (a read of a
+segment); one tight loop finds where each starts from its ``batchLength`` (with the checks
+:func:`~broker.record.batch_scan.scan_batches` makes: a length below the minimum or a magic other than 2
+is a :class:`~broker.record.errors.CorruptRecordError`), and then every header field of every batch is
+read at once, as one array per field (:class:`BatchHeaderColumns`). CRCs are not checked (the cleaner
+reads its own log, validated at append). Unlike the walker's strategies, this module imports numpy when
+imported: only the broker's storage uses it, never a client. Stateless: safe from any thread.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from broker.record.batch_header import (
+    HEADER_SIZE,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAGIC_OFFSET,
+    MIN_BATCH_LENGTH,
+)
+from broker.record.errors import CorruptRecordError
+
+__all__ = ["HEADER_DTYPE", "BatchHeaderColumns", "batch_header_columns"]
+
+_PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
+_LENGTH = struct.Struct(">i")
+
+#: The 61-byte header as one numpy record (big-endian fields at the layout's byte positions).
+HEADER_DTYPE = np.dtype(
+    {
+        "names": [
+            "base_offset",
+            "batch_length",
+            "partition_leader_epoch",
+            "magic",
+            "crc",
+            "attributes",
+            "last_offset_delta",
+            "first_timestamp",
+            "max_timestamp",
+            "producer_id",
+            "producer_epoch",
+            "base_sequence",
+            "record_count",
+        ],
+        "formats": [">i8", ">i4", ">i4", "i1", ">u4", ">i2", ">i4", ">i8", ">i8", ">i8", ">i2", ">i4", ">i4"],
+        "offsets": [0, 8, 12, 16, 17, 21, 23, 27, 35, 43, 51, 53, 57],
+        "itemsize": HEADER_SIZE,
+    }
+)
+
+Int64s = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeaderColumns:
+    """The whole batches at the start of a buffer, one array entry per batch, in order."""
+
+    #: Where each batch starts in the buffer, and its size in bytes.
+    positions: Int64s
+    sizes: Int64s
+    #: The batches' 61-byte headers, as they are (``HEADER_DTYPE`` records; copies, not views).
+    headers: npt.NDArray[np.void]
+    base_offsets: Int64s
+    attributes: Int64s
+    last_offset_deltas: Int64s
+    first_timestamps: Int64s
+    max_timestamps: Int64s
+    producer_ids: Int64s
+    record_counts: Int64s
+
+    @property
+    def count(self) -> int:
+        return len(self.positions)
+
+    @property
+    def complete_bytes(self) -> int:
+        """Bytes the batches cover from the buffer's start."""
+        return int(self.positions[-1] + self.sizes[-1]) if len(self.positions) else 0
+
+    @property
+    def last_offsets(self) -> Int64s:
+        return self.base_offsets + self.last_offset_deltas
+
+    def select(self, first: int, stop: int) -> BatchHeaderColumns:
+        """The batches ``[first, stop)``."""
+        return BatchHeaderColumns(
+            self.positions[first:stop],
+            self.sizes[first:stop],
+            self.headers[first:stop],
+            self.base_offsets[first:stop],
+            self.attributes[first:stop],
+            self.last_offset_deltas[first:stop],
+            self.first_timestamps[first:stop],
+            self.max_timestamps[first:stop],
+            self.producer_ids[first:stop],
+            self.record_counts[first:stop],
+        )
+
+
+def batch_header_columns(
+    buffer: bytes | bytearray, *, end: int | None = None, where: str = "<buffer>", base_position: int = 0
+) -> BatchHeaderColumns:
+    """The whole batches in ``buffer[:end]`` from its start (a batch cut short at the end is left out).
+    ``base_position`` is added to positions in error messages (the buffer's place in its file)."""
+    total = len(buffer) if end is None else end
+    positions: list[int] = []
+    append = positions.append
+    unpack = _LENGTH.unpack_from
+    pos = 0
+    bad = -1  # where a batch length below the minimum was found
+    while total - pos >= HEADER_SIZE:
+        size = LOG_OVERHEAD + unpack(buffer, pos + LENGTH_OFFSET)[0]
+        if size < LOG_OVERHEAD + MIN_BATCH_LENGTH:
+            bad = pos
+            break
+        if size > total - pos:
+            break
+        append(pos)
+        pos += size
+    arr = np.frombuffer(buffer, dtype=np.uint8)
+    starts = np.asarray(positions, dtype=np.int64)
+    magics = arr[starts + MAGIC_OFFSET]
+    if np.count_nonzero(magics != MAGIC) or bad >= 0:
+        # the first batch whose header cannot be right
+        wrong = np.flatnonzero(magics != MAGIC)
+        at = int(starts[wrong[0]]) if len(wrong) else bad
+        base_offset, length = _PREFIX.unpack_from(buffer, at)
+        reason = (
+            f"expected magic {MAGIC} got {buffer[at + MAGIC_OFFSET]}"
+            if len(wrong)
+            else f"batchLength {length} is below the minimum {MIN_BATCH_LENGTH}"
+        )
+        raise CorruptRecordError(where, reason, position=base_position + at, offset=base_offset)
+    sizes = np.empty(len(positions), dtype=np.int64)
+    if positions:
+        sizes[:-1] = np.diff(starts)
+        sizes[-1] = pos - positions[-1]
+    headers = arr[starts[:, None] + np.arange(HEADER_SIZE)].view(HEADER_DTYPE).reshape(len(positions))
+    return BatchHeaderColumns(
+        positions=starts,
+        sizes=sizes,
+        headers=headers,
+        base_offsets=headers["base_offset"].astype(np.int64),
+        attributes=headers["attributes"].astype(np.int64),
+        last_offset_deltas=headers["last_offset_delta"].astype(np.int64),
+        first_timestamps=headers["first_timestamp"].astype(np.int64),
+        max_timestamps=headers["max_timestamp"].astype(np.int64),
+        producer_ids=headers["producer_id"].astype(np.int64),
+        record_counts=headers["record_count"].astype(np.int64),
+    )
