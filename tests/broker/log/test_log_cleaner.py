@@ -21,10 +21,12 @@ import pytest
 
 from broker.clock import system_clock_ms
 from broker.log.checkpoint import read_checkpoint
+from broker.log.cleaner import Cleaner
+from broker.log.cleaner_stats import CleanerStats
 from broker.log.errors import CleaningAbortedError
 from broker.log.file_names import CLEANER_OFFSET_CHECKPOINT_FILE_NAME
 from broker.log.log import Log
-from broker.log.log_cleaner import Cleaner, CleanerStats, LogCleaner
+from broker.log.log_cleaner import LogCleaner
 from broker.log.log_cleaner_manager import CleaningState, LogCleanerManager, cleanable_section
 from broker.log.log_manager import LogManager
 from broker.log.log_verifier import verify_partition
@@ -297,8 +299,9 @@ def test_the_key_columns_and_the_record_walk_clean_to_the_same_bytes(
             append_ops(log, more[3_000:], per_batch=70, codec=CompressionType.GZIP)
             log.roll()
             if way == "walk":
-                monkeypatch.setattr("broker.log.log_cleaner._Chunk.plain", property(lambda _: False))
-                monkeypatch.setattr("broker.log.log_cleaner.batch_key_columns", lambda *args: None)
+                monkeypatch.setattr("broker.log.cleaner_chunk.CleanerChunk.plain", property(lambda _: False))
+                monkeypatch.setattr("broker.log.cleaner.batch_key_columns", lambda *args: None)
+                monkeypatch.setattr("broker.log.cleaner_chunk.batch_key_columns", lambda *args: None)
             passes = clean_all(log_cleaner, cleaner)
             monkeypatch.undo()
             assert len(passes) >= 2  # the small map: several passes
@@ -331,8 +334,8 @@ def test_the_chunk_columns_the_batch_columns_and_the_walk_clean_to_the_same_byte
     LogAppendTime batches,
     idempotent producers (a batch that loses every record stays empty when it is its producer's last),
     reads of 4 KiB (the larger batches read whole on their own)."""
-    monkeypatch.setattr("broker.log.log_cleaner._CHUNK_RECORDS", 700)
-    monkeypatch.setattr("broker.log.log_cleaner._MAX_CHUNK_BYTES", 4 * 1024)
+    monkeypatch.setattr("broker.log.cleaner_chunk.CHUNK_RECORDS", 700)
+    monkeypatch.setattr("broker.log.cleaner_chunk.MAX_CHUNK_BYTES", 4 * 1024)
     rng = random.Random(23)
     now = [BASE_TS + 10_000_000]
     ways = ("chunks", "batches", "walk")
@@ -376,13 +379,14 @@ def test_the_chunk_columns_the_batch_columns_and_the_walk_clean_to_the_same_byte
                 log.append(batch, leader_epoch=round_number)
             log.roll()
             if way != "chunks":
-                monkeypatch.setattr("broker.log.log_cleaner._Chunk.plain", property(lambda _: False))
+                monkeypatch.setattr("broker.log.cleaner_chunk.CleanerChunk.plain", property(lambda _: False))
             if way == "walk":
-                monkeypatch.setattr("broker.log.log_cleaner.batch_key_columns", lambda *args: None)
+                monkeypatch.setattr("broker.log.cleaner.batch_key_columns", lambda *args: None)
+                monkeypatch.setattr("broker.log.cleaner_chunk.batch_key_columns", lambda *args: None)
             passes = clean_all(log_cleaner, cleaner)
             monkeypatch.undo()
-            monkeypatch.setattr("broker.log.log_cleaner._CHUNK_RECORDS", 700)
-            monkeypatch.setattr("broker.log.log_cleaner._MAX_CHUNK_BYTES", 4 * 1024)
+            monkeypatch.setattr("broker.log.cleaner_chunk.CHUNK_RECORDS", 700)
+            monkeypatch.setattr("broker.log.cleaner_chunk.MAX_CHUNK_BYTES", 4 * 1024)
             assert len(passes) >= 2  # the small map: several passes
         chunks_log = logs["chunks"][0]
         for way in ways[1:]:

@@ -1,0 +1,587 @@
+"""One cleaning pass over one log (:class:`Cleaner`, Kafka's ``Cleaner``): map the dirty section's keys,
+group the segments, rewrite each group keeping the last value of every key, swap the cleaned segments in,
+checkpoint. The steps, what each keeps and drops, and where Lumber differs from Kafka are described once,
+in :mod:`broker.log.log_cleaner`. A :class:`Cleaner` belongs to one cleaner thread (its offset map, chunk
+buffer and slot cache are that thread's); it reads segments below the active one without the log's lock
+and takes it only for the swap.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import time
+from collections.abc import Callable, Sequence
+from itertools import compress
+
+import crc32c
+import numpy as np
+import numpy.typing as npt
+
+from broker.clock import Clock, system_clock_ms
+from broker.log.cleaner_chunk import ChunkBuffer, CleanerChunk, chunks_of, dirty_chunks, keys_of
+from broker.log.cleaner_stats import CleanerStats
+from broker.log.errors import CleaningAbortedError, LogStorageError
+from broker.log.file_names import CLEANED_SUFFIX
+from broker.log.index_file import MAX_RELATIVE_OFFSET
+from broker.log.log import Log
+from broker.log.log_cleaner_manager import LogToClean
+from broker.log.mapped_slots import MappedSlots
+from broker.log.offset_map import OffsetMap, Offsets, hash_key_columns, hash_keys
+from broker.log.segment import Segment
+from broker.log.segment_swap import delete_cleaned
+from broker.log.throttler import Throttler
+from broker.record.batch_header import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_MASK,
+    CRC_OFFSET,
+    DELETE_HORIZON_MASK,
+    HEADER_SIZE,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    MAX_TIMESTAMP_OFFSET,
+    RECORD_COUNT_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    TimestampType,
+)
+from broker.record.key_columns import KeyColumns, batch_key_columns
+from broker.record.record import Record
+from broker.record.record_batch import RecordBatch
+from broker.record.record_batch_builder import retained_batch, retained_batch_of_bytes
+from broker.record.topic_partition import TopicPartition
+
+__all__ = ["Cleaner", "group_segments_by_size"]
+
+logger = logging.getLogger(__name__)
+
+_CRC = struct.Struct(">I")
+
+
+def group_segments_by_size(
+    segments: Sequence[Segment], max_bytes: int, first_uncleanable_offset: int
+) -> list[list[Segment]]:
+    """Consecutive ``segments`` in groups whose bytes stay within ``max_bytes`` and whose offsets fit one
+    segment's relative offsets (a segment alone always makes a group: Kafka's ``groupSegmentsBySize``)."""
+    groups: list[list[Segment]] = []
+    rest = list(segments)
+    while rest:
+        group = [rest.pop(0)]
+        size = group[0].size_bytes
+        while (
+            rest
+            and size + rest[0].size_bytes <= max_bytes
+            and rest[0].next_offset - 1 - group[0].base_offset <= MAX_RELATIVE_OFFSET
+            and rest[0].base_offset < first_uncleanable_offset
+        ):
+            size += rest[0].size_bytes
+            group.append(rest.pop(0))
+        groups.append(group)
+    return groups
+
+
+class Cleaner:
+    """One thread's cleaning machinery: its offset map and :meth:`clean` (see the module docstring)."""
+
+    def __init__(
+        self,
+        offset_map: OffsetMap,
+        *,
+        io_buffer_bytes: int,
+        check_done: Callable[[TopicPartition], None],
+        clock: Clock = system_clock_ms,
+        throttler: Throttler | None = None,
+    ) -> None:
+        self._throttler = throttler or Throttler(0)
+        self._map = offset_map
+        self._io_bytes = io_buffer_bytes
+        self._check_done = check_done
+        self._clock = clock
+        self._buffer = ChunkBuffer()
+
+    @property
+    def offset_map(self) -> OffsetMap:
+        return self._map
+
+    def clean(self, to_clean: LogToClean) -> CleanerStats:
+        """One pass over ``to_clean``; the stats' ``end_offset`` is the log's new first dirty offset.
+
+        Raises :class:`CleaningAbortedError` when stopped (nothing of the unfinished group swapped in)."""
+        log = to_clean.log
+        stats = CleanerStats()
+        segments = log.segments
+        started = time.perf_counter()
+        mapped_slots = MappedSlots(self._map.slots // 2)
+        end = self._build_map(
+            log, segments, to_clean.first_dirty_offset, to_clean.first_uncleanable_offset, mapped_slots, stats
+        )
+        stats.map_seconds = time.perf_counter() - started
+        stats.end_offset = end
+        if end <= to_clean.first_dirty_offset:
+            return stats
+        started = time.perf_counter()
+        producers = log.last_offsets_of_producers()
+        below_end = [s for s in log.segments[:-1] if s.base_offset < end]
+        for group in group_segments_by_size(
+            below_end, log.config.segment_bytes, to_clean.first_uncleanable_offset
+        ):
+            self._clean_group(log, group, producers, mapped_slots, stats)
+        stats.clean_seconds = time.perf_counter() - started
+        logger.info(
+            "%s: cleaned offsets [%d, %d): %d segments, %d -> %d bytes (%.1f%%), %d -> %d records, %d keys "
+            "mapped, map %.2f s, rewrite %.2f s",
+            log.topic_partition,
+            log.log_start_offset,
+            end,
+            stats.segments_cleaned,
+            stats.bytes_read,
+            stats.bytes_written,
+            stats.recopy_percent,
+            stats.records_read,
+            stats.records_written,
+            stats.map_keys,
+            stats.map_seconds,
+            stats.clean_seconds,
+        )
+        return stats
+
+    # ------------------------------------------------------------------------------------ 1. map
+
+    def _build_map(
+        self,
+        log: Log,
+        segments: Sequence[Segment],
+        first_dirty: int,
+        uncleanable: int,
+        mapped_slots: MappedSlots,
+        stats: CleanerStats,
+    ) -> int:
+        """Fill the map from ``first_dirty`` on, noting in ``mapped_slots`` where each record's key went;
+        returns the end of what the map covers (its first unmapped offset)."""
+        offset_map = self._map
+        offset_map.clear()
+        capacity = offset_map.max_entries
+        tp = log.topic_partition
+        end = first_dirty
+        for segment, chunk in dirty_chunks(
+            segments[:-1], first_dirty, uncleanable, self._io_bytes, self._buffer
+        ):
+            self._check_done(tp)
+            hashes, offsets, keyed = keys_of(chunk)
+            # the batches whose keys surely fit go in at once; the map's real size (duplicates take no
+            # room) then decides on the next ones, down to a batch that does not fit (Kafka's check)
+            bounds = np.cumsum(keyed)
+            batches = chunk.batches
+            data_records = np.where(batches.attributes & CONTROL_MASK, 0, batches.record_counts)
+            done = 0  # batches of the chunk put
+            while done < batches.count:
+                before = int(bounds[done - 1]) if done else 0
+                room = capacity - offset_map.size + before
+                fits = max(done, int(np.searchsorted(bounds, room, side="right")))
+                if fits == done:
+                    if end == first_dirty:
+                        raise LogStorageError(
+                            f"{tp}: the batch at offset {int(batches.base_offsets[done])} holds "
+                            f"{int(keyed[done])} keys, more than the cleaner's offset map takes "
+                            f"({capacity}): raise [log] cleaner_dedupe_buffer_bytes"
+                        )
+                    break
+                last = int(bounds[fits - 1])
+                slots = offset_map.put_many(hashes[before:last], offsets[before:last])
+                mapped_slots.add(
+                    segment, chunk.position + batches.positions[done:fits], keyed[done:fits], slots
+                )
+                stats.map_records += int(data_records[done:fits].sum())
+                self._throttler.maybe_throttle(int(batches.sizes[done:fits].sum()))
+                end = int(batches.base_offsets[fits - 1] + batches.last_offset_deltas[fits - 1]) + 1
+                offset_map.update_latest_offset(end - 1)
+                done = fits
+            if done < batches.count:
+                break
+        stats.map_keys = offset_map.size
+        return end
+
+    # ------------------------------------------------------------------------------------ 3. rewrite
+
+    def _clean_group(
+        self,
+        log: Log,
+        group: list[Segment],
+        producers: dict[int, int],
+        mapped_slots: MappedSlots,
+        stats: CleanerStats,
+    ) -> None:
+        tp = log.topic_partition
+        base_offset = group[0].base_offset
+        delete_cleaned(log.dir, base_offset)  # an earlier pass's leftovers (a failure, not a crash)
+        cleaned = Segment.create(
+            log.dir,
+            base_offset,
+            index_interval_bytes=log.config.index_interval_bytes,
+            now_ms=self._clock(),
+            suffix=CLEANED_SUFFIX,
+            durable=False,  # flushed before the swap
+        )
+        try:
+            self._write_group(cleaned, log, group, producers, mapped_slots, stats)
+            modified_ns = group[-1].path.stat().st_mtime_ns
+            os.utime(cleaned.path, ns=(modified_ns, modified_ns))
+            self._check_done(tp)
+            swapped = log.replace_segments(group)
+        except BaseException:
+            cleaned.close()
+            delete_cleaned(log.dir, base_offset)
+            raise
+        if swapped is None:
+            delete_cleaned(log.dir, base_offset)
+            raise CleaningAbortedError(f"{tp}: segments {[s.base_offset for s in group]} changed meanwhile")
+        stats.segments_cleaned += len(group)
+        stats.bytes_written += cleaned.size_bytes
+
+    def _write_group(
+        self,
+        cleaned: Segment,
+        log: Log,
+        group: list[Segment],
+        producers: dict[int, int],
+        mapped_slots: MappedSlots,
+        stats: CleanerStats,
+    ) -> None:
+        """Rewrite ``group`` into ``cleaned``, then flush and close it."""
+        tp = log.topic_partition
+        now = self._clock()
+        new_horizon_ms = now + log.config.delete_retention_ms
+        for i, segment in enumerate(group):
+            last_segment = i == len(group) - 1
+            size = segment.size_bytes
+            for chunk in chunks_of(segment, 0, size, self._io_bytes, self._buffer):
+                self._check_done(tp)
+                last = last_segment and chunk.last
+                slots = mapped_slots.slots_of(segment, chunk.position + chunk.batches.positions)
+                self._write_chunk(cleaned, chunk, now, new_horizon_ms, producers, last, slots, stats)
+            mapped_slots.forget(segment)
+            stats.bytes_read += size
+        if cleaned.size_bytes == 0:
+            raise LogStorageError(f"{tp}: cleaning segments {[s.base_offset for s in group]} wrote nothing")
+        cleaned.on_become_inactive()
+        cleaned.flush()
+        cleaned.close()
+
+    def _write_chunk(
+        self,
+        cleaned: Segment,
+        chunk: CleanerChunk,
+        now_ms: int,
+        new_horizon_ms: int,
+        producers: dict[int, int],
+        last: bool,
+        slots: npt.NDArray[np.int32] | None,
+        stats: CleanerStats,
+    ) -> None:
+        """Write what stays of ``chunk`` (``last``: it ends the group, so its last batch stays) to
+        ``cleaned``: by the chunk's columns when it holds only uncompressed data batches (the common
+        case), otherwise batch by batch (:meth:`_retained`, or :meth:`_retained_walked` when the key
+        columns decline)."""
+        columns = chunk.key_columns() if chunk.plain else None
+        read_bytes = int(chunk.batches.sizes.sum())
+        if columns is not None:
+            written = self._write_by_columns(
+                cleaned, chunk, columns, now_ms, new_horizon_ms, producers, last, slots, stats
+            )
+            self._throttler.maybe_throttle(read_bytes + written)
+            return
+        batches = chunk.record_batches()
+        last_batch = batches[-1] if last else None
+        data_batches = [b for b in batches if not b.is_control_batch]
+        by_batch = batch_key_columns(data_batches)
+        if by_batch is None:
+            out = self._retained_walked(batches, now_ms, new_horizon_ms, producers, last_batch, stats)
+        else:
+            out = self._retained(batches, by_batch, now_ms, new_horizon_ms, producers, last_batch, stats)
+        if out:
+            cleaned.append(out, [b.base_offset for b in out])
+        self._throttler.maybe_throttle(read_bytes + sum(b.size_bytes for b in out))
+
+    def _write_by_columns(
+        self,
+        cleaned: Segment,
+        chunk: CleanerChunk,
+        columns: KeyColumns,
+        now_ms: int,
+        new_horizon_ms: int,
+        producers: dict[int, int],
+        last: bool,
+        slots: npt.NDArray[np.int32] | None,
+        stats: CleanerStats,
+    ) -> int:
+        """:meth:`_retained` for a chunk of uncompressed data batches, decided and written by columns
+        (Kafka's ``filterTo``), with no object per batch but for the few rebuilt by decoding; returns the
+        bytes written.
+
+        Every batch's header and every record is a *unit* of the chunk's buffer, in the buffer's order (a
+        batch's header, then its records). A batch keeping all its records keeps all its units; one
+        keeping some, rebuilt from their bytes, keeps its header (patched in the buffer: length, record
+        count, max timestamp, CRC) and those records; an empty batch kept (an idempotent producer's last,
+        the group's last) keeps its header alone (patched likewise). Runs of consecutive kept units are
+        then one slice each, so a stretch of batches kept whole is one slice. Batches whose tombstones get
+        their delete horizon stamped, and LogAppendTime batches that lose records, are rebuilt from their
+        decoded records (:func:`~broker.record.record_batch_builder.retained_batch`) and slotted in
+        between the slices. The bytes written are those :meth:`_retained` writes."""
+        batches = chunk.batches
+        buffer = chunk.data
+        attributes = batches.attributes
+        counts = batches.record_counts
+        horizon_set = (attributes & DELETE_HORIZON_MASK) != 0
+        keep = self._keep(columns, horizon_set & (now_ms >= batches.first_timestamps), slots)
+        starts = np.asarray(columns.batch_starts, dtype=np.int64)
+        kept_so_far = np.zeros(len(keep) + 1, dtype=np.int64)
+        np.cumsum(keep, out=kept_so_far[1:])
+        kept = kept_so_far[starts[1:]] - kept_so_far[starts[:-1]]
+        tombstones_so_far = np.zeros(len(keep) + 1, dtype=np.int64)
+        np.cumsum(keep & columns.null_values, out=tombstones_so_far[1:])
+        stamp = ~horizon_set & (tombstones_so_far[starts[1:]] > tombstones_so_far[starts[:-1]])
+        whole = (kept == counts) & ~stamp
+        log_append_time = (attributes & TIMESTAMP_TYPE_MASK) != 0
+        by_bytes = ~whole & (kept > 0) & ~stamp & ~log_append_time
+        by_records = ~whole & (kept > 0) & ~by_bytes
+        # emptied batches kept (as their header alone): the group's last, an idempotent producer's last
+        empty = np.zeros(batches.count, dtype=np.bool_)
+        if last and kept[-1] == 0 and counts[-1] > 0:
+            empty[-1] = True
+        if producers:
+            last_offsets = batches.base_offsets + batches.last_offset_deltas
+            ids = np.fromiter(producers.keys(), dtype=np.int64, count=len(producers))
+            ends = np.fromiter(producers.values(), dtype=np.int64, count=len(producers))
+            order = np.argsort(ids)
+            ids, ends = ids[order], ends[order]
+            at = np.minimum(np.searchsorted(ids, batches.producer_ids), len(ids) - 1)
+            producers_last = (ids[at] == batches.producer_ids) & (ends[at] == last_offsets)
+            empty |= (kept == 0) & (counts > 0) & producers_last
+        stats.records_read += int(counts.sum())
+        stats.records_written += int(kept.sum())
+
+        # the units: batch i's header at index starts[i] + i, record r of batch b at r + b + 1
+        batch_of_record = np.repeat(np.arange(batches.count), counts)
+        header_units = starts[:-1] + np.arange(batches.count)
+        record_units = np.arange(len(keep)) + batch_of_record + 1
+        unit_starts = np.empty(len(keep) + batches.count, dtype=np.int64)
+        unit_ends = np.empty_like(unit_starts)
+        unit_kept = np.empty(len(unit_starts), dtype=np.bool_)
+        unit_starts[header_units] = batches.positions
+        unit_ends[header_units] = batches.positions + HEADER_SIZE
+        unit_kept[header_units] = whole | by_bytes | empty
+        unit_starts[record_units] = columns.record_starts
+        unit_ends[record_units] = columns.record_ends
+        unit_kept[record_units] = keep & (whole | by_bytes)[batch_of_record]
+
+        # patch the headers of the batches rebuilt from bytes (and of the empty ones) in the buffer
+        record_sizes = columns.record_ends - columns.record_starts
+        bytes_so_far = np.zeros(len(keep) + 1, dtype=np.int64)
+        np.cumsum(np.where(keep, record_sizes, 0), out=bytes_so_far[1:])
+        kept_bytes = bytes_so_far[starts[1:]] - bytes_so_far[starts[:-1]]
+        patched = np.flatnonzero(by_bytes | empty)
+        new_sizes = batches.sizes.copy()
+        new_sizes[patched] = HEADER_SIZE + np.where(empty[patched], 0, kept_bytes[patched])
+        max_timestamps = batches.max_timestamps.copy()
+        with_records = np.flatnonzero(counts > 0)
+        if len(np.flatnonzero(by_bytes)):
+            newest = np.maximum.reduceat(
+                np.where(keep, columns.timestamp_deltas, np.iinfo(np.int64).min), starts[with_records]
+            )
+            rebuilt = np.flatnonzero(by_bytes[with_records])
+            max_timestamps[with_records[rebuilt]] = (
+                batches.first_timestamps[with_records[rebuilt]] + newest[rebuilt]
+            )
+        if len(patched):
+            array = np.frombuffer(buffer, dtype=np.uint8)
+            at = batches.positions[patched]
+            _put_big_endian(array, at + LENGTH_OFFSET, new_sizes[patched] - LOG_OVERHEAD, 4)
+            _put_big_endian(array, at + MAX_TIMESTAMP_OFFSET, max_timestamps[patched], 8)
+            _put_big_endian(array, at + RECORD_COUNT_OFFSET, np.where(empty[patched], 0, kept[patched]), 4)
+
+        # the kept units in runs of consecutive bytes, one slice each
+        units = np.flatnonzero(unit_kept)
+        run_starts = unit_starts[units]
+        run_ends = unit_ends[units]
+        if len(units):
+            breaks = np.flatnonzero(run_starts[1:] != run_ends[:-1]) + 1
+            run_starts = run_starts[np.concatenate(([0], breaks))]
+            run_ends = run_ends[np.concatenate((breaks - 1, [len(units) - 1]))]
+        view = memoryview(buffer)
+        pieces: list[bytes | memoryview] = [
+            view[a:b] for a, b in zip(run_starts.tolist(), run_ends.tolist(), strict=True)
+        ]
+        decoded = np.flatnonzero(by_records)
+        if len(decoded):
+            for i in reversed(decoded.tolist()):
+                batch = chunk.record_batch(i)
+                first = int(starts[i])
+                records = list(compress(batch.records(), keep[first : first + int(counts[i])].tolist()))
+                horizon = new_horizon_ms if stamp[i] else None
+                rebuilt_batch = retained_batch(batch, records, delete_horizon_ms=horizon)
+                pieces.insert(int(np.searchsorted(run_starts, batches.positions[i])), rebuilt_batch)
+                new_sizes[i] = len(rebuilt_batch)
+                max_timestamps[i] = RecordBatch(rebuilt_batch).max_timestamp_ms
+        out_batches = np.flatnonzero(whole | by_bytes | empty | by_records)
+        if not len(out_batches):
+            return 0
+        out = bytearray().join(pieces)
+        out_sizes = new_sizes[out_batches]
+        out_starts = np.zeros(len(out_batches), dtype=np.int64)
+        np.cumsum(out_sizes[:-1], out=out_starts[1:])
+        if len(out) != int(out_sizes.sum()):
+            raise LogStorageError(
+                f"{chunk.where}: the cleaned batches at position {chunk.position} come to {len(out)} bytes, "
+                f"expected {int(out_sizes.sum())}"
+            )
+        # the CRCs of the patched headers, over their new bytes
+        out_view = memoryview(out)
+        is_patched = (by_bytes | empty)[out_batches]
+        crc_at = out_starts[is_patched].tolist()
+        crc_ends = (out_starts + out_sizes)[is_patched].tolist()
+        for at, stop in zip(crc_at, crc_ends, strict=True):
+            _CRC.pack_into(out, at + CRC_OFFSET, crc32c.crc32c(out_view[at + ATTRIBUTES_OFFSET : stop]))
+        base_offsets = batches.base_offsets[out_batches]
+        cleaned.append_bytes(
+            out,
+            out_sizes.tolist(),
+            base_offsets.tolist(),
+            (base_offsets + batches.last_offset_deltas[out_batches]).tolist(),
+            max_timestamps[out_batches].tolist(),
+        )
+        return len(out)
+
+    def _keep(
+        self,
+        columns: KeyColumns,
+        drop_tombstones: Sequence[bool] | npt.NDArray[np.bool_],
+        slots: npt.NDArray[np.int32] | None = None,
+    ) -> npt.NDArray[np.bool_]:
+        """Which records of ``columns`` stay (see the module docstring, step 3). ``slots``: where the map
+        phase put the keys of the keyed records, in order (their mapped offsets are read there, not
+        hashed and looked up again)."""
+        keyed = columns.key_lengths >= 0
+        mapped = np.full(len(keyed), -1, dtype=np.int64)
+        keyed_count = np.count_nonzero(keyed)
+        if slots is not None and len(slots) == keyed_count:
+            mapped[keyed] = self._map.offsets_at(slots)
+        elif keyed_count:
+            mapped[keyed] = self._map.get_many(
+                hash_key_columns(columns.array, columns.key_starts[keyed], columns.key_lengths[keyed])
+            )
+        offsets = columns.offsets
+        counts = np.diff(columns.batch_starts)
+        dropped_tombstone = columns.null_values & np.repeat(np.asarray(drop_tombstones, dtype=bool), counts)
+        keep: npt.NDArray[np.bool_] = (offsets > self._map.latest_offset) | (
+            keyed & (offsets >= mapped) & ~dropped_tombstone
+        )
+        return keep
+
+    def _retained(
+        self,
+        batches: list[RecordBatch],
+        columns: KeyColumns,
+        now_ms: int,
+        new_horizon_ms: int,
+        producers: dict[int, int],
+        last_batch: RecordBatch | None,
+        stats: CleanerStats,
+    ) -> list[RecordBatch]:
+        """What stays of ``batches``, decided by columns: whole batches copied, the others rebuilt from
+        the bytes of the records they keep (Kafka's ``filterTo``: ``writeOriginalBatch`` or a new batch)."""
+        data_batches = [b for b in batches if not b.is_control_batch]
+        horizons = [b.delete_horizon_ms for b in data_batches]
+        keep = self._keep(columns, [h is not None and now_ms >= h for h in horizons])
+        kept_so_far = np.zeros(len(keep) + 1, dtype=np.int64)
+        np.cumsum(keep, out=kept_so_far[1:])
+        tombstones_so_far = np.zeros(len(keep) + 1, dtype=np.int64)
+        np.cumsum(keep & columns.null_values, out=tombstones_so_far[1:])
+        starts = columns.batch_starts
+        kept_counts = (kept_so_far[starts[1:]] - kept_so_far[starts[:-1]]).tolist()
+        kept_tombstones = (tombstones_so_far[starts[1:]] - tombstones_so_far[starts[:-1]]).tolist()
+        data = columns.data
+        out: list[RecordBatch] = []
+        i = 0
+        for batch in batches:
+            if batch.is_control_batch:
+                out.append(batch)
+                continue
+            first, count, kept = starts[i], starts[i + 1] - starts[i], kept_counts[i]
+            stamp = new_horizon_ms if horizons[i] is None and kept_tombstones[i] else None
+            i += 1
+            stats.records_read += count
+            stats.records_written += kept
+            if kept == count and stamp is None:
+                out.append(batch)
+            elif kept and stamp is None and batch.timestamp_type == TimestampType.CREATE_TIME:
+                chosen = np.flatnonzero(keep[first : first + count]) + first
+                body = b"".join(
+                    [
+                        data[a:b]
+                        for a, b in zip(
+                            columns.record_starts[chosen].tolist(),
+                            columns.record_ends[chosen].tolist(),
+                            strict=True,
+                        )
+                    ]
+                )
+                newest = batch.first_timestamp_ms + int(columns.timestamp_deltas[chosen].max())
+                out.append(RecordBatch(retained_batch_of_bytes(batch, body, kept, newest)))
+            elif kept:
+                records = batch.records()
+                chosen_records = list(compress(records, keep[first : first + count].tolist()))
+                out.append(RecordBatch(retained_batch(batch, chosen_records, delete_horizon_ms=stamp)))
+            elif batch is last_batch or producers.get(batch.producer_id, -2) == batch.last_offset:
+                out.append(RecordBatch(retained_batch(batch, [])))
+        return out
+
+    def _retained_walked(
+        self,
+        batches: list[RecordBatch],
+        now_ms: int,
+        new_horizon_ms: int,
+        producers: dict[int, int],
+        last_batch: RecordBatch | None,
+        stats: CleanerStats,
+    ) -> list[RecordBatch]:
+        """What stays of ``batches``, decided by walking their records (when :func:`key_columns`
+        declines them)."""
+        decoded: list[list[Record]] = [[] if b.is_control_batch else b.records() for b in batches]
+        flat = [record for records in decoded for record in records]
+        keyed = [(record.offset, record.key) for record in flat if record.key is not None]
+        mapped = self._map.get_many(hash_keys([k for _, k in keyed])) if keyed else np.empty(0, np.int64)
+        latest = self._map.latest_offset
+        later = {offset for (offset, _), found in zip(keyed, mapped.tolist(), strict=True) if offset < found}
+        out: list[RecordBatch] = []
+        for batch, records in zip(batches, decoded, strict=True):
+            stats.records_read += len(records)
+            if batch.is_control_batch:
+                out.append(batch)
+                continue
+            horizon_ms = batch.delete_horizon_ms
+            drop_tombstones = horizon_ms is not None and now_ms >= horizon_ms
+            kept = [
+                r
+                for r in records
+                if r.offset > latest
+                or (
+                    r.key is not None
+                    and r.offset not in later
+                    and (r.value is not None or not drop_tombstones)
+                )
+            ]
+            stats.records_written += len(kept)
+            stamp = new_horizon_ms if horizon_ms is None and any(r.value is None for r in kept) else None
+            if len(kept) == len(records) and stamp is None:
+                out.append(batch)
+            elif kept:
+                out.append(RecordBatch(retained_batch(batch, kept, delete_horizon_ms=stamp)))
+            elif batch is last_batch or producers.get(batch.producer_id, -2) == batch.last_offset:
+                out.append(RecordBatch(retained_batch(batch, [])))
+        return out
+
+
+def _put_big_endian(array: npt.NDArray[np.uint8], at: Offsets, values: Offsets, width: int) -> None:
+    """Write ``values[i]`` as a big-endian integer of ``width`` bytes at ``array[at[i]:]``."""
+    as_bytes = values.astype(f">i{width}").view(np.uint8).reshape(-1, width)
+    array[at[:, None] + np.arange(width)] = as_bytes

@@ -1,0 +1,214 @@
+"""The log cleaner's unit of work: a *chunk*, whole batches of one segment read at once (one ``pread`` into
+the cleaner thread's :class:`ChunkBuffer`), their headers as numpy columns
+(:mod:`broker.record.batch_header_columns`) and, for a chunk of uncompressed data batches, their key
+columns read in place (:mod:`broker.record.key_columns`). :func:`dirty_chunks` yields the chunks of a
+log's dirty section, :func:`keys_of` the keyed records' hashes and offsets of one chunk. How the cleaner
+uses them: :mod:`broker.log.cleaner`.
+
+A chunk's bytes are valid until the next chunk is read into the same buffer; the cleaner patches rebuilt
+batches' headers in them. One thread's (each cleaner thread has its own buffer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from broker.log.errors import LogStorageError
+from broker.log.offset_map import Hashes, Offsets, hash_key_columns, hash_keys
+from broker.log.segment import Segment
+from broker.record.batch_header import (
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    HEADER_SIZE,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+)
+from broker.record.batch_header_columns import BatchHeaderColumns, batch_header_columns
+from broker.record.key_columns import PADDING_BYTES, KeyColumns, batch_key_columns, key_columns_in
+from broker.record.record_batch import RecordBatch
+
+#: Records read, mapped or looked up in the map at once (bounds the per-chunk arrays and bytes: about
+#: 100 bytes of arrays per record besides the records' own bytes).
+CHUNK_RECORDS = 16_384
+#: The largest read of a chunk (a batch larger than it is read whole).
+MAX_CHUNK_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class CleanerChunk:
+    """Whole batches of one segment read at once (:func:`chunks_of`): the bytes, padded for the key
+    columns, and the batches' header columns. The buffer is the cleaner's own (it patches headers in it)."""
+
+    data: bytearray
+    batches: BatchHeaderColumns
+    #: The buffer's position in its segment file, the file (for messages), and whether the chunk ends
+    #: the segment.
+    position: int
+    where: str
+    last: bool
+
+    @property
+    def plain(self) -> bool:
+        """Whether every batch is an uncompressed data batch (the key columns read them in place)."""
+        return not np.count_nonzero(self.batches.attributes & (COMPRESSION_MASK | CONTROL_MASK))
+
+    def key_columns(self, *, keys_only: bool = False) -> KeyColumns | None:
+        """The key columns of a :attr:`plain` chunk's records, read in place (None: declined);
+        ``keys_only``: keys and offsets only (:func:`~broker.record.key_columns.key_columns_in`)."""
+        batches = self.batches
+        return key_columns_in(
+            self.data,
+            batches.positions + HEADER_SIZE,
+            batches.positions + batches.sizes,
+            batches.record_counts,
+            batches.base_offsets,
+            keys_only=keys_only,
+        )
+
+    def record_batch(self, i: int) -> RecordBatch:
+        """Batch ``i`` as a :class:`RecordBatch` (a copy of its bytes: the buffer may be patched)."""
+        at = int(self.batches.positions[i])
+        size = int(self.batches.sizes[i])
+        return RecordBatch(bytes(self.data[at : at + size]), where=self.where, position=self.position + at)
+
+    def record_batches(self) -> list[RecordBatch]:
+        view = memoryview(self.data)
+        return [
+            RecordBatch(view[at : at + size], where=self.where, position=self.position + at)
+            for at, size in zip(self.batches.positions.tolist(), self.batches.sizes.tolist(), strict=True)
+        ]
+
+    def select(self, first: int, stop: int) -> CleanerChunk:
+        """The chunk of batches ``[first, stop)`` (the same buffer)."""
+        return CleanerChunk(self.data, self.batches.select(first, stop), self.position, self.where, self.last)
+
+
+def chunks_of(
+    segment: Segment, position: int, max_position: int, read_bytes: int, buffer: ChunkBuffer
+) -> Iterator[CleanerChunk]:
+    """The batches of ``segment`` from ``position`` (a batch start) to ``max_position``, in chunks of about
+    :data:`CHUNK_RECORDS` records (at least one batch), each read with one ``pread`` into ``buffer`` (of
+    at most :data:`MAX_CHUNK_BYTES`; a batch larger than that is read whole into a buffer of its own).
+    A chunk's bytes are valid until the next one is read."""
+    where = str(segment.path)
+    bytes_per_record = 128  # a guess, then what the last chunk had
+    while position < max_position:
+        want = min(
+            max(read_bytes, bytes_per_record * CHUNK_RECORDS), MAX_CHUNK_BYTES, max_position - position
+        )
+        data = _padded_read(segment, position, want, buffer.at_least(want + PADDING_BYTES))
+        batches = batch_header_columns(data, end=want, where=where, base_position=position)
+        if not batches.count:  # one batch larger than the read
+            size = LOG_OVERHEAD + int.from_bytes(data[LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True)
+            if size <= want or size > max_position - position:
+                raise LogStorageError(
+                    f"{where}: no whole batch at position {position} (below {max_position}): the batch "
+                    f"there announces {size} bytes"
+                )
+            data = _padded_read(segment, position, size, bytearray(size + PADDING_BYTES))
+            batches = batch_header_columns(data, end=size, where=where, base_position=position)
+            if not batches.count:
+                raise LogStorageError(f"{where}: no whole batch at position {position} ({size} bytes read)")
+        records = np.cumsum(batches.record_counts)
+        take = min(max(int(np.searchsorted(records, CHUNK_RECORDS)) + 1, 1), batches.count)
+        batches = batches.select(0, take)
+        taken = batches.complete_bytes
+        bytes_per_record = max(taken // max(int(records[take - 1]), 1), 8)
+        yield CleanerChunk(data, batches, position, where, position + taken >= max_position)
+        position += taken
+
+
+class ChunkBuffer:
+    """A cleaner thread's buffer for chunks (one at a time), grown to the largest read so far: allocated
+    (and zeroed) only as far as reads need."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def at_least(self, size: int) -> bytearray:
+        if len(self._buffer) < size:
+            self._buffer = bytearray(size)
+        return self._buffer
+
+
+def _padded_read(segment: Segment, position: int, size: int, buffer: bytearray) -> bytearray:
+    """``buffer`` holding ``size`` bytes of ``segment`` from ``position``, followed by the key columns'
+    padding (zeros)."""
+    got = segment.read_into(buffer, size, position)
+    if got != size:
+        raise LogStorageError(
+            f"{segment.path}: {got} bytes at position {position}, expected {size}: the segment is cut short"
+        )
+    buffer[size : size + PADDING_BYTES] = bytes(PADDING_BYTES)
+    return buffer
+
+
+def dirty_chunks(
+    segments: Sequence[Segment], from_offset: int, until_offset: int, read_bytes: int, buffer: ChunkBuffer
+) -> Iterator[tuple[Segment, CleanerChunk]]:
+    """The batches of ``segments`` holding offsets in ``[from_offset, until_offset)``, in chunks, each
+    with its segment."""
+    for segment in segments:
+        if segment.next_offset <= from_offset:
+            continue
+        if segment.base_offset >= until_offset:
+            return
+        size = segment.size_bytes
+        found = segment.position_of(from_offset, size) if segment.base_offset < from_offset else (0,)
+        if found is None:
+            continue
+        for chunk in chunks_of(segment, found[0], size, read_bytes, buffer):
+            batches = chunk.batches
+            first = int(np.searchsorted(batches.base_offsets + batches.last_offset_deltas, from_offset))
+            stop = int(np.searchsorted(batches.base_offsets, until_offset))
+            if first < stop:
+                yield segment, chunk.select(first, stop)
+            if stop < batches.count:
+                return
+
+
+def keys_of(chunk: CleanerChunk) -> tuple[Hashes, Offsets, Offsets]:
+    """The hashes and offsets of the keyed records of ``chunk``, in order, and how many each batch holds
+    (by columns, or by the walk when the columns strategy declines)."""
+    columns = chunk.key_columns(keys_only=True) if chunk.plain else None
+    if columns is not None:
+        keyed_mask = columns.key_lengths >= 0
+        so_far = np.zeros(len(keyed_mask) + 1, dtype=np.int64)
+        np.cumsum(keyed_mask, out=so_far[1:])
+        starts = np.asarray(columns.batch_starts, dtype=np.int64)
+        keyed_counts = so_far[starts[1:]] - so_far[starts[:-1]]
+        hashes = hash_key_columns(
+            columns.array, columns.key_starts[keyed_mask], columns.key_lengths[keyed_mask]
+        )
+        return hashes, columns.offsets[keyed_mask], keyed_counts
+    batches = chunk.record_batches()
+    data_batches = [b for b in batches if not b.is_control_batch]
+    by_batch = batch_key_columns(data_batches)
+    if by_batch is not None:
+        keyed_mask = by_batch.key_lengths >= 0
+        so_far = np.zeros(len(keyed_mask) + 1, dtype=np.int64)
+        np.cumsum(keyed_mask, out=so_far[1:])
+        starts = np.asarray(by_batch.batch_starts, dtype=np.int64)
+        data_keyed = iter((so_far[starts[1:]] - so_far[starts[:-1]]).tolist())
+        keyed = [0 if b.is_control_batch else next(data_keyed) for b in batches]
+        hashes = hash_key_columns(
+            by_batch.array,
+            by_batch.key_starts[keyed_mask],
+            by_batch.key_lengths[keyed_mask],
+        )
+        return hashes, by_batch.offsets[keyed_mask], np.asarray(keyed, dtype=np.int64)
+    keys: list[bytes] = []
+    offsets: list[int] = []
+    keyed = []
+    for batch in batches:
+        records = [] if batch.is_control_batch else batch.records()
+        before = len(keys)
+        for record in records:
+            if record.key is not None:
+                keys.append(record.key)
+                offsets.append(record.offset)
+        keyed.append(len(keys) - before)
+    return hash_keys(keys), np.asarray(offsets, dtype=np.int64), np.asarray(keyed, dtype=np.int64)
