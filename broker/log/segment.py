@@ -307,6 +307,16 @@ class Segment:
             for batch, base_offset in zip(batches, base_offsets, strict=True):
                 buffers.append(stamp(base_offset, batch.batch_length, leader_epoch))
                 buffers.append(batch.buffer[16:])
+        if len(batches) == 1:  # most appends (a produce request's one batch): no lists to build
+            batch, base_offset = batches[0], base_offsets[0]
+            self._write_and_index(
+                buffers,
+                (batch.size_bytes,),
+                (base_offset,),
+                (base_offset + batch.last_offset_delta,),
+                (batch.max_timestamp_ms,),
+            )
+            return
         self._write_and_index(
             buffers,
             [batch.size_bytes for batch in batches],
