@@ -609,7 +609,12 @@ class ReplicaManager:
             if limit > 0 or first_with_data:
                 try:
                     if follower:
-                        region = partition.read_for_follower(fetch_offset, max(limit, 1))
+                        # a caught-up follower (most partitions of its every fetch) reads nothing
+                        region = (
+                            None
+                            if fetch_offset == partition.log.log_end_offset
+                            else partition.read_for_follower(fetch_offset, max(limit, 1))
+                        )
                     else:
                         region = partition.read(fetch_offset, max(limit, 1))
                 except (LogError, RecordError) as exc:
