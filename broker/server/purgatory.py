@@ -26,10 +26,10 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
-from types import TracebackType
+from collections.abc import Iterable
 
 from broker.record.topic_partition import TopicPartition
+from broker.server.completing_here import CompletingHere
 from broker.server.delayed_operation import DelayedOperation
 
 logger = logging.getLogger(__name__)
@@ -162,34 +162,3 @@ class Purgatory:
                 operation.force_complete()
             except Exception:
                 logger.exception("purgatory %s: completing %r at shutdown failed", self._name, operation)
-
-
-class CompletingHere:
-    """:meth:`Purgatory.completing_here`'s block (a class, not a generator: it wraps every Produce and
-    Fetch)."""
-
-    __slots__ = ("_changed", "_check", "_local")
-
-    def __init__(self, local: threading.local, check: Callable[[Iterable[TopicPartition]], None]) -> None:
-        self._local = local
-        self._check = check
-        self._changed: set[TopicPartition] | None = None
-
-    def __enter__(self) -> None:
-        local = self._local
-        if getattr(local, "changed", None) is None:  # the outermost block collects
-            self._changed = local.changed = set()
-
-    def __exit__(
-        self,
-        _type: type[BaseException] | None,
-        _value: BaseException | None,
-        _traceback: TracebackType | None,
-    ) -> None:
-        changed = self._changed
-        if changed is None:
-            return
-        self._changed = None
-        self._local.changed = None
-        if changed:
-            self._check(changed)

@@ -88,11 +88,12 @@ from broker.log.log_manager import LogManager
 from broker.record.errors import InvalidRecordError, RecordError
 from broker.record.topic_name import validate_topic_name
 from broker.record.topic_partition import TopicPartition
+from broker.server.completing_here import CompletingHere
 from broker.server.delayed_fetch import DelayedFetch, FetchCallback
 from broker.server.delayed_produce import DelayedProduce, ProduceCallback, ProduceResult
 from broker.server.errors import NotLeaderOrFollowerError, ServerError, UnknownTopicOrPartitionError
 from broker.server.partition import Partition
-from broker.server.purgatory import CompletingHere, Purgatory
+from broker.server.purgatory import Purgatory
 from broker.server.replica_fetcher_manager import ReplicaFetcherManager
 
 logger = logging.getLogger(__name__)
