@@ -1,11 +1,15 @@
 """A Fetch long-poll waiting in the purgatory (Kafka's ``DelayedFetch``): answered once ``min_bytes`` are
 there to read, or at ``max_wait_ms`` with what there is.
 
-Every check reads the partitions again (:meth:`ReplicaManager.read_from_local_log`, a few index lookups
-and no copying: the records are file regions); a read that fails (an offset out of range, the partition
-gone) completes the operation at once, so the error is answered without waiting. A follower's Fetch
-(``replica_id`` >= 0) waits here the same way, its reads bounded by the log end instead of the high
-watermark: the leader's log tells the purgatory of every append to a replicated partition.
+A check first compares offsets (:meth:`ReplicaManager.nothing_to_read`; Kafka's ``DelayedFetch.tryComplete``
+compares offsets too): while every partition is led here in the asked epoch and its fetch offset is its
+end (the log end for a follower, the high watermark for a consumer), nothing can be read and the check
+ends there, without touching the log. Otherwise it reads the partitions again
+(:meth:`ReplicaManager.read_from_local_log`, a few index lookups and no copying: the records are file
+regions); a read that fails (an offset out of range, the partition gone) completes the operation at once,
+so the error is answered without waiting. A follower's Fetch (``replica_id`` >= 0) waits here the same
+way, its reads bounded by the log end instead of the high watermark: the leader's log tells the purgatory
+of every append to a replicated partition.
 
 Thread-safe as every :class:`~broker.server.delayed_operation.DelayedOperation`.
 """
@@ -49,6 +53,8 @@ class DelayedFetch(DelayedOperation):
         self._ready: list[FetchPartitionResult] | None = None
 
     def ready(self) -> bool:
+        if self._replicas.nothing_to_read(self._reads, self._replica_id):
+            return False
         try:
             results, size, errors = self._replicas.read_from_local_log(
                 self._reads, self._max_bytes, self._replica_id

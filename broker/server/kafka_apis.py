@@ -264,7 +264,8 @@ class KafkaApis:
                 runs[-1][1].append(records)
             else:
                 runs.append((partition, [records]))
-        return self._replicas.append_run(runs)
+        with self._replicas.completing_here():  # the followers' waiting fetches are answered here
+            return self._replicas.append_run(runs)
 
     def _send(self, request: NetworkRequest, chunks: Sequence[bytes | Region]) -> None:
         self._channel.send_response(NetworkResponse(request, tuple(chunks)))
@@ -397,7 +398,8 @@ class KafkaApis:
                 topics.append(TopicProduceResponse(name=name, partition_responses=partitions))
             self._respond(request, header, ProduceResponse(responses=topics))
 
-        self._replicas.append_records(entries, acks=acks, timeout_ms=body.timeout_ms, respond=respond)
+        with self._replicas.completing_here():  # the followers' waiting fetches are answered here
+            self._replicas.append_records(entries, acks=acks, timeout_ms=body.timeout_ms, respond=respond)
 
     def _produce_error_all(
         self, request: NetworkRequest, header: RequestHeader, body: ProduceRequest, error: ServerError
@@ -462,14 +464,15 @@ class KafkaApis:
             response = FetchResponse(error_code=_NONE, session_id=0, responses=topics)
             self._send(request, encode_fetch_response(header.api_version, header.correlation_id, response))
 
-        self._replicas.fetch_messages(
-            reads,
-            max_bytes=body.max_bytes,
-            min_bytes=body.min_bytes,
-            max_wait_ms=body.max_wait_ms,
-            respond=respond,
-            replica_id=body.replica_id,
-        )
+        with self._replicas.completing_here():  # a follower's fetch answers the produces it acknowledges
+            self._replicas.fetch_messages(
+                reads,
+                max_bytes=body.max_bytes,
+                min_bytes=body.min_bytes,
+                max_wait_ms=body.max_wait_ms,
+                respond=respond,
+                replica_id=body.replica_id,
+            )
 
     # ------------------------------------------------------------------------------------ ListOffsets
 

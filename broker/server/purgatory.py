@@ -1,9 +1,22 @@
 """Where delayed operations wait (Kafka's purgatory): watched by partition, expired by deadline.
 
-Logs tell the purgatory about every change (:meth:`Purgatory.notify`, a high-watermark listener called on
-the appending or flushing thread): the partition is queued and the purgatory's own thread re-checks the
-operations that watch it, so no appending thread ever builds a response. The same thread completes
-operations whose deadline passed. Thread-safe.
+Logs tell the purgatory about every change (:meth:`Purgatory.notify`, a high-watermark and log-end listener
+called on the appending, fetching or flushing thread). Who then re-checks the operations that watch the
+partition depends on that thread:
+
+* **inside** :meth:`Purgatory.completing_here` (a Produce or a Fetch being served, Kafka's action queue):
+  the partition is remembered, and the same thread checks its watchers when the block ends, outside every
+  lock the change was made under (Kafka's ``tryCompleteActions`` at the end of ``KafkaApis.handle``, and
+  ``Partition.updateFollowerFetchState``'s ``tryCompleteDelayedRequests``). An ``acks=-1`` Produce thus
+  answers the followers' waiting fetches on the thread that appended, and a follower's fetch that moves the
+  high watermark answers the waiting produces on the thread that served it: no hand-over to another
+  thread on the replication path;
+* **anywhere else** (the flusher, the ISR thread, the cluster watcher, a group write): the partition is
+  queued and the purgatory's own thread re-checks the operations that watch it, so no thread that holds a
+  lock a response may need (a group's) ever builds a response.
+
+The purgatory's thread also completes operations whose deadline passed. Thread-safe; an operation
+completes once, whichever thread checks it.
 """
 
 from __future__ import annotations
@@ -13,8 +26,10 @@ import itertools
 import logging
 import threading
 import time
+from collections.abc import Iterable
 
 from broker.record.topic_partition import TopicPartition
+from broker.server.completing_here import CompletingHere
 from broker.server.delayed_operation import DelayedOperation
 
 logger = logging.getLogger(__name__)
@@ -33,8 +48,15 @@ class Purgatory:
         self._sequence = itertools.count()
         self._changed: set[TopicPartition] = set()
         self._stopping = False
+        #: per thread: the partitions changed inside its :meth:`completing_here` block (None: outside one)
+        self._local = threading.local()
         self._thread = threading.Thread(target=self._run, name=f"lumber-purgatory-{name}", daemon=True)
         self._thread.start()
+
+    def completing_here(self) -> CompletingHere:
+        """A block whose changes are checked on this thread when it ends (see the module docstring); a
+        block inside another adds to the outer one."""
+        return CompletingHere(self._local, self.check_and_complete)
 
     def watch(self, operation: DelayedOperation) -> None:
         """Complete ``operation`` now if it is ready, else keep it until it is or its deadline passes."""
@@ -47,8 +69,12 @@ class Purgatory:
                 stopping = False
                 for key in operation.keys:
                     self._watchers.setdefault(key, set()).add(operation)
-                heapq.heappush(self._deadlines, (operation.deadline, next(self._sequence), operation))
-                self._cond.notify()
+                entry = (operation.deadline, next(self._sequence), operation)
+                heapq.heappush(self._deadlines, entry)
+                if self._deadlines[0] is entry:
+                    # the thread sleeps until a later deadline: wake it for this one (the others it
+                    # finds when it wakes for the earlier one)
+                    self._cond.notify()
         if stopping:
             operation.force_complete()
             return
@@ -57,11 +83,26 @@ class Purgatory:
             self._forget(operation)
 
     def notify(self, tp: TopicPartition, _high_watermark: int = 0) -> None:
-        """``tp``'s log changed: re-check the operations that watch it (on the purgatory's thread)."""
+        """``tp``'s log changed: re-check the operations that watch it (at the end of this thread's
+        :meth:`completing_here` block, else on the purgatory's thread)."""
+        changed: set[TopicPartition] | None = getattr(self._local, "changed", None)
+        if changed is not None:
+            changed.add(tp)
+            return
         with self._cond:
             if tp in self._watchers:
                 self._changed.add(tp)
                 self._cond.notify()
+
+    def check_and_complete(self, keys: Iterable[TopicPartition]) -> None:
+        """Re-check, on this thread, the operations watching ``keys`` (Kafka's ``checkAndComplete``)."""
+        with self._cond:
+            watchers = self._watchers
+            candidates = [op for tp in keys for op in watchers.get(tp, ())]
+        if len(candidates) > 1:
+            candidates = list(dict.fromkeys(candidates))  # one watching several keys is checked once
+        for operation in candidates:
+            self._complete(operation, force=False)
 
     def pending(self) -> int:
         with self._cond:

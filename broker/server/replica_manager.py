@@ -34,6 +34,9 @@ logs, offsets, replica state and the purgatory, never the wire format. What it o
   every in-sync replica has the batches (:meth:`Partition.check_enough_replicas`), through a
   :class:`~broker.server.delayed_produce.DelayedProduce` in the purgatory. The processors' pipelined
   ``acks=0`` runs (:meth:`append_run`) are the same path: one append per run of requests to one partition.
+  The protocol layer serves a Produce inside :meth:`completing_here`, so the thread that appended answers
+  the followers' fetches waiting for the batches (Kafka's action queue), and a Fetch likewise, so the
+  thread that served a follower's fetch answers the produces its log end offset acknowledges.
 * **Fetch reads** (:meth:`fetch_messages`, :meth:`read_from_local_log`): whole batches as file regions for
   ``sendfile``, ``partition_max_bytes`` and ``max_bytes`` honoured (only the first partition with data may
   exceed them, by one batch, as in KIP-74); fewer than ``min_bytes`` wait up to ``max_wait_ms`` as a
@@ -85,6 +88,7 @@ from broker.log.log_manager import LogManager
 from broker.record.errors import InvalidRecordError, RecordError
 from broker.record.topic_name import validate_topic_name
 from broker.record.topic_partition import TopicPartition
+from broker.server.completing_here import CompletingHere
 from broker.server.delayed_fetch import DelayedFetch, FetchCallback
 from broker.server.delayed_produce import DelayedProduce, ProduceCallback, ProduceResult
 from broker.server.errors import NotLeaderOrFollowerError, ServerError, UnknownTopicOrPartitionError
@@ -167,6 +171,12 @@ class ReplicaManager:
         thread = self._isr_thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(10.0)
+
+    def completing_here(self) -> CompletingHere:
+        """A block (a Produce or a Fetch being served, no lock held) at whose end this thread completes the
+        delayed operations its changes made ready (:meth:`Purgatory.completing_here`, Kafka's
+        ``tryCompleteActions``)."""
+        return self._purgatory.completing_here()
 
     # ------------------------------------------------------------------------------------ partitions
 
@@ -553,6 +563,27 @@ class ReplicaManager:
             except ServerError as exc:
                 logger.debug("follower fetch of %s by broker %d: %s", tp, replica_id, exc)
 
+    def nothing_to_read(self, reads: Sequence[FetchRead], replica_id: int = -1) -> bool:
+        """Whether :meth:`read_from_local_log` would now read no byte of ``reads`` and fail none of them:
+        each partition is led here in its asked epoch, and its fetch offset is its end (the log end for a
+        follower's fetch, the high watermark for a consumer's). Offsets only, no index lookup: a waiting
+        Fetch's cheap check (Kafka's ``DelayedFetch.tryComplete``). False means "read to find out"."""
+        follower = replica_id >= 0
+        partitions = self._partitions
+        for tp, fetch_offset, _max_bytes, current_leader_epoch in reads:
+            partition = partitions.get(tp)
+            if (
+                partition is None
+                or partition.leader_id != self._broker_id
+                or (current_leader_epoch >= 0 and current_leader_epoch != partition.leader_epoch)
+                or partition.closed
+            ):
+                return False
+            log = partition.log
+            if fetch_offset != (log.log_end_offset if follower else log.high_watermark):
+                return False
+        return True
+
     def read_from_local_log(
         self, reads: Sequence[FetchRead], max_bytes: int, replica_id: int = -1
     ) -> tuple[list[FetchPartitionResult], int, bool]:
@@ -579,7 +610,12 @@ class ReplicaManager:
             if limit > 0 or first_with_data:
                 try:
                     if follower:
-                        region = partition.read_for_follower(fetch_offset, max(limit, 1))
+                        # a caught-up follower (most partitions of its every fetch) reads nothing
+                        region = (
+                            None
+                            if fetch_offset == partition.log.log_end_offset
+                            else partition.read_for_follower(fetch_offset, max(limit, 1))
+                        )
                     else:
                         region = partition.read(fetch_offset, max(limit, 1))
                 except (LogError, RecordError) as exc:
