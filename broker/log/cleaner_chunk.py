@@ -175,31 +175,14 @@ def keys_of(chunk: CleanerChunk) -> tuple[Hashes, Offsets, Offsets]:
     (by columns, or by the walk when the columns strategy declines)."""
     columns = chunk.key_columns(keys_only=True) if chunk.plain else None
     if columns is not None:
-        keyed_mask = columns.key_lengths >= 0
-        so_far = np.zeros(len(keyed_mask) + 1, dtype=np.int64)
-        np.cumsum(keyed_mask, out=so_far[1:])
-        starts = np.asarray(columns.batch_starts, dtype=np.int64)
-        keyed_counts = so_far[starts[1:]] - so_far[starts[:-1]]
-        hashes = hash_key_columns(
-            columns.array, columns.key_starts[keyed_mask], columns.key_lengths[keyed_mask]
-        )
-        return hashes, columns.offsets[keyed_mask], keyed_counts
+        return _keyed(columns)
     batches = chunk.record_batches()
-    data_batches = [b for b in batches if not b.is_control_batch]
-    by_batch = batch_key_columns(data_batches)
+    by_batch = batch_key_columns([b for b in batches if not b.is_control_batch])
     if by_batch is not None:
-        keyed_mask = by_batch.key_lengths >= 0
-        so_far = np.zeros(len(keyed_mask) + 1, dtype=np.int64)
-        np.cumsum(keyed_mask, out=so_far[1:])
-        starts = np.asarray(by_batch.batch_starts, dtype=np.int64)
-        data_keyed = iter((so_far[starts[1:]] - so_far[starts[:-1]]).tolist())
-        keyed = [0 if b.is_control_batch else next(data_keyed) for b in batches]
-        hashes = hash_key_columns(
-            by_batch.array,
-            by_batch.key_starts[keyed_mask],
-            by_batch.key_lengths[keyed_mask],
-        )
-        return hashes, by_batch.offsets[keyed_mask], np.asarray(keyed, dtype=np.int64)
+        hashes, keyed_offsets, data_keyed = _keyed(by_batch)
+        per_data_batch = iter(data_keyed.tolist())
+        keyed = [0 if b.is_control_batch else next(per_data_batch) for b in batches]
+        return hashes, keyed_offsets, np.asarray(keyed, dtype=np.int64)
     keys: list[bytes] = []
     offsets: list[int] = []
     keyed = []
@@ -212,3 +195,13 @@ def keys_of(chunk: CleanerChunk) -> tuple[Hashes, Offsets, Offsets]:
                 offsets.append(record.offset)
         keyed.append(len(keys) - before)
     return hash_keys(keys), np.asarray(offsets, dtype=np.int64), np.asarray(keyed, dtype=np.int64)
+
+
+def _keyed(columns: KeyColumns) -> tuple[Hashes, Offsets, Offsets]:
+    """The hashes and offsets of the keyed records of ``columns``, and how many each of its batches holds."""
+    keyed_mask = columns.key_lengths >= 0
+    so_far = np.zeros(len(keyed_mask) + 1, dtype=np.int64)
+    np.cumsum(keyed_mask, out=so_far[1:])
+    starts = np.asarray(columns.batch_starts, dtype=np.int64)
+    hashes = hash_key_columns(columns.array, columns.key_starts[keyed_mask], columns.key_lengths[keyed_mask])
+    return hashes, columns.offsets[keyed_mask], so_far[starts[1:]] - so_far[starts[:-1]]
