@@ -334,12 +334,8 @@ class Cleaner:
         horizon_set = (attributes & DELETE_HORIZON_MASK) != 0
         keep = self._keep(columns, horizon_set & (now_ms >= batches.first_timestamps), slots)
         starts = np.asarray(columns.batch_starts, dtype=np.int64)
-        kept_so_far = np.zeros(len(keep) + 1, dtype=np.int64)
-        np.cumsum(keep, out=kept_so_far[1:])
-        kept = kept_so_far[starts[1:]] - kept_so_far[starts[:-1]]
-        tombstones_so_far = np.zeros(len(keep) + 1, dtype=np.int64)
-        np.cumsum(keep & columns.null_values, out=tombstones_so_far[1:])
-        stamp = ~horizon_set & (tombstones_so_far[starts[1:]] > tombstones_so_far[starts[:-1]])
+        kept = columns.per_batch(keep)
+        stamp = ~horizon_set & (columns.per_batch(keep & columns.null_values) > 0)
         whole = (kept == counts) & ~stamp
         log_append_time = (attributes & TIMESTAMP_TYPE_MASK) != 0
         by_bytes = ~whole & (kept > 0) & ~stamp & ~log_append_time
@@ -376,9 +372,7 @@ class Cleaner:
 
         # patch the headers of the batches rebuilt from bytes (and of the empty ones) in the buffer
         record_sizes = columns.record_ends - columns.record_starts
-        bytes_so_far = np.zeros(len(keep) + 1, dtype=np.int64)
-        np.cumsum(np.where(keep, record_sizes, 0), out=bytes_so_far[1:])
-        kept_bytes = bytes_so_far[starts[1:]] - bytes_so_far[starts[:-1]]
+        kept_bytes = columns.per_batch(np.where(keep, record_sizes, 0))
         patched = np.flatnonzero(by_bytes | empty)
         new_sizes = batches.sizes.copy()
         new_sizes[patched] = HEADER_SIZE + np.where(empty[patched], 0, kept_bytes[patched])
@@ -492,13 +486,9 @@ class Cleaner:
         data_batches = [b for b in batches if not b.is_control_batch]
         horizons = [b.delete_horizon_ms for b in data_batches]
         keep = self._keep(columns, [h is not None and now_ms >= h for h in horizons])
-        kept_so_far = np.zeros(len(keep) + 1, dtype=np.int64)
-        np.cumsum(keep, out=kept_so_far[1:])
-        tombstones_so_far = np.zeros(len(keep) + 1, dtype=np.int64)
-        np.cumsum(keep & columns.null_values, out=tombstones_so_far[1:])
         starts = columns.batch_starts
-        kept_counts = (kept_so_far[starts[1:]] - kept_so_far[starts[:-1]]).tolist()
-        kept_tombstones = (tombstones_so_far[starts[1:]] - tombstones_so_far[starts[:-1]]).tolist()
+        kept_counts = columns.per_batch(keep).tolist()
+        kept_tombstones = columns.per_batch(keep & columns.null_values).tolist()
         data = columns.data
         out: list[RecordBatch] = []
         i = 0

@@ -200,8 +200,5 @@ def keys_of(chunk: CleanerChunk) -> tuple[Hashes, Offsets, Offsets]:
 def _keyed(columns: KeyColumns) -> tuple[Hashes, Offsets, Offsets]:
     """The hashes and offsets of the keyed records of ``columns``, and how many each of its batches holds."""
     keyed_mask = columns.key_lengths >= 0
-    so_far = np.zeros(len(keyed_mask) + 1, dtype=np.int64)
-    np.cumsum(keyed_mask, out=so_far[1:])
-    starts = np.asarray(columns.batch_starts, dtype=np.int64)
     hashes = hash_key_columns(columns.array, columns.key_starts[keyed_mask], columns.key_lengths[keyed_mask])
-    return hashes, columns.offsets[keyed_mask], so_far[starts[1:]] - so_far[starts[:-1]]
+    return hashes, columns.offsets[keyed_mask], columns.per_batch(keyed_mask)

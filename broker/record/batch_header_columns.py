@@ -19,12 +19,20 @@ import numpy as np
 import numpy.typing as npt
 
 from broker.record.batch_header import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    FIRST_TIMESTAMP_OFFSET,
     HEADER_SIZE,
+    LAST_OFFSET_DELTA_OFFSET,
     LENGTH_OFFSET,
     LOG_OVERHEAD,
     MAGIC,
     MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
     MIN_BATCH_LENGTH,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    PRODUCER_FIELDS_OFFSET,
+    RECORD_COUNT_OFFSET,
 )
 from broker.record.errors import CorruptRecordError
 
@@ -52,7 +60,21 @@ HEADER_DTYPE = np.dtype(
             "record_count",
         ],
         "formats": [">i8", ">i4", ">i4", "i1", ">u4", ">i2", ">i4", ">i8", ">i8", ">i8", ">i2", ">i4", ">i4"],
-        "offsets": [0, 8, 12, 16, 17, 21, 23, 27, 35, 43, 51, 53, 57],
+        "offsets": [
+            0,
+            LENGTH_OFFSET,
+            PARTITION_LEADER_EPOCH_OFFSET,
+            MAGIC_OFFSET,
+            CRC_OFFSET,
+            ATTRIBUTES_OFFSET,
+            LAST_OFFSET_DELTA_OFFSET,
+            FIRST_TIMESTAMP_OFFSET,
+            MAX_TIMESTAMP_OFFSET,
+            PRODUCER_FIELDS_OFFSET,  # producerId (8 bytes), producerEpoch (2), baseSequence (4)
+            PRODUCER_FIELDS_OFFSET + 8,
+            PRODUCER_FIELDS_OFFSET + 10,
+            RECORD_COUNT_OFFSET,
+        ],
         "itemsize": HEADER_SIZE,
     }
 )

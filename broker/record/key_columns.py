@@ -65,6 +65,16 @@ class KeyColumns:
     key_lengths: NDArray[np.int64]
     null_values: NDArray[np.bool_]
 
+    def per_batch(self, values: NDArray[np.bool_] | NDArray[np.int64]) -> NDArray[np.int64]:
+        """The sum of ``values`` (one per record, in order) over each batch's records: one entry per
+        batch (a record mask gives how many records of each batch it holds)."""
+        import numpy as np  # noqa: PLC0415 - loaded already: these columns were made with it
+
+        so_far = np.zeros(len(values) + 1, dtype=np.int64)
+        np.cumsum(values, out=so_far[1:])
+        starts = np.asarray(self.batch_starts, dtype=np.int64)
+        return so_far[starts[1:]] - so_far[starts[:-1]]
+
 
 def key_columns(
     bodies: Sequence[bytes | memoryview], counts: Sequence[int], base_offsets: Sequence[int]
