@@ -43,6 +43,7 @@ from mirror.mirror_config import MirrorConfig
 from tests.broker.client.helpers import consumer, producer, read_batches, read_records
 from tests.support.broker_cluster import BrokerCluster, wait_for
 from tests.support.registry import RegistryProcess, launch_registry
+from tests.support.sigstop import pause, resume
 from tests.support.zookeeper import make_chroot
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -456,7 +457,7 @@ def test_the_group_commits_only_what_the_target_acknowledged_while_sends_are_in_
         wait_for(
             lambda: committed_offsets(source, "pipe-g", "pipe", 2) == {0: 100, 1: 100}, 20, "the first copy"
         )
-        os.kill(target_broker.popen.pid, signal.SIGSTOP)  # the target takes requests but never answers
+        pause(target_broker.popen.pid)  # the target takes requests but never answers
         try:
             produce(100, 50)
             wait_for(
@@ -467,7 +468,7 @@ def test_the_group_commits_only_what_the_target_acknowledged_while_sends_are_in_
             time.sleep(0.5)  # ten auto-commit intervals
             assert committed_offsets(source, "pipe-g", "pipe", 2) == {0: 100, 1: 100}
         finally:
-            os.kill(target_broker.popen.pid, signal.SIGCONT)
+            resume(target_broker.popen.pid)
         wait_for(
             lambda: committed_offsets(source, "pipe-g", "pipe", 2) == {0: 150, 1: 150},
             20,

@@ -151,9 +151,13 @@ class GroupMetadataManager:
         assignment = self._cluster.view.topics.get(OFFSETS_TOPIC)
         return None if assignment is None else len(assignment)
 
-    def partition_for(self, group_id: str) -> int | None:
+    def partition_for(self, group_id: str) -> int:
+        """``group_id``'s partition of ``__consumer_offsets``: by the topic's partition count, or by
+        ``[broker] offsets_topic_partitions`` while this broker's view has no such topic yet (Kafka's
+        ``partitionFor`` reads the configured count; a broker that has not yet seen the topic another broker
+        just created answers NOT_COORDINATOR, as Kafka does, not COORDINATOR_NOT_AVAILABLE)."""
         count = self.partition_count()
-        return None if count is None else partition_for(group_id, count)
+        return partition_for(group_id, self._config.offsets_topic_partitions if count is None else count)
 
     def ensure_offsets_topic(self) -> int:
         """``__consumer_offsets``' partition count, the topic created first if need be (ClusterError if it
@@ -203,8 +207,6 @@ class GroupMetadataManager:
         check-and-get the same way): a group unloaded meanwhile is not mistaken for one never seen, whose
         offsets would be answered as "none committed"."""
         partition = self.partition_for(group_id)
-        if partition is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         with self._lock:
             if partition in self._loading:
                 return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None
@@ -412,11 +414,7 @@ class GroupMetadataManager:
     ) -> None:
         """:meth:`_append`, ``respond`` also given the offset of the first entry in the log (-1 when
         nothing was appended); the entries follow it in order."""
-        number = self.partition_for(group_id)
-        if number is None:
-            respond(ErrorCode.NOT_COORDINATOR, -1)
-            return
-        tp = TopicPartition(OFFSETS_TOPIC, number)
+        tp = TopicPartition(OFFSETS_TOPIC, self.partition_for(group_id))
         builder = RecordBatchBuilder()
         now = int(time.time() * 1000)
         for key, value in entries:

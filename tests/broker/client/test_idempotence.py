@@ -4,9 +4,7 @@ exactly once, at the offset it was acknowledged with."""
 
 from __future__ import annotations
 
-import os
 import random
-import signal
 import threading
 import time
 import warnings
@@ -23,6 +21,7 @@ from tests.broker.client.helpers import consumer, producer, read_batches, read_r
 from tests.broker.server.helpers import connect, produce
 from tests.broker.server.test_idempotent_produce import idempotent_batch
 from tests.support.broker_cluster import servers
+from tests.support.sigstop import pause, resume
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -203,12 +202,12 @@ def test_kafka_python_idempotent_by_default_gets_exact_offsets_and_no_duplicate_
         assert [f.get(1).offset for f in first] == [0, 1, 2, 3, 4]
         broker = broker_cluster.brokers[0]
         pid = broker.popen.pid
-        os.kill(pid, signal.SIGSTOP)
+        pause(pid)
         try:
             retried = p.send("kp", b"retried", partition=0)
             time.sleep(3.5)  # past request_timeout_ms: kafka-python gives up on the request, retries
         finally:
-            os.kill(pid, signal.SIGCONT)
+            resume(pid)
         assert retried.get(30).offset == 5
         # the retry really reached the broker, which recognised it
         assert "were appended at offsets [5, 5]: not appended again" in broker.log()

@@ -7,7 +7,6 @@ consumer in another process."""
 from __future__ import annotations
 
 import collections
-import signal
 import subprocess
 import sys
 import textwrap
@@ -28,6 +27,7 @@ from broker.record.topic_partition import TopicPartition
 from broker.server.group.offsets_topic_records import OFFSETS_TOPIC, partition_for
 from tests.broker.client.group_helpers import MemberApp, consumed, member, produce, wait_consumed
 from tests.support.broker_cluster import OFFSETS_TOPIC_PARTITIONS, BrokerCluster, servers, wait_for
+from tests.support.sigstop import pause, resume
 
 TOPIC = "events"
 PARTITIONS = 6
@@ -345,7 +345,7 @@ def test_a_member_stopped_past_its_session_is_dropped_and_joins_again(
         survivor = MemberApp(kafka_member(cluster, "stopped"), 0).start([TOPIC])
         wait_for(lambda: len(survivor.member.assignment()) == 1, 30, "a partition for the second member")
         before = survivor.member.generation_id
-        process.send_signal(signal.SIGSTOP)
+        pause(process.pid)
         try:
             produce(cluster, TOPIC, 2, 20, start=20)
             wait_for(
@@ -354,7 +354,7 @@ def test_a_member_stopped_past_its_session_is_dropped_and_joins_again(
             assert survivor.member.generation_id > before  # the coordinator dropped the stopped member
             wait_consumed([survivor], {(p, o) for p in range(2) for o in range(20, 40)}, 30)
         finally:
-            process.send_signal(signal.SIGCONT)
+            resume(process.pid)
         wait_for(lambda: len(survivor.member.assignment()) == 1, 30, "the resumed member to join again")
         members = admin.describe("stopped").members
         assert sorted(tp.partition for m in members for tp in m.assignment) == [0, 1]  # no overlap

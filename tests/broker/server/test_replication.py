@@ -8,9 +8,7 @@ idempotence none twice; the replicas' segment files are byte-identical up to the
 
 from __future__ import annotations
 
-import os
 import random
-import signal
 import threading
 import time
 import warnings
@@ -31,6 +29,7 @@ from lumber.dev.process import free_port
 from tests.broker.server.helpers import connect
 from tests.broker.server.test_broker_metrics import scrape
 from tests.support.broker_cluster import BROKER_SESSION_TIMEOUT_MS, BrokerCluster, wait_for
+from tests.support.sigstop import pause, resume
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -356,7 +355,7 @@ def test_a_leader_paused_past_its_session_is_replaced_and_rejoins_as_a_follower(
     wait_for(lambda: len(load.acknowledged) >= 300, 60, "300 acknowledged records")
     old = cluster.leader_of("paused", 0)
     pid = old.popen.pid if old.popen is not None else 0
-    os.kill(pid, signal.SIGSTOP)
+    pause(pid)
     try:
         elected = new_leader(cluster, "paused", 0, old.broker_id)
         acked_at_election = len(load.acknowledged)
@@ -364,7 +363,7 @@ def test_a_leader_paused_past_its_session_is_replaced_and_rejoins_as_a_follower(
             lambda: len(load.acknowledged) >= acked_at_election + 300, 60, "300 records on the new leader"
         )
     finally:
-        os.kill(pid, signal.SIGCONT)
+        resume(pid)
     cluster.wait_for_isr("paused", 0, [0, 1, 2], timeout_s=60)
     assert cluster.state_of("paused", 0).leader_epoch >= elected.leader_epoch
     assert load.stop() == 0
@@ -609,7 +608,7 @@ def test_a_new_leader_never_answers_a_latest_offset_below_what_was_acknowledged(
     paused = second.popen.pid if second.popen is not None else 0
     old.kill()  # at once: the followers' last fetch answers still carry an older high watermark
     time.sleep(BROKER_SESSION_TIMEOUT_MS / 1000 - 1.5)
-    os.kill(paused, signal.SIGSTOP)  # paused less than its session: it stays in the ISR, fetching nothing
+    pause(paused)  # paused less than its session: it stays in the ISR, fetching nothing
     try:
         elected = new_leader(cluster, "kip207", 0, old.broker_id)
         assert elected.leader == first.broker_id
@@ -629,7 +628,7 @@ def test_a_new_leader_never_answers_a_latest_offset_below_what_was_acknowledged(
             conn.close()
         found = answer.topics[0].partitions[0]
     finally:
-        os.kill(paused, signal.SIGCONT)
+        resume(paused)
     assert (found.error_code, found.offset) in ((int(ErrorCode.OFFSET_NOT_AVAILABLE), -1), (0, 50))
     tp = TopicPartition("kip207", 0)
     with Consumer(ConsumerConfig(bootstrap_servers=[first.address, second.address])) as consumer:

@@ -5,8 +5,6 @@ clients hide)."""
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import struct
 import threading
@@ -49,6 +47,7 @@ from broker.server.group.offset_and_metadata import OffsetAndMetadata
 from broker.server.group.offsets_topic_records import OFFSETS_TOPIC, partition_for
 from tests.broker.server.helpers import connect, fetch
 from tests.support.broker_cluster import BrokerCluster, BrokerProcess, wait_for
+from tests.support.sigstop import pause, resume
 from tests.support.zookeeper import new_client
 
 GROUP_SETTINGS = {"group_initial_rebalance_delay_ms": 0, "group_min_session_timeout_ms": 1000}
@@ -347,12 +346,12 @@ def test_offsets_topic_layout_coordinator_moves_and_commit_timeout(
     # an acks=all commit the follower never gets: REQUEST_TIMED_OUT, and the cache keeps the old offset
     wait_for(lambda: len(cluster.state_of(OFFSETS_TOPIC, number).isr) == 2, 30, "both replicas in the ISR")
     assert other.popen is not None
-    os.kill(other.popen.pid, signal.SIGSTOP)
+    pause(other.popen.pid)
     try:
         assert commit(conn, group, -1, "", 18) == ErrorCode.REQUEST_TIMED_OUT
         assert committed(conn, group) == (17, "meta")
     finally:
-        os.kill(other.popen.pid, signal.SIGCONT)
+        resume(other.popen.pid)
     wait_for(
         lambda: commit(conn, group, -1, "", 19) == ErrorCode.NONE, 30, "a commit after the follower returns"
     )
@@ -367,6 +366,30 @@ def test_offsets_topic_layout_coordinator_moves_and_commit_timeout(
     conn.close()
 
 
+def test_group_requests_before_the_offsets_topic_exists_answer_not_coordinator(
+    start_cluster: Callable[..., BrokerCluster],
+) -> None:
+    """Kafka's ``partitionFor`` takes the configured partition count, so a broker that has no (or has not
+    yet seen the) ``__consumer_offsets`` answers a group request with NOT_COORDINATOR, which sends the
+    client to FindCoordinator; only FindCoordinator creates the topic."""
+    cluster = start_cluster(1, **GROUP_SETTINGS)
+    conn = connect(cluster.brokers[0])
+    try:
+        assert heartbeat(conn, "early", 1, "x") == ErrorCode.NOT_COORDINATOR
+        assert commit(conn, "early", -1, "", 5) == ErrorCode.NOT_COORDINATOR
+        fetched = conn.request(
+            OffsetFetchRequest(group_id="early", topics=[OffsetFetchRequestTopic("t", [0])]), version=7
+        )
+        assert fetched.error_code == ErrorCode.NOT_COORDINATOR
+        assert OFFSETS_TOPIC not in cluster.admin.list_topics()
+        home = coordinator(cluster, "early")  # FindCoordinator creates the topic
+        assert home is cluster.brokers[0]
+        assert commit(conn, "early", -1, "", 5) == ErrorCode.NONE
+        assert committed(conn, "early") == (5, "m")
+    finally:
+        conn.close()
+
+
 def committed_or_none(conn: BrokerConnection, group: str) -> tuple[int, str | None] | None:
     response = conn.request(
         OffsetFetchRequest(group_id=group, topics=[OffsetFetchRequestTopic("t", [0])]), version=7
@@ -374,8 +397,7 @@ def committed_or_none(conn: BrokerConnection, group: str) -> tuple[int, str | No
     if response.error_code != 0:
         assert response.error_code in (
             ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-            ErrorCode.NOT_COORDINATOR,
-            ErrorCode.COORDINATOR_NOT_AVAILABLE,  # the offsets topic just created, its leaders not known yet
+            ErrorCode.NOT_COORDINATOR,  # also from a broker that has not yet seen the new offsets topic
         )
         return None
     partition = response.topics[0].partitions[0]
@@ -456,7 +478,7 @@ def test_pipelined_commits_appended_while_the_first_waits_answered_in_order(
     accepted = [o for o in range(1, 41) if o != fenced]
     assert other.popen is not None
     with socket.create_connection(("127.0.0.1", home.port), timeout=60) as sock:
-        os.kill(other.popen.pid, signal.SIGSTOP)
+        pause(other.popen.pid)
         try:
             sock.sendall(frames)
             wait_for(
@@ -476,7 +498,7 @@ def test_pipelined_commits_appended_while_the_first_waits_answered_in_order(
             assert early == b"", f"answered while the follower is stopped ({state}): {early.hex()}"
             assert len(state.isr) == 2
         finally:
-            os.kill(other.popen.pid, signal.SIGCONT)
+            resume(other.popen.pid)
         responses = []
         with sock.makefile("rb") as reader:
             for _ in range(40):
