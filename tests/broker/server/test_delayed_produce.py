@@ -92,15 +92,16 @@ def paced_produce(
 def test_default_confluent_producer_is_answered_at_once(
     start_cluster: Callable[..., BrokerCluster],
 ) -> None:
-    """librdkafka's default (acks=all) at 1,000 msg/s for 10 s, against a broker with the default
-    settings (no flush_on_ack): every delivery report within 500 ms, whatever the machine's load (a
-    request held by a timer or a lost wake-up waits for seconds: the 69 s p50 this test was written for)."""
-    broker_cluster = start_cluster(1, flush_on_ack=False)
+    """librdkafka's default (acks=all) at 1,000 msg/s for 10 s, against a broker without flush_on_ack:
+    every delivery report within 5 s, whatever the machine's load. The flush timer is pushed out to 60 s,
+    so a request held by it (or by a lost wake-up: the 69 s p50 this test was written for) would wait far
+    longer than that, while a loaded CI machine's stalls (550 ms under a full test run) stay far below."""
+    broker_cluster = start_cluster(1, flush_on_ack=False, flush_ms=60_000, flush_messages=10**9)
     broker_cluster.create_topic("acks-all", 1)
     reports = paced_produce(broker_cluster.bootstrap_servers, "acks-all", 1000, 10)
     assert sorted(offset for offset, _ in reports) == list(range(10_000))
     slowest = max(latency for _, latency in reports)
-    assert slowest < 0.500, f"slowest delivery report after {slowest * 1000:.1f} ms"
+    assert slowest < 5.0, f"slowest delivery report after {slowest * 1000:.1f} ms"
 
 
 def test_flush_on_ack_answers_only_flushed_records_by_group_commit(
