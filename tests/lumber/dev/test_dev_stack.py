@@ -18,6 +18,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from broker.client.consumer_config import ConsumerConfig
 from broker.client.group_config import GroupConfig
 from broker.client.group_consumer import GroupConsumer
+from broker.client.producer import Producer
+from broker.client.producer_config import ProducerConfig
+from broker.cluster import zk_paths
+from broker.cluster.topic_admin import TopicAdmin
 from broker.record.topic_partition import TopicPartition
 from lumber.config import load_config
 from lumber.dev.process import free_port, port_in_use
@@ -180,15 +184,16 @@ def test_up_connect_status_down(tmp_path: Path) -> None:
 
         # the lag exporter watches every group (every 200 ms here); the console reads a zookeeper group's
         # lag history from it: a member of the group reads the 3 records of a topic and commits offset 1
-        stack_cli = [sys.executable, "-m", "lumber", "--config", str(state_dir / "lumber.toml")]
-        for command, stdin in (
-            (["topics", "create", "events", "--partitions", "1"], None),
-            (["produce", "events", "--acks", "all"], "a\nb\nc\n"),
-        ):
-            done = subprocess.run(
-                [*stack_cli, *command], input=stdin, capture_output=True, text=True, timeout=60, cwd=tmp_path
-            )
-            assert done.returncode == 0, (command, done.stderr)
+        client = new_client(summary["zookeeper_connect"])
+        TopicAdmin(client).create_topic("events", 1, replication_factor=1)
+        wait_for(
+            lambda: client.exists(zk_paths.partition_state_path("events", 0)), 30, "a leader of events-0"
+        )
+        client.stop()
+        client.close()
+        with Producer(ProducerConfig(bootstrap_servers=summary["bootstrap_servers"], acks="all")) as producer:
+            for value in (b"a", b"b", b"c"):
+                producer.send("events", value, partition=0).result(30)
         with committed_in_a_zookeeper_group(
             summary, "watched", TopicPartition("events", 0), read=3, offset=1
         ):
