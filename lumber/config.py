@@ -96,6 +96,17 @@ class DevConfig(ConfigSection):
         ge=1,
         le=65535,
     )
+    lag_exporter_port: int = setting(
+        8000,
+        "Port of the stack's lag exporter (`lumber groups lag --all-groups --watch --metrics-port`, "
+        "127.0.0.1 only; 8000 as Burrow's and kafka-lag-exporter's): its metrics, and the lag history of "
+        "ZooKeeper groups that the stack's console shows. Started only with brokers.",
+        ge=1,
+        le=65535,
+    )
+    lag_exporter_interval_ms: int = setting(
+        5_000, "How often the stack's lag exporter observes every group.", ge=100
+    )
 
 
 class ConsoleConfig(ConfigSection):

@@ -307,7 +307,9 @@ class Demo:
         )
 
     def _start_stack(self) -> Path:
-        self.step("stack", "Starting the stack: ZooKeeper, brokers, schema registry, web console")
+        self.step(
+            "stack", "Starting the stack: ZooKeeper, brokers, schema registry, lag exporter, web console"
+        )
         base = self.base
         registry_url = f"http://127.0.0.1:{base.dev.registry_port}"
         # the file below sets every key, so `dev up` would take its defaults as the user's choices: what it
@@ -342,7 +344,7 @@ class Demo:
             raise DemoError(
                 f"`{self.lumber} dev up` failed (exit {code}; its output is above). If a port is taken, free "
                 "it or move the demo: LUMBER_DEV__ZOOKEEPER_PORT, LUMBER_DEV__BROKER_PORT, "
-                "LUMBER_DEV__REGISTRY_PORT"
+                "LUMBER_DEV__REGISTRY_PORT, LUMBER_DEV__CONSOLE_PORT, LUMBER_DEV__LAG_EXPORTER_PORT"
             )
         self.say(f"  every command below runs with  export LUMBER_CONFIG={self.shown_dir}/lumber.toml")
         return config_path

@@ -14,6 +14,8 @@ One module per concept, as in Kafka's ``kafka.server``:
   :mod:`~broker.server.delayed_operation`, :mod:`~broker.server.purgatory`: requests that wait;
 * :mod:`~broker.server.admin_manager`, :mod:`~broker.server.topic_metadata`: topic administration and
   Metadata answers;
-* :mod:`~broker.server.handler_pool`, :mod:`~broker.server.broker_metrics`: handler threads and metrics;
+* :mod:`~broker.server.handler_pool`, :mod:`~broker.server.broker_metrics`: handler threads and metrics,
+  the per-answer ones kept per thread without locks (:mod:`~broker.server.thread_cells`,
+  :mod:`~broker.server.thread_histogram`, :mod:`~broker.server.thread_counter`);
 * :mod:`~broker.server.errors`: the errors, under :class:`broker.errors.BrokerError`.
 """

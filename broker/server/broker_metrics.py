@@ -33,16 +33,21 @@ Cost on the hot paths: nothing on Produce. Appends are counted at scrape time fr
 (:class:`BrokerCollector`: the growth of each partition's log end offset and of each segment since the
 previous scrape; a log already on disk when the broker started counts from where it was then), so the
 produce path carries no hook. Answered requests are counted where every answer passes,
-:meth:`MeteredRequestChannel.send_response` (one subtraction, one histogram observation per answer, and a
-counter per log region a Fetch answer sends). Requests answered by no response (``acks=0`` produce runs
-served inline) are not counted there; their messages are, in ``messagesin``.
+:meth:`MeteredRequestChannel.send_response`: one observation of the time histogram per answer and one
+counter increment per log region a Fetch answer sends, each a couple of list updates in numbers of the
+answering thread's own (:mod:`broker.server.thread_cells`), summed when scraped; "requests answered" is
+the histogram's count. Requests answered by no response (``acks=0`` produce runs served inline) are not
+counted there; their messages are, in ``messagesin``.
 
 Lumber differs from Kafka: messages in is counted when they reach the log of a partition led here (Kafka
 counts on append too, but per request), time is measured until the answer is queued for its connection
 (Kafka's TotalTimeMs ends when it is sent), and there is one purgatory for Produce and Fetch.
 
-Thread safety: the channel's counters are prometheus_client's (thread-safe); the collector's baselines are
-guarded by its lock (scrapes may overlap).
+Thread safety: :class:`BrokerMetrics` is written by the processor and handler threads that answer, and by
+the flusher, without a lock: each thread writes numbers of its own, and a scrape (the HTTP server's
+thread) sums them (why that is safe: :mod:`broker.server.thread_cells`); its caches of label values are
+filled by whichever thread first needs an entry, with one atomic dict store of a value any thread would
+compute alike. The collector's baselines are guarded by its lock (scrapes may overlap).
 """
 
 from __future__ import annotations
@@ -51,9 +56,8 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -65,6 +69,8 @@ from broker.protocol.api_key import ApiKey
 from broker.record.topic_partition import TopicPartition
 from broker.server.purgatory import Purgatory
 from broker.server.replica_manager import ReplicaManager
+from broker.server.thread_counter import ThreadCounter
+from broker.server.thread_histogram import ThreadHistogram
 
 #: Request-time buckets (seconds): 100 µs to 30 s, a long-poll Fetch waits up to its max wait
 TIME_BUCKETS = (
@@ -96,60 +102,80 @@ def request_name(api_key: int) -> str:
         return f"Unknown{api_key}"
 
 
-class BrokerMetrics:
-    """The broker's registry and the counters the request channel updates."""
+class BrokerMetrics(Collector):
+    """The broker's registry and what the request channel and the flusher count, as a collector of it.
+
+    The per-answer counting (:meth:`answered`, :meth:`sent_region`) and the flush times are
+    :class:`~broker.server.thread_histogram.ThreadHistogram` and
+    :class:`~broker.server.thread_counter.ThreadCounter`: each thread adds to numbers of its own, with no
+    lock, and a scrape sums them (:mod:`broker.server.thread_cells`); they expose exactly what
+    prometheus_client's ``Histogram`` and ``Counter`` would. "Requests answered" is the time histogram's
+    count, exposed as a counter of its own (every answered request is timed once).
+    """
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.requests = Counter(
-            "kafka_network_requestmetrics_requests",
-            "Requests answered, per API",
-            ["request"],
-            registry=self.registry,
-        )
-        self.total_time = Histogram(
+        self.total_time = ThreadHistogram(
             "kafka_network_requestmetrics_totaltime_seconds",
             "Time from a request's last byte to its answer being queued for its connection",
             ["request"],
             buckets=TIME_BUCKETS,
-            registry=self.registry,
         )
-        self.bytes_out = Counter(
-            "kafka_server_brokertopicmetrics_bytesout",
-            "Log bytes sent to fetchers, per topic",
-            ["topic"],
-            registry=self.registry,
+        self.bytes_out = ThreadCounter(
+            "kafka_server_brokertopicmetrics_bytesout", "Log bytes sent to fetchers, per topic", ["topic"]
         )
-        self.flush_time = Histogram(
+        self.flush_time = ThreadHistogram(
             "kafka_log_logflushstats_logflush_seconds",
             "Time of each flush of a partition's log by the flusher thread",
             buckets=TIME_BUCKETS,
-            registry=self.registry,
         )
-        self._per_api: dict[int, tuple[Any, Any]] = {}
-        #: segment file -> its topic's counter (weak: a segment retention deletes lets go of its entry)
-        self._per_file: weakref.WeakKeyDictionary[FileHandle, Any] = weakref.WeakKeyDictionary()
-        self._lock = threading.Lock()
+        #: api key -> its ``request`` label values (a race fills an entry twice with equal values)
+        self._per_api: dict[int, tuple[str]] = {}
+        #: id of a segment file -> (a weak reference to it, its ``topic`` label values): written by the
+        #: first thread to send from the file, dropped by the reference's callback when the file is
+        #: released (retention deleted the segment); read without a lock (one dict lookup, atomic). A
+        #: lookup checks that the reference still points at the file, so an id reused after the file's
+        #: release never finds the old file's topic. (A WeakKeyDictionary's lookup makes a weak reference
+        #: each time: twice the cost.)
+        self._per_file: dict[int, tuple[weakref.ref[FileHandle], tuple[str]]] = {}
+        self.registry.register(self)
+
+    def collect(self) -> Iterator[Metric]:
+        yield self.total_time.count_family(
+            "kafka_network_requestmetrics_requests", "Requests answered, per API"
+        )
+        yield self.total_time.family()
+        yield self.bytes_out.family()
+        yield self.flush_time.family()
 
     def answered(self, api_key: int, seconds: float) -> None:
-        found = self._per_api.get(api_key)
-        if found is None:
-            name = request_name(api_key)
-            with self._lock:
-                found = self._per_api[api_key] = (self.requests.labels(name), self.total_time.labels(name))
-        found[0].inc()
-        found[1].observe(seconds)
+        labels = self._per_api.get(api_key)
+        if labels is None:
+            labels = self._per_api[api_key] = (request_name(api_key),)
+        self.total_time.observe(labels, seconds)
 
     def flushed(self, _partition: TopicPartition, seconds: float) -> None:
-        self.flush_time.observe(seconds)
+        self.flush_time.observe((), seconds)
 
     def sent_region(self, region: FileRegion) -> None:
-        counter = self._per_file.get(region.file)
-        if counter is None:
-            topic = region.file.path.parent.name.rsplit("-", 1)[0]  # <topic>-<partition>/<segment>.log
-            with self._lock:
-                counter = self._per_file[region.file] = self.bytes_out.labels(topic)
-        counter.inc(region.size_bytes)
+        file = region.file
+        found = self._per_file.get(id(file))
+        if found is None or found[0]() is not file:
+            found = self._remember_file(file)
+        self.bytes_out.inc(found[1], region.size_bytes)
+
+    def _remember_file(self, file: FileHandle) -> tuple[weakref.ref[FileHandle], tuple[str]]:
+        key = id(file)
+        per_file = self._per_file
+
+        def forget(ref: weakref.ref[FileHandle]) -> None:
+            # runs while the file is being released, before its id can be reused: no newer entry yet
+            if per_file.get(key, (None,))[0] is ref:
+                per_file.pop(key, None)
+
+        topic = file.path.parent.name.rsplit("-", 1)[0]  # <topic>-<partition>/<segment>.log
+        found = per_file[key] = (weakref.ref(file, forget), (topic,))
+        return found
 
 
 class MeteredRequestChannel(RequestChannel):

@@ -1,7 +1,8 @@
 """``lumber dev up|status|down``: the local stack of real services on 127.0.0.1.
 
 ``--json`` prints :meth:`lumber.dev.dev_stack.DevStack.summary`: ``bootstrap_servers``,
-``zookeeper_connect``, ``registry_url`` and ``console_url`` at the top, then every service. The commands
+``zookeeper_connect``, ``registry_url``, ``console_url`` and ``lag_exporter_url`` at the top, then every
+service. The commands
 the output suggests (``dev down`` with the same ``--state-dir`` and ``--config``) work as printed.
 """
 
@@ -80,6 +81,8 @@ def _up(args: argparse.Namespace, config: LumberConfig) -> int:
         print(f"Brokers:   {','.join(summary['bootstrap_servers']) or '(none)'}")
         print(f"Registry:  {summary['registry_url']}")
         print(f"Console:   {summary['console_url']}")
+        if summary["lag_exporter_url"]:
+            print(f"Lag exporter: {summary['lag_exporter_url']}/metrics")
         print(f"Point other commands at this stack with:  export LUMBER_CONFIG={summary['config_path']}")
         print(f"Stop it with:  {_down_command(args)}")
     return 0

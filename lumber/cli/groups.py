@@ -29,10 +29,12 @@ it may run while the group consumes; the members that own the partitions go on f
 kafka group's offsets are reset only while it has no members, as ``kafka-consumer-groups`` does (its
 members keep their positions in memory). ``lag`` judges both kinds; a kafka group's commits come without
 their time (OffsetFetch), so they are timed by observation (:meth:`LagWindow.commit_times
-<broker.client.lag_evaluation.LagWindow.commit_times>`). Log end offsets and
-offsets by time come from the brokers (``[consumer] bootstrap_servers``, else ZooKeeper). Every command
-takes ``--json``. Exit codes: 0 done, 1 error (ZooKeeper or brokers unreachable), 2 bad input (unknown
-group, bad date, a group with members to delete or, kafka, to reset).
+<broker.client.lag_evaluation.LagWindow.commit_times>`). Log end offsets and offsets by time come from the
+brokers (``[consumer] bootstrap_servers``, else ZooKeeper). With ``--watch``, an observation that meets a
+broker down or ZooKeeper unreachable is reported on stderr and tried again at the next interval, so that a
+lag exporter outlives a failover. Every command takes ``--json``. Exit codes: 0 done, 1 error (ZooKeeper or
+brokers unreachable), 2 bad input (unknown group, bad date, a group with members to delete or, kafka, to
+reset).
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
+
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
 
 from broker.client.consumer import Consumer
 from broker.client.errors import ClientError, GroupError
@@ -355,17 +360,44 @@ def _lag(args: argparse.Namespace, config: LumberConfig, admins: Admins) -> int:
             if observed:
                 time.sleep(interval_s)
             observed += 1
-            watched = _every_group(admins, args.kind) if kind is None else [(args.group, kind)]
+            try:
+                watched = _every_group(admins, args.kind) if kind is None else [(args.group, kind)]
+            except _OBSERVATION_ERRORS as exc:
+                if not args.watch:
+                    raise
+                _observation_failed(args, observed, "the groups", exc)
+                continue
             for group, gone_kind in [key for key in windows if key not in watched]:
                 del windows[(group, gone_kind)]
                 collector.forget(group, gone_kind)
             for group, group_kind in watched:
                 window = windows.setdefault((group, group_kind), LagWindow(args.window))
-                state = _observe(admins, consumer, group, group_kind, window)
+                try:
+                    state = _observe(admins, consumer, group, group_kind, window)
+                except _OBSERVATION_ERRORS as exc:
+                    if not args.watch:
+                        raise
+                    _observation_failed(args, observed, f"{group_kind} group {group!r}", exc)
+                    continue
                 evaluation = window.evaluate(time.time_ns() // 1_000_000)
                 collector.update(group, group_kind, evaluation, window.samples())
                 _print_lag(args, group, group_kind, state, evaluation, observed)
     return 0
+
+
+#: What one observation may meet while the cluster changes under a watch (a broker down, ZooKeeper
+#: unreachable, a group deleted meanwhile): ``--watch`` says so and observes again at the next interval,
+#: so that a lag exporter outlives a broker's failover; a single observation fails with it.
+_OBSERVATION_ERRORS = (ClientError, KazooException, KazooTimeoutError)
+
+
+def _observation_failed(args: argparse.Namespace, observed: int, what: str, exc: Exception) -> None:
+    print(
+        f"lumber: warning: observation {observed} of {what} failed ({exc}); "
+        f"observing again in {args.interval}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _every_group(admins: Admins, kind: str | None) -> list[tuple[str, str]]:

@@ -6,12 +6,12 @@ State folder layout (``--state-dir``, default ``.lumber``)::
     <state_dir>/lumber.toml      the stack's config: clients read it, and every service starts from it
     <state_dir>/<service>/       each service's config, data and log (broker-N/logs: broker N's log dir)
 
-``lumber.toml`` describes the stack as it runs: ZooKeeper's, the registry's and the console's addresses,
-``[dev] state_dir``, and in ``[broker]`` and ``[log]`` broker 0 (its id, port and log dir); broker N starts
-from the same file with ``--id N --port <broker_port + N> --log-dir <state_dir>/broker-N/logs``, as a comment
-at its top says. ``[broker] default_replication_factor`` is ``min(brokers, 3)`` unless the user's config sets
-it: the brokers use it for the topics they create, and ``lumber topics create`` for topics created without
-``--replication-factor``.
+``lumber.toml`` describes the stack as it runs: ZooKeeper's, the registry's, the console's and the lag
+exporter's addresses, ``[dev] state_dir``, and in ``[broker]`` and ``[log]`` broker 0 (its id, port and log
+dir); broker N starts from the same file with ``--id N --port <broker_port + N> --log-dir
+<state_dir>/broker-N/logs``, as a comment at its top says. ``[broker] default_replication_factor`` is
+``min(brokers, 3)`` unless the user's config sets it: the brokers use it for the topics they create, and
+``lumber topics create`` for topics created without ``--replication-factor``.
 
 ``stack.json``::
 
@@ -19,8 +19,11 @@ it: the brokers use it for the topics they create, and ``lumber topics create`` 
      "services": [{"name": "zookeeper", "endpoint": "127.0.0.1:2181", "ports": [2181],
                    "process": {"name": ..., "pid": ..., "start_ticks": ..., "argv": [...], "log_path": ...}}]}
 
-The services, in start order: ZooKeeper, the brokers, the schema registry, and the web console (``lumber
-console`` on ``[dev] console_port``), which reads the others afresh on every request.
+The services, in start order: ZooKeeper, the brokers, the schema registry, the lag exporter (``lumber groups
+lag --all-groups --watch`` on ``[dev] lag_exporter_port``, every ``[dev] lag_exporter_interval_ms``; only
+with brokers), and the web console (``lumber console`` on ``[dev] console_port``), which reads the others
+afresh on every request; the stack's ``[console] lag_exporter_url`` names the stack's exporter (unless the
+user's config names another), so that ZooKeeper groups' pages show their lag history.
 
 ``up`` refuses when the stack is already up or a port it needs is taken, starts the services in order and
 waits until each answers, and writes ``stack.json`` after every start, so ``down`` can always stop what was
@@ -133,7 +136,9 @@ class DevStack:
             default_replication_factor=self.replication_factor,
         )
         log = self.config.log.replace(log_dirs=[str(self.broker_log_dir(0))])
-        console = self.config.console.replace(host="127.0.0.1", port=self.config.dev.console_port)
+        console = self.config.console.replace(
+            host="127.0.0.1", port=self.config.dev.console_port, lag_exporter_url=self.lag_exporter_url
+        )
         return self.config.replace(
             zookeeper=zookeeper,
             dev=dev,
@@ -143,6 +148,14 @@ class DevStack:
             console=console,
             source=str(self.config_path),
         )
+
+    @property
+    def lag_exporter_url(self) -> str:
+        """``[console] lag_exporter_url`` of the stack: the user's if their config names one, else the
+        stack's own exporter (none without brokers: there is no lag to watch)."""
+        if self.config.console.lag_exporter_url or not self.config.dev.brokers:
+            return self.config.console.lag_exporter_url
+        return f"http://127.0.0.1:{self.config.dev.lag_exporter_port}"
 
     @property
     def replication_factor(self) -> int:
@@ -169,8 +182,8 @@ class DevStack:
         return "\n".join(header) + dump_config(self.stack_config())
 
     def services(self) -> list[ServiceSpec]:
-        """The services ``up`` starts, in start order: ZooKeeper, the brokers, the schema registry, then
-        the console."""
+        """The services ``up`` starts, in start order: ZooKeeper, the brokers, the schema registry, the
+        lag exporter (with brokers), then the console."""
         dev = self.config.dev
         zookeeper = ZooKeeperServer(
             self.state_dir / "zookeeper", dev.zookeeper_port, heap_mb=dev.zookeeper_heap_mb
@@ -194,6 +207,7 @@ class DevStack:
         brokers = [self._broker_spec(i, zookeeper.connect) for i in range(dev.brokers)]
         console_url = f"http://127.0.0.1:{dev.console_port}/"
         console_argv = [sys.executable, "-m", "lumber", "--config", str(self.config_path), "console"]
+        lag_exporter = [self._lag_exporter_spec()] if dev.brokers else []
         return [
             ServiceSpec(
                 name="zookeeper",
@@ -213,6 +227,7 @@ class DevStack:
                 log_path=self.state_dir / "registry" / "registry.log",
                 is_ready=lambda: _http_answers(registry_url),
             ),
+            *lag_exporter,
             ServiceSpec(
                 name="console",
                 ports=(dev.console_port,),
@@ -253,6 +268,39 @@ class DevStack:
             argv=lambda: argv,
             log_path=log_path,
             is_ready=lambda: _broker_is_up(log_path, port),
+        )
+
+    def _lag_exporter_spec(self) -> ServiceSpec:
+        """``lumber groups lag --all-groups --watch`` serving its metrics and every group's window of
+        observations (``/lag-history``, where the console's group pages find ZooKeeper groups' lag
+        history) on ``[dev] lag_exporter_port``."""
+        dev = self.config.dev
+        url = f"http://127.0.0.1:{dev.lag_exporter_port}"
+        argv = [
+            sys.executable,
+            "-m",
+            "lumber",
+            "--config",
+            str(self.config_path),
+            "groups",
+            "lag",
+            "--all-groups",
+            "--watch",
+            "--interval",
+            f"{dev.lag_exporter_interval_ms}ms",
+            "--metrics-port",
+            str(dev.lag_exporter_port),
+            "--metrics-host",
+            "127.0.0.1",
+            "--json",
+        ]
+        return ServiceSpec(
+            name="lag-exporter",
+            ports=(dev.lag_exporter_port,),
+            endpoint=url,
+            argv=lambda: argv,
+            log_path=self.state_dir / "lag-exporter" / "lag-exporter.log",
+            is_ready=lambda: _http_answers(f"{url}/metrics"),
         )
 
     # -- state file ------------------------------------------------------------------------------------
@@ -363,7 +411,8 @@ class DevStack:
     def summary(self) -> dict[str, Any]:
         """What is recorded and whether each process is alive: the JSON that ``--json`` prints, with the
         addresses a client needs at the top (``bootstrap_servers``, ``zookeeper_connect``,
-        ``registry_url``, ``console_url``)."""
+        ``registry_url``, ``console_url``, ``lag_exporter_url``: the stack's exporter, None without
+        one)."""
         services = self.read_state()
         stack = self.stack_config()
         return {
@@ -373,6 +422,7 @@ class DevStack:
             "zookeeper_connect": stack.zookeeper.connect,
             "registry_url": stack.registry.url,
             "console_url": f"http://127.0.0.1:{stack.console.port}/",
+            "lag_exporter_url": next((s.endpoint for s in services if s.name == "lag-exporter"), None),
             "services": [
                 {
                     "name": s.name,

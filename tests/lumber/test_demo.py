@@ -109,6 +109,7 @@ def test_a_small_demo_runs_end_to_end_through_a_broker_failover(tmp_path: Path) 
         "LUMBER_DEV__BROKER_PORT": str(broker_port),
         "LUMBER_DEV__REGISTRY_PORT": str(free_port()),
         "LUMBER_DEV__CONSOLE_PORT": str(free_port()),
+        "LUMBER_DEV__LAG_EXPORTER_PORT": str(free_port()),
     }
     env = {k: v for k, v in os.environ.items() if not k.startswith("LUMBER_")} | ports
     env["SPARK_LOCAL_IP"] = "127.0.0.1"

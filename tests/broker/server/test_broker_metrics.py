@@ -85,6 +85,11 @@ def test_counters_after_a_known_workload(start_cluster: Callable[..., BrokerClus
     )
     assert found[("kafka_network_requestmetrics_requests_total", (("request", "Produce"),))] == 8
     assert found[("kafka_network_requestmetrics_totaltime_seconds_count", (("request", "Produce"),))] == 8
+    produce_inf = (("le", "+Inf"), ("request", "Produce"))
+    assert found[("kafka_network_requestmetrics_totaltime_seconds_bucket", produce_inf)] == 8
+    assert (
+        0 < found[("kafka_network_requestmetrics_totaltime_seconds_sum", (("request", "Produce"),))] < 8 * 10
+    )
     assert found[("kafka_network_requestmetrics_requests_total", (("request", "Fetch"),))] >= 1
     for p, end in ((0, 5), (1, 3)):
         assert found[("kafka_log_log_logendoffset", partition(p))] == end

@@ -250,3 +250,58 @@ def test_lag_of_a_kafka_group_beside_a_zookeeper_group(start_cluster: Any, tmp_p
     assert scraped[("lumber_consumergroup_partition_status", labels("kg", "kafka", 1))] == 3
     assert scraped[("lumber_consumergroup_status", (("consumergroup", "kg"), ("kind", "kafka")))] == 3
     assert scraped[("lumber_consumergroup_status", (("consumergroup", "audit"), ("kind", "zookeeper")))] == 0
+
+
+def test_a_watch_outlives_its_broker_killed_and_restarted(start_cluster: Any, tmp_path: Path) -> None:
+    """The lag exporter that ``lumber dev up`` runs must outlive a failover (the demo kills a broker): while
+    the only broker is down (kill -9), each observation fails with a warning on stderr and the watch goes
+    on, its metrics still served; once the broker is back, it observes the group again."""
+    cluster = start_cluster(1)
+    cluster.create_topic("events", 1)
+    produce(cluster, "events", 1, 3)
+    config = tmp_path / "lumber.toml"
+    config.write_text(
+        f'[zookeeper]\nconnect = "{cluster.zk_connect}"\n\n'
+        f"[consumer]\nbootstrap_servers = {json.dumps(servers(cluster))}\nrequest_timeout_ms = 2000\n"
+    )
+    with member(cluster, "audit", auto_commit_enable=False) as m:
+        m.subscribe("events")
+        wait_settled(cluster, "audit", "events", 1, [m], 15)
+        drain(m, 3)
+        m.commit()  # 3 of 3
+    port = free_port()
+    argv = [sys.executable, "-m", "lumber", "--config", str(config), "groups", "lag", "--group", "audit"]
+    argv += ["--watch", "--interval", "200ms", "--json", "--metrics-port", str(port)]
+    out_path, err_path = tmp_path / "watch.out", tmp_path / "watch.err"
+    with (
+        out_path.open("w") as out,
+        err_path.open("w") as err,
+        subprocess.Popen(argv, stdout=out, stderr=err, text=True) as watcher,
+    ):
+        try:
+
+            def observations() -> list[dict[str, Any]]:
+                return [json.loads(line) for line in out_path.read_text().splitlines()]
+
+            wait_for(lambda: len(observations()) >= 1, 30, "the first observation")
+            lags = {(p["committed"], p["log_end"], p["lag"]) for p in observations()[0]["partitions"]}
+            assert lags == {(3, 3, 0)}
+            broker = cluster.brokers[0]
+            broker.kill()
+            failed = "lumber: warning: observation "
+            wait_for(lambda: failed in err_path.read_text(), 60, "a failed observation")
+            warning = next(line for line in err_path.read_text().splitlines() if line.startswith(failed))
+            assert " of zookeeper group 'audit' failed (" in warning
+            assert warning.endswith("); observing again in 200ms")
+            assert watcher.poll() is None
+            assert httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).status_code == 200
+            seen = len(observations())
+            broker.start()
+            wait_for(lambda: len(observations()) >= seen + 2, 60, "observations after the restart")
+            assert {(p["committed"], p["log_end"], p["lag"]) for p in observations()[-1]["partitions"]} == {
+                (3, 3, 0)
+            }
+            assert watcher.poll() is None
+        finally:
+            watcher.terminate()
+            watcher.wait(timeout=30)

@@ -51,6 +51,7 @@ def test_up_with_three_brokers_creates_the_audit_topic_with_three_replicas(tmp_p
         "LUMBER_DEV__REGISTRY_PORT": str(registry_port),
         "LUMBER_DEV__BROKER_PORT": str(broker_port),
         "LUMBER_DEV__CONSOLE_PORT": str(free_port()),
+        "LUMBER_DEV__LAG_EXPORTER_PORT": str(free_port()),
     }
     env.pop("LUMBER_CONFIG", None)
 
