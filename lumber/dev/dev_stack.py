@@ -190,11 +190,7 @@ class DevStack:
         )
         registry_url = f"http://127.0.0.1:{dev.registry_port}"
         registry_argv = [
-            sys.executable,
-            "-m",
-            "lumber",
-            "--config",
-            str(self.config_path),
+            *self._lumber_argv(),
             "schemas",
             "serve",
             "--host",
@@ -206,7 +202,7 @@ class DevStack:
         ]
         brokers = [self._broker_spec(i, zookeeper.connect) for i in range(dev.brokers)]
         console_url = f"http://127.0.0.1:{dev.console_port}/"
-        console_argv = [sys.executable, "-m", "lumber", "--config", str(self.config_path), "console"]
+        console_argv = [*self._lumber_argv(), "console"]
         lag_exporter = [self._lag_exporter_spec()] if dev.brokers else []
         return [
             ServiceSpec(
@@ -238,16 +234,17 @@ class DevStack:
             ),
         ]
 
+    def _lumber_argv(self) -> list[str]:
+        """``lumber --config <the stack's lumber.toml>``, run by this Python: the start of every service's
+        command but ZooKeeper's."""
+        return [sys.executable, "-m", "lumber", "--config", str(self.config_path)]
+
     def _broker_spec(self, broker_id: int, zookeeper_connect: str) -> ServiceSpec:
         port = self.config.dev.broker_port + broker_id
         base = self.state_dir / f"broker-{broker_id}"
         log_path = base / "broker.log"
         argv = [
-            sys.executable,
-            "-m",
-            "lumber",
-            "--config",
-            str(self.config_path),
+            *self._lumber_argv(),
             "broker",
             "start",
             "--id",
@@ -277,11 +274,7 @@ class DevStack:
         dev = self.config.dev
         url = f"http://127.0.0.1:{dev.lag_exporter_port}"
         argv = [
-            sys.executable,
-            "-m",
-            "lumber",
-            "--config",
-            str(self.config_path),
+            *self._lumber_argv(),
             "groups",
             "lag",
             "--all-groups",
