@@ -214,8 +214,10 @@ class InlineServing:
 
     def _keep_reading_ahead(self, conn: Connection) -> None:
         """Select ``conn`` for reading while its in-flight (pipeline) request waits if it may pipeline one
-        more and has no whole request buffered that could not be served; else mute it."""
-        if conn.closed:
+        more and has no whole request buffered that could not be served; else mute it. Not while a
+        response is being sent: the send owns the registration then (for writing while the socket is
+        full), and step 5 decides again once it is sent."""
+        if conn.closed or conn.send is not None:
             return
         in_flight = conn.in_flight
         reading_ahead = (

@@ -776,6 +776,19 @@ def test_reading_ahead_stops_at_the_pipelined_bytes_bound_per_connection() -> No
         assert served.stats()["requests"] == 6
 
 
+def test_an_answer_larger_than_the_socket_buffer_to_a_pipeline_request_is_sent_whole() -> None:
+    """A pipeline request answered at once with more than the socket takes: the connection waits for
+    writing (it does not read ahead while a response is being sent), and the next request is served after."""
+    with _serving_inline({ECHO}, frozenset({ECHO})) as (served, _inline):
+        sock = served.connect()
+        big = request_frame(1, os.urandom(8 * 1024 * 1024))
+        send_request(sock, big)
+        time.sleep(0.2)  # the answer fills the socket buffers before the client reads
+        assert recv_frame(sock) == big
+        send_request(sock, request_frame(2, b"next"))
+        assert recv_frame(sock) == request_frame(2, b"next")
+
+
 def test_a_peer_closing_its_end_while_reading_ahead_still_gets_every_answer() -> None:
     """A client that sends its pipelined requests and shuts down its sending side: the end of stream is
     seen while the first request waits, and the connection is closed only after every answer is sent."""
