@@ -285,6 +285,15 @@ class BrokerConfig(ConfigSection):
         "How long a follower waits before fetching again after an error (Kafka's replica.fetch.backoff.ms).",
         ge=1,
     )
+    max_incremental_fetch_session_cache_slots: int = setting(
+        1000,
+        "Fetch sessions (KIP-227) the broker keeps: a follower or consumer in a session names only the "
+        "partitions whose fetch position changed, and is answered only the partitions with news; when "
+        "all slots are taken a new session evicts an idle, smaller or (for a follower) a consumer's one, "
+        "else the client fetches without a session (Kafka's max.incremental.fetch.session.cache.slots). "
+        "0: no sessions.",
+        ge=0,
+    )
     num_replica_fetchers: int = setting(
         1, "Fetcher threads per leader broker that this broker follows (Kafka's num.replica.fetchers).", ge=1
     )

@@ -1,10 +1,10 @@
 """One accepted TCP connection as its processor sees it (Kafka's KafkaChannel): socket, receive, send.
 
-Life of a connection (one request in flight at a time, so responses leave in request order)::
+Life of a connection (one request in flight at a time but for pipelining, responses in request order)::
 
     RECEIVING ──request complete──▶ MUTED ──response with chunks──▶ SENDING ──all sent──▶ RECEIVING
-        ▲  selected for reading       │ not selected                  │ written at once, then selected
-        │                             │                               │ for writing while the socket
+        ▲  selected for reading       │ not selected (but when        │ written at once, then selected
+        │                             │ reading ahead, pipelining)    │ for writing while the socket
         └──────── empty response ─────┘                               │ buffer is full
                                                                       └─ close_after ─▶ CLOSED
     any state ── EOF, I/O error, bad size prefix, idle, close_after, shutdown ──▶ CLOSED
@@ -13,10 +13,11 @@ Invariants:
 
 * ``in_flight`` is the request being handled from the moment it is received until its response is fully
   sent (or was empty); while it is set nothing is read from the socket;
-* ``pipelined`` holds the requests served after ``in_flight`` while it waits for its answer (read-ahead
-  pipelining of the processor: only requests already in the read-ahead buffer, only api keys the inline
-  handler allows), oldest first, each with its response once given; each becomes ``in_flight`` in turn,
-  so responses still leave in request order;
+* ``pipelined`` holds the requests served after ``in_flight`` while it waits for its answer (pipelining
+  of the processor, :mod:`broker.network.inline_serving`: only api keys the inline handler allows, within
+  its bounds), oldest first, each with its response once given; each becomes ``in_flight`` in turn, so
+  responses still leave in request order; ``pipelined_bytes`` is the size of their frames. While they
+  wait the connection may stay selected for reading (MUTED is then *reading ahead*);
 * ``send`` is set only in SENDING; ``interest`` is the selector events the socket is registered for
   (0 = not registered), kept by the processor;
 * the socket is non-blocking with ``TCP_NODELAY``, and closed exactly once (:meth:`Connection.close`).
@@ -57,6 +58,7 @@ class Connection:
         "interest",
         "peer",
         "pipelined",
+        "pipelined_bytes",
         "receive",
         "send",
         "sock",
@@ -71,6 +73,8 @@ class Connection:
         self.in_flight: NetworkRequest | None = None
         #: Requests served while ``in_flight`` waits, oldest first, with their responses once given.
         self.pipelined: deque[PipelinedRequest] = deque()
+        #: Bytes of the frames in ``pipelined``.
+        self.pipelined_bytes = 0
         #: The response being sent (SENDING only).
         self.send: ResponseSend | None = None
         #: Close once the current send completes (the response asked for it), logging ``close_reason``.
@@ -112,6 +116,7 @@ class Connection:
         self.closed = True
         self.in_flight = None
         self.pipelined.clear()
+        self.pipelined_bytes = 0
         self.send = None
         with contextlib.suppress(OSError):
             self.sock.close()

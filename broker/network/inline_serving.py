@@ -10,36 +10,60 @@ and, when empty or sent at once, the connection goes on to its next request in t
 no selector change); one answered later mutes the connection as usual. A run of pipelined requests the
 handler can serve together goes to ``handle_run``; the requests it leaves are served one at a time.
 
-**Read-ahead pipelining.** When an inline request whose api key is in the handler's ``pipeline_api_keys``
-(Produce) is answered later (an ``acks=-1`` Produce waiting for its group commit), the requests with such
-keys already in the connection's read-ahead buffer are served at once too (appended, their flushes
-requested), up to :data:`MAX_PIPELINED`; their responses wait in ``Connection.pipelined`` and go out in
-request order once the earlier ones are sent. Nothing more is read from the socket meanwhile.
+**Pipelining.** When an inline request whose api key is in the handler's ``pipeline_api_keys``
+(Produce) is answered later (an ``acks=-1`` Produce waiting for its followers or its group commit), the
+requests with such keys behind it are served at once too (appended, their flushes requested, their
+followers' waiting fetches answered); their responses wait in ``Connection.pipelined`` and go out in request
+order once the earlier ones are sent. First the requests already whole in the read-ahead buffer; then the
+connection stays selected for reading (*reading ahead*, :meth:`InlineServing._keep_reading_ahead`) and each
+request completed on it is served the same way, so a producer with several ~100 KB requests in flight
+(more than the 128 KiB read-ahead buffer holds) gets them all appended and replicated together instead of
+one per round trip of its followers. Reading ahead stops (the connection is muted until its waiting
+requests are answered, as without pipelining) when
 
-Both keep the processor's invariant of one request in flight per connection as far as the socket is
-concerned: nothing more is read from a connection while a request of it waits, except the pipelined
-requests already in its read-ahead buffer, whose responses go out in request order.
+* the next request is not a pipeline one (it is pushed back and read again once the connection is
+  unmuted), or one of the waiting responses closes the connection;
+* :data:`MAX_PIPELINED` requests wait, or their frames hold :data:`PIPELINED_MAX_BYTES` (per connection)
+  or the processor's pipelined requests hold :data:`PIPELINED_MAX_BYTES_PER_PROCESSOR` (all its
+  connections together);
+* a response is being sent and the socket is full (the connection is selected for writing instead).
+
+So what a connection holds beyond Kafka's one request is bounded by those limits plus the request being
+read (at most ``max_request_bytes``, as always); an idle connection holds nothing more than before (its
+read-ahead buffer). Kafka differs: its processor mutes a channel from a complete request until that
+request's response is sent, so a producer's pipelined requests wait in the socket (README.md says so).
+
+Both keep the processor's invariant that responses leave in request order per connection.
 """
 
 from __future__ import annotations
 
 import logging
+import selectors
 import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from broker.network.connection import Connection, PipelinedRequest
-from broker.network.errors import ResponseSendError
+from broker.network.errors import PeerClosedError, ResponseSendError
 from broker.network.network_counters import NetworkCounters
 from broker.network.request_channel import InlineHandler, NetworkRequest, NetworkResponse
 from broker.protocol.frame import SIZE_PREFIX_BYTES
 
 logger = logging.getLogger(__name__)
 
+_READ = selectors.EVENT_READ
+
 #: The most requests in one run given to ``InlineHandler.handle_run``.
 MAX_RUN = 1000
-#: The most requests served behind one that waits for its answer (read-ahead pipelining).
+#: The most requests served behind one that waits for its answer (pipelining).
 MAX_PIPELINED = 100
+#: The most bytes of request frames waiting behind the one in flight, per connection: reading ahead stops
+#: there (a producer's ``max.in.flight.requests.per.connection`` x ``max.request.size`` is 5 MiB at
+#: Kafka's defaults).
+PIPELINED_MAX_BYTES = 8 * 1024 * 1024
+#: The same bound for all of one processor's connections together.
+PIPELINED_MAX_BYTES_PER_PROCESSOR = 64 * 1024 * 1024
 
 
 class InlineServing:
@@ -53,6 +77,8 @@ class InlineServing:
     _pipeline_keys: frozenset[int]
     _local_responses: list[NetworkResponse]
     _to_write: list[Connection]
+    #: Bytes of the request frames in all connections' ``pipelined`` queues (see PIPELINED_MAX_BYTES...).
+    _pipelined_bytes: int
     _idle: OrderedDict[str, int]
 
     if TYPE_CHECKING:  # the processor's steps these methods call
@@ -63,6 +89,7 @@ class InlineServing:
         def _write(self, conn: Connection) -> None: ...
         def _mute(self, conn: Connection) -> None: ...
         def _unmute(self, conn: Connection, now: int) -> None: ...
+        def _set_interest(self, conn: Connection, events: int) -> None: ...
         def _close(
             self, conn: Connection, reason: str, counter: str, level: int | None = logging.INFO
         ) -> None: ...
@@ -135,47 +162,108 @@ class InlineServing:
 
     def _serve_pipelined(self, conn: Connection) -> None:
         """``conn``'s in-flight request waits for its answer: serve the requests with pipeline api keys that
-        its read-ahead buffer holds (read-ahead pipelining, see the module docstring)."""
-        assert self._inline is not None
-        receive, keys, counters = conn.receive, self._pipeline_keys, self.counters
-        while (
+        its read-ahead buffer holds, then keep reading ahead if it may (see the module docstring)."""
+        receive, keys = conn.receive, self._pipeline_keys
+        while self._may_pipeline(conn) and receive.has_frame and receive.next_api_key() in keys:
+            frame = receive.read_from(conn.sock)  # buffered: no syscall
+            assert frame is not None
+            if not self._serve_one_pipelined(conn, frame):
+                return
+        self._keep_reading_ahead(conn)
+
+    def _read_ahead(self, conn: Connection, max_reads: int) -> None:
+        """Read ``conn`` while its in-flight request waits (it is *reading ahead*): serve each pipeline
+        request completed, push back anything else and stop. Raises what ``Connection.read`` raises."""
+        keys = self._pipeline_keys
+        for _ in range(max_reads):
+            if not self._may_pipeline(conn):
+                self._keep_reading_ahead(conn)
+                return
+            try:
+                frame = conn.read()
+            except PeerClosedError:
+                # the peer sent all it had: answer what waits first; the end is read again once unmuted
+                self._set_interest(conn, 0)
+                return
+            if frame is None:
+                continue
+            if ((frame[0] << 8) | frame[1]) not in keys:
+                conn.receive.push_back([frame])  # read again once the requests before it are answered
+                self._set_interest(conn, 0)
+                return
+            self.counters.requests_read_ahead += 1
+            if not self._serve_one_pipelined(conn, frame):
+                return
+            self._serve_pipelined(conn)  # what that read buffered behind it; decides whether to go on
+            if conn.interest == 0:
+                return
+        if conn.receive.has_frame:
+            self._serve_pipelined(conn)
+
+    def _may_pipeline(self, conn: Connection) -> bool:
+        """Whether one more request of ``conn`` may be served behind its waiting in-flight request."""
+        return (
             not conn.closed
             and conn.in_flight is not None
             and conn.send is None
             and len(conn.pipelined) < MAX_PIPELINED
-            and receive.has_frame
-            and receive.next_api_key() in keys
+            and conn.pipelined_bytes < PIPELINED_MAX_BYTES
+            and self._pipelined_bytes < PIPELINED_MAX_BYTES_PER_PROCESSOR
             and not any(p.response is not None and p.response.close_after for p in conn.pipelined)
-        ):
-            frame = receive.read_from(conn.sock)  # buffered: no syscall
-            assert frame is not None
-            request = NetworkRequest(
-                self.processor_id, conn.connection_id, conn.peer, frame, time.monotonic_ns()
-            )
-            conn.pipelined.append(PipelinedRequest(request))
-            counters.requests += 1
-            counters.request_bytes += SIZE_PREFIX_BYTES + len(frame)
-            try:
-                self._inline.handle(request)
-            except Exception:
-                logger.exception(
-                    "processor %d: serving a request from %s failed", self.processor_id, conn.peer
-                )
-                self._close(conn, "unexpected error while serving a request", "error_closed", None)
-                return
-            if self._local_responses:
-                responses, self._local_responses = self._local_responses, []
-                self._process_new_responses(responses, request.received_ns)
+        )
+
+    def _keep_reading_ahead(self, conn: Connection) -> None:
+        """Select ``conn`` for reading while its in-flight (pipeline) request waits if it may pipeline one
+        more and has no whole request buffered that could not be served; else mute it. Not while a
+        response is being sent: the send owns the registration then (for writing while the socket is
+        full), and step 5 decides again once it is sent."""
+        if conn.closed or conn.send is not None:
+            return
+        in_flight = conn.in_flight
+        reading_ahead = (
+            in_flight is not None
+            and ((in_flight.frame[0] << 8) | in_flight.frame[1]) in self._pipeline_keys
+            and self._may_pipeline(conn)
+            and not conn.receive.has_frame
+        )
+        self._set_interest(conn, _READ if reading_ahead else 0)
+
+    def _serve_one_pipelined(self, conn: Connection, frame: bytes) -> bool:
+        """Serve ``frame`` behind ``conn``'s waiting requests; False if that closed the connection."""
+        assert self._inline is not None
+        request = NetworkRequest(self.processor_id, conn.connection_id, conn.peer, frame, time.monotonic_ns())
+        conn.pipelined.append(PipelinedRequest(request))
+        conn.pipelined_bytes += len(frame)
+        self._pipelined_bytes += len(frame)
+        counters = self.counters
+        counters.requests += 1
+        counters.request_bytes += SIZE_PREFIX_BYTES + len(frame)
+        try:
+            self._inline.handle(request)
+        except Exception:
+            logger.exception("processor %d: serving a request from %s failed", self.processor_id, conn.peer)
+            self._close(conn, "unexpected error while serving a request", "error_closed", None)
+            return False
+        if self._local_responses:
+            responses, self._local_responses = self._local_responses, []
+            self._process_new_responses(responses, request.received_ns)
+        return not conn.closed
 
     def _after_request(self, conn: Connection, now: int) -> None:
         """``conn``'s in-flight request is answered: the next pipelined request takes its place (its
         response, if given, starts now), or the connection is unmuted when none is left."""
         while conn.pipelined and not conn.closed:
             waiting = conn.pipelined.popleft()
+            frame_bytes = len(waiting.request.frame)
+            conn.pipelined_bytes -= frame_bytes
+            self._pipelined_bytes -= frame_bytes
             conn.in_flight = waiting.request
             response = waiting.response
             if response is None:
-                self._mute(conn)  # answered later (not selected for writing either: nothing to send)
+                # answered later: not selected for writing (nothing to send); serve what is buffered
+                # behind it and read ahead if it may
+                self._idle.pop(conn.connection_id, None)
+                self._serve_pipelined(conn)
                 return
             if not response.chunks:
                 self.counters.responses_empty += 1

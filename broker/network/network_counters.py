@@ -18,6 +18,7 @@ error_closed           ... because of another I/O error, an unsendable response 
 shutdown_closed        ... because the server shut down
 requests               complete requests handed to the request channel
 request_bytes          bytes of those requests, size prefixes included
+requests_read_ahead    ... of which read from the socket while an earlier request of the connection waited
 responses_sent         responses with chunks, fully sent
 responses_empty        empty responses (nothing to send: the connection was just unmuted or closed)
 responses_dropped      responses whose connection was closed (or that answered no request in flight)
@@ -46,6 +47,7 @@ class NetworkCounters:
     shutdown_closed: int = 0
     requests: int = 0
     request_bytes: int = 0
+    requests_read_ahead: int = 0
     responses_sent: int = 0
     responses_empty: int = 0
     responses_dropped: int = 0

@@ -14,18 +14,19 @@ touches it. Each turn of the loop runs the same steps, in this order::
     5. completed sends              each fully sent response ends its request: unmute (or close_after)
     6. disconnects                  log why each connection closed in this turn, count it
 
-**Inline requests** and **read-ahead pipelining**: with an
+**Inline requests** and **pipelining**: with an
 :class:`~broker.network.request_channel.InlineHandler`, step 3 serves the requests it names on the
 processor's own thread (:mod:`broker.network.inline_serving`, mixed into :class:`Processor`).
 
 Invariants:
 
-* **One request in flight per connection**, as far as the socket is concerned: a connection is muted (not
-  selected for reading, nothing read) from the moment a request is complete until its response (and those
-  of the requests pipelined behind it) is fully sent or was empty; so responses go out in request order
-  and a pipelining client is simply read later (its read-ahead buffer, at most ``READ_AHEAD_BYTES``, waits;
-  TCP holds the rest), except for the pipelined requests already buffered (above). A run served by
-  ``handle_run`` is requests that need no response at all, served in order.
+* **Responses in request order, one request in flight per connection** except for pipelining: a
+  connection is muted (not selected for reading, nothing read) from the moment a request is complete
+  until its response (and those of the requests pipelined behind it) is fully sent or was empty, so a
+  client that pipelines is simply read later (its read-ahead buffer, at most ``READ_AHEAD_BYTES``, waits;
+  TCP holds the rest). Pipelining (above) is the bounded exception: behind a waiting Produce, the
+  following Produce requests are read and served, and their responses queued in request order. A run
+  served by ``handle_run`` is requests that need no response at all, served in order.
 * **A failure closes only its connection.** An I/O error, end of stream, a size prefix out of bounds, an
   unsendable response or even a bug while serving one connection closes that connection with a logged
   reason; the processor keeps serving the others.
@@ -131,6 +132,8 @@ class Processor(InlineServing):
         #: Connections waiting for a request (RECEIVING), oldest activity first: id -> last activity (ns).
         self._idle: OrderedDict[str, int] = OrderedDict()
         self._to_write: list[Connection] = []
+        #: Bytes of the request frames waiting in all connections' ``pipelined`` queues.
+        self._pipelined_bytes = 0
         #: Requests read in this turn for the handler threads (their connections already muted).
         self._completed_receives: list[tuple[Connection, NetworkRequest]] = []
         self._completed_sends: list[Connection] = []
@@ -301,8 +304,8 @@ class Processor(InlineServing):
                 continue
             if mask & _WRITE and conn.send is not None:
                 self._write(conn)
-            if mask & _READ and conn.in_flight is None and not conn.closed:
-                self._read(conn)
+            if mask & _READ and not conn.closed:
+                self._read(conn)  # in flight too: reading ahead (selected for reading only then)
         if self._buffered:
             buffered, self._buffered = self._buffered, []
             for conn in buffered:
@@ -313,6 +316,9 @@ class Processor(InlineServing):
     def _read(self, conn: Connection) -> None:
         inline_keys = self._inline_keys
         try:
+            if conn.in_flight is not None:
+                self._read_ahead(conn, _MAX_READS_PER_POLL)
+                return
             for _ in range(_MAX_READS_PER_POLL):
                 frame = conn.read()
                 if frame is None:
@@ -503,6 +509,7 @@ class Processor(InlineServing):
             with contextlib.suppress(OSError, ValueError, KeyError):
                 self._selector.unregister(conn.sock)
             conn.interest = 0
+        self._pipelined_bytes -= conn.pipelined_bytes
         conn.close()
         self._connections.pop(conn.connection_id, None)
         self._idle.pop(conn.connection_id, None)

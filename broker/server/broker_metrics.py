@@ -24,6 +24,9 @@ metric                                                                          
 ``kafka_controller_kafkacontroller_activecontrollercount``                        1 on the controller
 ``kafka_server_socketservermetrics_connection_count``                             open client connections
 ``kafka_server_socketservermetrics_network_io_total{direction}``                  request / response bytes
+``kafka_server_fetchsessioncache_numincrementalfetchsessions``                      fetch sessions (KIP-227)
+``kafka_server_fetchsessioncache_numincrementalfetchpartitionscached``              their partitions
+``kafka_server_fetchsessioncache_incrementalfetchsessionevictions_total``           sessions evicted
 ================================================================================ ===========================
 
 (*) as Kafka's purgatory size: a completed operation stays counted until its deadline passes (Kafka: until
@@ -67,6 +70,7 @@ from broker.log.log_manager import LogManager
 from broker.network.request_channel import NetworkResponse, RequestChannel
 from broker.protocol.api_key import ApiKey
 from broker.record.topic_partition import TopicPartition
+from broker.server.fetch_session_cache import FetchSessionCache
 from broker.server.purgatory import Purgatory
 from broker.server.replica_manager import ReplicaManager
 from broker.server.thread_counter import ThreadCounter
@@ -211,6 +215,7 @@ class BrokerCollector(Collector):
         *,
         replicas: ReplicaManager | None = None,
         controller_active: Callable[[], bool] = lambda: False,
+        fetch_sessions: FetchSessionCache | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.logs = logs
@@ -218,6 +223,7 @@ class BrokerCollector(Collector):
         self.network_stats = network_stats
         self.replicas = replicas
         self.controller_active = controller_active
+        self.fetch_sessions = fetch_sessions
         self._lock = threading.Lock()
         #: per partition: the log end offset and {segment base offset: size} seen last
         self._seen: dict[TopicPartition, tuple[int, dict[int, int]]] = {}
@@ -293,6 +299,28 @@ class BrokerCollector(Collector):
         io.add_metric(["in"], stats.get("request_bytes", 0))
         io.add_metric(["out"], stats.get("response_bytes", 0))
         yield io
+        if self.fetch_sessions is not None:
+            yield from self._fetch_sessions(self.fetch_sessions)
+
+    @staticmethod
+    def _fetch_sessions(cache: FetchSessionCache) -> Iterator[Metric]:
+        sessions = GaugeMetricFamily(
+            "kafka_server_fetchsessioncache_numincrementalfetchsessions", "Fetch sessions (KIP-227) cached"
+        )
+        sessions.add_metric([], cache.size)
+        yield sessions
+        partitions = GaugeMetricFamily(
+            "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+            "Partitions in the cached fetch sessions",
+        )
+        partitions.add_metric([], cache.partitions_cached)
+        yield partitions
+        evictions = CounterMetricFamily(
+            "kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
+            "Fetch sessions evicted to make room for others",
+        )
+        evictions.add_metric([], cache.evictions)
+        yield evictions
 
     def _cleaner(self) -> Iterator[Metric]:
         """The log cleaner's figures, under the JMX exporter's names of Kafka's LogCleaner metrics."""

@@ -227,6 +227,7 @@ class BrokerServer:
                 self._network.stats,
                 replicas=self._replicas,
                 controller_active=lambda: self._controller is not None and self._controller.active,
+                fetch_sessions=handler.fetch_sessions,
             )
             self._serve_metrics(metrics, port, collector)
         self._registration = BrokerRegistration(

@@ -94,6 +94,9 @@ BROKER_CONFIG_NAMES: Mapping[str, BrokerConfigName] = dict(
             "default.replication.factor": BrokerConfigName("broker", "default_replication_factor", "INT"),
             "replica.lag.time.max.ms": BrokerConfigName("broker", "replica_lag_time_max_ms", "LONG"),
             "replica.fetch.wait.max.ms": BrokerConfigName("broker", "replica_fetch_wait_max_ms", "INT"),
+            "max.incremental.fetch.session.cache.slots": BrokerConfigName(
+                "broker", "max_incremental_fetch_session_cache_slots", "INT"
+            ),
             "replica.fetch.max.bytes": BrokerConfigName("broker", "replica_fetch_max_bytes", "INT"),
             "replica.fetch.backoff.ms": BrokerConfigName("broker", "replica_fetch_backoff_ms", "INT"),
             "num.replica.fetchers": BrokerConfigName("broker", "num_replica_fetchers", "INT"),

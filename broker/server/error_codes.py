@@ -43,7 +43,9 @@ from broker.record.errors import (
 )
 from broker.server.errors import (
     FencedLeaderEpochError,
+    FetchSessionIdNotFoundError,
     InvalidConfigError,
+    InvalidFetchSessionEpochError,
     InvalidRequestError,
     InvalidRequiredAcksError,
     NotEnoughReplicasAfterAppendError,
@@ -101,6 +103,8 @@ ERROR_CODES: MappingProxyType[type[BaseException], ErrorCode] = MappingProxyType
         InvalidRequestError: ErrorCode.INVALID_REQUEST,
         InvalidConfigError: ErrorCode.INVALID_CONFIG,
         RequestTimedOutError: ErrorCode.REQUEST_TIMED_OUT,
+        FetchSessionIdNotFoundError: ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+        InvalidFetchSessionEpochError: ErrorCode.INVALID_FETCH_SESSION_EPOCH,
     }
 )
 

@@ -19,6 +19,8 @@ every other error a request can meet, to Kafka's codes.
         ├── InvalidRequestError            a request that is well-formed but asks for something impossible
         ├── InvalidConfigError             a per-topic config Lumber does not know, or a bad value
         ├── RequestTimedOutError           an acks=-1 append not acknowledged within the request's timeout
+        ├── FetchSessionIdNotFoundError    an incremental Fetch names a session this broker does not have
+        ├── InvalidFetchSessionEpochError  an incremental Fetch's session epoch is not the session's
         └── BrokerStartupError             (broker_server.py) the broker cannot start
 """
 
@@ -120,3 +122,24 @@ class RequestTimedOutError(ServerError):
     def __init__(self, tp: TopicPartition, waited_for: str, timeout_ms: int) -> None:
         self.topic_partition = tp
         super().__init__(f"{tp}: not {waited_for} within {timeout_ms} ms")
+
+
+class FetchSessionIdNotFoundError(ServerError):
+    """An incremental Fetch names a fetch session this broker does not have (never had, evicted, or lost
+    in a restart): the client starts again with a full fetch."""
+
+    def __init__(self, session_id: int) -> None:
+        self.session_id = session_id
+        super().__init__(f"fetch session {session_id} not found")
+
+
+class InvalidFetchSessionEpochError(ServerError):
+    """An incremental Fetch's epoch is not the one its session expects (a duplicated or reordered request,
+    or another fetch of the session answered meanwhile): the client closes the session and opens a new one."""
+
+    def __init__(self, session_id: int, request_epoch: int, expected_epoch: int) -> None:
+        self.session_id = session_id
+        super().__init__(
+            f"fetch session {session_id}: the request's epoch {request_epoch} is not the expected "
+            f"{expected_epoch}"
+        )

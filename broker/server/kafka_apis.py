@@ -18,6 +18,11 @@ watcher for metadata. It holds no partition state of its own. What each API answ
   connection, so that the producer notices (as Kafka does). A refused partition has nothing appended.
 * **Fetch**: whole batches as file regions that the network layer sends with ``sendfile`` (the broker never
   decodes a batch to serve it); ``min_bytes`` and ``max_wait_ms`` as the replica manager applies them.
+* **Fetch sessions** (KIP-227, Fetch v7+): a full fetch with ``session_epoch`` 0 opens a session when
+  ``[broker] max_incremental_fetch_session_cache_slots`` leave room; incremental fetches then name only
+  the partitions that changed and are answered only the partitions with news
+  (:mod:`broker.server.fetch_session_cache`); a session error (FETCH_SESSION_ID_NOT_FOUND,
+  INVALID_FETCH_SESSION_EPOCH) is the response's top-level error, with no partition.
 * **Fetch** from a follower (``replica_id`` >= 0): read up to the log end; its fetch offset is its log end
   offset, which moves the ISR and the high watermark (the replica manager). Every partition's
   ``current_leader_epoch`` is fenced (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
@@ -38,7 +43,8 @@ A request that does not decode, an unknown API key, or an unsupported version of
 closes its connection, with the reason logged, as Kafka does; every other client is unaffected. Every
 error a partition or a topic meets is an exception, answered with the code
 :mod:`broker.server.error_codes` (the one table) gives it. Thread-safe: any number of handler and processor
-threads may call :meth:`KafkaApis.handle` and :meth:`KafkaApis.handle_run` (no state of its own changes).
+threads may call :meth:`KafkaApis.handle` and :meth:`KafkaApis.handle_run` (no state of its own changes
+but the fetch sessions, which their cache guards).
 """
 
 from __future__ import annotations
@@ -109,10 +115,12 @@ from broker.server.errors import (
     ServerError,
     UnsupportedMessageFormatError,
 )
+from broker.server.fetch_session import CachedPartition
+from broker.server.fetch_session_cache import FetchSessionCache
 from broker.server.group.group_coordinator import GroupCoordinator
 from broker.server.group_apis import GroupApis
 from broker.server.partition import Partition
-from broker.server.replica_manager import FetchPartitionResult, FetchRead, ReplicaManager
+from broker.server.replica_manager import FetchPartitionResult, ReplicaManager
 from broker.server.topic_metadata import topic_metadata
 
 logger = logging.getLogger(__name__)
@@ -169,6 +177,7 @@ class KafkaApis:
         self._channel = channel
         self._cluster_id = cluster_id
         self._producer_ids = producer_ids
+        self._fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self._handlers: dict[int, Callable[[NetworkRequest, RequestHeader, Any], None]] = {
             int(ApiKey.PRODUCE): self._produce,
             int(ApiKey.FETCH): self._fetch,
@@ -182,6 +191,11 @@ class KafkaApis:
                 group_coordinator=group_coordinator, cluster=cluster, respond=self._respond
             ).handlers(),
         }
+
+    @property
+    def fetch_sessions(self) -> FetchSessionCache:
+        """The broker's fetch sessions (for its metrics)."""
+        return self._fetch_sessions
 
     # ------------------------------------------------------------------------------------ dispatch
 
@@ -427,46 +441,62 @@ class KafkaApis:
     # ------------------------------------------------------------------------------------ Fetch
 
     def _fetch(self, request: NetworkRequest, header: RequestHeader, body: FetchRequest) -> None:
-        reads: list[FetchRead] = [
-            (
-                TopicPartition(t.topic, p.partition),
-                p.fetch_offset,
-                p.partition_max_bytes,
-                p.current_leader_epoch,
+        requested = {
+            TopicPartition(t.topic, p.partition): CachedPartition(
+                p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch
             )
             for t in body.topics
             for p in t.partitions
-        ]
+        }
+        forgotten = [TopicPartition(t.topic, p) for t in body.forgotten_topics_data for p in t.partitions]
+        context = self._fetch_sessions.new_context(
+            body.session_id,
+            body.session_epoch,
+            follower=body.replica_id >= 0,
+            requested=requested,
+            forgotten=forgotten,
+        )
+        version, correlation_id = header.api_version, header.correlation_id
 
         def respond(results: list[FetchPartitionResult]) -> None:
-            topics = []
-            i = 0
-            for fetch_topic in body.topics:
-                partitions = []
-                for fetch_partition in fetch_topic.partitions:
-                    result = results[i]
-                    i += 1
-                    error = result.error
-                    high_watermark = result.high_watermark
-                    region = result.records
-                    partitions.append(
-                        PartitionData(
-                            partition_index=fetch_partition.partition,
-                            error_code=_NONE if error is None else int(error_code_of(error)),
-                            high_watermark=high_watermark,
-                            last_stable_offset=high_watermark,
-                            log_start_offset=result.log_start_offset,
-                            aborted_transactions=None if error is None else (),
-                            records=region if region is not None else b"",
-                        )
+            error, session_id, answered = context.answer(results)
+            topics: list[FetchableTopicResponse] = []
+            topic = ""
+            partitions: list[PartitionData] = []
+            for tp, result in answered:
+                if tp.topic != topic and partitions:
+                    topics.append(FetchableTopicResponse(topic=topic, partitions=partitions))
+                    partitions = []
+                topic = tp.topic
+                partition_error = result.error
+                high_watermark = result.high_watermark
+                region = result.records
+                partitions.append(
+                    PartitionData(
+                        partition_index=tp.partition,
+                        error_code=_NONE if partition_error is None else int(error_code_of(partition_error)),
+                        high_watermark=high_watermark,
+                        last_stable_offset=high_watermark,
+                        log_start_offset=result.log_start_offset,
+                        aborted_transactions=None if partition_error is None else (),
+                        records=region if region is not None else b"",
                     )
-                topics.append(FetchableTopicResponse(topic=fetch_topic.topic, partitions=partitions))
-            response = FetchResponse(error_code=_NONE, session_id=0, responses=topics)
-            self._send(request, encode_fetch_response(header.api_version, header.correlation_id, response))
+                )
+            if partitions:
+                topics.append(FetchableTopicResponse(topic=topic, partitions=partitions))
+            response = FetchResponse(
+                error_code=_NONE if error is None else int(error_code_of(error)),
+                session_id=session_id,
+                responses=topics,
+            )
+            self._send(request, encode_fetch_response(version, correlation_id, response))
 
+        if context.error is not None:
+            respond([])
+            return
         with self._replicas.completing_here():  # a follower's fetch answers the produces it acknowledges
             self._replicas.fetch_messages(
-                reads,
+                context.reads,
                 max_bytes=body.max_bytes,
                 min_bytes=body.min_bytes,
                 max_wait_ms=body.max_wait_ms,

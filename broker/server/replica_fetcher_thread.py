@@ -23,8 +23,15 @@ Each partition it holds is in one of two phases (Kafka's ``PartitionFetchState``
   leader's log start (retention deleted what the follower still needs) empties the follower's log and starts
   it at the leader's log start; anywhere else, it truncates again.
 
+* **Fetch sessions** (KIP-227, :class:`~broker.server.fetch_session_handler.FetchSessionHandler`): the
+  first fetch names every partition and opens a session at the leader; the next ones name only the
+  partitions whose fetch offset (or epoch, log start, size limit) changed since the last, and forget those
+  no longer fetched (removed, or backing off after an error); the leader answers only the partitions with
+  news. A session error (evicted: FETCH_SESSION_ID_NOT_FOUND; INVALID_FETCH_SESSION_EPOCH) or a failed
+  request makes the next fetch a full one, at once.
+
 Lumber differs from Kafka here: a follower applies its own retention rather than the leader's log start
-offset, and fetch sessions (KIP-227) are not used (every fetch names every partition).
+offset.
 
 Concurrency: ``_cond`` guards ``_partitions`` and is held while a response is applied, never while a
 request is on the wire; :meth:`remove_partitions` takes it, so once it returns no append or truncation of
@@ -50,6 +57,7 @@ from broker.protocol.messages.fetch import (
     FetchRequest,
     FetchResponse,
     FetchTopic,
+    ForgottenTopic,
     PartitionData,
 )
 from broker.protocol.messages.offset_for_leader_epoch import (
@@ -59,6 +67,7 @@ from broker.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderTopic,
 )
 from broker.record.topic_partition import TopicPartition
+from broker.server.fetch_session_handler import FetchSessionHandler
 from broker.server.inter_broker_send import InterBrokerSend, InterBrokerSendError
 
 if TYPE_CHECKING:
@@ -71,6 +80,10 @@ logger = logging.getLogger(__name__)
 FETCH_RESPONSE_MAX_BYTES = 10 * 1024 * 1024
 #: How long an idle thread (no partition to fetch) sleeps between looks.
 _IDLE_WAIT_S = 0.5
+#: Top-level Fetch errors about the session, answered by fetching in full at once.
+_SESSION_ERRORS = frozenset(
+    {int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND), int(ErrorCode.INVALID_FETCH_SESSION_EPOCH)}
+)
 _UNDEFINED = -1
 
 
@@ -106,6 +119,7 @@ class ReplicaFetcherThread:
         self._partitions: dict[TopicPartition, PartitionFetchState] = {}
         self._stopping = threading.Event()
         self._send: InterBrokerSend | None = None
+        self._session = FetchSessionHandler(name)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     # ------------------------------------------------------------------------------------ partitions
@@ -166,11 +180,13 @@ class ReplicaFetcherThread:
                     exc,
                     backoff_s,
                 )
+                self._session.handle_error()
                 self._close()
                 self._stopping.wait(backoff_s)
                 continue
             except Exception:  # the thread's top loop: log, back off, keep replicating
                 logger.exception("%s: fetching from broker %d failed", self.name, self.leader_id)
+                self._session.handle_error()
                 self._close()
                 self._stopping.wait(backoff_s)
                 continue
@@ -306,36 +322,54 @@ class ReplicaFetcherThread:
     def _fetch(self, epochs: dict[TopicPartition, int]) -> None:
         config = self._config
         offsets: dict[TopicPartition, int] = {}
-        by_topic: dict[str, list[FetchPartition]] = {}
+        wanted: dict[TopicPartition, FetchPartition] = {}
         for tp, epoch in epochs.items():
             partition = self._partition(tp)
             if partition is None:
                 continue
             log = partition.log
             offsets[tp] = fetch_offset = log.log_end_offset
-            by_topic.setdefault(tp.topic, []).append(
-                FetchPartition(
-                    partition=tp.partition,
-                    current_leader_epoch=epoch,
-                    fetch_offset=fetch_offset,
-                    log_start_offset=log.log_start_offset,
-                    partition_max_bytes=config.replica_fetch_max_bytes,
-                )
+            wanted[tp] = FetchPartition(
+                partition=tp.partition,
+                current_leader_epoch=epoch,
+                fetch_offset=fetch_offset,
+                log_start_offset=log.log_start_offset,
+                partition_max_bytes=config.replica_fetch_max_bytes,
             )
         if not offsets:
             return
+        session = self._session.build(wanted)
+        by_topic: dict[str, list[FetchPartition]] = {}
+        for tp, asked in session.to_send.items():
+            by_topic.setdefault(tp.topic, []).append(asked)
+        forgotten: dict[str, list[int]] = {}
+        for tp in session.to_forget:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
         request = FetchRequest(
             replica_id=self.broker_id,
             max_wait_ms=config.replica_fetch_wait_max_ms,
             min_bytes=1,
             max_bytes=FETCH_RESPONSE_MAX_BYTES,
+            session_id=session.session_id,
+            session_epoch=session.session_epoch,
             topics=[FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
+            forgotten_topics_data=[ForgottenTopic(topic=t, partitions=ps) for t, ps in forgotten.items()],
         )
         response: FetchResponse = self._connection().send_and_receive(request)
+        answered = [
+            TopicPartition(topic.topic, data.partition_index)
+            for topic in response.responses
+            for data in topic.partitions
+        ]
+        if response.error_code in _SESSION_ERRORS:
+            self._session.handle_response(session, response.error_code, response.session_id, answered)
+            return  # the next round fetches in full, at once
         if response.error_code != ErrorCode.NONE:
             raise InterBrokerSendError(
                 f"broker {self.leader_id} answered the fetch with {ErrorCode.name_of(response.error_code)}"
             )
+        if not self._session.handle_response(session, response.error_code, response.session_id, answered):
+            return
         with self._cond:
             for topic in response.responses:
                 for data in topic.partitions:

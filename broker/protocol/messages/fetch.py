@@ -3,8 +3,9 @@
 v4 is the floor: record batch v2 (librdkafka's MsgVer2 needs it) and the isolation level; v5 log start
 offsets, v7 fetch sessions (KIP-227), v9 current leader epochs, v10 is what librdkafka needs to enable zstd,
 v11 rack-aware reads, v12 is flexible and the highest version kafka-python sends. v13 replaces topic names
-by topic ids, which Lumber does not have. Lumber keeps no fetch sessions: a server answers ``session_id``
-0 with every partition, and clients then send full fetches every time. Response ``records`` may be a region
+by topic ids, which Lumber does not have. Fetch sessions: ``session_id``, ``session_epoch`` and
+``forgotten_topics_data`` (v7+) as :mod:`broker.server.fetch_session` describes them; v4-v6 requests decode
+with the defaults 0 and -1, a sessionless fetch. Response ``records`` may be a region
 (:mod:`broker.protocol.region`) that :func:`broker.protocol.codec.encode_fetch_response` leaves to the
 server to ``sendfile``.
 """

@@ -21,6 +21,7 @@ from broker.log.file_handle import FileHandle
 from broker.log.file_region import FileRegion
 from broker.network import NetworkRequest, NetworkResponse, RequestChannel, SocketServer
 from broker.network.errors import ListenError, NetworkConfigError, SocketServerStateError
+from broker.network.inline_serving import PIPELINED_MAX_BYTES
 from broker.network.request_channel import InlineHandler
 from broker.protocol.frame import framed
 from tests.broker.network.helpers import (
@@ -610,8 +611,9 @@ def test_servers_sharing_a_channel_route_responses_to_their_own_connections() ->
 
 # -- requests served on the processor thread (InlineHandler) ----------------------------------------------
 
-#: Test api keys: echoed by a handler thread (not inline), and answered later from another thread.
-_HANDED_OVER, _LATER = 6, 7
+#: Test api keys: echoed by a handler thread (not inline), answered later from another thread, and held
+#: unanswered until the test releases them (:meth:`_Inline.release`).
+_HANDED_OVER, _LATER, _HELD = 6, 7, 8
 
 
 class _Inline:
@@ -621,6 +623,13 @@ class _Inline:
         self.channel = channel
         self.served: list[tuple[int, str]] = []
         self.later: list[NetworkRequest] = []
+        self.held: list[NetworkRequest] = []
+
+    def release(self) -> None:
+        """Answer the held requests (echo), from this (another) thread."""
+        held, self.held = self.held, []
+        for request in held:
+            self.channel.send_response(echo(request))
 
     def handle(self, request: NetworkRequest) -> None:
         (api_key, _version, correlation_id) = struct.unpack_from(">hhi", request.frame, 0)
@@ -628,6 +637,9 @@ class _Inline:
         if api_key == _LATER:
             self.later.append(request)
             threading.Timer(0.2, lambda: self.channel.send_response(echo(request))).start()
+            return
+        if api_key == _HELD:
+            self.held.append(request)
             return
         if api_key == CLOSE + 100:
             raise RuntimeError("the inline handler failed")
@@ -715,6 +727,81 @@ def test_buffered_requests_are_pipelined_behind_one_answered_later_and_answered_
         assert recv_frame(other) == doomed[0]
         assert read_until_closed(other) == b""
         assert [cid for cid, _ in inline.served][6:] == [7, 8]
+
+
+def test_requests_larger_than_the_read_ahead_buffer_are_read_and_pipelined_behind_a_waiting_one() -> None:
+    """Reading ahead: behind a request that waits, pipeline requests larger than the 128 KiB read-ahead
+    buffer (never whole in it) are read from the socket and served before its answer; a request of another
+    api key behind them is not read until every one before it is answered; answers in request order."""
+    with _serving_inline({ECHO, EMPTY, _HELD}, frozenset({ECHO, _HELD})) as (served, inline):
+        sock = served.connect()
+        big = [request_frame(i, bytes([i]) * (300 * 1024)) for i in (2, 3)]
+        held = request_frame(1, b"held", api_key=_HELD)
+        other = request_frame(4, b"not a pipeline request", api_key=EMPTY)
+        after = request_frame(5, b"echoed after it")
+        sock.sendall(b"".join(framed(f) for f in [held, *big, other, after]))
+        wait_until(lambda: len(inline.served) == 3, 5, "both large requests to be served behind the held one")
+        time.sleep(0.2)
+        assert [cid for cid, _ in inline.served] == [1, 2, 3]
+        assert served.stats()["requests_read_ahead"] == 2
+        assert [r.frame for r in inline.held] == [held]
+        inline.release()
+        assert [recv_frame(sock) for _ in range(3)] == [held, *big]
+        assert recv_frame(sock) == after
+        assert [cid for cid, _ in inline.served] == [1, 2, 3, 4, 5]
+        stats = served.stats()
+        assert stats["requests"] == 5
+        assert stats["requests_read_ahead"] == 2
+        assert stats["responses_empty"] == 1
+        assert stats["request_bytes"] == sum(4 + len(f) for f in [held, *big, other, after])
+
+
+def test_reading_ahead_stops_at_the_pipelined_bytes_bound_per_connection() -> None:
+    """Behind a waiting request, reading ahead serves requests until their frames hold
+    PIPELINED_MAX_BYTES; the rest is read once the earlier answers are sent, still in order."""
+    with _serving_inline({ECHO, _HELD}, frozenset({ECHO, _HELD})) as (served, inline):
+        sock = served.connect()
+        piece = PIPELINED_MAX_BYTES // 3 + 1  # three pieces reach the bound
+        frames = [request_frame(1, b"held", api_key=_HELD)]
+        frames += [request_frame(i, bytes([i]) * piece) for i in range(2, 7)]
+        sender = threading.Thread(target=sock.sendall, args=(b"".join(framed(f) for f in frames),))
+        sender.start()
+        wait_until(lambda: len(inline.served) == 4, 10, "three requests to be served behind the held one")
+        time.sleep(0.3)
+        assert [cid for cid, _ in inline.served] == [1, 2, 3, 4]
+        inline.release()
+        assert [recv_frame(sock) for _ in frames] == frames
+        sender.join(10)
+        assert [cid for cid, _ in inline.served] == [1, 2, 3, 4, 5, 6]
+        assert served.stats()["requests"] == 6
+
+
+def test_an_answer_larger_than_the_socket_buffer_to_a_pipeline_request_is_sent_whole() -> None:
+    """A pipeline request answered at once with more than the socket takes: the connection waits for
+    writing (it does not read ahead while a response is being sent), and the next request is served after."""
+    with _serving_inline({ECHO}, frozenset({ECHO})) as (served, _inline):
+        sock = served.connect()
+        big = request_frame(1, os.urandom(8 * 1024 * 1024))
+        send_request(sock, big)
+        time.sleep(0.2)  # the answer fills the socket buffers before the client reads
+        assert recv_frame(sock) == big
+        send_request(sock, request_frame(2, b"next"))
+        assert recv_frame(sock) == request_frame(2, b"next")
+
+
+def test_a_peer_closing_its_end_while_reading_ahead_still_gets_every_answer() -> None:
+    """A client that sends its pipelined requests and shuts down its sending side: the end of stream is
+    seen while the first request waits, and the connection is closed only after every answer is sent."""
+    with _serving_inline({ECHO, _HELD}, frozenset({ECHO, _HELD})) as (served, inline):
+        sock = served.connect()
+        frames = [request_frame(1, api_key=_HELD), request_frame(2, b"x" * 200_000)]
+        sock.sendall(b"".join(framed(f) for f in frames))
+        sock.shutdown(socket.SHUT_WR)
+        wait_until(lambda: len(inline.served) == 2, 5, "the request behind the held one to be served")
+        inline.release()
+        assert [recv_frame(sock) for _ in frames] == frames
+        assert read_until_closed(sock) == b""
+        served.wait_stat("peer_closed", 1)
 
 
 def test_an_inline_handler_failing_closes_only_its_connection(caplog: pytest.LogCaptureFixture) -> None:

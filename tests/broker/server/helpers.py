@@ -7,7 +7,13 @@ import socket
 from typing import Any
 
 from broker.client.connection import BrokerConnection
-from broker.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from broker.protocol.messages.fetch import (
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    FetchTopic,
+    ForgottenTopic,
+)
 from broker.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from broker.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from broker.record.batch_scan import scan_batches
@@ -52,6 +58,39 @@ def fetch(conn: BrokerConnection, parts: list[tuple[str, int, int, int]], **requ
     request.setdefault("max_wait_ms", 0)
     request.setdefault("min_bytes", 0)
     response = conn.request(FetchRequest(topics=[FetchTopic(t, ps) for t, ps in topics.items()], **request))
+    return {(t.topic, p.partition_index): p for t in response.responses for p in t.partitions}
+
+
+def session_fetch(
+    conn: BrokerConnection,
+    session_id: int,
+    epoch: int,
+    parts: dict[tuple[str, int], int] | None = None,
+    forgotten: dict[str, list[int]] | None = None,
+    *,
+    replica_id: int = -1,
+    version: int | None = None,
+) -> FetchResponse:
+    """A Fetch in session ``session_id`` at ``epoch`` naming ``parts`` ((topic, partition) -> offset)."""
+    topics: dict[str, list[FetchPartition]] = {}
+    for (topic, p), offset in (parts or {}).items():
+        topics.setdefault(topic, []).append(
+            FetchPartition(partition=p, fetch_offset=offset, partition_max_bytes=1 << 20)
+        )
+    request = FetchRequest(
+        replica_id=replica_id,
+        max_wait_ms=0,
+        min_bytes=0,
+        session_id=session_id,
+        session_epoch=epoch,
+        topics=[FetchTopic(t, ps) for t, ps in topics.items()],
+        forgotten_topics_data=[ForgottenTopic(t, ps) for t, ps in (forgotten or {}).items()],
+    )
+    response: FetchResponse = conn.request(request, version=version)
+    return response
+
+
+def answered(response: FetchResponse) -> dict[tuple[str, int], Any]:
     return {(t.topic, p.partition_index): p for t in response.responses for p in t.partitions}
 
 

@@ -20,6 +20,8 @@ from broker.record.topic_partition import TopicPartition
 from broker.server.error_codes import ERROR_CODES, error_code_of
 from broker.server.errors import (
     FencedLeaderEpochError,
+    FetchSessionIdNotFoundError,
+    InvalidFetchSessionEpochError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
@@ -48,6 +50,8 @@ TP = TopicPartition("t", 0)
         (InvalidReplicationFactorError("t", 3, [1, 2]), ErrorCode.INVALID_REPLICATION_FACTOR),
         (ControllerMovedError(4, "5"), ErrorCode.NOT_CONTROLLER),
         (FencedLeaderEpochError(TP, 3, 4), ErrorCode.FENCED_LEADER_EPOCH),
+        (FetchSessionIdNotFoundError(7), ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
+        (InvalidFetchSessionEpochError(7, 2, 3), ErrorCode.INVALID_FETCH_SESSION_EPOCH),
         (UnknownLeaderEpochError(TP, 5, 4), ErrorCode.UNKNOWN_LEADER_EPOCH),
         (NotEnoughReplicasError(TP, [1], 2), ErrorCode.NOT_ENOUGH_REPLICAS),
         (NotEnoughReplicasAfterAppendError(TP, [1], 2), ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND),
@@ -69,5 +73,5 @@ def test_a_retriable_zookeeper_error_asks_the_client_to_retry() -> None:
 
 
 def test_no_exception_carries_a_code_of_its_own() -> None:
-    assert len(ERROR_CODES) == 34
+    assert len(ERROR_CODES) == 36
     assert [cls.__name__ for cls in ERROR_CODES if hasattr(cls, "kafka_error_code")] == []

@@ -1,13 +1,19 @@
 """The protocol layer on the wire (broker/server/kafka_apis.py): Metadata, CreateTopics / DeleteTopics,
-the config APIs' per-resource answers, acks=0 failures, malformed frames and the ApiVersions fallback;
-against real broker processes and a real ZooKeeper."""
+the config APIs' per-resource answers, acks=0 failures, fetch sessions (with kafka-python, which uses them),
+malformed frames and the ApiVersions fallback; against real broker processes and a real ZooKeeper."""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import struct
+import time
+import warnings
 from collections.abc import Callable
+from typing import Any
+
+import pytest
 
 from broker.protocol import ErrorCode, encode_request
 from broker.protocol.messages.alter_configs import AlterableConfig, AlterConfigsRequest, AlterConfigsResource
@@ -22,14 +28,24 @@ from broker.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsResource,
 )
 from broker.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
+from lumber.dev.process import free_port
 from tests.broker.server.helpers import (
+    answered,
     batch,
     closed_by_peer,
     connect,
+    offsets_in,
     produce,
     raw_socket,
+    session_fetch,
+    wait_exposed,
 )
-from tests.support.broker_cluster import BrokerCluster, wait_for
+from tests.broker.server.test_broker_metrics import scrape
+from tests.support.broker_cluster import BrokerCluster, servers, wait_for
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import kafka
 
 # ------------------------------------------------------------------------------------------ metadata
 
@@ -291,6 +307,130 @@ def test_acks_zero_error_closes_the_connection(broker_cluster: BrokerCluster) ->
         wait_for(lambda: conn.closed, 10, "the broker to close the acks=0 connection")
     finally:
         conn.close()
+
+
+# ------------------------------------------------------------------------------------------ fetch sessions
+
+
+def test_fetch_sessions_answer_only_what_changed_and_sessionless_versions_still_answer_all(
+    broker_cluster: BrokerCluster,
+) -> None:
+    broker_cluster.create_topic("s", 2)
+    conn = connect(broker_cluster.brokers[0])
+    try:
+        assert produce(conn, "s", 0, batch(0, 3)).base_offset == 0
+        assert produce(conn, "s", 1, batch(0, 2)).base_offset == 0
+        wait_exposed(conn, "s", 0, 3)
+        wait_exposed(conn, "s", 1, 2)
+        full = session_fetch(conn, 0, 0, {("s", 0): 0, ("s", 1): 0})
+        session_id = full.session_id
+        assert (full.error_code, session_id > 0) == (0, True)
+        got = answered(full)
+        assert sorted(got) == [("s", 0), ("s", 1)]
+        assert (offsets_in(got["s", 0].records), got["s", 0].high_watermark) == ([0, 1, 2], 3)
+        assert (offsets_in(got["s", 1].records), got["s", 1].high_watermark) == ([0, 1], 2)
+
+        # epoch 1: both moved to their ends; nothing new, no high watermark moved: nothing answered
+        step = session_fetch(conn, session_id, 1, {("s", 0): 3, ("s", 1): 2})
+        assert (step.error_code, step.session_id, answered(step)) == (0, session_id, {})
+        # epoch 2 names nothing: partition 1 is read at its cached offset 2, and only it is answered
+        assert produce(conn, "s", 1, batch(2, 4)).base_offset == 2
+        wait_exposed(conn, "s", 1, 6)
+        step = session_fetch(conn, session_id, 2)
+        got = answered(step)
+        assert sorted(got) == [("s", 1)]
+        assert (offsets_in(got["s", 1].records), got["s", 1].high_watermark) == ([2, 3, 4, 5], 6)
+        # epoch 3 forgets partition 1: new records there are not answered, partition 0's are
+        assert produce(conn, "s", 1, batch(6, 1)).base_offset == 6
+        assert produce(conn, "s", 0, batch(3, 2)).base_offset == 3
+        wait_exposed(conn, "s", 0, 5)
+        step = session_fetch(conn, session_id, 3, {("s", 0): 3}, forgotten={"s": [1]})
+        got = answered(step)
+        assert sorted(got) == [("s", 0)]
+        assert offsets_in(got["s", 0].records) == [3, 4]
+
+        # session errors: the top-level error, no partition, and the session still works afterwards
+        wrong = session_fetch(conn, session_id, 9)
+        assert (wrong.error_code, answered(wrong)) == (ErrorCode.INVALID_FETCH_SESSION_EPOCH, {})
+        unknown = session_fetch(conn, session_id + 1, 1)
+        assert (unknown.error_code, unknown.session_id, answered(unknown)) == (
+            ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+            0,
+            {},
+        )
+        step = session_fetch(conn, session_id, 4, {("s", 0): 5})
+        assert (step.error_code, answered(step)) == (0, {})
+
+        # Fetch v4-v6 have no session fields: every partition, every time, session id 0
+        for version in (4, 6):
+            old = session_fetch(conn, 0, -1, {("s", 0): 3, ("s", 1): 6}, version=version)
+            got = answered(old)
+            assert (old.session_id, sorted(got)) == (0, [("s", 0), ("s", 1)])
+            assert (offsets_in(got["s", 0].records), offsets_in(got["s", 1].records)) == ([3, 4], [6])
+    finally:
+        conn.close()
+
+
+def _poll_offsets(reader: Any, want: int, deadline_s: float = 30) -> list[tuple[int, int]]:
+    got: list[tuple[int, int]] = []
+    deadline = time.monotonic() + deadline_s
+    while len(got) < want and time.monotonic() < deadline:
+        for tp, records in reader.poll(timeout_ms=500).items():
+            got.extend((tp.partition, r.offset) for r in records)
+    return got
+
+
+def test_kafka_python_reads_through_a_session_and_recovers_from_its_eviction(
+    start_cluster: Callable[..., BrokerCluster], caplog: pytest.LogCaptureFixture
+) -> None:
+    """kafka-python opens a session (Fetch v7+); a follower's session evicts it (one slot; a privileged
+    session may evict a consumer's at any time); kafka-python gets FETCH_SESSION_ID_NOT_FOUND, goes back to
+    full fetches and reads on, every record once, at its offset."""
+    caplog.set_level(logging.DEBUG, logger="kafka.consumer.fetcher")
+    port = free_port()
+    cluster = start_cluster(1, max_incremental_fetch_session_cache_slots=1, metrics_port=port)
+    cluster.create_topic("kp", 3)
+    conn = connect(cluster.brokers[0])
+    reader = kafka.KafkaConsumer(
+        bootstrap_servers=servers(cluster), group_id=None, enable_auto_commit=False, fetch_max_wait_ms=100
+    )
+    sessions = "kafka_server_fetchsessioncache_numincrementalfetchsessions"
+    cached = "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached"
+    evictions = "kafka_server_fetchsessioncache_incrementalfetchsessionevictions_total"
+    try:
+        assert produce(conn, "kp", 0, batch(0, 40)).base_offset == 0
+        reader.assign([kafka.TopicPartition("kp", p) for p in range(3)])
+        reader.seek_to_beginning()
+        got = _poll_offsets(reader, 40)
+        assert sorted(got) == [(0, o) for o in range(40)]
+        # in its session now: the answers carry partition 2 only
+        assert produce(conn, "kp", 2, batch(0, 25)).base_offset == 0
+        got = _poll_offsets(reader, 25)
+        assert sorted(got) == [(2, o) for o in range(25)]
+        metrics = scrape(port)
+        assert (metrics[sessions, ()], metrics[cached, ()], metrics[evictions, ()]) == (1, 3, 0)
+
+        # a follower's full fetch (replica_id >= 0) takes the only slot
+        follower = session_fetch(conn, 0, 0, {("kp", 1): 0}, replica_id=1)
+        assert follower.session_id > 0
+        metrics = scrape(port)
+        assert (metrics[sessions, ()], metrics[cached, ()], metrics[evictions, ()]) == (1, 1, 1)
+
+        assert produce(conn, "kp", 1, batch(0, 30)).base_offset == 0
+        assert produce(conn, "kp", 0, batch(40, 10)).base_offset == 40
+        got = _poll_offsets(reader, 40)
+        assert sorted(got) == [(0, o) for o in range(40, 50)] + [(1, o) for o in range(30)]
+        # no slot for kafka-python now: it fetches in full, and the follower's session stays
+        assert scrape(port)[sessions, ()] == 1
+        assert session_fetch(conn, follower.session_id, 1).error_code == 0
+    finally:
+        reader.close()
+        conn.close()
+    said = [r.getMessage() for r in caplog.records if r.name == "kafka.consumer.fetcher"]
+    assert any("created a new incremental fetch session" in m for m in said), said[-20:]
+    assert any("sent an incremental fetch response for session" in m for m in said), said[-20:]
+    assert any("FetchSessionIdNotFoundError" in m for m in said), said[-20:]
+    assert not [m for m in said if "invalid" in m], said[-20:]
 
 
 # ------------------------------------------------------------------------------------------ bad input

@@ -26,7 +26,7 @@ from broker.protocol import ErrorCode
 from broker.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from broker.record.topic_partition import TopicPartition
 from lumber.dev.process import free_port
-from tests.broker.server.helpers import connect
+from tests.broker.server.helpers import answered, batch, connect, offsets_in, produce, session_fetch
 from tests.broker.server.test_broker_metrics import scrape
 from tests.support.broker_cluster import BROKER_SESSION_TIMEOUT_MS, BrokerCluster, wait_for
 from tests.support.sigstop import pause, resume
@@ -561,6 +561,85 @@ def test_metrics_count_under_replicated_partitions_isr_expansions_and_the_contro
     after = scrape(ports[leader])
     assert after[("kafka_server_replicamanager_underreplicatedpartitions", ())] == 0
     assert after[("kafka_server_replicamanager_isrexpands_total", ())] == expands_before + 1
+
+
+def test_followers_fetch_through_sessions_and_a_fetch_after_leadership_moved_is_told_so(
+    start_cluster: Callable[..., BrokerCluster],
+) -> None:
+    """Lumber's followers use fetch sessions (the leader's cache holds one per follower, with its
+    partitions, idle ones included, and the records replicate byte for byte); after a preferred election
+    moves one partition's leadership, a consumer's incremental fetch at the old leader answers
+    NOT_LEADER_OR_FOLLOWER for that partition only, the followers' sessions follow the move, and acks=all
+    writes on both partitions keep every replica identical."""
+    cluster = start_cluster(0)
+    ports = [free_port() for _ in range(2)]
+    for port in ports:
+        cluster.add_broker({**REPLICATION, "metrics_port": port, "flush_on_ack": True})
+    cluster.create_topic("idle", 3, {0: [0, 1], 1: [0, 1], 2: [0, 1]}, replication_factor=2)
+    cluster.create_topic("moving", 2, {0: [0, 1], 1: [1, 0]}, replication_factor=2)
+    # moving-1 is led by broker 0 until its preferred replica, broker 1, is elected
+    cluster.brokers[1].stop()
+    cluster.wait_for_leader("moving", 1, lambda st: st.leader == 0)
+    cluster.brokers[1].start()
+    for topic, count in (("idle", 3), ("moving", 2)):
+        for p in range(count):
+            cluster.wait_for_isr(topic, p, [0, 1], timeout_s=60)
+    sessions = ("kafka_server_fetchsessioncache_numincrementalfetchsessions", ())
+    cached = ("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached", ())
+    # broker 1's new fetcher holds its 5 partitions in a session at broker 0 (beside the session its
+    # stopped fetcher left, which stays until evicted, as in Kafka); broker 1's cache is fresh
+    wait_for(lambda: scrape(ports[0])[cached] >= 5, 30, "broker 1's session at broker 0")
+    assert (scrape(ports[1])[sessions], scrape(ports[1])[cached]) == (0, 0)  # broker 0 follows nothing
+
+    conn = connect(cluster.brokers[0])
+    try:
+        for p in range(2):
+            assert produce(conn, "moving", p, batch(0, 20), acks=-1).base_offset == 0
+        consumer = session_fetch(conn, 0, 0, {("moving", 0): 0, ("moving", 1): 0})
+        got = answered(consumer)
+        assert [offsets_in(got["moving", p].records) for p in range(2)] == [list(range(20))] * 2
+        step = session_fetch(conn, consumer.session_id, 1, {("moving", 0): 20, ("moving", 1): 20})
+        assert answered(step) == {}
+
+        cluster.admin.request_preferred_election(None)
+        cluster.wait_for_leader("moving", 1, lambda st: st.leader == 1, timeout_s=20)
+        epoch = 2
+        seen: dict[tuple[str, int], Any] = {}
+
+        def told() -> bool:
+            nonlocal epoch, seen
+            seen = answered(session_fetch(conn, consumer.session_id, epoch))
+            epoch += 1
+            return bool(seen)
+
+        wait_for(told, 20, "broker 0's incremental answer to change once it no longer leads moving-1")
+        assert list(seen) == [("moving", 1)]
+        assert seen["moving", 1].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        # the consumer forgets it here (and fetches it from broker 1)
+        step = session_fetch(conn, consumer.session_id, epoch, forgotten={"moving": [1]})
+        assert (step.error_code, answered(step)) == (0, {})
+        epoch += 1
+        # acks=all on both partitions after the move: at broker 0 for 0, at broker 1 for 1
+        assert produce(conn, "moving", 0, batch(20, 30), acks=-1).base_offset == 20
+        other = connect(cluster.brokers[1])
+        try:
+            assert produce(other, "moving", 1, batch(20, 30), acks=-1).base_offset == 20
+            moved = answered(session_fetch(other, 0, -1, {("moving", 1): 20}))
+            assert offsets_in(moved["moving", 1].records) == list(range(20, 50))
+        finally:
+            other.close()
+        step = session_fetch(conn, consumer.session_id, epoch)
+        assert offsets_in(answered(step)["moving", 0].records) == list(range(20, 50))
+    finally:
+        conn.close()
+    for p in range(2):
+        wait_for_identical_replicas(cluster, "moving", p)
+    # broker 0 follows moving-1 from broker 1 now, in a session
+    wait_for(
+        lambda: (scrape(ports[1])[sessions], scrape(ports[1])[cached]) == (1, 1),
+        30,
+        "broker 0's session at broker 1, holding moving-1",
+    )
 
 
 def test_acks_all_waits_for_the_isr_never_for_the_flush_timer(
