@@ -27,7 +27,7 @@ from broker.record.batch_header import (
     LOG_OVERHEAD,
 )
 from broker.record.batch_header_columns import BatchHeaderColumns, batch_header_columns
-from broker.record.key_columns import PADDING_BYTES, KeyColumns, batch_key_columns, key_columns_in
+from broker.record.key_columns import KeyColumns, batch_key_columns, key_columns_in
 from broker.record.record_batch import RecordBatch
 
 #: Records read, mapped or looked up in the map at once (bounds the per-chunk arrays and bytes: about
@@ -39,8 +39,8 @@ MAX_CHUNK_BYTES = 8 * 1024 * 1024
 
 @dataclass(slots=True)
 class CleanerChunk:
-    """Whole batches of one segment read at once (:func:`chunks_of`): the bytes, padded for the key
-    columns, and the batches' header columns. The buffer is the cleaner's own (it patches headers in it)."""
+    """Whole batches of one segment read at once (:func:`chunks_of`): the bytes (the read, at the buffer's
+    start) and the batches' header columns. The buffer is the cleaner's own (it patches headers in it)."""
 
     data: bytearray
     batches: BatchHeaderColumns
@@ -99,7 +99,7 @@ def chunks_of(
         want = min(
             max(read_bytes, bytes_per_record * CHUNK_RECORDS), MAX_CHUNK_BYTES, max_position - position
         )
-        data = _padded_read(segment, position, want, buffer.at_least(want + PADDING_BYTES))
+        data = _read(segment, position, want, buffer.at_least(want))
         batches = batch_header_columns(data, end=want, where=where, base_position=position)
         if not batches.count:  # one batch larger than the read
             size = LOG_OVERHEAD + int.from_bytes(data[LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True)
@@ -108,7 +108,7 @@ def chunks_of(
                     f"{where}: no whole batch at position {position} (below {max_position}): the batch "
                     f"there announces {size} bytes"
                 )
-            data = _padded_read(segment, position, size, bytearray(size + PADDING_BYTES))
+            data = _read(segment, position, size, bytearray(size))
             batches = batch_header_columns(data, end=size, where=where, base_position=position)
             if not batches.count:
                 raise LogStorageError(f"{where}: no whole batch at position {position} ({size} bytes read)")
@@ -134,15 +134,13 @@ class ChunkBuffer:
         return self._buffer
 
 
-def _padded_read(segment: Segment, position: int, size: int, buffer: bytearray) -> bytearray:
-    """``buffer`` holding ``size`` bytes of ``segment`` from ``position``, followed by the key columns'
-    padding (zeros)."""
+def _read(segment: Segment, position: int, size: int, buffer: bytearray) -> bytearray:
+    """``buffer`` holding ``size`` bytes of ``segment`` from ``position`` at its start."""
     got = segment.read_into(buffer, size, position)
     if got != size:
         raise LogStorageError(
             f"{segment.path}: {got} bytes at position {position}, expected {size}: the segment is cut short"
         )
-    buffer[size : size + PADDING_BYTES] = bytes(PADDING_BYTES)
     return buffer
 
 
