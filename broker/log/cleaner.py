@@ -13,6 +13,7 @@ import os
 import struct
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cache
 from itertools import compress
 
@@ -200,10 +201,10 @@ class Cleaner:
         started = time.perf_counter()
         producers = log.last_offsets_of_producers()
         below_end = [s for s in log.segments[:-1] if s.base_offset < end]
-        for group in group_segments_by_size(
+        groups = group_segments_by_size(
             below_end, log.config.segment_bytes, to_clean.first_uncleanable_offset
-        ):
-            self._clean_group(log, group, producers, mapped_slots, stats)
+        )
+        self._clean_groups(log, groups, producers, mapped_slots, stats)
         stats.clean_seconds = time.perf_counter() - started
         logger.info(
             "%s: cleaned offsets [%d, %d): %d segments, %d -> %d bytes (%.1f%%), %d -> %d records, %d keys "
@@ -281,27 +282,59 @@ class Cleaner:
 
     # ------------------------------------------------------------------------------------ 3. rewrite
 
-    def _clean_group(
+    def _clean_groups(
         self,
         log: Log,
-        group: list[Segment],
+        groups: list[list[Segment]],
         producers: dict[int, int],
         mapped_slots: MappedSlots,
         stats: CleanerStats,
     ) -> None:
+        """Rewrite each group into a ``.cleaned`` segment, then swap it in (steps 3 and 4), the swap of a
+        group (fsyncs and renames: I/O waits) on a thread of the pass while this one rewrites the next
+        group. Groups are still swapped one at a time and in order, each through the same crash-safe
+        sequence; a failure or an abort waits for the swap in flight, deletes the ``.cleaned`` files not
+        swapped and raises (the first error: a failed swap before the rewrite that followed it)."""
+        tp = log.topic_partition
+        swapping: Future[None] | None = None
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="lumber-log-cleaner-swap") as swapper:
+            for group in groups:
+                base_offset = group[0].base_offset
+                delete_cleaned(log.dir, base_offset)  # an earlier pass's leftovers (a failure, not a crash)
+                cleaned = Segment.create(
+                    log.dir,
+                    base_offset,
+                    index_interval_bytes=log.config.index_interval_bytes,
+                    now_ms=self._clock(),
+                    suffix=CLEANED_SUFFIX,
+                    durable=False,  # flushed before the swap
+                )
+                try:
+                    self._write_group(cleaned, log, group, producers, mapped_slots, stats)
+                except BaseException:
+                    cleaned.close()
+                    delete_cleaned(log.dir, base_offset)
+                    _finish(swapping)
+                    raise
+                try:
+                    _finish(swapping)
+                except BaseException:
+                    cleaned.close()
+                    delete_cleaned(log.dir, base_offset)
+                    raise
+                stats.segments_cleaned += len(group)
+                stats.bytes_written += cleaned.size_bytes
+                swapping = swapper.submit(self._swap_group, log, group, cleaned)
+            _finish(swapping)
+        logger.debug("%s: %d groups swapped in", tp, len(groups))
+
+    def _swap_group(self, log: Log, group: list[Segment], cleaned: Segment) -> None:
+        """Step 4 for one group rewritten into ``cleaned`` (on the pass's swap thread)."""
         tp = log.topic_partition
         base_offset = group[0].base_offset
-        delete_cleaned(log.dir, base_offset)  # an earlier pass's leftovers (a failure, not a crash)
-        cleaned = Segment.create(
-            log.dir,
-            base_offset,
-            index_interval_bytes=log.config.index_interval_bytes,
-            now_ms=self._clock(),
-            suffix=CLEANED_SUFFIX,
-            durable=False,  # flushed before the swap
-        )
         try:
-            self._write_group(cleaned, log, group, producers, mapped_slots, stats)
+            cleaned.flush()
+            cleaned.close()
             modified_ns = group[-1].path.stat().st_mtime_ns
             os.utime(cleaned.path, ns=(modified_ns, modified_ns))
             self._check_done(tp)
@@ -313,8 +346,6 @@ class Cleaner:
         if swapped is None:
             delete_cleaned(log.dir, base_offset)
             raise CleaningAbortedError(f"{tp}: segments {[s.base_offset for s in group]} changed meanwhile")
-        stats.segments_cleaned += len(group)
-        stats.bytes_written += cleaned.size_bytes
 
     def _write_group(
         self,
@@ -325,7 +356,7 @@ class Cleaner:
         mapped_slots: MappedSlots,
         stats: CleanerStats,
     ) -> None:
-        """Rewrite ``group`` into ``cleaned``, then flush and close it."""
+        """Rewrite ``group`` into ``cleaned`` (not flushed: :meth:`_swap_group` does)."""
         tp = log.topic_partition
         now = self._clock()
         new_horizon_ms = now + log.config.delete_retention_ms
@@ -342,8 +373,6 @@ class Cleaner:
         if cleaned.size_bytes == 0:
             raise LogStorageError(f"{tp}: cleaning segments {[s.base_offset for s in group]} wrote nothing")
         cleaned.on_become_inactive()
-        cleaned.flush()
-        cleaned.close()
 
     def _write_chunk(
         self,
@@ -669,3 +698,9 @@ def _put_big_endian(array: npt.NDArray[np.uint8], at: Offsets, values: Offsets, 
     """Write ``values[i]`` as a big-endian integer of ``width`` bytes at ``array[at[i]:]``."""
     as_bytes = values.astype(f">i{width}").view(np.uint8).reshape(-1, width)
     array[at[:, None] + np.arange(width)] = as_bytes
+
+
+def _finish(swapping: Future[None] | None) -> None:
+    """Wait for the swap in flight, if any; its error, raised."""
+    if swapping is not None:
+        swapping.result()

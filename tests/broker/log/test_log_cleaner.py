@@ -30,6 +30,7 @@ from broker.log.log_cleaner import LogCleaner
 from broker.log.log_cleaner_manager import CleaningState, LogCleanerManager, cleanable_section
 from broker.log.log_manager import LogManager
 from broker.log.log_verifier import verify_partition
+from broker.log.offset_map import OffsetMap
 from broker.record.batch_scan import scan_batches
 from broker.record.compression import CompressionType
 from broker.record.errors import InvalidRecordError
@@ -702,6 +703,49 @@ def test_cleaning_2m_distinct_keys_under_a_16_mib_dedupe_buffer_stays_within_it_
     assert 0 < anonymous <= 64 * 1024 * 1024, f"the kernels took {anonymous / 2**20:.1f} MiB of anonymous RSS"
     assert anonymous < kernels <= 224 * 1024 * 1024, f"numba and the kernels took {kernels / 2**20:.1f} MiB"
     assert report["batches_after"] == 2_000  # every key distinct: nothing to drop, every batch kept
+
+
+@pytest.mark.parametrize("stopped_in", ["rewrite", "swap"])
+def test_a_pass_stopped_while_a_group_is_being_swapped_leaves_every_group_whole(
+    tmp_path: Path, stopped_in: str
+) -> None:
+    """A group's swap runs on the pass's swap thread while the next group is rewritten: a stop in the
+    rewrite (with the previous swap in flight or just done) or in a swap (with the next group's
+    ``.cleaned`` files written) waits for the swap in flight, deletes the files not swapped, and leaves
+    each group either swapped whole or untouched."""
+    rng = random.Random(7)
+    log = open_log(tmp_path)
+    ops = random_ops(rng, 12_000, 500)
+    append_ops(log, ops)
+    log.roll()
+    before = {s.base_offset: s.size_bytes for s in log.segments[:-1]}
+    assert len(before) >= 6
+    log_cleaner, _ = new_cleaner(tmp_path, [log])
+    swap_checks = 0
+
+    def check_done(tp: TopicPartition) -> None:
+        nonlocal swap_checks
+        if threading.current_thread().name.startswith("lumber-log-cleaner-swap"):
+            swap_checks += 1
+            if stopped_in == "swap" and swap_checks == 2:
+                raise CleaningAbortedError(f"{tp}: stopped in the second swap")
+        elif stopped_in == "rewrite" and swap_checks >= 1:
+            raise CleaningAbortedError(f"{tp}: stopped in a rewrite")
+
+    cleaner = Cleaner(OffsetMap(4 * 1024 * 1024), io_buffer_bytes=64 * 1024, check_done=check_done)
+    to_clean = log_cleaner.manager.grab_filthiest_log()
+    assert to_clean is not None
+    with pytest.raises(CleaningAbortedError, match="stopped in (a rewrite|the second swap)"):
+        cleaner.clean(to_clean)
+    assert [p.name for p in log.dir.iterdir() if p.name.endswith((".cleaned", ".swap"))] == []
+    after = {s.base_offset: s.size_bytes for s in log.segments[:-1]}
+    swapped = [base for base, size in after.items() if size != before.get(base)]
+    assert 1 <= len(swapped) < len(before)
+    assert swapped == sorted(after)[: len(swapped)]  # the first groups, in order
+    assert set(sorted(before)[len(swapped) :]) <= set(after)  # the others untouched
+    assert log_map(log) == replay(ops)
+    assert verify_partition(log.dir).damage == ()
+    log.close()
 
 
 def test_a_follower_rolls_at_its_own_log_end_so_its_segments_stay_contiguous_across_gaps(
