@@ -13,6 +13,8 @@ import os
 import struct
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import cache
 from itertools import compress
 
 import crc32c
@@ -51,7 +53,7 @@ from broker.record.record_batch import RecordBatch
 from broker.record.record_batch_builder import retained_batch, retained_batch_of_bytes
 from broker.record.topic_partition import TopicPartition
 
-__all__ = ["Cleaner", "group_segments_by_size"]
+__all__ = ["Cleaner", "group_segments_by_size", "load_kernels"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +80,82 @@ def group_segments_by_size(
             group.append(rest.pop(0))
         groups.append(group)
     return groups
+
+
+@cache
+def load_kernels() -> None:
+    """Import numba and load the compiled loops a pass runs (:mod:`broker.compiled`: from the cache, or
+    compiled and cached the first time on a machine), for every argument type a pass gives them (a
+    chunk's buffer is writable, bytes joined from batches are not), by running each on a batch of three
+    records. Once per process: by the first pass (a broker whose cleaner threads never find a log to
+    clean never imports numba), or before, by whoever does not want a pass to include it (benchmarks)."""
+    from broker.log.cleaner_kernels import copy_kept, keep_records  # noqa: PLC0415 - numba, on first use
+    from broker.record.batch_header_columns import batch_header_columns  # noqa: PLC0415
+    from broker.record.key_columns import key_columns_in  # noqa: PLC0415
+    from broker.record.record_batch_builder import RecordBatchBuilder  # noqa: PLC0415
+
+    builder = RecordBatchBuilder()
+    for key, value in ((b"a", b"1"), (b"b", None), (b"a", b"2")):
+        builder.append(0, key, value)
+    batch = RecordBatch(builder.build())
+    offset_map = OffsetMap(1_024 * 24)
+    batch_header_columns(bytearray(batch.buffer))  # a chunk's read
+    spans = ([HEADER_SIZE], [batch.size_bytes], [batch.record_count], [batch.base_offset])
+
+    def walked(data: bytes | bytearray, keys_only: bool) -> KeyColumns:
+        columns = key_columns_in(data, *spans, keys_only=keys_only)
+        if columns is None:
+            raise LogStorageError("the cleaner's kernels declined a batch of three records")
+        return columns
+
+    # read-only bytes (batches joined: the batch path) and a writable buffer (a chunk's read), the last
+    for data, keys_only in (
+        (bytes(batch.buffer), True),
+        (bytes(batch.buffer), False),
+        (bytearray(batch.buffer), True),
+    ):
+        columns = walked(data, keys_only)
+        hash_key_columns(columns.array, columns.key_starts, columns.key_lengths)
+    columns = walked(bytearray(batch.buffer), False)
+    hashes = hash_key_columns(columns.array, columns.key_starts, columns.key_lengths)
+    slots = offset_map.put_many(hashes, columns.offsets)
+    offset_map.update_latest_offset(int(columns.offsets[-1]))
+    offset_map.get_many(hash_keys([b"a", b"b", b"c"]))
+    mapped = offset_map.offsets_at(slots)
+    starts = np.asarray(columns.batch_starts, dtype=np.int64)
+    keep = np.empty(len(mapped), dtype=np.bool_)
+    kept, tombstones, kept_bytes, newest = np.empty((4, 1), dtype=np.int64)
+    keep_records(
+        starts,
+        columns.offsets,
+        columns.key_lengths,
+        columns.null_values,
+        columns.record_starts,
+        columns.record_ends,
+        columns.timestamp_deltas,
+        mapped,
+        offset_map.latest_offset,
+        np.zeros(1, dtype=np.bool_),
+        keep,
+        kept,
+        tombstones,
+        kept_bytes,
+        newest,
+    )
+    every = np.ones(1, dtype=np.bool_)
+    copy_kept(
+        columns.array,
+        starts,
+        np.zeros(1, dtype=np.int64),
+        HEADER_SIZE,
+        every,
+        every,
+        columns.record_starts,
+        columns.record_ends,
+        keep,
+        np.empty(len(columns.data), dtype=np.uint8),
+        np.empty(2, dtype=np.int64),
+    )
 
 
 class Cleaner:
@@ -107,6 +185,7 @@ class Cleaner:
         """One pass over ``to_clean``; the stats' ``end_offset`` is the log's new first dirty offset.
 
         Raises :class:`CleaningAbortedError` when stopped (nothing of the unfinished group swapped in)."""
+        load_kernels()
         log = to_clean.log
         stats = CleanerStats()
         segments = log.segments
@@ -122,10 +201,10 @@ class Cleaner:
         started = time.perf_counter()
         producers = log.last_offsets_of_producers()
         below_end = [s for s in log.segments[:-1] if s.base_offset < end]
-        for group in group_segments_by_size(
+        groups = group_segments_by_size(
             below_end, log.config.segment_bytes, to_clean.first_uncleanable_offset
-        ):
-            self._clean_group(log, group, producers, mapped_slots, stats)
+        )
+        self._clean_groups(log, groups, producers, mapped_slots, stats)
         stats.clean_seconds = time.perf_counter() - started
         logger.info(
             "%s: cleaned offsets [%d, %d): %d segments, %d -> %d bytes (%.1f%%), %d -> %d records, %d keys "
@@ -203,27 +282,59 @@ class Cleaner:
 
     # ------------------------------------------------------------------------------------ 3. rewrite
 
-    def _clean_group(
+    def _clean_groups(
         self,
         log: Log,
-        group: list[Segment],
+        groups: list[list[Segment]],
         producers: dict[int, int],
         mapped_slots: MappedSlots,
         stats: CleanerStats,
     ) -> None:
+        """Rewrite each group into a ``.cleaned`` segment, then swap it in (steps 3 and 4), the swap of a
+        group (fsyncs and renames: I/O waits) on a thread of the pass while this one rewrites the next
+        group. Groups are still swapped one at a time and in order, each through the same crash-safe
+        sequence; a failure or an abort waits for the swap in flight, deletes the ``.cleaned`` files not
+        swapped and raises (the first error: a failed swap before the rewrite that followed it)."""
+        tp = log.topic_partition
+        swapping: Future[None] | None = None
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="lumber-log-cleaner-swap") as swapper:
+            for group in groups:
+                base_offset = group[0].base_offset
+                delete_cleaned(log.dir, base_offset)  # an earlier pass's leftovers (a failure, not a crash)
+                cleaned = Segment.create(
+                    log.dir,
+                    base_offset,
+                    index_interval_bytes=log.config.index_interval_bytes,
+                    now_ms=self._clock(),
+                    suffix=CLEANED_SUFFIX,
+                    durable=False,  # flushed before the swap
+                )
+                try:
+                    self._write_group(cleaned, log, group, producers, mapped_slots, stats)
+                except BaseException:
+                    cleaned.close()
+                    delete_cleaned(log.dir, base_offset)
+                    _finish(swapping)
+                    raise
+                try:
+                    _finish(swapping)
+                except BaseException:
+                    cleaned.close()
+                    delete_cleaned(log.dir, base_offset)
+                    raise
+                stats.segments_cleaned += len(group)
+                stats.bytes_written += cleaned.size_bytes
+                swapping = swapper.submit(self._swap_group, log, group, cleaned)
+            _finish(swapping)
+        logger.debug("%s: %d groups swapped in", tp, len(groups))
+
+    def _swap_group(self, log: Log, group: list[Segment], cleaned: Segment) -> None:
+        """Step 4 for one group rewritten into ``cleaned`` (on the pass's swap thread)."""
         tp = log.topic_partition
         base_offset = group[0].base_offset
-        delete_cleaned(log.dir, base_offset)  # an earlier pass's leftovers (a failure, not a crash)
-        cleaned = Segment.create(
-            log.dir,
-            base_offset,
-            index_interval_bytes=log.config.index_interval_bytes,
-            now_ms=self._clock(),
-            suffix=CLEANED_SUFFIX,
-            durable=False,  # flushed before the swap
-        )
         try:
-            self._write_group(cleaned, log, group, producers, mapped_slots, stats)
+            cleaned.flush()
+            cleaned.close()
             modified_ns = group[-1].path.stat().st_mtime_ns
             os.utime(cleaned.path, ns=(modified_ns, modified_ns))
             self._check_done(tp)
@@ -235,8 +346,6 @@ class Cleaner:
         if swapped is None:
             delete_cleaned(log.dir, base_offset)
             raise CleaningAbortedError(f"{tp}: segments {[s.base_offset for s in group]} changed meanwhile")
-        stats.segments_cleaned += len(group)
-        stats.bytes_written += cleaned.size_bytes
 
     def _write_group(
         self,
@@ -247,7 +356,7 @@ class Cleaner:
         mapped_slots: MappedSlots,
         stats: CleanerStats,
     ) -> None:
-        """Rewrite ``group`` into ``cleaned``, then flush and close it."""
+        """Rewrite ``group`` into ``cleaned`` (not flushed: :meth:`_swap_group` does)."""
         tp = log.topic_partition
         now = self._clock()
         new_horizon_ms = now + log.config.delete_retention_ms
@@ -264,8 +373,6 @@ class Cleaner:
         if cleaned.size_bytes == 0:
             raise LogStorageError(f"{tp}: cleaning segments {[s.base_offset for s in group]} wrote nothing")
         cleaned.on_become_inactive()
-        cleaned.flush()
-        cleaned.close()
 
     def _write_chunk(
         self,
@@ -318,24 +425,26 @@ class Cleaner:
         (Kafka's ``filterTo``), with no object per batch but for the few rebuilt by decoding; returns the
         bytes written.
 
-        Every batch's header and every record is a *unit* of the chunk's buffer, in the buffer's order (a
-        batch's header, then its records). A batch keeping all its records keeps all its units; one
-        keeping some, rebuilt from their bytes, keeps its header (patched in the buffer: length, record
-        count, max timestamp, CRC) and those records; an empty batch kept (an idempotent producer's last,
-        the group's last) keeps its header alone (patched likewise). Runs of consecutive kept units are
-        then one slice each, so a stretch of batches kept whole is one slice. Batches whose tombstones get
-        their delete horizon stamped, and LogAppendTime batches that lose records, are rebuilt from their
-        decoded records (:func:`~broker.record.record_batch_builder.retained_batch`) and slotted in
-        between the slices. The bytes written are those :meth:`_retained` writes."""
+        Which records stay, and what each batch keeps, is one compiled loop over the records
+        (:func:`~broker.log.cleaner_kernels.keep_records`). A batch keeping all its records is copied
+        whole; one keeping some, rebuilt from their bytes, keeps its header (patched in the buffer: length,
+        record count, max timestamp, CRC) and those records; an empty batch kept (an idempotent producer's
+        last, the group's last) keeps its header alone (patched likewise). A second compiled loop copies
+        the kept headers and records out, each run of consecutive bytes at once, so a stretch of batches
+        kept whole is one copy (:func:`~broker.log.cleaner_kernels.copy_kept`). Batches whose tombstones
+        get their delete horizon stamped, and LogAppendTime batches that lose records, are rebuilt from
+        their decoded records (:func:`~broker.record.record_batch_builder.retained_batch`) and spliced in
+        at their places. The bytes written are those :meth:`_retained` writes."""
         batches = chunk.batches
         buffer = chunk.data
         attributes = batches.attributes
         counts = batches.record_counts
         horizon_set = (attributes & DELETE_HORIZON_MASK) != 0
-        keep = self._keep(columns, horizon_set & (now_ms >= batches.first_timestamps), slots)
+        keep, kept, kept_tombstones, kept_bytes, newest = self._keep(
+            columns, horizon_set & (now_ms >= batches.first_timestamps), slots
+        )
         starts = np.asarray(columns.batch_starts, dtype=np.int64)
-        kept = columns.per_batch(keep)
-        stamp = ~horizon_set & (columns.per_batch(keep & columns.null_values) > 0)
+        stamp = ~horizon_set & (kept_tombstones > 0)
         whole = (kept == counts) & ~stamp
         log_append_time = (attributes & TIMESTAMP_TYPE_MASK) != 0
         by_bytes = ~whole & (kept > 0) & ~stamp & ~log_append_time
@@ -356,36 +465,13 @@ class Cleaner:
         stats.records_read += int(counts.sum())
         stats.records_written += int(kept.sum())
 
-        # the units: batch i's header at index starts[i] + i, record r of batch b at r + b + 1
-        batch_of_record = np.repeat(np.arange(batches.count), counts)
-        header_units = starts[:-1] + np.arange(batches.count)
-        record_units = np.arange(len(keep)) + batch_of_record + 1
-        unit_starts = np.empty(len(keep) + batches.count, dtype=np.int64)
-        unit_ends = np.empty_like(unit_starts)
-        unit_kept = np.empty(len(unit_starts), dtype=np.bool_)
-        unit_starts[header_units] = batches.positions
-        unit_ends[header_units] = batches.positions + HEADER_SIZE
-        unit_kept[header_units] = whole | by_bytes | empty
-        unit_starts[record_units] = columns.record_starts
-        unit_ends[record_units] = columns.record_ends
-        unit_kept[record_units] = keep & (whole | by_bytes)[batch_of_record]
-
         # patch the headers of the batches rebuilt from bytes (and of the empty ones) in the buffer
-        record_sizes = columns.record_ends - columns.record_starts
-        kept_bytes = columns.per_batch(np.where(keep, record_sizes, 0))
         patched = np.flatnonzero(by_bytes | empty)
         new_sizes = batches.sizes.copy()
         new_sizes[patched] = HEADER_SIZE + np.where(empty[patched], 0, kept_bytes[patched])
         max_timestamps = batches.max_timestamps.copy()
-        with_records = np.flatnonzero(counts > 0)
-        if len(np.flatnonzero(by_bytes)):
-            newest = np.maximum.reduceat(
-                np.where(keep, columns.timestamp_deltas, np.iinfo(np.int64).min), starts[with_records]
-            )
-            rebuilt = np.flatnonzero(by_bytes[with_records])
-            max_timestamps[with_records[rebuilt]] = (
-                batches.first_timestamps[with_records[rebuilt]] + newest[rebuilt]
-            )
+        rebuilt = np.flatnonzero(by_bytes)
+        max_timestamps[rebuilt] = batches.first_timestamps[rebuilt] + newest[rebuilt]
         if len(patched):
             array = np.frombuffer(buffer, dtype=np.uint8)
             at = batches.positions[patched]
@@ -393,33 +479,50 @@ class Cleaner:
             _put_big_endian(array, at + MAX_TIMESTAMP_OFFSET, max_timestamps[patched], 8)
             _put_big_endian(array, at + RECORD_COUNT_OFFSET, np.where(empty[patched], 0, kept[patched]), 4)
 
-        # the kept units in runs of consecutive bytes, one slice each
-        units = np.flatnonzero(unit_kept)
-        run_starts = unit_starts[units]
-        run_ends = unit_ends[units]
-        if len(units):
-            breaks = np.flatnonzero(run_starts[1:] != run_ends[:-1]) + 1
-            run_starts = run_starts[np.concatenate(([0], breaks))]
-            run_ends = run_ends[np.concatenate((breaks - 1, [len(units) - 1]))]
-        view = memoryview(buffer)
-        pieces: list[bytes | memoryview] = [
-            view[a:b] for a, b in zip(run_starts.tolist(), run_ends.tolist(), strict=True)
-        ]
-        decoded = np.flatnonzero(by_records)
-        if len(decoded):
-            for i in reversed(decoded.tolist()):
+        # the kept headers and records, copied out in runs of consecutive bytes
+        from broker.log.cleaner_kernels import copy_kept  # noqa: PLC0415 - numba, on first use
+
+        copied = np.empty(int(batches.sizes.sum()), dtype=np.uint8)
+        out_positions = np.empty(batches.count + 1, dtype=np.int64)
+        length = copy_kept(
+            np.frombuffer(buffer, dtype=np.uint8),
+            starts,
+            batches.positions,
+            HEADER_SIZE,
+            whole | by_bytes | empty,
+            whole | by_bytes,
+            columns.record_starts,
+            columns.record_ends,
+            keep,
+            copied,
+            out_positions,
+        )
+        if length < 0:
+            raise LogStorageError(
+                f"{chunk.where}: the kept records of the chunk at position {chunk.position} lie outside its "
+                f"{len(buffer)} bytes (its key columns are wrong)"
+            )
+        out = copied.data[:length]
+        decoded = np.flatnonzero(by_records).tolist()
+        if decoded:  # batches rebuilt from their decoded records, spliced in at their places
+            view = copied.data
+            pieces: list[bytes | memoryview] = []
+            done = 0
+            for i in decoded:
                 batch = chunk.record_batch(i)
                 first = int(starts[i])
                 records = list(compress(batch.records(), keep[first : first + int(counts[i])].tolist()))
                 horizon = new_horizon_ms if stamp[i] else None
                 rebuilt_batch = retained_batch(batch, records, delete_horizon_ms=horizon)
-                pieces.insert(int(np.searchsorted(run_starts, batches.positions[i])), rebuilt_batch)
+                pieces += (view[done : int(out_positions[i])], rebuilt_batch)
+                done = int(out_positions[i])
                 new_sizes[i] = len(rebuilt_batch)
                 max_timestamps[i] = RecordBatch(rebuilt_batch).max_timestamp_ms
+            pieces.append(view[done:length])
+            out = memoryview(bytearray().join(pieces))
         out_batches = np.flatnonzero(whole | by_bytes | empty | by_records)
         if not len(out_batches):
             return 0
-        out = bytearray().join(pieces)
         out_sizes = new_sizes[out_batches]
         out_starts = np.zeros(len(out_batches), dtype=np.int64)
         np.cumsum(out_sizes[:-1], out=out_starts[1:])
@@ -429,12 +532,11 @@ class Cleaner:
                 f"expected {int(out_sizes.sum())}"
             )
         # the CRCs of the patched headers, over their new bytes
-        out_view = memoryview(out)
         is_patched = (by_bytes | empty)[out_batches]
         crc_at = out_starts[is_patched].tolist()
         crc_ends = (out_starts + out_sizes)[is_patched].tolist()
         for at, stop in zip(crc_at, crc_ends, strict=True):
-            _CRC.pack_into(out, at + CRC_OFFSET, crc32c.crc32c(out_view[at + ATTRIBUTES_OFFSET : stop]))
+            _CRC.pack_into(out, at + CRC_OFFSET, crc32c.crc32c(out[at + ATTRIBUTES_OFFSET : stop]))
         base_offsets = batches.base_offsets[out_batches]
         cleaned.append_bytes(
             out,
@@ -450,26 +552,45 @@ class Cleaner:
         columns: KeyColumns,
         drop_tombstones: Sequence[bool] | npt.NDArray[np.bool_],
         slots: npt.NDArray[np.int32] | None = None,
-    ) -> npt.NDArray[np.bool_]:
-        """Which records of ``columns`` stay (see the module docstring, step 3). ``slots``: where the map
-        phase put the keys of the keyed records, in order (their mapped offsets are read there, not
-        hashed and looked up again)."""
+    ) -> tuple[npt.NDArray[np.bool_], Offsets, Offsets, Offsets, Offsets]:
+        """Which records of ``columns`` stay (see the module docstring, step 3), and per batch how many
+        records it keeps, how many of them are tombstones, their bytes and their largest timestamp delta
+        (:func:`~broker.log.cleaner_kernels.keep_records`). ``slots``: where the map phase put the keys of
+        the keyed records, in order (their mapped offsets are read there, not hashed and looked up
+        again)."""
+        from broker.log.cleaner_kernels import keep_records  # noqa: PLC0415 - numba, on first use
+
         keyed = columns.key_lengths >= 0
-        mapped = np.full(len(keyed), -1, dtype=np.int64)
         keyed_count = np.count_nonzero(keyed)
         if slots is not None and len(slots) == keyed_count:
-            mapped[keyed] = self._map.offsets_at(slots)
+            mapped = self._map.offsets_at(slots)
         elif keyed_count:
-            mapped[keyed] = self._map.get_many(
+            mapped = self._map.get_many(
                 hash_key_columns(columns.array, columns.key_starts[keyed], columns.key_lengths[keyed])
             )
-        offsets = columns.offsets
-        counts = np.diff(columns.batch_starts)
-        dropped_tombstone = columns.null_values & np.repeat(np.asarray(drop_tombstones, dtype=bool), counts)
-        keep: npt.NDArray[np.bool_] = (offsets > self._map.latest_offset) | (
-            keyed & (offsets >= mapped) & ~dropped_tombstone
+        else:
+            mapped = np.empty(0, dtype=np.int64)
+        batch_count = len(columns.batch_starts) - 1
+        keep = np.empty(len(keyed), dtype=np.bool_)
+        kept, kept_tombstones, kept_bytes, newest = np.empty((4, batch_count), dtype=np.int64)
+        keep_records(
+            np.asarray(columns.batch_starts, dtype=np.int64),
+            columns.offsets,
+            columns.key_lengths,
+            columns.null_values,
+            columns.record_starts,
+            columns.record_ends,
+            columns.timestamp_deltas,
+            mapped,
+            self._map.latest_offset,
+            np.asarray(drop_tombstones, dtype=np.bool_),
+            keep,
+            kept,
+            kept_tombstones,
+            kept_bytes,
+            newest,
         )
-        return keep
+        return keep, kept, kept_tombstones, kept_bytes, newest
 
     def _retained(
         self,
@@ -485,10 +606,12 @@ class Cleaner:
         the bytes of the records they keep (Kafka's ``filterTo``: ``writeOriginalBatch`` or a new batch)."""
         data_batches = [b for b in batches if not b.is_control_batch]
         horizons = [b.delete_horizon_ms for b in data_batches]
-        keep = self._keep(columns, [h is not None and now_ms >= h for h in horizons])
+        keep, kept_per_batch, tombstones_per_batch, _, newest_per_batch = self._keep(
+            columns, [h is not None and now_ms >= h for h in horizons]
+        )
         starts = columns.batch_starts
-        kept_counts = columns.per_batch(keep).tolist()
-        kept_tombstones = columns.per_batch(keep & columns.null_values).tolist()
+        kept_counts = kept_per_batch.tolist()
+        kept_tombstones = tombstones_per_batch.tolist()
         data = columns.data
         out: list[RecordBatch] = []
         i = 0
@@ -515,7 +638,7 @@ class Cleaner:
                         )
                     ]
                 )
-                newest = batch.first_timestamp_ms + int(columns.timestamp_deltas[chosen].max())
+                newest = batch.first_timestamp_ms + int(newest_per_batch[i - 1])
                 out.append(RecordBatch(retained_batch_of_bytes(batch, body, kept, newest)))
             elif kept:
                 records = batch.records()
@@ -575,3 +698,9 @@ def _put_big_endian(array: npt.NDArray[np.uint8], at: Offsets, values: Offsets, 
     """Write ``values[i]`` as a big-endian integer of ``width`` bytes at ``array[at[i]:]``."""
     as_bytes = values.astype(f">i{width}").view(np.uint8).reshape(-1, width)
     array[at[:, None] + np.arange(width)] = as_bytes
+
+
+def _finish(swapping: Future[None] | None) -> None:
+    """Wait for the swap in flight, if any; its error, raised."""
+    if swapping is not None:
+        swapping.result()

@@ -12,6 +12,7 @@ batches' headers in them. One thread's (each cleaner thread has its own buffer).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,7 +28,7 @@ from broker.record.batch_header import (
     LOG_OVERHEAD,
 )
 from broker.record.batch_header_columns import BatchHeaderColumns, batch_header_columns
-from broker.record.key_columns import PADDING_BYTES, KeyColumns, batch_key_columns, key_columns_in
+from broker.record.key_columns import KeyColumns, batch_key_columns, key_columns_in
 from broker.record.record_batch import RecordBatch
 
 #: Records read, mapped or looked up in the map at once (bounds the per-chunk arrays and bytes: about
@@ -39,8 +40,8 @@ MAX_CHUNK_BYTES = 8 * 1024 * 1024
 
 @dataclass(slots=True)
 class CleanerChunk:
-    """Whole batches of one segment read at once (:func:`chunks_of`): the bytes, padded for the key
-    columns, and the batches' header columns. The buffer is the cleaner's own (it patches headers in it)."""
+    """Whole batches of one segment read at once (:func:`chunks_of`): the bytes (the read, at the buffer's
+    start) and the batches' header columns. The buffer is the cleaner's own (it patches headers in it)."""
 
     data: bytearray
     batches: BatchHeaderColumns
@@ -90,59 +91,100 @@ def chunks_of(
     segment: Segment, position: int, max_position: int, read_bytes: int, buffer: ChunkBuffer
 ) -> Iterator[CleanerChunk]:
     """The batches of ``segment`` from ``position`` (a batch start) to ``max_position``, in chunks of about
-    :data:`CHUNK_RECORDS` records (at least one batch), each read with one ``pread`` into ``buffer`` (of
-    at most :data:`MAX_CHUNK_BYTES`; a batch larger than that is read whole into a buffer of its own).
-    A chunk's bytes are valid until the next one is read."""
+    :data:`CHUNK_RECORDS` records (at least one batch), each read with one ``pread`` into one of
+    ``buffer``'s two buffers (of at most :data:`MAX_CHUNK_BYTES`; a batch larger than that is read whole
+    into a buffer of its own). While a chunk is worked on, the next one is read into the other buffer
+    (:meth:`ChunkBuffer.read_ahead`). A chunk's bytes are valid until the next one is asked for."""
     where = str(segment.path)
     bytes_per_record = 128  # a guess, then what the last chunk had
-    while position < max_position:
-        want = min(
-            max(read_bytes, bytes_per_record * CHUNK_RECORDS), MAX_CHUNK_BYTES, max_position - position
-        )
-        data = _padded_read(segment, position, want, buffer.at_least(want + PADDING_BYTES))
-        batches = batch_header_columns(data, end=want, where=where, base_position=position)
-        if not batches.count:  # one batch larger than the read
-            size = LOG_OVERHEAD + int.from_bytes(data[LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True)
-            if size <= want or size > max_position - position:
-                raise LogStorageError(
-                    f"{where}: no whole batch at position {position} (below {max_position}): the batch "
-                    f"there announces {size} bytes"
+    ahead: tuple[int, int, Future[bytearray]] | None = None  # a read in flight: position, size, buffer
+    try:
+        while position < max_position:
+            want = min(
+                max(read_bytes, bytes_per_record * CHUNK_RECORDS), MAX_CHUNK_BYTES, max_position - position
+            )
+            if ahead is not None and ahead[:2] == (position, want):
+                data = ahead[2].result()
+            else:
+                if ahead is not None:
+                    ahead[2].result()  # not the read wanted after all: done with before its buffer is reused
+                data = _read(segment, position, want, buffer.take(want))
+            ahead = None
+            batches = batch_header_columns(data, end=want, where=where, base_position=position)
+            if not batches.count:  # one batch larger than the read
+                size = LOG_OVERHEAD + int.from_bytes(data[LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True)
+                if size <= want or size > max_position - position:
+                    raise LogStorageError(
+                        f"{where}: no whole batch at position {position} (below {max_position}): the batch "
+                        f"there announces {size} bytes"
+                    )
+                data = _read(segment, position, size, bytearray(size))
+                batches = batch_header_columns(data, end=size, where=where, base_position=position)
+                if not batches.count:
+                    raise LogStorageError(
+                        f"{where}: no whole batch at position {position} ({size} bytes read)"
+                    )
+            records = np.cumsum(batches.record_counts)
+            take = min(max(int(np.searchsorted(records, CHUNK_RECORDS)) + 1, 1), batches.count)
+            batches = batches.select(0, take)
+            taken = batches.complete_bytes
+            bytes_per_record = max(taken // max(int(records[take - 1]), 1), 8)
+            following = position + taken
+            if following < max_position:
+                size = min(
+                    max(read_bytes, bytes_per_record * CHUNK_RECORDS),
+                    MAX_CHUNK_BYTES,
+                    max_position - following,
                 )
-            data = _padded_read(segment, position, size, bytearray(size + PADDING_BYTES))
-            batches = batch_header_columns(data, end=size, where=where, base_position=position)
-            if not batches.count:
-                raise LogStorageError(f"{where}: no whole batch at position {position} ({size} bytes read)")
-        records = np.cumsum(batches.record_counts)
-        take = min(max(int(np.searchsorted(records, CHUNK_RECORDS)) + 1, 1), batches.count)
-        batches = batches.select(0, take)
-        taken = batches.complete_bytes
-        bytes_per_record = max(taken // max(int(records[take - 1]), 1), 8)
-        yield CleanerChunk(data, batches, position, where, position + taken >= max_position)
-        position += taken
+                ahead = (following, size, buffer.read_ahead(segment, following, size))
+            yield CleanerChunk(data, batches, position, where, following >= max_position)
+            position = following
+    finally:
+        if ahead is not None:  # the caller stopped early: its buffer is not reused while it is read into
+            wait([ahead[2]])
 
 
 class ChunkBuffer:
-    """A cleaner thread's buffer for chunks (one at a time), grown to the largest read so far: allocated
-    (and zeroed) only as far as reads need."""
+    """A cleaner thread's two buffers for chunks, taken in turn (:meth:`take`), each grown to the largest
+    read so far (allocated, and zeroed, only as far as reads need): one holds the chunk being worked on
+    while the next chunk is read into the other by the buffer's reader thread (:meth:`read_ahead`: a
+    ``pread`` waits on the disk without the interpreter lock, and the cleaner's compiled loops run without
+    it too). One cleaner thread's; its reader thread only writes the buffer it was given."""
 
     def __init__(self) -> None:
-        self._buffer = bytearray()
+        self._buffers = [bytearray(), bytearray()]
+        self._turn = 0
+        self._reader: ThreadPoolExecutor | None = None
+        self._reading: Future[bytearray] | None = None
 
-    def at_least(self, size: int) -> bytearray:
-        if len(self._buffer) < size:
-            self._buffer = bytearray(size)
-        return self._buffer
+    def take(self, size: int) -> bytearray:
+        """The buffer not taken last time, of at least ``size`` bytes, once no read is in flight (a pass
+        that stopped early may have left one)."""
+        if self._reading is not None:
+            wait([self._reading])
+            self._reading = None
+        turn = self._turn
+        self._turn = 1 - turn
+        if len(self._buffers[turn]) < size:
+            self._buffers[turn] = bytearray(size)
+        return self._buffers[turn]
+
+    def read_ahead(self, segment: Segment, position: int, size: int) -> Future[bytearray]:
+        """Read ``size`` bytes of ``segment`` from ``position`` into the next buffer, on the reader thread."""
+        if self._reader is None:
+            self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lumber-log-cleaner-read")
+        into = self.take(size)
+        self._reading = self._reader.submit(_read, segment, position, size, into)
+        return self._reading
 
 
-def _padded_read(segment: Segment, position: int, size: int, buffer: bytearray) -> bytearray:
-    """``buffer`` holding ``size`` bytes of ``segment`` from ``position``, followed by the key columns'
-    padding (zeros)."""
+def _read(segment: Segment, position: int, size: int, buffer: bytearray) -> bytearray:
+    """``buffer`` holding ``size`` bytes of ``segment`` from ``position`` at its start."""
     got = segment.read_into(buffer, size, position)
     if got != size:
         raise LogStorageError(
             f"{segment.path}: {got} bytes at position {position}, expected {size}: the segment is cut short"
         )
-    buffer[size : size + PADDING_BYTES] = bytes(PADDING_BYTES)
     return buffer
 
 

@@ -10,7 +10,8 @@ What lives here: opening an existing file and checking it (:meth:`IndexFile._loa
 parser; a broken invariant raises :class:`~broker.log.errors.CorruptIndexError` so the loader rebuilds the
 index from the log), writing a fresh one atomically (:meth:`IndexFile.create`: a ``.tmp`` file, fsync,
 rename, fsync of the folder; :meth:`IndexFile.create_empty` for files flushed before they count),
-appending an entry (file and memory), the entries as two ``array('q')`` columns (``_keys``, the column
+appending an entry (file and memory; the entries of one multi-batch append written to the file at once,
+:meth:`IndexFile.batched_writes`), the entries as two ``array('q')`` columns (``_keys``, the column
 binary searches run on, and ``_values``), flush, close and delete.
 
 Thread safety: appends come from the owning log under its lock; lookups are lock-free (entries are only
@@ -20,7 +21,8 @@ ever added, the arrays only grow, and readers only use entries below the size th
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Self
 
@@ -37,13 +39,15 @@ class IndexFile:
     """One index file of a segment and its entries in memory: ``(key, value)`` pairs in ``_keys`` and
     ``_values``, both strictly ordered by key."""
 
-    __slots__ = ("_base_offset", "_file", "_keys", "_values")
+    __slots__ = ("_base_offset", "_batched", "_file", "_keys", "_values")
 
     def __init__(self, file: FileHandle, base_offset: int, keys: array[int], values: array[int]) -> None:
         self._file = file
         self._base_offset = base_offset
         self._keys = keys
         self._values = values
+        #: Entries appended inside :meth:`batched_writes`, not yet written to the file.
+        self._batched: list[bytes] | None = None
 
     # -- opening
 
@@ -137,10 +141,28 @@ class IndexFile:
             )
 
     def _append(self, key: int, value: int) -> None:
-        """Write the entry ``(key, value)`` to the file, then add it in memory (the caller checked it)."""
-        self._file.append(self._pack(key, value, self._base_offset))
+        """Write the entry ``(key, value)`` to the file (inside :meth:`batched_writes`: at its end), then
+        add it in memory (the caller checked it)."""
+        entry = self._pack(key, value, self._base_offset)
+        if self._batched is None:
+            self._file.append(entry)
+        else:
+            self._batched.append(entry)
         self._keys.append(key)
         self._values.append(value)
+
+    @contextmanager
+    def batched_writes(self) -> Iterator[None]:
+        """Entries appended inside are written to the file at the end, in one write (a segment's append
+        of many batches: the log cleaner's chunks). They are in memory at once; the file is what recovery
+        reads, and it rebuilds the indexes past the recovery point anyway."""
+        self._batched = []
+        try:
+            yield
+        finally:
+            pending, self._batched = self._batched, None
+            if pending:
+                self._file.append(b"".join(pending))
 
     def flush(self) -> None:
         self._file.fsync()

@@ -16,8 +16,8 @@ One cleaning pass of one log (:meth:`~broker.log.cleaner.Cleaner.clean`), chosen
    batch whose keys might not fit: the map then covers ``[first dirty, end)`` and the rest of the dirty
    section waits for the next pass (a log too dirty for the buffer takes several passes, never more
    memory). Only keys and offsets are read, by the record walk's key-columns strategy
-   (:mod:`broker.record.key_columns`: numpy over the records' bytes, keys hashed by columns), never a
-   record object (Kafka's ``buildOffsetMapForSegment`` reads keys only too). The slot each key took is
+   (:mod:`broker.record.key_columns`: a compiled loop over the records' bytes, keys hashed by another),
+   never a record object (Kafka's ``buildOffsetMapForSegment`` reads keys only too). The slot each key took is
    noted (:class:`~broker.log.mapped_slots.MappedSlots`, bounded), so that step 3 reads a record's
    mapped offset without hashing its key again.
 
@@ -50,15 +50,17 @@ One cleaning pass of one log (:meth:`~broker.log.cleaner.Cleaner.clean`), chosen
    producer's last batch (its sequence) and the group's last batch (so the cleaned segment ends where the
    group did, which recovery relies on: :mod:`broker.log.segment_swap`). Control batches are copied. A
    chunk of uncompressed data batches is decided and written by columns (``Cleaner._write_by_columns``:
-   the kept bytes as runs of slices of the read buffer, the rebuilt batches' headers patched in it, one
-   write per chunk); other chunks batch by batch (``Cleaner._retained``), to the same bytes. A chunk
+   the kept bytes copied out of the read buffer in runs, the rebuilt batches' headers patched in it, one
+   write per chunk; :mod:`broker.log.cleaner_kernels`); other chunks batch by batch
+   (``Cleaner._retained``), to the same bytes. A chunk
    the key-columns strategy declines (it never should: the log was validated at append) is decided by
    decoding its records through the one record walker
    (:meth:`~broker.record.record_batch.RecordBatch.records`), to the same bytes.
 4. **Swap.** The cleaned files are fsynced, given the last old segment's modification time (what
    retention falls back on for segments without timestamps), and swapped in through
    :meth:`broker.log.log.Log.replace_segments` (``.cleaned`` -> ``.swap`` -> final names, crash-safe:
-   :mod:`broker.log.segment_swap`).
+   :mod:`broker.log.segment_swap`). A group's swap runs on a thread of the pass while the next group is
+   rewritten (its fsyncs and renames are I/O waits); groups are swapped one at a time, in order.
 5. **Checkpoint.** ``end`` becomes the log's first dirty offset in ``cleaner-offset-checkpoint``.
 
 What stays right: offsets never change, so the indexes are rebuilt for the cleaned segment only (by its
@@ -69,7 +71,8 @@ cleans its own log.
 Differences from Kafka: a log is cleaned only over its dirty ratio (Kafka also cleans a log whose
 tombstones' delete horizons passed; in Lumber they go at the log's next pass); every group keeps its last
 batch (Kafka keeps only the pass's last), which makes the swap's offset range readable from the swap file
-itself; transactions (aborted-transaction indexes, markers) do not exist in Lumber; there is no I/O
+itself; a group's swap overlaps the next group's rewrite (Kafka's ``cleanSegments`` does one group after
+the other); transactions (aborted-transaction indexes, markers) do not exist in Lumber; there is no I/O
 throttle by default: ``cleaner_io_max_bytes_per_second`` (Kafka's ``log.cleaner.io.max.bytes.per.second``)
 caps what the threads read and write together (:class:`~broker.log.throttler.Throttler`), 0 (the
 default, Kafka's unlimited) means no cap.

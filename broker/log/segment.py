@@ -356,6 +356,21 @@ class Segment:
         except LogStorageError:
             self._undo_partial_write(start)
             raise
+        if len(sizes) == 1:  # a produce request's one batch: at most one entry per index
+            self._index(start, sizes, base_offsets, last_offsets, max_timestamps_ms)
+            return
+        with self._offset_index.batched_writes(), self._time_index.batched_writes():
+            self._index(start, sizes, base_offsets, last_offsets, max_timestamps_ms)
+
+    def _index(
+        self,
+        start: int,
+        sizes: Sequence[int],
+        base_offsets: Sequence[int],
+        last_offsets: Sequence[int],
+        max_timestamps_ms: Sequence[int],
+    ) -> None:
+        """Index the batches just written from position ``start`` and count them in."""
         position = start
         interval = self._index_interval_bytes
         next_offset = self._next_offset

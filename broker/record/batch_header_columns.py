@@ -2,7 +2,8 @@
 cleaner's way through a segment's bytes without a :class:`~broker.record.record_batch.RecordBatch` per batch.
 
 The header layout is :mod:`broker.record.batch_header`'s. Batches lie end to end in a buffer (a read of a
-segment); one tight loop finds where each starts from its ``batchLength`` (with the checks
+segment); one compiled loop (:func:`~broker.record.column_kernels.batch_positions`, numba imported on
+the first call: :mod:`broker.compiled`) finds where each starts from its ``batchLength`` (with the checks
 :func:`~broker.record.batch_scan.scan_batches` makes: a length below the minimum or a magic other than 2
 is a :class:`~broker.record.errors.CorruptRecordError`), and then every header field of every batch is
 read at once, as one array per field (:class:`BatchHeaderColumns`). CRCs are not checked (the cleaner
@@ -39,7 +40,6 @@ from broker.record.errors import CorruptRecordError
 __all__ = ["HEADER_DTYPE", "BatchHeaderColumns", "batch_header_columns"]
 
 _PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
-_LENGTH = struct.Struct(">i")
 
 #: The 61-byte header as one numpy record (big-endian fields at the layout's byte positions).
 HEADER_DTYPE = np.dtype(
@@ -133,26 +133,15 @@ def batch_header_columns(
 ) -> BatchHeaderColumns:
     """The whole batches in ``buffer[:end]`` from its start (a batch cut short at the end is left out).
     ``base_position`` is added to positions in error messages (the buffer's place in its file)."""
+    from broker.record.column_kernels import batch_positions  # noqa: PLC0415 - numba, on first use
+
     total = len(buffer) if end is None else end
-    positions: list[int] = []
-    append = positions.append
-    unpack = _LENGTH.unpack_from
-    pos = 0
-    bad = -1  # where a batch length below the minimum was found
-    while total - pos >= HEADER_SIZE:
-        size = LOG_OVERHEAD + unpack(buffer, pos + LENGTH_OFFSET)[0]
-        if size < LOG_OVERHEAD + MIN_BATCH_LENGTH:
-            bad = pos
-            break
-        if size > total - pos:
-            break
-        append(pos)
-        pos += size
     arr = np.frombuffer(buffer, dtype=np.uint8)
-    starts = np.asarray(positions, dtype=np.int64)
+    found = np.empty(total // (LOG_OVERHEAD + MIN_BATCH_LENGTH) + 1, dtype=np.int64)
+    count, pos, bad = batch_positions(arr, total, found)
+    starts = found[:count]
     magics = arr[starts + MAGIC_OFFSET]
     if np.count_nonzero(magics != MAGIC) or bad >= 0:
-        # the first batch whose header cannot be right
         wrong = np.flatnonzero(magics != MAGIC)
         at = int(starts[wrong[0]]) if len(wrong) else bad
         base_offset, length = _PREFIX.unpack_from(buffer, at)
@@ -162,11 +151,11 @@ def batch_header_columns(
             else f"batchLength {length} is below the minimum {MIN_BATCH_LENGTH}"
         )
         raise CorruptRecordError(where, reason, position=base_position + at, offset=base_offset)
-    sizes = np.empty(len(positions), dtype=np.int64)
-    if positions:
+    sizes = np.empty(count, dtype=np.int64)
+    if count:
         sizes[:-1] = np.diff(starts)
-        sizes[-1] = pos - positions[-1]
-    headers = arr[starts[:, None] + np.arange(HEADER_SIZE)].view(HEADER_DTYPE).reshape(len(positions))
+        sizes[-1] = pos - int(starts[-1])
+    headers = arr[starts[:, None] + np.arange(HEADER_SIZE)].view(HEADER_DTYPE).reshape(count)
     return BatchHeaderColumns(
         positions=starts,
         sizes=sizes,

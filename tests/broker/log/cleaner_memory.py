@@ -3,9 +3,12 @@ and reports how much its resident memory grew.
 
 Usage: ``python -m tests.broker.log.cleaner_memory write LOG_DIR KEYS`` (a compacted log of ``KEYS``
 records, each with its own key, in segments of 8 MiB), then ``python -m tests.broker.log.cleaner_memory
-clean LOG_DIR DEDUPE_BYTES``: opens the log, notes its resident set size, resets the kernel's peak
-(``/proc/self/clear_refs``), cleans until nothing is dirty, and prints one JSON line: passes, the keys
-each mapped, the baseline RSS and the peak RSS (``VmHWM``) in bytes, and the seconds taken.
+clean LOG_DIR DEDUPE_BYTES``: opens the log, loads the cleaner's compiled kernels (numba's import and
+code are the process's, not the map's: their RSS is reported apart), notes its resident set size, resets
+the kernel's peak (``/proc/self/clear_refs``), cleans until nothing is dirty, and prints one JSON line:
+passes, the keys each mapped, the RSS the kernels took (all, and the anonymous part: the rest is shared
+library pages) and how long they took to load, the baseline RSS
+and the peak RSS (``VmHWM``) in bytes, and the seconds taken.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 
 from broker.clock import system_clock_ms
 from broker.config import LogConfig
+from broker.log.cleaner import load_kernels
 from broker.log.log import Log
 from broker.log.log_cleaner import LogCleaner
 from broker.log.log_cleaner_manager import LogCleanerManager
@@ -67,8 +71,14 @@ def clean(log_dir: str, dedupe_bytes: int) -> None:
     log = Log(directory, config, clean_shutdown=True, recovery_point=1 << 62)
     manager = LogCleanerManager([Path(log_dir)], lambda: {Path(log_dir): [log]}, system_clock_ms)
     log_cleaner = LogCleaner(config, manager)
+    before_kernels = _status_bytes("VmRSS")
+    before_kernels_anonymous = _status_bytes("RssAnon")
+    started = time.perf_counter()
+    load_kernels()
+    kernels_seconds = time.perf_counter() - started
     gc.collect()
     baseline = _status_bytes("VmRSS")
+    anonymous = _status_bytes("RssAnon")
     Path("/proc/self/clear_refs").write_text("5")  # the peak (VmHWM) starts again from now
     started = time.perf_counter()
     cleaner = log_cleaner.new_cleaner()
@@ -85,6 +95,9 @@ def clean(log_dir: str, dedupe_bytes: int) -> None:
                 "passes": len(passes),
                 "map_keys": passes,
                 "map_bytes": cleaner.offset_map.memory_bytes,
+                "kernels_rss": baseline - before_kernels,
+                "kernels_anonymous_rss": anonymous - before_kernels_anonymous,
+                "kernels_seconds": kernels_seconds,
                 "baseline_rss": baseline,
                 "peak_rss": peak,
                 "seconds": seconds,

@@ -30,6 +30,7 @@ from broker.log.log_cleaner import LogCleaner
 from broker.log.log_cleaner_manager import CleaningState, LogCleanerManager, cleanable_section
 from broker.log.log_manager import LogManager
 from broker.log.log_verifier import verify_partition
+from broker.log.offset_map import OffsetMap
 from broker.record.batch_scan import scan_batches
 from broker.record.compression import CompressionType
 from broker.record.errors import InvalidRecordError
@@ -673,7 +674,9 @@ def test_cleaning_2m_distinct_keys_under_a_16_mib_dedupe_buffer_stays_within_it_
 ) -> None:
     """The cleaning runs in a process of its own, whose resident set is measured (``VmRSS`` before, the
     kernel's peak ``VmHWM`` after): it grows by the map's 16 MiB and a bounded working set (one chunk of
-    decoded records, the I/O reads), not with the keys. Takes 45-85 s on the shared 2-core machine."""
+    decoded records, the I/O reads), not with the keys. numba and the cleaner's compiled kernels are
+    loaded before the measurement (once per process, whatever the log: bounded apart). Takes 45-85 s on
+    the shared 2-core machine."""
     run = [sys.executable, "-m", "tests.broker.log.cleaner_memory"]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
     written = json.loads(
@@ -695,7 +698,64 @@ def test_cleaning_2m_distinct_keys_under_a_16_mib_dedupe_buffer_stays_within_it_
     assert all(keys <= max_keys for keys in report["map_keys"])
     growth = report["peak_rss"] - report["baseline_rss"]
     assert growth <= map_bytes + 12 * 1024 * 1024, f"RSS grew by {growth / 2**20:.1f} MiB"
+    # numba's import and the kernels' code: mostly LLVM's shared library pages (shared between processes)
+    kernels, anonymous = report["kernels_rss"], report["kernels_anonymous_rss"]
+    assert 0 < anonymous <= 64 * 1024 * 1024, f"the kernels took {anonymous / 2**20:.1f} MiB of anonymous RSS"
+    assert anonymous < kernels <= 224 * 1024 * 1024, f"numba and the kernels took {kernels / 2**20:.1f} MiB"
     assert report["batches_after"] == 2_000  # every key distinct: nothing to drop, every batch kept
+
+
+@pytest.mark.parametrize("stopped_in", ["rewrite", "swap"])
+def test_a_pass_stopped_while_a_group_is_being_swapped_leaves_every_group_whole(
+    tmp_path: Path, stopped_in: str
+) -> None:
+    """A group's swap runs on the pass's swap thread while the next group is rewritten: a stop in the
+    rewrite (with the previous swap in flight or just done) or in a swap (with the next group's
+    ``.cleaned`` files written) waits for the swap in flight, deletes the files not swapped, and leaves
+    each group either swapped whole or untouched."""
+    rng = random.Random(7)
+    log = open_log(tmp_path)
+    ops = random_ops(rng, 12_000, 500)
+    append_ops(log, ops)
+    log.roll()
+    before = {s.base_offset: s.size_bytes for s in log.segments[:-1]}
+    assert len(before) >= 6
+    log_cleaner, _ = new_cleaner(tmp_path, [log])
+    swap_checks = 0
+
+    def check_done(tp: TopicPartition) -> None:
+        nonlocal swap_checks
+        if threading.current_thread().name.startswith("lumber-log-cleaner-swap"):
+            swap_checks += 1
+            if stopped_in == "swap" and swap_checks == 2:
+                raise CleaningAbortedError(f"{tp}: stopped in the second swap")
+        elif stopped_in == "rewrite" and swap_checks >= 1:
+            raise CleaningAbortedError(f"{tp}: stopped in a rewrite")
+
+    cleaner = Cleaner(OffsetMap(4 * 1024 * 1024), io_buffer_bytes=64 * 1024, check_done=check_done)
+    to_clean = log_cleaner.manager.grab_filthiest_log()
+    assert to_clean is not None
+    with pytest.raises(CleaningAbortedError, match=r"stopped in (a rewrite|the second swap)"):
+        cleaner.clean(to_clean)
+    assert [p.name for p in log.dir.iterdir() if p.name.endswith((".cleaned", ".swap"))] == []
+    after = {s.base_offset: s.size_bytes for s in log.segments[:-1]}
+    swapped = [base for base, size in after.items() if size != before.get(base)]
+    assert 1 <= len(swapped) < len(before)
+    assert swapped == sorted(after)[: len(swapped)]  # the first groups, in order
+    assert set(sorted(before)[len(swapped) :]) <= set(after)  # the others untouched
+    assert log_map(log) == replay(ops)
+    assert verify_partition(log.dir).damage == ()
+    # the same cleaner (its buffers, a read it may have left in flight) finishes the log in its next pass
+    log_cleaner.manager.abort_cleaning(log.topic_partition)
+    stopped_in = "nowhere"
+    to_clean = log_cleaner.manager.grab_filthiest_log()
+    assert to_clean is not None
+    assert cleaner.clean(to_clean).end_offset == log.log_end_offset
+    assert [p.name for p in log.dir.iterdir() if p.name.endswith((".cleaned", ".swap"))] == []
+    assert log_map(log) == replay(ops)
+    assert len(read_records(log)) == len({key for key, _ in ops})  # one record per key: its last
+    assert verify_partition(log.dir).damage == ()
+    log.close()
 
 
 def test_a_follower_rolls_at_its_own_log_end_so_its_segments_stay_contiguous_across_gaps(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 
 from broker.log.offset_map import OffsetMap, hash_key_columns, hash_keys
 
@@ -69,3 +70,20 @@ def test_a_nearly_full_map_takes_keys_that_contend_for_slots_and_repeats_within_
     assert offset_map.size == 928
     assert offset_map.get_many(hash_keys(more)).tolist() == list(range(10_000, 10_000 + len(more)))
     assert offset_map.get_many(hash_keys(keys[100:])).tolist() == [last[k] for k in keys[100:]]
+
+
+def test_a_key_outside_its_data_is_refused_by_name_and_a_full_table_overflows() -> None:
+    data = np.frombuffer(b"abcdefgh", dtype=np.uint8)
+    with pytest.raises(ValueError, match=r"key #1 of 2: 4 bytes at position 6, outside the 8 bytes"):
+        hash_key_columns(data, np.asarray([0, 6], dtype=np.int64), np.asarray([3, 4], dtype=np.int64))
+    offset_map = OffsetMap(11 * 24)
+    assert offset_map.slots == 11
+    keys = [b"key-%d" % i for i in range(11)]
+    slots = offset_map.put_many(hash_keys(keys), np.arange(11, dtype=np.int64))
+    assert sorted(slots.tolist()) == list(range(11))  # every slot taken, each by one key
+    assert offset_map.size == 11
+    with pytest.raises(OverflowError, match="the offset map's 11 slots are full"):
+        offset_map.put_many(hash_keys([b"one more"]), np.asarray([11], dtype=np.int64))
+    # keys already in it still take later offsets
+    offset_map.put_many(hash_keys(keys[:2]), np.asarray([20, 21], dtype=np.int64))
+    assert offset_map.get_many(hash_keys([*keys[:3], b"absent"])).tolist() == [20, 21, 2, -1]

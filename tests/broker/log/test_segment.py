@@ -66,6 +66,30 @@ def test_sparse_index_every_interval_bytes(segment: Segment) -> None:
     segment.close()
 
 
+def test_a_many_batch_append_writes_the_index_files_one_batch_appends_write(tmp_path: Path) -> None:
+    """The entries of one append of many batches go to the index files in one write each (at the end of
+    the append): the files hold exactly what the same batches appended one by one leave."""
+    batches = [RecordBatch(make_batch(100 + 5 * i, 5, timestamp_ms=BASE_TS + 5 * i)) for i in range(12)]
+    offsets = [100 + 5 * i for i in range(12)]
+    (tmp_path / "one").mkdir()
+    (tmp_path / "many").mkdir()
+    one_by_one = Segment.create(tmp_path / "one", 100, index_interval_bytes=1000, now_ms=0)
+    for batch, offset in zip(batches, offsets, strict=True):
+        one_by_one.append([batch], [offset])
+    at_once = Segment.create(tmp_path / "many", 100, index_interval_bytes=1000, now_ms=0)
+    at_once.append(batches[:1], offsets[:1])
+    at_once.append(batches[1:], offsets[1:])
+    assert at_once.offset_index.entries() == one_by_one.offset_index.entries()
+    assert len(at_once.offset_index.entries()) == 5
+    for suffix in ("log", "index", "timeindex"):
+        written = (tmp_path / "many" / f"00000000000000000100.{suffix}").read_bytes()
+        assert written == (tmp_path / "one" / f"00000000000000000100.{suffix}").read_bytes()
+        if suffix != "log":
+            assert len(written) == 5 * (8 if suffix == "index" else 12)
+    one_by_one.close()
+    at_once.close()
+
+
 def test_read_whole_batches_from_the_one_holding_the_offset(segment: Segment) -> None:
     positions = fill(segment, 10, records=5)
     size = positions[1]
