@@ -21,6 +21,7 @@ import crc32c
 import numpy as np
 import numpy.typing as npt
 
+from broker import compiled
 from broker.clock import Clock, system_clock_ms
 from broker.log.cleaner_chunk import ChunkBuffer, CleanerChunk, chunks_of, dirty_chunks, keys_of
 from broker.log.cleaner_stats import CleanerStats
@@ -156,6 +157,7 @@ def load_kernels() -> None:
         np.empty(len(columns.data), dtype=np.uint8),
         np.empty(2, dtype=np.int64),
     )
+    compiled.mark_loaded()
 
 
 class Cleaner:

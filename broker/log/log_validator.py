@@ -24,8 +24,9 @@ least one (a partial batch at the end is CORRUPT_MESSAGE, none at all INVALID_RE
 5. on a compacted log (``cleanup_policy`` with ``compact``, read from the log's own config), every record
    must have a key: the cleaner keeps the last value *per key*, so a record without one could never be
    compacted (Kafka refuses it the same way: INVALID_RECORD). The message names the partition and the
-   first keyless record's offset in its batch. The keys are read by columns
-   (:mod:`broker.record.key_columns`: one numpy pass over the request's batches), not by decoding records.
+   first keyless record's offset in its batch. The keys of a request of many records are read by columns
+   (:mod:`broker.record.key_columns`: one compiled loop over the request's batches, once the cleaner has
+   loaded it), not by decoding records.
 
 A follower's append (``from_leader``) skips steps 1 and 4 and takes the leader's offsets as they are: a
 batch the log cleaner rewrote covers its original offset range with fewer records (``lastOffsetDelta``
@@ -47,6 +48,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from broker import compiled
 from broker.log.errors import RecordTooLargeError
 from broker.record.batch_header import NO_TIMESTAMP
 from broker.record.batch_scan import scan_batches
@@ -186,10 +188,11 @@ _KEY_COLUMNS_MIN_RECORDS = 64
 
 def _check_keys(batches: Sequence[RecordBatch], where: str) -> None:
     """Step 5: every record of ``batches`` has a key. A request of many records is proved all at once by
-    the key columns (:mod:`broker.record.key_columns`, no record decoded); a small one, or one the columns
-    decline or find a record without a key in, is walked batch by batch, which names the first such
-    record."""
-    if sum(batch.record_count for batch in batches) >= _KEY_COLUMNS_MIN_RECORDS:
+    the key columns (:mod:`broker.record.key_columns`, no record decoded) once their compiled loop is
+    loaded (:func:`broker.compiled.loaded`: by the log cleaner's first pass; a produce request never waits
+    for numba's import and compile); a small one, one before that, or one the columns decline or find a
+    record without a key in, is walked batch by batch, which names the first such record."""
+    if sum(batch.record_count for batch in batches) >= _KEY_COLUMNS_MIN_RECORDS and compiled.loaded():
         columns = batch_key_columns(batches)
         if columns is not None and (len(columns.key_lengths) == 0 or columns.key_lengths.min() >= 0):
             return

@@ -19,9 +19,10 @@ from pathlib import Path
 import crc32c
 import pytest
 
+from broker import compiled
 from broker.clock import system_clock_ms
 from broker.log.checkpoint import read_checkpoint
-from broker.log.cleaner import Cleaner
+from broker.log.cleaner import Cleaner, load_kernels
 from broker.log.cleaner_stats import CleanerStats
 from broker.log.errors import CleaningAbortedError
 from broker.log.file_names import CLEANER_OFFSET_CHECKPOINT_FILE_NAME
@@ -575,9 +576,17 @@ def test_a_compact_only_log_deletes_nothing_by_retention_and_compact_delete_does
         log.close()
 
 
+@pytest.mark.parametrize("compiled_loaded", [False, True], ids=["walked", "by-columns"])
 def test_a_keyless_record_on_a_compacted_log_is_refused_naming_the_partition_and_offset(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiled_loaded: bool
 ) -> None:
+    """Both routes of the key check: walked (before the cleaner has loaded the compiled loops: a produce
+    never waits for numba) and by the key columns (after)."""
+    if compiled_loaded:
+        load_kernels()
+        assert compiled.loaded()
+    else:
+        monkeypatch.setattr(compiled, "loaded", lambda: False)
     log = open_log(tmp_path)
     append_ops(log, [(b"a", b"1")])
     builder = RecordBatchBuilder()
