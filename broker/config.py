@@ -149,6 +149,14 @@ class LogConfig(ConfigSection):
     cleaner_backoff_ms: int = setting(
         15_000, "How long a cleaner thread sleeps when no log needs cleaning (log.cleaner.backoff.ms).", ge=1
     )
+    file_delete_delay_ms: int = setting(
+        60_000,
+        "How long the segments a cleaning pass replaced stay open before their descriptors are closed, on "
+        "a thread of the cleaner's (Kafka's log.segment.delete.delay.ms; file.delete.delay.ms per topic): "
+        "their files are unlinked at the swap, and the close frees their page cache and disk space off "
+        "the cleaning thread; 0 closes them as the pass lets go of them.",
+        ge=0,
+    )
     cleaner_io_max_bytes_per_second: int = setting(
         0,
         "Caps the bytes per second all cleaner threads together read and write (Kafka's "

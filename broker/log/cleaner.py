@@ -25,6 +25,7 @@ from broker import compiled
 from broker.clock import Clock, system_clock_ms
 from broker.log.cleaner_chunk import ChunkBuffer, CleanerChunk, chunks_of, dirty_chunks, keys_of
 from broker.log.cleaner_stats import CleanerStats
+from broker.log.deferred_release import DeferredRelease
 from broker.log.errors import CleaningAbortedError, LogStorageError
 from broker.log.file_names import CLEANED_SUFFIX
 from broker.log.index_file import MAX_RELATIVE_OFFSET
@@ -171,8 +172,10 @@ class Cleaner:
         check_done: Callable[[TopicPartition], None],
         clock: Clock = system_clock_ms,
         throttler: Throttler | None = None,
+        replaced: DeferredRelease | None = None,
     ) -> None:
         self._throttler = throttler or Throttler(0)
+        self._replaced = replaced
         self._map = offset_map
         self._io_bytes = io_buffer_bytes
         self._check_done = check_done
@@ -348,6 +351,8 @@ class Cleaner:
         if swapped is None:
             delete_cleaned(log.dir, base_offset)
             raise CleaningAbortedError(f"{tp}: segments {[s.base_offset for s in group]} changed meanwhile")
+        if self._replaced is not None:
+            self._replaced.later(group)  # their unlinked files closed off this pass (deferred_release)
 
     def _write_group(
         self,

@@ -101,6 +101,7 @@ from broker.clock import Clock, system_clock_ms
 from broker.config import LogConfig
 from broker.log.cleaner import Cleaner
 from broker.log.cleaner_stats import CleanerStats, CleanerTotals
+from broker.log.deferred_release import DeferredRelease
 from broker.log.errors import CleaningAbortedError, LogError
 from broker.log.log_cleaner_manager import LogCleanerManager
 from broker.log.offset_map import OffsetMap
@@ -129,6 +130,8 @@ class LogCleaner:
         self.totals = CleanerTotals()
         self._map_bytes = config.cleaner_dedupe_buffer_bytes // max(config.cleaner_threads, 1)
         self._throttler = Throttler(config.cleaner_io_max_bytes_per_second)
+        #: The segments the passes replaced, dropped ``file_delete_delay_ms`` later on a thread of its own.
+        self.replaced = DeferredRelease(config.file_delete_delay_ms)
 
     @property
     def manager(self) -> LogCleanerManager:
@@ -142,6 +145,7 @@ class LogCleaner:
             check_done=self._check_done,
             clock=self._clock,
             throttler=self._throttler,
+            replaced=self.replaced,
         )
 
     def _check_done(self, tp: TopicPartition) -> None:
@@ -206,7 +210,8 @@ class LogCleaner:
                 self._stop.wait(backoff_s)
 
     def shutdown(self, timeout_s: float = 30.0) -> None:
-        """Stop the threads: a pass in progress stops at its next check (bounded wait)."""
+        """Stop the threads: a pass in progress stops at its next check (bounded wait); the segments the
+        passes replaced are let go of at once."""
         self._stop.set()
         with self._lock:
             threads, self._threads = self._threads, []
@@ -215,3 +220,4 @@ class LogCleaner:
             thread.join(max(deadline - time.monotonic(), 0))
             if thread.is_alive():
                 logger.warning("%s did not stop within %.0f s", thread.name, timeout_s)
+        self.replaced.close()

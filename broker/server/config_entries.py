@@ -82,6 +82,7 @@ BROKER_CONFIG_NAMES: Mapping[str, BrokerConfigName] = dict(
             "log.cleaner.dedupe.buffer.size": BrokerConfigName("log", "cleaner_dedupe_buffer_bytes", "LONG"),
             "log.cleaner.io.buffer.size": BrokerConfigName("log", "cleaner_io_buffer_bytes", "INT"),
             "log.cleaner.backoff.ms": BrokerConfigName("log", "cleaner_backoff_ms", "LONG"),
+            "log.segment.delete.delay.ms": BrokerConfigName("log", "file_delete_delay_ms", "LONG"),
             "broker.id": BrokerConfigName("broker", "broker_id", "INT"),
             "num.network.threads": BrokerConfigName("broker", "num_network_threads", "INT"),
             "num.io.threads": BrokerConfigName("broker", "num_io_threads", "INT"),

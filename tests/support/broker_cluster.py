@@ -70,6 +70,7 @@ _LOG_SETTINGS = {
     "cleaner_dedupe_buffer_bytes",
     "cleaner_io_buffer_bytes",
     "cleaner_backoff_ms",
+    "file_delete_delay_ms",
     "cleaner_io_max_bytes_per_second",
 }
 
