@@ -31,9 +31,17 @@ VALUE = b"v" * 900
 
 
 def segments(broker: BrokerProcess) -> list[tuple[int, int]]:
-    """``(base offset, size)`` of each segment file of the partition on ``broker``."""
+    """``(base offset, size)`` of each segment file of the partition on ``broker``; a file that retention
+    deletes between the listing and its ``stat`` is left out (it is gone, as the next look will say)."""
     folder = broker.log_dir / f"{TOPIC}-0"
-    return sorted((int(p.name[: -len(".log")]), p.stat().st_size) for p in folder.glob("*.log"))
+    found = []
+    for path in folder.glob("*.log"):
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            continue
+        found.append((int(path.name[: -len(".log")]), size))
+    return sorted(found)
 
 
 def bases(broker: BrokerProcess) -> list[int]:
