@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -90,7 +91,28 @@ def load_kernels() -> None:
     compiled and cached the first time on a machine), for every argument type a pass gives them (a
     chunk's buffer is writable, bytes joined from batches are not), by running each on a batch of three
     records. Once per process: by the first pass (a broker whose cleaner threads never find a log to
-    clean never imports numba), or before, by whoever does not want a pass to include it (benchmarks)."""
+    clean never imports numba), or before, by whoever does not want a pass to include it (benchmarks).
+
+    It runs on a thread of its own, joined: numba's compiler keeps exceptions it raised and caught, whose
+    tracebacks reach up the stack of the thread that compiled, so compiled from within a pass they kept
+    that pass's frame (the segments it replaced, their open files) alive until a garbage collection."""
+    failed: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            _load_kernels()
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=load, name="lumber-kernels-load", daemon=True)
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+
+
+def _load_kernels() -> None:
+    """:func:`load_kernels`' work, on its thread."""
     from broker.log.cleaner_kernels import copy_kept, keep_records  # noqa: PLC0415 - numba, on first use
     from broker.record.batch_header_columns import batch_header_columns  # noqa: PLC0415
     from broker.record.key_columns import key_columns_in  # noqa: PLC0415
