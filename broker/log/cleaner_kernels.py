@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from broker.compiled import kernel
+from broker.compiled import inlined, kernel
 
 __all__ = ["copy_kept", "keep_records"]
 
@@ -98,10 +98,9 @@ def copy_kept(
         if header_kept[b]:
             start = positions[b]
             if start != run_end:
-                if run_end > limit or run_start < 0:
+                copied = _copy_run(data, out, copied, run_start, run_end, limit)
+                if copied < 0:
                     return -1
-                out[copied : copied + run_end - run_start] = data[run_start:run_end]
-                copied += run_end - run_start
                 run_start = start
             run_end = start + header_size
         if records_kept[b]:
@@ -109,15 +108,30 @@ def copy_kept(
                 if keep[r]:
                     start = record_starts[r]
                     if start != run_end:
-                        if run_end > limit or run_start < 0:
+                        copied = _copy_run(data, out, copied, run_start, run_end, limit)
+                        if copied < 0:
                             return -1
-                        out[copied : copied + run_end - run_start] = data[run_start:run_end]
-                        copied += run_end - run_start
                         run_start = start
                     run_end = record_ends[r]
+    copied = _copy_run(data, out, copied, run_start, run_end, limit)
+    if copied < 0:
+        return -1
+    out_positions[len(positions)] = copied
+    return copied
+
+
+@inlined
+def _copy_run(
+    data: npt.NDArray[np.uint8],
+    out: npt.NDArray[np.uint8],
+    copied: int,
+    run_start: int,
+    run_end: int,
+    limit: int,
+) -> int:
+    """Copy ``data[run_start:run_end]`` to ``out`` at ``copied``; the bytes copied so far after it, or -1
+    when the range does not lie inside ``data`` (nothing copied)."""
     if run_end > limit or run_start < 0:
         return -1
     out[copied : copied + run_end - run_start] = data[run_start:run_end]
-    copied += run_end - run_start
-    out_positions[len(positions)] = copied
-    return copied
+    return copied + run_end - run_start
