@@ -45,8 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from broker.clock import system_clock_ms
 from broker.config import LogConfig
 from broker.log.checkpoint import read_checkpoint
-from broker.log.cleaner import load_kernels
 from broker.log.file_names import CLEANER_OFFSET_CHECKPOINT_FILE_NAME
+from broker.log.kernel_load import load_kernels
 from broker.log.log import Log
 from broker.log.log_cleaner import LogCleaner
 from broker.log.log_cleaner_manager import LogCleanerManager

@@ -24,9 +24,10 @@ numba is imported by the modules that define kernels (``*_kernels.py``), and tho
 first use by the code that calls them, so that a process that never runs a kernel (a client, a broker that
 never cleans a log, a Spark worker) never pays numba's import (about 0.2 s and 40 MiB).
 
-:func:`loaded` tells a request path whether the kernels are ready (:func:`mark_loaded`, by the log
-cleaner's ``load_kernels`` once it ran each): a path that may use them but must not wait for numba's import
-and a first compile (0.4 s from the cache, 5-11 s on a fresh machine) takes its Python route until then.
+:func:`loaded` tells a request path whether the kernels are ready (:func:`mark_loaded`, by
+:mod:`broker.log.kernel_load` once it ran each): a path that may use them but must not wait for numba's
+import and a first compile (0.4 s from the cache, 5-11 s on a fresh machine) starts that load in the
+background and takes its Python route until then.
 The flag is a ``threading.Event``: set once, read from any thread.
 """
 

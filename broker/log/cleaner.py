@@ -11,18 +11,15 @@ from __future__ import annotations
 import logging
 import os
 import struct
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from functools import cache
 from itertools import compress
 
 import crc32c
 import numpy as np
 import numpy.typing as npt
 
-from broker import compiled
 from broker.clock import Clock, system_clock_ms
 from broker.log.cleaner_chunk import ChunkBuffer, CleanerChunk, chunks_of, dirty_chunks, keys_of
 from broker.log.cleaner_stats import CleanerStats
@@ -30,6 +27,7 @@ from broker.log.deferred_release import DeferredRelease
 from broker.log.errors import CleaningAbortedError, LogStorageError
 from broker.log.file_names import CLEANED_SUFFIX
 from broker.log.index_file import MAX_RELATIVE_OFFSET
+from broker.log.kernel_load import load_kernels
 from broker.log.log import Log
 from broker.log.log_cleaner_manager import LogToClean
 from broker.log.mapped_slots import MappedSlots
@@ -56,7 +54,7 @@ from broker.record.record_batch import RecordBatch
 from broker.record.record_batch_builder import retained_batch, retained_batch_of_bytes
 from broker.record.topic_partition import TopicPartition
 
-__all__ = ["Cleaner", "group_segments_by_size", "load_kernels"]
+__all__ = ["Cleaner", "group_segments_by_size"]
 
 logger = logging.getLogger(__name__)
 
@@ -83,104 +81,6 @@ def group_segments_by_size(
             group.append(rest.pop(0))
         groups.append(group)
     return groups
-
-
-@cache
-def load_kernels() -> None:
-    """Import numba and load the compiled loops a pass runs (:mod:`broker.compiled`: from the cache, or
-    compiled and cached the first time on a machine), for every argument type a pass gives them (a
-    chunk's buffer is writable, bytes joined from batches are not), by running each on a batch of three
-    records. Once per process: by the first pass (a broker whose cleaner threads never find a log to
-    clean never imports numba), or before, by whoever does not want a pass to include it (benchmarks).
-
-    It runs on a thread of its own, joined: numba's compiler keeps exceptions it raised and caught, whose
-    tracebacks reach up the stack of the thread that compiled, so compiled from within a pass they kept
-    that pass's frame (the segments it replaced, their open files) alive until a garbage collection."""
-    failed: list[BaseException] = []
-
-    def load() -> None:
-        try:
-            _load_kernels()
-        except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
-            failed.append(exc)
-
-    thread = threading.Thread(target=load, name="lumber-kernels-load", daemon=True)
-    thread.start()
-    thread.join()
-    if failed:
-        raise failed[0]
-
-
-def _load_kernels() -> None:
-    """:func:`load_kernels`' work, on its thread."""
-    from broker.log.cleaner_kernels import copy_kept, keep_records  # noqa: PLC0415 - numba, on first use
-    from broker.record.batch_header_columns import batch_header_columns  # noqa: PLC0415
-    from broker.record.key_columns import key_columns_in  # noqa: PLC0415
-    from broker.record.record_batch_builder import RecordBatchBuilder  # noqa: PLC0415
-
-    builder = RecordBatchBuilder()
-    for key, value in ((b"a", b"1"), (b"b", None), (b"a", b"2")):
-        builder.append(0, key, value)
-    batch = RecordBatch(builder.build())
-    offset_map = OffsetMap(1_024 * 24)
-    batch_header_columns(bytearray(batch.buffer))  # a chunk's read
-    spans = ([HEADER_SIZE], [batch.size_bytes], [batch.record_count], [batch.base_offset])
-
-    def walked(data: bytes | bytearray, keys_only: bool) -> KeyColumns:
-        columns = key_columns_in(data, *spans, keys_only=keys_only)
-        if columns is None:
-            raise LogStorageError("the cleaner's kernels declined a batch of three records")
-        return columns
-
-    # read-only bytes (batches joined: the batch path) and a writable buffer (a chunk's read), the last
-    for data, keys_only in (
-        (bytes(batch.buffer), True),
-        (bytes(batch.buffer), False),
-        (bytearray(batch.buffer), True),
-    ):
-        columns = walked(data, keys_only)
-        hash_key_columns(columns.array, columns.key_starts, columns.key_lengths)
-    columns = walked(bytearray(batch.buffer), False)
-    hashes = hash_key_columns(columns.array, columns.key_starts, columns.key_lengths)
-    slots = offset_map.put_many(hashes, columns.offsets)
-    offset_map.update_latest_offset(int(columns.offsets[-1]))
-    offset_map.get_many(hash_keys([b"a", b"b", b"c"]))
-    mapped = offset_map.offsets_at(slots)
-    starts = np.asarray(columns.batch_starts, dtype=np.int64)
-    keep = np.empty(len(mapped), dtype=np.bool_)
-    kept, tombstones, kept_bytes, newest = np.empty((4, 1), dtype=np.int64)
-    keep_records(
-        starts,
-        columns.offsets,
-        columns.key_lengths,
-        columns.null_values,
-        columns.record_starts,
-        columns.record_ends,
-        columns.timestamp_deltas,
-        mapped,
-        offset_map.latest_offset,
-        np.zeros(1, dtype=np.bool_),
-        keep,
-        kept,
-        tombstones,
-        kept_bytes,
-        newest,
-    )
-    every = np.ones(1, dtype=np.bool_)
-    copy_kept(
-        columns.array,
-        starts,
-        np.zeros(1, dtype=np.int64),
-        HEADER_SIZE,
-        every,
-        every,
-        columns.record_starts,
-        columns.record_ends,
-        keep,
-        np.empty(len(columns.data), dtype=np.uint8),
-        np.empty(2, dtype=np.int64),
-    )
-    compiled.mark_loaded()
 
 
 class Cleaner:

@@ -25,8 +25,8 @@ least one (a partial batch at the end is CORRUPT_MESSAGE, none at all INVALID_RE
    must have a key: the cleaner keeps the last value *per key*, so a record without one could never be
    compacted (Kafka refuses it the same way: INVALID_RECORD). The message names the partition and the
    first keyless record's offset in its batch. The keys of a request of many records are read by columns
-   (:mod:`broker.record.key_columns`: one compiled loop over the request's batches, once the cleaner has
-   loaded it), not by decoding records.
+   (:mod:`broker.record.key_columns`: one compiled loop over the request's batches, once it is loaded:
+   the first such request starts loading it, and is walked), not by decoding records.
 
 A follower's append (``from_leader``) skips steps 1 and 4 and takes the leader's offsets as they are: a
 batch the log cleaner rewrote covers its original offset range with fewer records (``lastOffsetDelta``
@@ -50,6 +50,7 @@ from typing import NamedTuple
 
 from broker import compiled
 from broker.log.errors import RecordTooLargeError
+from broker.log.kernel_load import start_loading_kernels
 from broker.record.batch_header import NO_TIMESTAMP
 from broker.record.batch_scan import scan_batches
 from broker.record.errors import CorruptRecordError, InvalidRecordError
@@ -189,13 +190,17 @@ _KEY_COLUMNS_MIN_RECORDS = 64
 def _check_keys(batches: Sequence[RecordBatch], where: str) -> None:
     """Step 5: every record of ``batches`` has a key. A request of many records is proved all at once by
     the key columns (:mod:`broker.record.key_columns`, no record decoded) once their compiled loop is
-    loaded (:func:`broker.compiled.loaded`: by the log cleaner's first pass; a produce request never waits
-    for numba's import and compile); a small one, one before that, or one the columns decline or find a
-    record without a key in, is walked batch by batch, which names the first such record."""
-    if sum(batch.record_count for batch in batches) >= _KEY_COLUMNS_MIN_RECORDS and compiled.loaded():
-        columns = batch_key_columns(batches)
-        if columns is not None and (len(columns.key_lengths) == 0 or columns.key_lengths.min() >= 0):
-            return
+    loaded (:func:`broker.compiled.loaded`); the first such request starts loading it in the background
+    (:func:`~broker.log.kernel_load.start_loading_kernels`: a produce request never waits for numba's
+    import and compile). A small request, one before the loop is loaded, or one the columns decline or
+    find a record without a key in, is walked batch by batch, which names the first such record."""
+    if sum(batch.record_count for batch in batches) >= _KEY_COLUMNS_MIN_RECORDS:
+        if compiled.loaded():
+            columns = batch_key_columns(batches)
+            if columns is not None and (len(columns.key_lengths) == 0 or columns.key_lengths.min() >= 0):
+                return
+        else:
+            start_loading_kernels()  # for the next requests; this one is walked
     for batch in batches:
         base_offset = batch.base_offset
         for index, record in enumerate(batch.records()):

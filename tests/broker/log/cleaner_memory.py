@@ -21,7 +21,7 @@ from pathlib import Path
 
 from broker.clock import system_clock_ms
 from broker.config import LogConfig
-from broker.log.cleaner import load_kernels
+from broker.log.kernel_load import load_kernels
 from broker.log.log import Log
 from broker.log.log_cleaner import LogCleaner
 from broker.log.log_cleaner_manager import LogCleanerManager

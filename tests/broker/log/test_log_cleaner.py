@@ -22,10 +22,11 @@ import pytest
 from broker import compiled
 from broker.clock import system_clock_ms
 from broker.log.checkpoint import read_checkpoint
-from broker.log.cleaner import Cleaner, load_kernels
+from broker.log.cleaner import Cleaner
 from broker.log.cleaner_stats import CleanerStats
 from broker.log.errors import CleaningAbortedError
 from broker.log.file_names import CLEANER_OFFSET_CHECKPOINT_FILE_NAME
+from broker.log.kernel_load import load_kernels
 from broker.log.log import Log
 from broker.log.log_cleaner import LogCleaner
 from broker.log.log_cleaner_manager import CleaningState, LogCleanerManager, cleanable_section
