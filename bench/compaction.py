@@ -136,6 +136,8 @@ def clean_pass(root: Path) -> tuple[float, int]:
     if stats is None or stats.end_offset != log.log_end_offset:
         raise RuntimeError(f"the pass did not clean the whole log: {stats}")
     written = stats.bytes_written
+    cleaner.close()
+    log_cleaner.shutdown()
     log.close()
     return seconds, written
 

@@ -12,8 +12,9 @@ import logging
 import os
 import struct
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
 from itertools import compress
 
 import crc32c
@@ -21,7 +22,8 @@ import numpy as np
 import numpy.typing as npt
 
 from broker.clock import Clock, system_clock_ms
-from broker.log.cleaner_chunk import ChunkBuffer, CleanerChunk, chunks_of, dirty_chunks, keys_of
+from broker.log.chunk_reader import ChunkReader, Span
+from broker.log.cleaner_chunk import CleanerChunk, dirty_chunks, keys_of, span_chunks
 from broker.log.cleaner_stats import CleanerStats
 from broker.log.deferred_release import DeferredRelease
 from broker.log.errors import CleaningAbortedError, LogStorageError
@@ -102,11 +104,15 @@ class Cleaner:
         self._io_bytes = io_buffer_bytes
         self._check_done = check_done
         self._clock = clock
-        self._buffer = ChunkBuffer()
+        self._reader = ChunkReader()
 
     @property
     def offset_map(self) -> OffsetMap:
         return self._map
+
+    def close(self) -> None:
+        """End the cleaner's reader thread (its own thread is ending; a later pass would start another)."""
+        self._reader.close()
 
     def clean(self, to_clean: LogToClean) -> CleanerStats:
         """One pass over ``to_clean``; the stats' ``end_offset`` is the log's new first dirty offset.
@@ -169,41 +175,41 @@ class Cleaner:
         capacity = offset_map.max_entries
         tp = log.topic_partition
         end = first_dirty
-        for segment, chunk in dirty_chunks(
-            segments[:-1], first_dirty, uncleanable, self._io_bytes, self._buffer
-        ):
-            self._check_done(tp)
-            hashes, offsets, keyed = keys_of(chunk)
-            # the batches whose keys surely fit go in at once; the map's real size (duplicates take no
-            # room) then decides on the next ones, down to a batch that does not fit (Kafka's check)
-            bounds = np.cumsum(keyed)
-            batches = chunk.batches
-            data_records = np.where(batches.attributes & CONTROL_MASK, 0, batches.record_counts)
-            done = 0  # batches of the chunk put
-            while done < batches.count:
-                before = int(bounds[done - 1]) if done else 0
-                room = capacity - offset_map.size + before
-                fits = max(done, int(np.searchsorted(bounds, room, side="right")))
-                if fits == done:
-                    if end == first_dirty:
-                        raise LogStorageError(
-                            f"{tp}: the batch at offset {int(batches.base_offsets[done])} holds "
-                            f"{int(keyed[done])} keys, more than the cleaner's offset map takes "
-                            f"({capacity}): raise [log] cleaner_dedupe_buffer_bytes"
-                        )
+        chunks = dirty_chunks(segments[:-1], first_dirty, uncleanable, self._io_bytes, self._reader)
+        with closing(chunks):  # left early (a full map, an abort, an error): the reads ahead stop
+            for segment, chunk in chunks:
+                self._check_done(tp)
+                hashes, offsets, keyed = keys_of(chunk)
+                # the batches whose keys surely fit go in at once; the map's real size (duplicates take no
+                # room) then decides on the next ones, down to a batch that does not fit (Kafka's check)
+                bounds = np.cumsum(keyed)
+                batches = chunk.batches
+                data_records = np.where(batches.attributes & CONTROL_MASK, 0, batches.record_counts)
+                done = 0  # batches of the chunk put
+                while done < batches.count:
+                    before = int(bounds[done - 1]) if done else 0
+                    room = capacity - offset_map.size + before
+                    fits = max(done, int(np.searchsorted(bounds, room, side="right")))
+                    if fits == done:
+                        if end == first_dirty:
+                            raise LogStorageError(
+                                f"{tp}: the batch at offset {int(batches.base_offsets[done])} holds "
+                                f"{int(keyed[done])} keys, more than the cleaner's offset map takes "
+                                f"({capacity}): raise [log] cleaner_dedupe_buffer_bytes"
+                            )
+                        break
+                    last = int(bounds[fits - 1])
+                    slots = offset_map.put_many(hashes[before:last], offsets[before:last])
+                    mapped_slots.add(
+                        segment, chunk.position + batches.positions[done:fits], keyed[done:fits], slots
+                    )
+                    stats.map_records += int(data_records[done:fits].sum())
+                    self._throttler.maybe_throttle(int(batches.sizes[done:fits].sum()))
+                    end = int(batches.base_offsets[fits - 1] + batches.last_offset_deltas[fits - 1]) + 1
+                    offset_map.update_latest_offset(end - 1)
+                    done = fits
+                if done < batches.count:
                     break
-                last = int(bounds[fits - 1])
-                slots = offset_map.put_many(hashes[before:last], offsets[before:last])
-                mapped_slots.add(
-                    segment, chunk.position + batches.positions[done:fits], keyed[done:fits], slots
-                )
-                stats.map_records += int(data_records[done:fits].sum())
-                self._throttler.maybe_throttle(int(batches.sizes[done:fits].sum()))
-                end = int(batches.base_offsets[fits - 1] + batches.last_offset_deltas[fits - 1]) + 1
-                offset_map.update_latest_offset(end - 1)
-                done = fits
-            if done < batches.count:
-                break
         stats.map_keys = offset_map.size
         return end
 
@@ -219,41 +225,60 @@ class Cleaner:
     ) -> None:
         """Rewrite each group into a ``.cleaned`` segment, then swap it in (steps 3 and 4), the swap of a
         group (fsyncs and renames: I/O waits) on a thread of the pass while this one rewrites the next
-        group. Groups are still swapped one at a time and in order, each through the same crash-safe
-        sequence; a failure or an abort waits for the swap in flight, deletes the ``.cleaned`` files not
-        swapped and raises (the first error: a failed swap before the rewrite that followed it)."""
+        group; that thread also creates the next group's ``.cleaned`` files meanwhile (creating a file
+        waits on the file system's journal). Groups are still swapped one at a time and in order, each
+        through the same crash-safe sequence; a failure or an abort waits for the swap in flight, deletes
+        the ``.cleaned`` files not swapped and raises (the first error: a failed swap before the rewrite
+        that followed it)."""
         tp = log.topic_partition
         swapping: Future[None] | None = None
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="lumber-log-cleaner-swap") as swapper:
-            for group in groups:
-                base_offset = group[0].base_offset
-                delete_cleaned(log.dir, base_offset)  # an earlier pass's leftovers (a failure, not a crash)
-                cleaned = Segment.create(
-                    log.dir,
-                    base_offset,
-                    index_interval_bytes=log.config.index_interval_bytes,
-                    now_ms=self._clock(),
-                    suffix=CLEANED_SUFFIX,
-                    durable=False,  # flushed before the swap
-                )
-                try:
-                    self._write_group(cleaned, log, group, producers, mapped_slots, stats)
-                except BaseException:
-                    cleaned.close()
-                    delete_cleaned(log.dir, base_offset)
-                    _finish(swapping)
-                    raise
-                try:
-                    _finish(swapping)
-                except BaseException:
-                    cleaned.close()
-                    delete_cleaned(log.dir, base_offset)
-                    raise
-                stats.segments_cleaned += len(group)
-                stats.bytes_written += cleaned.size_bytes
-                swapping = swapper.submit(self._swap_group, log, group, cleaned)
-            _finish(swapping)
+        creating: Future[Segment] | None = None
+        # one reading over every group's segments (those with bytes), so that reads run ahead across groups
+        spans = [[(segment, 0, segment.size_bytes) for segment in group] for group in groups]
+        every_span = [span for group_spans in spans for span in group_spans if span[2]]
+        chunks = span_chunks(every_span, self._io_bytes, self._reader)
+        with (
+            closing(chunks),  # left early (an abort, an error): the reads ahead stop
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="lumber-log-cleaner-swap") as swapper,
+        ):
+            try:
+                for i, (group, group_spans) in enumerate(zip(groups, spans, strict=True)):
+                    base_offset = group[0].base_offset
+                    if creating is None:
+                        creating = swapper.submit(self._create_cleaned, log, base_offset)
+                    cleaned = creating.result()
+                    creating = None
+                    if i + 1 < len(groups):
+                        creating = swapper.submit(self._create_cleaned, log, groups[i + 1][0].base_offset)
+                    try:
+                        self._write_group(cleaned, log, group_spans, chunks, producers, mapped_slots, stats)
+                        _finish(swapping)
+                    except BaseException:
+                        cleaned.close()
+                        delete_cleaned(log.dir, base_offset)
+                        raise
+                    stats.segments_cleaned += len(group)
+                    stats.bytes_written += cleaned.size_bytes
+                    swapping = swapper.submit(self._swap_group, log, group, cleaned)
+                _finish(swapping)
+            except BaseException:
+                _abandon(creating, log)
+                _finish(swapping)  # a swap that failed before this error is raised instead
+                raise
         logger.debug("%s: %d groups swapped in", tp, len(groups))
+
+    def _create_cleaned(self, log: Log, base_offset: int) -> Segment:
+        """The empty ``.cleaned`` segment a group starting at ``base_offset`` is rewritten into (on the
+        pass's swap thread), after deleting an earlier pass's leftovers (a failure, not a crash)."""
+        delete_cleaned(log.dir, base_offset)
+        return Segment.create(
+            log.dir,
+            base_offset,
+            index_interval_bytes=log.config.index_interval_bytes,
+            now_ms=self._clock(),
+            suffix=CLEANED_SUFFIX,
+            durable=False,  # flushed before the swap
+        )
 
     def _swap_group(self, log: Log, group: list[Segment], cleaned: Segment) -> None:
         """Step 4 for one group rewritten into ``cleaned`` (on the pass's swap thread)."""
@@ -280,27 +305,33 @@ class Cleaner:
         self,
         cleaned: Segment,
         log: Log,
-        group: list[Segment],
+        spans: list[Span],
+        chunks: Iterator[tuple[Segment, CleanerChunk]],
         producers: dict[int, int],
         mapped_slots: MappedSlots,
         stats: CleanerStats,
     ) -> None:
-        """Rewrite ``group`` into ``cleaned`` (not flushed: :meth:`_swap_group` does)."""
+        """Rewrite the group of segments ``spans`` covers into ``cleaned`` (not flushed: :meth:`_swap_group`
+        does), taking their chunks from ``chunks`` (the pass's reading: its next chunks are the group's)."""
         tp = log.topic_partition
         now = self._clock()
         new_horizon_ms = now + log.config.delete_retention_ms
-        for i, segment in enumerate(group):
-            last_segment = i == len(group) - 1
-            size = segment.size_bytes
-            for chunk in chunks_of(segment, 0, size, self._io_bytes, self._buffer):
+        with_bytes = [segment for segment, _, size in spans if size]
+        if with_bytes:
+            final = with_bytes[-1]
+            for segment, chunk in chunks:
                 self._check_done(tp)
-                last = last_segment and chunk.last
+                last = segment is final and chunk.last
                 slots = mapped_slots.slots_of(segment, chunk.position + chunk.batches.positions)
                 self._write_chunk(cleaned, chunk, now, new_horizon_ms, producers, last, slots, stats)
-            mapped_slots.forget(segment)
-            stats.bytes_read += size
+                if chunk.last:
+                    mapped_slots.forget(segment)
+                if last:
+                    break
+        stats.bytes_read += sum(size for _, _, size in spans)
         if cleaned.size_bytes == 0:
-            raise LogStorageError(f"{tp}: cleaning segments {[s.base_offset for s in group]} wrote nothing")
+            bases = [segment.base_offset for segment, _, _ in spans]
+            raise LogStorageError(f"{tp}: cleaning segments {bases} wrote nothing")
         cleaned.on_become_inactive()
 
     def _write_chunk(
@@ -633,3 +664,15 @@ def _finish(swapping: Future[None] | None) -> None:
     """Wait for the swap in flight, if any; its error, raised."""
     if swapping is not None:
         swapping.result()
+
+
+def _abandon(creating: Future[Segment] | None, log: Log) -> None:
+    """Close and delete the ``.cleaned`` segment created ahead for a group the pass does not rewrite."""
+    if creating is None:
+        return
+    try:
+        segment = creating.result()
+    except Exception:  # noqa: BLE001 - nothing created (Segment.create cleans up after itself)
+        return
+    segment.close()
+    delete_cleaned(log.dir, segment.base_offset)

@@ -1,22 +1,29 @@
-"""The log cleaner's unit of work: a *chunk*, whole batches of one segment read at once (one ``pread`` into
-the cleaner thread's :class:`ChunkBuffer`), their headers as numpy columns
-(:mod:`broker.record.batch_header_columns`) and, for a chunk of uncompressed data batches, their key
-columns read in place (:mod:`broker.record.key_columns`). :func:`dirty_chunks` yields the chunks of a
-log's dirty section, :func:`keys_of` the keyed records' hashes and offsets of one chunk. How the cleaner
-uses them: :mod:`broker.log.cleaner`.
+"""The log cleaner's unit of work: a *chunk*, whole batches of one segment, at most :data:`CHUNK_RECORDS`
+records, lying in one buffer of the cleaner thread's :class:`~broker.log.chunk_reader.ChunkReader`, their
+headers as numpy columns (:mod:`broker.record.batch_header_columns`) and, for a chunk of uncompressed
+data batches, their key columns read in place (:mod:`broker.record.key_columns`). :func:`span_chunks`
+yields the chunks of spans of segments, :func:`dirty_chunks` those of a log's dirty section,
+:func:`keys_of` the keyed records' hashes and offsets of one chunk. How the cleaner uses them:
+:mod:`broker.log.cleaner`.
 
-A chunk's bytes are valid until the next chunk is read into the same buffer; the cleaner patches rebuilt
-batches' headers in them. One thread's (each cleaner thread has its own buffer).
+The reader reads blocks of a fixed size, which cut batches anywhere. The chunks of a block are its whole
+batches; the start of a batch it cuts at its end is copied before the next block's bytes, into the room
+the reader leaves there (:data:`~broker.log.chunk_reader.CARRY_ROOM`), or, when larger, joined with them
+in a buffer of its own (a batch larger than a block is read over several).
+
+A chunk's bytes are valid until the next chunk is asked for; the cleaner patches rebuilt batches' headers
+in them. One thread's (each cleaner thread has its own reader).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from collections.abc import Generator, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 
 import numpy as np
 
+from broker.log.chunk_reader import Block, ChunkReader, Span
 from broker.log.errors import LogStorageError
 from broker.log.offset_map import Hashes, Offsets, hash_key_columns, hash_keys
 from broker.log.segment import Segment
@@ -34,16 +41,20 @@ from broker.record.record_batch import RecordBatch
 #: Records read, mapped or looked up in the map at once (bounds the per-chunk arrays and bytes: about
 #: 100 bytes of arrays per record besides the records' own bytes).
 CHUNK_RECORDS = 16_384
-#: The largest read of a chunk (a batch larger than it is read whole).
+#: The size of the reader's blocks: ``[log] cleaner_io_buffer_bytes`` (Kafka's ``log.cleaner.io.buffer.size``)
+#: raised to at least :data:`MIN_BLOCK_BYTES` (one ``pread`` per block) and at most
+#: :data:`MAX_CHUNK_BYTES`.
+MIN_BLOCK_BYTES = 1024 * 1024
 MAX_CHUNK_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(slots=True)
 class CleanerChunk:
-    """Whole batches of one segment read at once (:func:`chunks_of`): the bytes (the read, at the buffer's
-    start) and the batches' header columns. The buffer is the cleaner's own (it patches headers in it)."""
+    """Whole batches of one segment (:func:`span_chunks`): the bytes they lie in (a view of one of the
+    reader's buffers, or of a buffer of their own) and the batches' header columns, whose positions are
+    in ``data``. The buffer is the cleaner's own (it patches headers in it)."""
 
-    data: bytearray
+    data: memoryview
     batches: BatchHeaderColumns
     #: The buffer's position in its segment file, the file (for messages), and whether the chunk ends
     #: the segment.
@@ -87,122 +98,105 @@ class CleanerChunk:
         return CleanerChunk(self.data, self.batches.select(first, stop), self.position, self.where, self.last)
 
 
-def chunks_of(
-    segment: Segment, position: int, max_position: int, read_bytes: int, buffer: ChunkBuffer
-) -> Iterator[CleanerChunk]:
-    """The batches of ``segment`` from ``position`` (a batch start) to ``max_position``, in chunks of about
-    :data:`CHUNK_RECORDS` records (at least one batch), each read with one ``pread`` into one of
-    ``buffer``'s two buffers (of at most :data:`MAX_CHUNK_BYTES`; a batch larger than that is read whole
-    into a buffer of its own). While a chunk is worked on, the next one is read into the other buffer
-    (:meth:`ChunkBuffer.read_ahead`). A chunk's bytes are valid until the next one is asked for."""
-    where = str(segment.path)
-    bytes_per_record = 128  # a guess, then what the last chunk had
-    ahead: tuple[int, int, Future[bytearray]] | None = None  # a read in flight: position, size, buffer
+def span_chunks(
+    spans: Sequence[Span], read_bytes: int, reader: ChunkReader
+) -> Generator[tuple[Segment, CleanerChunk]]:
+    """The chunks of ``spans`` (each span starting at a batch), one after the other, each with its
+    segment: read by ``reader`` ahead of the caller, in blocks (see the module docstring). A chunk's bytes
+    are valid until the next one is asked for. Close the generator when leaving early (the reads stop)."""
+    reader.start(spans, min(max(read_bytes, MIN_BLOCK_BYTES), MAX_CHUNK_BYTES))
+    previous: Block | None = None
+    carry: memoryview | None = None  # the start of a batch the previous block cut, at ``carried_from``
+    carried_from = 0
     try:
-        while position < max_position:
-            want = min(
-                max(read_bytes, bytes_per_record * CHUNK_RECORDS), MAX_CHUNK_BYTES, max_position - position
-            )
-            if ahead is not None and ahead[:2] == (position, want):
-                data = ahead[2].result()
+        while (block := reader.next_block()) is not None:
+            segment, _, max_position = spans[block.span]
+            if carry is None:
+                data, position = block.data, block.position
             else:
-                if ahead is not None:
-                    ahead[2].result()  # not the read wanted after all: done with before its buffer is reused
-                data = _read(segment, position, want, buffer.take(want))
-            ahead = None
-            batches = batch_header_columns(data, end=want, where=where, base_position=position)
-            if not batches.count:  # one batch larger than the read
-                size = LOG_OVERHEAD + int.from_bytes(data[LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True)
-                if size <= want or size > max_position - position:
-                    raise LogStorageError(
-                        f"{where}: no whole batch at position {position} (below {max_position}): the batch "
-                        f"there announces {size} bytes"
-                    )
-                data = _read(segment, position, size, bytearray(size))
-                batches = batch_header_columns(data, end=size, where=where, base_position=position)
-                if not batches.count:
-                    raise LogStorageError(
-                        f"{where}: no whole batch at position {position} ({size} bytes read)"
-                    )
-            records = np.cumsum(batches.record_counts)
-            take = min(max(int(np.searchsorted(records, CHUNK_RECORDS)) + 1, 1), batches.count)
-            batches = batches.select(0, take)
-            taken = batches.complete_bytes
-            bytes_per_record = max(taken // max(int(records[take - 1]), 1), 8)
-            following = position + taken
-            if following < max_position:
-                size = min(
-                    max(read_bytes, bytes_per_record * CHUNK_RECORDS),
-                    MAX_CHUNK_BYTES,
-                    max_position - following,
-                )
-                ahead = (following, size, buffer.read_ahead(segment, following, size))
-            yield CleanerChunk(data, batches, position, where, following >= max_position)
-            position = following
+                data, position = _joined(carry, block), carried_from
+            if previous is not None:
+                reader.give_back(previous)  # after the carry was copied out of it
+            previous = block
+            where = str(segment.path)
+            batches = batch_header_columns(data, where=where, base_position=position)
+            whole = batches.complete_bytes
+            ends_span = position + len(data) >= max_position
+            carry = None
+            cut = whole < len(data) and ends_span
+            if whole < len(data) and not ends_span:
+                carry, carried_from = data[whole:], position + whole
+            yield from _chunks(segment, data, batches, position, where, ends_span and not cut)
+            if cut:  # after the whole batches before it
+                _cut_short(where, data, whole, position, max_position)
     finally:
-        if ahead is not None:  # the caller stopped early: its buffer is not reused while it is read into
-            wait([ahead[2]])
+        reader.stop()
+        if previous is not None:
+            reader.give_back(previous)
 
 
-class ChunkBuffer:
-    """A cleaner thread's two buffers for chunks, taken in turn (:meth:`take`), each grown to the largest
-    read so far (allocated, and zeroed, only as far as reads need): one holds the chunk being worked on
-    while the next chunk is read into the other by the buffer's reader thread (:meth:`read_ahead`: a
-    ``pread`` waits on the disk without the interpreter lock, and the cleaner's compiled loops run without
-    it too). One cleaner thread's; its reader thread only writes the buffer it was given."""
-
-    def __init__(self) -> None:
-        self._buffers = [bytearray(), bytearray()]
-        self._turn = 0
-        self._reader: ThreadPoolExecutor | None = None
-        self._reading: Future[bytearray] | None = None
-
-    def take(self, size: int) -> bytearray:
-        """The buffer not taken last time, of at least ``size`` bytes, once no read is in flight (a pass
-        that stopped early may have left one)."""
-        if self._reading is not None:
-            wait([self._reading])
-            self._reading = None
-        turn = self._turn
-        self._turn = 1 - turn
-        if len(self._buffers[turn]) < size:
-            self._buffers[turn] = bytearray(size)
-        return self._buffers[turn]
-
-    def read_ahead(self, segment: Segment, position: int, size: int) -> Future[bytearray]:
-        """Read ``size`` bytes of ``segment`` from ``position`` into the next buffer, on the reader thread."""
-        if self._reader is None:
-            self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lumber-log-cleaner-read")
-        into = self.take(size)
-        self._reading = self._reader.submit(_read, segment, position, size, into)
-        return self._reading
+def _joined(carry: memoryview, block: Block) -> memoryview:
+    """The batch start ``carry`` followed by ``block``'s bytes, in one buffer: ``block``'s own when the
+    room before its bytes takes it (no copy of the block), else a new one."""
+    size = len(carry)
+    start = block.start
+    if size <= start:
+        block.buffer[start - size : start] = carry
+        return memoryview(block.buffer)[start - size : start + block.length]
+    joined = bytearray(size + block.length)
+    joined[:size] = carry
+    joined[size:] = block.data
+    return memoryview(joined)
 
 
-def _read(segment: Segment, position: int, size: int, buffer: bytearray) -> bytearray:
-    """``buffer`` holding ``size`` bytes of ``segment`` from ``position`` at its start."""
-    got = segment.read_into(buffer, size, position)
-    if got != size:
-        raise LogStorageError(
-            f"{segment.path}: {got} bytes at position {position}, expected {size}: the segment is cut short"
+def _chunks(
+    segment: Segment, data: memoryview, batches: BatchHeaderColumns, position: int, where: str, last: bool
+) -> Iterator[tuple[Segment, CleanerChunk]]:
+    """The whole batches of a block, in chunks of at most :data:`CHUNK_RECORDS` records (at least one
+    batch); ``last``: they end the span."""
+    if not batches.count:
+        return
+    records = np.cumsum(batches.record_counts)
+    first = 0
+    while first < batches.count:
+        before = int(records[first - 1]) if first else 0
+        stop = max(int(np.searchsorted(records, before + CHUNK_RECORDS, side="right")), first + 1)
+        yield (
+            segment,
+            CleanerChunk(data, batches.select(first, stop), position, where, last and stop == batches.count),
         )
-    return buffer
+        first = stop
+
+
+def _cut_short(where: str, data: memoryview, whole: int, position: int, max_position: int) -> None:
+    """Raise for the batch at ``data[whole:]``, cut by the end of its span."""
+    at = position + whole
+    if len(data) - whole < LOG_OVERHEAD:
+        raise LogStorageError(f"{where}: no whole batch at position {at} (below {max_position})")
+    length = int.from_bytes(data[whole + LENGTH_OFFSET : whole + LOG_OVERHEAD], "big", signed=True)
+    raise LogStorageError(
+        f"{where}: no whole batch at position {at} (below {max_position}): the batch there announces "
+        f"{LOG_OVERHEAD + length} bytes"
+    )
 
 
 def dirty_chunks(
-    segments: Sequence[Segment], from_offset: int, until_offset: int, read_bytes: int, buffer: ChunkBuffer
-) -> Iterator[tuple[Segment, CleanerChunk]]:
+    segments: Sequence[Segment], from_offset: int, until_offset: int, read_bytes: int, reader: ChunkReader
+) -> Generator[tuple[Segment, CleanerChunk]]:
     """The batches of ``segments`` holding offsets in ``[from_offset, until_offset)``, in chunks, each
-    with its segment."""
+    with its segment (read ahead by ``reader``, across segments)."""
+    spans: list[Span] = []
     for segment in segments:
         if segment.next_offset <= from_offset:
             continue
         if segment.base_offset >= until_offset:
-            return
+            break
         size = segment.size_bytes
         found = segment.position_of(from_offset, size) if segment.base_offset < from_offset else (0,)
-        if found is None:
-            continue
-        for chunk in chunks_of(segment, found[0], size, read_bytes, buffer):
+        if found is not None:
+            spans.append((segment, found[0], size))
+    with closing(span_chunks(spans, read_bytes, reader)) as chunks:
+        for segment, chunk in chunks:
             batches = chunk.batches
             first = int(np.searchsorted(batches.base_offsets + batches.last_offset_deltas, from_offset))
             stop = int(np.searchsorted(batches.base_offsets, until_offset))

@@ -98,7 +98,7 @@ class FileHandle:
                 f"{self._path}: cannot read {size} bytes at position {position}: {exc}"
             ) from exc
 
-    def pread_into(self, buffer: bytearray, size: int, position: int) -> int:
+    def pread_into(self, buffer: bytearray | memoryview, size: int, position: int) -> int:
         """Read up to ``size`` bytes at ``position`` into the start of ``buffer`` (no copy); returns how
         many (fewer only at the end of the file)."""
         fd = self.fileno()

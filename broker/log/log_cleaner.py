@@ -21,11 +21,13 @@ One cleaning pass of one log (:meth:`~broker.log.cleaner.Cleaner.clean`), chosen
    noted (:class:`~broker.log.mapped_slots.MappedSlots`, bounded), so that step 3 reads a record's
    mapped offset without hashing its key again.
 
-   A *chunk* (:mod:`broker.log.cleaner_chunk`) is about ``CHUNK_RECORDS`` records of whole batches of
-   one segment, read with one ``pread`` into the thread's buffer, its batch headers read as numpy columns
-   (:mod:`broker.record.batch_header_columns`), not as batch objects, and, when every batch is an uncompressed
-   data batch (the common case), its key columns read in place from the buffer. Other chunks
-   (compressed or control batches) go batch by batch, as below.
+   A *chunk* (:mod:`broker.log.cleaner_chunk`) is at most ``CHUNK_RECORDS`` records of whole batches of
+   one segment, lying in one of the buffers the thread's reader reads the pass's segments into, a block
+   of 1 MiB (or ``cleaner_io_buffer_bytes``) at a time, ahead of the work and across segment ends
+   (:mod:`broker.log.chunk_reader`: the disk's reads overlap the cleaning), its batch headers read as
+   numpy columns (:mod:`broker.record.batch_header_columns`), not as batch objects, and, when every
+   batch is an uncompressed data batch (the common case), its key columns read in place from the buffer.
+   Other chunks (compressed or control batches) go batch by batch, as below.
 2. **Group.** The segments from the log start holding offsets below ``end`` (never the active one) are
    grouped, in order, while a group's bytes stay within the log's ``segment_bytes`` and its offsets fit
    relative to its base offset (Kafka's ``groupSegmentsBySize``): small segments become one.
@@ -60,7 +62,8 @@ One cleaning pass of one log (:meth:`~broker.log.cleaner.Cleaner.clean`), chosen
    retention falls back on for segments without timestamps), and swapped in through
    :meth:`broker.log.log.Log.replace_segments` (``.cleaned`` -> ``.swap`` -> final names, crash-safe:
    :mod:`broker.log.segment_swap`). A group's swap runs on a thread of the pass while the next group is
-   rewritten (its fsyncs and renames are I/O waits); groups are swapped one at a time, in order.
+   rewritten (its fsyncs and renames are I/O waits), and so does the creation of the next group's
+   ``.cleaned`` files; groups are swapped one at a time, in order.
 5. **Checkpoint.** ``end`` becomes the log's first dirty offset in ``cleaner-offset-checkpoint``.
 
 What stays right: offsets never change, so the indexes are rebuilt for the cleaned segment only (by its
@@ -77,19 +80,19 @@ throttle by default: ``cleaner_io_max_bytes_per_second`` (Kafka's ``log.cleaner.
 caps what the threads read and write together (:class:`~broker.log.throttler.Throttler`), 0 (the
 default, Kafka's unlimited) means no cap.
 
-Where the code is: one pass, :class:`~broker.log.cleaner.Cleaner` (:mod:`broker.log.cleaner`); the chunks
-it reads, :mod:`broker.log.cleaner_chunk`; the slot cache, :mod:`broker.log.mapped_slots`; its figures,
+Where the code is: one pass, :class:`~broker.log.cleaner.Cleaner` (:mod:`broker.log.cleaner`); the chunks it
+reads, :mod:`broker.log.cleaner_chunk`, and their reads, :mod:`broker.log.chunk_reader`; the compiled loops
+and their load, :mod:`broker.log.kernel_load`; the slot cache, :mod:`broker.log.mapped_slots`; its figures,
 :mod:`broker.log.cleaner_stats`; the I/O cap, :mod:`broker.log.throttler`; which log to clean next and the
 ``cleaner-offset-checkpoint``, :mod:`broker.log.log_cleaner_manager`; the threads, :class:`LogCleaner` here.
 
 Threads: ``cleaner_threads`` threads (:class:`LogCleaner`), each with its own map of
-``cleaner_dedupe_buffer_bytes / cleaner_threads`` bytes; each takes one log at a time, so two threads
-never clean one log. A thread reads segments below the active one without the log's lock (they never
-change), writes only ``.cleaned`` files, and takes the log's lock only for the swap. Between batches and
-before the swap it checks whether the pass must stop (the log is being truncated or deleted, or the
-cleaner is shutting down): :class:`~broker.log.errors.CleaningAbortedError`, and the cleaned files are
-deleted.
-"""
+``cleaner_dedupe_buffer_bytes / cleaner_threads`` bytes and its own reader (a thread, and three buffers of a
+block each); each takes one log at a time, so two threads never clean one log. A thread reads segments below
+the active one without the log's lock (they never change), writes only ``.cleaned`` files, and takes the log's
+lock only for the swap. Between batches and before the swap it checks whether the pass must stop (the log is
+being truncated or deleted, or the cleaner is shutting down):
+:class:`~broker.log.errors.CleaningAbortedError`, and the cleaned files are deleted. """
 
 from __future__ import annotations
 
@@ -200,14 +203,17 @@ class LogCleaner:
     def _run(self) -> None:
         cleaner = self.new_cleaner()
         backoff_s = self._config.cleaner_backoff_ms / 1000
-        while not self._stop.is_set():
-            try:
-                stats = self.clean_once(cleaner)
-            except Exception:
-                logger.exception("log cleaner iteration failed")
-                stats = None
-            if stats is None:
-                self._stop.wait(backoff_s)
+        try:
+            while not self._stop.is_set():
+                try:
+                    stats = self.clean_once(cleaner)
+                except Exception:
+                    logger.exception("log cleaner iteration failed")
+                    stats = None
+                if stats is None:
+                    self._stop.wait(backoff_s)
+        finally:
+            cleaner.close()
 
     def shutdown(self, timeout_s: float = 30.0) -> None:
         """Stop the threads: a pass in progress stops at its next check (bounded wait); the segments the

@@ -1,11 +1,13 @@
 """The log cleaner's key -> last offset map: a fixed-size open-addressing table (Kafka's ``SkimpyOffsetMap``).
 
-Memory is allocated once, at construction, and never grows: three numpy arrays of ``slots`` entries, 24
-bytes per slot (a 128-bit hash of a key as two ``uint64`` words, and the ``int64`` offset), with ``slots``
-the largest prime whose table fits ``memory_bytes``. No Python object is kept per key, so a map over
-millions of keys costs exactly its buffer. A key is stored by its hash only, as Kafka does: two keys with
-the same 128 bits would be taken for one. Where Kafka hashes with MD5, Lumber hashes the keys where they
-lie in the records' bytes, in a compiled loop (:func:`hash_key_columns`,
+Memory is allocated once, at construction, and never grows: one numpy array of ``slots`` rows of three
+``uint64`` words, 24 bytes per slot (a 128-bit hash of a key as two words, and the offset plus one, 0 in an
+empty slot), with ``slots`` the largest prime whose table fits ``memory_bytes``. A slot's words lie
+together, so a put or a get reads one or two cache lines per slot probed (three arrays cost three), and an
+empty table is zeroed memory (:meth:`OffsetMap.clear` is one ``memset``). No Python object is kept per
+key, so a map over millions of keys costs exactly its buffer. A key is stored by its hash only, as Kafka
+does: two keys with the same 128 bits would be taken for one. Where Kafka hashes with MD5, Lumber hashes
+the keys where they lie in the records' bytes, in a compiled loop (:func:`hash_key_columns`,
 :mod:`broker.log.offset_map_kernels`, no Python object per key): each key's 8-byte little-endian words
 (the last one zero-filled) are folded into a 64-bit state through MurmurHash3's finaliser (a bijection),
 twice, from two random 64-bit seeds drawn per process (a map lives in one process, so its puts and gets
@@ -94,7 +96,7 @@ def _largest_prime_at_most(n: int) -> int:
 class OffsetMap:
     """A bounded map from key hashes to offsets (see the module docstring)."""
 
-    __slots__ = ("_high", "_latest_offset", "_load_factor", "_low", "_offsets", "_size", "_slots")
+    __slots__ = ("_latest_offset", "_load_factor", "_size", "_slots", "_table")
 
     def __init__(self, memory_bytes: int, *, load_factor: float = DEFAULT_LOAD_FACTOR) -> None:
         if not 0.0 < load_factor <= 0.95:
@@ -104,9 +106,7 @@ class OffsetMap:
         self._slots = _largest_prime_at_most(memory_bytes // BYTES_PER_ENTRY)
         self._load_factor = load_factor
         # filled, not np.zeros: every page is touched now, not at the first puts of a pass
-        self._low: Hashes = np.full(self._slots, 0, dtype=np.uint64)
-        self._high: Hashes = np.full(self._slots, 0, dtype=np.uint64)
-        self._offsets: Offsets = np.full(self._slots, -1, dtype=np.int64)
+        self._table: Hashes = np.full((self._slots, 3), 0, dtype=np.uint64)
         self._size = 0
         self._latest_offset = -1
 
@@ -143,7 +143,7 @@ class OffsetMap:
         self._latest_offset = offset
 
     def clear(self) -> None:
-        self._offsets.fill(-1)
+        self._table.fill(0)
         self._size = 0
         self._latest_offset = -1
 
@@ -155,7 +155,7 @@ class OffsetMap:
         from broker.log.offset_map_kernels import put  # noqa: PLC0415 - numba, on first use
 
         found = np.empty(len(offsets), dtype=np.int64)  # each key's slot
-        added = put(self._low, self._high, self._offsets, hashes, np.asarray(offsets, dtype=np.int64), found)
+        added = put(self._table, hashes, np.asarray(offsets, dtype=np.int64), found)
         if added < 0:
             raise OverflowError(f"the offset map's {self._slots} slots are full ({self._size} keys)")
         self._size += added
@@ -164,7 +164,12 @@ class OffsetMap:
     def offsets_at(self, slots: npt.NDArray[np.integer]) -> Offsets:
         """The offsets mapped at ``slots``, slots :meth:`put_many` returned since the last :meth:`clear`:
         what :meth:`get_many` finds for those keys, without hashing or probing."""
-        found: Offsets = self._offsets[slots]
+        from broker.log.offset_map_kernels import offsets_at  # noqa: PLC0415 - numba, on first use
+
+        found: Offsets = np.empty(len(slots), dtype=np.int64)
+        outside = offsets_at(self._table, slots, found)
+        if outside >= 0:
+            raise ValueError(f"slot #{outside} of {len(slots)}, {int(slots[outside])}, is outside the map")
         return found
 
     def get_many(self, hashes: Hashes) -> Offsets:
@@ -173,7 +178,7 @@ class OffsetMap:
 
         result: Offsets = np.full(len(hashes), -1, dtype=np.int64)
         if len(hashes) and self._size:
-            get(self._low, self._high, self._offsets, hashes, result)
+            get(self._table, hashes, result)
         return result
 
     def __repr__(self) -> str:

@@ -516,7 +516,7 @@ class Segment:
             yield from scan.batches
             position += scan.complete_bytes
 
-    def read_into(self, buffer: bytearray, size: int, position: int) -> int:
+    def read_into(self, buffer: bytearray | memoryview, size: int, position: int) -> int:
         """Read up to ``size`` bytes of the ``.log`` file from ``position`` into the start of ``buffer``;
         returns how many (fewer only at its end): the log cleaner's reads of many batches at once."""
         return self._log.pread_into(buffer, size, position)

@@ -2,11 +2,11 @@
 cleaner's way through a segment's bytes without a :class:`~broker.record.record_batch.RecordBatch` per batch.
 
 The header layout is :mod:`broker.record.batch_header`'s. Batches lie end to end in a buffer (a read of a
-segment); one compiled loop (:func:`~broker.record.column_kernels.batch_positions`, numba imported on
+segment); one compiled loop (:func:`~broker.record.column_kernels.batch_headers`, numba imported on
 the first call: :mod:`broker.compiled`) finds where each starts from its ``batchLength`` (with the checks
 :func:`~broker.record.batch_scan.scan_batches` makes: a length below the minimum or a magic other than 2
-is a :class:`~broker.record.errors.CorruptRecordError`), and then every header field of every batch is
-read at once, as one array per field (:class:`BatchHeaderColumns`). CRCs are not checked (the cleaner
+is a :class:`~broker.record.errors.CorruptRecordError`) and reads the header fields the cleaner uses, into
+one array per field (:class:`BatchHeaderColumns`). CRCs are not checked (the cleaner
 reads its own log, validated at append). Unlike the walker's strategies, this module imports numpy when
 imported: only the broker's storage uses it, never a client. Stateless: safe from any thread.
 """
@@ -20,64 +20,16 @@ import numpy as np
 import numpy.typing as npt
 
 from broker.record.batch_header import (
-    ATTRIBUTES_OFFSET,
-    CRC_OFFSET,
-    FIRST_TIMESTAMP_OFFSET,
-    HEADER_SIZE,
-    LAST_OFFSET_DELTA_OFFSET,
-    LENGTH_OFFSET,
     LOG_OVERHEAD,
     MAGIC,
     MAGIC_OFFSET,
-    MAX_TIMESTAMP_OFFSET,
     MIN_BATCH_LENGTH,
-    PARTITION_LEADER_EPOCH_OFFSET,
-    PRODUCER_FIELDS_OFFSET,
-    RECORD_COUNT_OFFSET,
 )
 from broker.record.errors import CorruptRecordError
 
-__all__ = ["HEADER_DTYPE", "BatchHeaderColumns", "batch_header_columns"]
+__all__ = ["BatchHeaderColumns", "batch_header_columns"]
 
 _PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
-
-#: The 61-byte header as one numpy record (big-endian fields at the layout's byte positions).
-HEADER_DTYPE = np.dtype(
-    {
-        "names": [
-            "base_offset",
-            "batch_length",
-            "partition_leader_epoch",
-            "magic",
-            "crc",
-            "attributes",
-            "last_offset_delta",
-            "first_timestamp",
-            "max_timestamp",
-            "producer_id",
-            "producer_epoch",
-            "base_sequence",
-            "record_count",
-        ],
-        "formats": [">i8", ">i4", ">i4", "i1", ">u4", ">i2", ">i4", ">i8", ">i8", ">i8", ">i2", ">i4", ">i4"],
-        "offsets": [
-            0,
-            LENGTH_OFFSET,
-            PARTITION_LEADER_EPOCH_OFFSET,
-            MAGIC_OFFSET,
-            CRC_OFFSET,
-            ATTRIBUTES_OFFSET,
-            LAST_OFFSET_DELTA_OFFSET,
-            FIRST_TIMESTAMP_OFFSET,
-            MAX_TIMESTAMP_OFFSET,
-            PRODUCER_FIELDS_OFFSET,  # producerId (8 bytes), producerEpoch (2), baseSequence (4)
-            PRODUCER_FIELDS_OFFSET + 8,
-            PRODUCER_FIELDS_OFFSET + 10,
-            RECORD_COUNT_OFFSET,
-        ],
-        "itemsize": HEADER_SIZE,
-    }
-)
 
 Int64s = npt.NDArray[np.int64]
 
@@ -89,8 +41,6 @@ class BatchHeaderColumns:
     #: Where each batch starts in the buffer, and its size in bytes.
     positions: Int64s
     sizes: Int64s
-    #: The batches' 61-byte headers, as they are (``HEADER_DTYPE`` records; copies, not views).
-    headers: npt.NDArray[np.void]
     base_offsets: Int64s
     attributes: Int64s
     last_offset_deltas: Int64s
@@ -117,7 +67,6 @@ class BatchHeaderColumns:
         return BatchHeaderColumns(
             self.positions[first:stop],
             self.sizes[first:stop],
-            self.headers[first:stop],
             self.base_offsets[first:stop],
             self.attributes[first:stop],
             self.last_offset_deltas[first:stop],
@@ -129,42 +78,45 @@ class BatchHeaderColumns:
 
 
 def batch_header_columns(
-    buffer: bytes | bytearray, *, end: int | None = None, where: str = "<buffer>", base_position: int = 0
+    buffer: bytes | bytearray | memoryview,
+    *,
+    end: int | None = None,
+    where: str = "<buffer>",
+    base_position: int = 0,
 ) -> BatchHeaderColumns:
     """The whole batches in ``buffer[:end]`` from its start (a batch cut short at the end is left out).
     ``base_position`` is added to positions in error messages (the buffer's place in its file)."""
-    from broker.record.column_kernels import batch_positions  # noqa: PLC0415 - numba, on first use
+    from broker.record.column_kernels import (  # noqa: PLC0415 - numba, on first use
+        BELOW_MINIMUM_LENGTH,
+        batch_headers,
+    )
 
     total = len(buffer) if end is None else end
     arr = np.frombuffer(buffer, dtype=np.uint8)
-    found = np.empty(total // (LOG_OVERHEAD + MIN_BATCH_LENGTH) + 1, dtype=np.int64)
-    count, pos, bad = batch_positions(arr, total, found)
-    starts = found[:count]
-    magics = arr[starts + MAGIC_OFFSET]
-    if np.count_nonzero(magics != MAGIC) or bad >= 0:
-        wrong = np.flatnonzero(magics != MAGIC)
-        at = int(starts[wrong[0]]) if len(wrong) else bad
+    room = total // (LOG_OVERHEAD + MIN_BATCH_LENGTH) + 1
+    positions = np.empty(room, dtype=np.int64)
+    sizes = np.empty(room, dtype=np.int64)
+    fields = np.empty((7, room), dtype=np.int64)
+    count, at, wrong = batch_headers(arr, total, positions, sizes, fields)
+    if wrong:
         base_offset, length = _PREFIX.unpack_from(buffer, at)
         reason = (
-            f"expected magic {MAGIC} got {buffer[at + MAGIC_OFFSET]}"
-            if len(wrong)
-            else f"batchLength {length} is below the minimum {MIN_BATCH_LENGTH}"
+            f"batchLength {length} is below the minimum {MIN_BATCH_LENGTH}"
+            if wrong == BELOW_MINIMUM_LENGTH
+            else f"expected magic {MAGIC} got {buffer[at + MAGIC_OFFSET]}"
         )
         raise CorruptRecordError(where, reason, position=base_position + at, offset=base_offset)
-    sizes = np.empty(count, dtype=np.int64)
-    if count:
-        sizes[:-1] = np.diff(starts)
-        sizes[-1] = pos - int(starts[-1])
-    headers = arr[starts[:, None] + np.arange(HEADER_SIZE)].view(HEADER_DTYPE).reshape(count)
+    base_offsets, attributes, last_offset_deltas, first_timestamps, max_timestamps, producer_ids, counts = (
+        fields[:, :count]
+    )
     return BatchHeaderColumns(
-        positions=starts,
-        sizes=sizes,
-        headers=headers,
-        base_offsets=headers["base_offset"].astype(np.int64),
-        attributes=headers["attributes"].astype(np.int64),
-        last_offset_deltas=headers["last_offset_delta"].astype(np.int64),
-        first_timestamps=headers["first_timestamp"].astype(np.int64),
-        max_timestamps=headers["max_timestamp"].astype(np.int64),
-        producer_ids=headers["producer_id"].astype(np.int64),
-        record_counts=headers["record_count"].astype(np.int64),
+        positions=positions[:count],
+        sizes=sizes[:count],
+        base_offsets=base_offsets,
+        attributes=attributes,
+        last_offset_deltas=last_offset_deltas,
+        first_timestamps=first_timestamps,
+        max_timestamps=max_timestamps,
+        producer_ids=producer_ids,
+        record_counts=counts,
     )

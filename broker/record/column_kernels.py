@@ -1,9 +1,10 @@
-"""The compiled loops of the record package's column readers: :func:`batch_positions` finds where the
-batches of a read of a segment start (:mod:`broker.record.batch_header_columns`), :func:`walk_records`
-walks the records of many uncompressed record bodies, one record at a time, filling the key columns
-(:mod:`broker.record.key_columns`). The record layout it reads is :mod:`broker.record.record_walker`'s (a
-record: length varint, attributes byte, timestamp delta, offset delta, key length and key, value length
-and value, headers), every varint zigzag-encoded; the batch header's is :mod:`broker.record.batch_header`'s.
+"""The compiled loops of the record package's column readers: :func:`batch_headers` finds where the
+batches of a read of a segment start and reads their header fields
+(:mod:`broker.record.batch_header_columns`), :func:`walk_records` walks the records of many uncompressed
+record bodies, one record at a time, filling the key columns (:mod:`broker.record.key_columns`). The
+record layout it reads is :mod:`broker.record.record_walker`'s (a record: length varint, attributes byte,
+timestamp delta, offset delta, key length and key, value length and value, headers), every varint
+zigzag-encoded; the batch header's is :mod:`broker.record.batch_header`'s.
 
 Imported on first use (it imports numba: :mod:`broker.compiled`). Stateless: safe from any thread (the
 kernels release the interpreter lock).
@@ -15,9 +16,22 @@ import numpy as np
 import numpy.typing as npt
 
 from broker.compiled import inlined, kernel
-from broker.record.batch_header import HEADER_SIZE, LENGTH_OFFSET, LOG_OVERHEAD, MIN_BATCH_LENGTH
+from broker.record.batch_header import (
+    ATTRIBUTES_OFFSET,
+    FIRST_TIMESTAMP_OFFSET,
+    HEADER_SIZE,
+    LAST_OFFSET_DELTA_OFFSET,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    MIN_BATCH_LENGTH,
+    PRODUCER_FIELDS_OFFSET,
+    RECORD_COUNT_OFFSET,
+)
 
-__all__ = ["batch_positions", "walk_records"]
+__all__ = ["BELOW_MINIMUM_LENGTH", "FIELDS", "WRONG_MAGIC", "batch_headers", "walk_records"]
 
 #: A varint of more bytes than this is refused (a 64-bit value takes at most 10).
 _MAX_VARINT_BYTES = 10
@@ -113,29 +127,65 @@ def walk_records(
     return -1
 
 
+@inlined
+def _big_endian(data: npt.NDArray[np.uint8], at: int, width: int) -> int:
+    """The signed big-endian integer of ``width`` bytes at ``data[at]`` (the caller checked the bounds)."""
+    value = 0
+    for i in range(width):
+        value = (value << 8) | _byte(data, at + i)
+    if width < 8 and value >= 1 << (8 * width - 1):
+        value -= 1 << (8 * width)
+    return value
+
+
+#: The header fields :func:`batch_headers` reads, one row of its ``fields`` each, in this order.
+FIELDS = (
+    "base_offset",
+    "attributes",
+    "last_offset_delta",
+    "first_timestamp",
+    "max_timestamp",
+    "producer_id",
+    "record_count",
+)
+#: What :func:`batch_headers` found wrong at the position it returns.
+BELOW_MINIMUM_LENGTH = 1
+WRONG_MAGIC = 2
+
+
 @kernel
-def batch_positions(
-    data: npt.NDArray[np.uint8], total: int, positions: npt.NDArray[np.int64]
+def batch_headers(
+    data: npt.NDArray[np.uint8],
+    total: int,
+    positions: npt.NDArray[np.int64],
+    sizes: npt.NDArray[np.int64],
+    fields: npt.NDArray[np.int64],
 ) -> tuple[int, int, int]:
-    """Where the whole batches in ``data[:total]`` start, from each one's ``batchLength`` (big-endian, 4
-    bytes at :data:`~broker.record.batch_header.LENGTH_OFFSET`), into ``positions`` (room for
-    ``total // (LOG_OVERHEAD + MIN_BATCH_LENGTH) + 1``); returns how many, where the last one ends, and the
-    position of a batch announcing less than the minimum length (-1 when none: the scan stops there)."""
+    """Where the whole batches in ``data[:total]`` start, from each one's ``batchLength``, their sizes,
+    and their header fields (:data:`FIELDS`, row by row: ``fields[f, b]`` for batch ``b``), into arrays
+    with room for ``total // (LOG_OVERHEAD + MIN_BATCH_LENGTH) + 1`` batches. Returns how many batches,
+    where the last one ends, and what is wrong (:data:`BELOW_MINIMUM_LENGTH`, :data:`WRONG_MAGIC`; 0:
+    nothing) at that end: the scan stops at such a batch, and before a batch cut short."""
     total = min(total, len(data))
     count = 0
     pos = 0
     while total - pos >= HEADER_SIZE:
-        at = pos + LENGTH_OFFSET
-        length = (_byte(data, at) << 24) | (_byte(data, at + 1) << 16)
-        length |= (_byte(data, at + 2) << 8) | _byte(data, at + 3)
-        if length >= 1 << 31:
-            length -= 1 << 32
-        size = LOG_OVERHEAD + length
+        size = LOG_OVERHEAD + _big_endian(data, pos + LENGTH_OFFSET, 4)
         if size < LOG_OVERHEAD + MIN_BATCH_LENGTH:
-            return count, pos, pos
+            return count, pos, BELOW_MINIMUM_LENGTH
+        if _byte(data, pos + MAGIC_OFFSET) != MAGIC:
+            return count, pos, WRONG_MAGIC
         if size > total - pos:
             break
         positions[count] = pos
+        sizes[count] = size
+        fields[0, count] = _big_endian(data, pos, 8)
+        fields[1, count] = _big_endian(data, pos + ATTRIBUTES_OFFSET, 2)
+        fields[2, count] = _big_endian(data, pos + LAST_OFFSET_DELTA_OFFSET, 4)
+        fields[3, count] = _big_endian(data, pos + FIRST_TIMESTAMP_OFFSET, 8)
+        fields[4, count] = _big_endian(data, pos + MAX_TIMESTAMP_OFFSET, 8)
+        fields[5, count] = _big_endian(data, pos + PRODUCER_FIELDS_OFFSET, 8)
+        fields[6, count] = _big_endian(data, pos + RECORD_COUNT_OFFSET, 4)
         count += 1
         pos += size
-    return count, pos, -1
+    return count, pos, 0

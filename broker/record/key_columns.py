@@ -49,7 +49,7 @@ class KeyColumns:
     Positions are into :attr:`data`: the batches' (decompressed) record bodies end to end, or the buffer
     the bodies lie in (:func:`key_columns_in`)."""
 
-    data: bytes | bytearray
+    data: bytes | bytearray | memoryview
     array: NDArray[np.uint8]
     #: Where each batch's records start among the entries (``len(batches) + 1`` entries, the last the total).
     batch_starts: list[int]
@@ -87,7 +87,7 @@ def key_columns(
 
 
 def key_columns_in(
-    data: bytes | bytearray,
+    data: bytes | bytearray | memoryview,
     body_starts: Sequence[int] | NDArray[np.int64],
     body_ends: Sequence[int] | NDArray[np.int64],
     counts: Sequence[int] | NDArray[np.int64],

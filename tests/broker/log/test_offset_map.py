@@ -87,3 +87,11 @@ def test_a_key_outside_its_data_is_refused_by_name_and_a_full_table_overflows() 
     # keys already in it still take later offsets
     offset_map.put_many(hash_keys(keys[:2]), np.asarray([20, 21], dtype=np.int64))
     assert offset_map.get_many(hash_keys([*keys[:3], b"absent"])).tolist() == [20, 21, 2, -1]
+    # slots read back as the cleaner keeps them (int32), and a slot outside the table is refused
+    assert offset_map.offsets_at(slots[:3].astype(np.int32)).tolist() == [20, 21, 2]
+    with pytest.raises(ValueError, match=r"slot #1 of 2, 11, is outside the map"):
+        offset_map.offsets_at(np.asarray([slots[0], 11], dtype=np.int64))
+    offset_map.clear()
+    assert offset_map.size == 0
+    assert offset_map.get_many(hash_keys(keys)).tolist() == [-1] * 11
+    assert offset_map.offsets_at(slots).tolist() == [-1] * 11

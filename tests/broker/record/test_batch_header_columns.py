@@ -46,7 +46,6 @@ def test_the_columns_of_concatenated_batches_match_the_batch_views() -> None:
     assert columns.max_timestamps.tolist() == [v.max_timestamp_ms for v in views]
     assert columns.producer_ids.tolist() == [v.producer_id for v in views]
     assert columns.record_counts.tolist() == [v.record_count for v in views]
-    assert columns.headers["crc"].tolist() == [v.crc for v in views]
     assert columns.select(1, 3).base_offsets.tolist() == [100, 200]
 
 
