@@ -142,9 +142,18 @@ class LogConfig(ConfigSection):
     )
     cleaner_io_buffer_bytes: int = setting(
         512 * 1024,
-        "Read and write buffer of each cleaner thread (Kafka's log.cleaner.io.buffer.size); a batch "
-        "larger than it is read whole.",
+        "Each cleaner thread reads segments in blocks of this size, raised to at least 1 MiB (Kafka's "
+        "log.cleaner.io.buffer.size, whose reads are of this size); a batch larger than a block is read "
+        "across several.",
         ge=4096,
+    )
+    cleaner_nice: int = setting(
+        10,
+        "The cleaner threads' CPU priority, as a Unix nice increment over the broker's (Linux only: a "
+        "thread's own nice value): request handling goes first when the cores are busy, the cleaner takes "
+        "the rest. 0 runs them at the broker's priority, as Kafka does.",
+        ge=0,
+        le=19,
     )
     cleaner_backoff_ms: int = setting(
         15_000, "How long a cleaner thread sleeps when no log needs cleaning (log.cleaner.backoff.ms).", ge=1
@@ -161,7 +170,7 @@ class LogConfig(ConfigSection):
         0,
         "Caps the bytes per second all cleaner threads together read and write (Kafka's "
         "log.cleaner.io.max.bytes.per.second); 0 means no cap. The cleaner shares the broker's Python "
-        "interpreter lock with request handling; it does its work in numpy passes over key columns, so "
+        "interpreter lock with request handling; it does its work in compiled loops that release it, so "
         "uncapped it costs produce little (BENCHMARKS.md), and a cap bounds its disk traffic.",
         ge=0,
     )

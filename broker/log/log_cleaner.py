@@ -92,11 +92,17 @@ block each); each takes one log at a time, so two threads never clean one log. A
 the active one without the log's lock (they never change), writes only ``.cleaned`` files, and takes the log's
 lock only for the swap. Between batches and before the swap it checks whether the pass must stop (the log is
 being truncated or deleted, or the cleaner is shutting down):
-:class:`~broker.log.errors.CleaningAbortedError`, and the cleaned files are deleted. """
+:class:`~broker.log.errors.CleaningAbortedError`, and the cleaned files are deleted. The threads run
+``cleaner_nice`` (10) below the broker's CPU priority, and so do the threads they start (reader, swap,
+release): when the cores are busy, request handling goes first (Kafka's cleaner runs at the broker's priority;
+the produce case of ``bench/compaction.py`` measures what it buys).
+"""
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 import time
 
@@ -201,6 +207,7 @@ class LogCleaner:
             thread.start()
 
     def _run(self) -> None:
+        _lower_priority(self._config.cleaner_nice)  # the threads the cleaner starts inherit it
         cleaner = self.new_cleaner()
         backoff_s = self._config.cleaner_backoff_ms / 1000
         try:
@@ -227,3 +234,15 @@ class LogCleaner:
             if thread.is_alive():
                 logger.warning("%s did not stop within %.0f s", thread.name, timeout_s)
         self.replaced.close()
+
+
+def _lower_priority(nice: int) -> None:
+    """Raise the calling thread's nice value by ``nice`` (Linux: a thread's own; threads it creates later
+    inherit it). Elsewhere ``setpriority`` would change the whole process's, so nothing is done."""
+    if nice <= 0 or sys.platform != "linux":
+        return
+    tid = threading.get_native_id()
+    try:
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + nice)
+    except OSError as exc:
+        logger.warning("cannot lower the cleaner thread's priority by %d: %s", nice, exc)

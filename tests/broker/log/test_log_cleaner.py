@@ -651,14 +651,23 @@ def test_truncation_aborts_and_pauses_cleaning_and_moves_the_checkpoint_down(tmp
     log.close()
 
 
+def thread_nice(thread: threading.Thread) -> int:
+    """The kernel's nice value of ``thread`` (field 19 of ``/proc/self/task/<tid>/stat``)."""
+    stat = Path(f"/proc/self/task/{thread.native_id}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[16])
+
+
 def test_the_log_manager_runs_the_cleaner_threads(tmp_path: Path) -> None:
+    """...at ``cleaner_nice`` below the broker's priority, with the threads they start."""
     log_config = config(
         tmp_path,
         cleanup_policy="compact",
         cleaner_backoff_ms=20,
         min_cleanable_dirty_ratio=0.0,
         segment_bytes=8 * 1024,
+        cleaner_nice=7,
     )
+    before = set(threading.enumerate())
     with LogManager(log_config) as manager:
         manager.start()
         log = manager.get_or_create_log("changelog", 0)
@@ -672,6 +681,11 @@ def test_the_log_manager_runs_the_cleaner_threads(tmp_path: Path) -> None:
         assert len(read_records(log)) == 20
         assert log_map(log) == replay(ops)
         assert manager.cleaner.totals.passes >= 1
+        own = thread_nice(threading.current_thread())
+        names = ("lumber-log-cleaner-0", "lumber-log-cleaner-read_0")  # the thread, and its reader
+        niced = {t.name: thread_nice(t) for t in set(threading.enumerate()) - before if t.name in names}
+        assert niced == dict.fromkeys(names, min(own + 7, 19))
+        assert thread_nice(threading.current_thread()) == own
         manager.delete_log("changelog", 0)
         assert TopicPartition("changelog", 0) not in read_checkpoint(
             tmp_path / CLEANER_OFFSET_CHECKPOINT_FILE_NAME
