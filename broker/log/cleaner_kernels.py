@@ -1,4 +1,4 @@
-"""The compiled loops of the cleaner's rewrite (:meth:`broker.log.cleaner.Cleaner._write_by_columns`):
+"""The compiled loops of the cleaner's rewrite (:class:`broker.log.chunk_rewriter.ChunkRewriter`):
 :func:`keep_records` decides which records of a chunk stay and sums what each batch keeps,
 :func:`copy_kept` copies the kept headers and records out of the chunk, in runs of consecutive bytes.
 

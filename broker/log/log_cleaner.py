@@ -51,10 +51,10 @@ One cleaning pass of one log (:meth:`~broker.log.cleaner.Cleaner.clean`), chosen
    one that loses all is dropped, except (as an empty batch, Kafka's ``RETAIN_EMPTY``) an idempotent
    producer's last batch (its sequence) and the group's last batch (so the cleaned segment ends where the
    group did, which recovery relies on: :mod:`broker.log.segment_swap`). Control batches are copied. A
-   chunk of uncompressed data batches is decided and written by columns (``Cleaner._write_by_columns``:
+   chunk of uncompressed data batches is decided and written by columns (``ChunkRewriter._write_by_columns``:
    the kept bytes copied out of the read buffer in runs, the rebuilt batches' headers patched in it, one
    write per chunk; :mod:`broker.log.cleaner_kernels`); other chunks batch by batch
-   (``Cleaner._retained``), to the same bytes. A chunk
+   (``ChunkRewriter._retained``), to the same bytes. A chunk
    the key-columns strategy declines (it never should: the log was validated at append) is decided by
    decoding its records through the one record walker
    (:meth:`~broker.record.record_batch.RecordBatch.records`), to the same bytes.
@@ -80,11 +80,12 @@ throttle by default: ``cleaner_io_max_bytes_per_second`` (Kafka's ``log.cleaner.
 caps what the threads read and write together (:class:`~broker.log.throttler.Throttler`), 0 (the
 default, Kafka's unlimited) means no cap.
 
-Where the code is: one pass, :class:`~broker.log.cleaner.Cleaner` (:mod:`broker.log.cleaner`); the chunks it
-reads, :mod:`broker.log.cleaner_chunk`, and their reads, :mod:`broker.log.chunk_reader`; the compiled loops
-and their load, :mod:`broker.log.kernel_load`; the slot cache, :mod:`broker.log.mapped_slots`; its figures,
-:mod:`broker.log.cleaner_stats`; the I/O cap, :mod:`broker.log.throttler`; which log to clean next and the
-``cleaner-offset-checkpoint``, :mod:`broker.log.log_cleaner_manager`; the threads, :class:`LogCleaner` here.
+Where the code is: one pass, :class:`~broker.log.cleaner.Cleaner` (:mod:`broker.log.cleaner`); what stays of a
+chunk, :mod:`broker.log.chunk_rewriter`; the chunks it reads, :mod:`broker.log.cleaner_chunk`, and their
+reads, :mod:`broker.log.chunk_reader`; the compiled loops and their load, :mod:`broker.log.kernel_load`; the
+slot cache, :mod:`broker.log.mapped_slots`; its figures, :mod:`broker.log.cleaner_stats`; the I/O cap,
+:mod:`broker.log.throttler`; which log to clean next and the ``cleaner-offset-checkpoint``,
+:mod:`broker.log.log_cleaner_manager`; the threads, :class:`LogCleaner` here.
 
 Threads: ``cleaner_threads`` threads (:class:`LogCleaner`), each with its own map of
 ``cleaner_dedupe_buffer_bytes / cleaner_threads`` bytes and its own reader (a thread, and three buffers of a

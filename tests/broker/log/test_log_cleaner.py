@@ -303,7 +303,7 @@ def test_the_key_columns_and_the_record_walk_clean_to_the_same_bytes(
             log.roll()
             if way == "walk":
                 monkeypatch.setattr("broker.log.cleaner_chunk.CleanerChunk.plain", property(lambda _: False))
-                monkeypatch.setattr("broker.log.cleaner.batch_key_columns", lambda *args: None)
+                monkeypatch.setattr("broker.log.chunk_rewriter.batch_key_columns", lambda *args: None)
                 monkeypatch.setattr("broker.log.cleaner_chunk.batch_key_columns", lambda *args: None)
             passes = clean_all(log_cleaner, cleaner)
             monkeypatch.undo()
@@ -384,7 +384,7 @@ def test_the_chunk_columns_the_batch_columns_and_the_walk_clean_to_the_same_byte
             if way != "chunks":
                 monkeypatch.setattr("broker.log.cleaner_chunk.CleanerChunk.plain", property(lambda _: False))
             if way == "walk":
-                monkeypatch.setattr("broker.log.cleaner.batch_key_columns", lambda *args: None)
+                monkeypatch.setattr("broker.log.chunk_rewriter.batch_key_columns", lambda *args: None)
                 monkeypatch.setattr("broker.log.cleaner_chunk.batch_key_columns", lambda *args: None)
             passes = clean_all(log_cleaner, cleaner)
             monkeypatch.undo()
