@@ -22,14 +22,21 @@ from tests.support.confluent_group import confluent_group_member
 GROUP_LABELS = (("consumergroup", "audit"), ("kind", "zookeeper"))
 
 
+def lag_config(tmp_path: Path, cluster: Any, *, request_timeout_ms: int = 5000) -> Path:
+    """A ``lumber.toml`` pointing ``groups lag`` at ``cluster``'s ZooKeeper and brokers."""
+    config = tmp_path / "lumber.toml"
+    config.write_text(
+        f'[zookeeper]\nconnect = "{cluster.zk_connect}"\n\n'
+        f"[consumer]\nbootstrap_servers = {json.dumps(servers(cluster))}\n"
+        f"request_timeout_ms = {request_timeout_ms}\n"
+    )
+    return config
+
+
 def test_lag_once_then_watched_with_metrics(broker_cluster: Any, tmp_path: Path) -> None:
     broker_cluster.create_topic("events", 2)
     produce(broker_cluster, "events", 2, 5)
-    config = tmp_path / "lumber.toml"
-    config.write_text(
-        f'[zookeeper]\nconnect = "{broker_cluster.zk_connect}"\n\n'
-        f"[consumer]\nbootstrap_servers = {json.dumps(servers(broker_cluster))}\nrequest_timeout_ms = 5000\n"
-    )
+    config = lag_config(tmp_path, broker_cluster)
     lag = [sys.executable, "-m", "lumber", "--config", str(config), "groups", "lag"]
     base = [*lag, "--group", "audit"]
     with member(broker_cluster, "audit", auto_commit_enable=False) as m:
@@ -138,11 +145,7 @@ def test_lag_of_a_kafka_group_beside_a_zookeeper_group(start_cluster: Any, tmp_p
     cluster = start_cluster(1, group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=1000)
     cluster.create_topic("events", 2)
     produce(cluster, "events", 2, 5)
-    config = tmp_path / "lumber.toml"
-    config.write_text(
-        f'[zookeeper]\nconnect = "{cluster.zk_connect}"\n\n'
-        f"[consumer]\nbootstrap_servers = {json.dumps(servers(cluster))}\nrequest_timeout_ms = 5000\n"
-    )
+    config = lag_config(tmp_path, cluster)
     with member(cluster, "audit", auto_commit_enable=False) as m:
         m.subscribe("events")
         wait_settled(cluster, "audit", "events", 2, [m], 15)
@@ -259,11 +262,7 @@ def test_a_watch_outlives_its_broker_killed_and_restarted(start_cluster: Any, tm
     cluster = start_cluster(1)
     cluster.create_topic("events", 1)
     produce(cluster, "events", 1, 3)
-    config = tmp_path / "lumber.toml"
-    config.write_text(
-        f'[zookeeper]\nconnect = "{cluster.zk_connect}"\n\n'
-        f"[consumer]\nbootstrap_servers = {json.dumps(servers(cluster))}\nrequest_timeout_ms = 2000\n"
-    )
+    config = lag_config(tmp_path, cluster, request_timeout_ms=2000)
     with member(cluster, "audit", auto_commit_enable=False) as m:
         m.subscribe("events")
         wait_settled(cluster, "audit", "events", 1, [m], 15)
