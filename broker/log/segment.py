@@ -503,7 +503,8 @@ class Segment:
 
     def batches(self, position: int, max_position: int, chunk_bytes: int) -> Iterator[RecordBatch]:
         """Every batch from ``position`` (a batch start) to ``max_position``, read sequentially in chunks
-        of about ``chunk_bytes`` (a larger batch is read whole): the log cleaner's reads."""
+        of about ``chunk_bytes`` (a larger batch is read whole): a whole segment read through (the log
+        cleaner reads with :mod:`broker.log.chunk_reader` instead)."""
         where = str(self._log.path)
         while position < max_position:
             data = self._log.pread(min(max(chunk_bytes, HEADER_SIZE), max_position - position), position)
@@ -518,7 +519,7 @@ class Segment:
 
     def read_into(self, buffer: bytearray | memoryview, size: int, position: int) -> int:
         """Read up to ``size`` bytes of the ``.log`` file from ``position`` into the start of ``buffer``;
-        returns how many (fewer only at its end): the log cleaner's reads of many batches at once."""
+        returns how many (fewer only at its end): the log cleaner's blocks (chunk_reader)."""
         return self._log.pread_into(buffer, size, position)
 
     def read_batch(self, position: int, max_position: int) -> RecordBatch:
