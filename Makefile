@@ -11,12 +11,13 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: help java venv test-packages demo test bench lint typecheck pytest clean
+.PHONY: help java venv jars test-packages demo test bench lint typecheck pytest clean
 
 help:
 	@echo "make demo      - start a local stack (.lumber-demo/) and run the hourly pipeline end to end"
 	@echo "make test      - lint, typecheck and pytest: the whole check (about 16-20 minutes on 2 cores)"
 	@echo "make venv      - install Lumber and its dependencies into .venv (the other targets do it first)"
+	@echo "make jars      - fetch the real peers' jars (Apache Kafka, Hadoop HDFS) from Maven Central into .jars/"
 	@echo "make lint      - ruff check and ruff format --check"
 	@echo "make typecheck - mypy (strict on library code)"
 	@echo "make pytest    - the test suite alone (real ZooKeeper, brokers and Spark); PYTEST_ARGS='-m \"not slow\"'"
@@ -39,15 +40,29 @@ $(STAMP): pyproject.toml
 
 venv: java $(STAMP)
 
+# The real peers' jars (peers/<peer>/pom.xml: Apache Kafka, Hadoop's HDFS), copied from Maven Central into
+# .jars/<peer>/ (git-ignored) once, with Maven's own local repository as the download cache. Tests, the demo
+# and benchmarks only read .jars/ (lumber/dev/peer_jars.py): nothing is downloaded while they run.
+JARS_STAMPS := $(patsubst peers/%/pom.xml,.jars/%/.fetched,$(wildcard peers/*/pom.xml))
+
+.jars/%/.fetched: peers/%/pom.xml
+	@command -v mvn >/dev/null 2>&1 || { echo "error: Maven ('mvn') is needed once to fetch the $* jars (Debian: apt-get install maven)" >&2; exit 1; }
+	@echo "fetching the $* jars from Maven Central into .jars/$* (once)"
+	@rm -rf .jars/$* && mkdir -p .jars/$*
+	mvn -q -B -f $< dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath .jars/$*)
+	@touch $@
+
+jars: java $(JARS_STAMPS)
+
 # The stack keeps running afterwards; the last lines say how to look around and how to stop it.
 # DEMO_ARGS e.g. --hours 4, --state-dir /tmp/demo (see .venv/bin/lumber demo --help).
-demo: venv
+demo: venv jars
 	$(VENV)/bin/lumber demo $(DEMO_ARGS)
 
 # The paper's Section 5 experiment (bench/paper.py; results in BENCHMARKS.md). Its setup step installs
 # the peers, Debian's rabbitmq-server and activemq, when they are missing (apt-get: needs root).
 # BENCH_ARGS e.g. --quick (a smoke run), --messages 500000, --rounds 5.
-bench: venv
+bench: venv jars
 	$(PY) bench/paper.py --setup
 	$(PY) bench/paper.py $(BENCH_ARGS)
 
@@ -75,10 +90,10 @@ test-packages:
 # three workers on two cores keep both busy (two used about 1.35 cores on average).
 PYTEST_WORKERS ?= 3
 
-pytest: venv test-packages
+pytest: venv jars test-packages
 	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test: lint typecheck pytest
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .jars
