@@ -10,9 +10,10 @@ environment, which reaches ``spark-submit`` runs too) to a list of specs:
     ``manifest_tmp`` (the manifest's temporary file is written), ``manifest`` (the manifest is renamed into
     place: the run is committed), ``move:<i>`` (the i-th staged file, 1-based, is moved to its final name),
     ``staging_cleanup`` (the run's staging folder is deleted), ``pointer`` (CURRENT names the manifest).
-    ``completeness`` (after the run's audit counts are published, before any hour is decided or marked:
-    :mod:`pipeline.completeness_publisher`) is a step too; ``commit:<step>:kill`` SIGKILLs the driver there
-    instead of raising (``kill -9`` between the commit and the markers).
+    ``completeness`` (:data:`AFTER_COMMIT_STEPS`: after the run is recorded and its audit counts are
+    published, before any hour is decided or marked: :mod:`pipeline.completeness_publisher`) is a step
+    too; ``commit:<step>:kill`` SIGKILLs the driver there instead of raising (``kill -9`` between the
+    commit and the markers).
     A step also fires when recovery repeats it (rolling a manifest forward), so a rerun with the same spec
     fails the same way: tests rerun without it.
 ``task:<id>`` or ``task:<id>:kill``
@@ -35,16 +36,9 @@ from dataclasses import dataclass
 
 from pipeline.load_errors import InjectedFault, LoadError
 
-COMMIT_STEPS = (
-    "plan",
-    "staged",
-    "manifest_tmp",
-    "manifest",
-    "move:<i>",
-    "staging_cleanup",
-    "pointer",
-    "completeness",
-)
+COMMIT_STEPS = ("plan", "staged", "manifest_tmp", "manifest", "move:<i>", "staging_cleanup", "pointer")
+#: steps after the run is recorded as committed (its outcome stands when one fails)
+AFTER_COMMIT_STEPS = ("completeness",)
 _COMMIT = re.compile(
     r"commit:(plan|staged|manifest_tmp|manifest|move:[1-9][0-9]*|staging_cleanup|pointer|completeness)(:kill)?"
 )
@@ -76,8 +70,8 @@ class Faults:
             else:
                 raise LoadError(
                     f"[load] fault_injection: unknown spec {spec!r}; expected 'commit:<step>' with a step of "
-                    f"{', '.join(COMMIT_STEPS)} (':kill' after one SIGKILLs the driver there), or "
-                    "'task:<id>[:kill|:raise]'"
+                    f"{', '.join(COMMIT_STEPS + AFTER_COMMIT_STEPS)} (':kill' after one SIGKILLs the driver "
+                    "there), or 'task:<id>[:kill|:raise]'"
                 )
         return cls(frozenset(steps), tuple(sorted(tasks.items())), frozenset(kills))
 
