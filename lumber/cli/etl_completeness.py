@@ -8,10 +8,11 @@ short hour which host is missing how many records. A marker on disk that is not 
 error. Exit codes: 0, 2 for a bad argument (an hour in the future, a topic the job does not load) or a
 cluster that cannot be read.
 
-``wait --topic T --hour H [--timeout 10m] [--interval 5s]`` is the sensor any scheduler can call: it exits 0
-as soon as the hour's ``_SUCCESS`` of this job is there (it reads only the marker, every interval), 1 when
-the timeout passes first, 2 for a bad argument: an hour that has not begun, a topic the cluster does not
-have, a ``_SUCCESS`` that is not Lumber's.
+``wait --topic T --hour H [--timeout 10m] [--interval 5s] [--json]`` is the sensor any scheduler can call: it
+exits 0 as soon as the hour's ``_SUCCESS`` of this job is there (it reads only the marker, every interval),
+1 when the timeout passes first, 2 for a bad argument: an hour that has not begun, a topic the cluster
+does not have, a ``_SUCCESS`` that is not Lumber's. With ``--json`` it prints the marker's JSON on success
+(what the Airflow example DAG attaches to the hour's asset event).
 
 Heavy imports (the pipeline, the clients) are inside the handlers: ``lumber --help`` does not pay for them.
 """
@@ -55,6 +56,9 @@ def register_completeness(sub: Any) -> None:
     wait.add_argument("--hour", required=True, help="the hour, YYYY-MM-DDTHH (UTC)")
     wait.add_argument("--timeout", default="10m", help=f"give up after this long, {_DURATION_HELP}")
     wait.add_argument("--interval", default="5s", help=f"look this often, {_DURATION_HELP}")
+    wait.add_argument(
+        "--json", action="store_true", help="print the hour's marker (JSON) when it is complete"
+    )
     wait.set_defaults(handler=_wait)
 
 
@@ -181,6 +185,9 @@ def _wait(args: argparse.Namespace, config: LumberConfig) -> int:
         except ForeignMarkerError as exc:
             print(f"lumber etl wait: {exc}", file=sys.stderr)
             return 2
+        if found is not None and args.json:
+            print(found.dumps(indent=None))
+            return 0
         if found is not None:
             print(
                 f"{found.key} complete (revision {found.revision}, manifest {found.manifest_sequence}): "
