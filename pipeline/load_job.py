@@ -200,9 +200,13 @@ def run_load(
                 _write_figures(load, figures)
                 raise
             publish_load_counts(protocol, config, progress)
-            publish_completeness(protocol, config, progress, now_ms=clock_ms(), faults=faults)
-            _write_figures(load, outcome.figures)
-            return dataclasses.replace(outcome, recovery=recovery)
+            completeness = publish_completeness(protocol, config, progress, now_ms=clock_ms(), faults=faults)
+            ran = outcome.figures
+            if ran is not None and completeness.overdue:
+                ran = dataclasses.replace(ran, overdue_hours=len(completeness.overdue))
+                progress(f"completeness: overdue hours: {', '.join(completeness.overdue[:10])}")
+            _write_figures(load, ran)
+            return dataclasses.replace(outcome, recovery=recovery, figures=ran)
     finally:
         zk.stop()
         zk.close()
