@@ -262,7 +262,7 @@ class CompletenessPublisher:
     ) -> Callable[[int], tuple[PartitionWatermark, ...]]:
         """For ``require = "watermark"``: per hour, each partition's committed offset, log end and the first
         offset stamped at or after the hour's end + grace (ListOffsets by time, one request per hour)."""
-        from broker.client.consumer import Consumer  # noqa: PLC0415
+        from broker.client.consumer.consumer import Consumer  # noqa: PLC0415
 
         config = self.config
         load = config.load
@@ -360,8 +360,8 @@ class CompletenessPublisher:
 
     def _send(self, markers: Sequence[CompletenessMarker]) -> int:
         """Each marker to ``[completeness] topic``, waiting for every confirmation."""
-        from broker.client.internal_topic import ensure_producer_topic  # noqa: PLC0415
-        from broker.client.producer import Producer  # noqa: PLC0415
+        from broker.client.producer.internal_topic import ensure_producer_topic  # noqa: PLC0415
+        from broker.client.producer.producer import Producer  # noqa: PLC0415
 
         config = self.config
         load = config.load

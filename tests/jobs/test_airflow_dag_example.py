@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from audit.audited_producer import audited_producer
-from broker.client.producer_config import ProducerConfig
+from broker.client.producer.producer_config import ProducerConfig
 from lumber.config import dump_config
 from pipeline.completeness_marker import hour_text
 from schemas.client import SchemaRegistryClient

@@ -32,10 +32,10 @@ import pyarrow.dataset as ds
 import pytest
 
 from audit.audited_producer import audited_producer
-from broker.client.consumer import Consumer
-from broker.client.consumer_config import ConsumerConfig
-from broker.client.producer import Producer
-from broker.client.producer_config import ProducerConfig
+from broker.client.consumer.consumer import Consumer
+from broker.client.consumer.consumer_config import ConsumerConfig
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_config import ProducerConfig
 from broker.record.topic_partition import TopicPartition
 from lumber.config import LumberConfig, dump_config
 from pipeline.completeness_marker import hour_text
