@@ -16,9 +16,9 @@ The policies (``[completeness] require``, :mod:`pipeline.completeness_config`):
 * ``audit``: the audit's reconciliation of the hour (:func:`audit.audit_report.reconcile` with hour-wide
   windows, this job's load tier) has, for every producing tier that counted the hour (producers; mirrors
   when the topic is mirrored in), ``|counted - (loaded + quarantined)| <= tolerance``, and counted > 0;
-* ``watermark``: every partition of the topic is loaded past ``hour end + grace`` (its committed offset is
-  above the first offset whose timestamp is at or after that moment, as the brokers' time index answers
-  ListOffsets), or is loaded to its log end (an idle partition has nothing pending); records with older
+* ``watermark``: every partition of the topic is loaded past ``hour end + grace`` (its committed offset has
+  reached the first offset whose timestamp is at or after that moment, as the brokers' time index answers
+  ListOffsets: every record before it is loaded), or is loaded to its log end (an idle partition has nothing pending); records with older
   timestamps that come later are late data, as under ``audit``.
 
 :func:`overdue` says whether a not-complete hour has been open longer than ``alert_after_ms``.
@@ -48,8 +48,8 @@ PRODUCING_TIERS = ("producer", "mirror")
 
 @dataclass(frozen=True)
 class PartitionWatermark:
-    """One partition, for ``require = "watermark"``: its committed offset, log end, and the first offset
-    stamped at or after the hour's end + grace (``None``: no such record yet)."""
+    """One partition, for ``require = "watermark"``: its committed offset (the next to load), log end, and
+    the first offset stamped at or after the hour's end + grace (``None``: no such record yet)."""
 
     partition: int
     committed: int
@@ -59,7 +59,7 @@ class PartitionWatermark:
     @property
     def passed(self) -> bool:
         if self.first_after is not None:
-            return self.committed > self.first_after
+            return self.committed >= self.first_after
         return self.committed >= self.log_end
 
 

@@ -102,13 +102,13 @@ def test_missing_or_extra_records_beyond_the_tolerance_are_incomplete_or_late() 
 
 def test_watermarks_decide_topics_without_producer_audit() -> None:
     policy = CompletenessPolicy("watermark", 600_000, Tolerance())
-    passed = (PartitionWatermark(0, 120, 150, 100), PartitionWatermark(1, 40, 40, None))  # 1 is idle
-    behind = (PartitionWatermark(0, 100, 150, 100), PartitionWatermark(1, 40, 41, None))
+    passed = (PartitionWatermark(0, 100, 150, 100), PartitionWatermark(1, 40, 40, None))  # 1 is idle
+    behind = (PartitionWatermark(0, 99, 150, 100), PartitionWatermark(1, 40, 41, None))
     assert decide(None, markers=HourMarkers(), policy=policy, watermarks=passed)[0] == "COMPLETE"
     state, _, _, reason = decide(None, markers=HourMarkers(), policy=policy, watermarks=behind)
     assert state == "INCOMPLETE"
     assert reason == (
-        "partitions not loaded past the hour's end + grace: 0 (committed 100, first offset after the grace "
+        "partitions not loaded past the hour's end + grace: 0 (committed 99, first offset after the grace "
         "100), 1 (committed 40, log end 41)"
     )
 

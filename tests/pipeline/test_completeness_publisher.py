@@ -38,13 +38,24 @@ from broker.client.producer.producer import Producer
 from broker.client.producer.producer_config import ProducerConfig
 from broker.record.topic_partition import TopicPartition
 from lumber.config import LumberConfig, dump_config
+from pipeline.commit import CommitProtocol
 from pipeline.completeness_marker import hour_text
+from pipeline.completeness_publisher import CompletenessPublisher
+from pipeline.fs import open_filesystem
 from pipeline.load_job import run_load
 from schemas.client import SchemaRegistryClient
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema_text
 from tests.support.broker_cluster import servers, wait_for
-from tests.support.load_job import AUDIT_TOPIC, BASE_MS, HOUR_MS, load_config, page_view, unique_topic
+from tests.support.load_job import (
+    AUDIT_TOPIC,
+    BASE_MS,
+    HOUR_MS,
+    load_config,
+    load_stack,
+    page_view,
+    unique_topic,
+)
 from tests.support.registry import RegistryProcess
 from tests.support.sigstop import pause
 
@@ -316,3 +327,38 @@ def test_hours_are_marked_when_the_audit_proves_them_complete_and_unmarked_when_
     ahead = lumber(config_path, "completeness", "--since", "2099-01-01T00")
     assert ahead.returncode == 2
     assert "--since 2099-01-01T00 is in the future" in ahead.stderr
+
+
+def test_without_producer_audit_the_partitions_watermarks_decide(
+    broker_cluster: Any, load_registry: RegistryProcess, spark: Any, tmp_path: Path
+) -> None:
+    """``require = "watermark"``: partition 0 holds H1 and H3 views and is loaded up to H3 (the cutoff),
+    partition 1 only H1 views, loaded to its end. With a 10-minute grace both have passed H1's end + grace
+    (partition 0's committed offset is its first H3 view's, partition 1 is at its log end): H1 is marked.
+    With a 2-hour grace partition 0 has no record past it and H3's two views are still to load: H1 would
+    be withdrawn (LATE)."""
+    with load_stack(broker_cluster, load_registry, tmp_path) as stack:
+        stack.views.views(0, 3, H1 + 60_000, 60_000, v2=False)
+        stack.views.views(1, 2, H1 + 90_000, 60_000, v2=True)
+        stack.views.views(0, 2, H3 + 60_000, 60_000, v2=False)
+        base = stack.config()
+        config = base.replace(completeness=base.completeness.replace(require="watermark"))
+        outcome = run_load(spark, config, cutoff_ms=H2 + HOUR_MS, progress=quiet)
+        assert (outcome.record.outcome, outcome.record.rows) == ("committed", 5)
+        h1 = marker(stack.warehouse, stack.topic, H1)
+        assert h1 is not None
+        assert (h1["state"], h1["require"], h1["expected"], h1["loaded"], h1["revision"]) == (
+            "COMPLETE",
+            "watermark",
+            None,
+            5,
+            1,
+        )
+        strict = config.replace(completeness=config.completeness.replace(grace_ms=2 * HOUR_MS))
+        protocol = CommitProtocol(open_filesystem(str(stack.warehouse)), stack.job)
+        (decided,) = CompletenessPublisher(protocol, strict).decide(now_ms=time.time_ns() // 1_000_000).hours
+        # decided again (read only) under the strict grace: the marked hour would be withdrawn
+        assert (decided.hour, decided.state, decided.loaded) == (hour_text(H1), "LATE", 5)
+        assert decided.reason == (
+            "partitions not loaded past the hour's end + grace: 0 (committed 3, log end 5)"
+        )
