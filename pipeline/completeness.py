@@ -18,8 +18,8 @@ The policies (``[completeness] require``, :mod:`pipeline.completeness_config`):
   when the topic is mirrored in), ``|counted - (loaded + quarantined)| <= tolerance``, and counted > 0;
 * ``watermark``: every partition of the topic is loaded past ``hour end + grace`` (its committed offset has
   reached the first offset whose timestamp is at or after that moment, as the brokers' time index answers
-  ListOffsets: every record before it is loaded), or is loaded to its log end (an idle partition has nothing pending); records with older
-  timestamps that come later are late data, as under ``audit``.
+  ListOffsets: every record before it is loaded), or is loaded to its log end (an idle partition has nothing
+  pending); records with older timestamps that come later are late data, as under ``audit``.
 
 :func:`overdue` says whether a not-complete hour has been open longer than ``alert_after_ms``.
 ``hosts_missing`` names, for an hour short of records, each producing host whose count exceeds what the

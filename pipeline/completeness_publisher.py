@@ -13,7 +13,9 @@ holds this run's counts:
    read whole (:func:`audit.audit_reader.read_audit_events`), reconciled per topic in hour-wide windows
    for the hours that ended in the last ``lookback_ms``, plus, for ``require = "watermark"`` topics, each
    partition's committed offset against the brokers' offset for ``hour end + grace``
-   (:func:`pipeline.completeness.decide_hour`). Each hour's markers are read (a marker that is not this
+   (:func:`pipeline.completeness.decide_hour`); the audit topic is read again until it shows the latest
+   manifest's load-tier events (a broker exposing only flushed messages shows them a moment after it
+   confirmed them). Each hour's markers are read (a marker that is not this
    job's is reported and the hour left alone: :class:`~pipeline.completeness_marker.ForeignMarkerError`);
 3. the markers change where the decision differs from the disk
    (:class:`~pipeline.completeness_marker.MarkerStore`): COMPLETE and no ``_SUCCESS`` with these counts ->
@@ -35,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -64,6 +67,7 @@ from pipeline.fs import join
 from pipeline.load_audit_publisher import LoadAuditPublisher
 from pipeline.load_errors import CommitError, InjectedFault, LoadError
 from pipeline.load_sections import LoadSections
+from pipeline.manifest import Manifest
 
 if TYPE_CHECKING:
     from audit.audit_reader import AuditRead
@@ -171,7 +175,7 @@ class CompletenessPublisher:
                 f"{hour_text(now_ms - now_ms % HOUR_MS)}:MM UTC)"
             )
         until = since + HOUR_MS if hour_ms is not None else now_ms - now_ms % HOUR_MS + HOUR_MS
-        read = self._read_audit()
+        read = self._read_audit_covering(self.protocol.latest_manifest())
         hours: list[HourCompleteness] = []
         markers: dict[tuple[str, int], HourMarkers] = {}
         errors: list[str] = []
@@ -211,6 +215,28 @@ class CompletenessPublisher:
         finally:
             self._close_consumers()
         return Decisions(tuple(hours), markers, tuple(errors), tuple(dict.fromkeys(notes)))
+
+    def _read_audit_covering(self, manifest: Manifest | None) -> AuditRead:
+        """The audit topic, read again (every 200 ms, for up to 10 s) until it shows the load-tier events
+        of ``manifest`` when it has counts: published and confirmed is not yet readable on a broker that
+        exposes only flushed messages, or before a follower caught up (raises :class:`CompletenessError`
+        when it never does: the next run decides)."""
+        job = self.protocol.layout.job
+        deadline = time.monotonic() + 10
+        while True:
+            read = self._read_audit()
+            if manifest is None or not manifest.counts:
+                return read
+            if any(
+                e.tier == "load" and e.job == job and e.sequence == manifest.sequence for e in read.events
+            ):
+                return read
+            if time.monotonic() > deadline:
+                raise CompletenessError(
+                    f"the audit topic {self.config.audit.topic} does not show the counts of manifest "
+                    f"{manifest.sequence} of job {job!r} 10 s after they were published: not decided"
+                )
+            time.sleep(0.2)
 
     def _read_audit(self) -> AuditRead:
         """Every event of the audit topic (raises :class:`CompletenessError` when it cannot be read)."""
@@ -355,7 +381,7 @@ class CompletenessPublisher:
             progress(f"completeness: {key} is no longer complete: _SUCCESS replaced by _INCOMPLETE")
         for error in errors:
             progress(f"completeness: {error}")
-        overdue = tuple(f"{h.topic}/{h.hour}" for h in decisions.hours if h.overdue)
+        overdue = tuple(f"{h.topic}/{h.hour} ({h.reason})" for h in decisions.hours if h.overdue)
         return PassReport(tuple(marked), tuple(revoked), sent, tuple(errors), None, overdue)
 
     def _send(self, markers: Sequence[CompletenessMarker]) -> int:
