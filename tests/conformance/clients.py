@@ -153,6 +153,40 @@ def consume(
     return {"records": records, "errors": sorted(set(errors))}
 
 
+def consume_to_end(bootstrap: str, topic: str, partition: int, timeout_s: float = 60.0) -> dict[str, Any]:
+    """Read ``topic-partition`` with confluent-kafka from offset 0 until the end it had when the read began
+    (librdkafka's partition EOF); the records, the errors seen and whether the end was reached."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"conformance-{topic}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    records: list[Record] = []
+    errors: list[str] = []
+    reached_end = False
+    try:
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        deadline = time.monotonic() + timeout_s
+        while not reached_end and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            failure = msg.error()
+            if failure is not None:
+                if failure.code() == KafkaError._PARTITION_EOF:
+                    reached_end = True
+                else:
+                    errors.append(str(failure.name()))
+                continue
+            records.append({"offset": msg.offset(), "key": _text(msg.key()), "value": _text(msg.value())})
+    finally:
+        consumer.close()
+    return {"records": records, "errors": sorted(set(errors)), "reached_end": reached_end}
+
+
 def kcat(args: Sequence[str], stdin: str | None = None, timeout_s: float = 60.0) -> tuple[int, str, str]:
     """Run kcat; its exit code, stdout and stderr."""
     done = subprocess.run(
