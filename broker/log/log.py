@@ -487,12 +487,20 @@ class Log(LogReplication, LogTruncation, LogCleanup, LogFlush):
             raise LogClosedError(f"{self._where}: the log is closed")
         return view.read(offset, max_bytes, max_offset, self._where)
 
-    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
-        """The first exposed offset whose record timestamp is >= ``timestamp_ms``, via the time indexes."""
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """The first exposed offset whose record timestamp is >= ``timestamp_ms``, via the time indexes,
+        with that record's timestamp."""
         view = self._view
         if self._closed or not view.segments:
             raise LogClosedError(f"{self._where}: the log is closed")
         return view.offset_for_timestamp(timestamp_ms)
+
+    def offset_of_max_timestamp(self) -> tuple[int, int] | None:
+        """The first exposed record with the log's largest timestamp, and that timestamp (ListOffsets -3)."""
+        view = self._view
+        if self._closed or not view.segments:
+            raise LogClosedError(f"{self._where}: the log is closed")
+        return view.offset_of_max_timestamp()
 
     # ------------------------------------------------------------------------------------ producers
 
