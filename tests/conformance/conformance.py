@@ -28,8 +28,16 @@ Normaliser = Callable[[Transcript], Transcript]
 
 DIFFERENCES_PATH = Path(__file__).with_name("DIFFERENCES.md")
 
+
+def _min_insync_source(transcript: Transcript) -> Transcript:
+    entry = transcript.get("configs", {}).get("min.insync.replicas")
+    if isinstance(entry, dict) and entry.get("value") == "1":
+        entry.update(source="cluster default", is_default="cluster default")
+    return transcript
+
+
 #: One normaliser per row of DIFFERENCES.md (same id), applied to the named scenarios' transcripts.
-NORMALISERS: dict[str, Normaliser] = {}
+NORMALISERS: dict[str, Normaliser] = {"min_insync_replicas_source": _min_insync_source}
 
 
 def listed_differences() -> dict[str, set[str]]:
