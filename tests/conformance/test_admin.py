@@ -1,8 +1,10 @@
 """Admin requests through confluent-kafka's AdminClient, as a user observes them from Kafka and from Lumber.
 
 * ``create_topics_invalid``: CreateTopics with invalid names (``bad/name``, ``..``, 250 characters), zero
-  partitions, a replication factor over the broker count, an invalid config value and an unknown config:
-  the error name of each (the valid one among them succeeds).
+  partitions, a replication factor over the broker count, an invalid config value, an unknown config and a
+  ``segment.bytes`` below Kafka 4's 1 MiB floor: the error name of each (the valid one among them
+  succeeds).
+* ``produce_to_missing_topic``: a confluent-kafka producer writes to a topic nobody created.
 * ``describe_topic_configs``: DescribeConfigs of a topic created with ``cleanup.policy=compact`` and
   ``retention.ms=3600000``: for a fixed set of keys, the value, the source and whether it is the default.
 * ``alter_topic_configs``: IncrementalAlterConfigs (SET ``retention.ms``, DELETE ``cleanup.policy``), then
@@ -67,10 +69,16 @@ def create_topics_invalid(target: Target, topic: str) -> Transcript:
         "replication_over_brokers": (f"{topic}-rf", 1, 5, {}),
         "bad_config_value": (f"{topic}-v", 1, 1, {"cleanup.policy": "bogus"}),
         "unknown_config": (f"{topic}-u", 1, 1, {"no.such.config": "1"}),
+        "segment_bytes_below_1_mib": (f"{topic}-s", 1, 1, {"segment.bytes": "65536"}),
         "valid": (topic, 1, 1, {}),
         "exists": (topic, 1, 1, {}),
     }
     return {name: _create(admin, *case) for name, case in cases.items()}
+
+
+def produce_to_missing_topic(target: Target, topic: str) -> Transcript:
+    reports = produce(target.bootstrap, topic, [{"value": b"x"}], {"message.timeout.ms": 5000})
+    return {"reports": [{"error": r["error"]} for r in reports]}
 
 
 def _describe(admin: AdminClient, topic: str) -> dict[str, Any]:
@@ -155,6 +163,10 @@ def delete_and_recreate(target: Target, topic: str) -> Transcript:
 def test_create_topics_invalid(targets: tuple[Target, Target]) -> None:
     transcript = conform(create_topics_invalid, targets)
     assert transcript["valid"] is None
+
+
+def test_produce_to_missing_topic(targets: tuple[Target, Target]) -> None:
+    conform(produce_to_missing_topic, targets)
 
 
 def test_describe_topic_configs(targets: tuple[Target, Target]) -> None:
