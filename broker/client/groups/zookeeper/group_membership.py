@@ -85,13 +85,14 @@ from kazoo.protocol.states import EventType
 from broker.client.consumer.message_stream import MessageStream
 from broker.client.errors import CommitFailedError, GroupClosedError, GroupError
 from broker.client.groups.group_config import GroupConfig
+from broker.client.groups.partition_assignor import StreamKey
 from broker.client.groups.rebalance_listener import RebalanceListener
 from broker.client.groups.zookeeper.fenced_election import FencedElection
 from broker.client.groups.zookeeper.group_assignment import GroupAssignment
 from broker.client.groups.zookeeper.group_leader import GroupLeader, NotLeaderError
 from broker.client.groups.zookeeper.group_offsets import GroupOffsets
 from broker.client.groups.zookeeper.member_registration import MemberRegistration
-from broker.client.groups.zookeeper.partition_handover import PartitionHandover, StreamKey
+from broker.client.groups.zookeeper.partition_handover import PartitionHandover
 from broker.client.groups.zookeeper.partition_ownership import PartitionOwnership
 from broker.cluster import zk_paths
 from broker.cluster.errors import ClusterError
