@@ -29,6 +29,7 @@ from broker.log.file_names import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, s
 from broker.log.file_region import FileRegion
 from broker.log.index_file import MAX_RELATIVE_OFFSET
 from broker.log.offset_index import OffsetIndex
+from broker.log.segment_framer import SegmentFramer, offset_regression
 from broker.log.segment_scan import SegmentScan
 from broker.log.time_index import TimeIndex
 from broker.record.batch_header import (
@@ -40,7 +41,6 @@ from broker.record.batch_header import (
     MIN_BATCH_LENGTH,
     NO_TIMESTAMP,
 )
-from broker.record.batch_scan import scan_batches
 from broker.record.errors import CorruptRecordError
 from broker.record.record_batch import RecordBatch
 
@@ -503,19 +503,13 @@ class Segment:
 
     def batches(self, position: int, max_position: int, chunk_bytes: int) -> Iterator[RecordBatch]:
         """Every batch from ``position`` (a batch start) to ``max_position``, read sequentially in chunks
-        of about ``chunk_bytes`` (a larger batch is read whole): a whole segment read through (the log
+        of about ``chunk_bytes`` (a larger batch is read whole) by the one segment framer
+        (:class:`~broker.log.segment_framer.SegmentFramer`); a batch that cannot be framed raises
+        :class:`CorruptRecordError` with the framer's message. A whole segment read through (the log
         cleaner reads with :mod:`broker.log.chunk_reader` instead)."""
-        where = str(self._log.path)
-        while position < max_position:
-            data = self._log.pread(min(max(chunk_bytes, HEADER_SIZE), max_position - position), position)
-            scan = scan_batches(data, where=where, base_position=position)
-            if not scan.batches:
-                header = _read_header_prefix(self._log, position, max_position, where)
-                yield self.read_batch(position, max_position)
-                position += LOG_OVERHEAD + header[1]
-                continue
-            yield from scan.batches
-            position += scan.complete_bytes
+        framer = SegmentFramer(self._log, start=position, end=max_position, chunk_bytes=chunk_bytes)
+        yield from framer
+        framer.raise_error()
 
     def read_into(self, buffer: bytearray | memoryview, size: int, position: int) -> int:
         """Read up to ``size`` bytes of the ``.log`` file from ``position`` into the start of ``buffer``;
@@ -590,10 +584,9 @@ def _check_loaded(
     max_ts = NO_TIMESTAMP
     while position < size:
         header = _read_full_header(log, position, size, where)
-        if header[0] < next_offset:
-            raise CorruptRecordError(
-                where, f"expected a base offset of at least {next_offset} got {header[0]}", position=position
-            )
+        regression = offset_regression(next_offset, header[0])
+        if regression is not None:
+            raise CorruptRecordError(where, regression, position=position)
         next_offset = header[0] + header[6] + 1
         max_ts = max(max_ts, header[8])
         position += LOG_OVERHEAD + header[1]
