@@ -48,7 +48,6 @@ logger = logging.getLogger(__name__)
 
 _INT64 = struct.Struct(">q")
 #: baseOffset, batchLength, partitionLeaderEpoch: bytes [0, 16) of a batch, none of them under the CRC.
-_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
 
 
 class Segment:
@@ -303,9 +302,8 @@ class Segment:
                 buffers.append(pack(base_offset))
                 buffers.append(batch.buffer[8:])
         else:
-            stamp = _OFFSET_LENGTH_EPOCH.pack
             for batch, base_offset in zip(batches, base_offsets, strict=True):
-                buffers.append(stamp(base_offset, batch.batch_length, leader_epoch))
+                buffers.append(batch.stamped_prefix(base_offset, leader_epoch))
                 buffers.append(batch.buffer[16:])
         if len(batches) == 1:  # most appends (a produce request's one batch): no lists to build
             batch, base_offset = batches[0], base_offsets[0]

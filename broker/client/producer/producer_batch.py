@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -56,25 +55,15 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import NamedTuple
 
-import crc32c
-
 from broker.client.errors import ClientError, DeliveryTimeoutError, IllegalBatchStateError
 from broker.record.batch_header import HEADER_SIZE
 from broker.record.compression import CompressionType
+from broker.record.record_batch import RecordBatch, restamp_crc, set_producer_fields
 from broker.record.record_batch_builder import pack_batch
 from broker.record.record_encoder import Segment, encode_records, key_part, record_bound, varint
 
 log = logging.getLogger(__name__)
 
-# Byte positions in a batch header (broker.record.record_batch's layout) that stamping a raw batch rewrites.
-_CRC_OFFSET = 17
-_ATTRIBUTES_OFFSET = 21
-_PRODUCER_FIELDS_OFFSET = 43  # producerId int64, producerEpoch int16, baseSequence int32
-_RECORD_COUNT_OFFSET = 57
-_CRC = struct.Struct(">I")
-_PRODUCER_FIELDS = struct.Struct(">qhi")
-_PRODUCER_ID = struct.Struct(">q")
-_COUNT = struct.Struct(">i")
 _MAX_SEQUENCE = 2**31 - 1
 _NO_ID = -1
 
@@ -484,15 +473,16 @@ def _stamp_raw_parts(
     stamped: list[bytes | bytearray | memoryview] = []
     sequence = base_sequence
     for part in parts:
-        if producer_id == _NO_ID and _PRODUCER_ID.unpack_from(part, _PRODUCER_FIELDS_OFFSET)[0] == _NO_ID:
+        batch = RecordBatch(part)
+        if producer_id == _NO_ID and batch.producer_id == _NO_ID:
             stamped.append(part)
             continue
         data = bytearray(part)
-        _PRODUCER_FIELDS.pack_into(data, _PRODUCER_FIELDS_OFFSET, producer_id, producer_epoch, sequence)
-        _CRC.pack_into(data, _CRC_OFFSET, crc32c.crc32c(memoryview(data)[_ATTRIBUTES_OFFSET:]))
+        set_producer_fields(data, producer_id, producer_epoch, sequence)
+        restamp_crc(data)
         stamped.append(data)
         if producer_id != _NO_ID:
-            sequence = (sequence + _COUNT.unpack_from(data, _RECORD_COUNT_OFFSET)[0]) & _MAX_SEQUENCE
+            sequence = (sequence + batch.record_count) & _MAX_SEQUENCE
     return stamped
 
 
