@@ -176,13 +176,16 @@ def test_client_imports_point_down_the_folders() -> None:
     assert wrong == []
 
 
-def test_the_zookeeper_groups_know_nothing_of_the_kafka_groups() -> None:
-    """The paper's groups and the group protocol sit side by side; only the API above both imports both."""
+def test_the_two_kinds_of_group_know_nothing_of_each_other() -> None:
+    """The paper's groups and the group protocol sit side by side on the shared group code; only the API
+    above both (``group_consumer``) imports both."""
+    kinds = ("broker.client.groups.zookeeper", "broker.client.groups.kafka")
     wrong = [
         f"{module} imports {name}"
         for module, name in client_imports()
-        if module.startswith("broker.client.groups.zookeeper.")
-        and (name.startswith("broker.client.groups.kafka") or name == "broker.client.groups.group_consumer")
+        for kind, other in (kinds, kinds[::-1])
+        if module.startswith(kind + ".")
+        and (name.startswith(other) or name == "broker.client.groups.group_consumer")
     ]
     assert wrong == []
 

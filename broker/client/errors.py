@@ -18,7 +18,8 @@
         │   ├── BufferExhaustedError   send() waited max_block_ms for buffer space
         │   ├── RecordTooLargeError    one record is larger than max_request_size or buffer_memory
         │   ├── ProducerClosedError    send() after close()
-        │   └── DeliveryTimeoutError   a batch not delivered within delivery_timeout_ms (names the last cause)
+        │   ├── DeliveryTimeoutError   a batch not delivered within delivery_timeout_ms (names the last cause)
+        │   └── IllegalBatchStateError a batch asked for a change its state does not allow (a second outcome)
         └── ConsumerError
             ├── NoOffsetError          no position for a partition and auto_offset_reset is 'none'
             ├── OffsetOutOfRangeError  the position is outside the log and auto_offset_reset is 'none'
@@ -222,6 +223,13 @@ class DeliveryTimeoutError(ProducerError):
     def __init__(self, message: str, cause: BaseException | None = None) -> None:
         self.cause = cause
         super().__init__(message)
+
+
+class IllegalBatchStateError(ProducerError):
+    """A producer batch asked for a change its state does not allow, such as a second outcome (Kafka's
+    ``IllegalStateException`` from ``ProducerBatch.done``): a bug in the producer, never the broker's."""
+
+    retriable = False
 
 
 class ConsumerError(ClientError):

@@ -5,10 +5,12 @@
 an unclean shutdown; data damaged on disk after a *clean* shutdown is served as it is (as Kafka does).
 This walk finds it. Per segment, in base-offset order:
 
-1. every batch of the ``.log``: a header that fits (else a torn tail: the file ends inside a batch), a
-   plausible ``batchLength``, then :func:`~broker.log.log_validator.validate_stored_batch`: magic, CRC,
-   ``lastOffsetDelta`` against the record count, and every record walked (and decompressed) by the one
-   record walker of :mod:`broker.record.record_walker`; base offsets increasing within the segment (gaps
+1. every batch of the ``.log``, framed by the one segment framer
+   (:class:`~broker.log.segment_framer.SegmentFramer`, recovery's too): a header that fits (else a torn
+   tail: the file ends inside a batch), a plausible ``batchLength``, then
+   :func:`~broker.log.log_validator.validate_stored_batch`: magic, CRC, ``lastOffsetDelta`` against the
+   record count, and every record walked (and decompressed) by the one record walker of
+   :mod:`broker.record.record_walker`; base offsets increasing within the segment (gaps
    are legal: the log cleaner leaves them), none below the segment's base offset, and each segment
    starting where the previous one ended (a cleaned segment keeps its group's last batch, and a follower
    rolls at its own log end, so segments stay contiguous even with gaps inside them);
@@ -29,12 +31,11 @@ on the folder of a stopped broker; on a running one the active segment may chang
 
 from __future__ import annotations
 
-import os
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 from broker.log.errors import CorruptIndexError
+from broker.log.file_handle import FileHandle
 from broker.log.file_names import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -45,15 +46,14 @@ from broker.log.file_names import (
 )
 from broker.log.log_validator import validate_stored_batch
 from broker.log.offset_index import ENTRY_SIZE, OffsetIndex
+from broker.log.segment_framer import SegmentFramer, offset_regression
 from broker.log.time_index import TimeIndex
-from broker.record.batch_header import HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH
 from broker.record.errors import CorruptRecordError, InvalidRecordError
 from broker.record.record_batch import RecordBatch
 from broker.record.topic_partition import TopicPartition
 
 __all__ = ["Damage", "EmptySegment", "PartitionReport", "find_partition_dirs", "verify_partition"]
 
-_PREFIX = struct.Struct(">qi")
 _TIME_ENTRY_SIZE = 12
 
 
@@ -178,61 +178,26 @@ class _Walk:
     def _walk_log(self, path: Path) -> dict[int, int]:
         """Walk the batches of one ``.log``; returns {position: base offset} of every batch found."""
         starts: dict[int, int] = {}
-        fd = os.open(path, os.O_RDONLY)
+        file = FileHandle.open(path)
         try:
-            size = os.fstat(fd).st_size
-            position = 0
-            while position < size:
-                remaining = size - position
-                if remaining < HEADER_SIZE:
-                    self.damage.append(
-                        Damage(
-                            path,
-                            position,
-                            self.expected,
-                            f"torn tail: the last {remaining} bytes "
-                            f"cannot hold a batch header ({HEADER_SIZE} bytes)",
-                        )
-                    )
-                    return starts
-                base, length = _PREFIX.unpack(os.pread(fd, LOG_OVERHEAD, position))
-                if length < MIN_BATCH_LENGTH:
-                    self.damage.append(
-                        Damage(
-                            path,
-                            position,
-                            base,
-                            f"batchLength {length} is below the minimum "
-                            f"{MIN_BATCH_LENGTH}: the rest of the file cannot be framed",
-                        )
-                    )
-                    return starts
-                batch_size = LOG_OVERHEAD + length
-                if batch_size > remaining:
-                    self.damage.append(
-                        Damage(
-                            path,
-                            position,
-                            self.expected,
-                            f"torn tail: batchLength announces {batch_size} "
-                            f"bytes, only {remaining} remain in the file",
-                        )
-                    )
-                    return starts
-                starts[position] = base
-                self._batch(path, position, os.pread(fd, batch_size, position))
-                position += batch_size
+            framer = SegmentFramer(file)
+            for batch in framer:
+                starts[batch.position or 0] = batch.base_offset
+                self._batch(path, batch)
+            error = framer.error
+            if error is not None:  # a torn tail is reported at the offset the walk expected there
+                offset = self.expected if error.torn else error.base_offset
+                self.damage.append(Damage(path, error.position, offset, error.reason))
         finally:
-            os.close(fd)
+            file.close()
         return starts
 
-    def _batch(self, path: Path, position: int, data: bytes) -> None:
-        batch = RecordBatch(data, where=str(path), position=position)
+    def _batch(self, path: Path, batch: RecordBatch) -> None:
+        position = batch.position or 0
         base = batch.base_offset
-        if self.expected is not None and base < self.expected:
-            self.damage.append(
-                Damage(path, position, base, f"expected a base offset of at least {self.expected} got {base}")
-            )
+        regression = None if self.expected is None else offset_regression(self.expected, base)
+        if regression is not None:
+            self.damage.append(Damage(path, position, base, regression))
         try:
             validate_stored_batch(batch)
         except (CorruptRecordError, InvalidRecordError) as exc:

@@ -24,7 +24,6 @@ from typing import NamedTuple
 
 from broker.client.consumer.consumer_record import ConsumerRecord
 from broker.client.errors import CorruptBatchError
-from broker.record.batch_header import COMPRESSION_MASK, HEADER_SIZE
 from broker.record.errors import CorruptRecordError
 from broker.record.record import Record
 from broker.record.record_batch import RecordBatch
@@ -74,13 +73,10 @@ class FetchedBatch:
         return f"FetchedBatch({self.topic_partition}, {self.batch!r}, from_offset={self.from_offset})"
 
     def _records_data(self) -> bytes | memoryview:
-        """The records' bytes: a view of the fetch's buffer when uncompressed (the numpy pass joins the
-        batches' bodies anyway), else decompressed."""
-        batch = self.batch
-        if not batch.attributes & COMPRESSION_MASK:
-            return batch.buffer[HEADER_SIZE:]
+        """The records' bytes (:meth:`RecordBatch.body`): a view of the fetch's buffer when uncompressed
+        (the numpy pass joins the batches' bodies anyway), else decompressed."""
         try:
-            return batch.records_data()
+            return self.batch.body()
         except (CorruptRecordError, ValueError) as exc:
             raise self._corrupt(f"cannot decompress: {exc}") from exc
 
@@ -89,15 +85,15 @@ class FetchedBatch:
         return CorruptBatchError(tp.topic, tp.partition, self.batch.base_offset, reason)
 
     def values(self) -> PartitionValues:
-        """Offsets and values of the records from ``from_offset`` on (no per-record objects)."""
+        """Offsets and values of the records from ``from_offset`` on (no per-record objects), by the reader
+        the batch chooses (:meth:`RecordBatch.values`)."""
         data = self._records_data()
-        batch = self.batch
-        count = batch.record_count
-        if count >= VECTORISED_MIN_RECORDS:
-            found = decode_values_vectorised([data], [count], [batch.base_offset], [self.from_offset])
-            if found is not None:
-                return PartitionValues(self.topic_partition, *found[0])
-        return self._values_walked(data)
+        tp = self.topic_partition
+        try:
+            offsets, values = self.batch.values(self.from_offset, body=data, where=str(tp))
+        except CorruptRecordError as exc:
+            raise self._corrupt(f"records do not decode: {exc.reason}") from exc
+        return PartitionValues(tp, offsets, values)
 
     def _values_walked(self, data: bytes | memoryview) -> PartitionValues:
         if type(data) is memoryview:

@@ -56,10 +56,10 @@ from broker.client.consumer.message_stream import MessageStream
 from broker.client.errors import GroupClosedError, GroupError
 from broker.client.groups.group_config import GroupConfig
 from broker.client.groups.kafka.kafka_group_membership import KafkaGroupMembership
+from broker.client.groups.partition_assignor import StreamKey
 from broker.client.groups.rebalance_listener import RebalanceListener
 from broker.client.groups.zookeeper.group_assignment import GroupAssignment
 from broker.client.groups.zookeeper.group_membership import GroupMembership
-from broker.client.groups.zookeeper.partition_handover import StreamKey
 from broker.client.metadata.cluster_snapshot import BrokerAddress
 from broker.cluster import zk_paths
 from broker.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP

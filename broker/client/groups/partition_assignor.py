@@ -36,6 +36,8 @@ Subscriptions = Mapping[str, Mapping[str, int]]
 Assignment = dict[str, dict[str, list[list[int]]]]
 Strategy = Literal["range", "roundrobin"]
 Assignor = Callable[[Subscriptions, Mapping[str, int]], Assignment]
+#: one of a member's own streams, as its application asked for them: (topic, stream number)
+StreamKey = tuple[str, int]
 
 
 def range_assign(subscriptions: Subscriptions, partition_counts: Mapping[str, int]) -> Assignment:

@@ -17,14 +17,20 @@ consecutive sequences, their CRC recomputed); retries send the same bytes, so th
 A producer that is not idempotent clears another producer's id from a raw batch's parts (they come from
 another cluster, whose producer ids mean nothing here), and leaves the other parts as they are.
 
-Life of a batch, each step a method of the batch (nothing outside it writes its fields; they may be read)::
+Life of a batch, each step a method of the batch (nothing outside it writes its fields; they may be read).
+Its :class:`BatchState` says where it is; a change the table below does not allow raises
+:class:`~broker.client.errors.IllegalBatchStateError` (Kafka's ``FinalState``: a batch has one outcome)::
 
-    OPEN --append*--> closed by the accumulator (full / linger / flush: QUEUED)
+    OPEN --append*--> closed by the accumulator (full / linger / flush; still OPEN, in its queue)
       --mark_drained (stamp, first time: idempotence)--> DRAINED --start_attempt--> in a request
-      --response / error--> complete --> DONE
+      --response / error--> complete --> SUCCEEDED or FAILED (final: no change after it)
                  |  retriable error within limits: note_error, requeue
-                 +--> QUEUED again (head of its partition; the same bytes are sent again)
-      QUEUED / OPEN past delivery_timeout_ms: expiry_error, then complete --> DONE (expired)
+                 +--> OPEN again (head of its partition; the same bytes are sent again)
+      OPEN past delivery_timeout_ms, or the producer aborted: expiry_error, then complete --> FAILED
+
+    from       to                          by
+    OPEN       DRAINED, FAILED             mark_drained; complete with an error (expired, aborted)
+    DRAINED    OPEN, SUCCEEDED, FAILED     requeue; complete
 
 A batch made with ``keep_records`` (the producer has a
 :class:`~broker.client.producer.delivery_listener.DeliveryListener`) keeps its segments after it is built,
@@ -40,8 +46,8 @@ thread.
 
 from __future__ import annotations
 
+import enum
 import logging
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -49,25 +55,15 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import NamedTuple
 
-import crc32c
-
-from broker.client.errors import ClientError, DeliveryTimeoutError
+from broker.client.errors import ClientError, DeliveryTimeoutError, IllegalBatchStateError
 from broker.record.batch_header import HEADER_SIZE
 from broker.record.compression import CompressionType
+from broker.record.record_batch import RecordBatch, restamp_crc, set_producer_fields
 from broker.record.record_batch_builder import pack_batch
 from broker.record.record_encoder import Segment, encode_records, key_part, record_bound, varint
 
 log = logging.getLogger(__name__)
 
-# Byte positions in a batch header (broker.record.record_batch's layout) that stamping a raw batch rewrites.
-_CRC_OFFSET = 17
-_ATTRIBUTES_OFFSET = 21
-_PRODUCER_FIELDS_OFFSET = 43  # producerId int64, producerEpoch int16, baseSequence int32
-_RECORD_COUNT_OFFSET = 57
-_CRC = struct.Struct(">I")
-_PRODUCER_FIELDS = struct.Struct(">qhi")
-_PRODUCER_ID = struct.Struct(">q")
-_COUNT = struct.Struct(">i")
 _MAX_SEQUENCE = 2**31 - 1
 _NO_ID = -1
 
@@ -77,6 +73,27 @@ DeliveryCallback = Callable[["RecordMetadata | None", "BaseException | None"], N
 _EVENT_LOCK = threading.Lock()
 _BOUND_BASE = record_bound(0, 0, 0)
 _new_tuple = tuple.__new__
+
+
+class BatchState(enum.Enum):
+    """Where a batch is in its life (the module docstring's table); SUCCEEDED and FAILED are final."""
+
+    #: in its partition's queue: records are appended while it is the last; the sender may drain it
+    OPEN = "open"
+    #: taken for a request: its bytes are sent, the outcome awaited
+    DRAINED = "drained"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+#: state -> the states it may change to
+_NEXT_STATES: dict[BatchState, frozenset[BatchState]] = {
+    BatchState.OPEN: frozenset({BatchState.DRAINED, BatchState.FAILED}),
+    BatchState.DRAINED: frozenset({BatchState.OPEN, BatchState.SUCCEEDED, BatchState.FAILED}),
+    BatchState.SUCCEEDED: frozenset(),
+    BatchState.FAILED: frozenset(),
+}
+_FINAL_STATES = frozenset({BatchState.SUCCEEDED, BatchState.FAILED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +140,6 @@ class ProducerBatch:
         "codec",
         "count",
         "created_at",
-        "done",
-        "drained",
         "encoded",
         "error",
         "first_timestamp_ms",
@@ -140,6 +155,7 @@ class ProducerBatch:
         "retry_at",
         "segments",
         "size_bytes",
+        "state",
         "topic",
     )
 
@@ -167,7 +183,7 @@ class ProducerBatch:
         #: a raw batch's bytes (its parts as given); see buffer_bytes
         self.reserved_bytes = 0
         self.callbacks: list[tuple[int, int, DeliveryCallback]] | None = None
-        self.drained = False
+        self.state = BatchState.OPEN
         self.attempts = 0
         self.retry_at = 0.0
         self.encoded: bytes | None = None
@@ -180,7 +196,6 @@ class ProducerBatch:
         self.producer_id = _NO_ID
         self.producer_epoch = _NO_ID
         self.base_sequence = _NO_ID
-        self.done = False
         self.base_offset = -1
         self.error: BaseException | None = None
         self.last_error: BaseException | None = None
@@ -189,8 +204,27 @@ class ProducerBatch:
     def __repr__(self) -> str:
         return (
             f"ProducerBatch({self.topic}-{self.partition}, records={self.count}, bytes<={self.size_bytes}, "
-            f"attempts={self.attempts}, done={self.done})"
+            f"attempts={self.attempts}, {self.state.value})"
         )
+
+    @property
+    def done(self) -> bool:
+        """Whether the batch has its outcome (SUCCEEDED or FAILED)."""
+        return self.state in _FINAL_STATES
+
+    @property
+    def drained(self) -> bool:
+        """Whether the batch was taken for a request and is not back in its queue nor done."""
+        return self.state is BatchState.DRAINED
+
+    def _change_state(self, to: BatchState) -> None:
+        """Move to ``to``, or raise :class:`IllegalBatchStateError` when the table does not allow it."""
+        if to not in _NEXT_STATES[self.state]:
+            raise IllegalBatchStateError(
+                f"{self!r}: a {self.state.value} batch cannot become {to.value}"
+                + (" (it already has its outcome)" if self.state in _FINAL_STATES else "")
+            )
+        self.state = to
 
     # -------------------------------------------------------------------------------------- appending
 
@@ -302,7 +336,7 @@ class ProducerBatch:
 
     def mark_drained(self) -> None:
         """The batch left its queue for a request (no appends after this)."""
-        self.drained = True
+        self._change_state(BatchState.DRAINED)
 
     def stamp(self, producer_id: int, producer_epoch: int, base_sequence: int) -> bool:
         """Give the batch the idempotent producer's id, epoch and first sequence, unless it has them from
@@ -324,7 +358,7 @@ class ProducerBatch:
 
     def requeue(self, retry_at: float) -> None:
         """Back in its partition's queue after a retriable error, to be sent again from ``retry_at``."""
-        self.drained = False
+        self._change_state(BatchState.OPEN)
         self.retry_at = retry_at
 
     def expiry_error(self, now: float, delivery_timeout_ms: int) -> DeliveryTimeoutError:
@@ -382,13 +416,13 @@ class ProducerBatch:
     # ------------------------------------------------------------------------------------- completion
 
     def complete(self, base_offset: int, error: BaseException | None) -> None:
-        """Record the outcome once (offset on success, ``error`` on failure), wake waiters, run callbacks."""
+        """Record the outcome (offset on success, ``error`` on failure), wake waiters, run callbacks. A batch
+        has one outcome: a second raises :class:`IllegalBatchStateError`, and so does a success of a batch
+        that was never sent (not DRAINED)."""
         with _EVENT_LOCK:
-            if self.done:
-                return
+            self._change_state(BatchState.SUCCEEDED if error is None else BatchState.FAILED)
             self.base_offset = base_offset
             self.error = error
-            self.done = True
             event = self._event
             if self.keep_records and self.encoded is not None:  # (otherwise dropped once built)
                 self.segments = []  # read by the listener before: the bytes hold the values
@@ -439,15 +473,16 @@ def _stamp_raw_parts(
     stamped: list[bytes | bytearray | memoryview] = []
     sequence = base_sequence
     for part in parts:
-        if producer_id == _NO_ID and _PRODUCER_ID.unpack_from(part, _PRODUCER_FIELDS_OFFSET)[0] == _NO_ID:
+        batch = RecordBatch(part)
+        if producer_id == _NO_ID and batch.producer_id == _NO_ID:
             stamped.append(part)
             continue
         data = bytearray(part)
-        _PRODUCER_FIELDS.pack_into(data, _PRODUCER_FIELDS_OFFSET, producer_id, producer_epoch, sequence)
-        _CRC.pack_into(data, _CRC_OFFSET, crc32c.crc32c(memoryview(data)[_ATTRIBUTES_OFFSET:]))
+        set_producer_fields(data, producer_id, producer_epoch, sequence)
+        restamp_crc(data)
         stamped.append(data)
         if producer_id != _NO_ID:
-            sequence = (sequence + _COUNT.unpack_from(data, _RECORD_COUNT_OFFSET)[0]) & _MAX_SEQUENCE
+            sequence = (sequence + batch.record_count) & _MAX_SEQUENCE
     return stamped
 
 

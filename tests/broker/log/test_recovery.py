@@ -68,7 +68,7 @@ def corrupt_flip(path: Path, position: int) -> None:
     ("damage", "reason"),
     [
         ("flip", "expected CRC 0x"),
-        ("cut", "torn batch: batchLength announces"),
+        ("cut", "torn tail: batchLength announces"),
         ("garbage", ""),
         ("zeros", "batchLength 0 is below the minimum 49"),
     ],

@@ -9,7 +9,8 @@ OffsetCommit outside any generation (generation -1, no member id) for a reset, a
 offsets are reset and groups deleted only while the group has no members (state ``Empty``): the coordinator
 itself refuses a commit from outside the generation of an active group and answers NON_EMPTY_GROUP to a
 delete. Log end offsets (for the lag) come from the caller (``end_offsets`` of a
-:class:`~broker.client.consumer.consumer.Consumer`), as in :mod:`broker.client.groups.zookeeper.group_admin`.
+:class:`~broker.client.consumer.consumer.Consumer`), and a partition is described as in
+:mod:`broker.client.groups.zookeeper.group_admin`: both are :mod:`broker.client.groups.group_partition`.
 
 Thread safety: one thread uses an admin.
 """
@@ -24,6 +25,7 @@ from typing import Any
 
 from broker.client.consumer.consumer_config import ConsumerConfig
 from broker.client.errors import BrokerConnectionError, ClientError, GroupError
+from broker.client.groups.group_partition import GroupPartition, OffsetLookup, log_ends, partitions_json
 from broker.client.groups.kafka.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     Assignment,
@@ -33,7 +35,6 @@ from broker.client.groups.kafka.group_coordinator_lookup import (
     CoordinatorNotFoundError,
     find_group_coordinator,
 )
-from broker.client.groups.zookeeper.group_admin import partition_lag
 from broker.client.metadata.broker_pool import BrokerPool
 from broker.client.metadata.cluster_metadata import ClusterMetadata, metadata_source
 from broker.client.metadata.cluster_snapshot import BrokerAddress
@@ -49,8 +50,6 @@ from broker.protocol.messages.offset_commit import (
 from broker.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
 from broker.record.topic_partition import TopicPartition
 
-#: ``[partitions]`` -> ``{partition: offset}`` from the brokers.
-OffsetLookup = Callable[[list[TopicPartition]], dict[TopicPartition, int]]
 #: The state of a group without members (Kafka's ``Empty``); ``Dead`` groups are gone.
 EMPTY_STATE = "Empty"
 DEAD_STATE = "Dead"
@@ -76,18 +75,13 @@ class KafkaGroupMember:
 
 
 @dataclass(frozen=True)
-class KafkaPartitionState:
-    """One partition of a group: its member, what is committed, how far behind the log end."""
+class KafkaPartitionState(GroupPartition):
+    """One partition of a group: its member (whose assignment names it), and the committed offset and lag."""
 
-    topic: str
-    partition: int
     member: KafkaGroupMember | None
-    committed: int | None
-    log_end: int | None
 
-    @property
-    def lag(self) -> int | None:
-        return partition_lag(self.committed, self.log_end)
+    def holder_json(self) -> dict[str, Any]:
+        return {"member": None if self.member is None else self.member.member_id}
 
 
 @dataclass(frozen=True)
@@ -118,18 +112,7 @@ class KafkaGroupDescription:
                 }
                 for m in self.members
             ],
-            "partitions": [
-                {
-                    "topic": p.topic,
-                    "partition": p.partition,
-                    "member": None if p.member is None else p.member.member_id,
-                    "committed": p.committed,
-                    "log_end": p.log_end,
-                    "lag": p.lag,
-                }
-                for p in self.partitions
-            ],
-            "total_lag": sum(p.lag or 0 for p in self.partitions),
+            **partitions_json(self.partitions),
         }
 
 
@@ -207,9 +190,15 @@ class KafkaGroupAdmin:
         committed = self._offset_fetch(group, None)
         owners = {tp: m for m in members for tp in m.assignment}
         partitions = sorted(set(committed) | set(owners))
-        ends = end_offsets(partitions) if end_offsets is not None and partitions else {}
+        ends = log_ends(end_offsets, partitions)
         states = [
-            KafkaPartitionState(tp.topic, tp.partition, owners.get(tp), committed.get(tp), ends.get(tp))
+            KafkaPartitionState(
+                topic=tp.topic,
+                partition=tp.partition,
+                committed=committed.get(tp),
+                log_end=ends.get(tp),
+                member=owners.get(tp),
+            )
             for tp in partitions
         ]
         return KafkaGroupDescription(

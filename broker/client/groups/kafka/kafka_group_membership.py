@@ -95,8 +95,8 @@ from broker.client.groups.kafka.kafka_coordinator_link import (
 )
 from broker.client.groups.kafka.kafka_group_offsets import OwnedPartition
 from broker.client.groups.kafka.kafka_group_rebalance import KafkaGroupRebalance
-from broker.client.groups.rebalance_listener import RebalanceListener
-from broker.client.groups.zookeeper.partition_handover import StreamKey
+from broker.client.groups.partition_assignor import StreamKey
+from broker.client.groups.rebalance_listener import RebalanceListener, call_listener
 from broker.client.metadata.broker_pool import BrokerPool
 from broker.client.metadata.cluster_metadata import ClusterMetadata, metadata_source
 from broker.client.metadata.cluster_snapshot import BrokerAddress
@@ -410,7 +410,7 @@ class KafkaGroupMembership(KafkaGroupRebalance):
         with self._cond:
             for stream in self._unique_streams:
                 stream.stop(revoked)
-        self._call_listener(self._listener.on_partitions_revoked, revoked)
+        call_listener(self.group, self._listener.on_partitions_revoked, revoked)
         self._release(revoked, all_consumed=False, wait_s=0.0)
         try:
             self._leave()
@@ -487,7 +487,7 @@ class KafkaGroupMembership(KafkaGroupRebalance):
                 with self._cond:
                     for stream in self._unique_streams:
                         stream.stop(revoked)
-                self._call_listener(self._listener.on_partitions_revoked, revoked)
+                call_listener(self.group, self._listener.on_partitions_revoked, revoked)
                 self._release(revoked, all_consumed=True)
             if self._poll_left_at is None:
                 self._leave()

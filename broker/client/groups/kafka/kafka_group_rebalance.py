@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from broker.client.consumer.message_stream import MessageStream
 from broker.client.errors import BrokerConnectionError, ClientError, GroupError
@@ -27,9 +27,8 @@ from broker.client.groups.kafka.consumer_protocol import (
     subscriptions_of,
 )
 from broker.client.groups.kafka.kafka_group_offsets import KafkaGroupOffsets, OwnedPartition
-from broker.client.groups.partition_assignor import assign
-from broker.client.groups.rebalance_listener import RebalanceListener
-from broker.client.groups.zookeeper.partition_handover import StreamKey
+from broker.client.groups.partition_assignor import StreamKey, assign
+from broker.client.groups.rebalance_listener import RebalanceListener, call_listener
 from broker.protocol import ErrorCode
 from broker.protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol
 from broker.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
@@ -113,7 +112,7 @@ class KafkaGroupRebalance(KafkaGroupOffsets):
         with self._cond:
             for stream in self._unique_streams:
                 stream.stop(revoked)
-        self._call_listener(self._listener.on_partitions_revoked, revoked)
+        call_listener(self.group, self._listener.on_partitions_revoked, revoked)
         self._release(revoked, all_consumed=False)
 
     def _release(
@@ -278,15 +277,7 @@ class KafkaGroupRebalance(KafkaGroupOffsets):
             [str(tp) for tp in mine],
         )
         if mine:
-            self._call_listener(self._listener.on_partitions_assigned, sorted(mine))
-
-    def _call_listener(
-        self, callback: Callable[[list[TopicPartition]], None], partitions: list[TopicPartition]
-    ) -> None:
-        try:
-            callback(partitions)
-        except Exception:  # the application's code must not stop the rebalance
-            log.exception("group %s: rebalance listener %s failed", self.group, callback.__name__)
+            call_listener(self.group, self._listener.on_partitions_assigned, sorted(mine))
 
 
 def _spread(partitions: list[TopicPartition], streams: Mapping[str, int]) -> dict[TopicPartition, int]:

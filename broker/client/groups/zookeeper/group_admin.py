@@ -2,7 +2,7 @@
 
 Reads only what the members write (:mod:`broker.cluster.zk_paths`): the registrations, the generation,
 the owner nodes and the committed offsets. Log end offsets (for the lag) and offsets by time come from
-the brokers, through the ``OffsetLookup`` the caller passes (a
+the brokers, through the :data:`~broker.client.groups.group_partition.OffsetLookup` the caller passes (a
 :class:`~broker.client.consumer.consumer.Consumer`'s ``end_offsets``). A reset goes through
 :meth:`~broker.client.groups.zookeeper.group_offsets.GroupOffsets.rewind`, so it is safe on a live group: the
 owners adopt the new offsets.
@@ -10,7 +10,7 @@ owners adopt the new offsets.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError, NotEmptyError
 
 from broker.client.errors import GroupError
+from broker.client.groups.group_partition import GroupPartition, OffsetLookup, log_ends, partitions_json
 from broker.client.groups.zookeeper.committed_offset import CommittedOffset
 from broker.client.groups.zookeeper.group_assignment import GroupAssignment
 from broker.client.groups.zookeeper.group_offsets import GroupOffsets
@@ -25,9 +26,6 @@ from broker.client.groups.zookeeper.member_registration import MemberRegistratio
 from broker.client.groups.zookeeper.partition_owner import PartitionOwner
 from broker.cluster import zk_paths, zk_reads
 from broker.record.topic_partition import TopicPartition
-
-#: ``[partitions]`` -> ``{partition: offset}`` from the brokers.
-OffsetLookup = Callable[[list[TopicPartition]], dict[TopicPartition, int]]
 
 
 class UnknownGroupError(GroupError):
@@ -43,18 +41,13 @@ class NonEmptyGroupError(GroupError):
 
 
 @dataclass(frozen=True)
-class PartitionState:
-    """One partition of a group: who owns it, what is committed, how far behind the log end."""
+class PartitionState(GroupPartition):
+    """One partition of a group: who owns it (its owner node's member), and the committed offset and lag."""
 
-    topic: str
-    partition: int
     owner: str | None
-    committed: int | None
-    log_end: int | None
 
-    @property
-    def lag(self) -> int | None:
-        return partition_lag(self.committed, self.log_end)
+    def holder_json(self) -> dict[str, Any]:
+        return {"owner": self.owner}
 
 
 @dataclass(frozen=True)
@@ -77,18 +70,7 @@ class GroupDescription:
                 {"id": m.consumer_id, "host": m.host, "pid": m.pid, "subscription": m.subscription}
                 for m in self.members
             ],
-            "partitions": [
-                {
-                    "topic": p.topic,
-                    "partition": p.partition,
-                    "owner": p.owner,
-                    "committed": p.committed,
-                    "log_end": p.log_end,
-                    "lag": p.lag,
-                }
-                for p in self.partitions
-            ],
-            "total_lag": sum(p.lag or 0 for p in self.partitions),
+            **partitions_json(self.partitions),
         }
 
 
@@ -139,17 +121,17 @@ class GroupAdmin:
         members = self.members(group)
         partitions = self.partitions(group)
         committed = GroupOffsets(self._client, group).read(partitions)
-        ends = end_offsets(partitions) if end_offsets is not None and partitions else {}
+        ends = log_ends(end_offsets, partitions)
         states = []
         for tp in partitions:
             found = committed.get(tp)
             states.append(
                 PartitionState(
-                    tp.topic,
-                    tp.partition,
-                    self._owner(group, tp),
-                    None if found is None else found.offset,
-                    ends.get(tp),
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    committed=None if found is None else found.offset,
+                    log_end=ends.get(tp),
+                    owner=self._owner(group, tp),
                 )
             )
         return GroupDescription(group, members, self.generation(group), states)
@@ -199,11 +181,3 @@ class GroupAdmin:
         topics = {topic for member in self.members(group) for topic in member.subscription}
         topics |= set(zk_reads.read_children(self._client, zk_paths.group_offsets_path(group)))
         return topics
-
-
-def partition_lag(committed: int | None, log_end: int | None) -> int | None:
-    """How far ``committed`` is behind ``log_end`` (never negative); None when either is unknown. Both kinds
-    of group describe their partitions' lag with it."""
-    if committed is None or log_end is None:
-        return None
-    return max(log_end - committed, 0)

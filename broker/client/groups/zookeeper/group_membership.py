@@ -10,16 +10,12 @@ Layout (every path is in :mod:`broker.cluster.zk_paths`), below ``/consumers/<gr
     rewind                     persistent  bumped when offsets were rewound
 
 The member composes two recipe-sized classes in kazoo's shape, each owning its znodes and the rules about
-them: :class:`~broker.client.groups.zookeeper.fenced_election.FencedElection` (``leader/``: the election, and
-the fence of the leader's generation writes) and
-:class:`~broker.client.groups.zookeeper.partition_ownership.PartitionOwnership` (``ids/`` and ``owners/``: the
-registration, the fence of every commit, claims and releases); the leader's duties are
-:class:`~broker.client.groups.zookeeper.group_leader.GroupLeader`'s, the offsets
-:class:`~broker.client.groups.zookeeper.group_offsets.GroupOffsets`', and the member's partitions and streams
-(release, move, claim, commit)
-:class:`~broker.client.groups.zookeeper.partition_handover.PartitionHandover`'s. This module holds the
-member's session and its one coordination thread: when to join, elect, read a generation and hand over, and
-when to stop fetching.
+them: :class:`FencedElection` (``leader/``: the election, and the fence of the leader's generation writes)
+and :class:`PartitionOwnership` (``ids/`` and ``owners/``: the registration, the fence of every commit,
+claims and releases); the leader's duties are :class:`GroupLeader`'s, the offsets :class:`GroupOffsets`',
+and the member's partitions and streams (release, move, claim, commit) :class:`PartitionHandover`'s (all
+in :mod:`broker.client.groups.zookeeper`). This module holds the member's session and its one coordination
+thread: when to join, elect, read a generation and hand over, and when to stop fetching.
 
 How a rebalance goes (paper section 3.2, Algorithm 1, without the 0.8 consumer's flaws):
 
@@ -85,13 +81,14 @@ from kazoo.protocol.states import EventType
 from broker.client.consumer.message_stream import MessageStream
 from broker.client.errors import CommitFailedError, GroupClosedError, GroupError
 from broker.client.groups.group_config import GroupConfig
+from broker.client.groups.partition_assignor import StreamKey
 from broker.client.groups.rebalance_listener import RebalanceListener
 from broker.client.groups.zookeeper.fenced_election import FencedElection
 from broker.client.groups.zookeeper.group_assignment import GroupAssignment
 from broker.client.groups.zookeeper.group_leader import GroupLeader, NotLeaderError
 from broker.client.groups.zookeeper.group_offsets import GroupOffsets
 from broker.client.groups.zookeeper.member_registration import MemberRegistration
-from broker.client.groups.zookeeper.partition_handover import PartitionHandover, StreamKey
+from broker.client.groups.zookeeper.partition_handover import PartitionHandover
 from broker.client.groups.zookeeper.partition_ownership import PartitionOwnership
 from broker.cluster import zk_paths
 from broker.cluster.errors import ClusterError

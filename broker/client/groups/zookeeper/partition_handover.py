@@ -26,21 +26,19 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from broker.client.consumer.message_stream import MessageStream
 from broker.client.errors import CommitFailedError
-from broker.client.groups.rebalance_listener import RebalanceListener
+from broker.client.groups.partition_assignor import StreamKey
+from broker.client.groups.rebalance_listener import RebalanceListener, call_listener
 from broker.client.groups.zookeeper.group_offsets import GroupOffsets, OffsetCommit
 from broker.client.groups.zookeeper.partition_owner import PartitionOwner
 from broker.client.groups.zookeeper.partition_ownership import PartitionOwnership
 from broker.record.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
-
-#: A member's stream: (topic, stream number).
-StreamKey = tuple[str, int]
 
 
 @dataclass
@@ -165,7 +163,7 @@ class PartitionHandover:
         with self._cond:
             for stream, tps in by_stream.values():
                 stream.stop(tps)
-        self._call_listener(self._listener.on_partitions_revoked, sorted(partitions))
+        call_listener(self._group, self._listener.on_partitions_revoked, sorted(partitions))
         with self._cond:
             if all_consumed:
                 for stream, _ in by_stream.values():
@@ -254,7 +252,7 @@ class PartitionHandover:
                 stream.add(tp, offset)
         if got:
             log.debug("group %s: member %s claimed %s", self._group, member_id, sorted(got))
-            self._call_listener(self._listener.on_partitions_assigned, sorted(got))
+            call_listener(self._group, self._listener.on_partitions_assigned, sorted(got))
         return freed
 
     def commit(self) -> bool:
@@ -297,11 +295,3 @@ class PartitionHandover:
                     continue  # our own commit whose reply was lost
                 log.info("group %s: %s rewound to offset %d", self._group, tp, committed.offset)
                 owned.stream.rewind(tp, committed.offset)
-
-    def _call_listener(
-        self, callback: Callable[[list[TopicPartition]], None], partitions: list[TopicPartition]
-    ) -> None:
-        try:
-            callback(partitions)
-        except Exception:  # the application's code must not stop the handover
-            log.exception("group %s: rebalance listener %s failed", self._group, callback.__name__)

@@ -7,7 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from broker.client.errors import IllegalBatchStateError
 from broker.client.producer.producer_batch import (
+    BatchState,
     BulkDelivery,
     ProducerBatch,
     RecordFuture,
@@ -127,6 +129,7 @@ def test_futures_and_callbacks_report_success_and_failure() -> None:
     assert not future.done()
     with pytest.raises(TimeoutError):
         future.result(0.01)
+    batch.mark_drained()
     threading.Timer(0.05, batch.complete, (40, None)).start()
     assert future.result(5) == RecordMetadata("t", 3, 41, 12)
     assert seen == [(RecordMetadata("t", 3, 41, 12), None)]
@@ -136,7 +139,8 @@ def test_futures_and_callbacks_report_success_and_failure() -> None:
     failed.add_callback(0, 1, lambda md, err: seen.append((md, err)))
     error = RuntimeError("boom")
     failed.complete(-1, error)
-    failed.complete(5, None)  # only the first outcome counts
+    with pytest.raises(IllegalBatchStateError, match="a failed batch cannot become succeeded"):
+        failed.complete(5, None)  # one outcome: the first
     with pytest.raises(RuntimeError, match="boom"):
         RecordFuture(failed, 0, 1).result(0)
     assert RecordFuture(failed, 0, 1).exception(0) is error
@@ -151,6 +155,8 @@ def test_bulk_delivery_lists_ranges_in_order() -> None:
     delivery._add(second, 0, 4)
     assert delivery.accepted == 7
     assert not delivery.wait(0.01)
+    first.mark_drained()
+    second.mark_drained()
     first.complete(100, None)
     second.complete(-1, None)  # acks=0: offsets unknown
     ranges = delivery.result(1)
@@ -195,6 +201,7 @@ def test_a_batch_kept_for_a_listener_reads_its_records_until_done() -> None:
     batch.start_attempt()
     assert [tuple(run) for run in batch.record_runs()] == [(1_000, 1, 3), (1_000, 1, 0), (-1, 3, 12)]
     assert not batch.is_raw
+    batch.mark_drained()
     batch.complete(0, None)
     assert list(batch.record_runs()) == []  # done: the values live on in the bytes only
     raw = ProducerBatch.raw("t", 0, 0.0)
@@ -202,3 +209,42 @@ def test_a_batch_kept_for_a_listener_reads_its_records_until_done() -> None:
     assert raw.append_raw(batch.build(), 5, NO_LIMIT) == 0
     assert raw.buffer_bytes == len(batch.build())  # a raw batch holds its bytes as appended
     assert list(raw.record_runs()) == []
+
+
+def test_the_state_moves_only_along_its_table_and_a_second_outcome_raises() -> None:
+    batch = ProducerBatch("t", 4, CompressionType.NONE, 0.0)
+    batch.append(1, None, b"a", HOST, NO_LIMIT)
+    assert (batch.state, batch.drained, batch.done) == (BatchState.OPEN, False, False)
+    with pytest.raises(IllegalBatchStateError, match=r"t-4.*an? open batch cannot become open"):
+        batch.requeue(retry_at=1.0)  # never drained: nothing to put back
+    with pytest.raises(IllegalBatchStateError, match="open batch cannot become succeeded"):
+        batch.complete(0, None)  # never sent: no success
+    batch.mark_drained()
+    with pytest.raises(IllegalBatchStateError, match="drained batch cannot become drained"):
+        batch.mark_drained()
+    batch.requeue(retry_at=1.0)
+    batch.mark_drained()
+    assert (batch.state, batch.drained, batch.done) == (BatchState.DRAINED, True, False)
+    batch.complete(7, None)
+    assert (batch.state, batch.drained, batch.done, batch.base_offset) == (
+        BatchState.SUCCEEDED,
+        False,
+        True,
+        7,
+    )
+    for second in ((8, None), (-1, RuntimeError("late failure"))):
+        with pytest.raises(
+            IllegalBatchStateError, match=r"succeeded batch cannot become .* already has its outcome"
+        ):
+            batch.complete(*second)
+    assert (batch.base_offset, batch.error) == (7, None)  # the first outcome stands
+    with pytest.raises(IllegalBatchStateError):
+        batch.requeue(retry_at=2.0)
+
+    expired = ProducerBatch("t", 4, CompressionType.NONE, 0.0)  # failed while queued: expiry, abort
+    expired.append(1, None, b"a", HOST, NO_LIMIT)
+    error = expired.expiry_error(40.0, 30_000)
+    expired.complete(-1, error)
+    assert (expired.state, expired.error) == (BatchState.FAILED, error)
+    with pytest.raises(IllegalBatchStateError, match="failed batch cannot become failed"):
+        expired.complete(-1, error)
