@@ -31,7 +31,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from audit.audit_codec import AuditEventCodec
 from audit.audit_reader import read_audit_events
@@ -40,8 +40,10 @@ from audit.audit_text import render_text
 from audit.audit_tolerance import Tolerance
 from audit.errors import AuditError
 from lumber.cli.cluster_options import CommaList, add_cluster_options
-from lumber.config import LumberConfig
 from pipeline.durations import DURATION_HELP, DurationError, parse_duration_ms
+
+if TYPE_CHECKING:
+    from lumber.config import LumberConfig
 
 FAILED_EXIT_CODE = 3
 HOUR_MS = 3_600_000
@@ -201,7 +203,7 @@ def _run_verify(args: argparse.Namespace, config: LumberConfig, settings: _Setti
     else:
         print(render_text(report, source), end="")
     if args.html is not None:
-        from audit.audit_html import render_html  # noqa: PLC0415 - matplotlib only for --html
+        from audit.audit_html import render_html
 
         args.html.parent.mkdir(parents=True, exist_ok=True)
         args.html.write_text(render_html(report), encoding="utf-8")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.client.console import consume_to
 from broker.client.consumer import Consumer
@@ -27,9 +27,11 @@ from lumber.cli.invocation import suggest
 from lumber.cli.produce import separator
 from lumber.cli.record_format import AvroText, Format, RecordPrinter
 from lumber.cli.topic_check import require_topic
-from lumber.config import LumberConfig
 from pipeline.durations import DURATION_HELP, DurationAction
 from schemas.client import SchemaRegistryClient
+
+if TYPE_CHECKING:
+    from lumber.config import LumberConfig
 
 log = logging.getLogger(__name__)
 

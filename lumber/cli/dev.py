@@ -12,12 +12,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lumber.cli.invocation import suggest
-from lumber.config import LumberConfig
 from lumber.dev.dev_stack import DevStack
 from pipeline.errors import DevStackError
+
+if TYPE_CHECKING:
+    from lumber.config import LumberConfig
 
 
 def register(subparsers: Any) -> None:

@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
@@ -60,17 +60,19 @@ from broker.client.lag_evaluation import LagWindow, PartitionLag, group_status
 from broker.record.topic_partition import TopicPartition
 from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.zookeeper_session import zookeeper_session
-from lumber.config import LumberConfig
 from pipeline.durations import DURATION_HELP, DurationError, parse_duration_ms
 from pipeline.lag_exporter import start_lag_exporter
 from pipeline.lag_metrics import LagCollector
+
+if TYPE_CHECKING:
+    from lumber.config import LumberConfig
 
 BAD_INPUT_EXIT_CODE = 2
 ZOOKEEPER_KIND = "zookeeper"
 KAFKA_KIND = "kafka"
 KINDS = (ZOOKEEPER_KIND, KAFKA_KIND)
 
-Handler = Callable[[argparse.Namespace, LumberConfig, "Admins"], int]
+Handler = Callable[[argparse.Namespace, "LumberConfig", "Admins"], int]
 
 
 class BadGroupInputError(GroupError):

@@ -11,13 +11,15 @@ import argparse
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.verbosity import serves
-from lumber.config import LumberConfig
 from schemas.client import SchemaRegistryClient
 from schemas.errors import SchemaError
+
+if TYPE_CHECKING:
+    from lumber.config import LumberConfig
 
 INCOMPATIBLE_EXIT_CODE = 3
 
@@ -86,7 +88,7 @@ def _read_schema(path: Path) -> str:
 
 
 def _serve(args: argparse.Namespace, config: LumberConfig) -> int:
-    from schemas.registry.server import serve  # noqa: PLC0415 - the client commands need not load uvicorn
+    from schemas.registry.server import serve
 
     registry = config.registry
     if args.host is not None:
