@@ -21,7 +21,8 @@ when merging, ``tests/lumber/cli/test_startup.py`` checks them for every command
 3. Exit codes (the README's table, :data:`EXIT_OK` ...): 0 done; 1 the operation failed (the cluster said no,
    a check found damage, a timeout); 2 bad usage or config (argparse's own code: an unknown command,
    flag or name, a missing topic); 3 busy (another run holds the lock). An error of a Lumber package ends
-   the command with its one-line message on stderr and exit 1 (2 for :class:`~pipeline.errors.ConfigError`);
+   the command with its one-line message on stderr and exit 1 (2 for :class:`~pipeline.errors.ConfigError`
+   and for an error whose class says ``exit_code = 2``, such as a topic that does not exist);
    a traceback is shown only with ``--debug``. A mistyped command or flag is answered with the closest
    known one ("did you mean").
 4. Output to a closed pipe (``lumber consume t | head``) ends the command quietly with exit 0, as ``cat``
@@ -134,9 +135,12 @@ class LumberArgumentParser(argparse.ArgumentParser):
         delattr(found, _SUGGESTIONS)
         if extras:
             message = "unrecognized arguments: " + " ".join(extras)
-            hints = [f"{flag} -> {close}" for flag, close in suggestions.items() if flag in extras]
-            if hints:
-                message += " (did you mean: " + ", ".join(hints) + "?)"
+            hints = [(flag, close) for flag, close in suggestions.items() if flag in extras]
+            if len(hints) == 1:
+                message += f" (did you mean {hints[0][1]}?)"
+            elif hints:
+                pairs = ", ".join(f"{close} for {flag}" for flag, close in hints)
+                message += f" (did you mean {pairs}?)"
             self.error(message)
         return found
 
@@ -233,7 +237,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.debug:
             raise
         print(f"lumber: error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return int(getattr(exc, "exit_code", EXIT_FAILED))  # an error caused by what was typed says 2
     except KeyboardInterrupt:
         print("lumber: interrupted", file=sys.stderr)
         return 130

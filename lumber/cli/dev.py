@@ -94,7 +94,7 @@ def _status(args: argparse.Namespace, config: LumberConfig) -> int:
     summary = _stack(args, config).summary()
     _print_summary(summary, args.json)
     services = summary["services"]
-    return 0 if services and all(s["running"] for s in services) else 3
+    return 0 if services and all(s["running"] for s in services) else 1
 
 
 def _down(args: argparse.Namespace, config: LumberConfig) -> int:

@@ -356,6 +356,7 @@ def _lag(args: argparse.Namespace, config: LumberConfig, admins: Admins) -> int:
         start_lag_exporter(collector, args.metrics_port, args.metrics_host)
     count = (args.count if args.count is not None else -1) if args.watch else 1
     observed = 0
+    said_none = False
     windows: dict[tuple[str, str], LagWindow] = {}
     with _brokers(args, config) as consumer:
         while count < 0 or observed < count:
@@ -369,6 +370,9 @@ def _lag(args: argparse.Namespace, config: LumberConfig, admins: Admins) -> int:
                     raise
                 _observation_failed(args, observed, "the groups", exc)
                 continue
+            if not watched and not said_none and not args.json:
+                print("no consumer groups", flush=True)  # said once, until there are some again
+            said_none = not watched
             for group, gone_kind in [key for key in windows if key not in watched]:
                 del windows[(group, gone_kind)]
                 collector.forget(group, gone_kind)

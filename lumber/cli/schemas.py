@@ -2,7 +2,7 @@
 
 ``serve`` runs the registry in the foreground on ``[registry] host:port`` (default 127.0.0.1:8081), stored in
 the ZooKeeper of ``[zookeeper] connect``. The other commands are clients of ``[registry] url`` (or ``--url``).
-Exit codes: 0 done, 1 error (message on stderr), 3 ``check``: the schema is incompatible.
+Exit codes: 0 done, 1 error (message on stderr) or, for ``check``, the schema is incompatible.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from schemas.errors import SchemaError
 if TYPE_CHECKING:
     from lumber.config import LumberConfig
 
-INCOMPATIBLE_EXIT_CODE = 3
+INCOMPATIBLE_EXIT_CODE = 1
 
 
 def register(subparsers: Any) -> None:
@@ -52,7 +52,7 @@ def register(subparsers: Any) -> None:
 
     check = sub.add_parser(
         "check",
-        help="test a schema file against a subject's compatibility level (registers nothing; exit 3 if "
+        help="test a schema file against a subject's compatibility level (registers nothing; exit 1 if "
         "incompatible)",
     )
     check.add_argument("subject")

@@ -113,3 +113,25 @@ def run_lumber_with_input(stdin: str, *args: str) -> subprocess.CompletedProcess
     return subprocess.run(
         [sys.executable, "-m", "lumber", *args], input=stdin, capture_output=True, text=True, timeout=120
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (["topcis", "list"], "argument COMMAND: invalid choice: 'topcis' (did you mean 'topics'?)"),
+        (["topics", "lsit"], "argument ACTION: invalid choice: 'lsit' (did you mean 'list'?)"),
+        (
+            ["consume", "page_view", "--form-beginning"],
+            "unrecognized arguments: --form-beginning (did you mean --from-beginning?)",
+        ),
+        (
+            ["groups", "lag", "--al-groups", "--kind", "kafak"],
+            "argument --kind: invalid choice: 'kafak' (did you mean 'kafka'?)",
+        ),
+    ],
+)
+def test_a_mistyped_command_or_flag_is_a_usage_error_with_a_suggestion(argv: list[str], hint: str) -> None:
+    result = run_lumber(*argv)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert hint in result.stderr.splitlines()[-1]

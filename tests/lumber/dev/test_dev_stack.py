@@ -282,7 +282,7 @@ def test_up_connect_status_down(tmp_path: Path) -> None:
     assert not (state_dir / "stack.json").exists()
 
     status = lumber(state_dir, port, registry_port, "status", "--json")
-    assert status.returncode == 3
+    assert status.returncode == 1
     assert json.loads(status.stdout)["services"] == []
 
     down_again = lumber(state_dir, port, registry_port, "down")
