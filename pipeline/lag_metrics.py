@@ -9,6 +9,8 @@ group, with kafka_exporter's metric names so that its dashboards map over, plus 
 ``kafka_topic_partition_current_offset{topic,partition}``                  the log end offset
 ``lumber_consumergroup_partition_status{consumergroup,kind,topic,partition}`` 0 OK, 1 WARNING, 2 STALLED,
                                                                              3 STOPPED
+``kafka_consumergroup_lag_sum{consumergroup,kind,topic}``                  the lag of the group's partitions
+                                                                             of the topic, summed
 ``lumber_consumergroup_status{consumergroup,kind}``                         the worst partition status
 ========================================================= ===================================================
 
@@ -99,6 +101,11 @@ class LagCollector(Collector):
             "The group's worst partition status: 0 OK, 1 WARNING, 2 STALLED, 3 STOPPED",
             labels=["consumergroup", "kind"],
         )
+        lag_sum = GaugeMetricFamily(
+            "kafka_consumergroup_lag_sum",
+            "The lag of the group's partitions of the topic, summed",
+            labels=["consumergroup", "kind", "topic"],
+        )
         seen_ends: set[tuple[str, str]] = set()
         for (group, kind), (partitions, _) in sorted(groups.items()):
             for p in partitions:
@@ -111,4 +118,9 @@ class LagCollector(Collector):
                     seen_ends.add(key)
                     ends.add_metric(list(key), p.latest.log_end_offset)
             overall.add_metric([group, kind], int(group_status(partitions)))
-        yield from (lag, current, ends, status, overall)
+            sums: dict[str, int] = {}
+            for p in partitions:
+                sums[p.partition.topic] = sums.get(p.partition.topic, 0) + p.lag
+            for topic, total in sorted(sums.items()):
+                lag_sum.add_metric([group, kind, topic], total)
+        yield from (lag, current, ends, lag_sum, status, overall)
