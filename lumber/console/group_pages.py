@@ -16,6 +16,7 @@ that exists.
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
@@ -25,7 +26,7 @@ from broker.client.group_admin import GroupAdmin, GroupDescription
 from broker.client.kafka_group_admin import KafkaGroupDescription
 from broker.record.topic_partition import TopicPartition
 from lumber.console.errors import BadRequestError, NotFoundError
-from lumber.console.lag_exporter_reader import read_exporter_history
+from lumber.console.lag_exporter_reader import read_exporter_history, read_exporter_statuses
 from lumber.console.lag_history import LagHistory, LagPoint
 from lumber.console.offsets_topic_reader import read_kafka_history
 from lumber.console.page import esc, link, num, respond, table
@@ -44,6 +45,8 @@ DEFAULT_HISTORY = "1h"
 
 @router.get("/groups")
 def groups_page(request: Request, sources: SourcesDep) -> Response:
+    """Every group of both kinds, with its total lag (the sum over its partitions, as its page shows them)
+    and Burrow's status as the lag exporter judges it (``-`` for a group it does not watch)."""
     admin = GroupAdmin(sources.zk)
     rows: list[dict[str, Any]] = []
     for group in admin.list_groups():
@@ -69,8 +72,14 @@ def groups_page(request: Request, sources: SourcesDep) -> Response:
         for listed in kafka.list_groups()
     )
     rows.sort(key=lambda row: (row["group"], row["kind"]))
+    statuses, note = read_exporter_statuses(sources, time.time_ns() // 1_000_000)
+    for row in rows:
+        partitions = describe(sources, row["group"], row["kind"]).to_json()["partitions"]
+        row["total_lag"] = sum(p["lag"] or 0 for p in partitions)
+        row["partitions"] = len(partitions)
+        row["status"] = statuses.get((row["group"], row["kind"]))
     body = table(
-        ("group", "kind", "members", "generation", "state"),
+        ("group", "kind", "members", "generation", "state", "partitions", "total lag", "status"),
         (
             [
                 link(f"/groups/{r['group']}", r["group"], kind=r["kind"]),
@@ -78,10 +87,17 @@ def groups_page(request: Request, sources: SourcesDep) -> Response:
                 num(r["members"]),
                 num(r["generation"]),
                 esc(r["state"] or "-"),
+                num(r["partitions"]),
+                num(r["total_lag"]),
+                esc(r["status"] or "-"),
             ]
             for r in rows
         ),
-    )
+        [
+            "bad" if r["status"] in ("STALLED", "STOPPED") else "warn" if r["status"] == "WARNING" else ""
+            for r in rows
+        ],
+    ) + (f'<p class="muted">{esc(note)}</p>' if note else "")
     if not rows:
         body = (
             f'<p class="muted">No consumer groups in ZooKeeper {esc(sources.config.zookeeper.connect)} '
