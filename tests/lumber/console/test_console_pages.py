@@ -246,8 +246,8 @@ def test_audit_heatmap_shows_the_incomplete_window(visit: Visit, console_stack: 
         HOUR_08: (11, 10, 1, 0, "COMPLETE"),
         HOUR_09: (3, 0, 0, 3, "INCOMPLETE"),
     }
-    legend = page.locator("#legend span")
-    assert legend.count() == 7
+    page = visit.open(f"/audit?{query}", "audit")
+    assert page.locator("#legend span").count() == 7
     # as of 10:30, hour 09 (ended 10:00) is within its grace (1 h): OPEN, drawn apart from INCOMPLETE
     page = visit.open(f"/audit?{query}&now=2026-11-22T10:30", "audit-open")
     assert page.locator('rect[data-label="INCOMPLETE"]').count() == 0
