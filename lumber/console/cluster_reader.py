@@ -2,9 +2,10 @@
 
 Brokers, topic assignments, the controller and each partition's state (leader, leader epoch, ISR) are read
 from ZooKeeper (:mod:`broker.cluster.zk_reads`); the log start and log end offset of each partition whose
-leader is live come from the brokers (ListOffsets through :class:`~broker.client.consumer.Consumer`). A
-partition whose leader is not live is offline (``leader`` is ``None``, its offsets unknown); one whose ISR
-is smaller than its replicas is under-replicated; one whose ISR is smaller than its topic's
+leader is live come from the brokers (ListOffsets through
+:class:`~broker.client.consumer.consumer.Consumer`). A partition whose leader is not live is offline
+(``leader`` is ``None``, its offsets unknown); one whose ISR is smaller than its replicas is
+under-replicated; one whose ISR is smaller than its topic's
 ``min.insync.replicas`` (the topic's override, else ``[broker] min_insync_replicas``) is under min ISR
 (acks=all produces are refused). A broker named as a replica that is not registered is down: ZooKeeper
 forgets a broker when its session ends, the assignments still name it (Kafka's tools infer it the same way).

@@ -3,14 +3,14 @@
 ZooKeeper keeps only each partition's last commit (``/consumers/<group>/offsets/<topic>/<partition>``), so
 it has no history to read. ``lumber groups lag --watch --metrics-port N`` observes groups every
 ``--interval`` and keeps Burrow's window of the last ``--window`` observations per partition
-(:class:`~broker.client.lag_evaluation.LagWindow`); it serves them as JSON at ``/lag-history``
+(:class:`~broker.client.groups.lag_evaluation.LagWindow`); it serves them as JSON at ``/lag-history``
 (:mod:`pipeline.lag_exporter`). :func:`read_exporter_history` asks it for one group, and each sample becomes
 a point at its observation time (committed offset, log end offset). Without a configured exporter, or
 when it does not answer or does not watch the group, the history is empty and its note says why and where
 history would come from: the rest of the page does not depend on it.
 
 :func:`read_exporter_statuses` asks it once for every group it watches and judges each group's window by
-Burrow's rules (:func:`~broker.client.lag_evaluation.evaluate`, the worst partition's status), as the
+Burrow's rules (:func:`~broker.client.groups.lag_evaluation.evaluate`, the worst partition's status), as the
 exporter's ``lumber_consumergroup_status`` does: the groups list's status column.
 
 Not thread-safe: one request, one thread.
@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from broker.client.lag_evaluation import LagSample, LagStatus, evaluate
+from broker.client.groups.lag_evaluation import LagSample, LagStatus, evaluate
 from broker.record.topic_partition import TopicPartition
 from lumber.console.lag_history import LagHistory, LagPoint
 from lumber.console.sources import Sources

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-import yaml
+import yaml  # type: ignore[import-untyped]  # PyYAML, via schemathesis (dev); no stubs
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.client.lag_evaluation import LagWindow
+from broker.client.groups.lag_evaluation import LagWindow
 from broker.record.topic_partition import TopicPartition
 from lumber.dev.process import free_port
 from pipeline.lag_metrics import LagCollector
