@@ -5,6 +5,7 @@ group, with kafka_exporter's metric names so that its dashboards map over, plus 
 
 ========================================================= ===================================================
 ``kafka_consumergroup_lag{consumergroup,kind,topic,partition}``            log end offset - committed offset
+                                                                             (no commit: - its reset position)
 ``kafka_consumergroup_current_offset{consumergroup,kind,topic,partition}`` the committed offset
 ``kafka_topic_partition_current_offset{topic,partition}``                  the log end offset
 ``lumber_consumergroup_partition_status{consumergroup,kind,topic,partition}`` 0 OK, 1 WARNING, 2 STALLED,
@@ -110,8 +111,9 @@ class LagCollector(Collector):
         for (group, kind), (partitions, _) in sorted(groups.items()):
             for p in partitions:
                 values = [group, kind, p.partition.topic, str(p.partition.partition)]
-                lag.add_metric(values, p.lag)
-                current.add_metric(values, p.latest.committed_offset)
+                lag.add_metric(values, p.lag)  # a partition without a commit: from its reset position
+                if not p.no_commit:
+                    current.add_metric(values, p.latest.committed_offset)
                 status.add_metric(values, int(p.status))
                 key = (p.partition.topic, str(p.partition.partition))
                 if key not in seen_ends:

@@ -13,10 +13,13 @@ from typing import Any
 import httpx
 import pytest
 
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_config import ProducerConfig
 from lumber.config import ConsoleConfig, LumberConfig, dump_config
 from lumber.dev.process import free_port, start_and_wait, stop
 from tests.lumber.console.conftest import Visit
-from tests.support.broker_cluster import BrokerCluster, wait_for
+from tests.support.broker_cluster import BrokerCluster, servers, wait_for
+from tests.support.confluent_group import confluent_group_member
 
 pytestmark = pytest.mark.zookeeper
 
@@ -29,7 +32,9 @@ def health_stack(
     config = LumberConfig().replace(console=ConsoleConfig(port=free_port()))
     config = config.replace(zookeeper=config.zookeeper.replace(connect=cluster.zk_connect))
     config = config.replace(
-        consumer=config.consumer.replace(bootstrap_servers=cluster.bootstrap_servers.split(","))
+        consumer=config.consumer.replace(
+            bootstrap_servers=cluster.bootstrap_servers.split(","), auto_offset_reset="earliest"
+        )
     )
     path = tmp_path / "console.toml"
     path.write_text(dump_config(config))
@@ -120,3 +125,29 @@ def test_the_banner_names_a_broker_down_and_what_it_left_behind(
     assert cells[1:3] == [str(survivor), f"{survivor},{other},{victim}"]
     assert sorted(int(b) for b in cells[3].split(",")) == sorted((survivor, other))
     assert cells[4] == "under-replicated, under min ISR (2 < 3)"
+
+
+def test_a_partition_without_a_commit_is_lag_from_the_reset_position(
+    health_stack: tuple[str, BrokerCluster], health_visit: Visit
+) -> None:
+    """A confluent-kafka group reads both partitions and commits one: the other is "no commit", its lag
+    from the log start (the console's [consumer] auto_offset_reset is earliest), in the group's total."""
+    url, cluster = health_stack
+    cluster.create_topic("events", 2, {0: [0], 1: [1]})
+    with Producer(ProducerConfig(bootstrap_servers=servers(cluster), acks="all")) as producer:
+        for i in range(10):
+            producer.send("events", b"v%d" % i, partition=i % 2).result(10)
+    with confluent_group_member(servers(cluster), "readers", "events", 10, {0: 4}):
+        page = health_visit.open("/groups", "groups-no-commit")
+        row = page.locator("main tr", has_text="readers").locator("td").all_inner_texts()
+        assert row[5:7] == ["2", "6"]  # partitions, total lag: 1 + 5
+        page = health_visit.open("/groups/readers", "group-no-commit")
+        rows = page.locator("main table").nth(1).locator("tr").all()[1:]
+        cells = [r.locator("td").all_inner_texts()[:6] for r in rows]
+        assert [c[:2] + c[3:6] for c in cells] == [
+            ["events", "0", "4", "5", "1"],
+            ["events", "1", "no commit", "5", "5"],
+        ]
+        data = httpx.get(url + "/groups/readers", params={"format": "json"}, timeout=30).json()
+    assert data["total_lag"] == 6
+    assert [(p["lag"], p["no_commit"]) for p in data["partitions"]] == [(1, False), (5, True)]
