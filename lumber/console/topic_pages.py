@@ -88,7 +88,13 @@ def topic_page(
     )
     body = (
         banner(problems, "Healthy: every partition led and fully replicated.")
-        + f"<h2>Partitions</h2>{partitions}<h2>Records of partition {partition}</h2>{picker}"
+        + f"<h2>Partitions</h2>{partitions}"
+        + form(
+            f"/topics/{topic}/search",
+            {"q": ("search keys, headers and values for", ""), "partition": ("in partition", partition)},
+            submit="Search",
+        )
+        + f"<h2>Records of partition {partition}</h2>{picker}"
         + _paging(page)
         + _records_table(page)
     )

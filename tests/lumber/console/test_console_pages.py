@@ -259,3 +259,40 @@ def test_audit_heatmap_shows_the_incomplete_window(visit: Visit, console_stack: 
     )
     window = json_of(stack, f"/audit/{stack.topic}/{HOUR_08}", job=stack.job, **AUDIT_RANGE)
     assert window["hosts"] == {"web-1": 11}
+
+
+def test_record_search_by_key_header_and_value_within_a_bounded_range(
+    visit: Visit, console_stack: ConsoleStack
+) -> None:
+    """Partition 0 holds page views 0-5 (keys key-0-0..5, header host: console-test) and a record that is
+    not Avro at offset 6; page_key profile_view is in views 1 and 4."""
+    stack = console_stack
+    page = visit.open(f"/topics/{stack.topic}?partition=0", "topic-search-form")
+    page.fill('input[name="q"]', "profile_view")
+    page.click('button:has-text("Search")')
+    page.wait_for_url(f"**/topics/{stack.topic}/search?q=profile_view&partition=0")
+    assert visit.errors == []
+    assert page.inner_text("#searched").startswith(
+        f'2 of 7 records of {stack.topic}-0 in offsets [0, 7) contain "profile_view" in any'
+    )
+    cells = [r.locator("td").all_inner_texts()[:3] for r in page.locator("main table tr").all()[1:]]
+    assert [(c[0], c[2]) for c in cells] == [("1", "value"), ("4", "value")]
+
+    def hits(**params: object) -> list[tuple[int, list[str]]]:
+        found = json_of(stack, f"/topics/{stack.topic}/search", partition=0, **params)
+        return [(h["offset"], h["matched_in"]) for h in found["hits"]]
+
+    assert hits(q="key-0-3", **{"in": "key"}) == [(3, ["key"])]
+    assert hits(q="console-test", **{"in": "header"}) == [(o, ["header"]) for o in range(7)]
+    assert hits(q="key-0-3", **{"in": "value"}) == []
+    # bounded: two offsets from 0 read, view 4 not reached; the answer names the range read
+    bounded = json_of(
+        stack, f"/topics/{stack.topic}/search", partition=0, q="profile_view", span=2, **{"from": 0}
+    )
+    assert (bounded["from_offset"], bounded["until_offset"], bounded["records_read"]) == (0, 2, 2)
+    assert [h["offset"] for h in bounded["hits"]] == [1]
+    too_wide = stack.get(f"/topics/{stack.topic}/search", q="x", span=10_001, format="json")
+    assert (too_wide.status_code, too_wide.json()["message"]) == (
+        400,
+        "parameter span=10001: expected 1 to 10000 offsets",
+    )
