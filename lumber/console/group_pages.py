@@ -35,7 +35,7 @@ from lumber.console.errors import BadRequestError, NotFoundError
 from lumber.console.lag_exporter_reader import read_exporter_history, read_exporter_statuses
 from lumber.console.lag_history import LagHistory, LagPoint
 from lumber.console.offsets_topic_reader import read_kafka_history
-from lumber.console.page import esc, link, num, respond, table
+from lumber.console.page import esc, form, link, num, respond, table
 from lumber.console.params import utc_iso
 from lumber.console.sources import Sources, request_sources
 from lumber.console.svg import bars, sparkline
@@ -184,6 +184,16 @@ def group_page(
         f"{summary}<h2>Members ({len(description.members)})</h2>{members}"
         f"<h2>Partitions</h2>{partitions}<h2>Lag per partition</h2>{chart}"
         f"<h2>Lag over time</h2>{_history_part(lag_history)}"
+        "<h2>Reset offsets</h2>"
+        + form(
+            f"/groups/{group}/reset",
+            {
+                "topic": ("topic", ""),
+                "to": ("to (earliest, latest)", "earliest"),
+                "kind": ("kind", data["kind"]),
+            },
+            submit="Show the moves",
+        )
     )
     return respond(request, f"Group {group} ({data['kind']})", body, data)
 

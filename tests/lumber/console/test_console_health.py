@@ -151,3 +151,23 @@ def test_a_partition_without_a_commit_is_lag_from_the_reset_position(
         data = httpx.get(url + "/groups/readers", params={"format": "json"}, timeout=30).json()
     assert data["total_lag"] == 6
     assert [(p["lag"], p["no_commit"]) for p in data["partitions"]] == [(1, False), (5, True)]
+
+    # the member left: reset the group's offsets from the console, after a confirmation showing the moves
+    page = health_visit.open("/groups/readers?kind=kafka", "group-before-reset")
+    page.fill('input[name="topic"]', "events")
+    page.click('button:has-text("Show the moves")')
+    page.wait_for_url("**/groups/readers/reset?topic=events&to=earliest&kind=kafka")
+    moves = [r.locator("td").all_inner_texts() for r in page.locator("main table tr").all()[1:]]
+    assert moves == [["0", "4", "0"], ["1", "-", "0"]]
+    unchanged = httpx.get(url + "/groups/readers", params={"format": "json"}, timeout=30).json()
+    # the confirmation wrote nothing (with no member, only committed partitions are listed)
+    assert [(p["partition"], p["committed"]) for p in unchanged["partitions"]] == [(0, 4)]
+    page.click("#confirm")
+    page.wait_for_selector("#done")
+    assert health_visit.errors == []
+    after = httpx.get(url + "/groups/readers", params={"format": "json"}, timeout=30).json()
+    assert [(p["committed"], p["lag"]) for p in after["partitions"]] == [(0, 5), (0, 5)]
+    refused = httpx.post(
+        url + "/groups/readers/reset", params={"topic": "events", "to": "latest"}, timeout=30
+    )
+    assert refused.status_code == 400
