@@ -90,13 +90,15 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy
 
-# Debian packages the tests use as real third-party parts: kcat (librdkafka's CLI, a Kafka client) and
+# Debian packages the tests use as real third-party parts: kcat (librdkafka's CLI, a Kafka client),
 # chromium (the console's pages are tested in a headless browser, driven by Playwright; no browser is
-# downloaded). Installed when missing (apt-get: needs root).
+# downloaded) and prometheus (its promtool checks the alerting rules). Installed when missing (apt-get:
+# needs root).
 test-packages:
 	@missing=""; \
 	 command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
 	 test -x /usr/bin/chromium || missing="$$missing chromium"; \
+	 command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	 if [ -n "$$missing" ]; then \
 	   echo "installing$$missing (apt-get)"; \
 	   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

@@ -19,6 +19,19 @@ metric                                                                          
 ``kafka_log_logflushstats_logflush_seconds``                                       flusher's flush time
 ``kafka_server_replicamanager_partitioncount`` / ``_leadercount``                 partitions hosted / led
 ``kafka_server_replicamanager_underreplicatedpartitions``                         led here, ISR < replicas
+``kafka_server_replicamanager_underminisrpartitioncount``                          led here, ISR <
+                                                                                  min.insync.replicas
+``kafka_server_replicafetchermanager_maxlag{clientId="Replica"}``                  the most messages a
+                                                                                  partition followed here
+                                                                                  is behind its leader's
+                                                                                  high watermark
+``kafka_controller_kafkacontroller_offlinepartitionscount``                       on the controller:
+                                                                                  partitions without a live
+                                                                                  leader
+``kafka_controller_controllerstats_leaderelections_total``                        on the controller: leaders
+                                                                                  it elected (Kafka's
+                                                                                  LeaderElectionRateAndTimeMs
+                                                                                  count)
 ``kafka_server_replicamanager_isrshrinks_total`` / ``_isrexpands_total``           ISR changes this leader
                                                                                   wrote
 ``kafka_controller_kafkacontroller_activecontrollercount``                        1 on the controller
@@ -70,6 +83,7 @@ from broker.log.log_manager import LogManager
 from broker.network.request_channel import NetworkResponse, RequestChannel
 from broker.protocol.api_key import ApiKey
 from broker.record.topic_partition import TopicPartition
+from broker.server.controller import ControllerStats
 from broker.server.fetch_session_cache import FetchSessionCache
 from broker.server.purgatory import Purgatory
 from broker.server.replica_manager import ReplicaManager
@@ -216,6 +230,7 @@ class BrokerCollector(Collector):
         replicas: ReplicaManager | None = None,
         controller_active: Callable[[], bool] = lambda: False,
         fetch_sessions: FetchSessionCache | None = None,
+        controller_stats: Callable[[], ControllerStats | None] = lambda: None,
     ) -> None:
         self.broker_id = broker_id
         self.logs = logs
@@ -223,6 +238,7 @@ class BrokerCollector(Collector):
         self.network_stats = network_stats
         self.replicas = replicas
         self.controller_active = controller_active
+        self.controller_stats = controller_stats
         self.fetch_sessions = fetch_sessions
         self._lock = threading.Lock()
         #: per partition: the log end offset and {segment base offset: size} seen last
@@ -374,6 +390,30 @@ class BrokerCollector(Collector):
             "Partitions led here with fewer in-sync replicas than replicas",
         )
         under.add_metric([], sum(1 for p in led if len(p.isr) < len(p.replicas)))
+        under_min = GaugeMetricFamily(
+            "kafka_server_replicamanager_underminisrpartitioncount",
+            "Partitions led here with fewer in-sync replicas than min.insync.replicas (acks=all refused)",
+        )
+        under_min.add_metric([], sum(1 for p in led if len(p.isr) < p.min_insync_replicas))
+        max_lag = GaugeMetricFamily(
+            "kafka_server_replicafetchermanager_maxlag",
+            "The most messages a partition followed here is behind its leader's high watermark",
+            labels=["clientId"],
+        )
+        max_lag.add_metric(
+            ["Replica"], max((p.follower_lag for p in partitions if not p.is_leader), default=0)
+        )
+        stats = self.controller_stats()
+        offline = GaugeMetricFamily(
+            "kafka_controller_kafkacontroller_offlinepartitionscount",
+            "On the active controller: partitions without a live leader (0 on the other brokers)",
+        )
+        offline.add_metric([], 0 if stats is None else stats.offline_partitions)
+        elections = CounterMetricFamily(
+            "kafka_controller_controllerstats_leaderelections",
+            "Leaders this broker elected as controller (a partition given a new live leader)",
+        )
+        elections.add_metric([], 0 if stats is None else stats.leader_elections)
         shrinks = CounterMetricFamily(
             "kafka_server_replicamanager_isrshrinks", "ISR shrinks this broker wrote as leader"
         )
@@ -386,4 +426,4 @@ class BrokerCollector(Collector):
             "kafka_controller_kafkacontroller_activecontrollercount", "1 while this broker is the controller"
         )
         active.add_metric([], 1 if self.controller_active() else 0)
-        yield from (count, leaders, under, shrinks, expands, active)
+        yield from (count, leaders, under, under_min, max_lag, shrinks, expands, active, offline, elections)

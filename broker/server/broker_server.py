@@ -227,6 +227,7 @@ class BrokerServer:
                 self._network.stats,
                 replicas=self._replicas,
                 controller_active=lambda: self._controller is not None and self._controller.active,
+                controller_stats=lambda: None if self._controller is None else self._controller.stats(),
                 fetch_sessions=handler.fetch_sessions,
             )
             self._serve_metrics(metrics, port, collector)

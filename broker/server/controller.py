@@ -34,7 +34,8 @@ keeps the leader epoch.
 
 Concurrency: :meth:`wake`, :meth:`on_elected` and :meth:`on_resigned` only set flags and wake the thread;
 everything else runs on the controller thread, which reads views (immutable) and ZooKeeper and holds no
-lock while it writes.
+lock while it writes. :meth:`stats` (a metrics scrape's thread) reads the current view and one counter that
+only the controller thread increments.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
@@ -55,7 +57,7 @@ from broker.cluster.cluster_view import ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.controller_election import ControllerElection
 from broker.cluster.errors import ClusterError, ControllerMovedError
-from broker.cluster.partition_state import PartitionState
+from broker.cluster.partition_state import NO_LEADER, PartitionState
 from broker.cluster.topic_config import unclean_leader_election
 from broker.config import BrokerConfig
 from broker.record.topic_partition import TopicPartition
@@ -65,6 +67,16 @@ logger = logging.getLogger(__name__)
 
 #: How long the thread waits after a failed pass before trying again.
 _RETRY_S = 0.5
+
+
+@dataclass(frozen=True)
+class ControllerStats:
+    """What the active controller tells the metrics (:mod:`broker.server.broker_metrics`)."""
+
+    #: partitions without a live leader (no leader, or a leader not registered), in the current view
+    offline_partitions: int
+    #: leader changes this broker wrote as controller since it started (a new leader for a partition)
+    leader_elections: int
 
 
 class Controller:
@@ -93,6 +105,7 @@ class Controller:
         #: The znode version of each state this controller wrote last (the controller thread's own).
         self._written: dict[TopicPartition, int] = {}
         self._next_rebalance_s = 0.0
+        self._leader_elections = 0
         self._election = ControllerElection(
             client, broker_id, on_elected=self.on_elected, on_resigned=self.on_resigned
         )
@@ -110,6 +123,17 @@ class Controller:
         """The controller epoch while active, else -1."""
         current = self._epoch
         return -1 if current is None else current[0]
+
+    def stats(self) -> ControllerStats | None:
+        """The offline partitions and the elections so far, while this broker is the controller."""
+        if not self.active:
+            return None
+        view = self._cluster.view
+        live = set(view.brokers)
+        offline = sum(
+            1 for state in view.states.values() if state.leader == NO_LEADER or state.leader not in live
+        )
+        return ControllerStats(offline, self._leader_elections)
 
     def start(self) -> None:
         self._thread.start()
@@ -279,6 +303,8 @@ class Controller:
             if results.get(tp) is None:
                 continue
             if new.leader != old.leader:
+                if new.leader != NO_LEADER:
+                    self._leader_elections += 1
                 logger.info(
                     "controller %d: %s: leader %d -> %d (epoch %d), ISR %s -> %s",
                     self._broker_id,

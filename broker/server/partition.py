@@ -134,6 +134,9 @@ class Partition:
         self._remote: dict[int, RemoteReplica] = {}
         #: An ISR change handed to the writer and not yet answered (None: none in flight).
         self._pending_isr: tuple[int, ...] | None = None
+        #: As a follower: the high watermark the leader answered last (-1: none yet); one int store by the
+        #: fetcher thread, read by a metrics scrape.
+        self.leader_high_watermark = -1
 
     # ------------------------------------------------------------------------------------ state
 
@@ -267,8 +270,17 @@ class Partition:
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
         """A follower exposes what the leader says is replicated, up to its own log end."""
+        self.leader_high_watermark = leader_high_watermark
         log = self.log
         log.update_replicated_high_watermark(min(leader_high_watermark, log.log_end_offset))
+
+    @property
+    def follower_lag(self) -> int:
+        """As a follower, the messages this replica is behind what the leader last said is replicated
+        (Kafka's replica fetcher lag); 0 on a leader or before the first answer."""
+        if self.is_leader or self.leader_high_watermark < 0:
+            return 0
+        return max(0, self.leader_high_watermark - self.log.log_end_offset)
 
     def truncate_to(self, offset: int, leader_epoch: int) -> int | None:
         """Truncate the follower's log to ``offset`` (the divergence point); None if this replica no

@@ -12,11 +12,10 @@ every record is acknowledged and counts the failures (each reported to ``on_erro
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
-from broker.client.consumer.consumer import Consumer
 from broker.client.consumer.consumer_record import ConsumerRecord
 from broker.client.producer.producer import Producer
 
@@ -82,8 +81,14 @@ def produce_lines(
     return ProduceSummary(sent, len(failures))
 
 
+class MessageSource(Protocol):
+    """What :func:`consume_to` reads: a consumer, a group member or one of its streams."""
+
+    def messages(self, timeout_ms: int | None = None) -> Iterator[ConsumerRecord]: ...
+
+
 def consume_to(
-    consumer: Consumer,
+    consumer: MessageSource,
     out: BinaryIO,
     *,
     line: Callable[[ConsumerRecord], bytes],

@@ -28,18 +28,13 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lumber.cli.cluster_options import add_cluster_options, add_topics_option
 from lumber.cli.etl_completeness import register_completeness
-from lumber.config import LumberConfig
 from lumber.etl_settings import submit_settings
-from pipeline.commit import CommitProtocol
 from pipeline.durations import DURATION_HELP, DurationError, parse_duration_ms
 from pipeline.errors import PipelineError
-from pipeline.fs import open_filesystem
-from pipeline.load_job import parse_until_hour
-from pipeline.load_plan import ClusterView, select_topics
 from pipeline.load_submit import prepare_submit, submit_load
 from pipeline.schedule_config import HOUR_MS, ScheduleConfig
 from pipeline.scheduler import (
@@ -50,6 +45,9 @@ from pipeline.scheduler import (
     default_state_path,
 )
 from pipeline.spark_submit import build_code_zip
+
+if TYPE_CHECKING:
+    from lumber.config import LumberConfig
 
 
 def register(subparsers: Any) -> None:
@@ -137,6 +135,9 @@ class RunArgumentError(PipelineError):
 
 def _check_run_arguments(args: argparse.Namespace, config: LumberConfig, topics: Sequence[str]) -> None:
     """Everything ``run`` can check without Spark (see the module docstring); raises RunArgumentError."""
+    from pipeline.load_job import parse_until_hour
+    from pipeline.load_plan import ClusterView, select_topics
+
     load = config.load
     if args.until_hour is not None:
         try:
@@ -269,6 +270,10 @@ def _schedule(args: argparse.Namespace, config: LumberConfig) -> int:
 
 
 def _status(args: argparse.Namespace, config: LumberConfig) -> int:
+    from pipeline.commit import CommitProtocol
+    from pipeline.fs import open_filesystem
+    from pipeline.load_plan import ClusterView
+
     load = config.load
     fs = open_filesystem(load.warehouse_url, webhdfs_url=load.webhdfs_url)
     protocol = CommitProtocol(fs, load.job)

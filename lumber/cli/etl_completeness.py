@@ -67,11 +67,11 @@ def _now_ms() -> int:
 
 
 def _completeness(args: argparse.Namespace, config: LumberConfig) -> int:
-    from pipeline.commit import CommitProtocol  # noqa: PLC0415 - lazy: see the module docstring
-    from pipeline.completeness_marker import parse_hour  # noqa: PLC0415
-    from pipeline.completeness_publisher import CompletenessPublisher  # noqa: PLC0415
-    from pipeline.errors import PipelineError  # noqa: PLC0415
-    from pipeline.fs import open_filesystem  # noqa: PLC0415
+    from pipeline.commit import CommitProtocol
+    from pipeline.completeness_marker import parse_hour
+    from pipeline.completeness_publisher import CompletenessPublisher
+    from pipeline.errors import PipelineError
+    from pipeline.fs import open_filesystem
 
     load = config.load
     try:
@@ -129,17 +129,17 @@ def _completeness(args: argparse.Namespace, config: LumberConfig) -> int:
 
 
 def _wait(args: argparse.Namespace, config: LumberConfig) -> int:
-    from pipeline.completeness_marker import (  # noqa: PLC0415 - lazy: see the module docstring
+    from pipeline.completeness_marker import (
         HOUR_MS,
         ForeignMarkerError,
         MarkerStore,
         hour_text,
         parse_hour,
     )
-    from pipeline.durations import DurationError, parse_duration_ms  # noqa: PLC0415
-    from pipeline.errors import PipelineError  # noqa: PLC0415
-    from pipeline.fs import open_filesystem  # noqa: PLC0415
-    from pipeline.load_plan import ClusterView  # noqa: PLC0415
+    from pipeline.durations import DurationError, parse_duration_ms
+    from pipeline.errors import PipelineError
+    from pipeline.fs import open_filesystem
+    from pipeline.load_plan import ClusterView
 
     load = config.load
     try:

@@ -17,10 +17,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from broker.log.log_verifier import PartitionReport, find_partition_dirs, verify_partition
-from lumber.config import LumberConfig
+if TYPE_CHECKING:
+    from broker.log.log_verifier import PartitionReport
+    from lumber.config import LumberConfig
 
 DAMAGE_EXIT_CODE = 1
 NOT_FOUND_EXIT_CODE = 2
@@ -45,6 +46,8 @@ def verify_log_dirs(
     log_dirs: list[Path], topic: str | None = None, partition: int | None = None
 ) -> list[PartitionReport]:
     """Verify the partitions of ``topic`` (every topic if None) found in ``log_dirs``."""
+    from broker.log.log_verifier import find_partition_dirs, verify_partition
+
     return [verify_partition(directory) for directory in find_partition_dirs(log_dirs, topic, partition)]
 
 

@@ -27,7 +27,10 @@ _MISSING = (int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), int(ErrorCode.INVALID_TOP
 
 
 class MissingTopicError(PipelineError):
-    """The cluster has no such topic (the message says how to create it)."""
+    """The cluster has no such topic (the message says how to create it): a bad name typed, exit code 2 as
+    for ``lumber topics describe`` of one (:mod:`lumber.cli`'s table)."""
+
+    exit_code = 2
 
     def __init__(self, topic: str, where: str, answer: str, create_command: str) -> None:
         self.topic = topic

@@ -53,7 +53,7 @@ import logging
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.cluster.broker_info import BrokerInfo
 from broker.cluster.errors import (
@@ -65,16 +65,17 @@ from broker.cluster.errors import (
 from broker.cluster.topic_admin import TopicAdmin
 from broker.cluster.topic_config import TOPIC_CONFIG_KEYS, TOPIC_CONFIGS, check_topic_configs
 from broker.cluster.topic_config_store import TopicConfigStore
-from broker.protocol.messages.config_resource import ConfigSource
 from broker.record.errors import InvalidTopicError
-from broker.server.config_entries import topic_config_entries
 from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.partition_row import PartitionRow, ids_text, partition_rows
 from lumber.cli.topic_request_error import TopicRequestError
 from lumber.cli.topics_elect import DEFAULT_ELECTION_TIMEOUT_MS, elect_leaders
 from lumber.cli.zookeeper_session import zookeeper_session
-from lumber.config import LumberConfig
 from pipeline.durations import DURATION_HELP, DurationAction
+
+if TYPE_CHECKING:
+    from broker.protocol.messages.config_resource import ConfigSource
+    from lumber.config import LumberConfig
 
 BAD_INPUT_EXIT_CODE = 2
 
@@ -89,7 +90,7 @@ _BAD_INPUT = (
 
 _ASSIGNMENT_ITEM = re.compile(r"\s*(\d+)((?:\s*:\s*\d+)+)\s*")
 
-Handler = Callable[[argparse.Namespace, TopicAdmin, LumberConfig], int]
+Handler = Callable[[argparse.Namespace, TopicAdmin, "LumberConfig"], int]
 
 
 def register(subparsers: Any) -> None:
@@ -388,6 +389,8 @@ def _list_under_replicated(args: argparse.Namespace, admin: TopicAdmin, topics: 
 
 
 def _describe(args: argparse.Namespace, admin: TopicAdmin, config: LumberConfig) -> int:
+    from broker.server.config_entries import topic_config_entries
+
     rows = partition_rows(admin, args.topic, admin.live_brokers())
     configs = dict(admin.topic_config(args.topic))
     replication_factor = len(rows[0].replicas) if rows else 0
@@ -433,6 +436,8 @@ def _describe(args: argparse.Namespace, admin: TopicAdmin, config: LumberConfig)
 
 def _source_text(name: str, source: ConfigSource) -> str:
     """Where a topic config's value comes from, in words (``topic override`` marks the overrides)."""
+    from broker.protocol.messages.config_resource import ConfigSource
+
     if source is ConfigSource.TOPIC_CONFIG:
         return "topic override"
     if source is ConfigSource.STATIC_BROKER_CONFIG:

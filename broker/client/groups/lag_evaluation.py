@@ -26,6 +26,12 @@ times off ``__consumer_offsets`` itself). Lumber times their commits by observat
 (:meth:`LagWindow.commit_times`): an offset is taken as committed when an observation first saw it, so, as
 for ZooKeeper groups, a consumer that keeps committing the same offset shows as STOPPED, not STALLED.
 
+A partition the group consumes but has never committed is not left out (its lag would be missing from the
+group's total, as Burrow and kafka-lag-exporter would not miss it): its lag is measured from where the
+group's consumers would start, the ``auto.offset.reset`` position (:func:`reset_position`: the log start
+for ``earliest``, the log end for ``latest``), and its samples say ``no_commit``. Such a partition is not
+judged (there are no commits to judge): OK, with its lag in the total.
+
 Pure computation over samples, plus :class:`LagWindow`'s deques; not thread-safe (one watcher thread).
 """
 
@@ -54,22 +60,32 @@ class LagSample:
     """One observation of a partition: the group's committed offset and the log end offset."""
 
     observed_at_ms: int
+    #: the committed offset, or with ``no_commit`` the ``auto.offset.reset`` position lag is measured from
     committed_offset: int
     committed_at_ms: int
     log_end_offset: int
+    #: the group has no committed offset for the partition
+    no_commit: bool = False
 
     @property
     def lag(self) -> int:
         return max(self.log_end_offset - self.committed_offset, 0)
 
-    def to_json(self) -> dict[str, int]:
+    def to_json(self) -> dict[str, int | bool]:
         return {
             "observed_at_ms": self.observed_at_ms,
             "committed_offset": self.committed_offset,
             "committed_at_ms": self.committed_at_ms,
             "log_end_offset": self.log_end_offset,
             "lag": self.lag,
+            "no_commit": self.no_commit,
         }
+
+
+def reset_position(policy: str, log_start_offset: int, log_end_offset: int) -> int:
+    """Where a consumer of a partition without a committed offset starts (``auto.offset.reset``): the log
+    start for ``earliest``, the log end otherwise (``latest``; ``none`` would fail: nothing is consumed)."""
+    return log_start_offset if policy == "earliest" else log_end_offset
 
 
 @dataclass(frozen=True)
@@ -86,10 +102,14 @@ class PartitionLag:
     def lag(self) -> int:
         return self.latest.lag
 
+    @property
+    def no_commit(self) -> bool:
+        return self.latest.no_commit
+
 
 def evaluate(samples: Sequence[LagSample], now_ms: int) -> LagStatus:
     """Burrow's rules over one partition's window, oldest sample first (see the module docstring)."""
-    if not samples or any(s.lag == 0 for s in samples):
+    if not samples or samples[-1].no_commit or any(s.lag == 0 for s in samples):
         return LagStatus.OK
     if len(samples) < 2:
         return LagStatus.OK
@@ -120,10 +140,13 @@ class LagWindow:
         observed_at_ms: int,
         committed: Mapping[TopicPartition, tuple[int, int]],
         log_ends: Mapping[TopicPartition, int],
+        uncommitted: Mapping[TopicPartition, int] | None = None,
     ) -> None:
         """Add one sample per partition that has both a committed offset (``(offset, committed_at_ms)``)
-        and a log end; partitions no longer committed are forgotten."""
-        for tp in [tp for tp in self._samples if tp not in committed]:
+        and a log end, and one per partition of ``uncommitted`` (the group consumes it, has no commit:
+        its :func:`reset_position`) that has a log end; partitions in neither are forgotten."""
+        without = {tp: at for tp, at in (uncommitted or {}).items() if tp not in committed}
+        for tp in [tp for tp in self._samples if tp not in committed and tp not in without]:
             del self._samples[tp]
         for tp, (offset, committed_at_ms) in committed.items():
             end = log_ends.get(tp)
@@ -131,6 +154,12 @@ class LagWindow:
                 continue
             found = self._samples.setdefault(tp, deque(maxlen=self.window))
             found.append(LagSample(observed_at_ms, offset, committed_at_ms, end))
+        for tp, position in without.items():
+            end = log_ends.get(tp)
+            if end is None:
+                continue
+            found = self._samples.setdefault(tp, deque(maxlen=self.window))
+            found.append(LagSample(observed_at_ms, position, observed_at_ms, end, no_commit=True))
 
     def commit_times(
         self, observed_at_ms: int, offsets: Mapping[TopicPartition, int]

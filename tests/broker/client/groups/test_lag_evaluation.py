@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from broker.client.groups.lag_evaluation import LagSample, LagStatus, LagWindow, evaluate, group_status
+from broker.client.groups.lag_evaluation import (
+    LagSample,
+    LagStatus,
+    LagWindow,
+    evaluate,
+    group_status,
+    reset_position,
+)
 from broker.record.topic_partition import TopicPartition
 
 TP0 = TopicPartition("events", 0)
@@ -67,9 +74,37 @@ def test_window_keeps_the_last_samples_and_judges_each_partition() -> None:
         "committed_at_ms": 0,
         "log_end_offset": 24,
         "lag": 17,
+        "no_commit": False,
     }
     lag_window.observe(50, {TP0: (50, 50)}, {TP0: 50})  # partition 1's offset was deleted: forgotten
     assert [p.partition for p in lag_window.evaluate(55)] == [TP0]
+
+
+def test_a_partition_without_a_commit_counts_from_its_reset_position() -> None:
+    """Consumed but never committed: lag from the auto.offset.reset position, marked, not judged."""
+    assert (reset_position("earliest", 4, 30), reset_position("latest", 4, 30)) == (4, 30)
+    lag_window = LagWindow(3)
+    for at in (10, 20, 30):
+        lag_window.observe(
+            at, {TP0: (30, at)}, {TP0: 30 + at, TP1: 12}, {TP1: reset_position("earliest", 2, 12)}
+        )
+    partitions = lag_window.evaluate(35)
+    assert [(p.partition, p.lag, p.no_commit, p.status) for p in partitions] == [
+        (TP0, 30, False, LagStatus.STALLED),  # its commits stand still
+        (TP1, 10, True, LagStatus.OK),  # the same lag every time, but no commit to judge
+    ]
+    assert sum(p.lag for p in partitions) == 40  # in the group's total
+    assert lag_window.samples()[TP1][-1].to_json() == {
+        "observed_at_ms": 30,
+        "committed_offset": 2,
+        "committed_at_ms": 30,
+        "log_end_offset": 12,
+        "lag": 10,
+        "no_commit": True,
+    }
+    # once committed, it is an ordinary partition
+    lag_window.observe(40, {TP0: (70, 40), TP1: (12, 40)}, {TP0: 70, TP1: 12}, {TP1: 2})
+    assert [(p.lag, p.no_commit) for p in lag_window.evaluate(45)] == [(0, False), (0, False)]
 
 
 def test_window_needs_two_samples() -> None:
