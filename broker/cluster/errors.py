@@ -23,6 +23,10 @@ error the log raises, through :func:`broker.record.topic_name.validate_topic_nam
         ├── ControllerMovedError            (NOT_CONTROLLER 41): a controller write whose
         │                                    check(/controller_epoch, version) failed: another controller
         │                                    was elected since
+        │   └── NotControllerError          (NOT_CONTROLLER 41): a request only the controller answers
+        │                                    (AlterPartitionReassignments) reached another broker
+        ├── NoReassignmentInProgressError   (NO_REASSIGNMENT_IN_PROGRESS 85): a cancel of a partition
+        │                                    that is not moving
         └── ZooKeeperError                  (REQUEST_TIMED_OUT 7 if retriable, else UNKNOWN_SERVER_ERROR -1):
                                              a kazoo failure or unreadable data, naming the path
 """
@@ -120,6 +124,21 @@ class ControllerMovedError(ClusterError):
             f"controller moved: /controller_epoch expected at znode version {expected_zk_version}, "
             f"found {found}"
         )
+
+
+class NotControllerError(ControllerMovedError):
+    """A request only the active controller answers reached a broker that is not it."""
+
+    def __init__(self, broker_id: int, controller_id: int) -> None:
+        ClusterError.__init__(
+            self,
+            f"broker {broker_id} is not the controller (the controller is broker {controller_id}); ask it",
+        )
+        self.expected_zk_version = -1
+
+
+class NoReassignmentInProgressError(ClusterError):
+    """A reassignment was cancelled for a partition that is not being reassigned (names the partition)."""
 
 
 class ZooKeeperError(ClusterError):

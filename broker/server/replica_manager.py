@@ -234,16 +234,43 @@ class ReplicaManager:
                 configs = latest.topic_config(topic)
                 if configs != self._topic_configs.get(topic, {}):
                     self._apply_topic_config(topic, configs)
-            for tp in new.partitions_of(self._broker_id):
+            mine = new.partitions_of(self._broker_id)
+            for tp in mine:
                 try:
                     self._apply_partition(new, tp)
                 except (LogError, RecordError):
                     logger.exception("broker %d: applying the state of %s failed", self._broker_id, tp)
+            gone = set(old.partitions_of(self._broker_id)) - set(mine)
+            for tp in sorted(t for t in gone if t.topic in new.topics):
+                self._stop_replica(new, tp)
         if set(old.brokers) != set(new.brokers) or old.shutting_down != new.shutting_down:
             # a follower that went away or is shutting down no longer holds a high watermark back
             for partition in self.partitions():
                 if partition.is_leader and partition.recheck_high_watermark():
                     self._purgatory.notify(partition.topic_partition)
+
+    def _stop_replica(self, view: ClusterView, tp: TopicPartition) -> None:
+        """A reassignment moved ``tp`` off this broker (Kafka's StopReplica with delete): stop fetching it,
+        stop the replica (:meth:`Partition.stop_replica`: the produces and fetches waiting on it are
+        answered NOT_LEADER_OR_FOLLOWER and retried at the new leader), then delete its log (caller holds
+        ``_lock``)."""
+        self.fetchers.remove_partitions([tp])
+        partition = self._partitions.pop(tp, None)
+        if partition is not None:
+            partition.stop_replica()
+            self._purgatory.notify(tp)
+        try:
+            deleted = self._logs.delete_log(tp.topic, tp.partition)
+        except (LogError, RecordError):
+            logger.exception("broker %d: deleting the moved-away replica of %s failed", self._broker_id, tp)
+            return
+        if deleted:
+            logger.info(
+                "broker %d: %s was reassigned to %s: stopped and deleted the local replica",
+                self._broker_id,
+                tp,
+                list(view.replicas(tp)),
+            )
 
     def _apply_topic_config(self, topic: str, configs: Mapping[str, str]) -> None:
         """Give the topic's local logs its effective config (caller holds ``_lock``)."""
@@ -280,15 +307,23 @@ class ReplicaManager:
                 isr_writer=self._submit_isr_change,
                 replica_eligible=self._replica_eligible,
             )
-            if len(view.replicas(tp)) > 1:
-                # followers' fetches wait for the log end to move, not the high watermark
-                log.add_end_listener(self._purgatory.notify)
             self._partitions[tp] = partition
+        replicas = view.replicas(tp)
+        if len(replicas) > 1 and not partition.end_listened:
+            # followers' fetches wait for the log end to move, not the high watermark
+            partition.log.add_end_listener(self._purgatory.notify)
+            partition.end_listened = True
         partition.min_insync_replicas = self._min_insync_replicas(view, tp.topic)
         state = view.states.get(tp)
-        if state is None or not partition.is_newer(state):
+        # a reassignment changes the replicas (the topic node's version orders them): applied even with
+        # the same state; a request's view older than the one applied never brings older replicas back
+        topic_version = view.topic_versions.get(tp.topic, -1)
+        replicas_newer = topic_version > partition.assignment_version
+        if state is None or (not partition.is_newer(state) and not replicas_newer):
             return partition
-        replicas = view.replicas(tp)
+        if topic_version < partition.assignment_version:
+            replicas = partition.replicas
+        partition.assignment_version = max(topic_version, partition.assignment_version)
         if state.leader == self._broker_id:
             self.fetchers.remove_partitions([tp])
             if partition.make_leader(state, replicas):
