@@ -60,6 +60,7 @@ from broker.server.group.group_metadata_manager import GroupMetadataManager
 from broker.server.handler_pool import HandlerPool
 from broker.server.kafka_apis import INLINE_API_KEYS, PIPELINE_API_KEYS, RUN_API_KEYS, KafkaApis
 from broker.server.purgatory import Purgatory
+from broker.server.reassignment_apis import Alter
 from broker.server.replica_manager import ReplicaManager
 
 logger = logging.getLogger(__name__)
@@ -182,6 +183,7 @@ class BrokerServer:
         )
         handler = KafkaApis(
             config=config,
+            controller=self._active_controller,
             replica_manager=replicas,
             admin_manager=AdminManager(
                 TopicAdmin(client),
@@ -236,6 +238,11 @@ class BrokerServer:
         self._registration.register()
         self._controller = Controller(client, config.broker_id, config, self._watcher)
         self._controller.start()
+
+    def _active_controller(self) -> Alter | None:
+        """The controller's reassignment entry while this broker is the active controller."""
+        controller = self._controller
+        return controller.alter_reassignments if controller is not None and controller.active else None
 
     def _on_cluster_change(self, old: ClusterView, new: ClusterView) -> None:
         replicas = self._replicas

@@ -120,6 +120,7 @@ from broker.server.fetch_session_cache import FetchSessionCache
 from broker.server.group.group_coordinator import GroupCoordinator
 from broker.server.group_apis import GroupApis
 from broker.server.partition import Partition
+from broker.server.reassignment_apis import Alter, ReassignmentApis
 from broker.server.replica_manager import FetchPartitionResult, ReplicaManager
 from broker.server.topic_metadata import topic_metadata
 
@@ -169,6 +170,7 @@ class KafkaApis:
         cluster_id: str,
         producer_ids: ProducerIdManager,
         group_coordinator: GroupCoordinator,
+        controller: Callable[[], Alter | None] = lambda: None,
     ) -> None:
         self._config = config
         self._replicas = replica_manager
@@ -189,6 +191,9 @@ class KafkaApis:
             **AdminApis(admin_manager=admin_manager, cluster=cluster, respond=self._respond).handlers(),
             **GroupApis(
                 group_coordinator=group_coordinator, cluster=cluster, respond=self._respond
+            ).handlers(),
+            **ReassignmentApis(
+                broker_id=config.broker_id, cluster=cluster, controller=controller, respond=self._respond
             ).handlers(),
         }
 
