@@ -37,6 +37,7 @@ from typing import TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
+    BadVersionError,
     KazooException,
     NodeExistsError,
     NoNodeError,
@@ -236,6 +237,76 @@ class TopicAdmin:
                 raise zookeeper_error(
                     "create", zk_paths.partition_state_path(topic, partition), error
                 ) from error
+
+    # ----------------------------------------------------------------------------------- add partitions
+
+    def add_partitions(self, topic: str, partitions: int) -> dict[int, tuple[int, ...]]:
+        """Grow ``topic`` to ``partitions`` partitions (Kafka's ``AdminZkClient.addPartitions``); returns the
+        new partitions' replicas.
+
+        They get as many replicas as partition 0, placed over the live brokers by Kafka's rule from
+        partition 0's first replica on (``startPartitionId`` = the current count); their states are written
+        with the topic node in one multi, conditional on the node's version (a move in progress keeps its
+        ``adding_replicas``/``removing_replicas``), so a concurrent change is never lost: read again and
+        retried. Raises UnknownTopicError, InvalidPartitionsError (not an increase, or above
+        ``MAX_PARTITIONS``), InvalidReplicationFactorError (fewer live brokers than replicas) or
+        ZooKeeperError.
+        """
+        validate_topic_name(topic)
+        path = zk_paths.topic_path(topic)
+
+        def add_once() -> dict[int, tuple[int, ...]]:
+            try:
+                data, stat = self._client.get(path)
+            except NoNodeError:
+                raise UnknownTopicError(topic) from None
+            current = zk_paths.decode_assignment(path, data)
+            moving = zk_paths.decode_moving(path, data)
+            if not len(current) < partitions <= MAX_PARTITIONS:
+                raise InvalidPartitionsError(
+                    f"topic {topic!r} has {len(current)} partitions: {partitions} is not an increase "
+                    f"(at most {MAX_PARTITIONS})"
+                )
+            brokers = sorted(self.live_brokers())
+            factor = len(current[0])
+            if len(brokers) < factor:
+                raise InvalidReplicationFactorError(topic, factor, brokers)
+            first = current[0][0]
+            start = next((i for i, b in enumerate(brokers) if b >= first), 0)
+            added = assign_replicas(
+                partitions - len(current),
+                factor,
+                brokers,
+                start_index=start,
+                start_partition=len(current),
+                topic=topic,
+            )
+            epoch = read_controller_epoch(self._client)[0]
+            transaction = self._client.transaction()
+            transaction.set_data(path, zk_paths.encode_assignment({**current, **added}, moving), stat.version)
+            if self._client.exists(zk_paths.topic_partitions_path(topic)) is None:  # an older Lumber's topic
+                transaction.create(zk_paths.topic_partitions_path(topic), b"")
+            for partition, replicas in sorted(added.items()):
+                transaction.create(zk_paths.topic_partition_path(topic, partition), b"")
+                state = PartitionState(replicas[0], 0, replicas, epoch)
+                transaction.create(
+                    zk_paths.partition_state_path(topic, partition), zk_paths.encode_partition_state(state)
+                )
+            error = first_error(transaction.commit())
+            if isinstance(error, BadVersionError | NodeExistsError | NoNodeError):
+                raise ForceRetryError  # changed meanwhile (or leftovers of a lost reply): read again
+            if error is not None:
+                raise error
+            return added
+
+        try:
+            added = self._retry(add_once)
+        except zk_paths.ZkDataError as exc:
+            raise zookeeper_error("decode", path, exc) from exc
+        except (KazooException, KazooTimeoutError) as exc:
+            raise zookeeper_error("add partitions to", path, exc) from exc
+        logger.info("topic %r: added partitions %s", topic, _describe(added))
+        return added
 
     # ----------------------------------------------------------------------------------- delete
 

@@ -22,6 +22,7 @@ from broker.cluster.errors import (
     InvalidTopicConfigError,
     NoLiveBrokersError,
     NoReassignmentInProgressError,
+    ReassignmentInProgressError,
     TopicExistsError,
     UnknownTopicError,
     ZooKeeperError,
@@ -88,6 +89,7 @@ ERROR_CODES: MappingProxyType[type[BaseException], ErrorCode] = MappingProxyType
         InvalidReplicationFactorError: ErrorCode.INVALID_REPLICATION_FACTOR,
         ControllerMovedError: ErrorCode.NOT_CONTROLLER,
         NoReassignmentInProgressError: ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+        ReassignmentInProgressError: ErrorCode.REASSIGNMENT_IN_PROGRESS,
         InvalidTopicConfigError: ErrorCode.INVALID_CONFIG,
         # the wire codec (broker.protocol.errors)
         ProtocolError: ErrorCode.INVALID_REQUEST,

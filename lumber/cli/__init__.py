@@ -20,6 +20,7 @@ from lumber import __version__
 from lumber.cli import (
     audit,
     broker,
+    cluster,
     config_cmd,
     console,
     consume,
@@ -44,6 +45,7 @@ GROUPS = (
     config_cmd,
     broker,
     topics,
+    cluster,
     log,
     schemas,
     produce,
