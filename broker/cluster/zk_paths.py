@@ -47,6 +47,18 @@ All paths are relative to the chroot of ``[zookeeper] connect``::
         concurrent alters cannot lose a key and no config outlives a deleted topic. A key with no override
         is absent; an empty ``config`` is a topic without overrides. Every broker watches the node and
         gives the topic's logs their new config (:mod:`broker.server.replica_manager`).
+    /config/brokers/<id>                    persistent, a broker's dynamic configs (Kafka's node and JSON);
+        Lumber reads only the replication throttle's two rates from it, bytes per second:
+        {"config": {"follower.replication.throttled.rate": "1048576",
+                    "leader.replication.throttled.rate": "1048576"}, "version": 1}
+    /config/throttled_replicas              persistent, **Lumber's own**: every topic's throttled replicas
+        (Kafka keeps these two lists in /config/topics/<topic>; Lumber keeps them apart from the topic
+        configs it checks), Kafka's keys and ``partition:broker`` lists, or ``*``:
+        {"topics": {"t": {"follower.replication.throttled.replicas": "0:3",
+                          "leader.replication.throttled.replicas": "0:1"}}, "version": 1}
+        Both written by ``lumber cluster reassign --throttle`` (and the commands that move replicas), by
+        compare-and-set, removed once the moves are done; read by every broker through watches
+        (:mod:`broker.cluster.replication_throttle`).
     /admin/preferred_replica_election       persistent, a request for preferred leaders (Kafka's node)
         {"partitions": [{"partition": 0, "topic": "t"}], "version": 1}
         Written by TopicAdmin.request_preferred_election (create; NodeExists: one is pending already);

@@ -43,6 +43,7 @@ from broker.cluster.broker_registration import BrokerRegistration
 from broker.cluster.cluster_view import EMPTY_VIEW, ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.producer_id_manager import ProducerIdManager
+from broker.cluster.replication_throttle import ReplicationThrottle
 from broker.cluster.topic_admin import TopicAdmin
 from broker.cluster.topic_config_store import TopicConfigStore
 from broker.config import BrokerConfig, LogConfig
@@ -152,6 +153,7 @@ class BrokerServer:
         self._purgatory = Purgatory(f"broker-{config.broker_id}")
         self._logs.add_listener(self._purgatory.notify)
         self._watcher = ClusterWatcher(client, on_change=self._on_cluster_change)
+        throttle = ReplicationThrottle(client, config.broker_id)
         self._replicas = replicas = ReplicaManager(
             config.broker_id,
             self._logs,
@@ -159,7 +161,9 @@ class BrokerServer:
             self._purgatory,
             config=config,
             isr_store=lambda changes: partition_state_store.update_isrs(client, changes),
+            throttle=throttle,
         )
+        throttle.start()
         self._watcher.start()
         strays = replicas.remove_strays(self._watcher.view)
         if strays:

@@ -79,6 +79,7 @@ from broker.cluster.cluster_view import ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.errors import ClusterError
 from broker.cluster.partition_state import PartitionState
+from broker.cluster.replication_throttle import ReplicationThrottle, ThrottleSnapshot
 from broker.cluster.topic_config import min_insync_replicas, topic_log_config
 from broker.config import BrokerConfig
 from broker.log.errors import LogError
@@ -95,6 +96,7 @@ from broker.server.errors import NotLeaderOrFollowerError, ServerError, UnknownT
 from broker.server.partition import Partition
 from broker.server.purgatory import Purgatory
 from broker.server.replica_fetcher_manager import ReplicaFetcherManager
+from broker.server.replication_quota import ReplicationQuota
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +111,7 @@ IsrStore = Callable[
     [Mapping[TopicPartition, tuple[PartitionState, tuple[int, ...]]]],
     dict[TopicPartition, PartitionState | None],
 ]
+_NO_THROTTLE = ThrottleSnapshot()
 #: Most ISR changes written in one pipelined batch.
 MAX_ISR_BATCH = 1000
 
@@ -136,8 +139,13 @@ class ReplicaManager:
         *,
         config: BrokerConfig | None = None,
         isr_store: IsrStore | None = None,
+        throttle: ReplicationThrottle | None = None,
     ) -> None:
         self._broker_id = broker_id
+        #: reassignments' copy limits (:mod:`broker.server.replication_quota`); the fetchers read them too
+        self.throttle = throttle
+        self.leader_quota = ReplicationQuota(lambda: self._throttle_snapshot().leader_rate)
+        self.follower_quota = ReplicationQuota(lambda: self._throttle_snapshot().follower_rate)
         self._config = config if config is not None else BrokerConfig(broker_id=broker_id)
         self._logs = log_manager
         self._cluster = cluster
@@ -154,6 +162,10 @@ class ReplicaManager:
         #: ISR changes written by this broker as leader (the ISR thread's; read by the metrics).
         self.isr_shrinks = 0
         self.isr_expands = 0
+
+    def _throttle_snapshot(self) -> ThrottleSnapshot:
+        throttle = self.throttle
+        return throttle.snapshot if throttle is not None else _NO_THROTTLE
 
     def start(self) -> None:
         """Start the ISR thread (writes and expiry); :meth:`apply` works without it."""
@@ -642,7 +654,16 @@ class ReplicaManager:
             limit = min(partition_max_bytes, remaining)
             region = None
             error: LogError | RecordError | None = None
-            if limit > 0 or first_with_data:
+            # a reassignment's copy to a follower out of the ISR, within the leader's throttle (Kafka's
+            # shouldLeaderThrottle): skipped while the quota is exceeded
+            throttled = (
+                follower
+                and self.throttle is not None
+                and replica_id not in partition.isr
+                and self.throttle.leader_throttled(tp)
+            )
+            skip = throttled and self.leader_quota.exceeded()
+            if not skip and (limit > 0 or first_with_data):
                 try:
                     if follower:
                         # a caught-up follower (most partitions of its every fetch) reads nothing
@@ -662,6 +683,8 @@ class ReplicaManager:
                 first_with_data = False
                 remaining -= region.size_bytes
                 total += region.size_bytes
+                if throttled:
+                    self.leader_quota.record(region.size_bytes)
             results.append(FetchPartitionResult(error, high_watermark, log_start, region))
         return results, total, errors
 

@@ -75,6 +75,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="with --execute: also when partitions of the plan are moving already (their target is replaced)",
     )
+    add_throttle_option(reassign)
     _common(reassign)
     reassign.set_defaults(handler=_run(_reassign))
 
@@ -95,6 +96,7 @@ def register(subparsers: Any) -> None:
         "decommission", help="move every replica off a broker, wait, then say it may be stopped"
     )
     decommission.add_argument("broker", type=int, metavar="BROKER", help="the broker's id")
+    add_throttle_option(decommission)
     _timeout(decommission)
     _common(decommission)
     decommission.set_defaults(handler=_run(_decommission))
@@ -103,6 +105,27 @@ def register(subparsers: Any) -> None:
 def _common(parser: argparse.ArgumentParser) -> None:
     add_cluster_options(parser, bootstrap=False)
     parser.add_argument("--json", action="store_true", help="print the answer as JSON")
+
+
+def add_throttle_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--throttle",
+        type=_rate,
+        metavar="RATE",
+        help="limit the copy to RATE bytes/s (e.g. 1048576, 512k, 10m): Kafka's "
+        "leader/follower.replication.throttled.rate on the brokers involved, removed once the moves are "
+        "done (by --verify, or by the command that waits)",
+    )
+
+
+def _rate(text: str) -> int:
+    units = {"": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2, "mib": 1024**2}
+    number = text.strip().lower().rstrip("/s")
+    digits = number.rstrip("kmib")
+    unit = number[len(digits) :]
+    if not digits.isdigit() or unit not in units or int(digits) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a rate in bytes/s (e.g. 1048576, 512k, 10m)")
+    return int(digits) * units[unit]
 
 
 def _timeout(parser: argparse.ArgumentParser) -> None:
@@ -183,7 +206,7 @@ def _reassign(args: argparse.Namespace, client: KazooClient) -> int:
     plan = ReassignmentPlan.parse(name, args.plan.read_bytes())
     snapshot = ClusterSnapshot.read(client)
     if args.verify:
-        return _verify(args, snapshot, plan)
+        return _verify(args, client, snapshot, plan)
     if args.cancel:
         back = {
             tp: snapshot.moving[tp].origin_replicas for tp in sorted(plan.targets) if tp in snapshot.moving
@@ -212,6 +235,21 @@ def execute(
     if not args.json:
         print("Current partition replica assignment (save it: it is the plan to go back):")
         print(_plan_json(current))
+    throttle = getattr(args, "throttle", None)
+    if throttle is not None:
+        from broker.cluster.replication_throttle import write_throttle
+
+        leader: dict[str, set[tuple[int, int]]] = {}
+        follower: dict[str, set[tuple[int, int]]] = {}
+        for tp, target in plan.targets.items():
+            moving = snapshot.moving.get(tp)
+            origin = moving.origin_replicas if moving is not None else current[tp]
+            leader.setdefault(tp.topic, set()).update((tp.partition, b) for b in origin)
+            follower.setdefault(tp.topic, set()).update((tp.partition, b) for b in target if b not in origin)
+        args.throttled_brokers = _brokers_of(snapshot, plan)
+        write_throttle(client, throttle, args.throttled_brokers, leader, follower)
+        if not args.json:
+            print(f"Throttled the copy to {throttle} bytes/s")
     reassignment_store.request_reassignment(client, plan.targets, additional=args.additional)
     _report(
         args,
@@ -220,7 +258,9 @@ def execute(
     )
 
 
-def _verify(args: argparse.Namespace, snapshot: ClusterSnapshot, plan: ReassignmentPlan) -> int:
+def _verify(
+    args: argparse.Namespace, client: KazooClient, snapshot: ClusterSnapshot, plan: ReassignmentPlan
+) -> int:
     rows = []
     for tp, target in sorted(plan.targets.items()):
         moving = snapshot.moving.get(tp)
@@ -237,6 +277,10 @@ def _verify(args: argparse.Namespace, snapshot: ClusterSnapshot, plan: Reassignm
         {"partitions": [{"topic": tp.topic, "partition": tp.partition, "status": s} for tp, s in rows]},
         [f"Reassignment of partition {tp}: {s}" for tp, s in rows],
     )
+    if all(s == "complete" for _tp, s in rows):
+        clear_plan_throttle(client, snapshot, plan)
+        if not args.json:
+            print("Cleared the replication throttles of the plan's brokers and topics")
     return 0
 
 
@@ -331,6 +375,11 @@ def wait_for_moves(args: argparse.Namespace, client: KazooClient, plan: Reassign
             )
             return TIMEOUT_EXIT_CODE
         time.sleep(POLL_S)
+    if getattr(args, "throttle", None) is not None:
+        from broker.cluster.replication_throttle import clear_throttle
+
+        clear_throttle(client, args.throttled_brokers, {tp.topic for tp in plan.targets})
+        print("Cleared the replication throttles")
     admin = TopicAdmin(client)
     led_elsewhere = []
     for tp in sorted(plan.targets):
@@ -343,6 +392,22 @@ def wait_for_moves(args: argparse.Namespace, client: KazooClient, plan: Reassign
         except ZooKeeperError as exc:
             print(f"lumber: warning: preferred leaders not asked for: {exc}", file=sys.stderr)
     return 0
+
+
+def _brokers_of(snapshot: ClusterSnapshot, plan: ReassignmentPlan) -> set[int]:
+    """Every broker a plan copies from or to (its partitions' replicas now, and their targets)."""
+    brokers: set[int] = set()
+    for tp, target in plan.targets.items():
+        brokers.update(target)
+        brokers.update(snapshot.assignments.get(tp.topic, {}).get(tp.partition, ()))
+    return brokers
+
+
+def clear_plan_throttle(client: KazooClient, snapshot: ClusterSnapshot, plan: ReassignmentPlan) -> None:
+    """Kafka's ``--verify`` clean-up: the rates of the plan's brokers, the lists of its topics."""
+    from broker.cluster.replication_throttle import clear_throttle
+
+    clear_throttle(client, _brokers_of(snapshot, plan), {tp.topic for tp in plan.targets})
 
 
 def _names(targets: Mapping[TopicPartition, tuple[int, ...]]) -> str:

@@ -72,6 +72,7 @@ from broker.cluster.topic_config_store import TopicConfigStore
 from broker.protocol.messages.config_resource import ConfigSource
 from broker.record.errors import InvalidTopicError
 from broker.server.config_entries import topic_config_entries
+from lumber.cli.cluster import add_throttle_option
 from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.partition_row import PartitionRow, ids_text, partition_rows
 from lumber.cli.topic_request_error import TopicRequestError
@@ -212,6 +213,7 @@ def register(subparsers: Any) -> None:
         metavar="DURATION",
         help=f"with --replication-factor: how long to wait for the moves, {DURATION_HELP} (default: 10m)",
     )
+    add_throttle_option(grow)
     _common(grow)
     grow.set_defaults(handler=_run(alter_topic))
 
