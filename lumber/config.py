@@ -43,9 +43,9 @@ from typing import Any, Literal, get_args, get_origin
 from pydantic import Field, ValidationError, model_validator
 
 from audit.audit_config import AuditConfig
-from broker.client.consumer_config import ConsumerConfig
-from broker.client.group_config import GroupConfig
-from broker.client.producer_config import ProducerConfig
+from broker.client.consumer.consumer_config import ConsumerConfig
+from broker.client.groups.group_config import GroupConfig
+from broker.client.producer.producer_config import ProducerConfig
 from broker.config import BrokerConfig, LogConfig
 from broker.config_section import ConfigSection, describe_type, error_phrases, setting
 from mirror.mirror_config import MirrorConfig

@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from audit.audit_config import AuditConfig
-from broker.client.consumer_config import ConsumerConfig
-from broker.client.producer_config import ProducerConfig
+from broker.client.consumer.consumer_config import ConsumerConfig
+from broker.client.producer.producer_config import ProducerConfig
 from pipeline.load_config import LoadConfig
 from schemas.client import RegistryClientSettings
 
