@@ -46,7 +46,7 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import ForceRetryError, KazooRetry
 
-from broker.cluster import zk_paths, zk_reads
+from broker.cluster import replication_throttle, zk_paths, zk_reads
 from broker.cluster.broker_info import BrokerInfo
 from broker.cluster.errors import (
     InvalidPartitionsError,
@@ -58,6 +58,7 @@ from broker.cluster.errors import (
     ZooKeeperError,
     zookeeper_error,
 )
+from broker.cluster.partition_reassignment import PartitionReassignment
 from broker.cluster.partition_state import PartitionState
 from broker.cluster.replica_assignment import assign_replicas
 from broker.cluster.topic_config import check_topic_configs
@@ -411,6 +412,45 @@ class TopicAdmin:
         except (KazooException, KazooTimeoutError) as exc:
             raise zookeeper_error("read the states of", zk_paths.topic_partitions_path(topic), exc) from exc
         return {tp.partition: state for tp, state in found.items() if state is not None}
+
+    def describe_moves(self, topic: str) -> dict[int, PartitionReassignment]:
+        """The topic's partitions moving now (RS, AR, RR; :mod:`broker.cluster.partition_reassignment`)."""
+        validate_topic_name(topic)
+        path = zk_paths.topic_path(topic)
+        try:
+            found = self._retry(lambda: zk_reads.read_assignments(self._client, [topic]))[topic]
+        except (KazooException, KazooTimeoutError) as exc:
+            raise zookeeper_error("read", path, exc) from exc
+        if found is None:
+            raise UnknownTopicError(topic)
+        if isinstance(found, zk_paths.ZkDataError):
+            raise zookeeper_error("decode", path, found)
+        return {
+            p: PartitionReassignment(found.assignment[p], adding, removing)
+            for p, (adding, removing) in found.moving.items()
+            if p in found.assignment
+        }
+
+    def throttled_partitions(self, topic: str) -> set[int]:
+        """The partitions of ``topic`` in a throttled-replicas list (every one for ``*``)."""
+        try:
+            data, _ = self._retry(lambda: self._client.get(replication_throttle.THROTTLED_REPLICAS_PATH))
+        except NoNodeError:
+            return set()
+        except (KazooException, KazooTimeoutError) as exc:
+            raise zookeeper_error("read", replication_throttle.THROTTLED_REPLICAS_PATH, exc) from exc
+        try:
+            lists = zk_paths.decode_json(replication_throttle.THROTTLED_REPLICAS_PATH, data)["topics"][topic]
+            pairs = {
+                pair
+                for key in (replication_throttle.LEADER_REPLICAS, replication_throttle.FOLLOWER_REPLICAS)
+                for pair in replication_throttle.parse_replicas(topic, lists.get(key, ""))
+            }
+        except (zk_paths.ZkDataError, KeyError, TypeError, AttributeError, ValueError):
+            return set()
+        if (replication_throttle.ALL, replication_throttle.ALL) in pairs:
+            return set(self.describe_topic(topic))
+        return {p for p, _b in pairs}
 
     def topic_config(self, topic: str) -> dict[str, str]:
         """The topic's config overrides (``{}`` when it has none). UnknownTopicError if it does not exist."""

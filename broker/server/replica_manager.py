@@ -78,6 +78,7 @@ from typing import NamedTuple
 from broker.cluster.cluster_view import ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.errors import ClusterError
+from broker.cluster.partition_reassignment import PartitionReassignment
 from broker.cluster.partition_state import PartitionState
 from broker.cluster.replication_throttle import ReplicationThrottle, ThrottleSnapshot
 from broker.cluster.topic_config import min_insync_replicas, topic_log_config
@@ -200,6 +201,28 @@ class ReplicaManager:
     def partitions(self) -> list[Partition]:
         """Every local partition (a snapshot)."""
         return [p for p in list(self._partitions.values()) if not p.closed]
+
+    def reassignments_led(self) -> dict[Partition, tuple[PartitionReassignment, dict[int, int]]]:
+        """The partitions led here that are moving, each with its RS/AR/RR and the bytes each replica being
+        added still has to copy (estimated from the offsets: the log's bytes per offset times the offsets
+        it lacks), for the metrics."""
+        moving = self._cluster.view.reassignments
+        found: dict[Partition, tuple[PartitionReassignment, dict[int, int]]] = {}
+        for partition in self.partitions():
+            r = moving.get(partition.topic_partition)
+            if r is None or not partition.is_leader:
+                continue
+            log = partition.log
+            span = max(1, log.log_end_offset - log.log_start_offset)
+            ends = partition.follower_log_end_offsets()
+            left = {
+                b: log.size_bytes
+                * max(0, log.log_end_offset - max(ends.get(b, -1), log.log_start_offset))
+                // span
+                for b in r.adding
+            }
+            found[partition] = (r, left)
+        return found
 
     def remove_strays(self, view: ClusterView) -> list[TopicPartition]:
         """Delete the local partitions ``view`` does not assign to this broker; returns them."""

@@ -145,3 +145,44 @@ def test_topics_alter_partitions_warns_then_adds_them_with_their_states(zk: Any,
     shrink = lumber(config, "topics", "alter", "t", "--partitions", "3")
     assert shrink.returncode == 2
     assert "topic 't' has 4 partitions; the count can only grow" in shrink.stderr
+
+
+def test_topics_describe_shows_a_move_in_progress_and_its_throttle(zk: Any, config: Path) -> None:
+    add_brokers(zk, 1, 2, 3)
+    write_topic(
+        zk,
+        "t",
+        {
+            "partitions": {"0": [3, 2, 1], "1": [2]},
+            "adding_replicas": {"0": [3]},
+            "removing_replicas": {"0": [1]},
+        },
+    )
+    for partition, (leader, isr) in {0: (1, [1, 2]), 1: (2, [2])}.items():
+        state = {"controller_epoch": 1, "leader": leader, "leader_epoch": 1, "isr": isr, "version": 1}
+        zk.create(
+            f"/brokers/topics/t/partitions/{partition}/state", json.dumps(state).encode(), makepath=True
+        )
+    lists = {
+        "leader.replication.throttled.replicas": "0:1,0:2",
+        "follower.replication.throttled.replicas": "0:3",
+    }
+    zk.create(
+        "/config/throttled_replicas",
+        json.dumps({"version": 1, "topics": {"t": lists}}).encode(),
+        makepath=True,
+    )
+    result = lumber(config, "topics", "describe", "t")
+    assert result.returncode == 0, result.stderr
+    rows = result.stdout.splitlines()
+    # the replica being added does not make the partition under-replicated (Kafka's KIP-455 count)
+    assert rows[0] == "topic 't': 2 partitions, replication factor 3"
+    assert rows[2].split() == [
+        "0", "1", "1", "3,2,1", "1,2", "not", "on", "its", "preferred", "leader", "3;", "reassigning", "to",
+        "3,2", "(adding", "3,", "removing", "1,", "throttled)",
+    ]  # fmt: skip
+    assert rows[3].split() == ["1", "2", "1", "2", "2", "ok"]
+    as_json = json.loads(lumber(config, "topics", "describe", "t", "--json").stdout)
+    moving = as_json["partitions"][0]
+    assert (moving["adding_replicas"], moving["removing_replicas"], moving["throttled"]) == ([3], [1], True)
+    assert moving["under_replicated"] is False
