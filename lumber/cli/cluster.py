@@ -250,7 +250,9 @@ def execute(
         write_throttle(client, throttle, args.throttled_brokers, leader, follower)
         if not args.json:
             print(f"Throttled the copy to {throttle} bytes/s")
-    reassignment_store.request_reassignment(client, plan.targets, additional=args.additional)
+    reassignment_store.request_reassignment(
+        client, plan.targets, additional=getattr(args, "additional", False)
+    )
     _report(
         args,
         {"started": _entries(plan.targets), "previous": _entries(current)},
@@ -333,7 +335,6 @@ def _decommission(args: argparse.Namespace, client: KazooClient) -> int:
         )
         for tp, r in sorted(plan.targets.items()):
             print(f"{tp}: {list(snapshot.assignments[tp.topic][tp.partition])} -> {list(r)}")
-        args.additional = False
         execute(args, client, snapshot, plan)
         code = wait_for_moves(args, client, plan)
         if code != 0:

@@ -60,7 +60,6 @@ def alter(args: argparse.Namespace, admin: TopicAdmin, _config: LumberConfig) ->
     plan.check("--replication-factor", snapshot.assignments, snapshot.live, list(snapshot.moving))
     for tp, replicas in sorted(plan.targets.items()):
         print(f"{tp}: {list(assignment[tp.partition])} -> {list(replicas)}")
-    args.additional = False
     execute(args, admin.client, snapshot, plan)
     code = wait_for_moves(args, admin.client, plan)
     if code == 0:
