@@ -66,7 +66,7 @@ class GroupReader:
                 continue
             error = message.error()
             if error is None:
-                self.values[message.value()] += 1
+                self.values[message.value() or b""] += 1
             elif error.code() != KafkaError._PARTITION_EOF and not error.retriable():
                 self.errors.append(str(error))
         self._consumer.close()
