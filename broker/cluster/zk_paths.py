@@ -4,6 +4,7 @@ All paths are relative to the chroot of ``[zookeeper] connect``::
 
     /brokers/ids/<id>                       ephemeral, one per live broker
         {"version": 1, "host": "127.0.0.1", "port": 9092, "timestamp_ms": 1700000000000}
+        ("rack": "r1" too when ``[broker] rack`` is set: Kafka's key, read by the reassignment planners)
     /brokers/topics/<topic>                 persistent, the topic's partition -> replicas assignment
         {"version": 1, "partitions": {"0": [1, 2, 3], "1": [2, 3, 1]}}     (Kafka's node and JSON)
         While partitions move (KIP-455, :mod:`broker.cluster.partition_reassignment`), "partitions" holds
@@ -285,8 +286,18 @@ def decode_json(path: str, data: bytes) -> dict[str, Any]:
     return _load(path, data)
 
 
-def encode_broker(host: str, port: int, timestamp_ms: int) -> bytes:
-    return _dump({"host": host, "port": int(port), "timestamp_ms": int(timestamp_ms)})
+def encode_broker(host: str, port: int, timestamp_ms: int, rack: str | None = None) -> bytes:
+    """A ``/brokers/ids/<id>`` node; ``rack`` (Kafka's key) only when the broker declares one."""
+    value: dict[str, Any] = {"host": host, "port": int(port), "timestamp_ms": int(timestamp_ms)}
+    if rack:
+        value["rack"] = rack
+    return _dump(value)
+
+
+def decode_broker_rack(path: str, data: bytes) -> str | None:
+    """The ``rack`` of a ``/brokers/ids/<id>`` node (None: none declared)."""
+    rack = _load(path, data).get("rack")
+    return rack if isinstance(rack, str) and rack else None
 
 
 def decode_broker(path: str, data: bytes) -> tuple[str, int]:

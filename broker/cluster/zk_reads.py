@@ -60,7 +60,7 @@ def read_broker(client: KazooClient, broker_id: int, watch: Watch | None = None)
     except zk_paths.ZkDataError as exc:
         logger.warning("ignoring broker %d: %s", broker_id, exc)
         return None
-    return BrokerInfo(broker_id, host, port)
+    return BrokerInfo(broker_id, host, port, zk_paths.decode_broker_rack(path, data))
 
 
 def read_brokers(client: KazooClient, watch: Watch | None = None) -> dict[int, BrokerInfo]:

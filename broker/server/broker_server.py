@@ -237,7 +237,7 @@ class BrokerServer:
             )
             self._serve_metrics(metrics, port, collector)
         self._registration = BrokerRegistration(
-            client, config.broker_id, config.advertised, self._network.port
+            client, config.broker_id, config.advertised, self._network.port, rack=config.rack
         )
         self._registration.register()
         self._controller = Controller(client, config.broker_id, config, self._watcher)

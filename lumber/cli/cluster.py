@@ -176,6 +176,8 @@ class ClusterSnapshot:
     assignments: dict[str, dict[int, tuple[int, ...]]]
     moving: dict[TopicPartition, PartitionReassignment]
     live: list[int]
+    #: each live broker's rack, when every live broker declares one (else empty: racks are ignored)
+    racks: dict[int, str]
 
     @classmethod
     def read(cls, client: KazooClient) -> ClusterSnapshot:
@@ -192,7 +194,9 @@ class ClusterSnapshot:
             assignments[name] = node.assignment
             for p, (adding, removing) in node.moving.items():
                 moving[TopicPartition(name, p)] = PartitionReassignment(node.assignment[p], adding, removing)
-        return cls(assignments, moving, sorted(zk_reads.read_brokers(client)))
+        brokers = zk_reads.read_brokers(client)
+        racks = {b: info.rack for b, info in brokers.items() if info.rack is not None}
+        return cls(assignments, moving, sorted(brokers), racks if len(racks) == len(brokers) else {})
 
     def done(self, tp: TopicPartition, target: tuple[int, ...]) -> bool:
         return tp not in self.moving and self.assignments.get(tp.topic, {}).get(tp.partition) == target
@@ -297,7 +301,7 @@ def _rebalance(args: argparse.Namespace, client: KazooClient) -> int:
             f"{len(snapshot.moving)} partitions are moving already (e.g. {min(snapshot.moving)}): wait for "
             "them"
         )
-    plan = rebalance_plan(snapshot.assignments, snapshot.live)
+    plan = rebalance_plan(snapshot.assignments, snapshot.live, snapshot.racks)
     lines = [
         f"{tp}: {list(snapshot.assignments[tp.topic][tp.partition])} -> {list(r)}"
         for tp, r in sorted(plan.targets.items())
@@ -325,7 +329,7 @@ def _decommission(args: argparse.Namespace, client: KazooClient) -> int:
     held = _partitions_on(snapshot, broker)
     if broker not in snapshot.live and not held:
         raise InvalidReplicaAssignmentError(f"broker {broker} is not live and holds no replica")
-    plan = decommission_plan(snapshot.assignments, broker, snapshot.live)
+    plan = decommission_plan(snapshot.assignments, broker, snapshot.live, snapshot.racks)
     if plan.targets:
         plan.check(
             "decommission",

@@ -53,7 +53,7 @@ def alter(args: argparse.Namespace, admin: TopicAdmin, _config: LumberConfig) ->
     for partitions in snapshot.assignments.values():
         for replicas in partitions.values():
             load.update(b for b in replicas if b in load)
-    plan = replication_factor_plan(topic, assignment, args.replication_factor, load)
+    plan = replication_factor_plan(topic, assignment, args.replication_factor, load, snapshot.racks)
     if not plan.targets:
         print(f"topic {topic!r} has replication factor {args.replication_factor} already")
         return 0
