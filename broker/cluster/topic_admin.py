@@ -241,7 +241,14 @@ class TopicAdmin:
 
     # ----------------------------------------------------------------------------------- add partitions
 
-    def add_partitions(self, topic: str, partitions: int) -> dict[int, tuple[int, ...]]:
+    def add_partitions(
+        self,
+        topic: str,
+        partitions: int,
+        assignment: Sequence[Sequence[int]] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> dict[int, tuple[int, ...]]:
         """Grow ``topic`` to ``partitions`` partitions (Kafka's ``AdminZkClient.addPartitions``); returns the
         new partitions' replicas.
 
@@ -251,7 +258,9 @@ class TopicAdmin:
         ``adding_replicas``/``removing_replicas``), so a concurrent change is never lost: read again and
         retried. Raises UnknownTopicError, InvalidPartitionsError (not an increase, or above
         ``MAX_PARTITIONS``), InvalidReplicationFactorError (fewer live brokers than replicas) or
-        ZooKeeperError.
+        ZooKeeperError. ``assignment`` places the new partitions (one list of live brokers per partition
+        added, as many as partition 0's, no broker twice: InvalidReplicaAssignmentError); ``validate_only``
+        checks everything and writes nothing (CreatePartitions).
         """
         validate_topic_name(topic)
         path = zk_paths.topic_path(topic)
@@ -268,20 +277,44 @@ class TopicAdmin:
                     f"topic {topic!r} has {len(current)} partitions: {partitions} is not an increase "
                     f"(at most {MAX_PARTITIONS})"
                 )
-            brokers = sorted(self.live_brokers())
+            live = self.live_brokers()
+            brokers = sorted(live)
             factor = len(current[0])
-            if len(brokers) < factor:
-                raise InvalidReplicationFactorError(topic, factor, brokers)
-            first = current[0][0]
-            start = next((i for i, b in enumerate(brokers) if b >= first), 0)
-            added = assign_replicas(
-                partitions - len(current),
-                factor,
-                brokers,
-                start_index=start,
-                start_partition=len(current),
-                topic=topic,
-            )
+            if assignment is not None:
+                if len(assignment) != partitions - len(current):
+                    raise InvalidReplicaAssignmentError(
+                        f"topic {topic!r}: {len(assignment)} assignments for the {partitions - len(current)} "
+                        "partitions added"
+                    )
+                added = {}
+                for index, given in enumerate(assignment):
+                    partition, replicas = len(current) + index, tuple(int(b) for b in given)
+                    where = f"topic {topic!r}: new partition {partition}'s replicas {list(replicas)}"
+                    if len(replicas) != factor or len(set(replicas)) != factor:
+                        raise InvalidReplicaAssignmentError(
+                            f"{where}: expected {factor} distinct brokers (as partition 0)"
+                        )
+                    dead = [b for b in replicas if b not in live]
+                    if dead:
+                        raise InvalidReplicaAssignmentError(
+                            f"{where}: broker {dead[0]} is not live (live brokers: {brokers or 'none'})"
+                        )
+                    added[partition] = replicas
+            else:
+                if len(brokers) < factor:
+                    raise InvalidReplicationFactorError(topic, factor, brokers)
+                first = current[0][0]
+                start = next((i for i, b in enumerate(brokers) if b >= first), 0)
+                added = assign_replicas(
+                    partitions - len(current),
+                    factor,
+                    brokers,
+                    start_index=start,
+                    start_partition=len(current),
+                    topic=topic,
+                )
+            if validate_only:
+                return added
             epoch = read_controller_epoch(self._client)[0]
             transaction = self._client.transaction()
             transaction.set_data(path, zk_paths.encode_assignment({**current, **added}, moving), stat.version)

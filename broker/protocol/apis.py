@@ -18,6 +18,11 @@ from broker.protocol.messages.api_versions import (
     ApiVersionsRequest,
     ApiVersionsResponse,
 )
+from broker.protocol.messages.create_partitions import (
+    CREATE_PARTITIONS,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+)
 from broker.protocol.messages.create_topics import CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse
 from broker.protocol.messages.delete_groups import DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse
 from broker.protocol.messages.delete_topics import DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse
@@ -94,6 +99,7 @@ SUPPORTED_APIS: tuple[ApiSpec, ...] = (
     DESCRIBE_CONFIGS,
     ALTER_CONFIGS,
     INCREMENTAL_ALTER_CONFIGS,
+    CREATE_PARTITIONS,
     ALTER_PARTITION_REASSIGNMENTS,
     LIST_PARTITION_REASSIGNMENTS,
 )
@@ -123,6 +129,7 @@ RequestBody = (
     | DescribeConfigsRequest
     | AlterConfigsRequest
     | IncrementalAlterConfigsRequest
+    | CreatePartitionsRequest
     | AlterPartitionReassignmentsRequest
     | ListPartitionReassignmentsRequest
 )
@@ -152,6 +159,7 @@ ResponseBody = (
     | DescribeConfigsResponse
     | AlterConfigsResponse
     | IncrementalAlterConfigsResponse
+    | CreatePartitionsResponse
     | AlterPartitionReassignmentsResponse
     | ListPartitionReassignmentsResponse
 )

@@ -42,6 +42,8 @@ with warnings.catch_warnings():
         AlterConfigsResponse,
         AlterPartitionReassignmentsRequest,
         AlterPartitionReassignmentsResponse,
+        CreatePartitionsRequest,
+        CreatePartitionsResponse,
         CreateTopicsRequest,
         CreateTopicsResponse,
         DeleteGroupsRequest,
@@ -124,6 +126,7 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
     ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
     ApiKey.ALTER_CONFIGS: (AlterConfigsRequest, AlterConfigsResponse),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
+    ApiKey.CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (
         AlterPartitionReassignmentsRequest,
         AlterPartitionReassignmentsResponse,
