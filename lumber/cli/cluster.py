@@ -110,7 +110,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def add_throttle_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--throttle",
-        type=_rate,
+        type=parse_rate,
         metavar="RATE",
         help="limit the copy to RATE bytes/s (e.g. 1048576, 512k, 10m): Kafka's "
         "leader/follower.replication.throttled.rate on the brokers involved, removed once the moves are "
@@ -118,7 +118,7 @@ def add_throttle_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _rate(text: str) -> int:
+def parse_rate(text: str) -> int:
     units = {"": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2, "mib": 1024**2}
     number = text.strip().lower().rstrip("/s")
     digits = number.rstrip("kmib")
