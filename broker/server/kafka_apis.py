@@ -30,8 +30,11 @@ watcher for metadata. It holds no partition state of its own. What each API answ
   timestamp (-1 when there is none), with the leader epoch.
 * **OffsetForLeaderEpoch**: where an epoch ends in the leader's log (followers truncate to it; consumers
   validate their position, KIP-320).
-* **CreateTopics, DeleteTopics, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs**: answered by
-  :class:`~broker.server.admin_apis.AdminApis` through the admin manager.
+* **CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs**:
+  answered by :class:`~broker.server.admin_apis.AdminApis` through the admin manager.
+* **AlterPartitionReassignments, ListPartitionReassignments**: answered by
+  :class:`~broker.server.reassignment_apis.ReassignmentApis` on the active controller (others:
+  NOT_CONTROLLER).
 * **FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
   DescribeGroups, DeleteGroups, OffsetDelete**: answered by :class:`~broker.server.group_apis.GroupApis`
   through the group coordinator.
