@@ -49,6 +49,7 @@ from broker.client.producer.producer_config import ProducerConfig
 from broker.config import BrokerConfig, LogConfig
 from broker.config_section import ConfigSection, describe_type, error_phrases, setting
 from mirror.mirror_config import MirrorConfig
+from pipeline.completeness_config import CompletenessConfig
 from pipeline.errors import ConfigError
 from pipeline.load_config import LoadConfig
 from pipeline.schedule_config import ScheduleConfig
@@ -152,6 +153,7 @@ class LumberConfig(ConfigSection):
     spark: SparkConfig = Field(default_factory=SparkConfig)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)
+    completeness: CompletenessConfig = Field(default_factory=CompletenessConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
     mirror: MirrorConfig = Field(default_factory=MirrorConfig)
     source: str = Field(default="<defaults>", description="Where the config was read from.")
