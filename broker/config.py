@@ -208,6 +208,12 @@ class BrokerConfig(ConfigSection):
     advertised_host: str = setting(
         "", "Host clients are told to connect to (ZooKeeper and Metadata); empty: `host`."
     )
+    rack: str = setting(
+        "",
+        "The broker's rack (Kafka's broker.rack), in its /brokers/ids node: `lumber cluster rebalance` and "
+        "`decommission` spread a partition's replicas over racks when every live broker declares one; "
+        "empty: none.",
+    )
     num_network_threads: int = setting(
         3, "Processor threads, each with its own selector, doing the socket I/O.", ge=1
     )

@@ -19,6 +19,8 @@ metric                                                                          
 ``kafka_log_logflushstats_logflush_seconds``                                       flusher's flush time
 ``kafka_server_replicamanager_partitioncount`` / ``_leadercount``                 partitions hosted / led
 ``kafka_server_replicamanager_underreplicatedpartitions``                         led here, ISR < replicas
+                                                                                  (those being added not
+                                                                                  counted, as Kafka)
 ``kafka_server_replicamanager_underminisrpartitioncount``                          led here, ISR <
                                                                                   min.insync.replicas
 ``kafka_server_replicafetchermanager_maxlag{clientId="Replica"}``                  the most messages a
@@ -32,6 +34,10 @@ metric                                                                          
                                                                                   it elected (Kafka's
                                                                                   LeaderElectionRateAndTimeMs
                                                                                   count)
+``kafka_server_replicamanager_reassigningpartitions``                             led here and moving
+``lumber_reassignment_bytes_left{topic,partition,replica}``                       a new replica's copy left
+``lumber_replication_throttle_rate_bytes{side}``                                  throttle rate (0: none)
+``lumber_replication_throttled_bytes_total{side}``                                copied under the throttle
 ``kafka_server_replicamanager_isrshrinks_total`` / ``_isrexpands_total``           ISR changes this leader
                                                                                   wrote
 ``kafka_controller_kafkacontroller_activecontrollercount``                        1 on the controller
@@ -77,6 +83,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from broker.cluster.partition_reassignment import PartitionReassignment
 from broker.log.file_handle import FileHandle
 from broker.log.file_region import FileRegion
 from broker.log.log_manager import LogManager
@@ -85,6 +92,7 @@ from broker.protocol.api_key import ApiKey
 from broker.record.topic_partition import TopicPartition
 from broker.server.controller import ControllerStats
 from broker.server.fetch_session_cache import FetchSessionCache
+from broker.server.partition import Partition
 from broker.server.purgatory import Purgatory
 from broker.server.replica_manager import ReplicaManager
 from broker.server.thread_counter import ThreadCounter
@@ -338,6 +346,45 @@ class BrokerCollector(Collector):
         evictions.add_metric([], cache.evictions)
         yield evictions
 
+    def _reassignments(
+        self, moves: dict[Partition, tuple[PartitionReassignment, dict[int, int]]]
+    ) -> Iterator[Metric]:
+        """Moves of partitions led here (Kafka's ReassigningPartitions), each new replica's bytes left to
+        copy, and the replication throttle (rates and bytes copied under it)."""
+        reassigning = GaugeMetricFamily(
+            "kafka_server_replicamanager_reassigningpartitions",
+            "Partitions led here that are being reassigned",
+        )
+        reassigning.add_metric([], len(moves))
+        left = GaugeMetricFamily(
+            "lumber_reassignment_bytes_left",
+            "Bytes a replica being added still has to copy (estimated from its offsets), partitions led here",
+            labels=["topic", "partition", "replica"],
+        )
+        for partition, (_r, by_replica) in sorted(moves.items(), key=lambda m: m[0].topic_partition):
+            tp = partition.topic_partition
+            for replica, size in sorted(by_replica.items()):
+                left.add_metric([tp.topic, str(tp.partition), str(replica)], size)
+        rate = GaugeMetricFamily(
+            "lumber_replication_throttle_rate_bytes",
+            "The replication throttle's rate on this broker, bytes/s (0: none)",
+            labels=["side"],
+        )
+        copied = CounterMetricFamily(
+            "lumber_replication_throttled_bytes",
+            "Bytes copied under the replication throttle",
+            labels=["side"],
+        )
+        replicas = self.replicas
+        if replicas is not None:
+            throttle = replicas.throttle
+            snapshot = throttle.snapshot if throttle is not None else None
+            rate.add_metric(["leader"], (snapshot.leader_rate or 0) if snapshot else 0)
+            rate.add_metric(["follower"], (snapshot.follower_rate or 0) if snapshot else 0)
+            copied.add_metric(["leader"], replicas.leader_quota.recorded_bytes)
+            copied.add_metric(["follower"], replicas.follower_quota.recorded_bytes)
+        yield from (reassigning, left, rate, copied)
+
     def _cleaner(self) -> Iterator[Metric]:
         """The log cleaner's figures, under the JMX exporter's names of Kafka's LogCleaner metrics."""
         cleaner = self.logs.cleaner
@@ -389,7 +436,11 @@ class BrokerCollector(Collector):
             "kafka_server_replicamanager_underreplicatedpartitions",
             "Partitions led here with fewer in-sync replicas than replicas",
         )
-        under.add_metric([], sum(1 for p in led if len(p.isr) < len(p.replicas)))
+        moves = {} if self.replicas is None else self.replicas.reassignments_led()
+        adding = {p.topic_partition: len(r.adding) for p, (r, _left) in moves.items()}
+        under.add_metric(
+            [], sum(1 for p in led if len(p.isr) < len(p.replicas) - adding.get(p.topic_partition, 0))
+        )
         under_min = GaugeMetricFamily(
             "kafka_server_replicamanager_underminisrpartitioncount",
             "Partitions led here with fewer in-sync replicas than min.insync.replicas (acks=all refused)",
@@ -414,6 +465,7 @@ class BrokerCollector(Collector):
             "Leaders this broker elected as controller (a partition given a new live leader)",
         )
         elections.add_metric([], 0 if stats is None else stats.leader_elections)
+        yield from self._reassignments(moves)
         shrinks = CounterMetricFamily(
             "kafka_server_replicamanager_isrshrinks", "ISR shrinks this broker wrote as leader"
         )

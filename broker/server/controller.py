@@ -26,6 +26,9 @@ What it does, on its own thread (Kafka's single controller event thread), each t
   back to each partition's preferred replica where it is live and in the ISR.
 * **Older topics**: partitions without a state znode (a topic written by an older Lumber) get their first
   state.
+* **Reassignments** (AlterPartitionReassignments, ``/admin/reassign_partitions``): started, completed and
+  tidied by :class:`~broker.server.partition_reassigner.PartitionReassigner` before the other decisions of
+  each pass; a new controller resumes them from ZooKeeper.
 
 Lumber differs from Kafka here: decisions are recomputed from the whole view at each wake-up (level-
 triggered) instead of a state machine per partition and replica; controlled shutdown is asked through the
@@ -44,7 +47,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient
@@ -62,6 +65,7 @@ from broker.cluster.topic_config import unclean_leader_election
 from broker.config import BrokerConfig
 from broker.record.topic_partition import TopicPartition
 from broker.server.partition_leader_election import next_state
+from broker.server.partition_reassigner import Outcome, PartitionReassigner
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +115,8 @@ class Controller:
         )
         self._thread = threading.Thread(target=self._run, name=f"controller-{broker_id}", daemon=True)
         self._preferred_watch: DataWatch | None = None
+        self._reassign_watch: DataWatch | None = None
+        self.reassigner = PartitionReassigner(client, broker_id, refresh=cluster.refresh, wake=self.wake)
 
     # ------------------------------------------------------------------------------------ public
 
@@ -141,6 +147,21 @@ class Controller:
         self._preferred_watch = DataWatch(
             self._client, zk_paths.PREFERRED_REPLICA_ELECTION_PATH, self._on_preferred_request
         )
+        self._reassign_watch = DataWatch(
+            self._client, zk_paths.REASSIGN_PARTITIONS_PATH, self._on_reassign_request
+        )
+
+    def _on_reassign_request(self, data: bytes | None, _stat: object) -> None:
+        """kazoo's thread: ``/admin/reassign_partitions`` was written (never blocks)."""
+        if data is not None and not self._stopping:
+            self.wake("reassignment requested")
+
+    def alter_reassignments(
+        self, targets: Mapping[TopicPartition, Sequence[int] | None], timeout_s: float
+    ) -> dict[TopicPartition, Outcome]:
+        """AlterPartitionReassignments (request handler threads): see
+        :meth:`~broker.server.partition_reassigner.PartitionReassigner.submit`."""
+        return self.reassigner.submit(targets, timeout_s, self._cluster.view.controller_id)
 
     def _on_preferred_request(self, data: bytes | None, _stat: object) -> None:
         """kazoo's thread: a preferred-replica election was asked for (never blocks)."""
@@ -170,12 +191,14 @@ class Controller:
             self._next_rebalance_s = self._clock_s() + self._config.leader_imbalance_check_interval_ms / 1000
             self._wake_reason.add("elected")
             self._cond.notify_all()
+        self.reassigner.set_active(True)
 
     def on_resigned(self) -> None:
         with self._cond:
             was = self._epoch
             self._epoch = None
             self._cond.notify_all()
+        self.reassigner.set_active(False)
         if was is not None:
             logger.warning("broker %d is no longer the controller (was epoch %d)", self._broker_id, was[0])
 
@@ -227,8 +250,11 @@ class Controller:
         if len(self._written) > len(view.states):
             self._written = {tp: v for tp, v in self._written.items() if tp in view.states}
         self._create_missing_states(view, controller_epoch, epoch_zk_version)
+        view, moved = self.reassigner.run(view, controller_epoch, epoch_zk_version, self._written)
         preferred = self._preferred_partitions(view, reasons)
         updates = self._decisions(view, controller_epoch, preferred)
+        for tp in moved:
+            updates.pop(tp, None)
         if updates:
             self._write(updates, epoch_zk_version)
         if "preferred election requested" in reasons:

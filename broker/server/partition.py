@@ -137,6 +137,10 @@ class Partition:
         #: As a follower: the high watermark the leader answered last (-1: none yet); one int store by the
         #: fetcher thread, read by a metrics scrape.
         self.leader_high_watermark = -1
+        #: Whether the replica manager listens to the log end (once the partition has followers).
+        self.end_listened = False
+        #: The topic node's znode version whose replicas were applied (-1: none known).
+        self.assignment_version = -1
 
     # ------------------------------------------------------------------------------------ state
 
@@ -226,6 +230,16 @@ class Partition:
             self._remote = {}
             self.log.set_replicated(len(replicas) > 1)
         return changed
+
+    def stop_replica(self) -> None:
+        """This replica was moved off the broker (its log is being deleted): it neither leads nor follows
+        any more, so every produce waiting on it is answered NOT_LEADER_OR_FOLLOWER (retried at the new
+        leader) and nothing more is acknowledged here."""
+        with self._lock:
+            self.leader_id = NO_LEADER
+            self.leader_epoch_start_offset = -1
+            self._remote = {}
+            self._pending_isr = None
 
     def check_leader_epoch(self, request_epoch: int) -> None:
         """Kafka's fencing of a request's ``current_leader_epoch`` (-1: not checked)."""

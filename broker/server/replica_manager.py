@@ -52,6 +52,9 @@ logs, offsets, replica state and the purgatory, never the wire format. What it o
   (:func:`broker.cluster.partition_state_store.update_isrs`), and every ``replica_lag_time_max_ms / 2``
   asks each led partition for followers that fell out of sync (Kafka's ``isr-expiration`` task). A write
   that loses to a newer state (the controller's) is dropped: the new state arrives through the watcher.
+* **Reassignments** (:mod:`broker.server.replica_moves`, mixed in): a replica moved off here is stopped and
+  deleted; a leader's fetch reads for followers out of the ISR keep within the leader's throttle
+  (:mod:`broker.server.replication_quota`).
 
 Errors are raised, never turned into codes here: a partition's result carries the exception
 (:class:`~broker.log.errors.LogError`, :class:`~broker.record.errors.RecordError` or
@@ -78,6 +81,7 @@ from typing import NamedTuple
 from broker.cluster.cluster_view import ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.partition_state import PartitionState
+from broker.cluster.replication_throttle import ReplicationThrottle, ThrottleSnapshot
 from broker.cluster.topic_config import min_insync_replicas, topic_log_config
 from broker.config import BrokerConfig
 from broker.log.errors import LogError
@@ -95,12 +99,16 @@ from broker.server.isr_changes import IsrChanges, IsrStore, eligible
 from broker.server.partition import Partition
 from broker.server.purgatory import Purgatory
 from broker.server.replica_fetcher_manager import ReplicaFetcherManager
+from broker.server.replica_moves import ReplicaMoves
+from broker.server.replication_quota import ReplicationQuota
 
 logger = logging.getLogger(__name__)
 
 #: One partition of a Fetch: the partition, the fetch offset, ``partition_max_bytes`` and the request's
 #: ``current_leader_epoch`` (-1: not checked).
 FetchRead = tuple[TopicPartition, int, int, int]
+
+_NO_THROTTLE = ThrottleSnapshot()
 
 
 class FetchPartitionResult(NamedTuple):
@@ -114,7 +122,7 @@ class FetchPartitionResult(NamedTuple):
     records: FileRegion | None
 
 
-class ReplicaManager(IsrChanges):
+class ReplicaManager(IsrChanges, ReplicaMoves):
     """The local partitions of ``broker_id`` and the operations on them (see the module docstring)."""
 
     def __init__(
@@ -126,8 +134,13 @@ class ReplicaManager(IsrChanges):
         *,
         config: BrokerConfig | None = None,
         isr_store: IsrStore | None = None,
+        throttle: ReplicationThrottle | None = None,
     ) -> None:
         self._broker_id = broker_id
+        #: reassignments' copy limits (:mod:`broker.server.replication_quota`); the fetchers read them too
+        self.throttle = throttle
+        self.leader_quota = ReplicationQuota(lambda: self._throttle_snapshot().leader_rate)
+        self.follower_quota = ReplicationQuota(lambda: self._throttle_snapshot().follower_rate)
         self._config = config if config is not None else BrokerConfig(broker_id=broker_id)
         self._logs = log_manager
         self._cluster = cluster
@@ -144,6 +157,10 @@ class ReplicaManager(IsrChanges):
         #: ISR changes written by this broker as leader (the ISR thread's; read by the metrics).
         self.isr_shrinks = 0
         self.isr_expands = 0
+
+    def _throttle_snapshot(self) -> ThrottleSnapshot:
+        throttle = self.throttle
+        return throttle.snapshot if throttle is not None else _NO_THROTTLE
 
     def start(self) -> None:
         """Start the ISR thread (writes and expiry); :meth:`apply` works without it."""
@@ -224,11 +241,15 @@ class ReplicaManager(IsrChanges):
                 configs = latest.topic_config(topic)
                 if configs != self._topic_configs.get(topic, {}):
                     self._apply_topic_config(topic, configs)
-            for tp in new.partitions_of(self._broker_id):
+            mine = new.partitions_of(self._broker_id)
+            for tp in mine:
                 try:
                     self._apply_partition(new, tp)
                 except (LogError, RecordError):
                     logger.exception("broker %d: applying the state of %s failed", self._broker_id, tp)
+            gone = set(old.partitions_of(self._broker_id)) - set(mine)
+            for tp in sorted(t for t in gone if t.topic in new.topics):
+                self._stop_replica(new, tp)
         if set(old.brokers) != set(new.brokers) or old.shutting_down != new.shutting_down:
             # a follower that went away or is shutting down no longer holds a high watermark back
             for partition in self.partitions():
@@ -270,15 +291,23 @@ class ReplicaManager(IsrChanges):
                 isr_writer=self._submit_isr_change,
                 replica_eligible=self._replica_eligible,
             )
-            if len(view.replicas(tp)) > 1:
-                # followers' fetches wait for the log end to move, not the high watermark
-                log.add_end_listener(self._purgatory.notify)
             self._partitions[tp] = partition
+        replicas = view.replicas(tp)
+        if len(replicas) > 1 and not partition.end_listened:
+            # followers' fetches wait for the log end to move, not the high watermark
+            partition.log.add_end_listener(self._purgatory.notify)
+            partition.end_listened = True
         partition.min_insync_replicas = self._min_insync_replicas(view, tp.topic)
         state = view.states.get(tp)
-        if state is None or not partition.is_newer(state):
+        # a reassignment changes the replicas (the topic node's version orders them): applied even with
+        # the same state; a request's view older than the one applied never brings older replicas back
+        topic_version = view.topic_versions.get(tp.topic, -1)
+        replicas_newer = topic_version > partition.assignment_version
+        if state is None or (not partition.is_newer(state) and not replicas_newer):
             return partition
-        replicas = view.replicas(tp)
+        if topic_version < partition.assignment_version:
+            replicas = partition.replicas
+        partition.assignment_version = max(topic_version, partition.assignment_version)
         if state.leader == self._broker_id:
             self.fetchers.remove_partitions([tp])
             if partition.make_leader(state, replicas):
@@ -497,7 +526,16 @@ class ReplicaManager(IsrChanges):
             limit = min(partition_max_bytes, remaining)
             region = None
             error: LogError | RecordError | None = None
-            if limit > 0 or first_with_data:
+            # a reassignment's copy to a follower out of the ISR, within the leader's throttle (Kafka's
+            # shouldLeaderThrottle): skipped while the quota is exceeded
+            throttled = (
+                follower
+                and self.throttle is not None
+                and replica_id not in partition.isr
+                and self.throttle.leader_throttled(tp)
+            )
+            skip = throttled and self.leader_quota.exceeded()
+            if not skip and (limit > 0 or first_with_data):
                 try:
                     if follower:
                         # a caught-up follower (most partitions of its every fetch) reads nothing
@@ -517,6 +555,8 @@ class ReplicaManager(IsrChanges):
                 first_with_data = False
                 remaining -= region.size_bytes
                 total += region.size_bytes
+                if throttled:
+                    self.leader_quota.record(region.size_bytes)
             results.append(FetchPartitionResult(error, high_watermark, log_start, region))
         return results, total, errors
 

@@ -83,6 +83,11 @@ COMMANDS = (
         "lumber.cli.topics",
         "create, list, describe and delete topics, elect preferred leaders (in ZooKeeper)",
     ),
+    Command(
+        "cluster",
+        "lumber.cli.cluster",
+        "move partitions between brokers: reassign, rebalance, decommission a broker",
+    ),
     Command("log", "lumber.cli.log", "inspect a broker's partition files"),
     Command("schemas", "lumber.cli.schemas", "run the Avro schema registry and register / inspect schemas"),
     Command("produce", "lumber.cli.produce", "send the lines of stdin to a topic, one record per line"),

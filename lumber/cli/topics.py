@@ -13,6 +13,8 @@ and the controller watches ``/admin/preferred_replica_election``.
     lumber topics alter-config events --set cleanup.policy=compact --set segment.bytes=1048576 \
                                       --delete retention.ms
     lumber topics elect-leaders [--topic events [--partition 1]] [--timeout 30s]
+    lumber topics alter events --partitions 24             add partitions (warns: keys move)
+    lumber topics alter events --replication-factor 3      move replicas (:mod:`lumber.cli.topics_alter`)
     lumber topics delete events
 
 ``--replication-factor`` defaults to ``[broker] default_replication_factor`` (``lumber dev up --brokers N``
@@ -58,7 +60,9 @@ from typing import TYPE_CHECKING, Any
 from broker.cluster.broker_info import BrokerInfo
 from broker.cluster.errors import (
     InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
     InvalidTopicConfigError,
+    ReassignmentInProgressError,
     TopicExistsError,
     UnknownTopicError,
 )
@@ -66,9 +70,11 @@ from broker.cluster.topic_admin import TopicAdmin
 from broker.cluster.topic_config import TOPIC_CONFIG_KEYS, TOPIC_CONFIGS, check_topic_configs
 from broker.cluster.topic_config_store import TopicConfigStore
 from broker.record.errors import InvalidTopicError
+from lumber.cli.cluster import add_throttle_option
 from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.partition_row import PartitionRow, ids_text, partition_rows
 from lumber.cli.topic_request_error import TopicRequestError
+from lumber.cli.topics_alter import alter as alter_topic
 from lumber.cli.topics_elect import DEFAULT_ELECTION_TIMEOUT_MS, elect_leaders
 from lumber.cli.zookeeper_session import zookeeper_session
 from pipeline.durations import DURATION_HELP, DurationAction
@@ -81,6 +87,8 @@ BAD_INPUT_EXIT_CODE = 2
 
 #: Errors caused by what the user typed: exit code 2 with the message alone.
 _BAD_INPUT = (
+    InvalidReplicaAssignmentError,
+    ReassignmentInProgressError,
     InvalidTopicError,
     InvalidPartitionsError,
     TopicExistsError,
@@ -186,6 +194,29 @@ def register(subparsers: Any) -> None:
     )
     _common(alter)
     alter.set_defaults(handler=_run(_alter_config))
+
+    grow = sub.add_parser(
+        "alter", help="add partitions to a topic, or change its replication factor (moves replicas)"
+    )
+    grow.add_argument("topic")
+    change = grow.add_mutually_exclusive_group(required=True)
+    change.add_argument(
+        "--partitions", type=_positive_int, metavar="N", help="grow to N partitions (keys then move)"
+    )
+    change.add_argument(
+        "--replication-factor", type=_positive_int, metavar="N", help="give every partition N replicas"
+    )
+    grow.add_argument(
+        "--timeout",
+        dest="timeout_ms",
+        action=DurationAction,
+        default=600_000,
+        metavar="DURATION",
+        help=f"with --replication-factor: how long to wait for the moves, {DURATION_HELP} (default: 10m)",
+    )
+    add_throttle_option(grow)
+    _common(grow)
+    grow.set_defaults(handler=_run(alter_topic))
 
     delete = sub.add_parser("delete", help="delete a topic; brokers delete its partitions and data")
     delete.add_argument("topic")

@@ -40,6 +40,10 @@ with warnings.catch_warnings():
     from kafka.protocol.admin import (
         AlterConfigsRequest,
         AlterConfigsResponse,
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+        CreatePartitionsRequest,
+        CreatePartitionsResponse,
         CreateTopicsRequest,
         CreateTopicsResponse,
         DeleteGroupsRequest,
@@ -54,6 +58,8 @@ with warnings.catch_warnings():
         IncrementalAlterConfigsResponse,
         ListGroupsRequest,
         ListGroupsResponse,
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
     )
     from kafka.protocol.broker_version_data import BrokerVersionData
     from kafka.protocol.consumer import (
@@ -120,6 +126,15 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
     ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
     ApiKey.ALTER_CONFIGS: (AlterConfigsRequest, AlterConfigsResponse),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
+    ApiKey.CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+    ),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
+    ),
 }
 
 # kafka-python renames Metadata's authorized-operations fields, and decodes them (and DescribeGroups') as sets
