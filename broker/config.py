@@ -13,6 +13,7 @@ from typing import Literal, Self
 from pydantic import model_validator
 
 from broker.config_section import ConfigSection, setting
+from broker.endpoint import Endpoint, InvalidListenerError, SecurityProtocol, parse_endpoints
 
 DAY_MS = 24 * 60 * 60 * 1000
 GIB = 1024 * 1024 * 1024
@@ -191,7 +192,7 @@ class LogConfig(ConfigSection):
 
 
 class BrokerConfig(ConfigSection):
-    """One broker process (``lumber broker start``): its id, its listener, its threads, its topic defaults."""
+    """One broker process (``lumber broker start``): its id, listeners, threads and topic defaults."""
 
     broker_id: int = setting(
         0,
@@ -204,6 +205,29 @@ class BrokerConfig(ConfigSection):
     port: int = setting(9092, "Port the broker listens on; 0 picks a free one.", ge=0, le=65535)
     advertised_host: str = setting(
         "", "Host clients are told to connect to (ZooKeeper and Metadata); empty: `host`."
+    )
+    listeners: list[str] = setting(
+        [],
+        "The listeners, Kafka's syntax: NAME://host:port, NAME a security protocol (PLAINTEXT, SSL, "
+        "SASL_PLAINTEXT, SASL_SSL) or a name of listener_security_protocol_map, e.g. "
+        '["PLAINTEXT://127.0.0.1:9092", "SASL_SSL://0.0.0.0:9094"]. Empty: one PLAINTEXT listener on '
+        "host:port (and then host, port and advertised_host are the listener).",
+    )
+    advertised_listeners: list[str] = setting(
+        [],
+        "What clients are told for each listener (Metadata answers with the listener the client came in "
+        "on; ZooKeeper's broker node lists them all), same syntax and names as listeners; port 0: the "
+        "bound port. A listener not named here is advertised as it listens (0.0.0.0 refused: give its "
+        "address). Empty: every listener as it listens.",
+    )
+    listener_security_protocol_map: dict[str, str] = setting(
+        {},
+        "Security protocols of listener names of one's own (Kafka's listener.security.protocol.map), "
+        'e.g. {INTERNAL = "SSL", EXTERNAL = "SASL_SSL"}.',
+    )
+    inter_broker_listener_name: str = setting(
+        "",
+        "The listener other brokers reach this one on (replication); empty: the first of listeners.",
     )
     num_network_threads: int = setting(
         3, "Processor threads, each with its own selector, doing the socket I/O.", ge=1
@@ -398,9 +422,60 @@ class BrokerConfig(ConfigSection):
         "at most shutdown_timeout_ms.",
     )
 
+    @model_validator(mode="after")
+    def _check_listeners(self) -> Self:
+        try:
+            endpoints = self.listener_endpoints
+            advertised = self.advertised_endpoints
+        except InvalidListenerError as exc:
+            raise ValueError(f"broker.listeners / advertised_listeners: {exc}") from None
+        names = {e.listener_name for e in endpoints}
+        for endpoint in advertised if self.listeners else ():
+            if endpoint.host in ("", "0.0.0.0", "::"):  # noqa: S104 - refusing it, not binding it
+                raise ValueError(
+                    f"broker.advertised_listeners: {endpoint} cannot be advertised (an address that "
+                    "accepts connections is not one clients can reach); give the host in "
+                    "advertised_listeners"
+                )
+        if self.inter_broker_listener_name and self.inter_broker_listener_name.upper() not in names:
+            raise ValueError(
+                f"broker.inter_broker_listener_name {self.inter_broker_listener_name!r} is not a listener "
+                f"({', '.join(sorted(names))})"
+            )
+        return self
+
     @property
     def advertised(self) -> str:
         return self.advertised_host or self.host
+
+    @property
+    def listener_endpoints(self) -> list[Endpoint]:
+        """The listeners (``host:port`` as one PLAINTEXT listener when ``listeners`` is empty)."""
+        if not self.listeners:
+            return [Endpoint("PLAINTEXT", self.host, self.port, SecurityProtocol.PLAINTEXT)]
+        return parse_endpoints(self.listeners, self.listener_security_protocol_map)
+
+    @property
+    def advertised_endpoints(self) -> list[Endpoint]:
+        """What each listener is advertised as, in the order of :attr:`listener_endpoints` (port 0: bound)."""
+        listening = self.listener_endpoints
+        if not self.listeners:
+            return [listening[0].replace_host(self.advertised)]
+        given = {
+            e.listener_name: e
+            for e in parse_endpoints(self.advertised_listeners, self.listener_security_protocol_map)
+        }
+        unknown = sorted(set(given) - {e.listener_name for e in listening})
+        if unknown:
+            raise InvalidListenerError(
+                f"advertised listener(s) {', '.join(unknown)} are not among the listeners {self.listeners!r}"
+            )
+        return [given.get(e.listener_name, e) for e in listening]
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """The listener name brokers replicate through."""
+        return (self.inter_broker_listener_name or self.listener_endpoints[0].listener_name).upper()
 
     @property
     def metrics_listen_port(self) -> int | None:

@@ -3,7 +3,14 @@
 All paths are relative to the chroot of ``[zookeeper] connect``::
 
     /brokers/ids/<id>                       ephemeral, one per live broker
-        {"version": 1, "host": "127.0.0.1", "port": 9092, "timestamp_ms": 1700000000000}
+        {"version": 1, "host": "127.0.0.1", "port": 9092, "timestamp_ms": 1700000000000,
+         "endpoints": ["PLAINTEXT://127.0.0.1:9092", "SASL_SSL://broker1.example.com:9094"],
+         "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT", "SASL_SSL": "SASL_SSL"}}
+        ``endpoints`` are the advertised listeners (Kafka's key and syntax; Metadata answers a client with
+        the endpoint of the listener it came in on). ``host``/``port`` are the first PLAINTEXT endpoint, else
+        the first endpoint (Kafka writes null and -1 when there is no PLAINTEXT one; Lumber keeps an
+        address there for readers that know only host and port). A node without ``endpoints`` (an older
+        Lumber) is one PLAINTEXT listener at host:port.
     /brokers/topics/<topic>                 persistent, the topic's partition -> replicas assignment
         {"version": 1, "partitions": {"0": [1, 2, 3], "1": [2, 3, 1]}}     (Kafka's node and JSON)
     /brokers/topics/<topic>/partitions      persistent, no data (Kafka's); parent of one node per partition
@@ -89,6 +96,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from broker.cluster.partition_state import PartitionState
+from broker.endpoint import Endpoint, InvalidListenerError
 from broker.record.topic_partition import TopicPartition
 
 BROKERS_PATH = "/brokers"
@@ -255,8 +263,35 @@ def decode_json(path: str, data: bytes) -> dict[str, Any]:
     return _load(path, data)
 
 
-def encode_broker(host: str, port: int, timestamp_ms: int) -> bytes:
-    return _dump({"host": host, "port": int(port), "timestamp_ms": int(timestamp_ms)})
+def encode_broker(host: str, port: int, timestamp_ms: int, endpoints: Sequence[Endpoint] = ()) -> bytes:
+    value: dict[str, Any] = {"host": host, "port": int(port), "timestamp_ms": int(timestamp_ms)}
+    if endpoints:
+        value["endpoints"] = [str(e) for e in endpoints]
+        value["listener_security_protocol_map"] = {
+            e.listener_name: e.security_protocol.value for e in endpoints
+        }
+    return _dump(value)
+
+
+def decode_broker_endpoints(path: str, data: bytes) -> tuple[Endpoint, ...]:
+    """The advertised listeners of a ``/brokers/ids/<id>`` node; empty when it has no ``endpoints`` (an
+    older Lumber's node: one PLAINTEXT listener at host:port, as
+    :meth:`~broker.cluster.broker_info.BrokerInfo.endpoint` reads it)."""
+    value = _load(path, data)
+    texts = value.get("endpoints")
+    if texts is None:
+        return ()
+    protocols = value.get("listener_security_protocol_map") or {}
+    if (
+        not isinstance(texts, list)
+        or not all(isinstance(t, str) for t in texts)
+        or not isinstance(protocols, dict)
+    ):
+        raise ZkDataError(f"{path}: 'endpoints' is not a list of listeners: {texts!r}")
+    try:
+        return tuple(Endpoint.parse(text, protocols) for text in texts)
+    except InvalidListenerError as exc:
+        raise ZkDataError(f"{path}: {exc}") from exc
 
 
 def decode_broker(path: str, data: bytes) -> tuple[str, int]:

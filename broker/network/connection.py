@@ -34,6 +34,7 @@ from collections import deque
 from broker.network.network_receive import NetworkReceive
 from broker.network.request_channel import NetworkRequest, NetworkResponse
 from broker.network.response_send import ResponseSend
+from broker.network.session import Session
 
 
 class PipelinedRequest:
@@ -61,13 +62,18 @@ class Connection:
         "pipelined_bytes",
         "receive",
         "send",
+        "session",
         "sock",
     )
 
-    def __init__(self, sock: socket.socket, connection_id: str, peer: str, max_request_bytes: int) -> None:
+    def __init__(
+        self, sock: socket.socket, connection_id: str, peer: str, max_request_bytes: int, session: Session
+    ) -> None:
         self.sock = sock
         self.connection_id = connection_id
         self.peer = peer
+        #: Who the client is and the listener it came in on (every request carries it).
+        self.session = session
         self.receive = NetworkReceive(peer, max_request_bytes)
         #: The request whose response has not been fully sent yet (None while RECEIVING).
         self.in_flight: NetworkRequest | None = None

@@ -53,6 +53,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator
 
+from broker.endpoint import SecurityProtocol
 from broker.network.connection import Connection
 from broker.network.errors import (
     ChannelClosedError,
@@ -65,6 +66,7 @@ from broker.network.inline_serving import InlineServing
 from broker.network.network_counters import NetworkCounters
 from broker.network.request_channel import InlineHandler, NetworkRequest, NetworkResponse, RequestChannel
 from broker.network.selector_wakeup import SelectorWakeup
+from broker.network.session import ANONYMOUS, Session
 from broker.protocol.frame import SIZE_PREFIX_BYTES
 
 logger = logging.getLogger(__name__)
@@ -90,6 +92,8 @@ class Processor(InlineServing):
         channel: RequestChannel,
         *,
         listener: str,
+        listener_name: str = "PLAINTEXT",
+        security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT,
         max_request_bytes: int,
         connections_max_idle_ms: int,
         connection_index: Iterator[int],
@@ -99,6 +103,8 @@ class Processor(InlineServing):
         self.processor_id = processor_id
         self._channel = channel
         self._listener = listener
+        self._listener_name = listener_name
+        self._security_protocol = security_protocol
         self._max_request_bytes = max_request_bytes
         self._max_idle_ms = connections_max_idle_ms
         self._max_idle_ns = connections_max_idle_ms * 1_000_000
@@ -228,7 +234,10 @@ class Processor(InlineServing):
     def _configure_new_connections(self, new_sockets: list[tuple[socket.socket, str]], now: int) -> None:
         for sock, peer in new_sockets:
             connection_id = f"{self._listener}-{peer}-{next(self._connection_index)}"
-            conn = Connection(sock, connection_id, peer, self._max_request_bytes)
+            session = Session(
+                ANONYMOUS, self._listener_name, self._security_protocol, peer.rpartition(":")[0]
+            )
+            conn = Connection(sock, connection_id, peer, self._max_request_bytes, session)
             try:
                 self._selector.register(sock, _READ, conn)
             except (OSError, ValueError) as exc:
@@ -363,7 +372,9 @@ class Processor(InlineServing):
 
     def _in_flight(self, conn: Connection, frame: bytes, received_ns: int) -> NetworkRequest:
         """``frame`` as the request in flight on ``conn``, counted."""
-        request = NetworkRequest(self.processor_id, conn.connection_id, conn.peer, frame, received_ns)
+        request = NetworkRequest(
+            self.processor_id, conn.connection_id, conn.peer, frame, received_ns, conn.session
+        )
         conn.in_flight = request
         counters = self.counters
         counters.requests += 1

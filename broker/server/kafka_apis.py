@@ -9,7 +9,8 @@ watcher for metadata. It holds no partition state of its own. What each API answ
 
 * **ApiVersions**: the supported APIs and ranges; a request newer than Lumber's gets the v0-format
   UNSUPPORTED_VERSION fallback, so the client retries with a version both speak.
-* **Metadata**: the live brokers and the asked-for topics from ZooKeeper (the cluster watcher's view);
+* **Metadata**: the live brokers (each at its endpoint of the listener the request came in on) and the
+  asked-for topics from ZooKeeper (the cluster watcher's view);
   unknown topics are created when the request and ``[broker] auto_create_topics`` both allow it.
 * **Produce**: Produce v3+ with acks 0, 1 or -1 (else UNSUPPORTED_FOR_MESSAGE_FORMAT or
   INVALID_REQUIRED_ACKS for every partition); the replica manager appends and says when to answer
@@ -317,9 +318,11 @@ class KafkaApis:
             for name in missing:
                 created_errors[name] = self._auto_create(name)
             view = self._cluster.refresh()
+        listener = request.session.listener_name
         brokers = [
-            MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=None)
+            MetadataResponseBroker(node_id=b.broker_id, host=e.host, port=e.port, rack=None)
             for b in sorted(view.brokers.values(), key=lambda b: b.broker_id)
+            if (e := b.endpoint(listener)) is not None  # a broker without the listener is left out (Kafka)
         ]
         topics = [topic_metadata(view, name, created_errors.get(name)) for name in names]
         self._respond(

@@ -206,10 +206,16 @@ class ReplicaFetcherThread:
             info = self._cluster.view.brokers.get(self.leader_id)
             if info is None:
                 raise InterBrokerSendError(f"broker {self.leader_id} is not registered")
+            listener = self._config.inter_broker_listener
+            endpoint = info.endpoint(listener)
+            if endpoint is None:
+                raise InterBrokerSendError(
+                    f"broker {self.leader_id} has no listener {listener} (inter_broker_listener_name)"
+                )
             send = self._send = InterBrokerSend(
                 self.leader_id,
-                info.host,
-                info.port,
+                endpoint.host,
+                endpoint.port,
                 client_id=f"broker-{self.broker_id}-fetcher",
                 timeout_s=max(30.0, self._config.replica_fetch_wait_max_ms / 1000 + 10.0),
             )
