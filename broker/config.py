@@ -229,6 +229,30 @@ class BrokerConfig(ConfigSection):
         "",
         "The listener other brokers reach this one on (replication); empty: the first of listeners.",
     )
+    ssl_certfile: str = setting(
+        "",
+        "PEM file of the broker's certificate (and chain), for its SSL and SASL_SSL listeners.",
+    )
+    ssl_keyfile: str = setting(
+        "", "PEM file of the broker's private key (unencrypted); empty: in ssl_certfile."
+    )
+    ssl_cafile: str = setting(
+        "",
+        "PEM file of the CA certificates client certificates are checked against (ssl_client_auth); the "
+        "broker's own replication client trusts it too.",
+    )
+    ssl_client_auth: Literal["none", "requested", "required"] = setting(
+        "none",
+        "Client certificates on TLS listeners (Kafka's ssl.client.auth): 'none' asks for none; 'requested' "
+        "checks one that is sent; 'required' refuses a client without one. A client with a certificate is "
+        "User:<its subject, RFC 2253> (e.g. User:CN=alice,O=Lumber), one without User:ANONYMOUS.",
+    )
+    ssl_ciphers: str = setting(
+        "", "OpenSSL cipher list for TLS 1.2 (Kafka's ssl.cipher.suites); empty: Python's defaults."
+    )
+    ssl_min_version: Literal["TLSv1.2", "TLSv1.3"] = setting(
+        "TLSv1.2", "Oldest TLS version the TLS listeners accept (never below 1.2)."
+    )
     num_network_threads: int = setting(
         3, "Processor threads, each with its own selector, doing the socket I/O.", ge=1
     )
@@ -437,6 +461,16 @@ class BrokerConfig(ConfigSection):
                     "accepts connections is not one clients can reach); give the host in "
                     "advertised_listeners"
                 )
+        tls = [str(e) for e in endpoints if e.security_protocol.uses_tls]
+        if tls and not self.ssl_certfile:
+            raise ValueError(
+                f"broker.listeners {', '.join(tls)} use TLS: set broker.ssl_certfile (and ssl_keyfile)"
+            )
+        if self.ssl_client_auth != "none" and not self.ssl_cafile:
+            raise ValueError(
+                f"broker.ssl_client_auth = {self.ssl_client_auth!r} needs broker.ssl_cafile to check client "
+                "certificates against"
+            )
         if self.inter_broker_listener_name and self.inter_broker_listener_name.upper() not in names:
             raise ValueError(
                 f"broker.inter_broker_listener_name {self.inter_broker_listener_name!r} is not a listener "

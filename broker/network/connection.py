@@ -20,7 +20,9 @@ Invariants:
   wait the connection may stay selected for reading (MUTED is then *reading ahead*);
 * ``send`` is set only in SENDING; ``interest`` is the selector events the socket is registered for
   (0 = not registered), kept by the processor;
-* the socket is non-blocking with ``TCP_NODELAY``, and closed exactly once (:meth:`Connection.close`).
+* the socket is non-blocking with ``TCP_NODELAY``, and closed exactly once (:meth:`Connection.close`);
+* a TLS connection (``tls``) is HANDSHAKING (``tls_handshaking``) before RECEIVING: the processor drives
+  the handshake (:mod:`broker.network.tls_handshake`) and only then makes its :attr:`session`.
 
 Thread safety: none; a connection belongs to its processor's thread.
 """
@@ -64,12 +66,18 @@ class Connection:
         "send",
         "session",
         "sock",
+        "tls",
+        "tls_handshaking",
     )
 
     def __init__(
         self, sock: socket.socket, connection_id: str, peer: str, max_request_bytes: int, session: Session
     ) -> None:
         self.sock = sock
+        #: A TLS connection (``sock`` is an :class:`ssl.SSLSocket`): its sends copy through user space.
+        self.tls = False
+        #: The TLS handshake is not done yet: the processor drives it, nothing is read as a request.
+        self.tls_handshaking = False
         self.connection_id = connection_id
         self.peer = peer
         #: Who the client is and the listener it came in on (every request carries it).
@@ -103,7 +111,7 @@ class Connection:
     def start_send(self, response: NetworkResponse) -> ResponseSend:
         """Enter SENDING with ``response``'s chunks (raises
         :class:`~broker.network.errors.ResponseSendError` for a chunk that cannot be sent)."""
-        send = ResponseSend(self.peer, response.chunks)
+        send = ResponseSend(self.peer, response.chunks, tls=self.tls)
         self.send = send
         if response.close_after:
             self.close_after = True

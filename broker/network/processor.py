@@ -48,6 +48,7 @@ import contextlib
 import logging
 import selectors
 import socket
+import ssl
 import threading
 import time
 from collections import OrderedDict
@@ -67,6 +68,7 @@ from broker.network.network_counters import NetworkCounters
 from broker.network.request_channel import InlineHandler, NetworkRequest, NetworkResponse, RequestChannel
 from broker.network.selector_wakeup import SelectorWakeup
 from broker.network.session import ANONYMOUS, Session
+from broker.network.tls_handshake import TlsHandshaking
 from broker.protocol.frame import SIZE_PREFIX_BYTES
 
 logger = logging.getLogger(__name__)
@@ -83,7 +85,7 @@ _READ = selectors.EVENT_READ
 _WRITE = selectors.EVENT_WRITE
 
 
-class Processor(InlineServing):
+class Processor(InlineServing, TlsHandshaking):
     """One selector loop over a set of connections; see the module docstring for the steps."""
 
     def __init__(
@@ -99,8 +101,10 @@ class Processor(InlineServing):
         connection_index: Iterator[int],
         thread_name: str,
         inline: InlineHandler | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.processor_id = processor_id
+        self._ssl_context = ssl_context
         self._channel = channel
         self._listener = listener
         self._listener_name = listener_name
@@ -237,9 +241,14 @@ class Processor(InlineServing):
             session = Session(
                 ANONYMOUS, self._listener_name, self._security_protocol, peer.rpartition(":")[0]
             )
-            conn = Connection(sock, connection_id, peer, self._max_request_bytes, session)
+            tls = self._ssl_context is not None
+            wrapped = self._wrap_tls(sock, peer) if tls else sock
+            if wrapped is None:
+                continue
+            conn = Connection(wrapped, connection_id, peer, self._max_request_bytes, session)
+            conn.tls = conn.tls_handshaking = tls
             try:
-                self._selector.register(sock, _READ, conn)
+                self._selector.register(wrapped, _READ, conn)
             except (OSError, ValueError) as exc:
                 conn.close()
                 self.counters.count_close("error_closed")
@@ -311,6 +320,9 @@ class Processor(InlineServing):
                 continue
             if conn.closed:
                 continue
+            if conn.tls_handshaking:
+                self._tls_handshake(conn)
+                continue
             if mask & _WRITE and conn.send is not None:
                 self._write(conn)
             if mask & _READ and not conn.closed:
@@ -318,7 +330,7 @@ class Processor(InlineServing):
         if self._buffered:
             buffered, self._buffered = self._buffered, []
             for conn in buffered:
-                if conn.in_flight is None and not conn.closed and conn.receive.has_frame:
+                if conn.in_flight is None and not conn.closed and (conn.receive.has_frame or conn.tls):
                     self._read(conn)
         self._close_idle_connections(time.monotonic_ns())
 
@@ -349,11 +361,13 @@ class Processor(InlineServing):
                 request = self._in_flight(conn, frame, received_ns)
                 self._completed_receives.append((conn, request))
                 return
-            if conn.receive.has_frame:
+            if conn.receive.has_frame or (conn.tls and conn.sock.pending()):  # type: ignore[attr-defined]
                 self._buffered.append(conn)
             self._touch(conn, time.monotonic_ns())
-        except BlockingIOError:
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             self._touch(conn, time.monotonic_ns())
+        except ssl.SSLZeroReturnError:
+            self._close(conn, "the peer closed its TLS session", "peer_closed", logging.DEBUG)
         except InvalidRequestSizeError as exc:
             counter = "oversized_closed" if exc.oversized else "invalid_size_closed"
             self._close(conn, exc.reason, counter, logging.WARNING)
@@ -493,7 +507,7 @@ class Processor(InlineServing):
             idle = self._idle
             idle[conn.connection_id] = now
             idle.move_to_end(conn.connection_id)  # not muted before when an inline request was answered
-            if conn.receive.has_frame:
+            if conn.receive.has_frame or (conn.tls and conn.sock.pending()):  # type: ignore[attr-defined]
                 self._buffered.append(conn)
 
     def _set_interest(self, conn: Connection, events: int) -> None:

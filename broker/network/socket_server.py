@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 import logging
 import socket
+import ssl
 import threading
 
 from broker.endpoint import SecurityProtocol
@@ -64,6 +65,7 @@ class SocketServer:
         inline: InlineHandler | None = None,
         listener_name: str = "PLAINTEXT",
         security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         if num_processors < 1:
             raise NetworkConfigError(f"num_processors must be at least 1, got {num_processors}")
@@ -88,6 +90,9 @@ class SocketServer:
         self._inline = inline
         self._listener_name = listener_name
         self._security_protocol = security_protocol
+        if security_protocol.uses_tls and ssl_context is None:
+            raise NetworkConfigError(f"listener {listener_name} ({security_protocol}) needs a TLS context")
+        self._ssl_context = ssl_context if security_protocol.uses_tls else None
         self._lock = threading.Lock()
         self._state = _NEW
         self._port = 0
@@ -162,6 +167,7 @@ class SocketServer:
                 listener=listener,
                 listener_name=self._listener_name,
                 security_protocol=self._security_protocol,
+                ssl_context=self._ssl_context,
                 max_request_bytes=self._max_request_bytes,
                 connections_max_idle_ms=self._connections_max_idle_ms,
                 connection_index=connection_index,

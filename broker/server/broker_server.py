@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
+import ssl
 import threading
 import time
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ from broker.log.log_manager import LogManager
 from broker.network.errors import NetworkError
 from broker.network.request_channel import InlineHandler, RequestChannel
 from broker.network.socket_server import SocketServer
+from broker.network.ssl_factory import server_ssl_context
 from broker.protocol import compile_all
 from broker.server.admin_manager import AdminManager
 from broker.server.broker_metrics import BrokerCollector, BrokerMetrics, MeteredRequestChannel
@@ -118,6 +120,23 @@ class BrokerServer:
             endpoint.with_port(network.port) if endpoint.port == 0 else endpoint
             for endpoint, network in zip(self.config.advertised_endpoints, self._networks, strict=True)
         ]
+
+    def _ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS listeners' context (:mod:`broker.network.ssl_factory`); None without a TLS listener."""
+        config = self.config
+        if not any(e.security_protocol.uses_tls for e in config.listener_endpoints):
+            return None
+        try:
+            return server_ssl_context(
+                certfile=config.ssl_certfile,
+                keyfile=config.ssl_keyfile,
+                cafile=config.ssl_cafile,
+                client_auth=config.ssl_client_auth,
+                ciphers=config.ssl_ciphers,
+                min_version=config.ssl_min_version,
+            )
+        except NetworkError as exc:
+            raise BrokerStartupError(f"[broker] ssl: {exc}") from exc
 
     def _network_stats(self) -> dict[str, int]:
         """The network counters summed over the listeners."""
@@ -233,6 +252,7 @@ class BrokerServer:
             if config.inline_requests
             else None
         )
+        ssl_context = self._ssl_context()
         for endpoint in config.listener_endpoints:
             network = SocketServer(
                 self._channel,
@@ -245,6 +265,7 @@ class BrokerServer:
                 inline=inline,
                 listener_name=endpoint.listener_name,
                 security_protocol=endpoint.security_protocol,
+                ssl_context=ssl_context if endpoint.security_protocol.uses_tls else None,
             )
             self._networks.append(network)
             try:
