@@ -250,6 +250,24 @@ class BrokerConfig(ConfigSection):
     ssl_ciphers: str = setting(
         "", "OpenSSL cipher list for TLS 1.2 (Kafka's ssl.cipher.suites); empty: Python's defaults."
     )
+    sasl_enabled_mechanisms: list[str] = setting(
+        ["SCRAM-SHA-256", "SCRAM-SHA-512"],
+        "SASL mechanisms the SASL_PLAINTEXT and SASL_SSL listeners offer: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"
+        " "
+        "(Kafka's sasl.enabled.mechanisms; Kafka's default GSSAPI Lumber has not). Every mechanism checks "
+        "the users of `lumber users add` (ZooKeeper /config/users); PLAIN sends the password itself, so "
+        "offer it on SASL_SSL only.",
+    )
+    sasl_max_failed_authentications: int = setting(
+        10,
+        "A client host whose SASL authentication failed this many times within "
+        "sasl_failed_authentication_window_ms is refused without its password being checked until the "
+        "oldest of those failures leaves the window (throttles password guessing).",
+        ge=1,
+    )
+    sasl_failed_authentication_window_ms: int = setting(
+        60_000, "The window of sasl_max_failed_authentications.", ge=1000
+    )
     ssl_min_version: Literal["TLSv1.2", "TLSv1.3"] = setting(
         "TLSv1.2", "Oldest TLS version the TLS listeners accept (never below 1.2)."
     )
@@ -471,6 +489,15 @@ class BrokerConfig(ConfigSection):
                 f"broker.ssl_client_auth = {self.ssl_client_auth!r} needs broker.ssl_cafile to check client "
                 "certificates against"
             )
+        unknown = sorted(set(self.sasl_enabled_mechanisms) - {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"})
+        if unknown:
+            raise ValueError(
+                f"broker.sasl_enabled_mechanisms: {', '.join(unknown)} not supported (PLAIN, SCRAM-SHA-256, "
+                "SCRAM-SHA-512)"
+            )
+        sasl = [str(e) for e in endpoints if e.security_protocol.uses_sasl]
+        if sasl and not self.sasl_enabled_mechanisms:
+            raise ValueError(f"broker.listeners {', '.join(sasl)} use SASL: enable a mechanism")
         if self.inter_broker_listener_name and self.inter_broker_listener_name.upper() not in names:
             raise ValueError(
                 f"broker.inter_broker_listener_name {self.inter_broker_listener_name!r} is not a listener "

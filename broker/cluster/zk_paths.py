@@ -46,6 +46,17 @@ All paths are relative to the chroot of ``[zookeeper] connect``::
         concurrent alters cannot lose a key and no config outlives a deleted topic. A key with no override
         is absent; an empty ``config`` is a topic without overrides. Every broker watches the node and
         gives the topic's logs their new config (:mod:`broker.server.replica_manager`).
+    /config/users/<name>                    persistent, a SASL user's SCRAM credentials (Kafka's node, JSON)
+        {"config": {"SCRAM-SHA-512": "salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=8192"},
+         "version": 1}
+        One entry per mechanism the user may log in with (SCRAM-SHA-256, SCRAM-SHA-512; SASL/PLAIN checks
+        the password against either); never the password (:mod:`broker.network.scram_credential` says what
+        the values are). Written by ``lumber users add/delete``
+        (:class:`~broker.cluster.user_credential_store.UserCredentialStore`: a create, or a set at the
+        version read, so two writers cannot lose a mechanism; the node is deleted with its last one). Every
+        broker with a SASL listener watches the children and each node
+        (:class:`~broker.cluster.credential_cache.CredentialCache`), so a new or changed user can log in
+        at once, with no broker restart; Kafka announces the change under /config/changes instead.
     /admin/preferred_replica_election       persistent, a request for preferred leaders (Kafka's node)
         {"partitions": [{"partition": 0, "topic": "t"}], "version": 1}
         Written by TopicAdmin.request_preferred_election (create; NodeExists: one is pending already);
@@ -108,6 +119,7 @@ PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 CONTROLLER_PATH = "/controller"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
 CONFIG_TOPICS_PATH = "/config/topics"
+CONFIG_USERS_PATH = "/config/users"
 ADMIN_PATH = "/admin"
 PREFERRED_REPLICA_ELECTION_PATH = f"{ADMIN_PATH}/preferred_replica_election"
 CONTROLLED_SHUTDOWN_PATH = f"{ADMIN_PATH}/controlled_shutdown"
@@ -160,6 +172,19 @@ def topic_config_path(topic: str) -> str:
     if not topic or "/" in topic:
         raise ValueError(f"not a topic name: {topic!r}")
     return f"{CONFIG_TOPICS_PATH}/{topic}"
+
+
+def user_config_path(user: str) -> str:
+    """``/config/users/<user>``; ValueError for a name that cannot be a znode or a SASL user."""
+    if (
+        not user
+        or len(user) > 256
+        or "/" in user
+        or user in {".", "..", "zookeeper"}
+        or any(ord(c) < 32 or ord(c) == 127 for c in user)
+    ):
+        raise ValueError(f"not a user name: {user!r} (1-256 characters, no '/' and no control characters)")
+    return f"{CONFIG_USERS_PATH}/{user}"
 
 
 def controlled_shutdown_path(broker_id: int) -> str:
@@ -443,3 +468,17 @@ def decode_preferred_election(path: str, data: bytes) -> list[TopicPartition]:
 
 def encode_controlled_shutdown(broker_id: int, timestamp_ms: int) -> bytes:
     return _dump({"broker": int(broker_id), "timestamp_ms": int(timestamp_ms)})
+
+
+def encode_user_config(credentials: Mapping[str, str]) -> bytes:
+    """Kafka's ``/config/users/<name>`` JSON: mechanism -> credential text."""
+    return _dump({"config": {str(k): str(v) for k, v in sorted(credentials.items())}})
+
+
+def decode_user_config(path: str, data: bytes) -> dict[str, str]:
+    config = _load(path, data).get("config")
+    if not isinstance(config, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in config.items()
+    ):
+        raise ZkDataError(f"{path}: expected 'config' to map mechanisms to credentials")
+    return dict(config)

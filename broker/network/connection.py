@@ -36,6 +36,7 @@ from collections import deque
 from broker.network.network_receive import NetworkReceive
 from broker.network.request_channel import NetworkRequest, NetworkResponse
 from broker.network.response_send import ResponseSend
+from broker.network.sasl_authenticator import SaslAuthenticator
 from broker.network.session import Session
 
 
@@ -63,6 +64,7 @@ class Connection:
         "pipelined",
         "pipelined_bytes",
         "receive",
+        "sasl",
         "send",
         "session",
         "sock",
@@ -78,6 +80,8 @@ class Connection:
         self.tls = False
         #: The TLS handshake is not done yet: the processor drives it, nothing is read as a request.
         self.tls_handshaking = False
+        #: The SASL exchange of a connection not authenticated yet (None: authenticated, or no SASL).
+        self.sasl: SaslAuthenticator | None = None
         self.connection_id = connection_id
         self.peer = peer
         #: Who the client is and the listener it came in on (every request carries it).

@@ -66,6 +66,8 @@ from broker.network.errors import (
 from broker.network.inline_serving import InlineServing
 from broker.network.network_counters import NetworkCounters
 from broker.network.request_channel import InlineHandler, NetworkRequest, NetworkResponse, RequestChannel
+from broker.network.sasl_authenticator import MAX_RECEIVE_BYTES, SaslAuthenticator, SaslSettings
+from broker.network.sasl_serving import SaslServing
 from broker.network.selector_wakeup import SelectorWakeup
 from broker.network.session import ANONYMOUS, Session
 from broker.network.tls_handshake import TlsHandshaking
@@ -85,7 +87,7 @@ _READ = selectors.EVENT_READ
 _WRITE = selectors.EVENT_WRITE
 
 
-class Processor(InlineServing, TlsHandshaking):
+class Processor(InlineServing, TlsHandshaking, SaslServing):
     """One selector loop over a set of connections; see the module docstring for the steps."""
 
     def __init__(
@@ -102,9 +104,11 @@ class Processor(InlineServing, TlsHandshaking):
         thread_name: str,
         inline: InlineHandler | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslSettings | None = None,
     ) -> None:
         self.processor_id = processor_id
         self._ssl_context = ssl_context
+        self._sasl = sasl
         self._channel = channel
         self._listener = listener
         self._listener_name = listener_name
@@ -247,6 +251,9 @@ class Processor(InlineServing, TlsHandshaking):
                 continue
             conn = Connection(wrapped, connection_id, peer, self._max_request_bytes, session)
             conn.tls = conn.tls_handshaking = tls
+            if self._sasl is not None:
+                conn.sasl = SaslAuthenticator(self._sasl, session.client_host)
+                conn.receive.max_bytes = min(self._max_request_bytes, MAX_RECEIVE_BYTES)
             try:
                 self._selector.register(wrapped, _READ, conn)
             except (OSError, ValueError) as exc:
@@ -337,6 +344,9 @@ class Processor(InlineServing, TlsHandshaking):
     def _read(self, conn: Connection) -> None:
         inline_keys = self._inline_keys
         try:
+            if conn.sasl is not None:
+                self._serve_sasl(conn, conn.sasl)
+                return
             if conn.in_flight is not None:
                 self._read_ahead(conn, _MAX_READS_PER_POLL)
                 return

@@ -38,6 +38,7 @@ from broker.network.network_counters import NetworkCounters
 from broker.network.network_receive import MIN_REQUEST_BYTES
 from broker.network.processor import Processor
 from broker.network.request_channel import InlineHandler, RequestChannel
+from broker.network.sasl_authenticator import SaslSettings
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class SocketServer:
         listener_name: str = "PLAINTEXT",
         security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT,
         ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslSettings | None = None,
     ) -> None:
         if num_processors < 1:
             raise NetworkConfigError(f"num_processors must be at least 1, got {num_processors}")
@@ -93,6 +95,9 @@ class SocketServer:
         if security_protocol.uses_tls and ssl_context is None:
             raise NetworkConfigError(f"listener {listener_name} ({security_protocol}) needs a TLS context")
         self._ssl_context = ssl_context if security_protocol.uses_tls else None
+        if security_protocol.uses_sasl and sasl is None:
+            raise NetworkConfigError(f"listener {listener_name} ({security_protocol}) needs SASL settings")
+        self._sasl = sasl if security_protocol.uses_sasl else None
         self._lock = threading.Lock()
         self._state = _NEW
         self._port = 0
@@ -168,6 +173,7 @@ class SocketServer:
                 listener_name=self._listener_name,
                 security_protocol=self._security_protocol,
                 ssl_context=self._ssl_context,
+                sasl=self._sasl,
                 max_request_bytes=self._max_request_bytes,
                 connections_max_idle_ms=self._connections_max_idle_ms,
                 connection_index=connection_index,

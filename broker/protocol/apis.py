@@ -57,6 +57,16 @@ from broker.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochResponse,
 )
 from broker.protocol.messages.produce import PRODUCE, ProduceRequest, ProduceResponse
+from broker.protocol.messages.sasl_authenticate import (
+    SASL_AUTHENTICATE,
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+)
+from broker.protocol.messages.sasl_handshake import (
+    SASL_HANDSHAKE,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from broker.protocol.messages.sync_group import SYNC_GROUP, SyncGroupRequest, SyncGroupResponse
 
 #: Every API Lumber implements, by API key.
@@ -84,6 +94,8 @@ SUPPORTED_APIS: tuple[ApiSpec, ...] = (
     DESCRIBE_CONFIGS,
     ALTER_CONFIGS,
     INCREMENTAL_ALTER_CONFIGS,
+    SASL_HANDSHAKE,
+    SASL_AUTHENTICATE,
 )
 
 #: A decoded request body.
@@ -111,6 +123,8 @@ RequestBody = (
     | DescribeConfigsRequest
     | AlterConfigsRequest
     | IncrementalAlterConfigsRequest
+    | SaslHandshakeRequest
+    | SaslAuthenticateRequest
 )
 
 #: A response body.
@@ -138,6 +152,8 @@ ResponseBody = (
     | DescribeConfigsResponse
     | AlterConfigsResponse
     | IncrementalAlterConfigsResponse
+    | SaslHandshakeResponse
+    | SaslAuthenticateResponse
 )
 
 APIS_BY_KEY: dict[int, ApiSpec] = {int(spec.key): spec for spec in SUPPORTED_APIS}

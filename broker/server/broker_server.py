@@ -43,6 +43,7 @@ from broker.cluster import partition_state_store, zk_paths
 from broker.cluster.broker_registration import BrokerRegistration
 from broker.cluster.cluster_view import EMPTY_VIEW, ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
+from broker.cluster.credential_cache import CredentialCache
 from broker.cluster.producer_id_manager import ProducerIdManager
 from broker.cluster.topic_admin import TopicAdmin
 from broker.cluster.topic_config_store import TopicConfigStore
@@ -50,7 +51,9 @@ from broker.config import BrokerConfig, LogConfig
 from broker.endpoint import Endpoint, SecurityProtocol
 from broker.log.log_manager import LogManager
 from broker.network.errors import NetworkError
+from broker.network.failed_authentications import FailedAuthentications
 from broker.network.request_channel import InlineHandler, RequestChannel
+from broker.network.sasl_authenticator import SaslSettings
 from broker.network.socket_server import SocketServer
 from broker.network.ssl_factory import server_ssl_context
 from broker.protocol import compile_all
@@ -100,6 +103,7 @@ class BrokerServer:
         self._channel: RequestChannel | None = None
         self._pool: HandlerPool | None = None
         self._networks: list[SocketServer] = []
+        self._credentials: CredentialCache | None = None
         self._registration: BrokerRegistration | None = None
         self._metrics_server: Any = None
         self.cluster_id = ""
@@ -137,6 +141,26 @@ class BrokerServer:
             )
         except NetworkError as exc:
             raise BrokerStartupError(f"[broker] ssl: {exc}") from exc
+
+    def _sasl_settings(self, client: KazooClient) -> SaslSettings | None:
+        """The SASL listeners' settings, the users' credentials watched in ZooKeeper; None without one."""
+        config = self.config
+        if not any(e.security_protocol.uses_sasl for e in config.listener_endpoints):
+            return None
+        cache = self._credentials = CredentialCache(client)
+        try:
+            cache.start()
+        except (KazooException, KazooTimeoutError) as exc:
+            raise BrokerStartupError(
+                f"cannot read the SASL users ({zk_paths.CONFIG_USERS_PATH}): {exc!r}"
+            ) from exc
+        return SaslSettings(
+            tuple(config.sasl_enabled_mechanisms),
+            cache.lookup,
+            FailedAuthentications(
+                config.sasl_max_failed_authentications, config.sasl_failed_authentication_window_ms / 1000
+            ),
+        )
 
     def _network_stats(self) -> dict[str, int]:
         """The network counters summed over the listeners."""
@@ -253,6 +277,7 @@ class BrokerServer:
             else None
         )
         ssl_context = self._ssl_context()
+        sasl = self._sasl_settings(client)
         for endpoint in config.listener_endpoints:
             network = SocketServer(
                 self._channel,
@@ -266,6 +291,7 @@ class BrokerServer:
                 listener_name=endpoint.listener_name,
                 security_protocol=endpoint.security_protocol,
                 ssl_context=ssl_context if endpoint.security_protocol.uses_tls else None,
+                sasl=sasl if endpoint.security_protocol.uses_sasl else None,
             )
             self._networks.append(network)
             try:
@@ -454,6 +480,7 @@ class BrokerServer:
             ("stopping the request handlers", self._pool.shutdown if self._pool else None),
             ("closing the request channel", self._channel.close if self._channel else None),
             ("stopping the cluster watcher", self._watcher.stop if self._watcher else None),
+            ("stopping the credential cache", self._credentials.stop if self._credentials else None),
             ("closing the logs", self._logs.close if self._logs else None),
             ("closing the zookeeper session", self._close_client if self._client else None),
         )
@@ -468,6 +495,7 @@ class BrokerServer:
         self._registration = self._purgatory = self._pool = self._replicas = None
         self._controller = self._groups = None
         self._channel = self._watcher = self._logs = self._client = None
+        self._credentials = None
         if self._started:
             logger.info("broker %d stopped", self.config.broker_id)
             self._started = False

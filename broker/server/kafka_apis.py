@@ -36,6 +36,8 @@ watcher for metadata. It holds no partition state of its own. What each API answ
 * **FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
   DescribeGroups, DeleteGroups, OffsetDelete**: answered by :class:`~broker.server.group_apis.GroupApis`
   through the group coordinator.
+* **SaslHandshake, SaslAuthenticate** reaching this layer (the network layer answers a SASL listener's
+  exchange before authentication): ILLEGAL_SASL_STATE, as Kafka.
 * **InitProducerId**: as Kafka answers an idempotent (non-transactional) producer: a fresh producer id,
   unique across brokers and restarts (:mod:`broker.cluster.producer_id_manager`), and epoch 0; a
   transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Lumber has no transactions).
@@ -122,6 +124,7 @@ from broker.server.group.group_coordinator import GroupCoordinator
 from broker.server.group_apis import GroupApis
 from broker.server.partition import Partition
 from broker.server.replica_manager import FetchPartitionResult, ReplicaManager
+from broker.server.sasl_apis import SaslApis
 from broker.server.topic_metadata import topic_metadata
 
 logger = logging.getLogger(__name__)
@@ -187,6 +190,7 @@ class KafkaApis:
             int(ApiKey.API_VERSIONS): self._api_versions,
             int(ApiKey.INIT_PRODUCER_ID): self._init_producer_id,
             int(ApiKey.OFFSET_FOR_LEADER_EPOCH): self._offset_for_leader_epoch,
+            **SaslApis(respond=self._respond).handlers(),
             **AdminApis(admin_manager=admin_manager, cluster=cluster, respond=self._respond).handlers(),
             **GroupApis(
                 group_coordinator=group_coordinator, cluster=cluster, respond=self._respond

@@ -32,6 +32,7 @@ from lumber.cli import (
     produce,
     schemas,
     topics,
+    users,
     verbosity,
 )
 from lumber.cli.cluster_options import with_cluster_options
@@ -44,6 +45,7 @@ GROUPS = (
     config_cmd,
     broker,
     topics,
+    users,
     log,
     schemas,
     produce,

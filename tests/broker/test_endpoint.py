@@ -58,6 +58,7 @@ def test_listeners_advertised_listeners_and_the_protocol_map() -> None:
         advertised_listeners=["EXTERNAL://broker1.example.com:9094"],
         listener_security_protocol_map={"INTERNAL": "SSL", "EXTERNAL": "SASL_SSL"},
         inter_broker_listener_name="internal",
+        ssl_certfile="broker.pem",
     )
     assert config.advertised_endpoints == [
         Endpoint("INTERNAL", "127.0.0.1", 0, SecurityProtocol.SSL),

@@ -92,6 +92,12 @@ with warnings.catch_warnings():
         ProduceRequest,
         ProduceResponse,
     )
+    from kafka.protocol.sasl import (
+        SaslAuthenticateRequest,
+        SaslAuthenticateResponse,
+        SaslHandshakeRequest,
+        SaslHandshakeResponse,
+    )
     from kafka.protocol.schemas.fields.codecs.types import BitField
 
 pytestmark = pytest.mark.interop
@@ -120,6 +126,8 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
     ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
     ApiKey.ALTER_CONFIGS: (AlterConfigsRequest, AlterConfigsResponse),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
+    ApiKey.SASL_HANDSHAKE: (SaslHandshakeRequest, SaslHandshakeResponse),
+    ApiKey.SASL_AUTHENTICATE: (SaslAuthenticateRequest, SaslAuthenticateResponse),
 }
 
 # kafka-python renames Metadata's authorized-operations fields, and decodes them (and DescribeGroups') as sets
