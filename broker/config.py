@@ -498,6 +498,15 @@ class BrokerConfig(ConfigSection):
         sasl = [str(e) for e in endpoints if e.security_protocol.uses_sasl]
         if sasl and not self.sasl_enabled_mechanisms:
             raise ValueError(f"broker.listeners {', '.join(sasl)} use SASL: enable a mechanism")
+        inter_broker = next(
+            (e for e in endpoints if e.listener_name == self.inter_broker_listener), endpoints[0]
+        )
+        if inter_broker.security_protocol.uses_sasl:
+            raise ValueError(
+                f"broker.inter_broker_listener_name: {inter_broker} uses SASL, which Lumber's brokers do not "
+                "speak to each other yet; replicate through a PLAINTEXT or SSL listener (SSL: the brokers "
+                "present their own certificates)"
+            )
         if self.inter_broker_listener_name and self.inter_broker_listener_name.upper() not in names:
             raise ValueError(
                 f"broker.inter_broker_listener_name {self.inter_broker_listener_name!r} is not a listener "

@@ -9,7 +9,8 @@ Files (PEM, written by :meth:`CertificateAuthority.issue`, keys unencrypted and 
     <folder>/<name>-key.pem          its private key
 
 Server certificates name their hosts as subjectAltNames (``localhost``, ``127.0.0.1`` by default), which is
-what clients check; client certificates are for ``clientAuth`` and name their holder in the subject, which
+what clients check, and serve for clientAuth too (a broker presents its own to the leaders it replicates
+from); client certificates are for ``clientAuth`` and name their holder in the subject, which
 is the principal a broker gives them (``User:CN=<name>,O=Lumber``). Keys are ECDSA P-256 (fast to make,
 accepted by OpenSSL, librdkafka and Java); certificates last ``valid_days`` from an hour ago.
 
@@ -131,7 +132,9 @@ class CertificateAuthority:
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(
                 x509.ExtendedKeyUsage(
-                    [ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH]
+                    [ExtendedKeyUsageOID.CLIENT_AUTH]
+                    if client
+                    else [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
                 ),
                 critical=False,
             )

@@ -240,3 +240,43 @@ def test_clients_without_a_certificate_of_the_ca_or_without_tls_are_refused_and_
     assert consume_all(tls_broker.confluent_settings(), "guarded", 2) == [(0, b"a"), (1, b"b")]
     log = tls_broker.broker.log()
     assert "TLS handshake failed" in log
+
+
+def test_followers_replicate_over_an_ssl_inter_broker_listener_with_their_own_certificates(
+    start_cluster: Callable[..., BrokerCluster], tmp_path: Path
+) -> None:
+    cluster = start_cluster(0)
+    ca = CertificateAuthority(tmp_path / "ca")
+    external_ports = []
+    for broker_id in range(2):
+        issued = ca.issue(f"broker{broker_id}")  # a server certificate, presented as a client one too
+        plain, internal = free_port(), free_port()
+        external_ports.append(plain)
+        cluster.add_broker(
+            {
+                "listeners": [f"EXTERNAL://127.0.0.1:{plain}", f"INTERNAL://127.0.0.1:{internal}"],
+                "listener_security_protocol_map": {"EXTERNAL": "PLAINTEXT", "INTERNAL": "SSL"},
+                "inter_broker_listener_name": "INTERNAL",
+                "ssl_certfile": str(issued.certfile),
+                "ssl_keyfile": str(issued.keyfile),
+                "ssl_cafile": str(ca.cafile),
+                "ssl_client_auth": "required",
+                "flush_on_ack": True,
+                "offsets_topic_partitions": OFFSETS_TOPIC_PARTITIONS,
+                "replica_fetch_wait_max_ms": 200,
+            },
+            port=plain,
+        )
+    cluster.create_topic("replicated", 1, {0: [0, 1]}, replication_factor=2)
+    settings = {"bootstrap.servers": f"127.0.0.1:{external_ports[0]}"}
+    delivered = produce_all(settings, "replicated", [b"r%d" % i for i in range(100)])
+    assert [e for e, _ in delivered] == [None] * 100
+    assert sorted(m.offset() for _, m in delivered) == list(range(100))
+    assert sorted(cluster.state_of("replicated", 0).isr) == [0, 1]
+    follower_log = cluster.broker(1).log_dir / "replicated-0" / "00000000000000000000.log"
+    leader_log = cluster.broker(0).log_dir / "replicated-0" / "00000000000000000000.log"
+    deadline = time.monotonic() + 30
+    while follower_log.read_bytes() != leader_log.read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert follower_log.read_bytes() == leader_log.read_bytes()
+    assert len(leader_log.read_bytes()) > 0
