@@ -16,8 +16,8 @@ confluent-kafka (librdkafka, the same client for both listeners), 200-byte value
 PLAINTEXT listener) and measures its PLAINTEXT cases in the same rounds: the plaintext hot path of this tree
 against that one. A warm-up of 1,000 messages per case comes first (not counted: it creates
 ``__consumer_offsets`` and opens the connections). Cases alternate within each round so that all see the
-same machine load; the best of ``--rounds`` counts. It prints messages/s per case and the ratios SASL_SSL / PLAINTEXT (and this tree /
-TREE for PLAINTEXT).
+same machine load; the best of ``--rounds`` counts. It prints messages/s per case and the ratios
+SASL_SSL / PLAINTEXT (and this tree / TREE for PLAINTEXT).
 """
 
 from __future__ import annotations
