@@ -14,6 +14,11 @@ touches it. Each turn of the loop runs the same steps, in this order::
     5. completed sends              each fully sent response ends its request: unmute (or close_after)
     6. disconnects                  log why each connection closed in this turn, count it
 
+**TLS and SASL**: a TLS listener's connections first go through their handshake
+(:mod:`broker.network.tls_handshake`, mixed into :class:`Processor`), a SASL listener's through their
+authentication (:mod:`broker.network.sasl_serving`): until then step 3 hands their events and frames to
+those, never to the handlers.
+
 **Inline requests** and **pipelining**: with an
 :class:`~broker.network.request_channel.InlineHandler`, step 3 serves the requests it names on the
 processor's own thread (:mod:`broker.network.inline_serving`, mixed into :class:`Processor`).
