@@ -7,9 +7,9 @@ to the socket with ``os.sendfile`` and are never read into memory. Consecutive b
 
 **TLS** (a connection of an SSL or SASL_SSL listener): ``sendfile`` would bypass the encryption, so the
 bytes go through user space: a region is read into memory (``read_bytes``, one region at a time, when the
-send reaches it) and every chunk is written with ``SSLSocket.send`` in pieces of at most
-:data:`TLS_WRITE_BYTES`; OpenSSL's want-write is the would-block of a plain socket (the same piece is
-offered again, as OpenSSL requires).
+send reaches it) and every chunk is encrypted by the connection's
+:class:`~broker.network.tls_transport.TlsTransport` in pieces of at most :data:`TLS_WRITE_BYTES`; the send
+is complete only once the transport has written its last encrypted bytes (``flush``).
 
 Invariants:
 
@@ -58,7 +58,7 @@ class TransferableRegion(Protocol):
 class ResponseSend:
     """The chunks of one response still to send, and how far the current one has gone."""
 
-    __slots__ = ("_index", "_offset", "_parts", "_peer", "_tls", "size_bytes", "written_bytes")
+    __slots__ = ("_index", "_offset", "_parts", "_peer", "_tls", "_unflushed", "size_bytes", "written_bytes")
 
     def __init__(self, peer: str, chunks: tuple[bytes | Region, ...], *, tls: bool = False) -> None:
         """Raises :class:`~broker.network.errors.ResponseSendError` for a chunk that cannot be sent."""
@@ -87,6 +87,8 @@ class ResponseSend:
                 )
         self._parts = parts
         self._tls = tls
+        #: A TLS send whose last encrypted bytes still wait in the transport (not completed until they left).
+        self._unflushed = False
         self._index = 0
         self._offset = 0
         #: The response's size on the wire.
@@ -95,7 +97,7 @@ class ResponseSend:
 
     @property
     def completed(self) -> bool:
-        return self._index >= len(self._parts)
+        return self._index >= len(self._parts) and not self._unflushed
 
     def write_to(self, sock: socket.socket) -> int:
         """Send as much as ``sock`` takes now; returns the bytes written by this call.
@@ -180,6 +182,7 @@ class ResponseSend:
             self.written_bytes += written
         if self._index >= count:
             self._parts = []
+            self._unflushed = not sock.flush()  # type: ignore[attr-defined]  # a TlsTransport
         return written
 
     def _transfer(self, region: TransferableRegion, sock: socket.socket) -> int:

@@ -14,10 +14,11 @@ one non-blocking ``do_handshake`` that either
 * succeeds: the client's principal is taken from its certificate
   (:func:`~broker.network.ssl_factory.principal_of`), the connection gets its session and is RECEIVING.
 
-**Decrypted bytes the socket does not show.** ``SSLSocket.recv_into`` returns one TLS record at most and
-keeps the rest of a record longer than the buffer inside OpenSSL, where ``select`` cannot see it; so the
-processor reads a TLS connection again without waiting for the selector whenever it would stop reading it
-with bytes pending (``SSLSocket.pending()``), as it does for frames already in its read-ahead buffer.
+**Bytes the socket does not show.** A connection's :class:`~broker.network.tls_transport.TlsTransport`
+buffers what it read from the socket and has not decrypted and handed out yet, where ``select`` cannot see
+it; so the processor reads a TLS connection again without waiting for the selector whenever it would stop
+reading it with bytes pending (``TlsTransport.pending()``), as it does for frames already in its read-ahead
+buffer.
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ import selectors
 import socket
 import ssl
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from broker.network.connection import Connection
 from broker.network.network_counters import NetworkCounters
 from broker.network.session import Session
 from broker.network.ssl_factory import principal_of
+from broker.network.tls_transport import TlsTransport
 
 if TYPE_CHECKING:
     from broker.endpoint import SecurityProtocol
@@ -65,12 +67,12 @@ class TlsHandshaking:
             self, conn: Connection, reason: str, counter: str, level: int | None = logging.INFO
         ) -> None: ...
 
-    def _wrap_tls(self, sock: socket.socket, peer: str) -> ssl.SSLSocket | None:
-        """``sock`` as the server side of a TLS connection, handshake not started; None (closed) if it
-        cannot be wrapped."""
+    def _wrap_tls(self, sock: socket.socket, peer: str) -> socket.socket | None:
+        """``sock`` as the server side of a TLS connection (a :class:`TlsTransport`, which reads and writes
+        as a socket does), handshake not started; None (closed) if it cannot be wrapped."""
         assert self._ssl_context is not None
         try:
-            return self._ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+            return cast(socket.socket, TlsTransport(self._ssl_context, sock))
         except (OSError, ValueError) as exc:
             with contextlib.suppress(OSError):
                 sock.close()
@@ -80,8 +82,7 @@ class TlsHandshaking:
 
     def _tls_handshake(self, conn: Connection) -> None:
         """One step of ``conn``'s handshake (see the module docstring)."""
-        sock = conn.sock
-        assert isinstance(sock, ssl.SSLSocket)
+        sock = cast(TlsTransport, conn.sock)
         try:
             sock.do_handshake()
         except ssl.SSLWantReadError:
