@@ -69,10 +69,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kazoo.recipe.watchers import ChildrenWatch
 
-from broker.client.consumer_config import ConsumerConfig
+from broker.client.consumer.consumer_config import ConsumerConfig
 from broker.client.errors import GroupClosedError
-from broker.client.group_config import GroupConfig
-from broker.client.group_consumer import GroupConsumer
+from broker.client.groups.group_config import GroupConfig
+from broker.client.groups.group_consumer import GroupConsumer
 from broker.cluster import zk_paths
 from tests.broker.client.helpers import producer
 

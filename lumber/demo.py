@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import TextIO
 
 from audit.audited_producer import audited_producer
-from broker.client.producer import Producer
+from broker.client.producer.producer import Producer
 from lumber.config import LumberConfig, dump_config, load_config
 from lumber.demo_errors import DemoError
 from lumber.demo_failover import BrokerFailover

@@ -1,6 +1,6 @@
 """Consumer lag as Prometheus metrics (``lumber groups lag --watch --metrics-port N``).
 
-A collector over the latest :class:`~broker.client.lag_evaluation.LagWindow` evaluation of each watched
+A collector over the latest :class:`~broker.client.groups.lag_evaluation.LagWindow` evaluation of each watched
 group, with kafka_exporter's metric names so that its dashboards map over, plus Burrow's statuses:
 
 ========================================================= ===================================================
@@ -30,7 +30,7 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from broker.client.lag_evaluation import LagSample, PartitionLag, group_status
+from broker.client.groups.lag_evaluation import LagSample, PartitionLag, group_status
 from broker.record.topic_partition import TopicPartition
 
 Windows = Mapping[TopicPartition, Sequence[LagSample]]

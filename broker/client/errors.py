@@ -169,8 +169,9 @@ class UnknownTopicError(ClientError):
 
 
 class TopicCreationError(ClientError):
-    """A topic the client creates itself when missing (:mod:`broker.client.internal_topic`) could not be
-    created: the cluster refused, or had no live broker to ask. Names the topic and how to create it by hand.
+    """A topic the client creates itself when missing (:mod:`broker.client.producer.internal_topic`) could not
+    be created: the cluster refused, or had no live broker to ask. Names the topic and how to create it by
+    hand.
     """
 
     def __init__(self, topic: str, reason: str, remedy: str) -> None:
@@ -199,7 +200,7 @@ class BufferExhaustedError(ProducerError):
     """``send()`` waited ``max_block_ms`` for room in the ``buffer_memory`` bytes of unsent records.
 
     Raised by ``send_many()`` part-way, ``delivery`` is the
-    :class:`~broker.client.producer_batch.BulkDelivery` of the records it accepted before.
+    :class:`~broker.client.producer.producer_batch.BulkDelivery` of the records it accepted before.
     """
 
     delivery: object = None
@@ -270,7 +271,7 @@ class ConsumerClosedError(ConsumerError):
 
 
 class GroupError(ConsumerError):
-    """Root of the consumer group's errors (see :mod:`broker.client.group_consumer`)."""
+    """Root of the consumer group's errors (see :mod:`broker.client.groups.group_consumer`)."""
 
 
 class CommitFailedError(GroupError):

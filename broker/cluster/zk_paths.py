@@ -91,9 +91,10 @@ All paths are relative to the chroot of ``[zookeeper] connect``::
         groups reset-offsets), so that the owners reload them
         {"version": 1, "id": "<uuid>", "partitions": {"events": [0, 1]}, "timestamp_ms": ...}
 
-How the group nodes are used is documented in :mod:`broker.client.group_membership`, and each recipe
-with its own nodes: ``leader/`` in :mod:`broker.client.fenced_election`, ``ids/`` and ``owners/`` in
-:mod:`broker.client.partition_ownership`.
+How the group nodes are used is documented in :mod:`broker.client.groups.zookeeper.group_membership`, and each
+recipe with its own nodes: ``leader/`` in :mod:`broker.client.groups.zookeeper.fenced_election`, ``ids/`` and
+``owners/`` in
+:mod:`broker.client.groups.zookeeper.partition_ownership`.
 
 A partition's leader is the leader of its state node while that broker is registered. Data is UTF-8 JSON
 with sorted keys (Kafka writes the same keys in no set order); readers ignore keys they do not know, so a

@@ -16,6 +16,11 @@ This walk finds it. Per segment, in base-offset order:
    batch with that base offset;
 3. the ``.timeindex``: its invariants (:meth:`TimeIndex.load`), each entry's offset inside the segment.
 
+Besides damage, the walk warns (:class:`EmptySegment`, not damage: consumers read past it) about each
+segment that holds batches but no record, only emptied ones. Kafka's cleaner keeps an emptied batch only for
+an idempotent producer's last sequence and merges small segments, so its consumers never meet a run of
+such segments; a run of them in Lumber means its cleaner kept more than Kafka's would.
+
 A batch whose header is intact but whose CRC or records are not is reported and the walk goes on with
 the next batch (its length is trusted, as Kafka's dump does); an impossible length or a torn tail ends the
 segment's walk. Each :class:`Damage` names the file, the byte position and the offset. Reads only: safe
@@ -46,7 +51,7 @@ from broker.record.errors import CorruptRecordError, InvalidRecordError
 from broker.record.record_batch import RecordBatch
 from broker.record.topic_partition import TopicPartition
 
-__all__ = ["Damage", "PartitionReport", "find_partition_dirs", "verify_partition"]
+__all__ = ["Damage", "EmptySegment", "PartitionReport", "find_partition_dirs", "verify_partition"]
 
 _PREFIX = struct.Struct(">qi")
 _TIME_ENTRY_SIZE = 12
@@ -67,6 +72,18 @@ class Damage:
 
 
 @dataclass(frozen=True, slots=True)
+class EmptySegment:
+    """A warning: a segment that holds ``batches`` batches and not one record."""
+
+    file: Path
+    base_offset: int
+    batches: int
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.batches} batch(es) from offset {self.base_offset}, none holding a record"
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionReport:
     """What :func:`verify_partition` walked in one partition folder, and the damage it found."""
 
@@ -77,6 +94,8 @@ class PartitionReport:
     #: The offset after the last intact batch walked (the partition's log end if nothing is damaged).
     next_offset: int
     damage: tuple[Damage, ...]
+    #: Segments holding only empty batches (a warning; see the module docstring).
+    empty_segments: tuple[EmptySegment, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -121,6 +140,7 @@ def verify_partition(directory: Path) -> PartitionReport:
         records=walk.records,
         next_offset=walk.expected if walk.expected is not None else (bases[0] if bases else 0),
         damage=tuple(walk.damage),
+        empty_segments=tuple(walk.empty_segments),
     )
 
 
@@ -133,6 +153,7 @@ class _Walk:
         self.batches = 0
         self.records = 0
         self.damage: list[Damage] = []
+        self.empty_segments: list[EmptySegment] = []
 
     def segment(self, directory: Path, base_offset: int) -> None:
         path = segment_path(directory, base_offset, LOG_SUFFIX)
@@ -147,7 +168,10 @@ class _Walk:
                 )
             )
         self.expected = base_offset
+        batches_before, records_before = self.batches, self.records
         starts = self._walk_log(path)
+        if self.batches > batches_before and self.records == records_before:
+            self.empty_segments.append(EmptySegment(path, base_offset, self.batches - batches_before))
         self._check_offset_index(directory, base_offset, path.stat().st_size, starts)
         self._check_time_index(directory, base_offset)
 

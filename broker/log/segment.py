@@ -541,8 +541,9 @@ class Segment:
             yield header
             position += LOG_OVERHEAD + header[1]
 
-    def find_offset_by_timestamp(self, timestamp_ms: int, max_position: int) -> int | None:
-        """The first offset whose record timestamp is >= ``timestamp_ms``, below ``max_position``."""
+    def find_offset_by_timestamp(self, timestamp_ms: int, max_position: int) -> tuple[int, int] | None:
+        """The first offset whose record timestamp is >= ``timestamp_ms``, below ``max_position``, with
+        that record's timestamp (ListOffsets answers both)."""
         earlier = self._time_index.last_offset_before(timestamp_ms)
         start_offset = self._base_offset if earlier is None else earlier + 1
         found = self.position_of(start_offset, max_position)
@@ -556,7 +557,7 @@ class Segment:
                 batch = self.read_batch(position, max_position)
                 for record in batch.records():
                     if record.offset >= start_offset and record.timestamp_ms >= timestamp_ms:
-                        return record.offset
+                        return record.offset, record.timestamp_ms
             position += LOG_OVERHEAD + header[1]
         return None
 

@@ -520,7 +520,7 @@ class KafkaApis:
             for asked in topic.partitions:
                 index = asked.partition_index
                 try:
-                    offset, epoch = self._replicas.fetch_offset_for_timestamp(
+                    offset, found_timestamp, epoch = self._replicas.fetch_offset_for_timestamp(
                         TopicPartition(topic.name, index), asked.timestamp, asked.current_leader_epoch
                     )
                 except _ANSWERED as exc:
@@ -531,7 +531,7 @@ class KafkaApis:
                     response = ListOffsetsPartitionResponse(
                         partition_index=index,
                         error_code=_NONE,
-                        timestamp=-1,
+                        timestamp=found_timestamp,
                         offset=offset,
                         leader_epoch=epoch,
                     )

@@ -59,7 +59,7 @@ from broker.clock import Clock, system_clock_ms
 from broker.cluster.partition_state import PartitionState
 from broker.log.file_region import FileRegion
 from broker.log.log import AppendInfo, Buffer, Log
-from broker.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from broker.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from broker.record.topic_partition import TopicPartition
 from broker.server.errors import (
     FencedLeaderEpochError,
@@ -460,9 +460,11 @@ class Partition:
         log = self.log
         return log.read(fetch_offset, max_bytes, max_offset=log.log_end_offset)
 
-    def fetch_offset_for_timestamp(self, timestamp: int) -> int:
-        """ListOffsets: the log start for -2, the high watermark for -1, else the first offset whose
-        timestamp is at or after ``timestamp`` (-1 when there is none).
+    def fetch_offset_for_timestamp(self, timestamp: int) -> tuple[int, int]:
+        """ListOffsets: ``(offset, timestamp)``: the log start for -2, the high watermark for -1 (timestamp
+        -1 for both), the first exposed record with the largest timestamp for -3 (KIP-734), else the first
+        offset whose timestamp is at or after ``timestamp`` and that record's timestamp, as Kafka answers
+        (``(-1, -1)`` when there is none).
 
         A new leader whose high watermark has not yet reached the start of its epoch answers
         OFFSET_NOT_AVAILABLE (Kafka's KIP-207): the previous leader may have exposed offsets this one
@@ -472,13 +474,16 @@ class Partition:
         if start > 0 and self._remote and log.high_watermark < start:
             raise OffsetNotAvailableError(self.topic_partition, log.high_watermark, start)
         if timestamp == EARLIEST_TIMESTAMP:
-            return log.log_start_offset
+            return log.log_start_offset, -1
         if timestamp == LATEST_TIMESTAMP:
-            return log.high_watermark
+            return log.high_watermark, -1
+        if timestamp == MAX_TIMESTAMP:
+            found = log.offset_of_max_timestamp()
+            return (-1, -1) if found is None else found
         if timestamp < 0:
-            raise InvalidRequestError(f"timestamp {timestamp} is not -1, -2 or a time")
+            raise InvalidRequestError(f"timestamp {timestamp} is not -1, -2, -3 or a time")
         found = log.offset_for_timestamp(timestamp)
-        return -1 if found is None else found
+        return (-1, -1) if found is None else found
 
     def __repr__(self) -> str:
         return (

@@ -634,11 +634,12 @@ class ReplicaManager:
 
     def fetch_offset_for_timestamp(
         self, tp: TopicPartition, timestamp: int, current_leader_epoch: int = -1
-    ) -> tuple[int, int]:
-        """ListOffsets for one partition led here (:meth:`Partition.fetch_offset_for_timestamp`), with the
-        leader epoch."""
+    ) -> tuple[int, int, int]:
+        """ListOffsets for one partition led here (:meth:`Partition.fetch_offset_for_timestamp`): offset,
+        timestamp and the leader epoch."""
         partition = self.leader_partition(self._cluster.view, tp, current_leader_epoch)
-        return partition.fetch_offset_for_timestamp(timestamp), partition.leader_epoch
+        offset, found_timestamp = partition.fetch_offset_for_timestamp(timestamp)
+        return offset, found_timestamp, partition.leader_epoch
 
     def last_offset_for_leader_epoch(
         self, tp: TopicPartition, leader_epoch: int, current_leader_epoch: int = -1

@@ -18,11 +18,11 @@ import logging
 import sys
 from typing import Any
 
-from broker.client.console import consume_to
-from broker.client.consumer import Consumer
+from broker.client.consumer.consumer import Consumer
 from broker.client.errors import UnknownPartitionError
 from broker.record.topic_partition import TopicPartition
 from lumber.cli.cluster_options import add_cluster_options
+from lumber.cli.console_tools import consume_to
 from lumber.cli.invocation import suggest
 from lumber.cli.produce import separator
 from lumber.cli.record_format import AvroText, Format, RecordPrinter

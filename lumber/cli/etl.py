@@ -1,4 +1,5 @@
-"""``lumber etl run|schedule|status|package``: the hourly Spark load, run, scheduled and watched.
+"""``lumber etl run|schedule|status|package|completeness|wait``: the hourly Spark load, run, scheduled and
+watched; its hours' completeness and a sensor for one (:mod:`lumber.cli.etl_completeness`).
 
 ``run`` first checks its arguments without starting anything: ``--until-hour`` is an hour, ``--master`` a
 Spark master, each ``--conf`` a ``key=value``, and each of ``--topics`` a topic of the cluster that
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from lumber.cli.cluster_options import add_cluster_options, add_topics_option
+from lumber.cli.etl_completeness import register_completeness
 from lumber.config import LumberConfig
 from lumber.etl_settings import submit_settings
 from pipeline.commit import CommitProtocol
@@ -113,6 +115,8 @@ def register(subparsers: Any) -> None:
     package = sub.add_parser("package", help="build the --py-files zip of Lumber's code for spark-submit")
     package.add_argument("--output", type=Path, required=True, help="where to write the zip")
     package.set_defaults(handler=_package)
+
+    register_completeness(sub)
 
 
 def _package(args: argparse.Namespace, _config: LumberConfig) -> int:

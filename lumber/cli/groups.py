@@ -1,10 +1,10 @@
 """``lumber groups list|describe|lag|reset-offsets|delete``: consumer groups of both kinds.
 
 Lumber has two kinds of consumer groups (``[group] protocol``): *zookeeper* groups, the paper's, kept in
-ZooKeeper (``[zookeeper] connect``, :mod:`broker.client.group_admin`), and *kafka* groups, kept by the
-brokers' group coordinator (Kafka's group protocol: Lumber members with ``protocol = "kafka"`` and any
-Kafka client; :mod:`broker.client.kafka_group_admin`). Every command works on both and every answer says
-which kind a group is; a name used by both kinds needs ``--kind``.
+ZooKeeper (``[zookeeper] connect``, :mod:`broker.client.groups.zookeeper.group_admin`), and *kafka* groups,
+kept by the brokers' group coordinator (Kafka's group protocol: Lumber members with ``protocol = "kafka"`` and
+any Kafka client; :mod:`broker.client.groups.kafka.kafka_group_admin`). Every command works on both and every
+answer says which kind a group is; a name used by both kinds needs ``--kind``.
 
     lumber groups list                            every group: name, kind, members, generation or state
     lumber groups describe --group audit          members (kafka: client ids, hosts, assignments), per
@@ -14,7 +14,7 @@ which kind a group is; a name used by both kinds needs ``--kind``.
     lumber groups lag --all-groups --watch --metrics-port 9310      a lag exporter for every group
                                                   every interval: lag and Burrow's OK / WARNING / STALLED /
                                                   STOPPED over the last --window observations
-                                                  (:mod:`broker.client.lag_evaluation`); with
+                                                  (:mod:`broker.client.groups.lag_evaluation`); with
                                                   --metrics-port, also as Prometheus metrics
                                                   (:mod:`pipeline.lag_metrics`) on 127.0.0.1, and each
                                                   group's window as JSON at /lag-history
@@ -24,17 +24,17 @@ which kind a group is; a name used by both kinds needs ``--kind``.
     lumber groups reset-offsets --group audit --topic events --to-datetime 2026-11-22T10:00:00Z
     lumber groups delete --group audit            a group without members, and its offsets
 
-A reset of a zookeeper group is the paper's rewind for a whole group (:mod:`broker.client.group_offsets`):
-it may run while the group consumes; the members that own the partitions go on from the new offsets. A
-kafka group's offsets are reset only while it has no members, as ``kafka-consumer-groups`` does (its
-members keep their positions in memory). ``lag`` judges both kinds; a kafka group's commits come without
-their time (OffsetFetch), so they are timed by observation (:meth:`LagWindow.commit_times
-<broker.client.lag_evaluation.LagWindow.commit_times>`). Log end offsets and offsets by time come from the
-brokers (``[consumer] bootstrap_servers``, else ZooKeeper). With ``--watch``, an observation that meets a
-broker down or ZooKeeper unreachable is reported on stderr and tried again at the next interval, so that a
-lag exporter outlives a failover. Every command takes ``--json``. Exit codes: 0 done, 1 error (ZooKeeper or
-brokers unreachable), 2 bad input (unknown group, bad date, a group with members to delete or, kafka, to
-reset).
+A reset of a zookeeper group is the paper's rewind for a whole group
+(:mod:`broker.client.groups.zookeeper.group_offsets`): it may run while the group consumes; the members that
+own the partitions go on from the new offsets. A kafka group's offsets are reset only while it has no members,
+as ``kafka-consumer-groups`` does (its members keep their positions in memory). ``lag`` judges both kinds; a
+kafka group's commits come without their time (OffsetFetch), so they are timed by observation
+(:meth:`LagWindow.commit_times <broker.client.groups.lag_evaluation.LagWindow.commit_times>`). Log end offsets
+and offsets by time come from the brokers (``[consumer] bootstrap_servers``, else ZooKeeper). With
+``--watch``, an observation that meets a broker down or ZooKeeper unreachable is reported on stderr and tried
+again at the next interval, so that a lag exporter outlives a failover. Every command takes ``--json``. Exit
+codes: 0 done, 1 error (ZooKeeper or brokers unreachable), 2 bad input (unknown group, bad date, a group with
+members to delete or, kafka, to reset).
 """
 
 from __future__ import annotations
@@ -52,11 +52,15 @@ from typing import Any
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
-from broker.client.consumer import Consumer
+from broker.client.consumer.consumer import Consumer
 from broker.client.errors import ClientError, GroupError
-from broker.client.group_admin import GroupAdmin, NonEmptyGroupError, UnknownGroupError
-from broker.client.kafka_group_admin import KafkaGroupAdmin, KafkaGroupAdminError, KafkaGroupDescription
-from broker.client.lag_evaluation import LagWindow, PartitionLag, group_status
+from broker.client.groups.kafka.kafka_group_admin import (
+    KafkaGroupAdmin,
+    KafkaGroupAdminError,
+    KafkaGroupDescription,
+)
+from broker.client.groups.lag_evaluation import LagWindow, PartitionLag, group_status
+from broker.client.groups.zookeeper.group_admin import GroupAdmin, NonEmptyGroupError, UnknownGroupError
 from broker.record.topic_partition import TopicPartition
 from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.zookeeper_session import zookeeper_session

@@ -49,7 +49,7 @@ def verify_log_dirs(
 
 
 def describe(report: PartitionReport) -> list[str]:
-    """One summary line for ``report``, then one line per damaged place."""
+    """One summary line for ``report``, then one line per damaged place, then one per warning."""
     state = "ok" if report.ok else f"{len(report.damage)} damaged place(s)"
     summary = (
         f"{report.directory}: {report.segments} segment(s), {report.batches} batch(es), {report.records} "
@@ -57,6 +57,7 @@ def describe(report: PartitionReport) -> list[str]:
     )
     lines = [summary]
     lines.extend(f"  DAMAGE {damage}" for damage in report.damage)
+    lines.extend(f"  WARNING {empty}: only emptied batches" for empty in report.empty_segments)
     return lines
 
 
@@ -86,5 +87,9 @@ def _as_json(report: PartitionReport) -> dict[str, Any]:
         "damage": [
             {"file": str(d.file), "position": d.position, "offset": d.offset, "reason": d.reason}
             for d in report.damage
+        ],
+        "empty_segments": [
+            {"file": str(e.file), "base_offset": e.base_offset, "batches": e.batches}
+            for e in report.empty_segments
         ],
     }

@@ -33,8 +33,8 @@ from typing import Any
 from fastavro import json_reader
 
 from audit.audited_producer import audited_producer
-from broker.client.console import produce_lines
 from lumber.cli.cluster_options import add_cluster_options
+from lumber.cli.console_tools import produce_lines
 from lumber.cli.invocation import suggest
 from lumber.cli.topic_check import require_topic
 from lumber.config import LumberConfig

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from broker.client.broker_pool import BrokerPool
-from broker.client.cluster_metadata import metadata_source
-from broker.client.cluster_snapshot import ClusterSnapshot
+from broker.client.metadata.broker_pool import BrokerPool
+from broker.client.metadata.cluster_metadata import metadata_source
+from broker.client.metadata.cluster_snapshot import ClusterSnapshot
 from broker.protocol.error_code import ErrorCode
 from pipeline.errors import PipelineError
 

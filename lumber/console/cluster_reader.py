@@ -2,8 +2,8 @@
 
 Brokers, topic assignments, the controller and each partition's state (leader, leader epoch, ISR) are read
 from ZooKeeper (:mod:`broker.cluster.zk_reads`); the log start and log end offset of each partition whose
-leader is live come from the brokers (ListOffsets through :class:`~broker.client.consumer.Consumer`). A
-partition whose leader is not live is offline (``leader`` is ``None``, its offsets unknown); one whose ISR
+leader is live come from the brokers (ListOffsets through :class:`~broker.client.consumer.consumer.Consumer`).
+A partition whose leader is not live is offline (``leader`` is ``None``, its offsets unknown); one whose ISR
 is smaller than its replicas is under-replicated.
 """
 

@@ -1,17 +1,17 @@
 """Consumer groups of both kinds: ``/groups`` and ``/groups/{group}[?kind=zookeeper|kafka]``.
 
 Lumber has two kinds of consumer groups (``lumber groups``): *zookeeper* groups, the paper's, read through
-:class:`~broker.client.group_admin.GroupAdmin`, and *kafka* groups, kept by the brokers' group coordinator,
-read through :class:`~broker.client.kafka_group_admin.KafkaGroupAdmin` (DescribeGroups and OffsetFetch), as
-``lumber groups describe`` reads them. A group's page shows its members (a kafka group's with client ids,
-hosts and assignments), and per partition the owner, the committed offset, the log end offset (from the
-brokers) and the lag, with a bar per partition, and the lag over time as a sparkline per partition and one
-for the group's total (:mod:`lumber.console.lag_history`: a kafka group's from its commits in
-``__consumer_offsets`` over the last ``?history=`` (a duration, default ``1h``; ``lag_history.history_ms``),
-a zookeeper group's from the window of the lag exporter of ``[console] lag_exporter_url``); the JSON twin
-gives each partition's points as its ``history`` and the total as ``lag_history.total``. ``kind`` picks
-the kind when both have a group of that name (the list links with it); without it the page finds the one
-that exists.
+:class:`~broker.client.groups.zookeeper.group_admin.GroupAdmin`, and *kafka* groups, kept by the brokers'
+group coordinator, read through :class:`~broker.client.groups.kafka.kafka_group_admin.KafkaGroupAdmin`
+(DescribeGroups and OffsetFetch), as ``lumber groups describe`` reads them. A group's page shows its members
+(a kafka group's with client ids, hosts and assignments), and per partition the owner, the committed offset,
+the log end offset (from the brokers) and the lag, with a bar per partition, and the lag over time as a
+sparkline per partition and one for the group's total (:mod:`lumber.console.lag_history`: a kafka group's from
+its commits in ``__consumer_offsets`` over the last ``?history=`` (a duration, default ``1h``;
+``lag_history.history_ms``), a zookeeper group's from the window of the lag exporter of ``[console]
+lag_exporter_url``); the JSON twin gives each partition's points as its ``history`` and the total as
+``lag_history.total``. ``kind`` picks the kind when both have a group of that name (the list links with it);
+without it the page finds the one that exists.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from broker.client.group_admin import GroupAdmin, GroupDescription
-from broker.client.kafka_group_admin import KafkaGroupDescription
+from broker.client.groups.kafka.kafka_group_admin import KafkaGroupDescription
+from broker.client.groups.zookeeper.group_admin import GroupAdmin, GroupDescription
 from broker.record.topic_partition import TopicPartition
 from lumber.console.errors import BadRequestError, NotFoundError
 from lumber.console.lag_exporter_reader import read_exporter_history

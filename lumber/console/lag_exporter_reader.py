@@ -3,7 +3,7 @@
 ZooKeeper keeps only each partition's last commit (``/consumers/<group>/offsets/<topic>/<partition>``), so
 it has no history to read. ``lumber groups lag --watch --metrics-port N`` observes groups every
 ``--interval`` and keeps Burrow's window of the last ``--window`` observations per partition
-(:class:`~broker.client.lag_evaluation.LagWindow`); it serves them as JSON at ``/lag-history``
+(:class:`~broker.client.groups.lag_evaluation.LagWindow`); it serves them as JSON at ``/lag-history``
 (:mod:`pipeline.lag_exporter`). :func:`read_exporter_history` asks it for one group, and each sample becomes
 a point at its observation time (committed offset, log end offset). Without a configured exporter, or
 when it does not answer or does not watch the group, the history is empty and its note says why and where

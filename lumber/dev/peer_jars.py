@@ -1,10 +1,10 @@
 """Where the jars of the real peers (Apache Kafka, Hadoop's HDFS) are, once ``make jars`` has fetched them.
 
-Each peer has a small Maven file in the tree, ``peers/<peer>/pom.xml``, that names its artifacts. ``make jars``
-(run first by ``make test``, ``make demo`` and ``make bench``) copies each peer's runtime jars from Maven
-Central into ``.jars/<peer>/`` at the top of the checkout, once; the folder is git-ignored. Nothing is
-downloaded while a test, the demo or a benchmark runs: a launcher asks :func:`peer_classpath`, which fails with
-a clear error when the jars are not there.
+Each peer has a small Maven file in the tree, ``peers/<peer>/pom.xml``, that names its artifacts.
+``make jars`` (run first by ``make test``, ``make demo`` and ``make bench``) copies each peer's runtime jars
+from Maven Central into ``.jars/<peer>/`` at the top of the checkout, once; the folder is git-ignored.
+Nothing is downloaded while a test, the demo or a benchmark runs: a launcher asks :func:`peer_classpath`,
+which fails with a clear error when the jars are not there.
 
 ``LUMBER_JARS_DIR`` names another cache folder (holding ``<peer>/*.jar``), for an installed Lumber that is not
 run from its checkout.
@@ -29,7 +29,7 @@ def jars_dir() -> Path:
 
 
 def peer_jars(peer: str) -> list[Path]:
-    """The jars of ``peer`` (``kafka``, ``hadoop``), sorted; a clear error naming the fix if there are none."""
+    """The jars of ``peer`` (``kafka``, ``hadoop``), sorted; a clear error naming the fix if none."""
     folder = jars_dir() / peer
     jars = sorted(folder.glob("*.jar")) if folder.is_dir() else []
     if not jars:

@@ -30,10 +30,10 @@ from audit.audit_codec import AuditEventCodec
 from audit.audit_reader import read_audit_events
 from audit.audit_report import AuditReport, reconcile
 from audit.audited_producer import audited_producer
-from broker.client.consumer import Consumer
-from broker.client.consumer_config import ConsumerConfig
-from broker.client.producer import Producer
-from broker.client.producer_config import ProducerConfig
+from broker.client.consumer.consumer import Consumer
+from broker.client.consumer.consumer_config import ConsumerConfig
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_config import ProducerConfig
 from broker.record.topic_partition import TopicPartition
 from lumber.cli import main as lumber
 from lumber.config import LumberConfig

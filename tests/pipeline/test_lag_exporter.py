@@ -9,7 +9,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.client.lag_evaluation import LagWindow
+from broker.client.groups.lag_evaluation import LagWindow
 from broker.record.topic_partition import TopicPartition
 from lumber.dev.process import free_port
 from pipeline.lag_exporter import start_lag_exporter

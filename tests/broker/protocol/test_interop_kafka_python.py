@@ -322,7 +322,7 @@ def test_kafka_python_identifies_lumber_as_kafka_3_2():
     assert data.api_version(ProduceRequest, max_version=9) == 9
     assert data.api_version(FetchRequest, max_version=12) == 12
     assert data.api_version(MetadataRequest) == 12
-    assert data.api_version(ListOffsetsRequest) == 6
+    assert data.api_version(ListOffsetsRequest) == 7  # v7: v6's layout, plus the -3 (max timestamp) query
     assert data.api_version(InitProducerIdRequest, max_version=4) == 4
     assert data.api_version(ApiVersionsRequest) == 4
 

@@ -11,8 +11,8 @@ import pytest
 from audit.audit_codec import AuditEventCodec
 from audit.audit_event import AuditEvent, load_event_id, producer_event_id
 from audit.errors import AuditError
-from broker.client.producer import Producer
-from broker.client.producer_config import ProducerConfig
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_config import ProducerConfig
 from lumber.cli import main as lumber
 from lumber.cli.audit import parse_time_ms
 from pipeline.durations import parse_duration_ms

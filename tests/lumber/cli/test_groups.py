@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.broker.client.group_helpers import member, produce, wait_settled
+from tests.broker.client.groups.group_helpers import member, produce, wait_settled
 from tests.support.broker_cluster import servers
 
 

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from broker.record.topic_partition import TopicPartition
 from lumber.dev.process import free_port
-from tests.broker.client.group_helpers import member, produce, wait_settled
+from tests.broker.client.groups.group_helpers import member, produce, wait_settled
 from tests.lumber.cli.test_groups import drain
 from tests.support.broker_cluster import servers, wait_for
 from tests.support.confluent_group import confluent_group_member

@@ -169,8 +169,22 @@ def test_schema_pages(visit: Visit, console_stack: ConsoleStack) -> None:
 
 def test_loads_page(visit: Visit, console_stack: ConsoleStack) -> None:
     stack = console_stack
-    visit.open(f"/loads?job={stack.job}", "loads")
+    page = visit.open(f"/loads?job={stack.job}", "loads")
     data = json_of(stack, "/loads", job=stack.job)
+    # hour 08 is complete by the audit (11 produced = 10 loaded + 1 quarantined): the load marked it
+    (hour,) = data["hours"]
+    marker = hour["marker"]
+    assert (hour["topic"], hour["hour"], hour["state"], hour["overdue"], hour["error"]) == (
+        stack.topic,
+        "2026-11-22T08",
+        "COMPLETE",
+        False,
+        None,
+    )
+    assert (marker["revision"], marker["expected"], marker["loaded"], marker["quarantined"]) == (1, 11, 10, 1)
+    assert marker["manifest_sequence"] == 1
+    row = page.locator("main table").nth(1).locator("tr").nth(1).locator("td").all_inner_texts()
+    assert row[:8] == [stack.topic, "2026-11-22T08", "COMPLETE", "1", "11", "10", "1", "1"]
     (run,) = data["runs"]
     assert (run["outcome"], run["rows"], run["quarantined"], run["sequence"]) == ("committed", 10, 1, 1)
     assert (run["first_hour"], run["last_hour"]) == ("2026-11-22T08", "2026-11-22T08")

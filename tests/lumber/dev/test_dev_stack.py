@@ -15,11 +15,11 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.client.consumer_config import ConsumerConfig
-from broker.client.group_config import GroupConfig
-from broker.client.group_consumer import GroupConsumer
-from broker.client.producer import Producer
-from broker.client.producer_config import ProducerConfig
+from broker.client.consumer.consumer_config import ConsumerConfig
+from broker.client.groups.group_config import GroupConfig
+from broker.client.groups.group_consumer import GroupConsumer
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_config import ProducerConfig
 from broker.cluster import zk_paths
 from broker.cluster.topic_admin import TopicAdmin
 from broker.record.topic_partition import TopicPartition
