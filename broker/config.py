@@ -13,6 +13,7 @@ from typing import Literal, Self
 from pydantic import model_validator
 
 from broker.config_section import ConfigSection, setting
+from broker.endpoint import Endpoint, InvalidListenerError, SecurityProtocol, parse_endpoints
 
 DAY_MS = 24 * 60 * 60 * 1000
 GIB = 1024 * 1024 * 1024
@@ -194,7 +195,7 @@ class LogConfig(ConfigSection):
 
 
 class BrokerConfig(ConfigSection):
-    """One broker process (``lumber broker start``): its id, its listener, its threads, its topic defaults."""
+    """One broker process (``lumber broker start``): its id, listeners, threads and topic defaults."""
 
     broker_id: int = setting(
         0,
@@ -213,6 +214,71 @@ class BrokerConfig(ConfigSection):
         "The broker's rack (Kafka's broker.rack), in its /brokers/ids node: `lumber cluster rebalance` and "
         "`decommission` spread a partition's replicas over racks when every live broker declares one; "
         "empty: none.",
+    )
+    listeners: list[str] = setting(
+        [],
+        "The listeners, Kafka's syntax: NAME://host:port, NAME a security protocol (PLAINTEXT, SSL, "
+        "SASL_PLAINTEXT, SASL_SSL) or a name of listener_security_protocol_map, e.g. "
+        '["PLAINTEXT://127.0.0.1:9092", "SASL_SSL://0.0.0.0:9094"]. Empty: one PLAINTEXT listener on '
+        "host:port (and then host, port and advertised_host are the listener).",
+    )
+    advertised_listeners: list[str] = setting(
+        [],
+        "What clients are told for each listener (Metadata answers with the listener the client came in "
+        "on; ZooKeeper's broker node lists them all), same syntax and names as listeners; port 0: the "
+        "bound port. A listener not named here is advertised as it listens (0.0.0.0 refused: give its "
+        "address). Empty: every listener as it listens.",
+    )
+    listener_security_protocol_map: dict[str, str] = setting(
+        {},
+        "Security protocols of listener names of one's own (Kafka's listener.security.protocol.map), "
+        'e.g. {INTERNAL = "SSL", EXTERNAL = "SASL_SSL"}.',
+    )
+    inter_broker_listener_name: str = setting(
+        "",
+        "The listener other brokers reach this one on (replication); empty: the first of listeners.",
+    )
+    ssl_certfile: str = setting(
+        "",
+        "PEM file of the broker's certificate (and chain), for its SSL and SASL_SSL listeners.",
+    )
+    ssl_keyfile: str = setting(
+        "", "PEM file of the broker's private key (unencrypted); empty: in ssl_certfile."
+    )
+    ssl_cafile: str = setting(
+        "",
+        "PEM file of the CA certificates client certificates are checked against (ssl_client_auth); the "
+        "broker's own replication client trusts it too.",
+    )
+    ssl_client_auth: Literal["none", "requested", "required"] = setting(
+        "none",
+        "Client certificates on TLS listeners (Kafka's ssl.client.auth): 'none' asks for none; 'requested' "
+        "checks one that is sent; 'required' refuses a client without one. A client with a certificate is "
+        "User:<its subject, RFC 2253> (e.g. User:CN=alice,O=Lumber), one without User:ANONYMOUS.",
+    )
+    ssl_ciphers: str = setting(
+        "", "OpenSSL cipher list for TLS 1.2 (Kafka's ssl.cipher.suites); empty: Python's defaults."
+    )
+    sasl_enabled_mechanisms: list[str] = setting(
+        ["SCRAM-SHA-256", "SCRAM-SHA-512"],
+        "SASL mechanisms the SASL_PLAINTEXT and SASL_SSL listeners offer: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"
+        " "
+        "(Kafka's sasl.enabled.mechanisms; Kafka's default GSSAPI Lumber has not). Every mechanism checks "
+        "the users of `lumber users add` (ZooKeeper /config/users); PLAIN sends the password itself, so "
+        "offer it on SASL_SSL only.",
+    )
+    sasl_max_failed_authentications: int = setting(
+        10,
+        "A client host whose SASL authentication failed this many times within "
+        "sasl_failed_authentication_window_ms is refused without its password being checked until the "
+        "oldest of those failures leaves the window (throttles password guessing).",
+        ge=1,
+    )
+    sasl_failed_authentication_window_ms: int = setting(
+        60_000, "The window of sasl_max_failed_authentications.", ge=1000
+    )
+    ssl_min_version: Literal["TLSv1.2", "TLSv1.3"] = setting(
+        "TLSv1.2", "Oldest TLS version the TLS listeners accept (never below 1.2)."
     )
     num_network_threads: int = setting(
         3, "Processor threads, each with its own selector, doing the socket I/O.", ge=1
@@ -407,9 +473,88 @@ class BrokerConfig(ConfigSection):
         "at most shutdown_timeout_ms.",
     )
 
+    @model_validator(mode="after")
+    def _check_listeners(self) -> Self:
+        try:
+            endpoints = self.listener_endpoints
+            advertised = self.advertised_endpoints
+        except InvalidListenerError as exc:
+            raise ValueError(f"broker.listeners / advertised_listeners: {exc}") from None
+        names = {e.listener_name for e in endpoints}
+        for endpoint in advertised if self.listeners else ():
+            if endpoint.host in ("", "0.0.0.0", "::"):  # noqa: S104 - refusing it, not binding it
+                raise ValueError(
+                    f"broker.advertised_listeners: {endpoint} cannot be advertised (an address that "
+                    "accepts connections is not one clients can reach); give the host in "
+                    "advertised_listeners"
+                )
+        tls = [str(e) for e in endpoints if e.security_protocol.uses_tls]
+        if tls and not self.ssl_certfile:
+            raise ValueError(
+                f"broker.listeners {', '.join(tls)} use TLS: set broker.ssl_certfile (and ssl_keyfile)"
+            )
+        if self.ssl_client_auth != "none" and not self.ssl_cafile:
+            raise ValueError(
+                f"broker.ssl_client_auth = {self.ssl_client_auth!r} needs broker.ssl_cafile to check client "
+                "certificates against"
+            )
+        unknown = sorted(set(self.sasl_enabled_mechanisms) - {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"})
+        if unknown:
+            raise ValueError(
+                f"broker.sasl_enabled_mechanisms: {', '.join(unknown)} not supported (PLAIN, SCRAM-SHA-256, "
+                "SCRAM-SHA-512)"
+            )
+        sasl = [str(e) for e in endpoints if e.security_protocol.uses_sasl]
+        if sasl and not self.sasl_enabled_mechanisms:
+            raise ValueError(f"broker.listeners {', '.join(sasl)} use SASL: enable a mechanism")
+        inter_broker = next(
+            (e for e in endpoints if e.listener_name == self.inter_broker_listener), endpoints[0]
+        )
+        if inter_broker.security_protocol.uses_sasl:
+            raise ValueError(
+                f"broker.inter_broker_listener_name: {inter_broker} uses SASL, which Lumber's brokers do not "
+                "speak to each other yet; replicate through a PLAINTEXT or SSL listener (SSL: the brokers "
+                "present their own certificates)"
+            )
+        if self.inter_broker_listener_name and self.inter_broker_listener_name.upper() not in names:
+            raise ValueError(
+                f"broker.inter_broker_listener_name {self.inter_broker_listener_name!r} is not a listener "
+                f"({', '.join(sorted(names))})"
+            )
+        return self
+
     @property
     def advertised(self) -> str:
         return self.advertised_host or self.host
+
+    @property
+    def listener_endpoints(self) -> list[Endpoint]:
+        """The listeners (``host:port`` as one PLAINTEXT listener when ``listeners`` is empty)."""
+        if not self.listeners:
+            return [Endpoint("PLAINTEXT", self.host, self.port, SecurityProtocol.PLAINTEXT)]
+        return parse_endpoints(self.listeners, self.listener_security_protocol_map)
+
+    @property
+    def advertised_endpoints(self) -> list[Endpoint]:
+        """What each listener is advertised as, in the order of :attr:`listener_endpoints` (port 0: bound)."""
+        listening = self.listener_endpoints
+        if not self.listeners:
+            return [listening[0].replace_host(self.advertised)]
+        given = {
+            e.listener_name: e
+            for e in parse_endpoints(self.advertised_listeners, self.listener_security_protocol_map)
+        }
+        unknown = sorted(set(given) - {e.listener_name for e in listening})
+        if unknown:
+            raise InvalidListenerError(
+                f"advertised listener(s) {', '.join(unknown)} are not among the listeners {self.listeners!r}"
+            )
+        return [given.get(e.listener_name, e) for e in listening]
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """The listener name brokers replicate through."""
+        return (self.inter_broker_listener_name or self.listener_endpoints[0].listener_name).upper()
 
     @property
     def metrics_listen_port(self) -> int | None:

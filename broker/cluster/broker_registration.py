@@ -9,7 +9,8 @@ States and transitions::
                                             (id taken by another session, or ZooKeeper down:
                                              log, back off, try again until deregister())
 
-* ``register()`` creates the ephemeral node (and its parents) holding ``{"host", "port", "timestamp_ms"}``.
+* ``register()`` creates the ephemeral node (and its parents) holding ``{"host", "port", "timestamp_ms",
+  "endpoints", "listener_security_protocol_map"}`` (:mod:`broker.cluster.zk_paths`).
   If the node exists and its ``ephemeralOwner`` is another session, the id belongs to a live broker:
   :class:`~broker.cluster.errors.BrokerIdTakenError` names the id and the holder's ``host:port``. If the
   owner is our own session, it is our create whose reply was lost (kazoo retried it): registered.
@@ -27,7 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import ConnectionClosedError, KazooException, NodeExistsError, NoNodeError
@@ -36,6 +37,7 @@ from kazoo.retry import ForceRetryError, KazooRetry
 
 from broker.cluster import zk_paths
 from broker.cluster.errors import BrokerIdTakenError, ClusterError, ZooKeeperError, zookeeper_error
+from broker.endpoint import Endpoint
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +62,7 @@ class BrokerRegistration:
         host: str,
         port: int,
         *,
+        endpoints: Sequence[Endpoint] = (),
         rack: str | None = None,
         clock_ms: Callable[[], int] = _now_ms,
     ) -> None:
@@ -73,6 +76,7 @@ class BrokerRegistration:
         self.broker_id = broker_id
         self.host = host
         self.port = port
+        self.endpoints = tuple(endpoints)
         self.path = zk_paths.broker_path(broker_id)
         self.rack = rack or None
         self._clock_ms = clock_ms
@@ -129,7 +133,7 @@ class BrokerRegistration:
 
     def _create(self) -> None:
         """Create the node (or find our own); raises BrokerIdTakenError or ZooKeeperError."""
-        data = zk_paths.encode_broker(self.host, self.port, self._clock_ms(), self.rack)
+        data = zk_paths.encode_broker(self.host, self.port, self._clock_ms(), self.endpoints, self.rack)
 
         def create_once() -> None:
             try:

@@ -3,7 +3,14 @@
 All paths are relative to the chroot of ``[zookeeper] connect``::
 
     /brokers/ids/<id>                       ephemeral, one per live broker
-        {"version": 1, "host": "127.0.0.1", "port": 9092, "timestamp_ms": 1700000000000}
+        {"version": 1, "host": "127.0.0.1", "port": 9092, "timestamp_ms": 1700000000000,
+         "endpoints": ["PLAINTEXT://127.0.0.1:9092", "SASL_SSL://broker1.example.com:9094"],
+         "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT", "SASL_SSL": "SASL_SSL"}}
+        ``endpoints`` are the advertised listeners (Kafka's key and syntax; Metadata answers a client with
+        the endpoint of the listener it came in on). ``host``/``port`` are the first PLAINTEXT endpoint, else
+        the first endpoint (Kafka writes null and -1 when there is no PLAINTEXT one; Lumber keeps an
+        address there for readers that know only host and port). A node without ``endpoints`` (an older
+        Lumber) is one PLAINTEXT listener at host:port.
         ("rack": "r1" too when ``[broker] rack`` is set: Kafka's key, read by the reassignment planners)
     /brokers/topics/<topic>                 persistent, the topic's partition -> replicas assignment
         {"version": 1, "partitions": {"0": [1, 2, 3], "1": [2, 3, 1]}}     (Kafka's node and JSON)
@@ -60,6 +67,17 @@ All paths are relative to the chroot of ``[zookeeper] connect``::
         Both written by ``lumber cluster reassign --throttle`` (and the commands that move replicas), by
         compare-and-set, removed once the moves are done; read by every broker through watches
         (:mod:`broker.cluster.replication_throttle`).
+    /config/users/<name>                    persistent, a SASL user's SCRAM credentials (Kafka's node, JSON)
+        {"config": {"SCRAM-SHA-512": "salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=8192"},
+         "version": 1}
+        One entry per mechanism the user may log in with (SCRAM-SHA-256, SCRAM-SHA-512; SASL/PLAIN checks
+        the password against either); never the password (:mod:`broker.network.scram_credential` says what
+        the values are). Written by ``lumber users add/delete``
+        (:class:`~broker.cluster.user_credential_store.UserCredentialStore`: a create, or a set at the
+        version read, so two writers cannot lose a mechanism; the node is deleted with its last one). Every
+        broker with a SASL listener watches the children and each node
+        (:class:`~broker.cluster.credential_cache.CredentialCache`), so a new or changed user can log in
+        at once, with no broker restart; Kafka announces the change under /config/changes instead.
     /admin/preferred_replica_election       persistent, a request for preferred leaders (Kafka's node)
         {"partitions": [{"partition": 0, "topic": "t"}], "version": 1}
         Written by TopicAdmin.request_preferred_election (create; NodeExists: one is pending already);
@@ -119,6 +137,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from broker.cluster.partition_state import PartitionState
+from broker.endpoint import Endpoint, InvalidListenerError
 from broker.record.topic_partition import TopicPartition
 
 BROKERS_PATH = "/brokers"
@@ -130,6 +149,7 @@ PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 CONTROLLER_PATH = "/controller"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
 CONFIG_TOPICS_PATH = "/config/topics"
+CONFIG_USERS_PATH = "/config/users"
 ADMIN_PATH = "/admin"
 PREFERRED_REPLICA_ELECTION_PATH = f"{ADMIN_PATH}/preferred_replica_election"
 REASSIGN_PARTITIONS_PATH = f"{ADMIN_PATH}/reassign_partitions"
@@ -183,6 +203,19 @@ def topic_config_path(topic: str) -> str:
     if not topic or "/" in topic:
         raise ValueError(f"not a topic name: {topic!r}")
     return f"{CONFIG_TOPICS_PATH}/{topic}"
+
+
+def user_config_path(user: str) -> str:
+    """``/config/users/<user>``; ValueError for a name that cannot be a znode or a SASL user."""
+    if (
+        not user
+        or len(user) > 256
+        or "/" in user
+        or user in {".", "..", "zookeeper"}
+        or any(ord(c) < 32 or ord(c) == 127 for c in user)
+    ):
+        raise ValueError(f"not a user name: {user!r} (1-256 characters, no '/' and no control characters)")
+    return f"{CONFIG_USERS_PATH}/{user}"
 
 
 def controlled_shutdown_path(broker_id: int) -> str:
@@ -286,9 +319,16 @@ def decode_json(path: str, data: bytes) -> dict[str, Any]:
     return _load(path, data)
 
 
-def encode_broker(host: str, port: int, timestamp_ms: int, rack: str | None = None) -> bytes:
-    """A ``/brokers/ids/<id>`` node; ``rack`` (Kafka's key) only when the broker declares one."""
+def encode_broker(
+    host: str, port: int, timestamp_ms: int, endpoints: Sequence[Endpoint] = (), rack: str | None = None
+) -> bytes:
+    """A ``/brokers/ids/<id>`` node; ``endpoints`` and ``rack`` (Kafka's keys) only when there are some."""
     value: dict[str, Any] = {"host": host, "port": int(port), "timestamp_ms": int(timestamp_ms)}
+    if endpoints:
+        value["endpoints"] = [str(e) for e in endpoints]
+        value["listener_security_protocol_map"] = {
+            e.listener_name: e.security_protocol.value for e in endpoints
+        }
     if rack:
         value["rack"] = rack
     return _dump(value)
@@ -298,6 +338,27 @@ def decode_broker_rack(path: str, data: bytes) -> str | None:
     """The ``rack`` of a ``/brokers/ids/<id>`` node (None: none declared)."""
     rack = _load(path, data).get("rack")
     return rack if isinstance(rack, str) and rack else None
+
+
+def decode_broker_endpoints(path: str, data: bytes) -> tuple[Endpoint, ...]:
+    """The advertised listeners of a ``/brokers/ids/<id>`` node; empty when it has no ``endpoints`` (an
+    older Lumber's node: one PLAINTEXT listener at host:port, as
+    :meth:`~broker.cluster.broker_info.BrokerInfo.endpoint` reads it)."""
+    value = _load(path, data)
+    texts = value.get("endpoints")
+    if texts is None:
+        return ()
+    protocols = value.get("listener_security_protocol_map") or {}
+    if (
+        not isinstance(texts, list)
+        or not all(isinstance(t, str) for t in texts)
+        or not isinstance(protocols, dict)
+    ):
+        raise ZkDataError(f"{path}: 'endpoints' is not a list of listeners: {texts!r}")
+    try:
+        return tuple(Endpoint.parse(text, protocols) for text in texts)
+    except InvalidListenerError as exc:
+        raise ZkDataError(f"{path}: {exc}") from exc
 
 
 def decode_broker(path: str, data: bytes) -> tuple[str, int]:
@@ -516,3 +577,17 @@ def decode_reassign_partitions(path: str, data: bytes) -> dict[TopicPartition, t
 
 def encode_controlled_shutdown(broker_id: int, timestamp_ms: int) -> bytes:
     return _dump({"broker": int(broker_id), "timestamp_ms": int(timestamp_ms)})
+
+
+def encode_user_config(credentials: Mapping[str, str]) -> bytes:
+    """Kafka's ``/config/users/<name>`` JSON: mechanism -> credential text."""
+    return _dump({"config": {str(k): str(v) for k, v in sorted(credentials.items())}})
+
+
+def decode_user_config(path: str, data: bytes) -> dict[str, str]:
+    config = _load(path, data).get("config")
+    if not isinstance(config, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in config.items()
+    ):
+        raise ZkDataError(f"{path}: expected 'config' to map mechanisms to credentials")
+    return dict(config)

@@ -57,10 +57,13 @@ def read_broker(client: KazooClient, broker_id: int, watch: Watch | None = None)
         return None
     try:
         host, port = zk_paths.decode_broker(path, data)
+        endpoints = zk_paths.decode_broker_endpoints(path, data)
     except zk_paths.ZkDataError as exc:
         logger.warning("ignoring broker %d: %s", broker_id, exc)
         return None
-    return BrokerInfo(broker_id, host, port, zk_paths.decode_broker_rack(path, data))
+    return BrokerInfo(
+        broker_id, host, port, rack=zk_paths.decode_broker_rack(path, data), endpoints=endpoints
+    )
 
 
 def read_brokers(client: KazooClient, watch: Watch | None = None) -> dict[int, BrokerInfo]:

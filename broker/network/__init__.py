@@ -9,6 +9,13 @@ here. One module per concept:
 * :mod:`~broker.network.acceptor`: the acceptor thread;
 * :mod:`~broker.network.processor`: a processor's loop (its steps and invariants);
 * :mod:`~broker.network.inline_serving`: a processor serving requests itself (inline, runs, pipelining);
+* :mod:`~broker.network.tls_handshake`, :mod:`~broker.network.ssl_factory`: TLS listeners (the handshake on a
+  processor, the server context, the principal of a client certificate);
+* :mod:`~broker.network.sasl_serving`, :mod:`~broker.network.sasl_authenticator`,
+  :mod:`~broker.network.sasl_server`, :mod:`~broker.network.scram_credential`,
+  :mod:`~broker.network.failed_authentications`: SASL listeners (a connection before it is authenticated,
+  its Kafka framing, PLAIN and SCRAM, the credentials, throttling failed logins);
+* :mod:`~broker.network.session`: who a connection's client is, and through which listener;
 * :mod:`~broker.network.connection`: one connection's state (receiving, muted, sending);
 * :mod:`~broker.network.network_receive`: reading one size-prefixed request;
 * :mod:`~broker.network.response_send`: sending one response's bytes and file regions;

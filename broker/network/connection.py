@@ -20,7 +20,9 @@ Invariants:
   wait the connection may stay selected for reading (MUTED is then *reading ahead*);
 * ``send`` is set only in SENDING; ``interest`` is the selector events the socket is registered for
   (0 = not registered), kept by the processor;
-* the socket is non-blocking with ``TCP_NODELAY``, and closed exactly once (:meth:`Connection.close`).
+* the socket is non-blocking with ``TCP_NODELAY``, and closed exactly once (:meth:`Connection.close`);
+* a TLS connection (``tls``) is HANDSHAKING (``tls_handshaking``) before RECEIVING: the processor drives
+  the handshake (:mod:`broker.network.tls_handshake`) and only then makes its :attr:`session`.
 
 Thread safety: none; a connection belongs to its processor's thread.
 """
@@ -34,6 +36,8 @@ from collections import deque
 from broker.network.network_receive import NetworkReceive
 from broker.network.request_channel import NetworkRequest, NetworkResponse
 from broker.network.response_send import ResponseSend
+from broker.network.sasl_authenticator import SaslAuthenticator
+from broker.network.session import Session
 
 
 class PipelinedRequest:
@@ -60,14 +64,28 @@ class Connection:
         "pipelined",
         "pipelined_bytes",
         "receive",
+        "sasl",
         "send",
+        "session",
         "sock",
+        "tls",
+        "tls_handshaking",
     )
 
-    def __init__(self, sock: socket.socket, connection_id: str, peer: str, max_request_bytes: int) -> None:
+    def __init__(
+        self, sock: socket.socket, connection_id: str, peer: str, max_request_bytes: int, session: Session
+    ) -> None:
         self.sock = sock
+        #: A TLS connection (``sock`` is an :class:`ssl.SSLSocket`): its sends copy through user space.
+        self.tls = False
+        #: The TLS handshake is not done yet: the processor drives it, nothing is read as a request.
+        self.tls_handshaking = False
+        #: The SASL exchange of a connection not authenticated yet (None: authenticated, or no SASL).
+        self.sasl: SaslAuthenticator | None = None
         self.connection_id = connection_id
         self.peer = peer
+        #: Who the client is and the listener it came in on (every request carries it).
+        self.session = session
         self.receive = NetworkReceive(peer, max_request_bytes)
         #: The request whose response has not been fully sent yet (None while RECEIVING).
         self.in_flight: NetworkRequest | None = None
@@ -97,7 +115,7 @@ class Connection:
     def start_send(self, response: NetworkResponse) -> ResponseSend:
         """Enter SENDING with ``response``'s chunks (raises
         :class:`~broker.network.errors.ResponseSendError` for a chunk that cannot be sent)."""
-        send = ResponseSend(self.peer, response.chunks)
+        send = ResponseSend(self.peer, response.chunks, tls=self.tls)
         self.send = send
         if response.close_after:
             self.close_after = True

@@ -8,6 +8,8 @@
         ├── SocketServerStateError     start() twice, start() after shutdown(), port before start()
         ├── ListenError                the listening socket cannot be bound (address in use, bad host)
         ├── ChannelClosedError         a request offered to a RequestChannel after close()
+        ├── SaslAuthenticationError    a client's SASL exchange failed (bad credentials, malformed
+        │                              token); the message names the user, never a secret
         └── ConnectionFailure          why the processor closes one connection (never leaves the processor)
             ├── PeerClosedError        the peer closed its end (EOF on read)
             ├── InvalidRequestSizeError a size prefix that is negative, zero, shorter than a request
@@ -91,3 +93,8 @@ class InvalidRequestSizeError(ConnectionFailure):
 
 class ResponseSendError(ConnectionFailure):
     """A response that cannot be sent as given; the connection is closed since the stream is broken."""
+
+
+class SaslAuthenticationError(NetworkError):
+    """A SASL exchange failed; the message may be logged (it names the user and why, never a password or
+    key), the client is told only SASL_AUTHENTICATION_FAILED and the mechanism."""

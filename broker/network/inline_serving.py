@@ -106,8 +106,15 @@ class InlineServing:
             frame = receive.read_from(conn.sock)  # buffered: no syscall
             assert frame is not None
             frames.append(frame)
-        processor_id, connection_id, peer = self.processor_id, conn.connection_id, conn.peer
-        requests = [NetworkRequest(processor_id, connection_id, peer, f, received_ns) for f in frames]
+        processor_id, connection_id, peer, session = (
+            self.processor_id,
+            conn.connection_id,
+            conn.peer,
+            conn.session,
+        )
+        requests = [
+            NetworkRequest(processor_id, connection_id, peer, f, received_ns, session) for f in frames
+        ]
         try:
             served = handle_run(requests)
         except Exception:
@@ -231,7 +238,9 @@ class InlineServing:
     def _serve_one_pipelined(self, conn: Connection, frame: bytes) -> bool:
         """Serve ``frame`` behind ``conn``'s waiting requests; False if that closed the connection."""
         assert self._inline is not None
-        request = NetworkRequest(self.processor_id, conn.connection_id, conn.peer, frame, time.monotonic_ns())
+        request = NetworkRequest(
+            self.processor_id, conn.connection_id, conn.peer, frame, time.monotonic_ns(), conn.session
+        )
         conn.pipelined.append(PipelinedRequest(request))
         conn.pipelined_bytes += len(frame)
         self._pipelined_bytes += len(frame)

@@ -15,6 +15,8 @@ oversized_closed       ... because a size prefix exceeded ``max_request_bytes``
 invalid_size_closed    ... because a size prefix was negative, zero or smaller than a request header
 response_closed        ... because a response asked for it (``close_after``)
 error_closed           ... because of another I/O error, an unsendable response or a closed channel
+tls_failed_closed      ... because their TLS handshake failed (unknown CA, no client certificate...)
+authentication_failed  SASL authentications that failed (each also closes its connection: response_closed)
 shutdown_closed        ... because the server shut down
 requests               complete requests handed to the request channel
 request_bytes          bytes of those requests, size prefixes included
@@ -44,6 +46,8 @@ class NetworkCounters:
     invalid_size_closed: int = 0
     response_closed: int = 0
     error_closed: int = 0
+    tls_failed_closed: int = 0
+    authentication_failed: int = 0
     shutdown_closed: int = 0
     requests: int = 0
     request_bytes: int = 0

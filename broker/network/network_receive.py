@@ -77,6 +77,15 @@ class NetworkReceive:
         self._pushed_back: list[bytes] = []
 
     @property
+    def max_bytes(self) -> int:
+        """The largest frame accepted (a SASL connection's is raised once it has authenticated)."""
+        return self._max_bytes
+
+    @max_bytes.setter
+    def max_bytes(self, value: int) -> None:
+        self._max_bytes = value
+
+    @property
     def in_progress(self) -> bool:
         """Whether part of a request (or any buffered byte) has been read."""
         return self._end > self._start or self._large_size >= 0 or bool(self._pushed_back)

@@ -14,6 +14,11 @@ touches it. Each turn of the loop runs the same steps, in this order::
     5. completed sends              each fully sent response ends its request: unmute (or close_after)
     6. disconnects                  log why each connection closed in this turn, count it
 
+**TLS and SASL**: a TLS listener's connections first go through their handshake
+(:mod:`broker.network.tls_handshake`, mixed into :class:`Processor`), a SASL listener's through their
+authentication (:mod:`broker.network.sasl_serving`): until then step 3 hands their events and frames to
+those, never to the handlers.
+
 **Inline requests** and **pipelining**: with an
 :class:`~broker.network.request_channel.InlineHandler`, step 3 serves the requests it names on the
 processor's own thread (:mod:`broker.network.inline_serving`, mixed into :class:`Processor`).
@@ -48,11 +53,13 @@ import contextlib
 import logging
 import selectors
 import socket
+import ssl
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
 
+from broker.endpoint import SecurityProtocol
 from broker.network.connection import Connection
 from broker.network.errors import (
     ChannelClosedError,
@@ -64,7 +71,11 @@ from broker.network.errors import (
 from broker.network.inline_serving import InlineServing
 from broker.network.network_counters import NetworkCounters
 from broker.network.request_channel import InlineHandler, NetworkRequest, NetworkResponse, RequestChannel
+from broker.network.sasl_authenticator import MAX_RECEIVE_BYTES, SaslAuthenticator, SaslSettings
+from broker.network.sasl_serving import SaslServing
 from broker.network.selector_wakeup import SelectorWakeup
+from broker.network.session import ANONYMOUS, Session
+from broker.network.tls_handshake import TlsHandshaking
 from broker.protocol.frame import SIZE_PREFIX_BYTES
 
 logger = logging.getLogger(__name__)
@@ -81,7 +92,7 @@ _READ = selectors.EVENT_READ
 _WRITE = selectors.EVENT_WRITE
 
 
-class Processor(InlineServing):
+class Processor(InlineServing, TlsHandshaking, SaslServing):
     """One selector loop over a set of connections; see the module docstring for the steps."""
 
     def __init__(
@@ -90,15 +101,23 @@ class Processor(InlineServing):
         channel: RequestChannel,
         *,
         listener: str,
+        listener_name: str = "PLAINTEXT",
+        security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT,
         max_request_bytes: int,
         connections_max_idle_ms: int,
         connection_index: Iterator[int],
         thread_name: str,
         inline: InlineHandler | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslSettings | None = None,
     ) -> None:
         self.processor_id = processor_id
+        self._ssl_context = ssl_context
+        self._sasl = sasl
         self._channel = channel
         self._listener = listener
+        self._listener_name = listener_name
+        self._security_protocol = security_protocol
         self._max_request_bytes = max_request_bytes
         self._max_idle_ms = connections_max_idle_ms
         self._max_idle_ns = connections_max_idle_ms * 1_000_000
@@ -228,9 +247,20 @@ class Processor(InlineServing):
     def _configure_new_connections(self, new_sockets: list[tuple[socket.socket, str]], now: int) -> None:
         for sock, peer in new_sockets:
             connection_id = f"{self._listener}-{peer}-{next(self._connection_index)}"
-            conn = Connection(sock, connection_id, peer, self._max_request_bytes)
+            session = Session(
+                ANONYMOUS, self._listener_name, self._security_protocol, peer.rpartition(":")[0]
+            )
+            tls = self._ssl_context is not None
+            wrapped = self._wrap_tls(sock, peer) if tls else sock
+            if wrapped is None:
+                continue
+            conn = Connection(wrapped, connection_id, peer, self._max_request_bytes, session)
+            conn.tls = conn.tls_handshaking = tls
+            if self._sasl is not None:
+                conn.sasl = SaslAuthenticator(self._sasl, session.client_host)
+                conn.receive.max_bytes = min(self._max_request_bytes, MAX_RECEIVE_BYTES)
             try:
-                self._selector.register(sock, _READ, conn)
+                self._selector.register(wrapped, _READ, conn)
             except (OSError, ValueError) as exc:
                 conn.close()
                 self.counters.count_close("error_closed")
@@ -302,6 +332,9 @@ class Processor(InlineServing):
                 continue
             if conn.closed:
                 continue
+            if conn.tls_handshaking:
+                self._tls_handshake(conn)
+                continue
             if mask & _WRITE and conn.send is not None:
                 self._write(conn)
             if mask & _READ and not conn.closed:
@@ -309,13 +342,16 @@ class Processor(InlineServing):
         if self._buffered:
             buffered, self._buffered = self._buffered, []
             for conn in buffered:
-                if conn.in_flight is None and not conn.closed and conn.receive.has_frame:
+                if conn.in_flight is None and not conn.closed and (conn.receive.has_frame or conn.tls):
                     self._read(conn)
         self._close_idle_connections(time.monotonic_ns())
 
     def _read(self, conn: Connection) -> None:
         inline_keys = self._inline_keys
         try:
+            if conn.sasl is not None:
+                self._serve_sasl(conn, conn.sasl)
+                return
             if conn.in_flight is not None:
                 self._read_ahead(conn, _MAX_READS_PER_POLL)
                 return
@@ -340,11 +376,13 @@ class Processor(InlineServing):
                 request = self._in_flight(conn, frame, received_ns)
                 self._completed_receives.append((conn, request))
                 return
-            if conn.receive.has_frame:
+            if conn.receive.has_frame or (conn.tls and conn.sock.pending()):  # type: ignore[attr-defined]
                 self._buffered.append(conn)
             self._touch(conn, time.monotonic_ns())
-        except BlockingIOError:
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             self._touch(conn, time.monotonic_ns())
+        except ssl.SSLZeroReturnError:
+            self._close(conn, "the peer closed its TLS session", "peer_closed", logging.DEBUG)
         except InvalidRequestSizeError as exc:
             counter = "oversized_closed" if exc.oversized else "invalid_size_closed"
             self._close(conn, exc.reason, counter, logging.WARNING)
@@ -363,7 +401,9 @@ class Processor(InlineServing):
 
     def _in_flight(self, conn: Connection, frame: bytes, received_ns: int) -> NetworkRequest:
         """``frame`` as the request in flight on ``conn``, counted."""
-        request = NetworkRequest(self.processor_id, conn.connection_id, conn.peer, frame, received_ns)
+        request = NetworkRequest(
+            self.processor_id, conn.connection_id, conn.peer, frame, received_ns, conn.session
+        )
         conn.in_flight = request
         counters = self.counters
         counters.requests += 1
@@ -482,7 +522,7 @@ class Processor(InlineServing):
             idle = self._idle
             idle[conn.connection_id] = now
             idle.move_to_end(conn.connection_id)  # not muted before when an inline request was answered
-            if conn.receive.has_frame:
+            if conn.receive.has_frame or (conn.tls and conn.sock.pending()):  # type: ignore[attr-defined]
                 self._buffered.append(conn)
 
     def _set_interest(self, conn: Connection, events: int) -> None:

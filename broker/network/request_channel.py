@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from broker.network.errors import ChannelClosedError, NetworkConfigError
+from broker.network.session import PLAINTEXT_SESSION, Session
 from broker.protocol.region import Region
 
 logger = logging.getLogger(__name__)
@@ -57,6 +58,8 @@ class NetworkRequest(NamedTuple):
     frame: bytes
     #: ``time.monotonic_ns()`` when the request's last byte arrived.
     received_ns: int
+    #: Who sent it, through which listener (one object per connection, made when its client was known).
+    session: Session = PLAINTEXT_SESSION
 
 
 class NetworkResponse(NamedTuple):

@@ -5,6 +5,12 @@ strings, and file regions (:class:`broker.log.file_region.FileRegion`) whose byt
 to the socket with ``os.sendfile`` and are never read into memory. Consecutive byte strings go out with one
 ``sendmsg`` (gather write); a region is sent by calling its ``transfer_to`` until ``size_bytes`` are out.
 
+**TLS** (a connection of an SSL or SASL_SSL listener): ``sendfile`` would bypass the encryption, so the
+bytes go through user space: a region is read into memory (``read_bytes``, one region at a time, when the
+send reaches it) and every chunk is encrypted by the connection's
+:class:`~broker.network.tls_transport.TlsTransport` in pieces of at most :data:`TLS_WRITE_BYTES`; the send
+is complete only once the transport has written its last encrypted bytes (``flush``).
+
 Invariants:
 
 * bytes leave in chunk order, each chunk completely before the next one starts;
@@ -19,6 +25,7 @@ Thread safety: none; a send belongs to one connection, used by its processor thr
 from __future__ import annotations
 
 import socket
+import ssl
 from typing import Protocol, runtime_checkable
 
 from broker.errors import BrokerError
@@ -27,6 +34,8 @@ from broker.protocol.region import Region
 
 #: At most this many buffers go into one ``sendmsg`` (Linux's IOV_MAX is 1024).
 _MAX_GATHER_BUFFERS = 1024
+#: The largest piece one ``SSLSocket.send`` is given (16 TLS records).
+TLS_WRITE_BYTES = 256 * 1024
 
 
 @runtime_checkable
@@ -41,13 +50,17 @@ class TransferableRegion(Protocol):
         (0 only when the file ends early), raises :class:`BlockingIOError` if the socket would block."""
         ...
 
+    def read_bytes(self) -> bytes:
+        """The region's bytes, read into memory (a TLS connection's send)."""
+        ...
+
 
 class ResponseSend:
     """The chunks of one response still to send, and how far the current one has gone."""
 
-    __slots__ = ("_index", "_offset", "_parts", "_peer", "size_bytes", "written_bytes")
+    __slots__ = ("_index", "_offset", "_parts", "_peer", "_tls", "_unflushed", "size_bytes", "written_bytes")
 
-    def __init__(self, peer: str, chunks: tuple[bytes | Region, ...]) -> None:
+    def __init__(self, peer: str, chunks: tuple[bytes | Region, ...], *, tls: bool = False) -> None:
         """Raises :class:`~broker.network.errors.ResponseSendError` for a chunk that cannot be sent."""
         self._peer = peer
         parts: list[memoryview | TransferableRegion] = []
@@ -73,6 +86,9 @@ class ResponseSend:
                     "with transfer_to",
                 )
         self._parts = parts
+        self._tls = tls
+        #: A TLS send whose last encrypted bytes still wait in the transport (not completed until they left).
+        self._unflushed = False
         self._index = 0
         self._offset = 0
         #: The response's size on the wire.
@@ -81,7 +97,7 @@ class ResponseSend:
 
     @property
     def completed(self) -> bool:
-        return self._index >= len(self._parts)
+        return self._index >= len(self._parts) and not self._unflushed
 
     def write_to(self, sock: socket.socket) -> int:
         """Send as much as ``sock`` takes now; returns the bytes written by this call.
@@ -89,6 +105,8 @@ class ResponseSend:
         Raises :class:`~broker.network.errors.ResponseSendError` if a region's file ends early or cannot
         be read, and the socket's :class:`OSError` (other than would-block) as it comes.
         """
+        if self._tls:
+            return self._write_tls(sock)
         parts = self._parts
         count = len(parts)
         written = 0
@@ -127,6 +145,44 @@ class ResponseSend:
             self.written_bytes += written
         if self._index >= count:
             self._parts = []
+        return written
+
+    def _write_tls(self, sock: socket.socket) -> int:
+        """:meth:`write_to` on a TLS socket: every byte through ``SSLSocket.send`` (see the module)."""
+        parts = self._parts
+        count = len(parts)
+        written = 0
+        try:
+            while self._index < count:
+                part = parts[self._index]
+                if not isinstance(part, memoryview):
+                    try:
+                        data = part.read_bytes()
+                    except BrokerError as exc:
+                        raise ResponseSendError(
+                            self._peer, f"cannot read file region {part!r}: {exc}"
+                        ) from exc
+                    if len(data) != part.size_bytes:
+                        raise ResponseSendError(
+                            self._peer,
+                            f"file region {part!r} gave {len(data)} of its {part.size_bytes} bytes",
+                        )
+                    part = parts[self._index] = memoryview(data)
+                piece = part[self._offset : self._offset + TLS_WRITE_BYTES]
+                n = sock.send(piece)
+                written += n
+                self._offset += n
+                if self._offset >= part.nbytes:
+                    parts[self._index] = _SENT
+                    self._index += 1
+                    self._offset = 0
+        except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+            pass
+        finally:
+            self.written_bytes += written
+        if self._index >= count:
+            self._parts = []
+            self._unflushed = not sock.flush()  # type: ignore[attr-defined]  # a TlsTransport
         return written
 
     def _transfer(self, region: TransferableRegion, sock: socket.socket) -> int:

@@ -28,14 +28,17 @@ from __future__ import annotations
 import itertools
 import logging
 import socket
+import ssl
 import threading
 
+from broker.endpoint import SecurityProtocol
 from broker.network.acceptor import Acceptor
 from broker.network.errors import ListenError, NetworkConfigError, SocketServerStateError
 from broker.network.network_counters import NetworkCounters
 from broker.network.network_receive import MIN_REQUEST_BYTES
 from broker.network.processor import Processor
 from broker.network.request_channel import InlineHandler, RequestChannel
+from broker.network.sasl_authenticator import SaslSettings
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +64,10 @@ class SocketServer:
         connections_max_idle_ms: int = 600_000,
         name: str = "broker",
         inline: InlineHandler | None = None,
+        listener_name: str = "PLAINTEXT",
+        security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslSettings | None = None,
     ) -> None:
         if num_processors < 1:
             raise NetworkConfigError(f"num_processors must be at least 1, got {num_processors}")
@@ -83,6 +90,14 @@ class SocketServer:
         self._connections_max_idle_ms = connections_max_idle_ms
         self._name = name
         self._inline = inline
+        self._listener_name = listener_name
+        self._security_protocol = security_protocol
+        if security_protocol.uses_tls and ssl_context is None:
+            raise NetworkConfigError(f"listener {listener_name} ({security_protocol}) needs a TLS context")
+        self._ssl_context = ssl_context if security_protocol.uses_tls else None
+        if security_protocol.uses_sasl and sasl is None:
+            raise NetworkConfigError(f"listener {listener_name} ({security_protocol}) needs SASL settings")
+        self._sasl = sasl if security_protocol.uses_sasl else None
         self._lock = threading.Lock()
         self._state = _NEW
         self._port = 0
@@ -96,6 +111,10 @@ class SocketServer:
     @property
     def name(self) -> str:
         return self._name
+
+    @property
+    def listener_name(self) -> str:
+        return self._listener_name
 
     @property
     def port(self) -> int:
@@ -129,9 +148,11 @@ class SocketServer:
             self._acceptor = acceptor
             self._state = _STARTED
             logger.info(
-                "%s: listening on %s:%d with %d processors (max_request_bytes=%d, "
+                "%s: listener %s (%s) on %s:%d with %d processors (max_request_bytes=%d, "
                 "connections_max_idle_ms=%d)",
                 self._name,
+                self._listener_name,
+                self._security_protocol.value,
                 self._host,
                 self._port,
                 self._num_processors,
@@ -149,6 +170,10 @@ class SocketServer:
                 processor_id,
                 self._channel,
                 listener=listener,
+                listener_name=self._listener_name,
+                security_protocol=self._security_protocol,
+                ssl_context=self._ssl_context,
+                sasl=self._sasl,
                 max_request_bytes=self._max_request_bytes,
                 connections_max_idle_ms=self._connections_max_idle_ms,
                 connection_index=connection_index,

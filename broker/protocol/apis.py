@@ -72,6 +72,16 @@ from broker.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochResponse,
 )
 from broker.protocol.messages.produce import PRODUCE, ProduceRequest, ProduceResponse
+from broker.protocol.messages.sasl_authenticate import (
+    SASL_AUTHENTICATE,
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+)
+from broker.protocol.messages.sasl_handshake import (
+    SASL_HANDSHAKE,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from broker.protocol.messages.sync_group import SYNC_GROUP, SyncGroupRequest, SyncGroupResponse
 
 #: Every API Lumber implements, by API key.
@@ -102,6 +112,8 @@ SUPPORTED_APIS: tuple[ApiSpec, ...] = (
     CREATE_PARTITIONS,
     ALTER_PARTITION_REASSIGNMENTS,
     LIST_PARTITION_REASSIGNMENTS,
+    SASL_HANDSHAKE,
+    SASL_AUTHENTICATE,
 )
 
 #: A decoded request body.
@@ -132,6 +144,8 @@ RequestBody = (
     | CreatePartitionsRequest
     | AlterPartitionReassignmentsRequest
     | ListPartitionReassignmentsRequest
+    | SaslHandshakeRequest
+    | SaslAuthenticateRequest
 )
 
 #: A response body.
@@ -162,6 +176,8 @@ ResponseBody = (
     | CreatePartitionsResponse
     | AlterPartitionReassignmentsResponse
     | ListPartitionReassignmentsResponse
+    | SaslHandshakeResponse
+    | SaslAuthenticateResponse
 )
 
 APIS_BY_KEY: dict[int, ApiSpec] = {int(spec.key): spec for spec in SUPPORTED_APIS}

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
+import ssl
 import threading
 import time
 from dataclasses import dataclass
@@ -42,15 +43,20 @@ from broker.cluster import partition_state_store, zk_paths
 from broker.cluster.broker_registration import BrokerRegistration
 from broker.cluster.cluster_view import EMPTY_VIEW, ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
+from broker.cluster.credential_cache import CredentialCache
 from broker.cluster.producer_id_manager import ProducerIdManager
 from broker.cluster.replication_throttle import ReplicationThrottle
 from broker.cluster.topic_admin import TopicAdmin
 from broker.cluster.topic_config_store import TopicConfigStore
 from broker.config import BrokerConfig, LogConfig
+from broker.endpoint import Endpoint, SecurityProtocol
 from broker.log.log_manager import LogManager
 from broker.network.errors import NetworkError
+from broker.network.failed_authentications import FailedAuthentications
 from broker.network.request_channel import InlineHandler, RequestChannel
+from broker.network.sasl_authenticator import SaslSettings
 from broker.network.socket_server import SocketServer
+from broker.network.ssl_factory import server_ssl_context
 from broker.protocol import compile_all
 from broker.server.admin_manager import AdminManager
 from broker.server.broker_metrics import BrokerCollector, BrokerMetrics, MeteredRequestChannel
@@ -98,16 +104,77 @@ class BrokerServer:
         self._groups: GroupCoordinator | None = None
         self._channel: RequestChannel | None = None
         self._pool: HandlerPool | None = None
-        self._network: SocketServer | None = None
+        self._networks: list[SocketServer] = []
+        self._credentials: CredentialCache | None = None
         self._registration: BrokerRegistration | None = None
         self._metrics_server: Any = None
         self.cluster_id = ""
 
     @property
     def port(self) -> int:
-        if self._network is None:
+        """The bound port of the first listener."""
+        if not self._networks:
             raise ServerError("the broker is not started")
-        return self._network.port
+        return self._networks[0].port
+
+    @property
+    def advertised_endpoints(self) -> list[Endpoint]:
+        """Every listener as advertised, an advertised port 0 replaced by the bound port."""
+        if not self._networks:
+            raise ServerError("the broker is not started")
+        return [
+            endpoint.with_port(network.port) if endpoint.port == 0 else endpoint
+            for endpoint, network in zip(self.config.advertised_endpoints, self._networks, strict=True)
+        ]
+
+    def _ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS listeners' context (:mod:`broker.network.ssl_factory`); None without a TLS listener."""
+        config = self.config
+        if not any(e.security_protocol.uses_tls for e in config.listener_endpoints):
+            return None
+        try:
+            return server_ssl_context(
+                certfile=config.ssl_certfile,
+                keyfile=config.ssl_keyfile,
+                cafile=config.ssl_cafile,
+                client_auth=config.ssl_client_auth,
+                ciphers=config.ssl_ciphers,
+                min_version=config.ssl_min_version,
+            )
+        except NetworkError as exc:
+            raise BrokerStartupError(f"[broker] ssl: {exc}") from exc
+
+    def _sasl_settings(self, client: KazooClient) -> SaslSettings | None:
+        """The SASL listeners' settings, the users' credentials watched in ZooKeeper; None without one."""
+        config = self.config
+        if not any(e.security_protocol.uses_sasl for e in config.listener_endpoints):
+            return None
+        cache = self._credentials = CredentialCache(client)
+        try:
+            cache.start()
+        except (KazooException, KazooTimeoutError) as exc:
+            raise BrokerStartupError(
+                f"cannot read the SASL users ({zk_paths.CONFIG_USERS_PATH}): {exc!r}"
+            ) from exc
+        return SaslSettings(
+            tuple(config.sasl_enabled_mechanisms),
+            cache.lookup,
+            FailedAuthentications(
+                config.sasl_max_failed_authentications, config.sasl_failed_authentication_window_ms / 1000
+            ),
+        )
+
+    def _network_stats(self) -> dict[str, int]:
+        """The network counters summed over the listeners."""
+        total: dict[str, int] = {}
+        for network in list(self._networks):
+            for key, value in network.stats().items():
+                total[key] = total.get(key, 0) + value
+        return total
+
+    def _stop_networks(self) -> None:
+        for network in self._networks:
+            network.shutdown()
 
     @property
     def log_manager(self) -> LogManager:
@@ -124,12 +191,14 @@ class BrokerServer:
             raise
         self._started = True
         logger.info(
-            "broker %d of cluster %s is up on %s:%d (advertised as %s), zookeeper %s, log dirs %s",
+            "broker %d of cluster %s is up on %s (advertised as %s), zookeeper %s, log dirs %s",
             config.broker_id,
             self.cluster_id,
-            config.host,
-            self.port,
-            config.advertised,
+            ", ".join(
+                f"{e.listener_name}://{e.host}:{n.port}"
+                for e, n in zip(config.listener_endpoints, self._networks, strict=True)
+            ),
+            ", ".join(str(e) for e in self.advertised_endpoints),
             self._zookeeper.connect,
             ", ".join(self._log_config.log_dirs),
         )
@@ -206,39 +275,53 @@ class BrokerServer:
         )
         self._pool = HandlerPool(self._channel, handler.handle, config.num_io_threads)
         self._pool.start()
-        self._network = SocketServer(
-            self._channel,
-            host=config.host,
-            port=config.port,
-            num_processors=config.num_network_threads,
-            max_request_bytes=config.socket_request_max_bytes,
-            connections_max_idle_ms=config.connections_max_idle_ms,
-            name=f"broker-{config.broker_id}",
-            inline=InlineHandler(
+        inline = (
+            InlineHandler(
                 handler.handle, INLINE_API_KEYS, handler.handle_run, RUN_API_KEYS, PIPELINE_API_KEYS
             )
             if config.inline_requests
-            else None,
+            else None
         )
-        try:
-            self._network.start()
-        except NetworkError as exc:
-            raise BrokerStartupError(f"cannot listen on {config.host}:{config.port}: {exc}") from exc
+        ssl_context = self._ssl_context()
+        sasl = self._sasl_settings(client)
+        for endpoint in config.listener_endpoints:
+            network = SocketServer(
+                self._channel,
+                host=endpoint.host,
+                port=endpoint.port,
+                num_processors=config.num_network_threads,
+                max_request_bytes=config.socket_request_max_bytes,
+                connections_max_idle_ms=config.connections_max_idle_ms,
+                name=f"broker-{config.broker_id}",
+                inline=inline,
+                listener_name=endpoint.listener_name,
+                security_protocol=endpoint.security_protocol,
+                ssl_context=ssl_context if endpoint.security_protocol.uses_tls else None,
+                sasl=sasl if endpoint.security_protocol.uses_sasl else None,
+            )
+            self._networks.append(network)
+            try:
+                network.start()
+            except NetworkError as exc:
+                raise BrokerStartupError(f"cannot listen on {endpoint}: {exc}") from exc
         port = config.metrics_listen_port
         if metrics is not None and port is not None:
             collector = BrokerCollector(
                 config.broker_id,
                 self._logs,
                 self._purgatory,
-                self._network.stats,
+                self._network_stats,
                 replicas=self._replicas,
                 controller_active=lambda: self._controller is not None and self._controller.active,
                 controller_stats=lambda: None if self._controller is None else self._controller.stats(),
                 fetch_sessions=handler.fetch_sessions,
             )
             self._serve_metrics(metrics, port, collector)
+        advertised = self.advertised_endpoints
+        plaintext = [e for e in advertised if e.security_protocol is SecurityProtocol.PLAINTEXT]
+        default = (plaintext or advertised)[0]
         self._registration = BrokerRegistration(
-            client, config.broker_id, config.advertised, self._network.port, rack=config.rack
+            client, config.broker_id, default.host, default.port, endpoints=advertised, rack=config.rack
         )
         self._registration.register()
         self._controller = Controller(client, config.broker_id, config, self._watcher)
@@ -404,11 +487,12 @@ class BrokerServer:
             ("stopping the replica fetchers", self._replicas.shutdown if self._replicas else None),
             ("deregistering", self._registration.deregister if self._registration else None),
             ("stopping the metrics server", self._stop_metrics if self._metrics_server else None),
-            ("stopping the network layer", self._network.shutdown if self._network else None),
+            ("stopping the network layer", self._stop_networks if self._networks else None),
             ("answering waiting requests", self._purgatory.shutdown if self._purgatory else None),
             ("stopping the request handlers", self._pool.shutdown if self._pool else None),
             ("closing the request channel", self._channel.close if self._channel else None),
             ("stopping the cluster watcher", self._watcher.stop if self._watcher else None),
+            ("stopping the credential cache", self._credentials.stop if self._credentials else None),
             ("closing the logs", self._logs.close if self._logs else None),
             ("closing the zookeeper session", self._close_client if self._client else None),
         )
@@ -419,9 +503,11 @@ class BrokerServer:
                 step()
             except Exception:
                 logger.exception("broker %d: %s failed", self.config.broker_id, what)
-        self._registration = self._network = self._purgatory = self._pool = self._replicas = None
+        self._networks = []
+        self._registration = self._purgatory = self._pool = self._replicas = None
         self._controller = self._groups = None
         self._channel = self._watcher = self._logs = self._client = None
+        self._credentials = None
         if self._started:
             logger.info("broker %d stopped", self.config.broker_id)
             self._started = False

@@ -137,13 +137,17 @@ class GroupApis:
             answer(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"__consumer_offsets cannot be created: {exc}")
             return
         broker = self._cluster.view.brokers.get(node)
-        if broker is None:
+        endpoint = None if broker is None else broker.endpoint(request.session.listener_name)
+        if broker is None or endpoint is None:
             answer(
                 ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                f"group {body.key!r}: its __consumer_offsets partition has no leader yet",
+                f"group {body.key!r}: its __consumer_offsets partition has no leader yet"
+                if broker is None
+                else f"group {body.key!r}: its coordinator, broker {node}, has no listener "
+                f"{request.session.listener_name}",
             )
             return
-        answer(ErrorCode.NONE, None, broker.broker_id, broker.host, broker.port)
+        answer(ErrorCode.NONE, None, broker.broker_id, endpoint.host, endpoint.port)
 
     def _join_group(self, request: NetworkRequest, header: RequestHeader, body: JoinGroupRequest) -> None:
         version = header.api_version

@@ -9,6 +9,12 @@ versions with ``inter.broker.protocol.version``, Lumber has one release at a tim
 Why not :class:`broker.client.network.connection.BrokerConnection`: the server sits below the clients in the
 package layering (DESIGN.md), and a fetcher needs neither pipelining nor a reader thread.
 
+On a TLS inter-broker listener (``[broker] inter_broker_listener_name`` an SSL listener) the connection is
+wrapped in TLS with :func:`inter_broker_ssl_context`: it trusts ``ssl_cafile``, checks the leader's host
+name against its certificate, and presents the broker's own certificate, so that a leader with
+``ssl_client_auth`` knows its followers as ``User:<the broker certificate's subject>``. SASL between brokers
+is not implemented: the config refuses a SASL inter-broker listener.
+
 Failures (connect, send, receive, a frame that does not decode, a timeout) raise
 :class:`InterBrokerSendError` naming the broker, and close the connection; the caller backs off and
 connects again. Not thread-safe: one fetcher thread owns it; only :meth:`InterBrokerSend.abort` may be called
@@ -20,9 +26,11 @@ from __future__ import annotations
 import contextlib
 import itertools
 import socket
+import ssl
 import struct
 from typing import Any
 
+from broker.config import BrokerConfig
 from broker.protocol import ProtocolError, RequestBody, decode_response, encode_request
 from broker.protocol.apis import api_for_request
 from broker.server.errors import ServerError
@@ -40,13 +48,21 @@ class InterBrokerSend:
     """One blocking connection to broker ``broker_id`` at ``host:port`` (see the module docstring)."""
 
     def __init__(
-        self, broker_id: int, host: str, port: int, *, client_id: str, timeout_s: float = 30.0
+        self,
+        broker_id: int,
+        host: str,
+        port: int,
+        *,
+        client_id: str,
+        timeout_s: float = 30.0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.host = host
         self.port = port
         self._client_id = client_id
         self._timeout_s = timeout_s
+        self._ssl_context = ssl_context
         self._sock: socket.socket | None = None
         self._correlation_ids = itertools.count(1)
 
@@ -60,6 +76,13 @@ class InterBrokerSend:
         except OSError as exc:
             raise InterBrokerSendError(f"{self.name}: cannot connect: {exc.strerror or exc}") from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._ssl_context is not None:
+            try:
+                sock = self._ssl_context.wrap_socket(sock, server_hostname=self.host)
+            except (ssl.SSLError, OSError) as exc:
+                with contextlib.suppress(OSError):
+                    sock.close()
+                raise InterBrokerSendError(f"{self.name}: TLS handshake failed: {exc}") from exc
         self._sock = sock
         return sock
 
@@ -126,3 +149,17 @@ class InterBrokerSend:
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+
+
+def inter_broker_ssl_context(config: BrokerConfig) -> ssl.SSLContext:
+    """The client side of a TLS inter-broker connection: trusts ``ssl_cafile`` (the system's CAs without
+    it), TLS 1.2+, and presents the broker's own certificate (``ssl_certfile``, ``ssl_keyfile``)."""
+    context = ssl.create_default_context(cafile=config.ssl_cafile or None)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(config.ssl_certfile, config.ssl_keyfile or None)
+    except (OSError, ssl.SSLError) as exc:
+        raise InterBrokerSendError(
+            f"cannot load the broker's certificate {config.ssl_certfile!r}: {exc}"
+        ) from exc
+    return context

@@ -9,7 +9,8 @@ watcher for metadata. It holds no partition state of its own. What each API answ
 
 * **ApiVersions**: the supported APIs and ranges; a request newer than Lumber's gets the v0-format
   UNSUPPORTED_VERSION fallback, so the client retries with a version both speak.
-* **Metadata**: the live brokers and the asked-for topics from ZooKeeper (the cluster watcher's view);
+* **Metadata**: the live brokers (each at its endpoint of the listener the request came in on) and the
+  asked-for topics from ZooKeeper (the cluster watcher's view);
   unknown topics are created when the request and ``[broker] auto_create_topics`` both allow it.
 * **Produce**: Produce v3+ with acks 0, 1 or -1 (else UNSUPPORTED_FOR_MESSAGE_FORMAT or
   INVALID_REQUIRED_ACKS for every partition); the replica manager appends and says when to answer
@@ -38,6 +39,8 @@ watcher for metadata. It holds no partition state of its own. What each API answ
 * **FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
   DescribeGroups, DeleteGroups, OffsetDelete**: answered by :class:`~broker.server.group_apis.GroupApis`
   through the group coordinator.
+* **SaslHandshake, SaslAuthenticate** reaching this layer (the network layer answers a SASL listener's
+  exchange before authentication): ILLEGAL_SASL_STATE, as Kafka.
 * **InitProducerId**: as Kafka answers an idempotent (non-transactional) producer: a fresh producer id,
   unique across brokers and restarts (:mod:`broker.cluster.producer_id_manager`), and epoch 0; a
   transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Lumber has no transactions).
@@ -125,6 +128,7 @@ from broker.server.group_apis import GroupApis
 from broker.server.partition import Partition
 from broker.server.reassignment_apis import Alter, ReassignmentApis
 from broker.server.replica_manager import FetchPartitionResult, ReplicaManager
+from broker.server.sasl_apis import SaslApis
 from broker.server.topic_metadata import topic_metadata
 
 logger = logging.getLogger(__name__)
@@ -191,6 +195,7 @@ class KafkaApis:
             int(ApiKey.API_VERSIONS): self._api_versions,
             int(ApiKey.INIT_PRODUCER_ID): self._init_producer_id,
             int(ApiKey.OFFSET_FOR_LEADER_EPOCH): self._offset_for_leader_epoch,
+            **SaslApis(respond=self._respond).handlers(),
             **AdminApis(admin_manager=admin_manager, cluster=cluster, respond=self._respond).handlers(),
             **GroupApis(
                 group_coordinator=group_coordinator, cluster=cluster, respond=self._respond
@@ -325,9 +330,11 @@ class KafkaApis:
             for name in missing:
                 created_errors[name] = self._auto_create(name)
             view = self._cluster.refresh()
+        listener = request.session.listener_name
         brokers = [
-            MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=None)
+            MetadataResponseBroker(node_id=b.broker_id, host=e.host, port=e.port, rack=None)
             for b in sorted(view.brokers.values(), key=lambda b: b.broker_id)
+            if (e := b.endpoint(listener)) is not None  # a broker without the listener is left out (Kafka)
         ]
         topics = [topic_metadata(view, name, created_errors.get(name)) for name in names]
         self._respond(

@@ -68,7 +68,7 @@ from broker.protocol.messages.offset_for_leader_epoch import (
 )
 from broker.record.topic_partition import TopicPartition
 from broker.server.fetch_session_handler import FetchSessionHandler
-from broker.server.inter_broker_send import InterBrokerSend, InterBrokerSendError
+from broker.server.inter_broker_send import InterBrokerSend, InterBrokerSendError, inter_broker_ssl_context
 
 if TYPE_CHECKING:
     from broker.server.partition import Partition
@@ -210,10 +210,19 @@ class ReplicaFetcherThread:
             info = self._cluster.view.brokers.get(self.leader_id)
             if info is None:
                 raise InterBrokerSendError(f"broker {self.leader_id} is not registered")
+            listener = self._config.inter_broker_listener
+            endpoint = info.endpoint(listener)
+            if endpoint is None:
+                raise InterBrokerSendError(
+                    f"broker {self.leader_id} has no listener {listener} (inter_broker_listener_name)"
+                )
             send = self._send = InterBrokerSend(
                 self.leader_id,
-                info.host,
-                info.port,
+                endpoint.host,
+                endpoint.port,
+                ssl_context=inter_broker_ssl_context(self._config)
+                if endpoint.security_protocol.uses_tls
+                else None,
                 client_id=f"broker-{self.broker_id}-fetcher",
                 timeout_s=max(30.0, self._config.replica_fetch_wait_max_ms / 1000 + 10.0),
             )

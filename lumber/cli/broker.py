@@ -79,7 +79,8 @@ def _start(args: argparse.Namespace, config: LumberConfig) -> int:
         server.start()
         if not stopping.is_set():
             print(
-                f"broker {broker_config.broker_id} is up on {broker_config.host}:{server.port} "
+                f"broker {broker_config.broker_id} is up on "
+                f"{', '.join(str(e) for e in server.advertised_endpoints)} "
                 f"(cluster {server.cluster_id}, zookeeper {zookeeper.connect})",
                 file=sys.stderr,
                 flush=True,

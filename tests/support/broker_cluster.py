@@ -82,6 +82,8 @@ def _toml_value(value: Any) -> str:
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_toml_value(str(k))} = {_toml_value(v)}" for k, v in value.items()) + "}"
     return str(value)
 
 
@@ -194,11 +196,15 @@ class BrokerCluster:
         self.admin = TopicAdmin(self.zk)
         self.brokers: list[BrokerProcess] = []
 
-    def add_broker(self, settings: Mapping[str, Any] | None = None) -> BrokerProcess:
+    def add_broker(
+        self, settings: Mapping[str, Any] | None = None, *, port: int | None = None
+    ) -> BrokerProcess:
+        """Start one more broker; ``port`` is its first listener's when ``settings`` give ``listeners``
+        (registered at 127.0.0.1:port as its default address)."""
         broker_id = len(self.brokers)
         broker = BrokerProcess(
             broker_id,
-            free_port(),
+            free_port() if port is None else port,
             self.base_dir / f"broker-{broker_id}",
             self.zk_connect,
             self.zk,

@@ -11,6 +11,8 @@ import pytest
 from broker.cluster import zk_reads
 from broker.cluster.broker_registration import BrokerRegistration
 from broker.cluster.errors import BrokerIdTakenError, ClusterError
+from broker.cluster.zk_reads import read_broker
+from broker.endpoint import Endpoint, SecurityProtocol
 from tests.broker.cluster.helpers import add_broker, wait_until
 from tests.support.zookeeper import expire_session, new_client
 
@@ -161,3 +163,48 @@ def test_a_declared_rack_is_in_the_node_and_read_back(zk: Any, zk_connect: str) 
     finally:
         client.stop()
         client.close()
+
+
+def test_the_node_lists_every_advertised_listener_and_reads_back(zk: Any) -> None:
+    endpoints = [
+        Endpoint.parse("PLAINTEXT://127.0.0.1:9092"),
+        Endpoint.parse("INTERNAL://[::1]:9093", {"INTERNAL": "SSL"}),
+        Endpoint.parse("SASL_SSL://broker1.example.com:9094"),
+    ]
+    reg = BrokerRegistration(
+        zk, 1, "127.0.0.1", 9092, endpoints=endpoints, clock_ms=lambda: 1_700_000_000_000
+    )
+    reg.register()
+    data, _ = zk.get(PATH)
+    assert json.loads(data) == {
+        "endpoints": [
+            "PLAINTEXT://127.0.0.1:9092",
+            "INTERNAL://[::1]:9093",
+            "SASL_SSL://broker1.example.com:9094",
+        ],
+        "host": "127.0.0.1",
+        "listener_security_protocol_map": {
+            "INTERNAL": "SSL",
+            "PLAINTEXT": "PLAINTEXT",
+            "SASL_SSL": "SASL_SSL",
+        },
+        "port": 9092,
+        "timestamp_ms": 1700000000000,
+        "version": 1,
+    }
+    info = read_broker(zk, 1)
+    assert info is not None
+    assert info.endpoints == tuple(endpoints)
+    assert info.endpoint("INTERNAL") == Endpoint("INTERNAL", "::1", 9093, SecurityProtocol.SSL)
+    assert info.endpoint("SSL") is None
+    reg.deregister()
+
+
+def test_a_node_without_endpoints_is_one_plaintext_listener(zk: Any) -> None:
+    registration(zk, port=9099).register()
+    info = read_broker(zk, 1)
+    assert info is not None
+    assert info.endpoints == ()
+    assert info.endpoint("PLAINTEXT") == Endpoint("PLAINTEXT", "127.0.0.1", 9099, SecurityProtocol.PLAINTEXT)
+    zk.set(PATH, b'{"host":"h","port":1,"endpoints":["FOO://h:1"],"version":1}')
+    assert read_broker(zk, 1) is None  # unreadable: ignored with a warning, as before

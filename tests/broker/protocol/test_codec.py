@@ -119,7 +119,7 @@ def test_api_versions_request_newer_than_ours():
 
 
 def test_api_versions_fallback_bytes():
-    body = struct.pack(">hi", 35, 23)
+    body = struct.pack(">hi", 35, 28)
     for key, low, high in [
         (0, 0, 9),
         (1, 4, 12),
@@ -134,6 +134,7 @@ def test_api_versions_fallback_bytes():
         (14, 0, 5),
         (15, 0, 5),
         (16, 0, 5),
+        (17, 0, 1),
         (18, 0, 4),
         (19, 2, 7),
         (20, 1, 6),
@@ -141,8 +142,12 @@ def test_api_versions_fallback_bytes():
         (23, 2, 4),
         (32, 1, 4),
         (33, 0, 2),
+        (36, 0, 2),
+        (37, 0, 3),
         (42, 0, 2),
         (44, 0, 1),
+        (45, 0, 0),
+        (46, 0, 0),
         (47, 0, 0),
     ]:
         body += struct.pack(">hhh", key, low, high)
@@ -168,6 +173,7 @@ def test_api_versions_response_lists_every_api():
         14,
         15,
         16,
+        17,
         18,
         19,
         20,
@@ -175,8 +181,12 @@ def test_api_versions_response_lists_every_api():
         23,
         32,
         33,
+        36,
+        37,
         42,
         44,
+        45,
+        46,
         47,
     ]
     with pytest.raises(EncodeError, match=r"ApiVersions v5 is outside v0-v4"):

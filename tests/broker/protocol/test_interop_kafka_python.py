@@ -98,6 +98,12 @@ with warnings.catch_warnings():
         ProduceRequest,
         ProduceResponse,
     )
+    from kafka.protocol.sasl import (
+        SaslAuthenticateRequest,
+        SaslAuthenticateResponse,
+        SaslHandshakeRequest,
+        SaslHandshakeResponse,
+    )
     from kafka.protocol.schemas.fields.codecs.types import BitField
 
 pytestmark = pytest.mark.interop
@@ -135,6 +141,8 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
         ListPartitionReassignmentsRequest,
         ListPartitionReassignmentsResponse,
     ),
+    ApiKey.SASL_HANDSHAKE: (SaslHandshakeRequest, SaslHandshakeResponse),
+    ApiKey.SASL_AUTHENTICATE: (SaslAuthenticateRequest, SaslAuthenticateResponse),
 }
 
 # kafka-python renames Metadata's authorized-operations fields, and decodes them (and DescribeGroups') as sets

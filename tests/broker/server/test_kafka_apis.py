@@ -483,7 +483,36 @@ def test_api_versions_newer_than_ours_gets_the_fallback(broker_cluster: BrokerCl
         try:
             response: ApiVersionsResponse = conn.request(ApiVersionsRequest())
             assert response.error_code == 0
-            keys = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22, 23, 32, 33, 42, 44, 47}
+            keys = {
+                0,
+                1,
+                2,
+                3,
+                8,
+                9,
+                10,
+                11,
+                12,
+                13,
+                14,
+                15,
+                16,
+                17,
+                18,
+                19,
+                20,
+                22,
+                23,
+                32,
+                33,
+                36,
+                37,
+                42,
+                44,
+                45,
+                46,
+                47,
+            }
             assert {k.api_key for k in response.api_keys} == keys
         finally:
             conn.close()
