@@ -215,6 +215,22 @@ class Partition:
             self._maybe_increment_high_watermark(now)
         return new_epoch
 
+    def update_replicas(self, replicas: tuple[int, ...]) -> None:
+        """A reassignment changed the replicas, not the state (same leader epoch and ISR): only the replica
+        list and a leader's followers change. The applied state, the ISR, an ISR change in flight and the
+        followers' fetch states stay, so the high watermark keeps counting every in-sync replica (applying
+        the view's state here could bring back an ISR older than this leader's own last change)."""
+        with self._lock:
+            self.replicas = replicas
+            self.log.set_replicated(len(replicas) > 1)
+            if self.leader_id == self.broker_id:
+                followers = [r for r in replicas if r != self.broker_id]
+                for r in followers:
+                    self._remote.setdefault(r, RemoteReplica(r))
+                for r in [r for r in self._remote if r not in followers]:
+                    del self._remote[r]
+                self._maybe_increment_high_watermark(self._clock())
+
     def make_follower(self, state: PartitionState, replicas: tuple[int, ...]) -> bool:
         """Follow ``state.leader`` (Kafka's ``makeFollower``); True if the leader or its epoch changed, so
         that the fetcher must find the divergence point again before fetching."""

@@ -308,6 +308,12 @@ class ReplicaManager(IsrChanges, ReplicaMoves):
         if topic_version < partition.assignment_version:
             replicas = partition.replicas
         partition.assignment_version = max(topic_version, partition.assignment_version)
+        if not partition.is_newer(state):
+            # only the replicas changed: the state applied stays (it may be newer than this view's, this
+            # leader's own ISR change), or acks=all would stop waiting for a replica the ISR holds
+            partition.update_replicas(replicas)
+            self._purgatory.notify(tp)
+            return partition
         if state.leader == self._broker_id:
             self.fetchers.remove_partitions([tp])
             if partition.make_leader(state, replicas):
