@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pipeline.job_layout import JobLayout
+from pipeline.load_config import HdfsClient
 from pipeline.load_errors import ReadError
 from pipeline.load_plan import LoadPlan
 from pipeline.manifest import RangeResult, StagedFile, WindowCount
@@ -38,6 +39,7 @@ def stage(
     *,
     warehouse_url: str,
     webhdfs_url: str,
+    hdfs_client: HdfsClient,
     window_ms: int,
     parquet: ParquetSettings,
     progress: Callable[[str], None] = lambda _: None,
@@ -54,7 +56,13 @@ def stage(
     context.setJobDescription(f"lumber load {plan.run_id}: {len(texts)} tasks")
     try:
         run = spark_task(
-            settings, warehouse_url, webhdfs_url, layout.staging_rel(plan.run_id), window_ms, parquet
+            settings,
+            warehouse_url,
+            webhdfs_url,
+            hdfs_client,
+            layout.staging_rel(plan.run_id),
+            window_ms,
+            parquet,
         )
         collected = context.parallelize(texts, len(texts)).mapPartitions(run).collect()
     finally:

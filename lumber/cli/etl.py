@@ -266,7 +266,7 @@ def _schedule(args: argparse.Namespace, config: LumberConfig) -> int:
 
 def _status(args: argparse.Namespace, config: LumberConfig) -> int:
     load = config.load
-    fs = open_filesystem(load.warehouse_url, webhdfs_url=load.webhdfs_url)
+    fs = open_filesystem(load.warehouse_url, webhdfs_url=load.webhdfs_url, hdfs_client=load.hdfs_client)
     protocol = CommitProtocol(fs, load.job)
     manifest = protocol.latest_manifest()
     last = protocol.last_run()

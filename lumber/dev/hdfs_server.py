@@ -244,6 +244,12 @@ class HdfsServer:
     def is_formatted(self) -> bool:
         return (self.base_dir / "name" / "current" / "VERSION").is_file()
 
+    def prepare_namenode(self) -> None:
+        """:meth:`prepare`, and remember where the NameNode's log ends (:meth:`namenode_exited` reads what
+        comes after): what a caller that starts the NameNode itself runs first."""
+        self.prepare()
+        self._namenode_log_start = self.namenode_log.stat().st_size if self.namenode_log.exists() else 0
+
     def prepare(self, timeout_s: float = 60.0) -> None:
         """Write the config and format the NameNode unless it was formatted before (a restart keeps the
         namespace)."""
