@@ -13,6 +13,7 @@ import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
+from typing import get_args
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -85,7 +86,7 @@ def test_urls(tmp_path: Path) -> None:
 
 
 def test_the_hdfs_client_is_chosen_by_hdfs_client() -> None:
-    assert HdfsClient.__args__ == HDFS_CLIENTS
+    assert get_args(HdfsClient) == HDFS_CLIENTS
     # no libhdfs here: auto falls back to hdfs-native (opening makes no request)
     assert isinstance(open_filesystem("hdfs://127.0.0.1:1/w"), NativeHdfsFileSystem)
     assert isinstance(
