@@ -9,7 +9,7 @@ from fastapi.responses import Response
 from lumber.console.page import esc, link, num, respond, table
 from lumber.console.params import utc_iso
 from lumber.console.svg import bars
-from lumber.console.warehouse_reader import list_jobs, read_runs, read_tree, warehouse_path
+from lumber.console.warehouse_reader import list_jobs, open_warehouse, read_runs, read_tree
 
 router = APIRouter()
 
@@ -17,13 +17,13 @@ router = APIRouter()
 @router.get("/loads")
 def loads_page(request: Request, job: str | None = None) -> Response:
     config = request.app.state.config
-    warehouse = warehouse_path(config.load.warehouse_url)
+    warehouse = open_warehouse(config.load)
     chosen = job or config.load.job
     runs = read_runs(warehouse, chosen)
     tree = read_tree(warehouse)
     jobs = list_jobs(warehouse)
     parts = [
-        f"<p>Warehouse <code>{esc(warehouse)}</code>; jobs: "
+        f"<p>Warehouse <code>{esc(warehouse.root)}</code>; jobs: "
         + (", ".join(link("/loads", j, job=j) for j in jobs) or "none yet")
         + "</p>",
         f"<h2>Runs of job {esc(chosen)} ({len(runs.runs)})</h2>",
