@@ -98,10 +98,10 @@ def test_tables_align_numbers_right() -> None:
 @pytest.mark.zookeeper
 @pytest.mark.hdfs
 def test_a_small_demo_runs_end_to_end_through_a_broker_failover(tmp_path: Path) -> None:
-    """``lumber demo --brokers 3 --hours 1`` on free ports: stack (with HDFS, the default), traffic with a kill -9 of the leader of
-    page_view-0 mid-way (who took over, its restart, its return to every ISR), one spark-submit load, the
-    audit (every window still COMPLETE), the tree and the query; the loaded counts are checked against the
-    produced ones (the demo's own check)."""
+    """``lumber demo --brokers 3 --hours 1`` on free ports: stack (with HDFS, the default), traffic with a
+    kill -9 of the leader of page_view-0 mid-way (who took over, its restart, its return to every ISR), one
+    spark-submit load, the audit (every window still COMPLETE), the tree and the query; the loaded counts
+    are checked against the produced ones (the demo's own check)."""
     state = tmp_path / "demo"
     broker_port = free_port()
     while any(port_in_use(broker_port + i) for i in (1, 2)):  # broker i listens on broker_port + i
