@@ -303,6 +303,24 @@ class HdfsServer:
         found = self.state()
         return found is not None and found.ready
 
+    def safe_mode(self, action: str, timeout_s: float = 60.0) -> str:
+        """``hdfs dfsadmin -safemode <action>`` (``enter``, ``leave``, ``get``) against this NameNode, run
+        with Hadoop's own client class; its output line ("Safe mode is ON")."""
+        if action not in ("enter", "leave", "get"):
+            raise DevStackError(f"safe mode action {action!r}: expected enter, leave or get")
+        argv = [
+            *self._java(128, "dfsadmin.log"),
+            "org.apache.hadoop.hdfs.tools.DFSAdmin",
+            "-fs",
+            self.url,
+            "-safemode",
+            action,
+        ]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+        if done.returncode != 0:
+            raise DevStackError(f"dfsadmin -safemode {action} failed: {done.stderr.strip()[-500:]}")
+        return done.stdout.strip().splitlines()[-1]
+
     # -- processes --------------------------------------------------------------------------------------
 
     def start(self, timeout_s: float = 90.0) -> None:
