@@ -41,8 +41,9 @@ def look_around(
         host_port = warehouse.split("/")[2]
         host, port = host_port.rsplit(":", 1)
         query = (
-            f'{python} -c "import duckdb; from hdfs_native.fsspec import HdfsFileSystem; '
-            f"c = duckdb.connect(); c.register_filesystem(HdfsFileSystem(host='{host}', port={port})); "
+            f'{python} -c "import duckdb; from pipeline.native_hdfs_fsspec import '
+            f"SharedReadHdfsFileSystem as H; c = duckdb.connect(); "
+            f"c.register_filesystem(H(host='{host}', port={port})); "
             f'c.sql("{sql}").show()"'
         )
     else:

@@ -3,7 +3,9 @@ totals checked against what was produced.
 
 DuckDB reads the warehouse where it is: a local folder directly, an ``hdfs://`` warehouse through fsspec
 with hdfs-native's filesystem (:func:`duckdb_root`: registered with the connection, so ``read_parquet``
-globs and reads the files over HDFS's RPC and data transfer protocol; nothing is copied to local disk)."""
+globs and reads the files over HDFS's RPC and data transfer protocol; nothing is copied to local disk; the
+files are opened by :class:`~pipeline.native_hdfs_fsspec.SharedReadHdfsFileSystem`, whose readers take
+DuckDB's parallel reads of one file)."""
 
 from __future__ import annotations
 
@@ -21,9 +23,9 @@ def duckdb_root(connection: Any, warehouse_url: str) -> str:
     parsed = urlparse(warehouse_url)
     if parsed.scheme != "hdfs":
         return parsed.path if parsed.scheme == "file" else warehouse_url
-    from hdfs_native.fsspec import HdfsFileSystem  # noqa: PLC0415 - only hdfs:// warehouses need it
+    from pipeline.native_hdfs_fsspec import SharedReadHdfsFileSystem  # noqa: PLC0415 - hdfs:// only
 
-    connection.register_filesystem(HdfsFileSystem(host=parsed.hostname, port=parsed.port))
+    connection.register_filesystem(SharedReadHdfsFileSystem(host=parsed.hostname, port=parsed.port))
     return warehouse_url.rstrip("/")
 
 

@@ -9,14 +9,14 @@ from urllib.parse import urlparse
 
 import duckdb
 import pyarrow.dataset as ds
-from hdfs_native.fsspec import HdfsFileSystem
 
+from pipeline.native_hdfs_fsspec import SharedReadHdfsFileSystem
 from tests.support.load_job import PAYLOAD_COLUMNS
 
 
-def fsspec_of(url: str) -> HdfsFileSystem:
+def fsspec_of(url: str) -> SharedReadHdfsFileSystem:
     parsed = urlparse(url)
-    return HdfsFileSystem(host=parsed.hostname, port=parsed.port)
+    return SharedReadHdfsFileSystem(host=parsed.hostname, port=parsed.port)
 
 
 def hdfs_rows(warehouse_url: str, topic: str) -> list[tuple[Any, ...]]:
