@@ -21,8 +21,11 @@ in ``dead_datanode_s`` (``dfs.namenode.heartbeat.recheck-interval``); ``dfs.data
 given (the fault tests set it to the disk's size: a full DataNode); permissions on, with the user who
 starts the daemons as the superuser (Hadoop's rule).
 
-Ready means what a client needs to write a file: the NameNode is out of safe mode and at least one DataNode
-is live, both read from the NameNode's JMX servlet (``/jmx``, :meth:`HdfsServer.state`). Memory: the
+Ready means what a client needs to read and write: the NameNode is out of safe mode and at least one
+DataNode is live (the NameNode's JMX servlet, ``/jmx``, :meth:`HdfsServer.state`), and the DataNode that
+runs now has sent its block report (its own JMX): after a kill -9 and a restart of the DataNode the
+NameNode still counts the dead one as live for a while, and a read before the new one's report finds no
+location for a block. Memory: the
 heaps are ``-Xmx`` ``namenode_heap_mb`` + ``datanode_heap_mb`` (256 + 192 MiB by default), so both daemons
 stay under 1 GiB together.
 
@@ -60,6 +63,8 @@ DATANODE_CLASS = "org.apache.hadoop.hdfs.server.datanode.DataNode"
 #: The NameNode's JMX beans that say whether it takes writes.
 _NAMENODE_INFO = "Hadoop:service=NameNode,name=NameNodeInfo"
 _FS_STATE = "Hadoop:service=NameNode,name=FSNamesystemState"
+#: The DataNode's bean that says whether it has reported its blocks.
+_DATANODE_INFO = "Hadoop:service=DataNode,name=DataNodeInfo"
 
 _LOG4J = """\
 log4j.rootLogger=INFO, console
@@ -274,10 +279,10 @@ class HdfsServer:
 
     # -- state ------------------------------------------------------------------------------------------
 
-    def _jmx(self, bean: str) -> dict[str, Any] | None:
-        url = f"{self.webhdfs_url}/jmx?qry={bean}"
+    def _jmx(self, bean: str, http_port: int | None = None) -> dict[str, Any] | None:
+        url = f"http://{LOOPBACK}:{http_port or self.ports.namenode_http}/jmx?qry={bean}"
         try:
-            with urllib.request.urlopen(url, timeout=2.0) as answer:  # noqa: S310 - our own http URL
+            with urllib.request.urlopen(url, timeout=2.0) as answer:
                 beans = json.loads(answer.read()).get("beans", [])
         except (OSError, urllib.error.URLError, ValueError):
             return None
@@ -368,9 +373,24 @@ class HdfsServer:
         except FileNotFoundError:
             return False
 
+    def datanode_reported(self) -> bool:
+        """True once the running DataNode (its own JMX) has sent the NameNode a block report: a restarted
+        DataNode's blocks are known again (the NameNode may still count the killed one as live)."""
+        info = self._jmx(_DATANODE_INFO, self.ports.datanode_http)
+        if info is None:
+            return False
+        try:
+            actors = json.loads(str(info.get("BPServiceActorInfo", "[]")))
+        except ValueError:
+            return False
+        return any(
+            a.get("ActorState") == "RUNNING" and str(a.get("LastBlockReport", "")).isdigit() for a in actors
+        )
+
     def datanode_ready(self) -> bool:
-        """:meth:`is_ready`, failing at once when the NameNode has exited (its log names why)."""
-        if self.is_ready():
+        """:meth:`is_ready` and :meth:`datanode_reported`, failing at once when the NameNode has exited (its
+        log names why)."""
+        if self.is_ready() and self.datanode_reported():
             return True
         if self.namenode_exited():
             raise DevStackError(f"the HDFS NameNode on {self.url} exited; see {self.namenode_log}")

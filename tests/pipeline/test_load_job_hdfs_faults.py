@@ -78,8 +78,13 @@ def test_kill_9_of_the_datanode_during_the_task_writes(
     killer.join(60)
     assert killed.is_set()
     message = str(caught.value)
-    assert f"{warehouse}/_lumber/{stack.job}/staging/" in message, message[-3000:]
-    assert "FileSystemError" in message
+    assert type(caught.value).__name__ == "ReadError", message[-3000:]
+    # "run R: a Spark task failed: FileSystemError: close hdfs://.../staging/R/<topic>/task=N/...: ..."
+    assert re.fullmatch(
+        rf"run \S+: a Spark task failed: FileSystemError: \w+ {re.escape(warehouse)}/_lumber/{stack.job}/"
+        r"staging/\S+: .+",
+        message,
+    ), message
     assert_nothing_committed(stack, warehouse)
 
     own_hdfs.start_datanode()
