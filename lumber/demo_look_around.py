@@ -44,11 +44,11 @@ def look_around(
             f'{python} -c "import duckdb; from pipeline.native_hdfs_fsspec import '
             f"SharedReadHdfsFileSystem as H; c = duckdb.connect(); "
             f"c.register_filesystem(H(host='{host}', port={port})); "
-            f'c.sql("{sql}").show()"'
+            f'c.sql(\\"{sql}\\").show()"'
         )
     else:
         listing = f"ls {wh}/_lumber/hourly/manifests/"
-        query = f'{python} -c "import duckdb; duckdb.sql("{sql}").show()"'
+        query = f'{python} -c "import duckdb; duckdb.sql(\\"{sql}\\").show()"'
     lines = [
         (f"{lumber} dev status", "what runs where"),
         (f"{lumber} topics describe page_view", "partitions: leaders, replicas, ISR"),

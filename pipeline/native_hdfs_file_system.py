@@ -7,8 +7,11 @@ the NameNode's RPC and the DataNodes' data transfer protocol itself; no libhdfs,
 
 * a rename is the NameNode's ``rename2`` without ``OVERWRITE``, atomic: the commit's manifest rename
   (:mod:`pipeline.commit`) is exactly HDFS's atomic rename;
-* :meth:`~pipeline.fs.FileSystem.create` (the driver's metadata: plans, manifests, run records) writes,
-  ``hsync``-s (the DataNode syncs the block to its disk) and closes; the tasks' Parquet streams
+* :meth:`~pipeline.fs.FileSystem.create` (the driver's metadata: plans, manifests, run records) writes a
+  hidden ``.<name>.tmp-<hex>`` beside the file, ``hsync``-s it (the DataNode syncs the block to its disk),
+  closes it and renames it over the file (``rename2`` with ``OVERWRITE``, atomic): a write that fails
+  half-way (a DataNode killed) leaves the old file or none, never an empty or torn one, and its temporary
+  is deleted when the NameNode still answers; the tasks' Parquet streams
   (:meth:`~pipeline.fs.FileSystem.open_output`) are closed without ``hsync``, as Hadoop's own writers close
   theirs;
 * a close completes the file at the NameNode. With one DataNode the NameNode completes a file only once the
@@ -31,7 +34,9 @@ NameNode restart. The user is ``$HADOOP_USER_NAME``, else the process's user (si
 
 from __future__ import annotations
 
+import contextlib
 import re
+import secrets
 from typing import Any
 
 from pipeline.fs import FileInfo, FileSystem
@@ -95,12 +100,20 @@ class NativeHdfsFileSystem(FileSystem):
     def _write(self, path: str, data: bytes) -> None:
         from hdfs_native import WriteOptions  # noqa: PLC0415
 
-        writer = self._client.create(path, WriteOptions(overwrite=True))
+        head, _, name = path.rpartition("/")
+        temporary = f"{head}/.{name}.tmp-{secrets.token_hex(4)}"
+        writer = self._client.create(temporary, WriteOptions(overwrite=False))
         try:
-            writer.write(data)
-            writer.hsync()
-        finally:
-            writer.close()
+            try:
+                writer.write(data)
+                writer.hsync()
+            finally:
+                writer.close()
+            self._client.rename(temporary, path, True)
+        except BaseException:
+            with contextlib.suppress(Exception):  # best effort: the NameNode may be gone too
+                self._client.delete(temporary, False)
+            raise
 
     def _mkdirs(self, path: str) -> None:
         self._client.mkdirs(path, 0o755, True)
