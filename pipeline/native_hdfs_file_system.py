@@ -128,23 +128,28 @@ class NativeHdfsFileSystem(FileSystem):
     def _open_output(self, path: str) -> Any:
         from hdfs_native import WriteOptions  # noqa: PLC0415
 
-        return _NativeWriter(self._client.create(path, WriteOptions(overwrite=False)))
+        return _NativeWriter(self._client.create(path, WriteOptions(overwrite=False)), self._url(path))
 
 
 class _NativeWriter:
     """A file-like writer (``write``, ``tell``, ``flush``, ``close``) over one ``hdfs_native`` FileWriter,
-    which has no ``tell`` of its own (pyarrow's Parquet writer asks for it)."""
+    which has no ``tell`` of its own (pyarrow's Parquet writer asks for it). A failed write is a
+    :class:`FileSystemError` naming the file's URL (a DataNode gone mid-write)."""
 
-    def __init__(self, writer: Any) -> None:
+    def __init__(self, writer: Any, url: str) -> None:
         self._writer = writer
+        self._url = url
         self._position = 0
         self._closed = False
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
-        written = int(self._writer.write(view))
+        try:
+            written = int(self._writer.write(view))
+        except Exception as exc:
+            raise FileSystemError(f"write {self._url}: {NativeHdfsFileSystem.describe(exc)}") from exc
         if written != len(view):
-            raise FileSystemError(f"a write of {len(view)} bytes wrote {written}")
+            raise FileSystemError(f"write {self._url}: a write of {len(view)} bytes wrote {written}")
         self._position += written
         return written
 

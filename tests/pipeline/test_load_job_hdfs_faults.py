@@ -79,7 +79,7 @@ def test_kill_9_of_the_datanode_during_the_task_writes(
     assert killed.is_set()
     message = str(caught.value)
     assert type(caught.value).__name__ == "ReadError", message[-3000:]
-    # "run R: a Spark task failed: FileSystemError: close hdfs://.../staging/R/<topic>/task=N/...: ..."
+    # "run R: a Spark task failed: FileSystemError: write hdfs://.../staging/R/<topic>/task=N/...: ..."
     assert re.fullmatch(
         rf"run \S+: a Spark task failed: FileSystemError: \w+ {re.escape(warehouse)}/_lumber/{stack.job}/"
         r"staging/\S+: .+",
