@@ -82,7 +82,7 @@ def loads_page(request: Request, job: str | None = None) -> Response:
             bars([f"{h.topic} {h.dt}T{h.hr}" for h in data_folders], [h.bytes for h in data_folders], " B")
         )
     data = {
-        "warehouse": str(warehouse),
+        "warehouse": warehouse.root,
         "job": chosen,
         "jobs": jobs,
         "runs": [r.to_json() for r in runs.runs],
