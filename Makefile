@@ -11,13 +11,14 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: help java venv jars test-packages demo test bench lint typecheck pytest clean
+.PHONY: help java venv jars airflow test-packages demo test bench lint typecheck pytest clean
 
 help:
 	@echo "make demo      - start a local stack (.lumber-demo/) and run the hourly pipeline end to end"
 	@echo "make test      - lint, typecheck and pytest: the whole check (about 16-20 minutes on 2 cores)"
 	@echo "make venv      - install Lumber and its dependencies into .venv (the other targets do it first)"
 	@echo "make jars      - fetch the real peers' jars (Apache Kafka, Hadoop HDFS) from Maven Central into .jars/"
+	@echo "make airflow   - install Apache Airflow into .airflow-venv/ (once) for the test of jobs/airflow_dag_example.py"
 	@echo "make lint      - ruff check and ruff format --check"
 	@echo "make typecheck - mypy (strict on library code)"
 	@echo "make pytest    - the test suite alone (real ZooKeeper, brokers and Spark); PYTEST_ARGS='-m \"not slow\"'"
@@ -54,6 +55,22 @@ JARS_STAMPS := $(patsubst peers/%/pom.xml,.jars/%/.fetched,$(wildcard peers/*/po
 
 jars: java $(JARS_STAMPS)
 
+# Apache Airflow, in a virtualenv of its own (.airflow-venv/, git-ignored), once: the test of the example DAG
+# (tests/jobs/test_airflow_dag_example.py) runs `airflow dags test` from it against a real stack. Airflow is
+# not a Lumber dependency (its own pins would fight Lumber's); the DAG calls Lumber through its CLI.
+AIRFLOW_VERSION ?= 3.3.2
+AIRFLOW_STAMP   := .airflow-venv/.airflow-$(AIRFLOW_VERSION)
+
+$(AIRFLOW_STAMP):
+	@echo "installing Apache Airflow $(AIRFLOW_VERSION) into .airflow-venv (once)"
+	@rm -rf .airflow-venv
+	$(PYTHON) -m venv .airflow-venv
+	.airflow-venv/bin/python -m pip install --quiet --upgrade pip
+	.airflow-venv/bin/python -m pip install --quiet 'apache-airflow==$(AIRFLOW_VERSION)'
+	@touch $@
+
+airflow: $(AIRFLOW_STAMP)
+
 # The stack keeps running afterwards; the last lines say how to look around and how to stop it.
 # DEMO_ARGS e.g. --hours 4, --state-dir /tmp/demo (see .venv/bin/lumber demo --help).
 demo: venv jars
@@ -73,13 +90,15 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy
 
-# Debian packages the tests use as real third-party parts: kcat (librdkafka's CLI, a Kafka client) and
+# Debian packages the tests use as real third-party parts: kcat (librdkafka's CLI, a Kafka client),
 # chromium (the console's pages are tested in a headless browser, driven by Playwright; no browser is
-# downloaded). Installed when missing (apt-get: needs root).
+# downloaded) and prometheus (its promtool checks the alerting rules). Installed when missing (apt-get:
+# needs root).
 test-packages:
 	@missing=""; \
 	 command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
 	 test -x /usr/bin/chromium || missing="$$missing chromium"; \
+	 command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	 if [ -n "$$missing" ]; then \
 	   echo "installing$$missing (apt-get)"; \
 	   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
@@ -90,10 +109,10 @@ test-packages:
 # three workers on two cores keep both busy (two used about 1.35 cores on average).
 PYTEST_WORKERS ?= 3
 
-pytest: venv jars test-packages
+pytest: venv jars airflow test-packages
 	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test: lint typecheck pytest
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .jars
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .jars .airflow-venv

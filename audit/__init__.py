@@ -5,7 +5,7 @@ The package sits between the clients and the apps: it imports :mod:`broker.clien
 the audit topic) and :mod:`schemas` (the events are Avro through the registry), and is imported by the
 apps (the mirror, :mod:`pipeline`, the ``lumber`` CLI and console); nothing below it imports it. The Kafka
 client knows nothing of it: a producer takes a
-:class:`~broker.client.delivery_listener.DeliveryListener`, and the audit's emitter is one.
+:class:`~broker.client.producer.delivery_listener.DeliveryListener`, and the audit's emitter is one.
 
 ========================= =================================================================================
 ``audit_event``           :class:`AuditEvent`, the record of the audit topic (``audit_event.avsc``), ids

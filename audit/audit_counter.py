@@ -9,10 +9,11 @@ How a record is counted: the producer's delivery path tells the producer's deliv
 :class:`~audit.audit_emitter.AuditEmitter`) of every batch once it is done, and the listener hands it to
 :meth:`AuditCounter.count_batch`:
 
-1. a batch that succeeded: its records (:meth:`~broker.client.producer_batch.ProducerBatch.record_runs`,
-   runs sharing a timestamp) are added per window of their timestamp (count and value bytes). With
-   ``acks`` 1 or ``all`` completion is the broker's confirmation, so only confirmed records count; with
-   ``acks`` 0 a batch succeeds when it is written to the socket (nothing better is known);
+1. a batch that succeeded: its records
+   (:meth:`~broker.client.producer.producer_batch.ProducerBatch.record_runs`, runs sharing a timestamp) are
+   added per window of their timestamp (count and value bytes). With ``acks`` 1 or ``all`` completion is the
+   broker's confirmation, so only confirmed records count; with ``acks`` 0 a batch succeeds when it is written
+   to the socket (nothing better is known);
 2. a batch that failed (refused, expired, closed): its records are counted as failed, not in the windows;
 3. a raw batch (``send_batch``: records produced and counted elsewhere) is not counted;
 4. :meth:`AuditCounter.take`: the counts since the previous take become :class:`AuditEvent` deltas, one per
@@ -66,7 +67,7 @@ from audit.audit_journal import (
 from broker.clock import Clock, system_clock_ms
 
 if TYPE_CHECKING:
-    from broker.client.producer_batch import ProducerBatch
+    from broker.client.producer.producer_batch import ProducerBatch
 
 
 @dataclass(slots=True)

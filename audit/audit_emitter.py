@@ -2,8 +2,8 @@
 
 An :class:`AuditEmitter` holds an :class:`~audit.audit_counter.AuditCounter` and publishes what it counted
 through a producer (the *publishing producer*). For the producer tier it is the data producer's
-:class:`~broker.client.delivery_listener.DeliveryListener`: the data producer tells it of every batch it
-finished (:meth:`AuditEmitter.on_completion`, which counts it) and closes it last; the emitter publishes
+:class:`~broker.client.producer.delivery_listener.DeliveryListener`: the data producer tells it of every batch
+it finished (:meth:`AuditEmitter.on_completion`, which counts it) and closes it last; the emitter publishes
 through a producer of its own, made from the same settings (:meth:`AuditEmitter.for_producer`, used by
 :func:`audit.audited_producer.audited_producer`), so the Kafka client never depends on the audit, and the
 audit events are never counted as data. The mirror tier gives it the mirror's own target producer
@@ -27,9 +27,9 @@ what a ``kill -9``-ed process had counted and not published is lost.
 
 **The audit topic.** The emitter creates ``audit_topic`` (``audit_topic_partitions`` partitions) if it is
 missing, as Kafka's brokers create ``__consumer_offsets`` whatever their auto-create switch says
-(:func:`~broker.client.internal_topic.ensure_topic`: one Metadata question, then CreateTopics, a creation
-race being success). It does so on its thread *as it starts*, not in the producer's constructor, and again
-*before a publish* until that once succeeds:
+(:func:`~broker.client.producer.internal_topic.ensure_topic`: one Metadata question, then CreateTopics, a
+creation race being success). It does so on its thread *as it starts*, not in the producer's constructor, and
+again *before a publish* until that once succeeds:
 
 * starting: a cluster that refuses (creation not allowed, no live broker) is reported at once, at ERROR
   level with the command that creates the topic by hand, rather than one interval (or a whole run) later;
@@ -68,10 +68,10 @@ from audit.audit_counter import AuditCounter
 from audit.audit_event import AuditEvent
 from audit.audit_journal import AuditJournal, journal_path
 from broker.client.errors import ClientError, TopicCreationError
-from broker.client.internal_topic import ensure_producer_topic
-from broker.client.producer import Producer
-from broker.client.producer_batch import ProducerBatch, RecordMetadata
-from broker.client.producer_config import ProducerConfig
+from broker.client.producer.internal_topic import ensure_producer_topic
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_batch import ProducerBatch, RecordMetadata
+from broker.client.producer.producer_config import ProducerConfig
 from broker.clock import Clock, system_clock_ms
 from schemas.errors import SchemaError
 
@@ -116,7 +116,7 @@ def new_counter(config: ProducerConfig, clock_ms: Clock = system_clock_ms) -> Au
 
 class AuditEmitter:
     """Publishes one tier's audit counts; see the module docstring. A
-    :class:`~broker.client.delivery_listener.DeliveryListener`."""
+    :class:`~broker.client.producer.delivery_listener.DeliveryListener`."""
 
     def __init__(
         self,

@@ -5,7 +5,7 @@ whose counts are already durable somewhere (the load's manifests: :mod:`pipeline
 publishes them in steps instead, each confirmed before the next, and keeps its own pointer of what is
 published. :class:`AuditPublisher` is that step: :meth:`AuditPublisher.publish` makes sure the audit topic
 exists (creating it with ``audit_topic_partitions`` partitions if it does not, as the emitter does:
-:func:`~broker.client.internal_topic.ensure_topic`; a refusal raises
+:func:`~broker.client.producer.internal_topic.ensure_topic`; a refusal raises
 :class:`~broker.client.errors.TopicCreationError` at once), encodes the events with
 :class:`~audit.audit_codec.AuditEventCodec`, sends them (key: the counted topic), and returns once every
 one is confirmed, or raises the first delivery error. Publishing the same events again is harmless: their
@@ -20,9 +20,9 @@ from collections.abc import Sequence
 
 from audit.audit_codec import AuditEventCodec
 from audit.audit_event import AuditEvent
-from broker.client.internal_topic import ensure_producer_topic
-from broker.client.producer import Producer
-from broker.client.producer_config import ProducerConfig
+from broker.client.producer.internal_topic import ensure_producer_topic
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_config import ProducerConfig
 
 
 class AuditPublisher:

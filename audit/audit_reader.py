@@ -1,8 +1,8 @@
 """Reading the audit topic: every event published so far, decoded, for :func:`audit.audit_report.reconcile`.
 
 :func:`read_audit_events` takes the log end of every partition of the audit topic first, then reads each
-partition from its log start up to that end with a :class:`~broker.client.consumer.Consumer` (explicit
-assignment, no group) and decodes each value with :class:`~audit.audit_codec.AuditEventCodec`.
+partition from its log start up to that end with a :class:`~broker.client.consumer.consumer.Consumer`
+(explicit assignment, no group) and decodes each value with :class:`~audit.audit_codec.AuditEventCodec`.
 Events published while it reads are left for the next read. A record that is not an audit event (no
 value, bad framing, an unknown schema id, bytes that do not decode) is counted as unreadable and skipped;
 deduplication by id is the reconciliation's job (:func:`audit.audit_report.dedupe`).
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from audit.audit_codec import AuditEventCodec
 from audit.audit_event import AuditEvent
 from audit.errors import AuditError
-from broker.client.consumer import Consumer
-from broker.client.consumer_config import ConsumerConfig
+from broker.client.consumer.consumer import Consumer
+from broker.client.consumer.consumer_config import ConsumerConfig
 from broker.client.errors import ClientError, UnknownTopicError
 from broker.record.topic_partition import TopicPartition
 from schemas.errors import SerdeError

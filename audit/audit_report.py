@@ -156,6 +156,9 @@ class WindowAudit:
     hosts: Mapping[str, int] = field(default_factory=dict)
     first_complete_at_ms: int | None = None
     allowed: int = 0
+    #: the load-tier event with the highest manifest sequence: that manifest and its run
+    last_load_sequence: int = 0
+    last_load_run_id: str = ""
 
     @property
     def window_end_ms(self) -> int:
@@ -389,6 +392,7 @@ def _audit_window(
     else:
         status = "INCOMPLETE"
     ordered_tiers: dict[str, TierCounts] = {t: tiers[t] for t in TIERS if t in tiers}
+    last_load = max((e for e in events if e.tier == "load"), key=lambda e: e.sequence, default=None)
     return WindowAudit(
         topic=topic,
         window_start_ms=start_ms,
@@ -404,6 +408,8 @@ def _audit_window(
         hosts=dict(sorted(hosts.items())),
         first_complete_at_ms=complete_at,
         allowed=allowed,
+        last_load_sequence=0 if last_load is None else last_load.sequence,
+        last_load_run_id="" if last_load is None else last_load.counter,
     )
 
 

@@ -1,9 +1,9 @@
 """A producer whose ``audit_interval_ms`` is honoured: the producer and its audit emitter, built together.
 
 The Kafka client (:mod:`broker.client`) knows nothing of the audit: a
-:class:`~broker.client.producer.Producer` takes a
-:class:`~broker.client.delivery_listener.DeliveryListener`. :func:`audited_producer` is how the apps (the
-``lumber produce`` command, the demo, the benchmarks) make the producer the paper's section 4 describes:
+:class:`~broker.client.producer.producer.Producer` takes a
+:class:`~broker.client.producer.delivery_listener.DeliveryListener`. :func:`audited_producer` is how the apps
+(the ``lumber produce`` command, the demo, the benchmarks) make the producer the paper's section 4 describes:
 with ``[producer] audit_interval_ms`` above 0, the producer gets an
 :class:`~audit.audit_emitter.AuditEmitter` as its listener, which counts what the brokers confirmed and
 publishes the counts through a producer of its own every interval and when the producer closes; at 0 it
@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from audit.audit_emitter import AuditEmitter
-from broker.client.producer import Producer
-from broker.client.producer_config import ProducerConfig
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_config import ProducerConfig
 from broker.clock import Clock, system_clock_ms
 
 

@@ -41,7 +41,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from broker.client.connection import BrokerConnection  # noqa: E402
+from broker.client.network.connection import BrokerConnection  # noqa: E402
 from broker.protocol.messages.list_offsets import (  # noqa: E402
     ListOffsetsPartition,
     ListOffsetsRequest,

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from audit.audit_counter import AuditCounter
 from audit.audit_journal import AuditJournal, journal_path
-from broker.client.producer_batch import ProducerBatch
+from broker.client.producer.producer_batch import ProducerBatch
 from broker.record.compression import CompressionType
 
 W = 600_000

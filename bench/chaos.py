@@ -110,7 +110,7 @@ from bench.chaos_faults import FAULT_KINDS, FaultInjector  # noqa: E402
 from bench.chaos_oracle import ChaosOracle  # noqa: E402
 from bench.chaos_report import report  # noqa: E402
 from bench.chaos_stack import ChaosStack  # noqa: E402
-from broker.client.group_offsets import GroupOffsets  # noqa: E402
+from broker.client.groups.zookeeper.group_offsets import GroupOffsets  # noqa: E402
 from broker.record.topic_partition import TopicPartition  # noqa: E402
 
 

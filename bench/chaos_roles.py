@@ -14,10 +14,11 @@ Each runs as its own process (so that the chaos run can ``kill -9`` or ``SIGSTOP
   ``bench/chaos_oracle.py``). Event ids are ``<host>-<instance>-<sequence>``: each start of a host is a new
   instance, so the oracle can tell which records a killed instance sent. SIGTERM: stop sending, close
   (which publishes the last audit counts), exit 0.
-* ``consumer``: a member of a ZooKeeper consumer group (:class:`broker.client.group_consumer.GroupConsumer`,
-  the paper's groups) reading both topics and appending ``<topic> <partition> <offset>`` per record to
-  ``--out``, one ``write`` per poll, before the next poll marks them consumed (as
-  ``tests/broker/client/group_member_process.py``): a crash never commits an unwritten record.
+* ``consumer``: a member of a ZooKeeper consumer group
+  (:class:`broker.client.groups.group_consumer.GroupConsumer`, the paper's groups) reading both topics and
+  appending ``<topic> <partition> <offset>`` per record to ``--out``, one ``write`` per poll, before the next
+  poll marks them consumed (as ``tests/broker/client/groups/group_member_process.py``): a crash never commits
+  an unwritten record.
 * ``schedule``: the hourly load's scheduler (:class:`pipeline.scheduler.Scheduler` with its production
   runner, :class:`pipeline.scheduler.SparkSubmitRunner`: one ``spark-submit jobs/load.py --until-hour H``
   per hour, exactly ``lumber etl schedule``) on the virtual clock.
@@ -51,9 +52,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from audit.audited_producer import audited_producer
 from broker.client.errors import GroupClosedError
-from broker.client.group_config import GroupConfig
-from broker.client.group_consumer import GroupConsumer
-from broker.client.producer_batch import RecordFuture
+from broker.client.groups.group_config import GroupConfig
+from broker.client.groups.group_consumer import GroupConsumer
+from broker.client.producer.producer_batch import RecordFuture
 from lumber.config import LumberConfig, load_config
 from lumber.etl_settings import submit_settings
 from pipeline.scheduler import Scheduler, ScheduleStateStore, SparkSubmitRunner

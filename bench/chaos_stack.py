@@ -43,7 +43,7 @@ from bench.chaos_common import (
 )
 from bench.chaos_process import Proc, cmdline, descendants, from_spec
 from broker.client.errors import ClientError
-from broker.client.kafka_group_admin import KafkaGroupAdmin
+from broker.client.groups.kafka.kafka_group_admin import KafkaGroupAdmin
 from broker.cluster import zk_paths
 from broker.cluster.topic_admin import TopicAdmin
 from broker.record.topic_partition import TopicPartition

@@ -38,10 +38,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from broker.client.consumer import Consumer
-from broker.client.consumer_config import ConsumerConfig
-from broker.client.producer import Producer
-from broker.client.producer_config import ProducerConfig
+from broker.client.consumer.consumer import Consumer
+from broker.client.consumer.consumer_config import ConsumerConfig
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_config import ProducerConfig
 from broker.record.topic_partition import TopicPartition
 
 with warnings.catch_warnings():

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
 
-from broker.client.consumer_config import ConsumerConfig
+from broker.client.consumer.consumer_config import ConsumerConfig
 from lumber.config import ConsoleConfig, LumberConfig, ZooKeeperConfig, dump_config
 from lumber.dev.process import free_port, start_and_wait, stop
 from lumber.dev.zookeeper_server import ZooKeeperServer

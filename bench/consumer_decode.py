@@ -7,13 +7,14 @@ Run from the repository root::
 What it measures, all in this one process:
 
 1. **Fetches.** Realistic 200 KiB fetch responses for one partition, CRC-checked and split into batches as
-   the fetcher does (:func:`~broker.client.partition_records.parse_partition_records`): 200-byte values with
-   one ``host`` header, no key, in record batches of 50 (the paper benchmark's consume phase), of 1 and of
-   500; 200-byte values in zstd batches of 50; and values of 100-300 bytes in batches of 50. For each, the
-   decoding that ``poll_values`` does with one fetch's batches in hand: the baseline (``--baseline-rev``'s
-   ``broker/client/fetched_batch.py``, loaded from git: ``FetchedBatch.values()`` batch by batch, as
-   ``poll_values`` did there) and now (:func:`~broker.client.fetched_batch.decode_values`). The outputs are
-   checked to be equal. The fetch parsing itself (CRC included) is timed too, for scale.
+   the fetcher does (:func:`~broker.client.consumer.partition_records.parse_partition_records`): 200-byte
+   values with one ``host`` header, no key, in record batches of 50 (the paper benchmark's consume phase), of
+   1 and of 500; 200-byte values in zstd batches of 50; and values of 100-300 bytes in batches of 50. For
+   each, the decoding that ``poll_values`` does with one fetch's batches in hand: the baseline
+   (``--baseline-rev``'s ``broker/client/consumer/fetched_batch.py``, loaded from git:
+   ``FetchedBatch.values()`` batch by batch, as ``poll_values`` did there) and now
+   (:func:`~broker.client.consumer.fetched_batch.decode_values`). The outputs are checked to be equal. The
+   fetch parsing itself (CRC included) is timed too, for scale.
 2. **Break-even.** The Python walk against the vectorised decoder for N records per call, in one batch
    and in batches of 50: where :data:`~broker.record.record_walker.VECTORISED_MIN_RECORDS` belongs.
 
@@ -37,13 +38,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from broker.client.fetched_batch import FetchedBatch, PartitionValues, decode_values
-from broker.client.partition_records import parse_partition_records
+from broker.client.consumer.consumer_record import ConsumerRecord
+from broker.client.consumer.fetched_batch import FetchedBatch, PartitionValues, decode_values
+from broker.client.consumer.partition_records import parse_partition_records
 from broker.record.batch_header import HEADER_SIZE
 from broker.record.compression import CompressionType, decompress
 from broker.record.errors import CorruptRecordError
 from broker.record.record_batch import RecordBatch
 from broker.record.record_batch_builder import RecordBatchBuilder
+from broker.record.record_header import Header
 from broker.record.record_walker import walk_values
 from broker.record.topic_partition import TopicPartition
 from broker.record.value_columns import decode_values_vectorised
@@ -105,17 +108,20 @@ def best_seconds(run: Callable[[], object], repeats: int, min_seconds: float = 0
 
 
 def load_baseline(rev: str) -> ModuleType:
-    """``broker/client/fetched_batch.py`` as of ``rev``, imported as its own module.
+    """``broker/client/consumer/fetched_batch.py`` as of ``rev`` (``broker/client/fetched_batch.py`` before
+    the client's split into folders), imported as its own module.
 
-    That file imports the record format from its old home in ``broker.log``; while it loads, those module
-    names point at stand-in modules holding the same objects from ``broker.record``."""
-    source = subprocess.run(
-        ["git", "show", f"{rev}:broker/client/fetched_batch.py"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
+    That file imports the record format from its old home in ``broker.log`` and the consumer's record from
+    ``broker.client.consumer_record``; while it loads, those module names point at stand-in modules holding
+    the same objects from their homes now."""
+    for home in ("broker/client/consumer/fetched_batch.py", "broker/client/fetched_batch.py"):
+        shown = subprocess.run(
+            ["git", "show", f"{rev}:{home}"], check=False, cwd=ROOT, capture_output=True, text=True
+        )
+        if shown.returncode == 0:
+            break
+    shown.check_returncode()
+    source = shown.stdout
     old_homes = {
         "broker.log.compression": {"decompress": decompress, "CompressionType": CompressionType},
         "broker.log.errors": {"CorruptRecordError": CorruptRecordError},
@@ -126,6 +132,7 @@ def load_baseline(rev: str) -> ModuleType:
             "decode_varint": decode_varint,
         },
         "broker.log.topic_partition": {"TopicPartition": TopicPartition},
+        "broker.client.consumer_record": {"ConsumerRecord": ConsumerRecord, "Header": Header},
     }
     saved = {name: sys.modules.get(name) for name in old_homes}
     with tempfile.TemporaryDirectory() as folder:

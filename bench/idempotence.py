@@ -25,8 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.clients import values
-from broker.client.producer import Producer
-from broker.client.producer_config import ProducerConfig
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_config import ProducerConfig
 from tests.support.broker_cluster import bench_cluster
 
 

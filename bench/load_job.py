@@ -66,10 +66,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fastavro import parse_schema, schemaless_writer
 
-from broker.client.consumer import Consumer
-from broker.client.consumer_config import ConsumerConfig
-from broker.client.producer import Producer
-from broker.client.producer_config import ProducerConfig
+from broker.client.consumer.consumer import Consumer
+from broker.client.consumer.consumer_config import ConsumerConfig
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_config import ProducerConfig
 from broker.record.topic_partition import TopicPartition
 from lumber.config import config_from_mapping, dump_config
 from lumber.dev.hdfs_server import HdfsPorts, HdfsServer

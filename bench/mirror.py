@@ -47,10 +47,10 @@ from rich.progress import Progress
 
 from bench.paper_common import LUMBER_FLUSH_MESSAGES, LUMBER_FLUSH_MS, Meter, load_note, make_values
 from bench.paper_targets import LumberTarget
-from broker.client.consumer import Consumer
-from broker.client.consumer_config import ConsumerConfig
-from broker.client.group_config import GroupConfig
-from broker.client.producer_config import ProducerConfig
+from broker.client.consumer.consumer import Consumer
+from broker.client.consumer.consumer_config import ConsumerConfig
+from broker.client.groups.group_config import GroupConfig
+from broker.client.producer.producer_config import ProducerConfig
 from broker.record.topic_partition import TopicPartition
 from mirror.mirror import Mirror
 from mirror.mirror_config import MirrorConfig

@@ -32,10 +32,10 @@ from bench.peers import (
     PeerError,
     RabbitMQServer,
 )
-from broker.client.consumer import Consumer
-from broker.client.consumer_config import ConsumerConfig
-from broker.client.producer import Producer
-from broker.client.producer_config import ProducerConfig
+from broker.client.consumer.consumer import Consumer
+from broker.client.consumer.consumer_config import ConsumerConfig
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_config import ProducerConfig
 from broker.record.batch_header import HEADER_SIZE
 from broker.record.record_encoder import record_bound
 from broker.record.record_header import encode_headers

@@ -55,10 +55,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.clients import values
 from bench.paper_common import cpu_seconds, own_cpu_seconds
-from broker.client.consumer import Consumer
-from broker.client.consumer_config import ConsumerConfig
-from broker.client.producer import Producer
-from broker.client.producer_config import ProducerConfig
+from broker.client.consumer.consumer import Consumer
+from broker.client.consumer.consumer_config import ConsumerConfig
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_config import ProducerConfig
 from broker.record.topic_partition import TopicPartition
 from tests.support.broker_cluster import BROKER_SESSION_TIMEOUT_MS, BrokerCluster, bench_cluster
 

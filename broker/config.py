@@ -64,10 +64,13 @@ class LogConfig(ConfigSection):
         ge=1,
     )
     expose: Expose = setting(
-        "flushed",
-        "What consumers see: 'flushed' exposes a message only once it is flushed, the paper's "
-        "semantics; 'appended' exposes every appended message. Producers never wait for it: acks=-1 "
-        "is answered once the in-sync replicas (today the leader alone) have the batch.",
+        "appended",
+        "What consumers see: 'appended' (Kafka's rule, the default) exposes what every in-sync replica "
+        "has (the high watermark), flushed or not: durability comes from replication, and a record is "
+        "readable as soon as its acks=-1 produce is answered. 'flushed' is the paper's semantics, for "
+        "single-copy deployments that want a consumer never to see what a crash could lose: a message is "
+        "exposed only once it is also flushed, so consumers see it up to flush_ms later. Producers never "
+        "wait for it.",
     )
     flush_on_ack: bool = setting(
         False,
@@ -204,6 +207,12 @@ class BrokerConfig(ConfigSection):
     port: int = setting(9092, "Port the broker listens on; 0 picks a free one.", ge=0, le=65535)
     advertised_host: str = setting(
         "", "Host clients are told to connect to (ZooKeeper and Metadata); empty: `host`."
+    )
+    rack: str = setting(
+        "",
+        "The broker's rack (Kafka's broker.rack), in its /brokers/ids node: `lumber cluster rebalance` and "
+        "`decommission` spread a partition's replicas over racks when every live broker declares one; "
+        "empty: none.",
     )
     num_network_threads: int = setting(
         3, "Processor threads, each with its own selector, doing the socket I/O.", ge=1

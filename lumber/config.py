@@ -43,12 +43,13 @@ from typing import Any, Literal, get_args, get_origin
 from pydantic import Field, ValidationError, model_validator
 
 from audit.audit_config import AuditConfig
-from broker.client.consumer_config import ConsumerConfig
-from broker.client.group_config import GroupConfig
-from broker.client.producer_config import ProducerConfig
+from broker.client.consumer.consumer_config import ConsumerConfig
+from broker.client.groups.group_config import GroupConfig
+from broker.client.producer.producer_config import ProducerConfig
 from broker.config import BrokerConfig, LogConfig
 from broker.config_section import ConfigSection, describe_type, error_phrases, setting
 from mirror.mirror_config import MirrorConfig
+from pipeline.completeness_config import CompletenessConfig
 from pipeline.errors import ConfigError
 from pipeline.load_config import LoadConfig
 from pipeline.schedule_config import ScheduleConfig
@@ -175,6 +176,7 @@ class LumberConfig(ConfigSection):
     spark: SparkConfig = Field(default_factory=SparkConfig)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)
+    completeness: CompletenessConfig = Field(default_factory=CompletenessConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
     mirror: MirrorConfig = Field(default_factory=MirrorConfig)
     source: str = Field(default="<defaults>", description="Where the config was read from.")

@@ -19,10 +19,11 @@ The traffic is a pure function of a :class:`TrafficSpec` (seeded), so its counts
   (a quarter are visitors), pages, user agents, private IPs, search queries; version 2's load times are
   log-normal, slower on the smallest host.
 
-:class:`TrafficProducer` sends an hour at a time through one :class:`~broker.client.producer.Producer` per
-host (each with its own ``host_name``, as on real frontends), with the events' timestamps as the records'
-creation times, and flushes every producer at the end of each hour, so that an hour's records precede the
-next hour's in every partition (what ``etl run --until-hour`` cuts on).
+:class:`TrafficProducer` sends an hour at a time through one
+:class:`~broker.client.producer.producer.Producer` per host (each with its own ``host_name``, as on real
+frontends), with the events' timestamps as the records' creation times, and flushes every producer at the end
+of each hour, so that an hour's records precede the next hour's in every partition (what ``etl run
+--until-hour`` cuts on).
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.client.producer import Producer
-from broker.client.producer_batch import RecordFuture
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_batch import RecordFuture
 from schemas.serde import AvroSerde
 
 HOUR_MS = 3_600_000

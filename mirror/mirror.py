@@ -21,7 +21,7 @@ followed), and each record goes to the same partition.
 
 **Batches pass through.** Each stream (:class:`~mirror.mirror_stream.MirrorStream`, on its own thread)
 takes whole fetched batches from the source and sends each, byte for byte, to the same partition of the
-target (:meth:`~broker.client.producer.Producer.send_batch`): keys, values, timestamps, headers and
+target (:meth:`~broker.client.producer.producer.Producer.send_batch`): keys, values, timestamps, headers and
 compression are kept because nothing is decoded; the target assigns the offsets. The source's producer
 ids mean nothing on the target (and could collide with the target's own), so a batch that carries one is
 sent with its producer id, epoch and sequence cleared (-1, the CRC recomputed). The mirror's producer is
@@ -35,8 +35,8 @@ batches while earlier ones are in flight, up to ``max_in_flight_records`` / ``ma
 yet acknowledged. The target acknowledges with ``acks=all`` (one request in flight per broker, so a
 partition's batches land in order); per partition, in the order sent, the position after the last
 *contiguous* acknowledged record is what the group may commit (the streams have explicit positions,
-:mod:`broker.client.message_stream`): every ``[group] auto_commit_interval_ms``, when a partition moves
-(the group first waits ``release_timeout_ms`` for the partition's sends in flight; what is still not
+:mod:`broker.client.consumer.message_stream`): every ``[group] auto_commit_interval_ms``, when a partition
+moves (the group first waits ``release_timeout_ms`` for the partition's sends in flight; what is still not
 acknowledged then is not committed), and on close. So a killed mirror loses nothing: the partition's next
 owner starts at the last committed offset and copies again what was copied since (duplicates on the
 target, at most one commit interval plus the in-flight window per stream). A send that fails after the
@@ -54,7 +54,7 @@ producer, and ``streams`` up to the partition count, for more.
 each record's timestamp, once per source offset (journaled under ``[audit] state_dir``, so exact across a
 ``kill -9``: :mod:`mirror.mirror_audit` says what it cannot count), and published to ``audit_topic`` on
 the target as tier ``mirror``, which the audit emitter creates on the target if it is missing (``[audit]
-topic_partitions``: ``producer_config.audit_topic_partitions``; :mod:`broker.client.internal_topic`).
+topic_partitions``: ``producer_config.audit_topic_partitions``; :mod:`broker.client.producer.internal_topic`).
 
 Thread safety: :meth:`start` and :meth:`close` from one controlling thread; the properties from any.
 """
@@ -72,12 +72,12 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
-from broker.client.consumer_config import ConsumerConfig
-from broker.client.group_config import GroupConfig
-from broker.client.group_consumer import GroupConsumer
-from broker.client.message_stream import MessageStream
-from broker.client.producer import Producer
-from broker.client.producer_config import ProducerConfig
+from broker.client.consumer.consumer_config import ConsumerConfig
+from broker.client.consumer.message_stream import MessageStream
+from broker.client.groups.group_config import GroupConfig
+from broker.client.groups.group_consumer import GroupConsumer
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_config import ProducerConfig
 from broker.cluster.errors import ClusterError, TopicExistsError, ZooKeeperError
 from broker.cluster.topic_admin import TopicAdmin
 from mirror.mirror_audit import MirrorAuditEmitter

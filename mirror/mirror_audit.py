@@ -50,10 +50,10 @@ from collections.abc import Sequence
 from audit.audit_counter import AuditCounter
 from audit.audit_emitter import AuditEmitter, open_journal
 from audit.audit_journal import AuditJournal
-from broker.client.consumer_record import ConsumerRecord
-from broker.client.fetched_batch import FetchedBatch
-from broker.client.producer import Producer
-from broker.client.producer_config import ProducerConfig
+from broker.client.consumer.consumer_record import ConsumerRecord
+from broker.client.consumer.fetched_batch import FetchedBatch
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_config import ProducerConfig
 from broker.clock import Clock, system_clock_ms
 
 

@@ -45,11 +45,11 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from broker.client.consumer.fetched_batch import FetchedBatch
+from broker.client.consumer.message_stream import MessageStream
 from broker.client.errors import ClientError, GroupClosedError, GroupError, RecordTooLargeError
-from broker.client.fetched_batch import FetchedBatch
-from broker.client.message_stream import MessageStream
-from broker.client.producer import Producer
-from broker.client.producer_batch import RecordMetadata
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_batch import RecordMetadata
 from broker.record.batch_header import HEADER_SIZE
 from broker.record.compression import CompressionType
 from broker.record.record_batch_builder import RecordBatchBuilder

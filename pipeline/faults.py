@@ -10,6 +10,10 @@ environment, which reaches ``spark-submit`` runs too) to a list of specs:
     ``manifest_tmp`` (the manifest's temporary file is written), ``manifest`` (the manifest is renamed into
     place: the run is committed), ``move:<i>`` (the i-th staged file, 1-based, is moved to its final name),
     ``staging_cleanup`` (the run's staging folder is deleted), ``pointer`` (CURRENT names the manifest).
+    ``completeness`` (:data:`AFTER_COMMIT_STEPS`: after the run is recorded and its audit counts are
+    published, before any hour is decided or marked: :mod:`pipeline.completeness_publisher`) is a step
+    too; ``commit:<step>:kill`` SIGKILLs the driver there instead of raising (``kill -9`` between the
+    commit and the markers).
     A step also fires when recovery repeats it (rolling a manifest forward), so a rerun with the same spec
     fails the same way: tests rerun without it.
 ``task:<id>`` or ``task:<id>:kill``
@@ -33,7 +37,11 @@ from dataclasses import dataclass
 from pipeline.load_errors import InjectedFault, LoadError
 
 COMMIT_STEPS = ("plan", "staged", "manifest_tmp", "manifest", "move:<i>", "staging_cleanup", "pointer")
-_COMMIT = re.compile(r"commit:(plan|staged|manifest_tmp|manifest|move:[1-9][0-9]*|staging_cleanup|pointer)")
+#: steps after the run is recorded as committed (its outcome stands when one fails)
+AFTER_COMMIT_STEPS = ("completeness",)
+_COMMIT = re.compile(
+    r"commit:(plan|staged|manifest_tmp|manifest|move:[1-9][0-9]*|staging_cleanup|pointer|completeness)(:kill)?"
+)
 _TASK = re.compile(r"task:([0-9]+)(?::(kill|raise))?")
 
 
@@ -44,27 +52,33 @@ class Faults:
     commit_steps: frozenset[str] = frozenset()
     #: task id -> "kill" or "raise"
     tasks: tuple[tuple[int, str], ...] = ()
+    #: steps after which the driver SIGKILLs itself instead of raising
+    kill_steps: frozenset[str] = frozenset()
 
     @classmethod
     def parse(cls, specs: Iterable[str]) -> Faults:
         steps: set[str] = set()
+        kills: set[str] = set()
         tasks: dict[int, str] = {}
         for spec in specs:
             commit = _COMMIT.fullmatch(spec)
             task = _TASK.fullmatch(spec)
             if commit:
-                steps.add(commit.group(1))
+                (kills if commit.group(2) else steps).add(commit.group(1))
             elif task:
                 tasks[int(task.group(1))] = task.group(2) or "kill"
             else:
                 raise LoadError(
                     f"[load] fault_injection: unknown spec {spec!r}; expected 'commit:<step>' with a step of "
-                    f"{', '.join(COMMIT_STEPS)}, or 'task:<id>[:kill|:raise]'"
+                    f"{', '.join(COMMIT_STEPS + AFTER_COMMIT_STEPS)} (':kill' after one SIGKILLs the driver "
+                    "there), or 'task:<id>[:kill|:raise]'"
                 )
-        return cls(frozenset(steps), tuple(sorted(tasks.items())))
+        return cls(frozenset(steps), tuple(sorted(tasks.items())), frozenset(kills))
 
     def after(self, step: str) -> None:
         """Raise :class:`InjectedFault` if a failure is injected right after ``step``."""
+        if step in self.kill_steps:
+            os.kill(os.getpid(), signal.SIGKILL)
         if step in self.commit_steps:
             raise InjectedFault(f"fault injected after commit step {step!r} ([load] fault_injection)")
 

@@ -1,14 +1,17 @@
 """Consumer lag as Prometheus metrics (``lumber groups lag --watch --metrics-port N``).
 
-A collector over the latest :class:`~broker.client.lag_evaluation.LagWindow` evaluation of each watched
+A collector over the latest :class:`~broker.client.groups.lag_evaluation.LagWindow` evaluation of each watched
 group, with kafka_exporter's metric names so that its dashboards map over, plus Burrow's statuses:
 
 ========================================================= ===================================================
 ``kafka_consumergroup_lag{consumergroup,kind,topic,partition}``            log end offset - committed offset
+                                                                             (no commit: - its reset position)
 ``kafka_consumergroup_current_offset{consumergroup,kind,topic,partition}`` the committed offset
 ``kafka_topic_partition_current_offset{topic,partition}``                  the log end offset
 ``lumber_consumergroup_partition_status{consumergroup,kind,topic,partition}`` 0 OK, 1 WARNING, 2 STALLED,
                                                                              3 STOPPED
+``kafka_consumergroup_lag_sum{consumergroup,kind,topic}``                  the lag of the group's partitions
+                                                                             of the topic, summed
 ``lumber_consumergroup_status{consumergroup,kind}``                         the worst partition status
 ========================================================= ===================================================
 
@@ -30,7 +33,7 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from broker.client.lag_evaluation import LagSample, PartitionLag, group_status
+from broker.client.groups.lag_evaluation import LagSample, PartitionLag, group_status
 from broker.record.topic_partition import TopicPartition
 
 Windows = Mapping[TopicPartition, Sequence[LagSample]]
@@ -99,16 +102,27 @@ class LagCollector(Collector):
             "The group's worst partition status: 0 OK, 1 WARNING, 2 STALLED, 3 STOPPED",
             labels=["consumergroup", "kind"],
         )
+        lag_sum = GaugeMetricFamily(
+            "kafka_consumergroup_lag_sum",
+            "The lag of the group's partitions of the topic, summed",
+            labels=["consumergroup", "kind", "topic"],
+        )
         seen_ends: set[tuple[str, str]] = set()
         for (group, kind), (partitions, _) in sorted(groups.items()):
             for p in partitions:
                 values = [group, kind, p.partition.topic, str(p.partition.partition)]
-                lag.add_metric(values, p.lag)
-                current.add_metric(values, p.latest.committed_offset)
+                lag.add_metric(values, p.lag)  # a partition without a commit: from its reset position
+                if not p.no_commit:
+                    current.add_metric(values, p.latest.committed_offset)
                 status.add_metric(values, int(p.status))
                 key = (p.partition.topic, str(p.partition.partition))
                 if key not in seen_ends:
                     seen_ends.add(key)
                     ends.add_metric(list(key), p.latest.log_end_offset)
             overall.add_metric([group, kind], int(group_status(partitions)))
-        yield from (lag, current, ends, status, overall)
+            sums: dict[str, int] = {}
+            for p in partitions:
+                sums[p.partition.topic] = sums.get(p.partition.topic, 0) + p.lag
+            for topic, total in sorted(sums.items()):
+                lag_sum.add_metric([group, kind, topic], total)
+        yield from (lag, current, ends, lag_sum, status, overall)

@@ -27,7 +27,7 @@ Per manifest count (``window_ms`` of the manifest):
 
 It publishes through the audit's :class:`~audit.audit_publisher.AuditPublisher`, which first makes sure the
 audit topic exists, creating it with ``[audit] topic_partitions`` partitions if it does not
-(:func:`~broker.client.internal_topic.ensure_topic`, as the producers' audit does): brokers create no
+(:func:`~broker.client.producer.internal_topic.ensure_topic`, as the producers' audit does): brokers create no
 topic on demand by default, and a send to a missing topic would wait ``max_block_ms`` for nothing. A
 cluster that refuses to create it fails the publishing at once, with the command that creates it.
 

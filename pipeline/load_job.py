@@ -19,7 +19,10 @@ or configures one). In order:
 7. publish the audit counts of every committed manifest not published yet to the audit topic
    (:func:`~pipeline.load_audit_publisher.publish_load_counts`: this run's, and those of a crashed run that
    recovery rolled forward); a failure there is reported and left to the next run;
-8. with ``[load] metrics_textfile``, write the run's figures (records, rows, quarantined, lost, bytes, lag
+8. decide the completeness of the hours and publish their markers and events
+   (:func:`~pipeline.completeness_publisher.publish_completeness`: after step 7, so that the audit it reads
+   holds this run's counts; a failure there is reported and left to the next run);
+9. with ``[load] metrics_textfile``, write the run's figures (records, rows, quarantined, lost, bytes, lag
    left behind, seconds per phase: :mod:`pipeline.load_metrics`) for node_exporter's textfile collector,
    whatever the outcome; the run's record keeps them too (``extra.figures``).
 
@@ -44,6 +47,7 @@ from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
 from pipeline.commit import CommitProtocol, RecoveryReport
+from pipeline.completeness_publisher import publish_completeness
 from pipeline.faults import Faults
 from pipeline.fs import open_filesystem
 from pipeline.job_lock import JobLock, contender_identifier
@@ -196,8 +200,13 @@ def run_load(
                 _write_figures(load, figures)
                 raise
             publish_load_counts(protocol, config, progress)
-            _write_figures(load, outcome.figures)
-            return dataclasses.replace(outcome, recovery=recovery)
+            completeness = publish_completeness(protocol, config, progress, now_ms=clock_ms(), faults=faults)
+            ran = outcome.figures
+            if ran is not None and completeness.overdue:
+                ran = dataclasses.replace(ran, overdue_hours=len(completeness.overdue))
+                progress(f"completeness: overdue hours: {', '.join(completeness.overdue[:10])}")
+            _write_figures(load, ran)
+            return dataclasses.replace(outcome, recovery=recovery, figures=ran)
     finally:
         zk.stop()
         zk.close()
@@ -349,7 +358,7 @@ def _figures(
 
 
 def _write_figures(load: LoadConfig, figures: LoadFigures | None) -> None:
-    """Step 8: the figures to ``[load] metrics_textfile``, if set (a failure to write is logged: the run's
+    """Step 9: the figures to ``[load] metrics_textfile``, if set (a failure to write is logged: the run's
     outcome stands)."""
     if not load.metrics_textfile or figures is None:
         return

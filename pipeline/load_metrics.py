@@ -19,6 +19,8 @@ for a committed run and is written before the commit phase it would have to time
 ``lumber_load_last_run_bytes{load_job}``                bytes of the Parquet files committed
 ``lumber_load_last_run_lag_records{load_job}``          records left in the logs (held by the cap, cutoff)
 ``lumber_load_last_run_phase_seconds{load_job,phase}``  seconds per phase: recover, plan, stage, commit
+``lumber_load_completeness_overdue_hours{load_job}``    hours not complete ``[completeness] alert_after_ms``
+                                                        after their end (:mod:`pipeline.completeness`)
 ======================================================= =====================================================
 
 The job's label is ``load_job``, not ``job``: Prometheus gives every series its scrape job's ``job`` label
@@ -53,6 +55,8 @@ class LoadFigures:
     bytes: int = 0
     lag: int = 0
     seconds: Mapping[str, float] = field(default_factory=dict)
+    #: found by the completeness pass after the run's record is written: in the textfile only
+    overdue_hours: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The figures in the run record (``extra.figures``)."""
@@ -95,6 +99,11 @@ def write_textfile(path: str, figures: LoadFigures) -> None:
     gauge("lumber_load_last_run_lost_records", "Records lost to retention before loading", figures.lost)
     gauge("lumber_load_last_run_bytes", "Bytes of the Parquet files the last run committed", figures.bytes)
     gauge("lumber_load_last_run_lag_records", "Records the last run left in the logs", figures.lag)
+    gauge(
+        "lumber_load_completeness_overdue_hours",
+        "Hours not complete [completeness] alert_after_ms after their end",
+        figures.overdue_hours,
+    )
     seconds = Gauge(
         "lumber_load_last_run_phase_seconds",
         "Seconds of each phase of the last run",

@@ -18,12 +18,12 @@ from typing import Any, ClassVar
 
 from pydantic import SerializerFunctionWrapHandler, field_serializer, model_validator
 
-from broker.client.broker_pool import BrokerPool
-from broker.client.cluster_metadata import metadata_source
-from broker.client.cluster_snapshot import ClusterSnapshot
-from broker.client.consumer import Consumer
-from broker.client.consumer_config import ConsumerConfig
+from broker.client.consumer.consumer import Consumer
+from broker.client.consumer.consumer_config import ConsumerConfig
 from broker.client.errors import ClientError
+from broker.client.metadata.broker_pool import BrokerPool
+from broker.client.metadata.cluster_metadata import metadata_source
+from broker.client.metadata.cluster_snapshot import ClusterSnapshot
 from broker.record.topic_partition import TopicPartition
 from pipeline import avro_arrow
 from pipeline.json_value import JsonValue, Offsets

@@ -3,10 +3,11 @@
 ``lumber.toml`` is composed by the app (:class:`lumber.config.LumberConfig`), which sits above this library
 (issue 18: ``pipeline`` never imports ``lumber``). The load declares what it reads as protocols instead:
 :class:`LoadSections` names the sections (``[load]``, ``[zookeeper]``, ``[consumer]``, ``[producer]``,
-``[registry]``, ``[audit]``) and their types, and anything with those attributes is accepted: the app's
-whole config, or a test's hand-built object. The sections that belong to this package or below are their
-own classes (:class:`~pipeline.load_config.LoadConfig`, :class:`~audit.audit_config.AuditConfig`, the
-clients' configs); ``[zookeeper]`` and ``[registry]`` are read through the keys the load uses.
+``[registry]``, ``[audit]``, ``[completeness]``) and their types, and anything with those attributes is
+accepted: the app's whole config, or a test's hand-built object. The sections that belong to this package or
+below are their own classes (:class:`~pipeline.load_config.LoadConfig`,
+:class:`~audit.audit_config.AuditConfig`, the clients' configs); ``[zookeeper]`` and ``[registry]`` are read
+through the keys the load uses.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from __future__ import annotations
 from typing import Protocol
 
 from audit.audit_config import AuditConfig
-from broker.client.consumer_config import ConsumerConfig
-from broker.client.producer_config import ProducerConfig
+from broker.client.consumer.consumer_config import ConsumerConfig
+from broker.client.producer.producer_config import ProducerConfig
+from pipeline.completeness_config import CompletenessConfig
 from pipeline.load_config import LoadConfig
 from schemas.client import RegistryClientSettings
 
@@ -46,3 +48,5 @@ class LoadSections(Protocol):
     def registry(self) -> RegistryClientSettings: ...
     @property
     def audit(self) -> AuditConfig: ...
+    @property
+    def completeness(self) -> CompletenessConfig: ...

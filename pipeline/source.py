@@ -6,10 +6,10 @@ planned: the latest schema of the value subject ``<topic>-value``) and the event
 :class:`SourceSettings` (registry URL, how to find the brokers, consumer settings) travel in the task's
 closure. Inside the task (:mod:`pipeline.task_output` drives it and writes the batches):
 
-1. :func:`fetch_range` opens its own connections: a :class:`~broker.client.consumer.Consumer` of that one
-   partition (it finds the leader through ZooKeeper or bootstrap servers, and checks every batch's CRC-32C
-   on receipt), seeks to ``from_offset`` and polls until ``until_offset``, dropping what lies beyond; each
-   batch's records become columns (:mod:`pipeline.record_columns`: offset, timestamp, key, value,
+1. :func:`fetch_range` opens its own connections: a :class:`~broker.client.consumer.consumer.Consumer`
+   of that one partition (it finds the leader through ZooKeeper or bootstrap servers, and checks every batch's
+   CRC-32C on receipt), seeks to ``from_offset`` and polls until ``until_offset``, dropping what lies beyond;
+   each batch's records become columns (:mod:`pipeline.record_columns`: offset, timestamp, key, value,
    ``host`` header);
 2. checks that the offsets are exactly ``from_offset, from_offset + 1, ..., until_offset - 1`` (Lumber's
    offsets are consecutive): a gap, a repeat, or no progress within ``request_timeout_ms`` fails the task;
@@ -49,8 +49,8 @@ import pyarrow as pa
 from fastavro import parse_schema, schemaless_reader
 from fastavro.read import SchemaResolutionError
 
-from broker.client.consumer import Consumer
-from broker.client.consumer_config import ConsumerConfig
+from broker.client.consumer.consumer import Consumer
+from broker.client.consumer.consumer_config import ConsumerConfig
 from broker.record.topic_partition import TopicPartition
 from pipeline import avro_arrow
 from pipeline.faults import Faults

@@ -51,13 +51,13 @@ def package_of(module: str) -> str:
     return parts[0]
 
 
-def import_graph() -> dict[str, dict[str, set[str]]]:
-    """package -> imported package -> the modules that import it."""
-    graph: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+def module_imports() -> dict[str, set[str]]:
+    """Every module of the tree -> the modules (of the tree) it imports."""
+    imports: dict[str, set[str]] = {}
     for top in TOP_LEVEL:
         for path in sorted((ROOT / top).rglob("*.py")):
             module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
-            source = package_of(module)
+            imports[module] = set()
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
                 if isinstance(node, ast.Import):
                     names = [alias.name for alias in node.names]
@@ -65,9 +65,18 @@ def import_graph() -> dict[str, dict[str, set[str]]]:
                     names = [node.module]
                 else:
                     continue
-                for name in names:
-                    if name.split(".")[0] in TOP_LEVEL and package_of(name) != source:
-                        graph[source][package_of(name)].add(module)
+                imports[module].update(name for name in names if name.split(".")[0] in TOP_LEVEL)
+    return imports
+
+
+def import_graph() -> dict[str, dict[str, set[str]]]:
+    """package -> imported package -> the modules that import it."""
+    graph: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for module, names in module_imports().items():
+        source = package_of(module)
+        for name in names:
+            if package_of(name) != source:
+                graph[source][package_of(name)].add(module)
     return graph
 
 
@@ -117,3 +126,74 @@ def test_the_graph_is_read() -> None:
     assert "pipeline" in graph["lumber"]
     assert "broker.log" in graph["broker.server"]
     assert "schemas" in graph["schemas.registry"]
+
+
+# Inside the clients (issue 34): one folder per concern, from the connection up to the groups. A client module
+# imports a folder of a lower rank or its own, never one of its own rank (the producer and the consumer know
+# nothing of each other). The package's ``__init__`` re-exports the API from above and is left out.
+CLIENT_FOLDERS: dict[str, int] = {
+    "broker.client": 0,  # errors, settings
+    "broker.client.network": 1,
+    "broker.client.metadata": 2,
+    "broker.client.producer": 3,
+    "broker.client.consumer": 3,
+    "broker.client.groups": 4,  # with its two kinds, groups.zookeeper and groups.kafka
+}
+
+
+def client_folder_of(module: str) -> str:
+    """The folder a client module is ranked by (a kind of group counts as the groups)."""
+    parts = module.split(".")
+    if len(parts) > 3 and (ROOT / "broker" / "client" / parts[2]).is_dir():
+        return ".".join(parts[:3])
+    return "broker.client"
+
+
+def client_imports() -> list[tuple[str, str]]:
+    """(importer, imported) for every import between two client modules, ``__init__`` left out."""
+    return [
+        (module, name)
+        for module, names in module_imports().items()
+        if module.startswith("broker.client.") and not module.endswith("__init__")
+        for name in names
+        if name.startswith("broker.client.")
+    ]
+
+
+def test_every_client_folder_has_a_rank() -> None:
+    folders = {".".join(("broker", "client", path.name)) for path in (ROOT / "broker" / "client").iterdir()}
+    folders = {folder for folder in folders if (ROOT / folder.replace(".", "/") / "__init__.py").exists()}
+    assert folders | {"broker.client"} == set(CLIENT_FOLDERS), "place these client folders in CLIENT_FOLDERS"
+
+
+def test_client_imports_point_down_the_folders() -> None:
+    wrong = [
+        f"{module} imports {name}"
+        for module, name in client_imports()
+        if client_folder_of(module) != client_folder_of(name)
+        and CLIENT_FOLDERS[client_folder_of(name)] >= CLIENT_FOLDERS[client_folder_of(module)]
+    ]
+    assert wrong == []
+
+
+def test_the_two_kinds_of_group_know_nothing_of_each_other() -> None:
+    """The paper's groups and the group protocol sit side by side on the shared group code; only the API
+    above both (``group_consumer``) imports both."""
+    kinds = ("broker.client.groups.zookeeper", "broker.client.groups.kafka")
+    wrong = [
+        f"{module} imports {name}"
+        for module, name in client_imports()
+        for kind, other in (kinds, kinds[::-1])
+        if module.startswith(kind + ".")
+        and (name.startswith(other) or name == "broker.client.groups.group_consumer")
+    ]
+    assert wrong == []
+
+
+def test_the_client_graph_is_read() -> None:
+    pairs = set(client_imports())
+    assert ("broker.client.metadata.broker_pool", "broker.client.network.connection") in pairs
+    assert (
+        "broker.client.groups.group_consumer",
+        "broker.client.groups.kafka.kafka_group_membership",
+    ) in pairs

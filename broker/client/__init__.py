@@ -4,37 +4,35 @@ Both speak the Kafka wire protocol (:mod:`broker.protocol`) to Lumber brokers, o
 API versions overlap theirs, and learn the cluster from ZooKeeper (the paper's registry) or from bootstrap
 servers.
 
-Layout:
+Layout, one folder per concern (as kafka-python's ``producer/``, ``consumer/``, ``coordinator/``), from the
+bottom up; an import points down this list, never up or across (``tests/test_layering.py``):
 
-* :mod:`.producer` (:class:`Producer`, the API), :mod:`.record_accumulator` (the batches),
-  :mod:`.sender` (the sender thread), :mod:`.producer_batch` (the per-partition batch, futures),
-  :mod:`.delivery_listener` (what a producer tells of its finished batches: the audit's hook),
-  :mod:`.producer_config` (``[producer]``), :mod:`.partitioner` (murmur2 and the sticky partitioner);
-* :mod:`.consumer` (:class:`Consumer`), :mod:`.fetcher` (background fetching and prefetch),
-  :mod:`.fetched_batch` (batches and the record decoders), :mod:`.consumer_record`,
-  :mod:`.consumer_config` (``[consumer]``);
-* :mod:`.connection` (one pipelined broker connection), :mod:`.broker_pool` (a client's connections),
-  :mod:`.cluster_metadata`, :mod:`.cluster_snapshot`, :mod:`.bootstrap_metadata_source`,
-  :mod:`.zookeeper_metadata_source` (learning the cluster), :mod:`.internal_topic` (the audit topic,
-  created by its publishers when missing);
-* consumer groups: :mod:`.group_consumer` (:class:`~broker.client.group_consumer.GroupConsumer`, the API
-  of both kinds), :mod:`.group_config` (``[group]``); the paper's ZooKeeper groups in
-  :mod:`.group_membership` and its recipes, :mod:`.group_admin`; Kafka's group protocol in
-  :mod:`.kafka_group_membership`, :mod:`.consumer_protocol` (the subscription and assignment bytes),
-  :mod:`.group_coordinator_lookup` (FindCoordinator), :mod:`.kafka_group_admin`;
-* :mod:`.console` (what ``lumber produce`` and ``lumber consume`` do), :mod:`.errors`.
+* :mod:`.network`: one pipelined connection to a broker;
+* :mod:`.metadata`: what the client knows of the cluster (snapshots, kept fresh from ZooKeeper or bootstrap
+  servers) and its connections (the broker pool);
+* :mod:`.producer`: :class:`Producer` (the API), its accumulator, batches, sender thread, partitioner and
+  delivery listener (the audit's hook), the internal topics its publishers create, ``[producer]``;
+* :mod:`.consumer`: :class:`Consumer` (the API), its fetcher thread, fetched batches (the record decoders),
+  a group member's message streams, ``[consumer]``;
+* :mod:`.groups`: consumer groups, the API of both kinds (``GroupConsumer``), ``[group]``, the assignors and
+  the lag evaluation; the paper's ZooKeeper groups in :mod:`.groups.zookeeper` and Kafka's group protocol in
+  :mod:`.groups.kafka`, each with its ``lumber groups`` admin;
+* here: :mod:`.errors` (the client's exceptions) and :mod:`.settings` (checks shared by the config
+  sections).
+
+What ``lumber produce`` and ``lumber consume`` do with these is :mod:`lumber.cli.console_tools`.
 
 The package imports the record format, the protocol and the cluster's ZooKeeper layout, never the audit
 (:mod:`audit`), the schema registry (:mod:`schemas`) or the apps.
 """
 
-from broker.client.consumer import Consumer
-from broker.client.consumer_config import ConsumerConfig
-from broker.client.consumer_record import ConsumerRecord
-from broker.client.fetched_batch import FetchedBatch, PartitionValues
-from broker.client.producer import Producer
-from broker.client.producer_batch import BulkDelivery, DeliveryRange, RecordFuture, RecordMetadata
-from broker.client.producer_config import ProducerConfig
+from broker.client.consumer.consumer import Consumer
+from broker.client.consumer.consumer_config import ConsumerConfig
+from broker.client.consumer.consumer_record import ConsumerRecord
+from broker.client.consumer.fetched_batch import FetchedBatch, PartitionValues
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_batch import BulkDelivery, DeliveryRange, RecordFuture, RecordMetadata
+from broker.client.producer.producer_config import ProducerConfig
 from broker.record.topic_partition import TopicPartition
 
 __all__ = [

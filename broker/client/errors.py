@@ -18,7 +18,8 @@
         │   ├── BufferExhaustedError   send() waited max_block_ms for buffer space
         │   ├── RecordTooLargeError    one record is larger than max_request_size or buffer_memory
         │   ├── ProducerClosedError    send() after close()
-        │   └── DeliveryTimeoutError   a batch not delivered within delivery_timeout_ms (names the last cause)
+        │   ├── DeliveryTimeoutError   a batch not delivered within delivery_timeout_ms (names the last cause)
+        │   └── IllegalBatchStateError a batch asked for a change its state does not allow (a second outcome)
         └── ConsumerError
             ├── NoOffsetError          no position for a partition and auto_offset_reset is 'none'
             ├── OffsetOutOfRangeError  the position is outside the log and auto_offset_reset is 'none'
@@ -169,8 +170,9 @@ class UnknownTopicError(ClientError):
 
 
 class TopicCreationError(ClientError):
-    """A topic the client creates itself when missing (:mod:`broker.client.internal_topic`) could not be
-    created: the cluster refused, or had no live broker to ask. Names the topic and how to create it by hand.
+    """A topic the client creates itself when missing (:mod:`broker.client.producer.internal_topic`) could not
+    be created: the cluster refused, or had no live broker to ask. Names the topic and how to create it by
+    hand.
     """
 
     def __init__(self, topic: str, reason: str, remedy: str) -> None:
@@ -199,7 +201,7 @@ class BufferExhaustedError(ProducerError):
     """``send()`` waited ``max_block_ms`` for room in the ``buffer_memory`` bytes of unsent records.
 
     Raised by ``send_many()`` part-way, ``delivery`` is the
-    :class:`~broker.client.producer_batch.BulkDelivery` of the records it accepted before.
+    :class:`~broker.client.producer.producer_batch.BulkDelivery` of the records it accepted before.
     """
 
     delivery: object = None
@@ -221,6 +223,13 @@ class DeliveryTimeoutError(ProducerError):
     def __init__(self, message: str, cause: BaseException | None = None) -> None:
         self.cause = cause
         super().__init__(message)
+
+
+class IllegalBatchStateError(ProducerError):
+    """A producer batch asked for a change its state does not allow, such as a second outcome (Kafka's
+    ``IllegalStateException`` from ``ProducerBatch.done``): a bug in the producer, never the broker's."""
+
+    retriable = False
 
 
 class ConsumerError(ClientError):
@@ -270,7 +279,7 @@ class ConsumerClosedError(ConsumerError):
 
 
 class GroupError(ConsumerError):
-    """Root of the consumer group's errors (see :mod:`broker.client.group_consumer`)."""
+    """Root of the consumer group's errors (see :mod:`broker.client.groups.group_consumer`)."""
 
 
 class CommitFailedError(GroupError):

@@ -12,6 +12,8 @@ class BrokerInfo:
     broker_id: int
     host: str
     port: int
+    #: Kafka's ``broker.rack``, from the broker's node (None: it declares none).
+    rack: str | None = None
 
     @property
     def address(self) -> str:

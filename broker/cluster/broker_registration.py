@@ -60,6 +60,7 @@ class BrokerRegistration:
         host: str,
         port: int,
         *,
+        rack: str | None = None,
         clock_ms: Callable[[], int] = _now_ms,
     ) -> None:
         if isinstance(broker_id, bool) or not isinstance(broker_id, int) or broker_id < 0:
@@ -73,6 +74,7 @@ class BrokerRegistration:
         self.host = host
         self.port = port
         self.path = zk_paths.broker_path(broker_id)
+        self.rack = rack or None
         self._clock_ms = clock_ms
         self._lock = threading.Lock()
         self._stopped = threading.Event()
@@ -127,7 +129,7 @@ class BrokerRegistration:
 
     def _create(self) -> None:
         """Create the node (or find our own); raises BrokerIdTakenError or ZooKeeperError."""
-        data = zk_paths.encode_broker(self.host, self.port, self._clock_ms())
+        data = zk_paths.encode_broker(self.host, self.port, self._clock_ms(), self.rack)
 
         def create_once() -> None:
             try:

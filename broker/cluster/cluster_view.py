@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from broker.cluster.broker_info import BrokerInfo
+from broker.cluster.partition_reassignment import PartitionReassignment
 from broker.cluster.partition_state import PartitionState
 from broker.record.topic_partition import TopicPartition
 
@@ -37,6 +38,11 @@ class ClusterView:
     topic_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     controller_id: int = NO_BROKER
     shutting_down: frozenset[int] = frozenset()
+    #: The partitions moving (:mod:`broker.cluster.partition_reassignment`); the others are absent.
+    reassignments: Mapping[TopicPartition, PartitionReassignment] = field(default_factory=dict)
+    #: Each topic node's znode version (the controller's reassignment writes are conditional on it). Not
+    #: compared: a node rewritten with the same data is the same view.
+    topic_versions: Mapping[str, int] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         brokers = MappingProxyType({b: self.brokers[b] for b in sorted(self.brokers)})
@@ -55,6 +61,9 @@ class ClusterView:
         object.__setattr__(self, "states", states)
         object.__setattr__(self, "topic_configs", configs)
         object.__setattr__(self, "shutting_down", frozenset(self.shutting_down))
+        moving = MappingProxyType({tp: self.reassignments[tp] for tp in sorted(self.reassignments)})
+        object.__setattr__(self, "reassignments", moving)
+        object.__setattr__(self, "topic_versions", MappingProxyType(dict(self.topic_versions)))
 
     def state(self, tp: TopicPartition) -> PartitionState | None:
         """The partition's state as read from ZooKeeper; None if it has none (or is unknown)."""
@@ -84,10 +93,19 @@ class ClusterView:
         """The partition's assigned replicas; ``()`` if it is unknown."""
         return tuple(self.topics.get(tp.topic, _EMPTY).get(tp.partition, ()))  # type: ignore[arg-type]
 
+    def reassignment(self, tp: TopicPartition) -> PartitionReassignment:
+        """The partition's RS, AR and RR (AR and RR empty when it is not moving)."""
+        return self.reassignments.get(tp) or PartitionReassignment(self.replicas(tp))
+
     def under_replicated(self, tp: TopicPartition) -> bool:
-        """True if the partition has a state whose ISR is smaller than its replicas."""
+        """True if the partition has a state whose ISR is smaller than its replicas; while it moves, the
+        replicas being added do not count (Kafka's replication factor of an ongoing reassignment)."""
         state = self.states.get(tp)
-        return state is not None and len(state.isr) < len(self.replicas(tp))
+        if state is None:
+            return False
+        moving = self.reassignments.get(tp)
+        adding = len(moving.adding) if moving is not None else 0
+        return len(state.isr) < len(self.replicas(tp)) - adding
 
     def topic_config(self, topic: str) -> Mapping[str, str]:
         """The topic's config overrides (empty when it has none)."""

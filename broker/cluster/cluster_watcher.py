@@ -47,6 +47,7 @@ from kazoo.protocol.states import EventType
 from broker.cluster import zk_paths, zk_reads
 from broker.cluster.cluster_view import EMPTY_VIEW, ClusterView
 from broker.cluster.errors import ClusterError, zookeeper_error
+from broker.cluster.partition_reassignment import PartitionReassignment
 from broker.record.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -226,15 +227,26 @@ class ClusterWatcher:
             to_read = set(dirty.topics)
         states = {tp: s for tp, s in current.states.items() if tp.topic in topics}
         configs = {name: c for name, c in current.topic_configs.items() if name in topics}
+        moving = {tp: r for tp, r in current.reassignments.items() if tp.topic in topics}
+        versions = {name: v for name, v in current.topic_versions.items() if name in topics}
         for name, found in zk_reads.read_assignments(client, sorted(to_read), watch).items():
             if isinstance(found, zk_paths.ZkDataError):
                 kept = "keeping its last assignment" if name in topics else "leaving it out"
                 logger.error("cluster: topic %r: %s; %s", name, found, kept)
                 continue
+            for tp in [tp for tp in moving if tp.topic == name]:
+                del moving[tp]
             if found is None:
                 topics.pop(name, None)
+                versions.pop(name, None)
             else:
-                topics[name] = found
+                topics[name] = found.assignment
+                versions[name] = found.zk_version
+                for p, (adding, removing) in found.moving.items():
+                    if p in found.assignment:
+                        moving[TopicPartition(name, p)] = PartitionReassignment(
+                            found.assignment[p], adding, removing
+                        )
         # the states of re-read topics, and those whose own watch fired
         state_tps = {TopicPartition(name, p) for name in to_read if name in topics for p in topics[name]}
         state_tps |= {tp for tp in dirty.states if tp.partition in topics.get(tp.topic, {})}
@@ -255,6 +267,9 @@ class ClusterWatcher:
             if found is None:
                 topics.pop(name, None)
                 configs.pop(name, None)
+                versions.pop(name, None)
+                for tp in [tp for tp in moving if tp.topic == name]:
+                    del moving[tp]
                 for tp in [tp for tp in states if tp.topic == name]:
                     del states[tp]
         config_names = sorted({n for n in to_read | dirty.configs if n in topics})
@@ -280,6 +295,8 @@ class ClusterWatcher:
             topic_configs=configs,
             controller_id=controller_id,
             shutting_down=shutting_down,
+            reassignments=moving,
+            topic_versions=versions,
         )
 
     # ----------------------------------------------------------------------------------- kazoo callbacks

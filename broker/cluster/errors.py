@@ -23,6 +23,13 @@ error the log raises, through :func:`broker.record.topic_name.validate_topic_nam
         ├── ControllerMovedError            (NOT_CONTROLLER 41): a controller write whose
         │                                    check(/controller_epoch, version) failed: another controller
         │                                    was elected since
+        │   └── NotControllerError          (NOT_CONTROLLER 41): a request only the controller answers
+        │                                    (AlterPartitionReassignments) reached another broker
+        ├── NoReassignmentInProgressError   (NO_REASSIGNMENT_IN_PROGRESS 85): a cancel of a partition
+        │                                    that is not moving
+        ├── ReassignmentInProgressError     (REASSIGNMENT_IN_PROGRESS 60): a plan moving a partition that
+        │                                    is moving already (``lumber cluster reassign`` without
+        │                                    ``--additional``, as Kafka's tool refuses it)
         └── ZooKeeperError                  (REQUEST_TIMED_OUT 7 if retriable, else UNKNOWN_SERVER_ERROR -1):
                                              a kazoo failure or unreadable data, naming the path
 """
@@ -75,9 +82,9 @@ class TopicExistsError(ClusterError):
 
 
 class UnknownTopicError(ClusterError):
-    def __init__(self, topic: str) -> None:
+    def __init__(self, topic: str, message: str | None = None) -> None:
         self.topic = topic
-        super().__init__(f"topic {topic!r} does not exist")
+        super().__init__(message or f"topic {topic!r} does not exist")
 
 
 class InvalidPartitionsError(ClusterError):
@@ -120,6 +127,25 @@ class ControllerMovedError(ClusterError):
             f"controller moved: /controller_epoch expected at znode version {expected_zk_version}, "
             f"found {found}"
         )
+
+
+class NotControllerError(ControllerMovedError):
+    """A request only the active controller answers reached a broker that is not it."""
+
+    def __init__(self, broker_id: int, controller_id: int) -> None:
+        ClusterError.__init__(
+            self,
+            f"broker {broker_id} is not the controller (the controller is broker {controller_id}); ask it",
+        )
+        self.expected_zk_version = -1
+
+
+class NoReassignmentInProgressError(ClusterError):
+    """A reassignment was cancelled for a partition that is not being reassigned (names the partition)."""
+
+
+class ReassignmentInProgressError(ClusterError):
+    """A new reassignment of a partition that is moving already (the message names it)."""
 
 
 class ZooKeeperError(ClusterError):

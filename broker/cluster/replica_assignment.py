@@ -29,10 +29,12 @@ def assign_replicas(
     broker_ids: Sequence[int],
     *,
     start_index: int = -1,
+    start_partition: int = 0,
     topic: str = "",
     rng: random.Random | None = None,
 ) -> dict[int, tuple[int, ...]]:
-    """Partition -> replicas for partitions ``0..partitions-1`` (see the module docstring).
+    """Partition -> replicas for partitions ``start_partition..start_partition+partitions-1`` (see the
+    module docstring; ``start_partition`` is Kafka's ``startPartitionId``, for partitions added to a topic).
 
     ``start_index >= 0`` fixes both Kafka's start index and replica shift; ``-1`` draws them from ``rng``
     (a fresh ``random.Random`` if None). ``topic`` only names the topic in errors.
@@ -54,7 +56,7 @@ def assign_replicas(
         first_index = draw.randrange(n)
         replica_shift = draw.randrange(n)
     assignment: dict[int, tuple[int, ...]] = {}
-    for partition in range(partitions):
+    for partition in range(start_partition, start_partition + partitions):
         if partition > 0 and partition % n == 0:
             replica_shift += 1
         first = (partition + first_index) % n

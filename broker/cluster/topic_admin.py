@@ -37,6 +37,7 @@ from typing import TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
+    BadVersionError,
     KazooException,
     NodeExistsError,
     NoNodeError,
@@ -45,7 +46,7 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import ForceRetryError, KazooRetry
 
-from broker.cluster import zk_paths, zk_reads
+from broker.cluster import replication_throttle, zk_paths, zk_reads
 from broker.cluster.broker_info import BrokerInfo
 from broker.cluster.errors import (
     InvalidPartitionsError,
@@ -57,6 +58,7 @@ from broker.cluster.errors import (
     ZooKeeperError,
     zookeeper_error,
 )
+from broker.cluster.partition_reassignment import PartitionReassignment
 from broker.cluster.partition_state import PartitionState
 from broker.cluster.replica_assignment import assign_replicas
 from broker.cluster.topic_config import check_topic_configs
@@ -98,7 +100,7 @@ class TopicAdmin:
         except (KazooException, KazooTimeoutError) as exc:
             raise zookeeper_error("read the brokers in", zk_paths.BROKER_IDS_PATH, exc) from exc
 
-    # ----------------------------------------------------------------------------------- create
+    # ------------------------------------------------------------------------ create, add partitions
 
     def create_topic(
         self,
@@ -237,6 +239,107 @@ class TopicAdmin:
                     "create", zk_paths.partition_state_path(topic, partition), error
                 ) from error
 
+    def add_partitions(
+        self,
+        topic: str,
+        partitions: int,
+        assignment: Sequence[Sequence[int]] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> dict[int, tuple[int, ...]]:
+        """Grow ``topic`` to ``partitions`` partitions (Kafka's ``AdminZkClient.addPartitions``); returns the
+        new partitions' replicas.
+
+        They get as many replicas as partition 0, placed over the live brokers by Kafka's rule from
+        partition 0's first replica on (``startPartitionId`` = the current count); their states are written
+        with the topic node in one multi, conditional on the node's version (a move in progress keeps its
+        ``adding_replicas``/``removing_replicas``), so a concurrent change is never lost: read again and
+        retried. Raises UnknownTopicError, InvalidPartitionsError (not an increase, or above
+        ``MAX_PARTITIONS``), InvalidReplicationFactorError (fewer live brokers than replicas) or
+        ZooKeeperError. ``assignment`` places the new partitions (one list of live brokers per partition
+        added, as many as partition 0's, no broker twice: InvalidReplicaAssignmentError); ``validate_only``
+        checks everything and writes nothing (CreatePartitions).
+        """
+        validate_topic_name(topic)
+        path = zk_paths.topic_path(topic)
+
+        def add_once() -> dict[int, tuple[int, ...]]:
+            try:
+                data, stat = self._client.get(path)
+            except NoNodeError:
+                raise UnknownTopicError(topic) from None
+            current = zk_paths.decode_assignment(path, data)
+            moving = zk_paths.decode_moving(path, data)
+            if not len(current) < partitions <= MAX_PARTITIONS:
+                raise InvalidPartitionsError(
+                    f"topic {topic!r} has {len(current)} partitions: {partitions} is not an increase "
+                    f"(at most {MAX_PARTITIONS})"
+                )
+            live = self.live_brokers()
+            brokers = sorted(live)
+            factor = len(current[0])
+            if assignment is not None:
+                if len(assignment) != partitions - len(current):
+                    raise InvalidReplicaAssignmentError(
+                        f"topic {topic!r}: {len(assignment)} assignments for the {partitions - len(current)} "
+                        "partitions added"
+                    )
+                added = {}
+                for index, given in enumerate(assignment):
+                    partition, replicas = len(current) + index, tuple(int(b) for b in given)
+                    where = f"topic {topic!r}: new partition {partition}'s replicas {list(replicas)}"
+                    if len(replicas) != factor or len(set(replicas)) != factor:
+                        raise InvalidReplicaAssignmentError(
+                            f"{where}: expected {factor} distinct brokers (as partition 0)"
+                        )
+                    dead = [b for b in replicas if b not in live]
+                    if dead:
+                        raise InvalidReplicaAssignmentError(
+                            f"{where}: broker {dead[0]} is not live (live brokers: {brokers or 'none'})"
+                        )
+                    added[partition] = replicas
+            else:
+                if len(brokers) < factor:
+                    raise InvalidReplicationFactorError(topic, factor, brokers)
+                first = current[0][0]
+                start = next((i for i, b in enumerate(brokers) if b >= first), 0)
+                added = assign_replicas(
+                    partitions - len(current),
+                    factor,
+                    brokers,
+                    start_index=start,
+                    start_partition=len(current),
+                    topic=topic,
+                )
+            if validate_only:
+                return added
+            epoch = read_controller_epoch(self._client)[0]
+            transaction = self._client.transaction()
+            transaction.set_data(path, zk_paths.encode_assignment({**current, **added}, moving), stat.version)
+            if self._client.exists(zk_paths.topic_partitions_path(topic)) is None:  # an older Lumber's topic
+                transaction.create(zk_paths.topic_partitions_path(topic), b"")
+            for partition, replicas in sorted(added.items()):
+                transaction.create(zk_paths.topic_partition_path(topic, partition), b"")
+                state = PartitionState(replicas[0], 0, replicas, epoch)
+                transaction.create(
+                    zk_paths.partition_state_path(topic, partition), zk_paths.encode_partition_state(state)
+                )
+            error = first_error(transaction.commit())
+            if isinstance(error, BadVersionError | NodeExistsError | NoNodeError):
+                raise ForceRetryError  # changed meanwhile (or leftovers of a lost reply): read again
+            if error is not None:
+                raise error
+            return added
+
+        try:
+            added = self._retry(add_once)
+        except zk_paths.ZkDataError as exc:
+            raise zookeeper_error("decode", path, exc) from exc
+        except (KazooException, KazooTimeoutError) as exc:
+            raise zookeeper_error("add partitions to", path, exc) from exc
+        logger.info("topic %r: added partitions %s", topic, _describe(added))
+        return added
+
     # ----------------------------------------------------------------------------------- delete
 
     def delete_topic(self, topic: str) -> None:
@@ -340,6 +443,35 @@ class TopicAdmin:
         except (KazooException, KazooTimeoutError) as exc:
             raise zookeeper_error("read the states of", zk_paths.topic_partitions_path(topic), exc) from exc
         return {tp.partition: state for tp, state in found.items() if state is not None}
+
+    def describe_moves(self, topic: str) -> dict[int, PartitionReassignment]:
+        """The topic's partitions moving now (RS, AR, RR; :mod:`broker.cluster.partition_reassignment`)."""
+        validate_topic_name(topic)
+        path = zk_paths.topic_path(topic)
+        try:
+            found = self._retry(lambda: zk_reads.read_assignments(self._client, [topic]))[topic]
+        except (KazooException, KazooTimeoutError) as exc:
+            raise zookeeper_error("read", path, exc) from exc
+        if found is None:
+            raise UnknownTopicError(topic)
+        if isinstance(found, zk_paths.ZkDataError):
+            raise zookeeper_error("decode", path, found)
+        return {
+            p: PartitionReassignment(found.assignment[p], adding, removing)
+            for p, (adding, removing) in found.moving.items()
+            if p in found.assignment
+        }
+
+    def throttled_partitions(self, topic: str) -> set[int]:
+        """The partitions of ``topic`` in a throttled-replicas list (every one for ``*``)."""
+        try:
+            data, _ = self._retry(lambda: self._client.get(replication_throttle.THROTTLED_REPLICAS_PATH))
+        except NoNodeError:
+            return set()
+        except (KazooException, KazooTimeoutError) as exc:
+            raise zookeeper_error("read", replication_throttle.THROTTLED_REPLICAS_PATH, exc) from exc
+        found = replication_throttle.throttled_partitions_of(data, topic)
+        return set(self.describe_topic(topic)) if found is None else found
 
     def topic_config(self, topic: str) -> dict[str, str]:
         """The topic's config overrides (``{}`` when it has none). UnknownTopicError if it does not exist."""
@@ -460,7 +592,7 @@ def _checked_assignment(
 def _unchrooted(client: KazooClient, path: str) -> str:
     """``path`` as the caller names it (kazoo's queued operations carry the chroot prefix)."""
     chroot: str = client.chroot or ""
-    return path[len(chroot) :] if chroot and path.startswith(chroot) else path
+    return path.removeprefix(chroot) if chroot else path
 
 
 def _describe(assignment: Mapping[int, Sequence[int]]) -> str:

@@ -4,8 +4,17 @@ All paths are relative to the chroot of ``[zookeeper] connect``::
 
     /brokers/ids/<id>                       ephemeral, one per live broker
         {"version": 1, "host": "127.0.0.1", "port": 9092, "timestamp_ms": 1700000000000}
+        ("rack": "r1" too when ``[broker] rack`` is set: Kafka's key, read by the reassignment planners)
     /brokers/topics/<topic>                 persistent, the topic's partition -> replicas assignment
         {"version": 1, "partitions": {"0": [1, 2, 3], "1": [2, 3, 1]}}     (Kafka's node and JSON)
+        While partitions move (KIP-455, :mod:`broker.cluster.partition_reassignment`), "partitions" holds
+        each one's full replica set RS and two more keys (Kafka's names) the replicas being added and
+        removed, only for the partitions moving:
+        {"adding_replicas": {"0": [4]}, "partitions": {"0": [4, 1, 2, 3]},
+         "removing_replicas": {"0": [1]}, "version": 1}
+        Written by TopicAdmin (create, :meth:`~broker.cluster.topic_admin.TopicAdmin.add_partitions`) and
+        by the controller (reassignments: a multi with check(/controller_epoch) and a set at the node's
+        version read, :mod:`broker.cluster.reassignment_store`).
     /brokers/topics/<topic>/partitions      persistent, no data (Kafka's); parent of one node per partition
     /brokers/topics/<topic>/partitions/<p>  persistent, no data (Kafka's)
     /brokers/topics/<topic>/partitions/<p>/state   persistent, the partition's leader, leader epoch and ISR
@@ -39,10 +48,30 @@ All paths are relative to the chroot of ``[zookeeper] connect``::
         concurrent alters cannot lose a key and no config outlives a deleted topic. A key with no override
         is absent; an empty ``config`` is a topic without overrides. Every broker watches the node and
         gives the topic's logs their new config (:mod:`broker.server.replica_manager`).
+    /config/brokers/<id>                    persistent, a broker's dynamic configs (Kafka's node and JSON);
+        Lumber reads only the replication throttle's two rates from it, bytes per second:
+        {"config": {"follower.replication.throttled.rate": "1048576",
+                    "leader.replication.throttled.rate": "1048576"}, "version": 1}
+    /config/throttled_replicas              persistent, **Lumber's own**: every topic's throttled replicas
+        (Kafka keeps these two lists in /config/topics/<topic>; Lumber keeps them apart from the topic
+        configs it checks), Kafka's keys and ``partition:broker`` lists, or ``*``:
+        {"topics": {"t": {"follower.replication.throttled.replicas": "0:3",
+                          "leader.replication.throttled.replicas": "0:1"}}, "version": 1}
+        Both written by ``lumber cluster reassign --throttle`` (and the commands that move replicas), by
+        compare-and-set, removed once the moves are done; read by every broker through watches
+        (:mod:`broker.cluster.replication_throttle`).
     /admin/preferred_replica_election       persistent, a request for preferred leaders (Kafka's node)
         {"partitions": [{"partition": 0, "topic": "t"}], "version": 1}
         Written by TopicAdmin.request_preferred_election (create; NodeExists: one is pending already);
         the controller moves the leaders and deletes the node.
+    /admin/reassign_partitions              persistent, a reassignment asked through ZooKeeper (Kafka's
+        ReassignPartitionsZNode and JSON; ``lumber cluster reassign --execute`` writes it, as Kafka's tool
+        did before KIP-455):
+        {"partitions": [{"partition": 0, "replicas": [4, 2, 3], "topic": "t"}], "version": 1}
+        Created by the tool (NodeExists: one is pending: add to it with ``--additional``); the controller
+        starts each partition's move (refusing, logging and dropping an entry it cannot start), removes
+        each entry once its partition moved, and deletes the node when none is left (Kafka's controller
+        does the same, fenced by check(/controller_epoch)).
     /admin/controlled_shutdown/<id>         ephemeral, **Lumber's own**: broker <id> asks the controller to
         move its leaders away before it stops. (Kafka sends a ControlledShutdown request to the controller;
         Lumber asks through ZooKeeper, which every broker already watches.) Written by the stopping broker,
@@ -73,9 +102,10 @@ All paths are relative to the chroot of ``[zookeeper] connect``::
         groups reset-offsets), so that the owners reload them
         {"version": 1, "id": "<uuid>", "partitions": {"events": [0, 1]}, "timestamp_ms": ...}
 
-How the group nodes are used is documented in :mod:`broker.client.group_membership`, and each recipe
-with its own nodes: ``leader/`` in :mod:`broker.client.fenced_election`, ``ids/`` and ``owners/`` in
-:mod:`broker.client.partition_ownership`.
+How the group nodes are used is documented in :mod:`broker.client.groups.zookeeper.group_membership`, and each
+recipe with its own nodes: ``leader/`` in :mod:`broker.client.groups.zookeeper.fenced_election`, ``ids/`` and
+``owners/`` in
+:mod:`broker.client.groups.zookeeper.partition_ownership`.
 
 A partition's leader is the leader of its state node while that broker is registered. Data is UTF-8 JSON
 with sorted keys (Kafka writes the same keys in no set order); readers ignore keys they do not know, so a
@@ -102,6 +132,7 @@ CONTROLLER_EPOCH_PATH = "/controller_epoch"
 CONFIG_TOPICS_PATH = "/config/topics"
 ADMIN_PATH = "/admin"
 PREFERRED_REPLICA_ELECTION_PATH = f"{ADMIN_PATH}/preferred_replica_election"
+REASSIGN_PARTITIONS_PATH = f"{ADMIN_PATH}/reassign_partitions"
 CONTROLLED_SHUTDOWN_PATH = f"{ADMIN_PATH}/controlled_shutdown"
 
 #: The topic config keys Lumber reads from ``/config/topics/<topic>`` (Kafka's names; the table of what
@@ -255,8 +286,18 @@ def decode_json(path: str, data: bytes) -> dict[str, Any]:
     return _load(path, data)
 
 
-def encode_broker(host: str, port: int, timestamp_ms: int) -> bytes:
-    return _dump({"host": host, "port": int(port), "timestamp_ms": int(timestamp_ms)})
+def encode_broker(host: str, port: int, timestamp_ms: int, rack: str | None = None) -> bytes:
+    """A ``/brokers/ids/<id>`` node; ``rack`` (Kafka's key) only when the broker declares one."""
+    value: dict[str, Any] = {"host": host, "port": int(port), "timestamp_ms": int(timestamp_ms)}
+    if rack:
+        value["rack"] = rack
+    return _dump(value)
+
+
+def decode_broker_rack(path: str, data: bytes) -> str | None:
+    """The ``rack`` of a ``/brokers/ids/<id>`` node (None: none declared)."""
+    rack = _load(path, data).get("rack")
+    return rack if isinstance(rack, str) and rack else None
 
 
 def decode_broker(path: str, data: bytes) -> tuple[str, int]:
@@ -271,8 +312,38 @@ def decode_broker(path: str, data: bytes) -> tuple[str, int]:
     return host, port
 
 
-def encode_assignment(assignment: Mapping[int, Sequence[int]]) -> bytes:
-    return _dump({"partitions": {str(p): [int(b) for b in assignment[p]] for p in sorted(assignment)}})
+def encode_assignment(
+    assignment: Mapping[int, Sequence[int]],
+    moving: Mapping[int, tuple[Sequence[int], Sequence[int]]] | None = None,
+) -> bytes:
+    """A topic node: partition -> replicas, and for the partitions in ``moving`` (partition ->
+    ``(adding, removing)``) Kafka's ``adding_replicas`` and ``removing_replicas`` (left out when empty)."""
+    value: dict[str, Any] = {
+        "partitions": {str(p): [int(b) for b in assignment[p]] for p in sorted(assignment)}
+    }
+    moving = moving or {}
+    adding = {str(p): [int(b) for b in moving[p][0]] for p in sorted(moving) if moving[p][0]}
+    removing = {str(p): [int(b) for b in moving[p][1]] for p in sorted(moving) if moving[p][1]}
+    if adding:
+        value["adding_replicas"] = adding
+    if removing:
+        value["removing_replicas"] = removing
+    return _dump(value)
+
+
+def decode_moving(path: str, data: bytes) -> dict[int, tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Partition -> ``(adding, removing)`` of the partitions a topic node shows moving (none: ``{}``)."""
+    value = _load(path, data)
+    moving: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+    try:
+        for index, key in enumerate(("adding_replicas", "removing_replicas")):
+            for p, replicas in (value.get(key) or {}).items():
+                entry = list(moving.get(int(p), ((), ())))
+                entry[index] = tuple(int(b) for b in replicas)
+                moving[int(p)] = (entry[0], entry[1])
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ZkDataError(f"{path}: adding_replicas/removing_replicas are not partition -> replicas") from exc
+    return moving
 
 
 def decode_assignment(path: str, data: bytes) -> dict[int, tuple[int, ...]]:
@@ -404,6 +475,43 @@ def decode_preferred_election(path: str, data: bytes) -> list[TopicPartition]:
     except (KeyError, TypeError, ValueError) as exc:
         raise ZkDataError(f"{path}: is not a list of partitions: {value!r}") from exc
     return found
+
+
+def encode_reassign_partitions(targets: Mapping[TopicPartition, Sequence[int]]) -> bytes:
+    """Kafka's ``/admin/reassign_partitions`` JSON (and its tool's plan file), partitions sorted."""
+    return _dump(
+        {
+            "partitions": [
+                {"partition": tp.partition, "replicas": [int(b) for b in targets[tp]], "topic": tp.topic}
+                for tp in sorted(targets)
+            ]
+        }
+    )
+
+
+def decode_reassign_partitions(path: str, data: bytes) -> dict[TopicPartition, tuple[int, ...]]:
+    """Partition -> target replicas from ``/admin/reassign_partitions`` (or a plan file named ``path``);
+    :class:`ZkDataError` naming the entry that is not one, or a partition named twice."""
+    value = _load(path, data)
+    entries = value.get("partitions")
+    if not isinstance(entries, list):
+        raise ZkDataError(f"{path}: expected a list 'partitions', found {entries!r}")
+    targets: dict[TopicPartition, tuple[int, ...]] = {}
+    for index, entry in enumerate(entries):
+        try:
+            tp = TopicPartition(str(entry["topic"]), int(entry["partition"]))
+            replicas = entry["replicas"]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ZkDataError(
+                f"{path}: partitions[{index}] is not {{'topic', 'partition', 'replicas': [broker ids]}}: "
+                f"{entry!r}"
+            ) from exc
+        if not isinstance(replicas, list) or not all(type(b) is int for b in replicas):
+            raise ZkDataError(f"{path}: partitions[{index}] ({tp}): replicas {replicas!r} are not broker ids")
+        if tp in targets:
+            raise ZkDataError(f"{path}: partitions[{index}]: {tp} is named twice")
+        targets[tp] = tuple(replicas)
+    return targets
 
 
 def encode_controlled_shutdown(broker_id: int, timestamp_ms: int) -> bytes:

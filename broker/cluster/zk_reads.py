@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -60,7 +60,7 @@ def read_broker(client: KazooClient, broker_id: int, watch: Watch | None = None)
     except zk_paths.ZkDataError as exc:
         logger.warning("ignoring broker %d: %s", broker_id, exc)
         return None
-    return BrokerInfo(broker_id, host, port)
+    return BrokerInfo(broker_id, host, port, zk_paths.decode_broker_rack(path, data))
 
 
 def read_brokers(client: KazooClient, watch: Watch | None = None) -> dict[int, BrokerInfo]:
@@ -163,21 +163,33 @@ def read_states(
     return states
 
 
+class TopicNode(NamedTuple):
+    """A topic node as read: partition -> replicas, the partitions moving (partition -> ``(adding,
+    removing)``, :func:`~broker.cluster.zk_paths.decode_moving`) and the znode version."""
+
+    assignment: dict[int, tuple[int, ...]]
+    moving: dict[int, tuple[tuple[int, ...], tuple[int, ...]]]
+    zk_version: int
+
+
 def read_assignments(
     client: KazooClient, topics: list[str], watch: Watch | None = None
-) -> dict[str, dict[int, tuple[int, ...]] | zk_paths.ZkDataError | None]:
-    """Each topic's partition -> replicas (pipelined): None if it does not exist, the ZkDataError if its
-    node does not hold an assignment."""
+) -> dict[str, TopicNode | zk_paths.ZkDataError | None]:
+    """Each topic's node (pipelined): None if it does not exist, the ZkDataError if its node does not hold
+    an assignment."""
     paths = [zk_paths.topic_path(topic) for topic in topics]
-    result: dict[str, dict[int, tuple[int, ...]] | zk_paths.ZkDataError | None] = {}
+    result: dict[str, TopicNode | zk_paths.ZkDataError | None] = {}
     for topic, path, found in zip(topics, paths, _get_many(client, paths, watch), strict=True):
         if found is None:
             result[topic] = None
             continue
         try:
-            result[topic] = zk_paths.decode_assignment(path, found[0])
+            assignment = zk_paths.decode_assignment(path, found[0])
+            moving = zk_paths.decode_moving(path, found[0])
         except zk_paths.ZkDataError as exc:
             result[topic] = exc
+            continue
+        result[topic] = TopicNode(assignment, moving, found[1])
     return result
 
 

@@ -9,11 +9,9 @@ map.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from itertools import compress
 
-import crc32c
 import numpy as np
 import numpy.typing as npt
 
@@ -24,8 +22,6 @@ from broker.log.offset_map import OffsetMap, Offsets, hash_key_columns, hash_key
 from broker.log.segment import Segment
 from broker.log.throttler import Throttler
 from broker.record.batch_header import (
-    ATTRIBUTES_OFFSET,
-    CRC_OFFSET,
     DELETE_HORIZON_MASK,
     HEADER_SIZE,
     LENGTH_OFFSET,
@@ -37,12 +33,10 @@ from broker.record.batch_header import (
 )
 from broker.record.key_columns import KeyColumns, batch_key_columns
 from broker.record.record import Record
-from broker.record.record_batch import RecordBatch
+from broker.record.record_batch import RecordBatch, restamp_crc
 from broker.record.record_batch_builder import retained_batch, retained_batch_of_bytes
 
 __all__ = ["ChunkRewriter"]
-
-_CRC = struct.Struct(">I")
 
 
 class ChunkRewriter:
@@ -215,7 +209,7 @@ class ChunkRewriter:
         crc_at = out_starts[is_patched].tolist()
         crc_ends = (out_starts + out_sizes)[is_patched].tolist()
         for at, stop in zip(crc_at, crc_ends, strict=True):
-            _CRC.pack_into(out, at + CRC_OFFSET, crc32c.crc32c(out[at + ATTRIBUTES_OFFSET : stop]))
+            restamp_crc(out, at, stop)
         base_offsets = batches.base_offsets[out_batches]
         cleaned.append_bytes(
             out,

@@ -12,9 +12,11 @@ Offsets a log maintains::
 * ``log_start_offset``: base offset of the first segment (moves up when retention deletes segments);
 * ``log_end_offset``: the offset the next appended record gets;
 * ``flushed_offset``: every offset below it is fsynced (the recovery point);
-* ``high_watermark``: every offset below it is exposed to readers. With ``expose = "flushed"`` (the
-  paper's semantics: "a message is only exposed to the consumers after it is flushed") it is the flushed
-  offset; with ``expose = "appended"`` it is the log end offset. That is the *exposure point*.
+* ``high_watermark``: every offset below it is exposed to readers. With ``expose = "appended"`` (the
+  default, Kafka's rule) it is the log end offset; with ``expose = "flushed"`` (the paper's semantics: "a
+  message is only exposed to the consumers after it is flushed", for single-copy deployments) it is the
+  flushed offset. That is the *exposure point*; a replicated partition caps it by the replicated high
+  watermark (:mod:`broker.log.log_replication`).
 
 Layout: :class:`Log` is one class, its methods grouped by concept in mixins beside this module; its state
 lives here (set in ``Log.__init__``, under the concurrency rules below) and each mixin lists the
@@ -485,12 +487,20 @@ class Log(LogReplication, LogTruncation, LogCleanup, LogFlush):
             raise LogClosedError(f"{self._where}: the log is closed")
         return view.read(offset, max_bytes, max_offset, self._where)
 
-    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
-        """The first exposed offset whose record timestamp is >= ``timestamp_ms``, via the time indexes."""
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """The first exposed offset whose record timestamp is >= ``timestamp_ms``, via the time indexes,
+        with that record's timestamp."""
         view = self._view
         if self._closed or not view.segments:
             raise LogClosedError(f"{self._where}: the log is closed")
         return view.offset_for_timestamp(timestamp_ms)
+
+    def offset_of_max_timestamp(self) -> tuple[int, int] | None:
+        """The first exposed record with the log's largest timestamp, and that timestamp (ListOffsets -3)."""
+        view = self._view
+        if self._closed or not view.segments:
+            raise LogClosedError(f"{self._where}: the log is closed")
+        return view.offset_of_max_timestamp()
 
     # ------------------------------------------------------------------------------------ producers
 

@@ -5,16 +5,23 @@
 an unclean shutdown; data damaged on disk after a *clean* shutdown is served as it is (as Kafka does).
 This walk finds it. Per segment, in base-offset order:
 
-1. every batch of the ``.log``: a header that fits (else a torn tail: the file ends inside a batch), a
-   plausible ``batchLength``, then :func:`~broker.log.log_validator.validate_stored_batch`: magic, CRC,
-   ``lastOffsetDelta`` against the record count, and every record walked (and decompressed) by the one
-   record walker of :mod:`broker.record.record_walker`; base offsets increasing within the segment (gaps
+1. every batch of the ``.log``, framed by the one segment framer
+   (:class:`~broker.log.segment_framer.SegmentFramer`, recovery's too): a header that fits (else a torn
+   tail: the file ends inside a batch), a plausible ``batchLength``, then
+   :func:`~broker.log.log_validator.validate_stored_batch`: magic, CRC, ``lastOffsetDelta`` against the
+   record count, and every record walked (and decompressed) by the one record walker of
+   :mod:`broker.record.record_walker`; base offsets increasing within the segment (gaps
    are legal: the log cleaner leaves them), none below the segment's base offset, and each segment
    starting where the previous one ended (a cleaned segment keeps its group's last batch, and a follower
    rolls at its own log end, so segments stay contiguous even with gaps inside them);
 2. the ``.index``: its invariants (:meth:`OffsetIndex.load`), and each entry pointing at the start of a
    batch with that base offset;
 3. the ``.timeindex``: its invariants (:meth:`TimeIndex.load`), each entry's offset inside the segment.
+
+Besides damage, the walk warns (:class:`EmptySegment`, not damage: consumers read past it) about each
+segment that holds batches but no record, only emptied ones. Kafka's cleaner keeps an emptied batch only for
+an idempotent producer's last sequence and merges small segments, so its consumers never meet a run of
+such segments; a run of them in Lumber means its cleaner kept more than Kafka's would.
 
 A batch whose header is intact but whose CRC or records are not is reported and the walk goes on with
 the next batch (its length is trusted, as Kafka's dump does); an impossible length or a torn tail ends the
@@ -24,12 +31,11 @@ on the folder of a stopped broker; on a running one the active segment may chang
 
 from __future__ import annotations
 
-import os
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 from broker.log.errors import CorruptIndexError
+from broker.log.file_handle import FileHandle
 from broker.log.file_names import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -40,15 +46,14 @@ from broker.log.file_names import (
 )
 from broker.log.log_validator import validate_stored_batch
 from broker.log.offset_index import ENTRY_SIZE, OffsetIndex
+from broker.log.segment_framer import SegmentFramer, offset_regression
 from broker.log.time_index import TimeIndex
-from broker.record.batch_header import HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH
 from broker.record.errors import CorruptRecordError, InvalidRecordError
 from broker.record.record_batch import RecordBatch
 from broker.record.topic_partition import TopicPartition
 
-__all__ = ["Damage", "PartitionReport", "find_partition_dirs", "verify_partition"]
+__all__ = ["Damage", "EmptySegment", "PartitionReport", "find_partition_dirs", "verify_partition"]
 
-_PREFIX = struct.Struct(">qi")
 _TIME_ENTRY_SIZE = 12
 
 
@@ -67,6 +72,18 @@ class Damage:
 
 
 @dataclass(frozen=True, slots=True)
+class EmptySegment:
+    """A warning: a segment that holds ``batches`` batches and not one record."""
+
+    file: Path
+    base_offset: int
+    batches: int
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.batches} batch(es) from offset {self.base_offset}, none holding a record"
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionReport:
     """What :func:`verify_partition` walked in one partition folder, and the damage it found."""
 
@@ -77,6 +94,8 @@ class PartitionReport:
     #: The offset after the last intact batch walked (the partition's log end if nothing is damaged).
     next_offset: int
     damage: tuple[Damage, ...]
+    #: Segments holding only empty batches (a warning; see the module docstring).
+    empty_segments: tuple[EmptySegment, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -121,6 +140,7 @@ def verify_partition(directory: Path) -> PartitionReport:
         records=walk.records,
         next_offset=walk.expected if walk.expected is not None else (bases[0] if bases else 0),
         damage=tuple(walk.damage),
+        empty_segments=tuple(walk.empty_segments),
     )
 
 
@@ -133,6 +153,7 @@ class _Walk:
         self.batches = 0
         self.records = 0
         self.damage: list[Damage] = []
+        self.empty_segments: list[EmptySegment] = []
 
     def segment(self, directory: Path, base_offset: int) -> None:
         path = segment_path(directory, base_offset, LOG_SUFFIX)
@@ -147,68 +168,36 @@ class _Walk:
                 )
             )
         self.expected = base_offset
+        batches_before, records_before = self.batches, self.records
         starts = self._walk_log(path)
+        if self.batches > batches_before and self.records == records_before:
+            self.empty_segments.append(EmptySegment(path, base_offset, self.batches - batches_before))
         self._check_offset_index(directory, base_offset, path.stat().st_size, starts)
         self._check_time_index(directory, base_offset)
 
     def _walk_log(self, path: Path) -> dict[int, int]:
         """Walk the batches of one ``.log``; returns {position: base offset} of every batch found."""
         starts: dict[int, int] = {}
-        fd = os.open(path, os.O_RDONLY)
+        file = FileHandle.open(path)
         try:
-            size = os.fstat(fd).st_size
-            position = 0
-            while position < size:
-                remaining = size - position
-                if remaining < HEADER_SIZE:
-                    self.damage.append(
-                        Damage(
-                            path,
-                            position,
-                            self.expected,
-                            f"torn tail: the last {remaining} bytes "
-                            f"cannot hold a batch header ({HEADER_SIZE} bytes)",
-                        )
-                    )
-                    return starts
-                base, length = _PREFIX.unpack(os.pread(fd, LOG_OVERHEAD, position))
-                if length < MIN_BATCH_LENGTH:
-                    self.damage.append(
-                        Damage(
-                            path,
-                            position,
-                            base,
-                            f"batchLength {length} is below the minimum "
-                            f"{MIN_BATCH_LENGTH}: the rest of the file cannot be framed",
-                        )
-                    )
-                    return starts
-                batch_size = LOG_OVERHEAD + length
-                if batch_size > remaining:
-                    self.damage.append(
-                        Damage(
-                            path,
-                            position,
-                            self.expected,
-                            f"torn tail: batchLength announces {batch_size} "
-                            f"bytes, only {remaining} remain in the file",
-                        )
-                    )
-                    return starts
-                starts[position] = base
-                self._batch(path, position, os.pread(fd, batch_size, position))
-                position += batch_size
+            framer = SegmentFramer(file)
+            for batch in framer:
+                starts[batch.position or 0] = batch.base_offset
+                self._batch(path, batch)
+            error = framer.error
+            if error is not None:  # a torn tail is reported at the offset the walk expected there
+                offset = self.expected if error.torn else error.base_offset
+                self.damage.append(Damage(path, error.position, offset, error.reason))
         finally:
-            os.close(fd)
+            file.close()
         return starts
 
-    def _batch(self, path: Path, position: int, data: bytes) -> None:
-        batch = RecordBatch(data, where=str(path), position=position)
+    def _batch(self, path: Path, batch: RecordBatch) -> None:
+        position = batch.position or 0
         base = batch.base_offset
-        if self.expected is not None and base < self.expected:
-            self.damage.append(
-                Damage(path, position, base, f"expected a base offset of at least {self.expected} got {base}")
-            )
+        regression = None if self.expected is None else offset_regression(self.expected, base)
+        if regression is not None:
+            self.damage.append(Damage(path, position, base, regression))
         try:
             validate_stored_batch(batch)
         except (CorruptRecordError, InvalidRecordError) as exc:

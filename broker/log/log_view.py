@@ -70,7 +70,16 @@ class LogView(NamedTuple):
             i += 1
         return None
 
-    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
+    def offset_of_max_timestamp(self) -> tuple[int, int] | None:
+        """:meth:`broker.log.log.Log.offset_of_max_timestamp` on this snapshot: the largest timestamp of the
+        exposed segments (each segment's time index knows its own), then its first record."""
+        exposed = [s for s in self.segments if s.base_offset < self.high_watermark]
+        if not exposed:
+            return None
+        largest = max(s.max_timestamp_ms for s in exposed)
+        return self.offset_for_timestamp(largest) if largest >= 0 else None
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """:meth:`broker.log.log.Log.offset_for_timestamp` on this snapshot."""
         high_watermark = self.high_watermark
         last = len(self.segments) - 1
@@ -85,5 +94,5 @@ class LogView(NamedTuple):
                 max_position = self.end_position if i == last else segment.size_bytes
             found = segment.find_offset_by_timestamp(timestamp_ms, max_position)
             if found is not None:
-                return found if found < high_watermark else None
+                return found if found[0] < high_watermark else None
         return None

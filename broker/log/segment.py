@@ -23,32 +23,25 @@ import struct
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from broker.log.errors import CorruptIndexError, LogStorageError
+from broker.log.errors import LogStorageError
 from broker.log.file_handle import FileHandle
 from broker.log.file_names import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
 from broker.log.file_region import FileRegion
 from broker.log.index_file import MAX_RELATIVE_OFFSET
 from broker.log.offset_index import OffsetIndex
+from broker.log.segment_framer import SegmentFramer
+from broker.log.segment_headers import check_loaded, read_full_header, read_header_prefix
 from broker.log.segment_scan import SegmentScan
 from broker.log.time_index import TimeIndex
 from broker.record.batch_header import (
-    HEADER,
-    HEADER_PREFIX,
-    HEADER_SIZE,
     LOG_OVERHEAD,
-    MAGIC,
-    MIN_BATCH_LENGTH,
     NO_TIMESTAMP,
 )
-from broker.record.batch_scan import scan_batches
-from broker.record.errors import CorruptRecordError
 from broker.record.record_batch import RecordBatch
 
 logger = logging.getLogger(__name__)
 
 _INT64 = struct.Struct(">q")
-#: baseOffset, batchLength, partitionLeaderEpoch: bytes [0, 16) of a batch, none of them under the CRC.
-_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
 
 
 class Segment:
@@ -162,9 +155,7 @@ class Segment:
                 segment_path(directory, base_offset, INDEX_SUFFIX), base_offset, size
             )
             time_index = TimeIndex.load(segment_path(directory, base_offset, TIME_INDEX_SUFFIX), base_offset)
-            next_offset, max_ts, rolling_base = _check_loaded(
-                log, size, base_offset, offset_index, time_index
-            )
+            next_offset, max_ts, rolling_base = check_loaded(log, size, base_offset, offset_index, time_index)
         except BaseException:
             log.close()
             if offset_index is not None:
@@ -303,9 +294,8 @@ class Segment:
                 buffers.append(pack(base_offset))
                 buffers.append(batch.buffer[8:])
         else:
-            stamp = _OFFSET_LENGTH_EPOCH.pack
             for batch, base_offset in zip(batches, base_offsets, strict=True):
-                buffers.append(stamp(base_offset, batch.batch_length, leader_epoch))
+                buffers.append(batch.stamped_prefix(base_offset, leader_epoch))
                 buffers.append(batch.buffer[16:])
         if len(batches) == 1:  # most appends (a produce request's one batch): no lists to build
             batch, base_offset = batches[0], base_offsets[0]
@@ -467,7 +457,7 @@ class Segment:
         log = self._log
         where = str(log.path)
         while position < max_position:
-            header = _read_header_prefix(log, position, max_position, where)
+            header = read_header_prefix(log, position, max_position, where)
             size = LOG_OVERHEAD + header[1]
             if header[0] + header[6] >= offset:
                 return position, header[0], size
@@ -492,30 +482,24 @@ class Segment:
             log = self._log
             where = str(log.path)
             while end < max_position:
-                header = _read_header_prefix(log, end, max_position, where)
+                header = read_header_prefix(log, end, max_position, where)
                 following = end + LOG_OVERHEAD + header[1]
                 if following > limit:
                     break
                 end = following
         if end < max_position:
-            end_offset = _read_header_prefix(self._log, end, max_position, str(self._log.path))[0]
+            end_offset = read_header_prefix(self._log, end, max_position, str(self._log.path))[0]
         return FileRegion(self._log, start, end - start, base_offset, end_offset)
 
     def batches(self, position: int, max_position: int, chunk_bytes: int) -> Iterator[RecordBatch]:
         """Every batch from ``position`` (a batch start) to ``max_position``, read sequentially in chunks
-        of about ``chunk_bytes`` (a larger batch is read whole): a whole segment read through (the log
+        of about ``chunk_bytes`` (a larger batch is read whole) by the one segment framer
+        (:class:`~broker.log.segment_framer.SegmentFramer`); a batch that cannot be framed raises
+        :class:`CorruptRecordError` with the framer's message. A whole segment read through (the log
         cleaner reads with :mod:`broker.log.chunk_reader` instead)."""
-        where = str(self._log.path)
-        while position < max_position:
-            data = self._log.pread(min(max(chunk_bytes, HEADER_SIZE), max_position - position), position)
-            scan = scan_batches(data, where=where, base_position=position)
-            if not scan.batches:
-                header = _read_header_prefix(self._log, position, max_position, where)
-                yield self.read_batch(position, max_position)
-                position += LOG_OVERHEAD + header[1]
-                continue
-            yield from scan.batches
-            position += scan.complete_bytes
+        framer = SegmentFramer(self._log, start=position, end=max_position, chunk_bytes=chunk_bytes)
+        yield from framer
+        framer.raise_error()
 
     def read_into(self, buffer: bytearray | memoryview, size: int, position: int) -> int:
         """Read up to ``size`` bytes of the ``.log`` file from ``position`` into the start of ``buffer``;
@@ -524,7 +508,7 @@ class Segment:
 
     def read_batch(self, position: int, max_position: int) -> RecordBatch:
         """The whole batch at ``position``, read into memory."""
-        header = _read_header_prefix(self._log, position, max_position, str(self._log.path))
+        header = read_header_prefix(self._log, position, max_position, str(self._log.path))
         data = self._log.pread(LOG_OVERHEAD + header[1], position)
         return RecordBatch(data, where=str(self._log.path), position=position)
 
@@ -537,12 +521,13 @@ class Segment:
         position = found[0]
         where = str(self._log.path)
         while position < max_position:
-            header = _read_full_header(self._log, position, max_position, where)
+            header = read_full_header(self._log, position, max_position, where)
             yield header
             position += LOG_OVERHEAD + header[1]
 
-    def find_offset_by_timestamp(self, timestamp_ms: int, max_position: int) -> int | None:
-        """The first offset whose record timestamp is >= ``timestamp_ms``, below ``max_position``."""
+    def find_offset_by_timestamp(self, timestamp_ms: int, max_position: int) -> tuple[int, int] | None:
+        """The first offset whose record timestamp is >= ``timestamp_ms``, below ``max_position``, with
+        that record's timestamp (ListOffsets answers both)."""
         earlier = self._time_index.last_offset_before(timestamp_ms)
         start_offset = self._base_offset if earlier is None else earlier + 1
         found = self.position_of(start_offset, max_position)
@@ -551,12 +536,12 @@ class Segment:
         position = found[0]
         where = str(self._log.path)
         while position < max_position:
-            header = _read_full_header(self._log, position, max_position, where)
+            header = read_full_header(self._log, position, max_position, where)
             if header[8] >= timestamp_ms:
                 batch = self.read_batch(position, max_position)
                 for record in batch.records():
                     if record.offset >= start_offset and record.timestamp_ms >= timestamp_ms:
-                        return record.offset
+                        return record.offset, record.timestamp_ms
             position += LOG_OVERHEAD + header[1]
         return None
 
@@ -567,48 +552,6 @@ class Segment:
         )
 
 
-def _check_loaded(
-    log: FileHandle, size: int, base_offset: int, offset_index: OffsetIndex, time_index: TimeIndex
-) -> tuple[int, int, int]:
-    """Check freshly loaded indexes against the log; return (next offset, max timestamp, rolling base).
-
-    The first and last offset-index entries must point at batches with their offsets; the batches after
-    the last entry must follow each other; the time index must not name offsets past the end.
-    """
-    where = str(log.path)
-    for entry in (offset_index.first_entry(), offset_index.last_entry()):
-        if entry is None:
-            continue
-        header = _read_header_prefix(log, entry[1], size, where)
-        if header[0] != entry[0]:
-            raise CorruptIndexError(
-                str(offset_index.path),
-                f"entry ({entry[0]}, {entry[1]}) points at a batch with base offset {header[0]}",
-            )
-    last = offset_index.last_entry()
-    position, next_offset = (last[1], last[0]) if last else (0, base_offset)
-    max_ts = NO_TIMESTAMP
-    while position < size:
-        header = _read_full_header(log, position, size, where)
-        if header[0] < next_offset:
-            raise CorruptRecordError(
-                where, f"expected a base offset of at least {next_offset} got {header[0]}", position=position
-            )
-        next_offset = header[0] + header[6] + 1
-        max_ts = max(max_ts, header[8])
-        position += LOG_OVERHEAD + header[1]
-    time_last = time_index.last_entry()
-    if time_last is not None:
-        if time_last[1] >= next_offset:
-            raise CorruptIndexError(
-                str(time_index.path),
-                f"last entry names offset {time_last[1]}, the segment ends before {next_offset}",
-            )
-        max_ts = max(max_ts, time_last[0])
-    rolling_base = _read_full_header(log, 0, size, where)[8] if size else NO_TIMESTAMP
-    return next_offset, max_ts, rolling_base
-
-
 def _with_suffix(path: Path, suffix: str) -> Path:
     return path.with_name(path.name + suffix) if suffix else path
 
@@ -616,37 +559,3 @@ def _with_suffix(path: Path, suffix: str) -> Path:
 def _check_size(path: Path, expected: int, actual: int) -> None:
     if actual != expected:
         raise LogStorageError(f"{path}: expected {expected} bytes after recovery, found {actual}")
-
-
-def _read_header_prefix(log: FileHandle, position: int, max_position: int, where: str) -> tuple[int, ...]:
-    """baseOffset, batchLength, epoch, magic, crc, attributes, lastOffsetDelta of the batch at ``position``,
-    checked to be a plausible batch that ends at or before ``max_position``."""
-    data = log.pread(HEADER_PREFIX.size, position)
-    if len(data) < HEADER_PREFIX.size:
-        raise CorruptRecordError(where, f"batch header cut short: {len(data)} bytes", position=position)
-    header = HEADER_PREFIX.unpack(data)
-    _check_header(header, position, max_position, where)
-    return header
-
-
-def _read_full_header(log: FileHandle, position: int, max_position: int, where: str) -> tuple[int, ...]:
-    data = log.pread(HEADER_SIZE, position)
-    if len(data) < HEADER_SIZE:
-        raise CorruptRecordError(where, f"batch header cut short: {len(data)} bytes", position=position)
-    header = HEADER.unpack(data)
-    _check_header(header, position, max_position, where)
-    return header
-
-
-def _check_header(header: tuple[int, ...], position: int, max_position: int, where: str) -> None:
-    if header[3] != MAGIC:
-        raise CorruptRecordError(
-            where, f"expected magic {MAGIC} got {header[3]}", position=position, offset=header[0]
-        )
-    if header[1] < MIN_BATCH_LENGTH or position + LOG_OVERHEAD + header[1] > max_position:
-        raise CorruptRecordError(
-            where,
-            f"batchLength {header[1]} does not fit between position {position} and {max_position}",
-            position=position,
-            offset=header[0],
-        )

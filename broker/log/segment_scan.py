@@ -2,15 +2,16 @@
 :mod:`broker.log.recovery`, whose passes 1-3 call :func:`scan_segment`, :func:`write_indexes` and
 :func:`truncate_log_file`).
 
-The ``.log`` file's format is :mod:`broker.log.segment`'s. A scan reads it from the start in large chunks,
-validates every batch (magic, lengths, CRC, increasing offsets, offsets that fit the indexes) and stops
-at the first that is torn, corrupt or out of sequence; the result (:class:`SegmentScan`) says where the
-valid prefix ends and which index entries it should have. Runs on a segment no one else uses yet.
+The ``.log`` file's format is :mod:`broker.log.segment`'s. A scan frames it from the start with the one
+segment framer (:class:`~broker.log.segment_framer.SegmentFramer`: large chunks, a torn tail or an
+impossible length ends it, with the framer's messages), validates every batch (magic, CRC, increasing
+offsets, offsets that fit the indexes) and stops at the first that is torn, corrupt or out of sequence;
+the result (:class:`SegmentScan`) says where the valid prefix ends and which index entries it should have.
+Runs on a segment no one else uses yet.
 """
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,10 +19,10 @@ from broker.log.file_handle import FileHandle
 from broker.log.file_names import INDEX_SUFFIX, TIME_INDEX_SUFFIX, segment_path
 from broker.log.index_file import MAX_RELATIVE_OFFSET
 from broker.log.offset_index import OffsetIndex
+from broker.log.segment_framer import SegmentFramer, offset_regression
 from broker.log.time_index import TimeIndex
-from broker.record.batch_header import HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH, NO_TIMESTAMP
+from broker.record.batch_header import NO_TIMESTAMP
 from broker.record.errors import CorruptRecordError
-from broker.record.record_batch import RecordBatch
 
 __all__ = ["SegmentScan", "fsync_file", "scan_segment", "truncate_log_file", "write_indexes"]
 
@@ -71,8 +72,7 @@ def scan_segment(path: Path, base_offset: int, *, index_interval_bytes: int) -> 
 
 def _scan(file: FileHandle, base_offset: int, interval: int) -> SegmentScan:
     size = file.size()
-    reader = _ChunkReader(file, size)
-    where = str(file.path)
+    framer = SegmentFramer(file, end=size, chunk_bytes=_SCAN_CHUNK_BYTES)
     position = 0
     expected = base_offset
     max_ts = NO_TIMESTAMP
@@ -82,29 +82,16 @@ def _scan(file: FileHandle, base_offset: int, interval: int) -> SegmentScan:
     offset_entries: list[tuple[int, int]] = []
     time_entries: list[tuple[int, int]] = []
     error: str | None = None
-    while position < size:
-        remaining = size - position
-        if remaining < HEADER_SIZE:
-            error = f"torn batch: the last {remaining} bytes cannot hold a batch header ({HEADER_SIZE} bytes)"
-            break
-        batch_base, length = struct.unpack_from(">qi", reader.get(position, LOG_OVERHEAD))
-        if length < MIN_BATCH_LENGTH:
-            error = f"batchLength {length} is below the minimum {MIN_BATCH_LENGTH}"
-            break
-        batch_size = LOG_OVERHEAD + length
-        if batch_size > remaining:
-            error = (
-                f"torn batch: batchLength announces {batch_size} bytes, only {remaining} remain in the file"
-            )
-            break
-        batch = RecordBatch(reader.get(position, batch_size), where=where, position=position)
+    for batch in framer:
+        batch_base = batch.base_offset
+        batch_size = batch.size_bytes
         try:
             batch.validate()
         except CorruptRecordError as exc:
             error = exc.reason
             break
-        if batch_base < expected:
-            error = f"expected a base offset of at least {expected} got {batch_base}"
+        error = offset_regression(expected, batch_base)
+        if error is not None:
             break
         if batch.last_offset_delta < 0 or batch.last_offset_delta + 1 < batch.record_count:
             error = f"lastOffsetDelta {batch.last_offset_delta} does not cover {batch.record_count} records"
@@ -126,6 +113,9 @@ def _scan(file: FileHandle, base_offset: int, interval: int) -> SegmentScan:
         batches += 1
         position += batch_size
         expected = last_offset + 1
+    else:
+        if framer.error is not None:
+            error = framer.error.reason
     if max_ts >= 0 and batches and (not time_entries or max_ts > time_entries[-1][0]):
         time_entries.append((max_ts, expected - 1))
     return SegmentScan(
@@ -172,24 +162,3 @@ def fsync_file(path: Path) -> None:
         file.fsync()
     finally:
         file.close()
-
-
-class _ChunkReader:
-    """Sequential reads of a file in large chunks, handing out zero-copy views."""
-
-    __slots__ = ("_buffer", "_file", "_size", "_start")
-
-    def __init__(self, file: FileHandle, size: int) -> None:
-        self._file = file
-        self._size = size
-        self._buffer = memoryview(b"")
-        self._start = 0
-
-    def get(self, position: int, size: int) -> memoryview:
-        start = self._start
-        if start <= position and position + size <= start + len(self._buffer):
-            return self._buffer[position - start : position - start + size]
-        data = self._file.pread(max(size, _SCAN_CHUNK_BYTES), position)
-        self._buffer = memoryview(data)
-        self._start = position
-        return self._buffer[:size]

@@ -7,11 +7,21 @@ from typing import Any
 from broker.protocol.api_spec import ApiSpec
 from broker.protocol.errors import EncodeError
 from broker.protocol.messages.alter_configs import ALTER_CONFIGS, AlterConfigsRequest, AlterConfigsResponse
+from broker.protocol.messages.alter_partition_reassignments import (
+    ALTER_PARTITION_REASSIGNMENTS,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+)
 from broker.protocol.messages.api_versions import (
     API_VERSIONS,
     ApiVersion,
     ApiVersionsRequest,
     ApiVersionsResponse,
+)
+from broker.protocol.messages.create_partitions import (
+    CREATE_PARTITIONS,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
 )
 from broker.protocol.messages.create_topics import CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse
 from broker.protocol.messages.delete_groups import DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse
@@ -47,6 +57,11 @@ from broker.protocol.messages.join_group import JOIN_GROUP, JoinGroupRequest, Jo
 from broker.protocol.messages.leave_group import LEAVE_GROUP, LeaveGroupRequest, LeaveGroupResponse
 from broker.protocol.messages.list_groups import LIST_GROUPS, ListGroupsRequest, ListGroupsResponse
 from broker.protocol.messages.list_offsets import LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse
+from broker.protocol.messages.list_partition_reassignments import (
+    LIST_PARTITION_REASSIGNMENTS,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 from broker.protocol.messages.metadata import METADATA, MetadataRequest, MetadataResponse
 from broker.protocol.messages.offset_commit import OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse
 from broker.protocol.messages.offset_delete import OFFSET_DELETE, OffsetDeleteRequest, OffsetDeleteResponse
@@ -84,6 +99,9 @@ SUPPORTED_APIS: tuple[ApiSpec, ...] = (
     DESCRIBE_CONFIGS,
     ALTER_CONFIGS,
     INCREMENTAL_ALTER_CONFIGS,
+    CREATE_PARTITIONS,
+    ALTER_PARTITION_REASSIGNMENTS,
+    LIST_PARTITION_REASSIGNMENTS,
 )
 
 #: A decoded request body.
@@ -111,6 +129,9 @@ RequestBody = (
     | DescribeConfigsRequest
     | AlterConfigsRequest
     | IncrementalAlterConfigsRequest
+    | CreatePartitionsRequest
+    | AlterPartitionReassignmentsRequest
+    | ListPartitionReassignmentsRequest
 )
 
 #: A response body.
@@ -138,6 +159,9 @@ ResponseBody = (
     | DescribeConfigsResponse
     | AlterConfigsResponse
     | IncrementalAlterConfigsResponse
+    | CreatePartitionsResponse
+    | AlterPartitionReassignmentsResponse
+    | ListPartitionReassignmentsResponse
 )
 
 APIS_BY_KEY: dict[int, ApiSpec] = {int(spec.key): spec for spec in SUPPORTED_APIS}

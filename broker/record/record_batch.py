@@ -4,16 +4,35 @@ The header's layout and what the CRC covers are documented in :mod:`broker.recor
 record's layout in :mod:`broker.record.record`. A view checks on construction only that its buffer holds
 the whole batch its ``batchLength`` announces; :meth:`RecordBatch.validate` checks magic, lengths, codec
 and CRC, :meth:`RecordBatch.validate_records` the records' framing, :meth:`RecordBatch.records` decodes.
-Every record body is read by :mod:`broker.record.record_walker`. Batches are built by
-:mod:`broker.record.record_batch_builder` and split out of buffers by :mod:`broker.record.batch_scan`.
+Batches are built by :mod:`broker.record.record_batch_builder` and split out of buffers by
+:mod:`broker.record.batch_scan`.
 
-Thread safety: a :class:`RecordBatch` is an immutable view (safe to share); only its base offset may be
-rewritten in place (:func:`set_base_offset`), by the one thread that owns the buffer before it is shared.
+This module is the way into a batch: callers ask it, not the layout.
+
+* **The body.** :meth:`RecordBatch.body` is the records' bytes (a view, or decompressed). Every body is read
+  by :mod:`broker.record.record_walker`, through the reader that fits, which the batch chooses:
+  :meth:`RecordBatch.records` (the plain walk), :meth:`RecordBatch.values` (offsets and values: the
+  columnar reader, :mod:`broker.record.value_columns`, from
+  :data:`~broker.record.record_walker.VECTORISED_MIN_RECORDS` records when it vouches for them, else the
+  values walk), :meth:`RecordBatch.validate_records` (bytes compared for records of one layout, else the
+  walk). The compiled reader of many batches at once (:mod:`broker.record.key_columns`, the cleaner's)
+  returns the same records; ``tests/broker/record/test_body_readers.py`` runs every reader over the same
+  batches.
+* **In-place changes of the header**, on a writable buffer holding the batch at ``position``:
+  :func:`set_base_offset` (a field the CRC does not cover), :func:`set_producer_fields` (the idempotent
+  producer's id, epoch and base sequence) and :func:`restamp_crc` (the CRC again, after a change of covered
+  bytes: the producer's stamp, the cleaner's rewritten counts). :meth:`RecordBatch.stamped_prefix` is a
+  batch's first 16 bytes with a new base offset and leader epoch, for a writer that writes them in front of
+  the rest (the segment's append).
+
+Thread safety: a :class:`RecordBatch` is an immutable view (safe to share); its bytes are changed in place
+only by the one thread that owns the buffer before it is shared.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 import crc32c
 
@@ -21,12 +40,14 @@ from broker.record.batch_header import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
     CONTROL_MASK,
+    CRC_OFFSET,
     DELETE_HORIZON_MASK,
     HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
     MIN_BATCH_LENGTH,
+    PRODUCER_FIELDS_OFFSET,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
     TimestampType,
@@ -35,12 +56,21 @@ from broker.record.compression import CompressionType, decompress
 from broker.record.errors import CorruptRecordError, UnsupportedCompressionError
 from broker.record.layout_check import records_of_one_layout
 from broker.record.record import Record
-from broker.record.record_walker import NO_OFFSET_LIMIT, walk_records
+from broker.record.record_walker import NO_OFFSET_LIMIT, VECTORISED_MIN_RECORDS, walk_records, walk_values
+from broker.record.value_columns import decode_values_vectorised
 from broker.record.varint import Buffer
 
-__all__ = ["RecordBatch", "set_base_offset"]
+__all__ = [
+    "RecordBatch",
+    "restamp_crc",
+    "set_base_offset",
+    "set_producer_fields",
+]
 
 _INT64 = struct.Struct(">q")
+_CRC = struct.Struct(">I")
+_PRODUCER_FIELDS = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 
 
 class RecordBatch:
@@ -266,6 +296,46 @@ class RecordBatch:
             until_offset=until_offset,
         )
 
+    def body(self) -> bytes | memoryview:
+        """The records' bytes: a view of the batch's buffer when uncompressed, else decompressed (as
+        :meth:`records_data`, which copies a plain body)."""
+        if not self._header[5] & COMPRESSION_MASK:
+            return self._buffer[HEADER_SIZE:]
+        return decompress(
+            self.compression, self._buffer[HEADER_SIZE:], where=self._where, position=self._position
+        )
+
+    def values(
+        self, from_offset: int = 0, *, body: bytes | memoryview | None = None, where: str | None = None
+    ) -> tuple[Sequence[int], list[bytes | None]]:
+        """Offsets and values of the records at ``from_offset`` or later (no per-record objects), read by the
+        reader that fits: the columnar one from ``VECTORISED_MIN_RECORDS`` records when it vouches for them,
+        else the values walk, which names what is wrong (:class:`CorruptRecordError`, naming ``where``,
+        default the batch's). ``body``: :meth:`body`, when the caller has it already."""
+        data = self.body() if body is None else body
+        header = self._header
+        count: int = header[12]
+        base_offset = self.base_offset
+        if count >= VECTORISED_MIN_RECORDS:
+            found = decode_values_vectorised([data], [count], [base_offset], [from_offset])
+            if found is not None:
+                return found[0]
+        if type(data) is memoryview:
+            data = data.tobytes()  # slicing bytes is cheaper than slicing a view, per record
+        return walk_values(
+            data,
+            count,
+            base_offset,
+            from_offset,
+            self._where if where is None else where,
+            None if where is not None else self._position,
+        )
+
+    def stamped_prefix(self, base_offset: int, leader_epoch: int) -> bytes:
+        """The batch's first 16 bytes with ``base_offset`` and ``leader_epoch`` (its ``batchLength`` kept):
+        what a writer puts in front of ``buffer[16:]`` (the CRC covers neither field)."""
+        return _OFFSET_LENGTH_EPOCH.pack(base_offset, self._header[1], leader_epoch)
+
     def records_data(self) -> bytes:
         """The records' bytes, decompressed when needed (:class:`CorruptRecordError` when they do not
         decompress, :class:`UnsupportedCompressionError` for an unknown codec)."""
@@ -304,3 +374,28 @@ class RecordBatch:
 def set_base_offset(buffer: bytearray | memoryview, base_offset: int, position: int = 0) -> None:
     """Rewrite the base offset of the batch at ``position`` in place (the CRC does not cover it)."""
     _INT64.pack_into(buffer, position, base_offset)
+
+
+def set_producer_fields(
+    buffer: bytearray | memoryview,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    position: int = 0,
+) -> None:
+    """Rewrite the producer id, epoch and base sequence of the batch at ``position`` in place; the CRC covers
+    them: :func:`restamp_crc` after."""
+    _PRODUCER_FIELDS.pack_into(
+        buffer, position + PRODUCER_FIELDS_OFFSET, producer_id, producer_epoch, base_sequence
+    )
+
+
+def restamp_crc(buffer: bytearray | memoryview, position: int = 0, end: int | None = None) -> None:
+    """Recompute the CRC-32C of the batch at ``position`` (ending at ``end``, default the buffer's end) over
+    its bytes now, and write it: after an in-place change of bytes the CRC covers."""
+    view = memoryview(buffer)
+    _CRC.pack_into(
+        buffer,
+        position + CRC_OFFSET,
+        crc32c.crc32c(view[position + ATTRIBUTES_OFFSET : len(view) if end is None else end]),
+    )

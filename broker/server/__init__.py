@@ -8,7 +8,8 @@ One module per concept, as in Kafka's ``kafka.server``:
   consumer group APIs) answering their share of the API keys;
 * :mod:`~broker.server.error_codes`: the one table from exceptions to Kafka error codes;
 * :mod:`~broker.server.replica_manager`: the local partitions, append, fetch reads, ListOffsets, delayed
-  operations (where followers, the ISR and the high watermark land with replication);
+  operations (where followers, the ISR and the high watermark land with replication), with its ISR thread
+  in :mod:`~broker.server.isr_changes`;
 * :mod:`~broker.server.partition`: one partition's log and replica state;
 * :mod:`~broker.server.delayed_produce`, :mod:`~broker.server.delayed_fetch`,
   :mod:`~broker.server.delayed_operation`, :mod:`~broker.server.purgatory`: requests that wait;

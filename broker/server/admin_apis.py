@@ -5,6 +5,9 @@ IncrementalAlterConfigs (part of Kafka's ``KafkaApis``, split out of :mod:`broke
 dispatches the decoded requests to it (:meth:`AdminApis.handlers`) and it answers through the ``respond``
 it was given. The work is the :class:`~broker.server.admin_manager.AdminManager`'s:
 
+* **CreatePartitions**: more partitions for a topic (:meth:`AdminManager.add_partitions`), placed as
+  Kafka places them or by the request's assignments; answered by any broker, as CreateTopics is (Kafka's
+  ZooKeeper-mode brokers send it to the controller). A topic named twice is INVALID_REQUEST.
 * **CreateTopics / DeleteTopics**: replication factor, replica assignments and the topic configs;
   CreateTopics v5+ answers with the created topic's configs and their sources. A topic named twice in one
   request is INVALID_REQUEST.
@@ -31,6 +34,11 @@ from broker.protocol.messages.alter_configs import (
     AlterConfigsResponse,
 )
 from broker.protocol.messages.config_resource import ConfigResourceType, ConfigType
+from broker.protocol.messages.create_partitions import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+)
 from broker.protocol.messages.create_topics import (
     CreatableTopicConfigs,
     CreatableTopicResult,
@@ -76,6 +84,7 @@ class AdminApis:
         return {
             int(ApiKey.CREATE_TOPICS): self._create_topics,
             int(ApiKey.DELETE_TOPICS): self._delete_topics,
+            int(ApiKey.CREATE_PARTITIONS): self._create_partitions,
             int(ApiKey.DESCRIBE_CONFIGS): self._describe_configs,
             int(ApiKey.ALTER_CONFIGS): self._alter_configs,
             int(ApiKey.INCREMENTAL_ALTER_CONFIGS): self._incremental_alter_configs,
@@ -153,6 +162,31 @@ class AdminApis:
             results.append(DeletableTopicResult(name=name, error_code=int(code), error_message=message))
         self._cluster.refresh()
         self._respond(request, header, DeleteTopicsResponse(responses=results))
+
+    def _create_partitions(
+        self, request: NetworkRequest, header: RequestHeader, body: CreatePartitionsRequest
+    ) -> None:
+        counts: dict[str, int] = {}
+        for topic in body.topics:
+            counts[topic.name] = counts.get(topic.name, 0) + 1
+        results = []
+        for topic in body.topics:
+            code, message = ErrorCode.NONE, None
+            try:
+                if counts[topic.name] > 1:
+                    raise InvalidRequestError(f"topic {topic.name!r} is named twice")
+                assignment = None if topic.assignments is None else [a.broker_ids for a in topic.assignments]
+                self._admin.add_partitions(
+                    topic.name, topic.count, assignment, validate_only=body.validate_only
+                )
+            except _ANSWERED as exc:
+                code, message = error_code_of(exc), str(exc)
+            results.append(
+                CreatePartitionsTopicResult(name=topic.name, error_code=int(code), error_message=message)
+            )
+        if any(r.error_code == _NONE for r in results) and not body.validate_only:
+            self._cluster.refresh()
+        self._respond(request, header, CreatePartitionsResponse(results=results))
 
     # ------------------------------------------------------------------------------------ configs
 

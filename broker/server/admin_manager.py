@@ -126,6 +126,16 @@ class AdminManager:
             self._default_replication_factor,
         )
 
+    def add_partitions(
+        self, name: str, count: int, assignment: Sequence[Sequence[int]] | None, *, validate_only: bool
+    ) -> dict[int, tuple[int, ...]]:
+        """CreatePartitions: grow ``name`` to ``count`` partitions (TopicAdmin.add_partitions)."""
+        validate_topic_name(name)
+        added = self._admin.add_partitions(name, count, assignment, validate_only=validate_only)
+        if not validate_only:
+            logger.info("topic %r: added partitions %s", name, added)
+        return added
+
     def delete_topic(self, name: str) -> None:
         validate_topic_name(name)
         self._admin.delete_topic(name)

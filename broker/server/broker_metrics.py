@@ -19,6 +19,25 @@ metric                                                                          
 ``kafka_log_logflushstats_logflush_seconds``                                       flusher's flush time
 ``kafka_server_replicamanager_partitioncount`` / ``_leadercount``                 partitions hosted / led
 ``kafka_server_replicamanager_underreplicatedpartitions``                         led here, ISR < replicas
+                                                                                  (those being added not
+                                                                                  counted, as Kafka)
+``kafka_server_replicamanager_underminisrpartitioncount``                          led here, ISR <
+                                                                                  min.insync.replicas
+``kafka_server_replicafetchermanager_maxlag{clientId="Replica"}``                  the most messages a
+                                                                                  partition followed here
+                                                                                  is behind its leader's
+                                                                                  high watermark
+``kafka_controller_kafkacontroller_offlinepartitionscount``                       on the controller:
+                                                                                  partitions without a live
+                                                                                  leader
+``kafka_controller_controllerstats_leaderelections_total``                        on the controller: leaders
+                                                                                  it elected (Kafka's
+                                                                                  LeaderElectionRateAndTimeMs
+                                                                                  count)
+``kafka_server_replicamanager_reassigningpartitions``                             led here and moving
+``lumber_reassignment_bytes_left{topic,partition,replica}``                       a new replica's copy left
+``lumber_replication_throttle_rate_bytes{side}``                                  throttle rate (0: none)
+``lumber_replication_throttled_bytes_total{side}``                                copied under the throttle
 ``kafka_server_replicamanager_isrshrinks_total`` / ``_isrexpands_total``           ISR changes this leader
                                                                                   wrote
 ``kafka_controller_kafkacontroller_activecontrollercount``                        1 on the controller
@@ -64,13 +83,16 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from broker.cluster.partition_reassignment import PartitionReassignment
 from broker.log.file_handle import FileHandle
 from broker.log.file_region import FileRegion
 from broker.log.log_manager import LogManager
 from broker.network.request_channel import NetworkResponse, RequestChannel
 from broker.protocol.api_key import ApiKey
 from broker.record.topic_partition import TopicPartition
+from broker.server.controller import ControllerStats
 from broker.server.fetch_session_cache import FetchSessionCache
+from broker.server.partition import Partition
 from broker.server.purgatory import Purgatory
 from broker.server.replica_manager import ReplicaManager
 from broker.server.thread_counter import ThreadCounter
@@ -216,6 +238,7 @@ class BrokerCollector(Collector):
         replicas: ReplicaManager | None = None,
         controller_active: Callable[[], bool] = lambda: False,
         fetch_sessions: FetchSessionCache | None = None,
+        controller_stats: Callable[[], ControllerStats | None] = lambda: None,
     ) -> None:
         self.broker_id = broker_id
         self.logs = logs
@@ -223,6 +246,7 @@ class BrokerCollector(Collector):
         self.network_stats = network_stats
         self.replicas = replicas
         self.controller_active = controller_active
+        self.controller_stats = controller_stats
         self.fetch_sessions = fetch_sessions
         self._lock = threading.Lock()
         #: per partition: the log end offset and {segment base offset: size} seen last
@@ -322,6 +346,45 @@ class BrokerCollector(Collector):
         evictions.add_metric([], cache.evictions)
         yield evictions
 
+    def _reassignments(
+        self, moves: dict[Partition, tuple[PartitionReassignment, dict[int, int]]]
+    ) -> Iterator[Metric]:
+        """Moves of partitions led here (Kafka's ReassigningPartitions), each new replica's bytes left to
+        copy, and the replication throttle (rates and bytes copied under it)."""
+        reassigning = GaugeMetricFamily(
+            "kafka_server_replicamanager_reassigningpartitions",
+            "Partitions led here that are being reassigned",
+        )
+        reassigning.add_metric([], len(moves))
+        left = GaugeMetricFamily(
+            "lumber_reassignment_bytes_left",
+            "Bytes a replica being added still has to copy (estimated from its offsets), partitions led here",
+            labels=["topic", "partition", "replica"],
+        )
+        for partition, (_r, by_replica) in sorted(moves.items(), key=lambda m: m[0].topic_partition):
+            tp = partition.topic_partition
+            for replica, size in sorted(by_replica.items()):
+                left.add_metric([tp.topic, str(tp.partition), str(replica)], size)
+        rate = GaugeMetricFamily(
+            "lumber_replication_throttle_rate_bytes",
+            "The replication throttle's rate on this broker, bytes/s (0: none)",
+            labels=["side"],
+        )
+        copied = CounterMetricFamily(
+            "lumber_replication_throttled_bytes",
+            "Bytes copied under the replication throttle",
+            labels=["side"],
+        )
+        replicas = self.replicas
+        if replicas is not None:
+            throttle = replicas.throttle
+            snapshot = throttle.snapshot if throttle is not None else None
+            rate.add_metric(["leader"], (snapshot.leader_rate or 0) if snapshot else 0)
+            rate.add_metric(["follower"], (snapshot.follower_rate or 0) if snapshot else 0)
+            copied.add_metric(["leader"], replicas.leader_quota.recorded_bytes)
+            copied.add_metric(["follower"], replicas.follower_quota.recorded_bytes)
+        yield from (reassigning, left, rate, copied)
+
     def _cleaner(self) -> Iterator[Metric]:
         """The log cleaner's figures, under the JMX exporter's names of Kafka's LogCleaner metrics."""
         cleaner = self.logs.cleaner
@@ -373,7 +436,36 @@ class BrokerCollector(Collector):
             "kafka_server_replicamanager_underreplicatedpartitions",
             "Partitions led here with fewer in-sync replicas than replicas",
         )
-        under.add_metric([], sum(1 for p in led if len(p.isr) < len(p.replicas)))
+        moves = {} if self.replicas is None else self.replicas.reassignments_led()
+        adding = {p.topic_partition: len(r.adding) for p, (r, _left) in moves.items()}
+        under.add_metric(
+            [], sum(1 for p in led if len(p.isr) < len(p.replicas) - adding.get(p.topic_partition, 0))
+        )
+        under_min = GaugeMetricFamily(
+            "kafka_server_replicamanager_underminisrpartitioncount",
+            "Partitions led here with fewer in-sync replicas than min.insync.replicas (acks=all refused)",
+        )
+        under_min.add_metric([], sum(1 for p in led if len(p.isr) < p.min_insync_replicas))
+        max_lag = GaugeMetricFamily(
+            "kafka_server_replicafetchermanager_maxlag",
+            "The most messages a partition followed here is behind its leader's high watermark",
+            labels=["clientId"],
+        )
+        max_lag.add_metric(
+            ["Replica"], max((p.follower_lag for p in partitions if not p.is_leader), default=0)
+        )
+        stats = self.controller_stats()
+        offline = GaugeMetricFamily(
+            "kafka_controller_kafkacontroller_offlinepartitionscount",
+            "On the active controller: partitions without a live leader (0 on the other brokers)",
+        )
+        offline.add_metric([], 0 if stats is None else stats.offline_partitions)
+        elections = CounterMetricFamily(
+            "kafka_controller_controllerstats_leaderelections",
+            "Leaders this broker elected as controller (a partition given a new live leader)",
+        )
+        elections.add_metric([], 0 if stats is None else stats.leader_elections)
+        yield from self._reassignments(moves)
         shrinks = CounterMetricFamily(
             "kafka_server_replicamanager_isrshrinks", "ISR shrinks this broker wrote as leader"
         )
@@ -386,4 +478,4 @@ class BrokerCollector(Collector):
             "kafka_controller_kafkacontroller_activecontrollercount", "1 while this broker is the controller"
         )
         active.add_metric([], 1 if self.controller_active() else 0)
-        yield from (count, leaders, under, shrinks, expands, active)
+        yield from (count, leaders, under, under_min, max_lag, shrinks, expands, active, offline, elections)

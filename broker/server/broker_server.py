@@ -43,6 +43,7 @@ from broker.cluster.broker_registration import BrokerRegistration
 from broker.cluster.cluster_view import EMPTY_VIEW, ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.producer_id_manager import ProducerIdManager
+from broker.cluster.replication_throttle import ReplicationThrottle
 from broker.cluster.topic_admin import TopicAdmin
 from broker.cluster.topic_config_store import TopicConfigStore
 from broker.config import BrokerConfig, LogConfig
@@ -60,6 +61,7 @@ from broker.server.group.group_metadata_manager import GroupMetadataManager
 from broker.server.handler_pool import HandlerPool
 from broker.server.kafka_apis import INLINE_API_KEYS, PIPELINE_API_KEYS, RUN_API_KEYS, KafkaApis
 from broker.server.purgatory import Purgatory
+from broker.server.reassignment_apis import Alter
 from broker.server.replica_manager import ReplicaManager
 
 logger = logging.getLogger(__name__)
@@ -151,6 +153,7 @@ class BrokerServer:
         self._purgatory = Purgatory(f"broker-{config.broker_id}")
         self._logs.add_listener(self._purgatory.notify)
         self._watcher = ClusterWatcher(client, on_change=self._on_cluster_change)
+        throttle = ReplicationThrottle(client, config.broker_id)
         self._replicas = replicas = ReplicaManager(
             config.broker_id,
             self._logs,
@@ -158,7 +161,9 @@ class BrokerServer:
             self._purgatory,
             config=config,
             isr_store=lambda changes: partition_state_store.update_isrs(client, changes),
+            throttle=throttle,
         )
+        throttle.start()
         self._watcher.start()
         strays = replicas.remove_strays(self._watcher.view)
         if strays:
@@ -182,6 +187,7 @@ class BrokerServer:
         )
         handler = KafkaApis(
             config=config,
+            controller=self._active_controller,
             replica_manager=replicas,
             admin_manager=AdminManager(
                 TopicAdmin(client),
@@ -227,15 +233,21 @@ class BrokerServer:
                 self._network.stats,
                 replicas=self._replicas,
                 controller_active=lambda: self._controller is not None and self._controller.active,
+                controller_stats=lambda: None if self._controller is None else self._controller.stats(),
                 fetch_sessions=handler.fetch_sessions,
             )
             self._serve_metrics(metrics, port, collector)
         self._registration = BrokerRegistration(
-            client, config.broker_id, config.advertised, self._network.port
+            client, config.broker_id, config.advertised, self._network.port, rack=config.rack
         )
         self._registration.register()
         self._controller = Controller(client, config.broker_id, config, self._watcher)
         self._controller.start()
+
+    def _active_controller(self) -> Alter | None:
+        """The controller's reassignment entry while this broker is the active controller."""
+        controller = self._controller
+        return controller.alter_reassignments if controller is not None and controller.active else None
 
     def _on_cluster_change(self, old: ClusterView, new: ClusterView) -> None:
         replicas = self._replicas

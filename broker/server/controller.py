@@ -26,6 +26,9 @@ What it does, on its own thread (Kafka's single controller event thread), each t
   back to each partition's preferred replica where it is live and in the ISR.
 * **Older topics**: partitions without a state znode (a topic written by an older Lumber) get their first
   state.
+* **Reassignments** (AlterPartitionReassignments, ``/admin/reassign_partitions``): started, completed and
+  tidied by :class:`~broker.server.partition_reassigner.PartitionReassigner` before the other decisions of
+  each pass; a new controller resumes them from ZooKeeper.
 
 Lumber differs from Kafka here: decisions are recomputed from the whole view at each wake-up (level-
 triggered) instead of a state machine per partition and replica; controlled shutdown is asked through the
@@ -34,7 +37,8 @@ keeps the leader epoch.
 
 Concurrency: :meth:`wake`, :meth:`on_elected` and :meth:`on_resigned` only set flags and wake the thread;
 everything else runs on the controller thread, which reads views (immutable) and ZooKeeper and holds no
-lock while it writes.
+lock while it writes. :meth:`stats` (a metrics scrape's thread) reads the current view and one counter that
+only the controller thread increments.
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
@@ -55,16 +60,27 @@ from broker.cluster.cluster_view import ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.controller_election import ControllerElection
 from broker.cluster.errors import ClusterError, ControllerMovedError
-from broker.cluster.partition_state import PartitionState
+from broker.cluster.partition_state import NO_LEADER, PartitionState
 from broker.cluster.topic_config import unclean_leader_election
 from broker.config import BrokerConfig
 from broker.record.topic_partition import TopicPartition
 from broker.server.partition_leader_election import next_state
+from broker.server.partition_reassigner import Outcome, PartitionReassigner
 
 logger = logging.getLogger(__name__)
 
 #: How long the thread waits after a failed pass before trying again.
 _RETRY_S = 0.5
+
+
+@dataclass(frozen=True)
+class ControllerStats:
+    """What the active controller tells the metrics (:mod:`broker.server.broker_metrics`)."""
+
+    #: partitions without a live leader (no leader, or a leader not registered), in the current view
+    offline_partitions: int
+    #: leader changes this broker wrote as controller since it started (a new leader for a partition)
+    leader_elections: int
 
 
 class Controller:
@@ -93,11 +109,14 @@ class Controller:
         #: The znode version of each state this controller wrote last (the controller thread's own).
         self._written: dict[TopicPartition, int] = {}
         self._next_rebalance_s = 0.0
+        self._leader_elections = 0
         self._election = ControllerElection(
             client, broker_id, on_elected=self.on_elected, on_resigned=self.on_resigned
         )
         self._thread = threading.Thread(target=self._run, name=f"controller-{broker_id}", daemon=True)
         self._preferred_watch: DataWatch | None = None
+        self._reassign_watch: DataWatch | None = None
+        self.reassigner = PartitionReassigner(client, broker_id, refresh=cluster.refresh, wake=self.wake)
 
     # ------------------------------------------------------------------------------------ public
 
@@ -111,12 +130,38 @@ class Controller:
         current = self._epoch
         return -1 if current is None else current[0]
 
+    def stats(self) -> ControllerStats | None:
+        """The offline partitions and the elections so far, while this broker is the controller."""
+        if not self.active:
+            return None
+        view = self._cluster.view
+        live = set(view.brokers)
+        offline = sum(
+            1 for state in view.states.values() if state.leader == NO_LEADER or state.leader not in live
+        )
+        return ControllerStats(offline, self._leader_elections)
+
     def start(self) -> None:
         self._thread.start()
         self._election.start()
         self._preferred_watch = DataWatch(
             self._client, zk_paths.PREFERRED_REPLICA_ELECTION_PATH, self._on_preferred_request
         )
+        self._reassign_watch = DataWatch(
+            self._client, zk_paths.REASSIGN_PARTITIONS_PATH, self._on_reassign_request
+        )
+
+    def _on_reassign_request(self, data: bytes | None, _stat: object) -> None:
+        """kazoo's thread: ``/admin/reassign_partitions`` was written (never blocks)."""
+        if data is not None and not self._stopping:
+            self.wake("reassignment requested")
+
+    def alter_reassignments(
+        self, targets: Mapping[TopicPartition, Sequence[int] | None], timeout_s: float
+    ) -> dict[TopicPartition, Outcome]:
+        """AlterPartitionReassignments (request handler threads): see
+        :meth:`~broker.server.partition_reassigner.PartitionReassigner.submit`."""
+        return self.reassigner.submit(targets, timeout_s, self._cluster.view.controller_id)
 
     def _on_preferred_request(self, data: bytes | None, _stat: object) -> None:
         """kazoo's thread: a preferred-replica election was asked for (never blocks)."""
@@ -146,12 +191,14 @@ class Controller:
             self._next_rebalance_s = self._clock_s() + self._config.leader_imbalance_check_interval_ms / 1000
             self._wake_reason.add("elected")
             self._cond.notify_all()
+        self.reassigner.set_active(True)
 
     def on_resigned(self) -> None:
         with self._cond:
             was = self._epoch
             self._epoch = None
             self._cond.notify_all()
+        self.reassigner.set_active(False)
         if was is not None:
             logger.warning("broker %d is no longer the controller (was epoch %d)", self._broker_id, was[0])
 
@@ -203,8 +250,11 @@ class Controller:
         if len(self._written) > len(view.states):
             self._written = {tp: v for tp, v in self._written.items() if tp in view.states}
         self._create_missing_states(view, controller_epoch, epoch_zk_version)
+        view, moved = self.reassigner.run(view, controller_epoch, epoch_zk_version, self._written)
         preferred = self._preferred_partitions(view, reasons)
         updates = self._decisions(view, controller_epoch, preferred)
+        for tp in moved:
+            updates.pop(tp, None)
         if updates:
             self._write(updates, epoch_zk_version)
         if "preferred election requested" in reasons:
@@ -279,6 +329,8 @@ class Controller:
             if results.get(tp) is None:
                 continue
             if new.leader != old.leader:
+                if new.leader != NO_LEADER:
+                    self._leader_elections += 1
                 logger.info(
                     "controller %d: %s: leader %d -> %d (epoch %d), ISR %s -> %s",
                     self._broker_id,

@@ -21,6 +21,8 @@ from broker.cluster.errors import (
     InvalidReplicationFactorError,
     InvalidTopicConfigError,
     NoLiveBrokersError,
+    NoReassignmentInProgressError,
+    ReassignmentInProgressError,
     TopicExistsError,
     UnknownTopicError,
     ZooKeeperError,
@@ -86,6 +88,8 @@ ERROR_CODES: MappingProxyType[type[BaseException], ErrorCode] = MappingProxyType
         NoLiveBrokersError: ErrorCode.INVALID_REPLICATION_FACTOR,  # Kafka's answer: too few live brokers
         InvalidReplicationFactorError: ErrorCode.INVALID_REPLICATION_FACTOR,
         ControllerMovedError: ErrorCode.NOT_CONTROLLER,
+        NoReassignmentInProgressError: ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+        ReassignmentInProgressError: ErrorCode.REASSIGNMENT_IN_PROGRESS,
         InvalidTopicConfigError: ErrorCode.INVALID_CONFIG,
         # the wire codec (broker.protocol.errors)
         ProtocolError: ErrorCode.INVALID_REQUEST,

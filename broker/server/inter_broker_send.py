@@ -6,7 +6,7 @@ time, each answered before the next is sent. It speaks the same codec as every c
 highest Lumber implements (both ends are Lumber brokers of one release; Kafka negotiates its inter-broker
 versions with ``inter.broker.protocol.version``, Lumber has one release at a time in a cluster).
 
-Why not :class:`broker.client.connection.BrokerConnection`: the server sits below the clients in the
+Why not :class:`broker.client.network.connection.BrokerConnection`: the server sits below the clients in the
 package layering (DESIGN.md), and a fetcher needs neither pipelining nor a reader thread.
 
 Failures (connect, send, receive, a frame that does not decode, a timeout) raise

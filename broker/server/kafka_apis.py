@@ -30,8 +30,11 @@ watcher for metadata. It holds no partition state of its own. What each API answ
   timestamp (-1 when there is none), with the leader epoch.
 * **OffsetForLeaderEpoch**: where an epoch ends in the leader's log (followers truncate to it; consumers
   validate their position, KIP-320).
-* **CreateTopics, DeleteTopics, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs**: answered by
-  :class:`~broker.server.admin_apis.AdminApis` through the admin manager.
+* **CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs**:
+  answered by :class:`~broker.server.admin_apis.AdminApis` through the admin manager.
+* **AlterPartitionReassignments, ListPartitionReassignments**: answered by
+  :class:`~broker.server.reassignment_apis.ReassignmentApis` on the active controller (others:
+  NOT_CONTROLLER).
 * **FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
   DescribeGroups, DeleteGroups, OffsetDelete**: answered by :class:`~broker.server.group_apis.GroupApis`
   through the group coordinator.
@@ -120,6 +123,7 @@ from broker.server.fetch_session_cache import FetchSessionCache
 from broker.server.group.group_coordinator import GroupCoordinator
 from broker.server.group_apis import GroupApis
 from broker.server.partition import Partition
+from broker.server.reassignment_apis import Alter, ReassignmentApis
 from broker.server.replica_manager import FetchPartitionResult, ReplicaManager
 from broker.server.topic_metadata import topic_metadata
 
@@ -169,6 +173,7 @@ class KafkaApis:
         cluster_id: str,
         producer_ids: ProducerIdManager,
         group_coordinator: GroupCoordinator,
+        controller: Callable[[], Alter | None] = lambda: None,
     ) -> None:
         self._config = config
         self._replicas = replica_manager
@@ -189,6 +194,9 @@ class KafkaApis:
             **AdminApis(admin_manager=admin_manager, cluster=cluster, respond=self._respond).handlers(),
             **GroupApis(
                 group_coordinator=group_coordinator, cluster=cluster, respond=self._respond
+            ).handlers(),
+            **ReassignmentApis(
+                broker_id=config.broker_id, cluster=cluster, controller=controller, respond=self._respond
             ).handlers(),
         }
 
@@ -513,7 +521,7 @@ class KafkaApis:
             for asked in topic.partitions:
                 index = asked.partition_index
                 try:
-                    offset, epoch = self._replicas.fetch_offset_for_timestamp(
+                    offset, found_timestamp, epoch = self._replicas.fetch_offset_for_timestamp(
                         TopicPartition(topic.name, index), asked.timestamp, asked.current_leader_epoch
                     )
                 except _ANSWERED as exc:
@@ -524,7 +532,7 @@ class KafkaApis:
                     response = ListOffsetsPartitionResponse(
                         partition_index=index,
                         error_code=_NONE,
-                        timestamp=-1,
+                        timestamp=found_timestamp,
                         offset=offset,
                         leader_epoch=epoch,
                     )

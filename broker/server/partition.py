@@ -59,7 +59,7 @@ from broker.clock import Clock, system_clock_ms
 from broker.cluster.partition_state import PartitionState
 from broker.log.file_region import FileRegion
 from broker.log.log import AppendInfo, Buffer, Log
-from broker.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from broker.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from broker.record.topic_partition import TopicPartition
 from broker.server.errors import (
     FencedLeaderEpochError,
@@ -134,6 +134,13 @@ class Partition:
         self._remote: dict[int, RemoteReplica] = {}
         #: An ISR change handed to the writer and not yet answered (None: none in flight).
         self._pending_isr: tuple[int, ...] | None = None
+        #: As a follower: the high watermark the leader answered last (-1: none yet); one int store by the
+        #: fetcher thread, read by a metrics scrape.
+        self.leader_high_watermark = -1
+        #: Whether the replica manager listens to the log end (once the partition has followers).
+        self.end_listened = False
+        #: The topic node's znode version whose replicas were applied (-1: none known).
+        self.assignment_version = -1
 
     # ------------------------------------------------------------------------------------ state
 
@@ -224,6 +231,16 @@ class Partition:
             self.log.set_replicated(len(replicas) > 1)
         return changed
 
+    def stop_replica(self) -> None:
+        """This replica was moved off the broker (its log is being deleted): it neither leads nor follows
+        any more, so every produce waiting on it is answered NOT_LEADER_OR_FOLLOWER (retried at the new
+        leader) and nothing more is acknowledged here."""
+        with self._lock:
+            self.leader_id = NO_LEADER
+            self.leader_epoch_start_offset = -1
+            self._remote = {}
+            self._pending_isr = None
+
     def check_leader_epoch(self, request_epoch: int) -> None:
         """Kafka's fencing of a request's ``current_leader_epoch`` (-1: not checked)."""
         if request_epoch < 0:
@@ -267,8 +284,17 @@ class Partition:
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
         """A follower exposes what the leader says is replicated, up to its own log end."""
+        self.leader_high_watermark = leader_high_watermark
         log = self.log
         log.update_replicated_high_watermark(min(leader_high_watermark, log.log_end_offset))
+
+    @property
+    def follower_lag(self) -> int:
+        """As a follower, the messages this replica is behind what the leader last said is replicated
+        (Kafka's replica fetcher lag); 0 on a leader or before the first answer."""
+        if self.is_leader or self.leader_high_watermark < 0:
+            return 0
+        return max(0, self.leader_high_watermark - self.log.log_end_offset)
 
     def truncate_to(self, offset: int, leader_epoch: int) -> int | None:
         """Truncate the follower's log to ``offset`` (the divergence point); None if this replica no
@@ -460,9 +486,11 @@ class Partition:
         log = self.log
         return log.read(fetch_offset, max_bytes, max_offset=log.log_end_offset)
 
-    def fetch_offset_for_timestamp(self, timestamp: int) -> int:
-        """ListOffsets: the log start for -2, the high watermark for -1, else the first offset whose
-        timestamp is at or after ``timestamp`` (-1 when there is none).
+    def fetch_offset_for_timestamp(self, timestamp: int) -> tuple[int, int]:
+        """ListOffsets: ``(offset, timestamp)``: the log start for -2, the high watermark for -1 (timestamp
+        -1 for both), the first exposed record with the largest timestamp for -3 (KIP-734), else the first
+        offset whose timestamp is at or after ``timestamp`` and that record's timestamp, as Kafka answers
+        (``(-1, -1)`` when there is none).
 
         A new leader whose high watermark has not yet reached the start of its epoch answers
         OFFSET_NOT_AVAILABLE (Kafka's KIP-207): the previous leader may have exposed offsets this one
@@ -472,13 +500,16 @@ class Partition:
         if start > 0 and self._remote and log.high_watermark < start:
             raise OffsetNotAvailableError(self.topic_partition, log.high_watermark, start)
         if timestamp == EARLIEST_TIMESTAMP:
-            return log.log_start_offset
+            return log.log_start_offset, -1
         if timestamp == LATEST_TIMESTAMP:
-            return log.high_watermark
+            return log.high_watermark, -1
+        if timestamp == MAX_TIMESTAMP:
+            found = log.offset_of_max_timestamp()
+            return (-1, -1) if found is None else found
         if timestamp < 0:
-            raise InvalidRequestError(f"timestamp {timestamp} is not -1, -2 or a time")
+            raise InvalidRequestError(f"timestamp {timestamp} is not -1, -2, -3 or a time")
         found = log.offset_for_timestamp(timestamp)
-        return -1 if found is None else found
+        return (-1, -1) if found is None else found
 
     def __repr__(self) -> str:
         return (

@@ -97,6 +97,10 @@ class PartitionFetchState:
     delayed_until: float = 0.0
 
 
+#: Longest a fetcher whose every partition is throttled sleeps before it looks again.
+_THROTTLE_WAIT_MAX_S = 0.5
+
+
 class ReplicaFetcherThread:
     """Fetches partitions led by ``leader_id`` into their local followers (see the module docstring)."""
 
@@ -323,10 +327,21 @@ class ReplicaFetcherThread:
         config = self._config
         offsets: dict[TopicPartition, int] = {}
         wanted: dict[TopicPartition, FetchPartition] = {}
+        throttle, quota = self._replicas.throttle, self._replicas.follower_quota
+        throttled: set[TopicPartition] = set()
         for tp, epoch in epochs.items():
             partition = self._partition(tp)
             if partition is None:
                 continue
+            if (
+                throttle is not None
+                and self.broker_id not in partition.isr
+                and throttle.follower_throttled(tp)
+            ):
+                # a reassignment's copy within the follower's throttle (Kafka's shouldFollowerThrottle)
+                if quota.exceeded():
+                    continue
+                throttled.add(tp)
             log = partition.log
             offsets[tp] = fetch_offset = log.log_end_offset
             wanted[tp] = FetchPartition(
@@ -337,6 +352,8 @@ class ReplicaFetcherThread:
                 partition_max_bytes=config.replica_fetch_max_bytes,
             )
         if not offsets:
+            if epochs:  # every partition waits for the throttle's budget
+                self._stopping.wait(min(max(quota.wait_s(), 0.01), _THROTTLE_WAIT_MAX_S))
             return
         session = self._session.build(wanted)
         by_topic: dict[str, list[FetchPartition]] = {}
@@ -384,6 +401,8 @@ class ReplicaFetcherThread:
                     ):
                         continue  # removed, re-added or truncating since the request went out
                     self._apply_fetched(tp, state, offsets[tp], data)
+                    if tp in throttled and isinstance(data.records, (bytes, bytearray, memoryview)):
+                        quota.record(len(data.records))
 
     def _apply_fetched(
         self, tp: TopicPartition, state: PartitionFetchState, fetch_offset: int, data: PartitionData

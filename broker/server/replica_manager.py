@@ -46,12 +46,15 @@ logs, offsets, replica state and the purgatory, never the wire format. What it o
   request's ``current_leader_epoch`` is fenced as Kafka fences it.
 * **ListOffsets** (:meth:`fetch_offset_for_timestamp`) and **OffsetForLeaderEpoch**
   (:meth:`last_offset_for_leader_epoch`).
-* **ISR changes**: one thread (``isr-<id>``) writes the leaders' ISR changes to their state znodes, each
-  conditional on the znode version it was computed from, the changes queued meanwhile in one pipelined
-  batch (:func:`broker.cluster.partition_state_store.update_isrs`), and every
-  ``replica_lag_time_max_ms / 2`` asks each led partition for followers that fell out of sync (Kafka's
-  ``isr-expiration`` task). A write that loses to a newer state (the controller's)
-  is dropped: the new state arrives through the watcher.
+* **ISR changes** (:mod:`broker.server.isr_changes`, mixed in): one thread (``isr-<id>``) writes the
+  leaders' ISR changes to their state znodes, each conditional on the znode version it was computed from,
+  the changes queued meanwhile in one pipelined batch
+  (:func:`broker.cluster.partition_state_store.update_isrs`), and every ``replica_lag_time_max_ms / 2``
+  asks each led partition for followers that fell out of sync (Kafka's ``isr-expiration`` task). A write
+  that loses to a newer state (the controller's) is dropped: the new state arrives through the watcher.
+* **Reassignments** (:mod:`broker.server.replica_moves`, mixed in): a replica moved off here is stopped and
+  deleted; a leader's fetch reads for followers out of the ISR keep within the leader's throttle
+  (:mod:`broker.server.replication_quota`).
 
 Errors are raised, never turned into codes here: a partition's result carries the exception
 (:class:`~broker.log.errors.LogError`, :class:`~broker.record.errors.RecordError` or
@@ -72,13 +75,13 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from broker.cluster.cluster_view import ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
-from broker.cluster.errors import ClusterError
 from broker.cluster.partition_state import PartitionState
+from broker.cluster.replication_throttle import ReplicationThrottle, ThrottleSnapshot
 from broker.cluster.topic_config import min_insync_replicas, topic_log_config
 from broker.config import BrokerConfig
 from broker.log.errors import LogError
@@ -92,9 +95,12 @@ from broker.server.completing_here import CompletingHere
 from broker.server.delayed_fetch import DelayedFetch, FetchCallback
 from broker.server.delayed_produce import DelayedProduce, ProduceCallback, ProduceResult
 from broker.server.errors import NotLeaderOrFollowerError, ServerError, UnknownTopicOrPartitionError
+from broker.server.isr_changes import IsrChanges, IsrStore, eligible
 from broker.server.partition import Partition
 from broker.server.purgatory import Purgatory
 from broker.server.replica_fetcher_manager import ReplicaFetcherManager
+from broker.server.replica_moves import ReplicaMoves
+from broker.server.replication_quota import ReplicationQuota
 
 logger = logging.getLogger(__name__)
 
@@ -102,15 +108,7 @@ logger = logging.getLogger(__name__)
 #: ``current_leader_epoch`` (-1: not checked).
 FetchRead = tuple[TopicPartition, int, int, int]
 
-#: Writes ISR changes, pipelined: partition -> ``(state it was computed from, new ISR)``, answered per
-#: partition with the stored state, or None when the state znode moved on meanwhile
-#: (:func:`broker.cluster.partition_state_store.update_isrs`).
-IsrStore = Callable[
-    [Mapping[TopicPartition, tuple[PartitionState, tuple[int, ...]]]],
-    dict[TopicPartition, PartitionState | None],
-]
-#: Most ISR changes written in one pipelined batch.
-MAX_ISR_BATCH = 1000
+_NO_THROTTLE = ThrottleSnapshot()
 
 
 class FetchPartitionResult(NamedTuple):
@@ -124,7 +122,7 @@ class FetchPartitionResult(NamedTuple):
     records: FileRegion | None
 
 
-class ReplicaManager:
+class ReplicaManager(IsrChanges, ReplicaMoves):
     """The local partitions of ``broker_id`` and the operations on them (see the module docstring)."""
 
     def __init__(
@@ -136,8 +134,13 @@ class ReplicaManager:
         *,
         config: BrokerConfig | None = None,
         isr_store: IsrStore | None = None,
+        throttle: ReplicationThrottle | None = None,
     ) -> None:
         self._broker_id = broker_id
+        #: reassignments' copy limits (:mod:`broker.server.replication_quota`); the fetchers read them too
+        self.throttle = throttle
+        self.leader_quota = ReplicationQuota(lambda: self._throttle_snapshot().leader_rate)
+        self.follower_quota = ReplicationQuota(lambda: self._throttle_snapshot().follower_rate)
         self._config = config if config is not None else BrokerConfig(broker_id=broker_id)
         self._logs = log_manager
         self._cluster = cluster
@@ -154,6 +157,10 @@ class ReplicaManager:
         #: ISR changes written by this broker as leader (the ISR thread's; read by the metrics).
         self.isr_shrinks = 0
         self.isr_expands = 0
+
+    def _throttle_snapshot(self) -> ThrottleSnapshot:
+        throttle = self.throttle
+        return throttle.snapshot if throttle is not None else _NO_THROTTLE
 
     def start(self) -> None:
         """Start the ISR thread (writes and expiry); :meth:`apply` works without it."""
@@ -234,11 +241,15 @@ class ReplicaManager:
                 configs = latest.topic_config(topic)
                 if configs != self._topic_configs.get(topic, {}):
                     self._apply_topic_config(topic, configs)
-            for tp in new.partitions_of(self._broker_id):
+            mine = new.partitions_of(self._broker_id)
+            for tp in mine:
                 try:
                     self._apply_partition(new, tp)
                 except (LogError, RecordError):
                     logger.exception("broker %d: applying the state of %s failed", self._broker_id, tp)
+            gone = set(old.partitions_of(self._broker_id)) - set(mine)
+            for tp in sorted(t for t in gone if t.topic in new.topics):
+                self._stop_replica(new, tp)
         if set(old.brokers) != set(new.brokers) or old.shutting_down != new.shutting_down:
             # a follower that went away or is shutting down no longer holds a high watermark back
             for partition in self.partitions():
@@ -280,15 +291,23 @@ class ReplicaManager:
                 isr_writer=self._submit_isr_change,
                 replica_eligible=self._replica_eligible,
             )
-            if len(view.replicas(tp)) > 1:
-                # followers' fetches wait for the log end to move, not the high watermark
-                log.add_end_listener(self._purgatory.notify)
             self._partitions[tp] = partition
+        replicas = view.replicas(tp)
+        if len(replicas) > 1 and not partition.end_listened:
+            # followers' fetches wait for the log end to move, not the high watermark
+            partition.log.add_end_listener(self._purgatory.notify)
+            partition.end_listened = True
         partition.min_insync_replicas = self._min_insync_replicas(view, tp.topic)
         state = view.states.get(tp)
-        if state is None or not partition.is_newer(state):
+        # a reassignment changes the replicas (the topic node's version orders them): applied even with
+        # the same state; a request's view older than the one applied never brings older replicas back
+        topic_version = view.topic_versions.get(tp.topic, -1)
+        replicas_newer = topic_version > partition.assignment_version
+        if state is None or (not partition.is_newer(state) and not replicas_newer):
             return partition
-        replicas = view.replicas(tp)
+        if topic_version < partition.assignment_version:
+            replicas = partition.replicas
+        partition.assignment_version = max(topic_version, partition.assignment_version)
         if state.leader == self._broker_id:
             self.fetchers.remove_partitions([tp])
             if partition.make_leader(state, replicas):
@@ -317,7 +336,7 @@ class ReplicaManager:
         return partition
 
     def _replica_eligible(self, broker_id: int) -> bool:
-        return _eligible(self._cluster.view, broker_id)
+        return eligible(self._cluster.view, broker_id)
 
     def _min_insync_replicas(self, view: ClusterView, topic: str) -> int:
         return min_insync_replicas(view.topic_configs.get(topic, {}), self._config.min_insync_replicas)
@@ -350,106 +369,6 @@ class ReplicaManager:
         if not partition.is_leader:
             raise NotLeaderOrFollowerError(tp, partition.leader_id, self._broker_id)
         return partition
-
-    # ------------------------------------------------------------------------------------ ISR changes
-
-    def _submit_isr_change(self, partition: Partition, state: PartitionState, isr: tuple[int, ...]) -> None:
-        if self._isr_store is None or self._stopping.is_set():
-            partition.isr_failed()
-            return
-        self._isr_queue.put((partition, state, isr))
-
-    def _run_isr_changes(self) -> None:
-        interval_s = max(self._config.replica_lag_time_max_ms / 2000, 0.05)
-        store = self._isr_store
-        if store is None:
-            return
-        while not self._stopping.is_set():
-            try:
-                item = self._isr_queue.get(timeout=interval_s)
-            except queue.Empty:
-                self._expire_isr()
-                continue
-            batch = [item]
-            while len(batch) < MAX_ISR_BATCH:
-                try:
-                    batch.append(self._isr_queue.get_nowait())
-                except queue.Empty:
-                    break
-            changes = self._eligible_isr_changes([b for b in batch if b is not None])
-            if changes:
-                self._write_isr_changes(store, changes)
-            if self._isr_queue.empty():
-                self._expire_isr()
-
-    def _eligible_isr_changes(
-        self, batch: list[tuple[Partition, PartitionState, tuple[int, ...]]]
-    ) -> dict[TopicPartition, tuple[Partition, PartitionState, tuple[int, ...]]]:
-        """The changes of ``batch`` to write: an expansion adding a broker that is not registered (still
-        starting, or gone) or in controlled shutdown is dropped (Kafka's ``isReplicaIsrEligible``; it is
-        asked again at the follower's next fetch)."""
-        view = self._cluster.view
-        changes: dict[TopicPartition, tuple[Partition, PartitionState, tuple[int, ...]]] = {}
-        for partition, state, isr in batch:
-            joining = set(isr) - set(state.isr)
-            ineligible = sorted(r for r in joining if not _eligible(view, r))
-            if ineligible:
-                logger.debug(
-                    "%s: broker %s caught up but is not live: not adding it to the ISR yet",
-                    partition.topic_partition,
-                    ineligible,
-                )
-                partition.isr_failed()
-                continue
-            earlier = changes.get(partition.topic_partition)
-            if earlier is not None:  # a partition closed and made again: the older object's change is moot
-                earlier[0].isr_failed()
-            changes[partition.topic_partition] = (partition, state, isr)
-        return changes
-
-    def _write_isr_changes(
-        self,
-        store: IsrStore,
-        changes: dict[TopicPartition, tuple[Partition, PartitionState, tuple[int, ...]]],
-    ) -> None:
-        """Write ``changes`` in one pipelined batch and report each outcome to its partition."""
-        try:
-            stored = store({tp: (state, isr) for tp, (_, state, isr) in changes.items()})
-        except ClusterError as exc:  # ZooKeeper unreachable or the session gone: a paused leader's case
-            logger.warning(
-                "writing the ISR of %d partitions (first %s) failed (%s); the next state read decides",
-                len(changes),
-                next(iter(changes)),
-                exc,
-            )
-            stored = {}
-        except Exception:  # the thread's top loop: log, drop the changes, keep serving
-            logger.exception("writing the ISR of %d partitions failed", len(changes))
-            stored = {}
-        for tp, (partition, state, isr) in changes.items():
-            written = stored.get(tp)
-            if written is None:
-                if tp in stored:
-                    logger.info(
-                        "%s: the ISR change to %s lost to a newer state; waiting for it", tp, list(isr)
-                    )
-                partition.isr_failed()
-                continue
-            if len(isr) < len(state.isr):
-                self.isr_shrinks += 1
-            else:
-                self.isr_expands += 1
-            partition.isr_committed(written)
-            self._purgatory.notify(tp)
-
-    def _expire_isr(self) -> None:
-        """Shrink the ISR of every led partition with followers out of sync (Kafka's ``maybeShrinkIsr``)."""
-        for partition in self.partitions():
-            if not partition.is_leader or not partition.replicated:
-                continue
-            change = partition.out_of_sync_replicas()
-            if change is not None:
-                self._isr_queue.put((partition, change[0], change[1]))
 
     # ------------------------------------------------------------------------------------ append
 
@@ -607,7 +526,16 @@ class ReplicaManager:
             limit = min(partition_max_bytes, remaining)
             region = None
             error: LogError | RecordError | None = None
-            if limit > 0 or first_with_data:
+            # a reassignment's copy to a follower out of the ISR, within the leader's throttle (Kafka's
+            # shouldLeaderThrottle): skipped while the quota is exceeded
+            throttled = (
+                follower
+                and self.throttle is not None
+                and replica_id not in partition.isr
+                and self.throttle.leader_throttled(tp)
+            )
+            skip = throttled and self.leader_quota.exceeded()
+            if not skip and (limit > 0 or first_with_data):
                 try:
                     if follower:
                         # a caught-up follower (most partitions of its every fetch) reads nothing
@@ -627,6 +555,8 @@ class ReplicaManager:
                 first_with_data = False
                 remaining -= region.size_bytes
                 total += region.size_bytes
+                if throttled:
+                    self.leader_quota.record(region.size_bytes)
             results.append(FetchPartitionResult(error, high_watermark, log_start, region))
         return results, total, errors
 
@@ -634,11 +564,12 @@ class ReplicaManager:
 
     def fetch_offset_for_timestamp(
         self, tp: TopicPartition, timestamp: int, current_leader_epoch: int = -1
-    ) -> tuple[int, int]:
-        """ListOffsets for one partition led here (:meth:`Partition.fetch_offset_for_timestamp`), with the
-        leader epoch."""
+    ) -> tuple[int, int, int]:
+        """ListOffsets for one partition led here (:meth:`Partition.fetch_offset_for_timestamp`): offset,
+        timestamp and the leader epoch."""
         partition = self.leader_partition(self._cluster.view, tp, current_leader_epoch)
-        return partition.fetch_offset_for_timestamp(timestamp), partition.leader_epoch
+        offset, found_timestamp = partition.fetch_offset_for_timestamp(timestamp)
+        return offset, found_timestamp, partition.leader_epoch
 
     def last_offset_for_leader_epoch(
         self, tp: TopicPartition, leader_epoch: int, current_leader_epoch: int = -1
@@ -648,9 +579,3 @@ class ReplicaManager:
         ``lastOffsetForLeaderEpoch``)."""
         partition = self.leader_partition(self._cluster.view, tp, current_leader_epoch)
         return partition.log.end_offset_for_epoch(leader_epoch)
-
-
-def _eligible(view: ClusterView, broker_id: int) -> bool:
-    """Whether ``broker_id`` may be in an ISR: registered and not in controlled shutdown (Kafka's
-    ``isReplicaIsrEligible``)."""
-    return broker_id in view.brokers and broker_id not in view.shutting_down

@@ -17,8 +17,9 @@ bootstrap_servers``, else ``[load] bootstrap_servers``, else ZooKeeper; the regi
 registry_url``, else ``[registry] url``.
 
 Output: the table (default), ``--json`` instead, and ``--html FILE`` in addition (a page with a chart per
-topic). Exit code 0 when no window is INCOMPLETE, 3 when one is (missing or duplicate beyond the tolerance
-after the grace period), 1 when the audit topic cannot be read, 2 for bad arguments.
+topic). Exit codes (:mod:`lumber.cli`'s table): 0 when no window is INCOMPLETE, 1 when one is (missing or
+duplicate beyond the tolerance after the grace period) or the audit topic cannot be read, 2 for bad
+arguments, among them a ``--topic`` that is neither in the cluster nor named by any audit event.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from audit.audit_codec import AuditEventCodec
 from audit.audit_reader import read_audit_events
@@ -40,10 +41,13 @@ from audit.audit_text import render_text
 from audit.audit_tolerance import Tolerance
 from audit.errors import AuditError
 from lumber.cli.cluster_options import CommaList, add_cluster_options
-from lumber.config import LumberConfig
 from pipeline.durations import DURATION_HELP, DurationError, parse_duration_ms
 
-FAILED_EXIT_CODE = 3
+if TYPE_CHECKING:
+    from lumber.config import LumberConfig
+
+FAILED_EXIT_CODE = 1
+UNKNOWN_TOPIC_EXIT_CODE = 2
 HOUR_MS = 3_600_000
 _RELATIVE = re.compile(r"-((?:[0-9]+(?:ms|s|m|h|d))+)")
 _LAYOUTS = ("%Y-%m-%d", "%Y-%m-%dT%H", "%Y-%m-%d %H", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M")
@@ -87,7 +91,7 @@ def register(subparsers: Any) -> None:
         help="per topic and window: expected, loaded, missing, duplicate, late, malformed, status",
         description="Reconcile the producers' audit counts with the load's, per topic and window: "
         "expected, loaded, missing, duplicate, late, malformed and a status (COMPLETE, INCOMPLETE, OPEN). "
-        "Exit code 3 when a window is INCOMPLETE.",
+        "Exit code 1 when a window is INCOMPLETE.",
     )
     verify.add_argument(
         "--topics",
@@ -182,6 +186,10 @@ def _run_verify(args: argparse.Namespace, config: LumberConfig, settings: _Setti
         )
     finally:
         codec.close()
+    unknown = _unknown_topics(args, config, args.topic or [], {event.topic for event in read.events})
+    if unknown:
+        print(f"lumber: error: {unknown}", file=sys.stderr)
+        return UNKNOWN_TOPIC_EXIT_CODE
     report = reconcile(
         read.events,
         since_ms=settings.since_ms,
@@ -201,13 +209,36 @@ def _run_verify(args: argparse.Namespace, config: LumberConfig, settings: _Setti
     else:
         print(render_text(report, source), end="")
     if args.html is not None:
-        from audit.audit_html import render_html  # noqa: PLC0415 - matplotlib only for --html
+        from audit.audit_html import render_html
 
         args.html.parent.mkdir(parents=True, exist_ok=True)
         args.html.write_text(render_html(report), encoding="utf-8")
         if not args.json:
             print(f"wrote {args.html}")
     return 0 if report.ok else FAILED_EXIT_CODE
+
+
+def _unknown_topics(
+    args: argparse.Namespace, config: LumberConfig, named: list[str], audited: set[str]
+) -> str:
+    """Why ``--topic`` names a topic there is nothing to verify of (none in the audit, none in the cluster),
+    or "" when every named topic is audited or exists."""
+    missing = [topic for topic in named if topic not in audited]
+    if not missing:
+        return ""
+    from broker.cluster.topic_admin import TopicAdmin
+    from lumber.cli.zookeeper_session import zookeeper_session
+
+    with zookeeper_session(args, config) as zk:
+        existing = set(TopicAdmin(zk).list_topics())
+    unknown = [topic for topic in missing if topic not in existing]
+    if not unknown:
+        return ""
+    seen = ", ".join(sorted(audited)) or "none"
+    return (
+        f"--topic {','.join(unknown)}: no such topic in the cluster ({config.zookeeper.connect}) and no "
+        f"audit events name it (topics with audit events: {seen})"
+    )
 
 
 def _window_source(args: argparse.Namespace, config: LumberConfig, window_ms: int) -> str:

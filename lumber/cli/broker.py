@@ -17,13 +17,13 @@ import sys
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from broker.server.broker_server import BrokerServer, ZooKeeperSettings
 from lumber.cli.cluster_options import add_cluster_options
-from lumber.cli.log import describe, verify_log_dirs
 from lumber.cli.verbosity import serves
-from lumber.config import LumberConfig
+
+if TYPE_CHECKING:
+    from lumber.config import LumberConfig
 
 
 def register(subparsers: Any) -> None:
@@ -47,6 +47,8 @@ def register(subparsers: Any) -> None:
 
 
 def _start(args: argparse.Namespace, config: LumberConfig) -> int:
+    from broker.server.broker_server import BrokerServer, ZooKeeperSettings
+
     overrides = {
         key: value
         for key, value in (("broker_id", args.broker_id), ("host", args.host), ("port", args.port))
@@ -91,6 +93,8 @@ def _start(args: argparse.Namespace, config: LumberConfig) -> int:
 
 def _verify_logs(broker_id: int, log_dirs: list[Path]) -> bool:
     """``--verify-logs``: walk every partition in ``log_dirs``; False (and why, on stderr) on damage."""
+    from lumber.cli.log import describe, verify_log_dirs
+
     reports = verify_log_dirs(log_dirs)
     damaged = [report for report in reports if not report.ok]
     for report in damaged:

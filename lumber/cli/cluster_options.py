@@ -17,9 +17,10 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lumber.config import LumberConfig
+if TYPE_CHECKING:
+    from lumber.config import LumberConfig
 
 logger = logging.getLogger(__name__)
 

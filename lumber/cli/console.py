@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.verbosity import serves
-from lumber.config import LumberConfig
+
+if TYPE_CHECKING:
+    from lumber.config import LumberConfig
 
 
 def register(subparsers: Any) -> None:
@@ -32,9 +34,9 @@ def register(subparsers: Any) -> None:
 
 
 def _serve(args: argparse.Namespace, config: LumberConfig) -> int:
-    import uvicorn  # noqa: PLC0415 - only this command needs the server
+    import uvicorn
 
-    from lumber.console.app import create_app  # noqa: PLC0415
+    from lumber.console.app import create_app
 
     console = config.console.replace(
         host=args.host or config.console.host, port=args.port or config.console.port

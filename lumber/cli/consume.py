@@ -9,6 +9,13 @@ Confluent-framed Avro with a schema id the registry knows are printed as Avro JS
 ``json``, ``raw`` or ``hex`` instead. Settings come from ``[consumer]`` (the cluster from
 ``bootstrap_servers``, else ZooKeeper's ``[zookeeper] connect``); the registry is ``--registry-url``, else
 ``[registry] url``. The record count goes to the log (``-v``).
+
+``--group NAME`` consumes as a member of consumer group NAME, as ``kafka-console-consumer --group`` does:
+the group's partitions of the topic (shared with its other members), from its committed offsets (where it
+has none: the log end, or the log start with ``--from-beginning``), committing as it goes (every ``[group]
+auto_commit_interval_ms``, and what was printed when it ends); ``--no-commit`` reads the same way and
+commits nothing (a peek). ``--kind zookeeper|kafka`` chooses the group's kind (default ``[group]
+protocol``). ``--partition`` and ``--offset`` choose positions themselves and do not go with ``--group``.
 """
 
 from __future__ import annotations
@@ -16,20 +23,24 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from broker.client.console import consume_to
-from broker.client.consumer import Consumer
+from broker.client.consumer.consumer import Consumer
+from broker.client.consumer.consumer_config import ConsumerConfig
 from broker.client.errors import UnknownPartitionError
+from broker.client.groups.group_consumer import GroupConsumer
 from broker.record.topic_partition import TopicPartition
 from lumber.cli.cluster_options import add_cluster_options
+from lumber.cli.console_tools import MessageSource, consume_to
 from lumber.cli.invocation import suggest
 from lumber.cli.produce import separator
 from lumber.cli.record_format import AvroText, Format, RecordPrinter
 from lumber.cli.topic_check import require_topic
-from lumber.config import LumberConfig
 from pipeline.durations import DURATION_HELP, DurationAction
 from schemas.client import SchemaRegistryClient
+
+if TYPE_CHECKING:
+    from lumber.config import LumberConfig
 
 log = logging.getLogger(__name__)
 
@@ -79,12 +90,32 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--separator", default="TAB", help="what goes between the printed fields (default: TAB)"
     )
+    parser.add_argument(
+        "--group",
+        metavar="NAME",
+        help="consume as a member of this consumer group, from its committed offsets, committing as it goes",
+    )
+    parser.add_argument(
+        "--kind",
+        choices=("zookeeper", "kafka"),
+        help="with --group: the group's kind (default: [group] protocol)",
+    )
+    parser.add_argument(
+        "--no-commit", action="store_true", help="with --group: read without committing anything (a peek)"
+    )
     add_cluster_options(parser)
     parser.add_argument("--registry-url", metavar="URL", help="schema registry (default: [registry] url)")
     parser.set_defaults(handler=_consume)
 
 
 def _consume(args: argparse.Namespace, config: LumberConfig) -> int:
+    if args.group is None and (args.no_commit or args.kind):
+        print("lumber: error: --no-commit and --kind go with --group", file=sys.stderr)
+        return 2
+    if args.group is not None and (args.partition is not None or args.offset is not None):
+        message = "--group reads the group's partitions from its offsets: no --partition or --offset"
+        print(f"lumber: error: {message}", file=sys.stderr)
+        return 2
     settings = config.consumer
     if args.bootstrap_server:
         settings = settings.replace(bootstrap_servers=list(args.bootstrap_server))
@@ -117,6 +148,10 @@ def _consume(args: argparse.Namespace, config: LumberConfig) -> int:
         separator=separator(args.separator),
     )
     try:
+        if args.group is not None:
+            count = _consume_in_group(args, config, settings, printer)
+            log.info("consumed %d records from %s in group %s", count, args.topic, args.group)
+            return 0
         with Consumer(settings, zookeeper_connect=zookeeper) as consumer:
             partitions = consumer.partitions_for(args.topic, metadata_wait_ms)
             if args.partition is not None:
@@ -138,3 +173,29 @@ def _consume(args: argparse.Namespace, config: LumberConfig) -> int:
         registry.close()
     log.info("consumed %d records from %s", count, args.topic)
     return 0
+
+
+def _consume_in_group(
+    args: argparse.Namespace, config: LumberConfig, settings: ConsumerConfig, printer: RecordPrinter
+) -> int:
+    """``--group``: print the records the group gives this member (see the module docstring)."""
+    group = config.group.replace(
+        protocol=args.kind or config.group.protocol, auto_commit_enable=not args.no_commit
+    )
+    with GroupConsumer(
+        args.group, zookeeper_connect=config.zookeeper.connect, config=group, consumer_config=settings
+    ) as member:
+        if args.no_commit:  # explicit positions never acknowledged: nothing is ever committed
+            source: MessageSource = member.create_message_streams({args.topic: 1}, explicit_positions=True)[
+                args.topic
+            ][0]
+        else:  # records are handed out one at a time: what was printed is what gets committed
+            member.subscribe([args.topic])
+            source = member
+        return consume_to(
+            source,
+            sys.stdout.buffer,
+            line=printer.line,
+            max_messages=args.max_messages,
+            timeout_ms=args.timeout_ms,
+        )

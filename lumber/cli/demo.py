@@ -9,11 +9,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lumber.cli.invocation import INVOKED_AS_ENV, invoked_as
-from lumber.config import LumberConfig
 from lumber.demo import DemoOptions, run_demo
+
+if TYPE_CHECKING:
+    from lumber.config import LumberConfig
 
 
 def register(subparsers: Any) -> None:

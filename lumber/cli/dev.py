@@ -13,12 +13,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lumber.cli.invocation import suggest
-from lumber.config import LumberConfig
 from lumber.dev.dev_stack import DevStack
 from pipeline.errors import DevStackError
+
+if TYPE_CHECKING:
+    from lumber.config import LumberConfig
 
 
 def register(subparsers: Any) -> None:
@@ -67,7 +69,7 @@ def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
         return
     print(f"state dir:  {summary['state_dir']}")
     for service in summary["services"]:
-        state = "running" if service["running"] else "NOT running"
+        state = service.get("status") or ("running" if service["running"] else "NOT running")
         print(f"  {service['name']:<12} {service['endpoint']:<22} pid {service['pid']:<8} {state}")
     if not summary["services"]:
         print("  (nothing is running)")
@@ -100,10 +102,30 @@ def _up(args: argparse.Namespace, config: LumberConfig) -> int:
 
 
 def _status(args: argparse.Namespace, config: LumberConfig) -> int:
+    """Each service's process; each broker's too as the cluster sees it (:mod:`lumber.dev.stack_health`):
+    frozen, registered, in every ISR. Exit 0 only when all is well."""
+    from lumber.dev.stack_health import StackHealth
+
     summary = _stack(args, config).summary()
-    _print_summary(summary, args.json)
     services = summary["services"]
-    return 0 if services and all(s["running"] for s in services) else 3
+    brokers = [
+        (int(s["name"].removeprefix("broker-")), s["pid"], s["running"])
+        for s in services
+        if s["name"].startswith("broker-")
+    ]
+    health = StackHealth(summary["zookeeper_connect"]) if brokers else None
+    found = health.brokers(brokers) if health is not None else {}
+    for service in services:
+        name = service["name"]
+        broker = found.get(int(name.removeprefix("broker-"))) if name.startswith("broker-") else None
+        if broker is not None:
+            service.update(broker.to_json())
+            service["status"] = broker.text()
+    _print_summary(summary, args.json)
+    if health is not None and health.problem and not args.json:
+        print(f"  (broker registration and ISRs unknown: {health.problem})")
+    healthy = all(s["running"] for s in services) and all(b.healthy for b in found.values())
+    return 0 if services and healthy else 1
 
 
 def _down(args: argparse.Namespace, config: LumberConfig) -> int:

@@ -1,4 +1,5 @@
-"""``lumber etl run|schedule|status|package``: the hourly Spark load, run, scheduled and watched.
+"""``lumber etl run|schedule|status|package|completeness|wait``: the hourly Spark load, run, scheduled and
+watched; its hours' completeness and a sensor for one (:mod:`lumber.cli.etl_completeness`).
 
 ``run`` first checks its arguments without starting anything: ``--until-hour`` is an hour, ``--master`` a
 Spark master, each ``--conf`` a ``key=value``, and each of ``--topics`` a topic of the cluster that
@@ -27,17 +28,13 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lumber.cli.cluster_options import add_cluster_options, add_topics_option
-from lumber.config import LumberConfig
+from lumber.cli.etl_completeness import register_completeness
 from lumber.etl_settings import submit_settings
-from pipeline.commit import CommitProtocol
 from pipeline.durations import DURATION_HELP, DurationError, parse_duration_ms
 from pipeline.errors import PipelineError
-from pipeline.fs import open_filesystem
-from pipeline.load_job import parse_until_hour
-from pipeline.load_plan import ClusterView, select_topics
 from pipeline.load_submit import prepare_submit, submit_load
 from pipeline.schedule_config import HOUR_MS, ScheduleConfig
 from pipeline.scheduler import (
@@ -48,6 +45,9 @@ from pipeline.scheduler import (
     default_state_path,
 )
 from pipeline.spark_submit import build_code_zip
+
+if TYPE_CHECKING:
+    from lumber.config import LumberConfig
 
 
 def register(subparsers: Any) -> None:
@@ -114,6 +114,8 @@ def register(subparsers: Any) -> None:
     package.add_argument("--output", type=Path, required=True, help="where to write the zip")
     package.set_defaults(handler=_package)
 
+    register_completeness(sub)
+
 
 def _package(args: argparse.Namespace, _config: LumberConfig) -> int:
     path = build_code_zip(args.output)
@@ -133,6 +135,9 @@ class RunArgumentError(PipelineError):
 
 def _check_run_arguments(args: argparse.Namespace, config: LumberConfig, topics: Sequence[str]) -> None:
     """Everything ``run`` can check without Spark (see the module docstring); raises RunArgumentError."""
+    from pipeline.load_job import parse_until_hour
+    from pipeline.load_plan import ClusterView, select_topics
+
     load = config.load
     if args.until_hour is not None:
         try:
@@ -265,6 +270,10 @@ def _schedule(args: argparse.Namespace, config: LumberConfig) -> int:
 
 
 def _status(args: argparse.Namespace, config: LumberConfig) -> int:
+    from pipeline.commit import CommitProtocol
+    from pipeline.fs import open_filesystem
+    from pipeline.load_plan import ClusterView
+
     load = config.load
     fs = open_filesystem(load.warehouse_url, webhdfs_url=load.webhdfs_url, hdfs_client=load.hdfs_client)
     protocol = CommitProtocol(fs, load.job)

@@ -1,10 +1,10 @@
 """``lumber groups list|describe|lag|reset-offsets|delete``: consumer groups of both kinds.
 
 Lumber has two kinds of consumer groups (``[group] protocol``): *zookeeper* groups, the paper's, kept in
-ZooKeeper (``[zookeeper] connect``, :mod:`broker.client.group_admin`), and *kafka* groups, kept by the
-brokers' group coordinator (Kafka's group protocol: Lumber members with ``protocol = "kafka"`` and any
-Kafka client; :mod:`broker.client.kafka_group_admin`). Every command works on both and every answer says
-which kind a group is; a name used by both kinds needs ``--kind``.
+ZooKeeper (``[zookeeper] connect``, :mod:`broker.client.groups.zookeeper.group_admin`), and *kafka* groups,
+kept by the brokers' group coordinator (Kafka's group protocol: Lumber members with ``protocol = "kafka"`` and
+any Kafka client; :mod:`broker.client.groups.kafka.kafka_group_admin`). Every command works on both and every
+answer says which kind a group is; a name used by both kinds needs ``--kind``.
 
     lumber groups list                            every group: name, kind, members, generation or state
     lumber groups describe --group audit          members (kafka: client ids, hosts, assignments), per
@@ -14,27 +14,30 @@ which kind a group is; a name used by both kinds needs ``--kind``.
     lumber groups lag --all-groups --watch --metrics-port 9310      a lag exporter for every group
                                                   every interval: lag and Burrow's OK / WARNING / STALLED /
                                                   STOPPED over the last --window observations
-                                                  (:mod:`broker.client.lag_evaluation`); with
+                                                  (:mod:`broker.client.groups.lag_evaluation`); with
                                                   --metrics-port, also as Prometheus metrics
                                                   (:mod:`pipeline.lag_metrics`) on 127.0.0.1, and each
                                                   group's window as JSON at /lag-history
-                                                  (:mod:`pipeline.lag_exporter`)
+                                                  (:mod:`pipeline.lag_exporter`); a partition
+                                                  consumed without a commit counts from its
+                                                  auto.offset.reset position ([consumer]
+                                                  auto_offset_reset), marked "no commit"
     lumber groups reset-offsets --group audit --topic events --to-earliest
     lumber groups reset-offsets --group audit --topic events --to-offset 1200      (clamped to the log)
     lumber groups reset-offsets --group audit --topic events --to-datetime 2026-11-22T10:00:00Z
     lumber groups delete --group audit            a group without members, and its offsets
 
-A reset of a zookeeper group is the paper's rewind for a whole group (:mod:`broker.client.group_offsets`):
-it may run while the group consumes; the members that own the partitions go on from the new offsets. A
-kafka group's offsets are reset only while it has no members, as ``kafka-consumer-groups`` does (its
-members keep their positions in memory). ``lag`` judges both kinds; a kafka group's commits come without
-their time (OffsetFetch), so they are timed by observation (:meth:`LagWindow.commit_times
-<broker.client.lag_evaluation.LagWindow.commit_times>`). Log end offsets and offsets by time come from the
-brokers (``[consumer] bootstrap_servers``, else ZooKeeper). With ``--watch``, an observation that meets a
-broker down or ZooKeeper unreachable is reported on stderr and tried again at the next interval, so that a
-lag exporter outlives a failover. Every command takes ``--json``. Exit codes: 0 done, 1 error (ZooKeeper or
-brokers unreachable), 2 bad input (unknown group, bad date, a group with members to delete or, kafka, to
-reset).
+A reset of a zookeeper group is the paper's rewind for a whole group
+(:mod:`broker.client.groups.zookeeper.group_offsets`): it may run while the group consumes; the members that
+own the partitions go on from the new offsets. A kafka group's offsets are reset only while it has no members,
+as ``kafka-consumer-groups`` does (its members keep their positions in memory). ``lag`` judges both kinds; a
+kafka group's commits come without their time (OffsetFetch), so they are timed by observation
+(:meth:`LagWindow.commit_times <broker.client.groups.lag_evaluation.LagWindow.commit_times>`). Log end offsets
+and offsets by time come from the brokers (``[consumer] bootstrap_servers``, else ZooKeeper). With
+``--watch``, an observation that meets a broker down or ZooKeeper unreachable is reported on stderr and tried
+again at the next interval, so that a lag exporter outlives a failover. Every command takes ``--json``. Exit
+codes: 0 done, 1 error (ZooKeeper or brokers unreachable), 2 bad input (unknown group, bad date, a group with
+members to delete or, kafka, to reset).
 """
 
 from __future__ import annotations
@@ -47,30 +50,36 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
-from broker.client.consumer import Consumer
+from broker.client.consumer.consumer import Consumer
 from broker.client.errors import ClientError, GroupError
-from broker.client.group_admin import GroupAdmin, NonEmptyGroupError, UnknownGroupError
-from broker.client.kafka_group_admin import KafkaGroupAdmin, KafkaGroupAdminError, KafkaGroupDescription
-from broker.client.lag_evaluation import LagWindow, PartitionLag, group_status
+from broker.client.groups.kafka.kafka_group_admin import (
+    KafkaGroupAdmin,
+    KafkaGroupAdminError,
+    KafkaGroupDescription,
+)
+from broker.client.groups.lag_evaluation import LagWindow, PartitionLag, group_status, reset_position
+from broker.client.groups.zookeeper.group_admin import GroupAdmin, NonEmptyGroupError, UnknownGroupError
 from broker.record.topic_partition import TopicPartition
 from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.zookeeper_session import zookeeper_session
-from lumber.config import LumberConfig
 from pipeline.durations import DURATION_HELP, DurationError, parse_duration_ms
 from pipeline.lag_exporter import start_lag_exporter
 from pipeline.lag_metrics import LagCollector
+
+if TYPE_CHECKING:
+    from lumber.config import LumberConfig
 
 BAD_INPUT_EXIT_CODE = 2
 ZOOKEEPER_KIND = "zookeeper"
 KAFKA_KIND = "kafka"
 KINDS = (ZOOKEEPER_KIND, KAFKA_KIND)
 
-Handler = Callable[[argparse.Namespace, LumberConfig, "Admins"], int]
+Handler = Callable[[argparse.Namespace, "LumberConfig", "Admins"], int]
 
 
 class BadGroupInputError(GroupError):
@@ -354,6 +363,8 @@ def _lag(args: argparse.Namespace, config: LumberConfig, admins: Admins) -> int:
         start_lag_exporter(collector, args.metrics_port, args.metrics_host)
     count = (args.count if args.count is not None else -1) if args.watch else 1
     observed = 0
+    said_none = False
+    reset = config.consumer.auto_offset_reset
     windows: dict[tuple[str, str], LagWindow] = {}
     with _brokers(args, config) as consumer:
         while count < 0 or observed < count:
@@ -367,13 +378,16 @@ def _lag(args: argparse.Namespace, config: LumberConfig, admins: Admins) -> int:
                     raise
                 _observation_failed(args, observed, "the groups", exc)
                 continue
+            if not watched and not said_none and not args.json:
+                print("no consumer groups", flush=True)  # said once, until there are some again
+            said_none = not watched
             for group, gone_kind in [key for key in windows if key not in watched]:
                 del windows[(group, gone_kind)]
                 collector.forget(group, gone_kind)
             for group, group_kind in watched:
                 window = windows.setdefault((group, group_kind), LagWindow(args.window))
                 try:
-                    state = _observe(admins, consumer, group, group_kind, window)
+                    state = _observe(admins, consumer, group, group_kind, window, reset)
                 except _OBSERVATION_ERRORS as exc:
                     if not args.watch:
                         raise
@@ -410,20 +424,23 @@ def _every_group(admins: Admins, kind: str | None) -> list[tuple[str, str]]:
     return sorted(found)
 
 
-def _observe(admins: Admins, consumer: Consumer, group: str, kind: str, window: LagWindow) -> str | None:
+def _observe(
+    admins: Admins, consumer: Consumer, group: str, kind: str, window: LagWindow, reset: str
+) -> str | None:
     """Add one observation of ``group`` to ``window``: its committed offsets (a zookeeper group's with
     their commit times; a kafka group's from OffsetFetch, as ``describe`` reads them, timed by
-    observation) and the log ends. Returns a kafka group's state."""
+    observation), the log ends, and for each partition it consumes without a commit the ``reset``
+    position (``[consumer] auto_offset_reset``: where its consumers would start). Returns a kafka group's
+    state."""
     if kind == ZOOKEEPER_KIND:
         admin = admins.zookeeper
         partitions = admin.partitions(group)
-        committed = {
-            tp: (c.offset, c.timestamp_ms)
-            for tp, c in admin.committed_offsets(group, partitions).items()
-            if c is not None
-        }
+        found = admin.committed_offsets(group, partitions)
+        committed = {tp: (c.offset, c.timestamp_ms) for tp, c in found.items() if c is not None}
         ends = consumer.end_offsets(partitions) if partitions else {}
-        window.observe(time.time_ns() // 1_000_000, committed, ends)
+        missing = [tp for tp in partitions if found.get(tp) is None and tp in ends]
+        uncommitted = _reset_positions(consumer, missing, ends, reset)
+        window.observe(time.time_ns() // 1_000_000, committed, ends, uncommitted)
         return None
     described = admins.kafka.describe(group, consumer.end_offsets)
     now_ms = time.time_ns() // 1_000_000
@@ -435,8 +452,20 @@ def _observe(admins: Admins, consumer: Consumer, group: str, kind: str, window: 
     ends = {
         TopicPartition(p.topic, p.partition): p.log_end for p in described.partitions if p.log_end is not None
     }
-    window.observe(now_ms, window.commit_times(now_ms, offsets), ends)
+    missing = [tp for tp in ends if tp not in offsets]
+    uncommitted = _reset_positions(consumer, missing, ends, reset)
+    window.observe(now_ms, window.commit_times(now_ms, offsets), ends, uncommitted)
     return described.state
+
+
+def _reset_positions(
+    consumer: Consumer, partitions: list[TopicPartition], ends: dict[TopicPartition, int], reset: str
+) -> dict[TopicPartition, int]:
+    """Where the group's consumers would start each partition without a commit (see :func:`_observe`)."""
+    if not partitions:
+        return {}
+    starts = consumer.beginning_offsets(partitions) if reset == "earliest" else ends
+    return {tp: reset_position(reset, starts[tp], ends[tp]) for tp in partitions}
 
 
 def _print_lag(
@@ -454,9 +483,10 @@ def _print_lag(
             {
                 "topic": p.partition.topic,
                 "partition": p.partition.partition,
-                "committed": p.latest.committed_offset,
+                "committed": None if p.no_commit else p.latest.committed_offset,
                 "log_end": p.latest.log_end_offset,
                 "lag": p.lag,
+                "no_commit": p.no_commit,
                 "status": p.status.name if judged else None,
                 "samples": p.samples,
             }
@@ -473,9 +503,11 @@ def _print_lag(
     print(f"group {group!r} ({what}): lag {total}, status {status or '- (one observation: use --watch)'}")
     print(f"  {'topic':<20} {'partition':>9}  {'committed':>10}  {'log end':>10}  {'lag':>8}  status")
     for p in evaluation:
+        committed = "-" if p.no_commit else p.latest.committed_offset
+        status = p.status.name if judged else "-"
         print(
-            f"  {p.partition.topic:<20} {p.partition.partition:>9}  {p.latest.committed_offset:>10}  "
-            f"{p.latest.log_end_offset:>10}  {p.lag:>8}  {p.status.name if judged else '-'}"
+            f"  {p.partition.topic:<20} {p.partition.partition:>9}  {committed:>10}  "
+            f"{p.latest.log_end_offset:>10}  {p.lag:>8}  {'no commit' if p.no_commit else status}"
         )
     sys.stdout.flush()
 

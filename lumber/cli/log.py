@@ -17,10 +17,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from broker.log.log_verifier import PartitionReport, find_partition_dirs, verify_partition
-from lumber.config import LumberConfig
+if TYPE_CHECKING:
+    from broker.log.log_verifier import PartitionReport
+    from lumber.config import LumberConfig
 
 DAMAGE_EXIT_CODE = 1
 NOT_FOUND_EXIT_CODE = 2
@@ -45,11 +46,13 @@ def verify_log_dirs(
     log_dirs: list[Path], topic: str | None = None, partition: int | None = None
 ) -> list[PartitionReport]:
     """Verify the partitions of ``topic`` (every topic if None) found in ``log_dirs``."""
+    from broker.log.log_verifier import find_partition_dirs, verify_partition
+
     return [verify_partition(directory) for directory in find_partition_dirs(log_dirs, topic, partition)]
 
 
 def describe(report: PartitionReport) -> list[str]:
-    """One summary line for ``report``, then one line per damaged place."""
+    """One summary line for ``report``, then one line per damaged place, then one per warning."""
     state = "ok" if report.ok else f"{len(report.damage)} damaged place(s)"
     summary = (
         f"{report.directory}: {report.segments} segment(s), {report.batches} batch(es), {report.records} "
@@ -57,6 +60,7 @@ def describe(report: PartitionReport) -> list[str]:
     )
     lines = [summary]
     lines.extend(f"  DAMAGE {damage}" for damage in report.damage)
+    lines.extend(f"  WARNING {empty}: only emptied batches" for empty in report.empty_segments)
     return lines
 
 
@@ -86,5 +90,9 @@ def _as_json(report: PartitionReport) -> dict[str, Any]:
         "damage": [
             {"file": str(d.file), "position": d.position, "offset": d.offset, "reason": d.reason}
             for d in report.damage
+        ],
+        "empty_segments": [
+            {"file": str(e.file), "base_offset": e.base_offset, "batches": e.batches}
+            for e in report.empty_segments
         ],
     }

@@ -29,14 +29,16 @@ import signal
 import sys
 import threading
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lumber.cli.cluster_options import RenamedOption
 from lumber.cli.verbosity import serves
-from lumber.config import LumberConfig
 from mirror.mirror import Mirror
 from mirror.mirror_errors import MirrorConfigError
 from pipeline.durations import DURATION_HELP, DurationAction
+
+if TYPE_CHECKING:
+    from lumber.config import LumberConfig
 
 log = logging.getLogger(__name__)
 

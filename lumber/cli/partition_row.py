@@ -1,5 +1,10 @@
 """One partition as ``lumber topics describe``, ``list --under-replicated`` and ``elect-leaders`` see it:
-its replicas, its state node (leader, leader epoch, ISR) and whether its leader is live."""
+its replicas, its state node (leader, leader epoch, ISR), whether its leader is live, and a move in progress
+(the replicas being added and removed, and whether the copy is throttled).
+
+While a partition moves, its replicas are RS (the old and the new ones); it is *under-replicated* when its
+ISR is smaller than RS without the replicas being added (Kafka's replication factor of an ongoing
+reassignment, KIP-455), so a move alone does not make it so."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from broker.cluster.broker_info import BrokerInfo
 from broker.cluster.topic_admin import TopicAdmin
 
 if TYPE_CHECKING:
+    from broker.cluster.partition_reassignment import PartitionReassignment
     from broker.cluster.partition_state import PartitionState
 
 
@@ -23,6 +29,8 @@ class PartitionRow:
     replicas: tuple[int, ...]
     state: PartitionState | None
     leader_address: str | None
+    moving: PartitionReassignment | None = None
+    throttled: bool = False
 
     @property
     def leader(self) -> int:
@@ -38,7 +46,8 @@ class PartitionRow:
 
     @property
     def under_replicated(self) -> bool:
-        return self.state is not None and len(self.isr) < len(self.replicas)
+        adding = len(self.moving.adding) if self.moving is not None else 0
+        return self.state is not None and len(self.isr) < len(self.replicas) - adding
 
     @property
     def preferred_leader(self) -> bool:
@@ -54,6 +63,12 @@ class PartitionRow:
             notes.append("under-replicated")
         if self.leader_live and not self.preferred_leader:
             notes.append(f"not on its preferred leader {self.replicas[0]}")
+        if self.moving is not None:
+            notes.append(
+                f"reassigning to {ids_text(self.moving.target_replicas)} (adding "
+                f"{ids_text(self.moving.adding) or '-'}, removing {ids_text(self.moving.removing) or '-'}"
+                f"{', throttled' if self.throttled else ''})"
+            )
         return "; ".join(notes) or "ok"
 
     def to_json(self) -> dict[str, Any]:
@@ -68,18 +83,31 @@ class PartitionRow:
             "leader_address": self.leader_address,
             "under_replicated": self.under_replicated,
             "preferred_leader": self.preferred_leader,
+            "adding_replicas": list(self.moving.adding) if self.moving is not None else [],
+            "removing_replicas": list(self.moving.removing) if self.moving is not None else [],
+            "throttled": self.throttled,
         }
 
 
 def partition_rows(admin: TopicAdmin, topic: str, brokers: Mapping[int, BrokerInfo]) -> list[PartitionRow]:
     assignment = admin.describe_topic(topic)
     states = admin.describe_states(topic)
+    moves = admin.describe_moves(topic)
+    throttled = admin.throttled_partitions(topic) if moves else set()
     rows = []
     for partition, replicas in sorted(assignment.items()):
         state = states.get(partition)
         leader = brokers.get(state.leader) if state is not None else None
         rows.append(
-            PartitionRow(topic, partition, tuple(replicas), state, leader.address if leader else None)
+            PartitionRow(
+                topic,
+                partition,
+                tuple(replicas),
+                state,
+                leader.address if leader else None,
+                moves.get(partition),
+                partition in throttled,
+            )
         )
     return rows
 

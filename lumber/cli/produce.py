@@ -28,20 +28,22 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastavro import json_reader
 
 from audit.audited_producer import audited_producer
-from broker.client.console import produce_lines
 from lumber.cli.cluster_options import add_cluster_options
+from lumber.cli.console_tools import produce_lines
 from lumber.cli.invocation import suggest
 from lumber.cli.topic_check import require_topic
-from lumber.config import LumberConfig
 from schemas.avro_schema import AvroSchema
 from schemas.client import SchemaRegistryClient
 from schemas.errors import EncodeError, SchemaError
 from schemas.serde import AvroSerde
+
+if TYPE_CHECKING:
+    from lumber.config import LumberConfig
 
 log = logging.getLogger(__name__)
 

@@ -44,7 +44,7 @@ from typing import Any
 
 from fastavro import json_writer
 
-from broker.client.consumer_record import ConsumerRecord
+from broker.client.consumer.consumer_record import ConsumerRecord
 from pipeline.errors import PipelineError
 from schemas.avro_schema import AvroSchema
 from schemas.client import SchemaRegistryClient

@@ -2,7 +2,7 @@
 
 ``serve`` runs the registry in the foreground on ``[registry] host:port`` (default 127.0.0.1:8081), stored in
 the ZooKeeper of ``[zookeeper] connect``. The other commands are clients of ``[registry] url`` (or ``--url``).
-Exit codes: 0 done, 1 error (message on stderr), 3 ``check``: the schema is incompatible.
+Exit codes: 0 done, 1 error (message on stderr) or, for ``check``, the schema is incompatible.
 """
 
 from __future__ import annotations
@@ -11,15 +11,17 @@ import argparse
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.verbosity import serves
-from lumber.config import LumberConfig
 from schemas.client import SchemaRegistryClient
 from schemas.errors import SchemaError
 
-INCOMPATIBLE_EXIT_CODE = 3
+if TYPE_CHECKING:
+    from lumber.config import LumberConfig
+
+INCOMPATIBLE_EXIT_CODE = 1
 
 
 def register(subparsers: Any) -> None:
@@ -50,7 +52,7 @@ def register(subparsers: Any) -> None:
 
     check = sub.add_parser(
         "check",
-        help="test a schema file against a subject's compatibility level (registers nothing; exit 3 if "
+        help="test a schema file against a subject's compatibility level (registers nothing; exit 1 if "
         "incompatible)",
     )
     check.add_argument("subject")
@@ -86,7 +88,7 @@ def _read_schema(path: Path) -> str:
 
 
 def _serve(args: argparse.Namespace, config: LumberConfig) -> int:
-    from schemas.registry.server import serve  # noqa: PLC0415 - the client commands need not load uvicorn
+    from schemas.registry.server import serve
 
     registry = config.registry
     if args.host is not None:

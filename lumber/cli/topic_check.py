@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from broker.client.broker_pool import BrokerPool
-from broker.client.cluster_metadata import metadata_source
-from broker.client.cluster_snapshot import ClusterSnapshot
+from broker.client.metadata.broker_pool import BrokerPool
+from broker.client.metadata.cluster_metadata import metadata_source
+from broker.client.metadata.cluster_snapshot import ClusterSnapshot
 from broker.protocol.error_code import ErrorCode
 from pipeline.errors import PipelineError
 
@@ -27,7 +27,10 @@ _MISSING = (int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), int(ErrorCode.INVALID_TOP
 
 
 class MissingTopicError(PipelineError):
-    """The cluster has no such topic (the message says how to create it)."""
+    """The cluster has no such topic (the message says how to create it): a bad name typed, exit code 2 as
+    for ``lumber topics describe`` of one (:mod:`lumber.cli`'s table)."""
+
+    exit_code = 2
 
     def __init__(self, topic: str, where: str, answer: str, create_command: str) -> None:
         self.topic = topic

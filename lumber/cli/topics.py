@@ -13,6 +13,8 @@ and the controller watches ``/admin/preferred_replica_election``.
     lumber topics alter-config events --set cleanup.policy=compact --set segment.bytes=1048576 \
                                       --delete retention.ms
     lumber topics elect-leaders [--topic events [--partition 1]] [--timeout 30s]
+    lumber topics alter events --partitions 24             add partitions (warns: keys move)
+    lumber topics alter events --replication-factor 3      move replicas (:mod:`lumber.cli.topics_alter`)
     lumber topics delete events
 
 ``--replication-factor`` defaults to ``[broker] default_replication_factor`` (``lumber dev up --brokers N``
@@ -53,33 +55,40 @@ import logging
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.cluster.broker_info import BrokerInfo
 from broker.cluster.errors import (
     InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
     InvalidTopicConfigError,
+    ReassignmentInProgressError,
     TopicExistsError,
     UnknownTopicError,
 )
 from broker.cluster.topic_admin import TopicAdmin
 from broker.cluster.topic_config import TOPIC_CONFIG_KEYS, TOPIC_CONFIGS, check_topic_configs
 from broker.cluster.topic_config_store import TopicConfigStore
-from broker.protocol.messages.config_resource import ConfigSource
 from broker.record.errors import InvalidTopicError
-from broker.server.config_entries import topic_config_entries
+from lumber.cli.cluster import add_throttle_option
 from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.partition_row import PartitionRow, ids_text, partition_rows
 from lumber.cli.topic_request_error import TopicRequestError
+from lumber.cli.topics_alter import alter as alter_topic
 from lumber.cli.topics_elect import DEFAULT_ELECTION_TIMEOUT_MS, elect_leaders
 from lumber.cli.zookeeper_session import zookeeper_session
-from lumber.config import LumberConfig
 from pipeline.durations import DURATION_HELP, DurationAction
+
+if TYPE_CHECKING:
+    from broker.protocol.messages.config_resource import ConfigSource
+    from lumber.config import LumberConfig
 
 BAD_INPUT_EXIT_CODE = 2
 
 #: Errors caused by what the user typed: exit code 2 with the message alone.
 _BAD_INPUT = (
+    InvalidReplicaAssignmentError,
+    ReassignmentInProgressError,
     InvalidTopicError,
     InvalidPartitionsError,
     TopicExistsError,
@@ -89,7 +98,7 @@ _BAD_INPUT = (
 
 _ASSIGNMENT_ITEM = re.compile(r"\s*(\d+)((?:\s*:\s*\d+)+)\s*")
 
-Handler = Callable[[argparse.Namespace, TopicAdmin, LumberConfig], int]
+Handler = Callable[[argparse.Namespace, TopicAdmin, "LumberConfig"], int]
 
 
 def register(subparsers: Any) -> None:
@@ -185,6 +194,29 @@ def register(subparsers: Any) -> None:
     )
     _common(alter)
     alter.set_defaults(handler=_run(_alter_config))
+
+    grow = sub.add_parser(
+        "alter", help="add partitions to a topic, or change its replication factor (moves replicas)"
+    )
+    grow.add_argument("topic")
+    change = grow.add_mutually_exclusive_group(required=True)
+    change.add_argument(
+        "--partitions", type=_positive_int, metavar="N", help="grow to N partitions (keys then move)"
+    )
+    change.add_argument(
+        "--replication-factor", type=_positive_int, metavar="N", help="give every partition N replicas"
+    )
+    grow.add_argument(
+        "--timeout",
+        dest="timeout_ms",
+        action=DurationAction,
+        default=600_000,
+        metavar="DURATION",
+        help=f"with --replication-factor: how long to wait for the moves, {DURATION_HELP} (default: 10m)",
+    )
+    add_throttle_option(grow)
+    _common(grow)
+    grow.set_defaults(handler=_run(alter_topic))
 
     delete = sub.add_parser("delete", help="delete a topic; brokers delete its partitions and data")
     delete.add_argument("topic")
@@ -388,6 +420,8 @@ def _list_under_replicated(args: argparse.Namespace, admin: TopicAdmin, topics: 
 
 
 def _describe(args: argparse.Namespace, admin: TopicAdmin, config: LumberConfig) -> int:
+    from broker.server.config_entries import topic_config_entries
+
     rows = partition_rows(admin, args.topic, admin.live_brokers())
     configs = dict(admin.topic_config(args.topic))
     replication_factor = len(rows[0].replicas) if rows else 0
@@ -433,6 +467,8 @@ def _describe(args: argparse.Namespace, admin: TopicAdmin, config: LumberConfig)
 
 def _source_text(name: str, source: ConfigSource) -> str:
     """Where a topic config's value comes from, in words (``topic override`` marks the overrides)."""
+    from broker.protocol.messages.config_resource import ConfigSource
+
     if source is ConfigSource.TOPIC_CONFIG:
         return "topic override"
     if source is ConfigSource.STATIC_BROKER_CONFIG:

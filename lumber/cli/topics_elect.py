@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.cluster.broker_info import BrokerInfo
 from broker.cluster.errors import UnknownTopicError
@@ -21,7 +21,9 @@ from broker.cluster.topic_admin import TopicAdmin
 from broker.record.topic_partition import TopicPartition
 from lumber.cli.partition_row import PartitionRow, ids_text, partition_rows
 from lumber.cli.topic_request_error import TopicRequestError
-from lumber.config import LumberConfig
+
+if TYPE_CHECKING:
+    from lumber.config import LumberConfig
 
 ELECTION_TIMEOUT_EXIT_CODE = 1
 #: How often ``elect-leaders`` reads the partition states while it waits.

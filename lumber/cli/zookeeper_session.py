@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from broker.cluster.errors import ZooKeeperError
-from lumber.config import LumberConfig
+
+if TYPE_CHECKING:
+    from lumber.config import LumberConfig
 
 
 @contextmanager

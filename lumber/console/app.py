@@ -33,7 +33,9 @@ from lumber.console import (
     cluster_pages,
     group_pages,
     load_pages,
+    reset_pages,
     schema_pages,
+    search_pages,
     topic_pages,
 )
 from lumber.console.errors import ConsoleError
@@ -98,6 +100,15 @@ def create_app(config: LumberConfig) -> FastAPI:
         logger.error("console: %s %s failed", request.method, request.url.path, exc_info=exc)
         return error_response(request, 500, "Internal error", f"{type(exc).__name__}: {exc}")
 
-    for module in (cluster_pages, topic_pages, group_pages, schema_pages, load_pages, audit_pages):
+    for module in (
+        cluster_pages,
+        search_pages,
+        topic_pages,
+        reset_pages,
+        group_pages,
+        schema_pages,
+        load_pages,
+        audit_pages,
+    ):
         app.include_router(module.router)
     return app

@@ -9,7 +9,10 @@ last 24 whole hours), ``window`` (a duration, default ``1h``: the heatmap's colu
 
 The heatmap has three rows per topic, one per tier: *producer* (shaded by how many messages were counted),
 *mirror* and *load* (coloured by received / expected: green when equal, red when short, purple when over);
-a load cell whose window is INCOMPLETE is red whatever its ratio, and every cell links to its window.
+a load cell whose window is INCOMPLETE is red whatever its ratio, one whose window is still OPEN (within its
+grace period: more may arrive) amber whatever its ratio, and every cell links to its window. A legend under
+the heatmap names every colour. ``now`` (ms or ISO 8601 UTC, default now) evaluates the grace period as of
+that time, as ``lumber audit verify --now`` does.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from lumber.console.errors import BadRequestError, NotFoundError
 from lumber.console.page import esc, form, link, num, pretty_json, respond, table, url
 from lumber.console.params import parse_moment_ms
 from lumber.console.sources import Sources, request_sources
-from lumber.console.svg import STATUS_COLORS, Cell, completeness_color, heatmap
+from lumber.console.svg import EMPTY_COLOR, STATUS_COLORS, Cell, completeness_color, heatmap
 from pipeline.durations import DurationError, parse_duration_ms
 
 router = APIRouter()
@@ -52,8 +55,9 @@ class _Query:
         window: str,
         job: str | None,
         topics: list[str],
+        now: str | None = None,
     ) -> None:
-        self.now_ms = time.time_ns() // 1_000_000
+        self.now_ms = parse_moment_ms(now, "now") if now else time.time_ns() // 1_000_000
         try:
             self.window_ms = parse_duration_ms(window, "window")
         except DurationError as exc:
@@ -77,7 +81,7 @@ class _Query:
             )
         self.job = job or sources.config.load.job
         self.topics = topics
-        self.raw = {"since": since, "until": until, "window": window, "job": job}
+        self.raw = {"since": since, "until": until, "window": window, "job": job, "now": now}
 
     def params(self) -> dict[str, object]:
         return {k: v for k, v in self.raw.items() if v}
@@ -117,6 +121,25 @@ def _report(sources: Sources, query: _Query) -> tuple[AuditReport, str | None]:
     return report, problem
 
 
+#: What each colour of the heatmap means (its cells' colours come from :mod:`lumber.console.svg`).
+LEGEND = (
+    '<p class="legend" id="legend">'
+    + "".join(
+        f'<span style="background:{color}" data-legend="{name}">{description}</span>'
+        for name, color, description in (
+            ("producer", "#4f7cc4", "producer: messages counted"),
+            ("COMPLETE", STATUS_COLORS["COMPLETE"], "COMPLETE: all expected arrived"),
+            ("OPEN", STATUS_COLORS["OPEN"], "OPEN: within the grace period, more may arrive"),
+            ("INCOMPLETE", STATUS_COLORS["INCOMPLETE"], "INCOMPLETE: missing after the grace period"),
+            ("short", completeness_color(1, 2), "mirror short of expected"),
+            ("over", completeness_color(3, 2), "more than expected (duplicates)"),
+            ("none", EMPTY_COLOR, "no events"),
+        )
+    )
+    + "</p>"
+)
+
+
 def _cell(w: WindowAudit, tier: str, target: str) -> Cell | None:
     counts = w.tiers.get(tier)
     if tier == "producer":
@@ -128,8 +151,8 @@ def _cell(w: WindowAudit, tier: str, target: str) -> Cell | None:
     received = 0 if counts is None else counts.count + counts.malformed
     if tier == "load":
         color = (
-            STATUS_COLORS["INCOMPLETE"]
-            if w.status == "INCOMPLETE"
+            STATUS_COLORS[w.status]
+            if w.status in ("INCOMPLETE", "OPEN")
             else completeness_color(received, w.expected)
         )
         tip = (
@@ -153,8 +176,9 @@ def audit_page(
     window: str = "1h",
     job: str | None = None,
     topic: Annotated[list[str] | None, Query()] = None,
+    now: str | None = None,
 ) -> Response:
-    query = _Query(sources, since, until, window, job, topic or [])
+    query = _Query(sources, since, until, window, job, topic or [], now)
     report, problem = _report(sources, query)
     first = query.since_ms - query.since_ms % report.window_ms
     columns = list(range(first, query.until_ms, report.window_ms))
@@ -196,7 +220,7 @@ def audit_page(
     if problem:
         parts.append(f'<p class="warn">{esc(problem)}</p>')
     parts.extend(f'<p class="muted">{esc(note)}</p>' for note in report.notes)
-    parts.append(heatmap(rows, labels, cells) if rows else "<p>No audit events in this range.</p>")
+    parts.append(heatmap(rows, labels, cells) + LEGEND if rows else "<p>No audit events in this range.</p>")
     parts.append("<h2>Windows</h2>")
     parts.append(_windows_table(report.windows, query))
     data = {**report.to_json(), "problem": problem}

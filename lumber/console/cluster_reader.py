@@ -2,21 +2,32 @@
 
 Brokers, topic assignments, the controller and each partition's state (leader, leader epoch, ISR) are read
 from ZooKeeper (:mod:`broker.cluster.zk_reads`); the log start and log end offset of each partition whose
-leader is live come from the brokers (ListOffsets through :class:`~broker.client.consumer.Consumer`). A
-partition whose leader is not live is offline (``leader`` is ``None``, its offsets unknown); one whose ISR
-is smaller than its replicas is under-replicated.
+leader is live come from the brokers (ListOffsets through
+:class:`~broker.client.consumer.consumer.Consumer`). A partition whose leader is not live is offline
+(``leader`` is ``None``, its offsets unknown); one whose ISR is smaller than its replicas is
+under-replicated; one whose ISR is smaller than its topic's
+``min.insync.replicas`` (the topic's override, else ``[broker] min_insync_replicas``) is under min ISR
+(acks=all produces are refused). A broker named as a replica that is not registered is down: ZooKeeper
+forgets a broker when its session ends, the assignments still name it (Kafka's tools infer it the same way).
+:meth:`ClusterView.problems` says all of it in one list, which the pages show as a banner.
+
+Internal topics are those whose name starts with ``_`` (``__consumer_offsets``, ``_audit``): the pages
+hide them unless asked (:func:`is_internal`).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kazoo.exceptions import NoNodeError
 
+from broker.client.errors import ClientError
 from broker.cluster import zk_paths, zk_reads
 from broker.cluster.broker_info import BrokerInfo
+from broker.cluster.topic_config import min_insync_replicas
 from broker.record.errors import InvalidTopicError
 from broker.record.topic_name import validate_topic_name
 from broker.record.topic_partition import TopicPartition
@@ -36,10 +47,25 @@ class PartitionView:
     log_end_offset: int | None
     isr: tuple[int, ...] = ()
     leader_epoch: int = -1
+    min_insync_replicas: int = 1
 
     @property
     def under_replicated(self) -> bool:
         return len(self.isr) < len(self.replicas)
+
+    @property
+    def under_min_isr(self) -> bool:
+        return self.leader is not None and len(self.isr) < self.min_insync_replicas
+
+    @property
+    def marks(self) -> str:
+        """What is wrong with it, in words ("" when nothing is)."""
+        if self.leader is None:
+            return "offline"
+        found = ["under-replicated"] if self.under_replicated else []
+        if self.under_min_isr:
+            found.append(f"under min ISR ({len(self.isr)} < {self.min_insync_replicas})")
+        return ", ".join(found)
 
     @property
     def messages(self) -> int | None:
@@ -55,6 +81,8 @@ class PartitionView:
             "leader_epoch": self.leader_epoch,
             "isr": list(self.isr),
             "under_replicated": self.under_replicated,
+            "min_insync_replicas": self.min_insync_replicas,
+            "under_min_isr": self.under_min_isr,
             "log_start_offset": self.log_start_offset,
             "log_end_offset": self.log_end_offset,
             "messages": self.messages,
@@ -78,12 +106,22 @@ class TopicView:
     def under_replicated(self) -> int:
         return sum(1 for p in self.partitions if p.under_replicated)
 
+    @property
+    def under_min_isr(self) -> int:
+        return sum(1 for p in self.partitions if p.under_min_isr)
+
+    @property
+    def internal(self) -> bool:
+        return is_internal(self.name)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "topic": self.name,
             "messages": self.messages,
             "offline_partitions": self.offline,
             "under_replicated_partitions": self.under_replicated,
+            "under_min_isr_partitions": self.under_min_isr,
+            "internal": self.internal,
             "partitions": [p.to_json() for p in self.partitions],
         }
 
@@ -95,16 +133,44 @@ class ClusterView:
     topics: tuple[TopicView, ...]
     controller_id: int = -1
 
+    @property
+    def down_brokers(self) -> list[int]:
+        """Brokers some partition names as a replica that are not registered."""
+        named = {b for t in self.topics for p in t.partitions for b in p.replicas}
+        return sorted(named - set(self.brokers))
+
+    def problems(self) -> list[str]:
+        """What an operator must know at once, one line each (empty when the cluster is healthy)."""
+        found = [f"broker {b} is down (not registered in ZooKeeper)" for b in self.down_brokers]
+        counts = (
+            (sum(t.offline for t in self.topics), "offline (no live leader)"),
+            (sum(t.under_min_isr for t in self.topics), "under min ISR (acks=all produces refused)"),
+            (sum(t.under_replicated for t in self.topics), "under-replicated"),
+        )
+        for count, what in counts:
+            if count:
+                found.append(f"{count} partition{'s' if count != 1 else ''} {what}")
+        if self.controller_id not in self.brokers:
+            found.append("no active controller")
+        return found
+
     def to_json(self) -> dict[str, Any]:
         return {
             "cluster_id": self.cluster_id,
             "controller_id": self.controller_id,
             "brokers": [
-                {"id": b.broker_id, "host": b.host, "port": b.port, "address": b.address}
+                {"id": b.broker_id, "host": b.host, "port": b.port, "address": b.address, "state": "up"}
                 for _, b in sorted(self.brokers.items())
-            ],
+            ]
+            + [{"id": b, "state": "down"} for b in self.down_brokers],
+            "problems": self.problems(),
             "topics": [t.to_json() for t in self.topics],
         }
+
+
+def is_internal(topic: str) -> bool:
+    """``__consumer_offsets``, ``_audit``: topics Lumber itself writes, hidden unless asked for."""
+    return topic.startswith("_")
 
 
 def read_cluster(sources: Sources) -> ClusterView:
@@ -146,9 +212,11 @@ def _topic_view(
         for tp, state in states.items()
         if state is not None and state.leader in brokers
     }
+    min_isr = min_insync_replicas(
+        zk_reads.read_topic_config(sources.zk, topic) or {}, sources.config.broker.min_insync_replicas
+    )
     tps = [TopicPartition(topic, p) for p in sorted(live)]
-    starts = sources.consumer.beginning_offsets(tps) if tps else {}
-    ends = sources.consumer.end_offsets(tps) if tps else {}
+    starts, ends = _offsets(sources, tps)
     partitions = []
     for p, replicas in sorted(assignment.items()):
         tp = TopicPartition(topic, p)
@@ -163,9 +231,31 @@ def _topic_view(
                 ends.get(tp),
                 isr=() if state is None else tuple(state.isr),
                 leader_epoch=-1 if state is None else state.leader_epoch,
+                min_insync_replicas=min_isr,
             )
         )
     return TopicView(topic, tuple(partitions))
+
+
+def _offsets(
+    sources: Sources, tps: list[TopicPartition]
+) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    """The log start and end offsets of ``tps``; a partition whose leader does not answer (it died and
+    ZooKeeper does not know it yet, or the clients learned it first) is left out, its offsets unknown,
+    rather than failing the page."""
+    if not tps:
+        return {}, {}
+    consumer = sources.consumer
+    try:
+        return consumer.beginning_offsets(tps), consumer.end_offsets(tps)
+    except ClientError:
+        starts: dict[TopicPartition, int] = {}
+        ends: dict[TopicPartition, int] = {}
+        for tp in tps:
+            with contextlib.suppress(ClientError):
+                start, end = consumer.beginning_offsets([tp])[tp], consumer.end_offsets([tp])[tp]
+                starts[tp], ends[tp] = start, end
+        return starts, ends
 
 
 def _cluster_id(sources: Sources) -> str | None:

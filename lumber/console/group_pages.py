@@ -1,34 +1,41 @@
 """Consumer groups of both kinds: ``/groups`` and ``/groups/{group}[?kind=zookeeper|kafka]``.
 
 Lumber has two kinds of consumer groups (``lumber groups``): *zookeeper* groups, the paper's, read through
-:class:`~broker.client.group_admin.GroupAdmin`, and *kafka* groups, kept by the brokers' group coordinator,
-read through :class:`~broker.client.kafka_group_admin.KafkaGroupAdmin` (DescribeGroups and OffsetFetch), as
-``lumber groups describe`` reads them. A group's page shows its members (a kafka group's with client ids,
-hosts and assignments), and per partition the owner, the committed offset, the log end offset (from the
-brokers) and the lag, with a bar per partition, and the lag over time as a sparkline per partition and one
-for the group's total (:mod:`lumber.console.lag_history`: a kafka group's from its commits in
-``__consumer_offsets`` over the last ``?history=`` (a duration, default ``1h``; ``lag_history.history_ms``),
-a zookeeper group's from the window of the lag exporter of ``[console] lag_exporter_url``); the JSON twin
-gives each partition's points as its ``history`` and the total as ``lag_history.total``. ``kind`` picks
-the kind when both have a group of that name (the list links with it); without it the page finds the one
-that exists.
+:class:`~broker.client.groups.zookeeper.group_admin.GroupAdmin`, and *kafka* groups, kept by the brokers'
+group coordinator, read through :class:`~broker.client.groups.kafka.kafka_group_admin.KafkaGroupAdmin`
+(DescribeGroups and OffsetFetch), as ``lumber groups describe`` reads them. A group's page shows its members
+(a kafka group's with client ids, hosts and assignments), and per partition the owner, the committed offset,
+the log end offset (from the brokers) and the lag, with a bar per partition, and the lag over time as a
+sparkline per partition and one for the group's total (:mod:`lumber.console.lag_history`: a kafka group's from
+its commits in ``__consumer_offsets`` over the last ``?history=`` (a duration, default ``1h``;
+``lag_history.history_ms``), a zookeeper group's from the window of the lag exporter of ``[console]
+lag_exporter_url``); the JSON twin gives each partition's points as its ``history`` and the total as
+``lag_history.total``. ``kind`` picks the kind when both have a group of that name (the list links with it);
+without it the page finds the one that exists.
+
+A partition the group consumes without a committed offset is not drawn as 0: its lag is measured from the
+group's ``auto.offset.reset`` position (``[consumer] auto_offset_reset``: the log start for ``earliest``,
+the log end for ``latest``), marked "no commit", and counted in the total, as ``lumber groups lag`` and
+the lag exporter count it (:func:`~broker.client.groups.lag_evaluation.reset_position`).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from broker.client.group_admin import GroupAdmin, GroupDescription
-from broker.client.kafka_group_admin import KafkaGroupDescription
+from broker.client.groups.kafka.kafka_group_admin import KafkaGroupDescription
+from broker.client.groups.lag_evaluation import reset_position
+from broker.client.groups.zookeeper.group_admin import GroupAdmin, GroupDescription
 from broker.record.topic_partition import TopicPartition
 from lumber.console.errors import BadRequestError, NotFoundError
-from lumber.console.lag_exporter_reader import read_exporter_history
+from lumber.console.lag_exporter_reader import read_exporter_history, read_exporter_statuses
 from lumber.console.lag_history import LagHistory, LagPoint
 from lumber.console.offsets_topic_reader import read_kafka_history
-from lumber.console.page import esc, link, num, respond, table
+from lumber.console.page import esc, form, link, num, respond, table
 from lumber.console.params import utc_iso
 from lumber.console.sources import Sources, request_sources
 from lumber.console.svg import bars, sparkline
@@ -44,6 +51,8 @@ DEFAULT_HISTORY = "1h"
 
 @router.get("/groups")
 def groups_page(request: Request, sources: SourcesDep) -> Response:
+    """Every group of both kinds, with its total lag (the sum over its partitions, as its page shows them)
+    and Burrow's status as the lag exporter judges it (``-`` for a group it does not watch)."""
     admin = GroupAdmin(sources.zk)
     rows: list[dict[str, Any]] = []
     for group in admin.list_groups():
@@ -69,8 +78,15 @@ def groups_page(request: Request, sources: SourcesDep) -> Response:
         for listed in kafka.list_groups()
     )
     rows.sort(key=lambda row: (row["group"], row["kind"]))
+    statuses, note = read_exporter_statuses(sources, time.time_ns() // 1_000_000)
+    for row in rows:
+        described = describe(sources, row["group"], row["kind"]).to_json()
+        partitions = with_uncommitted_lag(sources, described)["partitions"]
+        row["total_lag"] = sum(p["lag"] or 0 for p in partitions)
+        row["partitions"] = len(partitions)
+        row["status"] = statuses.get((row["group"], row["kind"]))
     body = table(
-        ("group", "kind", "members", "generation", "state"),
+        ("group", "kind", "members", "generation", "state", "partitions", "total lag", "status"),
         (
             [
                 link(f"/groups/{r['group']}", r["group"], kind=r["kind"]),
@@ -78,10 +94,17 @@ def groups_page(request: Request, sources: SourcesDep) -> Response:
                 num(r["members"]),
                 num(r["generation"]),
                 esc(r["state"] or "-"),
+                num(r["partitions"]),
+                num(r["total_lag"]),
+                esc(r["status"] or "-"),
             ]
             for r in rows
         ),
-    )
+        [
+            "bad" if r["status"] in ("STALLED", "STOPPED") else "warn" if r["status"] == "WARNING" else ""
+            for r in rows
+        ],
+    ) + (f'<p class="muted">{esc(note)}</p>' if note else "")
     if not rows:
         body = (
             f'<p class="muted">No consumer groups in ZooKeeper {esc(sources.config.zookeeper.connect)} '
@@ -120,13 +143,30 @@ def describe(
     return admin.describe(group, sources.consumer.end_offsets)
 
 
+def with_uncommitted_lag(sources: Sources, data: dict[str, Any]) -> dict[str, Any]:
+    """A description's JSON with each uncommitted partition's lag from its reset position (``no_commit``
+    true) and the total recounted (see the module docstring)."""
+    missing = [p for p in data["partitions"] if p["committed"] is None and p["log_end"] is not None]
+    policy = sources.config.consumer.auto_offset_reset
+    earliest = policy == "earliest" and missing
+    starts = sources.consumer.beginning_offsets([_tp(p) for p in missing]) if earliest else {}
+    for p in data["partitions"]:
+        p["no_commit"] = p in missing
+        if p["no_commit"]:
+            start = starts.get(_tp(p), p["log_end"])
+            p["lag"] = p["log_end"] - reset_position(policy, start, p["log_end"])
+    if "total_lag" in data:
+        data["total_lag"] = sum(p["lag"] or 0 for p in data["partitions"])
+    return data
+
+
 @router.get("/groups/{group}")
 def group_page(
     request: Request, sources: SourcesDep, group: str, kind: str | None = None, history: str = DEFAULT_HISTORY
 ) -> Response:
     window_ms = _history_ms(history)
     description = describe(sources, group, kind)
-    data = description.to_json()
+    data = with_uncommitted_lag(sources, description.to_json())
     history_ms: int | None = window_ms
     if isinstance(description, KafkaGroupDescription):
         lag_history = read_kafka_history(sources, group, window_ms)
@@ -144,6 +184,16 @@ def group_page(
         f"{summary}<h2>Members ({len(description.members)})</h2>{members}"
         f"<h2>Partitions</h2>{partitions}<h2>Lag per partition</h2>{chart}"
         f"<h2>Lag over time</h2>{_history_part(lag_history)}"
+        "<h2>Reset offsets</h2>"
+        + form(
+            f"/groups/{group}/reset",
+            {
+                "topic": ("topic", ""),
+                "to": ("to (earliest, latest)", "earliest"),
+                "kind": ("kind", data["kind"]),
+            },
+            submit="Show the moves",
+        )
     )
     return respond(request, f"Group {group} ({data['kind']})", body, data)
 
@@ -244,7 +294,7 @@ def _partitions_table(partitions: list[dict[str, Any]], owner: str, history: Lag
                 link(f"/topics/{p['topic']}", p["topic"], partition=p["partition"]),
                 num(p["partition"]),
                 esc(p[owner] or "-"),
-                num(p["committed"]),
+                "<td>no commit</td>" if p.get("no_commit") else num(p["committed"]),
                 num(p["log_end"]),
                 num(p["lag"]),
                 _spark(history.points(_tp(p)), f"{p['topic']}-{p['partition']}"),

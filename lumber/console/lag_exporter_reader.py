@@ -3,11 +3,15 @@
 ZooKeeper keeps only each partition's last commit (``/consumers/<group>/offsets/<topic>/<partition>``), so
 it has no history to read. ``lumber groups lag --watch --metrics-port N`` observes groups every
 ``--interval`` and keeps Burrow's window of the last ``--window`` observations per partition
-(:class:`~broker.client.lag_evaluation.LagWindow`); it serves them as JSON at ``/lag-history``
+(:class:`~broker.client.groups.lag_evaluation.LagWindow`); it serves them as JSON at ``/lag-history``
 (:mod:`pipeline.lag_exporter`). :func:`read_exporter_history` asks it for one group, and each sample becomes
 a point at its observation time (committed offset, log end offset). Without a configured exporter, or
 when it does not answer or does not watch the group, the history is empty and its note says why and where
 history would come from: the rest of the page does not depend on it.
+
+:func:`read_exporter_statuses` asks it once for every group it watches and judges each group's window by
+Burrow's rules (:func:`~broker.client.groups.lag_evaluation.evaluate`, the worst partition's status), as the
+exporter's ``lumber_consumergroup_status`` does: the groups list's status column.
 
 Not thread-safe: one request, one thread.
 """
@@ -18,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from broker.client.groups.lag_evaluation import LagSample, LagStatus, evaluate
 from broker.record.topic_partition import TopicPartition
 from lumber.console.lag_history import LagHistory, LagPoint
 from lumber.console.sources import Sources
@@ -52,6 +57,36 @@ def read_exporter_history(sources: Sources, group: str, kind: str) -> LagHistory
         return LagHistory(source, _points(found[0]["partitions"] if found else []))
     except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
         return LagHistory(source, note=f"the lag exporter at {base} gave no lag history: {exc!r}")
+
+
+def read_exporter_statuses(sources: Sources, now_ms: int) -> tuple[dict[tuple[str, str], str], str]:
+    """Burrow's status of each ``(group, kind)`` the exporter watches, and a note when there are none
+    (no exporter configured, or it did not answer)."""
+    base = sources.config.console.lag_exporter_url.rstrip("/")
+    if not base:
+        return {}, "no lag exporter ([console] lag_exporter_url): no status"
+    try:
+        response = httpx.get(f"{base}{HISTORY_PATH}", timeout=sources.timeout_ms / 1000)
+        response.raise_for_status()
+        groups = response.json()["groups"]
+        statuses = {}
+        for found in groups:
+            worst = LagStatus.OK
+            for partition in found["partitions"]:
+                samples = [
+                    LagSample(
+                        int(s["observed_at_ms"]),
+                        int(s["committed_offset"]),
+                        int(s["committed_at_ms"]),
+                        int(s["log_end_offset"]),
+                    )
+                    for s in partition["samples"]
+                ]
+                worst = max(worst, evaluate(samples, now_ms))
+            statuses[(str(found["group"]), str(found["kind"]))] = worst.name
+    except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+        return {}, f"the lag exporter at {base} gave no statuses: {exc!r}"
+    return statuses, ""
 
 
 def _points(partitions: list[dict[str, Any]]) -> dict[TopicPartition, tuple[LagPoint, ...]]:

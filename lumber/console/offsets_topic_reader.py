@@ -46,8 +46,8 @@ import bisect
 import time
 from dataclasses import dataclass, field
 
-from broker.client.consumer import Consumer
-from broker.client.consumer_record import ConsumerRecord
+from broker.client.consumer.consumer import Consumer
+from broker.client.consumer.consumer_record import ConsumerRecord
 from broker.client.errors import ClientError
 from broker.record.topic_partition import TopicPartition
 from broker.server.group.offsets_topic_records import (

@@ -38,6 +38,9 @@ pre { background: #fff; border: 1px solid #d6dae1; padding: 0.5em; margin: 0; wh
 .error { color: #a3160f; } .warn { background: #fff2cc; } .bad { background: #fbd5d2; }
 .ok { color: #1b6e2a; } .muted { color: #6b7280; } .del { background: #fbd5d2; } .add { background: #d4f5d9; }
 form { margin: 0.5em 0; } form label { margin-right: 0.8em; }
+.banner { background: #fbd5d2; border: 1px solid #a3160f; color: #5c0d08; padding: 0.5em 0.8em; }
+.banner ul { margin: 0.2em 0 0; } .healthy { color: #1b6e2a; margin: 0.6em 0; }
+.legend span { display: inline-block; padding: 0.1em 0.6em; margin-right: 0.4em; border: 1px solid #d6dae1; }
 """
 
 
@@ -75,6 +78,17 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]], row_classes: Se
         out.append("</tr>")
     out.append("</table>")
     return "".join(out)
+
+
+HEALTHY = "Healthy: every broker up, every partition led and fully replicated."
+
+
+def banner(problems: Sequence[str], healthy: str = HEALTHY) -> str:
+    """The cluster's problems at the top of a page (``role="alert"``), or a quiet line when there are none."""
+    if not problems:
+        return f'<p class="healthy" id="health">{esc(healthy)}</p>'
+    items = "".join(f"<li>{esc(problem)}</li>" for problem in problems)
+    return f'<div class="banner" id="health" role="alert"><b>Cluster health</b><ul>{items}</ul></div>'
 
 
 def pretty_json(value: Any) -> str:

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from broker.client.consumer_record import ConsumerRecord
+from broker.client.consumer.consumer_record import ConsumerRecord
 from broker.record.topic_partition import TopicPartition
 from lumber.console.cluster_reader import TopicView, read_topic
 from lumber.console.errors import BadRequestError, NotFoundError, SourceUnavailableError

@@ -1,13 +1,14 @@
 """What one console request reads from: ZooKeeper, the brokers and the schema registry, opened on first use.
 
 A :class:`Sources` lives for one request (the application's dependency opens it and closes it once the
-page is rendered): a kazoo session to ``[zookeeper] connect``, a :class:`~broker.client.consumer.Consumer`
-of no partitions bootstrapped from ``[consumer] bootstrap_servers`` (else the brokers registered in
-ZooKeeper), a :class:`~broker.client.kafka_group_admin.KafkaGroupAdmin` for the Kafka-protocol groups
+page is rendered): a kazoo session to ``[zookeeper] connect``, a
+:class:`~broker.client.consumer.consumer.Consumer` of no partitions bootstrapped from ``[consumer]
+bootstrap_servers`` (else the brokers registered in ZooKeeper), a
+:class:`~broker.client.groups.kafka.kafka_group_admin.KafkaGroupAdmin` for the Kafka-protocol groups
 (bootstrapped the same way), and a :class:`~schemas.client.SchemaRegistryClient` of ``[registry] url``.
-Nothing is shared between requests, so the console holds no state that could go stale; each source is
-opened only if the page needs it. Every wait is bounded by ``[console] request_timeout_ms``; a source that
-does not answer raises :class:`~lumber.console.errors.SourceUnavailableError` naming it.
+Nothing is shared between requests, so the console holds no state that could go stale; each source is opened
+only if the page needs it. Every wait is bounded by ``[console] request_timeout_ms``; a source that does not
+answer raises :class:`~lumber.console.errors.SourceUnavailableError` naming it.
 
 Not thread-safe: one request, one thread.
 """
@@ -21,10 +22,10 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
-from broker.client.consumer import Consumer
-from broker.client.consumer_config import ConsumerConfig
+from broker.client.consumer.consumer import Consumer
+from broker.client.consumer.consumer_config import ConsumerConfig
 from broker.client.errors import ClientError
-from broker.client.kafka_group_admin import KafkaGroupAdmin
+from broker.client.groups.kafka.kafka_group_admin import KafkaGroupAdmin
 from broker.cluster import zk_reads
 from lumber.config import LumberConfig
 from lumber.console.errors import SourceUnavailableError

@@ -1,5 +1,7 @@
 """A topic's pages: its partitions and a page of records (``/topics/{topic}``), one record, one value.
 
+The partitions table shows each partition's replicas, ISR and problems (offline, under-replicated, under
+min ISR), a banner above it the same problems in words.
 ``/topics/{topic}?partition=P&offset=O&limit=N`` (or ``&time=T``, ms or ISO 8601 UTC) shows records with
 key, headers, timestamp and the value decoded through the registry (the schema id linked to its subject
 version). Unknown topics and partitions are 404; offsets outside the log and malformed times are 400.
@@ -15,7 +17,7 @@ from fastapi.responses import JSONResponse, Response
 
 from lumber.console.cluster_reader import read_topic
 from lumber.console.errors import BadRequestError
-from lumber.console.page import esc, form, link, num, pretty_json, respond, table
+from lumber.console.page import banner, esc, form, link, num, pretty_json, respond, table
 from lumber.console.params import parse_moment_ms, utc_iso
 from lumber.console.record_reader import (
     DecodedRecord,
@@ -55,18 +57,26 @@ def topic_page(
         view=view,
     )
     partitions = table(
-        ("partition", "leader", "log start", "log end", "messages"),
+        ("partition", "leader", "replicas", "isr", "problems", "log start", "log end", "messages"),
         (
             [
                 link(f"/topics/{topic}", p.partition, partition=p.partition),
                 "<td>offline</td>" if p.leader is None else num(p.leader),
+                esc(",".join(map(str, p.replicas))),
+                esc(",".join(map(str, p.isr))),
+                esc(p.marks),
                 num(p.log_start_offset),
                 num(p.log_end_offset),
                 num(p.messages),
             ]
             for p in view.partitions
         ),
+        [
+            "bad" if p.leader is None or p.under_min_isr else "warn" if p.under_replicated else ""
+            for p in view.partitions
+        ],
     )
+    problems = [f"partition {p.partition}: {p.marks}" for p in view.partitions if p.marks]
     picker = form(
         f"/topics/{topic}",
         {
@@ -77,7 +87,14 @@ def topic_page(
         },
     )
     body = (
-        f"<h2>Partitions</h2>{partitions}<h2>Records of partition {partition}</h2>{picker}"
+        banner(problems, "Healthy: every partition led and fully replicated.")
+        + f"<h2>Partitions</h2>{partitions}"
+        + form(
+            f"/topics/{topic}/search",
+            {"q": ("search keys, headers and values for", ""), "partition": ("in partition", partition)},
+            submit="Search",
+        )
+        + f"<h2>Records of partition {partition}</h2>{picker}"
         + _paging(page)
         + _records_table(page)
     )

@@ -33,7 +33,10 @@ found, 40403 schema not found, 40404 subject already soft-deleted, 40405 subject
 permanent delete, 40406 / 40407 the same for a version, 40408 no subject-level config, 409 incompatible
 schema, 42201 invalid schema, 42202 invalid version, 42203 invalid compatibility level, 42208 invalid subject,
 50001 store (ZooKeeper) error; malformed requests get the HTTP status as code (400 bad JSON, 415, 422 missing
-or mistyped fields, 404 / 405 unknown routes). Query flags ``normalize`` (schemas are always normalized) and
+or mistyped fields, 404 / 405 unknown routes; a 405's ``Allow`` names every method of the path). The
+OpenAPI document states the rules the server checks on subjects, versions and levels
+(:mod:`schemas.registry.openapi_document`); schemathesis with every check finds no difference (tested).
+Query flags ``normalize`` (schemas are always normalized) and
 others this registry does not use are accepted and ignored.
 """
 
@@ -45,11 +48,14 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from schemas.errors import RegistryError, RegistryRequestError
+from schemas.registry.openapi_document import true_document
 from schemas.registry.schema_registry import SchemaRegistry
 
 MEDIA_TYPE = "application/vnd.schemaregistry.v1+json"
@@ -125,6 +131,7 @@ class ConfigUpdateBody(BaseModel):
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": text}
     for status, text in (
+        (400, "the request body is not valid JSON"),
         (404, "40401 subject / 40402 version / 40403 schema not found; 40404-40408 soft-delete and config"),
         (409, "incompatible schema"),
         (415, "unsupported request content type"),
@@ -154,6 +161,15 @@ def _check_content_type(request: Request) -> None:
         )
 
 
+def _allowed_methods(app: FastAPI, request: Request) -> list[str]:
+    """The methods of every route whose path matches ``request``'s (a 405's ``Allow``)."""
+    methods: set[str] = set()
+    for route in app.routes:
+        if isinstance(route, APIRoute) and route.path_regex.match(request.url.path):
+            methods |= route.methods or set()
+    return sorted(methods)
+
+
 def create_app(registry: SchemaRegistry) -> FastAPI:
     """The FastAPI application serving ``registry``."""
     app = FastAPI(
@@ -166,6 +182,15 @@ def create_app(registry: SchemaRegistry) -> FastAPI:
         responses=_ERRORS,
     )
     body_dependency = [Depends(_check_content_type)]
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = true_document(get_openapi(
+                title=app.title, version=app.version, description=app.description, routes=app.routes
+            ))  # fmt: skip
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to change the document
 
     @app.exception_handler(RegistryError)
     async def _registry_error(_request: Request, exc: RegistryError) -> JSONResponse:
@@ -191,7 +216,7 @@ def create_app(registry: SchemaRegistry) -> FastAPI:
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         phrase = (
             HTTPStatus(exc.status_code).phrase if exc.status_code in HTTPStatus._value2member_map_ else ""
         )
@@ -200,10 +225,11 @@ def create_app(registry: SchemaRegistry) -> FastAPI:
             if isinstance(exc.detail, str) and exc.detail != phrase
             else f"HTTP {exc.status_code} {phrase}"
         )
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:  # every method of the path (Starlette names only the first route's)
+            headers["Allow"] = ", ".join(_allowed_methods(app, request))
         return RegistryJSONResponse(
-            {"error_code": exc.status_code, "message": message},
-            status_code=exc.status_code,
-            headers=getattr(exc, "headers", None),
+            {"error_code": exc.status_code, "message": message}, status_code=exc.status_code, headers=headers
         )
 
     @app.exception_handler(Exception)

@@ -18,8 +18,8 @@ import signal
 import threading
 
 from audit.audited_producer import audited_producer
-from broker.client.producer_batch import DeliveryCallback, RecordMetadata
-from broker.client.producer_config import ProducerConfig
+from broker.client.producer.producer_batch import DeliveryCallback, RecordMetadata
+from broker.client.producer.producer_config import ProducerConfig
 
 
 def main() -> int:

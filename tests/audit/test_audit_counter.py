@@ -14,11 +14,11 @@ from audit.audit_counter import AuditCounter
 from audit.audit_event import AuditEvent, mirror_event_id, producer_event_id
 from audit.audit_reader import read_audit_events
 from audit.audited_producer import audited_producer
-from broker.client.consumer_config import ConsumerConfig
+from broker.client.consumer.consumer_config import ConsumerConfig
 from broker.client.errors import BrokerResponseError, ClientConfigError
-from broker.client.producer import Producer
-from broker.client.producer_batch import ProducerBatch
-from broker.client.producer_config import ProducerConfig
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_batch import ProducerBatch
+from broker.client.producer.producer_config import ProducerConfig
 from broker.record.compression import CompressionType
 from tests.broker.client.helpers import HOST
 from tests.support.broker_cluster import servers, wait_for

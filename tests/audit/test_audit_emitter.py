@@ -13,8 +13,8 @@ import pytest
 from audit.audit_codec import AuditEventCodec
 from audit.audit_reader import read_audit_events
 from audit.audited_producer import audited_producer
-from broker.client.consumer_config import ConsumerConfig
-from broker.client.producer_config import ProducerConfig
+from broker.client.consumer.consumer_config import ConsumerConfig
+from broker.client.producer.producer_config import ProducerConfig
 from tests.support.broker_cluster import BrokerCluster, servers, wait_for
 from tests.support.registry import RegistryProcess
 

@@ -14,7 +14,7 @@ from audit.audit_counter import AuditCounter
 from audit.audit_event import producer_event_id
 from audit.audit_journal import AuditJournal, frame, journal_path
 from audit.errors import AuditError
-from broker.client.producer_batch import ProducerBatch
+from broker.client.producer.producer_batch import ProducerBatch
 from broker.record.compression import CompressionType
 
 W = 600_000

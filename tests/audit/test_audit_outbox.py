@@ -22,10 +22,10 @@ from audit.audit_event import AuditEvent
 from audit.audit_reader import read_audit_events
 from audit.audit_report import dedupe
 from audit.audited_producer import audited_producer
-from broker.client.consumer import Consumer
-from broker.client.consumer_config import ConsumerConfig
-from broker.client.producer import Producer
-from broker.client.producer_config import ProducerConfig
+from broker.client.consumer.consumer import Consumer
+from broker.client.consumer.consumer_config import ConsumerConfig
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_config import ProducerConfig
 from broker.record.topic_partition import TopicPartition
 from tests.support.broker_cluster import BrokerCluster, servers, wait_for
 from tests.support.registry import RegistryProcess

@@ -14,7 +14,7 @@ def test_defaults() -> None:
     assert config.segment_ms == 7 * 24 * 3600 * 1000
     assert config.index_interval_bytes == 4096
     assert (config.flush_messages, config.flush_ms) == (10_000, 1000)
-    assert config.expose == "flushed"
+    assert config.expose == "appended"
     assert (config.retention_ms, config.retention_bytes) == (7 * 24 * 3600 * 1000, -1)
     assert config.max_message_bytes == 1024 * 1024 + 12
 
@@ -24,7 +24,7 @@ def test_every_key_is_documented() -> None:
         assert info.description, name
     text = render_defaults()
     assert "[log]" in text
-    assert 'expose = "flushed"' in text
+    assert 'expose = "appended"' in text
 
 
 def test_read_from_the_lumber_config() -> None:

@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
-from broker.client.consumer_config import ConsumerConfig
+from broker.client.consumer.consumer_config import ConsumerConfig
 from broker.client.errors import ClientConfigError
-from broker.client.producer_config import ProducerConfig
+from broker.client.producer.producer_config import ProducerConfig
 from broker.config import BrokerConfig, LogConfig
 from lumber.config import config_from_mapping
 from mirror.mirror_config import MirrorConfig

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from broker.client.producer import Producer
-from broker.client.producer_config import ProducerConfig
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_config import ProducerConfig
 from lumber.etl_settings import submit_settings
 from pipeline.schedule_config import ScheduleConfig
 from pipeline.scheduler import Scheduler, ScheduleStateStore, SparkSubmitRunner

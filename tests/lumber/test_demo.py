@@ -143,12 +143,15 @@ def test_a_small_demo_runs_end_to_end_through_a_broker_failover(tmp_path: Path) 
         out = done.stdout
         assert done.returncode == 0, out[-6000:] + done.stderr[-3000:]
         assert (
-            "[7/7] Querying the Parquet files as they are, with DuckDB (read from HDFS through fsspec and "
+            "[7/8] Querying the Parquet files as they are, with DuckDB (read from HDFS through fsspec and "
             "hdfs-native)" in out
         )
         warehouse = f"hdfs://127.0.0.1:{ports['LUMBER_DEV__HDFS_NAMENODE_PORT']}/warehouse"
-        assert "[6/7] The warehouse on HDFS: Parquet files by topic, event-time day and hour" in out
+        assert "[6/8] The warehouse on HDFS: Parquet files by topic, event-time day and hour" in out
         assert f"  {warehouse}/\n" in out
+        assert "[8/8] Consumer groups left consuming page_view (one of each kind; dev down stops them)" in out
+        assert re.search(r"zookeeper group 'demo-readers' consumes page_view \(pid \d+, log ", out)
+        assert re.search(r"kafka group 'demo-dashboard' consumes page_view \(pid \d+, log ", out)
         assert "schema evolution: page_view-value version 2 registered" in out
         assert "committed manifest 1:" in out
         assert "6 quarantined" in out
@@ -210,6 +213,21 @@ def test_a_small_demo_runs_end_to_end_through_a_broker_failover(tmp_path: Path) 
         services = {s["name"]: s for s in DevStack(config, state).summary()["services"]}
         assert all(s["running"] for s in services.values()), services
         assert services[f"broker-{victim}"]["pid"] != old_pid
+        # the groups the demo left consuming: listed by `groups list`, stopped by `dev down` below
+        assert {"group-demo-readers", "group-demo-dashboard"} <= set(services)
+        listed = subprocess.run(
+            [str(lumber), "--config", str(state / "lumber.toml"), "groups", "list", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            check=False,
+        )
+        assert listed.returncode == 0, listed.stderr
+        assert sorted((g["group"], g["kind"], g["members"]) for g in json.loads(listed.stdout)) == [
+            ("demo-dashboard", "kafka", 1),
+            ("demo-readers", "zookeeper", 1),
+        ]
     finally:
         recorded = DevStack(config, state).read_state()
         DevStack(config, state).down()

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from broker.client.consumer import Consumer
-from broker.client.consumer_config import ConsumerConfig
-from broker.client.producer import Producer
-from broker.client.producer_config import ProducerConfig
+from broker.client.consumer.consumer import Consumer
+from broker.client.consumer.consumer_config import ConsumerConfig
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_config import ProducerConfig
 from broker.record.topic_partition import TopicPartition
 from lumber.demo_traffic import (
     HOUR_MS,

@@ -29,12 +29,12 @@ from kazoo.exceptions import NoNodeError
 
 from audit.audit_codec import AuditEventCodec
 from audit.audit_reader import read_audit_events
-from broker.client.consumer_config import ConsumerConfig
-from broker.client.consumer_record import ConsumerRecord
-from broker.client.fetched_batch import FetchedBatch
-from broker.client.group_config import GroupConfig
-from broker.client.group_offsets import GroupOffsets
-from broker.client.producer_config import ProducerConfig
+from broker.client.consumer.consumer_config import ConsumerConfig
+from broker.client.consumer.consumer_record import ConsumerRecord
+from broker.client.consumer.fetched_batch import FetchedBatch
+from broker.client.groups.group_config import GroupConfig
+from broker.client.groups.zookeeper.group_offsets import GroupOffsets
+from broker.client.producer.producer_config import ProducerConfig
 from broker.cluster import zk_paths
 from broker.record.topic_partition import TopicPartition
 from lumber.dev.zookeeper_server import ZooKeeperServer

@@ -22,7 +22,7 @@ import pytest
 from audit.audit_codec import AuditEventCodec
 from audit.audit_reader import read_audit_events
 from audit.audit_report import dedupe
-from broker.client.consumer_config import ConsumerConfig
+from broker.client.consumer.consumer_config import ConsumerConfig
 from broker.cluster import zk_paths
 from broker.record.topic_partition import TopicPartition
 from lumber.dev.zookeeper_server import ZooKeeperServer

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.client.lag_evaluation import LagWindow
+from broker.client.groups.lag_evaluation import LagWindow
 from broker.record.topic_partition import TopicPartition
 from lumber.dev.process import free_port
 from pipeline.lag_exporter import start_lag_exporter
@@ -55,6 +55,7 @@ def test_metrics_and_lag_history(exporter: tuple[str, LagCollector]) -> None:
             "committed_at_ms": 1000,
             "log_end_offset": 12,
             "lag": 7,
+            "no_commit": False,
         },
         {
             "observed_at_ms": 2000,
@@ -62,6 +63,7 @@ def test_metrics_and_lag_history(exporter: tuple[str, LagCollector]) -> None:
             "committed_at_ms": 2000,
             "log_end_offset": 12,
             "lag": 3,
+            "no_commit": False,
         },
     ]
     every = httpx.get(f"{url}/lag-history", timeout=5)

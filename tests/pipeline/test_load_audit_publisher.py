@@ -10,7 +10,7 @@ from pathlib import Path
 from audit.audit_codec import AuditEventCodec
 from audit.audit_event import AuditEvent, load_event_id
 from audit.audit_reader import read_audit_events
-from broker.client.consumer_config import ConsumerConfig
+from broker.client.consumer.consumer_config import ConsumerConfig
 from broker.record.topic_partition import TopicPartition
 from pipeline.commit import CommitProtocol
 from pipeline.fs import open_filesystem

@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from broker.client.consumer import Consumer
-from broker.client.consumer_config import ConsumerConfig
+from broker.client.consumer.consumer import Consumer
+from broker.client.consumer.consumer_config import ConsumerConfig
 from broker.record.topic_partition import TopicPartition
 from lumber.cli import main as lumber
 from pipeline.faults import COMMIT_STEPS

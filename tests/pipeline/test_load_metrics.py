@@ -94,6 +94,9 @@ def test_each_run_writes_its_figures(stack: LoadStack, spark: Any) -> None:
         "lag": 2,
     }
     assert sorted(first["phases"]) == ["commit", "plan", "recover", "stage"]
+    # the producer is not audited: hour 08 can never be proved complete, and it ended days ago
+    overdue = ("lumber_load_completeness_overdue_hours", (("load_job", stack.job),))
+    assert scraped(textfile)[overdue] == 1
     assert all(seconds > 0 for seconds in first["phases"].values())
     kept = record_figures(stack)
     assert {k: v for k, v in kept.items() if k != "seconds"} == {

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from broker.client.consumer.fetched_batch import FetchedBatch
 from broker.client.errors import CorruptBatchError
-from broker.client.fetched_batch import FetchedBatch
 from broker.record.batch_header import HEADER_SIZE
 from broker.record.compression import CompressionType
 from broker.record.record_batch import RecordBatch

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from broker.client.consumer_record import ConsumerRecord
+from broker.client.consumer.consumer_record import ConsumerRecord
 from pipeline.load_errors import ReadError
 from pipeline.ranges import OffsetRange
 from pipeline.record_columns import RecordColumns

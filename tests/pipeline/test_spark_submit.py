@@ -21,7 +21,7 @@ def test_the_code_zip_carries_the_packages_and_imports_from_the_zip(tmp_path: Pa
     names = set(zipfile.ZipFile(path).namelist())
     for wanted in (
         "broker/record/record_batch.py",
-        "broker/client/consumer.py",
+        "broker/client/consumer/consumer.py",
         "schemas/avro/page_view_v2.avsc",
         "pipeline/source.py",
         "jobs/load.py",

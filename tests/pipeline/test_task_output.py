@@ -13,7 +13,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from broker.client.consumer_record import ConsumerRecord
+from broker.client.consumer.consumer_record import ConsumerRecord
 from broker.record.topic_partition import TopicPartition
 from pipeline import avro_arrow
 from pipeline.commit import CommitProtocol

@@ -26,8 +26,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from broker.client.errors import GroupError
-from broker.client.group_consumer import GroupConsumer
-from broker.client.partition_owner import PartitionOwner
+from broker.client.groups.group_consumer import GroupConsumer
+from broker.client.groups.zookeeper.partition_owner import PartitionOwner
 from broker.cluster import zk_paths
 from broker.record.topic_partition import TopicPartition
 

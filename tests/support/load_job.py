@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from broker.client.producer import Producer
-from broker.client.producer_config import ProducerConfig
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_config import ProducerConfig
 from lumber.config import LumberConfig, config_from_mapping, dump_config
 from lumber.dev.zookeeper_server import ZooKeeperServer
 from schemas.client import SchemaRegistryClient

@@ -1,9 +1,10 @@
-"""ListOffsets (key 2), v1-v6: the offset for a timestamp, or the earliest (-2) or latest (-1) offset.
+"""ListOffsets (key 2), v1-v7: the offset for a timestamp, or the earliest (-2), latest (-1) or max-timestamp
+(-3) offset.
 
 v1 is the floor (v0's list of old-style offsets is gone since Kafka 4.0; librdkafka's time-based offsets
-need v1); v2 adds the isolation level, v4 leader epochs, v6 is flexible. v7 only adds the MAX_TIMESTAMP
-(-3) query, which neither client sends when consuming: with the range capped at v6 a client that wants it
-gets a clear "unsupported" instead of a broker that cannot answer it.
+need v1); v2 adds the isolation level, v4 leader epochs, v6 is flexible, v7 the MAX_TIMESTAMP (-3) query
+(KIP-734: the record with the largest timestamp, as AdminClient's ``OffsetSpec.max_timestamp`` asks). v8's
+-4 and v9's -5 name tiered storage's offsets, which Lumber has not: the range stops at v7.
 """
 
 from collections.abc import Sequence
@@ -16,6 +17,7 @@ from broker.protocol.schema import array, wire
 #: ``timestamp`` values with a special meaning.
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
 
 
 class ListOffsetsPartition(NamedTuple):
@@ -60,6 +62,6 @@ LIST_OFFSETS = ApiSpec(
     request=ListOffsetsRequest,
     response=ListOffsetsResponse,
     min_version=1,
-    max_version=6,
+    max_version=7,
     flexible_from=6,
 )

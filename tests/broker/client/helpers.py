@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from broker.client.consumer import Consumer
-from broker.client.consumer_config import ConsumerConfig
-from broker.client.consumer_record import ConsumerRecord
-from broker.client.fetched_batch import FetchedBatch
-from broker.client.producer import Producer
-from broker.client.producer_config import ProducerConfig
+from broker.client.consumer.consumer import Consumer
+from broker.client.consumer.consumer_config import ConsumerConfig
+from broker.client.consumer.consumer_record import ConsumerRecord
+from broker.client.consumer.fetched_batch import FetchedBatch
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_config import ProducerConfig
 from broker.record.topic_partition import TopicPartition
 from tests.support.broker_cluster import servers
 

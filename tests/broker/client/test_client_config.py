@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from broker.client.consumer_config import ConsumerConfig
+from broker.client.consumer.consumer_config import ConsumerConfig
 from broker.client.errors import ClientConfigError
-from broker.client.producer_config import ProducerConfig
+from broker.client.producer.producer_config import ProducerConfig
 from lumber.config import config_from_mapping
 from pipeline.errors import ConfigError
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from broker.client.producer_batch import RecordMetadata
+from broker.client.producer.producer_batch import RecordMetadata
 from broker.record.topic_partition import TopicPartition
 from tests.broker.client.helpers import HOST, consumer, producer, read_records
 from tests.support.broker_cluster import servers

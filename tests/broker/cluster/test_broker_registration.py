@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 import pytest
 
+from broker.cluster import zk_reads
 from broker.cluster.broker_registration import BrokerRegistration
 from broker.cluster.errors import BrokerIdTakenError, ClusterError
 from tests.broker.cluster.helpers import add_broker, wait_until
@@ -140,3 +142,22 @@ def test_keeps_retrying_while_another_broker_holds_the_id(
     finally:
         intruder.stop()
         intruder.close()
+
+
+def test_a_declared_rack_is_in_the_node_and_read_back(zk: Any, zk_connect: str) -> None:
+    client = new_client(zk_connect)
+    try:
+        BrokerRegistration(client, 7, "127.0.0.1", 9097, rack="r2", clock_ms=lambda: 5).register()
+        assert json.loads(zk.get("/brokers/ids/7")[0]) == {
+            "host": "127.0.0.1",
+            "port": 9097,
+            "rack": "r2",
+            "timestamp_ms": 5,
+            "version": 1,
+        }
+        assert zk_reads.read_broker(zk, 7).rack == "r2"  # type: ignore[union-attr]
+        BrokerRegistration(client, 8, "127.0.0.1", 9098).register()
+        assert zk_reads.read_broker(zk, 8).rack is None  # type: ignore[union-attr]
+    finally:
+        client.stop()
+        client.close()

@@ -435,11 +435,11 @@ def test_offset_for_timestamp_across_segments(tmp_path: Path) -> None:
         log.append(make_batch(log.log_end_offset, 5, timestamp_ms=ts))
     assert len(log.segments) == 3
 
-    def brute(ts: int) -> int | None:
+    def brute(ts: int) -> tuple[int, int] | None:
         for i, base in enumerate(stamps):
             for j in range(5):
                 if base + j >= ts:
-                    return 5 * i + j
+                    return 5 * i + j, base + j
         return None
 
     for ts in [0, 1000, 1004, 1005, 2003, 2005, 3004, 4000, 5004, 6003, 9004, 9005]:
@@ -452,7 +452,7 @@ def test_offset_for_timestamp_ignores_unexposed_data(tmp_path: Path) -> None:
     log.append(make_batch(0, 5, timestamp_ms=1000))
     log.flush()
     log.append(make_batch(5, 5, timestamp_ms=5000))
-    assert log.offset_for_timestamp(1002) == 2
+    assert log.offset_for_timestamp(1002) == (2, 1002)
     assert log.offset_for_timestamp(5000) is None
     log.close()
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from broker.log.log import Log
 from broker.log.log_verifier import find_partition_dirs, verify_partition
+from broker.record.record_batch import RecordBatch
+from broker.record.record_batch_builder import retained_batch
 from tests.broker.log.helpers import config, make_batch
 
 
@@ -55,3 +57,27 @@ def test_a_missing_segment_is_named(tmp_path: Path) -> None:
     (damage,) = verify_partition(directory).damage
     assert (damage.file, damage.position, damage.offset) == (logs[2], 0, third_base)
     assert f"the previous one ended before offset {second_base}" in damage.reason
+
+
+def test_a_segment_of_only_emptied_batches_is_a_warning_not_damage(tmp_path: Path) -> None:
+    directory = write_log(tmp_path, 30, segment_bytes=4000)
+    logs = sorted(directory.glob("*.log"))
+    data = logs[1].read_bytes()
+    emptied = []
+    position = 0
+    while position < len(data):
+        (length,) = struct.unpack_from(">i", data, position + 8)
+        emptied.append(retained_batch(RecordBatch(data[position : position + 12 + length]), []))
+        position += 12 + length
+    logs[1].write_bytes(b"".join(emptied))
+    for suffix in (".index", ".timeindex"):
+        logs[1].with_suffix(suffix).write_bytes(b"")
+    report = verify_partition(directory)
+    assert report.ok, report.damage
+    (warning,) = report.empty_segments
+    assert (warning.file, warning.base_offset, warning.batches) == (logs[1], int(logs[1].stem), len(emptied))
+    assert (
+        str(warning)
+        == f"{logs[1]}: {len(emptied)} batch(es) from offset {int(logs[1].stem)}, none holding a record"
+    )
+    assert report.next_offset == 120

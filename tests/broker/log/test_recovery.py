@@ -68,7 +68,7 @@ def corrupt_flip(path: Path, position: int) -> None:
     ("damage", "reason"),
     [
         ("flip", "expected CRC 0x"),
-        ("cut", "torn batch: batchLength announces"),
+        ("cut", "torn tail: batchLength announces"),
         ("garbage", ""),
         ("zeros", "batchLength 0 is below the minimum 49"),
     ],
@@ -196,7 +196,7 @@ def test_missing_or_corrupt_indexes_are_rebuilt(tmp_path: Path, file_name: str, 
     assert {p.name: p.read_bytes() for p in directory.iterdir() if p.suffix != ".log"} == originals
     assert_records_match(read_all(log, max_bytes=1), 0, 60)
     # every batch stamps its records BASE_TS + 0..4
-    assert log.offset_for_timestamp(BASE_TS + 3) == 3
+    assert log.offset_for_timestamp(BASE_TS + 3) == (3, BASE_TS + 3)
     assert log.offset_for_timestamp(BASE_TS + 5) is None
     log.close()
 

@@ -133,11 +133,11 @@ def test_find_offset_by_timestamp(segment: Segment) -> None:
     fill(segment, 10, records=5, timestamps=stamps)
     end = segment.size_bytes
 
-    def brute(ts: int) -> int | None:
+    def brute(ts: int) -> tuple[int, int] | None:
         for i, base in enumerate(stamps):
             for j in range(5):
                 if base + j >= ts:
-                    return 100 + 5 * i + j
+                    return 100 + 5 * i + j, base + j
         return None
 
     for ts in [0, 1000, 1003, 1005, 2002, 2500, 3999, 4004, 4005, 6001, 8888, 9004, 9005, 10**9]:

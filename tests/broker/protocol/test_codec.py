@@ -123,7 +123,7 @@ def test_api_versions_fallback_bytes():
     for key, low, high in [
         (0, 0, 9),
         (1, 4, 12),
-        (2, 1, 6),
+        (2, 1, 7),
         (3, 0, 12),
         (8, 2, 9),
         (9, 1, 9),

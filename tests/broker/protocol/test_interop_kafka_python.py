@@ -40,6 +40,10 @@ with warnings.catch_warnings():
     from kafka.protocol.admin import (
         AlterConfigsRequest,
         AlterConfigsResponse,
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+        CreatePartitionsRequest,
+        CreatePartitionsResponse,
         CreateTopicsRequest,
         CreateTopicsResponse,
         DeleteGroupsRequest,
@@ -54,6 +58,8 @@ with warnings.catch_warnings():
         IncrementalAlterConfigsResponse,
         ListGroupsRequest,
         ListGroupsResponse,
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
     )
     from kafka.protocol.broker_version_data import BrokerVersionData
     from kafka.protocol.consumer import (
@@ -120,6 +126,15 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
     ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
     ApiKey.ALTER_CONFIGS: (AlterConfigsRequest, AlterConfigsResponse),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
+    ApiKey.CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+    ),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
+    ),
 }
 
 # kafka-python renames Metadata's authorized-operations fields, and decodes them (and DescribeGroups') as sets
@@ -314,7 +329,7 @@ def test_kafka_python_identifies_lumber_as_kafka_3_2():
     assert data.api_version(ProduceRequest, max_version=9) == 9
     assert data.api_version(FetchRequest, max_version=12) == 12
     assert data.api_version(MetadataRequest) == 12
-    assert data.api_version(ListOffsetsRequest) == 6
+    assert data.api_version(ListOffsetsRequest) == 7  # v7: v6's layout, plus the -3 (max timestamp) query
     assert data.api_version(InitProducerIdRequest, max_version=4) == 4
     assert data.api_version(ApiVersionsRequest) == 4
 

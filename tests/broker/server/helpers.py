@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from broker.client.connection import BrokerConnection
+from broker.client.network.connection import BrokerConnection
 from broker.protocol.messages.fetch import (
     FetchPartition,
     FetchRequest,

@@ -9,13 +9,13 @@ from collections.abc import Callable
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.client.consumer import Consumer
-from broker.client.consumer_config import ConsumerConfig
-from broker.client.producer import Producer
-from broker.client.producer_config import ProducerConfig
+from broker.client.consumer.consumer import Consumer
+from broker.client.consumer.consumer_config import ConsumerConfig
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_config import ProducerConfig
 from broker.record.topic_partition import TopicPartition
 from lumber.dev.process import free_port
-from tests.support.broker_cluster import BrokerCluster, servers
+from tests.support.broker_cluster import OFFSETS_TOPIC_PARTITIONS, BrokerCluster, servers, wait_for
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -137,3 +137,67 @@ def test_metrics_port_zero_serves_nothing_and_a_taken_port_leaves_the_broker_up(
         second = start_cluster(1, metrics_port=taken)
         assert second.brokers[0].running
         assert f"cannot serve metrics on 127.0.0.1:{taken}" in second.brokers[0].log()
+
+
+def value(samples: Samples, name: str, labels: tuple[tuple[str, str], ...] = ()) -> float:
+    return samples[(name, labels)]
+
+
+def test_what_on_call_alerts_on_offline_under_min_isr_elections_and_replica_lag(
+    start_cluster: Callable[..., BrokerCluster],
+) -> None:
+    """Three brokers; a broker killed: the partition it alone held goes offline (counted by the controller),
+    the one it led moves (one election), the one it followed falls under min.insync.replicas on its leader."""
+    cluster = start_cluster(0)
+    ports = [free_port() for _ in range(3)]
+    for port in ports:
+        cluster.add_broker(
+            {"flush_on_ack": True, "offsets_topic_partitions": OFFSETS_TOPIC_PARTITIONS, "metrics_port": port}
+        )
+    wait_for(lambda: cluster.controller_id() >= 0, 30, "a controller")
+    controller = cluster.controller_id()
+    victim, other = [b for b in range(3) if b != controller][:2]
+    min_isr = {"min.insync.replicas": "2"}
+    cluster.create_topic("events", 1, {0: [other, victim]}, configs=min_isr)  # led by `other`
+    cluster.create_topic("moves", 1, {0: [victim, other]})  # led by the victim
+    cluster.create_topic("solo", 1, {0: [victim]})  # only the victim holds it
+    with Producer(ProducerConfig(bootstrap_servers=servers(cluster), acks="all", linger_ms=0)) as producer:
+        for i in range(20):
+            producer.send("events", b"v%d" % i, partition=0).result(10)
+    cluster.wait_for_isr("events", 0, [other, victim])
+    wait_for(
+        lambda: value(scrape(ports[victim]), "kafka_log_log_logendoffset", partition(0)) == 20,
+        30,
+        "the follower to catch up",
+    )
+
+    def follower_caught_up() -> bool:
+        return value(scrape(ports[victim]), "kafka_server_replicafetchermanager_maxlag", CLIENT_REPLICA) == 0
+
+    wait_for(follower_caught_up, 30, "the follower's lag to be 0")
+    before = scrape(ports[controller])
+    assert value(before, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+    assert value(scrape(ports[other]), "kafka_server_replicamanager_underminisrpartitioncount") == 0
+    elections = value(before, "kafka_controller_controllerstats_leaderelections_total")
+    for broker_id in (victim, other):  # only the controller counts
+        not_controller = scrape(ports[broker_id])
+        assert value(not_controller, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+        assert value(not_controller, "kafka_controller_controllerstats_leaderelections_total") == 0
+
+    cluster.brokers[victim].kill()
+    cluster.wait_for_leader("moves", 0, lambda state: state.leader == other)
+    cluster.wait_for_isr("events", 0, [other])
+    offline = "kafka_controller_kafkacontroller_offlinepartitionscount"
+    wait_for(lambda: value(scrape(ports[controller]), offline) == 1, 30, "solo-0 counted offline")
+    after = scrape(ports[controller])
+    assert value(after, "kafka_controller_controllerstats_leaderelections_total") == elections + 1
+    wait_for(
+        lambda: value(scrape(ports[other]), "kafka_server_replicamanager_underminisrpartitioncount") == 1,
+        30,
+        "events-0 under min ISR on its leader",
+    )
+    led = scrape(ports[other])
+    assert value(led, "kafka_server_replicamanager_underreplicatedpartitions") == 2  # events-0, moves-0
+
+
+CLIENT_REPLICA = (("clientId", "Replica"),)

@@ -12,9 +12,9 @@ import pytest
 from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import KafkaError, Message, Producer
 
-from broker.client.connection import BrokerConnection
-from broker.client.consumer import Consumer
-from broker.client.consumer_config import ConsumerConfig
+from broker.client.consumer.consumer import Consumer
+from broker.client.consumer.consumer_config import ConsumerConfig
+from broker.client.network.connection import BrokerConnection
 from broker.protocol import ErrorCode
 from broker.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from broker.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData

@@ -218,22 +218,23 @@ def test_list_offsets_earliest_latest_and_by_time(broker_cluster: BrokerCluster)
             produce(conn, "times", 0, batch(i * 10, 10, ts=BASE_TS + i * 1000), acks=-1)
         wait_exposed(conn, "times", 0, 50)
 
-        def ask(ts: int) -> tuple[int, int]:
+        def ask(ts: int) -> tuple[int, int, int]:
             response = conn.request(
                 ListOffsetsRequest(
                     topics=[ListOffsetsTopic("times", [ListOffsetsPartition(0, timestamp=ts)])]
                 )
             )
             p = response.topics[0].partitions[0]
-            return p.error_code, p.offset
+            return p.error_code, p.offset, p.timestamp
 
-        assert ask(-2) == (0, 0)
-        assert ask(-1) == (0, 50)
-        # record i of batch b has timestamp BASE_TS + b*1000 + b*10 + i
-        assert ask(BASE_TS + 2000) == (0, 20)
-        assert ask(BASE_TS + 2025) == (0, 25)
-        assert ask(BASE_TS + 2030) == (0, 30)
-        assert ask(BASE_TS + 99_000) == (0, -1)
+        assert ask(-2) == (0, 0, -1)
+        assert ask(-1) == (0, 50, -1)
+        # record i of batch b has timestamp BASE_TS + b*1000 + b*10 + i; the found record's is answered
+        assert ask(BASE_TS + 2000) == (0, 20, BASE_TS + 2020)
+        assert ask(BASE_TS + 2025) == (0, 25, BASE_TS + 2025)
+        assert ask(BASE_TS + 2030) == (0, 30, BASE_TS + 3030)
+        assert ask(BASE_TS + 99_000) == (0, -1, -1)
+        assert ask(-3) == (0, 49, BASE_TS + 4049)  # KIP-734: the record with the largest timestamp
         response = conn.request(
             ListOffsetsRequest(topics=[ListOffsetsTopic("nope", [ListOffsetsPartition(0, timestamp=-1)])])
         )

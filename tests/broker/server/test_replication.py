@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from broker.client.consumer import Consumer
-from broker.client.consumer_config import ConsumerConfig
+from broker.client.consumer.consumer import Consumer
+from broker.client.consumer.consumer_config import ConsumerConfig
 from broker.cluster.partition_state import PartitionState
 from broker.protocol import ErrorCode
 from broker.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
@@ -647,7 +647,7 @@ def test_acks_all_waits_for_the_isr_never_for_the_flush_timer(
 ) -> None:
     """With the paper's exposure (``expose = "flushed"``) and a 10 s flush interval, acks=all on three
     replicas is answered once the followers have the batches, in milliseconds, not at the next flush."""
-    cluster = start_cluster(3, flush_ms=10_000, flush_on_ack=False, **REPLICATION)
+    cluster = start_cluster(3, flush_ms=10_000, flush_on_ack=False, expose="flushed", **REPLICATION)
     cluster.create_topic("prompt", 1, replication_factor=3)
     cluster.wait_for_isr("prompt", 0, [0, 1, 2])
     p = ConfluentProducer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 0})

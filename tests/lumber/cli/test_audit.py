@@ -11,8 +11,8 @@ import pytest
 from audit.audit_codec import AuditEventCodec
 from audit.audit_event import AuditEvent, load_event_id, producer_event_id
 from audit.errors import AuditError
-from broker.client.producer import Producer
-from broker.client.producer_config import ProducerConfig
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_config import ProducerConfig
 from lumber.cli import main as lumber
 from lumber.cli.audit import parse_time_ms
 from pipeline.durations import parse_duration_ms
@@ -107,7 +107,7 @@ def test_verify_prints_the_table_json_and_html_and_exits_by_the_verdict(
          load_event(2, 2, at + 1, malformed=1)],
         raw=(b"not an audit event",),
     )  # fmt: skip
-    assert lumber([*verify, *window, "--json", "--html", str(tmp_path / "audit.html")]) == 3
+    assert lumber([*verify, *window, "--json", "--html", str(tmp_path / "audit.html")]) == 1
     found = json.loads(capsys.readouterr().out)
     assert [(w["window_start"], w["expected"], w["loaded"], w["missing"], w["malformed"], w["status"])
             for w in found["windows"]] == [
@@ -127,13 +127,13 @@ def test_verify_prints_the_table_json_and_html_and_exits_by_the_verdict(
     # the tolerance and the grace period
     assert lumber([*verify, *window, "--tolerance", "2"]) == 0
     assert lumber([*verify, *window, "--tolerance", "50%"]) == 0
-    assert lumber([*verify, *window, "--tolerance", "49%"]) == 3
+    assert lumber([*verify, *window, "--tolerance", "49%"]) == 1
     within_grace = ["--since", "2026-11-22T08", "--until", "2026-11-22T09", "--now", "2026-11-22T09:00"]
     assert lumber([*verify, *within_grace]) == 0
     assert "2026-11-22 08:10          4          2         2" in capsys.readouterr().out
-    assert lumber([*verify, *within_grace, "--grace", "0"]) == 3
+    assert lumber([*verify, *within_grace, "--grace", "0"]) == 1
     capsys.readouterr()
-    assert lumber([*verify, *window, "--window", "1h", "--json"]) == 3
+    assert lumber([*verify, *window, "--window", "1h", "--json"]) == 1
     hourly = json.loads(capsys.readouterr().out)["windows"]
     assert [(w["expected"], w["loaded"], w["missing"], w["malformed"]) for w in hourly] == [(15, 12, 2, 1)]
 
@@ -174,6 +174,28 @@ def test_verify_of_an_empty_audit_topic_says_so(
         ["", "no audit events for windows in this range (for any topic)", "", "OK"],
         "",
     )
+
+
+def test_verify_of_a_topic_that_does_not_exist_is_an_error(
+    broker_cluster: Any, load_registry: RegistryProcess, config_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broker_cluster.create_topic("_audit", 1)
+    broker_cluster.create_topic("quiet", 1)  # exists, has no traffic: nothing to verify, and that is OK
+    publish(broker_cluster, load_registry, [producer_event(0, 5, "web-1", T0 + HOUR)])
+    verify = ["--config", str(config_path), "audit", "verify", "--since", "2026-11-22T08", "--until"]
+    verify += ["2026-11-22T09", "--now", "2026-11-22T12"]
+    capsys.readouterr()
+    assert lumber([*verify, "--topic", "nosuch_topic"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        f"lumber: error: --topic nosuch_topic: no such topic in the cluster ({broker_cluster.zk_connect}) "
+        "and no audit events name it (topics with audit events: pv)\n"
+    )
+    assert lumber([*verify, "--topic", "pv,nosuch_topic,quiet"]) == 2
+    assert "--topic nosuch_topic: no such topic" in capsys.readouterr().err
+    assert lumber([*verify, "--topic", "quiet"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "OK"
 
 
 def test_times_and_durations() -> None:

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,3 +77,61 @@ def test_make_help_lists_every_target_the_readme_names() -> None:
     assert shown.returncode == 0, shown.stderr
     listed = {line.split()[1] for line in shown.stdout.splitlines() if line.startswith("make ")}
     assert named - {"help"} <= listed, named - listed
+
+
+def closed_reader(*args: str) -> subprocess.CompletedProcess[str]:
+    """``lumber ARGS | head -0``: the reader of stdout is gone before the command writes its first line."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "lumber", *args],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+
+
+@pytest.mark.zookeeper
+def test_a_closed_pipe_ends_consume_and_describe_quietly(broker_cluster: Any) -> None:
+    broker_cluster.create_topic("page_view", 3)
+    server = broker_cluster.bootstrap_servers
+    produced = run_lumber_with_input(
+        "\n".join(str(n) for n in range(2000)), "produce", "page_view", "--bootstrap-server", server
+    )
+    assert produced.returncode == 0, produced.stderr
+    consumed = closed_reader("consume", "page_view", "--from-beginning", "--bootstrap-server", server)
+    assert (consumed.returncode, consumed.stderr) == (0, "")
+    described = closed_reader("topics", "describe", "page_view", "--zookeeper", broker_cluster.zk_connect)
+    assert (described.returncode, described.stderr) == (0, "")
+
+
+def run_lumber_with_input(stdin: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lumber", *args], input=stdin, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (["topcis", "list"], "argument COMMAND: invalid choice: 'topcis' (did you mean 'topics'?)"),
+        (["topics", "lsit"], "argument ACTION: invalid choice: 'lsit' (did you mean 'list'?)"),
+        (
+            ["consume", "page_view", "--form-beginning"],
+            "unrecognized arguments: --form-beginning (did you mean --from-beginning?)",
+        ),
+        (
+            ["groups", "lag", "--al-groups", "--kind", "kafak"],
+            "argument --kind: invalid choice: 'kafak' (did you mean 'kafka'?)",
+        ),
+    ],
+)
+def test_a_mistyped_command_or_flag_is_a_usage_error_with_a_suggestion(argv: list[str], hint: str) -> None:
+    result = run_lumber(*argv)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert hint in result.stderr.splitlines()[-1]

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.broker.client.group_helpers import member, produce, wait_settled
+from tests.broker.client.groups.group_helpers import member, produce, wait_settled
 from tests.support.broker_cluster import servers
 
 
@@ -44,6 +44,8 @@ def test_list_describe_and_reset_a_live_group(broker_cluster: Any, tmp_path: Pat
     empty = lumber(config, "list")
     assert (empty.returncode, empty.stdout, empty.stderr) == (0, "no consumer groups\n", "")
     assert lumber(config, "list", "--json").stdout == "[]\n"
+    no_lag = lumber(config, "lag", "--all-groups")
+    assert (no_lag.returncode, no_lag.stdout, no_lag.stderr) == (0, "no consumer groups\n", "")
     with member(broker_cluster, "audit", auto_commit_enable=False) as m:
         m.subscribe("events")
         wait_settled(broker_cluster, "audit", "events", 2, [m], 15)

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from broker.client.kafka_group_admin import KafkaGroupAdmin
-from tests.broker.client.group_helpers import member, produce, wait_settled
+from broker.client.groups.kafka.kafka_group_admin import KafkaGroupAdmin
+from tests.broker.client.groups.group_helpers import member, produce, wait_settled
 from tests.lumber.cli.test_groups import drain, lumber
 from tests.support.broker_cluster import servers, wait_for
 

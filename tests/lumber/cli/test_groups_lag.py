@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from broker.record.topic_partition import TopicPartition
 from lumber.dev.process import free_port
-from tests.broker.client.group_helpers import member, produce, wait_settled
+from tests.broker.client.groups.group_helpers import member, produce, wait_settled
 from tests.lumber.cli.test_groups import drain
 from tests.support.broker_cluster import servers, wait_for
 from tests.support.confluent_group import confluent_group_member
@@ -58,6 +58,7 @@ def test_lag_once_then_watched_with_metrics(broker_cluster: Any, tmp_path: Path)
                     "committed": 5,
                     "log_end": 5,
                     "lag": 0,
+                    "no_commit": False,
                     "status": None,
                     "samples": 1,
                 },
@@ -67,6 +68,7 @@ def test_lag_once_then_watched_with_metrics(broker_cluster: Any, tmp_path: Path)
                     "committed": 2,
                     "log_end": 5,
                     "lag": 3,
+                    "no_commit": False,
                     "status": None,
                     "samples": 1,
                 },
@@ -169,6 +171,7 @@ def test_lag_of_a_kafka_group_beside_a_zookeeper_group(start_cluster: Any, tmp_p
                 "committed": 5,
                 "log_end": 5,
                 "lag": 0,
+                "no_commit": False,
                 "status": None,
                 "samples": 1,
             },
@@ -178,6 +181,7 @@ def test_lag_of_a_kafka_group_beside_a_zookeeper_group(start_cluster: Any, tmp_p
                 "committed": 2,
                 "log_end": 5,
                 "lag": 3,
+                "no_commit": False,
                 "status": None,
                 "samples": 1,
             },
@@ -304,3 +308,69 @@ def test_a_watch_outlives_its_broker_killed_and_restarted(start_cluster: Any, tm
         finally:
             watcher.terminate()
             watcher.wait(timeout=30)
+
+
+def test_a_partition_without_a_commit_counts_from_the_reset_position(
+    broker_cluster: Any, tmp_path: Path
+) -> None:
+    """A Kafka-protocol group (confluent-kafka) consumes two partitions and has committed one: the other's
+    lag is counted from the group's auto.offset.reset position, marked "no commit", in the total and in the
+    exporter's metrics."""
+    broker_cluster.create_topic("events", 2)
+    produce(broker_cluster, "events", 2, 5)
+    config = lag_config(tmp_path, broker_cluster)
+    config.write_text(config.read_text() + 'auto_offset_reset = "earliest"\n')
+    lag = [sys.executable, "-m", "lumber", "--config", str(config), "groups", "lag", "--group", "readers"]
+    with confluent_group_member(servers(broker_cluster), "readers", "events", 10, {0: 4}):
+        once = subprocess.run([*lag, "--json"], capture_output=True, text=True, timeout=60, check=False)
+        assert once.returncode == 0, once.stderr
+        rows = json.loads(once.stdout)["partitions"]
+        assert [(p["partition"], p["committed"], p["log_end"], p["lag"], p["no_commit"]) for p in rows] == [
+            (0, 4, 5, 1, False),
+            (1, None, 5, 5, True),  # from the log start (earliest): all 5 records
+        ]
+        text = subprocess.run(lag, capture_output=True, text=True, timeout=60, check=False)
+        lines = text.stdout.splitlines()
+        assert (
+            lines[0]
+            == "group 'readers' (kafka, state Stable): lag 6, status - (one observation: use --watch)"
+        )
+        assert lines[3].split() == ["events", "1", "-", "5", "5", "no", "commit"]
+
+        latest = tmp_path / "latest.toml"
+        latest.write_text(config.read_text().replace('"earliest"', '"latest"'))
+        from_end = subprocess.run(
+            [sys.executable, "-m", "lumber", "--config", str(latest), *lag[5:], "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert [(p["lag"], p["no_commit"]) for p in json.loads(from_end.stdout)["partitions"]] == [
+            (1, False),
+            (0, True),  # latest: a consumer would start at the end
+        ]
+
+        port = free_port()
+        argv = [*lag, "--watch", "--interval", "200ms", "--window", "3", "--count", "30", "--json"]
+        argv += ["--metrics-port", str(port)]
+        with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as watcher:
+            try:
+                assert watcher.stdout is not None
+                watched = [json.loads(watcher.stdout.readline()) for _ in range(2)]
+                assert [(p["partition"], p["status"]) for p in watched[1]["partitions"]] == [
+                    (0, "STOPPED"),
+                    (1, "OK"),  # no commit to judge
+                ]
+                metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+            finally:
+                watcher.terminate()
+                watcher.wait(timeout=30)
+    found = {
+        (s.name, s.labels.get("partition")): s.value
+        for family in text_string_to_metric_families(metrics)
+        for s in family.samples
+        if s.labels.get("consumergroup") == "readers"
+    }
+    assert found[("kafka_consumergroup_lag", "1")] == 5
+    assert ("kafka_consumergroup_current_offset", "1") not in found  # nothing committed
+    assert found[("kafka_consumergroup_lag_sum", None)] == 6

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import crc32c
 
-from broker.client.connection import BrokerConnection
+from broker.client.network.connection import BrokerConnection
 from broker.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from broker.record.batch_header import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE
 from tests.support.broker_cluster import BrokerCluster, BrokerProcess

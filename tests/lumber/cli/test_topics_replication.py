@@ -270,6 +270,9 @@ def test_describe_shows_leader_epoch_replicas_isr_and_marks_under_replicated(zk:
         "leader_address": "127.0.0.1:9092",
         "under_replicated": True,
         "preferred_leader": True,
+        "adding_replicas": [],
+        "removing_replicas": [],
+        "throttled": False,
     }
     assert as_json["partitions"][2]["leader_live"] is False
     assert [p["under_replicated"] for p in as_json["partitions"]] == [False, True, True, False]

@@ -31,11 +31,11 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from audit.audited_producer import audited_producer
-from broker.client.consumer_config import ConsumerConfig
-from broker.client.group_config import GroupConfig
-from broker.client.group_consumer import GroupConsumer
-from broker.client.producer import Producer
-from broker.client.producer_config import ProducerConfig
+from broker.client.consumer.consumer_config import ConsumerConfig
+from broker.client.groups.group_config import GroupConfig
+from broker.client.groups.group_consumer import GroupConsumer
+from broker.client.producer.producer import Producer
+from broker.client.producer.producer_config import ProducerConfig
 from broker.record.topic_partition import TopicPartition
 from lumber.config import ConsoleConfig, LumberConfig, dump_config
 from lumber.dev.process import free_port, start_and_wait, stop

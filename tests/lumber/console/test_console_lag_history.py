@@ -18,9 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
-from broker.client.consumer_config import ConsumerConfig
-from broker.client.group_config import GroupConfig
-from broker.client.group_consumer import GroupConsumer
+from broker.client.consumer.consumer_config import ConsumerConfig
+from broker.client.groups.group_config import GroupConfig
+from broker.client.groups.group_consumer import GroupConsumer
 from broker.record.topic_partition import TopicPartition
 from broker.server.group.offsets_topic_records import OFFSETS_TOPIC, partition_for
 from lumber.config import dump_config

@@ -24,7 +24,25 @@ def test_cluster_page(visit: Visit, console_stack: ConsoleStack) -> None:
     assert [p["under_replicated"] for p in topic["partitions"]] == [False, False]
     assert (topic["messages"], topic["under_replicated_partitions"]) == (14, 0)
     assert data["controller_id"] == 0
+    assert data["problems"] == []
+    assert page.inner_text("#health") == "Healthy: every broker up, every partition led and fully replicated."
     assert (visit.shots / "cluster.png").stat().st_size > 1000
+    # internal topics (the audit topic, the group coordinator's offsets) hidden until asked for
+    internal = sorted(t["topic"] for t in data["topics"] if t["internal"])
+    assert {"__consumer_offsets", "_audit"} <= set(internal)  # and the load job's, when it writes one
+    assert all(name.startswith("_") for name in internal)
+    topics_shown = {
+        row.split("\t")[0] for row in page.locator("main table").nth(1).inner_text().splitlines()[1:]
+    }
+    assert topics_shown == {console_stack.topic}
+    page.click(f"text=show internal topics ({len(internal)})")
+    page.wait_for_url("**/?internal=1")
+    assert visit.errors == []
+    topics_shown = {
+        row.split("\t")[0] for row in page.locator("main table").nth(1).inner_text().splitlines()[1:]
+    }
+    assert topics_shown == {console_stack.topic, *internal}
+    assert page.inner_text("#internal-toggle") == "hide internal topics"
 
 
 def test_topic_page_shows_decoded_records(visit: Visit, console_stack: ConsoleStack) -> None:
@@ -98,10 +116,31 @@ def test_kafka_group_page(visit: Visit, console_stack: ConsoleStack) -> None:
         "members": 1,
         "generation": None,
         "state": "Stable",
+        "partitions": 2,
+        "total_lag": 4,  # partition 0 committed at 3 of 7
+        "status": None,  # no lag exporter watches this stack
     }
+    assert (
+        listed[(stack.group, "zookeeper")]["total_lag"],
+        listed[(stack.group, "zookeeper")]["status"],
+    ) == (
+        2,
+        None,
+    )
     page = visit.open("/groups", "groups-both-kinds")
     row = page.locator("main tr", has_text=stack.kafka_group)
-    assert row.locator("td").all_inner_texts() == [stack.kafka_group, "kafka", "1", "-", "Stable"]
+    assert row.locator("td").all_inner_texts() == [
+        stack.kafka_group,
+        "kafka",
+        "1",
+        "-",
+        "Stable",
+        "2",
+        "4",
+        "-",
+    ]
+    row = page.locator("main tr", has_text=stack.group)
+    assert row.locator("td").all_inner_texts()[5:] == ["2", "2", "-"]
     page.click(f"text={stack.kafka_group}")
     page.wait_for_url(f"**/groups/{stack.kafka_group}?kind=kafka")
     page = visit.open(f"/groups/{stack.kafka_group}", "kafka-group")
@@ -169,8 +208,22 @@ def test_schema_pages(visit: Visit, console_stack: ConsoleStack) -> None:
 
 def test_loads_page(visit: Visit, console_stack: ConsoleStack) -> None:
     stack = console_stack
-    visit.open(f"/loads?job={stack.job}", "loads")
+    page = visit.open(f"/loads?job={stack.job}", "loads")
     data = json_of(stack, "/loads", job=stack.job)
+    # hour 08 is complete by the audit (11 produced = 10 loaded + 1 quarantined): the load marked it
+    (hour,) = data["hours"]
+    marker = hour["marker"]
+    assert (hour["topic"], hour["hour"], hour["state"], hour["overdue"], hour["error"]) == (
+        stack.topic,
+        "2026-11-22T08",
+        "COMPLETE",
+        False,
+        None,
+    )
+    assert (marker["revision"], marker["expected"], marker["loaded"], marker["quarantined"]) == (1, 11, 10, 1)
+    assert marker["manifest_sequence"] == 1
+    row = page.locator("main table").nth(1).locator("tr").nth(1).locator("td").all_inner_texts()
+    assert row[:8] == [stack.topic, "2026-11-22T08", "COMPLETE", "1", "11", "10", "1", "1"]
     (run,) = data["runs"]
     assert (run["outcome"], run["rows"], run["quarantined"], run["sequence"]) == ("committed", 10, 1, 1)
     assert (run["first_hour"], run["last_hour"]) == ("2026-11-22T08", "2026-11-22T08")
@@ -208,5 +261,53 @@ def test_audit_heatmap_shows_the_incomplete_window(visit: Visit, console_stack: 
         HOUR_08: (11, 10, 1, 0, "COMPLETE"),
         HOUR_09: (3, 0, 0, 3, "INCOMPLETE"),
     }
+    page = visit.open(f"/audit?{query}", "audit")
+    assert page.locator("#legend span").count() == 7
+    # as of 10:30, hour 09 (ended 10:00) is within its grace (1 h): OPEN, drawn apart from INCOMPLETE
+    page = visit.open(f"/audit?{query}&now=2026-11-22T10:30", "audit-open")
+    assert page.locator('rect[data-label="INCOMPLETE"]').count() == 0
+    open_cell = page.locator('rect[data-label="OPEN"]')
+    assert open_cell.count() == 1
+    assert open_cell.get_attribute("fill") == "#e0a526"  # the legend's OPEN swatch
+    assert page.locator('#legend span[data-legend="OPEN"]').inner_text() == (
+        "OPEN: within the grace period, more may arrive"
+    )
     window = json_of(stack, f"/audit/{stack.topic}/{HOUR_08}", job=stack.job, **AUDIT_RANGE)
     assert window["hosts"] == {"web-1": 11}
+
+
+def test_record_search_by_key_header_and_value_within_a_bounded_range(
+    visit: Visit, console_stack: ConsoleStack
+) -> None:
+    """Partition 0 holds page views 0-5 (keys key-0-0..5, header host: console-test) and a record that is
+    not Avro at offset 6; page_key profile_view is in views 1 and 4."""
+    stack = console_stack
+    page = visit.open(f"/topics/{stack.topic}?partition=0", "topic-search-form")
+    page.fill('input[name="q"]', "profile_view")
+    page.click('button:has-text("Search")')
+    page.wait_for_url(f"**/topics/{stack.topic}/search?q=profile_view&partition=0")
+    assert visit.errors == []
+    assert page.inner_text("#searched").startswith(
+        f'2 of 7 records of {stack.topic}-0 in offsets [0, 7) contain "profile_view" in any'
+    )
+    cells = [r.locator("td").all_inner_texts()[:3] for r in page.locator("main table tr").all()[1:]]
+    assert [(c[0], c[2]) for c in cells] == [("1", "value"), ("4", "value")]
+
+    def hits(**params: object) -> list[tuple[int, list[str]]]:
+        found = json_of(stack, f"/topics/{stack.topic}/search", partition=0, **params)
+        return [(h["offset"], h["matched_in"]) for h in found["hits"]]
+
+    assert hits(q="key-0-3", **{"in": "key"}) == [(3, ["key"])]
+    assert hits(q="console-test", **{"in": "header"}) == [(o, ["header"]) for o in range(7)]
+    assert hits(q="key-0-3", **{"in": "value"}) == []
+    # bounded: two offsets from 0 read, view 4 not reached; the answer names the range read
+    bounded = json_of(
+        stack, f"/topics/{stack.topic}/search", partition=0, q="profile_view", span=2, **{"from": 0}
+    )
+    assert (bounded["from_offset"], bounded["until_offset"], bounded["records_read"]) == (0, 2, 2)
+    assert [h["offset"] for h in bounded["hits"]] == [1]
+    too_wide = stack.get(f"/topics/{stack.topic}/search", q="x", span=10_001, format="json")
+    assert (too_wide.status_code, too_wide.json()["message"]) == (
+        400,
+        "parameter span=10001: expected 1 to 10000 offsets",
+    )

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from broker.client.connection import BrokerConnection
+from broker.client.network.connection import BrokerConnection
 from broker.cluster import zk_paths
 from broker.config import BrokerConfig, LogConfig
 from broker.protocol import ApiKey, ErrorCode

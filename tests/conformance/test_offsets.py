@@ -1,0 +1,111 @@
+"""ListOffsets and where a consumer starts, as clients observe them from Kafka and from Lumber.
+
+* ``list_offsets``: ten records with CreateTime timestamps 1,000 ms apart (the fifth the largest), then
+  confluent-kafka's AdminClient ``list_offsets`` with earliest, latest, max-timestamp and by-timestamp
+  specs, and its consumer's ``offsets_for_times`` (before the first, between two, past the last).
+* ``offset_out_of_range``: a consumer assigned past the log end with ``auto.offset.reset`` earliest,
+  latest and error: where it starts (earliest, latest) or the error it gets.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+
+from tests.conformance.clients import consume, create_topic, error_name, produce
+from tests.conformance.conformance import Transcript, conform
+from tests.conformance.target import Target
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+
+BASE_TS = 1_700_000_000_000
+TIMESTAMPS = [BASE_TS + i * 1000 for i in range(10)]
+TIMESTAMPS[4] = BASE_TS + 60_000  # the largest timestamp is the fifth record's
+
+
+def list_offsets(target: Target, topic: str) -> Transcript:
+    created = create_topic(target.bootstrap, topic)
+    produce(
+        target.bootstrap,
+        topic,
+        [
+            {"key": b"k", "value": str(i).encode(), "partition": 0, "timestamp": ts}
+            for i, ts in enumerate(TIMESTAMPS)
+        ],
+        {"linger.ms": 0, "max.in.flight.requests.per.connection": 1},
+    )
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    tp = TopicPartition(topic, 0)
+    specs: dict[str, Any] = {
+        "earliest": OffsetSpec.earliest(),
+        "latest": OffsetSpec.latest(),
+        "max_timestamp": OffsetSpec.max_timestamp(),
+        "at_base": OffsetSpec.for_timestamp(BASE_TS),
+        "between": OffsetSpec.for_timestamp(BASE_TS + 5500),
+        "past_last": OffsetSpec.for_timestamp(BASE_TS + 120_000),
+    }
+    answers: dict[str, Any] = {}
+    for name, spec in specs.items():
+        try:
+            found = admin.list_offsets({tp: spec}, request_timeout=10)[tp].result(timeout=20)
+            answers[name] = {"offset": found.offset, "timestamp": found.timestamp}
+        except KafkaException as exc:
+            answers[name] = error_name(exc)
+    consumer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": f"conformance-{topic}"})
+    try:
+        for_times = {
+            ts: consumer.offsets_for_times([TopicPartition(topic, 0, ts)], timeout=10)[0].offset
+            for ts in (BASE_TS - 1, BASE_TS + 2500, BASE_TS + 120_000)
+        }
+        watermarks = consumer.get_watermark_offsets(tp, timeout=10)
+    finally:
+        consumer.close()
+    return {
+        "created": created,
+        "list_offsets": answers,
+        "offsets_for_times": {str(k): v for k, v in for_times.items()},
+        "watermarks": list(watermarks),
+    }
+
+
+def offset_out_of_range(target: Target, topic: str, reset: str) -> Transcript:
+    created = create_topic(target.bootstrap, topic)
+    produce(target.bootstrap, topic, [{"value": str(i).encode(), "partition": 0} for i in range(5)])
+    consumer = Consumer(
+        {
+            "bootstrap.servers": target.bootstrap,
+            "group.id": f"conformance-{topic}-{reset}",
+            "auto.offset.reset": reset,
+            "enable.partition.eof": True,
+        }
+    )
+    seen: list[Any] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 100)])
+        for _ in range(100):
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            failure = msg.error()
+            seen.append(failure.name() if failure is not None else msg.offset())
+            if failure is not None or len(seen) >= 5:
+                break
+    finally:
+        consumer.close()
+    read = consume(target.bootstrap, topic, [0], 5, timeout_s=5)
+    return {"created": created, "seen": seen, "log": [r["offset"] for r in read["records"]]}
+
+
+def test_list_offsets(targets: tuple[Target, Target]) -> None:
+    transcript = conform(list_offsets, targets)
+    assert transcript["list_offsets"]["latest"]["offset"] == 10
+
+
+@pytest.mark.parametrize("reset", ["earliest", "latest", "error"])
+def test_offset_out_of_range(targets: tuple[Target, Target], reset: str) -> None:
+    conform(offset_out_of_range, targets, reset=reset)
