@@ -26,7 +26,11 @@ What it does, all on 127.0.0.1 in one run:
 4. ``--scaling``: the same load on ``local[1]`` (a new session, a fresh warehouse); ``--standalone``: on a
    Spark standalone cluster of its own (a master and one 2-core worker,
    :mod:`tests.support.spark_standalone`), the code shipped to the executors as ``spark-submit`` ships it;
-5. ``--demo``: a one-hour load of the demo's size (``--demo-records``, 6,000) through ``spark-submit
+5. ``--warehouse hdfs`` (a NameNode and a DataNode of its own, :mod:`lumber.dev.hdfs_server`, in the work
+   folder) or ``--warehouse hdfs://nn:port/path``: the same load again, right after the ``file:`` one and
+   on the same session, into HDFS (the tasks write through hdfs-native); its rate against ``file:``'s (goal
+   >= 0.8) and the baseline's (goal >= 1.5);
+6. ``--demo``: a one-hour load of the demo's size (``--demo-records``, 6,000) through ``spark-submit
    jobs/load.py``, split into spark-submit + JVM start (until the job's first line), Spark session start,
    and the run itself (lock to committed), from the job's progress lines.
 
@@ -68,6 +72,7 @@ from broker.client.producer.producer import Producer
 from broker.client.producer.producer_config import ProducerConfig
 from broker.record.topic_partition import TopicPartition
 from lumber.config import config_from_mapping, dump_config
+from lumber.dev.hdfs_server import HdfsPorts, HdfsServer
 from lumber.dev.process import free_port
 from lumber.dev.zookeeper_server import ZooKeeperServer
 from pipeline import avro_arrow
@@ -272,7 +277,9 @@ def spark_session(master: str, work: Path, spark_conf: list[str]) -> Any:
     return spark
 
 
-def load_config(zk: str, registry_url: str, servers: list[str], job: str, warehouse: Path, topic: str) -> Any:
+def load_config(
+    zk: str, registry_url: str, servers: list[str], job: str, warehouse: Path | str, topic: str
+) -> Any:
     return config_from_mapping(
         {
             "zookeeper": {"connect": zk},
@@ -392,6 +399,9 @@ def main() -> int:
         action="store_true",
         help="also run the load on a Spark standalone cluster of our own (a master, a 2-core worker)",
     )
+    parser.add_argument(
+        "--warehouse", help="also load into HDFS: 'hdfs' (one of its own) or an hdfs://namenode:port/path URL"
+    )
     parser.add_argument("--demo", action="store_true", help="also time a demo-size load via spark-submit")
     parser.add_argument("--demo-records", type=int, default=6000)
     parser.add_argument("--no-spark-writer", action="store_true", help="skip the Spark writer comparison")
@@ -465,6 +475,18 @@ def main() -> int:
                 str(work / "spark-writer")
             )
             spark_bytes = parquet_bytes(work / "spark-writer")
+        hdfs_run = None
+        if args.warehouse:
+            hdfs_url = args.warehouse
+            if args.warehouse == "hdfs":
+                hdfs = HdfsServer(work / "hdfs", HdfsPorts.free())
+                hdfs.start()
+                stoppers.append(hdfs.stop)
+                hdfs_url = hdfs.url
+            on_hdfs = load_config(
+                zookeeper.connect, registry.url, servers, "bench-hdfs", f"{hdfs_url}/bench-warehouse", TOPIC
+            )
+            hdfs_run = timed_load(spark, on_hdfs, args.records)
         one_core = None
         if args.scaling:
             spark.stop()
@@ -502,12 +524,22 @@ def main() -> int:
         print(f"{'baseline (1 process: fetch+decode+write)':<44} {base_s:>9.1f} {base_rate:>12,.0f}")
         print(f"{'task code in 1 process (no Spark)':<44} {task_s:>9.1f} {args.records / task_s:>12,.0f}")
         print(f"{'load job (local[2]: plan..commit)':<44} {load_s:>9.1f} {load_rate:>12,.0f}")
+        if hdfs_run is not None:
+            label = "load job (local[2]) into HDFS"
+            print(f"{label:<44} {hdfs_run[0]:>9.1f} {args.records / hdfs_run[0]:>12,.0f}")
         if one_core is not None:
             print(f"{'load job (local[1])':<44} {one_core[0]:>9.1f} {args.records / one_core[0]:>12,.0f}")
         if cluster_run is not None:
             label = "load job (standalone, 1 worker x 2 cores)"
             print(f"{label:<44} {cluster_run[0]:>9.1f} {args.records / cluster_run[0]:>12,.0f}")
         print(f"ratio load / baseline: {ratio:.2f} (target >= {TARGET_RATIO})")
+        if hdfs_run is not None:
+            print(
+                f"HDFS: load into HDFS / load into file: {load_s / hdfs_run[0]:.2f} (goal >= 0.8), "
+                f"/ baseline {base_s / hdfs_run[0]:.2f} (goal >= {TARGET_RATIO}); CPU s per million records: "
+                f"JVM {hdfs_run[1] / millions:.1f}, Python workers {hdfs_run[2] / millions:.1f}, driver "
+                f"Python {hdfs_run[3] / millions:.1f}"
+            )
         if cluster_run is not None:
             print(
                 f"standalone: ratio {base_s / cluster_run[0]:.2f}; CPU s per million records: driver JVM + "

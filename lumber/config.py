@@ -108,6 +108,29 @@ class DevConfig(ConfigSection):
     lag_exporter_interval_ms: int = setting(
         5_000, "How often the stack's lag exporter observes every group.", ge=100
     )
+    hdfs: bool = setting(
+        False,
+        "Start HDFS with the stack (`dev up --hdfs`): a NameNode and a DataNode from Hadoop's jars (`make "
+        "jars`), and point [load] warehouse_url at hdfs://127.0.0.1:<hdfs_namenode_port>/warehouse and "
+        "[load] webhdfs_url at its WebHDFS.",
+    )
+    hdfs_namenode_port: int = setting(
+        8020, "RPC port of the stack's HDFS NameNode (127.0.0.1 only).", ge=1, le=65535
+    )
+    hdfs_namenode_http_port: int = setting(
+        9870, "HTTP port of the stack's NameNode: WebHDFS, JMX, its web UI (127.0.0.1 only).", ge=1, le=65535
+    )
+    hdfs_datanode_port: int = setting(
+        9866, "Data transfer port of the stack's HDFS DataNode (127.0.0.1 only).", ge=1, le=65535
+    )
+    hdfs_datanode_http_port: int = setting(
+        9864, "HTTP port of the stack's DataNode (127.0.0.1 only).", ge=1, le=65535
+    )
+    hdfs_datanode_ipc_port: int = setting(
+        9867, "IPC port of the stack's DataNode (127.0.0.1 only).", ge=1, le=65535
+    )
+    hdfs_namenode_heap_mb: int = setting(256, "Java heap of the stack's NameNode.", ge=64)
+    hdfs_datanode_heap_mb: int = setting(192, "Java heap of the stack's DataNode.", ge=64)
 
 
 class ConsoleConfig(ConfigSection):

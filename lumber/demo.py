@@ -4,9 +4,11 @@ Steps, each announced with the time since the start (the commands it runs are pr
 and are the real ones; their own progress streams through, and everything they print goes to
 ``<state_dir>/demo.log``):
 
-1. **Stack**: ``lumber dev up --brokers 3 --state-dir .lumber-demo``: ZooKeeper, three brokers and the
-   schema registry as background processes, with a config (``.lumber-demo/demo-base.toml``) that puts the
-   warehouse in the state folder, takes page views' event time from ``timestamp_ms``, turns on the
+1. **Stack**: ``lumber dev up --hdfs --brokers 3 --state-dir .lumber-demo``: ZooKeeper, HDFS (a NameNode
+   and a DataNode, :mod:`lumber.dev.hdfs_server`), three brokers and the schema registry as background
+   processes, with a config (``.lumber-demo/demo-base.toml``) whose warehouse is on that HDFS
+   (``hdfs://127.0.0.1:<hdfs_namenode_port>/warehouse``; ``--warehouse file:<path>`` keeps it on local
+   disk and starts no HDFS: the light run), takes page views' event time from ``timestamp_ms``, turns on the
    producers' audit and, unless the user's config sets one, takes a ZooKeeper session timeout of
    :data:`SESSION_TIMEOUT_MS` (a killed broker's partitions move once its session expires). The demo
    refuses if its stack is already up (stop it first); a state folder left by an earlier demo that is
@@ -26,9 +28,11 @@ and are the real ones; their own progress streams through, and everything they p
 4. **Hourly loads**: ``lumber etl run --until-hour H`` (one spark-submit each) for every completed hour,
    oldest first: what ``lumber etl schedule`` does after downtime.
 5. **Audit**: ``lumber audit verify`` over those hours, as a table and as ``.lumber-demo/audit.html``.
-6. **Warehouse**: the Parquet layout as a tree.
-7. **Query**: DuckDB on the Parquet files as they are: page views per hour and host, v1 vs v2, load times;
-   and the quarantined messages by reason. The loaded totals are checked against what was produced.
+6. **Warehouse**: the Parquet layout as a tree, listed through :mod:`pipeline.fs` (from HDFS, over
+   hdfs-native).
+7. **Query**: DuckDB on the Parquet files as they are (on HDFS: read through fsspec with hdfs-native, no
+   copy to local disk): page views per hour and host, v1 vs v2, load times; and the quarantined messages
+   by reason. The loaded totals are checked against what was produced.
 8. **Groups**: a ZooKeeper group and a Kafka-protocol group left consuming page_view, as stack services
    that ``dev down`` stops (:mod:`lumber.demo_groups`), so the groups pages, the lag exporter and ``groups
    lag`` have something to show.
@@ -61,6 +65,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
+from urllib.parse import urlparse
 
 from audit.audited_producer import audited_producer
 from broker.client.producer.producer import Producer
@@ -81,10 +86,14 @@ from lumber.demo_topics import create_topics_and_schemas
 from lumber.demo_traffic import HOUR_MS, TOPICS, TrafficProducer, TrafficSpec
 from lumber.dev.dev_stack import DevStack
 from pipeline.errors import PipelineError
+from pipeline.fs import normalize_url, open_filesystem
+from pipeline.load_config import LoadConfig
 from schemas.client import SchemaRegistryClient
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema_text
 
+#: ``--warehouse`` for the stack's own HDFS (the default).
+EMBEDDED_HDFS = "hdfs"
 MARKER_FILE = "LUMBER_DEMO"
 BASE_CONFIG_FILE = "demo-base.toml"
 LOG_FILE = "demo.log"
@@ -108,6 +117,9 @@ class DemoOptions:
     brokers: int = 3
     hours: int = 3
     spark_master: str = "local[2]"
+    #: :data:`EMBEDDED_HDFS` (the stack's own HDFS, ``dev up --hdfs``), or the warehouse's URL (``file:...``
+    #: or a path: the light run without HDFS; any ``hdfs://`` cluster)
+    warehouse: str = "hdfs"
     #: ``lumber`` as the user types it (shown in the printed commands)
     lumber: str = "lumber"
     #: added to the environment of the ``lumber`` commands the demo runs (how to print ``lumber``)
@@ -138,6 +150,7 @@ class Demo:
         self._title = ""
         self._step_started = self.started
         self._say_lock = threading.Lock()  # the failover's thread says things too
+        self.warehouse_url = ""  # the stack's [load] warehouse_url, once it is up
 
     # -- output --------------------------------------------------------------------------------------------
 
@@ -250,13 +263,14 @@ class Demo:
             config_path = self._start_stack()
             stack_up = True
             stack = load_config(config_path, env={})
+            self.warehouse_url = stack.load.warehouse_url
             spec = self._traffic_spec()
             ids = self._topics_and_schemas(stack)
             expected = self._produce(stack, spec, ids)
             ok &= self._load(spec, config_path)
             ok &= self._audit(spec, config_path)
-            self._tree(Path(_local_path(stack.load.warehouse_url)))
-            ok &= self._query(Path(_local_path(stack.load.warehouse_url)), spec, ids, expected)
+            self._tree(stack.load)
+            ok &= self._query(stack.load.warehouse_url, spec, ids, expected)
             self._groups(stack, config_path)
             self._finish_step()
             self._look_around(spec, ok)
@@ -312,8 +326,12 @@ class Demo:
         )
 
     def _start_stack(self) -> Path:
+        hdfs = self.options.warehouse == EMBEDDED_HDFS
         self.step(
-            "stack", "Starting the stack: ZooKeeper, brokers, schema registry, lag exporter, web console"
+            "stack",
+            "Starting the stack: ZooKeeper, "
+            + ("HDFS (a NameNode and a DataNode), " if hdfs else "")
+            + "brokers, schema registry, lag exporter, web console",
         )
         base = self.base
         registry_url = f"http://127.0.0.1:{base.dev.registry_port}"
@@ -327,11 +345,12 @@ class Demo:
         demo = base.replace(
             zookeeper=zookeeper,
             broker=broker,
-            dev=base.dev.replace(state_dir=str(self.state_dir), brokers=self.options.brokers),
+            dev=base.dev.replace(state_dir=str(self.state_dir), brokers=self.options.brokers, hdfs=hdfs),
             registry=base.registry.replace(url=registry_url),
             producer=base.producer.replace(audit_interval_ms=2000),
             load=base.load.replace(
-                warehouse_url=str(self.state_dir / "warehouse"),
+                # with HDFS, `dev up` points warehouse_url at it
+                warehouse_url=base.load.warehouse_url if hdfs else _warehouse_url(self.options.warehouse),
                 event_time_fields=[f"{topic}=timestamp_ms" for topic in TOPICS],
             ),
             spark=base.spark.replace(master=self.options.spark_master),
@@ -342,14 +361,24 @@ class Demo:
             + dump_config(demo)
         )
         code = self._lumber(
-            ["dev", "up", "--brokers", str(self.options.brokers), "--state-dir", self.shown_dir], base_path
+            [
+                "dev",
+                "up",
+                *(["--hdfs"] if hdfs else []),
+                "--brokers",
+                str(self.options.brokers),
+                "--state-dir",
+                self.shown_dir,
+            ],
+            base_path,
         )
         config_path = self.state_dir / "lumber.toml"
         if code != 0:  # `dev up` stopped what it had started
             raise DemoError(
                 f"`{self.lumber} dev up` failed (exit {code}; its output is above). If a port is taken, free "
                 "it or move the demo: LUMBER_DEV__ZOOKEEPER_PORT, LUMBER_DEV__BROKER_PORT, "
-                "LUMBER_DEV__REGISTRY_PORT, LUMBER_DEV__CONSOLE_PORT, LUMBER_DEV__LAG_EXPORTER_PORT"
+                "LUMBER_DEV__REGISTRY_PORT, LUMBER_DEV__CONSOLE_PORT, LUMBER_DEV__LAG_EXPORTER_PORT, "
+                "LUMBER_DEV__HDFS_NAMENODE_PORT (and the other LUMBER_DEV__HDFS_*_PORT)"
             )
         self.say(f"  every command below runs with  export LUMBER_CONFIG={self.shown_dir}/lumber.toml")
         return config_path
@@ -487,17 +516,31 @@ class Demo:
             self.say(f"  `{self.lumber} audit verify` did not run (exit {code})")
         return False
 
-    def _tree(self, warehouse: Path) -> None:
-        self.step("tree", "The warehouse: Parquet files by topic, event-time day and hour")
-        self.say(f"  {self._shown(warehouse)}/")
-        for line in warehouse_tree(warehouse):
+    def _tree(self, load: LoadConfig) -> None:
+        where = "HDFS" if load.warehouse_url.startswith("hdfs:") else "local disk"
+        self.step("tree", f"The warehouse on {where}: Parquet files by topic, event-time day and hour")
+        fs = open_filesystem(load.warehouse_url, webhdfs_url=load.webhdfs_url, hdfs_client=load.hdfs_client)
+        self.say(f"  {self._shown_url(fs.root)}/")
+        for line in warehouse_tree(fs):
             self.say(f"  {line}")
 
     def _query(
-        self, warehouse: Path, spec: TrafficSpec, ids: Mapping[str, int], expected: Mapping[str, int]
+        self, warehouse_url: str, spec: TrafficSpec, ids: Mapping[str, int], expected: Mapping[str, int]
     ) -> bool:
-        self.step("query", "Querying the Parquet files as they are, with DuckDB")
-        return query_warehouse(self.say, warehouse, self._shown(warehouse), spec, ids, expected)
+        on_hdfs = warehouse_url.startswith("hdfs:")
+        self.step(
+            "query",
+            "Querying the Parquet files as they are, with DuckDB"
+            + (" (read from HDFS through fsspec and hdfs-native)" if on_hdfs else ""),
+        )
+        return query_warehouse(self.say, warehouse_url, self._shown_url(warehouse_url), spec, ids, expected)
+
+    def _shown_url(self, url: str) -> str:
+        """A warehouse URL as the user reads it: a local one as a path (:meth:`_shown`)."""
+        parsed = urlparse(url)
+        if parsed.scheme == "hdfs":
+            return url
+        return self._shown(Path(parsed.path if parsed.scheme == "file" else url))
 
     def _groups(self, stack: LumberConfig, config_path: Path) -> None:
         self.step(
@@ -514,6 +557,7 @@ class Demo:
             ok,
             lumber=self.lumber,
             shown_dir=self.shown_dir,
+            warehouse=self._shown_url(self.warehouse_url),
             console_port=self.base.dev.console_port,
             down_command=self._down_command(),
             log_file=LOG_FILE,
@@ -522,9 +566,11 @@ class Demo:
         )
 
 
-def _local_path(url: str) -> str:
-    """The local path of a ``file:`` URL or a plain path (the demo's warehouse is local)."""
-    return url.removeprefix("file://").removeprefix("file:")
+def _warehouse_url(given: str) -> str:
+    """``--warehouse`` as an absolute URL (``file:rel/path`` and ``rel/path`` made absolute)."""
+    if given.startswith("file:") and not given.startswith("file:/"):
+        given = given.removeprefix("file:")
+    return normalize_url(given)
 
 
 def run_demo(options: DemoOptions, base: LumberConfig, out: TextIO | None = None) -> int:

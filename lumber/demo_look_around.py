@@ -17,6 +17,7 @@ def look_around(
     *,
     lumber: str,
     shown_dir: str,
+    warehouse: str,
     console_port: int,
     down_command: str,
     log_file: str,
@@ -25,14 +26,29 @@ def look_around(
 ) -> None:
     """Print the closing lines with ``say``: done (``ok``) or not in ``total`` seconds, the ``timings`` of
     the steps, commands to look around (``lumber`` as the user types it, the state folder ``shown_dir``),
-    the web console on ``console_port``, the demo's log ``log_file`` and ``down_command``."""
+    the warehouse ``warehouse`` (a local path as shown, or an ``hdfs://`` URL), the web console on
+    ``console_port``, the demo's log ``log_file`` and ``down_command``."""
     say("")
     say(("Done" if ok else "Finished with problems (above)") + f" in {elapsed_text(total)}:")
     say("  " + ", ".join(f"{title.split(':')[0].lower()} {elapsed_text(s)}" for title, s in timings))
     state = shlex.quote(shown_dir)
     python = lumber.removesuffix("lumber") + "python" if lumber.endswith("/lumber") else "python"
-    wh = f"{state}/warehouse"
+    wh = warehouse if warehouse.startswith("hdfs:") else shlex.quote(warehouse)
     sql = f"SELECT * FROM '{wh}/click/*/*/*.parquet' LIMIT 5"  # noqa: S608 - printed, not run
+    if warehouse.startswith("hdfs:"):
+        bin_dir = lumber.removesuffix("lumber") if lumber.endswith("/lumber") else ""
+        listing = f"{bin_dir}hdfsn ls {wh}/_lumber/hourly/manifests/"
+        host_port = warehouse.split("/")[2]
+        host, port = host_port.rsplit(":", 1)
+        query = (
+            f'{python} -c "import duckdb; from pipeline.native_hdfs_fsspec import '
+            f"SharedReadHdfsFileSystem as H; c = duckdb.connect(); "
+            f"c.register_filesystem(H(host='{host}', port={port})); "
+            f'c.sql(\\"{sql}\\").show()"'
+        )
+    else:
+        listing = f"ls {wh}/_lumber/hourly/manifests/"
+        query = f'{python} -c "import duckdb; duckdb.sql(\\"{sql}\\").show()"'
     lines = [
         (f"{lumber} dev status", "what runs where"),
         (f"{lumber} topics describe page_view", "partitions: leaders, replicas, ISR"),
@@ -41,8 +57,8 @@ def look_around(
         (f"{lumber} etl status", "committed offsets, lag, the last run"),
         (f"{lumber} audit verify --since={hour_text(spec.start_ms)}", "the audit again, by hour"),
         (f"{lumber} etl schedule --every 1h --delay 10m", "keep loading every hour (Ctrl-C stops)"),
-        (f"ls {wh}/_lumber/hourly/manifests/", "the commits: one manifest per run"),
-        (f'{python} -c "import duckdb; duckdb.sql(\\"{sql}\\").show()"', "any SQL on the output"),
+        (listing, "the commits: one manifest per run"),
+        (query, "any SQL on the output"),
     ]
     say("")
     say("Look around (the stack keeps running):")

@@ -1,31 +1,52 @@
 """Step 7 of ``lumber demo`` (:mod:`lumber.demo`): DuckDB on the Parquet files as they are, and the loaded
-totals checked against what was produced."""
+totals checked against what was produced.
+
+DuckDB reads the warehouse where it is: a local folder directly, an ``hdfs://`` warehouse through fsspec
+with hdfs-native's filesystem (:func:`duckdb_root`: registered with the connection, so ``read_parquet``
+globs and reads the files over HDFS's RPC and data transfer protocol; nothing is copied to local disk; the
+files are opened by :class:`~pipeline.native_hdfs_fsspec.SharedReadHdfsFileSystem`, whose readers take
+DuckDB's parallel reads of one file)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
 
 from lumber.demo_text import count_text, format_table
 from lumber.demo_traffic import TOPICS, TrafficSpec
 
 
+def duckdb_root(connection: Any, warehouse_url: str) -> str:
+    """What DuckDB's ``read_parquet`` paths start with for ``warehouse_url``: the local path of a ``file:``
+    warehouse, or the ``hdfs://`` URL itself once hdfs-native's fsspec filesystem is registered."""
+    parsed = urlparse(warehouse_url)
+    if parsed.scheme != "hdfs":
+        return parsed.path if parsed.scheme == "file" else warehouse_url
+    from pipeline.native_hdfs_fsspec import SharedReadHdfsFileSystem  # noqa: PLC0415 - hdfs:// only
+
+    connection.register_filesystem(SharedReadHdfsFileSystem(host=parsed.hostname, port=parsed.port))
+    return warehouse_url.rstrip("/")
+
+
 def query_warehouse(
     say: Callable[[str], None],
-    warehouse: Path,
+    warehouse_url: str,
     shown_warehouse: str,
     spec: TrafficSpec,
     ids: Mapping[str, int],
     expected: Mapping[str, int],
 ) -> bool:
-    """Print the queries and their results with ``say`` (``warehouse`` shown as ``shown_warehouse``);
+    """Print the queries and their results with ``say`` (the warehouse shown as ``shown_warehouse``);
     False if a topic's loaded and quarantined rows do not add up to what was produced."""
     try:
         import duckdb  # noqa: PLC0415 - a dev dependency: `make demo` installs it
     except ImportError:
         say("  DuckDB is not installed (pip install duckdb): skipping the query")
         return True
-    root = str(warehouse).replace("'", "''")
+    connection = duckdb.connect()
+    warehouse = duckdb_root(connection, warehouse_url)
+    root = warehouse.replace("'", "''")
     views = f"read_parquet('{root}/page_view/*/*/*.parquet', hive_partitioning = true)"
     v1 = ids["page_view"]
     queries = [
@@ -48,7 +69,6 @@ def query_warehouse(
             ),
         ),
     ]
-    connection = duckdb.connect()
     try:
         for title, sql in queries:
             say(f"  -- {title}")

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
+
+from pipeline.fs import FileInfo, FileSystem
 
 
 def count_text(value: int) -> str:
@@ -46,18 +47,19 @@ def size_text(length: int) -> str:
     return f"{size:.1f} MiB"
 
 
-def warehouse_tree(root: Path, max_depth: int = 6) -> list[str]:
-    """``root`` as an indented tree: a folder holding only files becomes one line (count, size, an example
-    name); hidden files (Hadoop's ``.crc``) are left out; topics first, then ``_errors`` and ``_lumber``."""
+def warehouse_tree(fs: FileSystem, max_depth: int = 6) -> list[str]:
+    """The warehouse of ``fs`` (its root) as an indented tree, read through :mod:`pipeline.fs` (``file:`` or
+    ``hdfs://``): a folder holding only files becomes one line (count, size, an example name); hidden files
+    (Hadoop's ``.crc``) are left out; topics first, then ``_errors`` and ``_lumber``."""
 
-    def entries(folder: Path) -> list[Path]:
+    def entries(folder: str) -> list[FileInfo]:
         return sorted(
-            (p for p in folder.iterdir() if not p.name.startswith(".")),
+            (p for p in fs.list_dir(folder) if not p.name.startswith(".")),
             key=lambda p: (p.name.startswith("_"), p.name),
         )
 
-    def summary(files: list[Path]) -> str:
-        size = sum(f.stat().st_size for f in files)
+    def summary(files: list[FileInfo]) -> str:
+        size = sum(f.length_bytes for f in files)
         example = files[0].name
         return f"{len(files)} file{'s' if len(files) != 1 else ''}, {size_text(size)}" + (
             f"   e.g. {example}" if len(files) > 1 else f"   {example}"
@@ -65,27 +67,27 @@ def warehouse_tree(root: Path, max_depth: int = 6) -> list[str]:
 
     lines: list[str] = []
 
-    def walk(folder: Path, prefix: str, depth: int) -> None:
+    def walk(folder: str, prefix: str, depth: int) -> None:
         children = entries(folder)
         for n, child in enumerate(children):
             last = n == len(children) - 1
             branch = "└── " if last else "├── "
-            if child.is_dir():
-                inside = entries(child)
+            if child.is_dir:
+                inside = entries(child.url)
                 if not inside:
                     lines.append(f"{prefix}{branch}{child.name}/   (empty)")
-                elif all(p.is_file() for p in inside):
+                elif not any(p.is_dir for p in inside):
                     lines.append(f"{prefix}{branch}{child.name}/   {summary(inside)}")
                 elif depth >= max_depth:
                     lines.append(f"{prefix}{branch}{child.name}/   ...")
                 else:
                     lines.append(f"{prefix}{branch}{child.name}/")
-                    walk(child, prefix + ("    " if last else "│   "), depth + 1)
+                    walk(child.url, prefix + ("    " if last else "│   "), depth + 1)
             else:
                 lines.append(f"{prefix}{branch}{child.name}")
 
-    if root.is_dir():
-        walk(root, "", 1)
+    if fs.is_dir(fs.root):
+        walk(fs.root, "", 1)
     return lines
 
 

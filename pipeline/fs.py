@@ -1,4 +1,4 @@
-"""The warehouse's filesystems from Python, without a JVM: one small checked interface, three backends.
+"""The warehouse's filesystems from Python, without a JVM: one small checked interface, four backends.
 
 :class:`FileSystem` is everything the load job needs of a filesystem: the driver's metadata (plans,
 manifests, the CURRENT pointer, run records) and its moves of staged files, the tasks' Parquet output
@@ -8,11 +8,18 @@ manifests, the CURRENT pointer, run records) and its moves of staged files, the 
 * ``file:`` (or a plain path): :class:`ArrowFileSystem` on ``pyarrow.fs.LocalFileSystem``; files written by
   :meth:`~FileSystem.create` and :meth:`~FileSystem.rename` are ``fsync``-ed (file, then its folder), which
   is what HDFS's ``hsync`` gives the metadata on a cluster;
-* ``hdfs://namenode:port/path``: :class:`ArrowFileSystem` on ``pyarrow.fs.HadoopFileSystem`` (libhdfs,
-  present on every Hadoop node; pyarrow finds it through ``ARROW_LIBHDFS_DIR`` or ``HADOOP_HOME``, and the
-  Hadoop jars through ``CLASSPATH``, as pyarrow documents); where libhdfs cannot be loaded and
-  ``[load] webhdfs_url`` is set (``http://namenode:9870``), :class:`WebHdfsFileSystem` over the WebHDFS REST
-  API with the ``hdfs`` package (user: ``$HADOOP_USER_NAME``, else the process's user).
+* ``hdfs://namenode:port/path``, chosen by ``[load] hdfs_client`` (:data:`HDFS_CLIENTS`):
+
+  - ``auto`` (the default): libhdfs where it loads, else hdfs-native;
+  - ``libhdfs``: :class:`ArrowFileSystem` on ``pyarrow.fs.HadoopFileSystem`` (libhdfs ships with Hadoop,
+    on every Hadoop node; pyarrow finds it through ``ARROW_LIBHDFS_DIR`` or ``HADOOP_HOME``, and the Hadoop
+    jars through ``CLASSPATH``, as pyarrow documents; no package on this project's machines ships it);
+  - ``hdfs-native``: :class:`~pipeline.native_hdfs_file_system.NativeHdfsFileSystem`, a Rust client of
+    HDFS's own RPC (no JVM, no libhdfs);
+  - ``webhdfs``: :class:`~pipeline.webhdfs_file_system.WebHdfsFileSystem` over the WebHDFS REST API at
+    ``[load] webhdfs_url`` (``http://namenode:9870``), for clusters that only open HTTP.
+
+  Every client acts as ``$HADOOP_USER_NAME``, else the process's user (simple authentication).
 
 Checked means: every call that fails raises :class:`~pipeline.load_errors.FileSystemError` naming the
 path(s) (``raise ... from`` the backend's error), and so does a call that reports success without doing it:
@@ -29,31 +36,38 @@ and after the call the source must be gone and the destination present. :meth:`F
 Paths are URLs (``file:/abs/path``, ``hdfs://nn:8020/path``); :func:`normalize_url` turns a plain path into
 an absolute ``file:`` URL. A backend maps a URL to its own path (the URL's path part), and listings map back.
 
-What ran where: the contract suite (``tests/pipeline/test_fs.py``) runs every test against each backend it
-is given; on a machine without Hadoop that is ``file:`` only. :class:`WebHdfsFileSystem` and the libhdfs
-path of :class:`ArrowFileSystem` have not been run against a live cluster here (README, "HDFS").
+What ran where: the contract suite (``tests/pipeline/test_fs.py``) runs every test against ``file:``,
+hdfs-native and WebHDFS, the last two on the embedded HDFS of the tests (:mod:`lumber.dev.hdfs_server`). The
+libhdfs path of :class:`ArrowFileSystem` has not run here: nothing on these machines ships libhdfs (README,
+"HDFS").
 
-Instances are safe to use from several threads as far as their backend is (pyarrow's filesystems and the
-``hdfs`` client are); tasks open their own through :func:`open_filesystem` (one per worker process).
+Instances are safe to use from several threads as far as their backend is (pyarrow's filesystems, the
+``hdfs_native`` and ``hdfs`` clients are); tasks open their own through :func:`open_filesystem` (one client
+per worker process and NameNode).
 """
 
 from __future__ import annotations
 
 import contextlib
-import getpass
 import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from pipeline.load_errors import FileSystemError
+
+if TYPE_CHECKING:
+    from pipeline.load_config import HdfsClient
+
+#: The values of ``[load] hdfs_client`` (see the module docstring; ``HdfsClient`` types them).
+HDFS_CLIENTS = ("auto", "libhdfs", "hdfs-native", "webhdfs")
 
 
 class PathExistsError(FileSystemError):
@@ -140,13 +154,18 @@ class FileSystem(ABC):
     def _url(self, path: str) -> str:
         return self._prefix + path
 
+    @staticmethod
+    def describe(exc: BaseException) -> str:
+        """The backend's error ``exc`` in one line (its class and its message's first line)."""
+        return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except FileSystemError:
             raise
         except Exception as exc:  # the backend's OSError, ArrowException, HdfsError...
-            raise FileSystemError(f"{what}: {type(exc).__name__}: {exc}") from exc
+            raise FileSystemError(f"{what}: {self.describe(exc)}") from exc
 
     # ------------------------------------------------------------------------------ primitives
 
@@ -377,98 +396,13 @@ def _fsync(path: str) -> None:
         os.close(fd)
 
 
-class WebHdfsFileSystem(FileSystem):
-    """HDFS over the WebHDFS REST API (the ``hdfs`` package), for hosts without libhdfs.
-
-    ``webhdfs_url`` is the NameNode's HTTP address (``http://namenode:9870``); paths are those of the
-    ``hdfs://`` warehouse URL. Not run against a live cluster here (see the module docstring).
-    """
-
-    def __init__(self, url: str, webhdfs_url: str, *, client: Any = None) -> None:
-        self._client = client if client is not None else webhdfs_client(webhdfs_url)
-        self.webhdfs_url = webhdfs_url
-        super().__init__(url)
-
-    def _entry(self, path: str, status: dict[str, Any]) -> FileInfo:
-        is_dir = status.get("type") == "DIRECTORY"
-        return FileInfo(self._url(path), is_dir, 0 if is_dir else int(status.get("length", 0)))
-
-    def _stat(self, path: str) -> FileInfo | None:
-        status = self._client.status(path, strict=False)
-        return None if status is None else self._entry(path, status)
-
-    def _list(self, path: str, recursive: bool) -> list[FileInfo]:
-        if not recursive:
-            return [
-                self._entry(f"{path.rstrip('/')}/{name}", status)
-                for name, status in self._client.list(path, status=True)
-            ]
-        out: list[FileInfo] = []
-        for folder, _dirs, files in self._client.walk(path, status=True):
-            base = folder[0].rstrip("/")
-            for name, status in files:
-                out.append(self._entry(f"{base}/{name}", status))
-        return out
-
-    def _read(self, path: str) -> bytes:
-        with self._client.read(path) as reader:
-            return bytes(reader.read())
-
-    def _write(self, path: str, data: bytes) -> None:
-        self._client.write(path, data=data, overwrite=True)
-
-    def _mkdirs(self, path: str) -> None:
-        self._client.makedirs(path)
-
-    def _move(self, src: str, dst: str) -> None:
-        self._client.rename(src, dst)  # raises HdfsError when the NameNode answers false
-
-    def _delete(self, path: str, is_dir: bool, recursive: bool) -> None:
-        if not self._client.delete(path, recursive=recursive):
-            raise FileSystemError(f"delete {path}: the NameNode answered false")
-
-    def _open_output(self, path: str) -> Any:
-        return _WebHdfsWriter(self._client, path)
-
-
-class _WebHdfsWriter:
-    """A file-like writer over one WebHDFS CREATE (the ``hdfs`` package streams it from a thread)."""
-
-    def __init__(self, client: Any, path: str) -> None:
-        self._context = client.write(path, overwrite=False)
-        self._writer = self._context.__enter__()
-        self._position = 0
-        self._closed = False
-
-    def write(self, data: Any) -> int:
-        view = memoryview(data).cast("B")
-        self._writer.write(view.tobytes())
-        self._position += len(view)
-        return len(view)
-
-    def tell(self) -> int:
-        return self._position
-
-    def flush(self) -> None:
-        return None
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._context.__exit__(None, None, None)
-
-
-_BACKENDS: dict[tuple[str, str], pafs.FileSystem | Any] = {}
+_BACKENDS: dict[tuple[str, ...], Any] = {}
 _BACKENDS_LOCK = threading.Lock()
 
 
-def open_filesystem(url: str, *, webhdfs_url: str = "") -> FileSystem:
+def open_filesystem(url: str, *, webhdfs_url: str = "", hdfs_client: HdfsClient = "auto") -> FileSystem:
     """The filesystem of ``url`` (see the module docstring for the choice). The backend (a libhdfs
-    connection, a WebHDFS client) is opened once per process and NameNode."""
+    connection, an hdfs-native or a WebHDFS client) is opened once per process, NameNode and user."""
     normal = normalize_url(url)
     parsed = urlparse(normal)
     if parsed.scheme == "file":
@@ -478,34 +412,44 @@ def open_filesystem(url: str, *, webhdfs_url: str = "") -> FileSystem:
             f"{url}: filesystem {parsed.scheme!r} is not supported; the warehouse must be a local path, "
             "file:/..., or hdfs://namenode:port/..."
         )
-    key = (parsed.netloc, webhdfs_url)
+    if hdfs_client not in HDFS_CLIENTS:
+        raise FileSystemError(f"{url}: hdfs_client {hdfs_client!r} is not one of {', '.join(HDFS_CLIENTS)}")
+    if hdfs_client == "webhdfs":
+        from pipeline.webhdfs_file_system import WebHdfsFileSystem, webhdfs_client  # noqa: PLC0415
+
+        if not webhdfs_url:
+            raise FileSystemError(f"{url}: hdfs_client = 'webhdfs' needs [load] webhdfs_url (http://nn:9870)")
+        client = _cached(("webhdfs", webhdfs_url), lambda: webhdfs_client(webhdfs_url))
+        return WebHdfsFileSystem(normal, webhdfs_url, client=client)
+    namenode = f"hdfs://{parsed.netloc}"
+    if hdfs_client in ("auto", "libhdfs"):
+        libhdfs = _cached(("libhdfs", namenode), lambda: _load_libhdfs(parsed))
+        if isinstance(libhdfs, pafs.FileSystem):
+            return ArrowFileSystem(normal, libhdfs)
+        if hdfs_client == "libhdfs":
+            first_line = (str(libhdfs).splitlines() or [type(libhdfs).__name__])[0]
+            raise FileSystemError(
+                f"{url}: cannot load libhdfs ({first_line}); on a Hadoop node set HADOOP_HOME (or "
+                "ARROW_LIBHDFS_DIR) and CLASSPATH=$(hadoop classpath --glob), or set [load] hdfs_client = "
+                "'hdfs-native'"
+            ) from libhdfs
+    from pipeline.native_hdfs_file_system import NativeHdfsFileSystem, native_client  # noqa: PLC0415
+
+    return NativeHdfsFileSystem(normal, _cached(("hdfs-native", namenode), lambda: native_client(namenode)))
+
+
+def _cached(key: tuple[str, ...], make: Any) -> Any:
+    """The backend of ``key`` (and of ``$HADOOP_USER_NAME``) made once per process."""
+    full = (*key, os.environ.get("HADOOP_USER_NAME", ""))
     with _BACKENDS_LOCK:
-        backend = _BACKENDS.get(key)
-        if backend is None:
-            backend = _BACKENDS[key] = _hdfs_backend(
-                normal, parsed.hostname or "default", parsed.port or 8020, webhdfs_url
-            )
-    if isinstance(backend, pafs.FileSystem):
-        return ArrowFileSystem(normal, backend)
-    return WebHdfsFileSystem(normal, webhdfs_url, client=backend)
+        if full not in _BACKENDS:
+            _BACKENDS[full] = make()
+        return _BACKENDS[full]
 
 
-def _hdfs_backend(url: str, host: str, port: int, webhdfs_url: str) -> pafs.FileSystem | Any:
+def _load_libhdfs(parsed: Any) -> pafs.FileSystem | Exception:
+    """pyarrow's libhdfs filesystem of the NameNode ``parsed`` names, or why libhdfs cannot be loaded."""
     try:
-        return pafs.HadoopFileSystem(host, port)
+        return pafs.HadoopFileSystem(parsed.hostname or "default", parsed.port or 8020)
     except (OSError, pa.ArrowException) as exc:
-        if webhdfs_url:
-            return webhdfs_client(webhdfs_url)
-        first_line = (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise FileSystemError(
-            f"{url}: cannot load libhdfs ({first_line}); on a Hadoop node set HADOOP_HOME (or "
-            "ARROW_LIBHDFS_DIR) and CLASSPATH=$(hadoop classpath --glob), or set [load] webhdfs_url = "
-            "'http://namenode:9870' to go over WebHDFS"
-        ) from exc
-
-
-def webhdfs_client(webhdfs_url: str, user: str | None = None) -> Any:
-    """An ``hdfs.InsecureClient`` of ``webhdfs_url`` as ``user`` ($HADOOP_USER_NAME, else this user)."""
-    from hdfs import InsecureClient  # noqa: PLC0415 - only WebHDFS warehouses need it
-
-    return InsecureClient(webhdfs_url, user=user or os.environ.get("HADOOP_USER_NAME") or getpass.getuser())
+        return exc

@@ -29,6 +29,8 @@ from broker.config_section import ConfigSection, setting
 StartPolicy = Literal["earliest", "latest"]
 OutOfRangePolicy = Literal["fail", "earliest"]
 ParquetCompression = Literal["snappy", "zstd", "gzip", "none"]
+#: How Python reaches an hdfs:// warehouse (:func:`pipeline.fs.open_filesystem`).
+HdfsClient = Literal["auto", "libhdfs", "hdfs-native", "webhdfs"]
 
 _JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -52,9 +54,9 @@ class LoadConfig(ConfigSection):
     )
     warehouse_url: str = setting(
         ".lumber/warehouse",
-        "Where the Parquet output and the job's metadata live: hdfs://nn:8020/warehouse (libhdfs, or "
-        "WebHDFS with webhdfs_url) or file:///data/warehouse; a plain path is a local folder, relative to "
-        "the working directory of the command.",
+        "Where the Parquet output and the job's metadata live: hdfs://nn:8020/warehouse (through "
+        "hdfs_client) or file:///data/warehouse; a plain path is a local folder, relative to the working "
+        "directory of the command.",
     )
     start: StartPolicy = setting(
         "earliest",
@@ -122,10 +124,16 @@ class LoadConfig(ConfigSection):
         "A task starts a new file of an hour once its current one reaches this size.",
         ge=1024,
     )
+    hdfs_client: HdfsClient = setting(
+        "auto",
+        "How Python reaches an hdfs:// warehouse: 'auto' (libhdfs where it loads, else hdfs-native), "
+        "'libhdfs' (Hadoop's own, through pyarrow), 'hdfs-native' (a Rust client of HDFS's RPC, no JVM) or "
+        "'webhdfs' (HTTP, at webhdfs_url). Spark's own Hadoop client is not used for the warehouse.",
+    )
     webhdfs_url: str = setting(
         "",
-        "For an hdfs:// warehouse on hosts without libhdfs: the NameNode's WebHDFS address "
-        "(http://namenode:9870), used when libhdfs cannot be loaded. Empty: libhdfs only.",
+        "The NameNode's WebHDFS address (http://namenode:9870), for hdfs_client = 'webhdfs' (clusters that "
+        "only open HTTP). Empty: none.",
     )
     metrics_textfile: str = setting(
         "",

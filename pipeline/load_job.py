@@ -146,7 +146,7 @@ def run_load(
     """Run the load once (see the module docstring). Raises :class:`LoadError` subclasses on failure."""
     load = config.load
     faults = Faults.parse(load.fault_injection)
-    fs = open_filesystem(load.warehouse_url, webhdfs_url=load.webhdfs_url)
+    fs = open_filesystem(load.warehouse_url, webhdfs_url=load.webhdfs_url, hdfs_client=load.hdfs_client)
     protocol = CommitProtocol(fs, load.job, faults=faults, clock_ms=clock_ms)
     run_id = new_run_id(clock_ms())
     zk = _zookeeper(config)
@@ -283,6 +283,7 @@ def _run(
             settings,
             warehouse_url=load.warehouse_url,
             webhdfs_url=load.webhdfs_url,
+            hdfs_client=load.hdfs_client,
             window_ms=load.window_ms,
             parquet=parquet_settings(load),
             progress=progress,

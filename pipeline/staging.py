@@ -19,15 +19,26 @@ one attempt per task and turns the summaries into the manifest's ranges, counts 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pipeline.job_layout import JobLayout
+from pipeline.load_config import HdfsClient
 from pipeline.load_errors import ReadError
 from pipeline.load_plan import LoadPlan
 from pipeline.manifest import RangeResult, StagedFile, WindowCount
 from pipeline.source import SourceSettings
 from pipeline.task_output import ParquetSettings, TaskSummary, spark_task
+
+_TASK_ERROR = re.compile(r"^pipeline\.[a-z_.]+\.(\w*Error): (.+)$", re.MULTILINE)
+
+
+def task_failure(spark_error: str) -> str | None:
+    """The last of Lumber's errors (``pipeline.<module>.<Name>Error: message``) in the Python traceback that
+    Spark's error about a failed task carries, as ``Name: message``; None when there is none."""
+    found = list(_TASK_ERROR.finditer(spark_error))
+    return f"{found[-1].group(1)}: {found[-1].group(2)}" if found else None
 
 
 def stage(
@@ -38,6 +49,7 @@ def stage(
     *,
     warehouse_url: str,
     webhdfs_url: str,
+    hdfs_client: HdfsClient,
     window_ms: int,
     parquet: ParquetSettings,
     progress: Callable[[str], None] = lambda _: None,
@@ -54,9 +66,21 @@ def stage(
     context.setJobDescription(f"lumber load {plan.run_id}: {len(texts)} tasks")
     try:
         run = spark_task(
-            settings, warehouse_url, webhdfs_url, layout.staging_rel(plan.run_id), window_ms, parquet
+            settings,
+            warehouse_url,
+            webhdfs_url,
+            hdfs_client,
+            layout.staging_rel(plan.run_id),
+            window_ms,
+            parquet,
         )
-        collected = context.parallelize(texts, len(texts)).mapPartitions(run).collect()
+        try:
+            collected = context.parallelize(texts, len(texts)).mapPartitions(run).collect()
+        except Exception as exc:  # Py4JJavaError: Spark gave up on a task
+            cause = task_failure(str(exc))
+            if cause is None:
+                raise
+            raise ReadError(f"run {plan.run_id}: a Spark task failed: {cause}") from exc
     finally:
         context.setJobDescription(None)
     chosen = choose_attempts(plan, (TaskSummary.loads(text, "a task's summary") for text in collected))

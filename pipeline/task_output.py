@@ -43,6 +43,7 @@ import pyarrow.parquet as pq
 from pipeline import avro_arrow
 from pipeline.fs import FileSystem, join
 from pipeline.json_value import JsonValue
+from pipeline.load_config import HdfsClient
 from pipeline.record_columns import RecordColumns
 from pipeline.source import Converted, ReadTask, SourceSettings, convert_chunks, fetch_range
 from schemas.avro_schema import AvroSchema
@@ -310,6 +311,7 @@ def spark_task(
     settings: SourceSettings,
     warehouse_url: str,
     webhdfs_url: str,
+    hdfs_client: HdfsClient,
     staging: str,
     window_ms: int,
     parquet: ParquetSettings,
@@ -326,7 +328,7 @@ def spark_task(
         context = TaskContext.get()
         number = context.attemptNumber() if context is not None else 0
         attempt = f"{number}.{context.taskAttemptId() if context is not None else 0}"
-        fs = open_filesystem(warehouse_url, webhdfs_url=webhdfs_url)
+        fs = open_filesystem(warehouse_url, webhdfs_url=webhdfs_url, hdfs_client=hdfs_client)
         for text in texts:
             task = ReadTask.loads(text, "the task's description")
             folder = f"{staging}/{task.range.topic}/task={task.task_id}/attempt={attempt}"

@@ -6,9 +6,13 @@ Fixtures:
 * ``zk_connect``: a connect string with a chroot unique to the test.
 * ``zk``: a started kazoo client on that chroot, closed after the test.
 * ``spark``: one ``local[2]`` SparkSession for the whole run, UI disabled, on 127.0.0.1.
+* ``hdfs_server``: one real HDFS (a NameNode and a DataNode from Hadoop's jars, :mod:`lumber.dev.hdfs_server`)
+  on free 127.0.0.1 ports, for the whole run (of one xdist worker).
+* ``hdfs_url``: ``hdfs://127.0.0.1:<port>/tests/<test name>-<hex>``, a folder unique to the test (not
+  created).
 * ``broker_cluster`` / ``start_cluster``: real broker processes (:mod:`tests.support.broker_cluster`).
 
-Tests that use these fixtures get the ``zookeeper`` / ``spark`` markers automatically, so
+Tests that use these fixtures get the ``zookeeper`` / ``spark`` / ``hdfs`` markers automatically, so
 ``pytest -m "not spark"`` skips Spark without a word in each test.
 """
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from lumber.dev.hdfs_server import HdfsPorts, HdfsServer
 from lumber.dev.process import free_port
 from lumber.dev.zookeeper_server import ZooKeeperServer
 from tests.support.broker_cluster import broker_cluster, start_cluster
@@ -41,6 +47,8 @@ _FIXTURE_MARKERS = {
     "spark": "spark",
     "broker_cluster": "zookeeper",
     "start_cluster": "zookeeper",
+    "hdfs_server": "hdfs",
+    "hdfs_url": "hdfs",
 }
 
 
@@ -58,6 +66,20 @@ def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKe
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def hdfs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HdfsServer]:
+    server = HdfsServer(tmp_path_factory.mktemp("hdfs"), HdfsPorts.free())
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def hdfs_url(hdfs_server: HdfsServer, request: pytest.FixtureRequest) -> str:
+    name = re.sub(r"[^A-Za-z0-9_]", "_", request.node.name)[:80]
+    return f"{hdfs_server.url}/tests/{name}-{secrets.token_hex(3)}"
 
 
 @pytest.fixture

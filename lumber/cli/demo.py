@@ -35,6 +35,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--brokers", type=int, default=3, help="brokers to start (default: 3)")
     parser.add_argument("--hours", type=int, default=3, help="hours of traffic before now (default: 3)")
     parser.add_argument("--master", default="local[2]", help="Spark master of the loads (default: local[2])")
+    parser.add_argument(
+        "--warehouse",
+        default="hdfs",
+        help="'hdfs' (default): the stack's own HDFS, started with it; or a URL such as file:.lumber-demo/w "
+        "(local disk, no HDFS: the light run)",
+    )
     parser.set_defaults(handler=_demo)
 
 
@@ -47,6 +53,7 @@ def _demo(args: argparse.Namespace, config: LumberConfig) -> int:
         brokers=args.brokers,
         hours=args.hours,
         spark_master=args.master,
+        warehouse=args.warehouse,
         lumber=invoked_as(),
         child_env={INVOKED_AS_ENV: invoked_as()},
     )

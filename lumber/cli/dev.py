@@ -1,9 +1,10 @@
 """``lumber dev up|status|down``: the local stack of real services on 127.0.0.1.
 
 ``--json`` prints :meth:`lumber.dev.dev_stack.DevStack.summary`: ``bootstrap_servers``,
-``zookeeper_connect``, ``registry_url``, ``console_url`` and ``lag_exporter_url`` at the top, then every
-service. The commands
-the output suggests (``dev down`` with the same ``--state-dir`` and ``--config``) work as printed.
+``zookeeper_connect``, ``registry_url``, ``console_url``, ``lag_exporter_url``, ``warehouse_url`` and
+``webhdfs_url`` at the top, then every service. ``up --hdfs`` also starts HDFS and keeps the warehouse
+there. The commands the output suggests (``dev down`` with the same ``--state-dir`` and ``--config``) work
+as printed.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ def register(subparsers: Any) -> None:
     up = sub.add_parser("up", help="start the stack in the background and wait until it is ready")
     _common(up)
     up.add_argument("--brokers", type=int, help="how many brokers to start (default: [dev] brokers, 1)")
+    up.add_argument(
+        "--hdfs",
+        action="store_true",
+        help="also start HDFS (a NameNode and a DataNode) and keep the warehouse there ([dev] hdfs)",
+    )
     up.set_defaults(handler=_up)
 
     status = sub.add_parser("status", help="report what the stack runs")
@@ -74,6 +80,8 @@ def _up(args: argparse.Namespace, config: LumberConfig) -> int:
         if not 0 <= args.brokers <= 64:
             raise DevStackError(f"--brokers {args.brokers}: give 0 to 64 brokers")
         config = config.replace(dev=config.dev.replace(brokers=args.brokers))
+    if args.hdfs:
+        config = config.replace(dev=config.dev.replace(hdfs=True))
     stack = _stack(args, config)
     progress = (lambda _msg: None) if args.json else (lambda msg: print(f"... {msg}", file=sys.stderr))
     summary = stack.up(progress=progress, down_command=_down_command(args))
@@ -85,6 +93,9 @@ def _up(args: argparse.Namespace, config: LumberConfig) -> int:
         print(f"Console:   {summary['console_url']}")
         if summary["lag_exporter_url"]:
             print(f"Lag exporter: {summary['lag_exporter_url']}/metrics")
+        print(f"Warehouse: {summary['warehouse_url']}")
+        if summary["webhdfs_url"]:
+            print(f"WebHDFS:   {summary['webhdfs_url']}")
         print(f"Point other commands at this stack with:  export LUMBER_CONFIG={summary['config_path']}")
         print(f"Stop it with:  {_down_command(args)}")
     return 0

@@ -275,7 +275,7 @@ def _status(args: argparse.Namespace, config: LumberConfig) -> int:
     from pipeline.load_plan import ClusterView
 
     load = config.load
-    fs = open_filesystem(load.warehouse_url, webhdfs_url=load.webhdfs_url)
+    fs = open_filesystem(load.warehouse_url, webhdfs_url=load.webhdfs_url, hdfs_client=load.hdfs_client)
     protocol = CommitProtocol(fs, load.job)
     manifest = protocol.latest_manifest()
     last = protocol.last_run()

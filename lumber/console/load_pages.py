@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -20,7 +19,8 @@ from fastapi.responses import Response
 from lumber.console.page import esc, link, num, respond, table
 from lumber.console.params import utc_iso
 from lumber.console.svg import bars
-from lumber.console.warehouse_reader import HourFolder, list_jobs, read_runs, read_tree, warehouse_path
+from lumber.console.warehouse_reader import HourFolder, list_jobs, open_warehouse, read_runs, read_tree
+from pipeline.fs import FileSystem
 
 router = APIRouter()
 
@@ -47,7 +47,7 @@ class HourMark:
         }
 
 
-def read_hours(warehouse: Path, job: str, tree: list[HourFolder], alert_after_ms: int) -> list[HourMark]:
+def read_hours(fs: FileSystem, job: str, tree: list[HourFolder], alert_after_ms: int) -> list[HourMark]:
     """The markers of every data hour folder of ``tree`` (newest first)."""
     from pipeline.completeness_marker import (  # noqa: PLC0415 - the page's only use of the pipeline's fs
         HOUR_MS,
@@ -55,9 +55,7 @@ def read_hours(warehouse: Path, job: str, tree: list[HourFolder], alert_after_ms
         MarkerStore,
         parse_hour,
     )
-    from pipeline.fs import open_filesystem  # noqa: PLC0415
 
-    fs = open_filesystem(str(warehouse))
     store = MarkerStore(fs, fs.root, job)
     now = time.time_ns() // 1_000_000
     hours: list[HourMark] = []
@@ -99,13 +97,13 @@ def _hour_row(h: HourMark) -> list[str]:
 @router.get("/loads")
 def loads_page(request: Request, job: str | None = None) -> Response:
     config = request.app.state.config
-    warehouse = warehouse_path(config.load.warehouse_url)
+    warehouse = open_warehouse(config.load)
     chosen = job or config.load.job
     runs = read_runs(warehouse, chosen)
     tree = read_tree(warehouse)
     jobs = list_jobs(warehouse)
     parts = [
-        f"<p>Warehouse <code>{esc(warehouse)}</code>; jobs: "
+        f"<p>Warehouse <code>{esc(warehouse.root)}</code>; jobs: "
         + (", ".join(link("/loads", j, job=j) for j in jobs) or "none yet")
         + "</p>",
         f"<h2>Runs of job {esc(chosen)} ({len(runs.runs)})</h2>",
@@ -184,7 +182,7 @@ def loads_page(request: Request, job: str | None = None) -> Response:
             bars([f"{h.topic} {h.dt}T{h.hr}" for h in data_folders], [h.bytes for h in data_folders], " B")
         )
     data = {
-        "warehouse": str(warehouse),
+        "warehouse": warehouse.root,
         "job": chosen,
         "jobs": jobs,
         "runs": [r.to_json() for r in runs.runs],

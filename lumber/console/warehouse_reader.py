@@ -1,10 +1,11 @@
-"""The load job's runs and the warehouse tree, read from a local warehouse with plain Python file access.
+"""The load job's runs and the warehouse tree, read through :mod:`pipeline.fs` (``file:`` or ``hdfs://``).
 
 This is the console's one coupling to the load job's files: the layout is :mod:`pipeline.commit`'s (its
 docstring draws it), and each file is parsed by that module's own readers (:meth:`Manifest.loads`,
-:meth:`RunRecord.from_json`), so the console never has a second idea of their format. Only ``file:`` (or
-plain path) warehouses are read: an ``hdfs://`` warehouse is a
-:class:`~lumber.console.errors.BadRequestError` naming it (the console does not start a JVM).
+:meth:`RunRecord.from_json`), so the console never has a second idea of their format. The warehouse is
+opened as the load job opens it (:func:`open_warehouse`: ``[load] warehouse_url`` and ``hdfs_client``; an
+``hdfs://`` warehouse through hdfs-native, no JVM); a warehouse that does not answer (no NameNode) is a
+:class:`~lumber.console.errors.SourceUnavailableError` (503) naming it and the filesystem's error.
 
 * :func:`read_runs`: every ``runs/<run_id>.json`` of the job, newest first, each with its manifest's hour
   range and file count when it committed one; a file that does not parse is reported, not fatal.
@@ -14,15 +15,17 @@ plain path) warehouses are read: an ``hdfs://`` warehouse is a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
-from lumber.console.errors import BadRequestError
-from pipeline.load_errors import CommitError
+from lumber.console.errors import BadRequestError, SourceUnavailableError
+from pipeline.fs import FileSystem, join, open_filesystem, relative_to
+from pipeline.load_config import LoadConfig
+from pipeline.load_errors import CommitError, FileSystemError
 from pipeline.manifest import Manifest
 from pipeline.run_record import RunRecord
 
@@ -86,47 +89,54 @@ class JobRuns:
     unreadable: tuple[tuple[str, str], ...] = ()
 
 
-def warehouse_path(url: str) -> Path:
-    """The local folder of ``url`` (a plain path or ``file:``); 400 for any other filesystem."""
-    parsed = urlparse(url)
-    if parsed.scheme in ("", "file") or len(parsed.scheme) == 1:
-        return Path(parsed.path if parsed.scheme == "file" else url)
-    raise BadRequestError(
-        f"the warehouse {url} is not on the local filesystem: the console reads file: warehouses only"
-    )
+def open_warehouse(load: LoadConfig) -> FileSystem:
+    """The warehouse of ``[load]`` through :mod:`pipeline.fs` (``file:``, or ``hdfs://`` with its
+    ``hdfs_client``); a URL it cannot open is a 400 naming it."""
+    try:
+        return open_filesystem(load.warehouse_url, webhdfs_url=load.webhdfs_url, hdfs_client=load.hdfs_client)
+    except FileSystemError as exc:
+        raise BadRequestError(f"the warehouse cannot be opened: {exc}") from exc
 
 
-def list_jobs(warehouse: Path) -> list[str]:
-    root = warehouse / "_lumber"
-    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+@contextlib.contextmanager
+def _reading(fs: FileSystem) -> Iterator[None]:
+    """A filesystem error while reading (a NameNode that does not answer) as a 503 naming it."""
+    try:
+        yield
+    except FileSystemError as exc:
+        raise SourceUnavailableError(f"the warehouse {fs.root} cannot be read: {exc}") from exc
 
 
-def read_runs(warehouse: Path, job: str) -> JobRuns:
+def list_jobs(fs: FileSystem) -> list[str]:
+    with _reading(fs):
+        return [info.name for info in fs.list_dir(join(fs.root, "_lumber")) if info.is_dir]
+
+
+def read_runs(fs: FileSystem, job: str) -> JobRuns:
     """Every run record of ``job``, newest first (see the module docstring)."""
     if not _JOB.fullmatch(job):
         raise BadRequestError(f"job {job!r}: a job name is letters, digits, '_', '.' and '-'")
-    meta = warehouse / "_lumber" / job
+    meta = join(fs.root, "_lumber", job)
     unreadable: list[tuple[str, str]] = []
     manifests: dict[int, Manifest] = {}
-    manifest_dir = meta / "manifests"
-    if manifest_dir.is_dir():
-        for path in sorted(manifest_dir.iterdir()):
-            if not _MANIFEST.fullmatch(path.name):
+    runs: list[RunView] = []
+    with _reading(fs):
+        for info in fs.list_dir(join(meta, "manifests")):
+            if info.is_dir or not _MANIFEST.fullmatch(info.name):
                 continue
             try:
-                manifest = Manifest.loads(path.read_text(encoding="utf-8"), str(path))
-            except (CommitError, OSError) as exc:
-                unreadable.append((str(path), str(exc)))
+                manifest = Manifest.loads(fs.read_text(info.url), info.url)
+            except CommitError as exc:  # a manifest that does not parse is reported
+                unreadable.append((info.url, str(exc)))
                 continue
             manifests[manifest.sequence] = manifest
-    runs: list[RunView] = []
-    runs_dir = meta / "runs"
-    if runs_dir.is_dir():
-        for path in sorted(runs_dir.glob("*.json")):
+        for info in fs.list_dir(join(meta, "runs")):
+            if info.is_dir or not info.name.endswith(".json"):
+                continue
             try:
-                record = RunRecord.from_json(json.loads(path.read_text(encoding="utf-8")))
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                unreadable.append((str(path), f"not a run record: {type(exc).__name__}: {exc}"))
+                record = RunRecord.from_json(json.loads(fs.read_text(info.url)))
+            except (FileSystemError, ValueError, KeyError, TypeError) as exc:
+                unreadable.append((info.url, f"not a run record: {type(exc).__name__}: {exc}"))
                 continue
             runs.append(_run_view(record, manifests.get(record.sequence) if record.sequence else None))
     runs.sort(key=lambda r: (r.record.started_at_ms, r.record.run_id), reverse=True)
@@ -140,33 +150,24 @@ def _run_view(record: RunRecord, manifest: Manifest | None) -> RunView:
     return RunView(record, hours[0] if hours else None, hours[-1] if hours else None, len(manifest.files))
 
 
-def read_tree(warehouse: Path) -> list[HourFolder]:
-    """Every hour folder of every topic's data and quarantined errors, sorted by topic, dataset and hour."""
+def read_tree(fs: FileSystem) -> list[HourFolder]:
+    """Every hour folder of every topic's data and quarantined errors, sorted by topic, dataset and hour:
+    one listing of each topic's files."""
     found: list[HourFolder] = []
-    roots = [(warehouse, "data"), (warehouse / "_errors", "errors")]
-    for root, dataset in roots:
-        if not root.is_dir():
-            continue
-        for topic_dir in sorted(root.iterdir()):
-            if not topic_dir.is_dir() or topic_dir.name.startswith("_"):
-                continue
-            for dt_dir in sorted(topic_dir.iterdir()):
-                dt_match = _DT.fullmatch(dt_dir.name)
-                if not dt_match or not dt_dir.is_dir():
+    roots = [(fs.root, "data"), (join(fs.root, "_errors"), "errors")]
+    with _reading(fs):
+        for root, dataset in roots:
+            for topic_dir in fs.list_dir(root):
+                if not topic_dir.is_dir or topic_dir.name.startswith("_"):
                     continue
-                for hr_dir in sorted(dt_dir.iterdir()):
-                    hr_match = _HR.fullmatch(hr_dir.name)
-                    if not hr_match or not hr_dir.is_dir():
+                hours: dict[tuple[str, str], list[int]] = {}
+                for info in fs.list_files(topic_dir.url):
+                    parts = relative_to(info.url, topic_dir.url).split("/")
+                    if len(parts) != 3 or not info.name.endswith(".parquet"):
                         continue
-                    files = [f for f in hr_dir.iterdir() if f.is_file() and f.suffix == ".parquet"]
-                    found.append(
-                        HourFolder(
-                            topic_dir.name,
-                            dataset,
-                            dt_match.group(1),
-                            hr_match.group(1),
-                            len(files),
-                            sum(f.stat().st_size for f in files),
-                        )
-                    )
+                    dt_match, hr_match = _DT.fullmatch(parts[0]), _HR.fullmatch(parts[1])
+                    if dt_match and hr_match:
+                        hours.setdefault((dt_match.group(1), hr_match.group(1)), []).append(info.length_bytes)
+                for (dt, hr), sizes in sorted(hours.items()):
+                    found.append(HourFolder(topic_dir.name, dataset, dt, hr, len(sizes), sum(sizes)))
     return found

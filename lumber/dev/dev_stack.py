@@ -19,11 +19,17 @@ dir); broker N starts from the same file with ``--id N --port <broker_port + N> 
      "services": [{"name": "zookeeper", "endpoint": "127.0.0.1:2181", "ports": [2181],
                    "process": {"name": ..., "pid": ..., "start_ticks": ..., "argv": [...], "log_path": ...}}]}
 
-The services, in start order: ZooKeeper, the brokers, the schema registry, the lag exporter (``lumber groups
+The services, in start order: ZooKeeper, with ``--hdfs`` (``[dev] hdfs``) HDFS's NameNode and DataNode
+(:mod:`lumber.dev.hdfs_server`, data and logs in ``<state_dir>/hdfs/``, ports ``[dev] hdfs_*_port``), the
+brokers, the schema registry, the lag exporter (``lumber groups
 lag --all-groups --watch`` on ``[dev] lag_exporter_port``, every ``[dev] lag_exporter_interval_ms``; only
 with brokers), and the web console (``lumber console`` on ``[dev] console_port``), which reads the others
 afresh on every request; the stack's ``[console] lag_exporter_url`` names the stack's exporter (unless the
-user's config names another), so that ZooKeeper groups' pages show their lag history.
+user's config names another), so that ZooKeeper groups' pages show their lag history. With HDFS the stack's
+``[load] warehouse_url`` is ``hdfs://127.0.0.1:<hdfs_namenode_port>/warehouse`` and ``[load] webhdfs_url``
+the NameNode's HTTP address, so ``lumber etl run``, ``etl status``, ``audit verify`` and the console read
+and write the warehouse there. The NameNode is formatted once (a later ``up`` keeps the namespace); its
+readiness is the DataNode's: HDFS is ready once the DataNode has registered and the NameNode left safe mode.
 
 ``up`` refuses when the stack is already up or a port it needs is taken, starts the services in order and
 waits until each answers, and writes ``stack.json`` after every start, so ``down`` can always stop what was
@@ -56,6 +62,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from broker.cluster.errors import ClusterError, TopicExistsError
 from broker.cluster.topic_admin import TopicAdmin
 from lumber.config import LumberConfig, dump_config
+from lumber.dev.hdfs_server import HdfsPorts, HdfsServer
 from lumber.dev.process import ProcessHandle, port_in_use, start_and_wait, stop
 from lumber.dev.zookeeper_server import ZooKeeperServer
 from pipeline.errors import DevStackError
@@ -65,6 +72,8 @@ STATE_FILE = "stack.json"
 #: production advice, and what the issue asks of ``dev up --brokers 3``).
 MAX_DEFAULT_REPLICATION_FACTOR = 3
 CONFIG_FILE = "lumber.toml"
+#: The folder below the stack's HDFS where its warehouse lives.
+HDFS_WAREHOUSE_PATH = "/warehouse"
 
 
 @dataclass(frozen=True)
@@ -139,6 +148,10 @@ class DevStack:
         console = self.config.console.replace(
             host="127.0.0.1", port=self.config.dev.console_port, lag_exporter_url=self.lag_exporter_url
         )
+        load = self.config.load
+        if self.config.dev.hdfs:
+            hdfs = self.hdfs_server()
+            load = load.replace(warehouse_url=hdfs.url + HDFS_WAREHOUSE_PATH, webhdfs_url=hdfs.webhdfs_url)
         return self.config.replace(
             zookeeper=zookeeper,
             dev=dev,
@@ -146,7 +159,25 @@ class DevStack:
             broker=broker,
             log=log,
             console=console,
+            load=load,
             source=str(self.config_path),
+        )
+
+    def hdfs_server(self) -> HdfsServer:
+        """The stack's HDFS (``[dev] hdfs_*``), in ``<state_dir>/hdfs``."""
+        dev = self.config.dev
+        ports = HdfsPorts(
+            dev.hdfs_namenode_port,
+            dev.hdfs_namenode_http_port,
+            dev.hdfs_datanode_port,
+            dev.hdfs_datanode_http_port,
+            dev.hdfs_datanode_ipc_port,
+        )
+        return HdfsServer(
+            self.state_dir / "hdfs",
+            ports,
+            namenode_heap_mb=dev.hdfs_namenode_heap_mb,
+            datanode_heap_mb=dev.hdfs_datanode_heap_mb,
         )
 
     @property
@@ -182,8 +213,8 @@ class DevStack:
         return "\n".join(header) + dump_config(self.stack_config())
 
     def services(self) -> list[ServiceSpec]:
-        """The services ``up`` starts, in start order: ZooKeeper, the brokers, the schema registry, the
-        lag exporter (with brokers), then the console."""
+        """The services ``up`` starts, in start order: ZooKeeper, HDFS (with ``[dev] hdfs``), the brokers,
+        the schema registry, the lag exporter (with brokers), then the console."""
         dev = self.config.dev
         zookeeper = ZooKeeperServer(
             self.state_dir / "zookeeper", dev.zookeeper_port, heap_mb=dev.zookeeper_heap_mb
@@ -204,6 +235,7 @@ class DevStack:
         console_url = f"http://127.0.0.1:{dev.console_port}/"
         console_argv = [*self._lumber_argv(), "console"]
         lag_exporter = [self._lag_exporter_spec()] if dev.brokers else []
+        hdfs = self._hdfs_specs() if dev.hdfs else []
         return [
             ServiceSpec(
                 name="zookeeper",
@@ -214,6 +246,7 @@ class DevStack:
                 is_ready=zookeeper.is_ready,
                 prepare=zookeeper.write_config,
             ),
+            *hdfs,
             *brokers,
             ServiceSpec(
                 name="registry",
@@ -266,6 +299,32 @@ class DevStack:
             log_path=log_path,
             is_ready=lambda: _broker_is_up(log_path, port),
         )
+
+    def _hdfs_specs(self) -> list[ServiceSpec]:
+        """The NameNode (formatted first, once) and the DataNode. The NameNode counts as started once it
+        runs; the DataNode's readiness is HDFS's (it registered, the NameNode left safe mode), and it fails
+        at once when the NameNode has exited."""
+        server = self.hdfs_server()
+        ports = server.ports
+        return [
+            ServiceSpec(
+                name="hdfs-namenode",
+                ports=(ports.namenode, ports.namenode_http),
+                endpoint=server.url,
+                argv=server.namenode_argv,
+                log_path=server.namenode_log,
+                is_ready=lambda: True,
+                prepare=server.prepare_namenode,
+            ),
+            ServiceSpec(
+                name="hdfs-datanode",
+                ports=(ports.datanode, ports.datanode_http, ports.datanode_ipc),
+                endpoint=f"127.0.0.1:{ports.datanode}",
+                argv=server.datanode_argv,
+                log_path=server.datanode_log,
+                is_ready=server.datanode_ready,
+            ),
+        ]
 
     def _lag_exporter_spec(self) -> ServiceSpec:
         """``lumber groups lag --all-groups --watch`` serving its metrics and every group's window of
@@ -405,9 +464,10 @@ class DevStack:
         """What is recorded and whether each process is alive: the JSON that ``--json`` prints, with the
         addresses a client needs at the top (``bootstrap_servers``, ``zookeeper_connect``,
         ``registry_url``, ``console_url``, ``lag_exporter_url``: the stack's exporter, None without
-        one)."""
+        one; ``warehouse_url`` and ``webhdfs_url``: the stack's HDFS when it runs one, else ``[load]``'s)."""
         services = self.read_state()
         stack = self.stack_config()
+        namenode = next((s for s in services if s.name == "hdfs-namenode"), None)
         return {
             "state_dir": str(self.state_dir),
             "config_path": str(self.config_path),
@@ -416,6 +476,12 @@ class DevStack:
             "registry_url": stack.registry.url,
             "console_url": f"http://127.0.0.1:{stack.console.port}/",
             "lag_exporter_url": next((s.endpoint for s in services if s.name == "lag-exporter"), None),
+            "warehouse_url": namenode.endpoint + HDFS_WAREHOUSE_PATH
+            if namenode
+            else stack.load.warehouse_url,
+            "webhdfs_url": f"http://127.0.0.1:{namenode.ports[1]}"
+            if namenode
+            else stack.load.webhdfs_url or None,
             "services": [
                 {
                     "name": s.name,

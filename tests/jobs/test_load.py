@@ -2,7 +2,7 @@
 
 Every run here is a real ``.venv/bin/spark-submit`` with the code shipped as a ``--py-files`` zip (about 15 s
 each), so there are few: a killed task attempt under ``lumber etl run``, the driver SIGKILLed at random
-moments (slow), and a Spark standalone cluster (slow).
+moments (slow), and a Spark standalone cluster whose executors write into the embedded HDFS (slow).
 """
 
 from __future__ import annotations
@@ -16,12 +16,15 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
+import pyarrow.parquet as pq
 import pytest
 
 from lumber.dev.process import spawn
 from pipeline.load_job import run_load
 from pipeline.spark_submit import build_code_zip, spark_submit_command, submit_environment
+from tests.support.hdfs_warehouse import fsspec_of, hdfs_files, hdfs_offsets, hdfs_rows
 from tests.support.load_job import (
     BASE_MS,
     HOUR_MS,
@@ -123,8 +126,9 @@ def standalone(tmp_path: Path) -> Iterator[Standalone]:
 
 
 @pytest.mark.slow
-def test_a_standalone_cluster_loads_what_local_mode_loads(
-    stack: LoadStack, standalone: Standalone, spark: Any
+@pytest.mark.hdfs
+def test_a_standalone_cluster_loads_into_hdfs_what_local_mode_loads_into_file(
+    stack: LoadStack, standalone: Standalone, spark: Any, hdfs_url: str
 ) -> None:
     produce_some(stack.views, 0)
     produce_some(stack.views, 1)
@@ -132,7 +136,10 @@ def test_a_standalone_cluster_loads_what_local_mode_loads(
     local = stack.tmp / "local-warehouse"
     run_load(spark, stack.config(warehouse=local), progress=lambda _: None)
     code_zip = build_code_zip(stack.tmp / "code.zip")
-    config_path = stack.config_file(stack.config(spark_conf=["spark.executor.memory=1g"]))
+    warehouse = f"{hdfs_url}/warehouse"  # the executors write their Parquet to HDFS (hdfs-native)
+    config_path = stack.config_file(
+        stack.config(warehouse=warehouse, spark_conf=["spark.executor.memory=1g"])
+    )
     log_path = stack.tmp / "cluster-run.log"
     _handle, popen = _submit(stack, config_path, log_path, standalone.master_url, code_zip)
     assert popen.wait(timeout=300) == 0, log_path.read_text(errors="replace")[-4000:]
@@ -140,7 +147,9 @@ def test_a_standalone_cluster_loads_what_local_mode_loads(
     assert "committed manifest 1" in log
     # the executors ran in their own JVMs, started by the worker
     assert list((stack.tmp / "work").glob("app-*/0/stderr")), "no executor of the standalone worker ran"
-    stack.assert_rows_and_offsets()
+    produced = stack.views.produced
+    assert hdfs_rows(warehouse, stack.topic) == produced.row_tuples()
+    assert hdfs_offsets(warehouse, stack.job) == produced.end_offsets([(stack.topic, p) for p in range(2)])
     stack.assert_rows_and_offsets(warehouse=local)
 
     def files(root: Path) -> dict[str, int]:
@@ -150,7 +159,13 @@ def test_a_standalone_cluster_loads_what_local_mode_loads(
             if not p.relative_to(root).as_posix().startswith("_lumber/")
         }
 
-    assert files(stack.warehouse) == files(local)
+    hdfs = fsspec_of(warehouse)
+    on_hdfs = {
+        rel: pq.ParquetFile(hdfs.open(f"{urlparse(warehouse).path}/{rel}")).metadata.num_rows
+        for rel in hdfs_files(warehouse)
+        if rel.endswith(".parquet") and not rel.startswith("_lumber/")
+    }
+    assert on_hdfs == files(local)
 
 
 def loaded_rows_of(path: Path) -> list[Any]:

@@ -19,6 +19,7 @@ from lumber.demo_errors import DemoError
 from lumber.demo_text import format_table, isr_text, warehouse_tree
 from lumber.dev.dev_stack import DevStack
 from lumber.dev.process import ProcessHandle, free_port, port_in_use, process_start_ticks
+from pipeline.fs import open_filesystem
 
 
 def demo_in(state_dir: Path) -> Demo:
@@ -67,7 +68,7 @@ def test_the_warehouse_tree_folds_folders_of_files(tmp_path: Path) -> None:
     meta = tmp_path / "_lumber" / "hourly"
     (meta / "staging").mkdir(parents=True)
     (meta / "CURRENT").write_text("{}")
-    assert warehouse_tree(tmp_path) == [
+    assert warehouse_tree(open_filesystem(str(tmp_path))) == [
         "├── page_view/",
         "│   └── dt=2026-11-22/",
         "│       └── hr=08/   2 files, 2.0 KiB   e.g. page_view+0+0+10+0.parquet",
@@ -95,11 +96,12 @@ def test_tables_align_numbers_right() -> None:
 @pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.zookeeper
+@pytest.mark.hdfs
 def test_a_small_demo_runs_end_to_end_through_a_broker_failover(tmp_path: Path) -> None:
-    """``lumber demo --brokers 3 --hours 1`` on free ports: stack, traffic with a kill -9 of the leader of
-    page_view-0 mid-way (who took over, its restart, its return to every ISR), one spark-submit load, the
-    audit (every window still COMPLETE), the tree and the query; the loaded counts are checked against the
-    produced ones (the demo's own check)."""
+    """``lumber demo --brokers 3 --hours 1`` on free ports: stack (with HDFS, the default), traffic with a
+    kill -9 of the leader of page_view-0 mid-way (who took over, its restart, its return to every ISR), one
+    spark-submit load, the audit (every window still COMPLETE), the tree and the query; the loaded counts
+    are checked against the produced ones (the demo's own check)."""
     state = tmp_path / "demo"
     broker_port = free_port()
     while any(port_in_use(broker_port + i) for i in (1, 2)):  # broker i listens on broker_port + i
@@ -110,6 +112,10 @@ def test_a_small_demo_runs_end_to_end_through_a_broker_failover(tmp_path: Path) 
         "LUMBER_DEV__REGISTRY_PORT": str(free_port()),
         "LUMBER_DEV__CONSOLE_PORT": str(free_port()),
         "LUMBER_DEV__LAG_EXPORTER_PORT": str(free_port()),
+        **{
+            f"LUMBER_DEV__HDFS_{name}_PORT": str(free_port())
+            for name in ("NAMENODE", "NAMENODE_HTTP", "DATANODE", "DATANODE_HTTP", "DATANODE_IPC")
+        },
     }
     env = {k: v for k, v in os.environ.items() if not k.startswith("LUMBER_")} | ports
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
@@ -136,7 +142,13 @@ def test_a_small_demo_runs_end_to_end_through_a_broker_failover(tmp_path: Path) 
         )
         out = done.stdout
         assert done.returncode == 0, out[-6000:] + done.stderr[-3000:]
-        assert "[7/8] Querying the Parquet files as they are, with DuckDB" in out
+        assert (
+            "[7/8] Querying the Parquet files as they are, with DuckDB (read from HDFS through fsspec and "
+            "hdfs-native)" in out
+        )
+        warehouse = f"hdfs://127.0.0.1:{ports['LUMBER_DEV__HDFS_NAMENODE_PORT']}/warehouse"
+        assert "[6/8] The warehouse on HDFS: Parquet files by topic, event-time day and hour" in out
+        assert f"  {warehouse}/\n" in out
         assert "[8/8] Consumer groups left consuming page_view (one of each kind; dev down stops them)" in out
         assert re.search(r"zookeeper group 'demo-readers' consumes page_view \(pid \d+, log ", out)
         assert re.search(r"kafka group 'demo-dashboard' consumes page_view \(pid \d+, log ", out)
@@ -171,7 +183,7 @@ def test_a_small_demo_runs_end_to_end_through_a_broker_failover(tmp_path: Path) 
         assert "ok: click" in out
         assert "ok: search" in out
         assert f"{lumber} dev down --state-dir demo " in out  # relative to the working directory
-        assert f"$ {lumber} dev up --brokers 3 --state-dir demo" in out
+        assert f"$ {lumber} dev up --hdfs --brokers 3 --state-dir demo" in out
         assert f"Stop it with:  {lumber} dev down --state-dir demo" in out  # printed by `dev up` itself
         # the demo ends with the console's URL, the stack behind it: its cluster page lists the demo's topics
         console_url = f"http://127.0.0.1:{ports['LUMBER_DEV__CONSOLE_PORT']}/"
@@ -193,7 +205,10 @@ def test_a_small_demo_runs_end_to_end_through_a_broker_failover(tmp_path: Path) 
         for broker in range(3):
             assert (state / f"broker-{broker}" / "logs" / "page_view-0").is_dir()
         assert (state / "audit.html").is_file()
-        assert list((state / "warehouse" / "_errors" / "page_view").glob("dt=*/hr=*/*.parquet"))
+        assert stack.load.warehouse_url == warehouse
+        errors = open_filesystem(warehouse).list_files(f"{warehouse}/_errors/page_view")
+        assert errors
+        assert all(info.name.endswith(".parquet") for info in errors)
         # the stack keeps running after the demo, the restarted broker recorded in stack.json
         services = {s["name"]: s for s in DevStack(config, state).summary()["services"]}
         assert all(s["running"] for s in services.values()), services

@@ -1,9 +1,10 @@
 """The filesystem contract: every backend of :mod:`pipeline.fs` must pass every test here.
 
-The suite runs for real on ``file:`` (pyarrow's LocalFileSystem). Against a cluster, set
-``LUMBER_TEST_HDFS_URL`` (``hdfs://namenode:8020/tmp/lumber-fs-test``, libhdfs) and/or
-``LUMBER_TEST_WEBHDFS_URL`` (``http://namenode:9870``, with ``LUMBER_TEST_HDFS_URL`` naming the folder) to
-add those backends to the parameters; on this project's CI they are not set (README, "HDFS").
+Each test runs on every backend that can run on this machine, and its id names the backend: ``[file]``
+(pyarrow's LocalFileSystem), ``[hdfs-native]`` and ``[webhdfs]`` (the embedded HDFS of the tests, a real
+NameNode and DataNode: :mod:`lumber.dev.hdfs_server`). libhdfs is not among them: no package on this
+project's machines ships it (README, "HDFS"); ``LUMBER_TEST_LIBHDFS_URL`` (``hdfs://namenode:8020/tmp/x`` on
+a Hadoop node) adds it.
 """
 
 from __future__ import annotations
@@ -12,29 +13,36 @@ import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
+from typing import get_args
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
+from lumber.dev.hdfs_server import HdfsServer
 from pipeline.fs import (
+    HDFS_CLIENTS,
     ArrowFileSystem,
     FileSystem,
     PathExistsError,
-    WebHdfsFileSystem,
     join,
     normalize_url,
     open_filesystem,
     relative_to,
 )
+from pipeline.load_config import HdfsClient
 from pipeline.load_errors import FileSystemError
+from pipeline.native_hdfs_file_system import NativeHdfsFileSystem
+from pipeline.webhdfs_file_system import WebHdfsFileSystem
 
-BACKENDS = ["file"]
-if os.environ.get("LUMBER_TEST_HDFS_URL"):
-    BACKENDS.append("hdfs")
-    if os.environ.get("LUMBER_TEST_WEBHDFS_URL"):
-        BACKENDS.append("webhdfs")
+BACKENDS = [
+    "file",
+    pytest.param("hdfs-native", marks=pytest.mark.hdfs),
+    pytest.param("webhdfs", marks=pytest.mark.hdfs),
+]
+if os.environ.get("LUMBER_TEST_LIBHDFS_URL"):
+    BACKENDS.append("libhdfs")
 
 
 @pytest.fixture(params=BACKENDS)
@@ -42,12 +50,16 @@ def fs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[FileSystem]:
     if request.param == "file":
         yield open_filesystem(str(tmp_path))
         return
-    base = join(os.environ["LUMBER_TEST_HDFS_URL"], secrets.token_hex(4))
-    found: FileSystem = (
-        open_filesystem(base)
-        if request.param == "hdfs"
-        else WebHdfsFileSystem(base, os.environ["LUMBER_TEST_WEBHDFS_URL"])
-    )
+    if request.param == "libhdfs":
+        base = join(os.environ["LUMBER_TEST_LIBHDFS_URL"], secrets.token_hex(4))
+        found = open_filesystem(base, hdfs_client="libhdfs")
+    else:
+        server: HdfsServer = request.getfixturevalue("hdfs_server")
+        base = f"{server.url}/contract/{secrets.token_hex(4)}"
+        found = open_filesystem(base, webhdfs_url=server.webhdfs_url, hdfs_client=request.param)
+        assert isinstance(
+            found, NativeHdfsFileSystem if request.param == "hdfs-native" else WebHdfsFileSystem
+        )
     found.mkdirs(base)
     try:
         yield found
@@ -73,15 +85,19 @@ def test_urls(tmp_path: Path) -> None:
         fs.exists("hdfs://nn:8020/w")
 
 
-def test_hdfs_without_libhdfs_or_webhdfs_is_a_clear_error() -> None:
-    if "hdfs" in BACKENDS:
-        return  # a cluster is configured: libhdfs loads
-    with pytest.raises(FileSystemError, match=r"cannot load libhdfs .*webhdfs_url"):
-        open_filesystem("hdfs://127.0.0.1:1/w")
-    # with a WebHDFS URL, hdfs:// falls back to it (opening makes no request)
+def test_the_hdfs_client_is_chosen_by_hdfs_client() -> None:
+    assert get_args(HdfsClient) == HDFS_CLIENTS
+    # no libhdfs here: auto falls back to hdfs-native (opening makes no request)
+    assert isinstance(open_filesystem("hdfs://127.0.0.1:1/w"), NativeHdfsFileSystem)
     assert isinstance(
-        open_filesystem("hdfs://127.0.0.1:1/w", webhdfs_url="http://127.0.0.1:1"), WebHdfsFileSystem
+        open_filesystem("hdfs://127.0.0.1:1/w", hdfs_client="hdfs-native"), NativeHdfsFileSystem
     )
+    with pytest.raises(FileSystemError, match=r"hdfs://127\.0\.0\.1:1/w: cannot load libhdfs .*hdfs-native"):
+        open_filesystem("hdfs://127.0.0.1:1/w", hdfs_client="libhdfs")
+    with pytest.raises(FileSystemError, match=r"hdfs_client = 'webhdfs' needs \[load\] webhdfs_url"):
+        open_filesystem("hdfs://127.0.0.1:1/w", hdfs_client="webhdfs")
+    webhdfs = open_filesystem("hdfs://127.0.0.1:1/w", webhdfs_url="http://127.0.0.1:1", hdfs_client="webhdfs")
+    assert isinstance(webhdfs, WebHdfsFileSystem)
 
 
 def test_create_exclusive_read_and_overwrite(fs: FileSystem) -> None:

@@ -186,7 +186,7 @@ def load_config(
     zk_connect: str,
     registry_url: str,
     bootstrap_servers: list[str],
-    warehouse: Path,
+    warehouse: Path | str,
     job: str,
     topics: list[str],
     **load: Any,
@@ -248,7 +248,9 @@ class LoadStack:
     def warehouse(self) -> Path:
         return self.tmp / "warehouse"
 
-    def config(self, job: str | None = None, warehouse: Path | None = None, **load: Any) -> LumberConfig:
+    def config(
+        self, job: str | None = None, warehouse: Path | str | None = None, **load: Any
+    ) -> LumberConfig:
         return load_config(
             zk_connect=self.cluster.zk_connect,
             registry_url=self.registry.url,

@@ -1,5 +1,6 @@
 """The console when its sources are not there: ZooKeeper or the registry not answering is a 503 page naming
-them, a warehouse it cannot read is a 400, never a 500 (the application in-process, real closed ports)."""
+them, and so is a warehouse on a NameNode that does not answer; never a 500 (the application in-process,
+real closed ports)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def client() -> TestClient:
         {
             "zookeeper": {"connect": f"127.0.0.1:{dead}"},
             "registry": {"url": f"http://127.0.0.1:{dead}"},
-            "load": {"warehouse_url": "hdfs://namenode:8020/warehouse"},
+            "load": {"warehouse_url": f"hdfs://127.0.0.1:{dead}/warehouse"},
             "console": {"request_timeout_ms": 500},
         },
         where="test",
@@ -33,7 +34,7 @@ def client() -> TestClient:
         ("/groups", 503, "ZooKeeper 127.0.0.1:{port} does not answer"),
         ("/topics/events", 503, "ZooKeeper 127.0.0.1:{port} does not answer"),
         ("/schemas", 503, "http://127.0.0.1:{port}"),
-        ("/loads", 400, "the warehouse hdfs://namenode:8020/warehouse is not on the local filesystem"),
+        ("/loads", 503, "the warehouse hdfs://127.0.0.1:{port}/warehouse cannot be read: stat hdfs://"),
     ],
 )
 def test_missing_sources_are_named(client: TestClient, path: str, status: int, message: str) -> None:
