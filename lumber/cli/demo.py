@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lumber.cli.invocation import INVOKED_AS_ENV, invoked_as
-from lumber.demo import DemoOptions, run_demo
 
 if TYPE_CHECKING:
     from lumber.config import LumberConfig
@@ -48,6 +47,9 @@ def _demo(args: argparse.Namespace, config: LumberConfig) -> int:
     if not 1 <= args.brokers <= 16 or not 1 <= args.hours <= 24:
         print("lumber demo: --brokers must be 1-16 and --hours 1-24", file=sys.stderr)
         return 2
+    # imported here: the demo imports HDFS's client (pyarrow), which no parser may load
+    from lumber.demo import DemoOptions, run_demo
+
     options = DemoOptions(
         state_dir=args.state_dir,
         brokers=args.brokers,

@@ -158,7 +158,8 @@ def test_background_flusher_flushes_by_message_count(tmp_path: Path) -> None:
 
 def test_listeners_reach_every_log_present_and_future(tmp_path: Path) -> None:
     seen: list[tuple[TopicPartition, int]] = []
-    with LogManager(manager_config(tmp_path)) as manager:
+    # the paper's exposure: listeners hear the flushed offsets (with "appended" they hear every append)
+    with LogManager(manager_config(tmp_path, expose="flushed")) as manager:
         first = manager.get_or_create_log("a", 0)
         manager.add_listener(lambda tp, hw: seen.append((tp, hw)))
         second = manager.get_or_create_log("b", 0)
@@ -255,7 +256,9 @@ def test_expired_producers_are_forgotten_in_every_log_by_the_injected_clock(tmp_
 def test_flush_requests_are_answered_by_group_commit(tmp_path: Path) -> None:
     """flush_on_ack: waiters wake the flusher (the policy alone would not flush for a minute) and every
     one of them is answered; those that arrive during an fsync share the next one."""
-    config = manager_config(tmp_path, flush_ms=60_000, flush_messages=10**9, flush_on_ack=True)
+    config = manager_config(
+        tmp_path, flush_ms=60_000, flush_messages=10**9, flush_on_ack=True, expose="flushed"
+    )
     with LogManager(config) as manager:
         manager.start()
         log = manager.get_or_create_log("acked", 0)
