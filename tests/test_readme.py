@@ -37,11 +37,6 @@ DESIGN_PARTS = (
 )
 """docs/<part>.md for each part whose design notes left the README."""
 
-PENDING_TARGETS = {
-    "docs/security.md": "written on the security branches (issue 37), merged apart from this one",
-}
-"""Link targets another branch adds: allowed to be missing until they exist, then checked like any other.
-Drop an entry once its file is on main."""
 
 FENCE = re.compile(r"^\s*(```|~~~)")
 LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]+)\)")
@@ -155,8 +150,6 @@ def test_every_relative_link_resolves(path: Path) -> None:
         linked = (path.parent / file_part).resolve() if file_part else path
         where = f"{path.relative_to(ROOT)}:{number}: {target}"
         if not linked.exists():
-            if linked.is_relative_to(ROOT) and str(linked.relative_to(ROOT)) in PENDING_TARGETS:
-                continue
             broken.append(
                 f"{where}: no file {linked.relative_to(ROOT) if linked.is_relative_to(ROOT) else linked}"
             )
