@@ -25,6 +25,7 @@ DEFAULT_PRODUCER_ID_EXPIRATION_MS = DAY_MS
 Expose = Literal["flushed", "appended"]
 #: Kafka's ``cleanup.policy`` values: delete old segments, keep the last value of every key, or both.
 CleanupPolicy = Literal["delete", "compact", "compact,delete"]
+TimestampTypeName = Literal["CreateTime", "LogAppendTime"]
 MIB = 1024 * 1024
 
 
@@ -109,6 +110,13 @@ class LogConfig(ConfigSection):
         DEFAULT_MAX_MESSAGE_BYTES,
         "Largest record batch a partition accepts, header included (Kafka's message.max.bytes).",
         ge=61,
+    )
+
+    message_timestamp_type: TimestampTypeName = setting(
+        "CreateTime",
+        "Whose time a record carries (Kafka's log.message.timestamp.type): 'CreateTime' keeps the "
+        "producer's; 'LogAppendTime' stamps each batch with the leader's clock as it appends it (the "
+        "records then read the batch's time). A topic's own message.timestamp.type overrides it.",
     )
 
     cleanup_policy: CleanupPolicy = setting(

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from annotated_types import Ge, Le
 
@@ -70,6 +70,10 @@ class TopicConfigKey:
             high = INT32_MAX  # Kafka's INT is an int32
         return low, high  # type: ignore[return-value]
 
+    def choices(self) -> tuple[str, ...]:
+        """The values a STRING key takes: the broker field's ``Literal`` members, Kafka's spelling."""
+        return tuple(get_args(_section(self.section).model_fields[self.field].annotation))
+
     def description(self) -> str:
         """The broker field's documentation (DescribeConfigs' documentation, v3+)."""
         return _section(self.section).model_fields[self.field].description or ""
@@ -84,6 +88,8 @@ class TopicConfigKey:
             return "true or false"
         if self.type == "LIST":
             return "compact, delete, or both separated by a comma"
+        if self.type == "STRING":
+            return " or ".join(self.choices())
         low, high = self.bounds()
         if self.type == "DOUBLE":
             return "a number from 0 to 1"
@@ -109,6 +115,13 @@ TOPIC_CONFIG_KEYS: Mapping[str, TopicConfigKey] = {
             "LONG",
         ),
         TopicConfigKey(zk_paths.MAX_MESSAGE_BYTES, "log", "max_message_bytes", "message.max.bytes", "INT"),
+        TopicConfigKey(
+            zk_paths.MESSAGE_TIMESTAMP_TYPE,
+            "log",
+            "message_timestamp_type",
+            "log.message.timestamp.type",
+            "STRING",
+        ),
         TopicConfigKey(
             zk_paths.MIN_CLEANABLE_DIRTY_RATIO,
             "log",
@@ -179,6 +192,10 @@ def _stored_value(topic: str, key: TopicConfigKey, raw: str | None, replication_
         if not value or any(m not in CLEANUP_POLICIES for m in members):
             raise refuse()
         return ",".join(p for p in CLEANUP_POLICIES if p in members)
+    if key.type == "STRING":
+        if value not in key.choices():
+            raise refuse()
+        return value
     if key.type == "DOUBLE":
         try:
             number = float(value)
@@ -211,6 +228,10 @@ def parsed_value(key: TopicConfigKey, value: str) -> Any:
     if key.type == "LIST":
         if value not in ("delete", "compact", "compact,delete"):
             raise ValueError(f"{value!r} is not a cleanup policy")
+        return value
+    if key.type == "STRING":
+        if value not in key.choices():
+            raise ValueError(f"{value!r} is not one of {', '.join(key.choices())}")
         return value
     if key.type == "DOUBLE":
         number = float(value)

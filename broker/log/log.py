@@ -101,6 +101,9 @@ class AppendInfo:
     #: True when every batch was a retry of an appended one: nothing was written, and the offsets are
     #: the original batch's (an idempotent producer's duplicate).
     duplicate: bool = False
+    #: The time a ``LogAppendTime`` log stamped on the batches (the produce response's
+    #: ``log_append_time_ms``); -1 for ``CreateTime``.
+    log_append_time_ms: int = -1
 
 
 class Log(LogReplication, LogTruncation, LogCleanup, LogFlush):
@@ -310,6 +313,11 @@ class Log(LogReplication, LogTruncation, LogCleanup, LogFlush):
             hw_follows_appends = self._hw_follows_appends
             update_producer = self._producers.update
             now = self._clock()
+            log_append_time_ms = -1
+            if not follower and config.message_timestamp_type == "LogAppendTime":
+                # the leader's clock in every batch (a follower keeps the leader's bytes)
+                to_append = tuple(batch.with_log_append_time(now) for batch in to_append)
+                log_append_time_ms = max_timestamp_ms = now
             view = self._view
             segments = view.segments
             active = segments[-1]
@@ -401,6 +409,7 @@ class Log(LogReplication, LogTruncation, LogCleanup, LogFlush):
             size_bytes=validated.size_bytes
             if to_append is validated.batches
             else sum(b.size_bytes for b in to_append),
+            log_append_time_ms=log_append_time_ms,
         )
 
     def _roll(self, active: Segment, base_offset: int, now_ms: int) -> Segment:

@@ -46,6 +46,7 @@ from broker.record.batch_header import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
+    MAX_TIMESTAMP_OFFSET,
     MIN_BATCH_LENGTH,
     PRODUCER_FIELDS_OFFSET,
     TIMESTAMP_TYPE_MASK,
@@ -335,6 +336,16 @@ class RecordBatch:
         """The batch's first 16 bytes with ``base_offset`` and ``leader_epoch`` (its ``batchLength`` kept):
         what a writer puts in front of ``buffer[16:]`` (the CRC covers neither field)."""
         return _OFFSET_LENGTH_EPOCH.pack(base_offset, self._header[1], leader_epoch)
+
+    def with_log_append_time(self, now_ms: int) -> RecordBatch:
+        """A copy of the batch stamped as Kafka's ``LogAppendTime`` stamps it: the timestamp-type bit set,
+        ``maxTimestamp`` set to ``now_ms`` (every record reads it), the CRC recomputed; the records and
+        ``baseTimestamp`` unchanged."""
+        buffer = bytearray(self._buffer)
+        buffer[ATTRIBUTES_OFFSET + 1] |= TIMESTAMP_TYPE_MASK  # attributes is an int16: its low byte
+        _INT64.pack_into(buffer, MAX_TIMESTAMP_OFFSET, now_ms)
+        restamp_crc(buffer)
+        return RecordBatch(buffer, where=self._where, position=self._position)
 
     def records_data(self) -> bytes:
         """The records' bytes, decompressed when needed (:class:`CorruptRecordError` when they do not

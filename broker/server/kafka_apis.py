@@ -419,7 +419,7 @@ class KafkaApis:
                             index=partition_data.index,
                             error_code=_NONE if error is None else int(error_code_of(error)),
                             base_offset=info.first_offset if info is not None and error is None else -1,
-                            log_append_time_ms=-1,
+                            log_append_time_ms=info.log_append_time_ms if info is not None else -1,
                             log_start_offset=partition.log_start_offset if partition is not None else -1,
                             error_message=None if error is None else str(error),
                         )

@@ -9,15 +9,20 @@ Scenarios (each ``scenario(target, topic, ...) -> transcript``):
   null value, headers and explicit CreateTime timestamps, read back by confluent-kafka.
 * ``codec_round_trip``: each codec (none, gzip, snappy, lz4, zstd) written by confluent-kafka, read back
   by confluent-kafka and kafka-python.
+* ``log_append_time``: a topic with ``message.timestamp.type=LogAppendTime``: records produced with old
+  CreateTime timestamps come back, in the delivery reports and to the consumer, stamped with the broker's
+  clock at the append (one time per batch).
 * ``too_large``: a record over the topic's ``max.message.bytes`` and a batch over the broker's
   ``message.max.bytes`` (1 MiB + 12 on both): the producer's delivery error.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, KafkaError, Producer
 
 from tests.conformance.clients import consume, create_topic, kafka_python_read_all, kcat, produce
 from tests.conformance.conformance import Transcript, conform
@@ -94,6 +99,36 @@ def codec_round_trip(target: Target, topic: str, codec: str) -> Transcript:
     }
 
 
+def log_append_time(target: Target, topic: str) -> Transcript:
+    created = create_topic(target.bootstrap, topic, configs={"message.timestamp.type": "LogAppendTime"})
+    before_ms = int(time.time() * 1000)
+    reports: list[dict[str, Any]] = []
+    stamps: list[int] = []
+
+    def delivered(err: KafkaError | None, msg: Any) -> None:
+        ts_type, ts = msg.timestamp()
+        stamps.append(ts)
+        reports.append({"error": err.name() if err else None, "offset": msg.offset(), "type": ts_type})
+
+    producer = Producer({"bootstrap.servers": target.bootstrap, "linger.ms": 100})
+    for i in range(5):  # one batch: linger.ms holds them together
+        producer.produce(
+            topic, b"v%d" % i, partition=0, timestamp=1_600_000_000_000 + i, on_delivery=delivered
+        )
+    if producer.flush(30):
+        raise AssertionError(f"records to {topic} still not delivered after 30 s")
+    after_ms = int(time.time() * 1000)
+    read = consume(target.bootstrap, topic, [0], 5)
+    return {
+        "created": created,
+        "reports": reports,
+        "reports_stamped_at_the_append": all(before_ms <= t <= after_ms for t in stamps),
+        "read": [(r["offset"], r["value"], r["timestamp_type"]) for r in read["records"]],
+        "read_the_reported_time": [r["timestamp"] for r in read["records"]] == stamps,
+        "errors": read["errors"],
+    }
+
+
 def too_large(target: Target, topic: str) -> Transcript:
     created = create_topic(target.bootstrap, topic, configs={"max.message.bytes": "2000"})
     small_topic_big_record = produce(target.bootstrap, topic, [{"value": b"x" * 3000, "partition": 0}])
@@ -129,6 +164,16 @@ def test_produce_and_read_back(targets: tuple[Target, Target], acks: str) -> Non
 def test_codec_round_trip(targets: tuple[Target, Target], codec: str) -> None:
     transcript = conform(codec_round_trip, targets, codec=codec)
     assert len(transcript["records"]) == 200
+
+
+def test_log_append_time(targets: tuple[Target, Target]) -> None:
+    transcript = conform(log_append_time, targets)
+    assert transcript["reports"] == [
+        {"error": None, "offset": i, "type": TIMESTAMP_LOG_APPEND_TIME} for i in range(5)
+    ]
+    assert transcript["reports_stamped_at_the_append"] is True
+    assert transcript["read"] == [(i, f"v{i}", TIMESTAMP_LOG_APPEND_TIME) for i in range(5)]
+    assert transcript["read_the_reported_time"] is True
 
 
 def test_too_large(targets: tuple[Target, Target]) -> None:

@@ -17,6 +17,7 @@ def test_every_key_overrides_a_real_setting_with_its_bounds() -> None:
         "cleanup.policy",
         "delete.retention.ms",
         "max.message.bytes",
+        "message.timestamp.type",
         "min.cleanable.dirty.ratio",
         "min.compaction.lag.ms",
         "min.insync.replicas",

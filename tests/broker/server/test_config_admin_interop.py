@@ -76,6 +76,7 @@ def test_confluent_kafka_describes_alters_and_incrementally_alters_topic_configs
         "cleanup.policy",
         "delete.retention.ms",
         "max.message.bytes",
+        "message.timestamp.type",
         "min.cleanable.dirty.ratio",
         "min.compaction.lag.ms",
         "min.insync.replicas",
@@ -186,9 +187,9 @@ def test_confluent_kafka_describes_alters_and_incrementally_alters_topic_configs
     assert refused.value.args[0].name() == "INVALID_CONFIG"
     assert refused.value.args[0].str() == (
         "topic 'cfg': Lumber does not read the topic config 'compression.type' (accepted: cleanup.policy, "
-        "delete.retention.ms, max.message.bytes, min.cleanable.dirty.ratio, min.compaction.lag.ms, "
-        "min.insync.replicas, retention.bytes, retention.ms, segment.bytes, segment.ms, "
-        "unclean.leader.election.enable); set the others in lumber.toml"
+        "delete.retention.ms, max.message.bytes, message.timestamp.type, min.cleanable.dirty.ratio, "
+        "min.compaction.lag.ms, min.insync.replicas, retention.bytes, retention.ms, segment.bytes, "
+        "segment.ms, unclean.leader.election.enable); set the others in lumber.toml"
     )
 
 

@@ -92,9 +92,9 @@ def test_alter_config_refusals_name_the_topic_key_and_value(zk: Any, config: Pat
             (
                 "lumber: error: --set: topic 'events': Lumber does not read the topic config "
                 "'compression.type' (accepted: cleanup.policy, delete.retention.ms, max.message.bytes, "
-                "min.cleanable.dirty.ratio, min.compaction.lag.ms, min.insync.replicas, retention.bytes, "
-                "retention.ms, segment.bytes, segment.ms, unclean.leader.election.enable); set the others in "
-                "lumber.toml\n"
+                "message.timestamp.type, min.cleanable.dirty.ratio, min.compaction.lag.ms, "
+                "min.insync.replicas, retention.bytes, retention.ms, segment.bytes, segment.ms, "
+                "unclean.leader.election.enable); set the others in lumber.toml\n"
             ),
         ),
         (
@@ -102,8 +102,9 @@ def test_alter_config_refusals_name_the_topic_key_and_value(zk: Any, config: Pat
             (
                 "lumber: error: --delete compression.type: Lumber does not read the topic config "
                 "'compression.type' (accepted: cleanup.policy, delete.retention.ms, max.message.bytes, "
-                "min.cleanable.dirty.ratio, min.compaction.lag.ms, min.insync.replicas, retention.bytes, "
-                "retention.ms, segment.bytes, segment.ms, unclean.leader.election.enable)\n"
+                "message.timestamp.type, min.cleanable.dirty.ratio, min.compaction.lag.ms, "
+                "min.insync.replicas, retention.bytes, retention.ms, segment.bytes, segment.ms, "
+                "unclean.leader.election.enable)\n"
             ),
         ),
         (
@@ -136,18 +137,19 @@ def test_describe_lists_every_config_with_its_source(zk: Any, config: Path) -> N
     lines = described.stdout.splitlines()
     assert lines[0] == "topic 'events': 1 partitions, replication factor 1, configs cleanup.policy=compact"
     assert lines[3:] == [
-        "  config                          value      from",
-        "  cleanup.policy                  compact    topic override",
-        "  delete.retention.ms             86400000   default",
-        "  max.message.bytes               1048588    default",
-        "  min.cleanable.dirty.ratio       0.5        default",
-        "  min.compaction.lag.ms           0          default",
-        "  min.insync.replicas             1          default",
-        "  retention.bytes                 -1         default",
-        "  retention.ms                    604800000  default",
-        "  segment.bytes                   4194304    lumber.toml [log] segment_bytes",
-        "  segment.ms                      604800000  default",
-        "  unclean.leader.election.enable  false      default",
+        "  config                          value       from",
+        "  cleanup.policy                  compact     topic override",
+        "  delete.retention.ms             86400000    default",
+        "  max.message.bytes               1048588     default",
+        "  message.timestamp.type          CreateTime  default",
+        "  min.cleanable.dirty.ratio       0.5         default",
+        "  min.compaction.lag.ms           0           default",
+        "  min.insync.replicas             1           default",
+        "  retention.bytes                 -1          default",
+        "  retention.ms                    604800000   default",
+        "  segment.bytes                   4194304     lumber.toml [log] segment_bytes",
+        "  segment.ms                      604800000   default",
+        "  unclean.leader.election.enable  false       default",
     ]
     as_json = json.loads(topics(config, "describe", "events", "--json").stdout)
     assert as_json["configs"] == {"cleanup.policy": "compact"}
