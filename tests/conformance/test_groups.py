@@ -5,6 +5,11 @@
   assignments cover the topic without overlap; then one member closes and the other two take over. The
   transcript holds the sorted sizes of the assignments at each stable point (which member gets which
   partitions depends on member ids, random on both brokers), and whether both covered all six.
+* ``static_member_returns``: a static member (``group.instance.id``, KIP-345) of a 2-partition topic is
+  assigned both partitions, closes (a static member does not leave), and a new consumer with the same
+  instance id takes its place: the group keeps one member, its instance id, and the same assignment. A
+  consumer with a *new* instance id then joins: the group rebalances to two members, one partition each.
+  (The generation is not in what confluent-kafka's describe shows; the states and members are.)
 * ``commit_with_metadata_then_delete_group``: a member commits offsets with metadata, a new consumer of the
   group reads them back (``committed``), then, once the group is empty, DeleteGroups.
 """
@@ -78,6 +83,80 @@ def three_members_then_one_leaves(target: Target, topic: str, strategy: str) -> 
     return {"created": created, "three": three, "two": two}
 
 
+def _static(target: Target, group: str, instance: str) -> Any:
+    return Consumer(
+        {
+            "bootstrap.servers": target.bootstrap,
+            "group.id": group,
+            "group.instance.id": instance,
+            "session.timeout.ms": 30_000,
+            "heartbeat.interval.ms": 500,
+            "enable.auto.commit": False,
+        }
+    )
+
+
+def _assigned(member: Any, timeout_s: float = 60.0) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        member.poll(0.1)
+        if member.assignment():
+            return sorted(tp.partition for tp in member.assignment())
+    return []
+
+
+def _described(admin: Any, group: str) -> dict[str, Any]:
+    found = admin.describe_consumer_groups([group], request_timeout=20)[group].result(timeout=30)
+    return {
+        "state": str(found.state),
+        "instances": sorted(str(m.group_instance_id) for m in found.members),
+        "assignments": sorted(
+            sorted(tp.partition for tp in m.assignment.topic_partitions) for m in found.members
+        ),
+    }
+
+
+def static_member_returns(target: Target, topic: str) -> Transcript:
+    created = create_topic(target.bootstrap, topic, partitions=2)
+    group = f"{topic}-group"
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    first = _static(target, group, "static-1")
+    first.subscribe([topic])
+    first_assigned = _assigned(first)
+    before = _described(admin, group)
+    first.close()  # a static member does not send LeaveGroup
+    after_close = _described(admin, group)
+    second = _static(target, group, "static-1")
+    other = None
+    try:
+        second.subscribe([topic])
+        second_assigned = _assigned(second)
+        returned = _described(admin, group)
+        other = _static(target, group, "static-2")
+        other.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            second.poll(0.1)
+            other.poll(0.1)
+            sizes = sorted([len(second.assignment()), len(other.assignment())])
+            if sizes == [1, 1]:
+                break
+        two = _described(admin, group)
+    finally:
+        second.close()
+        if other is not None:
+            other.close()
+    return {
+        "created": created,
+        "first_assigned": first_assigned,
+        "before": before,
+        "after_close": after_close,
+        "second_assigned": second_assigned,
+        "returned": returned,
+        "two": two,
+    }
+
+
 def commit_with_metadata_then_delete_group(target: Target, topic: str) -> Transcript:
     created = create_topic(target.bootstrap, topic, partitions=2)
     produce(target.bootstrap, topic, [{"value": b"x", "partition": p} for p in (0, 0, 1)])
@@ -120,3 +199,11 @@ def test_three_members_then_one_leaves(targets: tuple[Target, Target], strategy:
 def test_commit_with_metadata_then_delete_group(targets: tuple[Target, Target]) -> None:
     transcript = conform(commit_with_metadata_then_delete_group, targets)
     assert transcript["committed"] == [[0, 2, "first"], [1, 1, None]]
+
+
+def test_static_member_returns(targets: tuple[Target, Target]) -> None:
+    transcript = conform(static_member_returns, targets)
+    assert transcript["first_assigned"] == transcript["second_assigned"] == [0, 1]
+    assert transcript["after_close"]["instances"] == ["static-1"]
+    assert transcript["two"]["instances"] == ["static-1", "static-2"]
+    assert transcript["two"]["assignments"] == [[0], [1]]
