@@ -278,5 +278,10 @@ class KafkaCluster:
 
 
 def _cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (as ``random-uuid`` prints)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (as ``random-uuid`` prints).
+    Never one that starts with ``-``: the storage tool would read it as an option (Kafka's own
+    ``Uuid.randomUuid`` draws again for the same reason)."""
+    while True:
+        found = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        if not found.startswith("-"):
+            return found

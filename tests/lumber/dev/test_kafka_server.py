@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from lumber.dev.kafka_server import KafkaCluster
+from lumber.dev.kafka_server import KafkaCluster, _cluster_id
 from lumber.dev.peer_jars import JARS_DIR_ENV
 from lumber.dev.process import port_in_use
 from pipeline.errors import DevStackError
@@ -64,3 +64,10 @@ def test_without_jars_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     with pytest.raises(DevStackError, match=r"no kafka jars in .*empty/kafka: run 'make jars'"):
         cluster.start()
     assert not (tmp_path / "kafka" / "node-1" / "data").exists()
+
+
+def test_cluster_ids_never_start_with_a_dash() -> None:
+    # 1 in 64 base64 ids does; the storage tool reads it as an option ("expected one argument")
+    ids = [_cluster_id() for _ in range(2000)]
+    assert not [i for i in ids if i.startswith("-")]
+    assert all(len(i) == 22 for i in ids)
