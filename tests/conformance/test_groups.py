@@ -197,7 +197,7 @@ def admin_alters_then_lists_offsets(target: Target, topic: str) -> Transcript:
         while len(read) < 3 and time.monotonic() < deadline:
             msg = member.poll(0.2)
             if msg is not None and msg.error() is None:
-                read.append([msg.partition(), msg.offset(), msg.value().decode()])
+                read.append([msg.partition(), msg.offset(), bytes(msg.value() or b"").decode()])
     finally:
         member.close()
     return {
