@@ -22,6 +22,9 @@ environment, which reaches ``spark-submit`` runs too) to a list of specs:
     retries the task (on a master that allows retries, e.g. ``local[2,4]``, or any cluster).
 ``task:<id>:raise``
     The same, raising :class:`~pipeline.load_errors.InjectedFault` instead of killing the worker.
+``task:<id>:stall``
+    The same place, stalling the task for :data:`STALL_S` seconds instead, its first output files open: a
+    test kills what the task writes to (a DataNode) while the write is known to be unfinished.
 
 Unknown specs are rejected when the job starts, so a typo cannot silently inject nothing.
 """
@@ -31,6 +34,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -42,7 +46,9 @@ AFTER_COMMIT_STEPS = ("completeness",)
 _COMMIT = re.compile(
     r"commit:(plan|staged|manifest_tmp|manifest|move:[1-9][0-9]*|staging_cleanup|pointer|completeness)(:kill)?"
 )
-_TASK = re.compile(r"task:([0-9]+)(?::(kill|raise))?")
+_TASK = re.compile(r"task:([0-9]+)(?::(kill|raise|stall))?")
+#: how long ``task:<id>:stall`` holds the task
+STALL_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -71,7 +77,7 @@ class Faults:
                 raise LoadError(
                     f"[load] fault_injection: unknown spec {spec!r}; expected 'commit:<step>' with a step of "
                     f"{', '.join(COMMIT_STEPS + AFTER_COMMIT_STEPS)} (':kill' after one SIGKILLs the driver "
-                    "there), or 'task:<id>[:kill|:raise]'"
+                    "there), or 'task:<id>[:kill|:raise|:stall]'"
                 )
         return cls(frozenset(steps), tuple(sorted(tasks.items())), frozenset(kills))
 
@@ -90,4 +96,7 @@ class Faults:
             if wanted == task_id:
                 if how == "raise":
                     raise InjectedFault(f"fault injected into attempt 0 of task {task_id}")
+                if how == "stall":
+                    time.sleep(STALL_S)
+                    return
                 os.kill(os.getpid(), signal.SIGKILL)

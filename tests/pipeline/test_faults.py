@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.faults import Faults
+from pipeline.faults import STALL_S, Faults
 from pipeline.load_errors import InjectedFault, LoadError
 
 
@@ -29,3 +29,13 @@ def test_task_faults_hit_the_first_attempt_only() -> None:
 def test_unknown_specs_are_refused(spec: str) -> None:
     with pytest.raises(LoadError, match="unknown spec"):
         Faults.parse([spec])
+
+
+def test_a_stalled_task_goes_on_after_the_stall(monkeypatch: pytest.MonkeyPatch) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr("pipeline.faults.time.sleep", slept.append)
+    faults = Faults.parse(["task:1:stall"])
+    assert faults.tasks == ((1, "stall"),)
+    faults.in_task(1, 1)  # a retry is not stalled
+    faults.in_task(1, 0)
+    assert slept == [STALL_S]
