@@ -25,6 +25,11 @@ from broker.protocol.messages.create_partitions import (
 )
 from broker.protocol.messages.create_topics import CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse
 from broker.protocol.messages.delete_groups import DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse
+from broker.protocol.messages.delete_records import (
+    DELETE_RECORDS,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+)
 from broker.protocol.messages.delete_topics import DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse
 from broker.protocol.messages.describe_configs import (
     DESCRIBE_CONFIGS,
@@ -114,6 +119,7 @@ SUPPORTED_APIS: tuple[ApiSpec, ...] = (
     LIST_PARTITION_REASSIGNMENTS,
     SASL_HANDSHAKE,
     SASL_AUTHENTICATE,
+    DELETE_RECORDS,
 )
 
 #: A decoded request body.
@@ -146,6 +152,7 @@ RequestBody = (
     | ListPartitionReassignmentsRequest
     | SaslHandshakeRequest
     | SaslAuthenticateRequest
+    | DeleteRecordsRequest
 )
 
 #: A response body.
@@ -178,6 +185,7 @@ ResponseBody = (
     | ListPartitionReassignmentsResponse
     | SaslHandshakeResponse
     | SaslAuthenticateResponse
+    | DeleteRecordsResponse
 )
 
 APIS_BY_KEY: dict[int, ApiSpec] = {int(spec.key): spec for spec in SUPPORTED_APIS}

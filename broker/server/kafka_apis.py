@@ -35,7 +35,7 @@ watcher for metadata. It holds no partition state of its own. What each API answ
   answered by :class:`~broker.server.admin_apis.AdminApis` through the admin manager.
 * **AlterPartitionReassignments, ListPartitionReassignments**: answered by
   :class:`~broker.server.reassignment_apis.ReassignmentApis` on the active controller (others:
-  NOT_CONTROLLER).
+  NOT_CONTROLLER). **DeleteRecords**: :class:`~broker.server.log_admin_apis.LogAdminApis`, on the leaders.
 * **FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
   DescribeGroups, DeleteGroups, OffsetDelete**: answered by :class:`~broker.server.group_apis.GroupApis`
   through the group coordinator.
@@ -125,6 +125,7 @@ from broker.server.fetch_session import CachedPartition
 from broker.server.fetch_session_cache import FetchSessionCache
 from broker.server.group.group_coordinator import GroupCoordinator
 from broker.server.group_apis import GroupApis
+from broker.server.log_admin_apis import LogAdminApis
 from broker.server.partition import Partition
 from broker.server.reassignment_apis import Alter, ReassignmentApis
 from broker.server.replica_manager import FetchPartitionResult, ReplicaManager
@@ -203,6 +204,7 @@ class KafkaApis:
             **ReassignmentApis(
                 broker_id=config.broker_id, cluster=cluster, controller=controller, respond=self._respond
             ).handlers(),
+            **LogAdminApis(replica_manager, cluster, self._respond).handlers(),
         }
 
     @property

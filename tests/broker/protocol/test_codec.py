@@ -119,7 +119,7 @@ def test_api_versions_request_newer_than_ours():
 
 
 def test_api_versions_fallback_bytes():
-    body = struct.pack(">hi", 35, 28)
+    body = struct.pack(">hi", 35, 29)
     for key, low, high in [
         (0, 0, 9),
         (1, 4, 12),
@@ -138,6 +138,7 @@ def test_api_versions_fallback_bytes():
         (18, 0, 4),
         (19, 2, 7),
         (20, 1, 6),
+        (21, 0, 2),
         (22, 0, 4),
         (23, 2, 4),
         (32, 1, 4),
@@ -177,6 +178,7 @@ def test_api_versions_response_lists_every_api():
         18,
         19,
         20,
+        21,
         22,
         23,
         32,

@@ -501,6 +501,7 @@ def test_api_versions_newer_than_ours_gets_the_fallback(broker_cluster: BrokerCl
                 18,
                 19,
                 20,
+                21,
                 22,
                 23,
                 32,

@@ -1,0 +1,98 @@
+"""The admin APIs Kafka's admin clients offer beyond topics and configs, as a user observes them from Kafka
+and from Lumber, through confluent-kafka's AdminClient and kafka-python's KafkaAdminClient.
+
+* ``delete_records``: 100 records in partition 0 of a 2-partition topic; DeleteRecords to 40
+  (confluent-kafka), then to the high watermark (-1, kafka-python) of partition 1 after 10 records; what the
+  earliest and latest offsets then are, the first offset a consumer reads from the beginning, and the errors
+  of an offset past the high watermark (OFFSET_OUT_OF_RANGE), an unknown partition (librdkafka's own _NOENT:
+  no leader to ask) and a compacted topic (POLICY_VIOLATION).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from tests.conformance.clients import consume, create_topic, error_name, produce
+from tests.conformance.conformance import Transcript, conform
+from tests.conformance.target import Target
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import KafkaError as KpError
+    from kafka.structs import TopicPartition as KpPartition
+
+
+def _confluent_delete(bootstrap: str, topic: str, partition: int, offset: int) -> Any:
+    """DeleteRecords through confluent-kafka: the low watermark, or the error's name."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.delete_records([TopicPartition(topic, partition, offset)], operation_timeout=30)
+    try:
+        (future,) = futures.values()
+        return future.result(timeout=60).low_watermark
+    except KafkaException as exc:
+        return error_name(exc)
+
+
+def _watermarks(bootstrap: str, topic: str, partition: int) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-watermarks"})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+        return [low, high]
+    finally:
+        consumer.close()
+
+
+def delete_records(target: Target, topic: str) -> Transcript:
+    created = create_topic(target.bootstrap, topic, partitions=2)
+    produce(target.bootstrap, topic, [{"value": f"v{i}".encode(), "partition": 0} for i in range(100)])
+    produce(target.bootstrap, topic, [{"value": f"w{i}".encode(), "partition": 1} for i in range(10)])
+    to_40 = _confluent_delete(target.bootstrap, topic, 0, 40)
+    again_to_20 = _confluent_delete(target.bootstrap, topic, 0, 20)  # below the start: changes nothing
+    past_end = _confluent_delete(target.bootstrap, topic, 0, 101)
+    unknown = _confluent_delete(target.bootstrap, topic, 5, 1)
+    admin = KafkaAdminClient(bootstrap_servers=target.bootstrap)
+    try:
+        to_high_watermark = {
+            str(tp.partition): answer
+            for tp, answer in admin.delete_records({KpPartition(topic, 1): -1}).items()
+        }
+    except KpError as exc:
+        to_high_watermark = {"error": type(exc).__name__}
+    finally:
+        admin.close()
+    # from offset 0, now out of range: auto.offset.reset=earliest moves the consumer to the log start
+    read = consume(target.bootstrap, topic, [0], 5, config={"auto.offset.reset": "earliest"})
+    compacted = f"{topic}-compacted"
+    create_topic(target.bootstrap, compacted, configs={"cleanup.policy": "compact"})
+    produce(target.bootstrap, compacted, [{"key": b"k", "value": b"v", "partition": 0}])
+    return {
+        "created": created,
+        "to_40": to_40,
+        "again_to_20": again_to_20,
+        "past_end": past_end,
+        "unknown_partition": unknown,
+        "partition_1_to_high_watermark": to_high_watermark,
+        "watermarks": [_watermarks(target.bootstrap, topic, p) for p in (0, 1)],
+        "first_offsets_read": [r["offset"] for r in read["records"]],
+        "read_errors": read["errors"],
+        "compacted": _confluent_delete(target.bootstrap, compacted, 0, 1),
+    }
+
+
+def test_delete_records(targets: tuple[Target, Target]) -> None:
+    transcript = conform(delete_records, targets)
+    assert transcript["to_40"] == transcript["again_to_20"] == 40
+    assert transcript["watermarks"] == [[40, 100], [10, 10]]
+    assert transcript["first_offsets_read"] == [40, 41, 42, 43, 44]
+    assert (transcript["past_end"], transcript["unknown_partition"], transcript["compacted"]) == (
+        "OFFSET_OUT_OF_RANGE",
+        "_NOENT",
+        "POLICY_VIOLATION",
+    )
+    assert transcript["partition_1_to_high_watermark"] == {
+        "1": {"partition_index": 1, "low_watermark": 10, "error_code": 0}
+    }
