@@ -31,6 +31,11 @@ from broker.protocol.messages.delete_records import (
     DeleteRecordsResponse,
 )
 from broker.protocol.messages.delete_topics import DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse
+from broker.protocol.messages.describe_cluster import (
+    DESCRIBE_CLUSTER,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+)
 from broker.protocol.messages.describe_configs import (
     DESCRIBE_CONFIGS,
     DescribeConfigsRequest,
@@ -120,6 +125,7 @@ SUPPORTED_APIS: tuple[ApiSpec, ...] = (
     SASL_HANDSHAKE,
     SASL_AUTHENTICATE,
     DELETE_RECORDS,
+    DESCRIBE_CLUSTER,
 )
 
 #: A decoded request body.
@@ -153,6 +159,7 @@ RequestBody = (
     | SaslHandshakeRequest
     | SaslAuthenticateRequest
     | DeleteRecordsRequest
+    | DescribeClusterRequest
 )
 
 #: A response body.
@@ -186,6 +193,7 @@ ResponseBody = (
     | SaslHandshakeResponse
     | SaslAuthenticateResponse
     | DeleteRecordsResponse
+    | DescribeClusterResponse
 )
 
 APIS_BY_KEY: dict[int, ApiSpec] = {int(spec.key): spec for spec in SUPPORTED_APIS}

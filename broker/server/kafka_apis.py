@@ -36,6 +36,7 @@ watcher for metadata. It holds no partition state of its own. What each API answ
 * **AlterPartitionReassignments, ListPartitionReassignments**: answered by
   :class:`~broker.server.reassignment_apis.ReassignmentApis` on the active controller (others:
   NOT_CONTROLLER). **DeleteRecords**: :class:`~broker.server.log_admin_apis.LogAdminApis`, on the leaders.
+  **DescribeCluster**: :class:`~broker.server.cluster_apis.ClusterApis`.
 * **FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
   DescribeGroups, DeleteGroups, OffsetDelete**: answered by :class:`~broker.server.group_apis.GroupApis`
   through the group coordinator.
@@ -114,6 +115,7 @@ from broker.record.errors import InvalidTopicError
 from broker.record.topic_partition import TopicPartition
 from broker.server.admin_apis import AdminApis
 from broker.server.admin_manager import AdminManager
+from broker.server.cluster_apis import ClusterApis
 from broker.server.delayed_produce import ProduceResult
 from broker.server.error_codes import ANSWERED_ERRORS, error_code_of
 from broker.server.errors import (
@@ -205,6 +207,7 @@ class KafkaApis:
                 broker_id=config.broker_id, cluster=cluster, controller=controller, respond=self._respond
             ).handlers(),
             **LogAdminApis(replica_manager, cluster, self._respond).handlers(),
+            **ClusterApis(cluster, cluster_id, self._respond).handlers(),
         }
 
     @property
@@ -592,9 +595,5 @@ class KafkaApis:
             logger.warning("InitProducerId from %s: %s", request.peer, exc)
             self._respond(request, header, InitProducerIdResponse(error_code=int(error_code_of(exc))))
             return
-        epoch = 0
-        self._respond(
-            request,
-            header,
-            InitProducerIdResponse(error_code=_NONE, producer_id=producer_id, producer_epoch=epoch),
-        )
+        response = InitProducerIdResponse(error_code=_NONE, producer_id=producer_id, producer_epoch=0)
+        self._respond(request, header, response)

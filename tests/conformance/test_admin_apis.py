@@ -6,6 +6,10 @@ and from Lumber, through confluent-kafka's AdminClient and kafka-python's KafkaA
   earliest and latest offsets then are, the first offset a consumer reads from the beginning, and the errors
   of an offset past the high watermark (OFFSET_OUT_OF_RANGE), an unknown partition (librdkafka's own _NOENT:
   no leader to ask) and a compacted topic (POLICY_VIOLATION).
+* ``describe_cluster``: DescribeCluster through both clients (kafka-python asks for the cluster's authorized
+  operations; confluent-kafka's ``include_authorized_operations`` goes through Metadata v8+, whose
+  authorized operations Lumber does not answer yet, so it is not asked), and the error a broker gives when
+  asked for the controllers' endpoints (kafka-python's request, sent through its client).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ with warnings.catch_warnings():
     from confluent_kafka.admin import AdminClient
     from kafka.admin import KafkaAdminClient
     from kafka.errors import KafkaError as KpError
+    from kafka.protocol.admin import DescribeClusterRequest as KpDescribeClusterRequest
     from kafka.structs import TopicPartition as KpPartition
 
 
@@ -96,3 +101,71 @@ def test_delete_records(targets: tuple[Target, Target]) -> None:
     assert transcript["partition_1_to_high_watermark"] == {
         "1": {"partition_index": 1, "low_watermark": 10, "error_code": 0}
     }
+
+
+def _normalised_cluster(bootstrap: str, cluster_id: Any, controller_id: Any, nodes: list[Any]) -> Transcript:
+    """What must be equal of two clusters' descriptions: not the ids (Kafka's node is 1, Lumber's 0, the
+    cluster ids are random) but their shape, and every node at the bootstrap address."""
+    return {
+        "cluster_id_is_set": isinstance(cluster_id, str) and len(cluster_id) > 0,
+        "controller_is_a_listed_broker": controller_id in [node[0] for node in nodes],
+        "nodes": [f"{host}:{port}" == bootstrap for _, host, port, _ in nodes],
+        "racks": [rack for *_, rack in nodes],
+    }
+
+
+def _sorted_or_none(values: Any) -> list[Any] | None:
+    return None if values is None else sorted(getattr(v, "name", str(v)) for v in values)
+
+
+def describe_cluster(target: Target, topic: str) -> Transcript:
+    del topic
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    plain = admin.describe_cluster(request_timeout=30).result(timeout=60)
+    python = KafkaAdminClient(bootstrap_servers=target.bootstrap)
+    try:
+        described = python.describe_cluster()
+
+        async def controllers() -> Any:
+            return await python._manager.send(KpDescribeClusterRequest(endpoint_type=2))
+
+        refused = python._manager.run(controllers)
+    finally:
+        python.close()
+    return {
+        "confluent": _normalised_cluster(
+            target.bootstrap,
+            plain.cluster_id,
+            plain.controller.id,
+            [(n.id, n.host, n.port, n.rack) for n in plain.nodes],
+        ),
+        "confluent_operations_not_asked": plain.authorized_operations,
+        "kafka_python": _normalised_cluster(
+            target.bootstrap,
+            described["cluster_id"],
+            described["controller_id"],
+            [(b["broker_id"], b["host"], b["port"], b["rack"]) for b in described["brokers"]],
+        ),
+        "kafka_python_operations": _sorted_or_none(described.get("authorized_operations")),
+        "controllers_asked_of_a_broker": [refused.error_code, refused.error_message],
+    }
+
+
+def test_describe_cluster(targets: tuple[Target, Target]) -> None:
+    transcript = conform(describe_cluster, targets)
+    assert transcript["confluent"] == {
+        "cluster_id_is_set": True,
+        "controller_is_a_listed_broker": True,
+        "nodes": [True],
+        "racks": [None],
+    }
+    assert transcript["kafka_python_operations"] == [
+        "ALTER",
+        "ALTER_CONFIGS",
+        "CLUSTER_ACTION",
+        "CREATE",
+        "DESCRIBE",
+        "DESCRIBE_CONFIGS",
+        "IDEMPOTENT_WRITE",
+    ]
+    assert transcript["controllers_asked_of_a_broker"][0] == 114  # MISMATCHED_ENDPOINT_TYPE

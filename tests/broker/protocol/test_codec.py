@@ -119,7 +119,7 @@ def test_api_versions_request_newer_than_ours():
 
 
 def test_api_versions_fallback_bytes():
-    body = struct.pack(">hi", 35, 29)
+    body = struct.pack(">hi", 35, 30)
     for key, low, high in [
         (0, 0, 9),
         (1, 4, 12),
@@ -150,6 +150,7 @@ def test_api_versions_fallback_bytes():
         (45, 0, 0),
         (46, 0, 0),
         (47, 0, 0),
+        (60, 0, 2),
     ]:
         body += struct.pack(">hhh", key, low, high)
     payload = struct.pack(">i", 1234) + body  # response header v0, then the v0 body (no throttle time)
@@ -190,6 +191,7 @@ def test_api_versions_response_lists_every_api():
         45,
         46,
         47,
+        60,
     ]
     with pytest.raises(EncodeError, match=r"ApiVersions v5 is outside v0-v4"):
         api_versions_response(5)
