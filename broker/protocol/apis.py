@@ -46,6 +46,11 @@ from broker.protocol.messages.describe_groups import (
     DescribeGroupsRequest,
     DescribeGroupsResponse,
 )
+from broker.protocol.messages.describe_log_dirs import (
+    DESCRIBE_LOG_DIRS,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+)
 from broker.protocol.messages.fetch import FETCH, FetchRequest, FetchResponse
 from broker.protocol.messages.find_coordinator import (
     FIND_COORDINATOR,
@@ -126,6 +131,7 @@ SUPPORTED_APIS: tuple[ApiSpec, ...] = (
     SASL_AUTHENTICATE,
     DELETE_RECORDS,
     DESCRIBE_CLUSTER,
+    DESCRIBE_LOG_DIRS,
 )
 
 #: A decoded request body.
@@ -160,6 +166,7 @@ RequestBody = (
     | SaslAuthenticateRequest
     | DeleteRecordsRequest
     | DescribeClusterRequest
+    | DescribeLogDirsRequest
 )
 
 #: A response body.
@@ -194,6 +201,7 @@ ResponseBody = (
     | SaslAuthenticateResponse
     | DeleteRecordsResponse
     | DescribeClusterResponse
+    | DescribeLogDirsResponse
 )
 
 APIS_BY_KEY: dict[int, ApiSpec] = {int(spec.key): spec for spec in SUPPORTED_APIS}

@@ -1,5 +1,5 @@
 """The protocol layer's APIs on the partitions' logs themselves (part of Kafka's ``KafkaApis``, split out as
-:mod:`broker.server.admin_apis` is): DeleteRecords.
+:mod:`broker.server.admin_apis` is): DeleteRecords, DescribeLogDirs.
 
 * **DeleteRecords**: each partition's leader raises its log start offset to the asked offset (-1: the high
   watermark) through :meth:`~broker.log.log_cleanup.LogCleanup.delete_records_before`: reads below it are
@@ -10,12 +10,19 @@
   partition named twice keeps the answer of its last mention. Where Lumber differs from Kafka: the answer's
   ``low_watermark`` is the leader's new log start offset, sent at once; Kafka waits (up to ``timeout_ms``)
   until every live replica's log start offset reached it and answers their lowest.
+* **DescribeLogDirs**: every log dir of this broker (``[log] log_dirs``) with the asked partitions whose
+  logs lie in it (null ``topics``: every partition; one not here is left out, as in Kafka): each log's
+  size in bytes, an offset lag of 0 (Kafka's for a current log: its high watermark is never past its log
+  end; Lumber has no future logs, which a move between a broker's dirs would make), and from v4 the dir's
+  file system's total and usable bytes (``statvfs``). A dir that cannot be read answers KAFKA_STORAGE_ERROR.
 
 Thread-safe: no state of its own.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -30,16 +37,27 @@ from broker.protocol.messages.delete_records import (
     DeleteRecordsResponse,
     DeleteRecordsTopicResult,
 )
+from broker.protocol.messages.describe_log_dirs import (
+    DescribeLogDirsPartition,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+    DescribeLogDirsResult,
+    DescribeLogDirsTopic,
+)
 from broker.record.topic_partition import TopicPartition
 from broker.server.error_codes import ANSWERED_ERRORS, error_code_of
 from broker.server.errors import PolicyViolationError
 from broker.server.replica_manager import ReplicaManager
 
+logger = logging.getLogger(__name__)
+
 Respond = Callable[[NetworkRequest, RequestHeader, Any], None]
+#: DescribeLogDirs v4 adds the dir's total and usable bytes.
+_FIRST_VERSION_WITH_BYTES = 4
 
 
 class LogAdminApis:
-    """Answers DeleteRecords (see the module docstring)."""
+    """Answers DeleteRecords and DescribeLogDirs (see the module docstring)."""
 
     def __init__(self, replica_manager: ReplicaManager, cluster: ClusterWatcher, respond: Respond) -> None:
         self._replicas = replica_manager
@@ -47,7 +65,10 @@ class LogAdminApis:
         self._respond = respond
 
     def handlers(self) -> dict[int, Callable[[NetworkRequest, RequestHeader, Any], None]]:
-        return {int(ApiKey.DELETE_RECORDS): self._delete_records}
+        return {
+            int(ApiKey.DELETE_RECORDS): self._delete_records,
+            int(ApiKey.DESCRIBE_LOG_DIRS): self._describe_log_dirs,
+        }
 
     def _delete_records(
         self, request: NetworkRequest, header: RequestHeader, body: DeleteRecordsRequest
@@ -83,3 +104,45 @@ class LogAdminApis:
         if target < 0:
             raise OffsetOutOfRangeError(str(tp), target, log.log_start_offset, log.high_watermark)
         return log.delete_records_before(target)
+
+    # ------------------------------------------------------------------------------------ DescribeLogDirs
+
+    def _describe_log_dirs(
+        self, request: NetworkRequest, header: RequestHeader, body: DescribeLogDirsRequest
+    ) -> None:
+        asked = (
+            None
+            if body.topics is None
+            else {TopicPartition(t.topic, p) for t in body.topics for p in t.partitions}
+        )
+        logs = self._replicas.log_manager.all_logs()
+        results = []
+        for directory in self._replicas.log_manager.log_dirs:
+            by_topic: dict[str, list[DescribeLogDirsPartition]] = {}
+            for log in logs:
+                tp = log.topic_partition
+                if log.dir.parent != directory or (asked is not None and tp not in asked):
+                    continue
+                by_topic.setdefault(tp.topic, []).append(
+                    DescribeLogDirsPartition(partition_index=tp.partition, partition_size=log.size_bytes)
+                )
+            topics = [DescribeLogDirsTopic(name=name, partitions=parts) for name, parts in by_topic.items()]
+            try:
+                stats = os.statvfs(directory)
+            except OSError as exc:
+                logger.warning("DescribeLogDirs: %s: %s", directory, exc)
+                results.append(
+                    DescribeLogDirsResult(
+                        error_code=int(ErrorCode.KAFKA_STORAGE_ERROR), log_dir=str(directory)
+                    )
+                )
+                continue
+            total, usable = -1, -1
+            if header.api_version >= _FIRST_VERSION_WITH_BYTES:
+                total, usable = stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize
+            results.append(
+                DescribeLogDirsResult(
+                    log_dir=str(directory.resolve()), topics=topics, total_bytes=total, usable_bytes=usable
+                )
+            )
+        self._respond(request, header, DescribeLogDirsResponse(results=results))

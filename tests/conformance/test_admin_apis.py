@@ -10,6 +10,9 @@ and from Lumber, through confluent-kafka's AdminClient and kafka-python's KafkaA
   operations; confluent-kafka's ``include_authorized_operations`` goes through Metadata v8+, whose
   authorized operations Lumber does not answer yet, so it is not asked), and the error a broker gives when
   asked for the controllers' endpoints (kafka-python's request, sent through its client).
+* ``describe_log_dirs``: DescribeLogDirs through kafka-python (confluent-kafka has no call for it) of two
+  partitions of a topic and one it does not have, and of every partition: the one log dir, each asked
+  partition's size (non-zero once written), offset lag and future flag, the dir's usable and total bytes.
 """
 
 from __future__ import annotations
@@ -169,3 +172,40 @@ def test_describe_cluster(targets: tuple[Target, Target]) -> None:
         "IDEMPOTENT_WRITE",
     ]
     assert transcript["controllers_asked_of_a_broker"][0] == 114  # MISMATCHED_ENDPOINT_TYPE
+
+
+def describe_log_dirs(target: Target, topic: str) -> Transcript:
+    create_topic(target.bootstrap, topic, partitions=2)
+    produce(target.bootstrap, topic, [{"value": b"x" * 100, "partition": 0} for _ in range(10)])
+    admin = KafkaAdminClient(bootstrap_servers=target.bootstrap)
+    try:
+        asked = admin.describe_log_dirs({topic: [0, 1, 7]})
+        everything = admin.describe_log_dirs()
+    finally:
+        admin.close()
+    (broker,) = asked
+    (log_dir,) = broker["log_dirs"]
+    (every_dir,) = everything[0]["log_dirs"]
+    return {
+        "log_dir_error": log_dir["error_code"],
+        "log_dir_is_absolute": log_dir["log_dir"].startswith("/"),
+        "same_dir_for_every_topic": every_dir["log_dir"] == log_dir["log_dir"],
+        "topics": [
+            {
+                "name": t["name"] == topic,
+                "partitions": sorted(
+                    [p["partition_index"], p["partition_size"] > 0, p["offset_lag"], p["is_future_key"]]
+                    for p in t["partitions"]
+                ),
+            }
+            for t in log_dir["topics"]
+        ],
+        "topic_listed_when_every_partition_asked": topic in [t["name"] for t in every_dir["topics"]],
+        "bytes": 0 < log_dir["usable_bytes"] <= log_dir["total_bytes"],
+        "cordoned": log_dir.get("is_cordoned"),
+    }
+
+
+def test_describe_log_dirs(targets: tuple[Target, Target]) -> None:
+    transcript = conform(describe_log_dirs, targets)
+    assert transcript["topics"] == [{"name": True, "partitions": [[0, True, 0, False], [1, False, 0, False]]}]

@@ -119,7 +119,7 @@ def test_api_versions_request_newer_than_ours():
 
 
 def test_api_versions_fallback_bytes():
-    body = struct.pack(">hi", 35, 30)
+    body = struct.pack(">hi", 35, 31)
     for key, low, high in [
         (0, 0, 9),
         (1, 4, 12),
@@ -143,6 +143,7 @@ def test_api_versions_fallback_bytes():
         (23, 2, 4),
         (32, 1, 4),
         (33, 0, 2),
+        (35, 1, 5),
         (36, 0, 2),
         (37, 0, 3),
         (42, 0, 2),
@@ -184,6 +185,7 @@ def test_api_versions_response_lists_every_api():
         23,
         32,
         33,
+        35,
         36,
         37,
         42,

@@ -506,6 +506,7 @@ def test_api_versions_newer_than_ours_gets_the_fallback(broker_cluster: BrokerCl
                 23,
                 32,
                 33,
+                35,
                 36,
                 37,
                 42,
