@@ -194,6 +194,15 @@ class LogCleanup:
         )
         return swapped
 
+    def active_producers(self) -> list[tuple[int, int, int, int]]:
+        """``(producer id, epoch, last sequence, last timestamp)`` of each idempotent producer the log holds
+        state for, by producer id (DescribeProducers; read under the append lock)."""
+        with self._lock:
+            return [
+                (pid, entry.producer_epoch, entry.last_sequence, entry.last_timestamp_ms)
+                for pid, entry in sorted(self._producers.producers.items())
+            ]
+
     def last_offsets_of_producers(self) -> dict[int, int]:
         """Each idempotent producer's last appended offset (the cleaner keeps the batch ending there)."""
         with self._lock:

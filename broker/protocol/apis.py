@@ -51,6 +51,11 @@ from broker.protocol.messages.describe_log_dirs import (
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
 )
+from broker.protocol.messages.describe_producers import (
+    DESCRIBE_PRODUCERS,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+)
 from broker.protocol.messages.fetch import FETCH, FetchRequest, FetchResponse
 from broker.protocol.messages.find_coordinator import (
     FIND_COORDINATOR,
@@ -132,6 +137,7 @@ SUPPORTED_APIS: tuple[ApiSpec, ...] = (
     DELETE_RECORDS,
     DESCRIBE_CLUSTER,
     DESCRIBE_LOG_DIRS,
+    DESCRIBE_PRODUCERS,
 )
 
 #: A decoded request body.
@@ -167,6 +173,7 @@ RequestBody = (
     | DeleteRecordsRequest
     | DescribeClusterRequest
     | DescribeLogDirsRequest
+    | DescribeProducersRequest
 )
 
 #: A response body.
@@ -202,6 +209,7 @@ ResponseBody = (
     | DeleteRecordsResponse
     | DescribeClusterResponse
     | DescribeLogDirsResponse
+    | DescribeProducersResponse
 )
 
 APIS_BY_KEY: dict[int, ApiSpec] = {int(spec.key): spec for spec in SUPPORTED_APIS}

@@ -35,7 +35,7 @@ watcher for metadata. It holds no partition state of its own. What each API answ
   answered by :class:`~broker.server.admin_apis.AdminApis` through the admin manager.
 * **AlterPartitionReassignments, ListPartitionReassignments**: answered by
   :class:`~broker.server.reassignment_apis.ReassignmentApis` on the active controller (others:
-  NOT_CONTROLLER). **DeleteRecords, DescribeLogDirs**: :class:`~broker.server.log_admin_apis.LogAdminApis`.
+  NOT_CONTROLLER). **DeleteRecords, DescribeLogDirs, DescribeProducers**: :mod:`broker.server.log_admin_apis`.
   **DescribeCluster**: :class:`~broker.server.cluster_apis.ClusterApis`.
 * **FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
   DescribeGroups, DeleteGroups, OffsetDelete**: answered by :class:`~broker.server.group_apis.GroupApis`

@@ -1,5 +1,5 @@
 """The protocol layer's APIs on the partitions' logs themselves (part of Kafka's ``KafkaApis``, split out as
-:mod:`broker.server.admin_apis` is): DeleteRecords, DescribeLogDirs.
+:mod:`broker.server.admin_apis` is): DeleteRecords, DescribeLogDirs, DescribeProducers.
 
 * **DeleteRecords**: each partition's leader raises its log start offset to the asked offset (-1: the high
   watermark) through :meth:`~broker.log.log_cleanup.LogCleanup.delete_records_before`: reads below it are
@@ -15,6 +15,10 @@
   size in bytes, an offset lag of 0 (Kafka's for a current log: its high watermark is never past its log
   end; Lumber has no future logs, which a move between a broker's dirs would make), and from v4 the dir's
   file system's total and usable bytes (``statvfs``). A dir that cannot be read answers KAFKA_STORAGE_ERROR.
+* **DescribeProducers**: the idempotent producers whose state a partition's local log holds (leader or
+  follower, as in Kafka): id, epoch, last sequence and last timestamp; no transactions, so no coordinator
+  epoch and no transaction start offset (-1). A partition with no log here is NOT_LEADER_OR_FOLLOWER, or
+  UNKNOWN_TOPIC_OR_PARTITION when the cluster does not have it.
 
 Thread-safe: no state of its own.
 """
@@ -44,6 +48,13 @@ from broker.protocol.messages.describe_log_dirs import (
     DescribeLogDirsResult,
     DescribeLogDirsTopic,
 )
+from broker.protocol.messages.describe_producers import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    PartitionResponse,
+    ProducerState,
+    TopicResponse,
+)
 from broker.record.topic_partition import TopicPartition
 from broker.server.error_codes import ANSWERED_ERRORS, error_code_of
 from broker.server.errors import PolicyViolationError
@@ -57,7 +68,7 @@ _FIRST_VERSION_WITH_BYTES = 4
 
 
 class LogAdminApis:
-    """Answers DeleteRecords and DescribeLogDirs (see the module docstring)."""
+    """Answers DeleteRecords, DescribeLogDirs and DescribeProducers (see the module docstring)."""
 
     def __init__(self, replica_manager: ReplicaManager, cluster: ClusterWatcher, respond: Respond) -> None:
         self._replicas = replica_manager
@@ -68,6 +79,7 @@ class LogAdminApis:
         return {
             int(ApiKey.DELETE_RECORDS): self._delete_records,
             int(ApiKey.DESCRIBE_LOG_DIRS): self._describe_log_dirs,
+            int(ApiKey.DESCRIBE_PRODUCERS): self._describe_producers,
         }
 
     def _delete_records(
@@ -146,3 +158,34 @@ class LogAdminApis:
                 )
             )
         self._respond(request, header, DescribeLogDirsResponse(results=results))
+
+    # ------------------------------------------------------------------------------------ DescribeProducers
+
+    def _describe_producers(
+        self, request: NetworkRequest, header: RequestHeader, body: DescribeProducersRequest
+    ) -> None:
+        topics = []
+        for topic in body.topics:
+            partitions = []
+            for index in topic.partition_indexes:
+                try:
+                    producers = self.active_producers(TopicPartition(topic.name, index))
+                except ANSWERED_ERRORS as exc:
+                    answer = PartitionResponse(
+                        partition_index=index, error_code=int(error_code_of(exc)), error_message=str(exc)
+                    )
+                else:
+                    answer = PartitionResponse(partition_index=index, active_producers=producers)
+                partitions.append(answer)
+            topics.append(TopicResponse(name=topic.name, partitions=partitions))
+        self._respond(request, header, DescribeProducersResponse(topics=topics))
+
+    def active_producers(self, tp: TopicPartition) -> list[ProducerState]:
+        """The producers ``tp``'s local log holds state for (see the module docstring for the errors)."""
+        partition = self._replicas.get_partition(tp)
+        if partition is None:  # not here: the leader lookup names why (unknown, or led elsewhere)
+            partition = self._replicas.leader_partition(self._cluster.view, tp)
+        return [
+            ProducerState(producer_id=pid, producer_epoch=epoch, last_sequence=sequence, last_timestamp=at)
+            for pid, epoch, sequence, at in partition.log.active_producers()
+        ]

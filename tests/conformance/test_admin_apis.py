@@ -13,10 +13,15 @@ and from Lumber, through confluent-kafka's AdminClient and kafka-python's KafkaA
 * ``describe_log_dirs``: DescribeLogDirs through kafka-python (confluent-kafka has no call for it) of two
   partitions of a topic and one it does not have, and of every partition: the one log dir, each asked
   partition's size (non-zero once written), offset lag and future flag, the dir's usable and total bytes.
+* ``describe_producers``: DescribeProducers through kafka-python of a partition an idempotent
+  confluent-kafka producer wrote 20 records to, one a plain producer wrote to, and one the topic lacks:
+  each producer's epoch, last sequence, whether its last timestamp is recent, no coordinator epoch and no
+  transaction start (producer ids differ between any two clusters: only whether one is set).
 """
 
 from __future__ import annotations
 
+import time
 import warnings
 from typing import Any
 
@@ -209,3 +214,49 @@ def describe_log_dirs(target: Target, topic: str) -> Transcript:
 def test_describe_log_dirs(targets: tuple[Target, Target]) -> None:
     transcript = conform(describe_log_dirs, targets)
     assert transcript["topics"] == [{"name": True, "partitions": [[0, True, 0, False], [1, False, 0, False]]}]
+
+
+def describe_producers(target: Target, topic: str) -> Transcript:
+    create_topic(target.bootstrap, topic, partitions=2)
+    idempotent = {"enable.idempotence": True, "acks": "all"}
+    produce(target.bootstrap, topic, [{"value": b"i", "partition": 0} for _ in range(20)], idempotent)
+    produce(target.bootstrap, topic, [{"value": b"p", "partition": 1} for _ in range(5)])
+    now_ms = time.time() * 1000
+    admin = KafkaAdminClient(bootstrap_servers=target.bootstrap)
+    try:
+        states = admin.describe_producers([KpPartition(topic, 0), KpPartition(topic, 1)])
+        try:
+            unknown: Any = admin.describe_producers([KpPartition(topic, 7)])
+        except KpError as exc:
+            unknown = type(exc).__name__
+    finally:
+        admin.close()
+    return {
+        str(tp.partition): [
+            {
+                "producer_id_set": p.producer_id >= 0,
+                "epoch": p.producer_epoch,
+                "last_sequence": p.last_sequence,
+                "last_timestamp_recent": abs(p.last_timestamp - now_ms) < 60_000,
+                "coordinator_epoch": p.coordinator_epoch,
+                "transaction_start": p.current_transaction_start_offset,
+            }
+            for p in state.active_producers
+        ]
+        for tp, state in sorted(states.items())
+    } | {"unknown_partition": unknown}
+
+
+def test_describe_producers(targets: tuple[Target, Target]) -> None:
+    transcript = conform(describe_producers, targets)
+    assert transcript["0"] == [
+        {
+            "producer_id_set": True,
+            "epoch": 0,
+            "last_sequence": 19,
+            "last_timestamp_recent": True,
+            "coordinator_epoch": -1,
+            "transaction_start": -1,
+        }
+    ]
+    assert transcript["1"] == []

@@ -119,7 +119,7 @@ def test_api_versions_request_newer_than_ours():
 
 
 def test_api_versions_fallback_bytes():
-    body = struct.pack(">hi", 35, 31)
+    body = struct.pack(">hi", 35, 32)
     for key, low, high in [
         (0, 0, 9),
         (1, 4, 12),
@@ -152,6 +152,7 @@ def test_api_versions_fallback_bytes():
         (46, 0, 0),
         (47, 0, 0),
         (60, 0, 2),
+        (61, 0, 0),
     ]:
         body += struct.pack(">hhh", key, low, high)
     payload = struct.pack(">i", 1234) + body  # response header v0, then the v0 body (no throttle time)
@@ -194,6 +195,7 @@ def test_api_versions_response_lists_every_api():
         46,
         47,
         60,
+        61,
     ]
     with pytest.raises(EncodeError, match=r"ApiVersions v5 is outside v0-v4"):
         api_versions_response(5)

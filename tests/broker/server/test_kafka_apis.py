@@ -515,6 +515,7 @@ def test_api_versions_newer_than_ours_gets_the_fallback(broker_cluster: BrokerCl
                 46,
                 47,
                 60,
+                61,
             }
             assert {k.api_key for k in response.api_keys} == keys
         finally:
