@@ -56,6 +56,7 @@ from broker.protocol.messages.describe_producers import (
     DescribeProducersRequest,
     DescribeProducersResponse,
 )
+from broker.protocol.messages.elect_leaders import ELECT_LEADERS, ElectLeadersRequest, ElectLeadersResponse
 from broker.protocol.messages.fetch import FETCH, FetchRequest, FetchResponse
 from broker.protocol.messages.find_coordinator import (
     FIND_COORDINATOR,
@@ -138,6 +139,7 @@ SUPPORTED_APIS: tuple[ApiSpec, ...] = (
     DESCRIBE_CLUSTER,
     DESCRIBE_LOG_DIRS,
     DESCRIBE_PRODUCERS,
+    ELECT_LEADERS,
 )
 
 #: A decoded request body.
@@ -174,6 +176,7 @@ RequestBody = (
     | DescribeClusterRequest
     | DescribeLogDirsRequest
     | DescribeProducersRequest
+    | ElectLeadersRequest
 )
 
 #: A response body.
@@ -210,6 +213,7 @@ ResponseBody = (
     | DescribeClusterResponse
     | DescribeLogDirsResponse
     | DescribeProducersResponse
+    | ElectLeadersResponse
 )
 
 APIS_BY_KEY: dict[int, ApiSpec] = {int(spec.key): spec for spec in SUPPORTED_APIS}

@@ -17,6 +17,10 @@ and from Lumber, through confluent-kafka's AdminClient and kafka-python's KafkaA
   confluent-kafka producer wrote 20 records to, one a plain producer wrote to, and one the topic lacks:
   each producer's epoch, last sequence, whether its last timestamp is recent, no coordinator epoch and no
   transaction start (producer ids differ between any two clusters: only whether one is set).
+* ``elect_leaders``: ElectLeaders through confluent-kafka on one broker, where every leader is already its
+  partition's first replica: a preferred election of two partitions and one the topic lacks, of every
+  partition (those needing none are left out), and an unclean one. The elections that move a leader need
+  several brokers: tests/broker/server/test_admin_apis.py runs them on Lumber.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from tests.conformance.target import Target
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka import Consumer, ElectionType, KafkaException, TopicPartition
     from confluent_kafka.admin import AdminClient
     from kafka.admin import KafkaAdminClient
     from kafka.errors import KafkaError as KpError
@@ -260,3 +264,40 @@ def test_describe_producers(targets: tuple[Target, Target]) -> None:
         }
     ]
     assert transcript["1"] == []
+
+
+def _election(bootstrap: str, election_type: ElectionType, partitions: list[Any] | None, topic: str) -> Any:
+    """ElectLeaders through confluent-kafka: each of ``topic``'s partitions' error name (None: elected)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        answers = admin.elect_leaders(election_type, partitions).result(timeout=60)
+    except KafkaException as exc:
+        return error_name(exc)
+    return {
+        str(tp.partition): None if error is None else str(error.name())
+        for tp, error in sorted(answers.items(), key=lambda item: item[0].partition)
+        if tp.topic == topic
+    }
+
+
+def elect_leaders(target: Target, topic: str) -> Transcript:
+    create_topic(target.bootstrap, topic, partitions=2)
+    asked = [TopicPartition(topic, 0), TopicPartition(topic, 1), TopicPartition(topic, 9)]
+    return {
+        "preferred": _election(target.bootstrap, ElectionType.PREFERRED, asked, topic),
+        "preferred_everywhere": _election(target.bootstrap, ElectionType.PREFERRED, None, topic),
+        "unclean": _election(target.bootstrap, ElectionType.UNCLEAN, asked[:1], topic),
+    }
+
+
+def test_elect_leaders(targets: tuple[Target, Target]) -> None:
+    transcript = conform(elect_leaders, targets)
+    assert transcript == {
+        "preferred": {
+            "0": "ELECTION_NOT_NEEDED",
+            "1": "ELECTION_NOT_NEEDED",
+            "9": "UNKNOWN_TOPIC_OR_PART",  # librdkafka's name of UNKNOWN_TOPIC_OR_PARTITION
+        },
+        "preferred_everywhere": {},
+        "unclean": {"0": "ELECTION_NOT_NEEDED"},
+    }

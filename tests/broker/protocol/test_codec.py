@@ -119,7 +119,7 @@ def test_api_versions_request_newer_than_ours():
 
 
 def test_api_versions_fallback_bytes():
-    body = struct.pack(">hi", 35, 32)
+    body = struct.pack(">hi", 35, 33)
     for key, low, high in [
         (0, 0, 9),
         (1, 4, 12),
@@ -147,6 +147,7 @@ def test_api_versions_fallback_bytes():
         (36, 0, 2),
         (37, 0, 3),
         (42, 0, 2),
+        (43, 0, 2),
         (44, 0, 1),
         (45, 0, 0),
         (46, 0, 0),
@@ -190,6 +191,7 @@ def test_api_versions_response_lists_every_api():
         36,
         37,
         42,
+        43,
         44,
         45,
         46,

@@ -510,6 +510,7 @@ def test_api_versions_newer_than_ours_gets_the_fallback(broker_cluster: BrokerCl
                 36,
                 37,
                 42,
+                43,
                 44,
                 45,
                 46,
