@@ -211,7 +211,6 @@ def describe_log_dirs(target: Target, topic: str) -> Transcript:
         ],
         "topic_listed_when_every_partition_asked": topic in [t["name"] for t in every_dir["topics"]],
         "bytes": 0 < log_dir["usable_bytes"] <= log_dir["total_bytes"],
-        "cordoned": log_dir.get("is_cordoned"),
     }
 
 

@@ -1,7 +1,9 @@
-"""DescribeLogDirs (key 35), v1-v5: each log dir of the broker, and the size of each partition's log in it.
+"""DescribeLogDirs (key 35), v1-v4: each log dir of the broker, and the size of each partition's log in it.
 
-Kafka 4.4's range (v0 is gone since Kafka 4.0; v2+ flexible; v3 adds the top-level error, v4 the dir's total
-and usable bytes, v5 whether it is cordoned). Seen sent: kafka-python 3.0's ``describe_log_dirs`` and
+Kafka 4.4 serves v1-v5 (v0 is gone since Kafka 4.0; v2+ flexible; v3 adds the top-level error, v4 the dir's
+total and usable bytes). Lumber stops at v4: v5 adds whether a dir is cordoned (KIP-1066), which Lumber's
+dirs never are, and clients read a broker that serves v5 as Kafka 4.3 (kafka-python's version probe), which
+Lumber is not. Seen sent: kafka-python 3.0's ``describe_log_dirs`` and
 Kafka's ``kafka-log-dirs`` tool. Null ``topics`` asks for every partition.
 """
 
@@ -42,7 +44,6 @@ class DescribeLogDirsResult(NamedTuple):
     topics: Annotated[Sequence[DescribeLogDirsTopic], wire(array(DescribeLogDirsTopic))] = ()
     total_bytes: Annotated[int, wire("int64", "4+")] = -1
     usable_bytes: Annotated[int, wire("int64", "4+")] = -1
-    is_cordoned: Annotated[bool, wire("bool", "5+")] = False
 
 
 class DescribeLogDirsResponse(NamedTuple):
@@ -56,6 +57,6 @@ DESCRIBE_LOG_DIRS = ApiSpec(
     request=DescribeLogDirsRequest,
     response=DescribeLogDirsResponse,
     min_version=1,
-    max_version=5,
+    max_version=4,
     flexible_from=2,
 )
