@@ -496,7 +496,8 @@ class Log(LogReplication, LogTruncation, LogCleanup, LogFlush):
         view = self._view
         if self._closed or not view.segments:
             raise LogClosedError(f"{self._where}: the log is closed")
-        return view.offset_for_timestamp(timestamp_ms)
+        found = view.offset_for_timestamp(timestamp_ms)
+        return self._found_from_start(found, timestamp_ms)
 
     def offset_of_max_timestamp(self) -> tuple[int, int] | None:
         """The first exposed record with the log's largest timestamp, and that timestamp (ListOffsets -3)."""

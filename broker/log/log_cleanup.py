@@ -31,15 +31,20 @@ from typing import TYPE_CHECKING
 
 from broker.config import LogConfig
 from broker.log.errors import CorruptIndexError, LogClosedError, LogStorageError, OffsetOutOfRangeError
+from broker.log.file_region import FileRegion
 from broker.log.leader_epoch_cache import LeaderEpochCache
 from broker.log.log_view import LogView
 from broker.log.producer_state import ProducerStateManager
 from broker.log.retention import segments_past_retention
 from broker.log.segment import Segment
 from broker.log.segment_swap import commit_swap, finish_swap
+from broker.record.batch_scan import scan_batches
 from broker.record.errors import CorruptRecordError
 
 logger = logging.getLogger(__name__)
+
+#: What :meth:`LogCleanup._found_from_start` reads at a time.
+_TIMESTAMP_READ_BYTES = 1024 * 1024
 
 
 class LogCleanup:
@@ -62,6 +67,10 @@ class LogCleanup:
 
         @staticmethod
         def _hw_at(view: LogView, offset: int) -> tuple[int, Segment, int]: ...
+
+        def read(
+            self, offset: int, max_bytes: int, *, max_offset: int | None = None
+        ) -> FileRegion | None: ...
 
     # ------------------------------------------------------------------------------------ retention
 
@@ -131,6 +140,23 @@ class LogCleanup:
             [s.base_offset for s in doomed],
         )
         return offset
+
+    def _found_from_start(self, found: tuple[int, int] | None, timestamp_ms: int) -> tuple[int, int] | None:
+        """``found`` (the first exposed record at or after ``timestamp_ms``), unless it lies below the log
+        start offset DeleteRecords raised: then the first such record from the log start on (Kafka's
+        ``findOffsetByTimestamp`` from the log start), read batch by batch."""
+        start = self._start_floor
+        if found is None or found[0] >= start:
+            return found
+        offset = start
+        while (region := self.read(offset, _TIMESTAMP_READ_BYTES)) is not None:
+            for batch in scan_batches(region.read_bytes()).batches:
+                if batch.max_timestamp_ms >= timestamp_ms:
+                    for record in batch.records(from_offset=start):
+                        if record.timestamp_ms >= timestamp_ms:
+                            return record.offset, record.timestamp_ms
+                offset = batch.next_offset
+        return None
 
     # ------------------------------------------------------------------------------------ cleaning
 

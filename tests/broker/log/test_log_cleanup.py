@@ -12,7 +12,7 @@ import pytest
 from broker.log.errors import OffsetOutOfRangeError
 from broker.log.log_manager import LogManager
 from broker.record.batch_scan import scan_batches
-from tests.broker.log.helpers import assert_records_match, make_batch, read_all
+from tests.broker.log.helpers import BASE_TS, assert_records_match, make_batch, read_all
 from tests.broker.log.test_log_manager import manager_config
 
 
@@ -56,3 +56,18 @@ def test_delete_records_raises_the_start_and_deletes_the_segments_below_it(tmp_p
         assert reloaded.read(100, 1024) is None
         reloaded.append(make_batch(100, 1))
         assert_records_match(read_all(reloaded), 100, 101)
+
+
+def test_an_offset_by_timestamp_never_lies_below_the_raised_start(tmp_path: Path) -> None:
+    with LogManager(manager_config(tmp_path)) as manager:
+        log = manager.get_or_create_log("clicks", 0)
+        log.append(make_batch(0, 10, timestamp_ms=BASE_TS))  # timestamps BASE_TS + 0 .. 9
+        log.append(make_batch(10, 10, timestamp_ms=BASE_TS))  # BASE_TS + 0 .. 9 again
+        assert log.offset_for_timestamp(BASE_TS + 2) == (2, BASE_TS + 2)
+        log.delete_records_before(5)
+        # the first record at or after the start with a timestamp at least the one asked for
+        assert log.offset_for_timestamp(BASE_TS + 2) == (5, BASE_TS + 5)
+        assert log.offset_for_timestamp(BASE_TS + 7) == (7, BASE_TS + 7)
+        log.delete_records_before(12)
+        assert log.offset_for_timestamp(BASE_TS + 1) == (12, BASE_TS + 2)
+        assert log.offset_for_timestamp(BASE_TS + 10) is None
