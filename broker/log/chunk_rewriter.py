@@ -54,30 +54,30 @@ class ChunkRewriter:
         now_ms: int,
         new_horizon_ms: int,
         producers: dict[int, int],
-        last: bool,
+        upper_bound: int,
         slots: npt.NDArray[np.int32] | None,
         stats: CleanerStats,
     ) -> None:
-        """Write what stays of ``chunk`` (``last``: it ends the group, so its last batch stays) to
-        ``cleaned``: by the chunk's columns when it holds only uncompressed data batches (the common
-        case), otherwise batch by batch (:meth:`_retained`, or :meth:`_retained_walked` when the key
-        columns decline)."""
+        """Write what stays of ``chunk`` to ``cleaned``: by the chunk's columns when it holds only
+        uncompressed data batches (the common case), otherwise batch by batch (:meth:`_retained`, or
+        :meth:`_retained_walked` when the key columns decline). ``upper_bound``: the pass's first
+        uncleanable offset (the batch ending just below it stays, empty if need be: Kafka's
+        ``upperBoundOffsetOfCleaningRound``)."""
         columns = chunk.key_columns() if chunk.plain else None
         read_bytes = int(chunk.batches.sizes.sum())
         if columns is not None:
             written = self._write_by_columns(
-                cleaned, chunk, columns, now_ms, new_horizon_ms, producers, last, slots, stats
+                cleaned, chunk, columns, now_ms, new_horizon_ms, producers, upper_bound, slots, stats
             )
             self._throttler.maybe_throttle(read_bytes + written)
             return
         batches = chunk.record_batches()
-        last_batch = batches[-1] if last else None
         data_batches = [b for b in batches if not b.is_control_batch]
         by_batch = batch_key_columns(data_batches)
         if by_batch is None:
-            out = self._retained_walked(batches, now_ms, new_horizon_ms, producers, last_batch, stats)
+            out = self._retained_walked(batches, now_ms, new_horizon_ms, producers, upper_bound, stats)
         else:
-            out = self._retained(batches, by_batch, now_ms, new_horizon_ms, producers, last_batch, stats)
+            out = self._retained(batches, by_batch, now_ms, new_horizon_ms, producers, upper_bound, stats)
         if out:
             cleaned.append(out, [b.base_offset for b in out])
         self._throttler.maybe_throttle(read_bytes + sum(b.size_bytes for b in out))
@@ -90,7 +90,7 @@ class ChunkRewriter:
         now_ms: int,
         new_horizon_ms: int,
         producers: dict[int, int],
-        last: bool,
+        upper_bound: int,
         slots: npt.NDArray[np.int32] | None,
         stats: CleanerStats,
     ) -> int:
@@ -99,14 +99,14 @@ class ChunkRewriter:
         bytes written.
 
         Which records stay, and what each batch keeps, is one compiled loop over the records
-        (:func:`~broker.log.cleaner_kernels.keep_records`). A batch keeping all its records is copied
-        whole; one keeping some, rebuilt from their bytes, keeps its header (patched in the buffer: length,
-        record count, max timestamp, CRC) and those records; an empty batch kept (an idempotent producer's
-        last, the group's last) keeps its header alone (patched likewise). A second compiled loop copies
-        the kept headers and records out, each run of consecutive bytes at once, so a stretch of batches
-        kept whole is one copy (:func:`~broker.log.cleaner_kernels.copy_kept`). Batches whose tombstones
-        get their delete horizon stamped, and LogAppendTime batches that lose records, are rebuilt from
-        their decoded records (:func:`~broker.record.record_batch_builder.retained_batch`) and spliced in
+        (:func:`~broker.log.cleaner_kernels.keep_records`). A batch keeping all its records is copied whole;
+        one keeping some, rebuilt from their bytes, keeps its header (patched in the buffer: length, record
+        count, max timestamp, CRC) and those records; an empty batch kept (an idempotent producer's last, the
+        one ending at ``upper_bound``) keeps its header alone (patched likewise). A second compiled loop
+        copies the kept headers and records out, each run of consecutive bytes at once, so a stretch of
+        batches kept whole is one copy (:func:`~broker.log.cleaner_kernels.copy_kept`). Batches whose
+        tombstones get their delete horizon stamped, and LogAppendTime batches that lose records, are rebuilt
+        from their decoded records (:func:`~broker.record.record_batch_builder.retained_batch`) and spliced in
         at their places. The bytes written are those :meth:`_retained` writes."""
         batches = chunk.batches
         buffer = chunk.data
@@ -118,23 +118,23 @@ class ChunkRewriter:
         )
         starts = np.asarray(columns.batch_starts, dtype=np.int64)
         stamp = ~horizon_set & (kept_tombstones > 0)
-        whole = (kept == counts) & ~stamp
+        whole = (kept == counts) & (kept > 0) & ~stamp
         log_append_time = (attributes & TIMESTAMP_TYPE_MASK) != 0
         by_bytes = ~whole & (kept > 0) & ~stamp & ~log_append_time
         by_records = ~whole & (kept > 0) & ~by_bytes
-        # emptied batches kept (as their header alone): the group's last, an idempotent producer's last
-        empty = np.zeros(batches.count, dtype=np.bool_)
-        if last and kept[-1] == 0 and counts[-1] > 0:
-            empty[-1] = True
+        # batches left without records (emptied now, or already empty) are dropped, but for those kept
+        # as their header alone (Kafka's RETAIN_EMPTY): the one ending just below the pass's upper bound,
+        # an idempotent producer's last
+        last_offsets = batches.base_offsets + batches.last_offset_deltas
+        empty = (kept == 0) & (last_offsets + 1 == upper_bound)
         if producers:
-            last_offsets = batches.base_offsets + batches.last_offset_deltas
             ids = np.fromiter(producers.keys(), dtype=np.int64, count=len(producers))
             ends = np.fromiter(producers.values(), dtype=np.int64, count=len(producers))
             order = np.argsort(ids)
             ids, ends = ids[order], ends[order]
             at = np.minimum(np.searchsorted(ids, batches.producer_ids), len(ids) - 1)
             producers_last = (ids[at] == batches.producer_ids) & (ends[at] == last_offsets)
-            empty |= (kept == 0) & (counts > 0) & producers_last
+            empty |= (kept == 0) & producers_last
         stats.records_read += int(counts.sum())
         stats.records_written += int(kept.sum())
 
@@ -272,7 +272,7 @@ class ChunkRewriter:
         now_ms: int,
         new_horizon_ms: int,
         producers: dict[int, int],
-        last_batch: RecordBatch | None,
+        upper_bound: int,
         stats: CleanerStats,
     ) -> list[RecordBatch]:
         """What stays of ``batches``, decided by columns: whole batches copied, the others rebuilt from
@@ -297,7 +297,7 @@ class ChunkRewriter:
             i += 1
             stats.records_read += count
             stats.records_written += kept
-            if kept == count and stamp is None:
+            if kept == count and kept and stamp is None:
                 out.append(batch)
             elif kept and stamp is None and batch.timestamp_type == TimestampType.CREATE_TIME:
                 chosen = np.flatnonzero(keep[first : first + count]) + first
@@ -317,7 +317,7 @@ class ChunkRewriter:
                 records = batch.records()
                 chosen_records = list(compress(records, keep[first : first + count].tolist()))
                 out.append(RecordBatch(retained_batch(batch, chosen_records, delete_horizon_ms=stamp)))
-            elif batch is last_batch or producers.get(batch.producer_id, -2) == batch.last_offset:
+            elif _retained_empty(batch, producers, upper_bound):
                 out.append(RecordBatch(retained_batch(batch, [])))
         return out
 
@@ -327,7 +327,7 @@ class ChunkRewriter:
         now_ms: int,
         new_horizon_ms: int,
         producers: dict[int, int],
-        last_batch: RecordBatch | None,
+        upper_bound: int,
         stats: CleanerStats,
     ) -> list[RecordBatch]:
         """What stays of ``batches``, decided by walking their records (when :func:`key_columns`
@@ -358,13 +358,19 @@ class ChunkRewriter:
             ]
             stats.records_written += len(kept)
             stamp = new_horizon_ms if horizon_ms is None and any(r.value is None for r in kept) else None
-            if len(kept) == len(records) and stamp is None:
+            if len(kept) == len(records) and kept and stamp is None:
                 out.append(batch)
             elif kept:
                 out.append(RecordBatch(retained_batch(batch, kept, delete_horizon_ms=stamp)))
-            elif batch is last_batch or producers.get(batch.producer_id, -2) == batch.last_offset:
+            elif _retained_empty(batch, producers, upper_bound):
                 out.append(RecordBatch(retained_batch(batch, [])))
         return out
+
+
+def _retained_empty(batch: RecordBatch, producers: dict[int, int], upper_bound: int) -> bool:
+    """Whether ``batch``, left without records, stays as its header alone (Kafka's ``RETAIN_EMPTY``): it
+    ends just below the pass's upper bound, or it holds an idempotent producer's last sequence."""
+    return batch.next_offset == upper_bound or producers.get(batch.producer_id, -2) == batch.last_offset
 
 
 def _put_big_endian(array: npt.NDArray[np.uint8], at: Offsets, values: Offsets, width: int) -> None:

@@ -122,7 +122,7 @@ class Cleaner:
         groups = group_segments_by_size(
             below_end, log.config.segment_bytes, to_clean.first_uncleanable_offset
         )
-        self._clean_groups(log, groups, producers, mapped_slots, stats)
+        self._clean_groups(log, groups, producers, to_clean.first_uncleanable_offset, mapped_slots, stats)
         stats.clean_seconds = time.perf_counter() - started
         logger.info(
             "%s: cleaned offsets [%d, %d): %d segments, %d -> %d bytes (%.1f%%), %d -> %d records, %d keys "
@@ -205,6 +205,7 @@ class Cleaner:
         log: Log,
         groups: list[list[Segment]],
         producers: dict[int, int],
+        upper_bound: int,
         mapped_slots: MappedSlots,
         stats: CleanerStats,
     ) -> None:
@@ -236,7 +237,9 @@ class Cleaner:
                     if i + 1 < len(groups):
                         creating = swapper.submit(self._create_cleaned, log, groups[i + 1][0].base_offset)
                     try:
-                        self._write_group(cleaned, log, group_spans, chunks, producers, mapped_slots, stats)
+                        self._write_group(
+                            cleaned, log, group_spans, chunks, producers, upper_bound, mapped_slots, stats
+                        )
                         _finish(swapping)
                     except BaseException:
                         cleaned.close()
@@ -293,11 +296,14 @@ class Cleaner:
         spans: list[Span],
         chunks: Iterator[tuple[Segment, CleanerChunk]],
         producers: dict[int, int],
+        upper_bound: int,
         mapped_slots: MappedSlots,
         stats: CleanerStats,
     ) -> None:
         """Rewrite the group of segments ``spans`` covers into ``cleaned`` (not flushed: :meth:`_swap_group`
-        does), taking their chunks from ``chunks`` (the pass's reading: its next chunks are the group's)."""
+        does), taking their chunks from ``chunks`` (the pass's reading: its next chunks are the group's).
+        ``cleaned`` may end up empty: a group whose every record a later one superseded (Kafka's
+        ``cleanSegments`` swaps such an empty segment in too)."""
         tp = log.topic_partition
         now = self._clock()
         new_horizon_ms = now + log.config.delete_retention_ms
@@ -308,15 +314,14 @@ class Cleaner:
                 self._check_done(tp)
                 last = segment is final and chunk.last
                 slots = mapped_slots.slots_of(segment, chunk.position + chunk.batches.positions)
-                self._rewriter.write(cleaned, chunk, now, new_horizon_ms, producers, last, slots, stats)
+                self._rewriter.write(
+                    cleaned, chunk, now, new_horizon_ms, producers, upper_bound, slots, stats
+                )
                 if chunk.last:
                     mapped_slots.forget(segment)
                 if last:
                     break
         stats.bytes_read += sum(size for _, _, size in spans)
-        if cleaned.size_bytes == 0:
-            bases = [segment.base_offset for segment, _, _ in spans]
-            raise LogStorageError(f"{tp}: cleaning segments {bases} wrote nothing")
         cleaned.on_become_inactive()
 
 

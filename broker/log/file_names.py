@@ -57,6 +57,8 @@ CLEAN_SHUTDOWN_FILE_NAME = ".lumber_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT_FILE_NAME = "recovery-point-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT_FILE_NAME = "cleaner-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT_FILE_NAME = "replication-offset-checkpoint"
+#: Log start offsets raised by DeleteRecords past the first segment's base offset (Kafka's name).
+LOG_START_OFFSET_CHECKPOINT_FILE_NAME = "log-start-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT_FILE_NAME = "leader-epoch-checkpoint"
 
 OFFSET_DIGITS = 20

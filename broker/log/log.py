@@ -9,7 +9,8 @@ Offsets a log maintains::
 
     log_start_offset <= high_watermark <= log_end_offset        flushed_offset <= log_end_offset
 
-* ``log_start_offset``: base offset of the first segment (moves up when retention deletes segments);
+* ``log_start_offset``: base offset of the first segment (moves up when retention deletes segments), or
+  past it where DeleteRecords raised it (:meth:`~broker.log.log_cleanup.LogCleanup.delete_records_before`);
 * ``log_end_offset``: the offset the next appended record gets;
 * ``flushed_offset``: every offset below it is fsynced (the recovery point);
 * ``high_watermark``: every offset below it is exposed to readers. With ``expose = "appended"`` (the
@@ -120,6 +121,7 @@ class Log(LogReplication, LogTruncation, LogCleanup, LogFlush):
         wake_flusher: Callable[[Log], None] | None = None,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         replicated_high_watermark: int | None = None,
+        log_start_offset: int = 0,
     ) -> None:
         tp = parse_partition_dir_name(directory.name)
         if tp is None:
@@ -168,7 +170,8 @@ class Log(LogReplication, LogTruncation, LogCleanup, LogFlush):
             directory, where=self._where, batch_epochs=lambda: _batch_epochs(segments)
         )
         self._epochs.truncate_from_end(end)
-        self._epochs.truncate_from_start(segments[0].base_offset)
+        self._start_floor = min(log_start_offset, end)  # DeleteRecords' start (see log_start_offset)
+        self._epochs.truncate_from_start(max(segments[0].base_offset, self._start_floor))
         #: Whether the exposed high watermark is capped by the replicated one (see the module docstring).
         self._replicated = False
         #: The replicated high watermark (a batch boundary), or None while the log has none.
@@ -207,7 +210,7 @@ class Log(LogReplication, LogTruncation, LogCleanup, LogFlush):
 
     @property
     def log_start_offset(self) -> int:
-        return self._view.base_offsets[0]
+        return max(self._view.base_offsets[0], self._start_floor)
 
     @property
     def log_end_offset(self) -> int:
@@ -494,7 +497,7 @@ class Log(LogReplication, LogTruncation, LogCleanup, LogFlush):
         view = self._view
         if self._closed or not view.segments:
             raise LogClosedError(f"{self._where}: the log is closed")
-        return view.read(offset, max_bytes, max_offset, self._where)
+        return view.read(offset, max_bytes, max_offset, self._where, self._start_floor)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """The first exposed offset whose record timestamp is >= ``timestamp_ms``, via the time indexes,
@@ -502,7 +505,8 @@ class Log(LogReplication, LogTruncation, LogCleanup, LogFlush):
         view = self._view
         if self._closed or not view.segments:
             raise LogClosedError(f"{self._where}: the log is closed")
-        return view.offset_for_timestamp(timestamp_ms)
+        found = view.offset_for_timestamp(timestamp_ms)
+        return self._found_from_start(found, timestamp_ms)
 
     def offset_of_max_timestamp(self) -> tuple[int, int] | None:
         """The first exposed record with the log's largest timestamp, and that timestamp (ListOffsets -3)."""

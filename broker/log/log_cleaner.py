@@ -48,9 +48,12 @@ One cleaning pass of one log (:meth:`~broker.log.cleaner.Cleaner.clean`), chosen
    timestamp stay, so their deltas stay valid), or, when its tombstones get their horizon stamped or it
    is a LogAppendTime batch, from its decoded records
    (:func:`~broker.record.record_batch_builder.retained_batch`);
-   one that loses all is dropped, except (as an empty batch, Kafka's ``RETAIN_EMPTY``) an idempotent
-   producer's last batch (its sequence) and the group's last batch (so the cleaned segment ends where the
-   group did, which recovery relies on: :mod:`broker.log.segment_swap`). Control batches are copied. A
+   one that loses all (or an empty one kept by an earlier pass) is dropped, except (as an empty batch,
+   Kafka's ``RETAIN_EMPTY``) an idempotent producer's last batch (its sequence) and the batch ending just
+   below the pass's first uncleanable offset (Kafka's ``upperBoundOffsetOfCleaningRound``: the last
+   offset cleaned stays known). A group may so clean to a segment with no batch at all: it is swapped in
+   empty (Kafka's ``cleanSegments`` does the same), keeping its base offset (so the log start offset),
+   and reads step over it. Control batches are copied. A
    chunk of uncompressed data batches is decided and written by columns (``ChunkRewriter._write_by_columns``:
    the kept bytes copied out of the read buffer in runs, the rebuilt batches' headers patched in it, one
    write per chunk; :mod:`broker.log.cleaner_kernels`); other chunks batch by batch
@@ -71,14 +74,12 @@ append), and the producer state, its snapshots and the leader epoch cache stay v
 followers step over the gaps (a read returns the first batch at or after its offset). Each replica
 cleans its own log.
 
-Differences from Kafka: a log is cleaned only over its dirty ratio (Kafka also cleans a log whose
-tombstones' delete horizons passed; in Lumber they go at the log's next pass); every group keeps its last
-batch (Kafka keeps only the pass's last), which makes the swap's offset range readable from the swap file
-itself; a group's swap overlaps the next group's rewrite (Kafka's ``cleanSegments`` does one group after
-the other); transactions (aborted-transaction indexes, markers) do not exist in Lumber; there is no I/O
-throttle by default: ``cleaner_io_max_bytes_per_second`` (Kafka's ``log.cleaner.io.max.bytes.per.second``)
-caps what the threads read and write together (:class:`~broker.log.throttler.Throttler`), 0 (the
-default, Kafka's unlimited) means no cap.
+Differences from Kafka: a log is cleaned only over its dirty ratio (Kafka also cleans a log whose tombstones'
+delete horizons passed; in Lumber they go at the log's next pass); a group's swap overlaps the next group's
+rewrite (Kafka's ``cleanSegments`` does one group after the other); transactions (aborted-transaction indexes,
+markers) do not exist in Lumber; there is no I/O throttle by default: ``cleaner_io_max_bytes_per_second``
+(Kafka's ``log.cleaner.io.max.bytes.per.second``) caps what the threads read and write together
+(:class:`~broker.log.throttler.Throttler`), 0 (the default, Kafka's unlimited) means no cap.
 
 Where the code is: one pass, :class:`~broker.log.cleaner.Cleaner` (:mod:`broker.log.cleaner`); what stays of a
 chunk, :mod:`broker.log.chunk_rewriter`; the chunks it reads, :mod:`broker.log.cleaner_chunk`, and their

@@ -17,7 +17,8 @@ Running (after :meth:`LogManager.start`):
   ``recovery-point-offset-checkpoint`` (every log's flushed offset) and ``replication-offset-checkpoint``
   (Kafka's name and format: the replicated high watermark of every log that has one, see
   :mod:`broker.log.log_replication`). The latter is written only once a log of the dir has one or the
-  file exists (a broker without replication keeps its dir as before);
+  file exists (a broker without replication keeps its dir as before); ``log-start-offset-checkpoint``
+  likewise, the log starts DeleteRecords raised past their first segments (:mod:`broker.log.log_cleanup`);
 * the log cleaner's ``cleaner_threads`` threads compact the logs whose ``cleanup_policy`` holds
   ``compact`` (:mod:`broker.log.log_cleaner`; its bookkeeping and ``cleaner-offset-checkpoint`` in
   :mod:`broker.log.log_cleaner_manager`), each log by its own config. A log's truncation pauses its
@@ -54,6 +55,7 @@ from broker.log.file_handle import FileHandle, fsync_dir
 from broker.log.file_names import (
     CLEAN_SHUTDOWN_FILE_NAME,
     LOCK_FILE_NAME,
+    LOG_START_OFFSET_CHECKPOINT_FILE_NAME,
     RECOVERY_POINT_CHECKPOINT_FILE_NAME,
     REPLICATION_OFFSET_CHECKPOINT_FILE_NAME,
     is_deleted_partition_dir_name,
@@ -159,6 +161,11 @@ class LogManager:
                 "%s; the partitions in %s start without a replicated high watermark", exc, directory
             )
             replicated = {}
+        try:
+            starts = read_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT_FILE_NAME)
+        except LogStorageError as exc:
+            logger.warning("%s; the partitions in %s start at their first segments", exc, directory)
+            starts = {}
         for entry in sorted(directory.iterdir()):
             if not entry.is_dir():
                 continue
@@ -185,6 +192,7 @@ class LogManager:
                 wake_flusher=self._wake_flusher,
                 producer_id_expiration_ms=self._producer_id_expiration_ms,
                 replicated_high_watermark=replicated.get(tp),
+                log_start_offset=starts.get(tp, 0),
             )
             log.set_truncation_guard(self._pause_cleaning)
             self._logs[tp] = log
@@ -415,11 +423,20 @@ class LogManager:
             high_watermark = log.replicated_high_watermark
             if high_watermark is not None:
                 replicated[log.topic_partition] = high_watermark
+        # DeleteRecords' starts: only those past their first segment (Kafka's log-start-offset-checkpoint)
+        starts = {
+            log.topic_partition: log.log_start_offset
+            for log in logs
+            if log.segments and log.log_start_offset > log.segments[0].base_offset
+        }
         replication_path = directory / REPLICATION_OFFSET_CHECKPOINT_FILE_NAME
+        starts_path = directory / LOG_START_OFFSET_CHECKPOINT_FILE_NAME
         with self._checkpoint_lock:
             write_checkpoint(directory / RECOVERY_POINT_CHECKPOINT_FILE_NAME, offsets)
             if replicated or replication_path.exists():
                 write_checkpoint(replication_path, replicated)
+            if starts or starts_path.exists():
+                write_checkpoint(starts_path, starts)
 
     def _flusher_loop(self) -> None:
         last_checkpoint_ms = self._clock()

@@ -70,6 +70,7 @@ class LogTruncation:
     _view: LogView
     _offline_reason: str | None
     _next_offset: int
+    _start_floor: int
     _flushed_offset: int
     _unflushed_messages: int
     _first_unflushed_ms: int | None
@@ -234,6 +235,7 @@ class LogTruncation:
                 logger.error("%s: log is offline after a failed truncation: %s", self._where, exc)  # noqa: TRY400
                 raise
             self._next_offset = self._flushed_offset = offset
+            self._start_floor = offset
             self._flush_requested_offset = min(self._flush_requested_offset, offset)
             self._unflushed_messages = 0
             self._first_unflushed_ms = None

@@ -12,16 +12,19 @@ This walk finds it. Per segment, in base-offset order:
    record count, and every record walked (and decompressed) by the one record walker of
    :mod:`broker.record.record_walker`; base offsets increasing within the segment (gaps
    are legal: the log cleaner leaves them), none below the segment's base offset, and each segment
-   starting where the previous one ended (a cleaned segment keeps its group's last batch, and a follower
-   rolls at its own log end, so segments stay contiguous even with gaps inside them);
+   starting at or after the offset where the previous one ended (the cleaner drops emptied batches, so a
+   cleaned segment may end before the next one's base offset, or hold no batch at all: gaps between
+   segments are legal too; an overlap is damage);
 2. the ``.index``: its invariants (:meth:`OffsetIndex.load`), and each entry pointing at the start of a
    batch with that base offset;
 3. the ``.timeindex``: its invariants (:meth:`TimeIndex.load`), each entry's offset inside the segment.
 
 Besides damage, the walk warns (:class:`EmptySegment`, not damage: consumers read past it) about each
-segment that holds batches but no record, only emptied ones. Kafka's cleaner keeps an emptied batch only for
-an idempotent producer's last sequence and merges small segments, so its consumers never meet a run of
-such segments; a run of them in Lumber means its cleaner kept more than Kafka's would.
+segment that holds batches but no record, only emptied ones. Kafka's cleaner (and Lumber's, the same way)
+keeps an emptied batch only for an idempotent producer's last sequence or as the last batch below the
+cleaned section's end, and merges small segments, so consumers never meet a run of such segments; a run
+of them means a cleaner kept more than Kafka's would. A segment with no batch at all (a cleaned group whose
+every record was superseded) is no warning: reads step over it.
 
 A batch whose header is intact but whose CRC or records are not is reported and the walk goes on with
 the next batch (its length is trusted, as Kafka's dump does); an impossible length or a torn tail ends the
@@ -157,14 +160,14 @@ class _Walk:
 
     def segment(self, directory: Path, base_offset: int) -> None:
         path = segment_path(directory, base_offset, LOG_SUFFIX)
-        if self.expected is not None and base_offset != self.expected:
+        if self.expected is not None and base_offset < self.expected:
             self.damage.append(
                 Damage(
                     path,
                     0,
                     base_offset,
-                    f"the segment starts at offset {base_offset}, the previous "
-                    f"one ended before offset {self.expected}",
+                    f"the segment starts at offset {base_offset}, inside the previous one, which "
+                    f"ended before offset {self.expected}",
                 )
             )
         self.expected = base_offset

@@ -35,9 +35,12 @@ class LogView(NamedTuple):
     hw_segment: Segment
     hw_position: int
 
-    def read(self, offset: int, max_bytes: int, max_offset: int | None, where: str) -> FileRegion | None:
-        """:meth:`broker.log.log.Log.read` on this snapshot (``where`` names the partition in errors)."""
-        start = self.base_offsets[0]
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int | None, where: str, start_floor: int = 0
+    ) -> FileRegion | None:
+        """:meth:`broker.log.log.Log.read` on this snapshot (``where`` names the partition in errors;
+        ``start_floor``: the log start offset DeleteRecords raised, when past the first segment)."""
+        start = max(self.base_offsets[0], start_floor)
         end = self.log_end_offset
         if offset < start or offset > end:
             raise OffsetOutOfRangeError(where, offset, start, end)

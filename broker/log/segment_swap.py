@@ -5,7 +5,8 @@ The log cleaner (:mod:`broker.log.log_cleaner`) rewrites a group of consecutive 
 offsets; ``E`` is the next segment's base offset) into one segment named by ``B``. On disk, in order:
 
 1. **write**: ``<B>.log.cleaned``, ``<B>.index.cleaned``, ``<B>.timeindex.cleaned``, fsynced. The cleaned
-   log always ends with the group's last batch (kept, empty if need be), so its next offset is ``E``;
+   log holds what stays of the group's batches: its last batch may end before ``E`` (the group's emptied
+   batches are dropped), and it may hold no batch at all (every record of the group superseded);
 2. **commit** (:func:`commit_swap`): the indexes, then the log, renamed to ``.swap``; the folder fsynced.
    ``<B>.log.swap`` existing is the commit point;
 3. **delete the old segments** (:meth:`broker.log.log.Log.replace_segments`): their three files unlinked
@@ -23,10 +24,14 @@ can leave:
 
 * ``.cleaned`` files (a kill in step 1 or 2): deleted; every old segment is intact (rolled back);
 * ``.swap`` index files without ``<B>.log.swap`` (a kill inside step 2): deleted (rolled back);
-* ``<B>.log.swap`` (a kill in step 3 or 4): committed. The swap's next offset ``E`` is read from its batches;
-  every segment with a base offset in ``[B, E)`` still present is deleted, the swap's index files are
-  deleted, and ``<B>.log.swap`` is renamed to ``<B>.log`` (rolled forward). Its batches are then validated
-  and its indexes rebuilt like any segment after the recovery point.
+* ``<B>.log.swap`` (a kill in step 3 or 4): committed. The swap's own end ``E'`` (the offset after its last
+  batch, ``B`` when it holds none) is read from its batches; every segment with a base offset in
+  ``[B, max(E', B + 1))`` still present is deleted, the swap's index files are deleted, and
+  ``<B>.log.swap`` is renamed to ``<B>.log`` (rolled forward). Its batches are then validated and its
+  indexes rebuilt like any segment after the recovery point. Old segments of the group based at or past
+  ``E'`` that step 3 had not deleted yet stay: they hold offsets past the swap's, uncleaned, a valid
+  stretch of the log that the next pass cleans again (Kafka's ``LogLoader`` likewise deletes the
+  segments in ``[min swap base, max swap next offset)`` only; ``E`` itself is written nowhere).
 
 Each step is idempotent, so a kill during recovery is recovered the same way. Stateless functions; the
 caller owns the folder (the log's lock, or loading before anyone else uses it).
@@ -138,7 +143,7 @@ def recover_swaps(directory: Path, *, where: str, index_interval_bytes: int) -> 
     for base_offset in sorted(swaps):
         swap_log = _path(directory, base_offset, LOG_SUFFIX, SWAP_SUFFIX)
         scan = scan_segment(swap_log, base_offset, index_interval_bytes=index_interval_bytes)
-        end = scan.next_offset
+        end = max(scan.next_offset, base_offset + 1)  # an empty swap replaces the old segment at its base
         for entry in sorted(directory.iterdir()):
             parsed_segment = parse_segment_file_name(entry.name)
             if parsed_segment is not None and base_offset <= parsed_segment[0] < end:

@@ -25,7 +25,17 @@ from broker.protocol.messages.create_partitions import (
 )
 from broker.protocol.messages.create_topics import CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse
 from broker.protocol.messages.delete_groups import DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse
+from broker.protocol.messages.delete_records import (
+    DELETE_RECORDS,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+)
 from broker.protocol.messages.delete_topics import DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse
+from broker.protocol.messages.describe_cluster import (
+    DESCRIBE_CLUSTER,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+)
 from broker.protocol.messages.describe_configs import (
     DESCRIBE_CONFIGS,
     DescribeConfigsRequest,
@@ -36,6 +46,17 @@ from broker.protocol.messages.describe_groups import (
     DescribeGroupsRequest,
     DescribeGroupsResponse,
 )
+from broker.protocol.messages.describe_log_dirs import (
+    DESCRIBE_LOG_DIRS,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+)
+from broker.protocol.messages.describe_producers import (
+    DESCRIBE_PRODUCERS,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+)
+from broker.protocol.messages.elect_leaders import ELECT_LEADERS, ElectLeadersRequest, ElectLeadersResponse
 from broker.protocol.messages.fetch import FETCH, FetchRequest, FetchResponse
 from broker.protocol.messages.find_coordinator import (
     FIND_COORDINATOR,
@@ -114,6 +135,11 @@ SUPPORTED_APIS: tuple[ApiSpec, ...] = (
     LIST_PARTITION_REASSIGNMENTS,
     SASL_HANDSHAKE,
     SASL_AUTHENTICATE,
+    DELETE_RECORDS,
+    DESCRIBE_CLUSTER,
+    DESCRIBE_LOG_DIRS,
+    DESCRIBE_PRODUCERS,
+    ELECT_LEADERS,
 )
 
 #: A decoded request body.
@@ -146,6 +172,11 @@ RequestBody = (
     | ListPartitionReassignmentsRequest
     | SaslHandshakeRequest
     | SaslAuthenticateRequest
+    | DeleteRecordsRequest
+    | DescribeClusterRequest
+    | DescribeLogDirsRequest
+    | DescribeProducersRequest
+    | ElectLeadersRequest
 )
 
 #: A response body.
@@ -178,6 +209,11 @@ ResponseBody = (
     | ListPartitionReassignmentsResponse
     | SaslHandshakeResponse
     | SaslAuthenticateResponse
+    | DeleteRecordsResponse
+    | DescribeClusterResponse
+    | DescribeLogDirsResponse
+    | DescribeProducersResponse
+    | ElectLeadersResponse
 )
 
 APIS_BY_KEY: dict[int, ApiSpec] = {int(spec.key): spec for spec in SUPPORTED_APIS}

@@ -11,6 +11,16 @@ it was given. The work is the :class:`~broker.server.admin_manager.AdminManager`
 * **CreateTopics / DeleteTopics**: replication factor, replica assignments and the topic configs;
   CreateTopics v5+ answers with the created topic's configs and their sources. A topic named twice in one
   request is INVALID_REQUEST.
+* **ElectLeaders** (preferred replica elections; any broker answers, as Kafka's controller does): an
+  unknown partition is UNKNOWN_TOPIC_OR_PARTITION, one its first replica leads ELECTION_NOT_NEEDED (left
+  out of the answer when every partition is asked for, as in Kafka), one whose first replica is not live
+  and in the ISR PREFERRED_LEADER_NOT_AVAILABLE; the others are handed to the controller through
+  ``/admin/preferred_replica_election`` (:meth:`AdminManager.request_preferred_election`, a request still
+  pending retried meanwhile) and answered once the cluster view shows their first replica leading, or
+  REQUEST_TIMED_OUT after ``timeout_ms`` (at most :data:`MAX_ELECTION_WAIT_S`). Where Lumber differs from
+  Kafka: an UNCLEAN election is not run on request (the controller elects an out-of-sync leader by
+  ``unclean.leader.election.enable`` only): a partition with a live leader is ELECTION_NOT_NEEDED, one
+  without ELIGIBLE_LEADERS_NOT_AVAILABLE.
 * **DescribeConfigs / AlterConfigs / IncrementalAlterConfigs**: TOPIC and BROKER resources, each answered
   on its own (its error does not fail the others); a resource named twice in one request is INVALID_REQUEST,
   as in Kafka; other resource types (groups, broker loggers, client metrics) are INVALID_REQUEST naming the
@@ -22,10 +32,13 @@ Thread-safe as :class:`~broker.server.kafka_apis.KafkaApis` is: no state of its 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from broker.cluster.cluster_view import ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
+from broker.cluster.errors import ZooKeeperError
 from broker.network.request_channel import NetworkRequest
 from broker.protocol import ApiKey, ErrorCode, RequestHeader
 from broker.protocol.messages.alter_configs import (
@@ -57,16 +70,27 @@ from broker.protocol.messages.describe_configs import (
     DescribeConfigsResult,
     DescribeConfigsSynonym,
 )
+from broker.protocol.messages.elect_leaders import (
+    UNCLEAN,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    PartitionResult,
+    ReplicaElectionResult,
+)
 from broker.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from broker.record.topic_partition import TopicPartition
 from broker.server.admin_manager import AdminManager
 from broker.server.error_codes import ANSWERED_ERRORS as _ANSWERED
 from broker.server.error_codes import error_code_of
 from broker.server.errors import InvalidRequestError
 
 _NONE = int(ErrorCode.NONE)
+#: Longest ElectLeaders waits for the controller to have elected the preferred replicas.
+MAX_ELECTION_WAIT_S = 30.0
+_ELECTION_POLL_S = 0.05
 #: How :class:`AdminApis` answers: ``respond(request, header, response body)``.
 Respond = Callable[[NetworkRequest, RequestHeader, Any], None]
 
@@ -88,6 +112,7 @@ class AdminApis:
             int(ApiKey.DESCRIBE_CONFIGS): self._describe_configs,
             int(ApiKey.ALTER_CONFIGS): self._alter_configs,
             int(ApiKey.INCREMENTAL_ALTER_CONFIGS): self._incremental_alter_configs,
+            int(ApiKey.ELECT_LEADERS): self._elect_leaders,
         }
 
     # ------------------------------------------------------------------------------------ topics
@@ -307,6 +332,77 @@ class AdminApis:
             self._cluster.refresh()
         return responses
 
+    # ------------------------------------------------------------------------------------ ElectLeaders
+
+    def _elect_leaders(
+        self, request: NetworkRequest, header: RequestHeader, body: ElectLeadersRequest
+    ) -> None:
+        view = self._cluster.view
+        every = body.topic_partitions is None
+        if body.topic_partitions is None:
+            asked = {name: sorted(partitions) for name, partitions in sorted(view.topics.items())}
+        else:
+            asked = {}
+            for topic in body.topic_partitions:
+                asked.setdefault(topic.topic, []).extend(topic.partitions)
+        results: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
+        to_elect: list[TopicPartition] = []
+        for name, partitions in asked.items():
+            for index in partitions:
+                tp = TopicPartition(name, index)
+                refusal = _refusal(view, tp, body.election_type)
+                if refusal is None:
+                    to_elect.append(tp)
+                else:
+                    results[tp] = refusal
+        if to_elect:
+            results.update(self._elect_preferred(to_elect, body.timeout_ms))
+        answer = [
+            ReplicaElectionResult(
+                topic=name,
+                partition_result=[
+                    PartitionResult(partition_id=tp.partition, error_code=int(code), error_message=message)
+                    for tp in sorted(results)
+                    if tp.topic == name
+                    for code, message in (results[tp],)
+                    if not (every and code == ErrorCode.ELECTION_NOT_NEEDED)
+                ],
+            )
+            for name in asked
+        ]
+        self._respond(request, header, ElectLeadersResponse(replica_election_results=answer))
+
+    def _elect_preferred(
+        self, partitions: list[TopicPartition], timeout_ms: int
+    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        """Hand ``partitions`` to the controller and wait until their first replicas lead (see the module
+        docstring)."""
+        deadline = time.monotonic() + min(max(timeout_ms, 0) / 1000, MAX_ELECTION_WAIT_S)
+        requested = False
+        while True:
+            if not requested:
+                try:
+                    self._admin.request_preferred_election(partitions)
+                    requested = True
+                except ZooKeeperError as exc:
+                    if not exc.retriable:
+                        return {tp: (error_code_of(exc), str(exc)) for tp in partitions}
+            view = self._cluster.view
+            pending = [tp for tp in partitions if not _preferred_leads(view, tp)]
+            if requested and not pending:
+                return dict.fromkeys(partitions, (ErrorCode.NONE, None))
+            if time.monotonic() >= deadline:
+                return {
+                    tp: (
+                        ErrorCode.REQUEST_TIMED_OUT,
+                        f"{tp}: its first replica did not become leader in time",
+                    )
+                    if tp in pending
+                    else (ErrorCode.NONE, None)
+                    for tp in partitions
+                }
+            time.sleep(_ELECTION_POLL_S)
+
 
 def _duplicates(resources: Iterable[tuple[int, str]]) -> set[tuple[int, str]]:
     """The resources named more than once."""
@@ -325,3 +421,39 @@ def _unsupported_resource(resource_type: int) -> InvalidRequestError:
     return InvalidRequestError(
         f"unsupported config resource type {name}: Lumber has configs for topics (2) and brokers (4) only"
     )
+
+
+_Result = tuple[ErrorCode, str | None]
+
+
+def _preferred_leads(view: ClusterView, tp: TopicPartition) -> bool:
+    replicas = view.topics.get(tp.topic, {}).get(tp.partition, ())
+    state = view.states.get(tp)
+    return bool(replicas) and state is not None and state.leader == replicas[0]
+
+
+def _refusal(
+    view: ClusterView, tp: TopicPartition, election_type: int
+) -> tuple[ErrorCode, str | None] | None:
+    """Why ``tp`` gets no election of ``election_type`` now (Kafka's checks and messages), or None."""
+    replicas = view.topics.get(tp.topic, {}).get(tp.partition)
+    if replicas is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {tp.topic}-{tp.partition}"
+    state = view.states.get(tp)
+    leader_live = state is not None and state.leader in view.brokers
+    if election_type == UNCLEAN:
+        if leader_live:
+            return ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
+        return (
+            ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+            f"{tp}: Lumber elects an out-of-sync leader only by unclean.leader.election.enable",
+        )
+    if _preferred_leads(view, tp):
+        return ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
+    preferred = replicas[0] if replicas else -1
+    if state is None or preferred not in view.brokers or preferred not in state.isr:
+        return (
+            ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+            f"{tp}: the preferred leader {preferred} is not live and in the in-sync replicas",
+        )
+    return None

@@ -44,6 +44,7 @@ from broker.cluster.topic_config_store import TopicConfigStore
 from broker.config import BrokerConfig, LogConfig
 from broker.protocol.messages.config_resource import AlterConfigOp
 from broker.record.topic_name import validate_topic_name
+from broker.record.topic_partition import TopicPartition
 from broker.server.config_entries import ConfigEntry, broker_config_entries, topic_config_entries
 from broker.server.errors import InvalidRequestError
 
@@ -135,6 +136,12 @@ class AdminManager:
         if not validate_only:
             logger.info("topic %r: added partitions %s", name, added)
         return added
+
+    def request_preferred_election(self, partitions: Sequence[TopicPartition]) -> None:
+        """ElectLeaders: ask the controller to make each partition's first replica its leader
+        (``/admin/preferred_replica_election``: TopicAdmin.request_preferred_election); a request still
+        pending is a retriable ZooKeeperError."""
+        self._admin.request_preferred_election(partitions)
 
     def delete_topic(self, name: str) -> None:
         validate_topic_name(name)

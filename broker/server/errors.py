@@ -121,6 +121,11 @@ class InvalidConfigError(ServerError):
     """A per-topic config Lumber does not know, or a value it cannot take (the message names both)."""
 
 
+class PolicyViolationError(ServerError):
+    """A request the partition's or topic's policy forbids (DeleteRecords on a log without ``delete`` in its
+    ``cleanup_policy``); the message names the partition and the policy."""
+
+
 class RequestTimedOutError(ServerError):
     def __init__(self, tp: TopicPartition, waited_for: str, timeout_ms: int) -> None:
         self.topic_partition = tp

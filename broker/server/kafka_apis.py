@@ -35,7 +35,8 @@ watcher for metadata. It holds no partition state of its own. What each API answ
   answered by :class:`~broker.server.admin_apis.AdminApis` through the admin manager.
 * **AlterPartitionReassignments, ListPartitionReassignments**: answered by
   :class:`~broker.server.reassignment_apis.ReassignmentApis` on the active controller (others:
-  NOT_CONTROLLER).
+  NOT_CONTROLLER). **DeleteRecords, DescribeLogDirs, DescribeProducers**: :mod:`broker.server.log_admin_apis`.
+  **DescribeCluster**: :class:`~broker.server.cluster_apis.ClusterApis`.
 * **FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
   DescribeGroups, DeleteGroups, OffsetDelete**: answered by :class:`~broker.server.group_apis.GroupApis`
   through the group coordinator.
@@ -114,6 +115,7 @@ from broker.record.errors import InvalidTopicError
 from broker.record.topic_partition import TopicPartition
 from broker.server.admin_apis import AdminApis
 from broker.server.admin_manager import AdminManager
+from broker.server.cluster_apis import ClusterApis
 from broker.server.delayed_produce import ProduceResult
 from broker.server.error_codes import ANSWERED_ERRORS, error_code_of
 from broker.server.errors import (
@@ -125,6 +127,7 @@ from broker.server.fetch_session import CachedPartition
 from broker.server.fetch_session_cache import FetchSessionCache
 from broker.server.group.group_coordinator import GroupCoordinator
 from broker.server.group_apis import GroupApis
+from broker.server.log_admin_apis import LogAdminApis
 from broker.server.partition import Partition
 from broker.server.reassignment_apis import Alter, ReassignmentApis
 from broker.server.replica_manager import FetchPartitionResult, ReplicaManager
@@ -203,6 +206,8 @@ class KafkaApis:
             **ReassignmentApis(
                 broker_id=config.broker_id, cluster=cluster, controller=controller, respond=self._respond
             ).handlers(),
+            **LogAdminApis(replica_manager, cluster, self._respond).handlers(),
+            **ClusterApis(cluster, cluster_id, self._respond).handlers(),
         }
 
     @property
@@ -590,9 +595,5 @@ class KafkaApis:
             logger.warning("InitProducerId from %s: %s", request.peer, exc)
             self._respond(request, header, InitProducerIdResponse(error_code=int(error_code_of(exc))))
             return
-        epoch = 0
-        self._respond(
-            request,
-            header,
-            InitProducerIdResponse(error_code=_NONE, producer_id=producer_id, producer_epoch=epoch),
-        )
+        response = InitProducerIdResponse(error_code=_NONE, producer_id=producer_id, producer_epoch=0)
+        self._respond(request, header, response)

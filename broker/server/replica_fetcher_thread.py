@@ -436,6 +436,10 @@ class ReplicaFetcherThread:
                     self._partitions.pop(tp, None)
                     return
             partition.update_follower_high_watermark(data.high_watermark)
+            log = partition.log  # the leader's log start, raised by DeleteRecords (Kafka's follower too)
+            if data.log_start_offset > log.log_start_offset:
+                end = log.log_end_offset
+                log.delete_records_before(min(data.log_start_offset, end), limit=end)
         except BrokerError as exc:
             logger.error(  # noqa: TRY400 - the message names the partition, offsets and cause
                 "%s: appending %s from offset %d as follower failed: %s; retrying in %d ms",

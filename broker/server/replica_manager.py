@@ -187,6 +187,11 @@ class ReplicaManager(IsrChanges, ReplicaMoves):
 
     # ------------------------------------------------------------------------------------ partitions
 
+    @property
+    def log_manager(self) -> LogManager:
+        """The broker's logs (DescribeLogDirs reads its dirs)."""
+        return self._logs
+
     def get_partition(self, tp: TopicPartition) -> Partition | None:
         """The local partition ``tp``, if any."""
         partition = self._partitions.get(tp)

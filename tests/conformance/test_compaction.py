@@ -7,16 +7,18 @@
   and each round starts a segment of its own). The issue's ``segment.bytes=65536`` is refused by Kafka 4
   (its floor is 1 MiB), so the values are larger instead: segments still outgrow what one cleaning group
   holds, and Lumber's cleaner leaves segments of emptied batches (Kafka's leaves empty segments). Once the
-  cleaner has been through the log, confluent-kafka, ``kcat -C -e``, kafka-python and aiokafka read it
+  cleaner has been through the log, neither log holds a segment of only emptied batches (the files, read
+  with ``lumber log verify``'s walk), and confluent-kafka, ``kcat -C -e``, kafka-python and aiokafka read it
   from offset 0 to its end. The transcript holds whether each read the map (the last value of each key),
   the errors each saw, and whether each reached the end. Which offsets survive depends on when each
   cleaner ran, so offsets are not compared.
 
-  What it finds on Lumber (not fixed yet): Lumber's cleaner keeps each group's emptied last batch, so the
-  first pass leaves a run of segments holding one empty 61-byte batch each (Kafka's leaves empty segments,
-  which its reads step over). When the clients read before a later pass has merged them, confluent-kafka
-  reports MSG_SIZE_TOO_LARGE ("Message at offset 10000 might be too large to fetch") and ``kcat -e`` exits
-  1 having printed nothing past it: seen in 1 of 6 runs here (18 such segments), the issue's bug (b).
+  What it found on Lumber before the cleaner dropped emptied batches: Lumber's cleaner kept each group's
+  emptied last batch, so the first pass left a run of segments holding one empty 61-byte batch each
+  (Kafka's leaves empty segments, which its reads step over). When the clients read before a later pass
+  had merged them, confluent-kafka reported MSG_SIZE_TOO_LARGE ("Message at offset 10000 might be too
+  large to fetch") and ``kcat -e`` exited 1 having printed nothing past it (1 of 6 runs: the issue's bug
+  (b)). Lumber's cleaner now drops them as Kafka's does (:mod:`broker.log.log_cleaner`).
 """
 
 from __future__ import annotations
@@ -24,8 +26,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import pytest
-
+from broker.log.log_verifier import find_partition_dirs, verify_partition
 from tests.conformance.clients import (
     aiokafka_read_all,
     consume_to_end,
@@ -76,6 +77,12 @@ def cleaned_topic_read_by_every_client(target: Target, topic: str) -> Transcript
     produce(target.bootstrap, topic, [{"key": b"roll", "value": b"rolled", "partition": 0}])
     end = KEYS * ROUNDS + 1
     target.wait_cleaned(topic, 0, end - 1, timeout_s=90)
+    # what the reads below would meet (both brokers' segments have one format): no segment holding only
+    # emptied batches, after the first pass as after any later one
+    segments_of_empty_batches = sum(
+        len(verify_partition(directory).empty_segments)
+        for directory in find_partition_dirs(list(target.log_dirs), topic, 0)
+    )
     expected = {f"key-{k:04d}": f"round {ROUNDS - 1} of key {k} {PADDING}" for k in range(KEYS)} | {
         "roll": "rolled"
     }
@@ -102,6 +109,7 @@ def cleaned_topic_read_by_every_client(target: Target, topic: str) -> Transcript
     aio = aiokafka_read_all(target.bootstrap, topic, 0)
     return {
         "created": created,
+        "segments_of_empty_batches": segments_of_empty_batches,
         "confluent": {
             "map_is_last_values": _last_values(confluent["records"]) == expected,
             "errors": confluent["errors"],
@@ -116,14 +124,6 @@ def cleaned_topic_read_by_every_client(target: Target, topic: str) -> Transcript
     }
 
 
-@pytest.mark.xfail(
-    reason=(
-        "issue 35 bug (b), not fixed yet: Lumber's cleaner keeps each group's emptied last batch, so a read "
-        "that meets a run of segments of empty batches before a later pass merges them fails in librdkafka "
-        "(MSG_SIZE_TOO_LARGE) and kcat -e; it depends on when the cleaner ran (1 of 6 runs), so not strict"
-    ),
-    strict=False,
-)
 def test_cleaned_topic_read_by_every_client(targets: tuple[Target, Target]) -> None:
     transcript = conform(cleaned_topic_read_by_every_client, targets)
     assert transcript["kcat"]["map_is_last_values"] is True

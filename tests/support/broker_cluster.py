@@ -51,6 +51,7 @@ BROKER_SESSION_TIMEOUT_MS = 4000
 #: Kafka's 50 keep that cheap on 2 cores (a test may pass its own).
 OFFSETS_TOPIC_PARTITIONS = 4
 _LOG_SETTINGS = {
+    "recovery_checkpoint_interval_ms",
     "flush_ms",
     "flush_messages",
     "segment_bytes",

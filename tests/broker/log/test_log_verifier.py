@@ -47,16 +47,33 @@ def test_an_index_entry_pointing_nowhere_is_named(tmp_path: Path) -> None:
     )
 
 
-def test_a_missing_segment_is_named(tmp_path: Path) -> None:
+def test_a_segment_starting_inside_the_previous_one_is_named(tmp_path: Path) -> None:
     directory = write_log(tmp_path, 30, segment_bytes=4000)
     logs = sorted(directory.glob("*.log"))
     second_base = int(logs[1].stem)
     third_base = int(logs[2].stem)
+    moved = logs[2].with_name(f"{third_base - 1:020d}.log")
+    logs[2].rename(moved)
+    for suffix in (".index", ".timeindex"):  # a missing index is rebuilt at the next start: not damage
+        logs[2].with_suffix(suffix).unlink()
+    (damage,) = verify_partition(directory).damage
+    assert (damage.file, damage.position, damage.offset) == (moved, 0, third_base - 1)
+    assert damage.reason == (
+        f"the segment starts at offset {third_base - 1}, inside the previous one, which ended before "
+        f"offset {third_base}"
+    )
+    assert second_base < third_base - 1
+
+
+def test_a_gap_between_segments_is_legal(tmp_path: Path) -> None:
+    """The cleaner drops emptied batches: a cleaned segment may end before the next one's base offset."""
+    directory = write_log(tmp_path, 30, segment_bytes=4000)
+    logs = sorted(directory.glob("*.log"))
     for suffix in (".log", ".index", ".timeindex"):
         logs[1].with_suffix(suffix).unlink()
-    (damage,) = verify_partition(directory).damage
-    assert (damage.file, damage.position, damage.offset) == (logs[2], 0, third_base)
-    assert f"the previous one ended before offset {second_base}" in damage.reason
+    report = verify_partition(directory)
+    assert report.damage == ()
+    assert report.segments == len(logs) - 1
 
 
 def test_a_segment_of_only_emptied_batches_is_a_warning_not_damage(tmp_path: Path) -> None:

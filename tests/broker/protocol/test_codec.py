@@ -119,7 +119,7 @@ def test_api_versions_request_newer_than_ours():
 
 
 def test_api_versions_fallback_bytes():
-    body = struct.pack(">hi", 35, 28)
+    body = struct.pack(">hi", 35, 33)
     for key, low, high in [
         (0, 0, 9),
         (1, 4, 12),
@@ -138,17 +138,22 @@ def test_api_versions_fallback_bytes():
         (18, 0, 4),
         (19, 2, 7),
         (20, 1, 6),
+        (21, 0, 2),
         (22, 0, 4),
         (23, 2, 4),
         (32, 1, 4),
         (33, 0, 2),
+        (35, 1, 4),
         (36, 0, 2),
         (37, 0, 3),
         (42, 0, 2),
+        (43, 0, 2),
         (44, 0, 1),
         (45, 0, 0),
         (46, 0, 0),
         (47, 0, 0),
+        (60, 0, 2),
+        (61, 0, 0),
     ]:
         body += struct.pack(">hhh", key, low, high)
     payload = struct.pack(">i", 1234) + body  # response header v0, then the v0 body (no throttle time)
@@ -177,17 +182,22 @@ def test_api_versions_response_lists_every_api():
         18,
         19,
         20,
+        21,
         22,
         23,
         32,
         33,
+        35,
         36,
         37,
         42,
+        43,
         44,
         45,
         46,
         47,
+        60,
+        61,
     ]
     with pytest.raises(EncodeError, match=r"ApiVersions v5 is outside v0-v4"):
         api_versions_response(5)

@@ -48,12 +48,22 @@ with warnings.catch_warnings():
         CreateTopicsResponse,
         DeleteGroupsRequest,
         DeleteGroupsResponse,
+        DeleteRecordsRequest,
+        DeleteRecordsResponse,
         DeleteTopicsRequest,
         DeleteTopicsResponse,
+        DescribeClusterRequest,
+        DescribeClusterResponse,
         DescribeConfigsRequest,
         DescribeConfigsResponse,
         DescribeGroupsRequest,
         DescribeGroupsResponse,
+        DescribeLogDirsRequest,
+        DescribeLogDirsResponse,
+        DescribeProducersRequest,
+        DescribeProducersResponse,
+        ElectLeadersRequest,
+        ElectLeadersResponse,
         IncrementalAlterConfigsRequest,
         IncrementalAlterConfigsResponse,
         ListGroupsRequest,
@@ -143,6 +153,11 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
     ),
     ApiKey.SASL_HANDSHAKE: (SaslHandshakeRequest, SaslHandshakeResponse),
     ApiKey.SASL_AUTHENTICATE: (SaslAuthenticateRequest, SaslAuthenticateResponse),
+    ApiKey.DELETE_RECORDS: (DeleteRecordsRequest, DeleteRecordsResponse),
+    ApiKey.DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
+    ApiKey.DESCRIBE_LOG_DIRS: (DescribeLogDirsRequest, DescribeLogDirsResponse),
+    ApiKey.DESCRIBE_PRODUCERS: (DescribeProducersRequest, DescribeProducersResponse),
+    ApiKey.ELECT_LEADERS: (ElectLeadersRequest, ElectLeadersResponse),
 }
 
 # kafka-python renames Metadata's authorized-operations fields, and decodes them (and DescribeGroups') as sets
@@ -151,10 +166,12 @@ BITFIELDS = {
     ("MetadataResponse", "cluster_authorized_operations"),
     ("MetadataResponseTopic", "topic_authorized_operations"),
     ("DescribedGroup", "authorized_operations"),
+    ("DescribeClusterResponse", "cluster_authorized_operations"),
 }
 RENAMED = {
     ("MetadataResponse", "cluster_authorized_operations"): "authorized_operations",
     ("MetadataResponseTopic", "topic_authorized_operations"): "authorized_operations",
+    ("DescribeClusterResponse", "cluster_authorized_operations"): "authorized_operations",
 }
 
 

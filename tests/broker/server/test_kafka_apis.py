@@ -501,17 +501,22 @@ def test_api_versions_newer_than_ours_gets_the_fallback(broker_cluster: BrokerCl
                 18,
                 19,
                 20,
+                21,
                 22,
                 23,
                 32,
                 33,
+                35,
                 36,
                 37,
                 42,
+                43,
                 44,
                 45,
                 46,
                 47,
+                60,
+                61,
             }
             assert {k.api_key for k in response.api_keys} == keys
         finally:
