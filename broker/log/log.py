@@ -58,11 +58,11 @@ import logging
 import shutil
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from broker.clock import Clock, system_clock_ms
 from broker.config import DEFAULT_PRODUCER_ID_EXPIRATION_MS, LogConfig
+from broker.log.append_info import AppendInfo
 from broker.log.errors import LogClosedError, LogStorageError, UnexpectedAppendOffsetError
 from broker.log.file_handle import fsync_dir
 from broker.log.file_names import deleted_partition_dir_name, parse_partition_dir_name
@@ -86,25 +86,6 @@ from broker.record.topic_partition import TopicPartition
 logger = logging.getLogger(__name__)
 
 Buffer = bytes | bytearray | memoryview
-
-
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
-    """What an append did: the offsets it assigned and what it wrote."""
-
-    first_offset: int
-    last_offset: int
-    #: The largest record timestamp among the appended batches (-1 when none had one).
-    max_timestamp_ms: int
-    record_count: int
-    batch_count: int
-    size_bytes: int
-    #: True when every batch was a retry of an appended one: nothing was written, and the offsets are
-    #: the original batch's (an idempotent producer's duplicate).
-    duplicate: bool = False
-    #: The time a ``LogAppendTime`` log stamped on the batches (the produce response's
-    #: ``log_append_time_ms``); -1 for ``CreateTime``.
-    log_append_time_ms: int = -1
 
 
 class Log(LogReplication, LogTruncation, LogCleanup, LogFlush):

@@ -44,7 +44,8 @@ from broker.log.log_view import LogView
 from broker.record.record_batch import RecordBatch
 
 if TYPE_CHECKING:
-    from broker.log.log import AppendInfo, Buffer
+    from broker.log.append_info import AppendInfo
+    from broker.log.log import Buffer
     from broker.log.segment import Segment
 
 logger = logging.getLogger(__name__)

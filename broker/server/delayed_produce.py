@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
+from broker.log.append_info import AppendInfo
 from broker.log.errors import LogError
-from broker.log.log import AppendInfo
 from broker.record.errors import RecordError
 from broker.record.topic_partition import TopicPartition
 from broker.server.delayed_operation import DelayedOperation

@@ -59,8 +59,9 @@ from dataclasses import dataclass
 
 from broker.clock import Clock, system_clock_ms
 from broker.cluster.partition_state import PartitionState
+from broker.log.append_info import AppendInfo
 from broker.log.file_region import FileRegion
-from broker.log.log import AppendInfo, Buffer, Log
+from broker.log.log import Buffer, Log
 from broker.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from broker.record.topic_partition import TopicPartition
 from broker.server.errors import (

@@ -84,9 +84,10 @@ from broker.cluster.partition_state import PartitionState
 from broker.cluster.replication_throttle import ReplicationThrottle, ThrottleSnapshot
 from broker.cluster.topic_config import min_insync_replicas, topic_log_config
 from broker.config import BrokerConfig
+from broker.log.append_info import AppendInfo
 from broker.log.errors import LogError
 from broker.log.file_region import FileRegion
-from broker.log.log import AppendInfo, Buffer
+from broker.log.log import Buffer
 from broker.log.log_manager import LogManager
 from broker.record.errors import InvalidRecordError, RecordError
 from broker.record.topic_name import validate_topic_name

@@ -12,8 +12,9 @@ from pathlib import Path
 import crc32c
 import pytest
 
+from broker.log.append_info import AppendInfo
 from broker.log.errors import LogClosedError, LogStorageError, OffsetOutOfRangeError, RecordTooLargeError
-from broker.log.log import AppendInfo, Log
+from broker.log.log import Log
 from broker.record.batch_scan import scan_batches
 from broker.record.compression import CompressionType
 from broker.record.errors import CorruptRecordError, InvalidRecordError, InvalidTopicError

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from broker.log.append_info import AppendInfo
 from broker.log.errors import CorruptSnapshotError, InvalidProducerEpochError, OutOfOrderSequenceError
 from broker.log.file_names import snapshot_file_name
-from broker.log.log import AppendInfo, Log
+from broker.log.log import Log
 from broker.log.producer_state import (
     NUM_BATCHES_TO_RETAIN,
     BatchMetadata,
