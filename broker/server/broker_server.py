@@ -69,7 +69,6 @@ from broker.server.kafka_apis import INLINE_API_KEYS, PIPELINE_API_KEYS, RUN_API
 from broker.server.purgatory import Purgatory
 from broker.server.reassignment_apis import Alter
 from broker.server.replica_manager import ReplicaManager
-from broker.web.errors import WebSecurityError
 from broker.web.web_security import WebSecurity
 from broker.web.wsgi_server import WsgiServer
 
@@ -223,11 +222,10 @@ class BrokerServer:
     def _start(self) -> None:
         config = self.config
         if config.metrics_listen_port is not None:
-            try:  # before anything binds: a metrics endpoint open to the network is refused at once
-                for warning in metrics_security(config).check():
-                    logger.warning("%s", warning)
-            except WebSecurityError as exc:
-                raise BrokerStartupError(str(exc)) from exc
+            # before anything binds: a metrics endpoint open to the network is refused at once (a config
+            # error, WebSecurityError: exit 2 from `lumber broker start`)
+            for warning in metrics_security(config).check():
+                logger.warning("%s", warning)
         where = f"zookeeper {self._zookeeper.connect}"
         client = KazooClient(hosts=self._zookeeper.connect, timeout=self._zookeeper.session_timeout_ms / 1000)
         try:
@@ -423,10 +421,8 @@ class BrokerServer:
         the start (a config error)."""
         metrics.registry.register(collector)
         security = metrics_security(self.config)
-        try:
+        try:  # a users file or certificate that cannot be read raises WebSecurityError: the start fails
             server = WsgiServer(make_wsgi_app(metrics.registry), port, security, "broker-metrics")
-        except WebSecurityError as exc:
-            raise BrokerStartupError(str(exc)) from exc
         except OSError as exc:
             logger.error(  # noqa: TRY400 - the traceback adds nothing to "address in use"
                 "broker %d: cannot serve metrics on %s:%s (%s): metrics are off; set [broker] metrics_port "
