@@ -16,7 +16,9 @@ answer says which kind a group is; a name used by both kinds needs ``--kind``.
                                                   STOPPED over the last --window observations
                                                   (:mod:`broker.client.groups.lag_evaluation`); with
                                                   --metrics-port, also as Prometheus metrics
-                                                  (:mod:`pipeline.lag_metrics`) on 127.0.0.1, and each
+                                                  (:mod:`pipeline.lag_metrics`) on 127.0.0.1
+                                                  ([lag_exporter] host or --metrics-host; users and
+                                                  TLS from [lag_exporter]), and each
                                                   group's window as JSON at /lag-history
                                                   (:mod:`pipeline.lag_exporter`); a partition
                                                   consumed without a commit counts from its
