@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from broker.network.failed_authentications import FailedAuthentications
 from broker.web.basic_auth import BasicAuthenticator
-from broker.web.errors import TlsConfigError, UnsafeBindError
+from broker.web.errors import TlsConfigError, UnsafeBindError, UsersFileError
 from broker.web.users_file import UsersFile
 
 
@@ -108,7 +108,11 @@ class WebSecurity:
         """The authenticator of ``users_file`` (``None``: no authentication); :class:`UsersFileError`."""
         if not self.users_file:
             return None
-        return BasicAuthenticator(UsersFile(self.users_file), self.server, failures)
+        try:
+            users = UsersFile(self.users_file)
+        except UsersFileError as exc:
+            raise UsersFileError(f"{self.server}: {self.key('users_file')}: {exc}") from exc
+        return BasicAuthenticator(users, self.server, failures)
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """The server's TLS context (TLS 1.2 or later), ``None`` without ``ssl_certfile``."""

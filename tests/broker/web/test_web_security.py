@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.web.errors import TlsConfigError, UnsafeBindError
+from broker.web.errors import TlsConfigError, UnsafeBindError, UsersFileError
 from broker.web.web_security import WebSecurity, is_loopback
 
 
@@ -73,3 +73,15 @@ def test_a_certificate_that_cannot_be_loaded_is_named(tmp_path: Path) -> None:
     security = WebSecurity("lumber console", "console", "127.0.0.1", ssl_certfile=str(tmp_path / "cert.pem"))
     with pytest.raises(TlsConfigError, match=r"cannot load \[console\] ssl_certfile '.*cert.pem'"):
         security.ssl_context()
+
+
+def test_a_users_file_that_cannot_be_read_is_named_with_its_key(tmp_path: Path) -> None:
+    security = WebSecurity(
+        "broker 0's metrics", "broker", "0.0.0.0", users_file=str(tmp_path / "none"), prefix="metrics_"
+    )
+    with pytest.raises(UsersFileError) as caught:
+        security.authenticator()
+    assert str(caught.value) == (
+        f"broker 0's metrics: [broker] metrics_users_file: users file '{tmp_path / 'none'}': "
+        "No such file or directory"
+    )
