@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import ssl
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -69,7 +70,7 @@ def _serve(args: argparse.Namespace, config: LumberConfig) -> int:
         for name in ("kazoo", "httpx", "broker.client"):
             logging.getLogger(name).setLevel(logging.WARNING)
     print(f"lumber console: {security.scheme}://{console.host}:{console.port}/", flush=True)
-    uvicorn.run(
+    server = uvicorn.Config(
         app,
         host=console.host,
         port=console.port,
@@ -77,4 +78,8 @@ def _serve(args: argparse.Namespace, config: LumberConfig) -> int:
         ssl_certfile=console.ssl_certfile or None,
         ssl_keyfile=console.ssl_keyfile or None,
     )
+    server.load()  # builds uvicorn's TLS context, raised here to TLS 1.2 as the other HTTP servers'
+    if server.ssl is not None:
+        server.ssl.minimum_version = ssl.TLSVersion.TLSv1_2
+    uvicorn.Server(server).run()
     return 0
