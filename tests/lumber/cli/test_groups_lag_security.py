@@ -59,6 +59,23 @@ def test_beyond_loopback_without_users_the_lag_exporter_refuses(start_cluster: A
     )
 
 
+def test_allowed_unauthenticated_the_lag_exporter_starts_and_warns(
+    start_cluster: Any, tmp_path: Path
+) -> None:
+    cluster = start_cluster(1)
+    config = _config(tmp_path, cluster, "allow_unauthenticated = true\n")
+    argv = [sys.executable, "-m", "lumber", "--config", str(config), "groups", "lag", "--all-groups"]
+    argv += ["--watch", "--interval", "200ms", "--count", "2", "--metrics-port", str(free_port())]
+    started = subprocess.run(
+        [*argv, "--metrics-host", "0.0.0.0"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert started.returncode == 0, started.stderr
+    assert started.stderr.splitlines()[0] == (
+        "lumber: warning: lumber lag exporter: serving '0.0.0.0' WITHOUT authentication "
+        "([lag_exporter] allow_unauthenticated = true): anyone who reaches it is served"
+    )
+
+
 def test_a_secured_lag_exporter_and_the_console_reading_it(start_cluster: Any, tmp_path: Path) -> None:
     cluster = start_cluster(1)
     cluster.create_topic("events", 1)
