@@ -340,6 +340,18 @@ class BrokerConfig(ConfigSection):
         ge=-1,
         le=65535,
     )
+    metrics_users_file: str = setting(
+        "",
+        "A file of name:role:hash lines (`lumber http-users add`): a scrape of the metrics needs one of "
+        "its users (HTTP Basic, Prometheus' basic_auth; either role). Empty: no authentication; then "
+        "a `host` beyond 127.0.0.1 needs metrics_allow_unauthenticated.",
+    )
+    metrics_ssl_certfile: str = setting("", "PEM certificate chain: serve the metrics over HTTPS.")
+    metrics_ssl_keyfile: str = setting("", "PEM private key of metrics_ssl_certfile (empty: in it).")
+    metrics_allow_unauthenticated: bool = setting(
+        False,
+        "Serve the metrics on a `host` beyond 127.0.0.1 without metrics_users_file (refused otherwise).",
+    )
 
     default_replication_factor: int = setting(
         1,

@@ -48,9 +48,11 @@ from broker.client.groups.group_config import GroupConfig
 from broker.client.producer.producer_config import ProducerConfig
 from broker.config import BrokerConfig, LogConfig
 from broker.config_section import ConfigSection, describe_type, error_phrases, setting
+from broker.web.web_security import WebSecurity
 from mirror.mirror_config import MirrorConfig
 from pipeline.completeness_config import CompletenessConfig
 from pipeline.errors import ConfigError
+from pipeline.lag_exporter_config import LagExporterConfig
 from pipeline.load_config import LoadConfig
 from pipeline.schedule_config import ScheduleConfig
 from pipeline.spark_config import SparkConfig
@@ -137,7 +139,9 @@ class ConsoleConfig(ConfigSection):
     """The web console, ``lumber console`` (:mod:`lumber.console`)."""
 
     host: str = setting(
-        "127.0.0.1", "Address the console listens on (127.0.0.1: this machine only; it has no login)."
+        "127.0.0.1",
+        "Address the console listens on (127.0.0.1: this machine only). Beyond 127.0.0.1 it needs "
+        "users_file, or allow_unauthenticated = true.",
     )
     port: int = setting(8090, "Port of the console.", ge=1, le=65535)
     records_per_page: int = setting(
@@ -154,6 +158,38 @@ class ConsoleConfig(ConfigSection):
         "give ZooKeeper groups' lag history on their pages (ZooKeeper keeps only the last commit); "
         "empty: no history for ZooKeeper groups.",
     )
+    lag_exporter_username: str = setting(
+        "", "User the console gives the lag exporter when that asks for one ([lag_exporter] users_file)."
+    )
+    lag_exporter_password_file: str = setting(
+        "", "File whose first line is lag_exporter_username's password (never the password itself here)."
+    )
+    lag_exporter_cafile: str = setting(
+        "", "PEM CA certificates that sign an https lag_exporter_url's certificate (empty: the system's)."
+    )
+    users_file: str = setting(
+        "",
+        "A file of name:role:hash lines (`lumber http-users add`): every page needs one of its users "
+        "(HTTP Basic); role read sees every page, role admin also resets groups' offsets. Empty: no "
+        "authentication, everyone is admin.",
+    )
+    ssl_certfile: str = setting("", "PEM certificate chain: serve HTTPS (empty: plain HTTP).")
+    ssl_keyfile: str = setting("", "PEM private key of ssl_certfile (empty: in ssl_certfile).")
+    allow_unauthenticated: bool = setting(
+        False, "Serve beyond 127.0.0.1 without users_file (refused otherwise): anyone may reset offsets."
+    )
+
+    def security(self) -> WebSecurity:
+        """The console's :class:`~broker.web.web_security.WebSecurity`."""
+        return WebSecurity(
+            "lumber console",
+            "console",
+            self.host,
+            users_file=self.users_file,
+            ssl_certfile=self.ssl_certfile,
+            ssl_keyfile=self.ssl_keyfile,
+            allow_unauthenticated=self.allow_unauthenticated,
+        )
 
 
 class LumberConfig(ConfigSection):
@@ -178,6 +214,7 @@ class LumberConfig(ConfigSection):
     audit: AuditConfig = Field(default_factory=AuditConfig)
     completeness: CompletenessConfig = Field(default_factory=CompletenessConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
+    lag_exporter: LagExporterConfig = Field(default_factory=LagExporterConfig)
     mirror: MirrorConfig = Field(default_factory=MirrorConfig)
     source: str = Field(default="<defaults>", description="Where the config was read from.")
 

@@ -12,35 +12,30 @@
 ``/lag-history`` is where the console's group page (``[console] lag_exporter_url``) finds the lag history
 of ZooKeeper groups: ZooKeeper keeps only each partition's last commit, and the console keeps nothing, so
 the exporter's window (``--window`` observations every ``--interval``) is the history there is. The server
-is ``prometheus_client``'s WSGI application behind a small dispatcher, on a threading WSGI server in a
-daemon thread (``prometheus_client.start_http_server``'s shape); the collector is read by its threads as its
-docstring allows.
+is ``prometheus_client``'s WSGI application behind a small dispatcher, served by
+:class:`~broker.web.wsgi_server.WsgiServer` from a daemon thread: with ``[lag_exporter] users_file`` every
+request needs a user of that file (either role: both paths only read), with ``ssl_certfile`` it is HTTPS,
+and bound beyond 127.0.0.1 without users it refuses to start unless ``[lag_exporter]
+allow_unauthenticated = true`` (:mod:`broker.web.web_security`). The collector is read by the server's
+threads as its docstring allows.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qs
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
-from prometheus_client.exposition import ThreadingWSGIServer
 
+from broker.web.web_security import WebSecurity
+from broker.web.wsgi_server import WsgiServer
 from pipeline.lag_metrics import LagCollector
 
 HISTORY_PATH = "/lag-history"
 
 StartResponse = Callable[..., Any]
-
-
-class _QuietHandler(WSGIRequestHandler):
-    """No line on stderr per request (the watcher prints its observations there)."""
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-        pass
 
 
 def exporter_app(collector: LagCollector) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
@@ -69,10 +64,8 @@ def exporter_app(collector: LagCollector) -> Callable[[dict[str, Any], StartResp
     return app
 
 
-def start_lag_exporter(collector: LagCollector, port: int, host: str = "127.0.0.1") -> WSGIServer:
-    """Serve ``collector`` on ``host:port`` from a daemon thread; ``shutdown()`` the server to stop it."""
-    server = make_server(
-        host, port, exporter_app(collector), ThreadingWSGIServer, handler_class=_QuietHandler
-    )
-    threading.Thread(target=server.serve_forever, name="lag-exporter", daemon=True).start()
-    return server
+def start_lag_exporter(collector: LagCollector, port: int, security: WebSecurity | None = None) -> WsgiServer:
+    """Serve ``collector`` on ``port`` from a daemon thread (127.0.0.1 without authentication unless
+    ``security`` says otherwise: check it first, :meth:`WebSecurity.check`); ``stop()`` the server."""
+    security = security or WebSecurity("the lag exporter", "lag_exporter", "127.0.0.1")
+    return WsgiServer(exporter_app(collector), port, security, "lag-exporter")

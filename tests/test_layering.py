@@ -29,6 +29,7 @@ RANKS: dict[str, int] = {
     "broker.protocol": 2,
     "broker.network": 3,
     "broker.cluster": 3,
+    "broker.web": 3,
     "broker.server": 4,
     "broker.client": 5,
     "schemas": 5,

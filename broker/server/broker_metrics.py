@@ -1,6 +1,9 @@
 """The broker's Prometheus metrics, named as the Kafka JMX exporter names Kafka's MBeans, so that existing
-dashboards map over. Served by ``prometheus_client`` at ``http://<[broker] host>:<metrics port>/metrics``
-(``[broker] metrics_port``, default 9308 + broker id; 0 turns them off).
+dashboards map over. Served by ``prometheus_client``'s WSGI application at
+``http://<[broker] host>:<metrics port>/metrics`` (``[broker] metrics_port``, default 9308 + broker id; 0
+turns them off), through :class:`~broker.web.wsgi_server.WsgiServer`: HTTPS with ``[broker]
+metrics_ssl_certfile``, HTTP Basic users with ``metrics_users_file``, and a ``host`` beyond 127.0.0.1 refused
+without users unless ``metrics_allow_unauthenticated = true`` (docs/security.md, "Console and metrics").
 
 ================================================================================ ===========================
 metric                                                                            what (where it comes from)

@@ -37,7 +37,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
-from prometheus_client import start_http_server
+from prometheus_client import make_wsgi_app
 
 from broker.cluster import partition_state_store, zk_paths
 from broker.cluster.broker_registration import BrokerRegistration
@@ -69,8 +69,24 @@ from broker.server.kafka_apis import INLINE_API_KEYS, PIPELINE_API_KEYS, RUN_API
 from broker.server.purgatory import Purgatory
 from broker.server.reassignment_apis import Alter
 from broker.server.replica_manager import ReplicaManager
+from broker.web.web_security import WebSecurity
+from broker.web.wsgi_server import WsgiServer
 
 logger = logging.getLogger(__name__)
+
+
+def metrics_security(config: BrokerConfig) -> WebSecurity:
+    """How the broker's metrics endpoint is secured: ``[broker] host`` and ``metrics_*``."""
+    return WebSecurity(
+        f"broker {config.broker_id}'s metrics",
+        "broker",
+        config.host,
+        users_file=config.metrics_users_file,
+        ssl_certfile=config.metrics_ssl_certfile,
+        ssl_keyfile=config.metrics_ssl_keyfile,
+        allow_unauthenticated=config.metrics_allow_unauthenticated,
+        prefix="metrics_",
+    )
 
 
 class BrokerStartupError(ServerError):
@@ -205,6 +221,11 @@ class BrokerServer:
 
     def _start(self) -> None:
         config = self.config
+        if config.metrics_listen_port is not None:
+            # before anything binds: a metrics endpoint open to the network is refused at once (a config
+            # error, WebSecurityError: exit 2 from `lumber broker start`)
+            for warning in metrics_security(config).check():
+                logger.warning("%s", warning)
         where = f"zookeeper {self._zookeeper.connect}"
         client = KazooClient(hosts=self._zookeeper.connect, timeout=self._zookeeper.session_timeout_ms / 1000)
         try:
@@ -394,13 +415,14 @@ class BrokerServer:
             )
 
     def _serve_metrics(self, metrics: BrokerMetrics, port: int, collector: BrokerCollector) -> None:
-        """GET /metrics on ``host:metrics port`` (broker/server/broker_metrics.py); a port that cannot be
-        bound leaves the broker up without metrics, with an error in its log."""
+        """GET /metrics on ``host:metrics port`` (broker/server/broker_metrics.py), behind the users and TLS
+        of ``[broker] metrics_*`` (:func:`metrics_security`); a port that cannot be bound leaves the broker
+        up without metrics, with an error in its log. A users file or certificate that cannot be read stops
+        the start (a config error)."""
         metrics.registry.register(collector)
-        try:
-            self._metrics_server, _ = start_http_server(
-                port, addr=self.config.host, registry=metrics.registry
-            )
+        security = metrics_security(self.config)
+        try:  # a users file or certificate that cannot be read raises WebSecurityError: the start fails
+            server = WsgiServer(make_wsgi_app(metrics.registry), port, security, "broker-metrics")
         except OSError as exc:
             logger.error(  # noqa: TRY400 - the traceback adds nothing to "address in use"
                 "broker %d: cannot serve metrics on %s:%s (%s): metrics are off; set [broker] metrics_port "
@@ -411,15 +433,13 @@ class BrokerServer:
                 exc,
             )
             return
-        logger.info(
-            "broker %d: metrics on http://%s:%s/metrics", self.config.broker_id, self.config.host, port
-        )
+        self._metrics_server = server
+        logger.info("broker %d: metrics on %s/metrics", self.config.broker_id, server.url)
 
     def _stop_metrics(self) -> None:
         server, self._metrics_server = self._metrics_server, None
         if server is not None:
-            server.shutdown()
-            server.server_close()
+            server.stop()
 
     def _check_id_free(self, client: KazooClient) -> None:
         """Refuse to start while a live broker holds our id. A registration left by this broker's own

@@ -107,6 +107,11 @@ COMMANDS = (
     Command(
         "console", "lumber.cli.console", "the web console: cluster, topics, groups, schemas, loads, audit"
     ),
+    Command(
+        "http-users",
+        "lumber.cli.http_users",
+        "users of the console, lag exporter and metrics (HTTP Basic, a users file)",
+    ),
 )
 _BY_NAME = {command.name: command for command in COMMANDS}
 #: Top-level options that take a value (so the word after them is not the command).

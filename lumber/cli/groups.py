@@ -16,7 +16,9 @@ answer says which kind a group is; a name used by both kinds needs ``--kind``.
                                                   STOPPED over the last --window observations
                                                   (:mod:`broker.client.groups.lag_evaluation`); with
                                                   --metrics-port, also as Prometheus metrics
-                                                  (:mod:`pipeline.lag_metrics`) on 127.0.0.1, and each
+                                                  (:mod:`pipeline.lag_metrics`) on 127.0.0.1
+                                                  ([lag_exporter] host or --metrics-host; users and
+                                                  TLS from [lag_exporter]), and each
                                                   group's window as JSON at /lag-history
                                                   (:mod:`pipeline.lag_exporter`); a partition
                                                   consumed without a commit counts from its
@@ -65,6 +67,7 @@ from broker.client.groups.kafka.kafka_group_admin import (
 from broker.client.groups.lag_evaluation import LagWindow, PartitionLag, group_status, reset_position
 from broker.client.groups.zookeeper.group_admin import GroupAdmin, NonEmptyGroupError, UnknownGroupError
 from broker.record.topic_partition import TopicPartition
+from broker.web.errors import WebSecurityError
 from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.zookeeper_session import zookeeper_session
 from pipeline.durations import DURATION_HELP, DurationError, parse_duration_ms
@@ -168,7 +171,9 @@ def register(subparsers: Any) -> None:
     )
     lag.add_argument("--count", type=int, help="with --watch: stop after this many observations")
     lag.add_argument("--metrics-port", type=int, help="with --watch: serve Prometheus metrics on this port")
-    lag.add_argument("--metrics-host", default="127.0.0.1", help="address of the metrics server (127.0.0.1)")
+    lag.add_argument(
+        "--metrics-host", help="address of the metrics server (default: [lag_exporter] host, 127.0.0.1)"
+    )
     _common(lag)
     lag.set_defaults(handler=_run(_lag))
 
@@ -360,7 +365,14 @@ def _lag(args: argparse.Namespace, config: LumberConfig, admins: Admins) -> int:
         return BAD_INPUT_EXIT_CODE
     collector = LagCollector()
     if args.watch and args.metrics_port is not None:
-        start_lag_exporter(collector, args.metrics_port, args.metrics_host)
+        security = config.lag_exporter.security(args.metrics_host)
+        try:
+            for warning in security.check():
+                print(f"lumber: warning: {warning}", file=sys.stderr, flush=True)
+            start_lag_exporter(collector, args.metrics_port, security)
+        except WebSecurityError as exc:
+            print(f"lumber: error: {exc}", file=sys.stderr)
+            return BAD_INPUT_EXIT_CODE
     count = (args.count if args.count is not None else -1) if args.watch else 1
     observed = 0
     said_none = False

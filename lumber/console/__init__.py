@@ -17,6 +17,11 @@ or run twice, at any time.
 ``/audit``, ``/audit/{topic}/{start_ms}``  the completeness heatmap; one window's counts
 ========================================== =================================================================
 
+Who may see and act: with ``[console] users_file`` every request needs a user (HTTP Basic), role ``read``
+sees, ``admin`` also resets offsets; ``ssl_certfile`` serves HTTPS; beyond 127.0.0.1 the console refuses to
+start without users unless ``allow_unauthenticated = true`` (:mod:`~lumber.console.console_auth`,
+:mod:`broker.web`, docs/security.md).
+
 Modules: :mod:`~lumber.console.app` builds the application; one ``*_pages`` module per page group; the
 readers (:mod:`~lumber.console.cluster_reader`, :mod:`~lumber.console.record_reader`,
 :mod:`~lumber.console.warehouse_reader`, and for a group's lag history

@@ -11,6 +11,9 @@ a malformed parameter (``?offset=abc``), FastAPI's check    400, naming the para
 an unknown route or method                                  404 / 405
 the registry's "not found" answers (40401, 40402, 40403)    404; its other refusals 400
 ZooKeeper, a broker or the registry unreachable             503
+no or wrong credentials ([console] users_file)              401, ``WWW-Authenticate: Basic``
+                                                            (:mod:`~lumber.console.console_auth`)
+an action a read-only user may not take                     403
 =========================================================== =================================================
 
 Anything else is a bug: 500, logged with its traceback, and the page still says what happened.
@@ -38,6 +41,7 @@ from lumber.console import (
     search_pages,
     topic_pages,
 )
+from lumber.console.console_auth import ConsoleAuth
 from lumber.console.errors import ConsoleError
 from lumber.console.page import error_response
 from schemas.errors import (
@@ -57,6 +61,7 @@ _NOT_FOUND = (SubjectNotFoundError, VersionNotFoundError, SchemaNotFoundError)
 def create_app(config: LumberConfig) -> FastAPI:
     app = FastAPI(title="Lumber console", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.config = config
+    app.add_middleware(ConsoleAuth, authenticator=config.console.security().authenticator())
 
     @app.exception_handler(ConsoleError)
     async def console_error(request: Request, exc: ConsoleError) -> Response:

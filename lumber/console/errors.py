@@ -3,7 +3,8 @@
 :class:`ConsoleError` is the root (a :class:`~pipeline.errors.PipelineError`). What the user asked for that
 does not exist (a topic, a partition, a group, a subject) is :class:`NotFoundError` (404); a parameter that
 cannot be honoured (an offset outside the log, a malformed time, a record that is not Avro asked for as
-Avro) is :class:`BadRequestError` (400); ZooKeeper, a broker or the registry not answering is
+Avro) is :class:`BadRequestError` (400); an action the user's role may not take is :class:`ForbiddenError`
+(403); ZooKeeper, a broker or the registry not answering is
 :class:`SourceUnavailableError` (503). The application renders each as a page (or JSON) naming what was
 wrong: a user's input never produces a 500.
 """
@@ -39,3 +40,10 @@ class SourceUnavailableError(ConsoleError):
 
     status = 503
     title = "Unavailable"
+
+
+class ForbiddenError(ConsoleError):
+    """An action the user's role may not take (a read-only user resetting offsets)."""
+
+    status = 403
+    title = "Forbidden"

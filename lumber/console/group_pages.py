@@ -31,6 +31,7 @@ from broker.client.groups.kafka.kafka_group_admin import KafkaGroupDescription
 from broker.client.groups.lag_evaluation import reset_position
 from broker.client.groups.zookeeper.group_admin import GroupAdmin, GroupDescription
 from broker.record.topic_partition import TopicPartition
+from lumber.console.console_auth import may_act, read_only_note
 from lumber.console.errors import BadRequestError, NotFoundError
 from lumber.console.lag_exporter_reader import read_exporter_history, read_exporter_statuses
 from lumber.console.lag_history import LagHistory, LagPoint
@@ -185,14 +186,18 @@ def group_page(
         f"<h2>Partitions</h2>{partitions}<h2>Lag per partition</h2>{chart}"
         f"<h2>Lag over time</h2>{_history_part(lag_history)}"
         "<h2>Reset offsets</h2>"
-        + form(
-            f"/groups/{group}/reset",
-            {
-                "topic": ("topic", ""),
-                "to": ("to (earliest, latest)", "earliest"),
-                "kind": ("kind", data["kind"]),
-            },
-            submit="Show the moves",
+        + (
+            form(
+                f"/groups/{group}/reset",
+                {
+                    "topic": ("topic", ""),
+                    "to": ("to (earliest, latest)", "earliest"),
+                    "kind": ("kind", data["kind"]),
+                },
+                submit="Show the moves",
+            )
+            if may_act(request)
+            else read_only_note("Resetting offsets")
         )
     )
     return respond(request, f"Group {group} ({data['kind']})", body, data)

@@ -13,11 +13,18 @@ history would come from: the rest of the page does not depend on it.
 Burrow's rules (:func:`~broker.client.groups.lag_evaluation.evaluate`, the worst partition's status), as the
 exporter's ``lumber_consumergroup_status`` does: the groups list's status column.
 
+A secured exporter (``[lag_exporter] users_file``, ``ssl_certfile``) is asked with ``[console]
+lag_exporter_username`` and the first line of ``lag_exporter_password_file`` (read at each request, so a new
+password applies at once), its certificate checked against ``lag_exporter_cafile``
+(:func:`exporter_get`).
+
 Not thread-safe: one request, one thread.
 """
 
 from __future__ import annotations
 
+import ssl
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -35,6 +42,22 @@ NOT_CONFIGURED = (
 )
 
 
+def exporter_get(sources: Sources, url: str, params: dict[str, str]) -> httpx.Response:
+    """GET ``url`` of the lag exporter with the console's credentials and CA for it, if configured."""
+    console = sources.config.console
+    auth: tuple[str, str] | None = None
+    if console.lag_exporter_username:
+        password = ""
+        if console.lag_exporter_password_file:
+            with Path(console.lag_exporter_password_file).open(encoding="utf-8") as fh:
+                password = fh.readline().rstrip("\r\n")
+        auth = (console.lag_exporter_username, password)
+    verify: ssl.SSLContext | bool = True
+    if console.lag_exporter_cafile:
+        verify = ssl.create_default_context(cafile=console.lag_exporter_cafile)
+    return httpx.get(url, params=params or None, auth=auth, verify=verify, timeout=sources.timeout_ms / 1000)
+
+
 def read_exporter_history(sources: Sources, group: str, kind: str) -> LagHistory:
     """``group``'s samples in the exporter's window (see the module docstring)."""
     base = sources.config.console.lag_exporter_url.rstrip("/")
@@ -42,8 +65,8 @@ def read_exporter_history(sources: Sources, group: str, kind: str) -> LagHistory
         return LagHistory("none", note=NOT_CONFIGURED)
     source = f"{base}{HISTORY_PATH}"
     try:
-        response = httpx.get(source, params={"group": group, "kind": kind}, timeout=sources.timeout_ms / 1000)
-    except httpx.HTTPError as exc:
+        response = exporter_get(sources, source, {"group": group, "kind": kind})
+    except (httpx.HTTPError, OSError) as exc:
         return LagHistory(source, note=f"the lag exporter at {base} did not answer: {exc!r}")
     if response.status_code == 404:
         return LagHistory(
@@ -66,7 +89,7 @@ def read_exporter_statuses(sources: Sources, now_ms: int) -> tuple[dict[tuple[st
     if not base:
         return {}, "no lag exporter ([console] lag_exporter_url): no status"
     try:
-        response = httpx.get(f"{base}{HISTORY_PATH}", timeout=sources.timeout_ms / 1000)
+        response = exporter_get(sources, f"{base}{HISTORY_PATH}", {})
         response.raise_for_status()
         groups = response.json()["groups"]
         statuses = {}
@@ -84,7 +107,7 @@ def read_exporter_statuses(sources: Sources, now_ms: int) -> tuple[dict[tuple[st
                 ]
                 worst = max(worst, evaluate(samples, now_ms))
             statuses[(str(found["group"]), str(found["kind"]))] = worst.name
-    except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+    except (httpx.HTTPError, OSError, ValueError, KeyError, TypeError) as exc:
         return {}, f"the lag exporter at {base} gave no statuses: {exc!r}"
     return statuses, ""
 

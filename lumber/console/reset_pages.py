@@ -11,8 +11,9 @@ tool does) and shows what was written. Nothing is written by a GET, and a POST w
 a 400. The parameters travel in the address (the page has no script and the form no body), so the
 confirmation and the request it confirms are the same.
 
-Who may reset: anyone who reaches the console (bound to 127.0.0.1 by default); Lumber's console has no login
-yet, so an admin role, when security exists, is for the merge of that work to add.
+Who may reset: a user of role ``admin`` (:mod:`lumber.console.console_auth`; everyone when the console does
+not authenticate). A ``read`` user sees the confirmation's moves without the button, and a POST of theirs is
+answered 403 before anything is read or written.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from broker.client.errors import ClientError
 from broker.client.groups.zookeeper.group_admin import GroupAdmin
 from broker.record.topic_partition import TopicPartition
 from lumber.console.cluster_reader import read_topic
+from lumber.console.console_auth import may_act, read_only_note, require_admin
 from lumber.console.errors import BadRequestError
 from lumber.console.group_pages import KAFKA_KIND, describe
 from lumber.console.page import esc, link, respond, table, url
@@ -90,14 +92,30 @@ def confirm_reset(
     found = describe(sources, group, kind).to_json()["kind"]
     before, targets = _moves(sources, group, found, topic, to, offset)
     action = url(f"/groups/{group}/reset", topic=topic, to=to, offset=offset, kind=found, confirm="yes")
+    allowed = may_act(request)
+    if allowed:
+        button = (
+            f'<form method="post" action="{esc(action)}"><button type="submit" id="confirm">Reset offsets'
+            f"</button> {link(f'/groups/{group}', 'cancel', kind=found)}</form>"
+        )
+    else:
+        button = (
+            read_only_note("Resetting offsets") + f"<p>{link(f'/groups/{group}', 'back', kind=found)}</p>"
+        )
     body = (
         f"<p>Reset {esc(found)} group <b>{esc(group)}</b>'s offsets of topic <b>{esc(topic)}</b> to "
         f"{esc(to if offset is None else f'offset {offset}')}: these moves will be written.</p>"
         + _table(before, targets)
-        + f'<form method="post" action="{esc(action)}"><button type="submit" id="confirm">Reset offsets'
-        f"</button> {link(f'/groups/{group}', 'cancel', kind=found)}</form>"
+        + button
     )
-    data = {"group": group, "kind": found, "topic": topic, "to": to, "moves": _json(before, targets)}
+    data = {
+        "group": group,
+        "kind": found,
+        "topic": topic,
+        "to": to,
+        "moves": _json(before, targets),
+        "allowed": allowed,
+    }
     return respond(request, f"Reset group {group}?", body, data)
 
 
@@ -112,6 +130,7 @@ def reset(
     kind: str | None = None,
     confirm: str = "",
 ) -> Response:
+    require_admin(request, "resetting a group's offsets")
     if confirm != "yes":
         raise BadRequestError(
             "parameter confirm: a reset is written only with confirm=yes (see its GET page)"

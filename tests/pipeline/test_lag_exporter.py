@@ -26,8 +26,7 @@ def exporter() -> Iterator[tuple[str, LagCollector]]:
     try:
         yield f"http://127.0.0.1:{port}", collector
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()
 
 
 def test_metrics_and_lag_history(exporter: tuple[str, LagCollector]) -> None:
