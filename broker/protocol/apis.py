@@ -18,14 +18,17 @@ from broker.protocol.messages.api_versions import (
     ApiVersionsRequest,
     ApiVersionsResponse,
 )
+from broker.protocol.messages.create_acls import CREATE_ACLS, CreateAclsRequest, CreateAclsResponse
 from broker.protocol.messages.create_partitions import (
     CREATE_PARTITIONS,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
 )
 from broker.protocol.messages.create_topics import CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse
+from broker.protocol.messages.delete_acls import DELETE_ACLS, DeleteAclsRequest, DeleteAclsResponse
 from broker.protocol.messages.delete_groups import DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse
 from broker.protocol.messages.delete_topics import DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse
+from broker.protocol.messages.describe_acls import DESCRIBE_ACLS, DescribeAclsRequest, DescribeAclsResponse
 from broker.protocol.messages.describe_configs import (
     DESCRIBE_CONFIGS,
     DescribeConfigsRequest,
@@ -114,6 +117,9 @@ SUPPORTED_APIS: tuple[ApiSpec, ...] = (
     LIST_PARTITION_REASSIGNMENTS,
     SASL_HANDSHAKE,
     SASL_AUTHENTICATE,
+    DESCRIBE_ACLS,
+    CREATE_ACLS,
+    DELETE_ACLS,
 )
 
 #: A decoded request body.
@@ -146,6 +152,9 @@ RequestBody = (
     | ListPartitionReassignmentsRequest
     | SaslHandshakeRequest
     | SaslAuthenticateRequest
+    | DescribeAclsRequest
+    | CreateAclsRequest
+    | DeleteAclsRequest
 )
 
 #: A response body.
@@ -178,6 +187,9 @@ ResponseBody = (
     | ListPartitionReassignmentsResponse
     | SaslHandshakeResponse
     | SaslAuthenticateResponse
+    | DescribeAclsResponse
+    | CreateAclsResponse
+    | DeleteAclsResponse
 )
 
 APIS_BY_KEY: dict[int, ApiSpec] = {int(spec.key): spec for spec in SUPPORTED_APIS}
