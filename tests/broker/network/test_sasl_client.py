@@ -10,13 +10,13 @@ import pytest
 
 from broker.network.errors import NetworkError
 from broker.network.sasl_client import SaslClient, SaslClientError
-from broker.network.sasl_server import sasl_server
+from broker.network.sasl_server import CredentialLookup, sasl_server
 from broker.network.scram_credential import ScramCredential, ScramMechanism
 
 PASSWORD = "s3cret-never-in-a-message"
 
 
-def lookup_for(password: str):  # type: ignore[no-untyped-def]
+def lookup_for(password: str) -> CredentialLookup:
     credentials = {m: ScramCredential.generate(password, m, iterations=4096) for m in ScramMechanism}
     return lambda user, mechanism: credentials[mechanism] if user == "broker" else None
 
