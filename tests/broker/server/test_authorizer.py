@@ -32,7 +32,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from confluent_kafka import Consumer, KafkaError, Producer
     from confluent_kafka import TopicPartition as ConfluentPartition
-    from confluent_kafka.admin import (
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
         AclBinding,
         AclBindingFilter,
         AclOperation,
@@ -59,7 +59,13 @@ ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 TOPIC, GROUP = ResourceType.TOPIC, ResourceType.GROUP
 LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
 ANY_ACL = AclBindingFilter(
-    ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+    ResourceType.ANY,
+    None,  # type: ignore[arg-type]  # None matches any (confluent-kafka's stubs say str)
+    ResourcePatternType.ANY,
+    None,  # type: ignore[arg-type]
+    None,  # type: ignore[arg-type]
+    AclOperation.ANY,
+    AclPermissionType.ANY,
 )
 
 
@@ -230,8 +236,9 @@ def test_group_read_denied(acl_cluster: AclCluster) -> None:
         deadline = time.monotonic() + 30
         while not errors and time.monotonic() < deadline:
             message = denied.poll(0.5)
-            if message is not None and message.error() is not None:
-                errors.append(message.error().code())
+            error = None if message is None else message.error()
+            if error is not None:
+                errors.append(error.code())
         assert errors == [KafkaError.GROUP_AUTHORIZATION_FAILED]
     finally:
         denied.close()
@@ -245,7 +252,7 @@ def test_group_read_denied(acl_cluster: AclCluster) -> None:
             message = allowed.poll(0.5)
             if message is not None:
                 assert message.error() is None, message.error()
-                values.append(message.value())
+                values.append(message.value() or b"")
         assert values == [b"v0", b"v1", b"v2"]
         allowed.commit(asynchronous=False)
     finally:
@@ -336,10 +343,10 @@ def test_admin_client_creates_lists_and_deletes_acls_and_both_brokers_follow(acl
 
     dave_filter = AclBindingFilter(
         ResourceType.ANY,
-        None,
+        None,  # type: ignore[arg-type]
         ResourcePatternType.ANY,
         "User:dave",
-        None,
+        None,  # type: ignore[arg-type]
         AclOperation.ANY,
         AclPermissionType.ANY,
     )
