@@ -9,9 +9,8 @@ watcher for metadata. It holds no partition state of its own. What each API answ
 
 * **ApiVersions**: the supported APIs and ranges; a request newer than Lumber's gets the v0-format
   UNSUPPORTED_VERSION fallback, so the client retries with a version both speak.
-* **Metadata**: the live brokers (each at its endpoint of the listener the request came in on) and the
-  asked-for topics from ZooKeeper (the cluster watcher's view);
-  unknown topics are created when the request and ``[broker] auto_create_topics`` both allow it.
+* **Metadata**: :class:`~broker.server.metadata_apis.MetadataApis` (the live brokers at the listener the
+  request came in on, the topics the principal may describe, auto-creation).
 * **Produce**: Produce v3+ with acks 0, 1 or -1 (else UNSUPPORTED_FOR_MESSAGE_FORMAT or
   INVALID_REQUIRED_ACKS for every partition); the replica manager appends and says when to answer
   (``acks=-1``: once every in-sync replica has the batches, or, with ``[log] flush_on_ack``, once they are
@@ -27,10 +26,7 @@ watcher for metadata. It holds no partition state of its own. What each API answ
 * **Fetch** from a follower (``replica_id`` >= 0): read up to the log end; its fetch offset is its log end
   offset, which moves the ISR and the high watermark (the replica manager). Every partition's
   ``current_leader_epoch`` is fenced (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
-* **ListOffsets**: earliest (-2), latest (-1, the high watermark) and the first offset at or after a
-  timestamp (-1 when there is none), with the leader epoch.
-* **OffsetForLeaderEpoch**: where an epoch ends in the leader's log (followers truncate to it; consumers
-  validate their position, KIP-320).
+* **ListOffsets, OffsetForLeaderEpoch**: :class:`~broker.server.offset_apis.OffsetApis`.
 * **CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs**:
   answered by :class:`~broker.server.admin_apis.AdminApis` through the admin manager.
 * **AlterPartitionReassignments, ListPartitionReassignments**: answered by
@@ -44,6 +40,15 @@ watcher for metadata. It holds no partition state of its own. What each API answ
 * **InitProducerId**: as Kafka answers an idempotent (non-transactional) producer: a fresh producer id,
   unique across brokers and restarts (:mod:`broker.cluster.producer_id_manager`), and epoch 0; a
   transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Lumber has no transactions).
+* **DescribeAcls, CreateAcls, DeleteAcls**: :class:`~broker.server.acl_apis.AclApis`.
+
+**Authorization** (``[broker] authorizer = "acl"``, :mod:`broker.server.authorizer`; without it every
+check passes): Produce needs WRITE on each topic (a refused topic's partitions answer
+TOPIC_AUTHORIZATION_FAILED, nothing of them appended; an ``acks=0`` run stops at a refused request, which
+:meth:`KafkaApis.handle` then answers by closing); a consumer's Fetch READ on each topic, a follower's
+CLUSTER_ACTION on the cluster (refused partitions answer TOPIC_AUTHORIZATION_FAILED in their places);
+InitProducerId IDEMPOTENT_WRITE on the cluster or WRITE on some topic (Kafka 3+, KIP-679; else
+CLUSTER_AUTHORIZATION_FAILED). The other APIs' checks are in their modules.
 
 A request that does not decode, an unknown API key, or an unsupported version of any API but ApiVersions
 closes its connection, with the reason logged, as Kafka does; every other client is unaffected. Every
