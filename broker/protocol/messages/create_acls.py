@@ -1,9 +1,10 @@
-"""CreateAcls (key 30), v0-v3: store ACL bindings.
+"""CreateAcls (key 30), v0-v2: store ACL bindings.
 
-Kafka's range. v1 adds the pattern type (v0 creates LITERAL bindings, the field's default 3), v2 is
-flexible, v3 changes nothing on the wire. Each creation is answered on its own, in order: an invalid one
-(an ANY or unknown code, a bad principal, a cluster resource not named ``kafka-cluster``) INVALID_REQUEST
-with a message, the others NONE. confluent-kafka's AdminClient ``create_acls`` sends v1.
+Kafka's range up to v2 (v3 only allows the USER resource type, which Lumber does not have; see
+:mod:`~broker.protocol.messages.describe_acls`). v1 adds the pattern type (v0 creates LITERAL bindings, the
+field's default 3), v2 is flexible. Each creation is answered on its own, in order: an invalid one (an ANY
+or unknown code, a bad principal, a cluster resource not named ``kafka-cluster``) INVALID_REQUEST with a
+message, the others NONE. confluent-kafka's AdminClient ``create_acls`` sends v1.
 """
 
 from collections.abc import Sequence
@@ -43,6 +44,6 @@ CREATE_ACLS = ApiSpec(
     request=CreateAclsRequest,
     response=CreateAclsResponse,
     min_version=0,
-    max_version=3,
+    max_version=2,
     flexible_from=2,
 )

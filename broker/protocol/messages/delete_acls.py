@@ -1,8 +1,9 @@
-"""DeleteAcls (key 31), v0-v3: remove the ACL bindings that match each filter.
+"""DeleteAcls (key 31), v0-v2: remove the ACL bindings that match each filter.
 
-Kafka's range. v1 adds the pattern type (v0 filters LITERAL bindings, the field's default 3), v2 is
-flexible, v3 changes nothing on the wire. Each filter is answered with the bindings it removed.
-confluent-kafka's AdminClient ``delete_acls`` sends v1.
+Kafka's range up to v2 (v3 only allows the USER resource type, which Lumber does not have; see
+:mod:`~broker.protocol.messages.describe_acls`). v1 adds the pattern type (v0 filters LITERAL bindings, the
+field's default 3), v2 is flexible. Each filter is answered with the bindings it removed. confluent-kafka's
+AdminClient ``delete_acls`` sends v1.
 """
 
 from collections.abc import Sequence
@@ -55,6 +56,6 @@ DELETE_ACLS = ApiSpec(
     request=DeleteAclsRequest,
     response=DeleteAclsResponse,
     min_version=0,
-    max_version=3,
+    max_version=2,
     flexible_from=2,
 )

@@ -1,10 +1,11 @@
-"""DescribeAcls (key 29), v0-v3: the ACL bindings that match a filter.
+"""DescribeAcls (key 29), v0-v2: the ACL bindings that match a filter.
 
-Kafka's range. v1 adds the pattern type (v0 filters and answers LITERAL bindings only, the field's default
-3), v2 is flexible, v3 changes nothing on the wire (it allows the USER resource type, which Lumber does not
-have: a filter naming it matches nothing). The codes of the resource type, pattern type, operation and
-permission are :mod:`broker.security.acl_binding`'s. confluent-kafka's AdminClient ``describe_acls`` sends
-v1; kafka-python's ``describe_acls`` up to v3.
+Kafka's range up to v2 (Kafka has v0-v3). v1 adds the pattern type (v0 filters and answers LITERAL bindings
+only, the field's default 3), v2 is flexible. v3 changes nothing on the wire but allows the USER resource
+type (delegation tokens), which Lumber does not have, so Lumber stops at v2 (as Kafka 3.2 did: kafka-python
+then takes Lumber for Kafka 3.2, as before the ACL APIs). The codes of the resource type, pattern type,
+operation and permission are :mod:`broker.security.acl_binding`'s. confluent-kafka's AdminClient
+``describe_acls`` sends v1; kafka-python's ``describe_acls`` v2.
 """
 
 from collections.abc import Sequence
@@ -51,6 +52,6 @@ DESCRIBE_ACLS = ApiSpec(
     request=DescribeAclsRequest,
     response=DescribeAclsResponse,
     min_version=0,
-    max_version=3,
+    max_version=2,
     flexible_from=2,
 )
