@@ -517,8 +517,10 @@ class KafkaApis:
         topic), and a ``respond`` that answers the others TOPIC_AUTHORIZATION_FAILED in their places
         (Kafka's answer to both)."""
         session = request.session
+        operation = AclOperation.READ
         if replica_id >= 0:
-            cluster_action = self._auth.authorize_cluster(session, AclOperation.CLUSTER_ACTION)
+            operation = AclOperation.CLUSTER_ACTION
+            cluster_action = self._auth.authorize_cluster(session, operation)
             denied = set() if cluster_action else {tp.topic for tp, *_ in reads}
         else:
             denied = self._auth.denied(
@@ -527,7 +529,7 @@ class KafkaApis:
         if not denied:
             return reads, respond
         errors = {
-            topic: authorization_error(session, AclOperation.READ, ResourceType.TOPIC, topic)
+            topic: authorization_error(session, operation, ResourceType.TOPIC, topic)
             for topic in denied
         }
 

@@ -30,7 +30,7 @@ from tests.support.zookeeper import make_chroot
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from confluent_kafka import Consumer, KafkaError, Producer
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer
     from confluent_kafka import TopicPartition as ConfluentPartition
     from confluent_kafka.admin import (  # type: ignore[attr-defined]
         AclBinding,
@@ -43,7 +43,9 @@ with warnings.catch_warnings():
         ResourceType,
     )
     from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KafkaPartition
     from kafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
+    from kafka.structs import OffsetAndMetadata
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.interop]
 
@@ -54,6 +56,7 @@ PASSWORDS = {
     "bob": "bob-Pa55-never-shown",
     "carol": "carol-Pa55-never-shown",
     "dave": "dave-Pa55-never-shown",
+    "erin": "erin-Pa55-never-shown",
 }
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 TOPIC, GROUP = ResourceType.TOPIC, ResourceType.GROUP
@@ -270,6 +273,43 @@ def test_group_read_denied(acl_cluster: AclCluster) -> None:
             consumer.poll(timeout_ms=10_000)
     finally:
         consumer.close()
+
+
+def test_commits_and_group_administration(acl_cluster: AclCluster) -> None:
+    acl_cluster.cluster.create_topic("oc-t", 1, {0: [0]})
+    acl_cluster.cluster.create_topic("oc-t2", 1, {0: [0]})
+    acl_cluster.allow(
+        acl(GROUP, "oc-g", "User:erin", AclOperation.READ),
+        acl(TOPIC, "oc-t", "User:erin", AclOperation.READ),
+    )
+    consumer = KafkaConsumer(group_id="oc-g", enable_auto_commit=False, **acl_cluster.kafka_python("erin"))
+    try:
+        consumer.commit({KafkaPartition("oc-t", 0): OffsetAndMetadata(2, "", -1)})
+        with pytest.raises(TopicAuthorizationFailedError):
+            consumer.commit(
+                {
+                    KafkaPartition("oc-t", 0): OffsetAndMetadata(5, "", -1),
+                    KafkaPartition("oc-t2", 0): OffsetAndMetadata(1, "", -1),
+                }
+            )
+    finally:
+        consumer.close()
+    # the authorized partition of the refused commit was committed (as Kafka does), the other not
+    admin = acl_cluster.admin()
+    [committed] = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("oc-g")]).values()
+    assert sorted((p.topic, p.partition, p.offset) for p in committed.result(30).topic_partitions) == [
+        ("oc-t", 0, 5)
+    ]
+
+    erin = AdminClient(acl_cluster.confluent("erin"))
+    listed = erin.list_consumer_groups().result(30)
+    assert [g.group_id for g in listed.valid] == ["oc-g"]  # only the groups it may describe
+    assert "oc-g" in [g.group_id for g in admin.list_consumer_groups().result(30).valid]
+    described = erin.describe_consumer_groups(["oc-g", "oc-other"])
+    assert described["oc-g"].result(30).group_id == "oc-g"
+    with pytest.raises(Exception) as info:
+        described["oc-other"].result(30)
+    assert info.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
 
 
 def test_prefixed_acls_and_deny_beats_allow(acl_cluster: AclCluster) -> None:
