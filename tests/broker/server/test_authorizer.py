@@ -44,7 +44,20 @@ with warnings.catch_warnings():
     )
     from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KafkaPartition
-    from kafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
+    from kafka.admin import (
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePatternFilter,
+    )
+    from kafka.admin import ResourceType as KafkaResourceType
+    from kafka.errors import (
+        ClusterAuthorizationFailedError,
+        GroupAuthorizationFailedError,
+        TopicAuthorizationFailedError,
+    )
     from kafka.structs import OffsetAndMetadata
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.interop]
@@ -420,6 +433,21 @@ def test_admin_client_creates_lists_and_deletes_acls_and_both_brokers_follow(acl
     with pytest.raises(Exception) as info:
         refused[bindings[0]].result(30)
     assert info.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    # nor list them (librdkafka drops DescribeAcls' error and answers an empty list: kafka-python raises it)
+    dave_python = KafkaAdminClient(**acl_cluster.kafka_python("dave"))
+    try:
+        with pytest.raises(ClusterAuthorizationFailedError):
+            dave_python.describe_acls(
+                ACLFilter(
+                    None,
+                    None,
+                    ACLOperation.ANY,
+                    ACLPermissionType.ANY,
+                    ResourcePatternFilter(KafkaResourceType.ANY, None, ACLResourcePatternType.ANY),
+                )
+            )
+    finally:
+        dave_python.close()
 
 
 def test_replication_between_brokers_with_the_authorizer_on(acl_cluster: AclCluster, tmp_path: Path) -> None:
