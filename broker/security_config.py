@@ -49,8 +49,8 @@ class BrokerSecurityConfig(ConfigSection):
     )
     inter_broker_sasl_password_file: str = setting(
         "",
-        "A file holding that user's password (its first line), read when the broker starts; the password "
-        "itself is never a config value.",
+        "A file holding that user's password (its first line), read at each connection to another broker "
+        "(a changed password needs no restart); the password itself is never a config value.",
     )
 
     @model_validator(mode="after")
