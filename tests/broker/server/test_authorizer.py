@@ -30,7 +30,7 @@ from tests.support.zookeeper import make_chroot
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, Producer
     from confluent_kafka import TopicPartition as ConfluentPartition
     from confluent_kafka.admin import (  # type: ignore[attr-defined]
         AclBinding,
@@ -156,9 +156,9 @@ def acl(
     return AclBinding(resource_type, name, pattern, principal, "*", operation, permission)
 
 
-def produce(settings: dict[str, Any], topic: str, count: int) -> list[int]:
+def produce(settings: dict[str, Any], topic: str, count: int, **extra: Any) -> list[int]:
     """Produce ``count`` records to partition 0; each delivery's error code (0: delivered)."""
-    producer = Producer({**settings, "acks": "all", "message.timeout.ms": 8000})
+    producer = Producer({**settings, "acks": "all", "message.timeout.ms": 8000, **extra})
     codes: list[int] = []
     for i in range(count):
         producer.produce(
@@ -223,6 +223,9 @@ def test_write_allowed_on_a_but_not_b(acl_cluster: AclCluster) -> None:
     # C: not even described: Metadata refuses it
     assert produce(alice, "wr-c", 2) == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 2
     assert [acl_cluster.log_end(t) for t in ("wr-a", "wr-b", "wr-c")] == [5, 0, 0]
+    # acks=0 (served in runs on the network thread): the broker closes the connection, appends nothing
+    produce(alice, "wr-b", 20, acks=0)
+    assert [acl_cluster.log_end(t) for t in ("wr-a", "wr-b")] == [5, 0]
 
     # kafka-python with PLAIN: the same refusal
     producer = KafkaProducer(acks="all", max_block_ms=10_000, **acl_cluster.kafka_python("alice"))
@@ -490,3 +493,27 @@ def test_replication_between_brokers_with_the_authorizer_on(acl_cluster: AclClus
     [partition] = topic.partitions
     assert partition.error_code == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert bytes(partition.records) == b""
+
+
+def test_idempotent_producers_need_write_somewhere(acl_cluster: AclCluster) -> None:
+    acl_cluster.cluster.create_topic("idem-t", 1, {0: [0]})
+    acl_cluster.allow(
+        acl(TOPIC, "idem-t", "User:carol", AclOperation.WRITE),  # WRITE on a topic: InitProducerId allowed
+        acl(TOPIC, "idem-t", "User:erin", AclOperation.READ),
+    )
+    assert produce(acl_cluster.confluent("carol"), "idem-t", 3, **{"enable.idempotence": True}) == [0] * 3
+    # erin may write nothing: InitProducerId is refused, which librdkafka raises as a fatal error
+    with pytest.raises(KafkaException) as info:
+        produce(acl_cluster.confluent("erin"), "idem-t", 1, **{"enable.idempotence": True})
+    assert info.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    assert info.value.args[0].fatal()
+    assert acl_cluster.log_end("idem-t") == 3
+
+
+def test_no_password_in_any_broker_log(acl_cluster: AclCluster) -> None:
+    for broker in acl_cluster.cluster.brokers:
+        log = broker.log()
+        assert "denied" in log or "ACLs" in log  # the log is the broker's, with the authorizer's lines
+        assert [user for user, password in PASSWORDS.items() if password in log] == []
+        config = broker.config_path.read_text()
+        assert PASSWORDS["broker"] not in config  # a file's path, not the password
