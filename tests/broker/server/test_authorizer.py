@@ -38,6 +38,8 @@ with warnings.catch_warnings():
         AclOperation,
         AclPermissionType,
         AdminClient,
+        ConfigResource,
+        NewPartitions,
         NewTopic,
         ResourcePatternType,
         ResourceType,
@@ -517,3 +519,45 @@ def test_no_password_in_any_broker_log(acl_cluster: AclCluster) -> None:
         assert [user for user, password in PASSWORDS.items() if password in log] == []
         config = broker.config_path.read_text()
         assert PASSWORDS["broker"] not in config  # a file's path, not the password
+
+
+def code_of(future: Any) -> int:
+    """The error code a future of confluent-kafka's AdminClient ends with (0: none)."""
+    try:
+        future.result(30)
+    except KafkaException as exc:
+        return int(exc.args[0].code())
+    return 0
+
+
+def test_admin_requests_need_their_operations(acl_cluster: AclCluster) -> None:
+    acl_cluster.cluster.create_topic("adm-x", 1, {0: [0]})
+    acl_cluster.cluster.create_topic("adm-y", 1, {0: [0]})
+    acl_cluster.allow(
+        acl(TOPIC, "adm-y", "User:carol", AclOperation.ALTER_CONFIGS)
+    )  # implies DescribeConfigs
+    carol = AdminClient(acl_cluster.confluent("carol"))
+    topic_x = ConfigResource(ResourceType.TOPIC, "adm-x")
+    topic_y = ConfigResource(ResourceType.TOPIC, "adm-y")
+    broker = ConfigResource(ResourceType.BROKER, "0")
+    described = carol.describe_configs([topic_x, topic_y, broker])
+    assert [code_of(described[r]) for r in (topic_x, topic_y, broker)] == [
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        0,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    ]
+    assert code_of(carol.delete_topics(["adm-x"])["adm-x"]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    grown = carol.create_partitions([NewPartitions("adm-x", 2)])
+    assert code_of(grown["adm-x"]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    deleted = carol.delete_consumer_groups(["gr-ok"])
+    assert code_of(deleted["gr-ok"]) == KafkaError.GROUP_AUTHORIZATION_FAILED
+    # nothing changed: both topics are there with one partition each, the group still has its offsets
+    admin = acl_cluster.admin()
+    topics = admin.list_topics(timeout=30).topics
+    assert [len(topics[t].partitions) for t in ("adm-x", "adm-y")] == [1, 1]
+    moves = KafkaAdminClient(**acl_cluster.kafka_python("carol"))
+    try:
+        with pytest.raises(ClusterAuthorizationFailedError):
+            moves.list_partition_reassignments()
+    finally:
+        moves.close()
