@@ -15,8 +15,9 @@ second has no authorizer. With confluent-kafka, 200-byte values, one partition p
 1. **produce, batch 50**: ``acks=1``, ``batch.num.messages=50``, ``linger.ms=5``;
 2. **consume**: the topic just written, from offset 0, the partition assigned (each Fetch is checked).
 
-A warm-up of 1,000 messages per case comes first (not counted). Cases alternate within each round; the best
-of ``--rounds`` counts. It prints messages/s per case and the ratios with / without the authorizer.
+A warm-up of 1,000 messages per case comes first (not counted). Cases alternate within each round, in the
+opposite order every other round; the best of ``--rounds`` counts. It prints messages/s per case and the
+ratios with / without the authorizer.
 """
 
 from __future__ import annotations
@@ -129,7 +130,9 @@ def main() -> None:
                 consume(settings, warm, 1000)
             best: dict[str, dict[str, float]] = {name: {"produce": 0.0, "consume": 0.0} for name in cases}
             for round_ in range(args.rounds):
-                for name, (cluster, settings) in cases.items():
+                # the order flips every round, so that neither case always follows the other's work
+                order = list(cases.items()) if round_ % 2 == 0 else list(reversed(cases.items()))
+                for name, (cluster, settings) in order:
                     topic = f"t{round_}-{name.replace(' ', '-')}"
                     cluster.create_topic(topic, 1)
                     best[name]["produce"] = max(
