@@ -529,8 +529,7 @@ class KafkaApis:
         if not denied:
             return reads, respond
         errors = {
-            topic: authorization_error(session, operation, ResourceType.TOPIC, topic)
-            for topic in denied
+            topic: authorization_error(session, operation, ResourceType.TOPIC, topic) for topic in denied
         }
 
         def respond_all(results: list[FetchPartitionResult]) -> None:
