@@ -14,6 +14,7 @@ from pydantic import model_validator
 
 from broker.config_section import ConfigSection, setting
 from broker.endpoint import Endpoint, InvalidListenerError, SecurityProtocol, parse_endpoints
+from broker.security_config import BrokerSecurityConfig
 
 DAY_MS = 24 * 60 * 60 * 1000
 GIB = 1024 * 1024 * 1024
@@ -202,8 +203,9 @@ class LogConfig(ConfigSection):
         return self
 
 
-class BrokerConfig(ConfigSection):
-    """One broker process (``lumber broker start``): its id, listeners, threads and topic defaults."""
+class BrokerConfig(BrokerSecurityConfig):
+    """One broker process (``lumber broker start``): its id, listeners, threads and topic defaults (the
+    authorization keys are :class:`~broker.security_config.BrokerSecurityConfig`'s)."""
 
     broker_id: int = setting(
         0,
@@ -530,11 +532,10 @@ class BrokerConfig(ConfigSection):
         inter_broker = next(
             (e for e in endpoints if e.listener_name == self.inter_broker_listener), endpoints[0]
         )
-        if inter_broker.security_protocol.uses_sasl:
+        if inter_broker.security_protocol.uses_sasl and not self.inter_broker_sasl_username:
             raise ValueError(
-                f"broker.inter_broker_listener_name: {inter_broker} uses SASL, which Lumber's brokers do not "
-                "speak to each other yet; replicate through a PLAINTEXT or SSL listener (SSL: the brokers "
-                "present their own certificates)"
+                f"broker.inter_broker_listener_name: {inter_broker} uses SASL: set "
+                "broker.inter_broker_sasl_username and inter_broker_sasl_password_file (the brokers' login)"
             )
         if self.inter_broker_listener_name and self.inter_broker_listener_name.upper() not in names:
             raise ValueError(

@@ -26,6 +26,8 @@ RANKS: dict[str, int] = {
     "broker": 0,
     "broker.record": 0,
     "broker.log": 1,
+    # the ACL model (bindings, filters, the matching index): below the ZooKeeper store and the authorizer
+    "broker.security": 2,
     "broker.protocol": 2,
     "broker.network": 3,
     "broker.cluster": 3,

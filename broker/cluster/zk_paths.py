@@ -78,6 +78,8 @@ All paths are relative to the chroot of ``[zookeeper] connect``::
         broker with a SASL listener watches the children and each node
         (:class:`~broker.cluster.credential_cache.CredentialCache`), so a new or changed user can log in
         at once, with no broker restart; Kafka announces the change under /config/changes instead.
+    /kafka-acl/..., /kafka-acl-extended/prefixed/..., /kafka-acl-changes, /kafka-acl-extended-changes
+        the ACLs and their change notifications, Kafka's layout: drawn in :mod:`broker.cluster.acl_store`
     /admin/preferred_replica_election       persistent, a request for preferred leaders (Kafka's node)
         {"partitions": [{"partition": 0, "topic": "t"}], "version": 1}
         Written by TopicAdmin.request_preferred_election (create; NodeExists: one is pending already);

@@ -18,12 +18,14 @@ from broker.protocol.messages.api_versions import (
     ApiVersionsRequest,
     ApiVersionsResponse,
 )
+from broker.protocol.messages.create_acls import CREATE_ACLS, CreateAclsRequest, CreateAclsResponse
 from broker.protocol.messages.create_partitions import (
     CREATE_PARTITIONS,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
 )
 from broker.protocol.messages.create_topics import CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse
+from broker.protocol.messages.delete_acls import DELETE_ACLS, DeleteAclsRequest, DeleteAclsResponse
 from broker.protocol.messages.delete_groups import DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse
 from broker.protocol.messages.delete_records import (
     DELETE_RECORDS,
@@ -31,6 +33,7 @@ from broker.protocol.messages.delete_records import (
     DeleteRecordsResponse,
 )
 from broker.protocol.messages.delete_topics import DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse
+from broker.protocol.messages.describe_acls import DESCRIBE_ACLS, DescribeAclsRequest, DescribeAclsResponse
 from broker.protocol.messages.describe_cluster import (
     DESCRIBE_CLUSTER,
     DescribeClusterRequest,
@@ -140,6 +143,9 @@ SUPPORTED_APIS: tuple[ApiSpec, ...] = (
     DESCRIBE_LOG_DIRS,
     DESCRIBE_PRODUCERS,
     ELECT_LEADERS,
+    DESCRIBE_ACLS,
+    CREATE_ACLS,
+    DELETE_ACLS,
 )
 
 #: A decoded request body.
@@ -177,6 +183,9 @@ RequestBody = (
     | DescribeLogDirsRequest
     | DescribeProducersRequest
     | ElectLeadersRequest
+    | DescribeAclsRequest
+    | CreateAclsRequest
+    | DeleteAclsRequest
 )
 
 #: A response body.
@@ -214,6 +223,9 @@ ResponseBody = (
     | DescribeLogDirsResponse
     | DescribeProducersResponse
     | ElectLeadersResponse
+    | DescribeAclsResponse
+    | CreateAclsResponse
+    | DeleteAclsResponse
 )
 
 APIS_BY_KEY: dict[int, ApiSpec] = {int(spec.key): spec for spec in SUPPORTED_APIS}

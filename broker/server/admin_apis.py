@@ -27,6 +27,12 @@ it was given. The work is the :class:`~broker.server.admin_manager.AdminManager`
   type. After a successful create, delete or alter the cluster view is read again, so this broker's logs run
   with the new state before the answer goes out (the others follow their ZooKeeper watch).
 
+With ``[broker] authorizer`` each topic or resource is checked on its own (Kafka's operations; a refusal
+answers that one only): CreateTopics needs CREATE on the cluster or on the topic, DeleteTopics DELETE,
+CreatePartitions ALTER on the topic; DescribeConfigs DESCRIBE_CONFIGS and the alters ALTER_CONFIGS, on the
+topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker's configs, on the cluster
+(CLUSTER_AUTHORIZATION_FAILED).
+
 Thread-safe as :class:`~broker.server.kafka_apis.KafkaApis` is: no state of its own changes.
 """
 
@@ -40,6 +46,7 @@ from broker.cluster.cluster_view import ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.errors import ZooKeeperError
 from broker.network.request_channel import NetworkRequest
+from broker.network.session import Session
 from broker.protocol import ApiKey, ErrorCode, RequestHeader
 from broker.protocol.messages.alter_configs import (
     AlterConfigsRequest,
@@ -82,7 +89,9 @@ from broker.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsResponse,
 )
 from broker.record.topic_partition import TopicPartition
+from broker.security.acl_binding import AclOperation, ResourceType
 from broker.server.admin_manager import AdminManager
+from broker.server.auth_helper import AuthHelper
 from broker.server.error_codes import ANSWERED_ERRORS as _ANSWERED
 from broker.server.error_codes import error_code_of
 from broker.server.errors import InvalidRequestError
@@ -98,9 +107,12 @@ Respond = Callable[[NetworkRequest, RequestHeader, Any], None]
 class AdminApis:
     """Answers the topic and config administration APIs (see the module docstring)."""
 
-    def __init__(self, *, admin_manager: AdminManager, cluster: ClusterWatcher, respond: Respond) -> None:
+    def __init__(
+        self, *, admin_manager: AdminManager, cluster: ClusterWatcher, auth: AuthHelper, respond: Respond
+    ) -> None:
         self._admin = admin_manager
         self._cluster = cluster
+        self._auth = auth
         self._respond = respond
 
     def handlers(self) -> dict[int, Callable[[NetworkRequest, RequestHeader, Any], None]]:
@@ -124,12 +136,16 @@ class AdminApis:
         for topic in body.topics:
             counts[topic.name] = counts.get(topic.name, 0) + 1
         results = []
+        session = request.session
+        create_any = self._auth.authorize_cluster(session, AclOperation.CREATE)
         for topic in body.topics:
             code, message, partitions, replication_factor = ErrorCode.NONE, None, -1, -1
             configs: list[CreatableTopicConfigs] = []
             try:
                 if counts[topic.name] > 1:
                     raise InvalidRequestError(f"topic {topic.name!r} is named twice")
+                if not create_any:
+                    self._auth.check(session, AclOperation.CREATE, ResourceType.TOPIC, topic.name)
                 partitions, replication_factor, overrides = self._admin.create_topic(
                     topic.name,
                     topic.num_partitions,
@@ -181,6 +197,7 @@ class AdminApis:
                 continue
             code, message = ErrorCode.NONE, None
             try:
+                self._auth.check(request.session, AclOperation.DELETE, ResourceType.TOPIC, name)
                 self._admin.delete_topic(name)
             except _ANSWERED as exc:
                 code, message = error_code_of(exc), str(exc)
@@ -200,6 +217,7 @@ class AdminApis:
             try:
                 if counts[topic.name] > 1:
                     raise InvalidRequestError(f"topic {topic.name!r} is named twice")
+                self._auth.check(request.session, AclOperation.ALTER, ResourceType.TOPIC, topic.name)
                 assignment = None if topic.assignments is None else [a.broker_ids for a in topic.assignments]
                 self._admin.add_partitions(
                     topic.name, topic.count, assignment, validate_only=body.validate_only
@@ -226,6 +244,12 @@ class AdminApis:
                 if (resource.resource_type, resource.resource_name) in seen:
                     raise InvalidRequestError(f"resource {resource.resource_name!r} is named twice")
                 keys = resource.configuration_keys
+                self._check_config(
+                    request.session,
+                    AclOperation.DESCRIBE_CONFIGS,
+                    resource.resource_type,
+                    resource.resource_name,
+                )
                 if resource.resource_type == ConfigResourceType.TOPIC:
                     entries = self._admin.describe_topic_configs(resource.resource_name, keys)
                 elif resource.resource_type == ConfigResourceType.BROKER:
@@ -278,7 +302,10 @@ class AdminApis:
                 raise _unsupported_resource(resource_type)
 
         responses = self._alter_each(
-            [(r.resource_type, r.resource_name) for r in body.resources], alter, body.validate_only
+            request.session,
+            [(r.resource_type, r.resource_name) for r in body.resources],
+            alter,
+            body.validate_only,
         )
         self._respond(request, header, AlterConfigsResponse(responses=responses))
 
@@ -299,12 +326,23 @@ class AdminApis:
                 raise _unsupported_resource(resource_type)
 
         responses = self._alter_each(
-            [(r.resource_type, r.resource_name) for r in body.resources], alter, body.validate_only
+            request.session,
+            [(r.resource_type, r.resource_name) for r in body.resources],
+            alter,
+            body.validate_only,
         )
         self._respond(request, header, IncrementalAlterConfigsResponse(responses=responses))
 
+    def _check_config(self, session: Session, operation: AclOperation, resource_type: int, name: str) -> None:
+        """The authorization of a config resource: the topic's, or the cluster's for a broker's configs."""
+        if resource_type == ConfigResourceType.TOPIC:
+            self._auth.check(session, operation, ResourceType.TOPIC, name)
+        elif resource_type == ConfigResourceType.BROKER:
+            self._auth.check_cluster(session, operation)
+
     def _alter_each(
         self,
+        session: Session,
         resources: Sequence[tuple[int, str]],
         alter: Callable[[int, str, int], None],
         validate_only: bool,
@@ -317,6 +355,7 @@ class AdminApis:
             try:
                 if (resource_type, name) in seen:
                     raise InvalidRequestError(f"resource {name!r} is named twice")
+                self._check_config(session, AclOperation.ALTER_CONFIGS, resource_type, name)
                 alter(resource_type, name, index)
             except _ANSWERED as exc:
                 code, message = error_code_of(exc), str(exc)
@@ -337,6 +376,28 @@ class AdminApis:
     def _elect_leaders(
         self, request: NetworkRequest, header: RequestHeader, body: ElectLeadersRequest
     ) -> None:
+        if not self._auth.authorize_cluster(request.session, AclOperation.ALTER):
+            # Kafka's answer: the top-level error and every asked partition refused
+            refused = [
+                ReplicaElectionResult(
+                    topic=topic.topic,
+                    partition_result=[
+                        PartitionResult(
+                            partition_id=index, error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                        )
+                        for index in topic.partitions
+                    ],
+                )
+                for topic in body.topic_partitions or ()
+            ]
+            self._respond(
+                request,
+                header,
+                ElectLeadersResponse(
+                    error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), replica_election_results=refused
+                ),
+            )
+            return
         view = self._cluster.view
         every = body.topic_partitions is None
         if body.topic_partitions is None:

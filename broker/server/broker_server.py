@@ -40,6 +40,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from prometheus_client import make_wsgi_app
 
 from broker.cluster import partition_state_store, zk_paths
+from broker.cluster.acl_watcher import AclWatcher
 from broker.cluster.broker_registration import BrokerRegistration
 from broker.cluster.cluster_view import EMPTY_VIEW, ClusterView
 from broker.cluster.cluster_watcher import ClusterWatcher
@@ -59,6 +60,7 @@ from broker.network.socket_server import SocketServer
 from broker.network.ssl_factory import server_ssl_context
 from broker.protocol import compile_all
 from broker.server.admin_manager import AdminManager
+from broker.server.authorizer import AclAuthorizer
 from broker.server.broker_metrics import BrokerCollector, BrokerMetrics, MeteredRequestChannel
 from broker.server.controller import Controller
 from broker.server.errors import ServerError
@@ -122,6 +124,7 @@ class BrokerServer:
         self._pool: HandlerPool | None = None
         self._networks: list[SocketServer] = []
         self._credentials: CredentialCache | None = None
+        self._acls: AclWatcher | None = None
         self._registration: BrokerRegistration | None = None
         self._metrics_server: Any = None
         self.cluster_id = ""
@@ -178,6 +181,30 @@ class BrokerServer:
             FailedAuthentications(
                 config.sasl_max_failed_authentications, config.sasl_failed_authentication_window_ms / 1000
             ),
+        )
+
+    def _authorizer(self, client: KazooClient) -> AclAuthorizer | None:
+        """The ACL authorizer (``[broker] authorizer = "acl"``), its ACLs followed in ZooKeeper; else None."""
+        config = self.config
+        if config.authorizer != "acl":
+            return None
+        watcher = self._acls = AclWatcher(client)
+        try:
+            watcher.start()
+        except (KazooException, KazooTimeoutError) as exc:
+            raise BrokerStartupError(f"cannot read the ACLs from ZooKeeper: {exc!r}") from exc
+        principal = config.inter_broker_principal
+        if principal is not None and principal not in config.super_users:
+            logger.warning(
+                "broker %d: the brokers log in to each other as %s, which is not in [broker] super_users: "
+                "replication needs CLUSTER_ACTION on the cluster for it",
+                config.broker_id,
+                principal,
+            )
+        return AclAuthorizer(
+            acls=lambda: watcher.cache,
+            super_users=config.super_users,
+            allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
         )
 
     def _network_stats(self) -> dict[str, int]:
@@ -293,6 +320,8 @@ class BrokerServer:
             cluster_id=self.cluster_id,
             producer_ids=ProducerIdManager(client, config.broker_id),
             group_coordinator=groups,
+            authorizer=self._authorizer(client),
+            acl_watcher=self._acls,
         )
         self._pool = HandlerPool(self._channel, handler.handle, config.num_io_threads)
         self._pool.start()
@@ -513,6 +542,7 @@ class BrokerServer:
             ("closing the request channel", self._channel.close if self._channel else None),
             ("stopping the cluster watcher", self._watcher.stop if self._watcher else None),
             ("stopping the credential cache", self._credentials.stop if self._credentials else None),
+            ("stopping the ACL watcher", self._acls.stop if self._acls else None),
             ("closing the logs", self._logs.close if self._logs else None),
             ("closing the zookeeper session", self._close_client if self._client else None),
         )
@@ -527,7 +557,7 @@ class BrokerServer:
         self._registration = self._purgatory = self._pool = self._replicas = None
         self._controller = self._groups = None
         self._channel = self._watcher = self._logs = self._client = None
-        self._credentials = None
+        self._credentials = self._acls = None
         if self._started:
             logger.info("broker %d stopped", self.config.broker_id)
             self._started = False

@@ -43,9 +43,12 @@ from broker.record.errors import (
     RecordError,
     UnsupportedCompressionError,
 )
+from broker.security.errors import InvalidAclError, SecurityError
 from broker.server.errors import (
+    ClusterAuthorizationError,
     FencedLeaderEpochError,
     FetchSessionIdNotFoundError,
+    GroupAuthorizationError,
     InvalidConfigError,
     InvalidFetchSessionEpochError,
     InvalidRequestError,
@@ -57,6 +60,8 @@ from broker.server.errors import (
     PolicyViolationError,
     RequestTimedOutError,
     ServerError,
+    TopicAuthorizationError,
+    TransactionalIdAuthorizationError,
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
     UnsupportedMessageFormatError,
@@ -111,13 +116,25 @@ ERROR_CODES: MappingProxyType[type[BaseException], ErrorCode] = MappingProxyType
         RequestTimedOutError: ErrorCode.REQUEST_TIMED_OUT,
         FetchSessionIdNotFoundError: ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
         InvalidFetchSessionEpochError: ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+        TopicAuthorizationError: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        GroupAuthorizationError: ErrorCode.GROUP_AUTHORIZATION_FAILED,
+        ClusterAuthorizationError: ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        TransactionalIdAuthorizationError: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        # the ACL model (broker.security.errors)
+        InvalidAclError: ErrorCode.INVALID_REQUEST,
     }
 )
 
 
 #: What a request's handling can raise that is the client's answer, not a bug: the roots of the exceptions
 #: the table maps (the protocol layer answers these with their code and logs anything else as a failure).
-ANSWERED_ERRORS: tuple[type[Exception], ...] = (LogError, RecordError, ServerError, ClusterError)
+ANSWERED_ERRORS: tuple[type[Exception], ...] = (
+    LogError,
+    RecordError,
+    ServerError,
+    ClusterError,
+    SecurityError,
+)
 
 
 def error_code_of(exc: BaseException) -> ErrorCode:

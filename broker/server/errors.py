@@ -21,6 +21,11 @@ every other error a request can meet, to Kafka's codes.
         ├── RequestTimedOutError           an acks=-1 append not acknowledged within the request's timeout
         ├── FetchSessionIdNotFoundError    an incremental Fetch names a session this broker does not have
         ├── InvalidFetchSessionEpochError  an incremental Fetch's session epoch is not the session's
+        ├── AuthorizationError             the ACLs refuse the request's principal (broker.server.authorizer)
+        │   ├── TopicAuthorizationError        ... an operation on a topic
+        │   ├── GroupAuthorizationError        ... an operation on a consumer group
+        │   ├── ClusterAuthorizationError      ... an operation on the cluster
+        │   └── TransactionalIdAuthorizationError  ... an operation on a transactional id
         └── BrokerStartupError             (broker_server.py) the broker cannot start
 """
 
@@ -151,3 +156,24 @@ class InvalidFetchSessionEpochError(ServerError):
             f"fetch session {session_id}: the request's epoch {request_epoch} is not the expected "
             f"{expected_epoch}"
         )
+
+
+class AuthorizationError(ServerError):
+    """The ACLs do not let the request's principal do an operation on a resource (the message names the
+    principal, the operation and the resource; never more than the principal could learn anyway)."""
+
+
+class TopicAuthorizationError(AuthorizationError):
+    pass
+
+
+class GroupAuthorizationError(AuthorizationError):
+    pass
+
+
+class ClusterAuthorizationError(AuthorizationError):
+    pass
+
+
+class TransactionalIdAuthorizationError(AuthorizationError):
+    pass

@@ -14,6 +14,14 @@ it was given. The work is the group coordinator's (:mod:`broker.server.group.gro
 * **Heartbeat, LeaveGroup, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete** are
   answered at once from the coordinator's cache.
 
+With ``[broker] authorizer`` (Kafka's checks): FindCoordinator needs DESCRIBE on the group; JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup and OffsetCommit READ on the group (else GROUP_AUTHORIZATION_FAILED), and
+OffsetCommit READ on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions, nothing of them
+committed); OffsetFetch DESCRIBE on the group and on each topic asked for (a fetch of every committed
+offset leaves out the topics it may not describe); DescribeGroups DESCRIBE and DeleteGroups DELETE on each
+group; OffsetDelete DELETE on the group and READ on each topic; ListGroups lists every group to a principal
+with DESCRIBE on the cluster, else only the groups it may describe.
+
 Thread-safe as :class:`~broker.server.kafka_apis.KafkaApis` is: no state of its own changes.
 """
 
@@ -70,6 +78,8 @@ from broker.protocol.messages.offset_fetch import (
 )
 from broker.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from broker.record.topic_partition import TopicPartition
+from broker.security.acl_binding import AclOperation, ResourceType
+from broker.server.auth_helper import AuthHelper
 from broker.server.error_codes import ANSWERED_ERRORS as _ANSWERED
 from broker.server.group.group_coordinator import GroupCoordinator
 from broker.server.group.group_coordinator_types import JoinResult, MemberToLeave, SyncResult
@@ -78,6 +88,7 @@ from broker.server.group.offset_and_metadata import OffsetAndMetadata
 logger = logging.getLogger(__name__)
 
 _NONE = int(ErrorCode.NONE)
+_TOPIC_DENIED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 #: How :class:`GroupApis` answers: ``respond(request, header, response body)``.
 Respond = Callable[[NetworkRequest, RequestHeader, Any], None]
 
@@ -86,11 +97,23 @@ class GroupApis:
     """Answers the consumer group APIs through the group coordinator (see the module docstring)."""
 
     def __init__(
-        self, *, group_coordinator: GroupCoordinator, cluster: ClusterWatcher, respond: Respond
+        self,
+        *,
+        group_coordinator: GroupCoordinator,
+        cluster: ClusterWatcher,
+        auth: AuthHelper,
+        respond: Respond,
     ) -> None:
         self._groups = group_coordinator
         self._cluster = cluster
+        self._auth = auth
         self._respond = respond
+
+    def _group_allowed(self, request: NetworkRequest, operation: AclOperation, group_id: str) -> bool:
+        return self._auth.authorize(request.session, operation, ResourceType.GROUP, group_id)
+
+    def _topics_denied(self, request: NetworkRequest, operation: AclOperation, topics: Any) -> set[str]:
+        return self._auth.denied(request.session, operation, ResourceType.TOPIC, topics)
 
     def handlers(self) -> dict[int, Callable[[NetworkRequest, RequestHeader, Any], None]]:
         """The handler of each API key this class answers."""
@@ -123,12 +146,20 @@ class GroupApis:
             )
 
         if body.key_type != GROUP_KEY_TYPE:
+            if not self._auth.authorize(
+                request.session, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, body.key
+            ):
+                answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
+                return
             answer(
                 ErrorCode.COORDINATOR_NOT_AVAILABLE, "Lumber has no transactions: no transaction coordinator"
             )
             return
         if not body.key:
             answer(ErrorCode.INVALID_REQUEST, "no group id")
+            return
+        if not self._group_allowed(request, AclOperation.DESCRIBE, body.key):
+            answer(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
             return
         try:
             node = self._groups.coordinator_of(body.key)
@@ -151,6 +182,11 @@ class GroupApis:
 
     def _join_group(self, request: NetworkRequest, header: RequestHeader, body: JoinGroupRequest) -> None:
         version = header.api_version
+        if not self._group_allowed(request, AclOperation.READ, body.group_id):
+            self._respond(
+                request, header, JoinGroupResponse(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            )
+            return
 
         def respond(result: JoinResult) -> None:
             self._respond(
@@ -187,6 +223,12 @@ class GroupApis:
         )
 
     def _sync_group(self, request: NetworkRequest, header: RequestHeader, body: SyncGroupRequest) -> None:
+        if not self._group_allowed(request, AclOperation.READ, body.group_id):
+            self._respond(
+                request, header, SyncGroupResponse(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            )
+            return
+
         def respond(result: SyncResult) -> None:
             self._respond(
                 request,
@@ -211,6 +253,11 @@ class GroupApis:
         )
 
     def _heartbeat(self, request: NetworkRequest, header: RequestHeader, body: HeartbeatRequest) -> None:
+        if not self._group_allowed(request, AclOperation.READ, body.group_id):
+            self._respond(
+                request, header, HeartbeatResponse(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            )
+            return
         error = self._groups.handle_heartbeat(
             group_id=body.group_id,
             member_id=body.member_id,
@@ -220,6 +267,11 @@ class GroupApis:
         self._respond(request, header, HeartbeatResponse(error_code=int(error)))
 
     def _leave_group(self, request: NetworkRequest, header: RequestHeader, body: LeaveGroupRequest) -> None:
+        if not self._group_allowed(request, AclOperation.READ, body.group_id):
+            self._respond(
+                request, header, LeaveGroupResponse(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            )
+            return
         if header.api_version < 3:
             leaving = [MemberToLeave(body.member_id, None)]
         else:
@@ -245,15 +297,32 @@ class GroupApis:
         self, request: NetworkRequest, header: RequestHeader, body: OffsetCommitRequest
     ) -> None:
         now = int(time.time() * 1000)
+        refused: dict[TopicPartition, ErrorCode] = {}
+        if not self._group_allowed(request, AclOperation.READ, body.group_id):
+            refused = {
+                TopicPartition(t.name, p.partition_index): ErrorCode.GROUP_AUTHORIZATION_FAILED
+                for t in body.topics
+                for p in t.partitions
+            }
+        else:
+            denied = self._topics_denied(request, AclOperation.READ, (t.name for t in body.topics))
+            refused = {
+                TopicPartition(t.name, p.partition_index): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                for t in body.topics
+                if t.name in denied
+                for p in t.partitions
+            }
         offsets = {
             TopicPartition(t.name, p.partition_index): OffsetAndMetadata(
                 p.committed_offset, p.committed_leader_epoch, p.committed_metadata or "", now
             )
             for t in body.topics
             for p in t.partitions
+            if TopicPartition(t.name, p.partition_index) not in refused
         }
 
         def respond(errors: dict[TopicPartition, ErrorCode]) -> None:
+            errors = {**errors, **refused}
             self._respond(
                 request,
                 header,
@@ -276,6 +345,9 @@ class GroupApis:
                 ),
             )
 
+        if refused and not offsets:
+            respond({})
+            return
         self._groups.handle_commit_offsets(
             group_id=body.group_id,
             member_id=body.member_id,
@@ -295,7 +367,7 @@ class GroupApis:
                     if asked.topics is None
                     else [TopicPartition(t.name, p) for t in asked.topics for p in t.partition_indexes]
                 )
-                error, found = self._groups.handle_fetch_offsets(asked.group_id, partitions)
+                error, found, denied = self._fetch_offsets(request, asked.group_id, partitions)
                 groups.append(
                     OffsetFetchResponseGroup(
                         group_id=asked.group_id,
@@ -309,6 +381,7 @@ class GroupApis:
                                         committed_offset=-1 if oam is None else oam.offset,
                                         committed_leader_epoch=-1 if oam is None else oam.leader_epoch,
                                         metadata="" if oam is None else oam.metadata,
+                                        error_code=_TOPIC_DENIED if topic in denied else _NONE,
                                     )
                                     for tp, oam in entries
                                 ],
@@ -324,7 +397,7 @@ class GroupApis:
             if body.topics is None
             else [TopicPartition(t.name, p) for t in body.topics for p in t.partition_indexes]
         )
-        error, found = self._groups.handle_fetch_offsets(body.group_id, partitions)
+        error, found, denied = self._fetch_offsets(request, body.group_id, partitions)
         if error != ErrorCode.NONE and version < 2 and partitions is not None:
             found = dict.fromkeys(partitions, None)  # v0-v1 carry errors per partition only
         partition_error = int(error) if version < 2 else _NONE
@@ -342,7 +415,7 @@ class GroupApis:
                                 committed_offset=-1 if oam is None else oam.offset,
                                 committed_leader_epoch=-1 if oam is None else oam.leader_epoch,
                                 metadata="" if oam is None else oam.metadata,
-                                error_code=partition_error,
+                                error_code=_TOPIC_DENIED if topic in denied else partition_error,
                             )
                             for tp, oam in entries
                         ],
@@ -352,9 +425,37 @@ class GroupApis:
             ),
         )
 
+    def _fetch_offsets(
+        self, request: NetworkRequest, group_id: str, partitions: list[TopicPartition] | None
+    ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None], set[str]]:
+        """One group's committed offsets as the session may see them, and the topics asked for that it may
+        not describe (their partitions answered TOPIC_AUTHORIZATION_FAILED; a fetch of every committed
+        offset leaves such topics out)."""
+        if not self._group_allowed(request, AclOperation.DESCRIBE, group_id):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, {}, set()
+        if partitions is None:
+            error, found = self._groups.handle_fetch_offsets(group_id, None)
+            hidden = self._auth.denied(
+                request.session,
+                AclOperation.DESCRIBE,
+                ResourceType.TOPIC,
+                {tp.topic for tp in found},
+                log_if_denied=False,
+            )
+            return error, {tp: oam for tp, oam in found.items() if tp.topic not in hidden}, set()
+        denied = self._topics_denied(request, AclOperation.DESCRIBE, {tp.topic for tp in partitions})
+        error, found = self._groups.handle_fetch_offsets(
+            group_id, [tp for tp in partitions if tp.topic not in denied]
+        )
+        if denied and error == ErrorCode.NONE:
+            found = {**found, **{tp: None for tp in partitions if tp.topic in denied}}
+        return error, found, denied
+
     def _list_groups(self, request: NetworkRequest, header: RequestHeader, body: ListGroupsRequest) -> None:
         types = {t.lower() for t in body.types_filter}
         error, listed = self._groups.handle_list_groups(body.states_filter)
+        if not self._auth.authorize_cluster(request.session, AclOperation.DESCRIBE):
+            listed = [g for g in listed if self._group_allowed(request, AclOperation.DESCRIBE, g[0])]
         if types and "classic" not in types:
             listed = []
         self._respond(
@@ -374,6 +475,11 @@ class GroupApis:
     ) -> None:
         described = []
         for group_id in body.groups:
+            if not self._group_allowed(request, AclOperation.DESCRIBE, group_id):
+                described.append(
+                    DescribedGroup(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), group_id=group_id)
+                )
+                continue
             summary = self._groups.handle_describe_group(group_id)
             described.append(
                 DescribedGroup(
@@ -400,7 +506,9 @@ class GroupApis:
     def _delete_groups(
         self, request: NetworkRequest, header: RequestHeader, body: DeleteGroupsRequest
     ) -> None:
-        results = self._groups.handle_delete_groups(body.groups_names)
+        denied = {g for g in body.groups_names if not self._group_allowed(request, AclOperation.DELETE, g)}
+        results = self._groups.handle_delete_groups([g for g in body.groups_names if g not in denied])
+        results.update(dict.fromkeys(denied, ErrorCode.GROUP_AUTHORIZATION_FAILED))
         self._respond(
             request,
             header,
@@ -415,7 +523,17 @@ class GroupApis:
         self, request: NetworkRequest, header: RequestHeader, body: OffsetDeleteRequest
     ) -> None:
         partitions = [TopicPartition(t.name, p.partition_index) for t in body.topics for p in t.partitions]
-        error, errors = self._groups.handle_delete_offsets(body.group_id, partitions)
+        errors: dict[TopicPartition, ErrorCode]
+        if not self._group_allowed(request, AclOperation.DELETE, body.group_id):
+            error, errors = ErrorCode.GROUP_AUTHORIZATION_FAILED, {}
+        else:
+            denied = self._topics_denied(request, AclOperation.READ, (t.name for t in body.topics))
+            error, errors = self._groups.handle_delete_offsets(
+                body.group_id, [tp for tp in partitions if tp.topic not in denied]
+            )
+            errors.update(
+                {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in partitions if tp.topic in denied}
+            )
         self._respond(
             request,
             header,

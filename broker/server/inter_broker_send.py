@@ -12,8 +12,14 @@ package layering (DESIGN.md), and a fetcher needs neither pipelining nor a reade
 On a TLS inter-broker listener (``[broker] inter_broker_listener_name`` an SSL listener) the connection is
 wrapped in TLS with :func:`inter_broker_ssl_context`: it trusts ``ssl_cafile``, checks the leader's host
 name against its certificate, and presents the broker's own certificate, so that a leader with
-``ssl_client_auth`` knows its followers as ``User:<the broker certificate's subject>``. SASL between brokers
-is not implemented: the config refuses a SASL inter-broker listener.
+``ssl_client_auth`` knows its followers as ``User:<the broker certificate's subject>``. On a SASL
+inter-broker listener (SASL_PLAINTEXT, SASL_SSL) each new connection logs in first, as
+``[broker] inter_broker_sasl_username`` with ``inter_broker_sasl_mechanism``
+(:class:`~broker.network.sasl_client.SaslClient`: SaslHandshake, then SaslAuthenticate until done), the
+password read from ``inter_broker_sasl_password_file`` at each connection; the leader then knows its
+followers as ``User:<that name>`` (a super user, or one with CLUSTER_ACTION on the cluster, when the leader
+has an authorizer). A refused login is an :class:`InterBrokerSendError` naming the user, never the
+password.
 
 Failures (connect, send, receive, a frame that does not decode, a timeout) raise
 :class:`InterBrokerSendError` naming the broker, and close the connection; the caller backs off and
@@ -28,11 +34,16 @@ import itertools
 import socket
 import ssl
 import struct
+from pathlib import Path
 from typing import Any
 
 from broker.config import BrokerConfig
+from broker.network.errors import NetworkError
+from broker.network.sasl_client import SaslClient
 from broker.protocol import ProtocolError, RequestBody, decode_response, encode_request
 from broker.protocol.apis import api_for_request
+from broker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
+from broker.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from broker.server.errors import ServerError
 
 _SIZE = struct.Struct(">i")
@@ -56,6 +67,7 @@ class InterBrokerSend:
         client_id: str,
         timeout_s: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
+        sasl: tuple[str, str, str] | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.host = host
@@ -63,6 +75,7 @@ class InterBrokerSend:
         self._client_id = client_id
         self._timeout_s = timeout_s
         self._ssl_context = ssl_context
+        self._sasl = sasl  # (mechanism, username, password file)
         self._sock: socket.socket | None = None
         self._correlation_ids = itertools.count(1)
 
@@ -84,7 +97,44 @@ class InterBrokerSend:
                     sock.close()
                 raise InterBrokerSendError(f"{self.name}: TLS handshake failed: {exc}") from exc
         self._sock = sock
+        if self._sasl is not None:
+            try:
+                self._login(*self._sasl)
+            except BaseException:
+                self.close()
+                raise
         return sock
+
+    def _login(self, mechanism: str, username: str, password_file: str) -> None:
+        """SaslHandshake and SaslAuthenticate on the new connection (see the module docstring)."""
+        try:
+            with Path(password_file).open(encoding="utf-8") as file:
+                password = file.readline().rstrip("\r\n")
+        except OSError as exc:
+            raise InterBrokerSendError(
+                f"cannot read inter_broker_sasl_password_file {password_file!r}: {exc.strerror or exc}"
+            ) from exc
+        handshake: SaslHandshakeResponse = self.send_and_receive(SaslHandshakeRequest(mechanism=mechanism))
+        if handshake.error_code != 0:
+            raise InterBrokerSendError(
+                f"{self.name}: SASL mechanism {mechanism} refused (error {handshake.error_code}; the "
+                f"listener offers {', '.join(handshake.mechanisms) or 'none'})"
+            )
+        client = SaslClient(mechanism, username, password)
+        token: bytes | None = client.first()
+        try:
+            while token is not None:
+                answer: SaslAuthenticateResponse = self.send_and_receive(
+                    SaslAuthenticateRequest(auth_bytes=token)
+                )
+                if answer.error_code != 0:
+                    raise InterBrokerSendError(
+                        f"{self.name}: login as {username!r} ({mechanism}) refused: error "
+                        f"{answer.error_code} {answer.error_message or ''}".rstrip()
+                    )
+                token = client.step(bytes(answer.auth_bytes))
+        except NetworkError as exc:
+            raise InterBrokerSendError(f"{self.name}: login as {username!r} ({mechanism}): {exc}") from exc
 
     def send_and_receive(self, body: RequestBody, *, timeout_s: float | None = None) -> Any:
         """Send ``body`` at the highest version Lumber implements and return the decoded response body."""
@@ -149,6 +199,17 @@ class InterBrokerSend:
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+
+
+def inter_broker_sasl(config: BrokerConfig) -> tuple[str, str, str] | None:
+    """(mechanism, username, password file) of the brokers' SASL login; None when not configured."""
+    if not config.inter_broker_sasl_username:
+        return None
+    return (
+        config.inter_broker_sasl_mechanism,
+        config.inter_broker_sasl_username,
+        config.inter_broker_sasl_password_file,
+    )
 
 
 def inter_broker_ssl_context(config: BrokerConfig) -> ssl.SSLContext:

@@ -9,9 +9,8 @@ watcher for metadata. It holds no partition state of its own. What each API answ
 
 * **ApiVersions**: the supported APIs and ranges; a request newer than Lumber's gets the v0-format
   UNSUPPORTED_VERSION fallback, so the client retries with a version both speak.
-* **Metadata**: the live brokers (each at its endpoint of the listener the request came in on) and the
-  asked-for topics from ZooKeeper (the cluster watcher's view);
-  unknown topics are created when the request and ``[broker] auto_create_topics`` both allow it.
+* **Metadata**: :class:`~broker.server.metadata_apis.MetadataApis` (the live brokers at the listener the
+  request came in on, the topics the principal may describe, auto-creation).
 * **Produce**: Produce v3+ with acks 0, 1 or -1 (else UNSUPPORTED_FOR_MESSAGE_FORMAT or
   INVALID_REQUIRED_ACKS for every partition); the replica manager appends and says when to answer
   (``acks=-1``: once every in-sync replica has the batches, or, with ``[log] flush_on_ack``, once they are
@@ -27,10 +26,7 @@ watcher for metadata. It holds no partition state of its own. What each API answ
 * **Fetch** from a follower (``replica_id`` >= 0): read up to the log end; its fetch offset is its log end
   offset, which moves the ISR and the high watermark (the replica manager). Every partition's
   ``current_leader_epoch`` is fenced (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
-* **ListOffsets**: earliest (-2), latest (-1, the high watermark) and the first offset at or after a
-  timestamp (-1 when there is none), with the leader epoch.
-* **OffsetForLeaderEpoch**: where an epoch ends in the leader's log (followers truncate to it; consumers
-  validate their position, KIP-320).
+* **ListOffsets, OffsetForLeaderEpoch**: :class:`~broker.server.offset_apis.OffsetApis`.
 * **CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs**:
   answered by :class:`~broker.server.admin_apis.AdminApis` through the admin manager.
 * **AlterPartitionReassignments, ListPartitionReassignments**: answered by
@@ -45,6 +41,15 @@ watcher for metadata. It holds no partition state of its own. What each API answ
 * **InitProducerId**: as Kafka answers an idempotent (non-transactional) producer: a fresh producer id,
   unique across brokers and restarts (:mod:`broker.cluster.producer_id_manager`), and epoch 0; a
   transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Lumber has no transactions).
+* **DescribeAcls, CreateAcls, DeleteAcls**: :class:`~broker.server.acl_apis.AclApis`.
+
+**Authorization** (``[broker] authorizer = "acl"``, :mod:`broker.server.authorizer`; without it every
+check passes): Produce needs WRITE on each topic (a refused topic's partitions answer
+TOPIC_AUTHORIZATION_FAILED, nothing of them appended; an ``acks=0`` run stops at a refused request, which
+:meth:`KafkaApis.handle` then answers by closing); a consumer's Fetch READ on each topic, a follower's
+CLUSTER_ACTION on the cluster (refused partitions answer TOPIC_AUTHORIZATION_FAILED in their places);
+InitProducerId IDEMPOTENT_WRITE on the cluster or WRITE on some topic (Kafka 3+, KIP-679; else
+CLUSTER_AUTHORIZATION_FAILED). The other APIs' checks are in their modules.
 
 A request that does not decode, an unknown API key, or an unsupported version of any API but ApiVersions
 closes its connection, with the reason logged, as Kafka does; every other client is unaffected. Every
@@ -60,6 +65,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from broker.cluster.acl_watcher import AclWatcher
 from broker.cluster.cluster_watcher import ClusterWatcher
 from broker.cluster.errors import ClusterError
 from broker.cluster.producer_id_manager import ProducerIdManager
@@ -88,33 +94,19 @@ from broker.protocol.messages.fetch import (
     PartitionData,
 )
 from broker.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-from broker.protocol.messages.list_offsets import (
-    ListOffsetsPartitionResponse,
-    ListOffsetsRequest,
-    ListOffsetsResponse,
-    ListOffsetsTopicResponse,
-)
-from broker.protocol.messages.metadata import (
-    MetadataRequest,
-    MetadataResponse,
-    MetadataResponseBroker,
-)
-from broker.protocol.messages.offset_for_leader_epoch import (
-    EpochEndOffset,
-    OffsetForLeaderEpochRequest,
-    OffsetForLeaderEpochResponse,
-    OffsetForLeaderTopicResult,
-)
 from broker.protocol.messages.produce import (
     PartitionProduceResponse,
     ProduceRequest,
     ProduceResponse,
     TopicProduceResponse,
 )
-from broker.record.errors import InvalidTopicError
 from broker.record.topic_partition import TopicPartition
+from broker.security.acl_binding import AclOperation, ResourceType
+from broker.server.acl_apis import AclApis
 from broker.server.admin_apis import AdminApis
 from broker.server.admin_manager import AdminManager
+from broker.server.auth_helper import AuthHelper, authorization_error
+from broker.server.authorizer import AclAuthorizer
 from broker.server.cluster_apis import ClusterApis
 from broker.server.delayed_produce import ProduceResult
 from broker.server.error_codes import ANSWERED_ERRORS, error_code_of
@@ -128,11 +120,12 @@ from broker.server.fetch_session_cache import FetchSessionCache
 from broker.server.group.group_coordinator import GroupCoordinator
 from broker.server.group_apis import GroupApis
 from broker.server.log_admin_apis import LogAdminApis
+from broker.server.metadata_apis import MetadataApis
+from broker.server.offset_apis import OffsetApis
 from broker.server.partition import Partition
 from broker.server.reassignment_apis import Alter, ReassignmentApis
-from broker.server.replica_manager import FetchPartitionResult, ReplicaManager
+from broker.server.replica_manager import FetchPartitionResult, FetchRead, ReplicaManager
 from broker.server.sasl_apis import SaslApis
-from broker.server.topic_metadata import topic_metadata
 
 logger = logging.getLogger(__name__)
 
@@ -181,33 +174,47 @@ class KafkaApis:
         producer_ids: ProducerIdManager,
         group_coordinator: GroupCoordinator,
         controller: Callable[[], Alter | None] = lambda: None,
+        authorizer: AclAuthorizer | None = None,
+        acl_watcher: AclWatcher | None = None,
     ) -> None:
         self._config = config
+        self._auth = auth = AuthHelper(authorizer)
         self._replicas = replica_manager
-        self._admin = admin_manager
         self._cluster = cluster
         self._channel = channel
-        self._cluster_id = cluster_id
         self._producer_ids = producer_ids
         self._fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self._handlers: dict[int, Callable[[NetworkRequest, RequestHeader, Any], None]] = {
             int(ApiKey.PRODUCE): self._produce,
             int(ApiKey.FETCH): self._fetch,
-            int(ApiKey.LIST_OFFSETS): self._list_offsets,
-            int(ApiKey.METADATA): self._metadata,
             int(ApiKey.API_VERSIONS): self._api_versions,
             int(ApiKey.INIT_PRODUCER_ID): self._init_producer_id,
-            int(ApiKey.OFFSET_FOR_LEADER_EPOCH): self._offset_for_leader_epoch,
+            **MetadataApis(
+                config=config,
+                admin_manager=admin_manager,
+                cluster=cluster,
+                cluster_id=cluster_id,
+                auth=auth,
+                respond=self._respond,
+            ).handlers(),
+            **OffsetApis(replica_manager=replica_manager, auth=auth, respond=self._respond).handlers(),
             **SaslApis(respond=self._respond).handlers(),
-            **AdminApis(admin_manager=admin_manager, cluster=cluster, respond=self._respond).handlers(),
+            **AdminApis(
+                admin_manager=admin_manager, cluster=cluster, auth=auth, respond=self._respond
+            ).handlers(),
             **GroupApis(
-                group_coordinator=group_coordinator, cluster=cluster, respond=self._respond
+                group_coordinator=group_coordinator, cluster=cluster, auth=auth, respond=self._respond
             ).handlers(),
             **ReassignmentApis(
-                broker_id=config.broker_id, cluster=cluster, controller=controller, respond=self._respond
+                broker_id=config.broker_id,
+                cluster=cluster,
+                controller=controller,
+                auth=auth,
+                respond=self._respond,
             ).handlers(),
-            **LogAdminApis(replica_manager, cluster, self._respond).handlers(),
+            **LogAdminApis(replica_manager, cluster, auth, self._respond).handlers(),
             **ClusterApis(cluster, cluster_id, self._respond).handlers(),
+            **AclApis(acls=acl_watcher, auth=auth, respond=self._respond).handlers(),
         }
 
     @property
@@ -282,6 +289,10 @@ class KafkaApis:
                 if not isinstance(decoded_records, (bytes, bytearray, memoryview)):
                     break
                 records = decoded_records
+                if not self._auth.authorize(
+                    request.session, AclOperation.WRITE, ResourceType.TOPIC, topic_data.name
+                ):
+                    break  # handle() refuses it
                 try:
                     partition = self._replicas.leader_partition(
                         view, TopicPartition(topic_data.name, partition_data.index)
@@ -314,52 +325,6 @@ class KafkaApis:
     def _api_versions(self, request: NetworkRequest, header: RequestHeader, _body: Any) -> None:
         self._respond(request, header, api_versions_response(header.api_version))
 
-    # ------------------------------------------------------------------------------------ Metadata
-
-    def _metadata(self, request: NetworkRequest, header: RequestHeader, body: MetadataRequest) -> None:
-        view = self._cluster.view
-        if self._config.broker_id not in view.brokers:
-            # just registered (or about to deregister): the watcher may not have seen this broker's own
-            # node yet, and a client told of no broker at all may not ask again for a while (librdkafka)
-            view = self._cluster.refresh()
-        if body.topics is None or (header.api_version == 0 and not body.topics):
-            names = sorted(view.topics)
-        else:
-            names = [t.name for t in body.topics if t.name is not None]
-        allow_create = self._config.auto_create_topics and (
-            header.api_version < 4 or body.allow_auto_topic_creation
-        )
-        missing = [name for name in names if name not in view.topics]
-        created_errors: dict[str, ErrorCode] = {}
-        if missing and allow_create:
-            for name in missing:
-                created_errors[name] = self._auto_create(name)
-            view = self._cluster.refresh()
-        listener = request.session.listener_name
-        brokers = [
-            MetadataResponseBroker(node_id=b.broker_id, host=e.host, port=e.port, rack=None)
-            for b in sorted(view.brokers.values(), key=lambda b: b.broker_id)
-            if (e := b.endpoint(listener)) is not None  # a broker without the listener is left out (Kafka)
-        ]
-        topics = [topic_metadata(view, name, created_errors.get(name)) for name in names]
-        self._respond(
-            request,
-            header,
-            MetadataResponse(
-                brokers=brokers, cluster_id=self._cluster_id, controller_id=view.controller_id, topics=topics
-            ),
-        )
-
-    def _auto_create(self, topic: str) -> ErrorCode:
-        try:
-            self._admin.auto_create_topic(topic)
-        except InvalidTopicError:
-            return ErrorCode.INVALID_TOPIC_EXCEPTION
-        except ClusterError as exc:
-            logger.warning("auto-creating topic %r failed: %s", topic, exc)
-            return error_code_of(exc)
-        return ErrorCode.NONE
-
     # ------------------------------------------------------------------------------------ Produce
 
     def _produce(self, request: NetworkRequest, header: RequestHeader, body: ProduceRequest) -> None:
@@ -379,7 +344,17 @@ class KafkaApis:
             )
             return
         entries: list[tuple[TopicPartition, Buffer | None]] = []
+        refused: dict[TopicPartition, ProduceResult] = {}
         for topic_data in body.topic_data:
+            refusal = self._auth.refusal(
+                request.session, AclOperation.WRITE, ResourceType.TOPIC, topic_data.name
+            )
+            if refusal is not None:  # nothing of the topic appended (Kafka's unauthorizedTopicResponses)
+                for partition_data in topic_data.partition_data:
+                    refused[TopicPartition(topic_data.name, partition_data.index)] = ProduceResult(
+                        refusal, None, None
+                    )
+                continue
             for partition_data in topic_data.partition_data:
                 records = partition_data.records
                 # concrete types: a runtime-checkable Protocol's isinstance costs microseconds
@@ -391,6 +366,8 @@ class KafkaApis:
                 )
 
         def respond(results: dict[TopicPartition, ProduceResult]) -> None:
+            if refused:
+                results = {**results, **refused}
             failed = [
                 f"{tp}: {error_code_of(r.error).name}: {r.error}"
                 for tp, r in results.items()
@@ -432,6 +409,9 @@ class KafkaApis:
                 topics.append(TopicProduceResponse(name=name, partition_responses=partitions))
             self._respond(request, header, ProduceResponse(responses=topics))
 
+        if not entries:
+            respond({})
+            return
         with self._replicas.completing_here():  # the followers' waiting fetches are answered here
             self._replicas.append_records(entries, acks=acks, timeout_ms=body.timeout_ms, respond=respond)
 
@@ -514,68 +494,59 @@ class KafkaApis:
         if context.error is not None:
             respond([])
             return
+        reads = context.reads
+        answer: Callable[[list[FetchPartitionResult]], None] = respond
+        if self._auth.enabled:
+            reads, answer = self._authorized_reads(request, body.replica_id, reads, respond)
+            if not reads:
+                answer([])
+                return
         with self._replicas.completing_here():  # a follower's fetch answers the produces it acknowledges
             self._replicas.fetch_messages(
-                context.reads,
+                reads,
                 max_bytes=body.max_bytes,
                 min_bytes=body.min_bytes,
                 max_wait_ms=body.max_wait_ms,
-                respond=respond,
+                respond=answer,
                 replica_id=body.replica_id,
             )
 
-    # ------------------------------------------------------------------------------------ ListOffsets
+    def _authorized_reads(
+        self,
+        request: NetworkRequest,
+        replica_id: int,
+        reads: list[FetchRead],
+        respond: Callable[[list[FetchPartitionResult]], None],
+    ) -> tuple[list[FetchRead], Callable[[list[FetchPartitionResult]], None]]:
+        """The reads the session may do (a follower: CLUSTER_ACTION on the cluster; a consumer: READ on each
+        topic), and a ``respond`` that answers the others TOPIC_AUTHORIZATION_FAILED in their places
+        (Kafka's answer to both)."""
+        session = request.session
+        operation = AclOperation.READ
+        if replica_id >= 0:
+            operation = AclOperation.CLUSTER_ACTION
+            cluster_action = self._auth.authorize_cluster(session, operation)
+            denied = set() if cluster_action else {tp.topic for tp, *_ in reads}
+        else:
+            denied = self._auth.denied(
+                session, AclOperation.READ, ResourceType.TOPIC, {tp.topic for tp, *_ in reads}
+            )
+        if not denied:
+            return reads, respond
+        errors = {
+            topic: authorization_error(session, operation, ResourceType.TOPIC, topic) for topic in denied
+        }
 
-    def _list_offsets(self, request: NetworkRequest, header: RequestHeader, body: ListOffsetsRequest) -> None:
-        topics = []
-        for topic in body.topics:
-            partitions = []
-            for asked in topic.partitions:
-                index = asked.partition_index
-                try:
-                    offset, found_timestamp, epoch = self._replicas.fetch_offset_for_timestamp(
-                        TopicPartition(topic.name, index), asked.timestamp, asked.current_leader_epoch
-                    )
-                except _ANSWERED as exc:
-                    response = ListOffsetsPartitionResponse(
-                        partition_index=index, error_code=int(error_code_of(exc))
-                    )
-                else:
-                    response = ListOffsetsPartitionResponse(
-                        partition_index=index,
-                        error_code=_NONE,
-                        timestamp=found_timestamp,
-                        offset=offset,
-                        leader_epoch=epoch,
-                    )
-                partitions.append(response)
-            topics.append(ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
-        self._respond(request, header, ListOffsetsResponse(topics=topics))
+        def respond_all(results: list[FetchPartitionResult]) -> None:
+            read = iter(results)
+            respond(
+                [
+                    FetchPartitionResult(errors[tp.topic], -1, -1, None) if tp.topic in errors else next(read)
+                    for tp, *_ in reads
+                ]
+            )
 
-    # -------------------------------------------------------------------------------- OffsetForLeaderEpoch
-
-    def _offset_for_leader_epoch(
-        self, request: NetworkRequest, header: RequestHeader, body: OffsetForLeaderEpochRequest
-    ) -> None:
-        topics = []
-        for topic in body.topics:
-            partitions = []
-            for asked in topic.partitions:
-                try:
-                    epoch, end_offset = self._replicas.last_offset_for_leader_epoch(
-                        TopicPartition(topic.topic, asked.partition),
-                        asked.leader_epoch,
-                        asked.current_leader_epoch,
-                    )
-                except _ANSWERED as exc:
-                    answer = EpochEndOffset(error_code=int(error_code_of(exc)), partition=asked.partition)
-                else:
-                    answer = EpochEndOffset(
-                        error_code=_NONE, partition=asked.partition, leader_epoch=epoch, end_offset=end_offset
-                    )
-                partitions.append(answer)
-            topics.append(OffsetForLeaderTopicResult(topic=topic.topic, partitions=partitions))
-        self._respond(request, header, OffsetForLeaderEpochResponse(topics=topics))
+        return [r for r in reads if r[0].topic not in denied], respond_all
 
     # ------------------------------------------------------------------------------------ the rest
 
@@ -587,6 +558,17 @@ class KafkaApis:
                 request,
                 header,
                 InitProducerIdResponse(error_code=int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)),
+            )
+            return
+        session = request.session
+        if not self._auth.authorize_cluster(
+            session, AclOperation.IDEMPOTENT_WRITE
+        ) and not self._auth.authorize_by_resource_type(session, AclOperation.WRITE, ResourceType.TOPIC):
+            # Kafka 3+ (KIP-679): IDEMPOTENT_WRITE on the cluster, or WRITE on some topic
+            self._respond(
+                request,
+                header,
+                InitProducerIdResponse(error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)),
             )
             return
         try:

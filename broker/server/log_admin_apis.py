@@ -56,6 +56,8 @@ from broker.protocol.messages.describe_producers import (
     TopicResponse,
 )
 from broker.record.topic_partition import TopicPartition
+from broker.security.acl_binding import AclOperation, ResourceType
+from broker.server.auth_helper import AuthHelper
 from broker.server.error_codes import ANSWERED_ERRORS, error_code_of
 from broker.server.errors import PolicyViolationError
 from broker.server.replica_manager import ReplicaManager
@@ -70,9 +72,12 @@ _FIRST_VERSION_WITH_BYTES = 4
 class LogAdminApis:
     """Answers DeleteRecords, DescribeLogDirs and DescribeProducers (see the module docstring)."""
 
-    def __init__(self, replica_manager: ReplicaManager, cluster: ClusterWatcher, respond: Respond) -> None:
+    def __init__(
+        self, replica_manager: ReplicaManager, cluster: ClusterWatcher, auth: AuthHelper, respond: Respond
+    ) -> None:
         self._replicas = replica_manager
         self._cluster = cluster
+        self._auth = auth
         self._respond = respond
 
     def handlers(self) -> dict[int, Callable[[NetworkRequest, RequestHeader, Any], None]]:
@@ -91,6 +96,7 @@ class LogAdminApis:
             for asked in topic.partitions:
                 index = asked.partition_index
                 try:
+                    self._auth.check(request.session, AclOperation.DELETE, ResourceType.TOPIC, topic.name)
                     low_watermark = self.delete_records(TopicPartition(topic.name, index), asked.offset)
                 except ANSWERED_ERRORS as exc:
                     partitions[index] = DeleteRecordsPartitionResult(
@@ -127,6 +133,14 @@ class LogAdminApis:
             if body.topics is None
             else {TopicPartition(t.topic, p) for t in body.topics for p in t.partitions}
         )
+        if not self._auth.authorize_cluster(request.session, AclOperation.DESCRIBE):
+            # Kafka's answer: the error (v3+), no dirs
+            self._respond(
+                request,
+                header,
+                DescribeLogDirsResponse(error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), results=[]),
+            )
+            return
         logs = self._replicas.log_manager.all_logs()
         results = []
         for directory in self._replicas.log_manager.log_dirs:
@@ -169,6 +183,7 @@ class LogAdminApis:
             partitions = []
             for index in topic.partition_indexes:
                 try:
+                    self._auth.check(request.session, AclOperation.READ, ResourceType.TOPIC, topic.name)
                     producers = self.active_producers(TopicPartition(topic.name, index))
                 except ANSWERED_ERRORS as exc:
                     answer = PartitionResponse(

@@ -9,7 +9,8 @@ names. AlterPartitionReassignments hands the targets to the controller thread
 outcome (:mod:`broker.server.partition_reassigner`: INVALID_REPLICA_ASSIGNMENT,
 UNKNOWN_TOPIC_OR_PARTITION, NO_REASSIGNMENT_IN_PROGRESS, through :mod:`broker.server.error_codes`); a
 partition named twice in one request is INVALID_REQUEST, both times. ListPartitionReassignments answers
-from the cluster view (the topic nodes' ``adding_replicas`` and ``removing_replicas``).
+from the cluster view (the topic nodes' ``adding_replicas`` and ``removing_replicas``). With ``[broker]
+authorizer``, moving needs ALTER on the cluster and listing DESCRIBE (else CLUSTER_AUTHORIZATION_FAILED).
 
 Thread-safe: no state of its own; a request handler thread waits for the controller at most the request's
 ``timeout_ms`` (capped at :data:`MAX_WAIT_S`).
@@ -37,6 +38,8 @@ from broker.protocol.messages.list_partition_reassignments import (
     OngoingTopicReassignment,
 )
 from broker.record.topic_partition import TopicPartition
+from broker.security.acl_binding import AclOperation
+from broker.server.auth_helper import AuthHelper
 from broker.server.error_codes import error_code_of
 from broker.server.errors import InvalidRequestError
 from broker.server.partition_reassigner import Outcome
@@ -59,8 +62,10 @@ class ReassignmentApis:
         broker_id: int,
         cluster: ClusterWatcher,
         controller: Callable[[], Alter | None],
+        auth: AuthHelper,
         respond: Respond,
     ) -> None:
+        self._auth = auth
         self._broker_id = broker_id
         self._cluster = cluster
         self._controller = controller
@@ -79,6 +84,9 @@ class ReassignmentApis:
         self, request: NetworkRequest, header: RequestHeader, body: AlterPartitionReassignmentsRequest
     ) -> None:
         alter = self._controller()
+        if not self._auth.authorize_cluster(request.session, AclOperation.ALTER):
+            self._respond(request, header, AlterPartitionReassignmentsResponse(**_denied()))
+            return
         if alter is None:
             error = self._not_controller()
             self._respond(
@@ -130,6 +138,9 @@ class ReassignmentApis:
     def _list(
         self, request: NetworkRequest, header: RequestHeader, body: ListPartitionReassignmentsRequest
     ) -> None:
+        if not self._auth.authorize_cluster(request.session, AclOperation.DESCRIBE):
+            self._respond(request, header, ListPartitionReassignmentsResponse(**_denied()))
+            return
         if self._controller() is None:
             error = self._not_controller()
             self._respond(
@@ -170,3 +181,8 @@ class ReassignmentApis:
 def _top(error: NotControllerError) -> dict[str, Any]:
     """A response's top-level error fields."""
     return {"error_code": int(error_code_of(error)), "error_message": str(error)}
+
+
+def _denied() -> dict[str, Any]:
+    """A refusal's top-level fields (Kafka: ALTER on the cluster to move, DESCRIBE to list)."""
+    return {"error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), "error_message": None}

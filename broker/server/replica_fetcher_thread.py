@@ -68,7 +68,12 @@ from broker.protocol.messages.offset_for_leader_epoch import (
 )
 from broker.record.topic_partition import TopicPartition
 from broker.server.fetch_session_handler import FetchSessionHandler
-from broker.server.inter_broker_send import InterBrokerSend, InterBrokerSendError, inter_broker_ssl_context
+from broker.server.inter_broker_send import (
+    InterBrokerSend,
+    InterBrokerSendError,
+    inter_broker_sasl,
+    inter_broker_ssl_context,
+)
 
 if TYPE_CHECKING:
     from broker.server.partition import Partition
@@ -223,6 +228,7 @@ class ReplicaFetcherThread:
                 ssl_context=inter_broker_ssl_context(self._config)
                 if endpoint.security_protocol.uses_tls
                 else None,
+                sasl=inter_broker_sasl(self._config) if endpoint.security_protocol.uses_sasl else None,
                 client_id=f"broker-{self.broker_id}-fetcher",
                 timeout_s=max(30.0, self._config.replica_fetch_wait_max_ms / 1000 + 10.0),
             )

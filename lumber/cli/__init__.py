@@ -89,6 +89,7 @@ COMMANDS = (
         "move partitions between brokers: reassign, rebalance, decommission a broker",
     ),
     Command("users", "lumber.cli.users", "SASL users (SCRAM credentials in ZooKeeper)"),
+    Command("acls", "lumber.cli.acls", "ACLs of the brokers' authorizer (in ZooKeeper)"),
     Command("log", "lumber.cli.log", "inspect a broker's partition files"),
     Command("schemas", "lumber.cli.schemas", "run the Avro schema registry and register / inspect schemas"),
     Command("produce", "lumber.cli.produce", "send the lines of stdin to a topic, one record per line"),

@@ -72,6 +72,9 @@ class KafkaNode:
     cluster_size: int
     heap_mb: int = 512
     settings: Mapping[str, str] = field(default_factory=dict)
+    #: more arguments of the storage tool's ``format``, e.g. ``--add-scram``,
+    #: ``SCRAM-SHA-512=[name=u,password=p]`` (KRaft's SCRAM users then exist from the first start)
+    format_args: tuple[str, ...] = ()
     handle: ProcessHandle | None = None
     _popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
@@ -138,7 +141,14 @@ class KafkaNode:
     def format(self, cluster_id: str) -> None:
         """Format ``data/`` for ``cluster_id`` (the storage tool; a no-op error if already formatted)."""
         argv = self._java(
-            STORAGE_TOOL_CLASS, "format", "-t", cluster_id, "-c", str(self.write_config()), heap_mb=256
+            STORAGE_TOOL_CLASS,
+            "format",
+            "-t",
+            cluster_id,
+            "-c",
+            str(self.write_config()),
+            *self.format_args,
+            heap_mb=256,
         )
         done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
         if done.returncode != 0:

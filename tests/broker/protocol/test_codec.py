@@ -89,12 +89,12 @@ def test_decoded_records_are_views_of_the_frame():
 
 
 def test_unknown_api_key():
-    frame = struct.pack(">hhih", ApiKey.DESCRIBE_ACLS, 5, 77, -1)
+    frame = struct.pack(">hhih", ApiKey.DELETE_RECORDS, 5, 77, -1)
     with pytest.raises(
-        UnknownApiKeyError, match=r"correlation id 77: api key 29 \(DescribeAcls\) v5"
+        UnknownApiKeyError, match=r"correlation id 77: api key 21 \(DeleteRecords\) v5"
     ) as info:
         decode_request(frame)
-    assert (info.value.api_key, info.value.correlation_id) == (29, 77)
+    assert (info.value.api_key, info.value.correlation_id) == (21, 77)
     with pytest.raises(UnknownApiKeyError, match=r"api key 999 \(unknown\)"):
         decode_request(struct.pack(">hhih", 999, 0, 1, -1))
 
@@ -119,7 +119,7 @@ def test_api_versions_request_newer_than_ours():
 
 
 def test_api_versions_fallback_bytes():
-    body = struct.pack(">hi", 35, 33)
+    body = struct.pack(">hi", 35, 36)
     for key, low, high in [
         (0, 0, 9),
         (1, 4, 12),
@@ -141,6 +141,9 @@ def test_api_versions_fallback_bytes():
         (21, 0, 2),
         (22, 0, 4),
         (23, 2, 4),
+        (29, 0, 2),
+        (30, 0, 2),
+        (31, 0, 2),
         (32, 1, 4),
         (33, 0, 2),
         (35, 1, 4),
@@ -185,6 +188,9 @@ def test_api_versions_response_lists_every_api():
         21,
         22,
         23,
+        29,
+        30,
+        31,
         32,
         33,
         35,

@@ -17,16 +17,21 @@ from broker.protocol import ErrorCode, UnsupportedVersionError
 from broker.protocol.errors import MalformedMessageError
 from broker.record.errors import UnsupportedCompressionError
 from broker.record.topic_partition import TopicPartition
+from broker.security.errors import InvalidAclError
 from broker.server.error_codes import ERROR_CODES, error_code_of
 from broker.server.errors import (
+    ClusterAuthorizationError,
     FencedLeaderEpochError,
     FetchSessionIdNotFoundError,
+    GroupAuthorizationError,
     InvalidFetchSessionEpochError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetNotAvailableError,
     RequestTimedOutError,
+    TopicAuthorizationError,
+    TransactionalIdAuthorizationError,
     UnknownLeaderEpochError,
 )
 
@@ -57,6 +62,15 @@ TP = TopicPartition("t", 0)
         (NotEnoughReplicasAfterAppendError(TP, [1], 2), ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND),
         (OffsetNotAvailableError(TP, 3, 5), ErrorCode.OFFSET_NOT_AVAILABLE),
         (InvalidTopicConfigError("t: x"), ErrorCode.INVALID_CONFIG),
+        # authorization
+        (TopicAuthorizationError("User:a may not Write topic 't'"), ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+        (GroupAuthorizationError("User:a may not Read group 'g'"), ErrorCode.GROUP_AUTHORIZATION_FAILED),
+        (
+            ClusterAuthorizationError("User:a may not Alter the cluster"),
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        ),
+        (TransactionalIdAuthorizationError("x"), ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        (InvalidAclError("principal 'a' is not type:name"), ErrorCode.INVALID_REQUEST),
         # not a BrokerError at all: a bug, answered as such
         (ValueError("bug"), ErrorCode.UNKNOWN_SERVER_ERROR),
     ],
@@ -73,5 +87,5 @@ def test_a_retriable_zookeeper_error_asks_the_client_to_retry() -> None:
 
 
 def test_no_exception_carries_a_code_of_its_own() -> None:
-    assert len(ERROR_CODES) == 38
+    assert len(ERROR_CODES) == 43
     assert [cls.__name__ for cls in ERROR_CODES if hasattr(cls, "kafka_error_code")] == []
