@@ -30,7 +30,14 @@ from tests.support.zookeeper import make_chroot
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, Producer
+    from confluent_kafka import (
+        Consumer,
+        ConsumerGroupTopicPartitions,
+        ElectionType,
+        KafkaError,
+        KafkaException,
+        Producer,
+    )
     from confluent_kafka import TopicPartition as ConfluentPartition
     from confluent_kafka.admin import (  # type: ignore[attr-defined]
         AclBinding,
@@ -561,3 +568,31 @@ def test_admin_requests_need_their_operations(acl_cluster: AclCluster) -> None:
             moves.list_partition_reassignments()
     finally:
         moves.close()
+
+
+def test_log_admin_requests_need_their_operations(acl_cluster: AclCluster) -> None:
+    acl_cluster.cluster.create_topic("ladm", 1, {0: [0]})
+    assert produce(acl_cluster.confluent("admin"), "ladm", 4) == [0] * 4
+    acl_cluster.allow(acl(TOPIC, "ladm", "User:dave", AclOperation.DESCRIBE))  # sees it, nothing more
+    dave = AdminClient(acl_cluster.confluent("dave"))
+    deleted = dave.delete_records([ConfluentPartition("ladm", 0, 2)])
+    assert [code_of(f) for f in deleted.values()] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    elected = dave.elect_leaders(ElectionType.PREFERRED, [ConfluentPartition("ladm", 0)])
+    assert code_of(elected) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    # nothing deleted: every record still readable from offset 0
+    watermarks = Consumer({**acl_cluster.confluent("admin"), "group.id": "ladm-probe"})
+    try:
+        assert watermarks.get_watermark_offsets(ConfluentPartition("ladm", 0), timeout=10) == (0, 4)
+    finally:
+        watermarks.close()
+    kafka_python = KafkaAdminClient(**acl_cluster.kafka_python("dave"))
+    try:
+        # kafka-python drops DescribeLogDirs' top-level error: no dir is shown on either broker
+        assert kafka_python.describe_log_dirs() == [
+            {"broker": 0, "log_dirs": []},
+            {"broker": 1, "log_dirs": []},
+        ]
+        with pytest.raises(TopicAuthorizationFailedError, match="User:dave may not Read topic 'ladm'"):
+            kafka_python.describe_producers([KafkaPartition("ladm", 0)])
+    finally:
+        kafka_python.close()
