@@ -129,6 +129,19 @@ class DevConfig(ConfigSection):
     hdfs_datanode_ipc_port: int = setting(
         9867, "IPC port of the stack's DataNode (127.0.0.1 only).", ge=1, le=65535
     )
+    secure: bool = setting(
+        False,
+        "Start the brokers with a SASL_SSL listener beside PLAINTEXT (`dev up --secure`): a CA and broker "
+        "certificate made for the stack, SCRAM-SHA-512 and -256, and a SCRAM user (secure_user) whose "
+        "generated password is kept in <state_dir>/security (mode 0600).",
+    )
+    broker_sasl_ssl_port: int = setting(
+        9192,
+        "Port of the stack's first broker's SASL_SSL listener with `secure`; broker i's is this + i.",
+        ge=1,
+        le=65535,
+    )
+    secure_user: str = setting("lumber-dev", "The SCRAM user `dev up --secure` makes for clients.")
     hdfs_namenode_heap_mb: int = setting(256, "Java heap of the stack's NameNode.", ge=64)
     hdfs_datanode_heap_mb: int = setting(192, "Java heap of the stack's DataNode.", ge=64)
 
