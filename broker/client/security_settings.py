@@ -125,6 +125,19 @@ class SecuritySettings(ConfigSection):
         another section with ``replace(**...)``."""
         return {key: getattr(self, key) for key in SecuritySettings.model_fields}
 
+    def with_secrets_read(self, section: str) -> Self:
+        """A copy whose secrets are held in it (read now from their files or variables, which are then
+        left out): for a process that has neither, such as a Spark task on another machine."""
+        security = self.client_security(section)
+        return self.replace(
+            sasl_password=SecretStr(security.sasl_password),
+            sasl_password_file="",
+            sasl_password_env="",
+            ssl_key_password=SecretStr(security.key_password),
+            ssl_key_password_file="",
+            ssl_key_password_env="",
+        )
+
     def _secret(self, section: str, key: str) -> str:
         inline: SecretStr = getattr(self, key)
         path: str = getattr(self, f"{key}_file")
