@@ -28,11 +28,11 @@ WRONG = "Wr0ng-Pa55-8e21f7-never-printed"
 LINES = [f"line-{i}" for i in range(50)]
 
 
-def secure_config(path: Path, secure: SecureBroker, password: str) -> Path:
+def secure_config(path: Path, secure: SecureBroker, password: str, mechanism: str = "SCRAM-SHA-512") -> Path:
     client = (
         f'bootstrap_servers = ["127.0.0.1:{secure.sasl_ssl_port}"]\n'
         'security_protocol = "SASL_SSL"\n'
-        'sasl_mechanism = "SCRAM-SHA-512"\n'
+        f'sasl_mechanism = "{mechanism}"\n'
         f'sasl_username = "{USER}"\n'
         f'sasl_password = "{password}"\n'
         f'ssl_cafile = "{secure.ca.cafile}"\n'
@@ -117,6 +117,12 @@ def test_produce_consume_config_show_and_a_refused_login_never_show_the_password
     )
     assert refused_consume.returncode == 1
     assert "SCRAM-SHA-512 login as 'alice' refused" in refused_consume.stderr.decode()
+    # PLAIN sends the password itself: a refused one, logged at DEBUG with tracebacks
+    plain = secure_config(tmp_path / "plain.toml", secure, WRONG, mechanism="PLAIN")
+    debugged = tools.run("--debug", "consume", "secured", "--from-beginning", "--max", "1", config=plain)
+    assert debugged.returncode == 1
+    assert "SASL PLAIN login as 'alice' refused: SASL_AUTHENTICATION_FAILED" in debugged.stderr.decode()
+    assert b"Traceback (most recent call last)" in debugged.stderr
 
     # a consumer waiting for records: its command line while it runs, the broker's too
     waiting = subprocess.Popen(
@@ -140,10 +146,14 @@ def test_produce_consume_config_show_and_a_refused_login_never_show_the_password
     hits = [
         f"output {i}" for i, output in enumerate(tools.outputs) for secret in secrets if secret in output
     ] + [f"cmdline {c!r}" for c in tools.cmdlines for secret in secrets if secret in c]
-    own = {tmp_path / "lumber.toml", tmp_path / "wrong.toml"}  # the test's configs: the secrets' source
+    own = {
+        tmp_path / "lumber.toml",
+        tmp_path / "wrong.toml",
+        tmp_path / "plain.toml",
+    }  # the test's configs: the secrets' source
     written = [path for path in tmp_path.rglob("*") if path.is_file() and path not in own]
     assert any(path.name.endswith(".log") for path in written), "the broker's log is searched"
     hits += [str(path) for path in written for secret in secrets if secret in path.read_bytes()]
     assert hits == []
-    assert len(tools.cmdlines) == 7
+    assert len(tools.cmdlines) == 8
     assert all(c for c in tools.cmdlines)
