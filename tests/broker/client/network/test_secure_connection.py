@@ -19,9 +19,13 @@ import pytest
 from broker.client.consumer.consumer import Consumer
 from broker.client.consumer.consumer_config import ConsumerConfig
 from broker.client.errors import AuthenticationError, ClientConfigError
+from broker.client.groups.group_config import GroupConfig
+from broker.client.groups.group_consumer import GroupConsumer
+from broker.client.groups.kafka.kafka_group_admin import KafkaGroupAdmin
 from broker.client.producer.producer import Producer
 from broker.client.producer.producer_config import ProducerConfig
 from broker.record.topic_partition import TopicPartition
+from lumber.dev.dev_certificates import CertificateAuthority
 from tests.broker.client.helpers import read_records
 from tests.support.broker_cluster import BrokerCluster
 from tests.support.secure_broker import PASSWORD, USER, SecureBroker
@@ -173,7 +177,6 @@ def test_a_mechanism_the_listener_does_not_enable_is_named(
 def test_a_broker_certificate_the_client_does_not_trust_fails_the_handshake(
     secure: SecureBroker, tmp_path: Path
 ) -> None:
-    from lumber.dev.dev_certificates import CertificateAuthority  # noqa: PLC0415
 
     stranger = CertificateAuthority(tmp_path / "stranger")
     stranger.issue("nobody")
@@ -217,3 +220,35 @@ def test_mutual_tls_with_a_client_certificate_and_its_key_password(
     with pytest.raises(ClientConfigError, match="ssl_certfile / ssl_keyfile: cannot load"):
         Consumer(ConsumerConfig(**{**settings, "ssl_key_password_file": "", "ssl_key_password": "nope"}))
     assert end_offset(secure, "mtls") == COUNT
+
+
+def test_a_kafka_protocol_group_member_over_sasl_ssl_reads_and_commits(secure: SecureBroker) -> None:
+    """The group coordinator's requests (FindCoordinator, JoinGroup, SyncGroup, OffsetCommit) go through the
+    same secured pools: a member reads every record and commits the end."""
+
+    secure.cluster.create_topic("grouped", 1)
+    settings = secure.sasl_ssl()
+    assert produce(settings, "grouped", 50) == list(range(50))
+    member = GroupConsumer(
+        "secure-group",
+        config=GroupConfig(protocol="kafka", auto_commit_enable=False),
+        consumer_config=ConsumerConfig(auto_offset_reset="earliest", fetch_max_wait_ms=100, **settings),
+    )
+    try:
+        member.subscribe(["grouped"])
+        seen: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + 60
+        while len(seen) < 50 and time.monotonic() < deadline:
+            seen.extend((r.offset, r.value or b"") for r in member.poll(timeout_ms=500))
+        assert seen == expected(50)
+        member.commit({TopicPartition("grouped", 0): 50})
+    finally:
+        member.close()
+    # what `lumber groups` reads, through the same secured settings
+    admin = KafkaGroupAdmin(config=ConsumerConfig(**settings))
+    try:
+        assert admin.committed("secure-group", [TopicPartition("grouped", 0)]) == {
+            TopicPartition("grouped", 0): 50
+        }
+    finally:
+        admin.close()
