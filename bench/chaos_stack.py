@@ -181,7 +181,7 @@ class ChaosStack:
         self.mirror_group = self.target.stack_config().mirror.group
         self.config_path = self.live.config_path
         # the audit events on the target were encoded with the live registry's ids (one registry for both
-        # clusters, as the README's mirror section says): the target's own registry is not used
+        # clusters, as docs/mirror.md says): the target's own registry is not used
         target_config = self.target.stack_config()
         self.target_config_path = self.work / "offline-audit.toml"
         self.target_config_path.write_text(

@@ -242,7 +242,10 @@ def loaded_by_host(fs: FileSystem, warehouse: str, topic: str, hour_start_ms: in
         for info in fs.list_dir(folder):
             if info.is_dir or not info.name.endswith(".parquet") or info.name.startswith(("_", ".")):
                 continue
-            table = pq.read_table(io.BytesIO(fs.read_bytes(info.url)), columns=["_host"])
+            # no Arrow thread pool: its workers, alive at interpreter exit, can abort a short-lived
+            # ``lumber etl completeness`` with std::terminate (apache/arrow#34314)
+            parquet = pq.ParquetFile(io.BytesIO(fs.read_bytes(info.url)), pre_buffer=False)
+            table = parquet.read(columns=["_host"], use_threads=False)
             for host in table.column("_host").to_pylist():
                 name = host if host is not None else "(none)"
                 counts[name] = counts.get(name, 0) + 1

@@ -198,7 +198,7 @@ def submit_load(
     finished = threading.Event()
     with prepared.log_path.open("w", encoding="utf-8") as log_file:
         process = subprocess.Popen(
-            list(prepared.argv),
+            die_with_parent(prepared.argv, os.getpid()),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=log_file,
@@ -206,7 +206,6 @@ def submit_load(
             text=True,
             bufsize=1,
             start_new_session=True,
-            preexec_fn=die_with_parent(os.getpid()),  # noqa: PLW1509 - only prctl and getppid run there
         )
 
         def watch_abort() -> None:

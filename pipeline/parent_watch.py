@@ -10,11 +10,13 @@ The process tree of one run::
 SIGTERM and Ctrl-C of the CLI are forwarded (:mod:`pipeline.load_submit` stops the run's process group), but
 SIGKILL cannot be, and spark-submit runs in a session of its own. So:
 
-1. :func:`die_with_parent` runs in the forked child before ``exec`` of spark-submit (``preexec_fn``): it
-   sets ``PR_SET_PDEATHSIG`` to SIGKILL, which survives ``exec`` and so covers the JVM. The signal is sent
-   when the *thread* that forked the child ends, so the caller must wait for the run in that thread (as
+1. :func:`die_with_parent` prefixes spark-submit's command with util-linux ``setpriv --pdeathsig KILL``,
+   which sets ``PR_SET_PDEATHSIG`` to SIGKILL and ``exec``\\s a ``sh`` that checks its parent and ``exec``\\s
+   spark-submit: the signal survives ``exec`` and so covers the JVM. The signal is sent when the *thread*
+   that forked the child ends, so the caller must wait for the run in that thread (as
    :func:`pipeline.load_submit.submit_load` does). If the parent died before the setting took effect, the
-   child kills itself at once.
+   ``sh`` kills itself at once. No Python runs between ``fork`` and ``exec`` (a ``preexec_fn`` did once:
+   in a parent with many threads the child can deadlock on a lock another thread held at the fork).
 2. :func:`watch_parent`, called first thing by the driver (``jobs/load.py``), sets the same signal for the
    driver itself: its parent is the JVM (Spark's ``PythonRunner`` starts it and waits for it), so the
    driver is SIGKILLed when the JVM dies, whoever killed it.
@@ -37,11 +39,12 @@ import contextlib
 import ctypes
 import os
 import select
+import shutil
 import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 #: The environment variable naming the process the driver must not outlive: ``<pid>@<host name>``.
 PARENT_PID_ENV = "LUMBER_PARENT_PID"
@@ -59,7 +62,7 @@ def _load_prctl() -> Callable[..., int] | None:
     return prctl
 
 
-# loaded once, in the parent: the child between fork and exec must not import or allocate much
+# loaded once, at import: (2) of the module docstring sets the signal for the driver itself
 _PRCTL = _load_prctl()
 
 
@@ -71,16 +74,18 @@ def set_parent_death_signal(sig: int = signal.SIGKILL) -> bool:
     return _PRCTL(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
 
 
-def die_with_parent(parent_pid: int) -> Callable[[], None]:
-    """A ``preexec_fn`` for :class:`subprocess.Popen`, see (1) in the module docstring; ``parent_pid`` is
-    the caller's ``os.getpid()``."""
+#: Run by ``sh`` after setpriv set the death signal: ``$1`` is the parent's pid; gone already, die.
+_CHECK_PARENT = 'test "$PPID" = "$1" || kill -KILL $$; shift; exec "$@"'
 
-    def preexec() -> None:
-        set_parent_death_signal(signal.SIGKILL)
-        if os.getppid() != parent_pid:  # the parent is already gone: nobody will send the signal
-            os.kill(os.getpid(), signal.SIGKILL)
 
-    return preexec
+def die_with_parent(argv: Sequence[str], parent_pid: int) -> list[str]:
+    """``argv`` run so that it dies with ``parent_pid`` (the caller's ``os.getpid()``), see (1) in the
+    module docstring; ``argv`` unchanged where ``setpriv`` is missing (not Linux)."""
+    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+    if setpriv is None:
+        return list(argv)
+    shell = ["/bin/sh", "-c", _CHECK_PARENT, "sh", str(parent_pid)]
+    return [setpriv, "--pdeathsig", "KILL", "--", *shell, *argv]
 
 
 def parent_value(pid: int | None = None) -> str:

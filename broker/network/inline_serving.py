@@ -31,7 +31,7 @@ requests are answered, as without pipelining) when
 So what a connection holds beyond Kafka's one request is bounded by those limits plus the request being
 read (at most ``max_request_bytes``, as always); an idle connection holds nothing more than before (its
 read-ahead buffer). Kafka differs: its processor mutes a channel from a complete request until that
-request's response is sent, so a producer's pipelined requests wait in the socket (README.md says so).
+request's response is sent, so a producer's pipelined requests wait in the socket (docs/storage.md says so).
 
 Both keep the processor's invariant that responses leave in request order per connection.
 """

@@ -3,9 +3,10 @@
 
 It watches every partition it appended to and is ready once each one's
 :meth:`~broker.server.partition.Partition.check_enough_replicas` says the in-sync replicas hold the end of
-the batches appended there, or that it never will here (leadership moved: NOT_LEADER_OR_FOLLOWER), or the
-partition was closed (its answer is then whatever the append said). A partition whose ISR shrank below
-``min.insync.replicas`` meanwhile answers NOT_ENOUGH_REPLICAS_AFTER_APPEND. At the deadline, the
+the batches appended there, or that it never will here: leadership moved, the replica was moved off the
+broker or its log closed (NOT_LEADER_OR_FOLLOWER, retried by the producer at the new leader; never the
+append's own result, which would acknowledge batches no other replica may hold). A partition whose ISR
+shrank below ``min.insync.replicas`` meanwhile answers NOT_ENOUGH_REPLICAS_AFTER_APPEND. At the deadline, the
 partitions still short of it answer REQUEST_TIMED_OUT (:class:`~broker.server.errors.RequestTimedOutError`,
 naming what was waited for: the fsync with ``flush_on_ack``, else the in-sync replicas); the others their
 append's result. The acknowledged offset is the ISR's high watermark, which advances as followers fetch;
@@ -64,13 +65,11 @@ class DelayedProduce(DelayedOperation):
         self._respond = respond
 
     def ready(self) -> bool:
-        return all(p.closed or p.check_enough_replicas(end)[0] for p, end in self._waiting.values())
+        return all(p.check_enough_replicas(end)[0] for p, end in self._waiting.values())
 
     def on_complete(self, *, expired: bool) -> None:
         results = self._results
         for tp, (partition, end) in self._waiting.items():
-            if partition.closed:
-                continue
             done, error = partition.check_enough_replicas(end)
             if not done:
                 waited_for = (

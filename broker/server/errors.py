@@ -44,7 +44,10 @@ class NotLeaderOrFollowerError(ServerError):
     def __init__(self, tp: TopicPartition, leader: int, broker_id: int) -> None:
         self.topic_partition = tp
         self.leader = leader
-        super().__init__(f"{tp}: led by broker {leader}, not by broker {broker_id}")
+        if leader < 0:
+            super().__init__(f"{tp}: broker {broker_id} does not lead it (no leader known here)")
+        else:
+            super().__init__(f"{tp}: led by broker {leader}, not by broker {broker_id}")
 
 
 class InvalidRequiredAcksError(ServerError):

@@ -30,7 +30,9 @@ The offsets a leader answers with::
   replicated high watermark, not capped by the flush (acks=all waits for the ISR, never for a flush timer),
   or the flushed offset too with ``[log] flush_on_ack``. :meth:`check_enough_replicas` answers
   NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below ``min.insync.replicas`` meanwhile and
-  NOT_LEADER_OR_FOLLOWER when leadership moved (the batches may be truncated by the new leader).
+  NOT_LEADER_OR_FOLLOWER when leadership moved, the replica was stopped or its log closed (the batches may
+  be truncated by the new leader, or were never copied off a replica being deleted), whatever the offsets
+  say; it reads the leadership and the followers under the lock, as one.
 * **ISR changes** are the leader's: a follower that fetched up to the high watermark, and past the start of
   the current leader epoch, joins (:meth:`update_follower_fetch_state`); a follower not caught up for
   ``replica_lag_time_max_ms`` leaves (:meth:`out_of_sync_replicas`). The leader does not write ZooKeeper
@@ -330,6 +332,11 @@ class Partition:
 
     def acknowledged_offset(self) -> int:
         """Every in-sync replica holds the offsets below it (see the module docstring)."""
+        with self._lock:
+            return self._acknowledged_offset()
+
+    def _acknowledged_offset(self) -> int:
+        """:meth:`acknowledged_offset` (caller holds the lock: leadership and followers read as one)."""
         log = self.log
         if self._remote:
             replicated = log.replicated_high_watermark
@@ -339,17 +346,24 @@ class Partition:
 
     def check_enough_replicas(self, end_offset: int) -> tuple[bool, ServerError | None]:
         """Whether an ``acks=-1`` append ending below ``end_offset`` can be answered, and with which error
-        (Kafka's ``checkEnoughReplicasReachOffset``)."""
-        if self.leader_id != self.broker_id:
-            return True, self._not_leader()
-        if self.acknowledged_offset() < end_offset:
-            return False, None
-        isr = self.isr
-        if self._remote and len(isr) < self.min_insync_replicas:
-            return True, NotEnoughReplicasAfterAppendError(
-                self.topic_partition, sorted(isr), self.min_insync_replicas
-            )
-        return True, None
+        (Kafka's ``checkEnoughReplicasReachOffset``).
+
+        NOT_LEADER_OR_FOLLOWER once this replica no longer leads, was stopped (moved off the broker) or its
+        log closed (deleted, or the broker stopping): its unreplicated batches may never reach the new
+        leader, so they are never acknowledged here (Kafka answers a partition no longer hosted so). Under
+        the lock, so that leadership and the followers are read as of one moment: read apart, a leader
+        demoted in between looked like a leader without followers, whose log end is acknowledged."""
+        with self._lock:
+            if self.leader_id != self.broker_id or self.log.closed:
+                return True, self._not_leader()
+            if self._acknowledged_offset() < end_offset:
+                return False, None
+            isr = self.isr
+            if self._remote and len(isr) < self.min_insync_replicas:
+                return True, NotEnoughReplicasAfterAppendError(
+                    self.topic_partition, sorted(isr), self.min_insync_replicas
+                )
+            return True, None
 
     def request_flush(self, offset: int) -> None:
         """Ask for the offsets below ``offset`` to be fsynced now (``flush_on_ack``: group commit)."""

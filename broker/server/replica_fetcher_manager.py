@@ -52,12 +52,13 @@ class ReplicaFetcherManager:
     def add_partition(self, tp: TopicPartition, leader_id: int, leader_epoch: int) -> None:
         """Fetch ``tp`` from ``leader_id`` in ``leader_epoch`` (from wherever it was fetched before)."""
         key = (leader_id, self._fetcher_id(tp))
+        idle: list[ReplicaFetcherThread] = []
         with self._lock:
             if self._stopped:
                 return
-            previous = self._where.pop(tp, None)
+            previous = self._where.get(tp)
             if previous is not None and previous != key:
-                self._threads[previous].remove_partitions([tp])
+                idle = self._detach([tp])
             thread = self._threads.get(key)
             if thread is None:
                 thread = ReplicaFetcherThread(
@@ -72,24 +73,42 @@ class ReplicaFetcherManager:
                 thread.start()
             thread.add_partition(tp, leader_epoch)
             self._where[tp] = key
+        for old in idle:
+            old.shutdown(wait=False)
 
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
         """Stop fetching ``tps``; once this returns no fetcher appends to them."""
-        idle: list[ReplicaFetcherThread] = []
         with self._lock:
-            by_thread: dict[tuple[int, int], list[TopicPartition]] = {}
-            for tp in tps:
-                key = self._where.pop(tp, None)
-                if key is not None:
-                    by_thread.setdefault(key, []).append(tp)
-            for key, removed in by_thread.items():
-                thread = self._threads[key]
-                thread.remove_partitions(removed)
-                if thread.partition_count() == 0:
-                    del self._threads[key]
-                    idle.append(thread)
+            idle = self._detach(tps)
         for thread in idle:
             thread.shutdown(wait=False)  # it may be waiting for an answer: it exits after it
+
+    def _detach(self, tps: Iterable[TopicPartition]) -> list[ReplicaFetcherThread]:
+        """Take ``tps`` off their threads; returns the threads left with no partition, taken out of the
+        table for the caller to shut down (caller holds ``_lock``).
+
+        A thread drops a partition on its own (FENCED_LEADER_EPOCH, a partition no longer followed in its
+        epoch) without telling the table, so a thread found empty may still be named by other partitions
+        of ``_where``: they go with it, and the next state of each adds it again (a thread that was gone
+        while ``_where`` still named it made the next removal of such a partition fail, and with it the
+        rest of that cluster change's application)."""
+        by_thread: dict[tuple[int, int], list[TopicPartition]] = {}
+        for tp in tps:
+            key = self._where.pop(tp, None)
+            if key is not None:
+                by_thread.setdefault(key, []).append(tp)
+        idle: list[ReplicaFetcherThread] = []
+        for key, removed in by_thread.items():
+            thread = self._threads.get(key)
+            if thread is None:
+                continue
+            thread.remove_partitions(removed)
+            if thread.partition_count() == 0:
+                del self._threads[key]
+                for tp in [tp for tp, where in self._where.items() if where == key]:
+                    del self._where[tp]
+                idle.append(thread)
+        return idle
 
     def has_partition(self, tp: TopicPartition) -> bool:
         with self._lock:

@@ -171,7 +171,7 @@ def test_an_event_published_again_after_a_restart_is_counted_once(
     assert emitter.emit() == 1
     taken = journal.read_bytes()
     wait_for(lambda: emitter.delivered == 1, 20, "the event confirmed")
-    wait_for(lambda: len(journal.read_bytes()) > len(taken), 5, "the confirmation journaled")
+    wait_for(lambda: len(journal.read_bytes()) > len(taken), 20, "the confirmation journaled")
     first.close()
     # as if killed after the broker confirmed the event and before the journal said so
     journal.write_bytes(taken)

@@ -154,8 +154,8 @@ import subprocess, sys, time
 from pipeline.parent_watch import die_with_parent
 import os
 child = subprocess.Popen(
-    [sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True,
-    preexec_fn=die_with_parent(os.getpid()),
+    die_with_parent([sys.executable, "-c", "import time; time.sleep(600)"], os.getpid()),
+    start_new_session=True,
 )
 print(child.pid, flush=True)
 time.sleep(600)

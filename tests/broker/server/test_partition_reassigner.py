@@ -42,15 +42,6 @@ def wait_for_assignment(
     wait_for(done, timeout_s, f"{topic} to be reassigned to {dict(wanted)}")
 
 
-@pytest.mark.xfail(
-    reason=(
-        "issue 38, open: after a move's leader change, confluent-kafka's idempotent producer stops with "
-        "OUT_OF_ORDER_SEQUENCE_NUMBER from the new leader (a retried batch after NOT_LEADER_OR_FOLLOWER "
-        "from the replica being removed, the batch before it never re-sent); the new leader's log held "
-        "every offset below the old leader's high watermark in the run examined"
-    ),
-    strict=False,
-)
 def test_reassignment_moves_replicas_under_load_and_deletes_the_old_ones(
     start_cluster: Callable[..., BrokerCluster],
 ) -> None:

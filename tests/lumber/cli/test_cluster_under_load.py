@@ -96,15 +96,6 @@ def replica_counts(cluster: BrokerCluster) -> Counter[int]:
     return counts
 
 
-@pytest.mark.xfail(
-    reason=(
-        "issue 38, open: in 1 of 2 runs the producer stopped with OUT_OF_ORDER_SEQUENCE_NUMBER from a "
-        "partition's new leader after a rebalance moved it ([2,1] -> [3,1]): librdkafka held offsets "
-        "23000-23009 acknowledged by the old leader 2 that broker 3 never had (a possible lost "
-        "acknowledgement during a reassignment's leader move, not yet found)"
-    ),
-    strict=False,
-)
 def test_grow_from_3_to_5_brokers_and_rebalance_under_load(
     start_cluster: Callable[..., BrokerCluster], tmp_path: Path
 ) -> None:
