@@ -89,10 +89,11 @@ class TlsChannel:
 
     def recv_into(self, view: memoryview) -> int | None:
         """Plaintext into ``view``: its length, 0 at the end of the stream, ``None`` when the bytes received
-        hold no whole TLS record yet. Reads the socket only when OpenSSL has nothing (the caller selected
-        it readable, or :meth:`pending` said so)."""
+        hold no whole TLS record yet. Reads the socket only when OpenSSL has nothing and the caller selected
+        the socket readable (not when it came because :meth:`pending` said so)."""
+        selected = not self._more  # with pending plaintext the caller did not select: never block here
         got = self._read(view)
-        if got is not None:
+        if got is not None or not selected:
             return got
         data = self._sock.recv(_RECV_BYTES)
         if not data:
@@ -120,6 +121,9 @@ class TlsChannel:
                     break
                 except ssl.SSLZeroReturnError:
                     closed = True  # the broker's close_notify: 0 now, or from the next call
+                    break
+                if got == 0:  # what CPython's read gives once the close_notify was received
+                    closed = True
                     break
                 total += got
             self._more = total == size
