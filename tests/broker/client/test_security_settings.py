@@ -4,7 +4,9 @@ masked by ``lumber config show``."""
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +18,7 @@ from lumber.config import config_from_mapping, dump_config
 from pipeline.errors import ConfigError
 
 SECRET = "S3cret-d41d8c-never-shown"
-SASL = {"security_protocol": "SASL_SSL", "sasl_username": "alice"}
+SASL: dict[str, Any] = {"security_protocol": "SASL_SSL", "sasl_username": "alice"}
 
 
 def test_the_password_from_the_file_a_file_or_a_variable(
@@ -65,8 +67,6 @@ def test_config_show_masks_every_secret_and_the_unmasked_dump_reads_back() -> No
     assert 'sasl_password = ""' in shown  # unset secrets show as they are
     written = dump_config(config)
     assert written.count(SECRET) == 3
-    import tomllib  # noqa: PLC0415
-
     assert config_from_mapping(tomllib.loads(written)) == config
 
 
