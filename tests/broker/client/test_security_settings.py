@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
 from broker.client.client_security import ClientSecurity
 from broker.client.errors import ClientConfigError
@@ -24,7 +25,7 @@ SASL: dict[str, Any] = {"security_protocol": "SASL_SSL", "sasl_username": "alice
 def test_the_password_from_the_file_a_file_or_a_variable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    inline = ProducerConfig(**SASL, sasl_password=SECRET).client_security("producer")
+    inline = ProducerConfig(**SASL, sasl_password=SecretStr(SECRET)).client_security("producer")
     path = tmp_path / "pass"
     path.write_text(SECRET + "\nsecond line ignored\n")
     from_file = ProducerConfig(**SASL, sasl_password_file=str(path)).client_security("producer")
@@ -39,7 +40,7 @@ def test_the_password_from_the_file_a_file_or_a_variable(
 
 def test_errors_name_the_key_and_the_source_never_the_value(tmp_path: Path) -> None:
     with pytest.raises(ClientConfigError, match="give at most one of sasl_password, sasl_password_file"):
-        ProducerConfig(**SASL, sasl_password=SECRET, sasl_password_file="/x")
+        ProducerConfig(**SASL, sasl_password=SecretStr(SECRET), sasl_password_file="/x")
     with pytest.raises(ClientConfigError, match=r"producer.sasl_password_file: cannot read '/nowhere/pass'"):
         ProducerConfig(**SASL, sasl_password_file="/nowhere/pass").client_security("producer")
     with pytest.raises(ClientConfigError, match="the environment variable NOT_SET_ANYWHERE is not set"):
@@ -50,7 +51,7 @@ def test_errors_name_the_key_and_the_source_never_the_value(tmp_path: Path) -> N
         config_from_mapping({"consumer": {"sasl_password": 12345678}}, where="lumber.toml")
     assert "consumer.sasl_password" in str(wrong_type.value)
     assert "12345678" not in str(wrong_type.value)
-    assert SECRET not in repr(ProducerConfig(**SASL, sasl_password=SECRET))
+    assert SECRET not in repr(ProducerConfig(**SASL, sasl_password=SecretStr(SECRET)))
 
 
 def test_config_show_masks_every_secret_and_the_unmasked_dump_reads_back() -> None:
