@@ -18,6 +18,9 @@ A key whose value another section owns (``[producer] audit_topic`` is ``[audit] 
 ``setting(..., derived="audit.topic")``: it is not a key of the file (the loader renames it, with a
 warning), ``lumber config defaults`` does not list it, and the composite config fills it in.
 
+A secret (a SASL or key password) is a :class:`pydantic.SecretStr` key: its ``repr`` is stars, the loader's
+errors never quote its value, and ``lumber config show`` masks it (:mod:`lumber.config`).
+
 This module must import nothing of Lumber's: every package's config imports it.
 """
 
@@ -31,7 +34,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Self, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic_core import ErrorDetails
 
 logger = logging.getLogger(__name__)
@@ -151,7 +154,27 @@ def describe_type(tp: Any) -> str:
         return " or ".join(describe_type(a) for a in get_args(tp))
     if tp is type(None):
         return "nothing"
-    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(tp, str(tp))
+    words = {
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        bool: "true or false",
+        SecretStr: "a string",
+    }
+    return words.get(tp, str(tp))
+
+
+class _Hidden:
+    def __repr__(self) -> str:
+        return "a value not shown (a secret)"
+
+
+_HIDDEN_VALUE = _Hidden()
+
+
+def _is_secret(field: Any) -> bool:
+    """Whether a field holds a secret (a :class:`SecretStr`: never shown in errors or ``config show``)."""
+    return field is not None and field.annotation is SecretStr
 
 
 _TYPE_WORDS = {
@@ -186,6 +209,9 @@ def _phrase(error: ErrorDetails, section: type[ConfigSection]) -> ErrorPhrase:
     kind = error["type"]
     ctx = error.get("ctx", {})
     found = error.get("input")
+    secret = len(loc) >= 1 and _is_secret(section.model_fields.get(str(loc[0])))
+    if secret:  # a secret's value is never quoted, even a wrong one
+        found = _HIDDEN_VALUE
     if kind == "extra_forbidden":
         return ErrorPhrase(key, "is not a key of the section", unknown_key=True)
     if kind in ("value_error", "assertion_error"):

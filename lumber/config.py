@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, model_validator
 
 from audit.audit_config import AuditConfig
 from broker.client.consumer.consumer_config import ConsumerConfig
@@ -131,6 +131,19 @@ class DevConfig(ConfigSection):
     hdfs_datanode_ipc_port: int = setting(
         9867, "IPC port of the stack's DataNode (127.0.0.1 only).", ge=1, le=65535
     )
+    secure: bool = setting(
+        False,
+        "Start the brokers with a SASL_SSL listener beside PLAINTEXT (`dev up --secure`): a CA and broker "
+        "certificate made for the stack, SCRAM-SHA-512 and -256, and a SCRAM user (secure_user) whose "
+        "generated password is kept in <state_dir>/security (mode 0600).",
+    )
+    broker_sasl_ssl_port: int = setting(
+        9192,
+        "Port of the stack's first broker's SASL_SSL listener with `secure`; broker i's is this + i.",
+        ge=1,
+        le=65535,
+    )
+    secure_user: str = setting("lumber-dev", "The SCRAM user `dev up --secure` makes for clients.")
     hdfs_namenode_heap_mb: int = setting(256, "Java heap of the stack's NameNode.", ge=64)
     hdfs_datanode_heap_mb: int = setting(192, "Java heap of the stack's DataNode.", ge=64)
 
@@ -344,7 +357,11 @@ def _check_section(
 
 
 def _parse_env_value(tp: Any, raw: str, var: str) -> Any:
-    if tp is str or (get_origin(tp) is Literal and all(isinstance(a, str) for a in get_args(tp))):
+    if (
+        tp is str
+        or tp is SecretStr
+        or (get_origin(tp) is Literal and all(isinstance(a, str) for a in get_args(tp)))
+    ):
         return raw
     try:
         return tomllib.loads(f"v = {raw}")["v"]
@@ -477,7 +494,14 @@ def _key_name(qualified: str) -> str:
     return f"[{section}] {key}"
 
 
-def _toml_value(value: Any) -> str:
+#: What ``lumber config show`` prints for a secret that is set.
+MASK = "********"
+
+
+def _toml_value(value: Any, *, reveal: bool = True) -> str:
+    if isinstance(value, SecretStr):
+        secret = value.get_secret_value()
+        return _toml_value(secret if reveal or not secret else MASK)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
@@ -492,12 +516,29 @@ def _toml_value(value: Any) -> str:
     raise TypeError(f"no TOML form for {value!r}")
 
 
-def dump_config(config: LumberConfig) -> str:
-    """``config`` as a TOML document that :func:`load_config` reads back to an equal config."""
+def dump_config(config: LumberConfig, *, mask_secrets: bool = False) -> str:
+    """``config`` as a TOML document that :func:`load_config` reads back to an equal config; with
+    ``mask_secrets`` (``lumber config show``) every secret that is set reads ``"********"`` instead.
+
+    Unmasked, the text holds the secrets given in the file: write it only to a file of mode 0600
+    (:func:`write_private`)."""
     lines: list[str] = []
     for name, cls in _sections().items():
         section = getattr(config, name)
         lines.append(f"[{name}]")
-        lines.extend(f"{key} = {_toml_value(getattr(section, key))}" for key in cls.file_keys())
+        lines.extend(
+            f"{key} = {_toml_value(getattr(section, key), reveal=not mask_secrets)}"
+            for key in cls.file_keys()
+        )
         lines.append("")
     return "\n".join(lines)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by its owner only (a config that may hold secrets): created 0600
+    through a temporary beside it and renamed over it, so it is never wider for a moment nor torn."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+    tmp.replace(path)

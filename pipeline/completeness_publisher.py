@@ -245,7 +245,7 @@ class CompletenessPublisher:
 
         config = self.config
         load = config.load
-        consumer = config.consumer
+        consumer = config.consumer.replace(**load.security_settings())
         if load.bootstrap_servers:
             consumer = consumer.replace(bootstrap_servers=list(load.bootstrap_servers))
         codec = AuditEventCodec.for_url(
@@ -292,7 +292,7 @@ class CompletenessPublisher:
 
         config = self.config
         load = config.load
-        settings = config.consumer
+        settings = config.consumer.replace(**load.security_settings())
         if load.bootstrap_servers:
             settings = settings.replace(bootstrap_servers=list(load.bootstrap_servers))
         consumer = Consumer(
@@ -393,6 +393,7 @@ class CompletenessPublisher:
         load = config.load
         servers = list(load.bootstrap_servers) or list(config.producer.bootstrap_servers)
         settings = config.producer.replace(
+            **load.security_settings(),
             bootstrap_servers=servers,
             acks="all",
             audit_interval_ms=0,

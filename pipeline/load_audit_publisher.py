@@ -143,6 +143,7 @@ class LoadAuditPublisher:
         load = config.load
         servers = list(load.bootstrap_servers) or list(config.producer.bootstrap_servers)
         settings = config.producer.replace(
+            **load.security_settings(),
             bootstrap_servers=servers,
             audit_topic=self.topic,
             client_id=f"lumber-load-audit-{load.job}",

@@ -13,6 +13,13 @@ section (:mod:`pipeline.spark_config`); the audit window is ``[audit] window_ms`
 that the load reads its own section; the old ``[load]`` keys of those names are read as the new ones with
 a warning.
 
+The security keys (``security_protocol``, ``sasl_*``, ``ssl_*``: :mod:`broker.client.security_settings`) are
+how every connection of the load reaches the cluster: the driver's planner, the Spark tasks' consumers, the
+audit and completeness publishers (they replace those of ``[consumer]`` and ``[producer]`` there). A task
+gets them inside its pickled settings, never in Spark's conf or on the ``spark-submit`` command line; a
+secret given in ``lumber.toml`` reaches the driver in the effective config ``lumber etl run`` writes, a
+file of mode 0600 passed by its path (:mod:`pipeline.load_submit`).
+
 ``fault_injection`` is a test hook (see :mod:`pipeline.faults`), set by tests in Python or by
 ``LUMBER_LOAD__FAULT_INJECTION``; ``lumber config defaults`` does not list it.
 """
@@ -24,7 +31,8 @@ from typing import Literal, Self
 
 from pydantic import model_validator
 
-from broker.config_section import ConfigSection, setting
+from broker.client.security_settings import SecuritySettings
+from broker.config_section import setting
 
 StartPolicy = Literal["earliest", "latest"]
 OutOfRangePolicy = Literal["fail", "earliest"]
@@ -36,7 +44,7 @@ _JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-class LoadConfig(ConfigSection):
+class LoadConfig(SecuritySettings):
     """The hourly Spark load: which topics, where to, and how to start, cap and fail."""
 
     job: str = setting(

@@ -108,7 +108,9 @@ def source_settings(config: LoadSections, faults: Faults) -> SourceSettings:
         registry_url=load.registry_url or config.registry.url,
         bootstrap_servers=tuple(load.bootstrap_servers),
         zookeeper_connect=config.zookeeper.connect,
-        consumer=config.consumer,
+        # the tasks' secrets travel inside their pickled settings, read here on the driver (a task may run
+        # where the password's file or variable is not): never in Spark's conf nor on a command line
+        consumer=config.consumer.replace(**load.security_settings()).with_secrets_read("load"),
         registry_timeout_s=config.registry.request_timeout_ms / 1000,
         arrow_batch_records=load.arrow_batch_records,
         faults=faults,
@@ -235,7 +237,9 @@ def _run(
     committed = dict(base.offsets) if base is not None else {}
     base_sequence = base.sequence if base is not None else 0
     settings = source_settings(config, faults)
-    cluster = ClusterView(config.consumer, load.bootstrap_servers, config.zookeeper.connect)
+    cluster = ClusterView(
+        config.consumer.replace(**load.security_settings()), load.bootstrap_servers, config.zookeeper.connect
+    )
     registry = SchemaRegistryClient.from_config(config.registry, url=load.registry_url or None)
     try:
         plan = make_plan(

@@ -151,6 +151,7 @@ class ClusterView:
             request_timeout_ms=config.request_timeout_ms,
             connect_timeout_ms=config.connect_timeout_ms,
             retry_backoff_ms=config.retry_backoff_ms,
+            security=config.client_security("load"),
         )
         try:
             source = metadata_source(

@@ -1,7 +1,8 @@
 """One load run through ``spark-submit``, watched from outside: what ``lumber etl run`` and the scheduler do.
 
 :func:`prepare_submit` packs the project's code (:func:`~pipeline.spark_submit.build_code_zip`), writes the
-effective config to ``<[dev] state_dir>/etl/<job>.toml`` and returns the command
+effective config to ``<[dev] state_dir>/etl/<job>.toml`` (mode 0600: it may hold secrets, and only its path
+is on the command line) and returns the command
 (:func:`~pipeline.spark_submit.spark_submit_command`). :func:`submit_load` runs it:
 
 * spark-submit runs in a process group of its own, so that the driver JVM and the Python driver it starts
@@ -137,7 +138,11 @@ def prepare_submit(
     code_zip = build_code_zip(state / "lumber-code.zip")
     config_path = state / f"{load.job}.toml"
     tmp = config_path.with_name(f"{config_path.name}.{os.getpid()}.tmp")
-    tmp.write_text(settings.config_text)
+    # the effective config may hold secrets ([load] sasl_password...): readable by its owner only, from
+    # the start; the driver gets its path, never its contents, on the command line
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(settings.config_text)
     tmp.replace(config_path)
     argv = spark_submit_command(
         load,

@@ -16,6 +16,7 @@ travel (for Spark executors); the HTTP connection pool and the caches are create
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -63,19 +64,31 @@ class SchemaRegistryClient:
         timeout_s: float = 10.0,
         subject_cache_ttl_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        basic_auth: tuple[str, str] | None = None,
+        cafile: str = "",
     ) -> None:
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
         self.subject_cache_ttl_s = subject_cache_ttl_s
         self.clock = clock
+        self._basic_auth = basic_auth
+        self._cafile = cafile
         self._init_runtime()
+
+    def __repr__(self) -> str:  # never the password
+        user = f", as {self._basic_auth[0]!r}" if self._basic_auth else ""
+        return f"SchemaRegistryClient({self.url!r}{user})"
 
     @classmethod
     def from_config(cls, config: RegistryClientSettings, url: str | None = None) -> SchemaRegistryClient:
+        basic_auth = getattr(config, "basic_auth", None)  # RegistryConfig's; other settings may lack it
         return cls(
             url or config.url,
             timeout_s=config.request_timeout_ms / 1000,
             subject_cache_ttl_s=config.subject_cache_ttl_ms / 1000,
+            basic_auth=basic_auth() if basic_auth is not None else None,
+            cafile=str(getattr(config, "ssl_cafile", "")),
         )
 
     def _init_runtime(self) -> None:
@@ -90,6 +103,8 @@ class SchemaRegistryClient:
             "timeout_s": self.timeout_s,
             "subject_cache_ttl_s": self.subject_cache_ttl_s,
             "clock": self.clock,
+            "_basic_auth": self._basic_auth,
+            "_cafile": self._cafile,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -113,10 +128,15 @@ class SchemaRegistryClient:
     def _client(self) -> httpx.Client:
         with self._lock:
             if self._http is None:
+                verify: Any = True
+                if self._cafile:
+                    verify = ssl.create_default_context(cafile=self._cafile)
                 self._http = httpx.Client(
                     base_url=self.url,
                     timeout=self.timeout_s,
                     headers={"Accept": MEDIA_TYPE, "Content-Type": MEDIA_TYPE},
+                    auth=httpx.BasicAuth(*self._basic_auth) if self._basic_auth else None,
+                    verify=verify,
                 )
             return self._http
 

@@ -6,7 +6,9 @@
     └── ClientError
         ├── ClientConfigError          settings that cannot work (no cluster to learn from, bad values)
         ├── BrokerConnectionError      cannot connect to a broker, or the connection was lost (retriable)
-        │   └── RequestTimeoutError    no response within request_timeout_ms; the connection is closed
+        │   ├── RequestTimeoutError    no response within request_timeout_ms; the connection is closed
+        │   └── AuthenticationError    the broker refused the login (SASL) or the TLS handshake failed
+        │                              (not retriable: the same settings fail the same way)
         ├── ZooKeeperUnavailableError  ZooKeeper could not be read (retriable)
         ├── UnsupportedApiError        the broker implements no version of an API that this client speaks
         ├── BrokerResponseError        the broker answered with a Kafka error code (``error_code``,
@@ -106,6 +108,14 @@ class BrokerConnectionError(ClientError):
 
 class RequestTimeoutError(BrokerConnectionError):
     """A request got no response within ``request_timeout_ms``; its connection was closed (as Kafka does)."""
+
+
+class AuthenticationError(BrokerConnectionError):
+    """The broker refused this client's SASL login, or the TLS handshake with it failed (Kafka's
+    ``SaslAuthenticationException`` and ``SslAuthenticationException``): not retriable, the same settings
+    fail the same way. The message names the broker, the mechanism and the user, never a password."""
+
+    retriable = False
 
 
 class ZooKeeperUnavailableError(ClientError):

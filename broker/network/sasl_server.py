@@ -41,7 +41,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from broker.network.errors import SaslAuthenticationError
-from broker.network.scram_credential import MIN_ITERATIONS, ScramCredential, ScramMechanism
+from broker.network.scram_credential import MIN_ITERATIONS, ScramCredential, ScramMechanism, xor
 
 #: Finds a user's credential for a mechanism (``None``: no such user, or none for that mechanism).
 CredentialLookup = Callable[[str, ScramMechanism], ScramCredential | None]
@@ -184,13 +184,13 @@ class ScramSaslServer:
             raise SaslAuthenticationError("the client-final message's nonce is not the server's")
         mechanism = self._mechanism
         auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
-        signature = mechanism.hmac(credential.stored_key, auth_message)
+        signature = mechanism.client_signature(credential.stored_key, auth_message)
         if len(proof) != len(signature):
             raise SaslAuthenticationError(f"user {self._user!r}: invalid credentials")
-        client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
+        client_key = xor(proof, signature)
         if not hmac.compare_digest(mechanism.hash(client_key), credential.stored_key):
             raise SaslAuthenticationError(f"user {self._user!r}: invalid credentials")
-        server_signature = mechanism.hmac(credential.server_key, auth_message)
+        server_signature = mechanism.server_signature(credential.server_key, auth_message)
         self._credential = None
         self._complete = True
         return b"v=" + base64.b64encode(server_signature)

@@ -14,6 +14,16 @@ Its text form is Kafka's, as ZooKeeper stores it under ``/config/users/<name>``
 
     salt=<base64>,stored_key=<base64>,server_key=<base64>,iterations=8192
 
+The exchange itself (``sasl_server``'s docstring draws it) computes, on both sides::
+
+    AuthMessage      = client-first-bare "," server-first "," client-final-without-proof
+    ClientSignature  = HMAC(stored_key, AuthMessage)
+    ClientProof      = ClientKey XOR ClientSignature        the client sends it; the server recovers ClientKey
+    ServerSignature  = HMAC(server_key, AuthMessage)        the server sends it; the client checks it
+
+This module is the one place of that math: the broker's :mod:`broker.network.sasl_server` and the clients'
+:mod:`broker.network.sasl_client` both use it.
+
 Knowing a credential does not let one log in (the client's proof needs SaltedPassword), but it does allow an
 offline guess of the password: keep the znode as private as a password file.
 
@@ -69,6 +79,24 @@ class ScramMechanism(enum.Enum):
         """Hi(password, salt, iterations): PBKDF2 (RFC 5802 section 2.2); the password as UTF-8 (Kafka
         does not apply SASLprep either)."""
         return hashlib.pbkdf2_hmac(self.hash_name, password.encode("utf-8"), salt, iterations)
+
+    def client_signature(self, stored_key: bytes, auth_message: bytes) -> bytes:
+        """HMAC(stored_key, AuthMessage)."""
+        return self.hmac(stored_key, auth_message)
+
+    def client_proof(self, salted: bytes, auth_message: bytes) -> bytes:
+        """ClientProof = ClientKey XOR ClientSignature, from SaltedPassword: what a client sends."""
+        client_key = self.hmac(salted, b"Client Key")
+        return xor(client_key, self.client_signature(self.hash(client_key), auth_message))
+
+    def server_signature(self, server_key: bytes, auth_message: bytes) -> bytes:
+        """HMAC(server_key, AuthMessage): what the server proves itself with."""
+        return self.hmac(server_key, auth_message)
+
+
+def xor(left: bytes, right: bytes) -> bytes:
+    """``left`` XOR ``right``, two strings of one length (ValueError otherwise)."""
+    return bytes(a ^ b for a, b in zip(left, right, strict=True))
 
 
 @dataclass(frozen=True, slots=True)

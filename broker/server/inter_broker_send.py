@@ -15,7 +15,7 @@ name against its certificate, and presents the broker's own certificate, so that
 ``ssl_client_auth`` knows its followers as ``User:<the broker certificate's subject>``. On a SASL
 inter-broker listener (SASL_PLAINTEXT, SASL_SSL) each new connection logs in first, as
 ``[broker] inter_broker_sasl_username`` with ``inter_broker_sasl_mechanism``
-(:class:`~broker.network.sasl_client.SaslClient`: SaslHandshake, then SaslAuthenticate until done), the
+(:func:`~broker.network.sasl_client.sasl_client`: SaslHandshake, then SaslAuthenticate until done), the
 password read from ``inter_broker_sasl_password_file`` at each connection; the leader then knows its
 followers as ``User:<that name>`` (a super user, or one with CLUSTER_ACTION on the cluster, when the leader
 has an authorizer). A refused login is an :class:`InterBrokerSendError` naming the user, never the
@@ -39,7 +39,7 @@ from typing import Any
 
 from broker.config import BrokerConfig
 from broker.network.errors import NetworkError
-from broker.network.sasl_client import SaslClient
+from broker.network.sasl_client import sasl_client
 from broker.protocol import ProtocolError, RequestBody, decode_response, encode_request
 from broker.protocol.apis import api_for_request
 from broker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
@@ -120,8 +120,8 @@ class InterBrokerSend:
                 f"{self.name}: SASL mechanism {mechanism} refused (error {handshake.error_code}; the "
                 f"listener offers {', '.join(handshake.mechanisms) or 'none'})"
             )
-        client = SaslClient(mechanism, username, password)
-        token: bytes | None = client.first()
+        client = sasl_client(mechanism, username, password)
+        token: bytes | None = client.initial()
         try:
             while token is not None:
                 answer: SaslAuthenticateResponse = self.send_and_receive(
@@ -132,7 +132,7 @@ class InterBrokerSend:
                         f"{self.name}: login as {username!r} ({mechanism}) refused: error "
                         f"{answer.error_code} {answer.error_message or ''}".rstrip()
                     )
-                token = client.step(bytes(answer.auth_bytes))
+                token = client.evaluate(bytes(answer.auth_bytes))
         except NetworkError as exc:
             raise InterBrokerSendError(f"{self.name}: login as {username!r} ({mechanism}): {exc}") from exc
 

@@ -34,6 +34,12 @@ def register(subparsers: Any) -> None:
     start.add_argument("--host", help="address to listen on (default: [broker] host)")
     start.add_argument("--port", type=int, help="port to listen on (default: [broker] port; 0: any free)")
     start.add_argument(
+        "--listeners",
+        metavar="NAME://HOST:PORT[,...]",
+        help="the listeners, comma-separated (default: [broker] listeners); several brokers started from "
+        "one lumber.toml each get their own (lumber dev up --secure)",
+    )
+    start.add_argument(
         "--log-dir", action="append", dest="log_dirs", help="a log dir (repeatable; default: [log] log_dirs)"
     )
     add_cluster_options(start, bootstrap=False)
@@ -54,6 +60,8 @@ def _start(args: argparse.Namespace, config: LumberConfig) -> int:
         for key, value in (("broker_id", args.broker_id), ("host", args.host), ("port", args.port))
         if value is not None
     }
+    if args.listeners:
+        overrides["listeners"] = [text.strip() for text in args.listeners.split(",") if text.strip()]
     broker_config = config.broker.replace(**overrides)
     log_config = config.log.replace(log_dirs=args.log_dirs) if args.log_dirs else config.log
     zookeeper = ZooKeeperSettings(

@@ -1,4 +1,8 @@
-"""``lumber config show|defaults``: the effective configuration, and every key with its documentation."""
+"""``lumber config show|defaults``: the effective configuration, and every key with its documentation.
+
+``show`` masks every secret that is set (``sasl_password = "********"``); a secret given by file or
+variable shows only the file's path or the variable's name (``sasl_password_file``, ``sasl_password_env``).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,9 @@ def register(subparsers: Any) -> None:
         "config", help="show the effective configuration or the documented defaults"
     )
     sub = parser.add_subparsers(metavar="ACTION", required=True)
-    show = sub.add_parser("show", help="print the effective config (file plus environment overrides)")
+    show = sub.add_parser(
+        "show", help="print the effective config (file plus environment overrides; secrets masked)"
+    )
     show.set_defaults(handler=_show)
     defaults = sub.add_parser("defaults", help="print every key with its default and documentation")
     defaults.set_defaults(handler=_defaults)
@@ -21,7 +27,7 @@ def register(subparsers: Any) -> None:
 
 def _show(_args: argparse.Namespace, config: LumberConfig) -> int:
     print(f"# source: {config.source}")
-    print(dump_config(config), end="")
+    print(dump_config(config, mask_secrets=True), end="")
     return 0
 
 

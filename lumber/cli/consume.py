@@ -132,6 +132,7 @@ def _consume(args: argparse.Namespace, config: LumberConfig) -> int:
         client_id=settings.client_id,
         timeout_ms=settings.connect_timeout_ms,
         section="consumer",
+        security=settings.client_security("consumer"),
         create_command=suggest(
             args, "topics", "create", args.topic, "--partitions", str(config.broker.num_partitions)
         ),

@@ -3,8 +3,10 @@
 ``--json`` prints :meth:`lumber.dev.dev_stack.DevStack.summary`: ``bootstrap_servers``,
 ``zookeeper_connect``, ``registry_url``, ``console_url``, ``lag_exporter_url``, ``warehouse_url`` and
 ``webhdfs_url`` at the top, then every service. ``up --hdfs`` also starts HDFS and keeps the warehouse
-there. The commands the output suggests (``dev down`` with the same ``--state-dir`` and ``--config``) work
-as printed.
+there. ``up --secure`` also gives the brokers SASL_SSL listeners (:mod:`lumber.dev.dev_security`); its
+summary's ``secure`` holds the client settings (``listeners`` as ``SASL_SSL://host:port``, ``ssl_cafile``,
+``sasl_username``, ``sasl_password_file``, and with ``up --json`` the ``sasl_password``). The commands the
+output suggests (``dev down`` with the same ``--state-dir`` and ``--config``) work as printed.
 """
 
 from __future__ import annotations
@@ -34,6 +36,12 @@ def register(subparsers: Any) -> None:
         "--hdfs",
         action="store_true",
         help="also start HDFS (a NameNode and a DataNode) and keep the warehouse there ([dev] hdfs)",
+    )
+    up.add_argument(
+        "--secure",
+        action="store_true",
+        help="also give the brokers a SASL_SSL listener (a generated CA and certificate, a SCRAM-SHA-512 "
+        "user) and print the client settings ([dev] secure)",
     )
     up.set_defaults(handler=_up)
 
@@ -82,6 +90,8 @@ def _up(args: argparse.Namespace, config: LumberConfig) -> int:
         config = config.replace(dev=config.dev.replace(brokers=args.brokers))
     if args.hdfs:
         config = config.replace(dev=config.dev.replace(hdfs=True))
+    if args.secure:
+        config = config.replace(dev=config.dev.replace(secure=True))
     stack = _stack(args, config)
     progress = (lambda _msg: None) if args.json else (lambda msg: print(f"... {msg}", file=sys.stderr))
     summary = stack.up(progress=progress, down_command=_down_command(args))
@@ -97,6 +107,15 @@ def _up(args: argparse.Namespace, config: LumberConfig) -> int:
         if summary["webhdfs_url"]:
             print(f"WebHDFS:   {summary['webhdfs_url']}")
         print(f"Point other commands at this stack with:  export LUMBER_CONFIG={summary['config_path']}")
+        secure = summary.get("secure")
+        if secure:
+            print(f"\nSASL_SSL:  {','.join(secure['listeners'])}  ({secure['sasl_mechanism']})")
+            print(f"  sasl_username = {secure['sasl_username']}")
+            print(
+                f"  sasl_password_file = {secure['sasl_password_file']}  (the password; `--json` prints it)"
+            )
+            print(f"  ssl_cafile = {secure['ssl_cafile']}")
+            print(f"Every Lumber client on SASL_SSL:  export LUMBER_CONFIG={secure['config_path']}")
         print(f"Stop it with:  {_down_command(args)}")
     return 0
 

@@ -123,6 +123,7 @@ def _produce(args: argparse.Namespace, config: LumberConfig) -> int:
         client_id=settings.client_id,
         timeout_ms=settings.connect_timeout_ms,
         section="producer",
+        security=settings.client_security("producer"),
         create_command=suggest(
             args, "topics", "create", args.topic, "--partitions", str(config.broker.num_partitions)
         ),

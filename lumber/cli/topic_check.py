@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from broker.client.client_security import PLAINTEXT, ClientSecurity
 from broker.client.metadata.broker_pool import BrokerPool
 from broker.client.metadata.cluster_metadata import metadata_source
 from broker.client.metadata.cluster_snapshot import ClusterSnapshot
@@ -49,6 +50,7 @@ def require_topic(
     timeout_ms: int,
     section: str,
     create_command: str,
+    security: ClientSecurity = PLAINTEXT,
 ) -> None:
     """Raise :class:`MissingTopicError` when the cluster answers that ``topic`` does not exist (see the
     module docstring); a cluster that cannot be reached raises the client's error."""
@@ -57,6 +59,7 @@ def require_topic(
         request_timeout_ms=timeout_ms,
         connect_timeout_ms=timeout_ms,
         retry_backoff_ms=100,
+        security=security,
     )
     try:
         source = metadata_source(

@@ -1,6 +1,7 @@
 """A certificate authority of one's own for a dev stack and the tests: a CA, broker and client certificates.
 
-Files (PEM, written by :meth:`CertificateAuthority.issue`, keys unencrypted and mode 0600)::
+Files (PEM, written by :meth:`CertificateAuthority.issue`, keys mode 0600, unencrypted unless a key password
+is given)::
 
     <folder>/ca.pem                  the CA's certificate: what clients (ssl.ca.location) and brokers
                                      (ssl_cafile) trust
@@ -104,8 +105,10 @@ class CertificateAuthority:
         hosts: Sequence[str] = ("localhost", "127.0.0.1"),
         client: bool = False,
         organization: str = "Lumber",
+        key_password: str = "",
     ) -> IssuedCertificate:
-        """A certificate for ``name`` signed by this CA: a server's for ``hosts``, or a client's."""
+        """A certificate for ``name`` signed by this CA: a server's for ``hosts``, or a client's; its key
+        encrypted with ``key_password`` when one is given."""
         from cryptography import x509  # noqa: PLC0415
         from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415
         from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
@@ -149,17 +152,18 @@ class CertificateAuthority:
             builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
         cert = builder.sign(self._key, hashes.SHA256())
         issued = IssuedCertificate(self.folder / f"{name}.pem", self.folder / f"{name}-key.pem")
-        _write_private(issued.keyfile, _key_pem(key))
+        _write_private(issued.keyfile, _key_pem(key, key_password))
         issued.certfile.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         return issued
 
 
-def _key_pem(key: Any) -> bytes:
+def _key_pem(key: Any, password: str = "") -> bytes:
     from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
 
-    pem: bytes = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    encryption: Any = (
+        serialization.BestAvailableEncryption(password.encode()) if password else serialization.NoEncryption()
     )
+    pem: bytes = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
     return pem
 
 

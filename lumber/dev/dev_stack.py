@@ -31,6 +31,10 @@ the NameNode's HTTP address, so ``lumber etl run``, ``etl status``, ``audit veri
 and write the warehouse there. The NameNode is formatted once (a later ``up`` keeps the namespace); its
 readiness is the DataNode's: HDFS is ready once the DataNode has registered and the NameNode left safe mode.
 
+``up --secure`` (``[dev] secure``) also gives each broker a SASL_SSL listener with a certificate of a CA made
+for the stack and adds a SCRAM user: :mod:`lumber.dev.dev_security` (files in ``<state_dir>/security``, the
+clients' config ``<state_dir>/lumber-secure.toml``).
+
 ``up`` refuses when the stack is already up or a port it needs is taken, starts the services in order and
 waits until each answers, and writes ``stack.json`` after every start, so ``down`` can always stop what was
 started even if ``up`` failed half-way. Brokers do not create topics on demand (``[broker]
@@ -61,7 +65,8 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from broker.cluster.errors import ClusterError, TopicExistsError
 from broker.cluster.topic_admin import TopicAdmin
-from lumber.config import LumberConfig, dump_config
+from lumber.config import LumberConfig, dump_config, write_private
+from lumber.dev.dev_security import DevSecurity
 from lumber.dev.hdfs_server import HdfsPorts, HdfsServer
 from lumber.dev.process import ProcessHandle, port_in_use, start_and_wait, stop
 from lumber.dev.zookeeper_server import ZooKeeperServer
@@ -72,6 +77,7 @@ STATE_FILE = "stack.json"
 #: production advice, and what the issue asks of ``dev up --brokers 3``).
 MAX_DEFAULT_REPLICATION_FACTOR = 3
 CONFIG_FILE = "lumber.toml"
+SECURE_CONFIG_FILE = "lumber-secure.toml"
 #: The folder below the stack's HDFS where its warehouse lives.
 HDFS_WAREHOUSE_PATH = "/warehouse"
 
@@ -120,6 +126,7 @@ class DevStack:
     def __init__(self, config: LumberConfig, state_dir: Path | None = None) -> None:
         self.config = config
         self.state_dir = Path(state_dir if state_dir is not None else config.dev.state_dir).absolute()
+        self.security = DevSecurity(self.state_dir / "security", config.dev.secure_user)
 
     @property
     def state_path(self) -> Path:
@@ -128,6 +135,17 @@ class DevStack:
     @property
     def config_path(self) -> Path:
         return self.state_dir / CONFIG_FILE
+
+    @property
+    def secure_config_path(self) -> Path:
+        """The stack's config with every client on SASL_SSL (``up --secure``)."""
+        return self.state_dir / SECURE_CONFIG_FILE
+
+    @property
+    def sasl_ssl_servers(self) -> list[str]:
+        """``host:port`` of every broker's SASL_SSL listener (``up --secure``)."""
+        dev = self.config.dev
+        return [f"127.0.0.1:{dev.broker_sasl_ssl_port + i}" for i in range(dev.brokers)]
 
     def stack_config(self) -> LumberConfig:
         """The config that clients of this stack use: the user's, pointed at the stack's ports."""
@@ -143,6 +161,7 @@ class DevStack:
             host="127.0.0.1",
             port=self.config.dev.broker_port,
             default_replication_factor=self.replication_factor,
+            **(self.security.broker_settings() if self.config.dev.secure else {}),
         )
         log = self.config.log.replace(log_dirs=[str(self.broker_log_dir(0))])
         console = self.config.console.replace(
@@ -211,6 +230,20 @@ class DevStack:
             "",
         ]
         return "\n".join(header) + dump_config(self.stack_config())
+
+    def secure_config_text(self) -> str:
+        """``lumber-secure.toml``: the stack's config with [producer], [consumer] and [load] on SASL_SSL."""
+        stack = self.stack_config()
+        keys = self.security.client_keys(self.sasl_ssl_servers)
+        secure = stack.replace(
+            producer=stack.producer.replace(**keys),
+            consumer=stack.consumer.replace(**keys),
+            load=stack.load.replace(**keys),
+        )
+        header = (
+            f"# written by `lumber dev up --secure`: the stack in {self.state_dir}, clients on SASL_SSL\n"
+        )
+        return header + dump_config(secure)
 
     def services(self) -> list[ServiceSpec]:
         """The services ``up`` starts, in start order: ZooKeeper, HDFS (with ``[dev] hdfs``), the brokers,
@@ -291,9 +324,14 @@ class DevStack:
             "--zookeeper-connect",
             zookeeper_connect,
         ]
+        ports: tuple[int, ...] = (port,)
+        if self.config.dev.secure:
+            secure_port = self.config.dev.broker_sasl_ssl_port + broker_id
+            argv += ["--listeners", ",".join(self.security.listeners(port, secure_port))]
+            ports = (port, secure_port)
         return ServiceSpec(
             name=f"broker-{broker_id}",
-            ports=(port,),
+            ports=ports,
             endpoint=f"127.0.0.1:{port}",
             argv=lambda: argv,
             log_path=log_path,
@@ -408,6 +446,9 @@ class DevStack:
                         f"(stop what holds it, or choose another port in [dev] of lumber.toml)"
                     )
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        if self.config.dev.secure:
+            self.security.prepare()
+            write_private(self.secure_config_path, self.secure_config_text())
         self.config_path.write_text(self.config_text())
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
         started: list[ServiceState] = []
@@ -431,7 +472,7 @@ class DevStack:
         except BaseException:
             self.down()
             raise
-        return self.summary()
+        return self.summary(with_password=True)
 
     def _create_audit_topic(self, progress: Callable[[str], None]) -> None:
         """Create ``[audit] topic`` (``[audit] topic_partitions`` partitions, as its publishers
@@ -443,6 +484,9 @@ class DevStack:
         )
         try:
             client.start(timeout=config.zookeeper.connect_timeout_ms / 1000)
+            if self.config.dev.secure:
+                self.security.add_user(client)
+                progress(f"added the SCRAM user {self.security.user!r} (SCRAM-SHA-512 and -256)")
             TopicAdmin(client).create_topic(
                 topic,
                 config.producer.audit_topic_partitions,
@@ -460,15 +504,17 @@ class DevStack:
             f"replica{'s' if config.broker.default_replication_factor > 1 else ''} per partition"
         )
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, *, with_password: bool = False) -> dict[str, Any]:
         """What is recorded and whether each process is alive: the JSON that ``--json`` prints, with the
         addresses a client needs at the top (``bootstrap_servers``, ``zookeeper_connect``,
         ``registry_url``, ``console_url``, ``lag_exporter_url``: the stack's exporter, None without
-        one; ``warehouse_url`` and ``webhdfs_url``: the stack's HDFS when it runs one, else ``[load]``'s)."""
+        one; ``warehouse_url`` and ``webhdfs_url``: the stack's HDFS when it runs one, else ``[load]``'s);
+        for a secured stack, ``secure``: :meth:`~lumber.dev.dev_security.DevSecurity.client_settings`
+        (the password only ``with_password``: what ``up --json`` prints)."""
         services = self.read_state()
         stack = self.stack_config()
         namenode = next((s for s in services if s.name == "hdfs-namenode"), None)
-        return {
+        summary: dict[str, Any] = {
             "state_dir": str(self.state_dir),
             "config_path": str(self.config_path),
             "bootstrap_servers": [s.endpoint for s in services if s.name.startswith("broker-")],
@@ -493,6 +539,12 @@ class DevStack:
                 for s in services
             ],
         }
+        if self.config.dev.secure and self.security.prepared:
+            summary["secure"] = {
+                **self.security.client_settings(self.sasl_ssl_servers, with_password=with_password),
+                "config_path": str(self.secure_config_path),
+            }
+        return summary
 
     def down(self, purge: bool = False, progress: Callable[[str], None] = lambda _msg: None) -> list[str]:
         """Stop exactly the recorded processes, in reverse start order. Returns the names stopped."""

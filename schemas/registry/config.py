@@ -6,13 +6,18 @@ print ``lumber config defaults``. ``url`` is the one key every client of the reg
 producers' and mirrors' audit, the load job and the console (the old ``[producer] audit_registry_url`` and
 ``[load] registry_url`` are read as this key, with a warning). The registry reaches ZooKeeper through the
 ``[zookeeper]`` section (``connect``, timeouts). This module must not import :mod:`pipeline`.
+
+HTTPS (``ssl_certfile``) and HTTP Basic authentication (``auth_users_file``,
+:mod:`schemas.registry.basic_auth`) are the server's; ``basic_auth_username`` / ``basic_auth_password`` and
+``ssl_cafile`` are what clients send and trust (:meth:`schemas.client.SchemaRegistryClient.from_config`).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal, Self
 
-from pydantic import model_validator
+from pydantic import SecretStr, model_validator
 
 from broker.config_section import ConfigSection, setting
 
@@ -55,8 +60,46 @@ class RegistryConfig(ConfigSection):
         ge=0,
     )
 
+    ssl_certfile: str = setting(
+        "", "PEM certificate (and chain) of `lumber schemas serve`: set, it serves HTTPS instead of HTTP."
+    )
+    ssl_keyfile: str = setting("", "Its private key (PEM); empty: inside ssl_certfile.")
+    auth_users_file: str = setting(
+        "",
+        "Users of HTTP Basic authentication, one 'user: password,role' a line (role readonly or admin; "
+        "keep the file mode 0600): set, every request must authenticate (401 without), and only admin may "
+        "register, delete or change compatibility (403). Empty: no authentication.",
+    )
+    basic_auth_username: str = setting("", "The user clients authenticate as (HTTP Basic); empty: none.")
+    basic_auth_password: SecretStr = setting(
+        SecretStr(""), "Its password (a secret: masked by `lumber config show`; or basic_auth_password_file)."
+    )
+    basic_auth_password_file: str = setting("", "A file whose first line is basic_auth_password.")
+    ssl_cafile: str = setting(
+        "",
+        "CA certificates (PEM) clients check an https:// registry's certificate against; empty: the "
+        "system's.",
+    )
+
+    def basic_auth(self) -> tuple[str, str] | None:
+        """``(user, password)`` clients send, or ``None``; :class:`ValueError` naming an unreadable file."""
+        if not self.basic_auth_username:
+            return None
+        if self.basic_auth_password_file:
+            try:
+                lines = Path(self.basic_auth_password_file).read_text(encoding="utf-8").splitlines()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ValueError(
+                    f"registry.basic_auth_password_file: cannot read {self.basic_auth_password_file!r}: "
+                    f"{exc.__class__.__name__}"
+                ) from None
+            return self.basic_auth_username, lines[0] if lines else ""
+        return self.basic_auth_username, self.basic_auth_password.get_secret_value()
+
     @model_validator(mode="after")
     def _check(self) -> Self:
+        if self.basic_auth_password_file and self.basic_auth_password.get_secret_value():
+            raise ValueError("registry: give basic_auth_password or basic_auth_password_file, not both")
         path = self.zookeeper_path
         if not path.startswith("/") or path.endswith("/") or "//" in path:
             raise ValueError(

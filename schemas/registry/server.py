@@ -1,8 +1,10 @@
 """Running the registry: connect to ZooKeeper, prepare the store, serve the HTTP API with uvicorn.
 
 ``lumber schemas serve`` calls :func:`serve`, which blocks until SIGTERM or SIGINT (uvicorn's handlers), then
-stops serving and closes the ZooKeeper session. Several servers may share one ZooKeeper store (same connect
-string and ``zookeeper_path``): they are all equal, and the store's compare-and-set settles their races.
+stops serving and closes the ZooKeeper session. With ``[registry] ssl_certfile`` it serves HTTPS; with
+``auth_users_file`` every request authenticates (:mod:`schemas.registry.basic_auth`). Several servers may
+share one ZooKeeper store (same connect string and ``zookeeper_path``): they are all equal, and the store's
+compare-and-set settles their races.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import logging
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import uvicorn
 from kazoo.client import KazooClient
@@ -18,6 +22,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from schemas.errors import StoreError
 from schemas.registry.app import create_app
+from schemas.registry.basic_auth import BasicAuthMiddleware, read_users
 from schemas.registry.config import RegistryConfig
 from schemas.registry.registry_metrics import CountingSchemaStore, RegistryMetrics, instrument
 from schemas.registry.schema_registry import SchemaRegistry
@@ -84,22 +89,37 @@ def serve(
     ) as registry:
         app = create_app(registry)
         instrument(app, metrics)  # GET /metrics (schemas/registry/registry_metrics.py)
+        served: Any = app
+        if config.auth_users_file:
+            users = read_users(Path(config.auth_users_file))
+            served = BasicAuthMiddleware(app, users)
+            log.info(
+                "schema registry: HTTP Basic authentication, %d user(s) of %s",
+                len(users),
+                config.auth_users_file,
+            )
+        scheme = "https" if config.ssl_certfile else "http"
         log.info(
-            "schema registry on http://%s:%d, store %s%s",
+            "schema registry on %s://%s:%d, store %s%s",
+            scheme,
             config.host,
             config.port,
             zookeeper_connect,
             config.zookeeper_path,
         )
+        tls: dict[str, Any] = {}
+        if config.ssl_certfile:
+            tls = {"ssl_certfile": config.ssl_certfile, "ssl_keyfile": config.ssl_keyfile or None}
         server = _Server(
             uvicorn.Config(
-                app,
+                served,
                 host=config.host,
                 port=config.port,
                 log_level="info",
                 access_log=False,
                 lifespan="off",
                 timeout_graceful_shutdown=5,
+                **tls,
             )
         )
         server.run()  # a port already in use ends the process with uvicorn's message and exit code 1

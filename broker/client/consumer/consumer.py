@@ -45,6 +45,7 @@ from broker.client.consumer.consumer_record import ConsumerRecord
 from broker.client.consumer.fetched_batch import FetchedBatch, PartitionValues, decode_values, load_decoder
 from broker.client.consumer.fetcher import Fetcher
 from broker.client.errors import (
+    AuthenticationError,
     BrokerConnectionError,
     BrokerResponseError,
     ClientError,
@@ -90,6 +91,7 @@ class Consumer:
             connect_timeout_ms=config.connect_timeout_ms,
             retry_backoff_ms=config.retry_backoff_ms,
             max_response_bytes=config.fetch_max_bytes + _RESPONSE_SLACK_BYTES,
+            security=config.client_security("consumer"),
         )
         self._metadata = ClusterMetadata(
             metadata_source(
@@ -332,6 +334,8 @@ class Consumer:
             if leaderless or self._metadata.needs_update():
                 try:
                     self._metadata.update()
+                except AuthenticationError:
+                    raise
                 except ClientError as exc:
                     last = exc
                 else:
@@ -352,6 +356,8 @@ class Consumer:
             for node_id, tps in by_leader.items():
                 try:
                     answers = self._list_offsets_at(snapshot, node_id, tps, todo)
+                except AuthenticationError:
+                    raise
                 except BrokerConnectionError as exc:
                     last = exc
                     self._metadata.request_update()

@@ -4,6 +4,9 @@ Names and defaults follow Apache Kafka's consumer where Lumber has the same knob
 ``fetch_max_wait_ms``). ``auto_offset_reset`` says ``earliest`` and ``latest`` as Kafka does today (and as
 ``[load] start`` does); the paper-era ``smallest`` and ``largest`` are still read, with a warning. This
 module must not import :mod:`pipeline`.
+
+The security keys (``security_protocol``, ``sasl_*``, ``ssl_*``) are :mod:`broker.client.security_settings`'s,
+shared by every client section.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ from typing import Literal, Self
 from pydantic import field_validator, model_validator
 
 from broker.client.errors import ClientConfigError
+from broker.client.security_settings import SecuritySettings
 from broker.client.settings import check_servers
-from broker.config_section import ConfigSection, renamed_choice, setting
+from broker.config_section import renamed_choice, setting
 
 OffsetReset = Literal["earliest", "latest", "none"]
 #: the paper-era names of the resets, still accepted with a warning
@@ -23,7 +27,7 @@ OLD_OFFSET_RESETS = {"smallest": "earliest", "largest": "latest"}
 MIB = 1024 * 1024
 
 
-class ConsumerConfig(ConfigSection):
+class ConsumerConfig(SecuritySettings):
     """Lumber's consumer of explicit partitions: fetch sizes, waiting, prefetching and offset resets."""
 
     error_type = ClientConfigError

@@ -53,6 +53,7 @@ from broker.client.consumer.fetched_batch import FetchedBatch
 from broker.client.consumer.partition_fetch_state import FetchChunk, PartitionFetchState
 from broker.client.consumer.partition_records import parse_partition_records
 from broker.client.errors import (
+    AuthenticationError,
     BrokerResponseError,
     ClientError,
     ConsumerClosedError,
@@ -63,13 +64,16 @@ from broker.client.errors import (
 from broker.client.metadata.broker_pool import BrokerPool
 from broker.client.metadata.cluster_metadata import ClusterMetadata
 from broker.client.metadata.cluster_snapshot import ClusterSnapshot
-from broker.client.network.connection import PendingRequest
+from broker.client.network.pending_request import PendingRequest
 from broker.protocol.error_code import ErrorCode
 from broker.protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
 from broker.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from broker.record.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
+
+#: How often a poll that waits for data looks whether the brokers refused the client's login.
+_REFUSAL_CHECK_S = 0.5
 
 #: Looks up offsets: ``{tp: timestamp}`` -> ``{tp: offset}`` (ListOffsets; -1 and -2 are latest/earliest).
 OffsetLookup = Callable[[dict[TopicPartition, int]], dict[TopicPartition, int]]
@@ -189,10 +193,15 @@ class Fetcher:
                     return out
                 if error is not None:
                     raise error
+                refused = self._metadata.refused
+                if refused is not None:
+                    raise refused
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return out
-                self._data.wait(remaining)
+                self._data.wait(
+                    min(remaining, _REFUSAL_CHECK_S) if remaining is not None else _REFUSAL_CHECK_S
+                )
 
     def _collect(self, out: list[FetchedBatch], max_batches: int | None) -> ClientError | None:
         """Under the lock: move ready batches to ``out``; return an error that is due (not yet raised)."""
@@ -425,6 +434,15 @@ class Fetcher:
             connection.send(request, callback=lambda pending: self._on_fetch(node_id, partitions, pending))
         except ClientError as exc:
             log.info("fetch from broker %d failed: %s", node_id, exc)
+            if isinstance(exc, AuthenticationError):  # not retriable: poll() raises it
+                with self._lock:
+                    self._busy_nodes.discard(node_id)
+                    for state, epoch, _, _ in partitions:
+                        if state.epoch == epoch:
+                            state.in_flight = False
+                            self._queue_error(state, exc)
+                    self._data.notify_all()
+                return
             self._metadata.request_update()
             self._fetch_failed(node_id, partitions)
 

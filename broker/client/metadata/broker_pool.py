@@ -4,6 +4,11 @@ A connection that broke is dropped and the next :meth:`BrokerPool.get` opens a n
 ``retry_backoff_ms`` after the last failed attempt to reach that address (:class:`BrokerConnectionError`
 in between, without touching the network), so that a down broker is not hammered.
 
+Every connection of a pool is secured the same way (``security``: the client's protocol, login and TLS
+files); the pool builds the TLS context once. A refused login
+(:class:`~broker.client.errors.AuthenticationError`) is remembered like any failure, so a client with a
+wrong password does not try again sooner than ``retry_backoff_ms``.
+
 Thread safety: every method may be called from any thread; connecting holds the pool's lock, so the
 connect timeout bounds how long other callers wait.
 """
@@ -14,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from broker.client.client_security import PLAINTEXT, ClientSecurity
 from broker.client.errors import BrokerConnectionError
 from broker.client.metadata.cluster_snapshot import BrokerAddress
 from broker.client.network.connection import BrokerConnection
@@ -33,7 +39,10 @@ class BrokerPool:
         retry_backoff_ms: int,
         max_response_bytes: int = 1024 * 1024 * 1024,
         clock: Callable[[], float] = time.monotonic,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
+        self.security = security
+        self._ssl_context = security.ssl_context()
         self._client_id = client_id
         self._request_timeout_ms = request_timeout_ms
         self._connect_timeout_ms = connect_timeout_ms
@@ -68,6 +77,8 @@ class BrokerPool:
                 request_timeout_ms=self._request_timeout_ms,
                 connect_timeout_ms=self._connect_timeout_ms,
                 max_response_bytes=self._max_response_bytes,
+                security=self.security,
+                ssl_context=self._ssl_context,
             )
             try:
                 connection.connect()

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Protocol
 
-from broker.client.errors import ClientConfigError, ClientError, UnknownTopicError
+from broker.client.errors import AuthenticationError, ClientConfigError, ClientError, UnknownTopicError
 from broker.client.metadata.broker_pool import BrokerPool
 from broker.client.metadata.cluster_snapshot import ClusterSnapshot, PartitionInfo
 from broker.client.settings import check_servers, parse_server
@@ -81,6 +81,13 @@ class ClusterMetadata:
         return self._version
 
     @property
+    def refused(self) -> AuthenticationError | None:
+        """The last refresh's error when a broker refused the client's login or TLS handshake (cleared by a
+        good refresh): the clients raise it rather than wait."""
+        error = self.last_error
+        return error if isinstance(error, AuthenticationError) else None
+
+    @property
     def source(self) -> MetadataSource:
         return self._source
 
@@ -135,7 +142,8 @@ class ClusterMetadata:
     def wait_for_topic(self, topic: str, timeout_ms: int) -> tuple[PartitionInfo, ...]:
         """The partitions of ``topic``, refreshing (every ``retry_backoff_ms``) until it is known.
 
-        Raises :class:`UnknownTopicError` after ``timeout_ms``, naming the last answer or failure.
+        Raises :class:`UnknownTopicError` after ``timeout_ms``, naming the last answer or failure, and an
+        :class:`AuthenticationError` at once.
         """
         found = self.snapshot.partitions(topic)
         if found:
@@ -144,6 +152,8 @@ class ClusterMetadata:
         while True:
             try:
                 snapshot = self.update([topic])
+            except AuthenticationError:
+                raise  # a refused login: waiting would not change the answer
             except ClientError as exc:
                 detail = f"last refresh from {self._source.describe()} failed: {exc}"
             else:

@@ -2,10 +2,14 @@
 
 Read on every refresh (the layout is the broker's, see :mod:`broker.cluster.zk_paths`)::
 
-    /brokers/ids/<id>        {"host": "127.0.0.1", "port": 9092, ...}     one ephemeral node per live broker
+    /brokers/ids/<id>        {"host": "127.0.0.1", "port": 9092, "endpoints": [...]}   one per live broker
     /brokers/topics/<topic>  {"version": 1, "partitions": {"0": [1, 2], "1": [2, 1]}}   partition -> replicas
     /brokers/topics/<topic>/partitions/<p>/state   {"leader": 1, "leader_epoch": 3, "isr": [1, 2], ...}
     /controller              {"brokerid": 1, ...}
+
+A broker is reached at its first advertised listener (``endpoints``) of the client's security protocol
+(``security_protocol``, from the pool); a broker without one is left out, as if it were down. A node
+without ``endpoints`` (an older broker's) is one PLAINTEXT listener at host:port.
 
 The leader of a partition is the leader of its state node while that broker is registered; otherwise (or
 while the partition has no state node yet) the partition has no leader. The states of a topic are read
@@ -34,6 +38,7 @@ from broker.client.metadata.bootstrap_metadata_source import metadata_request, s
 from broker.client.metadata.broker_pool import BrokerPool
 from broker.client.metadata.cluster_snapshot import NO_LEADER, BrokerAddress, ClusterSnapshot, PartitionInfo
 from broker.cluster import zk_paths, zk_reads
+from broker.endpoint import Endpoint, SecurityProtocol
 from broker.protocol.api_key import ApiKey
 from broker.protocol.error_code import ErrorCode
 from broker.protocol.messages.metadata import MetadataResponse
@@ -103,6 +108,7 @@ class ZooKeeperMetadataSource:
             raise ZooKeeperUnavailableError(f"{self.describe()}: {path} does not hold JSON: {exc}") from exc
 
     def _read_brokers(self) -> dict[int, BrokerAddress]:
+        protocol = self._pool.security.protocol
         brokers: dict[int, BrokerAddress] = {}
         for child in self._children(zk_paths.BROKER_IDS_PATH):
             path = zk_paths.broker_path(int(child))
@@ -110,11 +116,20 @@ class ZooKeeperMetadataSource:
             if info is None:  # went away between the listing and the read
                 continue
             try:
-                brokers[int(child)] = BrokerAddress(int(child), str(info["host"]), int(info["port"]))
-            except (KeyError, TypeError, ValueError) as exc:
+                address = BrokerAddress(int(child), str(info["host"]), int(info["port"]))
+                protocols = info.get("listener_security_protocol_map") or {}
+                endpoints = [Endpoint.parse(str(text), protocols) for text in info.get("endpoints") or ()]
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 raise ZooKeeperUnavailableError(
                     f"{self.describe()}: {path} lacks a host and port: {info!r}"
                 ) from exc
+            if endpoints or protocol is not SecurityProtocol.PLAINTEXT:
+                # the broker's first listener of this client's protocol (none: the client cannot reach it)
+                chosen = next((e for e in endpoints if e.security_protocol is protocol), None)
+                if chosen is None:
+                    continue
+                address = BrokerAddress(int(child), chosen.host, chosen.port)
+            brokers[int(child)] = address
         return brokers
 
     def _read_topic(self, topic: str, brokers: dict[int, BrokerAddress]) -> tuple[PartitionInfo, ...] | None:

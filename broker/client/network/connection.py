@@ -2,8 +2,17 @@
 
 Life of a connection::
 
-    NEW --connect()--> CONNECTED (TCP up, reader thread running) --ApiVersions--> READY --close()--> CLOSED
-                                     \\_________ any I/O error, timeout or bad frame ____________/
+    NEW --connect()--> TCP up --TLS handshake (SSL, SASL_SSL)--> reader thread running --ApiVersions-->
+        --SaslHandshake + SaslAuthenticate (SASL_*)--> READY --close()--> CLOSED
+          \\_________ any I/O error, timeout, bad frame or refused login ____________/
+
+* **Security** (:mod:`broker.client.client_security`): on SSL and SASL_SSL listeners the bytes go through a
+  :class:`~broker.client.network.tls_channel.TlsChannel` (TLS from several threads safely); on SASL
+  listeners the client logs in after ApiVersions, as Kafka's SaslClientAuthenticator does: SaslHandshake v1
+  names the mechanism, then one SaslAuthenticate per token of
+  :mod:`~broker.network.sasl_client`. A refused login or a failed TLS handshake raises
+  :class:`~broker.client.errors.AuthenticationError` naming the broker, the mechanism and the user (never
+  the password); it is not retriable.
 
 * **Negotiation.** The first request is ApiVersions at the highest version Lumber implements. A broker that
   does not know that version answers UNSUPPORTED_VERSION in the v0 format with its own range, and the
@@ -33,29 +42,36 @@ import itertools
 import logging
 import selectors
 import socket
+import ssl
 import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from broker.client.client_security import PLAINTEXT, ClientSecurity
 from broker.client.errors import (
+    AuthenticationError,
     BrokerConnectionError,
     ClientError,
     RequestTimeoutError,
     UnsupportedApiError,
 )
+from broker.client.network.pending_request import Callback, PendingRequest
+from broker.client.network.tls_channel import TlsChannel
+from broker.network.sasl_client import ScramError, sasl_client
 from broker.protocol import (
     ApiKey,
     ProtocolError,
     RequestBody,
-    ResponseBody,
     decode_response,
     encode_request,
 )
 from broker.protocol.apis import APIS_BY_KEY, api_for_request
 from broker.protocol.error_code import ErrorCode
 from broker.protocol.messages.api_versions import API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse
+from broker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
+from broker.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 
 log = logging.getLogger(__name__)
 
@@ -69,93 +85,6 @@ _SOCKET_BUFFER_BYTES = 4 * 1024 * 1024
 #: Lumber's own client software name and version, as ApiVersions v3+ reports them.
 _SOFTWARE_NAME = "lumber-python"
 _SOFTWARE_VERSION = "0.1.0"
-
-Callback = Callable[["PendingRequest"], None]
-
-
-class PendingRequest:
-    """A request that was sent: its response (``response``) or failure (``error``) once ``done``.
-
-    Thread safety: completed once, by the connection's reader thread (or by whoever closes the
-    connection); :meth:`wait` may be called from any thread.
-    """
-
-    __slots__ = (
-        "_event",
-        "_lock",
-        "api_key",
-        "api_version",
-        "broker",
-        "callback",
-        "correlation_id",
-        "deadline",
-        "done",
-        "error",
-        "response",
-        "sent_at",
-    )
-
-    def __init__(
-        self,
-        api_key: int,
-        api_version: int,
-        correlation_id: int,
-        deadline: float,
-        callback: Callback | None,
-        lock: threading.Lock,
-        broker: str,
-    ) -> None:
-        self.broker = broker
-        self.api_key = api_key
-        self.api_version = api_version
-        self.correlation_id = correlation_id
-        self.deadline = deadline
-        self.callback = callback
-        self.sent_at = 0.0
-        self.done = False
-        self.response: Any = None
-        self.error: ClientError | None = None
-        self._event: threading.Event | None = None
-        self._lock = lock
-
-    def _complete(self, response: Any, error: ClientError | None) -> None:
-        with self._lock:
-            if self.done:
-                return
-            self.response = response
-            self.error = error
-            self.done = True
-            event = self._event
-        if event is not None:
-            event.set()
-        callback = self.callback
-        if callback is not None:
-            try:
-                callback(self)
-            except Exception:
-                log.exception(
-                    "callback of %s request %d failed", ApiKey(self.api_key).title, self.correlation_id
-                )
-
-    def wait(self, timeout_s: float | None = None) -> Any:
-        """The response, after waiting up to ``timeout_s`` (``None``: until done); raises the request's error.
-
-        The connection's own request timeout always ends the wait, so ``None`` cannot hang forever.
-        """
-        if not self.done:
-            with self._lock:
-                if not self.done and self._event is None:
-                    self._event = threading.Event()
-                event = self._event
-            if event is not None and not event.wait(timeout_s):
-                raise RequestTimeoutError(
-                    self.broker,
-                    f"no response to {ApiKey(self.api_key).title} request {self.correlation_id} "
-                    f"within {timeout_s} s",
-                )
-        if self.error is not None:
-            raise self.error
-        return self.response
 
 
 class BrokerConnection:
@@ -171,6 +100,8 @@ class BrokerConnection:
         request_timeout_ms: int = 30_000,
         connect_timeout_ms: int = 10_000,
         max_response_bytes: int = 1024 * 1024 * 1024,
+        security: ClientSecurity = PLAINTEXT,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -189,6 +120,14 @@ class BrokerConnection:
         self._reader: threading.Thread | None = None
         self._versions: dict[int, int] = {}
         self._broker_ranges: dict[int, tuple[int, int]] = {}
+        self.security = security
+        self._ready = False
+        self._ssl_context = ssl_context
+        if security.protocol.uses_tls and ssl_context is None:
+            self._ssl_context = security.ssl_context()
+        self._sendall: Callable[[bytes | bytearray | memoryview], None] = _unconnected
+        self._recv_into: Callable[[memoryview], int | None] = _unconnected
+        self._more: Callable[[], bool] = _nothing_more
 
     @property
     def name(self) -> str:
@@ -227,15 +166,77 @@ class BrokerConnection:
         # sends block at most this long (a broker that stops reading); the reader selects before recv
         sock.settimeout(self.request_timeout_s)
         self._sock = sock
+        self._sendall, self._recv_into = sock.sendall, sock.recv_into
+        if self._ssl_context is not None:
+            self._start_tls(sock, self._ssl_context)
         self._reader = threading.Thread(
             target=self._read_loop, name=f"lumber-conn-{self.host}:{self.port}", daemon=True
         )
         self._reader.start()
         try:
             self._negotiate()
+            if self.security.protocol.uses_sasl:
+                self._authenticate()
+            self._ready = True
         except BaseException:
             self.close()
             raise
+
+    def _start_tls(self, sock: socket.socket, context: ssl.SSLContext) -> None:
+        channel = TlsChannel(sock, context, self.host)
+        try:
+            channel.handshake(self.connect_timeout_s)
+        except ssl.SSLError as exc:
+            self._closed = True
+            sock.close()
+            raise AuthenticationError(
+                self.name,
+                f"TLS handshake failed: {exc.reason or exc.__class__.__name__}: {exc.strerror or exc}",
+            ) from None
+        except OSError as exc:
+            self._closed = True
+            sock.close()
+            raise BrokerConnectionError(self.name, f"TLS handshake failed: {exc.strerror or exc}") from exc
+        self._sendall, self._recv_into, self._more = channel.sendall, channel.recv_into, channel.pending
+
+    def _authenticate(self) -> None:
+        """Log in with the SASL mechanism of :attr:`security` (see the module docstring)."""
+        security = self.security
+        mechanism = security.sasl_mechanism
+        who = f"SASL {mechanism} login as {security.sasl_username!r}"
+        handshake: SaslHandshakeResponse = self._send_at(
+            SaslHandshakeRequest(mechanism), 1, None, True
+        ).wait()
+        if handshake.error_code != ErrorCode.NONE:
+            enabled = ", ".join(handshake.mechanisms) or "none"
+            raise AuthenticationError(
+                self.name,
+                f"{who} refused: {ErrorCode.name_of(handshake.error_code)} (the broker's listener enables: "
+                f"{enabled})",
+            )
+        client = sasl_client(mechanism, security.sasl_username, security.sasl_password)
+        version = self.api_version(int(ApiKey.SASL_AUTHENTICATE))
+        token: bytes | None = client.initial()
+        try:
+            while token is not None:
+                answer: SaslAuthenticateResponse = self._send_at(
+                    SaslAuthenticateRequest(token), version, None, True
+                ).wait()
+                if answer.error_code != ErrorCode.NONE:
+                    raise AuthenticationError(
+                        self.name,
+                        f"{who} refused: {ErrorCode.name_of(answer.error_code)}: "
+                        f"{answer.error_message or 'no message'}",
+                    )
+                token = client.evaluate(answer.auth_bytes)
+                if client.complete and token is None:
+                    return
+        except ScramError as exc:
+            raise AuthenticationError(self.name, f"{who} failed: {exc}") from None
+        except BrokerConnectionError as exc:
+            if isinstance(exc, AuthenticationError):
+                raise
+            raise AuthenticationError(self.name, f"{who} failed: {exc.reason}") from None
 
     def _negotiate(self) -> None:
         version = API_VERSIONS.max_version
@@ -324,7 +325,7 @@ class BrokerConnection:
                 if self._closed or sock is None:
                     raise self._closed_error()
             try:
-                sock.sendall(wire)
+                self._sendall(wire)
             except OSError as exc:
                 error = self._write_error(exc, f"{len(frames)} requests ({len(wire)} bytes)")
                 self._fail(error)
@@ -366,7 +367,7 @@ class BrokerConnection:
                 if expect_response:
                     self._pending[correlation_id] = pending
             try:
-                sock.sendall(frame)
+                self._sendall(frame)
             except OSError as exc:
                 error = self._write_error(exc, f"a {len(frame)}-byte request")
                 with self._lock:  # this request fails here, by raising: not through its callback too
@@ -388,24 +389,27 @@ class BrokerConnection:
         start = end = 0
         selector = selectors.DefaultSelector()
         selector.register(sock, selectors.EVENT_READ)
+        recv_into, more = self._recv_into, self._more
         try:
             while not self._closed:
                 timeout = self._next_wake()
                 if timeout is None:
                     return
-                if not selector.select(timeout):
+                if not more() and not selector.select(timeout):
                     continue
                 if end == len(buffer):  # the buffer is full of one partial frame header: move it
                     view[: end - start] = view[start:end]
                     end -= start
                     start = 0
                 try:
-                    received = sock.recv_into(view[end:])
-                except (BlockingIOError, InterruptedError, TimeoutError):
+                    received = recv_into(view[end:])
+                except (BlockingIOError, InterruptedError, TimeoutError, ssl.SSLWantReadError):
                     continue
                 except OSError as exc:
-                    self._fail(BrokerConnectionError(self.name, f"connection lost: {exc.strerror or exc}"))
+                    self._fail(self._read_error(exc))
                     return
+                if received is None:  # TLS: no whole record yet
+                    continue
                 if received == 0:
                     self._fail(BrokerConnectionError(self.name, "the broker closed the connection"))
                     return
@@ -455,21 +459,24 @@ class BrokerConnection:
     ) -> bool:
         got = 0
         total = len(target)
+        recv_into, more = self._recv_into, self._more
         while got < total:
             if self._closed:
                 return False
             timeout = self._next_wake()
             if timeout is None:
                 return False
-            if not selector.select(timeout):
+            if not more() and not selector.select(timeout):
                 continue
             try:
-                received = sock.recv_into(target[got:])
-            except (BlockingIOError, InterruptedError, TimeoutError):
+                received = recv_into(target[got:])
+            except (BlockingIOError, InterruptedError, TimeoutError, ssl.SSLWantReadError):
                 continue
             except OSError as exc:
-                self._fail(BrokerConnectionError(self.name, f"connection lost: {exc.strerror or exc}"))
+                self._fail(self._read_error(exc))
                 return False
+            if received is None:
+                continue
             if received == 0:
                 self._fail(
                     BrokerConnectionError(
@@ -480,6 +487,15 @@ class BrokerConnection:
                 return False
             got += received
         return True
+
+    def _read_error(self, exc: OSError) -> BrokerConnectionError:
+        """A failed read in words; a TLS alert before the connection is ready (a broker that wants a client
+        certificate) is an :class:`AuthenticationError`."""
+        if isinstance(exc, ssl.SSLError) and not self._ready:
+            return AuthenticationError(
+                self.name, f"TLS refused: {exc.reason or exc.__class__.__name__}: {exc.strerror or exc}"
+            )
+        return BrokerConnectionError(self.name, f"connection lost: {exc.strerror or exc}")
 
     def _next_wake(self) -> float | None:
         """Seconds to the earliest request deadline (at most the idle wake); ``None``: a request timed out."""
@@ -565,9 +581,9 @@ class BrokerConnection:
             self._sock.close()
 
 
-def response_of(pending: PendingRequest) -> ResponseBody:
-    """The response of a completed request (raising its error): for callbacks."""
-    if pending.error is not None:
-        raise pending.error
-    body: ResponseBody = pending.response
-    return body
+def _unconnected(*_args: object) -> None:
+    raise OSError("not connected")
+
+
+def _nothing_more() -> bool:
+    return False

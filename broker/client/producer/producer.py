@@ -131,6 +131,7 @@ class Producer:
             request_timeout_ms=config.request_timeout_ms,
             connect_timeout_ms=config.connect_timeout_ms,
             retry_backoff_ms=config.retry_backoff_ms,
+            security=config.client_security("producer"),
         )
         self._metadata = ClusterMetadata(
             metadata_source(

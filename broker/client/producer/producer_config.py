@@ -4,6 +4,9 @@ Names and defaults follow Apache Kafka's producer where Lumber has the same knob
 ``batch_size``), except ``batch_size`` and ``linger_ms``, which default higher so that a Python producer
 under load sends fewer, larger requests. This module must not import :mod:`pipeline`.
 
+The security keys (``security_protocol``, ``sasl_*``, ``ssl_*``) are :mod:`broker.client.security_settings`'s,
+shared by every client section.
+
 The audit keys the producer needs are one key each elsewhere: ``audit_topic``, ``audit_window_ms`` and
 ``audit_topic_partitions`` and ``audit_state_dir`` are ``[audit] topic``, ``window_ms``,
 ``topic_partitions`` and ``state_dir``;
@@ -19,8 +22,9 @@ from typing import Literal, Self
 from pydantic import model_validator
 
 from broker.client.errors import ClientConfigError
+from broker.client.security_settings import SecuritySettings
 from broker.client.settings import check_servers
-from broker.config_section import ConfigSection, setting
+from broker.config_section import setting
 
 Acks = Literal["0", "1", "all"]
 CompressionName = Literal["none", "gzip", "snappy", "lz4", "zstd"]
@@ -30,7 +34,7 @@ MIB = 1024 * 1024
 MAX_IDEMPOTENT_IN_FLIGHT = 5
 
 
-class ProducerConfig(ConfigSection):
+class ProducerConfig(SecuritySettings):
     """Lumber's producer: batching, acknowledgements, compression, buffering and retries."""
 
     error_type = ClientConfigError

@@ -36,7 +36,7 @@ from broker.client.errors import BrokerConnectionError, BrokerResponseError, Cli
 from broker.client.metadata.broker_pool import BrokerPool
 from broker.client.metadata.cluster_metadata import ClusterMetadata
 from broker.client.metadata.cluster_snapshot import ClusterSnapshot
-from broker.client.network.connection import PendingRequest
+from broker.client.network.pending_request import PendingRequest
 from broker.client.producer.delivery_listener import DeliveryListener
 from broker.client.producer.producer_batch import ProducerBatch
 from broker.client.producer.producer_config import ProducerConfig

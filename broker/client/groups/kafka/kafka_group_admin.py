@@ -140,6 +140,7 @@ class KafkaGroupAdmin:
             request_timeout_ms=settings.request_timeout_ms,
             connect_timeout_ms=settings.connect_timeout_ms,
             retry_backoff_ms=settings.retry_backoff_ms,
+            security=settings.client_security("consumer"),
         )
         self._retry_for_s = (settings.connect_timeout_ms + settings.request_timeout_ms) / 1000
         self._retry_backoff_s = max(settings.retry_backoff_ms, 50) / 1000

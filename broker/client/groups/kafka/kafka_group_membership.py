@@ -149,11 +149,13 @@ class KafkaGroupMembership(KafkaGroupRebalance):
         self._instance_id = config.group_instance_id or None
         settings = consumer_config
         self._request_timeout_ms = settings.request_timeout_ms
+        security = settings.client_security("consumer")
         self._pool = BrokerPool(
             client_id=settings.client_id,
             request_timeout_ms=settings.request_timeout_ms,
             connect_timeout_ms=settings.connect_timeout_ms,
             retry_backoff_ms=settings.retry_backoff_ms,
+            security=security,
         )
         # JoinGroup and SyncGroup wait for the other members: a connection with a longer timeout
         self._join_pool = BrokerPool(
@@ -163,6 +165,7 @@ class KafkaGroupMembership(KafkaGroupRebalance):
             ),
             connect_timeout_ms=settings.connect_timeout_ms,
             retry_backoff_ms=settings.retry_backoff_ms,
+            security=security,
         )
         self._metadata = ClusterMetadata(
             metadata_source(
