@@ -16,8 +16,9 @@ Everything runs on 127.0.0.1 and is started and stopped by this process: an Apac
 with their default settings, the same clients against both (confluent-kafka producing 100-byte records at
 batch 1 and 50, ``acks=1`` and ``acks=all``, and consuming; kcat; 1, 4, 10, 100 and with
 ``--many-partitions`` 1,000 partitions), ``--rounds`` alternated rounds, and the brokers' CPU seconds per
-million records from ``/proc/<pid>/stat``. Kafka's broker and the comparison's Lumber broker are stopped
-before the paper's experiment below starts.
+million records from ``/proc/<pid>/stat``. It runs before RabbitMQ and ActiveMQ start (the paper's Lumber
+brokers and ZooKeeper are up, idle); Kafka's broker and the comparison's Lumber broker are stopped before
+the paper's experiment below starts.
 Every client is a Python client in this process tree: Lumber's own, ``pika`` (AMQP 0-9-1) and ``stomp.py``
 (STOMP 1.2; ActiveMQ has no maintained Python OpenWire client).
 
@@ -438,12 +439,6 @@ def main(argv: list[str] | None = None) -> int:
                         expose="flushed",  # the paper's semantics (no longer the default)
                     )
                 )
-            if "kafka" in args.systems:
-                progress.remove_task(task)
-                report.kafka = run_kafka_comparison(
-                    cluster, scratch, args.kafka_messages, args.rounds, args.partitions, console.print
-                )
-                task = progress.add_task("starting Lumber's brokers, RabbitMQ, ActiveMQ", total=None, rate="")
             if cluster is not None and paper_lumber:
                 cluster.add_broker(
                     {
@@ -458,6 +453,12 @@ def main(argv: list[str] | None = None) -> int:
                 cluster.add_broker({**paper_flush, "expose": "appended", "validate_records": False})
                 # throughput on broker 1 (expose = "appended"): see the module docstring
                 targets += [LumberTarget(LUMBER_B1, cluster, 1, 1), LumberTarget(LUMBER_B50, cluster, 50, 1)]
+            if "kafka" in args.systems:  # first, before RabbitMQ and ActiveMQ start (Lumber's idle)
+                progress.remove_task(task)
+                report.kafka = run_kafka_comparison(
+                    cluster, scratch, args.kafka_messages, args.rounds, args.partitions, console.print
+                )
+                task = progress.add_task("starting RabbitMQ, ActiveMQ", total=None, rate="")
             if "rabbitmq" in args.systems:
                 rabbit = stack.enter_context(RabbitMQServer(scratch / "rabbitmq"))
                 targets.append(RabbitMQTarget(rabbit))
