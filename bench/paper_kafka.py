@@ -53,7 +53,7 @@ from lumber.dev.peer_jars import peer_jars
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 log = logging.getLogger("bench.paper_kafka")
@@ -267,11 +267,25 @@ def confluent_consume(consumer: Any, topic: str, partitions: int, count: int) ->
 
 
 def high_watermarks(bootstrap: str, topic: str, partitions: int) -> int:
+    """The sum of ``topic``'s high watermarks; a partition answered NOT_LEADER (Kafka, a new topic of many
+    partitions whose leaders the broker is still loading) is asked again, up to 30 s."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-hw-{topic}"})
     try:
-        return sum(
-            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)
-        )
+        total = 0
+        for p in range(partitions):
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    total += consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                    break
+                except KafkaException as exc:
+                    if (
+                        exc.args[0].code() != KafkaError.NOT_LEADER_FOR_PARTITION
+                        or time.monotonic() > deadline
+                    ):
+                        raise
+                    time.sleep(0.2)
+        return total
     finally:
         consumer.close()
 
