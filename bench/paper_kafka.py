@@ -14,9 +14,8 @@ The clients, 100-byte records, one producer or one consumer at a time:
   ``batch.num.messages=1``: one record per Produce request) and batch 50 (``linger.ms=5``,
   ``batch.num.messages=50``), each with ``acks=1`` and ``acks=all``, idempotence off; the producer is
   connected, with the topic's metadata, before the clock starts, which runs from the first ``produce()`` to
-  ``flush()`` returning (every record acknowledged). Then a confluent-kafka
-  consumer reads the batch-50 ``acks=1`` topic from the beginning (``assign``, no group commits), connected
-  before the clock starts.
+  ``flush()`` returning (every record acknowledged). Then a confluent-kafka consumer reads the batch-50
+  ``acks=1`` topic from the beginning (``assign``, no group commits), connected before the clock starts.
 * **kcat** (librdkafka's command-line client, a separate process) producing the same records at batch 50,
   ``acks=1``, from a file, and consuming them from the beginning (``-c N``): the process's whole run is
   timed, its start-up included, alike for both brokers.
@@ -31,7 +30,8 @@ million records: the fairest figure on a shared machine. Before round 1 each bro
 produce and consume at batch 50 (a cold JVM compiles Kafka's hot paths in its first seconds; Lumber's
 numba kernels compile on first use). Round ``r`` drives Kafka first when ``r`` is odd, Lumber first when
 even. Figures: the median of the rounds with min and max (:mod:`bench.spread`); tables in
-:mod:`bench.paper_kafka_report`.
+:mod:`bench.paper_kafka_report`. One thread drives it all (librdkafka's own threads aside); a failed phase
+is recorded in :attr:`KafkaComparison.failures` and the run goes on.
 """
 
 from __future__ import annotations
