@@ -22,7 +22,7 @@ help:
 	@echo "make lint      - ruff check and ruff format --check"
 	@echo "make typecheck - mypy (strict on library code)"
 	@echo "make pytest    - the test suite alone (real ZooKeeper, brokers and Spark); PYTEST_ARGS='-m \"not slow\"'"
-	@echo "make bench     - the paper's Section 5 experiment: Lumber vs RabbitMQ and ActiveMQ (a few minutes)"
+	@echo "make bench     - Lumber vs Apache Kafka, then the paper's Section 5: vs RabbitMQ and ActiveMQ"
 	@echo "make clean     - delete .venv and the tools' caches"
 
 # Spark and ZooKeeper need Java 17 or newer; say so before installing anything.
@@ -76,9 +76,10 @@ airflow: $(AIRFLOW_STAMP)
 demo: venv jars
 	$(VENV)/bin/lumber demo $(DEMO_ARGS)
 
-# The paper's Section 5 experiment (bench/paper.py; results in BENCHMARKS.md). Its setup step installs
-# the peers, Debian's rabbitmq-server and activemq, when they are missing (apt-get: needs root).
-# BENCH_ARGS e.g. --quick (a smoke run), --messages 500000, --rounds 5.
+# Lumber against Apache Kafka (its jars from `make jars`), then the paper's Section 5 experiment
+# (bench/paper.py; results in BENCHMARKS.md). Its setup step installs the paper's peers, Debian's
+# rabbitmq-server and activemq, when they are missing (apt-get: needs root). BENCH_ARGS e.g. --quick (a
+# smoke run), --messages 500000, --rounds 5, --many-partitions, --systems kafka.
 bench: venv jars
 	$(PY) bench/paper.py --setup
 	$(PY) bench/paper.py $(BENCH_ARGS)

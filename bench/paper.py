@@ -1,14 +1,24 @@
-"""The paper's Section 5 experiment: Lumber against RabbitMQ and ActiveMQ, one producer and one consumer of
-200-byte messages, all in one run (issue 9).
+"""The paper's Section 5 experiment: Lumber against Apache Kafka (issue 39), then against the paper's peers
+RabbitMQ and ActiveMQ, one producer and one consumer of 200-byte messages, all in one run (issue 9).
 
 Run from the repository root (``make bench`` does both steps)::
 
     .venv/bin/python bench/paper.py --setup     # install the peers (Debian packages) if missing, then exit
     .venv/bin/python bench/paper.py             # --messages 200000 --rounds 3 (a few minutes on 2 cores)
     .venv/bin/python bench/paper.py --quick     # smoke run: 20,000 messages, short latency runs
+    .venv/bin/python bench/paper.py --systems kafka --many-partitions   # only Kafka against Lumber
 
-Everything runs on 127.0.0.1 and is started and stopped by this process: a ZooKeeper and two Lumber broker
-processes (``tests/support/broker_cluster.py``), a RabbitMQ node and an ActiveMQ broker (``bench/peers.py``).
+Everything runs on 127.0.0.1 and is started and stopped by this process: an Apache Kafka 4.4 broker
+(``lumber.dev.kafka_server``, jars from ``make jars``), a ZooKeeper and up to five Lumber broker processes
+(``tests/support/broker_cluster.py``), a RabbitMQ node and an ActiveMQ broker (``bench/peers.py``).
+
+**Apache Kafka first** (:mod:`bench.paper_kafka`, which describes it): one Kafka broker and one Lumber broker
+with their default settings, the same clients against both (confluent-kafka producing 100-byte records at
+batch 1 and 50, ``acks=1`` and ``acks=all``, and consuming; kcat; 1, 4, 10, 100 and with
+``--many-partitions`` 1,000 partitions), ``--rounds`` alternated rounds, and the brokers' CPU seconds per
+million records from ``/proc/<pid>/stat``. It runs before RabbitMQ and ActiveMQ start (the paper's Lumber
+brokers and ZooKeeper are up, idle); Kafka's broker and the comparison's Lumber broker are stopped before
+the paper's experiment below starts.
 Every client is a Python client in this process tree: Lumber's own, ``pika`` (AMQP 0-9-1) and ``stomp.py``
 (STOMP 1.2; ActiveMQ has no maintained Python OpenWire client).
 
@@ -43,9 +53,12 @@ The paper's settings, for every system:
   *scheduled* send time (``CLOCK_MONOTONIC``, shared by all processes) and a consumer in a child process
   records receive time minus stamp; p50 / p99 / max over ``--latency-seconds`` of traffic. Lumber is
   measured with the paper's flush policy and, on a second broker, with ``expose = "appended"`` (how much of
-  its latency is the flush interval). A system whose measured produce throughput is below the rate is not
-  run at that rate; a run whose producer falls more than 1 s behind schedule is stopped and reported as not
-  sustained.
+  its latency is the flush interval). A system whose measured produce throughput (its median in the
+  rounds; Lumber's at batch 50) is below the rate is not run at that rate, and its row says it was skipped;
+  a run whose producer falls more than 1 s behind schedule is stopped. :mod:`bench.latency_verdict` judges
+  each run: not sustained when the producer fell behind, missed 5 % of the rate or messages, when latency
+  grew over the window by more than 50 ms (a growing backlog) or when the p50 is above 100 ms (a standing
+  backlog, or a flush interval).
 * **acks rows and validation cost** (issue 16; ``bench/acks.py`` has the details and runs them alone). In the
   latency table, a confluent-kafka producer with librdkafka's defaults (``acks=all``) at 10k msg/s: produce()
   to delivery report, p50 / p99, with ``acks=1`` as the baseline, and ``acks=all`` on a third broker with
@@ -88,6 +101,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from bench import log_ingest
 from bench.acks import ack_rows, validation_cost
+from bench.latency_verdict import skip_reason
 from bench.paper_common import (
     ACTIVEMQ,
     LUMBER_B1,
@@ -111,6 +125,7 @@ from bench.paper_common import (
     make_values,
     median,
 )
+from bench.paper_kafka import run_kafka_comparison
 from bench.paper_latency import (
     LatencySetup,
     activemq_latency_setup,
@@ -219,6 +234,21 @@ def produce_and_measure_disk(
     return run
 
 
+#: the throughput rows whose produce rate decides whether a latency configuration runs at a rate
+LATENCY_THROUGHPUT = {
+    LUMBER_LAT_FLUSHED: LUMBER_B50,
+    LUMBER_LAT_APPENDED: LUMBER_B50,
+    RABBITMQ: RABBITMQ,
+    ACTIVEMQ: ACTIVEMQ,
+}
+
+
+def produce_rate(report: Report, system: str) -> float | None:
+    """The median produce rate of the throughput row behind latency configuration ``system``, if measured."""
+    result = report.systems.get(LATENCY_THROUGHPUT.get(system, system))
+    return median([run.rate for run in result.produce]) if result is not None and result.produce else None
+
+
 def run_latencies(
     setups: dict[str, Callable[[int], LatencySetup]],
     args: argparse.Namespace,
@@ -226,10 +256,16 @@ def run_latencies(
     progress: Progress,
     console: Console,
 ) -> None:
-    """Every configuration at every rate; whether it keeps up is measured, not assumed."""
+    """Every configuration at every rate its produce throughput reaches; the rest are listed as skipped."""
     for rate in args.rates:
         for system, make in setups.items():
             result = LatencyResult(system, rate)
+            skipped = skip_reason(rate, produce_rate(report, system))
+            if skipped is not None:
+                result.verdict = skipped
+                report.latency.append(result)
+                console.print(f"latency {rate:>7,} msg/s  {system:<44} {skipped}")
+                continue
             task = progress.add_task(f"latency {rate:,} msg/s {system}", total=None, rate="")
             setup: LatencySetup | None = None
             try:
@@ -289,13 +325,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="smoke run: 20,000 messages, 1.5 s latency runs")
     parser.add_argument("--messages", type=int, default=None, help="messages per run (default 200,000)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds; the median counts (default 3)")
+    parser.add_argument(
+        "--kafka-messages", type=int, default=None, help="records per Kafka comparison run (--messages)"
+    )
     parser.add_argument("--rates", default="10000,100000", help="latency rates, msg/s (default 10000,100000)")
     parser.add_argument("--latency-seconds", type=float, default=None, help="traffic per latency run (5)")
     parser.add_argument("--raw-mb", type=int, default=None, help="MiB per raw-limit round (default 512)")
     parser.add_argument(
         "--systems",
-        default="lumber,rabbitmq,activemq",
-        help="comma-separated subset of lumber,rabbitmq,activemq",
+        default="kafka,lumber,rabbitmq,activemq",
+        help="comma-separated subset of kafka,lumber,rabbitmq,activemq (kafka: Kafka against Lumber)",
+    )
+    parser.add_argument(
+        "--partitions", default="1,4,10,100", help="partition counts of the Kafka comparison (1,4,10,100)"
+    )
+    parser.add_argument(
+        "--many-partitions", action="store_true", help="the Kafka comparison also at 1,000 partitions"
     )
     parser.add_argument(
         "--out-dir", type=Path, default=REPO / "bench" / "results", help="paper.json, paper.png"
@@ -304,13 +349,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.messages is None:
         args.messages = 20_000 if args.quick else 200_000
+    if args.kafka_messages is None:
+        args.kafka_messages = args.messages
     if args.latency_seconds is None:
         args.latency_seconds = 1.5 if args.quick else 5.0
     if args.raw_mb is None:
         args.raw_mb = 64 if args.quick else 512
     args.rates = [int(r) for r in args.rates.split(",") if r]
     args.systems = {s.strip() for s in args.systems.split(",") if s.strip()}
-    unknown = args.systems - {"lumber", "rabbitmq", "activemq"}
+    args.partitions = sorted(
+        {int(p) for p in args.partitions.split(",") if p} | ({1000} if args.many_partitions else set())
+    )
+    unknown = args.systems - {"kafka", "lumber", "rabbitmq", "activemq"}
     if unknown:
         parser.error(f"unknown systems: {', '.join(sorted(unknown))}")
     if args.messages % 50:
@@ -378,15 +428,18 @@ def main(argv: list[str] | None = None) -> int:
             task = progress.add_task(
                 "starting Lumber (ZooKeeper + 4 brokers), RabbitMQ, ActiveMQ", total=None, rate=""
             )
-            if "lumber" in args.systems:
+            paper_lumber = "lumber" in args.systems
+            if paper_lumber or "kafka" in args.systems:
                 cluster = stack.enter_context(
                     bench_cluster(
                         scratch / "lumber",
+                        1 if paper_lumber else 0,
                         flush_messages=LUMBER_FLUSH_MESSAGES,
                         flush_ms=LUMBER_FLUSH_MS,
                         expose="flushed",  # the paper's semantics (no longer the default)
                     )
                 )
+            if cluster is not None and paper_lumber:
                 cluster.add_broker(
                     {
                         "flush_messages": LUMBER_FLUSH_MESSAGES,
@@ -400,6 +453,12 @@ def main(argv: list[str] | None = None) -> int:
                 cluster.add_broker({**paper_flush, "expose": "appended", "validate_records": False})
                 # throughput on broker 1 (expose = "appended"): see the module docstring
                 targets += [LumberTarget(LUMBER_B1, cluster, 1, 1), LumberTarget(LUMBER_B50, cluster, 50, 1)]
+            if "kafka" in args.systems:  # first, before RabbitMQ and ActiveMQ start (Lumber's idle)
+                progress.remove_task(task)
+                report.kafka = run_kafka_comparison(
+                    cluster, scratch, args.kafka_messages, args.rounds, args.partitions, console.print
+                )
+                task = progress.add_task("starting RabbitMQ, ActiveMQ", total=None, rate="")
             if "rabbitmq" in args.systems:
                 rabbit = stack.enter_context(RabbitMQServer(scratch / "rabbitmq"))
                 targets.append(RabbitMQTarget(rabbit))
@@ -410,11 +469,12 @@ def main(argv: list[str] | None = None) -> int:
             for target in targets:
                 report.systems[target.name] = SystemResult(target.name)
 
-            report.limits = measure_limits(scratch, args.raw_mb, 3, progress)
-            console.print(
-                f"raw limits: append {median(report.limits.append_mbps):,.0f} MB/s, "
-                f"loopback sendfile {median(report.limits.sendfile_mbps):,.0f} MB/s"
-            )
+            if targets:
+                report.limits = measure_limits(scratch, args.raw_mb, 3, progress)
+                console.print(
+                    f"raw limits: append {median(report.limits.append_mbps):,.0f} MB/s, "
+                    f"loopback sendfile {median(report.limits.sendfile_mbps):,.0f} MB/s"
+                )
             run_rounds(targets, args, report, progress, console)
             for target in targets:
                 if isinstance(target, LumberTarget):
@@ -427,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
 
             setups: dict[str, Callable[[int], LatencySetup]] = {}
-            if cluster is not None:
+            if cluster is not None and paper_lumber:
                 lumber_cluster = cluster
                 setups[LUMBER_LAT_FLUSHED] = lambda rate: lumber_latency_setup(
                     LUMBER_LAT_FLUSHED, lumber_cluster, 0, rate
@@ -442,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
                 active_server = active
                 setups[ACTIVEMQ] = lambda _rate: activemq_latency_setup(active_server)
             run_latencies(setups, args, report, progress, console)
-            if cluster is not None:
+            if cluster is not None and paper_lumber:
                 run_acks_and_validation(cluster, args, report, console)
             report.load_after = load_note()
     finally:
@@ -452,9 +512,11 @@ def main(argv: list[str] | None = None) -> int:
     print_tables(report, console)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     write_json(report, args.out_dir / "paper.json")
-    draw_chart(report, args.out_dir / "paper.png")
+    if report.systems:
+        draw_chart(report, args.out_dir / "paper.png")
     console.print(f"wrote {args.out_dir / 'paper.json'} and {args.out_dir / 'paper.png'}")
-    return 1 if any(result.failures for result in report.systems.values()) else 0
+    failed = any(result.failures for result in report.systems.values())
+    return 1 if failed or (report.kafka is not None and report.kafka.failures) else 0
 
 
 if __name__ == "__main__":

@@ -31,10 +31,6 @@ LATENCY_GRACE_S = 10.0
 #: traffic that keeps flowing after the measured window at the same rate (longer than Lumber's S = 1 s,
 #: so that no message of the window waits for a flush that only a finite run's end would delay)
 LATENCY_TAIL_S = 1.5
-MAX_BEHIND_S = 1.0
-SUSTAINED_FRACTION = 0.95
-#: latency growing more than this from the window's first fifth to its last: the consumer falls behind
-MAX_LATENCY_GROWTH_MS = 500.0
 MB = 1_000_000
 MIB = 1024 * 1024
 

@@ -1,6 +1,6 @@
 """The latency runs of the paper's Section 5 experiment (:mod:`bench.paper`): a paced producer stamps each
 message with its scheduled send time; a consumer in a child process (``spawn``) records receive time
-minus stamp, for Lumber, RabbitMQ and ActiveMQ."""
+minus stamp, for Lumber, RabbitMQ and ActiveMQ; :mod:`bench.latency_verdict` judges each run."""
 
 from __future__ import annotations
 
@@ -12,16 +12,14 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from bench.latency_verdict import MAX_BEHIND_S, judge
 from bench.paper_common import (
     ACTIVEMQ,
     LATENCY_GRACE_S,
     LATENCY_TAIL_S,
-    MAX_BEHIND_S,
-    MAX_LATENCY_GROWTH_MS,
     PREFETCH_BYTES,
     PREFETCH_MESSAGES,
     RABBITMQ,
-    SUSTAINED_FRACTION,
     LatencyResult,
     stamped,
 )
@@ -232,26 +230,17 @@ def run_latency(setup: LatencySetup, rate: int, seconds: float) -> LatencyResult
         result.max_ms = float(latencies.max()) / 1e6
         fifth = max(1, len(latencies) // 5)
         result.growth_ms = float(np.median(latencies[-fifth:]) - np.median(latencies[:fifth])) / 1e6
-    kept_up = result.achieved_rate >= SUSTAINED_FRACTION * rate
-    steady = result.growth_ms is not None and result.growth_ms <= MAX_LATENCY_GROWTH_MS
-    result.sustained = not behind and kept_up and steady and result.received == measured
-    if behind:
-        result.verdict = (
-            f"not sustained: the producer fell {MAX_BEHIND_S:.0f} s behind schedule after {sent:,} messages"
-        )
-    elif result.received < measured:
-        result.verdict = (
-            f"not sustained: {result.received:,} of {measured:,} received within {LATENCY_GRACE_S:.0f} s"
-        )
-    elif not kept_up:
-        result.verdict = f"not sustained: the producer reached {result.achieved_rate / rate:.0%} of the rate"
-    elif not steady:
-        result.verdict = (
-            f"not sustained: latency grew by {result.growth_ms:,.0f} ms over the window "
-            "(the consumer falls behind)"
-        )
-    else:
-        result.verdict = f"sustained ({measured:,} messages measured)"
+    verdict = judge(
+        rate=rate,
+        measured=measured,
+        received=result.received,
+        achieved_rate=result.achieved_rate,
+        behind_after=sent if behind else None,
+        p50_ms=result.p50_ms,
+        growth_ms=result.growth_ms,
+        grace_s=LATENCY_GRACE_S,
+    )
+    result.sustained, result.verdict = verdict.sustained, verdict.text
     return result
 
 

@@ -27,6 +27,8 @@ from bench.paper_common import (
     SystemResult,
     median,
 )
+from bench.paper_kafka import KafkaComparison
+from bench.paper_kafka_report import markdown as kafka_markdown
 
 
 @dataclass
@@ -44,6 +46,8 @@ class Report:
     lumber_records_per_batch: dict[str, dict[int, int]] = field(default_factory=dict)
     #: produce at batch 50 with record validation against without, one line per codec (same run)
     validation: list[str] = field(default_factory=list)
+    #: Apache Kafka against Lumber (bench/paper_kafka.py), when run
+    kafka: KafkaComparison | None = None
 
 
 # ------------------------------------------------------------------------------------------- output
@@ -173,6 +177,11 @@ def ms_text(value: float | None) -> str:
 
 
 def print_tables(report: Report, console: Console) -> None:
+    if report.kafka is not None:
+        print("\nLumber against Apache Kafka\n")
+        print(kafka_markdown(report.kafka), flush=True)
+    if not report.systems:
+        return
     table = Table(title=f"{report.messages:,} messages of {VALUE_BYTES} bytes, {report.rounds} rounds")
     for column in (
         "system",

@@ -22,7 +22,11 @@ unfenced them, so every ready node is a leader candidate that answers Metadata. 
 The settings differ from Kafka's defaults only where a one-machine test cluster needs it: the internal
 topics' replication factor (``__consumer_offsets``, the transaction log) is the cluster's size, and
 ``group.initial.rebalance.delay.ms=0`` so a first group member is answered at once (Lumber's coordinator does
-not wait either). Not thread-safe: one owner starts and stops a cluster.
+not wait either). The JVM runs the serial collector (small heaps on a shared machine); ``jvm_options``
+replaces that for the node (the storage tool keeps it), e.g. with the G1 settings of Kafka's own start
+script (:data:`KAFKA_SCRIPT_JVM_OPTIONS`, which ``bench/`` uses to run Kafka as ``kafka-server-start.sh``
+would). Not thread-safe: one owner starts and
+stops a cluster.
 """
 
 from __future__ import annotations
@@ -43,6 +47,17 @@ from pipeline.errors import DevStackError
 MAIN_CLASS = "kafka.Kafka"
 STORAGE_TOOL_CLASS = "kafka.tools.StorageTool"
 READY_LINE = "Kafka Server started"
+#: the collector flags of a node unless told otherwise
+DEFAULT_JVM_OPTIONS = ("-XX:+UseSerialGC",)
+#: ``KAFKA_JVM_PERFORMANCE_OPTS`` of Kafka's ``bin/kafka-run-class.sh`` (4.x), as ``kafka-server-start.sh``
+#: runs a broker (its heap, ``-Xmx1G -Xms1G``, is the node's ``heap_mb``)
+KAFKA_SCRIPT_JVM_OPTIONS = (
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+)
 
 _LOG4J2 = """\
 status = error
@@ -75,6 +90,7 @@ class KafkaNode:
     #: more arguments of the storage tool's ``format``, e.g. ``--add-scram``,
     #: ``SCRAM-SHA-512=[name=u,password=p]`` (KRaft's SCRAM users then exist from the first start)
     format_args: tuple[str, ...] = ()
+    jvm_options: tuple[str, ...] = DEFAULT_JVM_OPTIONS
     handle: ProcessHandle | None = None
     _popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
@@ -125,11 +141,18 @@ class KafkaNode:
         path.write_text("".join(f"{key}={value}\n" for key, value in self.properties().items()))
         return path
 
-    def _java(self, main_class: str, *args: str, heap_mb: int) -> list[str]:
+    @property
+    def pid(self) -> int | None:
+        """The running JVM's pid (None when stopped)."""
+        return self.handle.pid if self.handle is not None else None
+
+    def _java(
+        self, main_class: str, *args: str, heap_mb: int, options: tuple[str, ...] = DEFAULT_JVM_OPTIONS
+    ) -> list[str]:
         return [
             java_executable(),
             f"-Xmx{heap_mb}m",
-            "-XX:+UseSerialGC",
+            *options,
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={self.base_dir / 'log4j2.properties'}",
             "-cp",
@@ -158,7 +181,12 @@ class KafkaNode:
             )
 
     def argv(self) -> list[str]:
-        return self._java(MAIN_CLASS, str(self.base_dir / "server.properties"), heap_mb=self.heap_mb)
+        return self._java(
+            MAIN_CLASS,
+            str(self.base_dir / "server.properties"),
+            heap_mb=self.heap_mb,
+            options=self.jvm_options,
+        )
 
     def is_ready(self) -> bool:
         try:
@@ -203,6 +231,7 @@ class KafkaCluster:
     size: int = 1
     heap_mb: int | None = None
     settings: Mapping[str, str] = field(default_factory=dict)
+    jvm_options: tuple[str, ...] = DEFAULT_JVM_OPTIONS
     cluster_id: str = field(default_factory=lambda: _cluster_id())  # noqa: PLW0108 - defined below
     nodes: list[KafkaNode] = field(default_factory=list)
 
@@ -223,6 +252,7 @@ class KafkaCluster:
                     cluster_size=self.size,
                     heap_mb=heap,
                     settings=self.settings,
+                    jvm_options=self.jvm_options,
                 )
                 for i, (port, ctl) in enumerate(ports)
             ]

@@ -1,0 +1,560 @@
+"""Apache Kafka as the first peer of the paper bench (issue 39): one Kafka broker and one Lumber broker, the
+same clients against both, several alternated rounds.
+
+The brokers: Apache Kafka 4.4 (``lumber.dev.kafka_server``, jars from ``make jars``), one node in KRaft
+combined mode with Kafka's default server settings except what one node on 127.0.0.1 needs (its listeners,
+the internal topics' replication factor 1) and the JVM as ``kafka-server-start.sh`` runs it (``-Xmx1G
+-Xms1G``, G1 with the script's flags); and one Lumber broker with its default settings (``[log]
+flush_ms`` 1 s, ``expose = "appended"``, four handler threads), on the paper bench's ZooKeeper. Both run
+for the whole comparison but only one is driven at a time, on the same cores.
+
+The clients, 100-byte records, one producer or one consumer at a time:
+
+* **confluent-kafka** (librdkafka) producing to a one-partition topic at batch 1 (``linger.ms=0``,
+  ``batch.num.messages=1``: one record per Produce request) and batch 50 (``linger.ms=5``,
+  ``batch.num.messages=50``), each with ``acks=1`` and ``acks=all``, idempotence off; the producer is
+  connected, with the topic's metadata, before the clock starts, which runs from the first ``produce()`` to
+  ``flush()`` returning (every record acknowledged). Then a confluent-kafka consumer reads the batch-50
+  ``acks=1`` topic from the beginning (``assign``, no group commits), connected before the clock starts.
+* **kcat** (librdkafka's command-line client, a separate process) producing the same records at batch 50,
+  ``acks=1``, from a file, and consuming them from the beginning (``-c N``): the process's whole run is
+  timed, its start-up included, alike for both brokers.
+* **Partitions**: a confluent-kafka producer at batch 50, ``acks=1``, no key (librdkafka's partitioner
+  spreads the records over all partitions), to topics of 1, 4, 10 and 100 (and with
+  ``--many-partitions``, 1,000) partitions; then one consumer assigned all of them reads everything.
+
+Every phase is checked, not only timed: no delivery error, the topic's high watermarks add up to the
+records sent, the consumer received exactly that many. **Broker CPU**: utime + stime of the broker
+process (``/proc/<pid>/stat``, :mod:`bench.broker_cpu`) before and after each phase, as CPU seconds per
+million records: the fairest figure on a shared machine. Before round 1 each broker takes one unreported
+produce and consume at batch 50 (a cold JVM compiles Kafka's hot paths in its first seconds; Lumber's
+numba kernels compile on first use). Round ``r`` drives Kafka first when ``r`` is odd, Lumber first when
+even. Figures: the median of the rounds with min and max (:mod:`bench.spread`); tables in
+:mod:`bench.paper_kafka_report`. One thread drives it all (librdkafka's own threads aside); a failed phase
+is recorded in :attr:`KafkaComparison.failures` and the run goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from bench.broker_cpu import BrokerCpu, per_million
+from bench.spread import Spread
+from lumber.dev.kafka_server import KAFKA_SCRIPT_JVM_OPTIONS, KafkaCluster
+from lumber.dev.peer_jars import peer_jars
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+log = logging.getLogger("bench.paper_kafka")
+
+KAFKA = "Apache Kafka"
+LUMBER = "Lumber"
+RECORD_BYTES = 100
+PHASE_TIMEOUT_S = 600.0
+WARMUP_RECORDS = 50_000
+#: Kafka's server settings that differ from its defaults in ``lumber.dev.kafka_server`` (sized for tests),
+#: set back to Kafka 4.x's defaults for the benchmark
+KAFKA_DEFAULTS = {
+    "num.network.threads": "3",
+    "num.io.threads": "8",
+    "num.recovery.threads.per.data.dir": "2",
+    "log.cleaner.dedupe.buffer.size": str(128 * 1024 * 1024),
+    "group.initial.rebalance.delay.ms": "3000",
+}
+KAFKA_HEAP_MB = 1024
+#: Lumber's defaults where the tests' broker launcher (tests/support/broker_cluster.py) sets its own
+LUMBER_DEFAULTS: dict[str, Any] = {"flush_ms": 1000, "num_io_threads": 4}
+
+
+@dataclass(frozen=True)
+class ProduceCase:
+    name: str
+    batch: int
+    acks: str
+
+
+PRODUCE_CASES = (
+    ProduceCase("produce, batch 1, acks=1", 1, "1"),
+    ProduceCase("produce, batch 1, acks=all", 1, "all"),
+    ProduceCase("produce, batch 50, acks=1", 50, "1"),
+    ProduceCase("produce, batch 50, acks=all", 50, "all"),
+)
+CONSUME = "consume"
+KCAT_PRODUCE = "kcat produce, batch 50, acks=1"
+KCAT_CONSUME = "kcat consume"
+
+
+def partitions_case(phase: str, partitions: int) -> str:
+    return f"{phase}, {partitions:,} partition{'s' if partitions != 1 else ''}"
+
+
+@dataclass
+class CaseResult:
+    """One case on one broker: records/s and broker CPU seconds per million records, one value a round."""
+
+    rate: Spread = field(default_factory=Spread)
+    cpu_per_million: Spread = field(default_factory=Spread)
+
+
+@dataclass
+class KafkaComparison:
+    """Every case's results by case, then by broker (``KAFKA``, ``LUMBER``), in the order run."""
+
+    records: int
+    rounds: int
+    partitions: list[int]
+    cases: dict[str, dict[str, CaseResult]] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def result(self, case: str, broker: str) -> CaseResult:
+        return self.cases.setdefault(case, {}).setdefault(broker, CaseResult())
+
+
+@dataclass
+class BrokerUnderTest:
+    """One broker as the comparison drives it: where it listens, its process, how to make a topic."""
+
+    name: str
+    bootstrap: str
+    pid: int
+    create_topic: Callable[[str, int], None]
+
+    @property
+    def cpu(self) -> BrokerCpu:
+        return BrokerCpu(self.pid)
+
+
+def admin_create_topic(bootstrap: str) -> Callable[[str, int], None]:
+    """CreateTopics through confluent-kafka's AdminClient, then wait until every partition has a leader."""
+
+    def create(topic: str, partitions: int) -> None:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=60)[topic].result(timeout=120)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            found = admin.list_topics(topic, timeout=10).topics.get(topic)
+            if (
+                found is not None
+                and found.error is None
+                and len(found.partitions) == partitions
+                and all(p.leader >= 0 for p in found.partitions.values())
+            ):
+                return
+            time.sleep(0.1)
+        raise TimeoutError(
+            f"{topic}: not every one of its {partitions} partitions got a leader at {bootstrap}"
+        )
+
+    return create
+
+
+def lumber_create_topic(cluster: Any, broker_id: int) -> Callable[[str, int], None]:
+    """A topic all of whose partitions lead on ``broker_id`` (the paper bench's cluster has more brokers)."""
+
+    def create(topic: str, partitions: int) -> None:
+        cluster.create_topic(topic, partitions, assignment={p: [broker_id] for p in range(partitions)})
+
+    return create
+
+
+def make_records(count: int) -> list[bytes]:
+    """``count`` 100-byte log-line-like values (1000 distinct ones, cycled), no newline in them (kcat)."""
+    distinct = [
+        (b"%08d GET /api/v1/items?id=%d 200 u=%d " % (i, i * 7919, i % 97)).ljust(RECORD_BYTES, b"x")
+        for i in range(1000)
+    ]
+    return [distinct[i % 1000] for i in range(count)]
+
+
+# ------------------------------------------------------------------------------------------- clients
+
+
+def producer_config(bootstrap: str, batch: int, acks: str) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "acks": acks,
+        "enable.idempotence": False,
+        "compression.type": "none",
+        "linger.ms": 0 if batch == 1 else 5,
+        "batch.num.messages": batch,
+        "queue.buffering.max.messages": 2_000_000,
+    }
+
+
+class ConfluentProducer:
+    """A confluent-kafka producer connected to ``topic``'s leader before any clock starts; :meth:`send`
+    produces ``records`` (to ``partition``, or spread by librdkafka's partitioner) and waits for every
+    acknowledgement, raising on any delivery error."""
+
+    def __init__(self, bootstrap: str, topic: str, batch: int, acks: str) -> None:
+        self.topic = topic
+        self.bootstrap = bootstrap
+        self.errors: list[str] = []
+        self.producer = Producer(
+            {
+                **producer_config(bootstrap, batch, acks),
+                "delivery.report.only.error": True,
+                "on_delivery": self._delivered,
+            }
+        )
+        self.producer.list_topics(topic, timeout=30)
+
+    def _delivered(self, err: Any, _msg: Any) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+
+    def send(self, records: list[bytes], partition: int | None) -> None:
+        topic = self.topic
+        produce, poll = self.producer.produce, self.producer.poll
+        if partition is None:
+            for i, value in enumerate(records):
+                produce(topic, value)
+                if not i % 5000:
+                    poll(0)
+        else:
+            for i, value in enumerate(records):
+                produce(topic, value, partition=partition)
+                if not i % 5000:
+                    poll(0)
+        left = self.producer.flush(PHASE_TIMEOUT_S)
+        if left or self.errors:
+            raise RuntimeError(
+                f"{topic} at {self.bootstrap}: {left} records unacknowledged, errors: {self.errors[:3]}"
+            )
+
+
+def connected_consumer(bootstrap: str, topic: str) -> Any:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{topic}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.list_topics(topic, timeout=30)  # connected, with metadata, before any clock starts
+    return consumer
+
+
+def confluent_consume(consumer: Any, topic: str, partitions: int, count: int) -> None:
+    """Read ``topic``'s partitions from offset 0 until ``count`` records came; raise on an error or more."""
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    seen = 0
+    deadline = time.monotonic() + PHASE_TIMEOUT_S
+    while seen < count:
+        for msg in consumer.consume(num_messages=10_000, timeout=1.0):
+            error = msg.error()
+            if error is not None and error.code() != KafkaError._PARTITION_EOF:
+                raise RuntimeError(f"{topic}: consumer error {error}")
+            if error is None:
+                seen += 1
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic}: consumed {seen} of {count} records in {PHASE_TIMEOUT_S:.0f} s")
+    if seen != count:
+        raise RuntimeError(f"{topic}: consumed {seen} records, expected {count}")
+
+
+def high_watermarks(bootstrap: str, topic: str, partitions: int) -> int:
+    """The sum of ``topic``'s high watermarks; a partition answered NOT_LEADER (Kafka, a new topic of many
+    partitions whose leaders the broker is still loading) is asked again, up to 30 s."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-hw-{topic}"})
+    try:
+        total = 0
+        for p in range(partitions):
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    total += consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                    break
+                except KafkaException as exc:
+                    if (
+                        exc.args[0].code() != KafkaError.NOT_LEADER_FOR_PARTITION
+                        or time.monotonic() > deadline
+                    ):
+                        raise
+                    time.sleep(0.2)
+        return total
+    finally:
+        consumer.close()
+
+
+def kcat_produce(bootstrap: str, topic: str, lines: Path, acks: str, batch: int) -> None:
+    """kcat -P of ``lines`` (one record a line) to partition 0."""
+    argv = [
+        "kcat",
+        "-P",
+        "-b",
+        bootstrap,
+        "-t",
+        topic,
+        "-p",
+        "0",
+        *("-X", f"acks={acks}", "-X", f"linger.ms={0 if batch == 1 else 5}"),
+        *("-X", f"batch.num.messages={batch}", "-X", "queue.buffering.max.messages=2000000"),
+        "-l",
+        str(lines),
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=PHASE_TIMEOUT_S, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"kcat -P to {topic} at {bootstrap} exited {done.returncode}: {done.stderr[-300:]}"
+        )
+
+
+def kcat_consume(bootstrap: str, topic: str, count: int) -> None:
+    """kcat -C of ``count`` records from the beginning; every record's offset printed and counted."""
+    argv = ["kcat", "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-c", str(count), "-e", "-q"]
+    argv += ["-f", "%o\n"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=PHASE_TIMEOUT_S, check=False)
+    offsets = done.stdout.split()
+    if done.returncode != 0 or len(offsets) != count or offsets[-1] != str(count - 1):
+        raise RuntimeError(
+            f"kcat -C of {topic} at {bootstrap} exited {done.returncode} after {len(offsets)} of {count} "
+            f"records (last offset {offsets[-1] if offsets else None}): {done.stderr[-300:]}"
+        )
+
+
+# ------------------------------------------------------------------------------------------- the run
+
+
+Report = Callable[[str], None]
+
+
+class KafkaBench:
+    """The comparison's rounds over ``brokers`` (Kafka first); results in :attr:`comparison`."""
+
+    def __init__(
+        self,
+        brokers: list[BrokerUnderTest],
+        records: int,
+        rounds: int,
+        partitions: list[int],
+        scratch: Path,
+        say: Report,
+    ) -> None:
+        self.brokers = brokers
+        self.values = make_records(records)
+        self.scratch = scratch
+        self.say = say
+        self.comparison = KafkaComparison(records, rounds, partitions)
+        self._lines = scratch / "kcat-records.txt"
+
+    def run(self) -> KafkaComparison:
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        self._lines.write_bytes(b"\n".join(self.values) + b"\n")
+        for broker in self.brokers:
+            self._warm_up(broker)
+        for round_number in range(1, self.comparison.rounds + 1):
+            order = self.brokers if round_number % 2 else list(reversed(self.brokers))
+            for broker in order:
+                self._round(broker, round_number)
+        return self.comparison
+
+    def _warm_up(self, broker: BrokerUnderTest) -> None:
+        topic = f"warmup-{broker.name.split()[-1].lower()}"
+        count = min(WARMUP_RECORDS, len(self.values))
+        try:
+            broker.create_topic(topic, 1)
+            ConfluentProducer(broker.bootstrap, topic, 50, "1").send(self.values[:count], 0)
+            consumer = connected_consumer(broker.bootstrap, topic)
+            try:
+                confluent_consume(consumer, topic, 1, count)
+            finally:
+                consumer.close()
+        except Exception as exc:
+            log.debug("warm-up of %s failed", broker.name, exc_info=True)
+            self.comparison.failures.append(f"{broker.name} warm-up: {type(exc).__name__}: {exc}")
+
+    def _round(self, broker: BrokerUnderTest, round_number: int) -> None:
+        n = len(self.values)
+        slug = broker.name.split()[-1].lower()
+        for case in PRODUCE_CASES:
+            topic = f"k{round_number}-{slug}-b{case.batch}-acks{case.acks}"
+            self._phase(
+                case.name,
+                broker,
+                round_number,
+                topic,
+                1,
+                n,
+                partial(self._producer, broker, topic, case.batch, case.acks, 0),
+            )
+        produced = f"k{round_number}-{slug}-b50-acks1"
+        self._consume(CONSUME, broker, round_number, produced, 1, n)
+        kcat_topic = f"k{round_number}-{slug}-kcat"
+        if self._phase(
+            KCAT_PRODUCE,
+            broker,
+            round_number,
+            kcat_topic,
+            1,
+            n,
+            lambda: partial(kcat_produce, broker.bootstrap, kcat_topic, self._lines, "1", 50),
+        ):
+            self._measure(
+                KCAT_CONSUME, broker, round_number, n, lambda: kcat_consume(broker.bootstrap, kcat_topic, n)
+            )
+        for partitions in self.comparison.partitions:
+            topic = f"k{round_number}-{slug}-p{partitions}"
+            if self._phase(
+                partitions_case("produce", partitions),
+                broker,
+                round_number,
+                topic,
+                partitions,
+                n,
+                partial(self._producer, broker, topic, 50, "1", None),
+            ):
+                self._consume(
+                    partitions_case("consume", partitions), broker, round_number, topic, partitions, n
+                )
+
+    def _producer(
+        self, broker: BrokerUnderTest, topic: str, batch: int, acks: str, partition: int | None
+    ) -> Callable[[], None]:
+        return partial(ConfluentProducer(broker.bootstrap, topic, batch, acks).send, self.values, partition)
+
+    def _phase(
+        self,
+        case: str,
+        broker: BrokerUnderTest,
+        round_number: int,
+        topic: str,
+        partitions: int,
+        count: int,
+        prepare: Callable[[], Callable[[], None]],
+    ) -> bool:
+        """Create ``topic``, ``prepare`` its producer (connected), run what that returns measured, then check
+        that the high watermarks add up to ``count``."""
+        try:
+            broker.create_topic(topic, partitions)
+            produce = prepare()
+        except Exception as exc:
+            return self._failed(case, broker, round_number, exc)
+        if not self._measure(case, broker, round_number, count, produce):
+            return False
+        try:
+            held = high_watermarks(broker.bootstrap, topic, partitions)
+        except Exception as exc:
+            return self._failed(case, broker, round_number, exc)
+        if held != count:
+            lost = RuntimeError(f"{topic}: the high watermarks add up to {held}, {count} were acknowledged")
+            return self._failed(case, broker, round_number, lost)
+        return True
+
+    def _consume(
+        self, case: str, broker: BrokerUnderTest, round_number: int, topic: str, partitions: int, count: int
+    ) -> bool:
+        try:
+            consumer = connected_consumer(broker.bootstrap, topic)
+        except Exception as exc:
+            return self._failed(case, broker, round_number, exc)
+        try:
+            return self._measure(
+                case,
+                broker,
+                round_number,
+                count,
+                lambda: confluent_consume(consumer, topic, partitions, count),
+            )
+        finally:
+            consumer.close()
+
+    def _measure(
+        self, case: str, broker: BrokerUnderTest, round_number: int, count: int, body: Callable[[], None]
+    ) -> bool:
+        """Run ``body``, timed and with the broker's CPU read before and after; record it under ``case``."""
+        try:
+            with broker.cpu.phase() as spent:
+                started = time.perf_counter()
+                body()
+                seconds = time.perf_counter() - started
+        except Exception as exc:
+            return self._failed(case, broker, round_number, exc)
+        result = self.comparison.result(case, broker.name)
+        result.rate.add(count / seconds)
+        result.cpu_per_million.add(per_million(spent.seconds, count))
+        self.say(
+            f"round {round_number} {broker.name:<13} {case:<30} {count / seconds:>10,.0f} rec/s  "
+            f"broker CPU {per_million(spent.seconds, count):6.2f} s per million ({seconds:.2f} s)"
+        )
+        return True
+
+    def _failed(self, case: str, broker: BrokerUnderTest, round_number: int, exc: Exception) -> bool:
+        log.debug("%s %s failed", broker.name, case, exc_info=exc)
+        line = f"round {round_number} {broker.name} {case}: {type(exc).__name__}: {exc}"
+        self.comparison.failures.append(line)
+        self.say(f"[red]{line}")
+        return False
+
+
+# ------------------------------------------------------------------------------------------- the brokers
+
+
+def run_kafka_comparison(
+    cluster: Any, scratch: Path, records: int, rounds: int, partitions: list[int], say: Report
+) -> KafkaComparison:
+    """Apache Kafka against a Lumber broker (:mod:`bench.paper_kafka`), both stopped after."""
+    import confluent_kafka  # noqa: PLC0415
+
+    kafka = KafkaCluster(
+        scratch / "kafka",
+        heap_mb=KAFKA_HEAP_MB,
+        settings=KAFKA_DEFAULTS,
+        jvm_options=(f"-Xms{KAFKA_HEAP_MB}m", *KAFKA_SCRIPT_JVM_OPTIONS),
+    )
+    say("starting Apache Kafka (one KRaft combined node) and a Lumber broker with its defaults")
+    kafka.start()
+    lumber = None
+    try:
+        lumber = cluster.add_broker(LUMBER_DEFAULTS)
+        node = kafka.nodes[0]
+        if node.pid is None or lumber.popen is None:
+            raise RuntimeError("a broker of the Kafka comparison is not running")
+        brokers = [
+            BrokerUnderTest(KAFKA, kafka.bootstrap, node.pid, admin_create_topic(kafka.bootstrap)),
+            BrokerUnderTest(
+                LUMBER, lumber.address, lumber.popen.pid, lumber_create_topic(cluster, lumber.broker_id)
+            ),
+        ]
+        comparison = KafkaBench(brokers, records, rounds, partitions, scratch / "kafka-bench", say).run()
+        comparison.notes.append(
+            f"Apache Kafka {kafka_version()} (one KRaft combined node, JVM {' '.join(node.jvm_options)} "
+            f"-Xmx{node.heap_mb}m; settings beyond Kafka's defaults: listeners on 127.0.0.1, internal "
+            "topics' replication factor 1); Lumber with its defaults; confluent-kafka "
+            f"{confluent_kafka.version()} / librdkafka {confluent_kafka.libversion()[0]}; {kcat_version()}"
+        )
+    finally:
+        kafka.stop()
+        if lumber is not None:
+            lumber.stop()
+    return comparison
+
+
+def kafka_version() -> str:
+    for jar in peer_jars("kafka"):
+        if jar.name.startswith("kafka_2.13-"):
+            return jar.name.removeprefix("kafka_2.13-").removesuffix(".jar")
+    return "?"
+
+
+def kcat_version() -> str:
+    done = subprocess.run(["kcat", "-V"], capture_output=True, text=True, check=False, timeout=10)
+    line = next((line for line in done.stdout.splitlines() if line.startswith("Version ")), "")
+    words = line.split()  # Version 1.7.1 (JSON, ..., librdkafka 2.0.2 builtin.features=...)
+    if len(words) < 2:
+        return "kcat"
+    librdkafka = words[words.index("librdkafka") + 1] if "librdkafka" in words[:-1] else "?"
+    return f"kcat {words[1]} (librdkafka {librdkafka})"

@@ -1,0 +1,53 @@
+"""bench/paper_kafka_report.py: the Kafka comparison's tables, medians with min and max, ratios Lumber / Kafka
+and issue 39's goals beside them."""
+
+from __future__ import annotations
+
+from bench.paper_kafka import KAFKA, LUMBER, KafkaComparison, partitions_case
+from bench.paper_kafka_report import markdown
+
+
+def comparison() -> KafkaComparison:
+    result = KafkaComparison(records=200_000, rounds=3, partitions=[1, 4])
+    rates = {
+        ("produce, batch 50, acks=1", KAFKA): ([300_000.0, 200_000.0, 250_000.0], [4.0, 6.0, 5.0]),
+        ("produce, batch 50, acks=1", LUMBER): ([100_000.0, 150_000.0, 125_000.0], [7.0, 9.0, 8.0]),
+        ("consume", KAFKA): ([1_000_000.0], [1.0]),
+        ("consume", LUMBER): ([1_500_000.0], [1.0]),
+        (partitions_case("produce", 1), KAFKA): ([200_000.0], [5.0]),
+        (partitions_case("produce", 4), KAFKA): ([100_000.0], [9.0]),
+        (partitions_case("produce", 1), LUMBER): ([400_000.0], [3.0]),
+        (partitions_case("produce", 4), LUMBER): ([200_000.0], [3.0]),
+    }
+    for (case, broker), (values, cpu) in rates.items():
+        for value, seconds in zip(values, cpu, strict=True):
+            result.result(case, broker).rate.add(value)
+            result.result(case, broker).cpu_per_million.add(seconds)
+    result.failures.append("round 2 Lumber kcat consume: RuntimeError: kcat exited 1")
+    return result
+
+
+def test_cases_with_medians_ratios_and_goals() -> None:
+    lines = markdown(comparison()).splitlines()
+    assert lines[0] == (
+        "200,000 records of 100 bytes, 3 rounds, median [min - max]; "
+        "broker CPU in seconds per million records"
+    )
+    assert (
+        "| produce, batch 50, acks=1 | 250,000 [200,000 - 300,000] | 125,000 [100,000 - 150,000] | 0.50x "
+        "| >= 1x: not met | 5.00 [4.00 - 6.00] | 8.00 [7.00 - 9.00] | 1.60x | <= 1.5x: not met |"
+    ) in lines
+    assert (
+        "| consume | 1,000,000 | 1,500,000 | 1.50x | >= 1x: met | 1.00 | 1.00 | 1.00x | <= 1.5x: met |"
+    ) in lines
+    # cases that did not run are left out, not shown empty
+    assert not any(line.startswith("| produce, batch 1") for line in lines)
+    assert lines[-1] == "- FAILED round 2 Lumber kcat consume: RuntimeError: kcat exited 1"
+
+
+def test_partitions_against_each_broker_own_fewest() -> None:
+    lines = markdown(comparison()).splitlines()
+    assert "| produce, 1 partition | 200,000 | 1.00x | 400,000 | 1.00x | 2.00x |" in lines
+    assert "| produce, 4 partitions | 100,000 | 0.50x | 200,000 | 0.50x | 2.00x |" in lines
+    assert "| consume, 1 partition | - | - | - | - | - |" in lines
+    assert "- Lumber produce, 4 / 1 partitions: 0.50x (goal for Lumber >= 1x: not met)" in lines
