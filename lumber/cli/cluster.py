@@ -151,6 +151,7 @@ def _run(handler: Handler) -> Callable[[argparse.Namespace, LumberConfig], int]:
 
         if not args.debug:
             logging.getLogger("kazoo").setLevel(logging.ERROR)
+        args.consumer_settings = config.consumer  # the brokers' partition sizes are asked as [consumer]
         try:
             with zookeeper_session(args, config) as client:
                 return handler(args, client)
@@ -301,19 +302,16 @@ def _rebalance(args: argparse.Namespace, client: KazooClient) -> int:
             "them"
         )
     plan = rebalance_plan(snapshot.assignments, snapshot.live, snapshot.racks)
-    lines = [
-        f"{tp}: {list(snapshot.assignments[tp.topic][tp.partition])} -> {list(r)}"
-        for tp, r in sorted(plan.targets.items())
-    ]
+    if not plan.targets:
+        _report(args, {"moves": [], "total_bytes": 0}, ["balanced already: nothing to move"])
+        return 0
+    moves, total = planned_moves(args, client, snapshot, plan)
     if args.plan:
         if args.output is not None:
             args.output.write_text(plan.to_json() + "\n")
-        _report(args, {"moves": _entries(plan.targets)}, lines or ["balanced already: nothing to move"])
+        _report(args, {"moves": moves, "total_bytes": total}, _move_lines(moves, total))
         return 0
-    if not plan.targets:
-        print("balanced already: nothing to move")
-        return 0
-    for line in lines:
+    for line in _move_lines(moves, total):
         print(line)
     execute(args, client, snapshot, plan)
     return wait_for_moves(args, client, plan)
@@ -336,8 +334,9 @@ def _decommission(args: argparse.Namespace, client: KazooClient) -> int:
             [b for b in snapshot.live if b != broker],
             list(snapshot.moving),
         )
-        for tp, r in sorted(plan.targets.items()):
-            print(f"{tp}: {list(snapshot.assignments[tp.topic][tp.partition])} -> {list(r)}")
+        moves, total = planned_moves(args, client, snapshot, plan)
+        for line in _move_lines(moves, total):
+            print(line)
         execute(args, client, snapshot, plan)
         code = wait_for_moves(args, client, plan)
         if code != 0:
@@ -355,6 +354,51 @@ def _partitions_on(snapshot: ClusterSnapshot, broker: int) -> list[TopicPartitio
         for p, replicas in sorted(partitions.items())
         if broker in replicas
     ]
+
+
+def planned_moves(
+    args: argparse.Namespace, client: KazooClient, snapshot: ClusterSnapshot, plan: ReassignmentPlan
+) -> tuple[list[dict[str, Any]], int | None]:
+    """Each move of ``plan`` (topic, partition, replicas now and after, the bytes it copies) and their
+    total; bytes None when the brokers did not tell the sizes (a warning on stderr says why)."""
+    from broker.cluster import zk_reads
+    from lumber.cli.partition_sizes import PartitionSizes
+
+    current = {tp: snapshot.assignments[tp.topic][tp.partition] for tp in plan.targets}
+    copying = sorted(tp for tp, target in plan.targets.items() if set(target) - set(current[tp]))
+    states = zk_reads.read_states(client, copying) if copying else {}
+    leaders = {tp: state.leader if state is not None else -1 for tp, state in states.items()}
+    sizes = PartitionSizes.read(leaders, zk_reads.read_brokers(client), args.consumer_settings)
+    if sizes.unknown_because:
+        print(
+            f"lumber: warning: the bytes each move copies are not shown: {sizes.unknown_because}",
+            file=sys.stderr,
+        )
+    copied = {tp: sizes.copied(tp, current[tp], target) for tp, target in plan.targets.items()}
+    moves: list[dict[str, Any]] = [
+        {
+            "topic": tp.topic,
+            "partition": tp.partition,
+            "current": list(current[tp]),
+            "replicas": list(target),
+            "bytes": copied[tp],
+        }
+        for tp, target in sorted(plan.targets.items())
+    ]
+    total = None if sizes.unknown_because else sum(n or 0 for n in copied.values())
+    return moves, total
+
+
+def _move_lines(moves: list[dict[str, Any]], total: int | None) -> list[str]:
+    lines = []
+    for move in moves:
+        line = f"{move['topic']}-{move['partition']}: {move['current']} -> {move['replicas']}"
+        if move["bytes"] is not None:
+            line += f"  copies {move['bytes']:,} bytes"
+        lines.append(line)
+    if total is not None:
+        lines.append(f"{len(moves)} moves copy {total:,} bytes in all")
+    return lines
 
 
 def wait_for_moves(args: argparse.Namespace, client: KazooClient, plan: ReassignmentPlan) -> int:
