@@ -9,6 +9,7 @@ AlterPartitionReassignments.
     lumber cluster reassign --plan moves.json --verify                   which are done, which still move
     lumber cluster reassign --plan moves.json --cancel                   put the moving ones back
     lumber cluster rebalance --plan [--output moves.json]                propose an even spread, print it
+                                                                         with the bytes each move copies
     lumber cluster rebalance --execute [--timeout 10m]                   carry it out and wait
     lumber cluster decommission 3 [--timeout 10m]                        move everything off broker 3
 
@@ -19,7 +20,9 @@ twice, a broker that is not live, or a partition that is moving already (unless 
 ``--cancel`` asks for each moving partition of the plan to go back to its replicas before the move (the
 controller treats a move to the original replicas as Kafka's cancel). ``rebalance`` and ``decommission``
 wait until the moves are done (``--timeout``), then ask for preferred leaders; ``decommission`` then says
-the broker may be stopped.
+the broker may be stopped. Both print each move with the bytes it copies and their total
+(:mod:`lumber.cli.partition_sizes`; ``--json``: ``bytes`` per move, ``total_bytes``), or, when the brokers
+do not tell the sizes, the moves alone and one warning line saying why.
 
 Exit codes: 0 done, 1 error (ZooKeeper unreachable, a wait that timed out), 2 bad input.
 Heavy imports stay inside the handlers (the CLI starts fast).
@@ -82,7 +85,9 @@ def register(subparsers: Any) -> None:
         "rebalance", help="spread replicas and preferred leaders evenly over the live brokers"
     )
     mode = rebalance.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--plan", action="store_true", help="print the moves, change nothing")
+    mode.add_argument(
+        "--plan", action="store_true", help="print the moves and the bytes each copies, change nothing"
+    )
     mode.add_argument("--execute", action="store_true", help="carry the moves out and wait for them")
     rebalance.add_argument(
         "--output", type=Path, metavar="FILE", help="with --plan: write it as Kafka's JSON"
