@@ -19,6 +19,7 @@ import pytest
 from tests.broker.server.test_authorizer import PASSWORDS, AclCluster, acl_cluster
 from tests.broker.server.test_replication import REPLICATION
 from tests.support.broker_cluster import BrokerCluster
+from tests.support.secure_broker import PASSWORD, USER, SecureBroker
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -146,3 +147,31 @@ def test_sizes_over_sasl_and_a_warning_without_describe_on_the_cluster(
     ]
     assert all(m["bytes"] is None for m in refused["moves"])
     assert refused["total_bytes"] is None
+
+
+def test_sizes_over_sasl_ssl_from_the_leaders_listener_of_that_protocol(
+    start_cluster: Callable[..., BrokerCluster], tmp_path: Path
+) -> None:
+    cluster = start_cluster(0)
+    secure = SecureBroker(cluster, tmp_path / "broker")  # broker 0: PLAINTEXT first, then SSL, SASL, SASL_SSL
+    cluster.add_broker()  # broker 1: PLAINTEXT only, leads nothing that moves
+    cluster.create_topic("sz-tls", 2, {0: [0], 1: [0]})
+    producer = Producer({"bootstrap.servers": secure.broker.address, "acks": "all"})
+    for i in range(40):
+        producer.produce("sz-tls", b"z" * 300 + b"%03d" % i, partition=i % 2)
+    producer.flush(30)
+    assert len(producer) == 0
+    config = tmp_path / "tls.toml"
+    config.write_text(
+        f'[zookeeper]\nconnect = "{cluster.zk_connect}"\n[consumer]\nsecurity_protocol = "SASL_SSL"\n'
+        f'sasl_mechanism = "SCRAM-SHA-512"\nsasl_username = "{USER}"\nsasl_password = "{PASSWORD}"\n'
+        f'ssl_cafile = "{secure.ca.cafile}"\n'
+    )
+    done = plan(config)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    answer = json.loads(done.stdout)
+    moves = [m for m in answer["moves"] if m["topic"] == "sz-tls"]
+    assert [m["replicas"] for m in moves] == [[1]]
+    assert moves[0]["bytes"] == log_bytes(cluster, 0, "sz-tls", moves[0]["partition"]) > 20 * 300
+    assert answer["total_bytes"] == sum(m["bytes"] for m in answer["moves"])
