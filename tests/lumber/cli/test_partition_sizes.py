@@ -98,6 +98,21 @@ def test_rebalance_plan_gives_the_bytes_each_move_copies(
         assert f"{moved}  copies {move['bytes']:,} bytes" in text
     assert text[-1] == f"{len(moves)} moves copy {answer['total_bytes']:,} bytes in all"
 
+    # [consumer] asks for a protocol no broker listens on: the plan without sizes, and why
+    ssl = tmp_path / "ssl.toml"
+    ssl.write_text(f'{config.read_text()}[consumer]\nsecurity_protocol = "SSL"\n')
+    unsized = plan(ssl)
+    assert unsized.returncode == 0, unsized.stderr
+    first = min(leaders[m["partition"]] for m in moves if m["bytes"])
+    why = f"broker {first} has no SSL listener ([consumer] security_protocol)"
+    assert unsized.stderr.splitlines() == [
+        f"lumber: warning: the bytes each move copies are not shown: {why}"
+    ]
+    assert json.loads(unsized.stdout) == {
+        "moves": [{**m, "bytes": None} for m in moves],
+        "total_bytes": None,
+    }
+
 
 def sasl_config(tmp_path: Path, acl_cluster: AclCluster, user: str) -> Path:
     password = tmp_path / f"{user}.password"
