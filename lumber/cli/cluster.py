@@ -9,6 +9,7 @@ AlterPartitionReassignments.
     lumber cluster reassign --plan moves.json --verify                   which are done, which still move
     lumber cluster reassign --plan moves.json --cancel                   put the moving ones back
     lumber cluster rebalance --plan [--output moves.json]                propose an even spread, print it
+                                                                         with the bytes each move copies
     lumber cluster rebalance --execute [--timeout 10m]                   carry it out and wait
     lumber cluster decommission 3 [--timeout 10m]                        move everything off broker 3
 
@@ -19,7 +20,9 @@ twice, a broker that is not live, or a partition that is moving already (unless 
 ``--cancel`` asks for each moving partition of the plan to go back to its replicas before the move (the
 controller treats a move to the original replicas as Kafka's cancel). ``rebalance`` and ``decommission``
 wait until the moves are done (``--timeout``), then ask for preferred leaders; ``decommission`` then says
-the broker may be stopped.
+the broker may be stopped. Both print each move with the bytes it copies and their total
+(:mod:`lumber.cli.partition_sizes`; ``--json``: ``bytes`` per move, ``total_bytes``), or, when the brokers
+do not tell the sizes, the moves alone and one warning line saying why.
 
 Exit codes: 0 done, 1 error (ZooKeeper unreachable, a wait that timed out), 2 bad input.
 Heavy imports stay inside the handlers (the CLI starts fast).
@@ -82,7 +85,9 @@ def register(subparsers: Any) -> None:
         "rebalance", help="spread replicas and preferred leaders evenly over the live brokers"
     )
     mode = rebalance.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--plan", action="store_true", help="print the moves, change nothing")
+    mode.add_argument(
+        "--plan", action="store_true", help="print the moves and the bytes each copies, change nothing"
+    )
     mode.add_argument("--execute", action="store_true", help="carry the moves out and wait for them")
     rebalance.add_argument(
         "--output", type=Path, metavar="FILE", help="with --plan: write it as Kafka's JSON"
@@ -151,6 +156,7 @@ def _run(handler: Handler) -> Callable[[argparse.Namespace, LumberConfig], int]:
 
         if not args.debug:
             logging.getLogger("kazoo").setLevel(logging.ERROR)
+        args.consumer_settings = config.consumer  # the brokers' partition sizes are asked as [consumer]
         try:
             with zookeeper_session(args, config) as client:
                 return handler(args, client)
@@ -301,19 +307,16 @@ def _rebalance(args: argparse.Namespace, client: KazooClient) -> int:
             "them"
         )
     plan = rebalance_plan(snapshot.assignments, snapshot.live, snapshot.racks)
-    lines = [
-        f"{tp}: {list(snapshot.assignments[tp.topic][tp.partition])} -> {list(r)}"
-        for tp, r in sorted(plan.targets.items())
-    ]
+    if not plan.targets:
+        _report(args, {"moves": [], "total_bytes": 0}, ["balanced already: nothing to move"])
+        return 0
+    moves, total = planned_moves(args, client, snapshot, plan)
     if args.plan:
         if args.output is not None:
             args.output.write_text(plan.to_json() + "\n")
-        _report(args, {"moves": _entries(plan.targets)}, lines or ["balanced already: nothing to move"])
+        _report(args, {"moves": moves, "total_bytes": total}, _move_lines(moves, total))
         return 0
-    if not plan.targets:
-        print("balanced already: nothing to move")
-        return 0
-    for line in lines:
+    for line in _move_lines(moves, total):
         print(line)
     execute(args, client, snapshot, plan)
     return wait_for_moves(args, client, plan)
@@ -336,8 +339,9 @@ def _decommission(args: argparse.Namespace, client: KazooClient) -> int:
             [b for b in snapshot.live if b != broker],
             list(snapshot.moving),
         )
-        for tp, r in sorted(plan.targets.items()):
-            print(f"{tp}: {list(snapshot.assignments[tp.topic][tp.partition])} -> {list(r)}")
+        moves, total = planned_moves(args, client, snapshot, plan)
+        for line in _move_lines(moves, total):
+            print(line)
         execute(args, client, snapshot, plan)
         code = wait_for_moves(args, client, plan)
         if code != 0:
@@ -355,6 +359,51 @@ def _partitions_on(snapshot: ClusterSnapshot, broker: int) -> list[TopicPartitio
         for p, replicas in sorted(partitions.items())
         if broker in replicas
     ]
+
+
+def planned_moves(
+    args: argparse.Namespace, client: KazooClient, snapshot: ClusterSnapshot, plan: ReassignmentPlan
+) -> tuple[list[dict[str, Any]], int | None]:
+    """Each move of ``plan`` (topic, partition, replicas now and after, the bytes it copies) and their
+    total; bytes None when the brokers did not tell the sizes (a warning on stderr says why)."""
+    from broker.cluster import zk_reads
+    from lumber.cli.partition_sizes import PartitionSizes
+
+    current = {tp: snapshot.assignments[tp.topic][tp.partition] for tp in plan.targets}
+    copying = sorted(tp for tp, target in plan.targets.items() if set(target) - set(current[tp]))
+    states = zk_reads.read_states(client, copying) if copying else {}
+    leaders = {tp: state.leader if state is not None else -1 for tp, state in states.items()}
+    sizes = PartitionSizes.read(leaders, zk_reads.read_brokers(client), args.consumer_settings)
+    if sizes.unknown_because:
+        print(
+            f"lumber: warning: the bytes each move copies are not shown: {sizes.unknown_because}",
+            file=sys.stderr,
+        )
+    copied = {tp: sizes.copied(tp, current[tp], target) for tp, target in plan.targets.items()}
+    moves: list[dict[str, Any]] = [
+        {
+            "topic": tp.topic,
+            "partition": tp.partition,
+            "current": list(current[tp]),
+            "replicas": list(target),
+            "bytes": copied[tp],
+        }
+        for tp, target in sorted(plan.targets.items())
+    ]
+    total = None if sizes.unknown_because else sum(n or 0 for n in copied.values())
+    return moves, total
+
+
+def _move_lines(moves: list[dict[str, Any]], total: int | None) -> list[str]:
+    lines = []
+    for move in moves:
+        line = f"{move['topic']}-{move['partition']}: {move['current']} -> {move['replicas']}"
+        if move["bytes"] is not None:
+            line += f"  copies {move['bytes']:,} bytes"
+        lines.append(line)
+    if total is not None:
+        lines.append(f"{len(moves)} moves copy {total:,} bytes in all")
+    return lines
 
 
 def wait_for_moves(args: argparse.Namespace, client: KazooClient, plan: ReassignmentPlan) -> int:

@@ -4,6 +4,7 @@ that leads partitions and stop it. Every acknowledged record is read back (by th
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -133,6 +134,7 @@ def test_decommission_a_leader_under_load_then_stop_it(
     cluster = start_cluster(3, **REPLICATION)
     cluster.create_topic("drain", 4, replication_factor=2)
     leaving = cluster.state_of("drain", 0).leader
+    held = replica_counts(cluster)[leaving]
     load = AckedProducer(cluster, "drain", 4).start()
     wait_for(lambda: len(load.acknowledged) >= 1000, 60, "1000 acknowledged records")
     result = lumber_cluster(cluster, tmp_path, "decommission", str(leaving), "--timeout", "120s")
@@ -140,6 +142,16 @@ def test_decommission_a_leader_under_load_then_stop_it(
     assert result.stdout.splitlines()[-1] == (
         f"broker {leaving} holds no replicas and leads no partition: it may be stopped"
     )
+    # each move adds one replica: it copies the leader's log, records acknowledged so far (never nothing)
+    moves = [
+        re.fullmatch(r"drain-\d: \[.*\] -> \[.*\]  copies ([\d,]+) bytes", line)
+        for line in result.stdout.splitlines()
+        if " -> " in line
+    ]
+    copies = [int(m[1].replace(",", "")) for m in moves if m is not None]
+    assert len(copies) == len(moves) == held, result.stdout
+    assert min(copies) > 0
+    assert f"{len(copies)} moves copy {sum(copies):,} bytes in all" in result.stdout.splitlines()
     assert replica_counts(cluster)[leaving] == 0
     wait_for(
         lambda: not list(cluster.broker(leaving).log_dir.glob("drain-*")),
