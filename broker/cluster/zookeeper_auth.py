@@ -13,25 +13,28 @@ Every kazoo client of Lumber is made by :func:`new_zookeeper_client`. Without an
   world READ.
 
 The identity is per process, as Kafka's is (the JAAS ``Client`` section is the JVM's): the CLI installs
-the one its config names once at start (:meth:`ZooKeeperAuth.install`), and a client made without an
-explicit ``auth`` takes it; a broker passes its own explicitly. The password is held with ``repr=False``
-and never formatted into a message.
+the one its config names once at start (:meth:`ZooKeeperAuth.install`, its password read when the first
+client is made), and a client made without an explicit ``auth`` takes it; a broker passes its own
+explicitly. The password is held with ``repr=False`` and never formatted into a message.
 
-Thread-safety: :meth:`ZooKeeperAuth.install` is meant for start-up; reading the installed identity is a
-plain attribute read.
+Thread-safety: :meth:`ZooKeeperAuth.install` is meant for start-up. Two threads making their first clients
+at once may both read the password (the same value): harmless.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from kazoo.client import KazooClient
 from kazoo.security import ACL, make_acl, make_digest_acl
 
+from broker.cluster import zk_paths
+
 #: Znodes (and all below them) that get the digest user's ACL only (Kafka: /config/users, /config/brokers,
 #: /delegation_token; Lumber keeps no secrets in the other two).
-SENSITIVE_ROOT_PATHS = ("/config/users",)
+SENSITIVE_ROOT_PATHS = (zk_paths.CONFIG_USERS_PATH,)
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,7 @@ class ZooKeeperAuth:
     user: str
     password: str = field(repr=False)
 
-    _installed: ClassVar[ZooKeeperAuth | None] = None
+    _installed: ClassVar[ZooKeeperAuth | Callable[[], ZooKeeperAuth | None] | None] = None
 
     def __post_init__(self) -> None:
         if not self.user or ":" in self.user:
@@ -62,14 +65,19 @@ class ZooKeeperAuth:
         return [make_digest_acl(self.user, self.password, all=True)]
 
     @classmethod
-    def install(cls, auth: ZooKeeperAuth | None) -> None:
-        """Make ``auth`` this process's identity (None: none) for clients made without an explicit one."""
+    def install(cls, auth: ZooKeeperAuth | Callable[[], ZooKeeperAuth | None] | None) -> None:
+        """Make ``auth`` this process's identity (None: none) for clients made without an explicit one; a
+        callable is called when the first client is made (so that a command that never reaches ZooKeeper
+        never reads the password), and its error raised there."""
         cls._installed = auth
 
     @classmethod
     def installed(cls) -> ZooKeeperAuth | None:
         """The process's identity, or None."""
-        return cls._installed
+        installed = cls._installed
+        if callable(installed):
+            installed = cls._installed = installed()
+        return installed
 
 
 def new_zookeeper_client(
@@ -90,11 +98,6 @@ def sensitive_acl(client: KazooClient) -> list[ACL] | None:
     if not default:
         return None
     return [acl for acl in default if acl.id.scheme != "world"]
-
-
-def is_sensitive(path: str) -> bool:
-    """Whether ``path`` is or lies below a sensitive root."""
-    return any(path == root or path.startswith(root + "/") for root in SENSITIVE_ROOT_PATHS)
 
 
 def ensure_sensitive_path(client: KazooClient, path: str) -> list[ACL] | None:

@@ -240,8 +240,9 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         config = with_cluster_options(args, load_config(args.config))
-        # the process's ZooKeeper identity, for every kazoo client the command makes
-        ZooKeeperAuth.install(config.zookeeper.auth())
+        # the process's ZooKeeper identity, for every kazoo client the command makes (its password read
+        # when the first one is made)
+        ZooKeeperAuth.install(config.zookeeper.auth)
         code: int = args.handler(args, config)
     except ConfigError as exc:
         if args.debug:

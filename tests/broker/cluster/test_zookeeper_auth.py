@@ -122,6 +122,25 @@ def test_the_installed_identity_is_taken_by_clients_made_without_one(
     assert PASSWORD not in repr(ZooKeeperAuth(USER, PASSWORD))
 
 
+def test_an_unreadable_password_fails_the_commands_that_reach_zookeeper_only(
+    chroot: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "lumber.toml"
+    missing = tmp_path / "no-such-password"
+    config.write_text(
+        f"[zookeeper]\nconnect = {json.dumps(chroot)}\nauth_user = {json.dumps(USER)}\n"
+        f"auth_password_file = {json.dumps(str(missing))}\n"
+    )
+    shown = _lumber(config, "config", "show")
+    assert shown.returncode == 0, shown.stderr
+    listed = _lumber(config, "topics", "list")
+    assert listed.returncode == 2
+    assert listed.stderr.strip() == (
+        f"lumber: config error: zookeeper.auth_password_file: cannot read {str(missing)!r}: "
+        "No such file or directory"
+    )
+
+
 def _lumber(config: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "lumber", "--config", str(config), *args],
