@@ -22,6 +22,8 @@ from broker.cluster.zookeeper_auth import ZooKeeperAuth, new_zookeeper_client, s
 from broker.network.scram_credential import ScramCredential, ScramMechanism
 from lumber.dev.process import free_port
 from lumber.dev.zookeeper_server import ZooKeeperServer
+from schemas.registry.config import RegistryConfig
+from schemas.registry.server import connected_registry
 from tests.support.broker_cluster import BrokerProcess
 from tests.support.zookeeper import make_chroot, new_client
 
@@ -233,3 +235,22 @@ def test_a_broker_and_the_cli_with_zookeeper_auth(chroot: str, stranger: KazooCl
             assert PASSWORD not in text
     finally:
         broker.stop()
+
+
+def test_the_registry_takes_the_installed_identity(chroot: str, stranger: KazooClient) -> None:
+    schema = '{"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}'
+    ZooKeeperAuth.install(ZooKeeperAuth(USER, PASSWORD))
+    try:
+        with connected_registry(RegistryConfig(), chroot) as registry:
+            assert registry.register("orders-value", schema) == 1
+    finally:
+        ZooKeeperAuth.install(None)
+    assert _acl_set(stranger.get_acls("/schema_registry")[0]) == {
+        (31, "digest", f"{USER}:x"),
+        (1, "world", "anyone"),
+    }
+    assert stranger.get_children("/schema_registry")  # readable
+    with pytest.raises(NoAuthError):
+        stranger.create("/schema_registry/ids/99", b"{}")
+    with pytest.raises(NoAuthError):
+        stranger.set("/schema_registry", b"")
