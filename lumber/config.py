@@ -109,23 +109,10 @@ class ZooKeeperConfig(ConfigSection):
         read."""
         if not self.auth_user:
             return None
-        if self.auth_password_file:
-            path = self.auth_password_file
-            try:
-                lines = Path(path).read_text(encoding="utf-8").splitlines()
-            except (OSError, UnicodeDecodeError) as exc:
-                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
-                raise ConfigError(f"zookeeper.auth_password_file: cannot read {path!r}: {reason}") from None
-            if not lines or not lines[0]:
-                raise ConfigError(f"zookeeper.auth_password_file: the first line of {path!r} is empty")
-            return ZooKeeperAuth(self.auth_user, lines[0])
-        password = os.environ.get(self.auth_password_env, "")
-        if not password:
-            raise ConfigError(
-                f"zookeeper.auth_password_env: the environment variable {self.auth_password_env} is not "
-                "set or empty"
-            )
-        return ZooKeeperAuth(self.auth_user, password)
+        try:
+            return ZooKeeperAuth.read(self.auth_user, self.auth_password_file, self.auth_password_env)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
 
 class DevConfig(ConfigSection):

@@ -23,8 +23,10 @@ at once may both read the password (the same value): harmless.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from kazoo.client import KazooClient
@@ -51,6 +53,30 @@ class ZooKeeperAuth:
             raise ValueError(f"zookeeper.auth_user: {self.user!r} must be non-empty and without ':'")
         if not self.password:
             raise ValueError("zookeeper auth: the password is empty")
+
+    @classmethod
+    def read(cls, user: str, password_file: str, password_env: str) -> ZooKeeperAuth:
+        """``user`` with the first line of ``password_file``, else the variable ``password_env``; a
+        ValueError naming the key and the file or variable (never the value) when it cannot be read."""
+        if password_file:
+            try:
+                lines = Path(password_file).read_text(encoding="utf-8").splitlines()
+            except (OSError, UnicodeDecodeError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+                raise ValueError(
+                    f"zookeeper.auth_password_file: cannot read {password_file!r}: {reason}"
+                ) from None
+            if not lines or not lines[0]:
+                raise ValueError(
+                    f"zookeeper.auth_password_file: the first line of {password_file!r} is empty"
+                )
+            return cls(user, lines[0])
+        password = os.environ.get(password_env, "")
+        if not password:
+            raise ValueError(
+                f"zookeeper.auth_password_env: the environment variable {password_env} is not set or empty"
+            )
+        return cls(user, password)
 
     def auth_data(self) -> list[tuple[str, str]]:
         """kazoo's ``auth_data``: the session's ``digest`` credentials."""
