@@ -38,7 +38,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal, Self, get_args, get_origin
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
 
@@ -46,6 +46,7 @@ from audit.audit_config import AuditConfig
 from broker.client.consumer.consumer_config import ConsumerConfig
 from broker.client.groups.group_config import GroupConfig
 from broker.client.producer.producer_config import ProducerConfig
+from broker.cluster.zookeeper_auth import ZooKeeperAuth
 from broker.config import BrokerConfig, LogConfig
 from broker.config_section import ConfigSection, describe_type, error_phrases, setting
 from broker.web.web_security import WebSecurity
@@ -77,6 +78,41 @@ class ZooKeeperConfig(ConfigSection):
         10_000, "ZooKeeper session timeout; ephemeral nodes vanish this long after a process dies.", ge=1000
     )
     connect_timeout_ms: int = setting(15_000, "How long to wait for the first connection.", ge=100)
+    auth_user: str = setting(
+        "",
+        "A ZooKeeper digest user every Lumber process authenticates as; the znodes it creates get ALL for "
+        "that user and READ for the world (/config/users: that user only), as Kafka's "
+        "zookeeper.set.acl=true. Empty: no authentication, znodes open. Needs auth_password_file or "
+        "auth_password_env.",
+    )
+    auth_password_file: str = setting(
+        "", "A file whose first line is auth_user's password (keep it mode 0600)."
+    )
+    auth_password_env: str = setting("", "An environment variable holding auth_user's password.")
+
+    @model_validator(mode="after")
+    def _check_auth(self) -> Self:
+        if ":" in self.auth_user:
+            raise ValueError("auth_user must not contain ':'")
+        sources = [k for k in ("auth_password_file", "auth_password_env") if getattr(self, k)]
+        if len(sources) > 1:
+            raise ValueError("give at most one of auth_password_file, auth_password_env")
+        if self.auth_user and not sources:
+            raise ValueError("auth_user needs auth_password_file or auth_password_env")
+        if sources and not self.auth_user:
+            raise ValueError(f"{sources[0]} needs auth_user")
+        return self
+
+    def auth(self) -> ZooKeeperAuth | None:
+        """The digest identity, its password read now from its file or variable; None without auth_user.
+        :class:`ConfigError` naming the key and the file or variable (never the value) when it cannot be
+        read."""
+        if not self.auth_user:
+            return None
+        try:
+            return ZooKeeperAuth.read(self.auth_user, self.auth_password_file, self.auth_password_env)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
 
 class DevConfig(ConfigSection):

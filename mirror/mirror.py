@@ -68,7 +68,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
@@ -80,6 +79,7 @@ from broker.client.producer.producer import Producer
 from broker.client.producer.producer_config import ProducerConfig
 from broker.cluster.errors import ClusterError, TopicExistsError, ZooKeeperError
 from broker.cluster.topic_admin import TopicAdmin
+from broker.cluster.zookeeper_auth import new_zookeeper_client
 from mirror.mirror_audit import MirrorAuditEmitter
 from mirror.mirror_config import MirrorConfig
 from mirror.mirror_errors import MirrorConfigError, MirrorError, TopicMismatchError
@@ -385,7 +385,7 @@ class Mirror:
 @contextmanager
 def _admin(connect: str) -> Iterator[TopicAdmin]:
     """A :class:`TopicAdmin` over a kazoo client of its own, stopped on exit."""
-    client = KazooClient(hosts=connect, timeout=_ZK_TIMEOUT_S)
+    client = new_zookeeper_client(hosts=connect, timeout=_ZK_TIMEOUT_S)
     try:
         client.start(timeout=_ZK_TIMEOUT_S)
     except (KazooTimeoutError, KazooException) as exc:

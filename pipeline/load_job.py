@@ -46,6 +46,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
+from broker.cluster.zookeeper_auth import new_zookeeper_client
 from pipeline.commit import CommitProtocol, RecoveryReport
 from pipeline.completeness_publisher import publish_completeness
 from pipeline.faults import Faults
@@ -127,7 +128,7 @@ def parquet_settings(load: LoadConfig) -> ParquetSettings:
 
 def _zookeeper(config: LoadSections) -> KazooClient:
     zk = config.zookeeper
-    client = KazooClient(hosts=zk.connect, timeout=zk.session_timeout_ms / 1000)
+    client = new_zookeeper_client(hosts=zk.connect, timeout=zk.session_timeout_ms / 1000)
     try:
         client.start(timeout=zk.connect_timeout_ms / 1000)
     except KazooTimeoutError as exc:

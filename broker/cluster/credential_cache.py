@@ -21,6 +21,7 @@ from kazoo.client import KazooClient
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from broker.cluster import zk_paths
+from broker.cluster.zookeeper_auth import ensure_sensitive_path
 from broker.network.scram_credential import ScramCredential, ScramMechanism
 
 logger = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ class CredentialCache:
         self._stopped = False
 
     def start(self) -> None:
-        self._client.ensure_path(zk_paths.CONFIG_USERS_PATH)
+        ensure_sensitive_path(self._client, zk_paths.CONFIG_USERS_PATH)
         ChildrenWatch(self._client, zk_paths.CONFIG_USERS_PATH, self._on_children)
 
     def stop(self) -> None:

@@ -6,7 +6,8 @@ read (or creates it), retrying when another writer came between, so two administ
 one user at once both keep theirs; :meth:`UserCredentialStore.delete` removes mechanisms the same way and the
 node with the last one. The brokers see every change through their watches
 (:class:`~broker.cluster.credential_cache.CredentialCache`). Nothing here sees a password: callers pass
-credentials made by :meth:`~broker.network.scram_credential.ScramCredential.generate`.
+credentials made by :meth:`~broker.network.scram_credential.ScramCredential.generate`. With a ZooKeeper
+identity (:mod:`broker.cluster.zookeeper_auth`) the nodes are readable by that identity only.
 
 Thread-safe (every operation is its own ZooKeeper transaction).
 """
@@ -19,6 +20,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from broker.cluster import zk_paths
 from broker.cluster.errors import ClusterError, zookeeper_error
+from broker.cluster.zookeeper_auth import ensure_sensitive_path
 from broker.network.scram_credential import ScramCredential, ScramMechanism
 
 _TRIES = 10
@@ -40,7 +42,7 @@ class UserCredentialStore:
                     data, stat = self._client.get(path)
                 except NoNodeError:
                     try:
-                        self._client.create(path, zk_paths.encode_user_config(changes), makepath=True)
+                        self._create(path, zk_paths.encode_user_config(changes))
                     except NodeExistsError:
                         continue
                     return
@@ -99,6 +101,12 @@ class UserCredentialStore:
                 raise zookeeper_error("read", path, exc) from exc
             users[name] = sorted(zk_paths.decode_user_config(path, data))
         return users
+
+    def _create(self, path: str, data: bytes) -> None:
+        """Create ``path`` and its missing parents; with a ZooKeeper identity, ``/config/users`` and the
+        user's node take the sensitive ACL (the identity only: no world READ of credentials)."""
+        acl = ensure_sensitive_path(self._client, zk_paths.CONFIG_USERS_PATH)
+        self._client.create(path, data, acl=acl)
 
     @staticmethod
     def _path(user: str) -> str:

@@ -49,6 +49,7 @@ from broker.cluster.producer_id_manager import ProducerIdManager
 from broker.cluster.replication_throttle import ReplicationThrottle
 from broker.cluster.topic_admin import TopicAdmin
 from broker.cluster.topic_config_store import TopicConfigStore
+from broker.cluster.zookeeper_auth import ZooKeeperAuth, new_zookeeper_client
 from broker.config import BrokerConfig, LogConfig
 from broker.endpoint import Endpoint, SecurityProtocol
 from broker.log.log_manager import LogManager
@@ -102,6 +103,8 @@ class ZooKeeperSettings:
     connect: str
     session_timeout_ms: int = 10_000
     connect_timeout_ms: int = 15_000
+    #: the digest identity the broker authenticates as and creates its znodes for (None: the process's)
+    auth: ZooKeeperAuth | None = None
 
 
 class BrokerServer:
@@ -254,7 +257,11 @@ class BrokerServer:
             for warning in metrics_security(config).check():
                 logger.warning("%s", warning)
         where = f"zookeeper {self._zookeeper.connect}"
-        client = KazooClient(hosts=self._zookeeper.connect, timeout=self._zookeeper.session_timeout_ms / 1000)
+        client = new_zookeeper_client(
+            hosts=self._zookeeper.connect,
+            timeout=self._zookeeper.session_timeout_ms / 1000,
+            auth=self._zookeeper.auth,
+        )
         try:
             client.start(timeout=self._zookeeper.connect_timeout_ms / 1000)
         except (KazooTimeoutError, KazooException) as exc:

@@ -231,6 +231,7 @@ def _closed_pipe() -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from audit.errors import AuditError
+    from broker.cluster.zookeeper_auth import ZooKeeperAuth
     from broker.errors import BrokerError
     from lumber.cli.cluster_options import with_cluster_options
     from lumber.config import load_config
@@ -239,6 +240,9 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         config = with_cluster_options(args, load_config(args.config))
+        # the process's ZooKeeper identity, for every kazoo client the command makes (its password read
+        # when the first one is made)
+        ZooKeeperAuth.install(config.zookeeper.auth)
         code: int = args.handler(args, config)
     except ConfigError as exc:
         if args.debug:

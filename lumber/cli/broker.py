@@ -68,6 +68,7 @@ def _start(args: argparse.Namespace, config: LumberConfig) -> int:
         connect=args.zookeeper_connect or config.zookeeper.connect,
         session_timeout_ms=config.zookeeper.session_timeout_ms,
         connect_timeout_ms=config.zookeeper.connect_timeout_ms,
+        auth=config.zookeeper.auth(),
     )
     if args.verify_logs and not _verify_logs(broker_config.broker_id, [Path(d) for d in log_config.log_dirs]):
         return 1

@@ -12,6 +12,7 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from broker.cluster.errors import ZooKeeperError
+from broker.cluster.zookeeper_auth import new_zookeeper_client
 
 if TYPE_CHECKING:
     from lumber.config import LumberConfig
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 def zookeeper_session(args: argparse.Namespace, config: LumberConfig) -> Iterator[KazooClient]:
     """A started client; :class:`ZooKeeperError` (retriable) when ZooKeeper cannot be reached."""
     connect = args.zookeeper_connect or config.zookeeper.connect
-    client = KazooClient(hosts=connect, timeout=config.zookeeper.session_timeout_ms / 1000)
+    client = new_zookeeper_client(hosts=connect, timeout=config.zookeeper.session_timeout_ms / 1000)
     try:
         client.start(timeout=config.zookeeper.connect_timeout_ms / 1000)
     except (KazooTimeoutError, KazooException) as exc:

@@ -27,6 +27,7 @@ from broker.client.consumer.consumer_config import ConsumerConfig
 from broker.client.errors import ClientError
 from broker.client.groups.kafka.kafka_group_admin import KafkaGroupAdmin
 from broker.cluster import zk_reads
+from broker.cluster.zookeeper_auth import new_zookeeper_client
 from lumber.config import LumberConfig
 from lumber.console.errors import SourceUnavailableError
 from schemas.client import SchemaRegistryClient
@@ -52,7 +53,9 @@ class Sources:
         """A started kazoo session (:class:`SourceUnavailableError` if ZooKeeper does not answer)."""
         if self._zk is None:
             connect = self.config.zookeeper.connect
-            client = KazooClient(hosts=connect, timeout=self.config.zookeeper.session_timeout_ms / 1000)
+            client = new_zookeeper_client(
+                hosts=connect, timeout=self.config.zookeeper.session_timeout_ms / 1000
+            )
             try:
                 client.start(timeout=self.timeout_ms / 1000)
             except (KazooTimeoutError, KazooException) as exc:

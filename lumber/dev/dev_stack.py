@@ -59,12 +59,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from broker.cluster.errors import ClusterError, TopicExistsError
 from broker.cluster.topic_admin import TopicAdmin
+from broker.cluster.zookeeper_auth import new_zookeeper_client
 from lumber.config import LumberConfig, dump_config, write_private
 from lumber.dev.dev_security import DevSecurity
 from lumber.dev.hdfs_server import HdfsPorts, HdfsServer
@@ -479,7 +479,7 @@ class DevStack:
         would, ``default_replication_factor`` replicas) unless it exists."""
         config = self.stack_config()
         topic = config.audit.topic
-        client = KazooClient(
+        client = new_zookeeper_client(
             hosts=config.zookeeper.connect, timeout=config.zookeeper.session_timeout_ms / 1000
         )
         try:

@@ -21,12 +21,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from broker.cluster import zk_paths
 from broker.cluster.topic_admin import TopicAdmin
+from broker.cluster.zookeeper_auth import new_zookeeper_client
 
 #: /proc/<pid>/stat states of a process stopped by a signal or a tracer
 STOPPED_STATES = ("T", "t")
@@ -109,7 +109,7 @@ class StackHealth:
         replicas: dict[int, int],
         in_isr: dict[int, int],
     ) -> bool:
-        client = KazooClient(hosts=self.zookeeper_connect, timeout=self.connect_timeout_s)
+        client = new_zookeeper_client(hosts=self.zookeeper_connect, timeout=self.connect_timeout_s)
         try:
             client.start(timeout=self.connect_timeout_s)
         except (KazooTimeoutError, KazooException) as exc:

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
-from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
+from broker.cluster.zookeeper_auth import new_zookeeper_client
 from schemas.errors import StoreError
 from schemas.registry.app import create_app
 from schemas.registry.basic_auth import BasicAuthMiddleware, read_users
@@ -40,7 +40,7 @@ def connected_registry(
     metrics: RegistryMetrics | None = None,
 ) -> Iterator[SchemaRegistry]:
     """A :class:`SchemaRegistry` on a started kazoo client (closed on exit), its store layout in place."""
-    client = KazooClient(hosts=zookeeper_connect, timeout=session_timeout_ms / 1000)
+    client = new_zookeeper_client(hosts=zookeeper_connect, timeout=session_timeout_ms / 1000)
     try:
         client.start(timeout=connect_timeout_ms / 1000)
     except KazooTimeoutError as exc:

@@ -256,3 +256,76 @@ def test_every_derived_key_is_a_renamed_key_of_its_one_key() -> None:
     }
     assert derived.pop("producer.audit_state_dir") == "audit.state_dir"
     assert derived == RENAMED_KEYS
+
+
+ZK_PASSWORD = "zk-Secret-in-a-file"
+
+
+@pytest.mark.parametrize(
+    ("zookeeper", "message"),
+    [
+        (
+            "auth_user = 'lumber'",
+            "section [zookeeper]: auth_user needs auth_password_file or auth_password_env",
+        ),
+        ("auth_password_env = 'ZKPW'", "section [zookeeper]: auth_password_env needs auth_user"),
+        (
+            "auth_user = 'lumber'\nauth_password_env = 'ZKPW'\nauth_password_file = 'f'",
+            "give at most one of auth_password_file, auth_password_env",
+        ),
+        ("auth_user = 'a:b'\nauth_password_env = 'ZKPW'", "auth_user must not contain ':'"),
+        ("auth_user = 'lumber'\nauth_password = 'inline'", "unknown key 'zookeeper.auth_password'"),
+    ],
+)
+def test_zookeeper_auth_keys_are_checked(tmp_path: Path, zookeeper: str, message: str) -> None:
+    path = write(tmp_path, f"[zookeeper]\n{zookeeper}\n")
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(path, env={})
+    assert message in str(excinfo.value)
+    assert "inline" not in str(excinfo.value)
+
+
+def test_zookeeper_auth_from_a_file_or_a_variable_never_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = tmp_path / "zk-password"
+    secret.write_text(ZK_PASSWORD + "\nsecond line ignored\n")
+    config = load_config(
+        write(tmp_path, f"[zookeeper]\nauth_user = 'lumber'\nauth_password_file = '{secret}'\n"), env={}
+    )
+    auth = config.zookeeper.auth()
+    assert auth is not None
+    assert (auth.user, auth.password) == ("lumber", ZK_PASSWORD)
+    assert auth.auth_data() == [("digest", f"lumber:{ZK_PASSWORD}")]
+    for text in (dump_config(config, mask_secrets=True), dump_config(config), repr(config), repr(auth)):
+        assert ZK_PASSWORD not in text
+
+    monkeypatch.setenv("LUMBER_TEST_ZKPW", "from-the-env")
+    by_env = config.zookeeper.replace(auth_password_file="", auth_password_env="LUMBER_TEST_ZKPW").auth()
+    assert by_env is not None
+    assert by_env.password == "from-the-env"
+    assert LumberConfig().zookeeper.auth() is None
+
+
+def test_an_unreadable_zookeeper_password_names_the_key_and_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    zookeeper = LumberConfig().zookeeper
+    missing = tmp_path / "nope"
+    with pytest.raises(ConfigError) as excinfo:
+        zookeeper.replace(auth_user="lumber", auth_password_file=str(missing)).auth()
+    assert (
+        str(excinfo.value)
+        == f"zookeeper.auth_password_file: cannot read {str(missing)!r}: No such file or directory"
+    )
+    empty = tmp_path / "empty"
+    empty.write_text("\n" + ZK_PASSWORD)
+    with pytest.raises(ConfigError, match=r"the first line of .* is empty") as excinfo:
+        zookeeper.replace(auth_user="lumber", auth_password_file=str(empty)).auth()
+    assert ZK_PASSWORD not in str(excinfo.value)
+    monkeypatch.delenv("LUMBER_TEST_ZKPW_UNSET", raising=False)
+    with pytest.raises(ConfigError) as excinfo:
+        zookeeper.replace(auth_user="lumber", auth_password_env="LUMBER_TEST_ZKPW_UNSET").auth()
+    assert str(excinfo.value) == (
+        "zookeeper.auth_password_env: the environment variable LUMBER_TEST_ZKPW_UNSET is not set or empty"
+    )

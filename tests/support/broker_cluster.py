@@ -98,6 +98,8 @@ class BrokerProcess:
     zk_connect: str
     zk: KazooClient
     settings: Mapping[str, Any] = field(default_factory=dict)
+    #: more ``[zookeeper]`` keys (``auth_user``, ``auth_password_file``)
+    zookeeper_settings: Mapping[str, Any] = field(default_factory=dict)
     handle: ProcessHandle | None = None
     popen: subprocess.Popen[bytes] | None = None
 
@@ -132,6 +134,7 @@ class BrokerProcess:
             "[zookeeper]",
             f"connect = {_toml_value(self.zk_connect)}",
             f"session_timeout_ms = {BROKER_SESSION_TIMEOUT_MS}",
+            *(f"{k} = {_toml_value(v)}" for k, v in self.zookeeper_settings.items()),
             "",
             "[broker]",
             *(f"{k} = {_toml_value(v)}" for k, v in broker.items()),

@@ -29,7 +29,6 @@ import logging
 from collections.abc import Collection
 from typing import Any
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
@@ -38,6 +37,7 @@ from broker.client.metadata.bootstrap_metadata_source import metadata_request, s
 from broker.client.metadata.broker_pool import BrokerPool
 from broker.client.metadata.cluster_snapshot import NO_LEADER, BrokerAddress, ClusterSnapshot, PartitionInfo
 from broker.cluster import zk_paths, zk_reads
+from broker.cluster.zookeeper_auth import new_zookeeper_client
 from broker.endpoint import Endpoint, SecurityProtocol
 from broker.protocol.api_key import ApiKey
 from broker.protocol.error_code import ErrorCode
@@ -53,7 +53,7 @@ class ZooKeeperMetadataSource:
     def __init__(self, connect: str, pool: BrokerPool, *, timeout_ms: int) -> None:
         self._connect = connect
         self._pool = pool
-        self._client = KazooClient(hosts=connect, timeout=max(timeout_ms / 1000, 1.0))
+        self._client = new_zookeeper_client(hosts=connect, timeout=max(timeout_ms / 1000, 1.0))
         try:
             self._client.start(timeout=max(timeout_ms / 1000, 1.0))
         except (KazooTimeoutError, KazooException) as exc:

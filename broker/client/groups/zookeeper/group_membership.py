@@ -92,6 +92,7 @@ from broker.client.groups.zookeeper.partition_handover import PartitionHandover
 from broker.client.groups.zookeeper.partition_ownership import PartitionOwnership
 from broker.cluster import zk_paths
 from broker.cluster.errors import ClusterError
+from broker.cluster.zookeeper_auth import new_zookeeper_client
 from broker.record.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -168,7 +169,7 @@ class GroupMembership:
         self.group = group
         self._config = config
         self._subscription = dict(subscription)
-        self._client = KazooClient(
+        self._client = new_zookeeper_client(
             hosts=zookeeper_connect,
             timeout=config.session_timeout_ms / 1000,
             connection_retry={"max_tries": -1, "delay": 0.05, "backoff": 2, "max_delay": 1.0},
