@@ -15,6 +15,9 @@
   transactions: it reads up to the high watermark) starting from the altered offsets.
 * ``commit_with_metadata_then_delete_group``: a member commits offsets with metadata, a new consumer of the
   group reads them back (``committed``), then, once the group is empty, DeleteGroups.
+* ``admin_deletes_one_partitions_offset``: an empty group's offsets altered on two partitions, then
+  kafka-python's OffsetDelete of partition 0 (confluent-kafka 2.16's AdminClient has no such call) and of a
+  group that does not exist; the group's offsets listed afterwards hold partition 1's alone.
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
     from confluent_kafka.admin import AdminClient
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KpPartition
+    from kafka.errors import KafkaError as KafkaPythonError
 
 PARTITIONS = 6
 
@@ -265,3 +271,36 @@ def test_admin_alters_then_lists_offsets(targets: tuple[Target, Target]) -> None
     transcript = conform(admin_alters_then_lists_offsets, targets)
     assert transcript["listed"] == [[0, 3, None], [1, 4, None]]
     assert transcript["read_committed"] == [[0, 3, "r6"], [0, 4, "r8"], [1, 4, "r9"]]
+
+
+def admin_deletes_one_partitions_offset(target: Target, topic: str) -> Transcript:
+    created = create_topic(target.bootstrap, topic, partitions=2)
+    group = f"{topic}-group"
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    wanted = [TopicPartition(topic, 0, 3), TopicPartition(topic, 1, 4)]
+    for _ in range(60):  # NOT_COORDINATOR while a new coordinator loads (see admin_alters_then_lists_offsets)
+        altered = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, wanted)])
+        if all(tp.error is None for tp in altered[group].result(timeout=30).topic_partitions):
+            break
+        time.sleep(0.5)
+    raw = KafkaAdminClient(bootstrap_servers=target.bootstrap, request_timeout_ms=30_000)
+    try:
+        deleted = raw.delete_group_offsets(group, [KpPartition(topic, 0)])
+        by_partition = sorted([tp.partition, error.__name__] for tp, error in deleted.items())
+        try:
+            raw.delete_group_offsets(f"{group}-never", [KpPartition(topic, 0)])
+            unknown_group = None
+        except KafkaPythonError as exc:
+            unknown_group = type(exc).__name__
+    finally:
+        raw.close()
+    listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
+    found = listed[group].result(timeout=30).topic_partitions
+    remaining = sorted([tp.partition, tp.offset] for tp in found if tp.offset >= 0)
+    return {"created": created, "deleted": by_partition, "unknown_group": unknown_group, "listed": remaining}
+
+
+def test_admin_deletes_one_partitions_offset(targets: tuple[Target, Target]) -> None:
+    transcript = conform(admin_deletes_one_partitions_offset, targets)
+    assert transcript["deleted"] == [[0, "NoError"]]
+    assert transcript["listed"] == [[1, 4]]
