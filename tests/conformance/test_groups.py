@@ -18,6 +18,9 @@
 * ``admin_deletes_one_partitions_offset``: an empty group's offsets altered on two partitions, then
   kafka-python's OffsetDelete of partition 0 (confluent-kafka 2.16's AdminClient has no such call) and of a
   group that does not exist; the group's offsets listed afterwards hold partition 1's alone.
+* ``consumer_group_protocol``: whether the broker advertises ConsumerGroupHeartbeat (KIP-848) in ApiVersions,
+  then a ``group.protocol=consumer`` member of a 2-partition topic polled for 20 s: its assignment, the
+  records it read and the errors its polls returned (DIFFERENCES.md: Lumber does not serve KIP-848).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from tests.conformance.clients import create_topic, error_name, produce
+from tests.conformance.clients import advertised_api_keys, create_topic, error_name, produce
 from tests.conformance.conformance import Transcript, conform
 from tests.conformance.target import Target
 
@@ -41,6 +44,7 @@ with warnings.catch_warnings():
     from kafka.errors import KafkaError as KafkaPythonError
 
 PARTITIONS = 6
+CONSUMER_GROUP_HEARTBEAT = 68  # api key
 
 
 def _member(target: Target, group: str, strategy: str) -> Any:
@@ -300,7 +304,52 @@ def admin_deletes_one_partitions_offset(target: Target, topic: str) -> Transcrip
     return {"created": created, "deleted": by_partition, "unknown_group": unknown_group, "listed": remaining}
 
 
+def consumer_group_protocol(target: Target, topic: str) -> Transcript:
+    created = create_topic(target.bootstrap, topic, partitions=2)
+    advertises = CONSUMER_GROUP_HEARTBEAT in advertised_api_keys(target.bootstrap)
+    produce(target.bootstrap, topic, [{"value": b"v%d" % i, "partition": i % 2} for i in range(4)])
+    member = Consumer(
+        {
+            "bootstrap.servers": target.bootstrap,
+            "group.id": f"{topic}-group",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    errors: list[str] = []
+    values: list[str] = []
+    try:
+        member.subscribe([topic])
+        deadline = time.monotonic() + 20
+        while len(values) < 4 and time.monotonic() < deadline:
+            msg = member.poll(0.2)
+            if msg is None:
+                continue
+            error = msg.error()
+            if error is not None:
+                if error.name() not in errors:
+                    errors.append(error.name())
+            else:
+                values.append(bytes(msg.value() or b"").decode())
+        assigned = sorted(tp.partition for tp in member.assignment())
+    finally:
+        member.close()
+    return {
+        "created": created,
+        "advertises_consumer_group_heartbeat": advertises,
+        "errors": errors,
+        "assigned": assigned,
+        "values": sorted(values),
+    }
+
+
 def test_admin_deletes_one_partitions_offset(targets: tuple[Target, Target]) -> None:
     transcript = conform(admin_deletes_one_partitions_offset, targets)
     assert transcript["deleted"] == [[0, "NoError"]]
     assert transcript["listed"] == [[1, 4]]
+
+
+def test_consumer_group_protocol(targets: tuple[Target, Target]) -> None:
+    transcript = conform(consumer_group_protocol, targets)
+    assert transcript["member"] == "served by Kafka (both partitions, 4 records), not advertised by Lumber"
