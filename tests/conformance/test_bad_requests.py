@@ -12,6 +12,10 @@ then sends a valid ApiVersions v0 on the same connection to see whether it still
   back.
 * ``unsupported_metadata_version``: Metadata v127.
 * ``truncated_header``: a frame that holds only the api key and version.
+* ``unknown_partition``: a 1-partition topic; kafka-python's Produce v9 (acks=1) of one record and Fetch v12
+  naming partition 5, on one connection, then acks=0's Produce on a second: each answer's error code, and
+  whether the connection still serves afterwards (Kafka closes an acks=0 producer's connection when its
+  produce fails, the only way it has to tell it).
 """
 
 from __future__ import annotations
@@ -19,12 +23,20 @@ from __future__ import annotations
 import socket
 import struct
 import time
+import warnings
 from typing import Any
 
 import pytest
 
+from tests.conformance.clients import create_topic
 from tests.conformance.conformance import Transcript, conform
 from tests.conformance.target import Target
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.consumer import FetchRequest, FetchResponse
+    from kafka.protocol.producer import ProduceRequest, ProduceResponse
+    from kafka.record.default_records import DefaultRecordBatchBuilder
 
 API_VERSIONS = 18
 METADATA = 3
@@ -113,6 +125,107 @@ def unsupported_metadata_version(target: Target, topic: str) -> Transcript:
 
 def truncated_header(target: Target, topic: str) -> Transcript:
     return _exchange(target, struct.pack(">ihh", 4, API_VERSIONS, 0))
+
+
+def _one_record() -> bytes:
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
+    builder.append(0, timestamp=None, key=b"k", value=b"v", headers=[])
+    return bytes(builder.build())
+
+
+def _produce_frame(topic: str, partition: int, acks: int, correlation_id: int) -> bytes:
+    data = ProduceRequest.TopicProduceData.PartitionProduceData(index=partition, records=_one_record())
+    wanted = ProduceRequest.TopicProduceData(name=topic, partition_data=[data])
+    request = ProduceRequest(acks=acks, timeout_ms=5000, topic_data=[wanted])
+    request.API_VERSION = 9
+    request.with_header(correlation_id=correlation_id, client_id="conformance")
+    return bytes(request.encode(version=9, header=True, framed=True))
+
+
+def _fetch_frame(topic: str, partition: int, correlation_id: int) -> bytes:
+    wanted = FetchRequest.FetchTopic.FetchPartition(
+        partition=partition, fetch_offset=0, partition_max_bytes=65536
+    )
+    request = FetchRequest(
+        replica_id=-1,
+        max_wait_ms=100,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        topics=[FetchRequest.FetchTopic(topic=topic, partitions=[wanted])],
+    )
+    request.API_VERSION = 12
+    request.with_header(correlation_id=correlation_id, client_id="conformance")
+    return bytes(request.encode(version=12, header=True, framed=True))
+
+
+def _still_serves(sock: socket.socket) -> Any:
+    try:
+        sock.sendall(_frame(API_VERSIONS, 0, 99))
+        follow, _ = _read_response(sock)
+    except OSError:
+        return False
+    return _api_versions_answer(follow) if follow else False
+
+
+def unknown_partition(target: Target, topic: str) -> Transcript:
+    created = create_topic(target.bootstrap, topic, partitions=1)
+    host, port = target.bootstrap.split(",")[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(_produce_frame(topic, 5, 1, 11))
+        response, produce_closed = _read_response(sock, 10.0)
+        produced: Any = None
+        if response is not None:
+            decoded = ProduceResponse.decode(response, version=9, header=True, framed=True)
+            produced = [
+                [t.name == topic, p.index, p.error_code, p.base_offset]
+                for t in decoded.responses
+                for p in t.partition_responses
+            ]
+        sock.sendall(_fetch_frame(topic, 5, 12))
+        response, fetch_closed = _read_response(sock, 10.0)
+        fetched: Any = None
+        if response is not None:
+            answer = FetchResponse.decode(response, version=12, header=True, framed=True)
+            fetched = {
+                "error_code": answer.error_code,
+                "partitions": [
+                    [t.topic == topic, p.partition_index, p.error_code, p.high_watermark]
+                    for t in answer.responses
+                    for p in t.partitions
+                ],
+            }
+        serves = False if fetch_closed else _still_serves(sock)
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(_produce_frame(topic, 5, 0, 13))
+        unacked, unacked_closed = _read_response(sock)
+        unacked_serves = False if unacked_closed else _still_serves(sock)
+    return {
+        "created": created,
+        "produce": produced,
+        "produce_closed": produce_closed,
+        "fetch": fetched,
+        "fetch_closed": fetch_closed,
+        "still_serves": serves,
+        "acks_0_answer": unacked,
+        "acks_0_closed": unacked_closed,
+        "acks_0_still_serves": unacked_serves,
+    }
+
+
+def test_unknown_partition(targets: tuple[Target, Target]) -> None:
+    transcript = conform(unknown_partition, targets)
+    assert transcript["produce"] == [[True, 5, 3, -1]]  # UNKNOWN_TOPIC_OR_PARTITION
+    assert transcript["fetch"]["partitions"] == [[True, 5, 3, -1]]
+    assert transcript["acks_0_closed"] is True
 
 
 @pytest.mark.parametrize(
