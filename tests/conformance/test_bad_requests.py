@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import socket
 import struct
-import time
 import warnings
 from typing import Any
 
@@ -30,13 +29,13 @@ import pytest
 
 from tests.conformance.clients import create_topic
 from tests.conformance.conformance import Transcript, conform
+from tests.conformance.raw_requests import fetch_frame, produce_frame, read_response
 from tests.conformance.target import Target
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka.protocol.consumer import FetchRequest, FetchResponse
-    from kafka.protocol.producer import ProduceRequest, ProduceResponse
-    from kafka.record.default_records import DefaultRecordBatchBuilder
+    from kafka.protocol.consumer import FetchResponse
+    from kafka.protocol.producer import ProduceResponse
 
 API_VERSIONS = 18
 METADATA = 3
@@ -50,26 +49,6 @@ def _frame(
     payload = struct.pack(">hhih", api_key, api_version, correlation_id, len(client)) + client
     payload += (b"\x00" if flexible else b"") + body
     return struct.pack(">i", len(payload)) + payload
-
-
-def _read_response(sock: socket.socket, timeout_s: float = 2.0) -> tuple[bytes | None, bool]:
-    """One response's bytes (None if none came), and whether the broker closed the connection."""
-    sock.settimeout(timeout_s)
-    data = b""
-    deadline = time.monotonic() + timeout_s
-    try:
-        while time.monotonic() < deadline:
-            chunk = sock.recv(65536)
-            if not chunk:
-                return (data or None), True
-            data += chunk
-            if len(data) >= 4 and len(data) >= 4 + struct.unpack_from(">i", data)[0]:
-                return data, False
-    except TimeoutError:
-        return (data or None), False
-    except ConnectionResetError:
-        return (data or None), True
-    return (data or None), False
 
 
 def _api_versions_answer(response: bytes) -> dict[str, Any]:
@@ -87,7 +66,7 @@ def _exchange(target: Target, frame: bytes) -> Transcript:
     host, port = target.bootstrap.split(",")[0].rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=5) as sock:
         sock.sendall(frame)
-        response, closed = _read_response(sock)
+        response, closed = read_response(sock)
         answer: Any = None
         if response is not None:
             (correlation_id,) = struct.unpack_from(">i", response, 4)
@@ -99,7 +78,7 @@ def _exchange(target: Target, frame: bytes) -> Transcript:
         if not closed:
             try:
                 sock.sendall(_frame(API_VERSIONS, 0, 99))
-                follow, _ = _read_response(sock)
+                follow, _ = read_response(sock)
                 still_serves = _api_versions_answer(follow) if follow else False
             except OSError:
                 still_serves = False
@@ -115,7 +94,7 @@ def unsupported_api_versions_version(target: Target, topic: str) -> Transcript:
     with socket.create_connection((host, int(port)), timeout=5) as sock:
         # as librdkafka and the Java client send it: header v2, the body's client software name and version
         sock.sendall(_frame(API_VERSIONS, 127, 7, b"\x05lumb\x021\x00", flexible=True))
-        response, closed = _read_response(sock)
+        response, closed = read_response(sock)
     return {"answer": _api_versions_answer(response) if response else None, "closed": closed}
 
 
@@ -127,50 +106,10 @@ def truncated_header(target: Target, topic: str) -> Transcript:
     return _exchange(target, struct.pack(">ihh", 4, API_VERSIONS, 0))
 
 
-def _one_record() -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    builder.append(0, timestamp=None, key=b"k", value=b"v", headers=[])
-    return bytes(builder.build())
-
-
-def _produce_frame(topic: str, partition: int, acks: int, correlation_id: int) -> bytes:
-    data = ProduceRequest.TopicProduceData.PartitionProduceData(index=partition, records=_one_record())
-    wanted = ProduceRequest.TopicProduceData(name=topic, partition_data=[data])
-    request = ProduceRequest(acks=acks, timeout_ms=5000, topic_data=[wanted])
-    request.API_VERSION = 9
-    request.with_header(correlation_id=correlation_id, client_id="conformance")
-    return bytes(request.encode(version=9, header=True, framed=True))
-
-
-def _fetch_frame(topic: str, partition: int, correlation_id: int) -> bytes:
-    wanted = FetchRequest.FetchTopic.FetchPartition(
-        partition=partition, fetch_offset=0, partition_max_bytes=65536
-    )
-    request = FetchRequest(
-        replica_id=-1,
-        max_wait_ms=100,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        topics=[FetchRequest.FetchTopic(topic=topic, partitions=[wanted])],
-    )
-    request.API_VERSION = 12
-    request.with_header(correlation_id=correlation_id, client_id="conformance")
-    return bytes(request.encode(version=12, header=True, framed=True))
-
-
 def _still_serves(sock: socket.socket) -> Any:
     try:
         sock.sendall(_frame(API_VERSIONS, 0, 99))
-        follow, _ = _read_response(sock)
+        follow, _ = read_response(sock)
     except OSError:
         return False
     return _api_versions_answer(follow) if follow else False
@@ -180,8 +119,8 @@ def unknown_partition(target: Target, topic: str) -> Transcript:
     created = create_topic(target.bootstrap, topic, partitions=1)
     host, port = target.bootstrap.split(",")[0].rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=5) as sock:
-        sock.sendall(_produce_frame(topic, 5, 1, 11))
-        response, produce_closed = _read_response(sock, 10.0)
+        sock.sendall(produce_frame(topic, 5, 1, 11))
+        response, produce_closed = read_response(sock, 10.0)
         produced: Any = None
         if response is not None:
             decoded = ProduceResponse.decode(response, version=9, header=True, framed=True)
@@ -190,8 +129,8 @@ def unknown_partition(target: Target, topic: str) -> Transcript:
                 for t in decoded.responses
                 for p in t.partition_responses
             ]
-        sock.sendall(_fetch_frame(topic, 5, 12))
-        response, fetch_closed = _read_response(sock, 10.0)
+        sock.sendall(fetch_frame(topic, 5, 12))
+        response, fetch_closed = read_response(sock, 10.0)
         fetched: Any = None
         if response is not None:
             answer = FetchResponse.decode(response, version=12, header=True, framed=True)
@@ -205,8 +144,8 @@ def unknown_partition(target: Target, topic: str) -> Transcript:
             }
         serves = False if fetch_closed else _still_serves(sock)
     with socket.create_connection((host, int(port)), timeout=5) as sock:
-        sock.sendall(_produce_frame(topic, 5, 0, 13))
-        unacked, unacked_closed = _read_response(sock)
+        sock.sendall(produce_frame(topic, 5, 0, 13))
+        unacked, unacked_closed = read_response(sock)
         unacked_serves = False if unacked_closed else _still_serves(sock)
     return {
         "created": created,
