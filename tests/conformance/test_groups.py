@@ -227,10 +227,20 @@ def commit_with_metadata_then_delete_group(target: Target, topic: str) -> Transc
     member = _member(target, group, "range")
     try:
         member.assign([TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)])
-        member.commit(
-            offsets=[TopicPartition(topic, 0, 2, metadata="first"), TopicPartition(topic, 1, 1)],
-            asynchronous=False,
-        )
+        # the session's first group request on a fresh Kafka may find __consumer_offsets still loading
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                member.commit(
+                    offsets=[TopicPartition(topic, 0, 2, metadata="first"), TopicPartition(topic, 1, 1)],
+                    asynchronous=False,
+                )
+                break
+            except KafkaException as exc:
+                loading = error_name(exc) in ("NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS")
+                if not loading or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
     finally:
         member.close()
     reader = _member(target, group, "range")
