@@ -7,6 +7,8 @@ holds nothing client-specific. Every wait is bounded.
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
 import subprocess
 import time
 import warnings
@@ -260,3 +262,21 @@ def aiokafka_read_all(bootstrap: str, topic: str, partition: int, timeout_s: flo
         return {"records": records, "error": error}
 
     return asyncio.run(run())
+
+
+def advertised_api_keys(bootstrap: str) -> set[int]:
+    """The api keys the first bootstrap broker lists in its ApiVersions v0 response (read on a raw socket:
+    kafka-python's ``api_versions()`` raises on keys it does not know)."""
+    host, port = bootstrap.split(",", maxsplit=1)[0].rsplit(":", 1)
+    client = b"conformance"
+    request = struct.pack(">hhih", 18, 0, 1, len(client)) + client
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(request)) + request)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise AssertionError(f"{host}:{port} closed the connection before answering ApiVersions")
+            data += chunk
+    _correlation_id, _error_code, count = struct.unpack_from(">ihi", data, 4)
+    return {struct.unpack_from(">h", data, 14 + 6 * i)[0] for i in range(count)}

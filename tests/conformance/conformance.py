@@ -48,11 +48,23 @@ def _auto_create(transcript: Transcript) -> Transcript:
     return transcript
 
 
+def _consumer_group_protocol(transcript: Transcript) -> Transcript:
+    served: tuple[Any, ...] = (True, [], [0, 1], ["v0", "v1", "v2", "v3"])
+    unserved: tuple[Any, ...] = (False, [], [], [])
+    keys = ("advertises_consumer_group_heartbeat", "errors", "assigned", "values")
+    if tuple(transcript.get(key) for key in keys) in (served, unserved):
+        for key in keys:
+            del transcript[key]
+        transcript["member"] = "served by Kafka (both partitions, 4 records), not advertised by Lumber"
+    return transcript
+
+
 #: One normaliser per row of DIFFERENCES.md (same id), applied to the named scenarios' transcripts.
 NORMALISERS: dict[str, Normaliser] = {
     "min_insync_replicas_source": _min_insync_source,
     "segment_bytes_floor": _small_segments,
     "auto_create_topics": _auto_create,
+    "consumer_group_protocol": _consumer_group_protocol,
 }
 
 

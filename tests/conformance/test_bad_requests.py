@@ -12,19 +12,30 @@ then sends a valid ApiVersions v0 on the same connection to see whether it still
   back.
 * ``unsupported_metadata_version``: Metadata v127.
 * ``truncated_header``: a frame that holds only the api key and version.
+* ``unknown_partition``: a 1-partition topic; kafka-python's Produce v9 (acks=1) of one record and Fetch v12
+  naming partition 5, on one connection, then acks=0's Produce on a second: each answer's error code, and
+  whether the connection still serves afterwards (Kafka closes an acks=0 producer's connection when its
+  produce fails, the only way it has to tell it).
 """
 
 from __future__ import annotations
 
 import socket
 import struct
-import time
+import warnings
 from typing import Any
 
 import pytest
 
+from tests.conformance.clients import create_topic
 from tests.conformance.conformance import Transcript, conform
+from tests.conformance.raw_requests import fetch_frame, produce_frame, read_response
 from tests.conformance.target import Target
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.consumer import FetchResponse
+    from kafka.protocol.producer import ProduceResponse
 
 API_VERSIONS = 18
 METADATA = 3
@@ -38,26 +49,6 @@ def _frame(
     payload = struct.pack(">hhih", api_key, api_version, correlation_id, len(client)) + client
     payload += (b"\x00" if flexible else b"") + body
     return struct.pack(">i", len(payload)) + payload
-
-
-def _read_response(sock: socket.socket, timeout_s: float = 2.0) -> tuple[bytes | None, bool]:
-    """One response's bytes (None if none came), and whether the broker closed the connection."""
-    sock.settimeout(timeout_s)
-    data = b""
-    deadline = time.monotonic() + timeout_s
-    try:
-        while time.monotonic() < deadline:
-            chunk = sock.recv(65536)
-            if not chunk:
-                return (data or None), True
-            data += chunk
-            if len(data) >= 4 and len(data) >= 4 + struct.unpack_from(">i", data)[0]:
-                return data, False
-    except TimeoutError:
-        return (data or None), False
-    except ConnectionResetError:
-        return (data or None), True
-    return (data or None), False
 
 
 def _api_versions_answer(response: bytes) -> dict[str, Any]:
@@ -75,7 +66,7 @@ def _exchange(target: Target, frame: bytes) -> Transcript:
     host, port = target.bootstrap.split(",")[0].rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=5) as sock:
         sock.sendall(frame)
-        response, closed = _read_response(sock)
+        response, closed = read_response(sock)
         answer: Any = None
         if response is not None:
             (correlation_id,) = struct.unpack_from(">i", response, 4)
@@ -87,7 +78,7 @@ def _exchange(target: Target, frame: bytes) -> Transcript:
         if not closed:
             try:
                 sock.sendall(_frame(API_VERSIONS, 0, 99))
-                follow, _ = _read_response(sock)
+                follow, _ = read_response(sock)
                 still_serves = _api_versions_answer(follow) if follow else False
             except OSError:
                 still_serves = False
@@ -103,7 +94,7 @@ def unsupported_api_versions_version(target: Target, topic: str) -> Transcript:
     with socket.create_connection((host, int(port)), timeout=5) as sock:
         # as librdkafka and the Java client send it: header v2, the body's client software name and version
         sock.sendall(_frame(API_VERSIONS, 127, 7, b"\x05lumb\x021\x00", flexible=True))
-        response, closed = _read_response(sock)
+        response, closed = read_response(sock)
     return {"answer": _api_versions_answer(response) if response else None, "closed": closed}
 
 
@@ -113,6 +104,67 @@ def unsupported_metadata_version(target: Target, topic: str) -> Transcript:
 
 def truncated_header(target: Target, topic: str) -> Transcript:
     return _exchange(target, struct.pack(">ihh", 4, API_VERSIONS, 0))
+
+
+def _still_serves(sock: socket.socket) -> Any:
+    try:
+        sock.sendall(_frame(API_VERSIONS, 0, 99))
+        follow, _ = read_response(sock)
+    except OSError:
+        return False
+    return _api_versions_answer(follow) if follow else False
+
+
+def unknown_partition(target: Target, topic: str) -> Transcript:
+    created = create_topic(target.bootstrap, topic, partitions=1)
+    host, port = target.bootstrap.split(",")[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(produce_frame(topic, 5, 1, 11))
+        response, produce_closed = read_response(sock, 10.0)
+        produced: Any = None
+        if response is not None:
+            decoded = ProduceResponse.decode(response, version=9, header=True, framed=True)
+            produced = [
+                [t.name == topic, p.index, p.error_code, p.base_offset]
+                for t in decoded.responses
+                for p in t.partition_responses
+            ]
+        sock.sendall(fetch_frame(topic, 5, 12))
+        response, fetch_closed = read_response(sock, 10.0)
+        fetched: Any = None
+        if response is not None:
+            answer = FetchResponse.decode(response, version=12, header=True, framed=True)
+            fetched = {
+                "error_code": answer.error_code,
+                "partitions": [
+                    [t.topic == topic, p.partition_index, p.error_code, p.high_watermark]
+                    for t in answer.responses
+                    for p in t.partitions
+                ],
+            }
+        serves = False if fetch_closed else _still_serves(sock)
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(produce_frame(topic, 5, 0, 13))
+        unacked, unacked_closed = read_response(sock)
+        unacked_serves = False if unacked_closed else _still_serves(sock)
+    return {
+        "created": created,
+        "produce": produced,
+        "produce_closed": produce_closed,
+        "fetch": fetched,
+        "fetch_closed": fetch_closed,
+        "still_serves": serves,
+        "acks_0_answer": unacked,
+        "acks_0_closed": unacked_closed,
+        "acks_0_still_serves": unacked_serves,
+    }
+
+
+def test_unknown_partition(targets: tuple[Target, Target]) -> None:
+    transcript = conform(unknown_partition, targets)
+    assert transcript["produce"] == [[True, 5, 3, -1]]  # UNKNOWN_TOPIC_OR_PARTITION
+    assert transcript["fetch"]["partitions"] == [[True, 5, 3, -1]]
+    assert transcript["acks_0_closed"] is True
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,13 @@
   had merged them, confluent-kafka reported MSG_SIZE_TOO_LARGE ("Message at offset 10000 might be too
   large to fetch") and ``kcat -e`` exited 1 having printed nothing past it (1 of 6 runs: the issue's bug
   (b)). Lumber's cleaner now drops them as Kafka's does (:mod:`broker.log.log_cleaner`).
+* ``tombstones_gone_after_delete_retention``: a compacted topic (the same settings, ``delete.retention.ms``
+  100): 200 keys written, then tombstones (null values) for the first 100, a segment each; once the cleaner
+  has been through the tombstones' segment, and ``delete.retention.ms`` has passed, the other 100 keys are
+  written again (so the log is dirty and cleaned a second time). Kafka (KIP-534) gives a tombstone its
+  delete horizon in the first pass and drops it in a pass after the horizon; read from offset 0 by
+  confluent-kafka and ``kcat -e`` afterwards, the topic holds the 100 live keys' last values and no record
+  of a deleted key.
 """
 
 from __future__ import annotations
@@ -127,3 +134,82 @@ def cleaned_topic_read_by_every_client(target: Target, topic: str) -> Transcript
 def test_cleaned_topic_read_by_every_client(targets: tuple[Target, Target]) -> None:
     transcript = conform(cleaned_topic_read_by_every_client, targets)
     assert transcript["kcat"]["map_is_last_values"] is True
+
+
+def _written(target: Target, topic: str, records: list[dict[str, Any]]) -> None:
+    reports = produce(target.bootstrap, topic, records)
+    assert {r["error"] for r in reports} == {None}, f"{target.name}: {topic} refused a write"
+    time.sleep(0.11)  # segment.ms: the next append rolls a new segment
+
+
+def tombstones_gone_after_delete_retention(target: Target, topic: str) -> Transcript:
+    created = create_topic(
+        target.bootstrap,
+        topic,
+        configs={
+            "cleanup.policy": "compact",
+            "segment.bytes": "1048576",
+            "min.cleanable.dirty.ratio": "0.01",
+            "segment.ms": "100",
+            "delete.retention.ms": "100",
+        },
+    )
+    _written(
+        target,
+        topic,
+        [{"key": b"key-%03d" % k, "value": b"first %d" % k, "partition": 0} for k in range(200)],
+    )
+    _written(target, topic, [{"key": b"key-%03d" % k, "value": None, "partition": 0} for k in range(100)])
+    _written(target, topic, [{"key": b"roll", "value": b"rolled", "partition": 0}])
+    target.wait_cleaned(topic, 0, 300, timeout_s=90)
+    time.sleep(0.5)  # delete.retention.ms past the first pass
+    again = [{"key": b"key-%03d" % k, "value": b"again %d" % k, "partition": 0} for k in range(100, 200)]
+    _written(target, topic, again)
+    _written(target, topic, [{"key": b"roll", "value": b"rolled again", "partition": 0}])
+    end = 200 + 100 + 1 + 100 + 1
+    target.wait_cleaned(topic, 0, end - 1, timeout_s=90)
+    expected = {f"key-{k:03d}": f"again {k}" for k in range(100, 200)} | {"roll": "rolled again"}
+    confluent = consume_to_end(target.bootstrap, topic, 0)
+    code, out, err = kcat(
+        [
+            "-C",
+            "-b",
+            target.bootstrap,
+            "-t",
+            topic,
+            "-p",
+            "0",
+            "-e",
+            "-o",
+            "beginning",
+            "-q",
+            "-Z",
+            "-f",
+            "%k\t%s\n",
+        ]
+    )
+    kcat_keys = [line.split("\t", 1)[0] for line in out.splitlines()]
+    deleted = {f"key-{k:03d}" for k in range(100)}
+    return {
+        "created": created,
+        "confluent": {
+            "map_is_last_values": _last_values(confluent["records"]) == expected,
+            "deleted_keys_read": sorted({r["key"] for r in confluent["records"]} & deleted),
+            "tombstones_read": sum(1 for r in confluent["records"] if r["value"] is None),
+            "errors": confluent["errors"],
+            "reached_end": confluent["reached_end"],
+        },
+        "kcat": {
+            "exit": code,
+            "deleted_keys_read": sorted(set(kcat_keys) & deleted),
+            "live_keys_read": len(set(kcat_keys) - deleted),
+            "stderr": err.strip()[:300],
+        },
+    }
+
+
+def test_tombstones_gone_after_delete_retention(targets: tuple[Target, Target]) -> None:
+    transcript = conform(tombstones_gone_after_delete_retention, targets)
+    assert transcript["confluent"]["map_is_last_values"] is True
+    assert transcript["confluent"]["deleted_keys_read"] == []
+    assert transcript["kcat"]["live_keys_read"] == 101

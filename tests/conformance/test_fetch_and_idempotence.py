@@ -7,15 +7,28 @@
 * ``idempotent_producer``: confluent-kafka with ``enable.idempotence`` and five requests in flight, 2,000
   records in many batches to two partitions: the delivery reports' offsets and what a consumer reads back
   (each record once, in order).
+* ``fetch_at_log_end_waits``: kafka-python's Fetch v12 on a raw socket at a partition's log end (3 records),
+  ``min_bytes`` 1: with ``max_wait_ms`` 500 the empty answer comes after the wait (the transcript holds a
+  coarse bucket of the time, not the time); with ``max_wait_ms`` 5,000 and a record produced 300 ms after the
+  request, the answer comes with that record well before the wait ends.
 """
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
+import warnings
 from typing import Any
 
 from tests.conformance.clients import consume, create_topic, kafka_python_read_all, produce
 from tests.conformance.conformance import Transcript, conform
+from tests.conformance.raw_requests import fetch_frame, read_response
 from tests.conformance.target import Target
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.consumer import FetchResponse
 
 
 def fetch_limits_below_one_batch(target: Target, topic: str) -> Transcript:
@@ -79,6 +92,56 @@ def idempotent_producer(target: Target, topic: str) -> Transcript:
     }
 
 
+def _timed_fetch(target: Target, topic: str, offset: int, max_wait_ms: int) -> dict[str, Any]:
+    host, port = target.bootstrap.split(",")[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        started = time.monotonic()
+        sock.sendall(fetch_frame(topic, 0, 21, offset=offset, max_wait_ms=max_wait_ms))
+        response, closed = read_response(sock, max_wait_ms / 1000 + 10)
+        waited_ms = (time.monotonic() - started) * 1000
+    if response is None:
+        return {"answer": None, "closed": closed}
+    answer = FetchResponse.decode(response, version=12, header=True, framed=True)
+    (partition,) = [p for t in answer.responses for p in t.partitions]
+    return {
+        "error_code": partition.error_code,
+        "high_watermark": partition.high_watermark,
+        "has_records": bool(partition.records),
+        "waited_ms": waited_ms,
+    }
+
+
+def _bucket(waited_ms: float, max_wait_ms: int) -> str:
+    if waited_ms < 0.8 * max_wait_ms:
+        return "before 80% of the wait"
+    return "within 4 s after the wait" if waited_ms < max_wait_ms + 4000 else "4 s or more after the wait"
+
+
+def fetch_at_log_end_waits(target: Target, topic: str) -> Transcript:
+    created = create_topic(target.bootstrap, topic)
+    produce(
+        target.bootstrap, topic, [{"value": b"v%d" % i, "partition": 0} for i in range(3)], {"acks": "all"}
+    )
+    empty = _timed_fetch(target, topic, 3, 500)
+    empty["waited"] = _bucket(empty.pop("waited_ms"), 500)
+
+    def late() -> None:
+        time.sleep(0.3)
+        produce(
+            target.bootstrap, topic, [{"value": b"late", "partition": 0}], {"acks": "all", "linger.ms": 0}
+        )
+
+    writer = threading.Thread(target=late)
+    writer.start()
+    try:
+        woken = _timed_fetch(target, topic, 3, 5000)
+    finally:
+        writer.join(timeout=40)
+    waited_ms = woken.pop("waited_ms")
+    woken["waited"] = "under 2.5 s" if waited_ms < 2500 else "2.5 s or more"
+    return {"created": created, "empty": empty, "woken": woken}
+
+
 def test_fetch_limits_below_one_batch(targets: tuple[Target, Target]) -> None:
     transcript = conform(fetch_limits_below_one_batch, targets)
     assert len(transcript["confluent"]) == 6
@@ -87,3 +150,19 @@ def test_fetch_limits_below_one_batch(targets: tuple[Target, Target]) -> None:
 def test_idempotent_producer(targets: tuple[Target, Target]) -> None:
     transcript = conform(idempotent_producer, targets)
     assert transcript["read_in_order"] is True
+
+
+def test_fetch_at_log_end_waits(targets: tuple[Target, Target]) -> None:
+    transcript = conform(fetch_at_log_end_waits, targets)
+    assert transcript["empty"] == {
+        "error_code": 0,
+        "high_watermark": 3,
+        "has_records": False,
+        "waited": "within 4 s after the wait",
+    }
+    assert transcript["woken"] == {
+        "error_code": 0,
+        "high_watermark": 4,
+        "has_records": True,
+        "waited": "under 2.5 s",
+    }
