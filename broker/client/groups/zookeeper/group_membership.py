@@ -19,7 +19,7 @@ thread: when to join, elect, read a generation and hand over, and when to stop f
 
 How a rebalance goes (paper section 3.2, Algorithm 1, without the 0.8 consumer's flaws):
 
-1. Only the leader watches the members, brokers and topics (:mod:`broker.client.groups.zookeeper.group_leader`);
+1. Only the leader watches members, brokers and topics (:mod:`broker.client.groups.zookeeper.group_leader`);
    on a change it computes the assignment and writes it as generation + 1 with compare-and-set, fenced by its
    own candidate node (:meth:`FencedElection.fenced_transaction`). Every other member watches just the
    generation node, its predecessor in the election and the owner nodes it waits for: one notification per
