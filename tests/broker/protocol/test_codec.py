@@ -89,12 +89,12 @@ def test_decoded_records_are_views_of_the_frame():
 
 
 def test_unknown_api_key():
-    frame = struct.pack(">hhih", ApiKey.DELETE_RECORDS, 5, 77, -1)
+    frame = struct.pack(">hhih", ApiKey.WRITE_TXN_MARKERS, 5, 77, -1)
     with pytest.raises(
-        UnknownApiKeyError, match=r"correlation id 77: api key 21 \(DeleteRecords\) v5"
+        UnknownApiKeyError, match=r"correlation id 77: api key 27 \(WriteTxnMarkers\) v5"
     ) as info:
         decode_request(frame)
-    assert (info.value.api_key, info.value.correlation_id) == (21, 77)
+    assert (info.value.api_key, info.value.correlation_id) == (27, 77)
     with pytest.raises(UnknownApiKeyError, match=r"api key 999 \(unknown\)"):
         decode_request(struct.pack(">hhih", 999, 0, 1, -1))
 

@@ -87,5 +87,5 @@ def test_a_retriable_zookeeper_error_asks_the_client_to_retry() -> None:
 
 
 def test_no_exception_carries_a_code_of_its_own() -> None:
-    assert len(ERROR_CODES) == 43
+    assert len(ERROR_CODES) == 44
     assert [cls.__name__ for cls in ERROR_CODES if hasattr(cls, "kafka_error_code")] == []

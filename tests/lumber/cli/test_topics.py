@@ -88,9 +88,9 @@ def test_replication_factor_zero_is_a_usage_error(config: Path) -> None:
             (
                 "lumber: error: --config: topic 'x': Lumber does not read the topic config "
                 "'compression.type' (accepted: cleanup.policy, delete.retention.ms, max.message.bytes, "
-                "min.cleanable.dirty.ratio, min.compaction.lag.ms, min.insync.replicas, retention.bytes, "
-                "retention.ms, segment.bytes, segment.ms, unclean.leader.election.enable); set the others in "
-                "lumber.toml\n"
+                "message.timestamp.type, min.cleanable.dirty.ratio, min.compaction.lag.ms, "
+                "min.insync.replicas, retention.bytes, retention.ms, segment.bytes, segment.ms, "
+                "unclean.leader.election.enable); set the others in lumber.toml\n"
             ),
         ),
         (
@@ -177,7 +177,8 @@ def test_help_names_the_replication_options(config: Path) -> None:
     assert (
         "--config KEY=VALUE a topic config, repeatable: cleanup.policy (compact, delete, or both "
         "separated by a comma), delete.retention.ms (an integer of at least 0), max.message.bytes (an "
-        "integer from 61 to 2147483647), min.cleanable.dirty.ratio (a number from 0 to 1), "
+        "integer from 61 to 2147483647), message.timestamp.type (CreateTime or LogAppendTime), "
+        "min.cleanable.dirty.ratio (a number from 0 to 1), "
         "min.compaction.lag.ms (an integer of at least 0), min.insync.replicas (an integer from 1 to the "
         "replication factor), retention.bytes (an integer of at least -1), retention.ms (an integer of "
         "at least -1), segment.bytes (an integer from 128 to 2147483647), segment.ms (an integer of at "
