@@ -4,8 +4,10 @@ ZooKeeper keeps only each partition's last commit (``/consumers/<group>/offsets/
 it has no history to read. ``lumber groups lag --watch --metrics-port N`` observes groups every
 ``--interval`` and keeps Burrow's window of the last ``--window`` observations per partition
 (:class:`~broker.client.groups.lag_evaluation.LagWindow`); it serves them as JSON at ``/lag-history``
-(:mod:`pipeline.lag_exporter`). :func:`read_exporter_history` asks it for one group, and each sample becomes
-a point at its observation time (committed offset, log end offset). Without a configured exporter, or
+(:mod:`pipeline.lag_exporter`). :func:`read_exporter_history` asks it for one group, and each sample of a
+commit becomes a point at its observation time (committed offset, log end offset); a sample the exporter
+took before the group's first commit (``no_commit``: measured from a reset position, not committed) is no
+point of the history. Without a configured exporter, or
 when it does not answer or does not watch the group, the history is empty and its note says why and where
 history would come from: the rest of the page does not depend on it.
 
@@ -102,6 +104,7 @@ def read_exporter_statuses(sources: Sources, now_ms: int) -> tuple[dict[tuple[st
                         int(s["committed_offset"]),
                         int(s["committed_at_ms"]),
                         int(s["log_end_offset"]),
+                        no_commit=bool(s.get("no_commit", False)),
                     )
                     for s in partition["samples"]
                 ]
@@ -117,6 +120,7 @@ def _points(partitions: list[dict[str, Any]]) -> dict[TopicPartition, tuple[LagP
         TopicPartition(str(p["topic"]), int(p["partition"])): tuple(
             LagPoint(int(s["observed_at_ms"]), int(s["committed_offset"]), int(s["log_end_offset"]))
             for s in p["samples"]
+            if not s.get("no_commit", False)
         )
         for p in partitions
     }
