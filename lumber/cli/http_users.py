@@ -18,22 +18,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from broker.web.errors import UsersFileError
+from lumber.cli.users import BadInputError, new_password
 
 if TYPE_CHECKING:
     from lumber.config import LumberConfig
 
 BAD_INPUT_EXIT_CODE = 2
 ROLES = ("read", "admin")
-
-
-class _BadInputError(Exception):
-    """A name, password source or file that cannot be used (the message says which)."""
 
 
 def register(subparsers: Any) -> None:
@@ -78,7 +74,7 @@ def _run(handler: Any) -> Any:
             return BAD_INPUT_EXIT_CODE
         try:
             code: int = handler(args, Path(path))
-        except (_BadInputError, UsersFileError) as exc:
+        except (BadInputError, UsersFileError) as exc:
             print(f"lumber: error: {exc}", file=sys.stderr)
             return BAD_INPUT_EXIT_CODE
         return code
@@ -94,34 +90,8 @@ def _read(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError) as exc:
-        raise _BadInputError(f"cannot read the users file {path}: {exc}") from None
+        raise BadInputError(f"cannot read the users file {path}: {exc}") from None
     return dict(parse_users(text, str(path)))
-
-
-def _password(args: argparse.Namespace) -> str:
-    if args.password_file:
-        source = Path(args.password_file)
-        try:
-            lines = source.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise _BadInputError(
-                f"cannot read the password file {source}: {exc.__class__.__name__}"
-            ) from None
-        password, where = (lines[0] if lines else ""), f"the first line of {source}"
-    elif args.password_env:
-        password, where = os.environ.get(args.password_env, ""), f"${args.password_env}"
-    elif sys.stdin.isatty():
-        import getpass
-
-        password = getpass.getpass(f"password for {args.name}: ")
-        if getpass.getpass("again: ") != password:
-            raise _BadInputError("the two passwords differ")
-        where = "the terminal"
-    else:
-        raise _BadInputError("give the password with --password-file PATH or --password-env VAR")
-    if not password:
-        raise _BadInputError(f"the password from {where} is empty")
-    return password
 
 
 def _add(args: argparse.Namespace, path: Path) -> int:
@@ -130,7 +100,7 @@ def _add(args: argparse.Namespace, path: Path) -> int:
 
     check_name(args.name)
     users = _read(path)
-    password = _password(args)
+    password = new_password(args)
     users[args.name] = User(args.name, Role(args.role), PasswordHash.make(password))
     write_users(path, users)
     if args.json:

@@ -33,7 +33,7 @@ BAD_INPUT_EXIT_CODE = 2
 _MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
-class _BadInputError(Exception):
+class BadInputError(Exception):
     """A user name, password source or option that cannot be used (the message says which)."""
 
 
@@ -85,11 +85,11 @@ def _run(handler: Any) -> Any:
         if not args.debug:
             logging.getLogger("kazoo").setLevel(logging.ERROR)
         try:
-            password = _password(args) if handler is _add else ""
+            password = new_password(args) if handler is _add else ""
             with zookeeper_session(args, config) as client:
                 code: int = handler(args, UserCredentialStore(client), password)
                 return code
-        except _BadInputError as exc:
+        except BadInputError as exc:
             print(f"lumber: error: {exc}", file=sys.stderr)
             return BAD_INPUT_EXIT_CODE
         except ClusterError as exc:
@@ -101,14 +101,15 @@ def _run(handler: Any) -> Any:
     return run
 
 
-def _password(args: argparse.Namespace) -> str:
-    """The new password, from the file, the variable or the terminal (see the module docstring)."""
+def new_password(args: argparse.Namespace) -> str:
+    """The new password, from ``--password-file``, ``--password-env`` or the terminal (asked twice); never
+    from the command line (see the module docstring). ``lumber http-users`` reads its passwords here too."""
     if args.password_file:
         path = Path(args.password_file)
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as exc:
-            raise _BadInputError(f"cannot read the password file {path}: {exc.__class__.__name__}") from None
+            raise BadInputError(f"cannot read the password file {path}: {exc.__class__.__name__}") from None
         password = lines[0] if lines else ""
         where = f"the first line of {path}"
     elif args.password_env:
@@ -119,12 +120,12 @@ def _password(args: argparse.Namespace) -> str:
 
         password = getpass.getpass(f"password for {args.name}: ")
         if getpass.getpass("again: ") != password:
-            raise _BadInputError("the two passwords differ")
+            raise BadInputError("the two passwords differ")
         where = "the terminal"
     else:
-        raise _BadInputError("give the password with --password-file PATH or --password-env VAR")
+        raise BadInputError("give the password with --password-file PATH or --password-env VAR")
     if not password:
-        raise _BadInputError(f"the password from {where} is empty")
+        raise BadInputError(f"the password from {where} is empty")
     return password
 
 
@@ -132,7 +133,7 @@ def _add(args: argparse.Namespace, store: Any, password: str) -> int:
     from broker.network.scram_credential import MIN_ITERATIONS, ScramCredential, ScramMechanism
 
     if args.iterations < MIN_ITERATIONS:
-        raise _BadInputError(f"--iterations {args.iterations}: at least {MIN_ITERATIONS}")
+        raise BadInputError(f"--iterations {args.iterations}: at least {MIN_ITERATIONS}")
     mechanisms = [ScramMechanism.of(m) for m in (args.mechanism or _MECHANISMS)]
     store.upsert(args.name, {m: ScramCredential.generate(password, m, args.iterations) for m in mechanisms})
     names = [m.mechanism_name for m in mechanisms]
