@@ -135,6 +135,13 @@ class DevConfig(ConfigSection):
         ge=1,
         le=65535,
     )
+    broker_metrics_port: int = setting(
+        9308,
+        "Port of the stack's first broker's Prometheus metrics; broker i's is this + i (127.0.0.1; "
+        "[broker] metrics_port's default). 0: the stack's brokers serve no metrics.",
+        ge=0,
+        le=65535,
+    )
     lag_exporter_port: int = setting(
         8000,
         "Port of the stack's lag exporter (`lumber groups lag --all-groups --watch --metrics-port`, "

@@ -377,8 +377,9 @@ class Demo:
             raise DemoError(
                 f"`{self.lumber} dev up` failed (exit {code}; its output is above). If a port is taken, free "
                 "it or move the demo: LUMBER_DEV__ZOOKEEPER_PORT, LUMBER_DEV__BROKER_PORT, "
-                "LUMBER_DEV__REGISTRY_PORT, LUMBER_DEV__CONSOLE_PORT, LUMBER_DEV__LAG_EXPORTER_PORT, "
-                "LUMBER_DEV__HDFS_NAMENODE_PORT (and the other LUMBER_DEV__HDFS_*_PORT)"
+                "LUMBER_DEV__BROKER_METRICS_PORT, LUMBER_DEV__REGISTRY_PORT, LUMBER_DEV__CONSOLE_PORT, "
+                "LUMBER_DEV__LAG_EXPORTER_PORT, LUMBER_DEV__HDFS_NAMENODE_PORT (and the other "
+                "LUMBER_DEV__HDFS_*_PORT)"
             )
         self.say(f"  every command below runs with  export LUMBER_CONFIG={self.shown_dir}/lumber.toml")
         return config_path

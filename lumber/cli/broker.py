@@ -40,6 +40,11 @@ def register(subparsers: Any) -> None:
         "one lumber.toml each get their own (lumber dev up --secure)",
     )
     start.add_argument(
+        "--metrics-port",
+        type=int,
+        help="port of the broker's Prometheus metrics (default: [broker] metrics_port; 0: none)",
+    )
+    start.add_argument(
         "--log-dir", action="append", dest="log_dirs", help="a log dir (repeatable; default: [log] log_dirs)"
     )
     add_cluster_options(start, bootstrap=False)
@@ -57,7 +62,12 @@ def _start(args: argparse.Namespace, config: LumberConfig) -> int:
 
     overrides = {
         key: value
-        for key, value in (("broker_id", args.broker_id), ("host", args.host), ("port", args.port))
+        for key, value in (
+            ("broker_id", args.broker_id),
+            ("host", args.host),
+            ("port", args.port),
+            ("metrics_port", args.metrics_port),
+        )
         if value is not None
     }
     if args.listeners:

@@ -8,8 +8,9 @@ State folder layout (``--state-dir``, default ``.lumber``)::
 
 ``lumber.toml`` describes the stack as it runs: ZooKeeper's, the registry's, the console's and the lag
 exporter's addresses, ``[dev] state_dir``, and in ``[broker]`` and ``[log]`` broker 0 (its id, port and log
-dir); broker N starts from the same file with ``--id N --port <broker_port + N> --log-dir
-<state_dir>/broker-N/logs``, as a comment at its top says. ``[broker] default_replication_factor`` is
+dir); broker N starts from the same file with ``--id N --port <broker_port + N> --metrics-port
+<broker_metrics_port + N> --log-dir <state_dir>/broker-N/logs`` (``--metrics-port 0`` when
+``[dev] broker_metrics_port`` is 0), as a comment at its top says. ``[broker] default_replication_factor`` is
 ``min(brokers, 3)`` unless the user's config sets it: the brokers use it for the topics they create, and
 ``lumber topics create`` for topics created without ``--replication-factor``.
 
@@ -160,6 +161,7 @@ class DevStack:
             broker_id=0,
             host="127.0.0.1",
             port=self.config.dev.broker_port,
+            metrics_port=self.config.dev.broker_metrics_port,
             default_replication_factor=self.replication_factor,
             **(self.security.broker_settings() if self.config.dev.secure else {}),
         )
@@ -225,7 +227,8 @@ class DevStack:
             f"# written by `lumber dev up`: the config of the stack in {self.state_dir}",
             (
                 f"# [broker] and [log] describe broker 0; broker N (of {dev.brokers}) runs with --id N "
-                f"--port {dev.broker_port}+N --log-dir {self.state_dir}/broker-N/logs"
+                f"--port {dev.broker_port}+N --metrics-port {dev.broker_metrics_port}+N (0: none) "
+                f"--log-dir {self.state_dir}/broker-N/logs"
             ),
             "",
         ]
@@ -329,6 +332,11 @@ class DevStack:
             secure_port = self.config.dev.broker_sasl_ssl_port + broker_id
             argv += ["--listeners", ",".join(self.security.listeners(port, secure_port))]
             ports = (port, secure_port)
+        metrics_base = self.config.dev.broker_metrics_port
+        metrics_port = metrics_base + broker_id if metrics_base else 0
+        argv += ["--metrics-port", str(metrics_port)]
+        if metrics_port:
+            ports = (*ports, metrics_port)
         return ServiceSpec(
             name=f"broker-{broker_id}",
             ports=ports,

@@ -18,8 +18,9 @@ from lumber.demo import MARKER_FILE, Demo, DemoOptions
 from lumber.demo_errors import DemoError
 from lumber.demo_text import format_table, isr_text, warehouse_tree
 from lumber.dev.dev_stack import DevStack
-from lumber.dev.process import ProcessHandle, free_port, port_in_use, process_start_ticks
+from lumber.dev.process import ProcessHandle, process_start_ticks
 from pipeline.fs import open_filesystem
+from tests.support.dev_ports import dev_port_env
 
 
 def demo_in(state_dir: Path) -> Demo:
@@ -103,20 +104,7 @@ def test_a_small_demo_runs_end_to_end_through_a_broker_failover(tmp_path: Path) 
     spark-submit load, the audit (every window still COMPLETE), the tree and the query; the loaded counts
     are checked against the produced ones (the demo's own check)."""
     state = tmp_path / "demo"
-    broker_port = free_port()
-    while any(port_in_use(broker_port + i) for i in (1, 2)):  # broker i listens on broker_port + i
-        broker_port = free_port()
-    ports = {
-        "LUMBER_DEV__ZOOKEEPER_PORT": str(free_port()),
-        "LUMBER_DEV__BROKER_PORT": str(broker_port),
-        "LUMBER_DEV__REGISTRY_PORT": str(free_port()),
-        "LUMBER_DEV__CONSOLE_PORT": str(free_port()),
-        "LUMBER_DEV__LAG_EXPORTER_PORT": str(free_port()),
-        **{
-            f"LUMBER_DEV__HDFS_{name}_PORT": str(free_port())
-            for name in ("NAMENODE", "NAMENODE_HTTP", "DATANODE", "DATANODE_HTTP", "DATANODE_IPC")
-        },
-    }
+    ports = dev_port_env(brokers=3)
     env = {k: v for k, v in os.environ.items() if not k.startswith("LUMBER_")} | ports
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     config = config_from_mapping({}, env=ports)

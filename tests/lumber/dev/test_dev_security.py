@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from broker.cluster.topic_admin import TopicAdmin
-from lumber.dev.process import free_port
+from tests.support.dev_ports import dev_port_env
 from tests.support.zookeeper import new_client
 
 with warnings.catch_warnings():
@@ -34,12 +34,7 @@ COUNT = 200
 def stack_env() -> dict[str, str]:
     env = {
         **os.environ,
-        "LUMBER_DEV__ZOOKEEPER_PORT": str(free_port()),
-        "LUMBER_DEV__REGISTRY_PORT": str(free_port()),
-        "LUMBER_DEV__BROKER_PORT": str(free_port()),
-        "LUMBER_DEV__BROKER_SASL_SSL_PORT": str(free_port()),
-        "LUMBER_DEV__CONSOLE_PORT": str(free_port()),
-        "LUMBER_DEV__LAG_EXPORTER_PORT": str(free_port()),
+        **dev_port_env(),
     }
     env.pop("LUMBER_CONFIG", None)
     return env

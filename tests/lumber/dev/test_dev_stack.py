@@ -26,14 +26,16 @@ from broker.record.topic_partition import TopicPartition
 from lumber.config import load_config
 from lumber.dev.process import free_port, port_in_use
 from tests.support.broker_cluster import wait_for
+from tests.support.dev_ports import dev_port_env
 from tests.support.zookeeper import new_client
 
 pytestmark = pytest.mark.zookeeper
 
 
-BROKER_PORT = free_port()
-CONSOLE_PORT = free_port()
-LAG_EXPORTER_PORT = free_port()
+DEV_PORTS = dev_port_env()
+BROKER_PORT = int(DEV_PORTS["LUMBER_DEV__BROKER_PORT"])
+CONSOLE_PORT = int(DEV_PORTS["LUMBER_DEV__CONSOLE_PORT"])
+LAG_EXPORTER_PORT = int(DEV_PORTS["LUMBER_DEV__LAG_EXPORTER_PORT"])
 
 
 #: the `lumber` a user runs (the commands it suggests start with it)
@@ -43,11 +45,9 @@ LUMBER = Path(sys.executable).parent / "lumber"
 def stack_env(port: int, registry_port: int) -> dict[str, str]:
     env = {
         **os.environ,
+        **DEV_PORTS,
         "LUMBER_DEV__ZOOKEEPER_PORT": str(port),
         "LUMBER_DEV__REGISTRY_PORT": str(registry_port),
-        "LUMBER_DEV__BROKER_PORT": str(BROKER_PORT),
-        "LUMBER_DEV__CONSOLE_PORT": str(CONSOLE_PORT),
-        "LUMBER_DEV__LAG_EXPORTER_PORT": str(LAG_EXPORTER_PORT),
         "LUMBER_DEV__LAG_EXPORTER_INTERVAL_MS": "200",
     }
     env.pop("LUMBER_CONFIG", None)
@@ -166,6 +166,12 @@ def test_up_connect_status_down(tmp_path: Path) -> None:
         assert json.loads(client.get("/brokers/topics/_audit")[0])["partitions"] == {"0": [0]}
         client.stop()
         client.close()
+
+        # the broker's metrics are on the stack's port, not on 9308 (another stack may hold that)
+        metrics_port = int(DEV_PORTS["LUMBER_DEV__BROKER_METRICS_PORT"])
+        scrape = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30)
+        assert scrape.status_code == 200
+        assert "kafka_server_" in scrape.text
 
         # the registry answers, and keeps its state in the stack's ZooKeeper
         registry_url = f"http://127.0.0.1:{registry_port}"

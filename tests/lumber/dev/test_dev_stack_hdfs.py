@@ -14,6 +14,7 @@ import pytest
 from hdfs_native import Client
 
 from lumber.dev.process import free_port, port_in_use
+from tests.support.dev_ports import dev_port_env
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.hdfs]
 
@@ -39,9 +40,7 @@ def test_up_hdfs_records_both_daemons_points_the_warehouse_at_them_and_down_stop
     }
     env = {
         **os.environ,
-        "LUMBER_DEV__ZOOKEEPER_PORT": str(free_port()),
-        "LUMBER_DEV__REGISTRY_PORT": str(free_port()),
-        "LUMBER_DEV__CONSOLE_PORT": str(free_port()),
+        **dev_port_env(),
         **{f"LUMBER_DEV__{key}": str(port) for key, port in hdfs_ports.items()},
     }
     env.pop("LUMBER_CONFIG", None)

@@ -16,7 +16,7 @@ import pytest
 
 from lumber.config import load_config
 from lumber.dev.dev_stack import DevStack
-from lumber.dev.process import free_port
+from tests.support.dev_ports import dev_port_env
 from tests.support.zookeeper import new_client
 
 
@@ -44,15 +44,9 @@ def test_a_replication_factor_the_user_set_wins(tmp_path: Path) -> None:
 @pytest.mark.zookeeper
 def test_up_with_three_brokers_creates_the_audit_topic_with_three_replicas(tmp_path: Path) -> None:
     state_dir = tmp_path / "stack"
-    port, registry_port, broker_port = free_port(), free_port(), free_port()
-    env = {
-        **os.environ,
-        "LUMBER_DEV__ZOOKEEPER_PORT": str(port),
-        "LUMBER_DEV__REGISTRY_PORT": str(registry_port),
-        "LUMBER_DEV__BROKER_PORT": str(broker_port),
-        "LUMBER_DEV__CONSOLE_PORT": str(free_port()),
-        "LUMBER_DEV__LAG_EXPORTER_PORT": str(free_port()),
-    }
+    ports = dev_port_env()
+    port = int(ports["LUMBER_DEV__ZOOKEEPER_PORT"])
+    env = {**os.environ, **ports}
     env.pop("LUMBER_CONFIG", None)
 
     def dev(*args: str) -> subprocess.CompletedProcess[str]:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from lumber.dev.process import free_port
+from tests.support.dev_ports import dev_port_env
 
 pytestmark = pytest.mark.zookeeper
 
@@ -25,11 +25,7 @@ pytestmark = pytest.mark.zookeeper
 def stack(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     env = {
         **os.environ,
-        "LUMBER_DEV__ZOOKEEPER_PORT": str(free_port()),
-        "LUMBER_DEV__REGISTRY_PORT": str(free_port()),
-        "LUMBER_DEV__BROKER_PORT": str(free_port()),
-        "LUMBER_DEV__CONSOLE_PORT": str(free_port()),
-        "LUMBER_DEV__LAG_EXPORTER_PORT": str(free_port()),
+        **dev_port_env(),
         "LUMBER_ZOOKEEPER__SESSION_TIMEOUT_MS": "4000",
     }
     env.pop("LUMBER_CONFIG", None)
