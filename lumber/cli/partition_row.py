@@ -64,11 +64,7 @@ class PartitionRow:
         if self.leader_live and not self.preferred_leader:
             notes.append(f"not on its preferred leader {self.replicas[0]}")
         if self.moving is not None:
-            notes.append(
-                f"reassigning to {ids_text(self.moving.target_replicas)} (adding "
-                f"{ids_text(self.moving.adding) or '-'}, removing {ids_text(self.moving.removing) or '-'}"
-                f"{', throttled' if self.throttled else ''})"
-            )
+            notes.append(move_text(self.moving, self.throttled))
         return "; ".join(notes) or "ok"
 
     def to_json(self) -> dict[str, Any]:
@@ -110,6 +106,19 @@ def partition_rows(admin: TopicAdmin, topic: str, brokers: Mapping[int, BrokerIn
             )
         )
     return rows
+
+
+def move_text(
+    moving: PartitionReassignment, throttled: bool, bytes_left: Mapping[int, int] | None = None
+) -> str:
+    """``reassigning to 2,3 (adding 3, removing 1, throttled; 1,024 bytes left on 3)``: one move in
+    words, as ``topics describe`` and the console say it (``bytes_left``: new replica -> bytes)."""
+    notes = f"adding {ids_text(moving.adding) or '-'}, removing {ids_text(moving.removing) or '-'}"
+    if throttled:
+        notes += ", throttled"
+    if bytes_left:
+        notes += "; " + ", ".join(f"{left:,} bytes left on {b}" for b, left in sorted(bytes_left.items()))
+    return f"reassigning to {ids_text(moving.target_replicas)} ({notes})"
 
 
 def ids_text(ids: Sequence[int]) -> str:

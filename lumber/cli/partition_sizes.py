@@ -43,8 +43,12 @@ class PartitionSizes:
         leaders: Mapping[TopicPartition, int],
         brokers: Mapping[int, BrokerInfo],
         settings: ConsumerConfig,
+        *,
+        all_required: bool = True,
     ) -> PartitionSizes:
-        """The size of each partition of ``leaders`` (partition -> leader, -1: none) on its leader."""
+        """The size of each partition of ``leaders`` (partition -> leader, -1: none) on its leader. With
+        ``all_required=False`` a broker that holds no log of a partition (a replica being added, its log not
+        made yet) leaves that partition out of the sizes instead of failing the whole read."""
         from broker.client.errors import ClientError
         from broker.client.network.connection import BrokerConnection
         from broker.endpoint import SecurityProtocol
@@ -117,7 +121,7 @@ class PartitionSizes:
                 for p in ps
                 if TopicPartition(t, p) not in sizes
             )
-            if missing:
+            if missing and all_required:
                 return cls({}, f"broker {broker_id}, its leader, reports no log of {missing[0]}")
         return cls(sizes)
 

@@ -9,7 +9,10 @@ under-replicated; one whose ISR is smaller than its topic's
 ``min.insync.replicas`` (the topic's override, else ``[broker] min_insync_replicas``) is under min ISR
 (acks=all produces are refused). A broker named as a replica that is not registered is down: ZooKeeper
 forgets a broker when its session ends, the assignments still name it (Kafka's tools infer it the same way).
-:meth:`ClusterView.problems` says all of it in one list, which the pages show as a banner.
+A partition being reassigned (:mod:`lumber.console.partition_move`) is under-replicated only when its ISR
+is smaller than its replicas without the ones being added (KIP-455, as ``lumber topics describe`` counts).
+:meth:`ClusterView.problems` says all of it in one list, which the pages show as a banner, the moves in
+progress last.
 
 Internal topics are those whose name starts with ``_`` (``__consumer_offsets``, ``_audit``): the pages
 hide them unless asked (:func:`is_internal`).
@@ -27,11 +30,13 @@ from kazoo.exceptions import NoNodeError
 from broker.client.errors import ClientError
 from broker.cluster import zk_paths, zk_reads
 from broker.cluster.broker_info import BrokerInfo
+from broker.cluster.replication_throttle import THROTTLED_REPLICAS_PATH
 from broker.cluster.topic_config import min_insync_replicas
 from broker.record.errors import InvalidTopicError
 from broker.record.topic_name import validate_topic_name
 from broker.record.topic_partition import TopicPartition
 from lumber.console.errors import NotFoundError
+from lumber.console.partition_move import PartitionMove, read_moves
 from lumber.console.sources import Sources
 
 
@@ -48,10 +53,12 @@ class PartitionView:
     isr: tuple[int, ...] = ()
     leader_epoch: int = -1
     min_insync_replicas: int = 1
+    move: PartitionMove | None = None
 
     @property
     def under_replicated(self) -> bool:
-        return len(self.isr) < len(self.replicas)
+        adding = len(self.move.reassignment.adding) if self.move is not None else 0
+        return len(self.isr) < len(self.replicas) - adding
 
     @property
     def under_min_isr(self) -> bool:
@@ -65,6 +72,8 @@ class PartitionView:
         found = ["under-replicated"] if self.under_replicated else []
         if self.under_min_isr:
             found.append(f"under min ISR ({len(self.isr)} < {self.min_insync_replicas})")
+        if self.move is not None:
+            found.append(self.move.text)
         return ", ".join(found)
 
     @property
@@ -86,6 +95,7 @@ class PartitionView:
             "log_start_offset": self.log_start_offset,
             "log_end_offset": self.log_end_offset,
             "messages": self.messages,
+            "reassignment": None if self.move is None else self.move.to_json(),
         }
 
 
@@ -111,6 +121,10 @@ class TopicView:
         return sum(1 for p in self.partitions if p.under_min_isr)
 
     @property
+    def reassigning(self) -> int:
+        return sum(1 for p in self.partitions if p.move is not None)
+
+    @property
     def internal(self) -> bool:
         return is_internal(self.name)
 
@@ -121,6 +135,7 @@ class TopicView:
             "offline_partitions": self.offline,
             "under_replicated_partitions": self.under_replicated,
             "under_min_isr_partitions": self.under_min_isr,
+            "reassigning_partitions": self.reassigning,
             "internal": self.internal,
             "partitions": [p.to_json() for p in self.partitions],
         }
@@ -152,6 +167,9 @@ class ClusterView:
                 found.append(f"{count} partition{'s' if count != 1 else ''} {what}")
         if self.controller_id not in self.brokers:
             found.append("no active controller")
+        moving = sum(t.reassigning for t in self.topics)
+        if moving:
+            found.append(f"{moving} partition{'s' if moving != 1 else ''} being reassigned")
         return found
 
     def to_json(self) -> dict[str, Any]:
@@ -177,12 +195,13 @@ def read_cluster(sources: Sources) -> ClusterView:
     """Every broker and topic, with the offsets of every partition whose leader is live."""
     zk = sources.zk
     brokers = zk_reads.read_brokers(zk)
-    assignments = {}
-    for name in zk_reads.read_topic_names(zk):
-        found = zk_reads.read_assignment(zk, name)
-        if found is not None:
-            assignments[name] = found
-    topics = tuple(_topic_view(sources, name, found, brokers) for name, found in assignments.items())
+    nodes = zk_reads.read_assignments(zk, zk_reads.read_topic_names(zk))
+    throttle_node = _throttle_node(sources)
+    topics = tuple(
+        _topic_view(sources, name, node, brokers, throttle_node)
+        for name, node in nodes.items()
+        if node is not None
+    )
     return ClusterView(_cluster_id(sources), brokers, topics, zk_reads.read_controller(zk))
 
 
@@ -192,18 +211,23 @@ def read_topic(sources: Sources, topic: str) -> TopicView:
         validate_topic_name(topic)
     except InvalidTopicError as exc:
         raise NotFoundError(f"no topic {topic!r}: {exc}") from exc
-    assignment = zk_reads.read_assignment(sources.zk, topic)
-    if assignment is None:
+    node = zk_reads.read_assignments(sources.zk, [topic])[topic]
+    if node is None:
         raise NotFoundError(f"no topic {topic!r} in ZooKeeper {sources.config.zookeeper.connect}")
-    return _topic_view(sources, topic, assignment, zk_reads.read_brokers(sources.zk))
+    brokers = zk_reads.read_brokers(sources.zk)
+    return _topic_view(sources, topic, node, brokers, _throttle_node(sources))
 
 
 def _topic_view(
     sources: Sources,
     topic: str,
-    assignment: Mapping[int, tuple[int, ...]],
+    node: zk_reads.TopicNode | zk_paths.ZkDataError,
     brokers: Mapping[int, BrokerInfo],
+    throttle_node: bytes | None,
 ) -> TopicView:
+    if isinstance(node, zk_paths.ZkDataError):
+        raise node
+    assignment = node.assignment
     states = zk_reads.read_states(
         sources.zk, [TopicPartition(topic, p) for p in sorted(assignment)], skip_bad=True
     )
@@ -217,6 +241,7 @@ def _topic_view(
     )
     tps = [TopicPartition(topic, p) for p in sorted(live)]
     starts, ends = _offsets(sources, tps)
+    moves = read_moves(sources, topic, node, live, brokers, throttle_node)
     partitions = []
     for p, replicas in sorted(assignment.items()):
         tp = TopicPartition(topic, p)
@@ -232,6 +257,7 @@ def _topic_view(
                 isr=() if state is None else tuple(state.isr),
                 leader_epoch=-1 if state is None else state.leader_epoch,
                 min_insync_replicas=min_isr,
+                move=moves.get(p),
             )
         )
     return TopicView(topic, tuple(partitions))
@@ -256,6 +282,15 @@ def _offsets(
                 start, end = consumer.beginning_offsets([tp])[tp], consumer.end_offsets([tp])[tp]
                 starts[tp], ends[tp] = start, end
         return starts, ends
+
+
+def _throttle_node(sources: Sources) -> bytes | None:
+    """The data of ``/config/throttled_replicas`` (None: no throttle was ever set)."""
+    try:
+        data, _ = sources.zk.get(THROTTLED_REPLICAS_PATH)
+    except NoNodeError:
+        return None
+    return bytes(data)
 
 
 def _cluster_id(sources: Sources) -> str | None:

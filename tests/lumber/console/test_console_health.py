@@ -5,6 +5,8 @@ column and marks (lumber/console/cluster_pages.py, topic_pages.py, cluster_reade
 
 from __future__ import annotations
 
+import re
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -171,3 +173,65 @@ def test_a_partition_without_a_commit_is_lag_from_the_reset_position(
         url + "/groups/readers/reset", params={"topic": "events", "to": "latest"}, timeout=30
     )
     assert refused.status_code == 400
+
+
+def test_a_throttled_move_in_progress_shows_its_replicas_throttle_and_bytes_left(
+    health_stack: tuple[str, BrokerCluster], health_visit: Visit, tmp_path: Path
+) -> None:
+    """``lumber topics alter --replication-factor 3 --throttle 32KiB/s`` of a 3 MiB partition (a follower's
+    first fetch may take up to 1 MiB before the throttle holds it back): while the copy runs the console
+    shows the move (adding 1 and 2, throttled, the bytes each still copies, at most the leader's log), does
+    not call the partition under-replicated, and counts it in the banner."""
+    url, cluster = health_stack
+    cluster.create_topic("moving", 1, {0: [0]})
+    with Producer(ProducerConfig(bootstrap_servers=servers(cluster), acks="all")) as producer:
+        for i in range(3072):
+            producer.send("moving", b"%06d" % i + b"x" * 1018, partition=0)
+        producer.flush()
+    leader_bytes = sum(p.stat().st_size for p in (cluster.broker(0).log_dir / "moving-0").glob("*.log"))
+    assert leader_bytes > 3 * 1024 * 1024
+    config = tmp_path / "mover.toml"
+    config.write_text(f'[zookeeper]\nconnect = "{cluster.zk_connect}"\n')
+    mover = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "lumber", "--config", str(config), "topics", "alter", "moving"),
+            *("--replication-factor", "3", "--throttle", "32768", "--timeout", "120s"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+
+        def moving_partition() -> dict[str, Any] | None:
+            data = httpx.get(url + "/topics/moving", params={"format": "json"}, timeout=30).json()
+            found: dict[str, Any] = data["partitions"][0]
+            move = found["reassignment"]
+            return found if move is not None and move["bytes_left"] and len(move["bytes_left"]) == 2 else None
+
+        wait_for(lambda: moving_partition() is not None, 60, "the console to show the move")
+        partition = moving_partition()
+        assert partition is not None
+        move = partition["reassignment"]
+        assert (move["target_replicas"], move["adding_replicas"], move["removing_replicas"]) == (
+            [0, 1, 2],
+            [1, 2],
+            [],
+        )
+        assert move["throttled"] is True
+        assert sorted(move["bytes_left"]) == ["1", "2"]
+        left = move["bytes_left"]
+        assert all(0 < n <= leader_bytes for n in left.values()), (left, leader_bytes)
+        assert partition["under_replicated"] is False
+        assert "1 partition being reassigned" in cluster_json(url)["problems"]
+
+        page = health_visit.open("/topics/moving", "topic-moving")
+        cells = page.locator("main table").first.locator("tr").nth(1).locator("td").all_inner_texts()
+        shown = (
+            r"reassigning to 0,1,2 \(adding 1,2, removing -, throttled; "
+            r"[\d,]+ bytes left on 1, [\d,]+ bytes left on 2\)"
+        )
+        assert re.fullmatch(shown, cells[4]), cells[4]
+        assert health_visit.errors == []
+    finally:
+        mover.kill()
+        mover.wait(10)
