@@ -6,8 +6,9 @@
   hide the paper's flush delay; here the defaults must show, so ``flush_ms`` is set back to its default).
 
 Both run their log cleaner every 500 ms when idle (``log.cleaner.backoff.ms``, ``[log] cleaner_backoff_ms``;
-both default to 15 s) so compaction scenarios take seconds. Both fixtures mark their tests ``interop`` and
-``zookeeper``.
+both default to 15 s) and check retention every 500 ms (``log.retention.check.interval.ms``, ``[log]
+retention_check_interval_ms``; 5 min by default in both) so compaction and retention scenarios take
+seconds. Both fixtures mark their tests ``interop`` and ``zookeeper``.
 """
 
 from __future__ import annotations
@@ -23,13 +24,16 @@ from tests.support.broker_cluster import OFFSETS_TOPIC_PARTITIONS, BrokerCluster
 from tests.support.zookeeper import make_chroot
 
 CLEANER_BACKOFF_MS = 500
+RETENTION_CHECK_INTERVAL_MS = 500
 
 
 @pytest.fixture(scope="session")
 def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    cluster = KafkaCluster(
-        tmp_path_factory.mktemp("kafka"), size=1, settings={"log.cleaner.backoff.ms": str(CLEANER_BACKOFF_MS)}
-    )
+    settings = {
+        "log.cleaner.backoff.ms": str(CLEANER_BACKOFF_MS),
+        "log.retention.check.interval.ms": str(RETENTION_CHECK_INTERVAL_MS),
+    }
+    cluster = KafkaCluster(tmp_path_factory.mktemp("kafka"), size=1, settings=settings)
     cluster.start()
     yield cluster
     cluster.stop()
@@ -47,6 +51,7 @@ def lumber_cluster(
             {
                 "flush_ms": 1000,
                 "cleaner_backoff_ms": CLEANER_BACKOFF_MS,
+                "retention_check_interval_ms": RETENTION_CHECK_INTERVAL_MS,
                 "offsets_topic_partitions": OFFSETS_TOPIC_PARTITIONS,
             }
         )

@@ -3,12 +3,17 @@
 * ``list_offsets``: ten records with CreateTime timestamps 1,000 ms apart (the fifth the largest), then
   confluent-kafka's AdminClient ``list_offsets`` with earliest, latest, max-timestamp and by-timestamp
   specs, and its consumer's ``offsets_for_times`` (before the first, between two, past the last).
+* ``offsets_after_retention``: five records with CreateTime timestamps of 2023 in one segment, a roll
+  (``segment.ms=1000``), five records with this hour's timestamps; retention (``retention.ms`` one day)
+  deletes the old segment; then where the log starts, ListOffsets earliest and max-timestamp, and
+  ``offsets_for_times`` before the deleted records' timestamps, between the kept ones and past the last.
 * ``offset_out_of_range``: a consumer assigned past the log end with ``auto.offset.reset`` earliest,
   latest and error: where it starts (earliest, latest) or the error it gets.
 """
 
 from __future__ import annotations
 
+import time
 import warnings
 from typing import Any
 
@@ -73,6 +78,49 @@ def list_offsets(target: Target, topic: str) -> Transcript:
     }
 
 
+def offsets_after_retention(target: Target, topic: str, recent_ts: int) -> Transcript:
+    configs = {"segment.ms": "1000", "retention.ms": str(24 * 3600 * 1000)}
+    created = create_topic(target.bootstrap, topic, configs=configs)
+    one_batch = {"linger.ms": 200, "max.in.flight.requests.per.connection": 1}
+    old = [{"value": b"old%d" % i, "partition": 0, "timestamp": ts} for i, ts in enumerate(TIMESTAMPS[:5])]
+    produce(target.bootstrap, topic, old, one_batch)
+    time.sleep(1.5)  # past segment.ms: the next append rolls a new segment
+    recent = [{"value": b"new%d" % i, "partition": 0, "timestamp": recent_ts + i * 1000} for i in range(5)]
+    produce(target.bootstrap, topic, recent, one_batch)
+    tp = TopicPartition(topic, 0)
+    consumer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": f"conformance-{topic}"})
+    try:
+        deadline = time.monotonic() + 30
+        watermarks = consumer.get_watermark_offsets(tp, timeout=10)
+        while watermarks[0] < 5 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            watermarks = consumer.get_watermark_offsets(tp, timeout=10)
+        for_times = {
+            name: consumer.offsets_for_times([TopicPartition(topic, 0, ts)], timeout=10)[0].offset
+            for name, ts in (
+                ("before_deleted", BASE_TS - 1),
+                ("among_deleted", BASE_TS + 2500),
+                ("between_kept", recent_ts + 2500),
+                ("past_last", recent_ts + 60_000),
+            )
+        }
+    finally:
+        consumer.close()
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    answers = {}
+    for name, spec in (("earliest", OffsetSpec.earliest()), ("max_timestamp", OffsetSpec.max_timestamp())):
+        found = admin.list_offsets({tp: spec}, request_timeout=10)[tp].result(timeout=20)
+        answers[name] = {"offset": found.offset, "timestamp": found.timestamp}
+    read = consume(target.bootstrap, topic, [0], 5, timeout_s=10)
+    return {
+        "created": created,
+        "watermarks": list(watermarks),
+        "offsets_for_times": for_times,
+        "list_offsets": answers,
+        "read": [(r["offset"], r["value"]) for r in read["records"]],
+    }
+
+
 def offset_out_of_range(target: Target, topic: str, reset: str) -> Transcript:
     created = create_topic(target.bootstrap, topic)
     produce(target.bootstrap, topic, [{"value": str(i).encode(), "partition": 0} for i in range(5)])
@@ -104,6 +152,19 @@ def offset_out_of_range(target: Target, topic: str, reset: str) -> Transcript:
 def test_list_offsets(targets: tuple[Target, Target]) -> None:
     transcript = conform(list_offsets, targets)
     assert transcript["list_offsets"]["latest"]["offset"] == 10
+
+
+def test_offsets_after_retention(targets: tuple[Target, Target]) -> None:
+    recent_ts = int(time.time() // 3600 * 3600 * 1000)  # this hour: within Kafka's timestamp bounds
+    transcript = conform(offsets_after_retention, targets, recent_ts=recent_ts)
+    assert transcript["watermarks"] == [5, 10]
+    assert transcript["offsets_for_times"] == {
+        "before_deleted": 5,
+        "among_deleted": 5,
+        "between_kept": 8,
+        "past_last": -1,
+    }
+    assert transcript["list_offsets"]["max_timestamp"] == {"offset": 9, "timestamp": recent_ts + 4000}
 
 
 @pytest.mark.parametrize("reset", ["earliest", "latest", "error"])
