@@ -26,14 +26,25 @@
   delete horizon in the first pass and drops it in a pass after the horizon; read from offset 0 by
   confluent-kafka and ``kcat -e`` afterwards, the topic holds the 100 live keys' last values and no record
   of a deleted key.
+* ``idempotent_batches_emptied_by_compaction``: an idempotent producer writes 200 keys (sequences 0 to
+  199), a plain producer overwrites all of them in the next segment; once cleaned, every record of the
+  idempotent producer is gone. Kafka's cleaner keeps the producer's last batch, emptied, so that the
+  producer's sequence survives a reload of the log (``LogCleaner``: a batch holding an active producer's
+  last sequence is retained, its records dropped). The transcript: the empty batches left in the files
+  (whether they carry a producer id, their last sequence), DescribeProducers' answer for the producer, the
+  same producer writing on afterwards (accepted at the next offset, no OUT_OF_ORDER_SEQUENCE_NUMBER nor
+  UNKNOWN_PRODUCER_ID), and the topic read from offset 0 by confluent-kafka and ``kcat -e``.
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any
 
+from broker.log.file_handle import FileHandle
 from broker.log.log_verifier import find_partition_dirs, verify_partition
+from broker.log.segment_framer import SegmentFramer
 from tests.conformance.clients import (
     aiokafka_read_all,
     consume_to_end,
@@ -44,6 +55,12 @@ from tests.conformance.clients import (
 )
 from tests.conformance.conformance import Transcript, conform
 from tests.conformance.target import Target
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from confluent_kafka import Producer as ConfluentProducer
+    from kafka.admin import KafkaAdminClient
+    from kafka.structs import TopicPartition as KpPartition
 
 KEYS = 2000
 ROUNDS = 10
@@ -213,3 +230,116 @@ def test_tombstones_gone_after_delete_retention(targets: tuple[Target, Target]) 
     assert transcript["confluent"]["map_is_last_values"] is True
     assert transcript["confluent"]["deleted_keys_read"] == []
     assert transcript["kcat"]["live_keys_read"] == 101
+
+
+def _empty_batches(target: Target, topic: str) -> list[dict[str, Any]]:
+    """Every batch of ``topic-0``'s files that holds no record: whether it has a producer id, its last
+    sequence."""
+    found = []
+    for directory in find_partition_dirs(list(target.log_dirs), topic, 0):
+        for path in sorted(directory.glob("*.log")):
+            file = FileHandle.open(path)
+            try:
+                for batch in SegmentFramer(file):
+                    if batch.record_count == 0:
+                        last = batch.base_sequence + batch.last_offset_delta
+                        found.append({"producer_id_set": batch.producer_id >= 0, "last_sequence": last})
+            finally:
+                file.close()
+    return found
+
+
+def idempotent_batches_emptied_by_compaction(target: Target, topic: str) -> Transcript:
+    created = create_topic(
+        target.bootstrap,
+        topic,
+        configs={
+            "cleanup.policy": "compact",
+            "segment.bytes": "1048576",
+            "min.cleanable.dirty.ratio": "0.01",
+            "segment.ms": "100",
+            "delete.retention.ms": "100",
+        },
+    )
+    idempotent = ConfluentProducer(
+        {"bootstrap.servers": target.bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 50}
+    )
+    reports: list[Any] = []
+
+    def delivered(error: Any, message: Any) -> None:
+        reports.append(error.name() if error is not None else message.offset())
+
+    for k in range(200):
+        idempotent.produce(
+            topic, b"idempotent %d" % k, key=b"key-%03d" % k, partition=0, on_delivery=delivered
+        )
+    assert idempotent.flush(30) == 0
+    time.sleep(0.11)  # segment.ms: the overwrite starts a segment of its own
+    _written(
+        target,
+        topic,
+        [{"key": b"key-%03d" % k, "value": b"plain %d" % k, "partition": 0} for k in range(200)],
+    )
+    _written(target, topic, [{"key": b"roll", "value": b"rolled", "partition": 0}])
+    target.wait_cleaned(topic, 0, 400, timeout_s=90)
+    empty_batches = _empty_batches(target, topic)
+    admin = KafkaAdminClient(bootstrap_servers=target.bootstrap)
+    try:
+        states = admin.describe_producers([KpPartition(topic, 0)])
+    finally:
+        admin.close()
+    producers = [
+        {"epoch": p.producer_epoch, "last_sequence": p.last_sequence}
+        for state in states.values()
+        for p in state.active_producers
+    ]
+    idempotent.produce(topic, b"after cleaning", key=b"after", partition=0, on_delivery=delivered)
+    assert idempotent.flush(30) == 0
+    expected = {f"key-{k:03d}": f"plain {k}" for k in range(200)} | {
+        "roll": "rolled",
+        "after": "after cleaning",
+    }
+    confluent = consume_to_end(target.bootstrap, topic, 0)
+    code, out, err = kcat(
+        [
+            "-C",
+            "-b",
+            target.bootstrap,
+            "-t",
+            topic,
+            "-p",
+            "0",
+            "-e",
+            "-o",
+            "beginning",
+            "-q",
+            "-f",
+            "%k\t%s\n",
+        ]
+    )
+    return {
+        "created": created,
+        "first_writes": reports[:200] == list(range(200)),
+        "write_after_cleaning": reports[200:],
+        "empty_batches": empty_batches,
+        "producers": producers,
+        "confluent": {
+            "map_is_last_values": _last_values(confluent["records"]) == expected,
+            "errors": confluent["errors"],
+            "reached_end": confluent["reached_end"],
+        },
+        "kcat": {
+            "exit": code,
+            "map_is_last_values": dict(line.split("\t", 1) for line in out.splitlines()) == expected,
+            "stderr": err.strip()[:300],
+        },
+    }
+
+
+def test_idempotent_batches_emptied_by_compaction(targets: tuple[Target, Target]) -> None:
+    transcript = conform(idempotent_batches_emptied_by_compaction, targets)
+    assert transcript["first_writes"] is True
+    assert transcript["write_after_cleaning"] == [401]
+    assert transcript["empty_batches"] == [{"producer_id_set": True, "last_sequence": 199}]
+    assert transcript["producers"] == [{"epoch": 0, "last_sequence": 199}]
+    assert transcript["confluent"]["map_is_last_values"] is True
