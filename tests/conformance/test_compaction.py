@@ -65,6 +65,20 @@ with warnings.catch_warnings():
 KEYS = 2000
 ROUNDS = 10
 PADDING = "p" * 560
+#: every scenario's topic: compacted as soon as a segment rolls (segment.ms), tombstones kept 100 ms
+COMPACT = {
+    "cleanup.policy": "compact",
+    "segment.bytes": "1048576",
+    "min.cleanable.dirty.ratio": "0.01",
+    "segment.ms": "100",
+    "delete.retention.ms": "100",
+}
+
+
+def _kcat_read_all(target: Target, topic: str, *options: str) -> tuple[int, str, str]:
+    """``kcat -C -e`` of ``topic-0`` from the beginning, a ``key<TAB>value`` line per record."""
+    argv = ["-C", "-b", target.bootstrap, "-t", topic, "-p", "0", "-e", "-o", "beginning", "-q", *options]
+    return kcat([*argv, "-f", "%k\t%s\n"])
 
 
 def _last_values(records: list[dict[str, Any]]) -> dict[str, str | None]:
@@ -78,13 +92,7 @@ def cleaned_topic_read_by_every_client(target: Target, topic: str) -> Transcript
     created = create_topic(
         target.bootstrap,
         topic,
-        configs={
-            "cleanup.policy": "compact",
-            "segment.bytes": "1048576",
-            "min.cleanable.dirty.ratio": "0.01",
-            "segment.ms": "100",
-            "delete.retention.ms": "100",
-        },
+        configs=COMPACT,
     )
     for round_ in range(ROUNDS):
         records = [
@@ -111,23 +119,7 @@ def cleaned_topic_read_by_every_client(target: Target, topic: str) -> Transcript
         "roll": "rolled"
     }
     confluent = consume_to_end(target.bootstrap, topic, 0)
-    code, out, err = kcat(
-        [
-            "-C",
-            "-b",
-            target.bootstrap,
-            "-t",
-            topic,
-            "-p",
-            "0",
-            "-e",
-            "-o",
-            "beginning",
-            "-q",
-            "-f",
-            "%k\t%s\n",
-        ]
-    )
+    code, out, err = _kcat_read_all(target, topic)
     kcat_map = dict(line.split("\t", 1) for line in out.splitlines())
     python = kafka_python_read_all(target.bootstrap, topic, 0)
     aio = aiokafka_read_all(target.bootstrap, topic, 0)
@@ -163,13 +155,7 @@ def tombstones_gone_after_delete_retention(target: Target, topic: str) -> Transc
     created = create_topic(
         target.bootstrap,
         topic,
-        configs={
-            "cleanup.policy": "compact",
-            "segment.bytes": "1048576",
-            "min.cleanable.dirty.ratio": "0.01",
-            "segment.ms": "100",
-            "delete.retention.ms": "100",
-        },
+        configs=COMPACT,
     )
     _written(
         target,
@@ -187,24 +173,7 @@ def tombstones_gone_after_delete_retention(target: Target, topic: str) -> Transc
     target.wait_cleaned(topic, 0, end - 1, timeout_s=90)
     expected = {f"key-{k:03d}": f"again {k}" for k in range(100, 200)} | {"roll": "rolled again"}
     confluent = consume_to_end(target.bootstrap, topic, 0)
-    code, out, err = kcat(
-        [
-            "-C",
-            "-b",
-            target.bootstrap,
-            "-t",
-            topic,
-            "-p",
-            "0",
-            "-e",
-            "-o",
-            "beginning",
-            "-q",
-            "-Z",
-            "-f",
-            "%k\t%s\n",
-        ]
-    )
+    code, out, err = _kcat_read_all(target, topic, "-Z")
     kcat_keys = [line.split("\t", 1)[0] for line in out.splitlines()]
     deleted = {f"key-{k:03d}" for k in range(100)}
     return {
@@ -253,13 +222,7 @@ def idempotent_batches_emptied_by_compaction(target: Target, topic: str) -> Tran
     created = create_topic(
         target.bootstrap,
         topic,
-        configs={
-            "cleanup.policy": "compact",
-            "segment.bytes": "1048576",
-            "min.cleanable.dirty.ratio": "0.01",
-            "segment.ms": "100",
-            "delete.retention.ms": "100",
-        },
+        configs=COMPACT,
     )
     idempotent = ConfluentProducer(
         {"bootstrap.servers": target.bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 50}
@@ -300,23 +263,7 @@ def idempotent_batches_emptied_by_compaction(target: Target, topic: str) -> Tran
         "after": "after cleaning",
     }
     confluent = consume_to_end(target.bootstrap, topic, 0)
-    code, out, err = kcat(
-        [
-            "-C",
-            "-b",
-            target.bootstrap,
-            "-t",
-            topic,
-            "-p",
-            "0",
-            "-e",
-            "-o",
-            "beginning",
-            "-q",
-            "-f",
-            "%k\t%s\n",
-        ]
-    )
+    code, out, err = _kcat_read_all(target, topic)
     return {
         "created": created,
         "first_writes": reports[:200] == list(range(200)),
