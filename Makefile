@@ -107,11 +107,12 @@ test-packages:
 
 # Test files run on PYTEST_WORKERS processes (pytest-xdist), each file whole on one worker: most of the
 # suite's time is waiting on real processes (sessions expiring, brokers failing over, Spark starting), so
-# three workers on two cores keep both busy (two used about 1.35 cores on average).
+# three workers on two cores keep both busy (two used about 1.35 cores on average). The 30 slowest tests are
+# listed at the end, so that a run near CI's budget shows where its time went.
 PYTEST_WORKERS ?= 3
 
 pytest: venv jars airflow test-packages
-	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=30 $(PYTEST_ARGS)
 
 test: lint typecheck pytest
 
