@@ -501,6 +501,13 @@ class KafkaApis:
             if not reads:
                 answer([])
                 return
+        log_starts = None
+        if body.replica_id >= 0:  # the follower's log start offsets: a waiting DeleteRecords needs them
+            log_starts = {
+                TopicPartition(t.topic, p.partition): p.log_start_offset
+                for t in body.topics
+                for p in t.partitions
+            }
         with self._replicas.completing_here():  # a follower's fetch answers the produces it acknowledges
             self._replicas.fetch_messages(
                 reads,
@@ -509,6 +516,7 @@ class KafkaApis:
                 max_wait_ms=body.max_wait_ms,
                 respond=answer,
                 replica_id=body.replica_id,
+                log_starts=log_starts,
             )
 
     def _authorized_reads(

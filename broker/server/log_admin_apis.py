@@ -7,9 +7,9 @@
   the leader's fetch responses. An offset past the high watermark, or negative, is OFFSET_OUT_OF_RANGE; a
   log whose ``cleanup_policy`` lacks ``delete`` is POLICY_VIOLATION; a partition not led here
   NOT_LEADER_OR_FOLLOWER, an unknown one UNKNOWN_TOPIC_OR_PARTITION (Kafka's checks, in its order). A
-  partition named twice keeps the answer of its last mention. Where Lumber differs from Kafka: the answer's
-  ``low_watermark`` is the leader's new log start offset, sent at once; Kafka waits (up to ``timeout_ms``)
-  until every live replica's log start offset reached it and answers their lowest.
+  partition named twice keeps the answer of its last mention. As in Kafka, the answer waits (up to
+  ``timeout_ms``) until every live replica's log start offset reached the offset, and its
+  ``low_watermark`` is their lowest (:mod:`broker.server.delayed_delete_records`).
 * **DescribeLogDirs**: every log dir of this broker (``[log] log_dirs``) with the asked partitions whose
   logs lie in it (null ``topics``: every partition; one not here is left out, as in Kafka): each log's
   size in bytes, an offset lag of 0 (Kafka's for a current log: its high watermark is never past its log
@@ -58,8 +58,10 @@ from broker.protocol.messages.describe_producers import (
 from broker.record.topic_partition import TopicPartition
 from broker.security.acl_binding import AclOperation, ResourceType
 from broker.server.auth_helper import AuthHelper
+from broker.server.delayed_delete_records import DelayedDeleteRecords, DeleteRecordsResult
 from broker.server.error_codes import ANSWERED_ERRORS, error_code_of
 from broker.server.errors import PolicyViolationError
+from broker.server.partition import Partition
 from broker.server.replica_manager import ReplicaManager
 
 logger = logging.getLogger(__name__)
@@ -90,28 +92,40 @@ class LogAdminApis:
     def _delete_records(
         self, request: NetworkRequest, header: RequestHeader, body: DeleteRecordsRequest
     ) -> None:
-        topics = []
+        answers: dict[TopicPartition, DeleteRecordsResult] = {}
+        waiting: dict[TopicPartition, tuple[Partition, int]] = {}
         for topic in body.topics:
-            partitions: dict[int, DeleteRecordsPartitionResult] = {}
             for asked in topic.partitions:
-                index = asked.partition_index
+                tp = TopicPartition(topic.name, asked.partition_index)
+                waiting.pop(tp, None)
                 try:
                     self._auth.check(request.session, AclOperation.DELETE, ResourceType.TOPIC, topic.name)
-                    low_watermark = self.delete_records(TopicPartition(topic.name, index), asked.offset)
+                    waiting[tp] = self.delete_records(tp, asked.offset)
                 except ANSWERED_ERRORS as exc:
-                    partitions[index] = DeleteRecordsPartitionResult(
-                        partition_index=index, error_code=int(error_code_of(exc))
-                    )
-                else:
-                    partitions[index] = DeleteRecordsPartitionResult(
-                        partition_index=index, low_watermark=low_watermark, error_code=int(ErrorCode.NONE)
-                    )
-            topics.append(DeleteRecordsTopicResult(name=topic.name, partitions=list(partitions.values())))
-        self._respond(request, header, DeleteRecordsResponse(topics=topics))
+                    answers[tp] = (-1, exc)
 
-    def delete_records(self, tp: TopicPartition, offset: int) -> int:
+        def respond(done: dict[TopicPartition, DeleteRecordsResult]) -> None:
+            by_topic: dict[str, list[DeleteRecordsPartitionResult]] = {}
+            for tp, (low_watermark, error) in (answers | done).items():
+                by_topic.setdefault(tp.topic, []).append(
+                    DeleteRecordsPartitionResult(
+                        partition_index=tp.partition,
+                        low_watermark=low_watermark,
+                        error_code=int(ErrorCode.NONE if error is None else error_code_of(error)),
+                    )
+                )
+            topics = [DeleteRecordsTopicResult(name=t, partitions=ps) for t, ps in by_topic.items()]
+            self._respond(request, header, DeleteRecordsResponse(topics=topics))
+
+        if waiting:
+            self._replicas.watch(DelayedDeleteRecords(waiting, body.timeout_ms, respond))
+        else:
+            respond({})
+
+    def delete_records(self, tp: TopicPartition, offset: int) -> tuple[Partition, int]:
         """Raise ``tp``'s log start offset to ``offset`` (-1: the high watermark) on its leader, here;
-        returns the new log start offset (see the module docstring for the errors)."""
+        returns the partition and the offset its replicas must reach (see the module docstring for the
+        errors)."""
         partition = self._replicas.leader_partition(self._cluster.view, tp)
         log = partition.log
         if "delete" not in log.config.cleanup_policy:
@@ -121,7 +135,7 @@ class LogAdminApis:
         target = log.high_watermark if offset == HIGH_WATERMARK else offset
         if target < 0:
             raise OffsetOutOfRangeError(str(tp), target, log.log_start_offset, log.high_watermark)
-        return log.delete_records_before(target)
+        return partition, log.delete_records_before(target)
 
     # ------------------------------------------------------------------------------------ DescribeLogDirs
 

@@ -19,7 +19,9 @@ The offsets a leader answers with::
 * **Remote replicas**: the leader keeps, per follower, the log end offset the follower last fetched from
   and when it was last caught up (Kafka's ``Replica``): a fetch at the leader's log end makes it caught up
   now; a fetch at or past the log end of the previous fetch makes it caught up as of that fetch
-  (:meth:`update_follower_fetch_state`).
+  (:meth:`update_follower_fetch_state`), and the log start offset its fetches say, from which
+  :attr:`Partition.low_watermark` (Kafka's ``lowWatermarkIfLeader``) tells a DeleteRecords when every live
+  replica has deleted the records below it.
 * **High watermark**: the lowest log end offset of the ISR and of the followers caught up within
   ``replica_lag_time_max_ms`` (Kafka's ``maybeIncrementLeaderHW``, without the min-ISR condition Kafka 3.x
   added), kept in the log as its replicated high watermark, which the log caps by its exposure point: the
@@ -95,6 +97,9 @@ class RemoteReplica:
     broker_id: int
     #: The follower's log end offset, from its last fetch (-1: not fetched since this leadership began).
     log_end_offset: int = -1
+    #: The follower's log start offset, as its fetches last said it (-1: not said since this leadership
+    #: began); a DeleteRecords waits for it (:attr:`Partition.low_watermark`).
+    log_start_offset: int = -1
     #: When the follower last had everything the leader had (ms; 0: never).
     last_caught_up_ms: int = 0
     #: The leader's log end offset and the time at the follower's previous fetch.
@@ -372,9 +377,13 @@ class Partition:
 
     # ------------------------------------------------------------------------------------ followers
 
-    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int) -> None:
+    def update_follower_fetch_state(
+        self, replica_id: int, fetch_offset: int, log_start_offset: int | None = None
+    ) -> bool:
         """A follower fetched from ``fetch_offset``: it holds everything below it (Kafka's
-        ``updateFollowerFetchState``). May start an ISR expansion and advance the high watermark."""
+        ``updateFollowerFetchState``). May start an ISR expansion and advance the high watermark.
+        ``log_start_offset``: the follower's, when its fetch said it (None: unchanged). True when that moved
+        the follower's log start offset (a waiting DeleteRecords may be answered)."""
         now = self._clock()
         with self._lock:
             if self.leader_id != self.broker_id:
@@ -392,6 +401,10 @@ class Partition:
                 remote.last_caught_up_ms = max(remote.last_caught_up_ms, remote.last_fetch_ms)
             moved = remote.log_end_offset != fetch_offset
             remote.log_end_offset = fetch_offset
+            start_moved = False
+            if log_start_offset is not None and remote.log_start_offset != log_start_offset:
+                remote.log_start_offset = log_start_offset
+                start_moved = True
             remote.last_fetch_leader_log_end = leader_end
             remote.last_fetch_ms = now
             expand = self._expansion_of(remote)
@@ -408,6 +421,7 @@ class Partition:
                 sorted(self.isr),
             )
             self._isr_writer(self, state, expand)
+        return start_moved
 
     def _expansion_of(self, remote: RemoteReplica) -> tuple[int, ...] | None:
         """The ISR with ``remote`` added, if it may join now (caller holds the lock; marks it in flight)."""
@@ -499,6 +513,20 @@ class Partition:
             ):
                 new_hw = max(end, 0)
         return log.update_replicated_high_watermark(new_hw)
+
+    @property
+    def low_watermark(self) -> int:
+        """The lowest log start offset of this leader and of its followers on live brokers (Kafka's
+        ``lowWatermarkIfLeader``; -1 while such a follower has not said its own). NOT_LEADER_OR_FOLLOWER
+        when this replica does not lead."""
+        with self._lock:
+            if self.leader_id != self.broker_id:
+                raise self._not_leader()
+            low = self.log.log_start_offset
+            for remote in self._remote.values():
+                if remote.log_start_offset < low and self._replica_eligible(remote.broker_id):
+                    low = remote.log_start_offset
+            return low
 
     def follower_log_end_offsets(self) -> dict[int, int]:
         """Each follower's log end offset as last fetched (-1: not since this leadership began)."""

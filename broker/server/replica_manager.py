@@ -16,17 +16,13 @@ logs, offsets, replica state and the purgatory, never the wire format. What it o
   topic was deleted while the broker was down), naming each in the log, so that a topic created again under
   the same name starts from offset 0. A request for a partition whose newer state the watcher has not
   delivered yet applies that state at once (:meth:`leader_partition`).
-* **Topic configs** (``/config/topics/<topic>``, :mod:`broker.cluster.topic_config`): every log of a topic
-  runs on the topic's effective config, the broker's ``[log]`` section with the topic's overrides
-  (:func:`~broker.cluster.topic_config.topic_log_config`). :meth:`ReplicaManager.apply` gives it to each
-  local log of every topic whose overrides changed
-  (:meth:`~broker.log.log_manager.LogManager.update_topic_config`): the next append, roll and retention
-  pass use it, with no restart. It compares the watcher's latest view's overrides with those the logs run
-  with (``_topic_configs``), so that views applied out of order cannot leave an older config. A log
-  created here (a new partition, a new replica) is created with its topic's config. At start-up the
-  broker server applies the first view before the network layer and the retention thread start, so the
-  logs loaded from disk run with their topic's configs before any request or retention pass reads them.
-  ``min.insync.replicas`` is each partition's, set on every apply.
+* **Topic configs** (``/config/topics/<topic>``, :mod:`broker.cluster.topic_config`): a topic's logs run on
+  ``[log]`` with its overrides (:func:`~broker.cluster.topic_config.topic_log_config`), given by
+  :meth:`ReplicaManager.apply` to each local log of a topic whose overrides changed (the next append, roll
+  and retention pass use it: :meth:`~broker.log.log_manager.LogManager.update_topic_config`), comparing the
+  latest view's overrides with those the logs run with (``_topic_configs``), so views applied out of order
+  cannot leave an older config. A log created here starts with its topic's config (at start-up before any
+  request, :mod:`broker.server.broker_server`). ``min.insync.replicas`` is each partition's, set on apply.
 * **Append** (:meth:`append_records`, Kafka's ``appendRecords``): each partition's records go through
   :meth:`_append_to_local_log` and :meth:`Partition.append_records_to_leader`, the one path into
   :meth:`broker.log.log.Log.append`, which validates them (:mod:`broker.log.log_validator`), assigns the
@@ -42,8 +38,9 @@ logs, offsets, replica state and the purgatory, never the wire format. What it o
   exceed them, by one batch, as in KIP-74); fewer than ``min_bytes`` wait up to ``max_wait_ms`` as a
   :class:`~broker.server.delayed_fetch.DelayedFetch`. A consumer reads below the high watermark; a
   follower (``replica_id`` >= 0) reads up to the log end, and its fetch offset is its log end offset
-  (:meth:`Partition.update_follower_fetch_state`), which may move the ISR and the high watermark. A
-  request's ``current_leader_epoch`` is fenced as Kafka fences it.
+  (:meth:`Partition.update_follower_fetch_state`), which may move the ISR and the high watermark; the log
+  start offset it names may answer a waiting DeleteRecords (:mod:`broker.server.delayed_delete_records`,
+  :meth:`watch`). A request's ``current_leader_epoch`` is fenced as Kafka fences it.
 * **ListOffsets** (:meth:`fetch_offset_for_timestamp`) and **OffsetForLeaderEpoch**
   (:meth:`last_offset_for_leader_epoch`).
 * **ISR changes** (:mod:`broker.server.isr_changes`, mixed in): one thread (``isr-<id>``) writes the
@@ -94,6 +91,7 @@ from broker.record.topic_name import validate_topic_name
 from broker.record.topic_partition import TopicPartition
 from broker.server.completing_here import CompletingHere
 from broker.server.delayed_fetch import DelayedFetch, FetchCallback
+from broker.server.delayed_operation import DelayedOperation
 from broker.server.delayed_produce import DelayedProduce, ProduceCallback, ProduceResult
 from broker.server.errors import NotLeaderOrFollowerError, ServerError, UnknownTopicOrPartitionError
 from broker.server.isr_changes import IsrChanges, IsrStore, eligible
@@ -185,6 +183,9 @@ class ReplicaManager(IsrChanges, ReplicaMoves):
         delayed operations its changes made ready (:meth:`Purgatory.completing_here`, Kafka's
         ``tryCompleteActions``)."""
         return self._purgatory.completing_here()
+
+    def watch(self, operation: DelayedOperation) -> None:
+        self._purgatory.watch(operation)
 
     # ------------------------------------------------------------------------------------ partitions
 
@@ -458,13 +459,14 @@ class ReplicaManager(IsrChanges, ReplicaMoves):
         max_wait_ms: int,
         respond: FetchCallback,
         replica_id: int = -1,
+        log_starts: Mapping[TopicPartition, int] | None = None,
     ) -> None:
         """Read ``reads`` and call ``respond`` with each partition's result, in order: at once when
         ``min_bytes`` are there (or a read failed, or no wait was asked for), else from the purgatory.
-        ``replica_id`` >= 0: a follower's fetch (see the module docstring)."""
+        ``replica_id`` >= 0: a follower's fetch, naming ``log_starts`` (see the module docstring)."""
         results, size, errors = self.read_from_local_log(reads, max_bytes, replica_id)
         if replica_id >= 0:
-            self._record_follower_fetches(reads, results, replica_id)
+            self._record_follower_fetches(reads, results, replica_id, log_starts or {})
         if max_wait_ms <= 0 or size >= min_bytes or errors or not reads:
             respond(results)
             return
@@ -481,7 +483,11 @@ class ReplicaManager(IsrChanges, ReplicaMoves):
         )
 
     def _record_follower_fetches(
-        self, reads: Sequence[FetchRead], results: list[FetchPartitionResult], replica_id: int
+        self,
+        reads: Sequence[FetchRead],
+        results: list[FetchPartitionResult],
+        replica_id: int,
+        log_starts: Mapping[TopicPartition, int],
     ) -> None:
         for (tp, fetch_offset, _max, _epoch), result in zip(reads, results, strict=True):
             if result.error is not None:
@@ -490,7 +496,8 @@ class ReplicaManager(IsrChanges, ReplicaMoves):
             if partition is None:
                 continue
             try:
-                partition.update_follower_fetch_state(replica_id, fetch_offset)
+                if partition.update_follower_fetch_state(replica_id, fetch_offset, log_starts.get(tp)):
+                    self._purgatory.notify(tp)  # a DeleteRecords may be answered
             except ServerError as exc:
                 logger.debug("follower fetch of %s by broker %d: %s", tp, replica_id, exc)
 
