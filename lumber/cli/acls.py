@@ -8,6 +8,7 @@ it keeps).
     lumber acls add --allow-principal User:ops --operation Alter --cluster
     lumber acls remove --allow-principal User:alice --topic orders           every operation of alice's
     lumber acls list [--topic orders] [--principal User:alice] [--resource-pattern-type match] [--json]
+    lumber acls zookeeper --secure                 the znodes' own ACLs (lumber/cli/zookeeper_acls.py)
 
 Each ``add`` stores one binding per principal x host x operation x resource (``--operation`` defaults to All,
 hosts to ``*``; ``--resource-pattern-type`` literal or prefixed). ``remove`` removes every binding matching
@@ -30,6 +31,7 @@ import logging
 import sys
 from typing import Any
 
+from lumber.cli import zookeeper_acls
 from lumber.cli.cluster_options import add_cluster_options
 from lumber.config import LumberConfig
 
@@ -61,6 +63,7 @@ def register(subparsers: Any) -> None:
     _resource_options(listing, ("any", "match", "literal", "prefixed"), "any")
     _common(listing)
     listing.set_defaults(handler=_run(_list))
+    zookeeper_acls.register(sub)
 
 
 def _entry_options(parser: argparse.ArgumentParser) -> None:
