@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 
 from audit.audit_event import AUDIT_TOPIC, AuditEvent
-from schemas.client import SchemaRegistryClient
+from schemas.client import RegistryClientSettings, SchemaRegistryClient
 from schemas.errors import DecodeError
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema
@@ -35,10 +35,17 @@ class AuditEventCodec:
         self._lock = threading.Lock()
 
     @classmethod
-    def for_url(
-        cls, registry_url: str, audit_topic: str = AUDIT_TOPIC, timeout_s: float = 10.0
+    def from_config(
+        cls,
+        registry: RegistryClientSettings,
+        audit_topic: str = AUDIT_TOPIC,
+        *,
+        url: str | None = None,
+        timeout_s: float | None = None,
     ) -> AuditEventCodec:
-        return cls(SchemaRegistryClient(registry_url, timeout_s=timeout_s), audit_topic)
+        """A codec of ``[registry]``'s client (:meth:`SchemaRegistryClient.from_config`: its URL or ``url``,
+        its credentials and CA file; its timeout or ``timeout_s``)."""
+        return cls(SchemaRegistryClient.from_config(registry, url, timeout_s=timeout_s), audit_topic)
 
     def close(self) -> None:
         self.client.close()
