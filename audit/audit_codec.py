@@ -1,10 +1,12 @@
 """Audit events on the wire: Confluent-framed Avro of the shipped ``audit_event`` schema.
 
 Every record of the audit topic is ``0x00 | schema id | Avro binary`` like any other Avro topic's
-(:mod:`schemas.serde`). The writer schema is the shipped ``schemas/avro/audit_event.avsc``, registered under
-the subject ``<audit topic>-value`` the first time a codec encodes (registering is idempotent, so every
-producer and load job may do it). Decoding resolves whatever version wrote an event to the shipped schema:
-events of older versions get the defaults of the fields added since.
+(:mod:`schemas.serde`). The writer schema is the shipped ``schemas/avro/audit_event.avsc``, looked up under
+the subject ``<audit topic>-value`` the first time a codec encodes and registered there if it is not yet
+(registering is idempotent, so every producer and load job may do it; a lookup is a read, so with the
+registry's authentication on a ``readonly`` user encodes once an ``admin`` registered the schema). Decoding
+resolves whatever version wrote an event to the shipped schema: events of older versions get the defaults
+of the fields added since.
 
 The key of an audit record is the counted topic (UTF-8), so that all events about one topic land in one
 partition of the audit topic, in order.
@@ -17,8 +19,8 @@ from __future__ import annotations
 import threading
 
 from audit.audit_event import AUDIT_TOPIC, AuditEvent
-from schemas.client import SchemaRegistryClient
-from schemas.errors import DecodeError
+from schemas.client import RegistryClientSettings, SchemaRegistryClient
+from schemas.errors import DecodeError, SchemaNotFoundError, SubjectNotFoundError
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema
 
@@ -35,22 +37,33 @@ class AuditEventCodec:
         self._lock = threading.Lock()
 
     @classmethod
-    def for_url(
-        cls, registry_url: str, audit_topic: str = AUDIT_TOPIC, timeout_s: float = 10.0
+    def from_config(
+        cls,
+        registry: RegistryClientSettings,
+        audit_topic: str = AUDIT_TOPIC,
+        *,
+        url: str | None = None,
+        timeout_s: float | None = None,
     ) -> AuditEventCodec:
-        return cls(SchemaRegistryClient(registry_url, timeout_s=timeout_s), audit_topic)
+        """A codec of ``[registry]``'s client (:meth:`SchemaRegistryClient.from_config`: its URL or ``url``,
+        its credentials and CA file; its timeout or ``timeout_s``)."""
+        return cls(SchemaRegistryClient.from_config(registry, url, timeout_s=timeout_s), audit_topic)
 
     def close(self) -> None:
         self.client.close()
 
     @property
     def schema_id(self) -> int:
-        """The registry's id of the shipped schema (registered under :attr:`subject` on first use).
+        """The registry's id of the shipped schema: looked up under :attr:`subject` on first use, registered
+        there if it is not yet (so a ``readonly`` registry user encodes once an ``admin`` has registered it).
 
         Raises :class:`~schemas.errors.SchemaError` when the registry cannot be reached or refuses it."""
         with self._lock:
             if self._schema_id is None:
-                self._schema_id = self.client.register(self.subject, self.schema)
+                try:
+                    self._schema_id = self.client.lookup(self.subject, self.schema).schema_id
+                except (SubjectNotFoundError, SchemaNotFoundError):
+                    self._schema_id = self.client.register(self.subject, self.schema)
             return self._schema_id
 
     @staticmethod

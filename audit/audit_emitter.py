@@ -14,7 +14,8 @@ instead (:class:`mirror.mirror_audit.MirrorAuditEmitter`). A background thread, 
    *outbox*;
 2. sends every outbox event that is not already in flight to ``audit_topic`` through the publishing
    producer (key: the counted topic; value: :class:`~audit.audit_codec.AuditEventCodec`'s Avro, whose
-   schema is registered at ``audit_registry_url`` on first use);
+   schema is registered at ``audit_registry_url`` on first use, by a client with ``[registry]``'s credentials
+   and CA file);
 3. drops an event from the outbox once the broker confirmed it; a failed send or encoding (registry down,
    topic not there) leaves it in the outbox for the next round, with the same id.
 
@@ -73,6 +74,7 @@ from broker.client.producer.producer import Producer
 from broker.client.producer.producer_batch import ProducerBatch, RecordMetadata
 from broker.client.producer.producer_config import ProducerConfig
 from broker.clock import Clock, system_clock_ms
+from schemas.client import RegistryClientSettings
 from schemas.errors import SchemaError
 
 if TYPE_CHECKING:
@@ -84,12 +86,15 @@ log = logging.getLogger(__name__)
 _CLOSE_ROUNDS = 5
 
 
-def _new_codec(config: ProducerConfig) -> AuditEventCodec:
+def _new_codec(config: ProducerConfig, registry: RegistryClientSettings) -> AuditEventCodec:
     # imported here: producers without an audit never load the registry client
     from audit.audit_codec import AuditEventCodec  # noqa: PLC0415
 
-    return AuditEventCodec.for_url(
-        config.audit_registry_url, config.audit_topic, timeout_s=config.request_timeout_ms / 1000
+    return AuditEventCodec.from_config(
+        registry,
+        config.audit_topic,
+        url=config.audit_registry_url or None,
+        timeout_s=config.request_timeout_ms / 1000,
     )
 
 
@@ -125,16 +130,18 @@ class AuditEmitter:
         counter: AuditCounter,
         *,
         owns_producer: bool,
-        codec_factory: Callable[[ProducerConfig], AuditEventCodec] = _new_codec,
+        registry: RegistryClientSettings,
     ) -> None:
         """``producer`` publishes the events (closed by :meth:`close` when ``owns_producer``); ``config``
-        holds the audit settings (``audit_*``, ``delivery_timeout_ms``, ``retry_backoff_ms``)."""
+        holds the audit settings (``audit_*``, ``delivery_timeout_ms``, ``retry_backoff_ms``);
+        ``registry`` is ``[registry]`` (the codec's client: its credentials and CA file; the URL is
+        ``audit_registry_url``)."""
         self._producer = producer
         self._owns_producer = owns_producer
         self._config = config
         self.topic = config.audit_topic
         self.counter = counter
-        self._codec_factory = codec_factory
+        self._registry = registry
         self._codec: AuditEventCodec | None = None
         self._lock = threading.Lock()
         self._outbox: dict[str, AuditEvent] = {}
@@ -159,9 +166,11 @@ class AuditEmitter:
         bootstrap_servers: Sequence[str] | None = None,
         zookeeper_connect: str | None = None,
         clock_ms: Clock = system_clock_ms,
+        registry: RegistryClientSettings,
     ) -> AuditEmitter:
         """The emitter of a producer configured with ``config`` (``audit_interval_ms`` above 0), with a
-        publishing producer of its own on the same cluster and settings (never audited itself)."""
+        publishing producer of its own on the same cluster and settings (never audited itself), encoding
+        through a client of ``registry`` (``[registry]``)."""
         counter = new_counter(config, clock_ms)  # first: a journal in use is refused before any thread
         publishing = config.replace(audit_interval_ms=0, client_id=f"{config.client_id}-audit")
         try:
@@ -172,7 +181,7 @@ class AuditEmitter:
             if counter.journal is not None:
                 counter.journal.close()
             raise
-        return cls(producer, config, counter, owns_producer=True)
+        return cls(producer, config, counter, owns_producer=True, registry=registry)
 
     def on_completion(self, batch: ProducerBatch, base_offset: int, error: BaseException | None) -> None:
         """The data producer finished ``batch``: count it."""
@@ -259,7 +268,7 @@ class AuditEmitter:
 
     def _codec_or_new(self) -> AuditEventCodec:
         if self._codec is None:
-            self._codec = self._codec_factory(self._config)
+            self._codec = _new_codec(self._config, self._registry)
         return self._codec
 
     def _callback(self, event_id: str) -> Callable[[RecordMetadata | None, BaseException | None], None]:

@@ -23,6 +23,7 @@ from audit.audit_event import AuditEvent
 from broker.client.producer.internal_topic import ensure_producer_topic
 from broker.client.producer.producer import Producer
 from broker.client.producer.producer_config import ProducerConfig
+from schemas.client import RegistryClientSettings
 
 
 class AuditPublisher:
@@ -32,15 +33,16 @@ class AuditPublisher:
         self,
         settings: ProducerConfig,
         *,
-        registry_url: str,
-        registry_timeout_s: float,
+        registry: RegistryClientSettings,
+        registry_url: str | None = None,
         zookeeper_connect: str | None = None,
     ) -> None:
         """``settings`` are the producer's (its ``audit_topic`` and ``audit_topic_partitions`` name the
-        topic); it is used with ``acks = all`` and without an audit of its own."""
+        topic); it is used with ``acks = all`` and without an audit of its own. ``registry``: the
+        ``[registry]`` client settings (``registry_url`` instead of its URL)."""
         self.settings = settings.replace(acks="all", audit_interval_ms=0)
         self.topic = settings.audit_topic
-        self._codec = AuditEventCodec.for_url(registry_url, self.topic, timeout_s=registry_timeout_s)
+        self._codec = AuditEventCodec.from_config(registry, self.topic, url=registry_url)
         self._producer = Producer(self.settings, zookeeper_connect=zookeeper_connect)
         self._topic_ready = False
 

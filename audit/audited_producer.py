@@ -18,6 +18,7 @@ from audit.audit_emitter import AuditEmitter
 from broker.client.producer.producer import Producer
 from broker.client.producer.producer_config import ProducerConfig
 from broker.clock import Clock, system_clock_ms
+from schemas.client import RegistryClientSettings
 
 
 def audited_producer(
@@ -26,8 +27,10 @@ def audited_producer(
     bootstrap_servers: Sequence[str] | None = None,
     zookeeper_connect: str | None = None,
     clock_ms: Clock = system_clock_ms,
+    registry: RegistryClientSettings,
 ) -> Producer:
-    """A :class:`Producer` (same arguments) audited when ``config.audit_interval_ms`` is above 0."""
+    """A :class:`Producer` (same arguments) audited when ``config.audit_interval_ms`` is above 0, its audit
+    events encoded through a client of ``registry`` (``[registry]``: its credentials and CA file)."""
     config = config if config is not None else ProducerConfig()
     emitter = None
     if config.audit_interval_ms > 0:
@@ -36,6 +39,7 @@ def audited_producer(
             bootstrap_servers=bootstrap_servers,
             zookeeper_connect=zookeeper_connect,
             clock_ms=clock_ms,
+            registry=registry,
         )
     try:
         return Producer(

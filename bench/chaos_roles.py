@@ -58,7 +58,7 @@ from broker.client.producer.producer_batch import RecordFuture
 from lumber.config import LumberConfig, load_config
 from lumber.etl_settings import submit_settings
 from pipeline.scheduler import Scheduler, ScheduleStateStore, SparkSubmitRunner
-from schemas.client import SchemaRegistryClient
+from schemas.client import RegistryClientSettings, SchemaRegistryClient
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema_text
 
@@ -95,11 +95,11 @@ def _clock(args: argparse.Namespace) -> VirtualClock:
 # ---------------------------------------------------------------------------------------------- producer
 
 
-def _schema_ids(url: str, stop: threading.Event) -> dict[str, int]:
+def _schema_ids(config: RegistryClientSettings, stop: threading.Event) -> dict[str, int]:
     """Register (idempotently) the two schemas; waits for a registry that is down (a fault may be on)."""
     while True:
         try:
-            with SchemaRegistryClient(url) as registry:
+            with SchemaRegistryClient.from_config(config) as registry:
                 return {t: registry.register(f"{t}-value", shipped_schema_text(t)) for t in TOPICS}
         except Exception as exc:
             _say(f"registry not answering yet: {exc}")
@@ -134,8 +134,8 @@ def run_producer(args: argparse.Namespace) -> int:
     clock = _clock(args)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    ids = _schema_ids(config.registry.url, stop)
-    registry = SchemaRegistryClient(config.registry.url)
+    ids = _schema_ids(config.registry, stop)
+    registry = SchemaRegistryClient.from_config(config.registry)
     serde = AvroSerde(registry)
     settings = config.producer.replace(
         host_name=args.host,
@@ -147,7 +147,9 @@ def run_producer(args: argparse.Namespace) -> int:
         delivery_timeout_ms=300_000,
         max_block_ms=300_000,
     )
-    producer = audited_producer(settings, zookeeper_connect=config.zookeeper.connect, clock_ms=clock.now_ms)
+    producer = audited_producer(
+        settings, zookeeper_connect=config.zookeeper.connect, clock_ms=clock.now_ms, registry=config.registry
+    )
     ack_fd = os.open(args.ack_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     pending: collections.deque[tuple[RecordFuture, str, str, int]] = collections.deque()
     cond = threading.Condition()

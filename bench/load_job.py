@@ -85,7 +85,7 @@ from pipeline.source import ChunkDecoder, ReadTask
 from pipeline.spark_submit import build_code_zip, spark_submit_command, submit_environment
 from pipeline.task_output import write_task
 from schemas.avro_schema import AvroSchema
-from schemas.client import SchemaRegistryClient
+from schemas.client import RegistryClientSettings, SchemaRegistryClient
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema_text
 from tests.support.broker_cluster import BrokerCluster
@@ -160,10 +160,14 @@ def produce(servers: list[str], schema_id: int, records: int, partitions: int) -
 
 
 def baseline(
-    servers: list[str], registry_url: str, ends: dict[int, int], out_dir: Path, compression: str
+    servers: list[str],
+    registry: RegistryClientSettings,
+    ends: dict[int, int],
+    out_dir: Path,
+    compression: str,
 ) -> int:
     """Fetch + fastavro decode + pyarrow Parquet write of [0, end) of every partition, in this process."""
-    client = SchemaRegistryClient(registry_url)
+    client = SchemaRegistryClient.from_config(registry)
     reader = AvroSchema.parse(client.get_latest(f"{TOPIC}-value").schema)
     decoder = ChunkDecoder(AvroSerde(client), reader)
     table_schema = avro_arrow.data_schema(avro_arrow.payload_schema(reader))
@@ -367,9 +371,9 @@ def demo_submit(work: Path, zk: str, registry_url: str, servers: list[str], reco
     return marks
 
 
-def produce_demo(servers: list[str], registry_url: str, cluster: Any, records: int) -> None:
+def produce_demo(servers: list[str], registry: RegistryClientSettings, cluster: Any, records: int) -> None:
     cluster.create_topic("bench_demo", 2)
-    schema_id = SchemaRegistryClient(registry_url).register(
+    schema_id = SchemaRegistryClient.from_config(registry).register(
         "bench_demo-value", shipped_schema_text("page_view_v2")
     )
     values = payloads(schema_id, records)
@@ -423,7 +427,8 @@ def main() -> int:
         servers = [broker.address]
         cluster.create_topic(TOPIC, args.partitions)
         cluster.create_topic("_audit", 1)  # the load publishes its counts there; brokers create no topics
-        schema_id = SchemaRegistryClient(registry.url).register(
+        config = load_config(zookeeper.connect, registry.url, servers, "bench", work / "warehouse", TOPIC)
+        schema_id = SchemaRegistryClient.from_config(config.registry).register(
             f"{TOPIC}-value", shipped_schema_text("page_view_v2")
         )
         produce(servers, schema_id, args.records, args.partitions)
@@ -437,14 +442,13 @@ def main() -> int:
                 time.sleep(0.1)
         assert sum(ends.values()) == args.records, ends
 
-        config = load_config(zookeeper.connect, registry.url, servers, "bench", work / "warehouse", TOPIC)
         compression = config.load.parquet_compression
         profiler = cProfile.Profile() if args.profile else None
         started = time.monotonic()
         cpu_started = time.process_time()
         if profiler:
             profiler.enable()
-        base_rows = baseline(servers, registry.url, ends, work / "baseline", compression)
+        base_rows = baseline(servers, config.registry, ends, work / "baseline", compression)
         if profiler:
             profiler.disable()
         base_s = time.monotonic() - started
@@ -453,7 +457,7 @@ def main() -> int:
 
         started = time.monotonic()
         cpu_started = time.process_time()
-        latest = SchemaRegistryClient(registry.url).get_latest(f"{TOPIC}-value")
+        latest = SchemaRegistryClient.from_config(config.registry).get_latest(f"{TOPIC}-value")
         task_profiler = cProfile.Profile() if args.profile else None
         if task_profiler:
             task_profiler.enable()
@@ -509,7 +513,7 @@ def main() -> int:
         demo = None
         if args.demo:
             spark.stop()
-            produce_demo(servers, registry.url, cluster, args.demo_records)
+            produce_demo(servers, config.registry, cluster, args.demo_records)
             demo = demo_submit(work, zookeeper.connect, registry.url, servers, args.demo_records)
 
         base_rate = args.records / base_s

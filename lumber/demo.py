@@ -401,7 +401,7 @@ class Demo:
             f"({clock_text(spec.start_ms)}-{clock_text(spec.end_ms)} UTC) from {len(hosts)} hosts, "
             "one producer each" + (", and a broker killed mid-way" if self.replication_factor > 1 else ""),
         )
-        registry = SchemaRegistryClient(stack.registry.url)
+        registry = SchemaRegistryClient.from_config(stack.registry)
         producers: dict[str, Producer] = {}
         expected: dict[str, int] = dict.fromkeys(TOPICS, 0)
         messages = spec.total()
@@ -419,7 +419,9 @@ class Demo:
                     acks="all",
                     enable_idempotence=True,  # a batch retried on the new leader is stored once
                 )
-                producers[host] = audited_producer(settings, zookeeper_connect=stack.zookeeper.connect)
+                producers[host] = audited_producer(
+                    settings, zookeeper_connect=stack.zookeeper.connect, registry=stack.registry
+                )
 
             def register_v2() -> int:
                 return registry.register("page_view-value", shipped_schema_text("page_view_v2"))

@@ -56,7 +56,7 @@ def create_topics_and_schemas(
         zk.stop()
         zk.close()
     ids: dict[str, int] = {}
-    with SchemaRegistryClient(stack.registry.url) as registry:
+    with SchemaRegistryClient.from_config(stack.registry) as registry:
         for topic in TOPICS:
             ids[topic] = registry.register(f"{topic}-value", shipped_schema_text(topic))
             say(

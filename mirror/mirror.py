@@ -84,6 +84,7 @@ from mirror.mirror_audit import MirrorAuditEmitter
 from mirror.mirror_config import MirrorConfig
 from mirror.mirror_errors import MirrorConfigError, MirrorError, TopicMismatchError
 from mirror.mirror_stream import MirrorStream
+from schemas.client import RegistryClientSettings
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +103,17 @@ class Mirror:
         consumer_config: ConsumerConfig | None = None,
         group_config: GroupConfig | None = None,
         producer_config: ProducerConfig | None = None,
+        registry: RegistryClientSettings | None = None,
     ) -> None:
+        """``registry`` (``[registry]``) makes the audit's registry client (its credentials and CA file;
+        the URL is ``config.audit_registry_url``): needed when ``config.audit_interval_ms`` is above 0."""
         config.check_audit()
+        if config.audit_interval_ms > 0 and registry is None:
+            raise MirrorConfigError(
+                "MirrorConfig: audit_interval_ms > 0 needs the registry's client settings ([registry]: "
+                "registry=)"
+            )
+        self.registry = registry
         if not config.topics:
             raise MirrorConfigError("MirrorConfig.topics: no topics to mirror (an empty regular expression)")
         self.config = config
@@ -161,7 +171,11 @@ class Mirror:
                 audit_registry_url=self.config.audit_registry_url,
                 audit_state_dir=self.config.audit_state_dir,
             )
-            self._audit = MirrorAuditEmitter(self._producer, audit_settings, self._host)
+            if self.registry is None:  # pragma: no cover - refused in __init__
+                raise MirrorConfigError("MirrorConfig: an audit needs the registry's client settings")
+            self._audit = MirrorAuditEmitter(
+                self._producer, audit_settings, self._host, registry=self.registry
+            )
         if topics:
             self._mirror_topics(topics)
         else:

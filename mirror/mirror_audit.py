@@ -55,6 +55,7 @@ from broker.client.consumer.fetched_batch import FetchedBatch
 from broker.client.producer.producer import Producer
 from broker.client.producer.producer_config import ProducerConfig
 from broker.clock import Clock, system_clock_ms
+from schemas.client import RegistryClientSettings
 
 
 class MirrorAuditCounter(AuditCounter):
@@ -111,7 +112,13 @@ class MirrorAuditEmitter(AuditEmitter):
     """
 
     def __init__(
-        self, producer: Producer, config: ProducerConfig, host: str, clock_ms: Clock = system_clock_ms
+        self,
+        producer: Producer,
+        config: ProducerConfig,
+        host: str,
+        clock_ms: Clock = system_clock_ms,
+        *,
+        registry: RegistryClientSettings,
     ) -> None:
         counter = MirrorAuditCounter(
             host=host,
@@ -121,7 +128,7 @@ class MirrorAuditEmitter(AuditEmitter):
             clock_ms=clock_ms,
             journal=open_journal(config, "mirror"),
         )
-        super().__init__(producer, config, counter, owns_producer=False)
+        super().__init__(producer, config, counter, owns_producer=False, registry=registry)
 
     @property
     def mirror_counter(self) -> MirrorAuditCounter:

@@ -248,10 +248,8 @@ class CompletenessPublisher:
         consumer = config.consumer.replace(**load.security_settings())
         if load.bootstrap_servers:
             consumer = consumer.replace(bootstrap_servers=list(load.bootstrap_servers))
-        codec = AuditEventCodec.for_url(
-            load.registry_url or config.registry.url,
-            config.audit.topic,
-            timeout_s=config.registry.request_timeout_ms / 1000,
+        codec = AuditEventCodec.from_config(
+            config.registry, config.audit.topic, url=load.registry_url or None
         )
         try:
             return read_audit_events(

@@ -152,8 +152,8 @@ class LoadAuditPublisher:
         published = self.published_sequence() if move_pointer else 0
         with AuditPublisher(
             settings,
-            registry_url=load.registry_url or config.registry.url,
-            registry_timeout_s=config.registry.request_timeout_ms / 1000,
+            registry=config.registry,
+            registry_url=load.registry_url or None,
             zookeeper_connect=None if servers else config.zookeeper.connect,
         ) as publisher:
             for sequence in sequences:

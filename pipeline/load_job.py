@@ -106,13 +106,13 @@ class RunOutcome:
 def source_settings(config: LoadSections, faults: Faults) -> SourceSettings:
     load = config.load
     return SourceSettings(
-        registry_url=load.registry_url or config.registry.url,
+        # the tasks' secrets travel inside their pickled settings, read here on the driver (a task may run
+        # where the password's file or variable is not): never in Spark's conf nor on a command line. The
+        # registry's Basic password as the brokers' SASL password
+        registry=config.registry.with_secrets_read(),
         bootstrap_servers=tuple(load.bootstrap_servers),
         zookeeper_connect=config.zookeeper.connect,
-        # the tasks' secrets travel inside their pickled settings, read here on the driver (a task may run
-        # where the password's file or variable is not): never in Spark's conf nor on a command line
         consumer=config.consumer.replace(**load.security_settings()).with_secrets_read("load"),
-        registry_timeout_s=config.registry.request_timeout_ms / 1000,
         arrow_batch_records=load.arrow_batch_records,
         faults=faults,
     )

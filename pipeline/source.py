@@ -3,8 +3,10 @@
 Planning (the driver, :mod:`pipeline.load_job`) hands every task a :class:`ReadTask`, a small JSON-able
 description: the range ``[from_offset, until_offset)``, the topic's reader schema (pinned when the run was
 planned: the latest schema of the value subject ``<topic>-value``) and the event-time field. The job-wide
-:class:`SourceSettings` (registry URL, how to find the brokers, consumer settings) travel in the task's
-closure. Inside the task (:mod:`pipeline.task_output` drives it and writes the batches):
+:class:`SourceSettings` (``[registry]``, how to find the brokers, consumer settings) travel in the task's
+closure; their secrets (the consumer's SASL password, the registry's Basic password) were read on the driver
+and travel inside them, pickled, never in Spark's conf nor on a command line. Inside the task
+(:mod:`pipeline.task_output` drives it and writes the batches):
 
 1. :func:`fetch_range` opens its own connections: a :class:`~broker.client.consumer.consumer.Consumer`
    of that one partition (it finds the leader through ZooKeeper or bootstrap servers, and checks every batch's
@@ -59,7 +61,7 @@ from pipeline.load_errors import ReadError
 from pipeline.ranges import OffsetRange
 from pipeline.record_columns import RecordColumns, batch_columns
 from schemas.avro_schema import AvroSchema
-from schemas.client import SchemaRegistryClient
+from schemas.client import RegistryClientSettings
 from schemas.errors import (
     BadMagicByteError,
     SchemaError,
@@ -94,11 +96,11 @@ class ReadTask(JsonValue):
 class SourceSettings:
     """Job-wide settings of the reading tasks (picklable)."""
 
-    registry_url: str
+    #: ``[registry]`` with its password held (``with_secrets_read``): the tasks' clients are made from it
+    registry: RegistryClientSettings
     bootstrap_servers: tuple[str, ...] = ()
     zookeeper_connect: str | None = None
     consumer: ConsumerConfig = field(default_factory=ConsumerConfig)
-    registry_timeout_s: float = 10.0
     arrow_batch_records: int = 20_000
     faults: Faults = field(default_factory=Faults)
 
@@ -120,18 +122,19 @@ class _Counts:
 
 
 # Writer schemas and decoders are cached per Python worker (workers are reused across tasks), keyed by
-# registry URL and reader schema: a schema id is looked up once per worker, not once per task.
-_SERDES: dict[tuple[str, str], AvroSerde] = {}
+# registry URL, user and reader schema: a schema id is looked up once per worker, not once per task.
+_SERDES: dict[tuple[str, str, str], AvroSerde] = {}
 _SERDES_LOCK = threading.Lock()
 
 
 def _serde(settings: SourceSettings, reader_schema: str) -> AvroSerde:
-    key = (settings.registry_url, reader_schema)
+    registry = settings.registry
+    auth = registry.basic_auth()
+    key = (registry.url, auth[0] if auth else "", reader_schema)
     with _SERDES_LOCK:
         found = _SERDES.get(key)
         if found is None:
-            client = SchemaRegistryClient(settings.registry_url, timeout_s=settings.registry_timeout_s)
-            found = _SERDES[key] = AvroSerde(client, reader_schema)
+            found = _SERDES[key] = AvroSerde.from_config(registry, reader_schema)
         return found
 
 

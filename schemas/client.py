@@ -9,9 +9,16 @@ Caching follows what can change:
   this client (register, delete, config) drops that subject's entries at once.
 
 Error answers become the :class:`~schemas.errors.RegistryError` subclass of their Confluent ``error_code``
-(e.g. :class:`~schemas.errors.SchemaNotFoundError` for 40403); an unreachable registry raises
-:class:`~schemas.errors.RegistryUnavailableError` naming the URL. Thread-safe. Picklable: only the settings
-travel (for Spark executors); the HTTP connection pool and the caches are created anew, lazily, on first use.
+(e.g. :class:`~schemas.errors.SchemaNotFoundError` for 40403); a 401 (credentials missing or wrong) is
+:class:`~schemas.errors.RegistryUnauthorizedError`, one line naming the URL and the user, never a password; an
+unreachable registry raises :class:`~schemas.errors.RegistryUnavailableError` naming the URL.
+
+Lumber's components make their clients with :meth:`SchemaRegistryClient.from_config` from ``[registry]``
+(URL, user and password, CA file), so that with the registry's authentication on every one of them sends
+the credentials; the constructor is for tools that talk to a registry outside the config.
+
+Thread-safe. Picklable: only the settings travel (for Spark executors: the password too, as the
+brokers' SASL password does); the HTTP connection pool and the caches are created anew, lazily, on first use.
 """
 
 from __future__ import annotations
@@ -27,7 +34,12 @@ import httpx
 
 from schemas.avro_schema import AvroSchema
 from schemas.compatibility_result import CompatibilityResult
-from schemas.errors import RegistryRequestError, RegistryUnavailableError, registry_error_for
+from schemas.errors import (
+    RegistryRequestError,
+    RegistryUnauthorizedError,
+    RegistryUnavailableError,
+    registry_error_for,
+)
 from schemas.registered_schema import RegisteredSchema
 
 MEDIA_TYPE = "application/vnd.schemaregistry.v1+json"
@@ -45,6 +57,16 @@ class RegistryClientSettings(Protocol):
     def request_timeout_ms(self) -> int: ...
     @property
     def subject_cache_ttl_ms(self) -> int: ...
+    @property
+    def ssl_cafile(self) -> str: ...
+    def basic_auth(self) -> tuple[str, str] | None:
+        """``(user, password)``, the password read now from where the config says; None: no credentials.
+        Raises :class:`~schemas.errors.RegistryCredentialsError` when it cannot be read."""
+        ...
+
+    def with_secrets_read(self) -> RegistryClientSettings:
+        """A copy holding the password itself, read now (for a process without its file or variable)."""
+        ...
 
 
 def _segment(value: str | int) -> str:
@@ -81,14 +103,27 @@ class SchemaRegistryClient:
         return f"SchemaRegistryClient({self.url!r}{user})"
 
     @classmethod
-    def from_config(cls, config: RegistryClientSettings, url: str | None = None) -> SchemaRegistryClient:
-        basic_auth = getattr(config, "basic_auth", None)  # RegistryConfig's; other settings may lack it
+    def from_config(
+        cls,
+        config: RegistryClientSettings,
+        url: str | None = None,
+        *,
+        timeout_s: float | None = None,
+        subject_cache_ttl_s: float | None = None,
+    ) -> SchemaRegistryClient:
+        """The one way Lumber makes a client of its registry: ``[registry]``'s URL (or ``url``), timeout and
+        cache (or the overrides), its user with the password read now from the key, file or variable the
+        config names (:class:`~schemas.errors.RegistryCredentialsError` if it cannot be read), and its CA
+        file. The client holds the password it read, so a pickled copy (a Spark task's) needs neither the
+        file nor the variable; ``repr`` shows the user only."""
         return cls(
             url or config.url,
-            timeout_s=config.request_timeout_ms / 1000,
-            subject_cache_ttl_s=config.subject_cache_ttl_ms / 1000,
-            basic_auth=basic_auth() if basic_auth is not None else None,
-            cafile=str(getattr(config, "ssl_cafile", "")),
+            timeout_s=config.request_timeout_ms / 1000 if timeout_s is None else timeout_s,
+            subject_cache_ttl_s=(
+                config.subject_cache_ttl_ms / 1000 if subject_cache_ttl_s is None else subject_cache_ttl_s
+            ),
+            basic_auth=config.basic_auth(),
+            cafile=config.ssl_cafile,
         )
 
     def _init_runtime(self) -> None:
@@ -156,6 +191,13 @@ class SchemaRegistryClient:
             if payload is None and response.content:
                 raise RegistryRequestError(f"{where}: answer is not JSON: {response.text[:200]!r}")
             return payload
+        if response.status_code == 401:
+            who = f"user {self._basic_auth[0]!r}" if self._basic_auth else "no credentials"
+            raise RegistryUnauthorizedError(
+                f"{where}: HTTP 401 Unauthorized: the schema registry refused {who} ([registry] "
+                "basic_auth_username and its password)",
+                http_status=401,
+            )
         if isinstance(payload, dict) and "error_code" in payload:
             code = payload["error_code"]
             message = str(payload.get("message", ""))

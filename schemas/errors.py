@@ -6,6 +6,7 @@
   the Confluent ``error_code`` of its kind, so the server turns it into ``{"error_code": N, "message": ...}``
   and the client turns such a body back into the same class (:func:`registry_error_for`).
 * :class:`RegistryUnavailableError`: the client could not reach the registry at all.
+* :class:`RegistryCredentialsError`: the client's password file or variable cannot be read.
 * :class:`SerdeError`: a payload could not be framed, encoded or decoded (bad magic byte, unknown schema id,
   truncated payload, a record that does not fit its schema).
 """
@@ -131,6 +132,19 @@ class RegistryRequestError(RegistryError):
 
     default_http_status = 400
     default_error_code = 400
+
+
+class RegistryUnauthorizedError(RegistryRequestError):
+    """HTTP 401: the registry wants credentials and those sent (if any) are not a user's; the message names
+    the URL and the user, never a password."""
+
+    default_http_status = 401
+    default_error_code = 401
+
+
+class RegistryCredentialsError(SchemaError):
+    """The client's credentials cannot be read (``[registry] basic_auth_password_file`` or ``_env``); the
+    message names the key and the file or variable, never the value."""
 
 
 class RegistryUnavailableError(SchemaError):

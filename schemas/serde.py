@@ -30,7 +30,7 @@ from fastavro import schemaless_reader, schemaless_writer
 from fastavro.read import SchemaResolutionError
 
 from schemas.avro_schema import AvroSchema
-from schemas.client import SchemaRegistryClient
+from schemas.client import RegistryClientSettings, SchemaRegistryClient
 from schemas.errors import (
     BadMagicByteError,
     DecodeError,
@@ -103,8 +103,11 @@ class AvroSerde:
         self._init_runtime()
 
     @classmethod
-    def for_url(cls, url: str, reader_schema: str | AvroSchema | None = None) -> AvroSerde:
-        return cls(SchemaRegistryClient(url), reader_schema)
+    def from_config(
+        cls, config: RegistryClientSettings, reader_schema: str | AvroSchema | None = None
+    ) -> AvroSerde:
+        """A serde of ``[registry]``'s client (:meth:`SchemaRegistryClient.from_config`: its credentials)."""
+        return cls(SchemaRegistryClient.from_config(config), reader_schema)
 
     def close(self) -> None:
         """Close the registry client's connections (the caches stay usable)."""

@@ -175,11 +175,7 @@ def _run_verify(args: argparse.Namespace, config: LumberConfig, settings: _Setti
     consumer = config.consumer
     servers = args.bootstrap_server or consumer.bootstrap_servers or config.load.bootstrap_servers
     consumer = consumer.replace(bootstrap_servers=list(servers))
-    codec = AuditEventCodec.for_url(
-        config.load.registry_url or config.registry.url,
-        audit.topic,
-        timeout_s=config.registry.request_timeout_ms / 1000,
-    )
+    codec = AuditEventCodec.from_config(config.registry, audit.topic, url=config.load.registry_url or None)
     try:
         read = read_audit_events(
             consumer, codec, topic=audit.topic, zookeeper_connect=config.zookeeper.connect

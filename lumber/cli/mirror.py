@@ -134,6 +134,7 @@ def _mirror(args: argparse.Namespace, config: LumberConfig) -> int:
         consumer_config=config.consumer.replace(auto_offset_reset="earliest"),
         group_config=config.group,
         producer_config=config.producer,
+        registry=config.registry,
     )
     try:
         topics = mirror.start()

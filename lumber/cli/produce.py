@@ -141,7 +141,7 @@ def _produce(args: argparse.Namespace, config: LumberConfig) -> int:
         )
 
     try:
-        with audited_producer(settings, zookeeper_connect=zookeeper) as producer:
+        with audited_producer(settings, zookeeper_connect=zookeeper, registry=config.registry) as producer:
             summary = produce_lines(
                 producer,
                 args.topic,

@@ -45,7 +45,9 @@ from lumber.console.console_auth import ConsoleAuth
 from lumber.console.errors import ConsoleError
 from lumber.console.page import error_response
 from schemas.errors import (
+    RegistryCredentialsError,
     RegistryError,
+    RegistryUnauthorizedError,
     RegistryUnavailableError,
     SchemaNotFoundError,
     StoreError,
@@ -84,13 +86,17 @@ def create_app(config: LumberConfig) -> FastAPI:
     async def registry_error(request: Request, exc: RegistryError) -> Response:
         if isinstance(exc, _NOT_FOUND):
             return error_response(request, 404, "Not found", f"schema registry: {exc}")
-        if isinstance(exc, StoreError):
+        if isinstance(exc, StoreError | RegistryUnauthorizedError):
             return error_response(request, 503, "Unavailable", f"schema registry: {exc}")
         return error_response(request, 400, "Bad request", f"schema registry: {exc}")
 
     @app.exception_handler(RegistryUnavailableError)
     async def registry_down(request: Request, exc: RegistryUnavailableError) -> Response:
         return error_response(request, 503, "Unavailable", str(exc))
+
+    @app.exception_handler(RegistryCredentialsError)
+    async def registry_credentials(request: Request, exc: RegistryCredentialsError) -> Response:
+        return error_response(request, 503, "Unavailable", f"schema registry: {exc}")
 
     @app.exception_handler(BrokerError)
     async def broker_error(request: Request, exc: BrokerError) -> Response:

@@ -89,9 +89,7 @@ class _Query:
 
 def _read(sources: Sources) -> tuple[AuditRead | None, str | None]:
     config = sources.config
-    codec = AuditEventCodec.for_url(
-        sources.registry_url, config.audit.topic, timeout_s=sources.timeout_ms / 1000
-    )
+    codec = AuditEventCodec(sources.registry_client(), config.audit.topic)
     try:
         return read_audit_events(sources.consumer_settings(), codec, topic=config.audit.topic), None
     except AuditError as exc:

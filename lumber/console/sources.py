@@ -5,7 +5,8 @@ page is rendered): a kazoo session to ``[zookeeper] connect``, a
 :class:`~broker.client.consumer.consumer.Consumer` of no partitions bootstrapped from ``[consumer]
 bootstrap_servers`` (else the brokers registered in ZooKeeper), a
 :class:`~broker.client.groups.kafka.kafka_group_admin.KafkaGroupAdmin` for the Kafka-protocol groups
-(bootstrapped the same way), and a :class:`~schemas.client.SchemaRegistryClient` of ``[registry] url``.
+(bootstrapped the same way), and a :class:`~schemas.client.SchemaRegistryClient` of ``[registry]`` (its URL,
+user and password, CA file).
 Nothing is shared between requests, so the console holds no state that could go stale; each source is opened
 only if the page needs it. Every wait is bounded by ``[console] request_timeout_ms``; a source that does not
 answer raises :class:`~lumber.console.errors.SourceUnavailableError` naming it.
@@ -108,12 +109,18 @@ class Sources:
                 ) from exc
         return self._kafka_groups
 
+    def registry_client(self) -> SchemaRegistryClient:
+        """A new client of ``[registry]`` (its credentials and CA file), with the console's timeout and no
+        cache by subject (a page shows the registry as it is now); the caller closes it."""
+        return SchemaRegistryClient.from_config(
+            self.config.registry, self.registry_url, timeout_s=self.timeout_ms / 1000, subject_cache_ttl_s=0.0
+        )
+
     @property
     def registry(self) -> SchemaRegistryClient:
+        """This request's client of the registry (:meth:`registry_client`)."""
         if self._registry is None:
-            self._registry = SchemaRegistryClient(
-                self.registry_url, timeout_s=self.timeout_ms / 1000, subject_cache_ttl_s=0.0
-            )
+            self._registry = self.registry_client()
         return self._registry
 
     def close(self) -> None:

@@ -8,18 +8,22 @@ producers' and mirrors' audit, the load job and the console (the old ``[producer
 ``[zookeeper]`` section (``connect``, timeouts). This module must not import :mod:`pipeline`.
 
 HTTPS (``ssl_certfile``) and HTTP Basic authentication (``auth_users_file``,
-:mod:`schemas.registry.basic_auth`) are the server's; ``basic_auth_username`` / ``basic_auth_password`` and
-``ssl_cafile`` are what clients send and trust (:meth:`schemas.client.SchemaRegistryClient.from_config`).
+:mod:`schemas.registry.basic_auth`) are the server's; ``basic_auth_username`` with its password (given one
+way: ``basic_auth_password``, a masked secret, or ``basic_auth_password_file`` or ``basic_auth_password_env``,
+read when a client is made) and ``ssl_cafile`` are what every Lumber client sends and trusts: each is made by
+the one factory :meth:`schemas.client.SchemaRegistryClient.from_config`.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal, Self
 
 from pydantic import SecretStr, model_validator
 
 from broker.config_section import ConfigSection, setting
+from schemas.errors import RegistryCredentialsError
 
 Compatibility = Literal[
     "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE", "NONE"
@@ -70,11 +74,21 @@ class RegistryConfig(ConfigSection):
         "keep the file mode 0600): set, every request must authenticate (401 without), and only admin may "
         "register, delete or change compatibility (403). Empty: no authentication.",
     )
-    basic_auth_username: str = setting("", "The user clients authenticate as (HTTP Basic); empty: none.")
-    basic_auth_password: SecretStr = setting(
-        SecretStr(""), "Its password (a secret: masked by `lumber config show`; or basic_auth_password_file)."
+    basic_auth_username: str = setting(
+        "",
+        "The user every Lumber client of the registry authenticates as (HTTP Basic): the `lumber schemas` "
+        "commands, producers' and mirrors' audit, the audit, the load job and its Spark tasks, the console, "
+        "the demo. Empty: none.",
     )
-    basic_auth_password_file: str = setting("", "A file whose first line is basic_auth_password.")
+    basic_auth_password: SecretStr = setting(
+        SecretStr(""),
+        "Its password (a secret: masked by `lumber config show`; prefer basic_auth_password_file or "
+        "basic_auth_password_env).",
+    )
+    basic_auth_password_file: str = setting(
+        "", "A file whose first line is basic_auth_password (keep it mode 0600)."
+    )
+    basic_auth_password_env: str = setting("", "An environment variable holding basic_auth_password.")
     ssl_cafile: str = setting(
         "",
         "CA certificates (PEM) clients check an https:// registry's certificate against; empty: the "
@@ -82,24 +96,61 @@ class RegistryConfig(ConfigSection):
     )
 
     def basic_auth(self) -> tuple[str, str] | None:
-        """``(user, password)`` clients send, or ``None``; :class:`ValueError` naming an unreadable file."""
+        """``(user, password)`` clients send, the password read now from its file or variable; ``None``
+        without ``basic_auth_username``. :class:`~schemas.errors.RegistryCredentialsError` names the key and
+        the file or variable that cannot be read, never a value."""
         if not self.basic_auth_username:
             return None
         if self.basic_auth_password_file:
+            path = self.basic_auth_password_file
             try:
-                lines = Path(self.basic_auth_password_file).read_text(encoding="utf-8").splitlines()
+                lines = Path(path).read_text(encoding="utf-8").splitlines()
             except (OSError, UnicodeDecodeError) as exc:
-                raise ValueError(
-                    f"registry.basic_auth_password_file: cannot read {self.basic_auth_password_file!r}: "
-                    f"{exc.__class__.__name__}"
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+                raise RegistryCredentialsError(
+                    f"registry.basic_auth_password_file: cannot read {path!r}: {reason}"
                 ) from None
-            return self.basic_auth_username, lines[0] if lines else ""
+            if not lines or not lines[0]:
+                raise RegistryCredentialsError(
+                    f"registry.basic_auth_password_file: the first line of {path!r} is empty"
+                )
+            return self.basic_auth_username, lines[0]
+        if self.basic_auth_password_env:
+            value = os.environ.get(self.basic_auth_password_env, "")
+            if not value:
+                raise RegistryCredentialsError(
+                    f"registry.basic_auth_password_env: the environment variable "
+                    f"{self.basic_auth_password_env} is not set or empty"
+                )
+            return self.basic_auth_username, value
         return self.basic_auth_username, self.basic_auth_password.get_secret_value()
+
+    def with_secrets_read(self) -> RegistryConfig:
+        """A copy holding the password itself (read now from its file or variable, which are then left
+        out), as :meth:`broker.client.security_settings.SecuritySettings.with_secrets_read` does for SASL:
+        for a process that has neither, such as a Spark task on another machine."""
+        auth = self.basic_auth()
+        if auth is None:
+            return self
+        return self.replace(
+            basic_auth_password=SecretStr(auth[1]), basic_auth_password_file="", basic_auth_password_env=""
+        )
 
     @model_validator(mode="after")
     def _check(self) -> Self:
-        if self.basic_auth_password_file and self.basic_auth_password.get_secret_value():
-            raise ValueError("registry: give basic_auth_password or basic_auth_password_file, not both")
+        given = [
+            key
+            for key, value in (
+                ("basic_auth_password", self.basic_auth_password.get_secret_value()),
+                ("basic_auth_password_file", self.basic_auth_password_file),
+                ("basic_auth_password_env", self.basic_auth_password_env),
+            )
+            if value
+        ]
+        if len(given) > 1:
+            raise ValueError(f"registry: give at most one of {', '.join(given)}")
+        if given and not self.basic_auth_username:
+            raise ValueError(f"registry: {given[0]} needs basic_auth_username")
         path = self.zookeeper_path
         if not path.startswith("/") or path.endswith("/") or "//" in path:
             raise ValueError(

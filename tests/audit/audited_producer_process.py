@@ -20,6 +20,7 @@ import threading
 from audit.audited_producer import audited_producer
 from broker.client.producer.producer_batch import DeliveryCallback, RecordMetadata
 from broker.client.producer.producer_config import ProducerConfig
+from schemas.registry.config import RegistryConfig
 
 
 def main() -> int:
@@ -45,7 +46,7 @@ def main() -> int:
     )
     ack_fd = os.open(args.ack_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     window = threading.Semaphore(20)
-    producer = audited_producer(config)
+    producer = audited_producer(config, registry=RegistryConfig(url=args.registry))
 
     def on_delivery(n: int, ts: int) -> DeliveryCallback:
         def done(_metadata: RecordMetadata | None, error: BaseException | None) -> None:

@@ -20,6 +20,8 @@ from broker.client.producer.producer import Producer
 from broker.client.producer.producer_batch import ProducerBatch
 from broker.client.producer.producer_config import ProducerConfig
 from broker.record.compression import CompressionType
+from schemas.client import SchemaRegistryClient
+from schemas.registry.config import RegistryConfig
 from tests.broker.client.helpers import HOST
 from tests.support.broker_cluster import servers, wait_for
 from tests.support.registry import RegistryProcess
@@ -42,7 +44,8 @@ def producer(cluster: Any, **settings: Any) -> Producer:
     settings.setdefault("request_timeout_ms", 10_000)
     settings.setdefault("max_block_ms", 10_000)
     settings.setdefault("enable_idempotence", settings.get("acks", "all") == "all")
-    return audited_producer(ProducerConfig(bootstrap_servers=servers(cluster), **settings))
+    config = ProducerConfig(bootstrap_servers=servers(cluster), **settings)
+    return audited_producer(config, registry=RegistryConfig(url=config.audit_registry_url))
 
 
 def test_only_acknowledged_batches_count_per_window_then_take_numbers_the_deltas() -> None:
@@ -119,7 +122,7 @@ def test_an_audit_needs_a_topic_and_a_registry() -> None:
 
 
 def audit_events(cluster: Any, registry: RegistryProcess) -> list[AuditEvent]:
-    codec = AuditEventCodec.for_url(registry.url)
+    codec = AuditEventCodec(SchemaRegistryClient(registry.url))
     try:
         read = read_audit_events(
             ConsumerConfig(bootstrap_servers=servers(cluster), fetch_max_wait_ms=100), codec, topic="_audit"

@@ -15,6 +15,8 @@ from audit.audit_reader import read_audit_events
 from audit.audited_producer import audited_producer
 from broker.client.consumer.consumer_config import ConsumerConfig
 from broker.client.producer.producer_config import ProducerConfig
+from schemas.client import SchemaRegistryClient
+from schemas.registry.config import RegistryConfig
 from tests.support.broker_cluster import BrokerCluster, servers, wait_for
 from tests.support.registry import RegistryProcess
 
@@ -39,7 +41,7 @@ def test_an_audited_producer_creates_the_audit_topic_and_its_counts_read_back_ex
         audit_registry_url=registry.url,
     )
     started = time.monotonic()
-    with audited_producer(config) as producer:
+    with audited_producer(config, registry=RegistryConfig(url=config.audit_registry_url)) as producer:
         futures = [producer.send("pv", b"a", partition=i % 2, timestamp_ms=W0 + i) for i in range(7)]
         futures += [producer.send("pv", b"bb", partition=1, timestamp_ms=W1 + i) for i in range(5)]
         for future in futures:
@@ -49,7 +51,7 @@ def test_an_audited_producer_creates_the_audit_topic_and_its_counts_read_back_ex
         assert sorted(cluster.admin.describe_topic("_audit")) == [0, 1, 2]
     # close() published the counts without waiting for a topic (well under the 60 s max_block_ms)
     assert time.monotonic() - started < 20
-    codec = AuditEventCodec.for_url(registry.url)
+    codec = AuditEventCodec(SchemaRegistryClient(registry.url))
     try:
         read = read_audit_events(
             ConsumerConfig(bootstrap_servers=servers(cluster), fetch_max_wait_ms=100), codec, topic="_audit"
@@ -83,7 +85,9 @@ def test_a_cluster_that_cannot_create_it_is_reported_at_once_and_close_does_not_
         f"{cluster.broker(0).port} (broker 0) refused CreateTopics (1 partitions): INVALID_TOPIC_EXCEPTION"
     )
     started = time.monotonic()
-    producer = audited_producer(config, zookeeper_connect=cluster.zk_connect)
+    producer = audited_producer(
+        config, zookeeper_connect=cluster.zk_connect, registry=RegistryConfig(url=config.audit_registry_url)
+    )
     try:
         wait_for(lambda: any(expected in r.getMessage() for r in caplog.records), 2, "the error at start")
         assert time.monotonic() - started < 2

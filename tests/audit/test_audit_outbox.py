@@ -27,6 +27,8 @@ from broker.client.consumer.consumer_config import ConsumerConfig
 from broker.client.producer.producer import Producer
 from broker.client.producer.producer_config import ProducerConfig
 from broker.record.topic_partition import TopicPartition
+from schemas.client import SchemaRegistryClient
+from schemas.registry.config import RegistryConfig
 from tests.support.broker_cluster import BrokerCluster, servers, wait_for
 from tests.support.registry import RegistryProcess
 
@@ -37,7 +39,7 @@ W0 = 1_795_334_400_000  # 2026-11-22T08:00Z
 
 def producer_tier(cluster: BrokerCluster, registry: RegistryProcess) -> tuple[list[AuditEvent], int]:
     """The producer tier's unique events on the audit topic, and how many copies were read in all."""
-    codec = AuditEventCodec.for_url(registry.url)
+    codec = AuditEventCodec(SchemaRegistryClient(registry.url))
     try:
         read = read_audit_events(ConsumerConfig(bootstrap_servers=servers(cluster)), codec, topic="_audit")
     finally:
@@ -163,7 +165,7 @@ def test_an_event_published_again_after_a_restart_is_counted_once(
         audit_state_dir=str(tmp_path / "state"),
     )
     journal = tmp_path / "state" / "producer-web-producer.journal"
-    emitter = AuditEmitter.for_producer(config)
+    emitter = AuditEmitter.for_producer(config, registry=RegistryConfig(url=registry.url))
     first = Producer(config, delivery_listener=emitter)
     for n in range(7):
         first.send("pv", b"v%d" % n, timestamp_ms=W0 + n).result(10)
@@ -175,7 +177,7 @@ def test_an_event_published_again_after_a_restart_is_counted_once(
     first.close()
     # as if killed after the broker confirmed the event and before the journal said so
     journal.write_bytes(taken)
-    second = audited_producer(config)
+    second = audited_producer(config, registry=RegistryConfig(url=registry.url))
     second.send("pv", b"v7", timestamp_ms=W0 + W).result(10)
     second.close()
     events, copies = producer_tier(cluster, registry)

@@ -56,9 +56,9 @@ def test_an_unknown_key_lists_the_section_keys_but_not_the_derived_ones() -> Non
         config_from_mapping({"registry": {"uri": "http://x"}}, where="f.toml")
     assert str(caught.value) == (
         "f.toml: unknown key 'registry.uri' (section [registry] has: auth_users_file, basic_auth_password, "
-        "basic_auth_password_file, basic_auth_username, default_compatibility, host, max_schema_bytes, port, "
-        "request_timeout_ms, ssl_cafile, ssl_certfile, ssl_keyfile, subject_cache_ttl_ms, url, "
-        "zookeeper_path)"
+        "basic_auth_password_env, basic_auth_password_file, basic_auth_username, default_compatibility, "
+        "host, max_schema_bytes, port, request_timeout_ms, ssl_cafile, ssl_certfile, ssl_keyfile, "
+        "subject_cache_ttl_ms, url, zookeeper_path)"
     )
     with pytest.raises(
         ConfigError,

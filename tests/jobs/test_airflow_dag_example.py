@@ -25,6 +25,7 @@ from broker.client.producer.producer_config import ProducerConfig
 from lumber.config import dump_config
 from pipeline.completeness_marker import hour_text
 from schemas.client import SchemaRegistryClient
+from schemas.registry.config import RegistryConfig
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema_text
 from tests.support.broker_cluster import servers
@@ -66,7 +67,8 @@ def test_airflow_runs_the_load_for_two_hours_and_emits_each_complete_hour_as_an_
             linger_ms=0,
             audit_interval_ms=3_600_000,  # close() emits
             audit_registry_url=load_registry.url,
-        )
+        ),
+        registry=RegistryConfig(url=load_registry.url),
     )
     n = 0
     for hour, count in ((H1, 4), (H2, 3)):

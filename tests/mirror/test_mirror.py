@@ -40,6 +40,8 @@ from broker.record.topic_partition import TopicPartition
 from lumber.dev.zookeeper_server import ZooKeeperServer
 from mirror.mirror import Mirror
 from mirror.mirror_config import MirrorConfig
+from schemas.client import SchemaRegistryClient
+from schemas.registry.config import RegistryConfig
 from tests.broker.client.helpers import consumer, producer, read_batches, read_records
 from tests.support.broker_cluster import BrokerCluster, wait_for
 from tests.support.registry import RegistryProcess, launch_registry
@@ -121,6 +123,7 @@ def test_the_target_holds_the_source_per_partition_in_order_and_the_audit_counts
         consumer_config=ConsumerConfig(fetch_max_wait_ms=100, auto_offset_reset="earliest"),
         group_config=GroupConfig(auto_commit_interval_ms=100),
         producer_config=ProducerConfig(audit_topic_partitions=2),
+        registry=RegistryConfig(url=registry.url),
     ) as mirror:
         assert mirror.start() == {"page_view": partitions}
         wait_for(lambda: mirror.copied >= 1800, 30, "the mirror to copy every record")
@@ -143,7 +146,7 @@ def test_the_target_holds_the_source_per_partition_in_order_and_the_audit_counts
     ]
     assert committed == [source_ends[p] for p in range(partitions)]
 
-    codec = AuditEventCodec.for_url(registry.url)
+    codec = AuditEventCodec(SchemaRegistryClient(registry.url))
     try:
         read = read_audit_events(
             ConsumerConfig(fetch_max_wait_ms=100), codec, topic="_audit", zookeeper_connect=target.zk_connect

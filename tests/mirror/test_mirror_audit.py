@@ -26,6 +26,7 @@ from broker.client.consumer.consumer_config import ConsumerConfig
 from broker.cluster import zk_paths
 from broker.record.topic_partition import TopicPartition
 from lumber.dev.zookeeper_server import ZooKeeperServer
+from schemas.client import SchemaRegistryClient
 from tests.broker.client.helpers import consumer, producer
 from tests.support.broker_cluster import BrokerCluster, servers, wait_for
 from tests.support.registry import RegistryProcess, launch_registry
@@ -139,7 +140,7 @@ def test_a_mirror_killed_twice_counts_every_source_record_once_per_window(
             process.wait(10)
         log.close()
 
-    codec = AuditEventCodec.for_url(registry.url)
+    codec = AuditEventCodec(SchemaRegistryClient(registry.url))
     try:
         read = read_audit_events(ConsumerConfig(bootstrap_servers=servers(target)), codec, topic="_audit")
     finally:

@@ -127,6 +127,14 @@ def test_a_mirror_that_audits_needs_a_registry() -> None:
         MirrorConfigError, match="audit_interval_ms > 0 needs an audit_topic and an audit_registry_url"
     ):
         Mirror(MirrorConfig(topics="t"), source_zookeeper="127.0.0.1:1", target_zookeeper="127.0.0.1:1")
+    with pytest.raises(
+        MirrorConfigError, match=r"audit_interval_ms > 0 needs the registry's client settings"
+    ):
+        Mirror(
+            MirrorConfig(topics="t", audit_registry_url="https://r:8081"),
+            source_zookeeper="127.0.0.1:1",
+            target_zookeeper="127.0.0.1:1",
+        )
     with pytest.raises(MirrorConfigError, match="no topics to mirror"):
         Mirror(
             MirrorConfig(audit_interval_ms=0), source_zookeeper="127.0.0.1:1", target_zookeeper="127.0.0.1:1"

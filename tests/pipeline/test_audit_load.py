@@ -43,6 +43,7 @@ from pipeline.load_audit_publisher import POINTER_NAME, LoadAuditPublisher
 from pipeline.load_errors import InjectedFault
 from pipeline.load_job import run_load
 from schemas.client import SchemaRegistryClient
+from schemas.registry.config import RegistryConfig
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema_text
 from tests.support.broker_cluster import wait_for
@@ -81,7 +82,8 @@ class Views:
                 max_block_ms=10_000,
                 audit_interval_ms=3_600_000,  # only close() emits: the tests decide when counts appear
                 audit_registry_url=self.registry.url,
-            )
+            ),
+            registry=RegistryConfig(url=self.registry.url),
         )
 
     def values(self, topic: str, count: int, ts_ms: int) -> list[bytes]:
@@ -110,7 +112,7 @@ class Views:
 
 
 def verify(cluster: Any, registry: RegistryProcess, topics: list[str], job: str) -> AuditReport:
-    codec = AuditEventCodec.for_url(registry.url)
+    codec = AuditEventCodec(SchemaRegistryClient(registry.url))
     try:
         read = read_audit_events(
             ConsumerConfig(bootstrap_servers=cluster.bootstrap_servers.split(","), fetch_max_wait_ms=100),

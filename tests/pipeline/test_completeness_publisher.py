@@ -44,6 +44,7 @@ from pipeline.completeness_publisher import CompletenessPublisher
 from pipeline.fs import open_filesystem
 from pipeline.load_job import run_load
 from schemas.client import SchemaRegistryClient
+from schemas.registry.config import RegistryConfig
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema_text
 from tests.support.broker_cluster import servers, wait_for
@@ -86,7 +87,8 @@ class Views:
                 max_block_ms=10_000,
                 audit_interval_ms=3_600_000,  # only close() emits: the test decides when counts appear
                 audit_registry_url=self.registry.url,
-            )
+            ),
+            registry=RegistryConfig(url=self.registry.url),
         )
 
     def send(self, producer: Producer, hour_ms: int, count: int) -> None:

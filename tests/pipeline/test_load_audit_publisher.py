@@ -16,6 +16,7 @@ from pipeline.commit import CommitProtocol
 from pipeline.fs import open_filesystem
 from pipeline.load_audit_publisher import LoadAuditPublisher, PublishReport, load_events, publish_load_counts
 from pipeline.manifest import Manifest, WindowCount
+from schemas.client import SchemaRegistryClient
 from tests.support.broker_cluster import BrokerCluster, servers
 from tests.support.load_job import load_config
 from tests.support.registry import RegistryProcess
@@ -109,7 +110,7 @@ def test_the_publisher_creates_the_missing_audit_topic_and_publishes_within_seco
     assert lines == ["audit: published 1 load counts of manifests 1-1 to _audit"]
     assert publisher.published_sequence() == 1
     assert sorted(cluster.admin.describe_topic("_audit")) == [0, 1]
-    codec = AuditEventCodec.for_url(load_registry.url)
+    codec = AuditEventCodec(SchemaRegistryClient(load_registry.url))
     try:
         read = read_audit_events(
             ConsumerConfig(bootstrap_servers=servers(cluster), fetch_max_wait_ms=100), codec, topic="_audit"

@@ -12,6 +12,7 @@ from pipeline.ranges import OffsetRange
 from pipeline.record_columns import RecordColumns
 from pipeline.source import ReadTask, SourceSettings, quarantine_reason, records_to_batches
 from schemas.client import SchemaRegistryClient
+from schemas.registry.config import RegistryConfig
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema_text
 from tests.support.load_job import unique_topic
@@ -93,7 +94,7 @@ def test_decodes_v1_and_v2_into_one_table_and_quarantines_the_rest(
     ]
     chunks = [RecordColumns.from_records(c) for c in (good[:1], [*good[1:], *bad[:3]], bad[3:])]
     task = ReadTask(4, OffsetRange(topic, 3, 10, 18), latest.schema, latest.schema_id)
-    settings = SourceSettings(registry_url=load_registry.url, arrow_batch_records=3)
+    settings = SourceSettings(registry=RegistryConfig(url=load_registry.url), arrow_batch_records=3)
 
     data = [row for b in records_to_batches(task, settings, "data", chunks) for row in b.to_pylist()]
     assert data == [
@@ -144,7 +145,7 @@ def test_event_time_from_a_payload_field(setup: Any, load_registry: RegistryProc
     topic, _v1, v2, _click, latest, serde = setup
     records = [rec(topic, 0, HOUR_9, serde.encode(v2, view(0, HOUR_10 + 5, True)))]
     task = ReadTask(0, OffsetRange(topic, 3, 0, 1), latest.schema, latest.schema_id, "timestamp_ms")
-    settings = SourceSettings(registry_url=load_registry.url)
+    settings = SourceSettings(registry=RegistryConfig(url=load_registry.url))
     (row,) = [
         r
         for b in records_to_batches(task, settings, "data", [RecordColumns.from_records(records)])
@@ -157,7 +158,7 @@ def test_a_range_not_fully_accounted_for_fails_the_task(setup: Any, load_registr
     topic, v1, _v2, _click, latest, serde = setup
     records = [rec(topic, 5, HOUR_9, serde.encode(v1, view(5, HOUR_9, False)))]
     task = ReadTask(1, OffsetRange(topic, 3, 5, 7), latest.schema, latest.schema_id)
-    settings = SourceSettings(registry_url=load_registry.url)
+    settings = SourceSettings(registry=RegistryConfig(url=load_registry.url))
     with pytest.raises(ReadError, match=r"1 rows \+ 0 quarantined = 1 of 1 records read, expected 2"):
         list(records_to_batches(task, settings, "data", [RecordColumns.from_records(records)]))
 

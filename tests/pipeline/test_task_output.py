@@ -28,6 +28,7 @@ from pipeline.staging import choose_attempts, range_results, staged_files, windo
 from pipeline.task_output import ParquetSettings, TaskSummary, write_task
 from schemas.avro_schema import AvroSchema
 from schemas.client import SchemaRegistryClient
+from schemas.registry.config import RegistryConfig
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema_text
 from tests.support.load_job import unique_topic
@@ -87,7 +88,7 @@ def run_attempt(
 ) -> TaskSummary:
     return write_task(
         task,
-        SourceSettings(registry_url=url, arrow_batch_records=250),
+        SourceSettings(registry=RegistryConfig(url=url), arrow_batch_records=250),
         fs,
         f"_lumber/j/staging/r1/{task.range.topic}/task={task.task_id}/attempt={attempt}",
         attempt=attempt,

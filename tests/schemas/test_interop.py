@@ -94,7 +94,7 @@ def test_confluent_serializer_output_decodes_with_our_serde(
 ) -> None:
     payload = serialize_with_confluent(confluent, "search", shipped_schema_text("search"), SEARCH)
     assert payload[:5] == b"\x00\x00\x00\x00\x01"
-    serde = closing(AvroSerde.for_url(registry.url))
+    serde = closing(AvroSerde(SchemaRegistryClient(registry.url)))
     assert serde.decode(payload) == SEARCH
     assert closing(SchemaRegistryClient(registry.url)).get_versions("search-value") == [1]
 

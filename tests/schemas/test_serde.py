@@ -49,7 +49,7 @@ def ids(registry: RegistryProcess) -> dict[str, int]:
 def test_round_trip_and_exact_framing(
     registry: RegistryProcess, ids: dict[str, int], closing: Closing
 ) -> None:
-    serde = closing(AvroSerde.for_url(registry.url))
+    serde = closing(AvroSerde(SchemaRegistryClient(registry.url)))
     payload = serde.encode(ids["v1"], VIEW)
     assert payload[:5] == b"\x00\x00\x00\x00\x01"
     assert payload[5:7] == b"\x06e"  # the first field: zig-zag length 3, then "e-1"
@@ -60,20 +60,22 @@ def test_round_trip_and_exact_framing(
 def test_reader_schema_resolves_both_ways(
     registry: RegistryProcess, ids: dict[str, int], closing: Closing
 ) -> None:
-    writer = closing(AvroSerde.for_url(registry.url))
+    writer = closing(AvroSerde(SchemaRegistryClient(registry.url)))
     old_data = writer.encode(ids["v1"], VIEW)
     new_data = writer.encode(ids["v2"], VIEW_V2)
-    as_v2 = closing(AvroSerde.for_url(registry.url, reader_schema=shipped_schema_text("page_view_v2")))
+    as_v2 = closing(
+        AvroSerde(SchemaRegistryClient(registry.url), reader_schema=shipped_schema_text("page_view_v2"))
+    )
     assert as_v2.decode(old_data) == {**VIEW, "load_time_ms": None}
     assert as_v2.decode(new_data) == VIEW_V2
-    as_v1 = closing(AvroSerde.for_url(registry.url, reader_schema=shipped_schema("page_view")))
+    as_v1 = closing(AvroSerde(SchemaRegistryClient(registry.url), reader_schema=shipped_schema("page_view")))
     assert as_v1.decode(new_data) == VIEW
     # a per-call reader overrides the serde's
     assert as_v1.decode(old_data, reader_schema=shipped_schema("page_view_v2"))["load_time_ms"] is None
 
 
 def test_decode_many_mixes_ids(registry: RegistryProcess, ids: dict[str, int], closing: Closing) -> None:
-    serde = closing(AvroSerde.for_url(registry.url))
+    serde = closing(AvroSerde(SchemaRegistryClient(registry.url)))
     click = {
         "event_id": "c-1",
         "timestamp_ms": 5,
@@ -98,7 +100,7 @@ def test_decode_many_mixes_ids(registry: RegistryProcess, ids: dict[str, int], c
 def test_decode_errors_name_what_and_where(
     registry: RegistryProcess, ids: dict[str, int], closing: Closing
 ) -> None:
-    serde = closing(AvroSerde.for_url(registry.url))
+    serde = closing(AvroSerde(SchemaRegistryClient(registry.url)))
     good = serde.encode(ids["v1"], VIEW)
     cases: list[tuple[bytes, type[Exception], str]] = [
         (b"\x01" + good[1:], BadMagicByteError, "payload: magic byte is 0x01 at offset 0, expected 0x00"),
@@ -141,12 +143,12 @@ def test_decode_errors_name_what_and_where(
 def test_incompatible_reader_is_a_decode_error(
     registry: RegistryProcess, ids: dict[str, int], closing: Closing
 ) -> None:
-    payload = closing(AvroSerde.for_url(registry.url)).encode(ids["v1"], VIEW)
+    payload = closing(AvroSerde(SchemaRegistryClient(registry.url))).encode(ids["v1"], VIEW)
     reader = shipped_schema("click")  # needs element_id, which page views lack
     with pytest.raises(
         DecodeError, match="data written with schema id 1 does not resolve to the reader schema"
     ):
-        closing(AvroSerde.for_url(registry.url, reader)).decode(payload)
+        closing(AvroSerde(SchemaRegistryClient(registry.url), reader)).decode(payload)
 
 
 @pytest.mark.parametrize(
@@ -161,26 +163,26 @@ def test_encode_is_strict(
     registry: RegistryProcess, ids: dict[str, int], closing: Closing, record: dict[str, Any], message: str
 ) -> None:
     with pytest.raises(EncodeError, match=message):
-        closing(AvroSerde.for_url(registry.url)).encode(ids["v1"], record)
+        closing(AvroSerde(SchemaRegistryClient(registry.url))).encode(ids["v1"], record)
 
 
 def test_fields_with_defaults_may_be_left_out(
     registry: RegistryProcess, ids: dict[str, int], closing: Closing
 ) -> None:
-    serde = closing(AvroSerde.for_url(registry.url))
+    serde = closing(AvroSerde(SchemaRegistryClient(registry.url)))
     sparse = {k: v for k, v in VIEW.items() if k not in ("member_id", "referrer_url")}
     assert serde.decode(serde.encode(ids["v1"], sparse)) == {**VIEW, "member_id": None}
 
 
 def test_decoders_are_cached_per_id(registry: RegistryProcess, ids: dict[str, int], closing: Closing) -> None:
-    serde = closing(AvroSerde.for_url(registry.url))
+    serde = closing(AvroSerde(SchemaRegistryClient(registry.url)))
     payload = serde.encode(ids["v1"], VIEW)
     other = serde.encode(ids["v2"], VIEW_V2)
     assert serde.decode(payload) == VIEW
     registry.stop()  # no registry any more: what was looked up once still decodes
     assert serde.decode_many([payload] * 100) == [VIEW] * 100
     assert serde.decode(other) == VIEW_V2  # encode() fetched id 2 already (one cache per client)
-    fresh = closing(AvroSerde.for_url(registry.url))
+    fresh = closing(AvroSerde(SchemaRegistryClient(registry.url)))
     with pytest.raises(RegistryUnavailableError):
         fresh.decode(payload)
 
@@ -188,7 +190,9 @@ def test_decoders_are_cached_per_id(registry: RegistryProcess, ids: dict[str, in
 def test_pickles_for_spark_executors(
     registry: RegistryProcess, ids: dict[str, int], closing: Closing
 ) -> None:
-    serde = closing(AvroSerde.for_url(registry.url, reader_schema=shipped_schema("page_view_v2")))
+    serde = closing(
+        AvroSerde(SchemaRegistryClient(registry.url), reader_schema=shipped_schema("page_view_v2"))
+    )
     payload = serde.encode(ids["v1"], VIEW)
     serde.decode(payload)
     data = pickle.dumps(serde)
@@ -203,7 +207,9 @@ def test_pickles_for_spark_executors(
 def test_every_truncation_is_reported_as_one(
     registry: RegistryProcess, ids: dict[str, int], closing: Closing
 ) -> None:
-    serde = closing(AvroSerde.for_url(registry.url, reader_schema=shipped_schema("page_view_v2")))
+    serde = closing(
+        AvroSerde(SchemaRegistryClient(registry.url), reader_schema=shipped_schema("page_view_v2"))
+    )
     good = serde.encode(ids["v2"], VIEW_V2)
     for cut in range(len(good)):
         with pytest.raises(TruncatedPayloadError) as info:

@@ -288,17 +288,19 @@ def load_stack(
     partitions: int = 2,
     *,
     replication_factor: int = 1,
+    client: SchemaRegistryClient | None = None,
     **producer: Any,
 ) -> Iterator[LoadStack]:
     """A :class:`LoadStack` on ``cluster`` (its topics with ``replication_factor`` replicas); ``producer``
-    settings override linger 5 ms, acks all."""
+    settings override linger 5 ms, acks all; ``client`` registers the schemas (default: one of
+    ``registry.url`` without credentials)."""
     topic = unique_topic("page_view")
     cluster.create_topic(topic, partitions, replication_factor=replication_factor)
     if (
         AUDIT_TOPIC not in cluster.admin.list_topics()
     ):  # the load publishes its counts; brokers create no topics
         cluster.create_topic(AUDIT_TOPIC, 1, replication_factor=replication_factor)
-    client = SchemaRegistryClient(registry.url)
+    client = client if client is not None else SchemaRegistryClient(registry.url)
     v1 = client.register(f"{topic}-value", shipped_schema_text("page_view"))
     v2 = client.register(f"{topic}-value", shipped_schema_text("page_view_v2"))
     settings = {"linger_ms": 5, "acks": "all", "max_block_ms": 10_000, **producer}

@@ -16,6 +16,7 @@ from broker.client.producer.producer_config import ProducerConfig
 from lumber.cli import main as lumber
 from lumber.cli.audit import parse_time_ms
 from pipeline.durations import parse_duration_ms
+from schemas.client import SchemaRegistryClient
 from tests.support.registry import RegistryProcess
 
 W = 600_000
@@ -42,7 +43,7 @@ def load_event(window: int, rows: int, at: int, malformed: int = 0) -> AuditEven
 def publish(
     cluster: Any, registry: RegistryProcess, events: list[AuditEvent], raw: tuple[bytes, ...] = ()
 ) -> None:
-    codec = AuditEventCodec.for_url(registry.url)
+    codec = AuditEventCodec(SchemaRegistryClient(registry.url))
     with Producer(ProducerConfig(bootstrap_servers=cluster.bootstrap_servers.split(","), acks="all")) as p:
         futures = [p.send("_audit", codec.encode(e), key=codec.key(e)) for e in events]
         futures += [p.send("_audit", value) for value in raw]

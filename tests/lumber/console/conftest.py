@@ -42,6 +42,7 @@ from lumber.dev.process import free_port, start_and_wait, stop
 from lumber.dev.zookeeper_server import ZooKeeperServer
 from pipeline.load_job import run_load
 from schemas.client import SchemaRegistryClient
+from schemas.registry.config import RegistryConfig
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema_text
 from tests.support.broker_cluster import BrokerCluster, wait_for
@@ -85,7 +86,8 @@ def _producer(cluster: BrokerCluster, registry: RegistryProcess, host: str) -> P
             max_block_ms=10_000,
             audit_interval_ms=3_600_000,  # only close() emits
             audit_registry_url=registry.url,
-        )
+        ),
+        registry=RegistryConfig(url=registry.url),
     )
 
 
