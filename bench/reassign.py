@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from broker.cluster import reassignment_store
+from broker.cluster import reassignment_store, zk_paths
 from broker.cluster.replication_throttle import clear_throttle, write_throttle
 from broker.record.topic_partition import TopicPartition
 from lumber.cli.cluster import parse_rate
@@ -120,7 +120,10 @@ def move(cluster: BrokerCluster, topic: str, throttle: int | None) -> float:
         write_throttle(cluster.zk, throttle, [0, 2], lists, {topic: {(p, 2) for p in range(PARTITIONS)}})
     started = time.monotonic()
     reassignment_store.request_reassignment(cluster.zk, targets)
-    while not all(cluster.admin.describe_topic(topic)[p] == (2,) for p in range(PARTITIONS)):
+    # done once every partition is on broker 2 and the controller has removed the request
+    while not all(
+        cluster.admin.describe_topic(topic)[p] == (2,) for p in range(PARTITIONS)
+    ) or cluster.zk.exists(zk_paths.REASSIGN_PARTITIONS_PATH):
         time.sleep(0.1)
     took = time.monotonic() - started
     if throttle is not None:
