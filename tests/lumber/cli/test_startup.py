@@ -20,8 +20,9 @@ from lumber.cli import COMMANDS, HEAVY_MODULES, build_parser
 
 #: What reading the config and listing the topics never need, beside :data:`HEAVY_MODULES`: the clients'
 #: connections, producer, consumer and groups; the protocol's message declarations and codecs; the broker's
-#: socket server; the record batch codec (crc32c); the numeric and HTTP libraries. Together they cost about
-#: 0.2 s, which ``lumber topics list`` paid before each config section was read without its package.
+#: socket server; the web servers' TLS and Basic authentication; the record batch codec (crc32c); the numeric
+#: and HTTP libraries. Together they cost about 0.2 s, which ``lumber topics list`` paid before each config
+#: section was read without its package.
 CONFIG_PATH_EXCLUDED = (
     *HEAVY_MODULES,
     "broker.client.network",
@@ -35,6 +36,7 @@ CONFIG_PATH_EXCLUDED = (
     "broker.protocol.messages",
     "broker.network.socket_server",
     "broker.network.sasl_client",
+    "broker.web.web_security",
     "broker.record.record_batch",
     "crc32c",
     "numpy",
