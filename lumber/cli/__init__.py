@@ -61,6 +61,7 @@ HEAVY_MODULES = (
     "fastapi",
     "starlette",
     "uvicorn",
+    "prometheus_client",
     "broker.server",
     "broker.log",
 )
