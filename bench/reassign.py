@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from broker.cluster import reassignment_store, zk_paths
 from broker.cluster.replication_throttle import clear_throttle, write_throttle
 from broker.record.topic_partition import TopicPartition
-from lumber.cli.cluster import parse_rate
+from lumber.cli.throttle_option import parse_rate
 from tests.support.broker_cluster import BrokerCluster, bench_cluster
 
 with warnings.catch_warnings():

@@ -28,7 +28,10 @@ both are set the new key wins. The sections that need such a value keep it as a 
 (``config.producer.audit_topic``), which :class:`LumberConfig` fills in from the one key.
 
 Sections owned by other packages (the broker's, the clients', the registry's) are declared in those
-packages and composed here, so that each package can take its own settings without importing the app.
+packages and composed here, so that each package can take its own settings without importing the app. A
+section's module imports only light modules (its package's errors and shared checks), and those packages'
+``__init__`` files import nothing, so reading the config loads no client, server or codec: every command pays
+for it (``tests/lumber/cli/test_startup.py`` lists what it must not load).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Self, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, Self, get_args, get_origin
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
 
@@ -49,7 +52,6 @@ from broker.client.producer.producer_config import ProducerConfig
 from broker.cluster.zookeeper_auth import ZooKeeperAuth
 from broker.config import BrokerConfig, LogConfig
 from broker.config_section import ConfigSection, describe_type, error_phrases, setting
-from broker.web.web_security import WebSecurity
 from mirror.mirror_config import MirrorConfig
 from pipeline.completeness_config import CompletenessConfig
 from pipeline.errors import ConfigError
@@ -58,6 +60,9 @@ from pipeline.load_config import LoadConfig
 from pipeline.schedule_config import ScheduleConfig
 from pipeline.spark_config import SparkConfig
 from schemas.registry.config import RegistryConfig
+
+if TYPE_CHECKING:
+    from broker.web.web_security import WebSecurity
 
 logger = logging.getLogger(__name__)
 
@@ -237,6 +242,9 @@ class ConsoleConfig(ConfigSection):
 
     def security(self) -> WebSecurity:
         """The console's :class:`~broker.web.web_security.WebSecurity`."""
+        # the servers' TLS and Basic authentication: imported by the console, not by every config read
+        from broker.web.web_security import WebSecurity  # noqa: PLC0415
+
         return WebSecurity(
             "lumber console",
             "console",

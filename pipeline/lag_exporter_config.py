@@ -3,8 +3,12 @@ it is secured (:mod:`pipeline.lag_exporter`, :mod:`broker.web.web_security`)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from broker.config_section import ConfigSection, setting
-from broker.web.web_security import WebSecurity
+
+if TYPE_CHECKING:
+    from broker.web.web_security import WebSecurity
 
 
 class LagExporterConfig(ConfigSection):
@@ -28,6 +32,9 @@ class LagExporterConfig(ConfigSection):
 
     def security(self, host: str | None = None) -> WebSecurity:
         """The server's :class:`WebSecurity`; ``host`` from ``--metrics-host`` if given."""
+        # the server's TLS and Basic authentication: imported by the exporter, not by every config read
+        from broker.web.web_security import WebSecurity  # noqa: PLC0415
+
         return WebSecurity(
             "lumber lag exporter",
             "lag_exporter",

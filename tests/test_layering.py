@@ -133,7 +133,7 @@ def test_the_graph_is_read() -> None:
 
 # Inside the clients (issue 34): one folder per concern, from the connection up to the groups. A client module
 # imports a folder of a lower rank or its own, never one of its own rank (the producer and the consumer know
-# nothing of each other). The package's ``__init__`` re-exports the API from above and is left out.
+# nothing of each other). The package's ``__init__`` (which imports nothing) is left out.
 CLIENT_FOLDERS: dict[str, int] = {
     "broker.client": 0,  # errors, settings
     "broker.client.network": 1,

@@ -24,28 +24,8 @@ What ``lumber produce`` and ``lumber consume`` do with these is :mod:`lumber.cli
 
 The package imports the record format, the protocol and the cluster's ZooKeeper layout, never the audit
 (:mod:`audit`), the schema registry (:mod:`schemas`) or the apps.
+
+The package imports nothing of its own: each class is imported from its module, so that reading a config
+section (``lumber.config`` takes ``[consumer]`` from :mod:`.consumer.consumer_config`) loads none of the
+client's machinery.
 """
-
-from broker.client.consumer.consumer import Consumer
-from broker.client.consumer.consumer_config import ConsumerConfig
-from broker.client.consumer.consumer_record import ConsumerRecord
-from broker.client.consumer.fetched_batch import FetchedBatch, PartitionValues
-from broker.client.producer.producer import Producer
-from broker.client.producer.producer_batch import BulkDelivery, DeliveryRange, RecordFuture, RecordMetadata
-from broker.client.producer.producer_config import ProducerConfig
-from broker.record.topic_partition import TopicPartition
-
-__all__ = [
-    "BulkDelivery",
-    "Consumer",
-    "ConsumerConfig",
-    "ConsumerRecord",
-    "DeliveryRange",
-    "FetchedBatch",
-    "PartitionValues",
-    "Producer",
-    "ProducerConfig",
-    "RecordFuture",
-    "RecordMetadata",
-    "TopicPartition",
-]

@@ -23,10 +23,7 @@ here. One module per concept:
   :class:`NetworkResponse`;
 * :mod:`~broker.network.selector_wakeup`, :mod:`~broker.network.network_counters`: helpers;
 * :mod:`~broker.network.errors`: the errors, under :class:`broker.errors.BrokerError`.
+
+The package imports nothing of its own: each class is imported from its module, so that a client that needs
+:mod:`~broker.network.sasl_client` does not load the server's threads.
 """
-
-from broker.network.errors import NetworkError
-from broker.network.request_channel import NetworkRequest, NetworkResponse, RequestChannel
-from broker.network.socket_server import SocketServer
-
-__all__ = ["NetworkError", "NetworkRequest", "NetworkResponse", "RequestChannel", "SocketServer"]

@@ -86,37 +86,82 @@ Layout: :mod:`.primitives` (the primitive types), :mod:`.schema` (how messages a
 :mod:`.response_header` and :mod:`.frame` (framing, separate from bodies), :mod:`.apis` (the table above)
 and :mod:`.codec` (whole requests and responses, including the Fetch response as chunks whose records
 are left to ``sendfile``).
+
+The names below (:data:`__all__`) are this package's API, each imported from its module on first use
+(:func:`__getattr__`, PEP 562): importing one light module, such as :mod:`.error_code` for
+:class:`ErrorCode`, does not declare every message and compile the codecs (the table above), which a
+command that only reads its config or ZooKeeper (``lumber topics list``) never needs.
 """
 
-from broker.protocol.api_key import ApiKey
-from broker.protocol.api_spec import ApiSpec
-from broker.protocol.apis import SUPPORTED_APIS, RequestBody, ResponseBody, supported_api_versions
-from broker.protocol.codec import (
-    Request,
-    Response,
-    api_versions_response,
-    compile_all,
-    decode_request,
-    decode_response,
-    encode_api_versions_fallback,
-    encode_fetch_response,
-    encode_request,
-    encode_response,
-)
-from broker.protocol.error_code import ErrorCode
-from broker.protocol.errors import (
-    EncodeError,
-    FrameSizeError,
-    MalformedMessageError,
-    ProtocolError,
-    SchemaDefinitionError,
-    UnknownApiKeyError,
-    UnsupportedVersionError,
-)
-from broker.protocol.frame import SIZE_PREFIX_BYTES, frame_size
-from broker.protocol.region import RecordsData, Region
-from broker.protocol.request_header import RequestHeader
-from broker.protocol.response_header import ResponseHeader
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from broker.protocol.api_key import ApiKey
+    from broker.protocol.api_spec import ApiSpec
+    from broker.protocol.apis import SUPPORTED_APIS, RequestBody, ResponseBody, supported_api_versions
+    from broker.protocol.codec import (
+        Request,
+        Response,
+        api_versions_response,
+        compile_all,
+        decode_request,
+        decode_response,
+        encode_api_versions_fallback,
+        encode_fetch_response,
+        encode_request,
+        encode_response,
+    )
+    from broker.protocol.error_code import ErrorCode
+    from broker.protocol.errors import (
+        EncodeError,
+        FrameSizeError,
+        MalformedMessageError,
+        ProtocolError,
+        SchemaDefinitionError,
+        UnknownApiKeyError,
+        UnsupportedVersionError,
+    )
+    from broker.protocol.frame import SIZE_PREFIX_BYTES, frame_size
+    from broker.protocol.region import RecordsData, Region
+    from broker.protocol.request_header import RequestHeader
+    from broker.protocol.response_header import ResponseHeader
+
+#: Each name of the API -> the module of this package that defines it.
+_MODULE_OF: dict[str, str] = {
+    "ApiKey": "api_key",
+    "ApiSpec": "api_spec",
+    "SUPPORTED_APIS": "apis",
+    "RequestBody": "apis",
+    "ResponseBody": "apis",
+    "supported_api_versions": "apis",
+    "Request": "codec",
+    "Response": "codec",
+    "api_versions_response": "codec",
+    "compile_all": "codec",
+    "decode_request": "codec",
+    "decode_response": "codec",
+    "encode_api_versions_fallback": "codec",
+    "encode_fetch_response": "codec",
+    "encode_request": "codec",
+    "encode_response": "codec",
+    "ErrorCode": "error_code",
+    "EncodeError": "errors",
+    "FrameSizeError": "errors",
+    "MalformedMessageError": "errors",
+    "ProtocolError": "errors",
+    "SchemaDefinitionError": "errors",
+    "UnknownApiKeyError": "errors",
+    "UnsupportedVersionError": "errors",
+    "SIZE_PREFIX_BYTES": "frame",
+    "frame_size": "frame",
+    "RecordsData": "region",
+    "Region": "region",
+    "RequestHeader": "request_header",
+    "ResponseHeader": "response_header",
+}
 
 __all__ = [
     "SIZE_PREFIX_BYTES",
@@ -150,3 +195,17 @@ __all__ = [
     "frame_size",
     "supported_api_versions",
 ]
+
+
+# hidden from mypy, which would otherwise take any name of the package (a typo too) as an ``object``
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        """``broker.protocol.NAME``: imported from its module on first use, then kept in this module."""
+        module = _MODULE_OF.get(name)
+        if module is None:
+            # a submodule (``from broker.protocol import compiler``): the import system imports it next
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+        globals()[name] = value
+        return value

@@ -13,11 +13,12 @@ when merging, ``tests/lumber/cli/test_startup.py`` checks them for every command
 1. ``register(subparsers)`` only declares: it adds the parser with the same help as its :class:`Command`
    line, sets ``handler`` and returns. It reads no config, opens nothing.
 2. The module imports, at its top, only what declaring needs: the standard library, :mod:`lumber.cli`'s own
-   light helpers (:mod:`.cluster_options`, :mod:`.invocation`, :mod:`.verbosity`), :mod:`pipeline.durations`,
-   and the packages' ``errors`` modules. Everything else (the clients, ZooKeeper, the config, Spark, the
-   broker server, the console's web framework) is imported inside the handler that uses it, or in a
-   sibling module that only the handler imports; types for annotations under ``TYPE_CHECKING``. The test
-   fails a command whose ``lumber COMMAND --help`` loads any of :data:`HEAVY_MODULES`.
+   light helpers (:mod:`.cluster_options`, :mod:`.invocation`, :mod:`.throttle_option`, :mod:`.verbosity`),
+   :mod:`pipeline.durations`, and the packages' ``errors`` modules. Everything else (the clients, ZooKeeper,
+   the config, Spark, the broker server, the console's web framework) is imported inside the handler that
+   uses it, or in a sibling module that only the handler imports; types for annotations under
+   ``TYPE_CHECKING``. The test fails a command whose ``lumber COMMAND --help`` loads any of
+   :data:`HEAVY_MODULES`.
 3. Exit codes (the README's table, :data:`EXIT_OK` ...): 0 done; 1 the operation failed (the cluster said no,
    a check found damage, a timeout); 2 bad usage or config (argparse's own code: an unknown command,
    flag or name, a missing topic); 3 busy (another run holds the lock). An error of a Lumber package ends
@@ -60,6 +61,7 @@ HEAVY_MODULES = (
     "fastapi",
     "starlette",
     "uvicorn",
+    "prometheus_client",
     "broker.server",
     "broker.log",
 )

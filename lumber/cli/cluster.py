@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lumber.cli.cluster_options import add_cluster_options
+from lumber.cli.throttle_option import add_throttle_option
 from pipeline.durations import DURATION_HELP, DurationAction
 
 if TYPE_CHECKING:
@@ -109,27 +110,6 @@ def register(subparsers: Any) -> None:
 def _common(parser: argparse.ArgumentParser) -> None:
     add_cluster_options(parser, bootstrap=False)
     parser.add_argument("--json", action="store_true", help="print the answer as JSON")
-
-
-def add_throttle_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--throttle",
-        type=parse_rate,
-        metavar="RATE",
-        help="limit the copy to RATE bytes/s (e.g. 1048576, 512k, 10m): Kafka's "
-        "leader/follower.replication.throttled.rate on the brokers involved, removed once the moves are "
-        "done (by --verify, or by the command that waits)",
-    )
-
-
-def parse_rate(text: str) -> int:
-    units = {"": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2, "mib": 1024**2}
-    number = text.strip().lower().rstrip("/s")
-    digits = number.rstrip("kmib")
-    unit = number[len(digits) :]
-    if not digits.isdigit() or unit not in units or int(digits) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a rate in bytes/s (e.g. 1048576, 512k, 10m)")
-    return int(digits) * units[unit]
 
 
 def _timeout(parser: argparse.ArgumentParser) -> None:

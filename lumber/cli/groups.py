@@ -57,7 +57,6 @@ from typing import TYPE_CHECKING, Any
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
-from broker.client.consumer.consumer import Consumer
 from broker.client.errors import ClientError, GroupError
 from broker.client.groups.kafka.kafka_group_admin import (
     KafkaGroupAdmin,
@@ -71,10 +70,9 @@ from broker.web.errors import WebSecurityError
 from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.zookeeper_session import zookeeper_session
 from pipeline.durations import DURATION_HELP, DurationError, parse_duration_ms
-from pipeline.lag_exporter import start_lag_exporter
-from pipeline.lag_metrics import LagCollector
 
 if TYPE_CHECKING:
+    from broker.client.consumer.consumer import Consumer
     from lumber.config import LumberConfig
 
 BAD_INPUT_EXIT_CODE = 2
@@ -248,6 +246,8 @@ def _run(handler: Handler) -> Callable[[argparse.Namespace, LumberConfig], int]:
 @contextmanager
 def _brokers(args: argparse.Namespace, config: LumberConfig) -> Iterator[Consumer]:
     """A consumer of no partitions, for ListOffsets."""
+    from broker.client.consumer.consumer import Consumer  # its fetcher and batch codec: not for `groups list`
+
     settings = config.consumer
     connect = args.zookeeper_connect or config.zookeeper.connect
     with Consumer(settings, zookeeper_connect=None if settings.bootstrap_servers else connect) as consumer:
@@ -363,6 +363,10 @@ def _lag(args: argparse.Namespace, config: LumberConfig, admins: Admins) -> int:
     except (DurationError, ValueError) as exc:
         print(f"lumber: error: {exc}", file=sys.stderr)
         return BAD_INPUT_EXIT_CODE
+    # the metrics and their HTTP server (prometheus_client): only for `groups lag`
+    from pipeline.lag_exporter import start_lag_exporter
+    from pipeline.lag_metrics import LagCollector
+
     collector = LagCollector()
     if args.watch and args.metrics_port is not None:
         security = config.lag_exporter.security(args.metrics_host)

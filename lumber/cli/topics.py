@@ -70,9 +70,9 @@ from broker.cluster.topic_admin import TopicAdmin
 from broker.cluster.topic_config import TOPIC_CONFIG_KEYS, TOPIC_CONFIGS, check_topic_configs
 from broker.cluster.topic_config_store import TopicConfigStore
 from broker.record.errors import InvalidTopicError
-from lumber.cli.cluster import add_throttle_option
 from lumber.cli.cluster_options import add_cluster_options
 from lumber.cli.partition_row import PartitionRow, ids_text, partition_rows
+from lumber.cli.throttle_option import add_throttle_option
 from lumber.cli.topic_request_error import TopicRequestError
 from lumber.cli.topics_alter import alter as alter_topic
 from lumber.cli.topics_elect import DEFAULT_ELECTION_TIMEOUT_MS, elect_leaders

@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.network import NetworkRequest, NetworkResponse, RequestChannel, SocketServer
+from broker.network.request_channel import NetworkRequest, NetworkResponse, RequestChannel
+from broker.network.socket_server import SocketServer
 from broker.protocol.frame import framed
 
 Respond = Callable[[NetworkRequest], NetworkResponse | None]

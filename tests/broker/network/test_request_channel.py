@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from broker.network import NetworkRequest, NetworkResponse, RequestChannel
 from broker.network.errors import ChannelClosedError, NetworkConfigError
+from broker.network.request_channel import NetworkRequest, NetworkResponse, RequestChannel
 from tests.broker.network.helpers import wait_until
 
 

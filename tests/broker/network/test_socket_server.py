@@ -19,10 +19,10 @@ import pytest
 
 from broker.log.file_handle import FileHandle
 from broker.log.file_region import FileRegion
-from broker.network import NetworkRequest, NetworkResponse, RequestChannel, SocketServer
 from broker.network.errors import ListenError, NetworkConfigError, SocketServerStateError
 from broker.network.inline_serving import PIPELINED_MAX_BYTES
-from broker.network.request_channel import InlineHandler
+from broker.network.request_channel import InlineHandler, NetworkRequest, NetworkResponse, RequestChannel
+from broker.network.socket_server import SocketServer
 from broker.protocol.frame import framed
 from tests.broker.network.helpers import (
     CLOSE,
