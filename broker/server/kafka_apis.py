@@ -62,7 +62,7 @@ but the fetch sessions, which their cache guards).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from broker.cluster.acl_watcher import AclWatcher
@@ -253,9 +253,10 @@ class KafkaApis:
             )
             self._close(request, f"handling failed: {exc!r}")
 
-    def handle_run(self, requests: Sequence[NetworkRequest]) -> int:
+    def handle_run(self, requests: Iterable[NetworkRequest]) -> int:
         """Serve the leading ``acks=0`` Produce requests of ``requests`` (consecutive requests of one
         connection) together; returns how many were served. They get no response, as with :meth:`handle`.
+        ``requests`` is taken one at a time, and nothing after the first request that ends the run.
 
         Served together means one append per run of requests to the same partition
         (:meth:`ReplicaManager.append_run`), with the same outcome as appending them one by one. A request
