@@ -86,7 +86,7 @@ from broker.protocol import (
     encode_fetch_response,
     encode_response,
 )
-from broker.protocol.codec import ProduceTemplate, produce_template
+from broker.protocol.codec import ProduceTemplate, produce_acks, produce_template
 from broker.protocol.messages.fetch import (
     FetchableTopicResponse,
     FetchRequest,
@@ -272,6 +272,9 @@ class KafkaApis:
             frame = request.frame
             records: Buffer | None = None if template is None else template.records_of(frame)
             if records is None:
+                acks = produce_acks(frame)
+                if acks is not None and acks != 0:
+                    break  # answered: handle() takes it (read from its header, not decoded twice)
                 try:
                     header, body = decode_request(frame)
                 except ProtocolError:
