@@ -311,6 +311,8 @@ class KafkaApis:
                 runs[-1][1].append(records)
             else:
                 runs.append((partition, [records]))
+        if not runs:  # the first request ended the run (an acks=1 Produce pipelined behind another)
+            return 0
         with self._replicas.completing_here():  # the followers' waiting fetches are answered here
             return self._replicas.append_run(runs)
 
