@@ -13,6 +13,8 @@ cluster view in which this broker leads ``t-0``:
 
 * Produce v7 ``acks=1`` of one batch of 1 and of 50 records of 200 bytes, and ``acks=-1`` of 1 record
   (answered at once: the ISR is the leader);
+* the same ``acks=1`` request with another buffered behind it, as a pipelining client's reach a processor:
+  ``handle_run`` offered the two first (it takes neither), then ``handle``;
 * ``handle_run`` of 100 pipelined ``acks=0`` Produce requests (one append), per request;
 * Fetch v11 of one partition from offset 0, up to 1 MiB (a file region: nothing is copied).
 
@@ -140,6 +142,15 @@ def _measure() -> None:
         return run
 
     run_of_100 = [produce(0, 1, i) for i in range(100)]
+    pipelined = [produce(1, 1, 1), produce(1, 1, 2)]
+
+    def handling_pipelined(n: int) -> None:
+        # a processor with a second request buffered behind the first offers the run to handle_run first
+        for _ in range(n):
+            if handler.handle_run(pipelined) != 0:
+                raise RuntimeError("handle_run took an acks=1 request")
+            handler.handle(pipelined[0])
+        channel.out.clear()
 
     def handling_runs(n: int) -> None:
         for _ in range(n // 100):
@@ -161,6 +172,7 @@ def _measure() -> None:
     cases = [
         ("produce acks=1, 1 record", handling(produce(1, 1)), 3000),
         ("produce acks=1, 50 records", handling(produce(1, 50)), 1000),
+        ("produce acks=1, 1 record, another behind it", handling_pipelined, 3000),
         ("produce acks=-1, 1 record", handling(produce(-1, 1)), 3000),
         ("produce acks=0, run of 100 (per request)", handling_runs, 3000),
         ("fetch 1 partition, 1 MiB", handling(fetch), 3000),

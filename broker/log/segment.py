@@ -30,7 +30,7 @@ from broker.log.file_region import FileRegion
 from broker.log.index_file import MAX_RELATIVE_OFFSET
 from broker.log.offset_index import OffsetIndex
 from broker.log.segment_framer import SegmentFramer
-from broker.log.segment_headers import check_loaded, read_full_header, read_header_prefix
+from broker.log.segment_headers import HeaderScan, check_loaded, read_full_header, read_header_prefix
 from broker.log.segment_scan import SegmentScan
 from broker.log.time_index import TimeIndex
 from broker.record.batch_header import (
@@ -454,10 +454,9 @@ class Segment:
         """``(position, base offset, size)`` of the batch holding ``offset`` (or the first batch after it),
         looking only below ``max_position``; None when there is no such batch."""
         _, position = self._offset_index.lookup(offset)
-        log = self._log
-        where = str(log.path)
+        scan = HeaderScan(self._log, max_position, str(self._log.path))
         while position < max_position:
-            header = read_header_prefix(log, position, max_position, where)
+            header = scan.prefix_at(position)
             size = LOG_OVERHEAD + header[1]
             if header[0] + header[6] >= offset:
                 return position, header[0], size
@@ -479,15 +478,16 @@ class Segment:
         elif end < limit:
             # Every indexed position is a batch start, so every batch before the last one <= limit fits.
             end = max(end, self._offset_index.floor_position(limit))
-            log = self._log
-            where = str(log.path)
+            scan = HeaderScan(self._log, max_position, str(self._log.path))
             while end < max_position:
-                header = read_header_prefix(log, end, max_position, where)
+                header = scan.prefix_at(end)
                 following = end + LOG_OVERHEAD + header[1]
                 if following > limit:
                     break
                 end = following
-        if end < max_position:
+            if end < max_position:
+                end_offset = header[0]  # the batch at end: the first that did not fit
+        elif end < max_position:
             end_offset = read_header_prefix(self._log, end, max_position, str(self._log.path))[0]
         return FileRegion(self._log, start, end - start, base_offset, end_offset)
 

@@ -6,8 +6,12 @@ boundaries (:meth:`~broker.log.segment.Segment.position_of`, ``read``, ``batch_h
 A header read at a position is checked to be plausible before it is trusted: magic 2, a ``batchLength`` of
 at least a header's and a batch that ends at or before ``max_position`` (the end the log has published);
 anything else is a :class:`~broker.record.errors.CorruptRecordError` naming the file, position and offset.
-Reading a file from its start, batch after batch, is :mod:`broker.log.segment_framer`'s. Stateless: safe
-from any thread (the file below ``max_position`` never changes).
+Reading a file from its start, batch after batch, is :mod:`broker.log.segment_framer`'s.
+:class:`HeaderScan` reads the headers of a walk forward from an index entry (a fetch finding its offset)
+through one buffer of about :data:`SCAN_READ_BYTES`, one ``pread`` for the batches an index interval
+holds instead of one per batch, with the same checks and errors as :func:`read_header_prefix`.
+The functions are stateless and safe from any thread (the file below ``max_position`` never changes); a
+:class:`HeaderScan` belongs to the one call that made it.
 """
 
 from __future__ import annotations
@@ -28,7 +32,18 @@ from broker.record.batch_header import (
 )
 from broker.record.errors import CorruptRecordError
 
-__all__ = ["check_header", "check_loaded", "read_full_header", "read_header_prefix"]
+__all__ = [
+    "SCAN_READ_BYTES",
+    "HeaderScan",
+    "check_header",
+    "check_loaded",
+    "read_full_header",
+    "read_header_prefix",
+]
+
+#: What :class:`HeaderScan` reads at a time: twice the default ``index_interval_bytes`` (4096), so that a
+#: walk from an index entry to the batch holding an offset usually takes one read.
+SCAN_READ_BYTES = 8192
 
 
 def check_loaded(
@@ -81,6 +96,38 @@ def read_header_prefix(log: FileHandle, position: int, max_position: int, where:
     header = HEADER_PREFIX.unpack(data)
     check_header(header, position, max_position, where)
     return header
+
+
+class HeaderScan:
+    """The header prefixes (as :func:`read_header_prefix` returns them) of batches at increasing positions
+    of ``log`` below ``max_position``, read through one buffer: a position outside it reads
+    :data:`SCAN_READ_BYTES` from there (never fewer than a header prefix, as one header's read)."""
+
+    __slots__ = ("_data", "_log", "_max_position", "_start", "_where")
+
+    def __init__(self, log: FileHandle, max_position: int, where: str) -> None:
+        self._log = log
+        self._max_position = max_position
+        self._where = where
+        self._data = b""
+        self._start = 0
+
+    def prefix_at(self, position: int) -> tuple[int, ...]:
+        """baseOffset, batchLength, epoch, magic, crc, attributes, lastOffsetDelta of the batch at
+        ``position``, checked as :func:`read_header_prefix` checks it (the same errors)."""
+        at = position - self._start
+        if at < 0 or at + HEADER_PREFIX.size > len(self._data):
+            wanted = max(HEADER_PREFIX.size, min(SCAN_READ_BYTES, self._max_position - position))
+            self._data = self._log.pread(wanted, position)
+            self._start = position
+            at = 0
+            if len(self._data) < HEADER_PREFIX.size:
+                raise CorruptRecordError(
+                    self._where, f"batch header cut short: {len(self._data)} bytes", position=position
+                )
+        header = HEADER_PREFIX.unpack_from(self._data, at)
+        check_header(header, position, self._max_position, self._where)
+        return header
 
 
 def read_full_header(log: FileHandle, position: int, max_position: int, where: str) -> tuple[int, ...]:

@@ -42,6 +42,7 @@ import logging
 import selectors
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from broker.network.connection import Connection, PipelinedRequest
@@ -96,29 +97,19 @@ class InlineServing:
 
     def _serve_run(self, conn: Connection, first: bytes, received_ns: int) -> bytes | None:
         """Give ``first`` and the run buffered after it to ``handle_run``; ``None`` if it served them all,
-        else the first frame it left (to serve alone; the ones after it are pushed back to be read again)."""
+        else the first frame it left (to serve alone; the ones after it are pushed back to be read again).
+
+        ``handle_run`` takes the requests one at a time and stops at the first it cannot serve, so only
+        the frames it took are cut from the read-ahead buffer: a run refused at its first request (an
+        ``acks=1`` Produce with more requests behind it) costs one request, not one per buffered frame."""
         assert self._inline is not None
         handle_run = self._inline.handle_run
         assert handle_run is not None
-        receive, run_keys = conn.receive, self._run_keys
         frames = [first]
-        while len(frames) < MAX_RUN and receive.next_api_key() in run_keys:
-            frame = receive.read_from(conn.sock)  # buffered: no syscall
-            assert frame is not None
-            frames.append(frame)
-        processor_id, connection_id, peer, session = (
-            self.processor_id,
-            conn.connection_id,
-            conn.peer,
-            conn.session,
-        )
-        requests = [
-            NetworkRequest(processor_id, connection_id, peer, f, received_ns, session) for f in frames
-        ]
         try:
-            served = handle_run(requests)
+            served = handle_run(self._run_requests(conn, frames, received_ns))
         except Exception:
-            logger.exception("processor %d: serving requests from %s failed", self.processor_id, peer)
+            logger.exception("processor %d: serving requests from %s failed", self.processor_id, conn.peer)
             served = 0
         if served:
             counters = self.counters
@@ -127,8 +118,28 @@ class InlineServing:
             counters.responses_empty += served
         if served == len(frames):
             return None
-        receive.push_back(frames[served + 1 :])
+        if served + 1 < len(frames):
+            conn.receive.push_back(frames[served + 1 :])
         return frames[served]
+
+    def _run_requests(
+        self, conn: Connection, frames: list[bytes], received_ns: int
+    ) -> Iterator[NetworkRequest]:
+        """The requests of a run as ``handle_run`` takes them: ``frames[0]``, then each buffered frame with a
+        run api key, cut from the read-ahead buffer only when taken (and appended to ``frames``)."""
+        receive, run_keys = conn.receive, self._run_keys
+        processor_id, connection_id, peer, session = (
+            self.processor_id,
+            conn.connection_id,
+            conn.peer,
+            conn.session,
+        )
+        yield NetworkRequest(processor_id, connection_id, peer, frames[0], received_ns, session)
+        while len(frames) < MAX_RUN and receive.next_api_key() in run_keys:
+            frame = receive.read_from(conn.sock)  # buffered: no syscall
+            assert frame is not None
+            frames.append(frame)
+            yield NetworkRequest(processor_id, connection_id, peer, frame, received_ns, session)
 
     def _serve_inline(self, conn: Connection, frame: bytes, received_ns: int) -> bool:
         """Answer ``frame`` on this thread; whether ``conn`` is ready for its next request (else it is muted,

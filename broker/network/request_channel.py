@@ -33,7 +33,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -94,7 +94,10 @@ class InlineHandler:
     ``acks=0`` sends hundreds per read). It serves the leading requests of the run that need no response
     at all, as one unit (one append per partition instead of one per request), and returns how many it
     served; it must leave the first request it cannot serve that way (one that needs a response, or
-    fails) and every request after it untouched, for :attr:`handle`, one at a time.
+    fails) and every request after it untouched, for :attr:`handle`, one at a time. It gets the run as an
+    iterator that cuts each request from the read-ahead buffer when taken, and takes no request after the
+    first it cannot serve (so a run refused at its first request costs one request, however many are
+    buffered behind it).
 
     ``pipeline_api_keys``: while a request with one of these api keys waits for its answer (an ``acks=-1``
     Produce waiting for its group commit), the processor also serves the following requests with these
@@ -105,7 +108,7 @@ class InlineHandler:
 
     handle: Callable[[NetworkRequest], None]
     api_keys: frozenset[int]
-    handle_run: Callable[[Sequence[NetworkRequest]], int] | None = None
+    handle_run: Callable[[Iterator[NetworkRequest]], int] | None = None
     run_api_keys: frozenset[int] = frozenset()
     pipeline_api_keys: frozenset[int] = frozenset()
 

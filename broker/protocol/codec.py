@@ -374,6 +374,53 @@ class ProduceTemplate(NamedTuple):
         return memoryview(frame)[pos:end]
 
 
+_ACKS = struct.Struct(">h")
+_PRODUCE_KEY = 0
+_RECORD_BATCH_PRODUCE_VERSION = 3
+
+
+def produce_acks(frame: bytes | bytearray | memoryview) -> int | None:
+    """The ``acks`` of a Produce v3+ request frame (size prefix removed), read from its header and
+    transactional id without decoding the rest; ``None`` when ``frame`` is no such request or those do
+    not parse (decode it the general way: :func:`decode_request` then raises or answers as usual).
+
+    A broker deciding whether a request can join a run of ``acks=0`` requests reads this instead of
+    decoding a request it will not take (layout: api key, version, correlation id, the int16-sized client
+    id, header tagged fields from v9, then the transactional id, int16-sized or from v9 compact, then
+    ``acks``)."""
+    try:
+        api_key, version, _correlation_id, client_id_length = _HEADER_V1.unpack_from(frame, 0)
+        if api_key != _PRODUCE_KEY or version < _RECORD_BATCH_PRODUCE_VERSION:
+            return None
+        spec = APIS_BY_KEY[_PRODUCE_KEY]
+        if not spec.supports(version):
+            return None
+        pos = 10 + max(client_id_length, 0)
+        if spec.is_flexible(version):
+            if frame[pos]:  # header tagged fields: rare, leave them to the decoder
+                return None
+            pos += 1
+            byte = frame[pos]  # the transactional id: a compact nullable string, length + 1 as a uvarint
+            length = byte & 0x7F
+            shift = 7
+            pos += 1
+            while byte & 0x80:
+                if shift > 28:
+                    return None
+                byte = frame[pos]
+                length |= (byte & 0x7F) << shift
+                shift += 7
+                pos += 1
+            pos += max(length - 1, 0)
+        else:
+            (length,) = _ACKS.unpack_from(frame, pos)
+            pos += 2 + max(length, 0)
+        (acks,) = _ACKS.unpack_from(frame, pos)
+    except (struct.error, IndexError):
+        return None
+    return int(acks)
+
+
 _PRODUCE_TEMPLATES: dict[tuple[Any, ...], ProduceTemplate] = {}
 _MAX_PRODUCE_TEMPLATES = 1024
 

@@ -62,7 +62,7 @@ but the fetch sessions, which their cache guards).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from broker.cluster.acl_watcher import AclWatcher
@@ -86,7 +86,7 @@ from broker.protocol import (
     encode_fetch_response,
     encode_response,
 )
-from broker.protocol.codec import ProduceTemplate, produce_template
+from broker.protocol.codec import ProduceTemplate, produce_acks, produce_template
 from broker.protocol.messages.fetch import (
     FetchableTopicResponse,
     FetchRequest,
@@ -253,9 +253,10 @@ class KafkaApis:
             )
             self._close(request, f"handling failed: {exc!r}")
 
-    def handle_run(self, requests: Sequence[NetworkRequest]) -> int:
+    def handle_run(self, requests: Iterable[NetworkRequest]) -> int:
         """Serve the leading ``acks=0`` Produce requests of ``requests`` (consecutive requests of one
         connection) together; returns how many were served. They get no response, as with :meth:`handle`.
+        ``requests`` is taken one at a time, and nothing after the first request that ends the run.
 
         Served together means one append per run of requests to the same partition
         (:meth:`ReplicaManager.append_run`), with the same outcome as appending them one by one. A request
@@ -271,6 +272,9 @@ class KafkaApis:
             frame = request.frame
             records: Buffer | None = None if template is None else template.records_of(frame)
             if records is None:
+                acks = produce_acks(frame)
+                if acks is not None and acks != 0:
+                    break  # answered: handle() takes it (read from its header, not decoded twice)
                 try:
                     header, body = decode_request(frame)
                 except ProtocolError:
@@ -307,6 +311,8 @@ class KafkaApis:
                 runs[-1][1].append(records)
             else:
                 runs.append((partition, [records]))
+        if not runs:  # the first request ended the run (an acks=1 Produce pipelined behind another)
+            return 0
         with self._replicas.completing_here():  # the followers' waiting fetches are answered here
             return self._replicas.append_run(runs)
 

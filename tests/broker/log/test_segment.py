@@ -226,3 +226,81 @@ def test_scan_requires_increasing_offsets_and_accepts_a_cleaned_segments_gaps(
     assert scan.batch_count == 2
     assert scan.next_offset == 111
     assert scan.error == "expected a base offset of at least 111 got 108"
+
+
+def _batch_spans(data: bytes) -> list[tuple[int, int, int, int]]:
+    """(position, size, base offset, last offset) of each batch of a segment file's bytes."""
+    spans = []
+    for batch in scan_batches(data).batches:
+        assert batch.position is not None
+        spans.append((batch.position, batch.size_bytes, batch.base_offset, batch.last_offset))
+    return spans
+
+
+def _reference_read(
+    data: bytes, offset: int, max_bytes: int, max_position: int
+) -> tuple[int, int, int, int] | None:
+    """``Segment.read``'s answer computed from the whole file's batches: (position, size, base offset, next
+    offset or -1 when the region ends at max_position)."""
+    spans = [span for span in _batch_spans(data) if span[0] + span[1] <= max_position]
+    first = next((span for span in spans if span[3] >= offset), None)
+    if first is None:
+        return None
+    limit = first[0] + max_bytes
+    end = max_position if limit >= max_position else first[0] + first[1]
+    following = [span for span in spans if span[0] >= end]
+    while following and end < max_position and following[0][0] + following[0][1] <= limit:
+        end += following.pop(0)[1]
+    return first[0], end - first[0], first[2], following[0][2] if end < max_position else -1
+
+
+def test_reads_between_sparse_index_entries_match_the_batches_of_the_file(tmp_path: Path) -> None:
+    """One-record batches (about 90 bytes: dozens between index entries) and a batch larger than a header
+    scan's read: every offset, several max_bytes and max_positions, the same regions as the file's batches."""
+    segment = Segment.create(tmp_path, 0, index_interval_bytes=4096, now_ms=0)
+    for i in range(300):
+        records = 200 if i == 150 else 1  # one batch of ~20 KB
+        segment.append([RecordBatch(make_batch(segment.next_offset, records))], [segment.next_offset])
+    data = segment.path.read_bytes()
+    ends = [position + size for position, size, _, _ in _batch_spans(data)]
+    assert len(segment.offset_index.entries()) > 5
+    for max_position in (len(data), ends[150], ends[40]):
+        for offset in range(0, segment.next_offset, 7):
+            for max_bytes in (0, 1, 500, 9000, 30_000, 10**9):
+                region = segment.read(offset, max_bytes, max_position, 10**9)
+                want = _reference_read(data, offset, max_bytes, max_position)
+                got = None if region is None else (region.position, region.size_bytes, region.base_offset)
+                assert got == (None if want is None else want[:3]), (offset, max_bytes, max_position)
+                if region is not None and want is not None and want[3] >= 0:
+                    assert region.next_offset == want[3]
+    segment.close()
+
+
+def test_a_corrupt_header_between_index_entries_names_its_position(tmp_path: Path) -> None:
+    segment = Segment.create(tmp_path, 0, index_interval_bytes=4096, now_ms=0)
+    for _ in range(100):
+        segment.append([RecordBatch(make_batch(segment.next_offset, 1))], [segment.next_offset])
+    size = segment.size_bytes
+    positions = [span[0] for span in _batch_spans(segment.path.read_bytes())]
+    segment.close()
+    with segment.path.open("r+b") as file:
+        file.seek(positions[20] + 16)  # the magic byte of the 21st batch
+        file.write(b"\x07")
+    segment = Segment.load(tmp_path, 0, index_interval_bytes=4096, now_ms=0)
+    assert segment.offset_index.entries()[0] == (24, positions[24])
+    with pytest.raises(
+        CorruptRecordError, match=f"at position {positions[20]}, base offset 20: expected magic 2 got 7"
+    ):
+        segment.read(22, 10**6, size, 100)  # scanned from position 0: the first index entry is offset 24
+    with pytest.raises(
+        CorruptRecordError, match=f"at position {positions[20]}, base offset 20: expected magic 2 got 7"
+    ):
+        segment.read(5, positions[23] - positions[5], size, 100)  # the walk to max_bytes crosses it
+    region = segment.read(5, positions[19] - positions[5], size, 100)  # stops before it
+    assert region is not None
+    assert (region.position, region.size_bytes, region.next_offset) == (
+        positions[5],
+        positions[19] - positions[5],
+        19,
+    )
+    segment.close()

@@ -113,6 +113,32 @@ def test_unsendable_chunks_are_refused() -> None:
         ResponseSend(_PEER, (b"ok", "text"))  # type: ignore[arg-type]
 
 
+def test_a_region_is_recognised_by_its_members_whatever_regions_were_sent_before(
+    log_file: tuple[FileHandle, bytes],
+) -> None:
+    """The types found to be regions are remembered; a type without ``transfer_to`` stays refused after
+    them, and another class with a region's members is one."""
+    handle, data = log_file
+
+    class SizeOnly:  # a Region to the protocol layer, but nothing the server can send
+        size_bytes = 3
+
+    class Borrowed:  # another class with a region's members
+        size_bytes = 3
+
+        def transfer_to(self, out_fd: int, sent_bytes: int) -> int:
+            return FileRegion(handle, 0, 3, base_offset=0, next_offset=1).transfer_to(out_fd, sent_bytes)
+
+        def read_bytes(self) -> bytes:
+            return data[:3]
+
+    for _ in range(2):
+        assert ResponseSend(_PEER, (FileRegion(handle, 0, 3, base_offset=0, next_offset=1),)).size_bytes == 3
+        with pytest.raises(ResponseSendError, match="response chunk 1 is a SizeOnly"):
+            ResponseSend(_PEER, (b"ok", SizeOnly()))
+        assert ResponseSend(_PEER, (b"ok", Borrowed())).size_bytes == 5
+
+
 def test_negative_region_size_is_refused(log_file: tuple[FileHandle, bytes]) -> None:
     handle, _ = log_file
     with pytest.raises(ResponseSendError, match="region of -1 bytes"):

@@ -821,3 +821,49 @@ def test_an_inline_handler_failing_closes_only_its_connection(caplog: pytest.Log
         send_request(fine, request_frame(3, b"still served"))
         assert recv_frame(fine) == request_frame(3, b"still served")
         served.wait_stat("connections_open", 1)
+
+
+def test_runs_are_taken_one_request_at_a_time_and_the_rest_served_alone_in_order() -> None:
+    """``handle_run`` gets a buffered run as an iterator and serves its leading requests that need no
+    answer (EMPTY); the first it refuses (ECHO) is served alone by ``handle``, then the requests behind it
+    are offered as a run again. Every request is served once, in order, and a run refused at its first
+    request takes that request only (a producer's ``acks=1`` requests pipelined behind each other)."""
+    taken: list[tuple[int, int]] = []  # (requests taken, requests served) per handle_run call
+    order: list[int] = []
+    box: list[RequestChannel] = []
+
+    def handle(request: NetworkRequest) -> None:
+        order.append(struct.unpack_from(">i", request.frame, 4)[0])
+        response = commands(request)
+        if response is not None:
+            box[0].send_response(response)
+
+    def handle_run(requests: Iterator[NetworkRequest]) -> int:
+        assert not isinstance(requests, list | tuple)  # taken lazily, never cut all at once
+        took = served = 0
+        for request in requests:
+            took += 1
+            if struct.unpack_from(">h", request.frame, 0)[0] != EMPTY:
+                break
+            order.append(struct.unpack_from(">i", request.frame, 4)[0])
+            served += 1
+        taken.append((took, served))
+        return served
+
+    keys = frozenset({ECHO, EMPTY})
+    handler = InlineHandler(handle, keys, handle_run, run_api_keys=keys)
+    with serving(inline=handler, num_processors=1) as served_by:
+        box.append(served_by.channel)
+        sock = served_by.connect()
+        kinds = [ECHO] * 300 + [EMPTY] * 40 + [ECHO] * 2 + [EMPTY] * 5 + [ECHO]
+        frames = [request_frame(i, b"r%d" % i, api_key=k) for i, k in enumerate(kinds)]
+        sock.sendall(b"".join(framed(f) for f in frames))
+        echoed = [f for f, k in zip(frames, kinds, strict=True) if k == ECHO]
+        assert [recv_frame(sock) for _ in echoed] == echoed
+        served_by.wait_stat("requests", len(frames))
+        assert order == list(range(len(frames)))
+        assert all(took <= served + 1 for took, served in taken)
+        assert sum(served for _, served in taken) == 45
+        stats = served_by.stats()
+        assert stats["responses_empty"] == 45
+        assert stats["request_bytes"] == sum(4 + len(f) for f in frames)

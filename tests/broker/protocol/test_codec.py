@@ -399,3 +399,34 @@ def test_a_produce_template_recognises_only_the_same_request_with_other_records(
     assert [template.records_of(frame[4:]) for frame in others] == [None] * len(others)
     assert template.records_of(b"") is None
     assert template.records_of(encode_request(version, 1, "producer-1", body(b""))[4:30]) is None
+
+
+@pytest.mark.parametrize("version", range(3, 10))
+def test_produce_acks_reads_acks_without_decoding_every_header_and_transactional_id(version: int) -> None:
+    records = bytes(range(200))
+    for client_id in (None, "", "rdkafka", "c" * 300):
+        for transactional_id in (None, "", "tx", "t" * 200, "é" * 70):
+            for acks in (0, 1, -1, 7):
+                body = ProduceRequest(
+                    transactional_id=transactional_id,
+                    acks=acks,
+                    timeout_ms=30_000,
+                    topic_data=[TopicProduceData("events", [PartitionProduceData(index=3, records=records)])],
+                )
+                frame = encode_request(version, 99, client_id, body)[4:]
+                assert codec.produce_acks(frame) == acks
+                assert codec.produce_acks(memoryview(frame)) == acks
+                # cut anywhere: acks read whole or not at all, never a wrong value, never an exception
+                cuts = {codec.produce_acks(frame[:cut]) for cut in range(0, len(frame) - len(records), 3)}
+                assert cuts == {None, acks}
+
+
+def test_produce_acks_of_anything_else_is_none() -> None:
+    body = ProduceRequest(acks=0, topic_data=[TopicProduceData("t", [PartitionProduceData(0, b"x")])])
+    old = encode_request(2, 1, "old", body)[4:]  # message sets: no transactional id
+    metadata = encode_request(9, 1, "c", MetadataRequest(topics=None))[4:]
+    flexible = bytearray(encode_request(9, 1, "c", body)[4:])
+    flexible[10 + 1] = 1  # one header tagged field: left to the decoder
+    past = bytearray(encode_request(9, 1, "c", body)[4:])
+    past[2:4] = (10).to_bytes(2, "big")
+    assert [codec.produce_acks(f) for f in (old, metadata, bytes(flexible), bytes(past), b"")] == [None] * 5
