@@ -59,12 +59,22 @@ def _consumer_group_protocol(transcript: Transcript) -> Transcript:
     return transcript
 
 
+def _produce_error_message(transcript: Transcript) -> Transcript:
+    for answer in transcript.values():
+        if isinstance(answer, dict) and answer.get("error_code") not in (None, 0):
+            message = answer.get("error_message")
+            if message is None or (isinstance(message, str) and message):
+                answer["error_message"] = "none from Kafka, the cause from Lumber"
+    return transcript
+
+
 #: One normaliser per row of DIFFERENCES.md (same id), applied to the named scenarios' transcripts.
 NORMALISERS: dict[str, Normaliser] = {
     "min_insync_replicas_source": _min_insync_source,
     "segment_bytes_floor": _small_segments,
     "auto_create_topics": _auto_create,
     "consumer_group_protocol": _consumer_group_protocol,
+    "produce_error_message": _produce_error_message,
 }
 
 
