@@ -60,11 +60,23 @@ def _consumer_group_protocol(transcript: Transcript) -> Transcript:
 
 
 def _produce_error_message(transcript: Transcript) -> Transcript:
-    for answer in transcript.values():
-        if isinstance(answer, dict) and answer.get("error_code") not in (None, 0):
-            message = answer.get("error_message")
-            if message is None or (isinstance(message, str) and message):
-                answer["error_message"] = "none from Kafka, the cause from Lumber"
+    for value in transcript.values():
+        for answer in value if isinstance(value, list) else [value]:
+            if isinstance(answer, dict) and answer.get("error_code") not in (None, 0):
+                message = answer.get("error_message")
+                if message is None or (isinstance(message, str) and message):
+                    answer["error_message"] = "none from Kafka, the cause from Lumber"
+    return transcript
+
+
+def _last_isr_member(transcript: Transcript) -> Transcript:
+    after = transcript.get("after")
+    if (
+        isinstance(after, dict)
+        and after.get("leader") == -1
+        and after.get("isr") in ([], after.get("replicas"))
+    ):
+        after["isr"] = "empty on Kafka (an eligible leader replica), the last in-sync replica on Lumber"
     return transcript
 
 
@@ -75,6 +87,7 @@ NORMALISERS: dict[str, Normaliser] = {
     "auto_create_topics": _auto_create,
     "consumer_group_protocol": _consumer_group_protocol,
     "produce_error_message": _produce_error_message,
+    "last_isr_member": _last_isr_member,
 }
 
 
