@@ -20,15 +20,19 @@ from typing import Any
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka.protocol.consumer import FetchRequest
+    from kafka.protocol.consumer import FetchRequest, FetchResponse
     from kafka.protocol.consumer.offsets import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
     from kafka.protocol.producer import ProduceRequest, ProduceResponse
     from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
     from kafka.record.default_records import DefaultRecordBatchBuilder
+    from kafka.record.memory_records import MemoryRecords
 
 PRODUCE_VERSION = 9
 INIT_PRODUCER_ID_VERSION = 4
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+METADATA_VERSION = 9
+FETCH_VERSION = 12
 #: the CreateTime of the first record of every :func:`idempotent_batch` (then one ms per record)
 BATCH_TIMESTAMP_MS = 1_700_000_000_000
 
@@ -175,6 +179,53 @@ def offset_for_leader_epoch_answer(response: bytes) -> list[int]:
     return [found.error_code, found.leader_epoch, found.end_offset]
 
 
+def partition_state(address: str, topic: str, partition: int) -> dict[str, Any]:
+    """A Metadata v9 answer about one partition: its error code, leader, leader epoch, replicas and ISR
+    (broker ids)."""
+    request = MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False
+    )
+    request.API_VERSION = METADATA_VERSION
+    request.with_header(correlation_id=41, client_id="conformance")
+    [response] = exchange(
+        address, [bytes(request.encode(version=METADATA_VERSION, header=True, framed=True))]
+    )
+    if response is None:
+        raise AssertionError(f"{address} did not answer Metadata for {topic}")
+    decoded = MetadataResponse.decode(response, version=METADATA_VERSION, header=True, framed=True)
+    [found] = [
+        p for t in decoded.topics if t.name == topic for p in t.partitions if p.partition_index == partition
+    ]
+    return {
+        "error_code": found.error_code,
+        "leader": found.leader_id,
+        "leader_epoch": found.leader_epoch,
+        "replicas": list(found.replica_nodes),
+        "isr": list(found.isr_nodes),
+    }
+
+
+def batch_epochs(address: str, topic: str, partition: int, end: int) -> list[tuple[int, int, int]]:
+    """Every batch of ``topic-partition`` below offset ``end`` as Fetch v12 from ``address`` reads it:
+    ``(base offset, last offset, partition leader epoch)``, in log order."""
+    batches: list[tuple[int, int, int]] = []
+    offset = 0
+    while offset < end:
+        [response] = exchange(address, [fetch_frame(topic, partition, 51, offset=offset)])
+        if response is None:
+            raise AssertionError(f"{address} did not answer a Fetch of {topic}-{partition} at {offset}")
+        answer = FetchResponse.decode(response, version=FETCH_VERSION, header=True, framed=True)
+        [data] = [p for t in answer.responses for p in t.partitions]
+        if data.error_code != 0 or not data.records:
+            raise AssertionError(f"{topic}-{partition} at {offset} from {address}: error {data.error_code}")
+        records = MemoryRecords(bytes(data.records))
+        while (batch := records.next_batch()) is not None:
+            if batch.last_offset >= offset:
+                batches.append((batch.base_offset, batch.last_offset, batch.leader_epoch))
+                offset = batch.last_offset + 1
+    return [b for b in batches if b[0] < end]
+
+
 def exchange(address: str, frames: list[bytes], timeout_s: float = 10.0) -> list[bytes | None]:
     """Send each frame on one connection to ``host:port`` and read its response in turn (None: none came,
     or the broker closed the connection, after which the rest are not sent)."""
@@ -206,6 +257,6 @@ def fetch_frame(
         isolation_level=0,
         topics=[FetchRequest.FetchTopic(topic=topic, partitions=[wanted])],
     )
-    request.API_VERSION = 12
+    request.API_VERSION = FETCH_VERSION
     request.with_header(correlation_id=correlation_id, client_id="conformance")
-    return bytes(request.encode(version=12, header=True, framed=True))
+    return bytes(request.encode(version=FETCH_VERSION, header=True, framed=True))
