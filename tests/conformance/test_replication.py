@@ -151,23 +151,29 @@ def _create_placed(target: ClusterTarget, topic: str) -> None:
 
 
 def _wait_for_state(
-    target: ClusterTarget, address: str, topic: str, leader: int, isr: list[int], timeout_s: float = 40.0
+    target: ClusterTarget,
+    address: str,
+    topic: str,
+    leaders: tuple[int, ...],
+    isr: list[int],
+    timeout_s: float = 40.0,
 ) -> dict[str, Any]:
-    """The partition's state once ``address`` answers ``leader`` and ``isr`` (or after ``timeout_s``)."""
+    """The partition's state once ``address`` answers one of ``leaders`` and ``isr`` (or after
+    ``timeout_s``: the transcript then shows what it answered)."""
     deadline = time.monotonic() + timeout_s
     while True:
         state = _state(target, address, topic)
-        if (state["leader"], state["isr"]) == (leader, isr) or time.monotonic() > deadline:
+        if (state["leader"] in leaders and state["isr"] == isr) or time.monotonic() > deadline:
             return state
         time.sleep(0.2)
 
 
 def leader_killed_mid_produce(target: ClusterTarget, topic: str) -> Transcript:
     _create_placed(target, topic)
-    before = _wait_for_state(target, target.addresses[0], topic, 1, [0, 1, 2])
+    before = _wait_for_state(target, target.addresses[0], topic, (1,), [0, 1, 2])
     reports, before_kill = _produce_through_a_kill(target, topic, 1)
     acked = {r["value"].decode(): r["offset"] for r in reports if r["error"] is None}
-    after = _state(target, target.addresses[0], topic)
+    after = _wait_for_state(target, target.addresses[0], topic, (0, 2), [0, 2])
     read = consume_to_end(target.bootstrap, topic, 0, timeout_s=60)
     values = [r["value"] for r in read["records"]]
     read_offsets = {r["value"]: r["offset"] for r in read["records"]}
@@ -197,7 +203,7 @@ def leader_killed_mid_produce(target: ClusterTarget, topic: str) -> Transcript:
     }
     # the other follower killed too: one replica in sync, below min.insync.replicas
     target.kill(2)
-    alone = _wait_for_state(target, target.addresses[0], topic, 0, [0])
+    alone = _wait_for_state(target, target.addresses[0], topic, (0,), [0])
     acks_all, acks_1 = exchange(
         target.addresses[0], [produce_frame(topic, 0, -1, 71), produce_frame(topic, 0, 1, 72)]
     )
