@@ -21,5 +21,6 @@ class AppendInfo:
     #: the original batch's (an idempotent producer's duplicate).
     duplicate: bool = False
     #: The time a ``LogAppendTime`` log stamped on the batches (the produce response's
-    #: ``log_append_time_ms``); -1 for ``CreateTime``.
+    #: ``log_append_time_ms``); -1 for ``CreateTime``. A duplicate carries the original batch's max
+    #: timestamp, whatever the timestamp type, as Kafka answers it.
     log_append_time_ms: int = -1

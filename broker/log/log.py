@@ -287,6 +287,9 @@ class Log(LogReplication, LogTruncation, LogCleanup, LogFlush):
                         batch_count=0,
                         size_bytes=0,
                         duplicate=True,
+                        # Kafka answers a duplicate with the original batch's max timestamp here, on a
+                        # CreateTime topic too (its UnifiedLog sets logAppendTime to it)
+                        log_append_time_ms=duplicate.timestamp_ms,
                     )
                 if duplicate is not None:
                     record_count = sum(b.record_count for b in to_append)

@@ -7,7 +7,8 @@ appended, :meth:`ProducerStateManager.prepare` checks it the way Kafka's ``Produ
 
 * a batch whose epoch and sequence range equal one of the five is a **duplicate** (a retry of a batch
   that was appended): it is not appended again and the producer gets the original offsets, with error
-  NONE, as Kafka answers since 1.0 (DUPLICATE_SEQUENCE_NUMBER is never sent to a producer);
+  NONE, as Kafka answers since 1.0 (DUPLICATE_SEQUENCE_NUMBER is never sent to a producer), and the
+  original batch's max timestamp as ``log_append_time`` (Kafka's answer, whatever the timestamp type);
 * an epoch below the producer's is fenced: :class:`~broker.log.errors.InvalidProducerEpochError`
   (INVALID_PRODUCER_EPOCH, what Kafka answers a Produce since 2.7; PRODUCER_FENCED is for transactions);
 * a new (higher) epoch must start at sequence 0, otherwise OUT_OF_ORDER_SEQUENCE_NUMBER;

@@ -39,7 +39,7 @@ class ProduceResult(NamedTuple):
     error: LogError | RecordError | ServerError | None
     #: The append's offsets (None when nothing was appended).
     info: AppendInfo | None
-    #: The partition appended to (None when it could not be found here).
+    #: The partition appended to, or whose append failed (None when it could not be found here).
     partition: Partition | None
 
 

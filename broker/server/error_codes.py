@@ -67,7 +67,7 @@ from broker.server.errors import (
     UnsupportedMessageFormatError,
 )
 
-__all__ = ["ANSWERED_ERRORS", "ERROR_CODES", "error_code_of"]
+__all__ = ["ANSWERED_ERRORS", "ERROR_CODES", "PRODUCE_ERRORS_WITHOUT_LOG_START", "error_code_of"]
 
 #: Exception class -> the code a response carries for it (subclasses not listed inherit their parent's).
 ERROR_CODES: MappingProxyType[type[BaseException], ErrorCode] = MappingProxyType(
@@ -134,6 +134,21 @@ ANSWERED_ERRORS: tuple[type[Exception], ...] = (
     ServerError,
     ClusterError,
     SecurityError,
+)
+
+#: The Produce errors Kafka answers with ``log_start_offset`` -1 (its ``ReplicaManager``'s expected
+#: failures: no partition here, or records it never looked into); every other error of a partition this
+#: broker leads carries the partition's log start offset, as a success does.
+PRODUCE_ERRORS_WITHOUT_LOG_START: frozenset[ErrorCode] = frozenset(
+    {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.CORRUPT_MESSAGE,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+    }
 )
 
 

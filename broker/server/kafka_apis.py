@@ -109,7 +109,7 @@ from broker.server.auth_helper import AuthHelper, authorization_error
 from broker.server.authorizer import AclAuthorizer
 from broker.server.cluster_apis import ClusterApis
 from broker.server.delayed_produce import ProduceResult
-from broker.server.error_codes import ANSWERED_ERRORS, error_code_of
+from broker.server.error_codes import ANSWERED_ERRORS, PRODUCE_ERRORS_WITHOUT_LOG_START, error_code_of
 from broker.server.errors import (
     InvalidRequiredAcksError,
     ServerError,
@@ -157,6 +157,7 @@ PIPELINE_API_KEYS = frozenset({int(ApiKey.PRODUCE), int(ApiKey.OFFSET_COMMIT)})
 #: Produce v0-v2 carry the old message sets, which the log does not store.
 _FIRST_RECORD_BATCH_PRODUCE_VERSION = 3
 _ANSWERED = ANSWERED_ERRORS
+_NO_LOG_START = frozenset(int(code) for code in PRODUCE_ERRORS_WITHOUT_LOG_START)
 
 
 class KafkaApis:
@@ -402,13 +403,16 @@ class KafkaApis:
                 for partition_data in topic_data.partition_data:
                     result = results[TopicPartition(name, partition_data.index)]
                     error, info, partition = result.error, result.info, result.partition
+                    code = _NONE if error is None else int(error_code_of(error))
                     partitions.append(
                         PartitionProduceResponse(
                             index=partition_data.index,
-                            error_code=_NONE if error is None else int(error_code_of(error)),
+                            error_code=code,
                             base_offset=info.first_offset if info is not None and error is None else -1,
                             log_append_time_ms=info.log_append_time_ms if info is not None else -1,
-                            log_start_offset=partition.log_start_offset if partition is not None else -1,
+                            log_start_offset=-1
+                            if partition is None or code in _NO_LOG_START
+                            else partition.log_start_offset,
                             error_message=None if error is None else str(error),
                         )
                     )

@@ -403,13 +403,14 @@ class ReplicaManager(IsrChanges, ReplicaMoves):
         view = self._cluster.view
         results: dict[TopicPartition, ProduceResult] = {}
         for tp, records in entries:
+            partition: Partition | None = None
             try:
                 partition = self.leader_partition(view, tp)
                 if records is None:
                     raise InvalidRecordError(str(tp), "the request has no records")
                 info = self._append_to_local_log(partition, records, acks)
             except (LogError, RecordError, ServerError) as exc:
-                results[tp] = ProduceResult(exc, None, None)
+                results[tp] = ProduceResult(exc, None, partition)  # the answer's log start offset
             else:
                 results[tp] = ProduceResult(None, info, partition)
         if acks != -1:

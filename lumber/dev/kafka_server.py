@@ -4,7 +4,10 @@ The jars come from ``make jars`` (``peers/kafka/pom.xml`` -> ``.jars/kafka/``, s
 :mod:`lumber.dev.peer_jars`); nothing is downloaded here. Each node is one JVM in KRaft *combined* mode
 (``process.roles=broker,controller``): the broker and a voter of the metadata quorum in one process, so one
 node is a whole cluster and three nodes are a three-broker cluster with a three-voter quorum (about 350 MiB
-resident each with ``-Xmx512m``; the three-node cluster uses ``-Xmx384m`` each).
+resident each with ``-Xmx512m``; the three-node cluster uses ``-Xmx384m`` each). With ``controllers`` below
+``size``, only the first ``controllers`` nodes are combined and vote; the others are brokers only
+(``process.roles=broker``, no controller listener): a two-node cluster whose second broker can be killed
+while the quorum (the first node alone) goes on fencing it and electing leaders.
 
 A node gets its own folder::
 
@@ -82,9 +85,12 @@ class KafkaNode:
     node_id: int
     base_dir: Path
     port: int
+    #: the controller listener's port (unused by a broker-only node)
     controller_port: int
     voters: str
     cluster_size: int
+    #: ``process.roles``: ``broker,controller`` (combined) or ``broker``
+    roles: str = "broker,controller"
     heap_mb: int = 512
     settings: Mapping[str, str] = field(default_factory=dict)
     #: more arguments of the storage tool's ``format``, e.g. ``--add-scram``,
@@ -110,11 +116,14 @@ class KafkaNode:
     def properties(self) -> dict[str, str]:
         """``server.properties`` as a mapping (``settings`` last, so a caller may override any of it)."""
         replicas = str(self.cluster_size)
+        listeners = f"PLAINTEXT://{LOOPBACK}:{self.port}"
+        if "controller" in self.roles.split(","):
+            listeners += f",CONTROLLER://{LOOPBACK}:{self.controller_port}"
         props = {
-            "process.roles": "broker,controller",
+            "process.roles": self.roles,
             "node.id": str(self.node_id),
             "controller.quorum.voters": self.voters,
-            "listeners": f"PLAINTEXT://{LOOPBACK}:{self.port},CONTROLLER://{LOOPBACK}:{self.controller_port}",
+            "listeners": listeners,
             "advertised.listeners": f"PLAINTEXT://{self.address}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
@@ -225,10 +234,12 @@ class KafkaNode:
 
 @dataclass
 class KafkaCluster:
-    """``size`` combined Kafka nodes forming one KRaft quorum, on free ports, under ``base_dir``."""
+    """``size`` Kafka nodes forming one KRaft quorum, on free ports, under ``base_dir``: the first
+    ``controllers`` (default: all) combined, the rest brokers only."""
 
     base_dir: Path
     size: int = 1
+    controllers: int | None = None
     heap_mb: int | None = None
     settings: Mapping[str, str] = field(default_factory=dict)
     jvm_options: tuple[str, ...] = DEFAULT_JVM_OPTIONS
@@ -238,10 +249,16 @@ class KafkaCluster:
     def __post_init__(self) -> None:
         if self.size < 1:
             raise DevStackError(f"a Kafka cluster needs at least one node, asked for {self.size}")
+        controllers = self.size if self.controllers is None else self.controllers
+        if not 1 <= controllers <= self.size:
+            raise DevStackError(
+                f"a Kafka cluster of {self.size} nodes needs 1 to {self.size} controllers, asked for "
+                f"{controllers}"
+            )
         if not self.nodes:
             heap = self.heap_mb or (512 if self.size == 1 else 384)
             ports = [(free_port(), free_port()) for _ in range(self.size)]
-            voters = ",".join(f"{i + 1}@{LOOPBACK}:{ctl}" for i, (_, ctl) in enumerate(ports))
+            voters = ",".join(f"{i + 1}@{LOOPBACK}:{ctl}" for i, (_, ctl) in enumerate(ports[:controllers]))
             self.nodes = [
                 KafkaNode(
                     node_id=i + 1,
@@ -250,6 +267,7 @@ class KafkaCluster:
                     controller_port=ctl,
                     voters=voters,
                     cluster_size=self.size,
+                    roles="broker,controller" if i < controllers else "broker",
                     heap_mb=heap,
                     settings=self.settings,
                     jvm_options=self.jvm_options,

@@ -59,12 +59,35 @@ def _consumer_group_protocol(transcript: Transcript) -> Transcript:
     return transcript
 
 
+def _produce_error_message(transcript: Transcript) -> Transcript:
+    for value in transcript.values():
+        for answer in value if isinstance(value, list) else [value]:
+            if isinstance(answer, dict) and answer.get("error_code") not in (None, 0):
+                message = answer.get("error_message")
+                if message is None or (isinstance(message, str) and message):
+                    answer["error_message"] = "none from Kafka, the cause from Lumber"
+    return transcript
+
+
+def _last_isr_member(transcript: Transcript) -> Transcript:
+    after = transcript.get("after")
+    if (
+        isinstance(after, dict)
+        and after.get("leader") == -1
+        and after.get("isr") in ([], after.get("replicas"))
+    ):
+        after["isr"] = "empty on Kafka (an eligible leader replica), the last in-sync replica on Lumber"
+    return transcript
+
+
 #: One normaliser per row of DIFFERENCES.md (same id), applied to the named scenarios' transcripts.
 NORMALISERS: dict[str, Normaliser] = {
     "min_insync_replicas_source": _min_insync_source,
     "segment_bytes_floor": _small_segments,
     "auto_create_topics": _auto_create,
     "consumer_group_protocol": _consumer_group_protocol,
+    "produce_error_message": _produce_error_message,
+    "last_isr_member": _last_isr_member,
 }
 
 

@@ -3,6 +3,11 @@ exactly what the broker answers (and whether it closes the connection), without 
 
 Frames are Kafka's: a 4-byte size, a request header (v1, or v2 for flexible versions) and the body.
 Every read is bounded by its timeout.
+
+An idempotent producer's batch (:func:`idempotent_batch`) carries the producer id, epoch and base sequence a
+scenario chooses, so it can send what a well-behaved client never does: a sequence gap, a resend, an epoch
+older than one the partition has seen. Its records have fixed CreateTime timestamps, so two runs of a
+scenario write the same bytes.
 """
 
 from __future__ import annotations
@@ -11,12 +16,25 @@ import socket
 import struct
 import time
 import warnings
+from typing import Any
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka.protocol.consumer import FetchRequest
-    from kafka.protocol.producer import ProduceRequest
+    from kafka.protocol.consumer import FetchRequest, FetchResponse
+    from kafka.protocol.consumer.offsets import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+    from kafka.protocol.producer import ProduceRequest, ProduceResponse
+    from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
     from kafka.record.default_records import DefaultRecordBatchBuilder
+    from kafka.record.memory_records import MemoryRecords
+
+PRODUCE_VERSION = 9
+INIT_PRODUCER_ID_VERSION = 4
+OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+METADATA_VERSION = 9
+FETCH_VERSION = 12
+#: the CreateTime of the first record of every :func:`idempotent_batch` (then one ms per record)
+BATCH_TIMESTAMP_MS = 1_700_000_000_000
 
 
 def read_response(sock: socket.socket, timeout_s: float = 2.0) -> tuple[bytes | None, bool]:
@@ -54,14 +72,174 @@ def one_record() -> bytes:
     return bytes(builder.build())
 
 
-def produce_frame(topic: str, partition: int, acks: int, correlation_id: int) -> bytes:
-    """A Produce v9 of :func:`one_record` to one partition."""
-    data = ProduceRequest.TopicProduceData.PartitionProduceData(index=partition, records=one_record())
+def idempotent_batch(producer_id: int, epoch: int, base_sequence: int, count: int) -> bytes:
+    """One batch (magic 2, not transactional) of ``count`` records of an idempotent producer: record ``i``
+    has key ``s<base_sequence + i>`` and value ``e<epoch>-s<base_sequence + i>``."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=base_sequence,
+        batch_size=1 << 20,
+    )
+    for i in range(count):
+        sequence = base_sequence + i
+        builder.append(
+            i,
+            timestamp=BATCH_TIMESTAMP_MS + sequence,
+            key=b"s%d" % sequence,
+            value=b"e%d-s%d" % (epoch, sequence),
+            headers=[],
+        )
+    return bytes(builder.build())
+
+
+def produce_frame(
+    topic: str, partition: int, acks: int, correlation_id: int, records: bytes | None = None
+) -> bytes:
+    """A Produce v9 of ``records`` (default :func:`one_record`) to one partition."""
+    data = ProduceRequest.TopicProduceData.PartitionProduceData(
+        index=partition, records=one_record() if records is None else records
+    )
     wanted = ProduceRequest.TopicProduceData(name=topic, partition_data=[data])
     request = ProduceRequest(acks=acks, timeout_ms=5000, topic_data=[wanted])
-    request.API_VERSION = 9
+    request.API_VERSION = PRODUCE_VERSION
     request.with_header(correlation_id=correlation_id, client_id="conformance")
-    return bytes(request.encode(version=9, header=True, framed=True))
+    return bytes(request.encode(version=PRODUCE_VERSION, header=True, framed=True))
+
+
+def produce_answer(response: bytes) -> list[dict[str, Any]]:
+    """A Produce v9 response's partitions: every field a producer reads."""
+    decoded = ProduceResponse.decode(response, version=PRODUCE_VERSION, header=True, framed=True)
+    return [
+        {
+            "partition": p.index,
+            "error_code": p.error_code,
+            "base_offset": p.base_offset,
+            "log_append_time_ms": p.log_append_time_ms,
+            "log_start_offset": p.log_start_offset,
+            "record_errors": [[e.batch_index, e.batch_index_error_message] for e in p.record_errors],
+            "error_message": p.error_message,
+        }
+        for t in decoded.responses
+        for p in t.partition_responses
+    ]
+
+
+def init_producer_id_frame(
+    correlation_id: int,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    transactional_id: str | None = None,
+) -> bytes:
+    """An InitProducerId v4; a known ``producer_id`` and ``producer_epoch`` ask for a bump (KIP-360)."""
+    request = InitProducerIdRequest(
+        transactional_id=transactional_id,
+        transaction_timeout_ms=60000,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+    )
+    request.API_VERSION = INIT_PRODUCER_ID_VERSION
+    request.with_header(correlation_id=correlation_id, client_id="conformance")
+    return bytes(request.encode(version=INIT_PRODUCER_ID_VERSION, header=True, framed=True))
+
+
+def init_producer_id_answer(response: bytes) -> tuple[int, int, int]:
+    """An InitProducerId v4 response's error code, producer id and epoch."""
+    decoded = InitProducerIdResponse.decode(
+        response, version=INIT_PRODUCER_ID_VERSION, header=True, framed=True
+    )
+    return decoded.error_code, decoded.producer_id, decoded.producer_epoch
+
+
+def offset_for_leader_epoch_frame(
+    topic: str, partition: int, leader_epoch: int, current_leader_epoch: int, correlation_id: int
+) -> bytes:
+    """An OffsetForLeaderEpoch v4 as a consumer sends it (replica id -1) for one partition."""
+    wanted = OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition(
+        partition=partition, current_leader_epoch=current_leader_epoch, leader_epoch=leader_epoch
+    )
+    request = OffsetForLeaderEpochRequest(
+        replica_id=-1,
+        topics=[OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=topic, partitions=[wanted])],
+    )
+    request.API_VERSION = OFFSET_FOR_LEADER_EPOCH_VERSION
+    request.with_header(correlation_id=correlation_id, client_id="conformance")
+    return bytes(request.encode(version=OFFSET_FOR_LEADER_EPOCH_VERSION, header=True, framed=True))
+
+
+def offset_for_leader_epoch_answer(response: bytes) -> list[int]:
+    """An OffsetForLeaderEpoch v4 response's one partition: error code, leader epoch, end offset."""
+    decoded = OffsetForLeaderEpochResponse.decode(
+        response, version=OFFSET_FOR_LEADER_EPOCH_VERSION, header=True, framed=True
+    )
+    [found] = [p for t in decoded.topics for p in t.partitions]
+    return [found.error_code, found.leader_epoch, found.end_offset]
+
+
+def partition_state(address: str, topic: str, partition: int) -> dict[str, Any]:
+    """A Metadata v9 answer about one partition: its error code, leader, leader epoch, replicas and ISR
+    (broker ids)."""
+    request = MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False
+    )
+    request.API_VERSION = METADATA_VERSION
+    request.with_header(correlation_id=41, client_id="conformance")
+    [response] = exchange(
+        address, [bytes(request.encode(version=METADATA_VERSION, header=True, framed=True))]
+    )
+    if response is None:
+        raise AssertionError(f"{address} did not answer Metadata for {topic}")
+    decoded = MetadataResponse.decode(response, version=METADATA_VERSION, header=True, framed=True)
+    [found] = [
+        p for t in decoded.topics if t.name == topic for p in t.partitions if p.partition_index == partition
+    ]
+    return {
+        "error_code": found.error_code,
+        "leader": found.leader_id,
+        "leader_epoch": found.leader_epoch,
+        "replicas": list(found.replica_nodes),
+        "isr": list(found.isr_nodes),
+    }
+
+
+def batch_epochs(address: str, topic: str, partition: int, end: int) -> list[tuple[int, int, int]]:
+    """Every batch of ``topic-partition`` below offset ``end`` as Fetch v12 from ``address`` reads it:
+    ``(base offset, last offset, partition leader epoch)``, in log order."""
+    batches: list[tuple[int, int, int]] = []
+    offset = 0
+    while offset < end:
+        [response] = exchange(address, [fetch_frame(topic, partition, 51, offset=offset)])
+        if response is None:
+            raise AssertionError(f"{address} did not answer a Fetch of {topic}-{partition} at {offset}")
+        answer = FetchResponse.decode(response, version=FETCH_VERSION, header=True, framed=True)
+        [data] = [p for t in answer.responses for p in t.partitions]
+        if data.error_code != 0 or not data.records:
+            raise AssertionError(f"{topic}-{partition} at {offset} from {address}: error {data.error_code}")
+        records = MemoryRecords(bytes(data.records))
+        while (batch := records.next_batch()) is not None:
+            if batch.last_offset >= offset:
+                batches.append((batch.base_offset, batch.last_offset, batch.leader_epoch))
+                offset = batch.last_offset + 1
+    return [b for b in batches if b[0] < end]
+
+
+def exchange(address: str, frames: list[bytes], timeout_s: float = 10.0) -> list[bytes | None]:
+    """Send each frame on one connection to ``host:port`` and read its response in turn (None: none came,
+    or the broker closed the connection, after which the rest are not sent)."""
+    host, port = address.rsplit(":", 1)
+    answers: list[bytes | None] = []
+    with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
+        for frame in frames:
+            sock.sendall(frame)
+            response, closed = read_response(sock, timeout_s)
+            answers.append(response)
+            if closed:
+                answers.extend([None] * (len(frames) - len(answers)))
+                break
+    return answers
 
 
 def fetch_frame(
@@ -79,6 +257,6 @@ def fetch_frame(
         isolation_level=0,
         topics=[FetchRequest.FetchTopic(topic=topic, partitions=[wanted])],
     )
-    request.API_VERSION = 12
+    request.API_VERSION = FETCH_VERSION
     request.with_header(correlation_id=correlation_id, client_id="conformance")
-    return bytes(request.encode(version=12, header=True, framed=True))
+    return bytes(request.encode(version=FETCH_VERSION, header=True, framed=True))

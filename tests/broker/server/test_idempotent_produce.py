@@ -81,20 +81,23 @@ def test_a_retry_after_kill_9_gets_its_original_offsets(start_cluster: Callable[
             and time.monotonic() < deadline
         ):
             time.sleep(0.1)
-        # the last five batches are retries: the original offsets, error NONE, nothing appended
+        # the last five batches are retries: the original offsets, error NONE, nothing appended; as
+        # Kafka, the answer's log_append_time is the original batch's max timestamp (a CreateTime topic)
         for data, base_offset in sent[-5:]:
             answer = produce(conn, "idem", 0, data, acks=-1)
             assert (answer.error_code, answer.base_offset) == (0, base_offset)
-        # a gap: OUT_OF_ORDER_SEQUENCE_NUMBER
+            assert answer.log_append_time_ms == BASE_TS + base_offset + 2
+        # a gap: OUT_OF_ORDER_SEQUENCE_NUMBER, with the partition's log start offset as Kafka answers it
         gap = produce(conn, "idem", 0, idempotent_batch(pid, epoch, 121, 1), acks=-1)
         assert gap.error_code == int(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+        assert (gap.base_offset, gap.log_start_offset) == (-1, 0)
         assert "out of order sequence number 121, expected 120" in gap.error_message
         # the next batch in sequence goes on at the log end
         assert produce(conn, "idem", 0, idempotent_batch(pid, epoch, 120, 2), acks=-1).base_offset == 120
         # a newer epoch fences the older one
         assert produce(conn, "idem", 0, idempotent_batch(pid, epoch + 1, 0, 1), acks=-1).base_offset == 122
         fenced = produce(conn, "idem", 0, idempotent_batch(pid, epoch, 122, 1), acks=-1)
-        assert fenced.error_code == int(ErrorCode.INVALID_PRODUCER_EPOCH)
+        assert (fenced.error_code, fenced.log_start_offset) == (int(ErrorCode.INVALID_PRODUCER_EPOCH), 0)
         parts = fetch(conn, [("idem", 0, 0, 1 << 22)], max_bytes=1 << 22)
     finally:
         conn.close()

@@ -71,3 +71,23 @@ def test_cluster_ids_never_start_with_a_dash() -> None:
     ids = [_cluster_id() for _ in range(2000)]
     assert not [i for i in ids if i.startswith("-")]
     assert all(len(i) == 22 for i in ids)
+
+
+def test_broker_only_nodes_after_the_controllers(tmp_path: Path) -> None:
+    cluster = KafkaCluster(tmp_path / "kafka", size=3, controllers=1, heap_mb=256)
+    combined, *brokers = (node.properties() for node in cluster.nodes)
+    first = cluster.nodes[0]
+    assert combined["process.roles"] == "broker,controller"
+    assert combined["listeners"] == (
+        f"PLAINTEXT://127.0.0.1:{first.port},CONTROLLER://127.0.0.1:{first.controller_port}"
+    )
+    for node, props in zip(cluster.nodes[1:], brokers, strict=True):
+        assert props["process.roles"] == "broker"
+        assert props["listeners"] == f"PLAINTEXT://127.0.0.1:{node.port}"
+        assert props["controller.listener.names"] == "CONTROLLER"
+    assert {p["controller.quorum.voters"] for p in (combined, *brokers)} == {
+        f"1@127.0.0.1:{first.controller_port}"
+    }
+    assert [n.heap_mb for n in cluster.nodes] == [256, 256, 256]
+    with pytest.raises(DevStackError, match="cluster of 2 nodes needs 1 to 2 controllers, asked for 0"):
+        KafkaCluster(tmp_path / "other", size=2, controllers=0)
