@@ -29,8 +29,8 @@ from broker.log.file_names import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, s
 from broker.log.file_region import FileRegion
 from broker.log.index_file import MAX_RELATIVE_OFFSET
 from broker.log.offset_index import OffsetIndex
-from broker.log.segment_framer import SegmentFramer
-from broker.log.segment_headers import check_loaded, read_full_header, read_header_prefix
+from broker.log.segment_framer import SegmentFramer, read_header, read_header_prefix
+from broker.log.segment_headers import check_loaded
 from broker.log.segment_scan import SegmentScan
 from broker.log.time_index import TimeIndex
 from broker.record.batch_header import (
@@ -521,7 +521,7 @@ class Segment:
         position = found[0]
         where = str(self._log.path)
         while position < max_position:
-            header = read_full_header(self._log, position, max_position, where)
+            header = read_header(self._log, position, max_position, where)
             yield header
             position += LOG_OVERHEAD + header[1]
 
@@ -536,7 +536,7 @@ class Segment:
         position = found[0]
         where = str(self._log.path)
         while position < max_position:
-            header = read_full_header(self._log, position, max_position, where)
+            header = read_header(self._log, position, max_position, where)
             if header[8] >= timestamp_ms:
                 batch = self.read_batch(position, max_position)
                 for record in batch.records():
