@@ -452,7 +452,9 @@ class Segment:
 
     def position_of(self, offset: int, max_position: int) -> tuple[int, int, int] | None:
         """``(position, base offset, size)`` of the batch holding ``offset`` (or the first batch after it),
-        looking only below ``max_position``; None when there is no such batch."""
+        looking only below ``max_position``; None when there is no such batch. Each header is read by the
+        segment framer (:func:`~broker.log.segment_framer.read_header_prefix`): one that cannot be right
+        raises :class:`CorruptRecordError` with its message, here and in the reads below."""
         _, position = self._offset_index.lookup(offset)
         log = self._log
         where = str(log.path)
