@@ -1,7 +1,8 @@
 """No module of the code over 600 lines (STYLE.md: one concept per module): a module that grows past it is
 split by concern, as ``replica_manager.py`` (its ISR changes: ``isr_changes.py``), ``segment.py`` (its
-header reads: ``segment_headers.py``), ``group_metadata_manager.py`` (its loading: ``group_loading.py``)
-and ``bench/rebalance.py`` (its commit run: ``rebalance_commits.py``) were."""
+header reads: ``segment_framer.py``, its load check: ``segment_headers.py``), ``group_metadata_manager.py``
+(its loading: ``group_loading.py``) and ``bench/rebalance.py`` (its commit run: ``rebalance_commits.py``)
+were."""
 
 from __future__ import annotations
 

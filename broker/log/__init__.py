@@ -7,11 +7,11 @@ on-disk format documented at the top of its module:
 
 * :mod:`~broker.log.index_file`: the body both indexes share (Kafka's ``AbstractIndex``), with
   :mod:`~broker.log.offset_index` (``.index``) and :mod:`~broker.log.time_index` (``.timeindex``);
-* :mod:`~broker.log.segment`: one ``.log`` file with its two indexes (its header reads at known positions,
-  the fetch path's batch boundaries: :mod:`~broker.log.segment_headers`); :mod:`~broker.log.segment_framer`:
-  the one framing of a ``.log`` file into batches, with one set of checks and messages (recovery,
-  ``lumber log verify`` and a segment read through); :mod:`~broker.log.segment_scan`: validating a ``.log``
-  file batch by batch (a segment's part of recovery);
+* :mod:`~broker.log.segment`: one ``.log`` file with its two indexes (a loaded segment's check of them:
+  :mod:`~broker.log.segment_headers`); :mod:`~broker.log.segment_framer`: the one framing of a ``.log``
+  file into batches, with one set of checks and messages (recovery, ``lumber log verify``, a segment read
+  through, the fetch path's header reads at known positions and the log cleaner's reads);
+  :mod:`~broker.log.segment_scan`: validating a ``.log`` file batch by batch (a segment's part of recovery);
 * :mod:`~broker.log.log_validator`: what produced batches must pass before they are appended;
 * :mod:`~broker.log.log`: one partition (append, read, high watermark), its parts mixed in from
   :mod:`~broker.log.log_flush` (the flush policy), :mod:`~broker.log.log_replication` (the replicated high

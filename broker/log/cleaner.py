@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -43,8 +42,6 @@ from broker.record.topic_partition import TopicPartition
 __all__ = ["Cleaner", "group_segments_by_size"]
 
 logger = logging.getLogger(__name__)
-
-_CRC = struct.Struct(">I")
 
 
 def group_segments_by_size(

@@ -6,10 +6,14 @@ yields the chunks of spans of segments, :func:`dirty_chunks` those of a log's di
 :func:`keys_of` the keyed records' hashes and offsets of one chunk. How the cleaner uses them:
 :mod:`broker.log.cleaner`.
 
-The reader reads blocks of a fixed size, which cut batches anywhere. The chunks of a block are its whole
-batches; the start of a batch it cuts at its end is copied before the next block's bytes, into the room
-the reader leaves there (:data:`~broker.log.chunk_reader.CARRY_ROOM`), or, when larger, joined with them
-in a buffer of its own (a batch larger than a block is read over several).
+The reader reads blocks of a fixed size, which cut batches anywhere. A block is framed by the one segment
+framer (:func:`~broker.log.segment_framer.frame_columns`: the compiled loop, with the framer's checks and
+messages); the chunks of a block are its whole batches; the start of a batch it cuts at its end is copied
+before the next block's bytes, into the room the reader leaves there
+(:data:`~broker.log.chunk_reader.CARRY_ROOM`), or, when larger, joined with them in a buffer of its own (a
+batch larger than a block is read over several). A batch that fails a framing check raises the framer's
+:class:`~broker.record.errors.CorruptRecordError`: a header that cannot be right before the block's
+chunks, a batch its span's end cuts (a torn tail) after the whole batches before it.
 
 A chunk's bytes are valid until the next chunk is asked for; the cleaner patches rebuilt batches' headers
 in them. One thread's (each cleaner thread has its own reader).
@@ -24,17 +28,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from broker.log.chunk_reader import Block, ChunkReader, Span
-from broker.log.errors import LogStorageError
 from broker.log.offset_map import Hashes, Offsets, hash_key_columns, hash_keys
 from broker.log.segment import Segment
-from broker.record.batch_header import (
-    COMPRESSION_MASK,
-    CONTROL_MASK,
-    HEADER_SIZE,
-    LENGTH_OFFSET,
-    LOG_OVERHEAD,
-)
-from broker.record.batch_header_columns import BatchHeaderColumns, batch_header_columns
+from broker.log.segment_framer import frame_columns
+from broker.record.batch_header import COMPRESSION_MASK, CONTROL_MASK, HEADER_SIZE
+from broker.record.batch_header_columns import BatchHeaderColumns
 from broker.record.key_columns import KeyColumns, batch_key_columns, key_columns_in
 from broker.record.record_batch import RecordBatch
 
@@ -119,16 +117,17 @@ def span_chunks(
                 reader.give_back(previous)  # after the carry was copied out of it
             previous = block
             where = str(segment.path)
-            batches = batch_header_columns(data, where=where, base_position=position)
+            batches, error = frame_columns(data, position, max_position)
+            if error is not None and not error.torn:
+                raise error.exception(where)
             whole = batches.complete_bytes
-            ends_span = position + len(data) >= max_position
             carry = None
-            cut = whole < len(data) and ends_span
-            if whole < len(data) and not ends_span:
+            if error is None and whole < len(data):
                 carry, carried_from = data[whole:], position + whole
-            yield from _chunks(segment, data, batches, position, where, ends_span and not cut)
-            if cut:  # after the whole batches before it
-                _cut_short(where, data, whole, position, max_position)
+            ends_span = error is None and position + len(data) >= max_position
+            yield from _chunks(segment, data, batches, position, where, ends_span)
+            if error is not None:  # a torn tail: after the whole batches before it
+                raise error.exception(where)
     finally:
         reader.stop()
         if previous is not None:
@@ -166,18 +165,6 @@ def _chunks(
             CleanerChunk(data, batches.select(first, stop), position, where, last and stop == batches.count),
         )
         first = stop
-
-
-def _cut_short(where: str, data: memoryview, whole: int, position: int, max_position: int) -> None:
-    """Raise for the batch at ``data[whole:]``, cut by the end of its span."""
-    at = position + whole
-    if len(data) - whole < LOG_OVERHEAD:
-        raise LogStorageError(f"{where}: no whole batch at position {at} (below {max_position})")
-    length = int.from_bytes(data[whole + LENGTH_OFFSET : whole + LOG_OVERHEAD], "big", signed=True)
-    raise LogStorageError(
-        f"{where}: no whole batch at position {at} (below {max_position}): the batch there announces "
-        f"{LOG_OVERHEAD + length} bytes"
-    )
 
 
 def dirty_chunks(

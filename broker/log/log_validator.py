@@ -19,14 +19,17 @@ least one (a partial batch at the end is CORRUPT_MESSAGE, none at all INVALID_RE
    record and names what is wrong): records of one layout in a batch (the walker checks the first of each
    run of them, strided byte compares prove the others pass the same checks: about 0.2 us per record
    instead of 0.85), and a run of one-record batches of one size (a pipelining producer's batch 1),
-   whose records are proved together the same way before the per-batch checks below.
+   whose records are proved together the same way before the per-batch checks below. The batches choose
+   (:meth:`RecordBatch.records_validator`): this module picks no reader.
 
 5. on a compacted log (``cleanup_policy`` with ``compact``, read from the log's own config), every record
    must have a key: the cleaner keeps the last value *per key*, so a record without one could never be
    compacted (Kafka refuses it the same way: INVALID_RECORD). The message names the partition and the
-   first keyless record's offset in its batch. The keys of a request of many records are read by columns
+   first keyless record's offset in its batch, which the batches find
+   (:meth:`RecordBatch.first_keyless_record`): the keys of a request of many records are read by columns
    (:mod:`broker.record.key_columns`: one compiled loop over the request's batches, once it is loaded:
-   the first such request starts loading it, and is walked), not by decoding records.
+   the first such request starts loading it here, :mod:`broker.log.kernel_load`, and is walked), not by
+   decoding records.
 
 A follower's append (``from_leader``) skips steps 1 and 4 and takes the leader's offsets as they are: a
 batch the log cleaner rewrote covers its original offset range with fewer records (``lastOffsetDelta``
@@ -48,14 +51,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from broker import compiled
 from broker.log.errors import RecordTooLargeError
 from broker.log.kernel_load import start_loading_kernels
 from broker.record.batch_header import NO_TIMESTAMP
 from broker.record.batch_scan import scan_batches
 from broker.record.errors import CorruptRecordError, InvalidRecordError
-from broker.record.key_columns import batch_key_columns
-from broker.record.layout_check import one_record_batches_valid
 from broker.record.record_batch import RecordBatch
 from broker.record.varint import Buffer
 
@@ -135,10 +135,7 @@ def _check_batches(
     """Steps 1-4 for every batch: their record count and largest timestamp."""
     record_count = 0
     max_timestamp_ms = NO_TIMESTAMP
-    # a pipelining producer's batches of one record each: their records are proved valid together (the
-    # checks below still run in order, so the first failure is still the one raised)
-    if validate_records and one_record_batches_valid(batches):
-        validate_records = False
+    check_records = RecordBatch.records_validator(batches) if validate_records else None
     for batch in batches:
         if batch.size_bytes > max_message_bytes:
             raise RecordTooLargeError(where, batch.size_bytes, max_message_bytes, position=batch.position)
@@ -156,8 +153,8 @@ def _check_batches(
             )
         if batch.is_control_batch:
             raise InvalidRecordError(where, "clients may not append control batches", position=batch.position)
-        if validate_records:
-            batch.validate_records()
+        if check_records is not None:
+            check_records(batch)
         record_count += count
         max_timestamp_ms = max(max_timestamp_ms, batch.max_timestamp_ms)
     return record_count, max_timestamp_ms
@@ -182,35 +179,20 @@ def _check_leader_batches(batches: Sequence[RecordBatch], where: str) -> tuple[i
     return record_count, max_timestamp_ms
 
 
-#: Below this many records in a request, walking them is cheaper than the key columns' numpy passes, whose
-#: fixed cost is about 75 us (a one-record commit to ``__consumer_offsets``: 77 us by columns, 2.5 walked).
-_KEY_COLUMNS_MIN_RECORDS = 64
-
-
 def _check_keys(batches: Sequence[RecordBatch], where: str) -> None:
-    """Step 5: every record of ``batches`` has a key. A request of many records is proved all at once by
-    the key columns (:mod:`broker.record.key_columns`, no record decoded) once their compiled loop is
-    loaded (:func:`broker.compiled.loaded`); the first such request starts loading it in the background
-    (:func:`~broker.log.kernel_load.start_loading_kernels`: a produce request never waits for numba's
-    import and compile). A small request, one before the loop is loaded, or one the columns decline or
-    find a record without a key in, is walked batch by batch, which names the first such record."""
-    if sum(batch.record_count for batch in batches) >= _KEY_COLUMNS_MIN_RECORDS:
-        if compiled.loaded():
-            columns = batch_key_columns(batches)
-            if columns is not None and (len(columns.key_lengths) == 0 or columns.key_lengths.min() >= 0):
-                return
-        else:
-            start_loading_kernels()  # for the next requests; this one is walked
-    for batch in batches:
-        base_offset = batch.base_offset
-        for index, record in enumerate(batch.records()):
-            if record.key is None:
-                raise InvalidRecordError(
-                    where,
-                    f"a compacted topic does not accept a record without a key: record #{index} at offset "
-                    f"{record.offset - base_offset} of the batch (of {batch.record_count} records) has none",
-                    position=batch.position,
-                )
+    """Step 5: every record of ``batches`` has a key; the batches find the first without one
+    (:meth:`RecordBatch.first_keyless_record`), and a request of many records before the compiled key
+    columns are loaded starts their load in the background
+    (:func:`~broker.log.kernel_load.start_loading_kernels`: a produce request never waits for it)."""
+    keyless = RecordBatch.first_keyless_record(batches, load_columns=start_loading_kernels)
+    if keyless is not None:
+        batch, index, record = keyless
+        raise InvalidRecordError(
+            where,
+            f"a compacted topic does not accept a record without a key: record #{index} at offset "
+            f"{record.offset - batch.base_offset} of the batch (of {batch.record_count} records) has none",
+            position=batch.position,
+        )
 
 
 def validate_stored_batch(batch: RecordBatch) -> None:

@@ -29,8 +29,8 @@ from broker.log.file_names import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, s
 from broker.log.file_region import FileRegion
 from broker.log.index_file import MAX_RELATIVE_OFFSET
 from broker.log.offset_index import OffsetIndex
-from broker.log.segment_framer import SegmentFramer
-from broker.log.segment_headers import HeaderScan, check_loaded, read_full_header, read_header_prefix
+from broker.log.segment_framer import HeaderScan, SegmentFramer, read_header, read_header_prefix
+from broker.log.segment_headers import check_loaded
 from broker.log.segment_scan import SegmentScan
 from broker.log.time_index import TimeIndex
 from broker.record.batch_header import (
@@ -452,7 +452,10 @@ class Segment:
 
     def position_of(self, offset: int, max_position: int) -> tuple[int, int, int] | None:
         """``(position, base offset, size)`` of the batch holding ``offset`` (or the first batch after it),
-        looking only below ``max_position``; None when there is no such batch."""
+        looking only below ``max_position``; None when there is no such batch. Each header is read by the
+        segment framer (:class:`~broker.log.segment_framer.HeaderScan`, one read per index interval): one
+        that cannot be right raises :class:`CorruptRecordError` with its message, here and in the reads
+        below."""
         _, position = self._offset_index.lookup(offset)
         scan = HeaderScan(self._log, max_position, str(self._log.path))
         while position < max_position:
@@ -521,7 +524,7 @@ class Segment:
         position = found[0]
         where = str(self._log.path)
         while position < max_position:
-            header = read_full_header(self._log, position, max_position, where)
+            header = read_header(self._log, position, max_position, where)
             yield header
             position += LOG_OVERHEAD + header[1]
 
@@ -536,7 +539,7 @@ class Segment:
         position = found[0]
         where = str(self._log.path)
         while position < max_position:
-            header = read_full_header(self._log, position, max_position, where)
+            header = read_header(self._log, position, max_position, where)
             if header[8] >= timestamp_ms:
                 batch = self.read_batch(position, max_position)
                 for record in batch.records():

@@ -3,33 +3,25 @@ cleaner's way through a segment's bytes without a :class:`~broker.record.record_
 
 The header layout is :mod:`broker.record.batch_header`'s. Batches lie end to end in a buffer (a read of a
 segment); one compiled loop (:func:`~broker.record.column_kernels.batch_headers`, numba imported on
-the first call: :mod:`broker.compiled`) finds where each starts from its ``batchLength`` (with the checks
-:func:`~broker.record.batch_scan.scan_batches` makes: a length below the minimum or a magic other than 2
-is a :class:`~broker.record.errors.CorruptRecordError`) and reads the header fields the cleaner uses, into
-one array per field (:class:`BatchHeaderColumns`). CRCs are not checked (the cleaner
-reads its own log, validated at append). Unlike the walker's strategies, this module imports numpy when
-imported: only the broker's storage uses it, never a client. Stateless: safe from any thread.
+the first call: :mod:`broker.compiled`) finds where each starts from its ``batchLength`` and reads the
+header fields the cleaner uses, into one array per field (:class:`BatchHeaderColumns`). It stops before a
+batch cut short and before one whose header it cannot frame (a length below the minimum, a magic other
+than 2); which it was, and the message, is the segment framer's to say
+(:func:`broker.log.segment_framer.frame_columns`, the cleaner's way in). CRCs are not checked (the
+cleaner reads its own log, validated at append). Unlike the walker's strategies, this module imports numpy
+when imported: only the broker's storage uses it, never a client. Stateless: safe from any thread.
 """
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from broker.record.batch_header import (
-    LOG_OVERHEAD,
-    MAGIC,
-    MAGIC_OFFSET,
-    MIN_BATCH_LENGTH,
-)
-from broker.record.errors import CorruptRecordError
+from broker.record.batch_header import LOG_OVERHEAD, MIN_BATCH_LENGTH
 
 __all__ = ["BatchHeaderColumns", "batch_header_columns"]
-
-_PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
 
 Int64s = npt.NDArray[np.int64]
 
@@ -78,18 +70,11 @@ class BatchHeaderColumns:
 
 
 def batch_header_columns(
-    buffer: bytes | bytearray | memoryview,
-    *,
-    end: int | None = None,
-    where: str = "<buffer>",
-    base_position: int = 0,
+    buffer: bytes | bytearray | memoryview, *, end: int | None = None
 ) -> BatchHeaderColumns:
-    """The whole batches in ``buffer[:end]`` from its start (a batch cut short at the end is left out).
-    ``base_position`` is added to positions in error messages (the buffer's place in its file)."""
-    from broker.record.column_kernels import (  # noqa: PLC0415 - numba, on first use
-        BELOW_MINIMUM_LENGTH,
-        batch_headers,
-    )
+    """The whole batches in ``buffer[:end]`` from its start, up to the first one cut short or whose header
+    cannot be framed (:attr:`~BatchHeaderColumns.complete_bytes` says where they end)."""
+    from broker.record.column_kernels import batch_headers  # noqa: PLC0415 - numba, on first use
 
     total = len(buffer) if end is None else end
     arr = np.frombuffer(buffer, dtype=np.uint8)
@@ -97,15 +82,7 @@ def batch_header_columns(
     positions = np.empty(room, dtype=np.int64)
     sizes = np.empty(room, dtype=np.int64)
     fields = np.empty((7, room), dtype=np.int64)
-    count, at, wrong = batch_headers(arr, total, positions, sizes, fields)
-    if wrong:
-        base_offset, length = _PREFIX.unpack_from(buffer, at)
-        reason = (
-            f"batchLength {length} is below the minimum {MIN_BATCH_LENGTH}"
-            if wrong == BELOW_MINIMUM_LENGTH
-            else f"expected magic {MAGIC} got {buffer[at + MAGIC_OFFSET]}"
-        )
-        raise CorruptRecordError(where, reason, position=base_position + at, offset=base_offset)
+    count, _ = batch_headers(arr, total, positions, sizes, fields)
     base_offsets, attributes, last_offset_deltas, first_timestamps, max_timestamps, producer_ids, counts = (
         fields[:, :count]
     )

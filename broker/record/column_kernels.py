@@ -31,7 +31,7 @@ from broker.record.batch_header import (
     RECORD_COUNT_OFFSET,
 )
 
-__all__ = ["BELOW_MINIMUM_LENGTH", "FIELDS", "WRONG_MAGIC", "batch_headers", "walk_records"]
+__all__ = ["FIELDS", "batch_headers", "walk_records"]
 
 #: A varint of more bytes than this is refused (a 64-bit value takes at most 10).
 _MAX_VARINT_BYTES = 10
@@ -148,9 +148,6 @@ FIELDS = (
     "producer_id",
     "record_count",
 )
-#: What :func:`batch_headers` found wrong at the position it returns.
-BELOW_MINIMUM_LENGTH = 1
-WRONG_MAGIC = 2
 
 
 @kernel
@@ -160,22 +157,20 @@ def batch_headers(
     positions: npt.NDArray[np.int64],
     sizes: npt.NDArray[np.int64],
     fields: npt.NDArray[np.int64],
-) -> tuple[int, int, int]:
+) -> tuple[int, int]:
     """Where the whole batches in ``data[:total]`` start, from each one's ``batchLength``, their sizes,
     and their header fields (:data:`FIELDS`, row by row: ``fields[f, b]`` for batch ``b``), into arrays
-    with room for ``total // (LOG_OVERHEAD + MIN_BATCH_LENGTH) + 1`` batches. Returns how many batches,
-    where the last one ends, and what is wrong (:data:`BELOW_MINIMUM_LENGTH`, :data:`WRONG_MAGIC`; 0:
-    nothing) at that end: the scan stops at such a batch, and before a batch cut short."""
+    with room for ``total // (LOG_OVERHEAD + MIN_BATCH_LENGTH) + 1`` batches. Returns how many batches and
+    where the last one ends: the scan stops before a batch cut short and before a header it cannot frame
+    (a length below the minimum, a magic other than 2: the segment framer says which)."""
     total = min(total, len(data))
     count = 0
     pos = 0
     while total - pos >= HEADER_SIZE:
         size = LOG_OVERHEAD + _big_endian(data, pos + LENGTH_OFFSET, 4)
-        if size < LOG_OVERHEAD + MIN_BATCH_LENGTH:
-            return count, pos, BELOW_MINIMUM_LENGTH
+        if size < LOG_OVERHEAD + MIN_BATCH_LENGTH or size > total - pos:
+            break
         if _byte(data, pos + MAGIC_OFFSET) != MAGIC:
-            return count, pos, WRONG_MAGIC
-        if size > total - pos:
             break
         positions[count] = pos
         sizes[count] = size
@@ -188,4 +183,4 @@ def batch_headers(
         fields[6, count] = _big_endian(data, pos + RECORD_COUNT_OFFSET, 4)
         count += 1
         pos += size
-    return count, pos, 0
+    return count, pos

@@ -17,7 +17,10 @@ This module is the way into a batch: callers ask it, not the layout.
   values walk), :meth:`RecordBatch.validate_records` (bytes compared for records of one layout, else the
   walk). The compiled reader of many batches at once (:mod:`broker.record.key_columns`, the cleaner's)
   returns the same records; ``tests/broker/record/test_body_readers.py`` runs every reader over the same
-  batches.
+  batches. For the batches of one request the batches choose too: :meth:`RecordBatch.records_validator`
+  (a run of one-record batches proved together, else each batch's :meth:`~RecordBatch.validate_records`)
+  and :meth:`RecordBatch.first_keyless_record` (the key columns for many records once compiled, else the
+  walk): the log validator asks them, it picks no reader.
 * **In-place changes of the header**, on a writable buffer holding the batch at ``position``:
   :func:`set_base_offset` (a field the CRC does not cover), :func:`set_producer_fields` (the idempotent
   producer's id, epoch and base sequence) and :func:`restamp_crc` (the CRC again, after a change of covered
@@ -32,10 +35,11 @@ only by the one thread that owns the buffer before it is shared.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import crc32c
 
+from broker import compiled
 from broker.record.batch_header import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
@@ -55,13 +59,15 @@ from broker.record.batch_header import (
 )
 from broker.record.compression import CompressionType, decompress
 from broker.record.errors import CorruptRecordError, UnsupportedCompressionError
-from broker.record.layout_check import records_of_one_layout
+from broker.record.key_columns import batch_key_columns
+from broker.record.layout_check import one_record_batches_valid, records_of_one_layout
 from broker.record.record import Record
 from broker.record.record_walker import NO_OFFSET_LIMIT, VECTORISED_MIN_RECORDS, walk_records, walk_values
 from broker.record.value_columns import decode_values_vectorised
 from broker.record.varint import Buffer
 
 __all__ = [
+    "KEY_COLUMNS_MIN_RECORDS",
     "RecordBatch",
     "restamp_crc",
     "set_base_offset",
@@ -72,6 +78,12 @@ _INT64 = struct.Struct(">q")
 _CRC = struct.Struct(">I")
 _PRODUCER_FIELDS = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence
 _OFFSET_LENGTH_EPOCH = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
+
+#: From this many records in a request, the key columns find a keyless record
+#: (:meth:`RecordBatch.first_keyless_record`); below, walking them is cheaper than the columns' numpy
+#: passes, whose fixed cost is about 75 us (a one-record commit to ``__consumer_offsets``: 77 us by
+#: columns, 2.5 walked).
+KEY_COLUMNS_MIN_RECORDS = 64
 
 
 class RecordBatch:
@@ -374,12 +386,54 @@ class RecordBatch:
             return
         walk_records(data, count, header[0], header[7], None, self._where, self._position, decode=False)
 
+    # -- the batches of one request: they choose the reader
+
+    @staticmethod
+    def records_validator(batches: Sequence[RecordBatch]) -> Callable[[RecordBatch], None]:
+        """What checks the records of each of ``batches`` (one request's), chosen by the batches: nothing
+        more when they are proved valid together (a pipelining producer's run of uncompressed one-record
+        batches of one size: :func:`~broker.record.layout_check.one_record_batches_valid`), else
+        :meth:`validate_records`, batch by batch. Call it on each batch in order, after the batch's other
+        checks, so that the first failure is the one raised."""
+        if len(batches) > 1 and one_record_batches_valid(batches):  # a request of one batch: one call less
+            return _proved
+        return RecordBatch.validate_records
+
+    @staticmethod
+    def first_keyless_record(
+        batches: Sequence[RecordBatch], *, load_columns: Callable[[], object] | None = None
+    ) -> tuple[RecordBatch, int, Record] | None:
+        """The first record of ``batches`` without a key, with its batch and its index there; None when
+        every record has one. Read by the reader that fits: the key columns
+        (:func:`~broker.record.key_columns.batch_key_columns`: one compiled loop over the batches, no
+        record decoded) from :data:`KEY_COLUMNS_MIN_RECORDS` records once the loop is loaded
+        (:func:`broker.compiled.loaded`), else the walk, which also names the record the columns find or
+        decline. ``load_columns``: called instead when the batches hold that many records and the loop is
+        not loaded yet (the caller starts its load in the background: a request never waits for numba's
+        import and compile)."""
+        if sum(batch._header[12] for batch in batches) >= KEY_COLUMNS_MIN_RECORDS:
+            if compiled.loaded():
+                columns = batch_key_columns(batches)
+                if columns is not None and (len(columns.key_lengths) == 0 or columns.key_lengths.min() >= 0):
+                    return None
+            elif load_columns is not None:
+                load_columns()
+        for batch in batches:
+            for index, record in enumerate(batch.records()):
+                if record.key is None:
+                    return batch, index, record
+        return None
+
     def __repr__(self) -> str:
         return (
             f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
             f"records={self.record_count}, size_bytes={self.size_bytes}, codec={self._header[5] & 7}, "
             f"max_timestamp_ms={self.max_timestamp_ms})"
         )
+
+
+def _proved(batch: RecordBatch) -> None:
+    """The check of records already proved valid with their request's other batches: nothing more."""
 
 
 def set_base_offset(buffer: bytearray | memoryview, base_offset: int, position: int = 0) -> None:

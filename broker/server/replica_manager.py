@@ -38,9 +38,8 @@ logs, offsets, replica state and the purgatory, never the wire format. What it o
   exceed them, by one batch, as in KIP-74); fewer than ``min_bytes`` wait up to ``max_wait_ms`` as a
   :class:`~broker.server.delayed_fetch.DelayedFetch`. A consumer reads below the high watermark; a
   follower (``replica_id`` >= 0) reads up to the log end, and its fetch offset is its log end offset
-  (:meth:`Partition.update_follower_fetch_state`), which may move the ISR and the high watermark; the log
-  start offset it names may answer a waiting DeleteRecords (:mod:`broker.server.delayed_delete_records`,
-  :meth:`watch`). A request's ``current_leader_epoch`` is fenced as Kafka fences it.
+  (:meth:`Partition.update_follower_fetch_state`), which may move the ISR and the high watermark, its log
+  start a waiting DeleteRecords' (:mod:`broker.server.delayed_delete_records`); epochs fenced as Kafka's.
 * **ListOffsets** (:meth:`fetch_offset_for_timestamp`) and **OffsetForLeaderEpoch**
   (:meth:`last_offset_for_leader_epoch`).
 * **ISR changes** (:mod:`broker.server.isr_changes`, mixed in): one thread (``isr-<id>``) writes the

@@ -1,7 +1,7 @@
 """The cleaner's chunks over real segment files (broker/log/cleaner_chunk.py, read by
 broker/log/chunk_reader.py): whatever the blocks cut, the chunks are exactly the segments' batches, byte
-for byte; a batch cut by its span's end or a file cut short is an error naming the file and position; a
-reading left early gives back every buffer and stops its thread's reads."""
+for byte; a batch cut by its span's end (the segment framer's message) or a file cut short is an error
+naming the file and position; a reading left early gives back every buffer and stops its thread's reads."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from broker.log.chunk_reader import ChunkReader
 from broker.log.cleaner_chunk import CleanerChunk, span_chunks
 from broker.log.errors import LogStorageError
 from broker.log.segment import Segment
+from broker.record.errors import CorruptRecordError
 from broker.record.record_batch import RecordBatch
 from broker.record.record_batch_builder import RecordBatchBuilder
 from tests.broker.log.helpers import BASE_TS
@@ -128,11 +129,11 @@ def test_a_batch_cut_by_its_span_end_names_the_file_and_position(tmp_path: Path)
     seen: list[int] = []  # batches per chunk, up to the error
     try:
         chunks = span_chunks([(segment, 0, segment.size_bytes - 10)], 4 * KIB, reader)
-        with pytest.raises(LogStorageError) as caught:
+        with pytest.raises(CorruptRecordError) as caught:
             drain(chunks, seen)
-        assert str(caught.value) == (
-            f"{segment.path}: no whole batch at position {last[0]} (below {segment.size_bytes - 10}): the "
-            f"batch there announces {last[1]} bytes"
+        assert str(caught.value) == (  # the segment framer's message
+            f"{segment.path}: corrupt record batch at position {last[0]}, base offset {last[2]}: torn tail: "
+            f"batchLength announces {last[1]} bytes, only {last[1] - 10} remain in the file"
         )
         assert sum(seen) == len(LAYOUT) - 1  # every batch before it
     finally:

@@ -191,12 +191,18 @@ def test_load_rejects_an_index_pointing_at_the_wrong_batch(tmp_path: Path, segme
 
 
 def test_load_rejects_a_torn_tail(tmp_path: Path, segment: Segment) -> None:
-    fill(segment, 3, records=5)
+    positions = fill(segment, 3, records=5)
     segment.close()
     log = tmp_path / "00000000000000000100.log"
-    log.write_bytes(log.read_bytes()[:-10])
-    with pytest.raises(CorruptRecordError, match="does not fit"):
+    data = log.read_bytes()
+    log.write_bytes(data[:-10])
+    with pytest.raises(CorruptRecordError) as raised:  # the segment framer's check and message
         Segment.load(tmp_path, 100, index_interval_bytes=1000, now_ms=0)
+    announced = len(data) - positions[2]
+    assert raised.value.reason == (
+        f"torn tail: batchLength announces {announced} bytes, only {announced - 10} remain in the file"
+    )
+    assert (raised.value.where, raised.value.position, raised.value.offset) == (str(log), positions[2], 110)
 
 
 def test_scan_finds_the_first_invalid_batch(tmp_path: Path, segment: Segment) -> None:

@@ -243,3 +243,62 @@ def test_kafka_python_agrees_on_random_batches(records: list[RecordSpec], codec:
     assert [(r.offset, r.timestamp, r.key, r.value, tuple(tuple(h) for h in r.headers)) for r in theirs] == [
         (r.offset, r.timestamp_ms, r.key, r.value, r.headers) for r in RecordBatch(data).records()
     ]
+
+
+def one_record_batches(count: int, *, size_of_last: int = 5) -> list[RecordBatch]:
+    """``count`` uncompressed batches of one record (a pipelining producer's), at offsets 0, 1, ..."""
+    out = []
+    for i in range(count):
+        builder = RecordBatchBuilder(base_offset=i)
+        builder.append(1_700_000_000_000, b"k%03d" % i, b"v" * (size_of_last if i == count - 1 else 5))
+        out.append(RecordBatch(builder.build()))
+    return out
+
+
+def test_the_batches_choose_the_check_of_their_records() -> None:
+    run = one_record_batches(4)
+    check = RecordBatch.records_validator(run)
+    assert check is not RecordBatch.validate_records  # proved together: nothing more per batch
+    for batch in run:
+        check(batch)
+    # a run the joint proof declines (one batch of another size), a single batch: each batch walked
+    assert (
+        RecordBatch.records_validator(one_record_batches(4, size_of_last=6)) is RecordBatch.validate_records
+    )
+    assert RecordBatch.records_validator(run[:1]) is RecordBatch.validate_records
+    # the walk names a damaged record that the joint proof declines
+    damaged = bytearray(build(CompressionType.NONE, [(0, b"k", b"v", ())]))
+    damaged[HEADER_SIZE] = 0x7E  # the record's length varint: 63, more than the body holds
+    mixed = [*run[:3], RecordBatch(damaged)]
+    check = RecordBatch.records_validator(mixed)
+    assert check is RecordBatch.validate_records
+    with pytest.raises(CorruptRecordError):
+        check(mixed[3])
+
+
+@pytest.mark.parametrize("compiled_loaded", [False, True], ids=["walked", "by-columns"])
+def test_the_first_keyless_record_is_found_by_the_reader_that_fits(
+    compiled_loaded: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both routes give the same answer; ``load_columns`` is asked for only from 64 records, while the
+    compiled columns are not loaded."""
+    monkeypatch.setattr("broker.compiled.loaded", lambda: compiled_loaded)
+    asked: list[int] = []
+
+    def load_columns() -> None:
+        asked.append(1)
+
+    keyed = [RecordBatch(build(CompressionType.NONE, [(0, b"k%d" % i, b"v", ()) for i in range(40)]))]
+    keyed.append(RecordBatch(build(CompressionType.GZIP, [(0, b"k", b"v", ())] * 24, base=40)))
+    assert RecordBatch.first_keyless_record(keyed, load_columns=load_columns) is None
+    assert asked == ([] if compiled_loaded else [1])
+    assert RecordBatch.first_keyless_record(keyed[:1], load_columns=load_columns) is None  # 40: walked
+    assert asked == ([] if compiled_loaded else [1])
+
+    records: list[RecordSpec] = [(0, b"k", b"v", ())] * 30
+    records[17] = (0, None, b"v", ())
+    keyless = [*keyed, RecordBatch(build(CompressionType.NONE, records, base=64))]
+    found = RecordBatch.first_keyless_record(keyless, load_columns=load_columns)
+    assert found is not None
+    batch, index, record = found
+    assert (batch is keyless[2], index, record.offset, record.key) == (True, 17, 64 + 17, None)
