@@ -24,6 +24,29 @@ with warnings.catch_warnings():
     from confluent_kafka.admin import AdminClient
 
 
+#: Every operation each resource type supports, by name (without an authorizer, and to a super user).
+EVERY_TOPIC_OPERATION = [
+    "ALTER",
+    "ALTER_CONFIGS",
+    "CREATE",
+    "DELETE",
+    "DESCRIBE",
+    "DESCRIBE_CONFIGS",
+    "READ",
+    "WRITE",
+]
+EVERY_GROUP_OPERATION = ["ALTER_CONFIGS", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS", "READ"]
+EVERY_CLUSTER_OPERATION = [
+    "ALTER",
+    "ALTER_CONFIGS",
+    "CLUSTER_ACTION",
+    "CREATE",
+    "DESCRIBE",
+    "DESCRIBE_CONFIGS",
+    "IDEMPOTENT_WRITE",
+]
+
+
 def operation_names(operations: Any) -> list[str] | None:
     """``None`` (not given) or the operations' names, sorted."""
     return None if operations is None else sorted(str(op.name) for op in operations)

@@ -10,31 +10,16 @@ super user is in :mod:`tests.conformance.test_acls`.
 
 from __future__ import annotations
 
-from tests.conformance.authorized_operations import commit_offset, described_operations
+from tests.conformance.authorized_operations import (
+    EVERY_CLUSTER_OPERATION,
+    EVERY_GROUP_OPERATION,
+    EVERY_TOPIC_OPERATION,
+    commit_offset,
+    described_operations,
+)
 from tests.conformance.clients import create_topic
 from tests.conformance.conformance import Transcript, conform
 from tests.conformance.target import Target
-
-EVERY_TOPIC_OPERATION = [
-    "ALTER",
-    "ALTER_CONFIGS",
-    "CREATE",
-    "DELETE",
-    "DESCRIBE",
-    "DESCRIBE_CONFIGS",
-    "READ",
-    "WRITE",
-]
-EVERY_GROUP_OPERATION = ["ALTER_CONFIGS", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS", "READ"]
-EVERY_CLUSTER_OPERATION = [
-    "ALTER",
-    "ALTER_CONFIGS",
-    "CLUSTER_ACTION",
-    "CREATE",
-    "DESCRIBE",
-    "DESCRIBE_CONFIGS",
-    "IDEMPOTENT_WRITE",
-]
 
 
 def authorized_operations_without_an_authorizer(target: Target, topic: str) -> Transcript:
