@@ -14,6 +14,11 @@ An ACL binding says: *principal* from *host* is *allowed* (or *denied*) *operati
 * **Operations**: ALL 2, READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9,
   DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12; ANY 1 in filters.
 * **Permission types**: DENY 2, ALLOW 3; ANY 1 in filters.
+* **Supported operations** (:data:`SUPPORTED_OPERATIONS`, Kafka's ``AclEntry.supportedOperations``): the
+  operations that mean something on each resource type, the ones an answer of authorized operations (KIP-430)
+  may hold: a topic READ, WRITE, CREATE, DESCRIBE, DELETE, ALTER, DESCRIBE_CONFIGS, ALTER_CONFIGS; a group
+  READ, DESCRIBE, DELETE, DESCRIBE_CONFIGS, ALTER_CONFIGS; the cluster CREATE, CLUSTER_ACTION,
+  DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER, DESCRIBE; a transactional id DESCRIBE, WRITE.
 * **Principal**: ``type:name`` (``User:alice``); ``User:*`` is every user. **Host**: an IP address or ``*``.
 
 Names in text (the CLI, ZooKeeper's JSON) are Kafka's: ``Read``, ``DescribeConfigs``, ``ClusterAction``,
@@ -24,7 +29,9 @@ Value objects; thread-safe.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Self
 
 from broker.security.errors import InvalidAclError
@@ -95,6 +102,49 @@ class AclPermissionType(_AclEnum):
     ANY = 1
     DENY = 2
     ALLOW = 3
+
+
+#: The operations each concrete resource type supports (see the module docstring).
+SUPPORTED_OPERATIONS: Mapping[ResourceType, tuple[AclOperation, ...]] = MappingProxyType(
+    {
+        ResourceType.TOPIC: (
+            AclOperation.READ,
+            AclOperation.WRITE,
+            AclOperation.CREATE,
+            AclOperation.DELETE,
+            AclOperation.ALTER,
+            AclOperation.DESCRIBE,
+            AclOperation.DESCRIBE_CONFIGS,
+            AclOperation.ALTER_CONFIGS,
+        ),
+        ResourceType.GROUP: (
+            AclOperation.READ,
+            AclOperation.DELETE,
+            AclOperation.DESCRIBE,
+            AclOperation.DESCRIBE_CONFIGS,
+            AclOperation.ALTER_CONFIGS,
+        ),
+        ResourceType.CLUSTER: (
+            AclOperation.CREATE,
+            AclOperation.ALTER,
+            AclOperation.DESCRIBE,
+            AclOperation.CLUSTER_ACTION,
+            AclOperation.DESCRIBE_CONFIGS,
+            AclOperation.ALTER_CONFIGS,
+            AclOperation.IDEMPOTENT_WRITE,
+        ),
+        ResourceType.TRANSACTIONAL_ID: (AclOperation.WRITE, AclOperation.DESCRIBE),
+    }
+)
+
+
+def operations_bit_field(operations: Iterable[AclOperation]) -> int:
+    """``operations`` as the wire's 32-bit field of authorized operations: bit ``1 << code`` for each
+    (Kafka's ``Utils.to32BitField``)."""
+    field = 0
+    for operation in operations:
+        field |= 1 << operation
+    return field
 
 
 #: The resource types a binding may name (the wire's ANY and UNKNOWN are filters' and errors').

@@ -1,5 +1,6 @@
 """What the API handlers ask of the authorizer (Kafka's ``AuthHelper``): one check, a filter of names, a
-cluster check, each allowing everything when no authorizer is configured.
+cluster check, the authorized operations of a resource, each allowing everything when no authorizer is
+configured.
 
 Every handler that serves a resource holds an :class:`AuthHelper`. Without ``[broker] authorizer`` its
 authorizer is None and every answer is yes, at the cost of one attribute test, so a broker without
@@ -7,6 +8,15 @@ authorization serves exactly as before. The errors it makes (:class:`~broker.ser
 and its kinds) are answered with Kafka's codes by the one table, :mod:`broker.server.error_codes`:
 TOPIC_AUTHORIZATION_FAILED (29), GROUP_AUTHORIZATION_FAILED (30), CLUSTER_AUTHORIZATION_FAILED (31),
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53).
+
+**Authorized operations** (KIP-430, Kafka's ``authorizedOperations``): what Metadata (v8+, each topic; v8-10,
+the cluster), DescribeCluster and DescribeGroups (v3+, each group) answer when the request asks for it: a
+32-bit field, bit ``1 << code`` set for each operation the resource type supports
+(:data:`~broker.security.acl_binding.SUPPORTED_OPERATIONS`) that the session may do on the resource, each
+asked of the authorizer as one request would be (super users, deny beats allow, implied DESCRIBE, the
+no-ACL rule), none of it logged as a refusal. Without an authorizer: every supported operation. The
+cluster's field is 0 unless the session may DESCRIBE the cluster (Kafka's rule, the refusal logged as any
+other). A handler asks only when the request asked: nothing is spent on the field otherwise.
 
 Thread-safe (the authorizer is).
 """
@@ -16,7 +26,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from broker.network.session import Session
-from broker.security.acl_binding import CLUSTER_NAME, AclOperation, ResourceType
+from broker.security.acl_binding import (
+    CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
+    AclOperation,
+    ResourceType,
+    operations_bit_field,
+)
 from broker.server.authorizer import AclAuthorizer
 from broker.server.errors import (
     AuthorizationError,
@@ -32,6 +48,9 @@ _ERRORS: dict[ResourceType, type[AuthorizationError]] = {
     ResourceType.CLUSTER: ClusterAuthorizationError,
     ResourceType.TRANSACTIONAL_ID: TransactionalIdAuthorizationError,
 }
+
+#: The authorized operations of each resource type without an authorizer: every supported one.
+_EVERY_SUPPORTED = {kind: operations_bit_field(ops) for kind, ops in SUPPORTED_OPERATIONS.items()}
 
 
 def authorization_error(
@@ -76,6 +95,25 @@ class AuthHelper:
     ) -> bool:
         authorizer = self.authorizer
         return authorizer is None or authorizer.authorize_by_resource_type(session, operation, resource_type)
+
+    def authorized_operations(self, session: Session, resource_type: ResourceType, name: str) -> int:
+        """The bit field of the operations ``resource_type`` supports that the session may do on the
+        resource ``name`` (see the module docstring)."""
+        authorizer = self.authorizer
+        if authorizer is None:
+            return _EVERY_SUPPORTED[resource_type]
+        return operations_bit_field(
+            operation
+            for operation in SUPPORTED_OPERATIONS[resource_type]
+            if authorizer.authorize(session, operation, resource_type, name, log_if_denied=False)
+        )
+
+    def cluster_authorized_operations(self, session: Session) -> int:
+        """The cluster's authorized operations, 0 unless the session may DESCRIBE the cluster (Kafka's
+        Metadata and DescribeCluster)."""
+        if not self.authorize_cluster(session, AclOperation.DESCRIBE):
+            return 0
+        return self.authorized_operations(session, ResourceType.CLUSTER, CLUSTER_NAME)
 
     def check(
         self, session: Session, operation: AclOperation, resource_type: ResourceType, name: str

@@ -5,8 +5,9 @@
   of the listener the request came in on (a broker without that listener is left out, as in Metadata), with
   its rack; ``endpoint_type`` 2 (controllers) is MISMATCHED_ENDPOINT_TYPE, an unknown type
   UNSUPPORTED_ENDPOINT_TYPE, with Kafka's messages (a Kafka broker's answers; v0 asks for brokers only). Asked
-  for, the cluster's authorized operations are every operation a cluster supports (Kafka's answer without an
-  authorizer): ALTER, CREATE, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE.
+  for, the cluster's authorized operations (KIP-430): those of the cluster's operations the principal may
+  do, 0 without DESCRIBE on the cluster, every one without an authorizer
+  (:meth:`~broker.server.auth_helper.AuthHelper.cluster_authorized_operations`).
   Where Lumber differs from Kafka: the controller id is Lumber's ZooKeeper controller (as Kafka's
   ZooKeeper-mode brokers answered); a KRaft broker names a random live broker, its controllers being out of
   the clients' reach.
@@ -30,19 +31,18 @@ from broker.protocol.messages.describe_cluster import (
     DescribeClusterRequest,
     DescribeClusterResponse,
 )
+from broker.server.auth_helper import AuthHelper
 
 Respond = Callable[[NetworkRequest, RequestHeader, Any], None]
-
-#: Kafka's ``AclOperation`` codes of the operations a cluster resource supports, as a bit field.
-CLUSTER_OPERATIONS = sum(1 << code for code in (5, 7, 8, 9, 10, 11, 12))
 
 
 class ClusterApis:
     """Answers DescribeCluster (see the module docstring)."""
 
-    def __init__(self, cluster: ClusterWatcher, cluster_id: str, respond: Respond) -> None:
+    def __init__(self, cluster: ClusterWatcher, cluster_id: str, auth: AuthHelper, respond: Respond) -> None:
         self._cluster = cluster
         self._cluster_id = cluster_id
+        self._auth = auth
         self._respond = respond
 
     def handlers(self) -> dict[int, Callable[[NetworkRequest, RequestHeader, Any], None]]:
@@ -71,9 +71,9 @@ class ClusterApis:
             for b in sorted(view.brokers.values(), key=lambda b: b.broker_id)
             if (e := b.endpoint(listener)) is not None
         ]
-        operations = (
-            CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else OPERATIONS_NOT_ASKED
-        )
+        operations = OPERATIONS_NOT_ASKED
+        if body.include_cluster_authorized_operations:
+            operations = self._auth.cluster_authorized_operations(request.session)
         answer = DescribeClusterResponse(
             cluster_id=self._cluster_id,
             controller_id=view.controller_id,

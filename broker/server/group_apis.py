@@ -20,7 +20,9 @@ OffsetCommit READ on each topic (else TOPIC_AUTHORIZATION_FAILED for its partiti
 committed); OffsetFetch DESCRIBE on the group and on each topic asked for (a fetch of every committed
 offset leaves out the topics it may not describe); DescribeGroups DESCRIBE and DeleteGroups DELETE on each
 group; OffsetDelete DELETE on the group and READ on each topic; ListGroups lists every group to a principal
-with DESCRIBE on the cluster, else only the groups it may describe.
+with DESCRIBE on the cluster, else only the groups it may describe. DescribeGroups v3+ asked for the
+authorized operations (KIP-430) answers, for each group described without an error, the group's operations
+the principal may do (every supported one without an authorizer).
 
 Thread-safe as :class:`~broker.server.kafka_apis.KafkaApis` is: no state of its own changes.
 """
@@ -41,6 +43,7 @@ from broker.protocol.messages.delete_groups import (
     DeleteGroupsResponse,
 )
 from broker.protocol.messages.describe_groups import (
+    AUTHORIZED_OPERATIONS_OMITTED,
     DescribedGroup,
     DescribedGroupMember,
     DescribeGroupsRequest,
@@ -474,6 +477,7 @@ class GroupApis:
         self, request: NetworkRequest, header: RequestHeader, body: DescribeGroupsRequest
     ) -> None:
         described = []
+        asks_operations = header.api_version >= 3 and body.include_authorized_operations
         for group_id in body.groups:
             if not self._group_allowed(request, AclOperation.DESCRIBE, group_id):
                 described.append(
@@ -481,6 +485,9 @@ class GroupApis:
                 )
                 continue
             summary = self._groups.handle_describe_group(group_id)
+            operations = AUTHORIZED_OPERATIONS_OMITTED
+            if asks_operations and summary.error == ErrorCode.NONE:
+                operations = self._auth.authorized_operations(request.session, ResourceType.GROUP, group_id)
             described.append(
                 DescribedGroup(
                     error_code=int(summary.error),
@@ -499,6 +506,7 @@ class GroupApis:
                         )
                         for m in summary.members
                     ],
+                    authorized_operations=operations,
                 )
             )
         self._respond(request, header, DescribeGroupsResponse(groups=described))

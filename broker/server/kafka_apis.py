@@ -214,7 +214,7 @@ class KafkaApis:
                 respond=self._respond,
             ).handlers(),
             **LogAdminApis(replica_manager, cluster, auth, self._respond).handlers(),
-            **ClusterApis(cluster, cluster_id, self._respond).handlers(),
+            **ClusterApis(cluster, cluster_id, auth, self._respond).handlers(),
             **AclApis(acls=acl_watcher, auth=auth, respond=self._respond).handlers(),
         }
 

@@ -10,6 +10,10 @@ asked-for topics, only those the client may see.
   DESCRIBE; a topic asked for by name that it may not describe is answered TOPIC_AUTHORIZATION_FAILED, with
   no partitions (whether it exists is not told). Auto-creating needs CREATE on the cluster or on the topic;
   without it the unknown topic is answered TOPIC_AUTHORIZATION_FAILED, as Kafka answers it.
+* **Authorized operations** (KIP-430; v8+ for topics, v8-10 for the cluster), only when asked for: each
+  answered topic the principal may describe carries the operations it may do on it, a refused one Kafka's
+  "not given" (INT32_MIN); the cluster's is 0 without DESCRIBE on the cluster
+  (:meth:`~broker.server.auth_helper.AuthHelper.authorized_operations`).
 
 Thread-safe (reads the view; creates through the admin manager).
 """
@@ -26,6 +30,7 @@ from broker.config import BrokerConfig
 from broker.network.request_channel import NetworkRequest
 from broker.protocol import ApiKey, ErrorCode, RequestHeader
 from broker.protocol.messages.metadata import (
+    AUTHORIZED_OPERATIONS_OMITTED,
     MetadataRequest,
     MetadataResponse,
     MetadataResponseBroker,
@@ -109,11 +114,30 @@ class MetadataApis:
             else topic_metadata(view, name, created_errors.get(name))
             for name in names
         ]
+        cluster_operations = AUTHORIZED_OPERATIONS_OMITTED
+        if header.api_version >= 8:  # the flags decode False below v8 (v11+: no cluster flag)
+            if body.include_topic_authorized_operations:
+                topics = [
+                    topic
+                    if name in denied
+                    else topic._replace(
+                        topic_authorized_operations=self._auth.authorized_operations(
+                            session, ResourceType.TOPIC, name
+                        )
+                    )
+                    for topic, name in zip(topics, names, strict=True)
+                ]
+            if body.include_cluster_authorized_operations:
+                cluster_operations = self._auth.cluster_authorized_operations(session)
         self._respond(
             request,
             header,
             MetadataResponse(
-                brokers=brokers, cluster_id=self._cluster_id, controller_id=view.controller_id, topics=topics
+                brokers=brokers,
+                cluster_id=self._cluster_id,
+                controller_id=view.controller_id,
+                topics=topics,
+                cluster_authorized_operations=cluster_operations,
             ),
         )
 

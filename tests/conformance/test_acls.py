@@ -13,6 +13,12 @@ another); then, as alice, the outcome of: producing to the topic, to a topic wit
 name under the prefix; consuming in the readable and in the describe-only group; creating a topic;
 creating and describing ACLs; listing the scenario's topics; asking Metadata for a topic she may not
 describe. And the ACLs as admin's DescribeAcls lists them.
+
+``authorized_operations_with_acls`` (KIP-430): as ``User:admin``, topics and ACLs for ``User:bob`` (Read
+and Describe on one topic, Write on a prefix, Describe on one group, Read on another, nothing on the
+cluster) and one group made to exist by a committed offset; then what confluent-kafka's ``describe_topics``,
+``describe_cluster`` and ``describe_consumer_groups`` with ``include_authorized_operations`` tell bob and
+admin (a super user: every supported operation) of them and of a topic and a group without ACLs.
 """
 
 from __future__ import annotations
@@ -29,6 +35,13 @@ from broker.network.scram_credential import ScramCredential, ScramMechanism
 from lumber.dev.kafka_server import KafkaCluster
 from lumber.dev.process import LOOPBACK, free_port
 from lumber.dev.zookeeper_server import ZooKeeperServer
+from tests.conformance.authorized_operations import (
+    EVERY_CLUSTER_OPERATION,
+    EVERY_GROUP_OPERATION,
+    EVERY_TOPIC_OPERATION,
+    commit_offset,
+    described_operations,
+)
 from tests.conformance.clients import error_name
 from tests.conformance.conformance import Transcript, conform
 from tests.conformance.target import Target
@@ -37,7 +50,7 @@ from tests.support.zookeeper import make_chroot
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from confluent_kafka import Consumer, KafkaException, Producer
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicCollection
     from confluent_kafka.admin import (  # type: ignore[attr-defined]
         AclBinding,
         AclBindingFilter,
@@ -64,7 +77,11 @@ with warnings.catch_warnings():
 
 pytestmark = [pytest.mark.interop, pytest.mark.zookeeper]
 
-PASSWORDS = {"admin": "conformance-admin-Pa55", "alice": "conformance-alice-Pa55"}
+PASSWORDS = {
+    "admin": "conformance-admin-Pa55",
+    "alice": "conformance-alice-Pa55",
+    "bob": "conformance-bob-Pa55",
+}
 
 
 @pytest.fixture(scope="module")
@@ -145,8 +162,9 @@ def _binding(
     operation: AclOperation,
     permission: AclPermissionType = AclPermissionType.ALLOW,
     pattern: ResourcePatternType = ResourcePatternType.LITERAL,
+    principal: str = "User:alice",
 ) -> AclBinding:
-    return AclBinding(resource_type, name, pattern, "User:alice", "*", operation, permission)
+    return AclBinding(resource_type, name, pattern, principal, "*", operation, permission)
 
 
 def _produce(config: dict[str, Any], topic: str) -> str | None:
@@ -276,3 +294,66 @@ def test_acl_denials_match_kafkas(secure_kafka: Target, secure_lumber: Target) -
     assert transcript["create_acls"] == "CLUSTER_AUTHORIZATION_FAILED"
     assert transcript["describe_acls"] == "ClusterAuthorizationFailedError"
     assert len(transcript["acls"]) == 6
+
+
+def authorized_operations_with_acls(target: Target, topic: str) -> Transcript:
+    admin_config = settings(target, "admin")
+    admin = AdminClient(admin_config)
+    prefixed, other = f"{topic}-p-x", f"{topic}-other"
+    for future in admin.create_topics([NewTopic(n, 1, 1) for n in (topic, prefixed, other)]).values():
+        assert _result(future) is None
+    described_group, readable_group = f"{topic}-described", f"{topic}-readable"
+    bindings = [
+        _binding(ResourceType.TOPIC, topic, AclOperation.READ, principal="User:bob"),
+        _binding(ResourceType.TOPIC, topic, AclOperation.DESCRIBE, principal="User:bob"),
+        _binding(
+            ResourceType.TOPIC,
+            f"{topic}-p-",
+            AclOperation.WRITE,
+            pattern=ResourcePatternType.PREFIXED,
+            principal="User:bob",
+        ),
+        _binding(ResourceType.GROUP, described_group, AclOperation.DESCRIBE, principal="User:bob"),
+        _binding(ResourceType.GROUP, readable_group, AclOperation.READ, principal="User:bob"),
+    ]
+    for future in admin.create_acls(bindings).values():
+        assert _result(future) is None
+    commit_offset(admin_config, described_group, topic)
+    bob = settings(target, "bob")
+    # the ACLs are in force once bob may describe the topic (Kafka applies them from its metadata log)
+    deadline = time.monotonic() + 30
+    bob_admin = AdminClient(bob)
+    while (refused := _result(bob_admin.describe_topics(TopicCollection([topic]))[topic])) is not None:
+        assert time.monotonic() < deadline, (
+            f"{target.name}: bob may not describe the topic after 30 s: {refused}"
+        )
+        time.sleep(0.2)
+    rename = {
+        name: name.replace(topic, "<topic>")
+        for name in (topic, prefixed, other, described_group, readable_group, f"{topic}-no-acl")
+    }
+    topics, groups = [topic, prefixed, other], [described_group, readable_group, f"{topic}-no-acl"]
+    return {
+        "bob": described_operations(bob, topics, groups, rename),
+        "admin": described_operations(admin_config, topics, groups, rename),
+    }
+
+
+def test_authorized_operations_with_acls_match_kafkas(secure_kafka: Target, secure_lumber: Target) -> None:
+    transcript = conform(authorized_operations_with_acls, (secure_kafka, secure_lumber))
+    bob = transcript["bob"]["asked"]
+    assert bob["topics"] == {
+        "<topic>": ["DESCRIBE", "READ"],
+        "<topic>-other": "TOPIC_AUTHORIZATION_FAILED",
+        "<topic>-p-x": ["DESCRIBE", "WRITE"],
+    }
+    assert bob["cluster"] is None  # 0 without Describe on the cluster: librdkafka reports no list
+    assert bob["groups"] == {
+        "<topic>-described": ["DESCRIBE"],
+        "<topic>-no-acl": "GROUP_AUTHORIZATION_FAILED",
+        "<topic>-readable": ["DESCRIBE", "READ"],  # no such group (Dead): its ACLs still answer
+    }
+    admin = transcript["admin"]["asked"]
+    assert admin["topics"]["<topic>"] == EVERY_TOPIC_OPERATION
+    assert admin["cluster"] == EVERY_CLUSTER_OPERATION
+    assert admin["groups"]["<topic>-described"] == EVERY_GROUP_OPERATION

@@ -1,8 +1,8 @@
 """DescribeGroups (key 15), v0-v5: a group's state, protocol, members and their assignments.
 
 Kafka 4.0's range (v6 only adds an error message). Seen sent: kafka-python 3.0 v5. v3 asks for the
-authorized operations (answered Kafka's "not given", INT32_MIN: Lumber has no ACLs), v4 adds the members'
-``group_instance_id``, v5 is flexible.
+authorized operations (KIP-430, :mod:`broker.server.group_apis`; Kafka's "not given", INT32_MIN, when not
+asked), v4 adds the members' ``group_instance_id``, v5 is flexible.
 """
 
 from collections.abc import Sequence
