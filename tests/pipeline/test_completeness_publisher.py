@@ -16,6 +16,10 @@ One story on one cluster, hours H1, H2, H3 of 2026-11-22 (long past their grace)
    returns 0 right after the load that follows web-3's close, which marks H1 COMPLETE again with 10 rows,
    each loaded once;
 4. bad input: an hour in the future, a topic that does not exist, a timeout: clear errors and exit codes.
+
+The same on HDFS, shorter (the embedded HDFS of the session, ``hdfs_url``): one load into an ``hdfs://``
+warehouse marks an audited hour, ``etl completeness`` and ``etl wait`` (through hdfs-native and WebHDFS)
+read the marker there, an unmarked hour's wait times out, a torn ``_SUCCESS`` on HDFS is named and kept.
 """
 
 from __future__ import annotations
