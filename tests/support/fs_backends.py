@@ -5,7 +5,8 @@
   of the tests, the session's ``hdfs_server`` fixture: a real NameNode and DataNode), each HDFS one marked
   ``hdfs``; ``libhdfs`` too when ``LUMBER_TEST_LIBHDFS_URL`` names a folder on a Hadoop node's HDFS.
   Parametrize a fixture with ``params=BACKENDS`` and open the filesystem with :func:`backend_filesystem`:
-  test ids then name the backend (``[file]``, ``[hdfs-native]``, ``[webhdfs]``).
+  test ids then name the backend (``[file]``, ``[hdfs-native]``, ``[webhdfs]``). An HDFS backend starts
+  the session's Spark first (see :func:`backend_filesystem`).
 * :class:`Outside`: one folder's files listed, read and written by pathlib (``file:``) or hdfs-native's
   fsspec filesystem (``hdfs://``), never through :mod:`pipeline.fs`, so a test sees what is on disk and can
   put there what another program would.
@@ -49,6 +50,10 @@ def backend_filesystem(request: pytest.FixtureRequest, tmp_path: Path, folder: s
         base = join(os.environ["LUMBER_TEST_LIBHDFS_URL"], secrets.token_hex(4))
         found = open_filesystem(base, hdfs_client="libhdfs")
     else:
+        # Spark's JVM first: pyspark launches it with Popen(preexec_fn=...), a fork that hung (600 s, in
+        # subprocess's wait for the exec) when it came after this process had used the embedded HDFS
+        # through hdfs-native; the session's Spark is then already up, and the order cannot recur
+        request.getfixturevalue("spark")
         server: HdfsServer = request.getfixturevalue("hdfs_server")
         base = f"{server.url}/{folder}/{secrets.token_hex(4)}"
         found = open_filesystem(base, webhdfs_url=server.webhdfs_url, hdfs_client=request.param)
