@@ -27,7 +27,11 @@ Writes (:class:`MarkerStore`), each under the load job's lock (one writer):
 1. the marker is written to its ``.lumber-tmp`` file (:meth:`~pipeline.fs.FileSystem.create`: fsync-ed,
    a stale temporary file of a crashed run is replaced) and renamed to its name
    (:meth:`~pipeline.fs.FileSystem.rename`: create-exclusive, the folder fsync-ed), so a reader never sees
-   half a marker;
+   half a marker. On HDFS the same calls give: hdfs-native ``hsync``-s the temporary file before closing
+   it and renames it with the NameNode's ``rename2`` without ``OVERWRITE`` (exclusive at the NameNode);
+   WebHDFS creates it with ``SYNC_BLOCK`` (the DataNode fsyncs the block on close; the REST API has no
+   ``hsync``) and renames it with WebHDFS's RENAME, which refuses an existing file
+   (:mod:`pipeline.webhdfs_file_system`);
 2. marking complete: an older ``_SUCCESS`` of Lumber's is deleted first (1 then follows), then any
    ``_INCOMPLETE``; marking incomplete: ``_INCOMPLETE`` first, then ``_SUCCESS`` is deleted. A crash between
    the steps leaves no ``_SUCCESS``, or both files, which the next decision completes: a ``_SUCCESS`` never

@@ -6,6 +6,16 @@ WebHDFS calls (GETFILESTATUS, LISTSTATUS, OPEN, CREATE, MKDIRS, RENAME, DELETE).
 ``false`` raises (the ``hdfs`` package turns it into ``HdfsError``), and so does a delete answered with
 ``false``. Writes go through the DataNode the NameNode redirects to (two HTTP requests per CREATE).
 
+Durability: WebHDFS has no ``hsync``. :meth:`~pipeline.fs.FileSystem.create` (the driver's metadata:
+manifests, run records, completeness markers) asks for CREATE with ``createflag=create,overwrite,
+sync_block`` (:data:`SYNC_CREATE_FLAGS`; Hadoop's ``CreateFlag.SYNC_BLOCK``, which WebHDFS passes on since
+Hadoop 2.8): the DataNodes fsync the block when the file is closed, what ``hsync`` + close give through the
+RPC clients. A plain CREATE leaves the block in the DataNodes' page cache (their ``FsyncCount`` does not
+move; ``tests/pipeline/test_webhdfs_file_system.py`` reads it). The tasks' Parquet streams
+(:meth:`~pipeline.fs.FileSystem.open_output`) are closed without it, as hdfs-native's are. The ``hdfs``
+package's ``write`` takes no create flags, so :meth:`WebHdfsFileSystem._write` makes the two requests itself
+with the package's raw CREATE (``_create``) and its session (``_request``).
+
 The client is ``hdfs.InsecureClient``: simple authentication as ``$HADOOP_USER_NAME``, else the process's
 user (``user.name=`` on each request). It is safe to use from several threads (one ``requests`` session).
 Run against the embedded NameNode by the contract suite (``tests/pipeline/test_fs.py``).
@@ -19,6 +29,10 @@ from typing import Any
 
 from pipeline.fs import FileInfo, FileSystem
 from pipeline.load_errors import FileSystemError
+
+#: The CREATE flags of :meth:`~pipeline.fs.FileSystem.create` over WebHDFS: SYNC_BLOCK makes the DataNodes
+#: fsync the block on close (see the module docstring).
+SYNC_CREATE_FLAGS = "create,overwrite,sync_block"
 
 
 class WebHdfsFileSystem(FileSystem):
@@ -59,7 +73,14 @@ class WebHdfsFileSystem(FileSystem):
             return bytes(reader.read())
 
     def _write(self, path: str, data: bytes) -> None:
-        self._client.write(path, data=data, overwrite=True)
+        # the NameNode answers 307 with the DataNode's URL, which carries the flags on; raises on an error
+        redirect = self._client._create(path, overwrite=True, createflag=SYNC_CREATE_FLAGS)
+        written = self._client._request(method="PUT", url=redirect.headers["location"], data=data)
+        if not written.ok:
+            first = (written.text.strip().splitlines() or [""])[0][:300]
+            raise FileSystemError(
+                f"create {self._url(path)}: the DataNode answered {written.status_code}: {first}"
+            )
 
     def _mkdirs(self, path: str) -> None:
         self._client.makedirs(path)

@@ -11,8 +11,10 @@ cluster that cannot be read.
 ``wait --topic T --hour H [--timeout 10m] [--interval 5s] [--json]`` is the sensor any scheduler can call: it
 exits 0 as soon as the hour's ``_SUCCESS`` of this job is there (it reads only the marker, every interval),
 1 when the timeout passes first, 2 for a bad argument: an hour that has not begun, a topic the cluster
-does not have, a ``_SUCCESS`` that is not Lumber's. With ``--json`` it prints the marker's JSON on success
-(what the Airflow example DAG attaches to the hour's asset event).
+does not have, a ``_SUCCESS`` that is not Lumber's, a warehouse that cannot be read (a NameNode that does
+not answer: the error names the marker's URL). With ``--json`` it prints the marker's JSON on success (what
+the Airflow example DAG attaches to the hour's asset event). Both commands open the warehouse as the load
+does: ``[load] warehouse_url`` through ``[load] hdfs_client`` (hdfs-native, WebHDFS) for ``hdfs://``.
 
 Heavy imports (the pipeline, the clients) are inside the handlers: ``lumber --help`` does not pay for them.
 """
@@ -81,7 +83,7 @@ def _completeness(args: argparse.Namespace, config: LumberConfig) -> int:
         return 2
     now = _now_ms()
     try:
-        fs = open_filesystem(load.warehouse_url, webhdfs_url=load.webhdfs_url)
+        fs = open_filesystem(load.warehouse_url, webhdfs_url=load.webhdfs_url, hdfs_client=load.hdfs_client)
         publisher = CompletenessPublisher(CommitProtocol(fs, load.job), config)
         decisions = publisher.decide(now_ms=now, topics=args.topic, since_ms=since)
     except PipelineError as exc:
@@ -131,7 +133,6 @@ def _completeness(args: argparse.Namespace, config: LumberConfig) -> int:
 def _wait(args: argparse.Namespace, config: LumberConfig) -> int:
     from pipeline.completeness_marker import (
         HOUR_MS,
-        ForeignMarkerError,
         MarkerStore,
         hour_text,
         parse_hour,
@@ -166,7 +167,7 @@ def _wait(args: argparse.Namespace, config: LumberConfig) -> int:
         if not known:
             print(f"lumber etl wait: topic {args.topic!r} does not exist in the cluster", file=sys.stderr)
             return 2
-        fs = open_filesystem(load.warehouse_url, webhdfs_url=load.webhdfs_url)
+        fs = open_filesystem(load.warehouse_url, webhdfs_url=load.webhdfs_url, hdfs_client=load.hdfs_client)
         store = MarkerStore(fs, fs.root, load.job)
     except PipelineError as exc:
         print(f"lumber etl wait: {exc}", file=sys.stderr)
@@ -182,7 +183,7 @@ def _wait(args: argparse.Namespace, config: LumberConfig) -> int:
     while True:
         try:
             found = store.read(args.topic, hour).success
-        except ForeignMarkerError as exc:
+        except PipelineError as exc:  # a foreign _SUCCESS, a warehouse that cannot be read
             print(f"lumber etl wait: {exc}", file=sys.stderr)
             return 2
         if found is not None and args.json:

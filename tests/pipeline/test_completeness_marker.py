@@ -1,7 +1,13 @@
-"""The marker store on a real (local) filesystem: writes, replacements, and files that are not Lumber's."""
+"""The marker store on every filesystem backend (``[file]``, ``[hdfs-native]``, ``[webhdfs]``: the embedded
+HDFS of the tests, a real NameNode and DataNode): writes, replacements, and files that are not Lumber's.
+
+What is on disk is looked at from outside :mod:`pipeline.fs` (:class:`tests.support.fs_backends.Outside`:
+pathlib, or hdfs-native's fsspec filesystem), and foreign files are put there the same way.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +21,8 @@ from pipeline.completeness_marker import (
     hour_text,
     parse_hour,
 )
-from pipeline.fs import open_filesystem
+from pipeline.fs import FileSystem, join
+from tests.support.fs_backends import BACKENDS, Outside, backend_filesystem
 
 HOUR = 1_795_334_400_000  # 2026-11-22T08
 
@@ -44,9 +51,18 @@ def marker(
     )
 
 
-def store(tmp_path: Path, job: str = "hourly") -> MarkerStore:
-    fs = open_filesystem(str(tmp_path))
+@pytest.fixture(params=BACKENDS)
+def fs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[FileSystem]:
+    with backend_filesystem(request, tmp_path, "markers") as found:
+        yield found
+
+
+def store(fs: FileSystem, job: str = "hourly") -> MarkerStore:
     return MarkerStore(fs, fs.root, job)
+
+
+def hour_folder(fs: FileSystem) -> Outside:
+    return Outside(join(fs.root, "views", "dt=2026-11-22", "hr=08"))
 
 
 def test_hours_are_named_as_the_folders_are() -> None:
@@ -57,22 +73,34 @@ def test_hours_are_named_as_the_folders_are() -> None:
         parse_hour("2026-11-22T8:30")
 
 
-def test_complete_then_incomplete_then_complete_again(tmp_path: Path) -> None:
-    markers = store(tmp_path)
-    folder = tmp_path / "views" / "dt=2026-11-22" / "hr=08"
+def test_complete_then_incomplete_then_complete_again(fs: FileSystem) -> None:
+    markers = store(fs)
+    folder = hour_folder(fs)
     assert markers.read("views", HOUR) == HourMarkers()
     markers.mark_complete(marker(), HourMarkers())
-    assert sorted(p.name for p in folder.iterdir()) == ["_SUCCESS"]
+    assert folder.names() == ["_SUCCESS"]  # no temporary file left beside it
+    assert CompletenessMarker.loads(folder.read("_SUCCESS"), "x") == marker()
     found = markers.read("views", HOUR)
     assert found.success == marker()
     assert found.revision == 1
     markers.mark_incomplete(marker("INCOMPLETE", 2, 10), found)
-    assert sorted(p.name for p in folder.iterdir()) == ["_INCOMPLETE"]
+    assert folder.names() == ["_INCOMPLETE"]
     found = markers.read("views", HOUR)
     assert (found.success, found.incomplete, found.revision) == (None, marker("INCOMPLETE", 2, 10), 2)
     markers.mark_complete(marker("COMPLETE", 3, 10), found)
-    assert sorted(p.name for p in folder.iterdir()) == ["_SUCCESS"]
-    assert CompletenessMarker.loads((folder / "_SUCCESS").read_text(), "x") == marker("COMPLETE", 3, 10)
+    assert folder.names() == ["_SUCCESS"]
+    assert CompletenessMarker.loads(folder.read("_SUCCESS"), "x") == marker("COMPLETE", 3, 10)
+    assert markers.read("views", HOUR) == HourMarkers(success=marker("COMPLETE", 3, 10))
+
+
+def test_a_stale_temporary_file_of_a_crashed_write_is_replaced(fs: FileSystem) -> None:
+    """A run killed after writing ``._SUCCESS.lumber-tmp`` and before renaming it: the next write replaces
+    the temporary file (it is Lumber's, hidden from readers) and renames its own into place."""
+    folder = hour_folder(fs)
+    folder.write("._SUCCESS.lumber-tmp", b'{"torn')
+    store(fs).mark_complete(marker(), HourMarkers())
+    assert folder.names() == ["_SUCCESS"]
+    assert CompletenessMarker.loads(folder.read("_SUCCESS"), "x") == marker()
 
 
 @pytest.mark.parametrize(
@@ -84,19 +112,24 @@ def test_complete_then_incomplete_then_complete_again(tmp_path: Path) -> None:
     ],
 )
 def test_a_marker_that_is_not_lumbers_is_refused_and_never_touched(
-    tmp_path: Path, content: bytes, message: str
+    fs: FileSystem, content: bytes, message: str
 ) -> None:
-    folder = tmp_path / "views" / "dt=2026-11-22" / "hr=08"
-    folder.mkdir(parents=True)
-    (folder / "_SUCCESS").write_bytes(content)
-    with pytest.raises(ForeignMarkerError, match="_SUCCESS") as caught:
-        store(tmp_path).read("views", HOUR)
+    folder = hour_folder(fs)
+    folder.write("_SUCCESS", content)
+    url = join(fs.root, "views/dt=2026-11-22/hr=08/_SUCCESS")
+    with pytest.raises(ForeignMarkerError) as caught:
+        store(fs).read("views", HOUR)
+    assert str(caught.value).startswith(f"{url}: "), caught.value  # hdfs://127.0.0.1:<port>/... on HDFS
     assert message in str(caught.value)
     assert "left as it is" in str(caught.value)
-    assert (folder / "_SUCCESS").read_bytes() == content
+    assert folder.read("_SUCCESS") == content
+    assert folder.names() == ["_SUCCESS"]
 
 
-def test_another_jobs_marker_is_not_this_jobs(tmp_path: Path) -> None:
-    store(tmp_path, "other").mark_complete(marker(job="other"), HourMarkers())
-    with pytest.raises(ForeignMarkerError, match=r"a marker of job 'other'.*expected job 'hourly'"):
-        store(tmp_path).read("views", HOUR)
+def test_another_jobs_marker_is_not_this_jobs(fs: FileSystem) -> None:
+    store(fs, "other").mark_complete(marker(job="other"), HourMarkers())
+    written = hour_folder(fs).read("_SUCCESS")
+    with pytest.raises(ForeignMarkerError, match=r"a marker of job 'other'.*expected job 'hourly'") as caught:
+        store(fs).read("views", HOUR)
+    assert join(fs.root, "views/dt=2026-11-22/hr=08/_SUCCESS") in str(caught.value)
+    assert hour_folder(fs).read("_SUCCESS") == written

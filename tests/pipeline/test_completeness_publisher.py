@@ -16,6 +16,10 @@ One story on one cluster, hours H1, H2, H3 of 2026-11-22 (long past their grace)
    returns 0 right after the load that follows web-3's close, which marks H1 COMPLETE again with 10 rows,
    each loaded once;
 4. bad input: an hour in the future, a topic that does not exist, a timeout: clear errors and exit codes.
+
+The same on HDFS, shorter (the embedded HDFS of the session, ``hdfs_url``): one load into an ``hdfs://``
+warehouse marks an audited hour, ``etl completeness`` and ``etl wait`` (through hdfs-native and WebHDFS)
+read the marker there, an unmarked hour's wait times out, a torn ``_SUCCESS`` on HDFS is named and kept.
 """
 
 from __future__ import annotations
@@ -38,8 +42,10 @@ from broker.client.producer.producer import Producer
 from broker.client.producer.producer_config import ProducerConfig
 from broker.record.topic_partition import TopicPartition
 from lumber.config import LumberConfig, dump_config
+from lumber.dev.hdfs_server import HdfsServer
+from lumber.dev.process import free_port
 from pipeline.commit import CommitProtocol
-from pipeline.completeness_marker import hour_text
+from pipeline.completeness_marker import hour_rel, hour_text
 from pipeline.completeness_publisher import CompletenessPublisher
 from pipeline.fs import open_filesystem
 from pipeline.load_job import run_load
@@ -48,6 +54,7 @@ from schemas.registry.config import RegistryConfig
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema_text
 from tests.support.broker_cluster import servers, wait_for
+from tests.support.fs_backends import Outside
 from tests.support.load_job import (
     AUDIT_TOPIC,
     BASE_MS,
@@ -364,3 +371,161 @@ def test_without_producer_audit_the_partitions_watermarks_decide(
         assert decided.reason == (
             "partitions not loaded past the hour's end + grace: 0 (committed 3, log end 5)"
         )
+
+
+def test_an_audited_hour_is_marked_on_hdfs_and_etl_completeness_and_wait_read_it_there(
+    broker_cluster: Any,
+    load_registry: RegistryProcess,
+    spark: Any,
+    hdfs_server: HdfsServer,
+    hdfs_url: str,
+    tmp_path: Path,
+) -> None:
+    """The warehouse on the embedded HDFS (hdfs-native, what ``hdfs_client = "auto"`` picks without
+    libhdfs). web-1 produces 5 views into H1 and 3 into H3 and closes (its audit counts are emitted); web-2
+    produces 3 into H2 and stays open (no producer counted H2). H3's folder holds a torn ``_SUCCESS``
+    before the load. One load (Spark) writes H1's ``_SUCCESS`` on HDFS with the exact counts; the CLI
+    reads it from there (``etl completeness --json``, ``etl wait``, through hdfs-native and through
+    WebHDFS as ``[load] hdfs_client`` says); H2's wait times out (exit 1); H3's torn marker is named by
+    its hdfs:// URL, by the load and both commands, and is left byte for byte."""
+    cluster = broker_cluster
+    topic, job = unique_topic("page_view"), unique_topic("job")
+    cluster.create_topic(topic, 2)
+    cluster.create_topic(AUDIT_TOPIC, 1)
+    views = Views(cluster, load_registry, topic)
+    warehouse = f"{hdfs_url}/warehouse"
+    h3_folder = Outside(f"{warehouse}/{hour_rel(topic, H3)}")
+    torn = b'{"format": 1, "kind": "lumber-completeness", "job": "'
+    h3_folder.write("_SUCCESS", torn)  # a torn file, left by another writer
+    web1, web2 = views.producer("web-1"), views.producer("web-2")
+    try:
+        views.send(web1, H1, 5)
+        views.send(web1, H3, 3)
+        web1.close()
+        views.send(web2, H2, 3)
+        wait_for(lambda: log_end(cluster, topic) == 11, 20, "the 11 views in the logs")
+        settings: dict[str, Any] = {
+            "zk_connect": cluster.zk_connect,
+            "registry_url": load_registry.url,
+            "bootstrap_servers": servers(cluster),
+            "warehouse": warehouse,
+            "job": job,
+            "topics": [topic],
+        }
+        config = load_config(**settings)
+        (tmp_path / "native").mkdir()
+        native = write_config(config, tmp_path / "native")
+        lines: list[str] = []
+        outcome = run_load(spark, config, progress=lines.append)
+        assert (outcome.record.outcome, outcome.record.rows, outcome.record.quarantined) == (
+            "committed",
+            11,
+            0,
+        )
+
+        # H1's marker, read from HDFS without pipeline.fs
+        h1_folder = Outside(f"{warehouse}/{hour_rel(topic, H1)}")
+        assert [n for n in h1_folder.names() if not n.endswith(".parquet")] == ["_SUCCESS"]
+        h1 = json.loads(h1_folder.read("_SUCCESS"))
+        assert (h1["state"], h1["revision"], h1["expected"], h1["loaded"], h1["quarantined"]) == (
+            "COMPLETE",
+            1,
+            5,
+            5,
+            0,
+        )
+        assert (h1["missing"], h1["duplicate"], h1["manifest_sequence"], h1["job"], h1["hour"]) == (
+            0,
+            0,
+            1,
+            job,
+            hour_text(H1),
+        )
+        assert h1["manifest_run_id"] == outcome.record.run_id
+        h2_folder = Outside(f"{warehouse}/{hour_rel(topic, H2)}")
+        assert [n for n in h2_folder.names() if not n.endswith(".parquet")] == []
+        h3_url = f"{warehouse}/{hour_rel(topic, H3)}/_SUCCESS"
+        assert h3_folder.read("_SUCCESS") == torn
+        assert [n for n in h3_folder.names() if not n.endswith(".parquet")] == ["_SUCCESS"]
+        assert any(h3_url in line and "not a Lumber marker" in line for line in lines), lines
+        assert events(cluster) == [(hour_text(H1), "COMPLETE", 1, 5)]
+
+        # the CLI, as a scheduler runs it: H2's wait times out while the others run
+        def wait(config_path: Path, hour_ms: int, timeout: str = "10s") -> list[str]:
+            return [
+                *(sys.executable, "-m", "lumber", "--config", str(config_path), "etl", "wait"),
+                *("--topic", topic, "--hour", hour_text(hour_ms), "--timeout", timeout, "--interval", "1s"),
+            ]
+
+        started = time.monotonic()
+        h2_wait = subprocess.Popen(
+            wait(native, H2), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            shown = lumber(native, "completeness", "--topic", topic, "--json")
+            assert shown.returncode == 0, shown.stderr
+            report = json.loads(shown.stdout)
+            states = {
+                h["hour"]: (h["state"], h["expected"], h["loaded"], h["missing"], h["marked_revision"])
+                for h in report["hours"]
+            }
+            assert states == {
+                hour_text(H1): ("COMPLETE", 5, 5, 0, 1),
+                hour_text(H2): ("INCOMPLETE", 0, 3, 0, 0),
+            }
+            assert len(report["errors"]) == 1
+            assert report["errors"][0].startswith(f"{h3_url}: not a valid completeness marker: not JSON")
+            assert "not a Lumber marker" in report["errors"][0]
+
+            done = subprocess.run(wait(native, H1), capture_output=True, text=True, timeout=60, check=False)
+            assert done.returncode == 0, done.stderr
+            h1_url = f"{warehouse}/{hour_rel(topic, H1)}/_SUCCESS"
+            assert done.stdout == (
+                f"{topic}/{hour_text(H1)} complete (revision 1, manifest 1): 5 rows, 0 quarantined; "
+                f"{h1_url}\n"
+            )
+            (tmp_path / "webhdfs").mkdir()
+            over_http = write_config(
+                load_config(**settings, hdfs_client="webhdfs", webhdfs_url=hdfs_server.webhdfs_url),
+                tmp_path / "webhdfs",
+            )
+            done = subprocess.run(
+                wait(over_http, H1), capture_output=True, text=True, timeout=60, check=False
+            )
+            assert (done.returncode, done.stdout.endswith(f"; {h1_url}\n")) == (0, True), done.stderr
+            (tmp_path / "nowhere").mkdir()
+            unreachable = write_config(
+                load_config(**settings, hdfs_client="webhdfs", webhdfs_url=f"http://127.0.0.1:{free_port()}"),
+                tmp_path / "nowhere",
+            )
+            refused = subprocess.run(
+                wait(unreachable, H1), capture_output=True, text=True, timeout=60, check=False
+            )
+            assert refused.returncode == 2, refused.stdout + refused.stderr
+            assert refused.stderr.startswith(f"lumber etl wait: stat {h1_url}: "), refused.stderr
+
+            foreign = subprocess.run(
+                wait(native, H3), capture_output=True, text=True, timeout=60, check=False
+            )
+            assert foreign.returncode == 2, foreign.stdout + foreign.stderr
+            assert foreign.stderr.startswith(
+                f"lumber etl wait: {h3_url}: not a valid completeness marker: not JSON"
+            ), foreign.stderr
+            assert "not a Lumber marker" in foreign.stderr
+
+            out, err = h2_wait.communicate(timeout=60)
+            waited = time.monotonic() - started
+        finally:
+            if h2_wait.poll() is None:
+                h2_wait.kill()
+        assert h2_wait.returncode == 1, out + err
+        h2_url = f"{warehouse}/{hour_rel(topic, H2)}/_SUCCESS"
+        assert (
+            err
+            == f"lumber etl wait: {topic}/{hour_text(H2)} not complete after 10s ({h2_url} is not there)\n"
+        )
+        assert waited >= 10
+        assert h3_folder.read("_SUCCESS") == torn  # never overwritten
+    finally:
+        web2.close()
+        views.client.close()

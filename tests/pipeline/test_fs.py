@@ -9,8 +9,6 @@ a Hadoop node) adds it.
 
 from __future__ import annotations
 
-import os
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import get_args
@@ -20,7 +18,6 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from lumber.dev.hdfs_server import HdfsServer
 from pipeline.fs import (
     HDFS_CLIENTS,
     ArrowFileSystem,
@@ -35,36 +32,13 @@ from pipeline.load_config import HdfsClient
 from pipeline.load_errors import FileSystemError
 from pipeline.native_hdfs_file_system import NativeHdfsFileSystem
 from pipeline.webhdfs_file_system import WebHdfsFileSystem
-
-BACKENDS = [
-    "file",
-    pytest.param("hdfs-native", marks=pytest.mark.hdfs),
-    pytest.param("webhdfs", marks=pytest.mark.hdfs),
-]
-if os.environ.get("LUMBER_TEST_LIBHDFS_URL"):
-    BACKENDS.append("libhdfs")
+from tests.support.fs_backends import BACKENDS, backend_filesystem
 
 
 @pytest.fixture(params=BACKENDS)
 def fs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[FileSystem]:
-    if request.param == "file":
-        yield open_filesystem(str(tmp_path))
-        return
-    if request.param == "libhdfs":
-        base = join(os.environ["LUMBER_TEST_LIBHDFS_URL"], secrets.token_hex(4))
-        found = open_filesystem(base, hdfs_client="libhdfs")
-    else:
-        server: HdfsServer = request.getfixturevalue("hdfs_server")
-        base = f"{server.url}/contract/{secrets.token_hex(4)}"
-        found = open_filesystem(base, webhdfs_url=server.webhdfs_url, hdfs_client=request.param)
-        assert isinstance(
-            found, NativeHdfsFileSystem if request.param == "hdfs-native" else WebHdfsFileSystem
-        )
-    found.mkdirs(base)
-    try:
+    with backend_filesystem(request, tmp_path, "contract") as found:
         yield found
-    finally:
-        found.delete(base, recursive=True, missing_ok=True)
 
 
 def test_urls(tmp_path: Path) -> None:
