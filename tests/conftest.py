@@ -7,7 +7,7 @@ Fixtures:
 * ``zk``: a started kazoo client on that chroot, closed after the test.
 * ``spark``: one ``local[2]`` SparkSession for the whole run, UI disabled, on 127.0.0.1.
 * ``hdfs_server``: one real HDFS (a NameNode and a DataNode from Hadoop's jars, :mod:`lumber.dev.hdfs_server`)
-  on free 127.0.0.1 ports, for the whole run (of one xdist worker).
+  on free 127.0.0.1 ports, for the whole run (of one xdist worker); it starts ``spark`` first (see there).
 * ``hdfs_url``: ``hdfs://127.0.0.1:<port>/tests/<test name>-<hex>``, a folder unique to the test (not
   created).
 * ``broker_cluster`` / ``start_cluster``: real broker processes (:mod:`tests.support.broker_cluster`).
@@ -69,7 +69,12 @@ def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKe
 
 
 @pytest.fixture(scope="session")
-def hdfs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HdfsServer]:
+def hdfs_server(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Iterator[HdfsServer]:
+    # Spark first: pyspark launches its JVM with Popen(preexec_fn=...), a fork that hung (600 s, in
+    # subprocess's wait for the exec) when this process had already used the embedded HDFS through
+    # hdfs-native (its runtime's threads: a fork copies their locks held); with Spark started before
+    # any HDFS test of the worker, whatever order its files come in, the order cannot occur.
+    del spark
     server = HdfsServer(tmp_path_factory.mktemp("hdfs"), HdfsPorts.free())
     server.start()
     yield server

@@ -50,10 +50,6 @@ def backend_filesystem(request: pytest.FixtureRequest, tmp_path: Path, folder: s
         base = join(os.environ["LUMBER_TEST_LIBHDFS_URL"], secrets.token_hex(4))
         found = open_filesystem(base, hdfs_client="libhdfs")
     else:
-        # Spark's JVM first: pyspark launches it with Popen(preexec_fn=...), a fork that hung (600 s, in
-        # subprocess's wait for the exec) when it came after this process had used the embedded HDFS
-        # through hdfs-native; the session's Spark is then already up, and the order cannot recur
-        request.getfixturevalue("spark")
         server: HdfsServer = request.getfixturevalue("hdfs_server")
         base = f"{server.url}/{folder}/{secrets.token_hex(4)}"
         found = open_filesystem(base, webhdfs_url=server.webhdfs_url, hdfs_client=request.param)
