@@ -7,8 +7,8 @@ and from Lumber, through confluent-kafka's AdminClient and kafka-python's KafkaA
   of an offset past the high watermark (OFFSET_OUT_OF_RANGE), an unknown partition (librdkafka's own _NOENT:
   no leader to ask) and a compacted topic (POLICY_VIOLATION).
 * ``describe_cluster``: DescribeCluster through both clients (kafka-python asks for the cluster's authorized
-  operations; confluent-kafka's ``include_authorized_operations`` goes through Metadata v8+, whose
-  authorized operations Lumber does not answer yet, so it is not asked), and the error a broker gives when
+  operations; confluent-kafka's ``include_authorized_operations``, through Metadata v8+, is compared in
+  ``test_authorized_operations.py``), and the error a broker gives when
   asked for the controllers' endpoints (kafka-python's request, sent through its client).
 * ``describe_log_dirs``: DescribeLogDirs through kafka-python (confluent-kafka has no call for it) of two
   partitions of a topic and one it does not have, and of every partition: the one log dir, each asked

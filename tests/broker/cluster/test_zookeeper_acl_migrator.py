@@ -17,8 +17,6 @@ from broker.cluster import zk_paths
 from broker.cluster.errors import ClusterError
 from broker.cluster.zookeeper_acl_migrator import BROKER_ROOT_PATHS, ZooKeeperAclMigrator
 from broker.cluster.zookeeper_auth import ZooKeeperAuth, new_zookeeper_client
-from lumber.dev.zookeeper_server import ZooKeeperServer
-from tests.support.zookeeper import make_chroot, new_client
 
 pytestmark = pytest.mark.zookeeper
 
@@ -40,23 +38,16 @@ def _acl_set(acls: list[ACL]) -> set[tuple[int, str, str]]:
 
 
 @pytest.fixture
-def chroot(zookeeper_server: ZooKeeperServer, request: pytest.FixtureRequest) -> str:
-    return make_chroot(zookeeper_server.connect, request.node.name)
-
-
-@pytest.fixture
-def stranger(chroot: str) -> Iterator[KazooClient]:
-    client = new_client(chroot)
+def stranger(zk: KazooClient) -> KazooClient:
+    """A client without the credentials, on the test's chroot, which it fills with an open tree."""
     for path in (*OPEN_TREE, "/other-app/data"):
-        client.create(path, b"v", makepath=True)
-    yield client
-    client.stop()
-    client.close()
+        zk.create(path, b"v", makepath=True)
+    return zk
 
 
 @pytest.fixture
-def owner(chroot: str, stranger: KazooClient) -> Iterator[KazooClient]:
-    client = new_zookeeper_client(chroot, 10.0, auth=AUTH)
+def owner(zk_connect: str, stranger: KazooClient) -> Iterator[KazooClient]:
+    client = new_zookeeper_client(zk_connect, 10.0, auth=AUTH)
     client.start(timeout=30)
     yield client
     client.stop()
@@ -106,11 +97,11 @@ def test_an_open_tree_is_secured_once_and_opened_again(owner: KazooClient, stran
 
 
 def test_a_znode_of_another_identity_stops_the_walk_naming_it(
-    chroot: str, owner: KazooClient, stranger: KazooClient
+    zk_connect: str, owner: KazooClient, stranger: KazooClient
 ) -> None:
     stranger.ensure_path("/brokers/ids")
     other = ZooKeeperAuth("someone-else", "other-Secret-11")
-    client = new_zookeeper_client(chroot, 10.0, auth=other)
+    client = new_zookeeper_client(zk_connect, 10.0, auth=other)
     client.start(timeout=30)
     try:
         client.create("/brokers/ids/7", b"{}", acl=other.sensitive_acl(), makepath=True)

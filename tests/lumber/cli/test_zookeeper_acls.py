@@ -8,15 +8,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
-
-from lumber.dev.zookeeper_server import ZooKeeperServer
-from tests.support.zookeeper import make_chroot, new_client
 
 pytestmark = pytest.mark.zookeeper
 
@@ -24,18 +20,11 @@ PASSWORD = "zk-Secret-5d2e88"  # grepped for in every output
 
 
 @pytest.fixture
-def chroot(zookeeper_server: ZooKeeperServer, request: pytest.FixtureRequest) -> str:
-    return make_chroot(zookeeper_server.connect, request.node.name)
-
-
-@pytest.fixture
-def stranger(chroot: str) -> Iterator[KazooClient]:
-    client = new_client(chroot)
+def stranger(zk: KazooClient) -> KazooClient:
+    """A client without the credentials, on the test's chroot, which it fills with open znodes."""
     for path in ("/brokers/topics/t", "/schema_registry/config", "/etl/jobs/hourly", "/lag-history/g"):
-        client.create(path, b"v", makepath=True)
-    yield client
-    client.stop()
-    client.close()
+        zk.create(path, b"v", makepath=True)
+    return zk
 
 
 def lumber(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -49,13 +38,13 @@ def lumber(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_secure_then_unsecure_the_znodes_of_a_cluster_that_ran_open(
-    chroot: str, stranger: KazooClient, tmp_path: Path
+    zk_connect: str, stranger: KazooClient, tmp_path: Path
 ) -> None:
     password_file = tmp_path / "zk-password"
     password_file.write_text(PASSWORD + "\n")
     config = tmp_path / "lumber.toml"
     config.write_text(
-        f'[zookeeper]\nconnect = {json.dumps(chroot)}\nauth_user = "lumber"\n'
+        f'[zookeeper]\nconnect = {json.dumps(zk_connect)}\nauth_user = "lumber"\n'
         f"auth_password_file = {json.dumps(str(password_file))}\n"
     )
     dry = lumber(config, "acls", "zookeeper", "--secure", "--dry-run")
@@ -81,9 +70,9 @@ def test_secure_then_unsecure_the_znodes_of_a_cluster_that_ran_open(
         assert PASSWORD not in output.stdout + output.stderr
 
 
-def test_without_an_auth_user_it_is_refused(chroot: str, tmp_path: Path) -> None:
+def test_without_an_auth_user_it_is_refused(zk_connect: str, tmp_path: Path) -> None:
     config = tmp_path / "lumber.toml"
-    config.write_text(f"[zookeeper]\nconnect = {json.dumps(chroot)}\n")
+    config.write_text(f"[zookeeper]\nconnect = {json.dumps(zk_connect)}\n")
     refused = lumber(config, "acls", "zookeeper", "--secure")
     assert refused.returncode == 2
     assert refused.stderr.startswith("lumber: error: [zookeeper] auth_user is not set: ")
