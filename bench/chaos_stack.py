@@ -130,6 +130,7 @@ class ChaosStack:
                 registry_port=registry_port,
                 console_port=console_port,  # each stack starts a console: never the default 8090
                 lag_exporter_port=free_ports(1),  # and a lag exporter: never the default 8000
+                broker_metrics_port=free_ports(brokers),  # and broker metrics: never 9308 + id
                 zookeeper_heap_mb=128,
             ),
             broker=base.broker.replace(default_replication_factor=min(brokers, 3)),

@@ -70,6 +70,7 @@ def main() -> None:
             "LUMBER_DEV__ZOOKEEPER_PORT": str(free_port()),
             "LUMBER_DEV__REGISTRY_PORT": str(free_port()),
             "LUMBER_DEV__BROKER_PORT": str(free_port()),
+            "LUMBER_DEV__BROKER_METRICS_PORT": str(free_port()),
             "LUMBER_DEV__CONSOLE_PORT": str(free_port()),
             "LUMBER_DEV__LAG_EXPORTER_PORT": str(free_port()),
         }

@@ -168,6 +168,20 @@ def _wait_for_state(
         time.sleep(0.2)
 
 
+def _produce_once_leading(address: str, topic: str, timeout_s: float = 15.0) -> list[bytes | None]:
+    """An acks=all then an acks=1 Produce to ``address``, sent again while the broker answers
+    NOT_LEADER_OR_FOLLOWER (retriable, nothing appended; what every producer does), for at most
+    ``timeout_s``: a broker that Metadata names leader may still be taking the leadership over. On a busy
+    CI machine Lumber's broker 0 once answered it to both right after its Metadata named it leader."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        answers = exchange(address, [produce_frame(topic, 0, -1, 71), produce_frame(topic, 0, 1, 72)])
+        codes = {a["error_code"] for answer in answers if answer is not None for a in produce_answer(answer)}
+        if NOT_LEADER_OR_FOLLOWER not in codes or time.monotonic() > deadline:
+            return answers
+        time.sleep(0.2)
+
+
 def leader_killed_mid_produce(target: ClusterTarget, topic: str) -> Transcript:
     _create_placed(target, topic)
     before = _wait_for_state(target, target.addresses[0], topic, (1,), [0, 1, 2])
@@ -204,9 +218,7 @@ def leader_killed_mid_produce(target: ClusterTarget, topic: str) -> Transcript:
     # the other follower killed too: one replica in sync, below min.insync.replicas
     target.kill(2)
     alone = _wait_for_state(target, target.addresses[0], topic, (0,), [0])
-    acks_all, acks_1 = exchange(
-        target.addresses[0], [produce_frame(topic, 0, -1, 71), produce_frame(topic, 0, 1, 72)]
-    )
+    acks_all, acks_1 = _produce_once_leading(target.addresses[0], topic)
     return {
         "before": before,
         "reports": {
