@@ -51,8 +51,11 @@ def dev(state_dir: Path, env: dict[str, str], *args: str) -> subprocess.Complete
 
 def status(state_dir: Path, env: dict[str, str]) -> tuple[int, dict[str, dict[str, Any]], str]:
     """The exit code, the brokers' entries of ``--json`` by name, and the text's broker lines."""
-    as_json = dev(state_dir, env, "status", "--json")
-    text = dev(state_dir, env, "status")
+    for _ in range(10):  # the two calls see one state (a broker may turn healthy between them)
+        as_json = dev(state_dir, env, "status", "--json")
+        text = dev(state_dir, env, "status")
+        if as_json.returncode == text.returncode:
+            break
     assert as_json.returncode == text.returncode
     brokers = {s["name"]: s for s in json.loads(as_json.stdout)["services"] if s["name"].startswith("broker")}
     lines = "\n".join(line for line in text.stdout.splitlines() if "broker-" in line)

@@ -150,8 +150,10 @@ class GroupRun:
     def wait_consumed(self, timeout_s: float = 60) -> None:
         wait_for(lambda: set(self.produced) <= self.consumed(), timeout_s, "every produced record consumed")
 
-    def wait_assigned(self, members: int, timeout_s: float = 60) -> None:
-        """Until the live members' latest assignments cover the partitions, each with its own share."""
+    def wait_assigned(self, members: int, timeout_s: float = 120) -> None:
+        """Until the live members' latest assignments cover the partitions, each with its own share. The
+        bound is a hang guard, not a latency check: on a loaded CI machine (three test workers on two cores,
+        JVMs beside) a kafka-python member once took over 60 s to join a rebalance."""
 
         def assigned() -> bool:
             owned: list[int] = []
