@@ -63,7 +63,7 @@ from typing import NamedTuple
 
 from broker.log.errors import RecordTooLargeError
 from broker.log.kernel_load import start_loading_kernels
-from broker.record.batch_header import NO_TIMESTAMP
+from broker.record.batch_header import COMPRESSION_MASK, NO_TIMESTAMP
 from broker.record.batch_scan import scan_batches
 from broker.record.compression import CompressionType
 from broker.record.errors import CorruptRecordError, InvalidRecordError
@@ -142,7 +142,9 @@ def validate_append(
     record_count, max_timestamp_ms = _check_batches(scan.batches, where, max_message_bytes, validate_records)
     if compacted:
         _check_keys(scan.batches, where)
-    if target_codec is not None:
+    if target_codec is not None and any(
+        batch.attributes & COMPRESSION_MASK != target_codec for batch in scan.batches
+    ):
         batches, size_bytes = _recompressed(scan.batches, target_codec, where, max_message_bytes)
         return ValidatedAppend(batches, size_bytes, record_count, max_timestamp_ms)
     return ValidatedAppend(scan.batches, scan.complete_bytes, record_count, max_timestamp_ms)
@@ -227,11 +229,8 @@ def _check_keys(batches: Sequence[RecordBatch], where: str) -> None:
 def _recompressed(
     batches: tuple[RecordBatch, ...], codec: CompressionType, where: str, max_message_bytes: int
 ) -> tuple[tuple[RecordBatch, ...], int]:
-    """Step 6: ``batches`` with each of another codec than ``codec`` recompressed with it, and their bytes;
-    the very tuple when all are of that codec already. A recompressed batch over ``max_message_bytes``
-    refuses the request."""
-    if all(batch.compression == codec for batch in batches):
-        return batches, sum(batch.size_bytes for batch in batches)
+    """Step 6: ``batches`` with each of another codec than ``codec`` recompressed with it, and their bytes.
+    A recompressed batch over ``max_message_bytes`` refuses the request."""
     stored: list[RecordBatch] = []
     for batch in batches:
         if batch.compression == codec:
