@@ -92,7 +92,12 @@ def produce(bootstrap: str, topic: str, records: list[bytes]) -> None:
     )
     producer.list_topics(topic, timeout=30)
     for i, value in enumerate(records):
-        producer.produce(topic, value, partition=0)
+        while True:
+            try:
+                producer.produce(topic, value, partition=0)
+                break
+            except BufferError:  # librdkafka's queue is full: let the acknowledgements drain it
+                producer.poll(0.05)
         if not i % 5000:
             producer.poll(0)
     left = producer.flush(TIMEOUT_S)
