@@ -88,6 +88,13 @@ def test_alter_config_refusals_name_the_topic_key_and_value(zk: Any, config: Pat
             ),
         ),
         (
+            ("--set", "compression.type=GZIP"),
+            (
+                "lumber: error: --set: topic 'events': compression.type='GZIP': expected producer or "
+                "uncompressed or gzip or snappy or lz4 or zstd\n"
+            ),
+        ),
+        (
             ("--set", "preallocate=true"),
             (
                 "lumber: error: --set: topic 'events': Lumber does not read the topic config "
