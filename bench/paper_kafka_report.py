@@ -61,13 +61,16 @@ def markdown(comparison: KafkaComparison) -> str:
             f"{comparison.records:,} records of 100 bytes, {comparison.rounds} rounds, median [min - max]; "
             "broker CPU in seconds per million records"
         ),
-        "",
-        (
-            "| case | Kafka rec/s | Lumber rec/s | Lumber / Kafka | goal | Kafka broker CPU "
-            "| Lumber broker CPU | Lumber / Kafka | goal |"
-        ),
-        "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |",
     ]
+    if case_names(comparison):
+        lines += [
+            "",
+            (
+                "| case | Kafka rec/s | Lumber rec/s | Lumber / Kafka | goal | Kafka broker CPU "
+                "| Lumber broker CPU | Lumber / Kafka | goal |"
+            ),
+            "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |",
+        ]
     for case in case_names(comparison):
         by_broker = comparison.cases[case]
         kafka, lumber = by_broker.get(KAFKA), by_broker.get(LUMBER)
@@ -129,23 +132,28 @@ def _rates(by_broker: dict[str, CaseResult], attribute: str = "rate") -> dict[st
 def growth_lines(
     comparison: KafkaComparison, title: str, counts: list[int], case: Callable[[str, int], str]
 ) -> list[str]:
-    """A row per phase and count: each broker's rate, its fraction of its own rate at the first count, and
-    Lumber / Kafka."""
+    """A row per phase and count: each broker's rate, its fraction of its own rate at the first count,
+    Lumber / Kafka, and each broker's CPU seconds per million records."""
     lines = [
-        f"| {title} | Kafka rec/s | of its fewest | Lumber rec/s | of its fewest | Lumber / Kafka |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        (
+            f"| {title} | Kafka rec/s | of its fewest | Lumber rec/s | of its fewest | Lumber / Kafka "
+            "| Kafka broker CPU | Lumber broker CPU |"
+        ),
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for phase in ("produce", "consume"):
         first = {KAFKA: Spread(), LUMBER: Spread()}
         for index, count in enumerate(counts):
-            rates = _rates(comparison.cases.get(case(phase, count), {}))
+            by_broker = comparison.cases.get(case(phase, count), {})
+            rates, cpu = _rates(by_broker), _rates(by_broker, "cpu_per_million")
             if index == 0:
                 first = rates
             lines.append(
                 f"| {case(phase, count)} | {rates[KAFKA].text()} "
                 f"| {ratio_text(ratio(rates[KAFKA], first[KAFKA]))} | {rates[LUMBER].text()} "
                 f"| {ratio_text(ratio(rates[LUMBER], first[LUMBER]))} "
-                f"| {ratio_text(ratio(rates[LUMBER], rates[KAFKA]))} |"
+                f"| {ratio_text(ratio(rates[LUMBER], rates[KAFKA]))} | {cpu[KAFKA].text(2)} "
+                f"| {cpu[LUMBER].text(2)} |"
             )
     return lines
 

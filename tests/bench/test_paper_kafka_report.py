@@ -50,9 +50,9 @@ def test_cases_with_medians_ratios_and_goals() -> None:
 
 def test_partitions_against_each_broker_own_fewest() -> None:
     lines = markdown(comparison()).splitlines()
-    assert "| produce, 1 partition | 200,000 | 1.00x | 400,000 | 1.00x | 2.00x |" in lines
-    assert "| produce, 4 partitions | 100,000 | 0.50x | 200,000 | 0.50x | 2.00x |" in lines
-    assert "| consume, 1 partition | - | - | - | - | - |" in lines
+    assert "| produce, 1 partition | 200,000 | 1.00x | 400,000 | 1.00x | 2.00x | 5.00 | 3.00 |" in lines
+    assert "| produce, 4 partitions | 100,000 | 0.50x | 200,000 | 0.50x | 2.00x | 9.00 | 3.00 |" in lines
+    assert "| consume, 1 partition | - | - | - | - | - | - | - |" in lines
     assert "- Lumber produce, 4 / 1 partitions: 0.50x (goal for Lumber >= 1x: not met)" in lines
 
 
@@ -82,12 +82,16 @@ def growth_comparison() -> KafkaComparison:
 def test_connections_replication_and_memory_tables() -> None:
     lines = markdown(growth_comparison()).splitlines()
     assert (
-        "| produce, 1 connection | 150,000 [100,000 - 200,000] | 1.00x | 100,000 | 1.00x | 0.67x |" in lines
-    )
+        "| produce, 1 connection | 150,000 [100,000 - 200,000] | 1.00x | 100,000 | 1.00x | 0.67x "
+        "| 2.00 [2.00 - 2.00] | 2.00 |"
+    ) in lines
     assert (
-        "| produce, 10 connections | 100,000 [50,000 - 150,000] | 0.67x | 120,000 | 1.20x | 1.20x |" in lines
-    )
-    assert "| consume, 10 connections | - | - | - | - | - |" in lines
+        "| produce, 10 connections | 100,000 [50,000 - 150,000] | 0.67x | 120,000 | 1.20x | 1.20x "
+        "| 2.00 [2.00 - 2.00] | 2.00 |"
+    ) in lines
+    assert "| consume, 10 connections | - | - | - | - | - | - | - |" in lines
+    # no standard cases ran: no cases table
+    assert not any(line.startswith("| case |") for line in lines)
     assert (
         "| replication: produce, RF 3, acks=all | 150,000 | 40,000 | 0.27x | 2.00 | 2.00 | 1.00x |" in lines
     )
