@@ -105,7 +105,8 @@ def confluent_consume(consumer: Any, topic: str, partitions: int, count: int) ->
     seen = 0
     deadline = time.monotonic() + PHASE_TIMEOUT_S
     while seen < count:
-        for msg in consumer.consume(num_messages=10_000, timeout=1.0):
+        # no more than are missing: librdkafka waits for a whole batch of num_messages (or the timeout)
+        for msg in consumer.consume(num_messages=min(10_000, count - seen), timeout=1.0):
             error = msg.error()
             if error is not None and error.code() != KafkaError._PARTITION_EOF:
                 raise RuntimeError(f"{topic}: consumer error {error}")

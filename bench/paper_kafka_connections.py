@@ -118,7 +118,8 @@ class ShareReader:
         expected = self.start
         deadline = time.monotonic() + PHASE_TIMEOUT_S
         while expected < self.end:
-            for msg in self.consumer.consume(num_messages=10_000, timeout=1.0):
+            # no more than are missing: librdkafka waits for a whole batch (or the timeout)
+            for msg in self.consumer.consume(num_messages=min(10_000, self.end - expected), timeout=1.0):
                 error = msg.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
