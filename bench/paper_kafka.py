@@ -266,8 +266,9 @@ class KafkaBench:
         """Kafka first in odd rounds, Lumber first in even ones."""
         return self.brokers if round_number % 2 else list(reversed(self.brokers))
 
-    def warm_up(self, broker: BrokerUnderTest) -> None:
-        topic = f"warmup-{broker.slug}"
+    def warm_up(self, broker: BrokerUnderTest, topic: str | None = None) -> None:
+        """An unreported produce and consume at batch 50 (to ``topic``, default ``warmup-<slug>``)."""
+        topic = topic or f"warmup-{broker.slug}"
         count = min(WARMUP_RECORDS, len(self.values))
         try:
             broker.create_topic(topic, 1)

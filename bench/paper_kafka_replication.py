@@ -115,7 +115,9 @@ def run_rounds(bench: KafkaBench, systems: dict[str, dict[int, BrokerUnderTest]]
     system's view creating topics of that replication factor)."""
     n = len(bench.values)
     for views in systems.values():
-        bench.warm_up(views[REPLICATED[0]])
+        # a topic name of its own: the one-broker comparison's Lumber broker used the same ZooKeeper
+        view = views[REPLICATED[0]]
+        bench.warm_up(view, f"warmup-replication-{view.slug}")
     for round_number in range(1, bench.comparison.rounds + 1):
         for system in bench.round_order(round_number):
             for replication_factor, acks in (BASELINE, REPLICATED):
