@@ -17,8 +17,9 @@ Run by ``bench/paper.py`` (``--replication``, on by default) after the one-broke
   full ISR before the clock starts); then one consumer reads each topic from offset 0. Checked like every
   phase: no delivery error, the high watermarks add up to the records acknowledged (for RF 3 with
   ``acks=all``: the records are on every replica of the ISR), the consumer receives exactly that many.
-* **Rounds** alternate as the comparison's do (Kafka first in odd rounds); a warm-up produce and consume
-  on each cluster first. Broker CPU is the three broker processes' together, per million records.
+* **Rounds** alternate as the comparison's do (Kafka first in odd rounds); before them each cluster runs
+  both cases once, unreported (every broker leads a partition, so each JVM compiles its leader's paths).
+  Broker CPU is the three broker processes' together, per million records.
 
 Issue 39's goal: Lumber's ratio RF 3 ``acks=all`` / RF 1 ``acks=1`` (of the medians) at least Kafka's own
 ratio in the same run. Both clusters run on the same two cores as the client: a follower's fetches compete
@@ -45,6 +46,7 @@ from bench.paper_kafka import (
     KafkaComparison,
     Report,
 )
+from bench.paper_kafka_clients import confluent_consume, connected_consumer
 from lumber.dev.kafka_server import KAFKA_SCRIPT_JVM_OPTIONS, KafkaCluster
 
 with warnings.catch_warnings():
@@ -110,14 +112,33 @@ def lumber_create_replicated(
     return create
 
 
+def warm_up(bench: KafkaBench, views: dict[int, BrokerUnderTest]) -> None:
+    """Each case once, unreported, the run's records spread over the partitions and read back: every broker
+    leads a partition, so each JVM compiles its leader's paths (a one-partition warm-up would warm one
+    leader); topic names of their own (the one-broker comparison's Lumber broker used the same ZooKeeper)."""
+    for replication_factor, acks in (BASELINE, REPLICATED):
+        view = views[replication_factor]
+        topic = f"warmup-replication-{view.slug}-rf{replication_factor}"
+        try:
+            view.create_topic(topic, PARTITIONS)
+            bench.make_producer(view, topic, 50, acks, None)()
+            consumer = connected_consumer(view.bootstrap, topic)
+            try:
+                confluent_consume(consumer, topic, PARTITIONS, len(bench.values))
+            finally:
+                consumer.close()
+        except Exception as exc:
+            bench.comparison.failures.append(
+                f"replication: {view.name} warm-up, RF {replication_factor}: {type(exc).__name__}: {exc}"
+            )
+
+
 def run_rounds(bench: KafkaBench, systems: dict[str, dict[int, BrokerUnderTest]]) -> None:
     """Warm-up, then the alternated rounds of the two cases on each system (``systems[name][rf]``: the
     system's view creating topics of that replication factor)."""
     n = len(bench.values)
     for views in systems.values():
-        # a topic name of its own: the one-broker comparison's Lumber broker used the same ZooKeeper
-        view = views[REPLICATED[0]]
-        bench.warm_up(view, f"warmup-replication-{view.slug}")
+        warm_up(bench, views)
     for round_number in range(1, bench.comparison.rounds + 1):
         for system in bench.round_order(round_number):
             for replication_factor, acks in (BASELINE, REPLICATED):
