@@ -38,8 +38,9 @@ million records: the fairest figure on a shared machine. Before round 1 each bro
 produce and consume at batch 50 (a cold JVM compiles Kafka's hot paths in its first seconds; Lumber's
 numba kernels compile on first use). Round ``r`` drives Kafka first when ``r`` is odd, Lumber first when
 even. Figures: the median of the rounds with min and max (:mod:`bench.spread`); tables in
-:mod:`bench.paper_kafka_report`. One thread drives it all (librdkafka's own threads aside); a failed phase
-is recorded in :attr:`KafkaComparison.failures` and the run goes on.
+:mod:`bench.paper_kafka_report`. One thread drives it all (librdkafka's own threads and the connections
+phases' client threads aside); a failed phase is recorded in :attr:`KafkaComparison.failures` and the run
+goes on.
 """
 
 from __future__ import annotations
