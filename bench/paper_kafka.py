@@ -274,7 +274,7 @@ class KafkaBench:
         try:
             broker.create_topic(topic, 1)
             ConfluentProducer(broker.bootstrap, topic, 50, "1").send(self.values[:count], 0)
-            consumer = connected_consumer(broker.bootstrap, topic)
+            consumer = connected_consumer(broker.bootstrap, topic, count)
             try:
                 confluent_consume(consumer, topic, 1, count)
             finally:
@@ -371,7 +371,7 @@ class KafkaBench:
         self, case: str, broker: BrokerUnderTest, round_number: int, topic: str, partitions: int, count: int
     ) -> bool:
         try:
-            consumer = connected_consumer(broker.bootstrap, topic)
+            consumer = connected_consumer(broker.bootstrap, topic, count)
         except Exception as exc:
             return self.failed(case, broker, round_number, exc)
         try:

@@ -7,7 +7,9 @@ kcat, and the high-watermark check, alike for Apache Kafka and Lumber.
   :meth:`ConfluentProducer.send` returns once every record is acknowledged and raises on any delivery error
   or record left unacknowledged.
 * :func:`confluent_consume`: a consumer assigned the partitions from offset 0 (no group commits) reads until
-  it has exactly ``count`` records; more, fewer (in :data:`PHASE_TIMEOUT_S`) or an error raise.
+  it has exactly ``count`` records; more, fewer (in :data:`PHASE_TIMEOUT_S`) or an error raise. Its
+  prefetch queue holds the whole run and, over its byte threshold, pauses 10 ms instead of librdkafka's
+  1 s (:func:`connected_consumer`): the client must not be what a consume phase measures.
 * :func:`high_watermarks`: the sum of a topic's high watermarks (ListOffsets), what a phase checks against
   the records acknowledged.
 * kcat (a separate process): :func:`kcat_produce` from a file of one record a line, :func:`kcat_consume`
@@ -86,13 +88,26 @@ class ConfluentProducer:
             )
 
 
-def connected_consumer(bootstrap: str, topic: str) -> Any:
+#: librdkafka's default ``queued.min.messages``
+QUEUED_MIN_MESSAGES = 100_000
+#: how long a consumer waits before fetching again once its prefetch queue is over a threshold
+#: (``fetch.queue.backoff.ms``); librdkafka's default, 1 s, put a second's pause into every consume phase
+#: of more than 100,000 records (its ``queued.min.messages``), the same on both brokers
+FETCH_QUEUE_BACKOFF_MS = 10
+
+
+def connected_consumer(bootstrap: str, topic: str, records: int = QUEUED_MIN_MESSAGES) -> Any:
+    """A consumer connected (with ``topic``'s metadata) before any clock starts, its prefetch queue able to
+    hold ``records`` (``queued.min.messages``, at least librdkafka's default) and its pause at a full queue
+    :data:`FETCH_QUEUE_BACKOFF_MS`."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": f"bench-{topic}",
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
+            "queued.min.messages": max(QUEUED_MIN_MESSAGES, records),
+            "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
         }
     )
     consumer.list_topics(topic, timeout=30)  # connected, with metadata, before any clock starts

@@ -15,7 +15,8 @@ In each round of :class:`bench.paper_kafka.KafkaBench`, for each broker and each
   N`` and stop; each checks that it received every offset of its share once and in order (records past
   its share, fetched ahead, are not counted). A consumer's fetches are capped at its share's size
   (``max.partition.fetch.bytes``: 200 bytes a record, between 64 KiB and librdkafka's default 1 MiB;
-  ``queued.min.messages``: the share) so that 100 consumers do not each fetch a megabyte they discard.
+  ``queued.min.messages``: the share) so that 100 consumers do not each fetch a megabyte they discard;
+  a full queue pauses its fetches 10 ms, not librdkafka's 1 s, as :mod:`bench.paper_kafka_clients` says.
 
 The clients run in Python threads of this process (librdkafka's threads do the network work; 100
 producers are about 500 threads). The broker's CPU seconds per million records are read around each phase,
@@ -33,7 +34,7 @@ from functools import partial
 from typing import Any
 
 from bench.paper_kafka import BrokerUnderTest, KafkaBench
-from bench.paper_kafka_clients import PHASE_TIMEOUT_S, ConfluentProducer
+from bench.paper_kafka_clients import FETCH_QUEUE_BACKOFF_MS, PHASE_TIMEOUT_S, ConfluentProducer
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -108,6 +109,7 @@ class ShareReader:
                 "auto.offset.reset": "earliest",
                 "max.partition.fetch.bytes": fetch_bytes,
                 "queued.min.messages": max(1, end - start),
+                "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
             }
         )
         self.consumer.list_topics(topic, timeout=30)

@@ -122,7 +122,7 @@ def warm_up(bench: KafkaBench, views: dict[int, BrokerUnderTest]) -> None:
         try:
             view.create_topic(topic, PARTITIONS)
             bench.make_producer(view, topic, 50, acks, None)()
-            consumer = connected_consumer(view.bootstrap, topic)
+            consumer = connected_consumer(view.bootstrap, topic, len(bench.values))
             try:
                 confluent_consume(consumer, topic, PARTITIONS, len(bench.values))
             finally:
