@@ -95,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         f"\n{args.records:,} records of 100 bytes, batch 50, acks=1, {args.rounds} rounds, median [min - max]"
     )
     for clients in counts:
-        rate, spent = rates[clients].text(), cpu[clients].text(2)
-        print(f"  {clients:4} connection(s): {rate} rec/s, broker CPU {spent} s per million")
+        rate, cost = rates[clients].text(), cpu[clients].text(2)
+        print(f"  {clients:4} connection(s): {rate} rec/s, broker CPU {cost} s per million")
     if args.profile is not None:
         for clients in counts:
             print(f"\n{clients} connection(s): the broker's busy samples, inclusive (py-spy)")
