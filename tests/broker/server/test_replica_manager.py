@@ -264,15 +264,18 @@ def test_list_offsets_earliest_latest_and_by_time(broker_cluster: BrokerCluster)
 
 
 @pytest.mark.zookeeper
-def test_a_produce_finds_the_leader_metadata_names_before_the_watcher_applies_it(
+def test_a_produce_finds_the_state_metadata_names_before_the_watcher_applies_it(
     zk: Any, tmp_path: Path
 ) -> None:
     """Metadata answers from the cluster watcher's view as soon as the view is published; the replica
     manager applies it after, on the watcher's notification thread (Kafka 4's broker likewise publishes a
-    new metadata image to its MetadataCache before ReplicaManager.applyDelta makes it leader). A Produce
-    in between must not be answered NOT_LEADER_OR_FOLLOWER: the replica manager applies the request's
-    view itself (``leader_partition``). Here the notification step is held for as long as the test
-    likes, on a real watcher, a real ZooKeeper and a real log."""
+    new metadata image to its MetadataCache before ReplicaManager.applyDelta makes it leader, and answers
+    NOT_LEADER_OR_FOLLOWER in between). A Produce in between finds what Metadata named: the replica manager
+    applies the request's view itself (``leader_partition``), whether the view makes this broker leader
+    (an acks=1 Produce is appended, not refused) or shrinks the ISR of its leadership below
+    ``min.insync.replicas`` (an acks=all Produce is refused NOT_ENOUGH_REPLICAS, nothing appended, not
+    appended to wait for a replica Metadata no longer names). The notification step is held for as long as
+    the test likes, on a real watcher, a real ZooKeeper and a real log."""
     tp = TopicPartition("handover", 0)
     state_path = zk_paths.partition_state_path(tp.topic, tp.partition)
     add_broker(zk, 1, free_port())
@@ -291,10 +294,28 @@ def test_a_produce_finds_the_leader_metadata_names_before_the_watcher_applies_it
         replicas[0].apply(old, new)
         applied.append(new)
 
+    def controller_writes(state: PartitionState) -> None:
+        """The state znode set as the controller sets it; returns once the watcher's view holds it."""
+        held.clear()  # the view waits in the notification step
+        _, stat = zk.get(state_path)
+        written = zk.set(state_path, zk_paths.encode_partition_state(state), version=stat.version)
+        wait_for(
+            lambda: watcher.view.states[tp].zk_version == written.version, 10, f"the view holding {state}"
+        )
+        [answer] = list(topic_metadata(watcher.view, tp.topic, None).partitions)  # what Metadata answers
+        assert (answer.leader_id, answer.leader_epoch, answer.isr_nodes) == (1, 1, list(state.isr))
+
+    def produce(acks: int) -> ProduceResult:
+        results: list[dict[TopicPartition, ProduceResult]] = []
+        manager.append_records([(tp, batch(0, 3))], acks=acks, timeout_ms=1000, respond=results.append)
+        wait_for(lambda: len(results) == 1, 5, "the Produce's answer")
+        return results[0][tp]
+
     watcher = ClusterWatcher(zk, on_change=notification_step)
     purgatory = Purgatory("handover")
     with LogManager(log_config(tmp_path)) as logs:
-        manager = ReplicaManager(1, logs, watcher, purgatory, config=BrokerConfig(broker_id=1))
+        config = BrokerConfig(broker_id=1, min_insync_replicas=2)
+        manager = ReplicaManager(1, logs, watcher, purgatory, config=config)
         replicas.append(manager)
         watcher.start()
         try:
@@ -303,27 +324,25 @@ def test_a_produce_finds_the_leader_metadata_names_before_the_watcher_applies_it
             assert partition is not None
             assert (partition.leader_id, partition.leader_epoch) == (2, 0)
 
-            held.clear()  # the next view waits in the notification step
-            _, stat = zk.get(state_path)
-            leader = PartitionState(leader=1, leader_epoch=1, isr=(1,), controller_epoch=1)
-            zk.set(state_path, zk_paths.encode_partition_state(leader), version=stat.version)
-            wait_for(lambda: watcher.view.leader(tp.topic, 0) == 1, 10, "the view naming broker 1 leader")
-            # what Metadata answers now, while the replica manager still follows broker 2 in epoch 0
-            [answer] = list(topic_metadata(watcher.view, tp.topic, None).partitions)
-            assert (answer.error_code, answer.leader_id, answer.leader_epoch) == (0, 1, 1)
+            # broker 2 died: broker 1 leads in epoch 1
+            controller_writes(PartitionState(leader=1, leader_epoch=1, isr=(1, 2), controller_epoch=1))
             assert (partition.leader_id, partition.leader_epoch, applied) == (2, 0, [])
-
-            results: list[dict[TopicPartition, ProduceResult]] = []
-            manager.append_records([(tp, batch(0, 3))], acks=1, timeout_ms=1000, respond=results.append)
-            [result] = [r[tp] for r in results]
-            assert result.error is None
-            assert result.info is not None
-            assert result.info.first_offset == 0
-            assert (partition.leader_id, partition.leader_epoch) == (1, 1)
+            led = produce(acks=1)
+            assert led.error is None
+            assert led.info is not None
+            assert led.info.first_offset == 0
+            assert (partition.leader_id, partition.leader_epoch, partition.isr) == (1, 1, frozenset({1, 2}))
             assert applied == []  # served while the notification step was still held
-
             held.set()
             wait_for(lambda: len(applied) == 1, 10, "the held view to be applied")
+
+            # broker 2 leaves the ISR (the controller's shrink keeps the epoch): below min.insync.replicas
+            controller_writes(PartitionState(leader=1, leader_epoch=1, isr=(1,), controller_epoch=1))
+            refused = produce(acks=-1)
+            assert type(refused.error).__name__ == "NotEnoughReplicasError"
+            assert (partition.isr, partition.log_end_offset, len(applied)) == (frozenset({1}), 3, 1)
+            held.set()
+            wait_for(lambda: len(applied) == 2, 10, "the held view to be applied")
             assert (partition.leader_id, partition.leader_epoch, partition.log_end_offset) == (1, 1, 3)
         finally:
             held.set()
