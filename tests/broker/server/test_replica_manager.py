@@ -324,7 +324,7 @@ def test_a_produce_finds_the_state_metadata_names_before_the_watcher_applies_it(
             assert partition is not None
             assert (partition.leader_id, partition.leader_epoch) == (2, 0)
 
-            # broker 2 died: broker 1 leads in epoch 1
+            # the controller moves the leadership to broker 1 (a preferred election): epoch 1
             controller_writes(PartitionState(leader=1, leader_epoch=1, isr=(1, 2), controller_epoch=1))
             assert (partition.leader_id, partition.leader_epoch, applied) == (2, 0, [])
             led = produce(acks=1)
@@ -336,7 +336,7 @@ def test_a_produce_finds_the_state_metadata_names_before_the_watcher_applies_it(
             held.set()
             wait_for(lambda: len(applied) == 1, 10, "the held view to be applied")
 
-            # broker 2 leaves the ISR (the controller's shrink keeps the epoch): below min.insync.replicas
+            # then broker 2 dies and leaves the ISR (the same epoch): below min.insync.replicas
             controller_writes(PartitionState(leader=1, leader_epoch=1, isr=(1,), controller_epoch=1))
             refused = produce(acks=-1)
             assert type(refused.error).__name__ == "NotEnoughReplicasError"
