@@ -184,13 +184,15 @@ class Partition:
         """Whether the partition has other replicas than this one."""
         return len(self.replicas) > 1
 
-    def is_newer(self, state: PartitionState) -> bool:
-        """Whether ``state`` is newer than the applied one (a state is applied once)."""
+    def is_newer(self, state: PartitionState | None) -> bool:
+        """Whether ``state`` is newer than the applied one (a state is applied once; None is not)."""
         applied = self.state
+        if state is None:
+            return False
         return (
             applied is None
             or state.zk_version > applied.zk_version
-            or (state.leader_epoch > applied.leader_epoch)
+            or state.leader_epoch > applied.leader_epoch
         )
 
     def make_leader(self, state: PartitionState, replicas: tuple[int, ...]) -> bool:

@@ -15,7 +15,8 @@ logs, offsets, replica state and the purgatory, never the wire format. What it o
   :meth:`ReplicaManager.remove_strays` deletes local partitions that ZooKeeper no longer assigns here (their
   topic was deleted while the broker was down), naming each in the log, so that a topic created again under
   the same name starts from offset 0. A request for a partition whose newer state the watcher has not
-  delivered yet applies that state at once (:meth:`leader_partition`).
+  applied yet applies it at once (:meth:`leader_partition`): Metadata answers from the view once published,
+  so a Produce after it finds the leader, ISR and epoch Metadata named.
 * **Topic configs** (``/config/topics/<topic>``, :mod:`broker.cluster.topic_config`): a topic's logs run on
   ``[log]`` with its overrides (:func:`~broker.cluster.topic_config.topic_log_config`), given by
   :meth:`ReplicaManager.apply` to each local log of a topic whose overrides changed (the next append, roll
@@ -52,9 +53,8 @@ logs, offsets, replica state and the purgatory, never the wire format. What it o
   deleted; a leader's fetch reads for followers out of the ISR keep within the leader's throttle
   (:mod:`broker.server.replication_quota`).
 
-Errors are raised, never turned into codes here: a partition's result carries the exception
-(:class:`~broker.log.errors.LogError`, :class:`~broker.record.errors.RecordError` or
-:class:`~broker.server.errors.ServerError`) and :mod:`broker.server.error_codes` maps it.
+Errors are raised, never turned into codes here: a partition's result carries the exception (LogError,
+RecordError or ServerError) and :mod:`broker.server.error_codes` maps it.
 
 Concurrency: any number of request handler and processor threads call in at once, the watcher's
 notification thread calls :meth:`apply`, the fetcher threads append as followers. ``_partitions`` (a dict)
@@ -356,12 +356,12 @@ class ReplicaManager(IsrChanges, ReplicaMoves):
     def leader_partition(
         self, view: ClusterView, tp: TopicPartition, current_leader_epoch: int = -1
     ) -> Partition:
-        """The partition ``tp`` if this broker leads it: else
+        """The partition ``tp`` if this broker leads it, with ``view``'s state applied if newer: else
         :class:`~broker.log.errors.InvalidTopicError`, :class:`UnknownTopicOrPartitionError`,
         :class:`NotLeaderOrFollowerError`, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a
         ``current_leader_epoch`` other than the partition's, or the log manager's error creating its log."""
-        partition = self._partitions.get(tp)
-        if partition is None or partition.closed or not partition.is_leader:
+        partition, state = self._partitions.get(tp), view.states.get(tp)
+        if partition is None or partition.closed or not partition.is_leader or partition.is_newer(state):
             partition = self._refreshed_partition(view, tp)
         if current_leader_epoch >= 0:
             partition.check_leader_epoch(current_leader_epoch)

@@ -1,10 +1,12 @@
 """Clusters of several brokers for the fault scenarios: Apache Kafka nodes or Lumber broker processes, each
-as a :class:`ClusterTarget` whose brokers a scenario may kill with SIGKILL.
+as a :class:`ClusterTarget` whose brokers a scenario may kill with SIGKILL, pause (SIGSTOP of its ``pid``
+by :func:`tests.support.sigstop.paused`) and start again.
 
 Broker ``i`` (0-based) is at the same place in both: Kafka's node ``i + 1`` and Lumber's broker ``i``, so
 a scenario names brokers by index and its transcript holds indexes, never ids. A killed broker stays down
-until its cluster stops: a module that kills one starts its own clusters (module scope, shared by the
-module's scenarios), Kafka's and Lumber's at the same time (:func:`started_together`).
+until the scenario starts it again (``start(i)``: same port, same data) or its cluster stops: a module that
+kills one starts its own clusters (module scope, shared by the module's scenarios), Kafka's and Lumber's at
+the same time (:func:`started_together`).
 
 Both sides notice a killed broker after about 4 s: Lumber's brokers hold 4 s ZooKeeper sessions
 (:mod:`tests.support.broker_cluster`), and the Kafka nodes here are given ``broker.session.timeout.ms``
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lumber.dev.kafka_server import KafkaCluster
+from lumber.dev.process import ProcessHandle
 from tests.conformance.target import Target
 from tests.support.broker_cluster import OFFSETS_TOPIC_PARTITIONS, BrokerCluster
 
@@ -34,15 +37,32 @@ LUMBER_SETTINGS = {"flush_ms": 1000, "offsets_topic_partitions": OFFSETS_TOPIC_P
 @dataclass(frozen=True)
 class ClusterTarget(Target):
     """A cluster under test: ``broker_ids`` and ``addresses`` by index; ``kill(i)`` sends SIGKILL to
-    broker ``i``."""
+    broker ``i``, ``pid(i)`` is its process id, ``start(i)`` starts a killed broker again and waits until it
+    has started."""
 
     broker_ids: tuple[int, ...]
     addresses: tuple[str, ...]
     kill: Callable[[int], None]
+    pid: Callable[[int], int]
+    start: Callable[[int], None]
 
     def index_of(self, broker_id: int) -> int:
         """The index of ``broker_id`` (-1 for -1, no broker)."""
         return -1 if broker_id == -1 else self.broker_ids.index(broker_id)
+
+
+def _pid(handle: ProcessHandle | None) -> int | None:
+    return handle.pid if handle is not None else None
+
+
+def _started(_: ProcessHandle) -> None:
+    return None
+
+
+def _running(pid: int | None, index: int) -> int:
+    if pid is None:
+        raise RuntimeError(f"broker {index} is not running: it has no process id")
+    return pid
 
 
 @contextlib.contextmanager
@@ -66,6 +86,8 @@ def kafka_cluster_target(
             tuple(node.node_id for node in cluster.nodes),
             tuple(node.address for node in cluster.nodes),
             lambda i: cluster.nodes[i].kill(),
+            lambda i: _running(cluster.nodes[i].pid, i),
+            lambda i: _started(cluster.nodes[i].start()),
         )
     finally:
         cluster.stop()
@@ -85,6 +107,8 @@ def lumber_cluster_target(zk_connect: str, base_dir: Path, size: int) -> Iterato
             tuple(b.broker_id for b in cluster.brokers),
             tuple(b.address for b in cluster.brokers),
             lambda i: cluster.brokers[i].kill(),
+            lambda i: _running(_pid(cluster.brokers[i].handle), i),
+            lambda i: cluster.brokers[i].start(),
         )
     finally:
         cluster.stop()

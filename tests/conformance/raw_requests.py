@@ -73,8 +73,8 @@ def read_response(sock: socket.socket, timeout_s: float = 2.0) -> tuple[bytes | 
     return (data or None), False
 
 
-def one_record() -> bytes:
-    """One batch (magic 2, no producer id) of one record, key ``k``, value ``v``."""
+def one_record(key: bytes = b"k", value: bytes = b"v") -> bytes:
+    """One batch (magic 2, no producer id) of one record, key ``k`` and value ``v`` unless given."""
     builder = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=0,
@@ -84,7 +84,7 @@ def one_record() -> bytes:
         base_sequence=-1,
         batch_size=1 << 20,
     )
-    builder.append(0, timestamp=None, key=b"k", value=b"v", headers=[])
+    builder.append(0, timestamp=None, key=key, value=value, headers=[])
     return bytes(builder.build())
 
 
@@ -310,6 +310,22 @@ def describe_config(address: str, resource_type: int, name: str, key: str) -> di
                 "synonyms": [[s.name, s.value, CONFIG_SOURCES[s.source]] for s in config.synonyms],
             }
     return None
+
+
+def fetch_positions(address: str, topic: str, partition: int) -> dict[str, int]:
+    """A Fetch v12 of ``topic-partition`` at offset 0 from ``address``: its error code, high watermark,
+    last stable offset and log start offset."""
+    [response] = exchange(address, [fetch_frame(topic, partition, 52)])
+    if response is None:
+        raise AssertionError(f"{address} did not answer a Fetch of {topic}-{partition}")
+    answer = FetchResponse.decode(response, version=FETCH_VERSION, header=True, framed=True)
+    [data] = [p for t in answer.responses for p in t.partitions]
+    return {
+        "error_code": data.error_code,
+        "high_watermark": data.high_watermark,
+        "last_stable_offset": data.last_stable_offset,
+        "log_start_offset": data.log_start_offset,
+    }
 
 
 def exchange(address: str, frames: list[bytes], timeout_s: float = 10.0) -> list[bytes | None]:

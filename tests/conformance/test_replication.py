@@ -18,6 +18,21 @@ them; three Lumber brokers share the suite's ZooKeeper.
   Produce v9 of one record with acks=all (NOT_ENOUGH_REPLICAS, nothing appended) and acks=1 (appended at
   the log end). Where the failover lands in the log depends on timing, so the transcript holds those
   offsets as relations (where the new epoch starts, the log end), never as numbers.
+* ``follower_truncated_to_leader_epoch`` (KIP-101, KIP-279: a log that diverged is truncated to the new
+  leader's epoch boundary): a 1-partition topic on brokers 1, 2 (broker 1 leads) with
+  ``min.insync.replicas`` 1. confluent-kafka writes ``a0``-``a99`` with acks=all (both replicas have
+  them). Broker 2 is paused with SIGSTOP, every thread stopped (still in the ISR: both sides fence it only
+  after 4 s) and, once its fetch in flight has been answered (1 s, twice the followers' fetch wait), five
+  Produce v9 requests with acks=1 (``i0``-``i4``, one record each) are answered by broker 1 alone, which
+  is then killed with SIGKILL and broker 2 resumed: it becomes the leader in a new epoch without
+  ``i0``-``i4`` and takes ``b0``-``b49`` (acks=all). Broker 1 is started again: it must truncate
+  ``i0``-``i4`` (OffsetForLeaderEpoch: its epoch ends at 100 on the new leader) and follow; once it is
+  back in the ISR a preferred leader election (confluent-kafka's ``elect_leaders``) makes it leader again,
+  and the log is read through it: by confluent-kafka and kafka-python (values and offsets), by a raw Fetch
+  (the high watermark, the log start, the offset ranges of each leader epoch), by OffsetForLeaderEpoch for
+  every epoch (the current one's end is the log end). Every acks=all record survives; the five acks=1
+  records are lost, the same five on both. The scenario leaves all three brokers running, so the module's
+  clusters serve the next scenario.
 """
 
 from __future__ import annotations
@@ -30,7 +45,7 @@ from typing import Any
 import pytest
 
 from lumber.dev.zookeeper_server import ZooKeeperServer
-from tests.conformance.clients import consume_to_end, wait_for_leaders
+from tests.conformance.clients import consume_to_end, kafka_python_read_all, wait_for_leaders
 from tests.conformance.cluster_target import (
     ClusterTarget,
     kafka_cluster_target,
@@ -41,17 +56,20 @@ from tests.conformance.conformance import Transcript, conform
 from tests.conformance.raw_requests import (
     batch_epochs,
     exchange,
+    fetch_positions,
     offset_for_leader_epoch_answer,
     offset_for_leader_epoch_frame,
+    one_record,
     partition_state,
     produce_answer,
     produce_frame,
 )
+from tests.support.sigstop import paused
 from tests.support.zookeeper import make_chroot
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka import ElectionType, KafkaError, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 #: slow: two clusters of three brokers started, a leader's death noticed on each (well over 40 s in all)
@@ -62,6 +80,10 @@ NOT_LEADER_OR_FOLLOWER = 6
 NOT_ENOUGH_REPLICAS = 19
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
+#: records written with acks=all before the leader is isolated, and to the new leader after it died
+REPLICATED, TO_THE_NEW_LEADER = 100, 50
+#: acks=1 records only the isolated leader appends (each its own Produce)
+ISOLATED = 5
 
 
 @pytest.fixture(scope="module")
@@ -137,13 +159,15 @@ def _offset_for_leader_epoch(address: str, topic: str, epoch: int, current: int)
     return offset_for_leader_epoch_answer(answer)
 
 
-def _create_placed(target: ClusterTarget, topic: str) -> None:
-    """The topic's one partition on brokers 1, 2, 0 in that order (1 leads first), min.insync.replicas 2."""
+def _create_placed(
+    target: ClusterTarget, topic: str, brokers: tuple[int, ...] = (1, 2, 0), min_insync: int = 2
+) -> None:
+    """The topic's one partition on ``brokers`` in that order (the first leads), ``min.insync.replicas``."""
     new = NewTopic(
         topic,
         num_partitions=1,
-        replica_assignment=[[target.broker_ids[i] for i in (1, 2, 0)]],
-        config={"min.insync.replicas": "2"},
+        replica_assignment=[[target.broker_ids[i] for i in brokers]],
+        config={"min.insync.replicas": str(min_insync)},
     )
     admin = AdminClient({"bootstrap.servers": target.bootstrap})
     admin.create_topics([new], operation_timeout=30)[topic].result(timeout=60)
@@ -242,6 +266,157 @@ def leader_killed_mid_produce(target: ClusterTarget, topic: str) -> Transcript:
             for a in (produce_answer(acks_1) if acks_1 is not None else [])
         ],
     }
+
+
+def _produce_acknowledged(bootstrap: str, topic: str, values: list[str]) -> list[dict[str, Any]]:
+    """``values`` written by confluent-kafka with acks=all, flushed; every delivery report."""
+    reports: list[dict[str, Any]] = []
+
+    def delivered(err: KafkaError | None, msg: Any) -> None:
+        reports.append(
+            {"error": err.name() if err else None, "value": msg.value().decode(), "offset": msg.offset()}
+        )
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    for value in values:
+        producer.produce(topic, value.encode(), partition=0, on_delivery=delivered)
+    remaining = producer.flush(60)
+    if remaining:
+        raise AssertionError(f"{remaining} records to {topic} neither delivered nor failed after 60 s")
+    return reports
+
+
+def _append_isolated(target: ClusterTarget, topic: str, leader: int, follower: int) -> list[dict[str, Any]]:
+    """``i0``-``i4`` written with acks=1 to ``leader`` while ``follower`` is paused, then ``leader`` killed
+    before ``follower`` resumes: the answers to the five Produce requests."""
+    with paused(target.pid(follower)):
+        # the paused follower's fetch in flight is answered (empty) within the fetch wait (500 ms on both)
+        # before the leader appends, so the follower finds none of the records in its socket when resumed
+        time.sleep(1.0)
+        frames = [
+            produce_frame(topic, 0, 1, 80 + i, records=one_record(b"i", b"i%d" % i)) for i in range(ISOLATED)
+        ]
+        answers = exchange(target.addresses[leader], frames)
+        target.kill(leader)
+    return [a for answer in answers if answer is not None for a in produce_answer(answer)]
+
+
+def _report_shape(reports: list[dict[str, Any]]) -> list[list[Any]]:
+    """Each distinct (error, offset of ``x<n>`` minus ``n``) of delivery reports: ``[["None", k]]`` when
+    every record was acknowledged and ``x<n>`` written at offset ``k + n``."""
+    return [list(t) for t in sorted({(str(r["error"]), r["offset"] - int(r["value"][1:])) for r in reports})]
+
+
+def _epoch_ranges(batches: list[tuple[int, int, int]]) -> list[list[int]]:
+    """``[leader epoch, first offset, last offset]`` for each run of batches of one epoch, in log order
+    (the producer's batching differs between runs; where each epoch starts and ends does not)."""
+    ranges: list[list[int]] = []
+    for base, last, epoch in batches:
+        if ranges and ranges[-1][0] == epoch and ranges[-1][2] == base - 1:
+            ranges[-1][2] = last
+        else:
+            ranges.append([epoch, base, last])
+    return ranges
+
+
+def _elect_preferred(target: ClusterTarget, topic: str) -> str | None:
+    """A preferred leader election of ``topic-0`` by confluent-kafka's AdminClient: its error, if any."""
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    # no timeouts given: confluent-kafka 2.16's elect_leaders fails on any keyword argument (SystemError)
+    future = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)])
+    results = future.result(timeout=60)
+    errors = [str(e) for e in results.values() if e is not None]
+    return errors[0] if errors else None
+
+
+def follower_truncated_to_leader_epoch(target: ClusterTarget, topic: str) -> Transcript:
+    _create_placed(target, topic, (1, 2), min_insync=1)
+    before = _wait_for_state(target, target.addresses[0], topic, (1,), [1, 2])
+    replicated = _produce_acknowledged(target.bootstrap, topic, [f"a{i}" for i in range(REPLICATED)])
+    isolated = _append_isolated(target, topic, 1, 2)
+    failed_over = _wait_for_state(target, target.addresses[0], topic, (2,), [2], timeout_s=60)
+    to_new_leader = _produce_acknowledged(
+        target.bootstrap, topic, [f"b{i}" for i in range(TO_THE_NEW_LEADER)]
+    )
+    target.start(1)
+    rejoined = _wait_for_state(target, target.addresses[0], topic, (2,), [1, 2], timeout_s=60)
+    election_error = _elect_preferred(target, topic)
+    leading_again = _wait_for_state(target, target.addresses[0], topic, (1,), [1, 2])
+    old_leader = target.addresses[1]
+    positions = _wait_for_positions(old_leader, topic)
+    read = consume_to_end(old_leader, topic, 0, timeout_s=60)
+    kafka_python = kafka_python_read_all(old_leader, topic, 0)
+    batches = batch_epochs(old_leader, topic, 0, positions["high_watermark"])
+    epochs = sorted({before["leader_epoch"], failed_over["leader_epoch"], leading_again["leader_epoch"]})
+    current = leading_again["leader_epoch"]
+    acknowledged = [r["value"] for r in replicated + to_new_leader if r["error"] is None]
+    values = [r["value"] for r in read["records"]]
+    return {
+        "before": before,
+        "replicated": _report_shape(replicated),
+        "isolated_answers": [[a["error_code"], a["base_offset"]] for a in isolated],
+        "failed_over": failed_over,
+        "to_the_new_leader": _report_shape(to_new_leader),
+        "rejoined": rejoined,
+        "election_error": election_error,
+        "leading_again": leading_again,
+        "positions": positions,
+        "read": [[r["offset"], r["value"]] for r in read["records"]],
+        "read_errors": read["errors"],
+        "reached_end": read["reached_end"],
+        "kafka_python": [[r["offset"], r["value"]] for r in kafka_python["records"]],
+        "kafka_python_error": kafka_python["error"],
+        "acknowledged_lost": sorted(set(acknowledged) - set(values)),
+        "isolated_lost": sorted({f"i{i}" for i in range(ISOLATED)} - set(values)),
+        "epoch_ranges": _epoch_ranges(batches),
+        "offset_for_leader_epoch": {
+            str(epoch): _offset_for_leader_epoch(old_leader, topic, epoch, current) for epoch in epochs
+        },
+        "past_the_current_epoch": _offset_for_leader_epoch(old_leader, topic, current + 1, current),
+    }
+
+
+def _wait_for_positions(address: str, topic: str, timeout_s: float = 30.0) -> dict[str, int]:
+    """A raw Fetch's positions of ``topic-0`` at ``address`` once it answers without an error and its high
+    watermark stops moving (the new leader learns the followers' positions on their next fetch)."""
+    deadline = time.monotonic() + timeout_s
+    last = fetch_positions(address, topic, 0)
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = fetch_positions(address, topic, 0)
+        if now == last and now["error_code"] == 0:
+            return now
+        last = now
+    return last
+
+
+def test_follower_truncated_to_leader_epoch(three_brokers: tuple[ClusterTarget, ClusterTarget]) -> None:
+    transcript = conform(follower_truncated_to_leader_epoch, three_brokers)
+    end = REPLICATED + TO_THE_NEW_LEADER
+    assert (transcript["before"]["leader"], transcript["before"]["isr"]) == (1, [1, 2])
+    assert transcript["replicated"] == [["None", 0]]
+    assert transcript["isolated_answers"] == [[0, REPLICATED + i] for i in range(ISOLATED)]
+    assert (transcript["failed_over"]["leader"], transcript["failed_over"]["isr"]) == (2, [2])
+    assert transcript["to_the_new_leader"] == [["None", REPLICATED]]
+    assert (transcript["leading_again"]["leader"], transcript["leading_again"]["isr"]) == (1, [1, 2])
+    expected = [[i, f"a{i}"] for i in range(REPLICATED)] + [
+        [REPLICATED + i, f"b{i}"] for i in range(TO_THE_NEW_LEADER)
+    ]
+    assert transcript["read"] == expected
+    assert transcript["kafka_python"] == expected
+    assert transcript["acknowledged_lost"] == []
+    assert transcript["isolated_lost"] == [f"i{i}" for i in range(ISOLATED)]
+    assert transcript["positions"]["high_watermark"] == end
+    first, failover, again = (
+        transcript["before"]["leader_epoch"],
+        transcript["failed_over"]["leader_epoch"],
+        transcript["leading_again"]["leader_epoch"],
+    )
+    assert [r[1:] for r in transcript["epoch_ranges"]] == [[0, REPLICATED - 1], [REPLICATED, end - 1]]
+    assert transcript["offset_for_leader_epoch"][str(first)] == [0, first, REPLICATED]
+    assert transcript["offset_for_leader_epoch"][str(again)] == [0, again, end]
+    assert failover > first
+    assert again > failover
 
 
 def test_leader_killed_mid_produce(three_brokers: tuple[ClusterTarget, ClusterTarget]) -> None:

@@ -1,23 +1,40 @@
 """The replica manager on the wire (broker/server/replica_manager.py): Produce appends with their offsets,
 validation, pipelined acks=0 runs, Fetch reads with their byte limits and long polls, ListOffsets; against
-real broker processes and a real ZooKeeper."""
+real broker processes and a real ZooKeeper. And in process, on a real ZooKeeper: a Produce arriving after
+Metadata named the broker leader but before the watcher applied the leadership."""
 
 from __future__ import annotations
 
 import socket
 import struct
+import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from broker.cluster import zk_paths
+from broker.cluster.cluster_view import EMPTY_VIEW, ClusterView
+from broker.cluster.cluster_watcher import ClusterWatcher
+from broker.cluster.partition_state import PartitionState
+from broker.config import BrokerConfig
+from broker.log.log_manager import LogManager
 from broker.protocol import ErrorCode, encode_request
 from broker.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from broker.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from broker.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from broker.record.batch_scan import scan_batches
 from broker.record.record_batch import RecordBatch
+from broker.record.topic_partition import TopicPartition
+from broker.server.delayed_produce import ProduceResult
+from broker.server.purgatory import Purgatory
+from broker.server.replica_manager import ReplicaManager
+from broker.server.topic_metadata import topic_metadata
+from lumber.dev.process import free_port
+from tests.broker.cluster.helpers import add_broker
+from tests.broker.log.helpers import config as log_config
 from tests.broker.server.helpers import (
     BASE_TS,
     batch,
@@ -241,3 +258,94 @@ def test_list_offsets_earliest_latest_and_by_time(broker_cluster: BrokerCluster)
         assert response.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     finally:
         conn.close()
+
+
+# ------------------------------------------------------------------------------------------ leadership
+
+
+@pytest.mark.zookeeper
+def test_a_produce_finds_the_state_metadata_names_before_the_watcher_applies_it(
+    zk: Any, tmp_path: Path
+) -> None:
+    """Metadata answers from the cluster watcher's view as soon as the view is published; the replica
+    manager applies it after, on the watcher's notification thread (Kafka 4's broker likewise publishes a
+    new metadata image to its MetadataCache before ReplicaManager.applyDelta makes it leader, and answers
+    NOT_LEADER_OR_FOLLOWER in between). A Produce in between finds what Metadata named: the replica manager
+    applies the request's view itself (``leader_partition``), whether the view makes this broker leader
+    (an acks=1 Produce is appended, not refused) or shrinks the ISR of its leadership below
+    ``min.insync.replicas`` (an acks=all Produce is refused NOT_ENOUGH_REPLICAS, nothing appended, not
+    appended to wait for a replica Metadata no longer names). The notification step is held for as long as
+    the test likes, on a real watcher, a real ZooKeeper and a real log."""
+    tp = TopicPartition("handover", 0)
+    state_path = zk_paths.partition_state_path(tp.topic, tp.partition)
+    add_broker(zk, 1, free_port())
+    add_broker(zk, 2, free_port())  # never listening: broker 1's fetcher of broker 2 only backs off
+    zk.create(zk_paths.topic_path(tp.topic), zk_paths.encode_assignment({0: [1, 2]}), makepath=True)
+    follower = PartitionState(leader=2, leader_epoch=0, isr=(1, 2), controller_epoch=1)
+    zk.create(state_path, zk_paths.encode_partition_state(follower), makepath=True)
+
+    held = threading.Event()
+    held.set()
+    applied: list[ClusterView] = []
+    replicas: list[ReplicaManager] = []
+
+    def notification_step(old: ClusterView, new: ClusterView) -> None:
+        assert held.wait(60), "the test never released the notification step"
+        replicas[0].apply(old, new)
+        applied.append(new)
+
+    def controller_writes(state: PartitionState) -> None:
+        """The state znode set as the controller sets it; returns once the watcher's view holds it."""
+        held.clear()  # the view waits in the notification step
+        _, stat = zk.get(state_path)
+        written = zk.set(state_path, zk_paths.encode_partition_state(state), version=stat.version)
+        wait_for(
+            lambda: watcher.view.states[tp].zk_version == written.version, 10, f"the view holding {state}"
+        )
+        [answer] = list(topic_metadata(watcher.view, tp.topic, None).partitions)  # what Metadata answers
+        assert (answer.leader_id, answer.leader_epoch, answer.isr_nodes) == (1, 1, list(state.isr))
+
+    def produce(acks: int) -> ProduceResult:
+        results: list[dict[TopicPartition, ProduceResult]] = []
+        manager.append_records([(tp, batch(0, 3))], acks=acks, timeout_ms=1000, respond=results.append)
+        wait_for(lambda: len(results) == 1, 5, "the Produce's answer")
+        return results[0][tp]
+
+    watcher = ClusterWatcher(zk, on_change=notification_step)
+    purgatory = Purgatory("handover")
+    with LogManager(log_config(tmp_path)) as logs:
+        config = BrokerConfig(broker_id=1, min_insync_replicas=2)
+        manager = ReplicaManager(1, logs, watcher, purgatory, config=config)
+        replicas.append(manager)
+        watcher.start()
+        try:
+            manager.apply(EMPTY_VIEW, watcher.view)
+            partition = manager.get_partition(tp)
+            assert partition is not None
+            assert (partition.leader_id, partition.leader_epoch) == (2, 0)
+
+            # the controller moves the leadership to broker 1 (a preferred election): epoch 1
+            controller_writes(PartitionState(leader=1, leader_epoch=1, isr=(1, 2), controller_epoch=1))
+            assert (partition.leader_id, partition.leader_epoch, applied) == (2, 0, [])
+            led = produce(acks=1)
+            assert led.error is None
+            assert led.info is not None
+            assert led.info.first_offset == 0
+            assert (partition.leader_id, partition.leader_epoch, partition.isr) == (1, 1, frozenset({1, 2}))
+            assert applied == []  # served while the notification step was still held
+            held.set()
+            wait_for(lambda: len(applied) == 1, 10, "the held view to be applied")
+
+            # then broker 2 dies and leaves the ISR (the same epoch): below min.insync.replicas
+            controller_writes(PartitionState(leader=1, leader_epoch=1, isr=(1,), controller_epoch=1))
+            refused = produce(acks=-1)
+            assert type(refused.error).__name__ == "NotEnoughReplicasError"
+            assert (partition.isr, partition.log_end_offset, len(applied)) == (frozenset({1}), 3, 1)
+            held.set()
+            wait_for(lambda: len(applied) == 2, 10, "the held view to be applied")
+            assert (partition.leader_id, partition.leader_epoch, partition.log_end_offset) == (1, 1, 3)
+        finally:
+            held.set()
+            watcher.stop()
+            manager.shutdown()
+            purgatory.shutdown()
