@@ -421,6 +421,31 @@ def test_produce_acks_reads_acks_without_decoding_every_header_and_transactional
                 assert cuts == {None, acks}
 
 
+def test_the_produce_fast_paths_read_lengths_with_the_codecs_uvarint_reader() -> None:
+    """``produce_acks`` and ``ProduceTemplate.records_of`` read a compact length as the codec does
+    (``primitives.read_uvarint``: at most 5 bytes, at most 2**32 - 1): a longer one is no such request."""
+    body = ProduceRequest(
+        transactional_id=None,
+        acks=1,
+        timeout_ms=30_000,
+        topic_data=[TopicProduceData("events", [PartitionProduceData(index=3, records=b"x" * 200)])],
+    )
+    frame = encode_request(9, 5, "c", body)[4:]
+    at = 10 + 1 + 1  # after the header (client id "c") and its tagged fields: the transactional id
+    assert frame[at] == 0  # null
+    too_long = frame[:at] + b"\x80" * 5 + b"\x00" + frame[at + 1 :]
+    assert codec.produce_acks(frame) == 1
+    assert codec.produce_acks(too_long) is None
+    template = codec.produce_template(9, "c", body)
+    found = template.records_of(frame)
+    assert found is not None
+    assert bytes(found) == b"x" * 200
+    records_at = len(frame) - 200 - 3 - 2  # the records' length (2 bytes: 201), the tagged fields after
+    assert frame[records_at : records_at + 2] == bytes((0xC9, 0x01))
+    padded = frame[:records_at] + bytes((0xC9, 0x81, 0x80, 0x80, 0x80, 0x00)) + frame[records_at + 2 :]
+    assert template.records_of(padded) is None  # six bytes: longer than a uvarint may be
+
+
 def test_produce_acks_of_anything_else_is_none() -> None:
     body = ProduceRequest(acks=0, topic_data=[TopicProduceData("t", [PartitionProduceData(0, b"x")])])
     old = encode_request(2, 1, "old", body)[4:]  # message sets: no transactional id
