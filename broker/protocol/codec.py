@@ -349,13 +349,21 @@ class ProduceTemplate(NamedTuple):
         pos = 8 + len(middle)
         size = len(frame)
         try:
-            if self.flexible:
-                length, pos = read_uvarint(frame, pos, 5, UINT32_MAX, "records length")
-                length -= 1
+            if self.flexible:  # length + 1 as a uvarint: two bytes below 16 KiB, read inline
+                byte = frame[pos]
+                if byte < 0x80:
+                    length = byte - 1
+                    pos += 1
+                elif frame[pos + 1] < 0x80:
+                    length = (byte & 0x7F | frame[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    length, pos = read_uvarint(frame, pos, 5, UINT32_MAX, "records length")
+                    length -= 1
             else:
                 (length,) = _CORRELATION_ID.unpack_from(frame, pos)
                 pos += 4
-        except (MalformedMessageError, struct.error):
+        except (IndexError, MalformedMessageError, struct.error):
             return None
         end = pos + length
         tail = self.tail
@@ -389,8 +397,13 @@ def produce_acks(frame: bytes | bytearray | memoryview) -> int | None:
         if spec.is_flexible(version):
             if frame[pos]:  # header tagged fields: rare, leave them to the decoder
                 return None
-            # the transactional id: a compact nullable string, length + 1 as a uvarint
-            length, pos = read_uvarint(frame, pos + 1, 5, UINT32_MAX, "transactional_id length")
+            # the transactional id: a compact nullable string, length + 1 as a uvarint (one byte below
+            # 127 characters, read inline)
+            length = frame[pos + 1]
+            if length < 0x80:
+                pos += 2
+            else:
+                length, pos = read_uvarint(frame, pos + 1, 5, UINT32_MAX, "transactional_id length")
             pos += max(length - 1, 0)
         else:
             (length,) = _INT16.unpack_from(frame, pos)

@@ -176,7 +176,8 @@ def encode_uvarint(value: int) -> bytes:
 
 def read_uvarint(buf: BytesLike, pos: int, max_bytes: int, max_value: int, name: str) -> tuple[int, int]:
     """Decode an unsigned varint of at most ``max_bytes`` bytes and ``max_value``: the protocol's one
-    reader of them (the codecs' and the Produce fast paths' of :mod:`broker.protocol.codec`)."""
+    reader of them (the codecs', and the Produce fast paths' of :mod:`broker.protocol.codec` past the one
+    or two bytes they test inline)."""
     start = pos
     end = len(buf)
     result = 0
