@@ -1,10 +1,11 @@
 """What stays of a chunk when the log cleaner rewrites it (:class:`ChunkRewriter`, Kafka's
 ``MemoryRecords.filterTo`` with the cleaner's ``RecordFilter``): which records are kept, and the batches
 written to the ``.cleaned`` segment, byte for byte as Kafka would write them. What is kept, and why, is
-described once, in :mod:`broker.log.log_cleaner` (step 3). Three routes to the same bytes: by the chunk's
-columns (uncompressed data batches, the common case), by each batch's key columns (compressed or control
-batches), and by decoded records (where the key columns decline). One cleaner thread's, with its offset
-map.
+described once, in :mod:`broker.log.log_cleaner` (step 3). Decided from the key columns of the chunk's
+records, which the batches' reader gives (:meth:`~broker.record.record_batch.RecordBatch.key_columns_of`:
+the compiled loop, or the walk where it declines); written by two routes to the same bytes: in the chunk's
+buffer (uncompressed data batches, the common case) or batch by batch (compressed or control batches among
+them). One cleaner thread's, with its offset map.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy.typing as npt
 from broker.log.cleaner_chunk import CleanerChunk
 from broker.log.cleaner_stats import CleanerStats
 from broker.log.errors import LogStorageError
-from broker.log.offset_map import OffsetMap, Offsets, hash_key_columns, hash_keys
+from broker.log.offset_map import OffsetMap, Offsets, hash_key_columns
 from broker.log.segment import Segment
 from broker.log.throttler import Throttler
 from broker.record.batch_header import (
@@ -31,8 +32,7 @@ from broker.record.batch_header import (
     TIMESTAMP_TYPE_MASK,
     TimestampType,
 )
-from broker.record.key_columns import KeyColumns, batch_key_columns
-from broker.record.record import Record
+from broker.record.key_columns import KeyColumns
 from broker.record.record_batch import RecordBatch, restamp_crc
 from broker.record.record_batch_builder import retained_batch, retained_batch_of_bytes
 
@@ -58,26 +58,23 @@ class ChunkRewriter:
         slots: npt.NDArray[np.int32] | None,
         stats: CleanerStats,
     ) -> None:
-        """Write what stays of ``chunk`` to ``cleaned``: by the chunk's columns when it holds only
-        uncompressed data batches (the common case), otherwise batch by batch (:meth:`_retained`, or
-        :meth:`_retained_walked` when the key columns decline). ``upper_bound``: the pass's first
+        """Write what stays of ``chunk`` to ``cleaned``, decided from its key columns
+        (:meth:`~broker.log.cleaner_chunk.CleanerChunk.key_columns`): in its buffer when it holds only
+        uncompressed data batches (the common case), otherwise batch by batch (:meth:`_retained`).
+        ``upper_bound``: the pass's first
         uncleanable offset (the batch ending just below it stays, empty if need be: Kafka's
         ``upperBoundOffsetOfCleaningRound``)."""
-        columns = chunk.key_columns() if chunk.plain else None
+        columns = chunk.key_columns()
         read_bytes = int(chunk.batches.sizes.sum())
-        if columns is not None:
+        if chunk.plain:  # the columns lie in the chunk's buffer: decided and written there
             written = self._write_by_columns(
                 cleaned, chunk, columns, now_ms, new_horizon_ms, producers, upper_bound, slots, stats
             )
             self._throttler.maybe_throttle(read_bytes + written)
             return
-        batches = chunk.record_batches()
-        data_batches = [b for b in batches if not b.is_control_batch]
-        by_batch = batch_key_columns(data_batches)
-        if by_batch is None:
-            out = self._retained_walked(batches, now_ms, new_horizon_ms, producers, upper_bound, stats)
-        else:
-            out = self._retained(batches, by_batch, now_ms, new_horizon_ms, producers, upper_bound, stats)
+        out = self._retained(
+            chunk.record_batches(), columns, now_ms, new_horizon_ms, producers, upper_bound, stats
+        )
         if out:
             cleaned.append(out, [b.base_offset for b in out])
         self._throttler.maybe_throttle(read_bytes + sum(b.size_bytes for b in out))
@@ -275,10 +272,11 @@ class ChunkRewriter:
         upper_bound: int,
         stats: CleanerStats,
     ) -> list[RecordBatch]:
-        """What stays of ``batches``, decided by columns: whole batches copied, the others rebuilt from
-        the bytes of the records they keep (Kafka's ``filterTo``: ``writeOriginalBatch`` or a new batch)."""
-        data_batches = [b for b in batches if not b.is_control_batch]
-        horizons = [b.delete_horizon_ms for b in data_batches]
+        """What stays of ``batches``, decided by their ``columns`` (:meth:`RecordBatch.key_columns
+        <broker.record.record_batch.RecordBatch.key_columns>`: a control batch has no records there, and
+        stays): whole batches copied, the others rebuilt from the bytes of the records they keep (Kafka's
+        ``filterTo``: ``writeOriginalBatch`` or a new batch)."""
+        horizons = [b.delete_horizon_ms for b in batches]
         keep, kept_per_batch, tombstones_per_batch, _, newest_per_batch = self._keep(
             columns, [h is not None and now_ms >= h for h in horizons]
         )
@@ -287,14 +285,12 @@ class ChunkRewriter:
         kept_tombstones = tombstones_per_batch.tolist()
         data = columns.data
         out: list[RecordBatch] = []
-        i = 0
-        for batch in batches:
+        for i, batch in enumerate(batches):
             if batch.is_control_batch:
                 out.append(batch)
                 continue
             first, count, kept = starts[i], starts[i + 1] - starts[i], kept_counts[i]
             stamp = new_horizon_ms if horizons[i] is None and kept_tombstones[i] else None
-            i += 1
             stats.records_read += count
             stats.records_written += kept
             if kept == count and kept and stamp is None:
@@ -311,57 +307,12 @@ class ChunkRewriter:
                         )
                     ]
                 )
-                newest = batch.first_timestamp_ms + int(newest_per_batch[i - 1])
+                newest = batch.first_timestamp_ms + int(newest_per_batch[i])
                 out.append(RecordBatch(retained_batch_of_bytes(batch, body, kept, newest)))
             elif kept:
                 records = batch.records()
                 chosen_records = list(compress(records, keep[first : first + count].tolist()))
                 out.append(RecordBatch(retained_batch(batch, chosen_records, delete_horizon_ms=stamp)))
-            elif _retained_empty(batch, producers, upper_bound):
-                out.append(RecordBatch(retained_batch(batch, [])))
-        return out
-
-    def _retained_walked(
-        self,
-        batches: list[RecordBatch],
-        now_ms: int,
-        new_horizon_ms: int,
-        producers: dict[int, int],
-        upper_bound: int,
-        stats: CleanerStats,
-    ) -> list[RecordBatch]:
-        """What stays of ``batches``, decided by walking their records (when :func:`key_columns`
-        declines them)."""
-        decoded: list[list[Record]] = [[] if b.is_control_batch else b.records() for b in batches]
-        flat = [record for records in decoded for record in records]
-        keyed = [(record.offset, record.key) for record in flat if record.key is not None]
-        mapped = self._map.get_many(hash_keys([k for _, k in keyed])) if keyed else np.empty(0, np.int64)
-        latest = self._map.latest_offset
-        later = {offset for (offset, _), found in zip(keyed, mapped.tolist(), strict=True) if offset < found}
-        out: list[RecordBatch] = []
-        for batch, records in zip(batches, decoded, strict=True):
-            stats.records_read += len(records)
-            if batch.is_control_batch:
-                out.append(batch)
-                continue
-            horizon_ms = batch.delete_horizon_ms
-            drop_tombstones = horizon_ms is not None and now_ms >= horizon_ms
-            kept = [
-                r
-                for r in records
-                if r.offset > latest
-                or (
-                    r.key is not None
-                    and r.offset not in later
-                    and (r.value is not None or not drop_tombstones)
-                )
-            ]
-            stats.records_written += len(kept)
-            stamp = new_horizon_ms if horizon_ms is None and any(r.value is None for r in kept) else None
-            if len(kept) == len(records) and kept and stamp is None:
-                out.append(batch)
-            elif kept:
-                out.append(RecordBatch(retained_batch(batch, kept, delete_horizon_ms=stamp)))
             elif _retained_empty(batch, producers, upper_bound):
                 out.append(RecordBatch(retained_batch(batch, [])))
         return out

@@ -1,7 +1,8 @@
 """The log cleaner's unit of work: a *chunk*, whole batches of one segment, at most :data:`CHUNK_RECORDS`
 records, lying in one buffer of the cleaner thread's :class:`~broker.log.chunk_reader.ChunkReader`, their
-headers as numpy columns (:mod:`broker.record.batch_header_columns`) and, for a chunk of uncompressed
-data batches, their key columns read in place (:mod:`broker.record.key_columns`). :func:`span_chunks`
+headers as numpy columns (:mod:`broker.record.batch_header_columns`) and their key columns, read by the
+reader the batches choose (:meth:`~broker.record.record_batch.RecordBatch.key_columns_of`: in place for a
+chunk of uncompressed data batches). :func:`span_chunks`
 yields the chunks of spans of segments, :func:`dirty_chunks` those of a log's dirty section,
 :func:`keys_of` the keyed records' hashes and offsets of one chunk. How the cleaner uses them:
 :mod:`broker.log.cleaner`.
@@ -28,12 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from broker.log.chunk_reader import Block, ChunkReader, Span
-from broker.log.offset_map import Hashes, Offsets, hash_key_columns, hash_keys
+from broker.log.offset_map import Hashes, Offsets, hash_key_columns
 from broker.log.segment import Segment
 from broker.log.segment_framer import frame_columns
-from broker.record.batch_header import COMPRESSION_MASK, CONTROL_MASK, HEADER_SIZE
+from broker.record.batch_header import COMPRESSION_MASK, CONTROL_MASK
 from broker.record.batch_header_columns import BatchHeaderColumns
-from broker.record.key_columns import KeyColumns, batch_key_columns, key_columns_in
+from broker.record.key_columns import KeyColumns
 from broker.record.record_batch import RecordBatch
 
 #: Records read, mapped or looked up in the map at once (bounds the per-chunk arrays and bytes: about
@@ -62,20 +63,16 @@ class CleanerChunk:
 
     @property
     def plain(self) -> bool:
-        """Whether every batch is an uncompressed data batch (the key columns read them in place)."""
+        """Whether every batch is an uncompressed data batch (the key columns read them in place, and the
+        rewrite patches their headers there)."""
         return not np.count_nonzero(self.batches.attributes & (COMPRESSION_MASK | CONTROL_MASK))
 
-    def key_columns(self, *, keys_only: bool = False) -> KeyColumns | None:
-        """The key columns of a :attr:`plain` chunk's records, read in place (None: declined);
-        ``keys_only``: keys and offsets only (:func:`~broker.record.key_columns.key_columns_in`)."""
-        batches = self.batches
-        return key_columns_in(
-            self.data,
-            batches.positions + HEADER_SIZE,
-            batches.positions + batches.sizes,
-            batches.record_counts,
-            batches.base_offsets,
-            keys_only=keys_only,
+    def key_columns(self, *, keys_only: bool = False) -> KeyColumns:
+        """The key columns of the chunk's records, read by the reader its batches choose
+        (:meth:`RecordBatch.key_columns_of <broker.record.record_batch.RecordBatch.key_columns_of>`: in place
+        when the chunk is :attr:`plain`); ``keys_only``: keys and offsets only."""
+        return RecordBatch.key_columns_of(
+            self.data, self.batches, keys_only=keys_only, where=self.where, position=self.position
         )
 
     def record_batch(self, i: int) -> RecordBatch:
@@ -195,29 +192,8 @@ def dirty_chunks(
 
 def keys_of(chunk: CleanerChunk) -> tuple[Hashes, Offsets, Offsets]:
     """The hashes and offsets of the keyed records of ``chunk``, in order, and how many each batch holds
-    (by columns, or by the walk when the columns strategy declines)."""
-    columns = chunk.key_columns(keys_only=True) if chunk.plain else None
-    if columns is not None:
-        return _keyed(columns)
-    batches = chunk.record_batches()
-    by_batch = batch_key_columns([b for b in batches if not b.is_control_batch])
-    if by_batch is not None:
-        hashes, keyed_offsets, data_keyed = _keyed(by_batch)
-        per_data_batch = iter(data_keyed.tolist())
-        keyed = [0 if b.is_control_batch else next(per_data_batch) for b in batches]
-        return hashes, keyed_offsets, np.asarray(keyed, dtype=np.int64)
-    keys: list[bytes] = []
-    offsets: list[int] = []
-    keyed = []
-    for batch in batches:
-        records = [] if batch.is_control_batch else batch.records()
-        before = len(keys)
-        for record in records:
-            if record.key is not None:
-                keys.append(record.key)
-                offsets.append(record.offset)
-        keyed.append(len(keys) - before)
-    return hash_keys(keys), np.asarray(offsets, dtype=np.int64), np.asarray(keyed, dtype=np.int64)
+    (a control batch none): from the chunk's key columns (:meth:`CleanerChunk.key_columns`)."""
+    return _keyed(chunk.key_columns(keys_only=True))
 
 
 def _keyed(columns: KeyColumns) -> tuple[Hashes, Offsets, Offsets]:

@@ -15,7 +15,7 @@ One cleaning pass of one log (:meth:`~broker.log.cleaner.Cleaner.clean`), chosen
    thread's :class:`~broker.log.offset_map.OffsetMap` (later offsets win), stopping before the first
    batch whose keys might not fit: the map then covers ``[first dirty, end)`` and the rest of the dirty
    section waits for the next pass (a log too dirty for the buffer takes several passes, never more
-   memory). Only keys and offsets are read, by the record walk's key-columns strategy
+   memory). Only keys and offsets are read, by the key columns the batches give
    (:mod:`broker.record.key_columns`: a compiled loop over the records' bytes, keys hashed by another),
    never a record object (Kafka's ``buildOffsetMapForSegment`` reads keys only too). The slot each key took is
    noted (:class:`~broker.log.mapped_slots.MappedSlots`, bounded), so that step 3 reads a record's
@@ -57,10 +57,10 @@ One cleaning pass of one log (:meth:`~broker.log.cleaner.Cleaner.clean`), chosen
    chunk of uncompressed data batches is decided and written by columns (``ChunkRewriter._write_by_columns``:
    the kept bytes copied out of the read buffer in runs, the rebuilt batches' headers patched in it, one
    write per chunk; :mod:`broker.log.cleaner_kernels`); other chunks batch by batch
-   (``ChunkRewriter._retained``), to the same bytes. A chunk
-   the key-columns strategy declines (it never should: the log was validated at append) is decided by
-   decoding its records through the one record walker
-   (:meth:`~broker.record.record_batch.RecordBatch.records`), to the same bytes.
+   (``ChunkRewriter._retained``), to the same bytes. Both decide from the chunk's key columns, read by the
+   reader the batches choose (:meth:`~broker.record.record_batch.RecordBatch.key_columns_of`): the
+   compiled loop, or, for records it declines (it never should: the log was validated at append), the
+   same columns by the one record walker, which names a record that is wrong; the cleaner picks neither.
 4. **Swap.** The cleaned files are fsynced, given the last old segment's modification time (what
    retention falls back on for segments without timestamps), and swapped in through
    :meth:`broker.log.log.Log.replace_segments` (``.cleaned`` -> ``.swap`` -> final names, crash-safe:

@@ -25,9 +25,13 @@ the log has published):
 1. the batch header fits: else ``torn tail: the last R bytes cannot hold a batch header (61 bytes)`` (the
    file ends inside a batch: a torn write);
 2. ``batchLength`` is at least the minimum (a header without records): else ``batchLength L is below the
-   minimum 49: the rest of the file cannot be framed`` (nothing after it can be found);
+   minimum 49: nothing after it can be framed``;
 3. by a reader of headers alone (:func:`read_header`, :func:`frame_columns`): magic 2, else ``expected
-   magic 2 got M`` (a position that is no batch start). A reader of whole batches leaves magic to
+   magic 2 got M`` (a position that is no batch start).
+
+Checks 2 and 3, and their messages, are the record format's
+(:func:`~broker.record.batch_header.header_fault`), which splitting a buffer of batches
+(:mod:`broker.record.batch_scan`) asks too. A reader of whole batches leaves magic to
    :meth:`~broker.record.record_batch.RecordBatch.validate`, whose message is the same, and frames on:
    ``lumber log verify`` reports such a batch and walks on to the next;
 4. the batch ends inside the file: else ``torn tail: batchLength announces S bytes, only R remain in the
@@ -62,6 +66,7 @@ from broker.record.batch_header import (
     MAGIC,
     MAGIC_OFFSET,
     MIN_BATCH_LENGTH,
+    header_fault,
 )
 from broker.record.errors import CorruptRecordError
 from broker.record.record_batch import RecordBatch
@@ -134,19 +139,10 @@ def frame_failure(data: Buffer, at: int, position: int, remaining: int, *, magic
             True,
             f"torn tail: the last {remaining} bytes cannot hold a batch header ({HEADER_SIZE} bytes)",
         )
+    fault = header_fault(data, at, remaining, magic=magic)
+    if fault is not None:
+        return FrameError(position, fault.base_offset, False, fault.reason)
     base_offset, length = _PREFIX.unpack_from(data, at)
-    if length < MIN_BATCH_LENGTH:
-        return FrameError(
-            position,
-            base_offset,
-            False,
-            f"batchLength {length} is below the minimum {MIN_BATCH_LENGTH}: the rest of the file cannot be "
-            "framed",
-        )
-    if magic:
-        (found,) = _MAGIC.unpack_from(data, at + MAGIC_OFFSET)
-        if found != MAGIC:
-            return FrameError(position, base_offset, False, f"expected magic {MAGIC} got {found}")
     return FrameError(
         position,
         base_offset,

@@ -42,7 +42,7 @@ from broker.protocol.frame import SIZE_PREFIX
 from broker.protocol.messages.api_versions import API_VERSIONS, ApiVersionsResponse
 from broker.protocol.messages.fetch import FetchResponse
 from broker.protocol.messages.produce import ProduceRequest
-from broker.protocol.primitives import encode_uvarint
+from broker.protocol.primitives import UINT32_MAX, encode_uvarint, read_uvarint
 from broker.protocol.region import Region
 from broker.protocol.request_header import (
     RequestHeader,
@@ -349,23 +349,21 @@ class ProduceTemplate(NamedTuple):
         pos = 8 + len(middle)
         size = len(frame)
         try:
-            if self.flexible:
+            if self.flexible:  # length + 1 as a uvarint: two bytes below 16 KiB, read inline
                 byte = frame[pos]
-                length = byte & 0x7F
-                shift = 7
-                pos += 1
-                while byte & 0x80:
-                    if shift > 28:
-                        return None
-                    byte = frame[pos]
-                    length |= (byte & 0x7F) << shift
-                    shift += 7
+                if byte < 0x80:
+                    length = byte - 1
                     pos += 1
-                length -= 1
+                elif frame[pos + 1] < 0x80:
+                    length = (byte & 0x7F | frame[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    length, pos = read_uvarint(frame, pos, 5, UINT32_MAX, "records length")
+                    length -= 1
             else:
                 (length,) = _CORRELATION_ID.unpack_from(frame, pos)
                 pos += 4
-        except (IndexError, struct.error):
+        except (IndexError, MalformedMessageError, struct.error):
             return None
         end = pos + length
         tail = self.tail
@@ -374,7 +372,7 @@ class ProduceTemplate(NamedTuple):
         return memoryview(frame)[pos:end]
 
 
-_ACKS = struct.Struct(">h")
+_INT16 = struct.Struct(">h")  # a transactional id's length (before v9), acks
 _PRODUCE_KEY = 0
 _RECORD_BATCH_PRODUCE_VERSION = 3
 
@@ -399,24 +397,19 @@ def produce_acks(frame: bytes | bytearray | memoryview) -> int | None:
         if spec.is_flexible(version):
             if frame[pos]:  # header tagged fields: rare, leave them to the decoder
                 return None
-            pos += 1
-            byte = frame[pos]  # the transactional id: a compact nullable string, length + 1 as a uvarint
-            length = byte & 0x7F
-            shift = 7
-            pos += 1
-            while byte & 0x80:
-                if shift > 28:
-                    return None
-                byte = frame[pos]
-                length |= (byte & 0x7F) << shift
-                shift += 7
-                pos += 1
+            # the transactional id: a compact nullable string, length + 1 as a uvarint (one byte below
+            # 127 characters, read inline)
+            length = frame[pos + 1]
+            if length < 0x80:
+                pos += 2
+            else:
+                length, pos = read_uvarint(frame, pos + 1, 5, UINT32_MAX, "transactional_id length")
             pos += max(length - 1, 0)
         else:
-            (length,) = _ACKS.unpack_from(frame, pos)
+            (length,) = _INT16.unpack_from(frame, pos)
             pos += 2 + max(length, 0)
-        (acks,) = _ACKS.unpack_from(frame, pos)
-    except (struct.error, IndexError):
+        (acks,) = _INT16.unpack_from(frame, pos)
+    except (struct.error, IndexError, MalformedMessageError):
         return None
     return int(acks)
 

@@ -174,8 +174,10 @@ def encode_uvarint(value: int) -> bytes:
     return bytes(out)
 
 
-def read_uvarint(buf: memoryview, pos: int, max_bytes: int, max_value: int, name: str) -> tuple[int, int]:
-    """Decode an unsigned varint of at most ``max_bytes`` bytes and ``max_value``."""
+def read_uvarint(buf: BytesLike, pos: int, max_bytes: int, max_value: int, name: str) -> tuple[int, int]:
+    """Decode an unsigned varint of at most ``max_bytes`` bytes and ``max_value``: the protocol's one
+    reader of them (the codecs', and the Produce fast paths' of :mod:`broker.protocol.codec` past the one
+    or two bytes they test inline)."""
     start = pos
     end = len(buf)
     result = 0

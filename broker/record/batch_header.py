@@ -26,12 +26,20 @@ The CRC does not cover baseOffset, batchLength or partitionLeaderEpoch, so the b
 rewriting bytes [0, 8) (:func:`~broker.record.record_batch.set_base_offset`) without touching the records
 or the CRC. A batch is read through :class:`~broker.record.record_batch.RecordBatch` and built by
 :mod:`broker.record.record_batch_builder`.
+
+Framing batches that lie end to end (a fetch response, a request, a segment) checks each header the same
+way, with the same messages: :func:`header_fault` (``batchLength`` below the minimum: nothing after it can
+be framed; a magic other than 2: no batch starts there), asked by :mod:`broker.record.batch_scan` and by
+the segment framer (:mod:`broker.log.segment_framer`) once their inline test of the usual case fails.
 """
 
 from __future__ import annotations
 
 import struct
 from enum import IntEnum
+from typing import NamedTuple
+
+from broker.record.varint import Buffer
 
 __all__ = [
     "ATTRIBUTES_OFFSET",
@@ -60,7 +68,9 @@ __all__ = [
     "RECORD_COUNT_OFFSET",
     "TIMESTAMP_TYPE_MASK",
     "TRANSACTIONAL_MASK",
+    "HeaderFault",
     "TimestampType",
+    "header_fault",
 ]
 
 MAGIC = 2
@@ -125,3 +135,34 @@ class TimestampType(IntEnum):
 
     CREATE_TIME = 0
     LOG_APPEND_TIME = 1
+
+
+class HeaderFault(NamedTuple):
+    """Why bytes cannot start a batch (:func:`header_fault`): the base offset they hold, and the reason."""
+
+    base_offset: int
+    reason: str
+
+
+_PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
+_MAGIC = struct.Struct(">b")
+
+
+def header_fault(data: Buffer, at: int, available: int, *, magic: bool = True) -> HeaderFault | None:
+    """Why the ``available`` bytes at ``data[at]`` cannot start a batch, as far as they go: ``batchLength``
+    below the minimum (once its 12 bytes are there), then, when ``magic``, a magic other than 2 (once its
+    17 are); None when nothing there says so (the batch may still be cut short: that is its reader's to
+    say)."""
+    if available < LOG_OVERHEAD:
+        return None
+    base_offset, length = _PREFIX.unpack_from(data, at)
+    if length < MIN_BATCH_LENGTH:
+        return HeaderFault(
+            base_offset,
+            f"batchLength {length} is below the minimum {MIN_BATCH_LENGTH}: nothing after it can be framed",
+        )
+    if magic and available > MAGIC_OFFSET:
+        (found,) = _MAGIC.unpack_from(data, at + MAGIC_OFFSET)
+        if found != MAGIC:
+            return HeaderFault(base_offset, f"expected magic {MAGIC} got {found}")
+    return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from broker.record.batch_header import LOG_OVERHEAD, MAGIC, MAGIC_OFFSET, MIN_BATCH_LENGTH
+from broker.record.batch_header import LOG_OVERHEAD, MAGIC, MAGIC_OFFSET, MIN_BATCH_LENGTH, header_fault
 from broker.record.errors import CorruptRecordError
 from broker.record.record_batch import RecordBatch
 from broker.record.varint import Buffer
@@ -36,7 +36,8 @@ def scan_batches(buffer: Buffer, *, where: str = "<buffer>", base_position: int 
     """Split concatenated batches without copying, and say whether the tail is a partial batch.
 
     Kafka fetch responses may end with a batch cut short; readers stop cleanly there. A batch header
-    that cannot be right (``batchLength`` below the minimum, magic other than 2) raises
+    that cannot be right (``batchLength`` below the minimum, magic other than 2: the checks and messages
+    of :func:`~broker.record.batch_header.header_fault`, the segment framer's too) raises
     :class:`CorruptRecordError`. CRCs are not checked here: call :meth:`RecordBatch.validate`.
     ``base_position`` is added to positions in error messages.
     """
@@ -48,21 +49,13 @@ def scan_batches(buffer: Buffer, *, where: str = "<buffer>", base_position: int 
     batches: list[RecordBatch] = []
     unpack_prefix = _PREFIX.unpack_from
     while total - pos >= LOG_OVERHEAD:
-        base_offset, length = unpack_prefix(view, pos)
-        if length < MIN_BATCH_LENGTH:
-            raise CorruptRecordError(
-                where,
-                f"batchLength {length} is below the minimum {MIN_BATCH_LENGTH}",
-                position=base_position + pos,
-                offset=base_offset,
-            )
-        if total - pos > MAGIC_OFFSET and view[pos + MAGIC_OFFSET] != MAGIC:
-            raise CorruptRecordError(
-                where,
-                f"expected magic {MAGIC} got {view[pos + MAGIC_OFFSET]}",
-                position=base_position + pos,
-                offset=base_offset,
-            )
+        _, length = unpack_prefix(view, pos)
+        if length < MIN_BATCH_LENGTH or (total - pos > MAGIC_OFFSET and view[pos + MAGIC_OFFSET] != MAGIC):
+            fault = header_fault(view, pos, total - pos)
+            if fault is not None:  # always: the test above is header_fault's, inline for the usual case
+                raise CorruptRecordError(
+                    where, fault.reason, position=base_position + pos, offset=fault.base_offset
+                )
         size = LOG_OVERHEAD + length
         if size > total - pos:
             break

@@ -15,9 +15,12 @@ This module is the way into a batch: callers ask it, not the layout.
   columnar reader, :mod:`broker.record.value_columns`, from
   :data:`~broker.record.record_walker.VECTORISED_MIN_RECORDS` records when it vouches for them, else the
   values walk), :meth:`RecordBatch.validate_records` (bytes compared for records of one layout, else the
-  walk). The compiled reader of many batches at once (:mod:`broker.record.key_columns`, the cleaner's)
-  returns the same records; ``tests/broker/record/test_body_readers.py`` runs every reader over the same
-  batches. For the batches of one request the batches choose too: :meth:`RecordBatch.records_validator`
+  walk). Where every record lies, with its key (the log cleaner's way: :meth:`RecordBatch.key_columns`
+  of batch views, :meth:`RecordBatch.key_columns_of` of batches in a read of a segment, in place): the
+  compiled reader of many batches at once (:mod:`broker.record.key_columns`), else the same columns by the
+  walk, which names what is wrong; the cleaner picks no reader and falls back on none.
+  ``tests/broker/record/test_body_readers.py`` runs every reader over the same batches. For the batches
+  of one request the batches choose too: :meth:`RecordBatch.records_validator`
   (a run of one-record batches proved together, else each batch's :meth:`~RecordBatch.validate_records`)
   and :meth:`RecordBatch.first_keyless_record` (the key columns for many records once compiled, else the
   walk): the log validator asks them, it picks no reader.
@@ -36,6 +39,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
+from itertools import accumulate
+from typing import TYPE_CHECKING
 
 import crc32c
 
@@ -59,12 +64,21 @@ from broker.record.batch_header import (
 )
 from broker.record.compression import CompressionType, decompress
 from broker.record.errors import CorruptRecordError, UnsupportedCompressionError
-from broker.record.key_columns import batch_key_columns
+from broker.record.key_columns import (
+    KeyColumns,
+    batch_key_columns,
+    key_columns,
+    key_columns_in,
+    walked_key_columns_in,
+)
 from broker.record.layout_check import one_record_batches_valid, records_of_one_layout
 from broker.record.record import Record
 from broker.record.record_walker import NO_OFFSET_LIMIT, VECTORISED_MIN_RECORDS, walk_records, walk_values
 from broker.record.value_columns import decode_values_vectorised
 from broker.record.varint import Buffer
+
+if TYPE_CHECKING:
+    from broker.record.batch_header_columns import BatchHeaderColumns
 
 __all__ = [
     "KEY_COLUMNS_MIN_RECORDS",
@@ -423,6 +437,70 @@ class RecordBatch:
                 if record.key is None:
                     return batch, index, record
         return None
+
+    @staticmethod
+    def key_columns(batches: Sequence[RecordBatch], *, keys_only: bool = False) -> KeyColumns:
+        """Where every record of ``batches`` lies, with its offset, timestamp delta, key and whether its
+        value is null (:class:`~broker.record.key_columns.KeyColumns`, positions into the batches' bodies,
+        decompressed, end to end; a control batch counts no records), read by the reader the batches
+        choose: the compiled loop (:func:`~broker.record.key_columns.key_columns`), else the walk
+        (:func:`~broker.record.key_columns.walked_key_columns_in`: the same columns, or the walk's error
+        naming the record). ``keys_only``: keys and offsets (the timestamp deltas 0, no value null). Needs
+        numpy (the broker's storage reads this way)."""
+        bodies = [b"" if batch.is_control_batch else batch.body() for batch in batches]
+        counts = [0 if batch.is_control_batch else batch._header[12] for batch in batches]
+        base_offsets = [batch.base_offset for batch in batches]
+        columns = key_columns(bodies, counts, base_offsets, keys_only=keys_only) if batches else None
+        if columns is not None:
+            return columns
+        ends = list(accumulate((len(body) for body in bodies), initial=0))
+        return walked_key_columns_in(
+            b"".join(bodies),
+            ends[:-1],
+            ends[1:],
+            counts,
+            base_offsets,
+            [(batch._where, batch._position) for batch in batches],
+            keys_only=keys_only,
+        )
+
+    @staticmethod
+    def key_columns_of(
+        data: bytearray | memoryview,
+        headers: BatchHeaderColumns,
+        *,
+        keys_only: bool = False,
+        where: str = "<buffer>",
+        position: int = 0,
+    ) -> KeyColumns:
+        """:meth:`key_columns` of the whole batches lying in ``data`` where ``headers`` say (a read of a
+        segment at byte ``position`` of ``where``: the log cleaner's chunks). Uncompressed data batches
+        only are read where they lie, between their headers (positions into ``data``, no copy); batches
+        of other kinds among them make it :meth:`key_columns` of views of the batches."""
+        body_starts = headers.positions + HEADER_SIZE
+        if (headers.attributes & (COMPRESSION_MASK | CONTROL_MASK)).any():
+            return RecordBatch.key_columns(
+                [
+                    RecordBatch(data[at : at + size], where=where, position=position + at)
+                    for at, size in zip(headers.positions.tolist(), headers.sizes.tolist(), strict=True)
+                ],
+                keys_only=keys_only,
+            )
+        body_ends = headers.positions + headers.sizes
+        columns = key_columns_in(
+            data, body_starts, body_ends, headers.record_counts, headers.base_offsets, keys_only=keys_only
+        )
+        if columns is not None:
+            return columns
+        return walked_key_columns_in(
+            data,
+            body_starts,
+            body_ends,
+            headers.record_counts,
+            headers.base_offsets,
+            [(where, position + at) for at in headers.positions.tolist()],
+            keys_only=keys_only,
+        )
 
     def __repr__(self) -> str:
         return (

@@ -279,9 +279,9 @@ def test_a_dedupe_buffer_too_small_for_the_dirty_keys_cleans_in_several_passes_t
 def test_the_key_columns_and_the_record_walk_clean_to_the_same_bytes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The cleaner's two ways through a batch, the key columns (copying kept records' bytes) and the walk
-    it falls back on (decoding, re-encoding), write the same segments, pass after pass: varied sizes,
-    tombstones (stamped, then dropped), headers, a codec, batches past 64 records."""
+    """The two readers the batches choose between for the cleaner's key columns, the compiled loop and the
+    walk (where the loop declines), write the same segments, pass after pass: varied sizes, tombstones
+    (stamped, then dropped), headers, a codec, batches past 64 records."""
     rng = random.Random(22)
     now = [BASE_TS + 10_000_000]
     logs: dict[str, tuple[Log, LogCleaner, Cleaner]] = {}
@@ -302,9 +302,7 @@ def test_the_key_columns_and_the_record_walk_clean_to_the_same_bytes(
             append_ops(log, more[3_000:], per_batch=70, codec=CompressionType.GZIP)
             log.roll()
             if way == "walk":
-                monkeypatch.setattr("broker.log.cleaner_chunk.CleanerChunk.plain", property(lambda _: False))
-                monkeypatch.setattr("broker.log.chunk_rewriter.batch_key_columns", lambda *args: None)
-                monkeypatch.setattr("broker.log.cleaner_chunk.batch_key_columns", lambda *args: None)
+                decline_the_compiled_key_columns(monkeypatch)
             passes = clean_all(log_cleaner, cleaner)
             monkeypatch.undo()
             assert len(passes) >= 2  # the small map: several passes
@@ -314,6 +312,12 @@ def test_the_key_columns_and_the_record_walk_clean_to_the_same_bytes(
         now[0] += 2_000  # past the horizon of the tombstones stamped so far
     for log, _, _ in logs.values():
         log.close()
+
+
+def decline_the_compiled_key_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled loop of the key columns declines every batch: the batches' reader walks them."""
+    monkeypatch.setattr("broker.record.record_batch.key_columns", lambda *args, **kwargs: None)
+    monkeypatch.setattr("broker.record.record_batch.key_columns_in", lambda *args, **kwargs: None)
 
 
 def log_append_time(batch: bytes) -> bytes:
@@ -330,14 +334,14 @@ def test_the_chunk_columns_the_batch_columns_and_the_walk_clean_to_the_same_byte
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The cleaner's three ways through a log: by the columns of whole chunks read from a segment (the
-    fast path: uncompressed data batches), by batch objects with their key columns, and by the walk,
-    write the same segments pass after pass: chunks of few records (so segments hold many chunks and
-    the map covers only part of them), several passes (a small map), uncompressed and gzip batches mixed
-    in one segment, tombstones stamped then dropped, headers, varied sizes, batches past 64 records,
-    LogAppendTime batches,
-    idempotent producers (a batch that loses every record stays empty when it is its producer's last:
-    producer 900 writes in the first round only, so its last batch is emptied by the later rounds),
-    reads of 4 KiB (the larger batches read whole on their own)."""
+    fast path: uncompressed data batches), by batch objects with their key columns, and with the key
+    columns of the walk (the compiled loop declining) by both, write the same segments pass after pass:
+    chunks of few records (so segments hold many chunks and the map covers only part of them), several
+    passes (a small map), uncompressed and gzip batches mixed in one segment, tombstones stamped then
+    dropped, headers, varied sizes, batches past 64 records, LogAppendTime batches, idempotent producers
+    (a batch that loses every record stays empty when it is its producer's last: producer 900 writes in
+    the first round only, so its last batch is emptied by the later rounds), reads of 4 KiB (the larger
+    batches read whole on their own)."""
     monkeypatch.setattr("broker.log.cleaner_chunk.CHUNK_RECORDS", 700)
     monkeypatch.setattr("broker.log.cleaner_chunk.MAX_CHUNK_BYTES", 4 * 1024)
     rng = random.Random(23)
@@ -385,8 +389,7 @@ def test_the_chunk_columns_the_batch_columns_and_the_walk_clean_to_the_same_byte
             if way != "chunks":
                 monkeypatch.setattr("broker.log.cleaner_chunk.CleanerChunk.plain", property(lambda _: False))
             if way == "walk":
-                monkeypatch.setattr("broker.log.chunk_rewriter.batch_key_columns", lambda *args: None)
-                monkeypatch.setattr("broker.log.cleaner_chunk.batch_key_columns", lambda *args: None)
+                decline_the_compiled_key_columns(monkeypatch)
             passes = clean_all(log_cleaner, cleaner)
             monkeypatch.undo()
             monkeypatch.setattr("broker.log.cleaner_chunk.CHUNK_RECORDS", 700)

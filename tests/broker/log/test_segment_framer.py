@@ -64,7 +64,7 @@ def damage_tail(path: Path, kind: str, last_start: int) -> int:
     [
         ("header", "torn tail: the last 20 bytes cannot hold a batch header (61 bytes)", True),
         ("cut", "torn tail: batchLength announces {size} bytes, only {left} remain in the file", True),
-        ("length", "batchLength 3 is below the minimum 49: the rest of the file cannot be framed", False),
+        ("length", "batchLength 3 is below the minimum 49: nothing after it can be framed", False),
     ],
 )
 def test_recovery_verify_and_a_read_through_tell_a_framing_damage_the_same_way(

@@ -379,7 +379,7 @@ def test_a_produce_template_recognises_only_the_same_request_with_other_records(
         )
 
     template = codec.produce_template(version, "producer-1", body(b""))
-    for size in (0, 1, 127, 128, 5000):
+    for size in (0, 1, 127, 128, 5000, 20_000):  # lengths of one, two and three bytes at v9
         records = bytes(range(256)) * (size // 256) + bytes(size % 256)
         for correlation_id in (0, 77, 2**31 - 1):
             frame = encode_request(version, correlation_id, "producer-1", body(records))[4:]
@@ -419,6 +419,31 @@ def test_produce_acks_reads_acks_without_decoding_every_header_and_transactional
                 # cut anywhere: acks read whole or not at all, never a wrong value, never an exception
                 cuts = {codec.produce_acks(frame[:cut]) for cut in range(0, len(frame) - len(records), 3)}
                 assert cuts == {None, acks}
+
+
+def test_the_produce_fast_paths_read_lengths_with_the_codecs_uvarint_reader() -> None:
+    """``produce_acks`` and ``ProduceTemplate.records_of`` read a compact length as the codec does
+    (``primitives.read_uvarint``: at most 5 bytes, at most 2**32 - 1): a longer one is no such request."""
+    body = ProduceRequest(
+        transactional_id=None,
+        acks=1,
+        timeout_ms=30_000,
+        topic_data=[TopicProduceData("events", [PartitionProduceData(index=3, records=b"x" * 200)])],
+    )
+    frame = encode_request(9, 5, "c", body)[4:]
+    at = 10 + 1 + 1  # after the header (client id "c") and its tagged fields: the transactional id
+    assert frame[at] == 0  # null
+    too_long = frame[:at] + b"\x80" * 5 + b"\x00" + frame[at + 1 :]
+    assert codec.produce_acks(frame) == 1
+    assert codec.produce_acks(too_long) is None
+    template = codec.produce_template(9, "c", body)
+    found = template.records_of(frame)
+    assert found is not None
+    assert bytes(found) == b"x" * 200
+    records_at = len(frame) - 200 - 3 - 2  # the records' length (2 bytes: 201), the tagged fields after
+    assert frame[records_at : records_at + 2] == bytes((0xC9, 0x01))
+    padded = frame[:records_at] + bytes((0xC9, 0x81, 0x80, 0x80, 0x80, 0x00)) + frame[records_at + 2 :]
+    assert template.records_of(padded) is None  # six bytes: longer than a uvarint may be
 
 
 def test_produce_acks_of_anything_else_is_none() -> None:

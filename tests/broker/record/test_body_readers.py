@@ -1,7 +1,8 @@
 """Every reader of record bodies over the same batches, compared: the plain walk (``RecordBatch.records``),
 the values walk, the columnar reader (``value_columns``), the compiled reader of many batches
-(``key_columns``), and the reader a batch chooses itself (``RecordBatch.values``): the same offsets, keys and
-values, record for record (broker/record/record_batch.py's body readers)."""
+(``key_columns``) and its walk (``walked_key_columns_in``), and the readers the batches choose themselves
+(``RecordBatch.values``, ``RecordBatch.key_columns``, ``RecordBatch.key_columns_of``): the same offsets,
+keys and values, record for record (broker/record/record_batch.py's body readers)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import random
 
 import pytest
 
+from broker.record.batch_header_columns import batch_header_columns
 from broker.record.compression import CompressionType
 from broker.record.errors import CorruptRecordError
-from broker.record.key_columns import batch_key_columns
+from broker.record.key_columns import KeyColumns, batch_key_columns, walked_key_columns_in
 from broker.record.record_batch import RecordBatch, restamp_crc, set_base_offset, set_producer_fields
 from broker.record.record_batch_builder import RecordBatchBuilder
 from broker.record.record_walker import VECTORISED_MIN_RECORDS, walk_values
@@ -102,6 +104,91 @@ def test_a_corrupt_body_is_named_by_the_reader_the_batch_falls_back_to() -> None
         broken.values()
     assert (raised.value.where, raised.value.position) == ("clicks-0", 4096)
     assert "record" in raised.value.reason
+
+
+def column_lists(columns: KeyColumns) -> dict[str, object]:
+    """Every column of ``columns`` as lists, the keys and record bytes read out of its data."""
+    data = bytes(columns.data)
+    starts, ends = columns.record_starts.tolist(), columns.record_ends.tolist()
+    return {
+        "batch_starts": columns.batch_starts,
+        "records": [data[a:b] for a, b in zip(starts, ends, strict=True)],
+        "offsets": columns.offsets.tolist(),
+        "timestamp_deltas": columns.timestamp_deltas.tolist(),
+        "keys": [
+            None if length < 0 else data[at : at + length]
+            for at, length in zip(columns.key_starts.tolist(), columns.key_lengths.tolist(), strict=True)
+        ],
+        "null_values": columns.null_values.tolist(),
+    }
+
+
+def control_batch(base_offset: int) -> RecordBatch:
+    """A transaction marker (a control batch: its one record is not a data record)."""
+    data = bytearray(build(1, CompressionType.NONE, base_offset, seed=9).buffer)
+    data[22] |= 0x20  # attributes' low byte: the control bit
+    restamp_crc(data)
+    return RecordBatch(data)
+
+
+@pytest.mark.parametrize("keys_only", [False, True])
+def test_the_key_columns_the_batches_choose_are_the_compiled_loops_and_the_walks(keys_only: bool) -> None:
+    """``RecordBatch.key_columns`` (bodies end to end, a control batch without records) and
+    ``key_columns_of`` (in place in a segment's bytes, or by batch views when some batch is compressed or
+    a control batch) give the compiled loop's columns, and the walk's where the loop declines: equal."""
+    plain = [build(n, CompressionType.NONE, base, seed=n) for n, base in ((3, 0), (70, 3), (1, 73))]
+    mixed = [plain[0], build(60, CompressionType.GZIP, 3, seed=4), control_batch(63), plain[2]]
+    for batches in (plain, mixed):
+        chosen = RecordBatch.key_columns(batches, keys_only=keys_only)
+        records = [[] if b.is_control_batch else b.records() for b in batches]
+        assert chosen.offsets.tolist() == [r.offset for rs in records for r in rs]
+        assert column_lists(chosen)["keys"] == [r.key for rs in records for r in rs]
+        bodies = [b"" if b.is_control_batch else bytes(b.body()) for b in batches]
+        ends = [sum(len(body) for body in bodies[:i]) for i in range(len(bodies) + 1)]
+        walked = walked_key_columns_in(
+            b"".join(bodies),
+            ends[:-1],
+            ends[1:],
+            [len(rs) for rs in records],
+            [b.base_offset for b in batches],
+            [("t-0", None)] * len(batches),
+            keys_only=keys_only,
+        )
+        assert column_lists(walked) == column_lists(chosen)
+        segment = bytearray(b"".join(bytes(b.buffer) for b in batches))
+        headers = batch_header_columns(segment)
+        in_place = RecordBatch.key_columns_of(segment, headers, keys_only=keys_only)
+        assert column_lists(in_place)["keys"] == column_lists(chosen)["keys"]
+        assert column_lists(in_place)["offsets"] == column_lists(chosen)["offsets"]
+        assert column_lists(in_place)["null_values"] == column_lists(chosen)["null_values"]
+        assert in_place.per_batch(in_place.key_lengths >= 0).tolist() == [
+            sum(r.key is not None for r in rs) for rs in records
+        ]
+    segment = bytearray(b"".join(bytes(b.buffer) for b in plain))
+    headers = batch_header_columns(segment)
+    body_starts, body_ends = headers.positions + 61, headers.positions + headers.sizes
+    walked_in_place = walked_key_columns_in(
+        segment, body_starts, body_ends, headers.record_counts, headers.base_offsets, [("t-0", 0)] * 3
+    )
+    assert column_lists(walked_in_place) == column_lists(RecordBatch.key_columns_of(segment, headers))
+    assert walked_in_place.record_starts[0] == 61  # positions into the segment's bytes
+
+
+def test_a_corrupt_body_the_compiled_loop_declines_is_named_by_the_walk() -> None:
+    batch = build(5, CompressionType.NONE, 0, seed=3)
+    segment = bytearray(bytes(build(2, CompressionType.NONE, 100, seed=1).buffer) + bytes(batch.buffer))
+    second = len(segment) - batch.size_bytes
+    segment[second + 61] = 0x7F  # the second batch's first record length varint: 63 bytes
+    restamp_crc(segment, second)
+    headers = batch_header_columns(segment)
+    with pytest.raises(CorruptRecordError) as raised:
+        RecordBatch.key_columns_of(segment, headers, where="topic-0/00000000000000000000.log", position=4096)
+    assert (raised.value.where, raised.value.position) == ("topic-0/00000000000000000000.log", 4096 + second)
+    assert "record #0" in str(raised.value)
+    broken = RecordBatch(segment[second:], where="clicks-0", position=8)
+    with pytest.raises(CorruptRecordError) as by_batches:
+        RecordBatch.key_columns([broken])
+    assert (by_batches.value.where, by_batches.value.position) == ("clicks-0", 8)
 
 
 def test_the_in_place_changes_keep_the_batch_valid() -> None:
