@@ -7,8 +7,9 @@ clock ticks (``SC_CLK_TCK``, 100 per second on Linux), summed over all its threa
 collector and compiler threads included. The command name (field 2) is in parentheses and may hold spaces
 and parentheses itself, so the fields are counted from its last ``)``.
 
-:class:`BrokerCpu` reads one process; :meth:`BrokerCpu.phase` measures the seconds a block of code cost it,
-which :func:`per_million` turns into CPU seconds per million records. A process that is gone raises
+:class:`BrokerCpu` reads one process, :class:`BrokersCpu` the sum of several (a cluster's brokers, each
+read in turn); their ``phase()`` measures the seconds a block of code cost them, which :func:`per_million`
+turns into CPU seconds per million records. A process that is gone raises
 :class:`BrokerGoneError` (a phase must not silently count zero). The resolution is one tick (10 ms): a phase
 should cost the broker at least a second of CPU for a figure to the percent. Not thread-safe per phase
 object; reading is.
@@ -69,6 +70,24 @@ class BrokerCpu:
     @contextmanager
     def phase(self) -> Iterator[PhaseCpu]:
         """``with cpu.phase() as spent: ...``: ``spent.seconds`` is what the block cost the process."""
+        spent = PhaseCpu()
+        before = self.seconds()
+        yield spent
+        spent.seconds = self.seconds() - before
+
+
+@dataclass(frozen=True)
+class BrokersCpu:
+    """The CPU time of processes ``pids`` together (one broker, or every broker of a cluster)."""
+
+    pids: tuple[int, ...]
+
+    def seconds(self) -> float:
+        return sum(BrokerCpu(pid).seconds() for pid in self.pids)
+
+    @contextmanager
+    def phase(self) -> Iterator[PhaseCpu]:
+        """``with cpu.phase() as spent: ...``: ``spent.seconds`` is what the block cost the processes."""
         spent = PhaseCpu()
         before = self.seconds()
         yield spent

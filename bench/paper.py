@@ -15,10 +15,15 @@ Everything runs on 127.0.0.1 and is started and stopped by this process: an Apac
 **Apache Kafka first** (:mod:`bench.paper_kafka`, which describes it): one Kafka broker and one Lumber broker
 with their default settings, the same clients against both (confluent-kafka producing 100-byte records at
 batch 1 and 50, ``acks=1`` and ``acks=all``, and consuming; kcat; 1, 4, 10, 100 and with
-``--many-partitions`` 1,000 partitions), ``--rounds`` alternated rounds, and the brokers' CPU seconds per
-million records from ``/proc/<pid>/stat``. It runs before RabbitMQ and ActiveMQ start (the paper's Lumber
-brokers and ZooKeeper are up, idle); Kafka's broker and the comparison's Lumber broker are stopped before
-the paper's experiment below starts.
+``--many-partitions`` 1,000 partitions; 1, 10 and 100 client connections, ``--connections``, in
+:mod:`bench.paper_kafka_connections`; each broker's RSS before and after 1,000 partitions, ``--memory``, in
+:mod:`bench.paper_kafka_memory`), ``--rounds`` alternated rounds, and the brokers' CPU seconds per million
+records from ``/proc/<pid>/stat``; then three Kafka brokers against three Lumber brokers, RF 3 ``acks=all``
+against RF 1 ``acks=1`` (``--replication``, :mod:`bench.paper_kafka_replication`). ``--no-memory``,
+``--no-replication`` and ``--connections ''`` leave those out. The curves against partitions and
+connections go to ``<out-dir>/kafka_growth.png`` (:mod:`bench.paper_kafka_curves`). It runs before
+RabbitMQ and ActiveMQ start (the paper's Lumber brokers and ZooKeeper are up, idle); Kafka's brokers and
+the comparison's Lumber brokers are stopped before the paper's experiment below starts.
 Every client is a Python client in this process tree: Lumber's own, ``pika`` (AMQP 0-9-1) and ``stomp.py``
 (STOMP 1.2; ActiveMQ has no maintained Python OpenWire client).
 
@@ -125,7 +130,11 @@ from bench.paper_common import (
     make_values,
     median,
 )
-from bench.paper_kafka import run_kafka_comparison
+from bench.paper_kafka import ExtraPhase, run_kafka_comparison
+from bench.paper_kafka_connections import ConnectionsPhase
+from bench.paper_kafka_curves import draw_curves, has_curves
+from bench.paper_kafka_memory import MemoryPhase
+from bench.paper_kafka_replication import run_replication
 from bench.paper_latency import (
     LatencySetup,
     activemq_latency_setup,
@@ -343,6 +352,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--many-partitions", action="store_true", help="the Kafka comparison also at 1,000 partitions"
     )
     parser.add_argument(
+        "--connections",
+        default="1,10,100",
+        help="client counts of the Kafka comparison's connections phases (1,10,100; '' to skip them)",
+    )
+    parser.add_argument(
+        "--replication",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the Kafka comparison's three brokers each, RF 3 acks=all against RF 1 acks=1 (default: on)",
+    )
+    parser.add_argument(
+        "--memory",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="each comparison broker's RSS before and after 1,000 partitions (default: on)",
+    )
+    parser.add_argument(
         "--out-dir", type=Path, default=REPO / "bench" / "results", help="paper.json, paper.png"
     )
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -360,6 +386,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.partitions = sorted(
         {int(p) for p in args.partitions.split(",") if p} | ({1000} if args.many_partitions else set())
     )
+    args.connections = sorted({int(c) for c in args.connections.split(",") if c})
     unknown = args.systems - {"kafka", "lumber", "rabbitmq", "activemq"}
     if unknown:
         parser.error(f"unknown systems: {', '.join(sorted(unknown))}")
@@ -367,6 +394,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--messages must be a multiple of 50 (batch 50)")
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
+    if args.connections and not 1 <= args.connections[0] <= args.connections[-1] <= args.kafka_messages:
+        parser.error("--connections must be between 1 and the records per run")
     return args
 
 
@@ -455,9 +484,22 @@ def main(argv: list[str] | None = None) -> int:
                 targets += [LumberTarget(LUMBER_B1, cluster, 1, 1), LumberTarget(LUMBER_B50, cluster, 50, 1)]
             if "kafka" in args.systems:  # first, before RabbitMQ and ActiveMQ start (Lumber's idle)
                 progress.remove_task(task)
-                report.kafka = run_kafka_comparison(
-                    cluster, scratch, args.kafka_messages, args.rounds, args.partitions, console.print
+                before_rounds: list[ExtraPhase] = [MemoryPhase()] if args.memory else []
+                each_round: list[ExtraPhase] = (
+                    [ConnectionsPhase(args.connections)] if args.connections else []
                 )
+                report.kafka = run_kafka_comparison(
+                    cluster,
+                    scratch,
+                    args.kafka_messages,
+                    args.rounds,
+                    args.partitions,
+                    console.print,
+                    before_rounds=before_rounds,
+                    each_round=each_round,
+                )
+                if args.replication:
+                    run_replication(cluster, scratch, report.kafka, console.print)
                 task = progress.add_task("starting RabbitMQ, ActiveMQ", total=None, rate="")
             if "rabbitmq" in args.systems:
                 rabbit = stack.enter_context(RabbitMQServer(scratch / "rabbitmq"))
@@ -514,7 +556,11 @@ def main(argv: list[str] | None = None) -> int:
     write_json(report, args.out_dir / "paper.json")
     if report.systems:
         draw_chart(report, args.out_dir / "paper.png")
-    console.print(f"wrote {args.out_dir / 'paper.json'} and {args.out_dir / 'paper.png'}")
+        console.print(f"wrote {args.out_dir / 'paper.png'}")
+    if report.kafka is not None and has_curves(report.kafka):
+        draw_curves(report.kafka, args.out_dir / "kafka_growth.png", report.started)
+        console.print(f"wrote {args.out_dir / 'kafka_growth.png'}")
+    console.print(f"wrote {args.out_dir / 'paper.json'}")
     failed = any(result.failures for result in report.systems.values())
     return 1 if failed or (report.kafka is not None and report.kafka.failures) else 0
 

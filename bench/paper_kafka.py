@@ -22,6 +22,14 @@ The clients, 100-byte records, one producer or one consumer at a time:
 * **Partitions**: a confluent-kafka producer at batch 50, ``acks=1``, no key (librdkafka's partitioner
   spreads the records over all partitions), to topics of 1, 4, 10 and 100 (and with
   ``--many-partitions``, 1,000) partitions; then one consumer assigned all of them reads everything.
+* **Extra phases** other modules give :class:`KafkaBench`: ``before_rounds`` once per broker after its
+  warm-up (the memory at 1,000 partitions, :mod:`bench.paper_kafka_memory`), ``each_round`` after a
+  broker's cases in every round (1, 10 and 100 client connections, :mod:`bench.paper_kafka_connections`),
+  with the same helpers (:meth:`KafkaBench.phase`, :meth:`~KafkaBench.consume`, :meth:`~KafkaBench.measure`).
+  Replication, three brokers each, runs after this comparison's brokers stop
+  (:mod:`bench.paper_kafka_replication`, also through :class:`KafkaBench`'s helpers).
+
+The clients' code is :mod:`bench.paper_kafka_clients`.
 
 Every phase is checked, not only timed: no delivery error, the topic's high watermarks add up to the
 records sent, the consumer received exactly that many. **Broker CPU**: utime + stime of the broker
@@ -30,30 +38,38 @@ million records: the fairest figure on a shared machine. Before round 1 each bro
 produce and consume at batch 50 (a cold JVM compiles Kafka's hot paths in its first seconds; Lumber's
 numba kernels compile on first use). Round ``r`` drives Kafka first when ``r`` is odd, Lumber first when
 even. Figures: the median of the rounds with min and max (:mod:`bench.spread`); tables in
-:mod:`bench.paper_kafka_report`. One thread drives it all (librdkafka's own threads aside); a failed phase
-is recorded in :attr:`KafkaComparison.failures` and the run goes on.
+:mod:`bench.paper_kafka_report`. One thread drives it all (librdkafka's own threads and the connections
+phases' client threads aside); a failed phase is recorded in :attr:`KafkaComparison.failures` and the run
+goes on.
 """
 
 from __future__ import annotations
 
 import logging
-import subprocess
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench.broker_cpu import BrokerCpu, per_million
+from bench.broker_cpu import BrokersCpu, per_million
+from bench.paper_kafka_clients import (
+    ConfluentProducer,
+    confluent_consume,
+    connected_consumer,
+    high_watermarks,
+    kcat_consume,
+    kcat_produce,
+    kcat_version,
+)
 from bench.spread import Spread
 from lumber.dev.kafka_server import KAFKA_SCRIPT_JVM_OPTIONS, KafkaCluster
 from lumber.dev.peer_jars import peer_jars
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 log = logging.getLogger("bench.paper_kafka")
@@ -61,7 +77,6 @@ log = logging.getLogger("bench.paper_kafka")
 KAFKA = "Apache Kafka"
 LUMBER = "Lumber"
 RECORD_BYTES = 100
-PHASE_TIMEOUT_S = 600.0
 WARMUP_RECORDS = 50_000
 #: Kafka's server settings that differ from its defaults in ``lumber.dev.kafka_server`` (sized for tests),
 #: set back to Kafka 4.x's defaults for the benchmark
@@ -115,6 +130,13 @@ class KafkaComparison:
     rounds: int
     partitions: list[int]
     cases: dict[str, dict[str, CaseResult]] = field(default_factory=dict)
+    #: client counts of the connections phases (:mod:`bench.paper_kafka_connections`), empty if not run
+    connections: list[int] = field(default_factory=list)
+    #: each broker's resident memory in MiB, before and after 1,000 partitions
+    #: (:mod:`bench.paper_kafka_memory`)
+    memory: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: whether the replication phases ran (:mod:`bench.paper_kafka_replication`)
+    replication: bool = False
     failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -128,12 +150,18 @@ class BrokerUnderTest:
 
     name: str
     bootstrap: str
-    pid: int
+    #: the broker's process, or every broker process of a cluster (their CPU time is summed)
+    pids: tuple[int, ...]
     create_topic: Callable[[str, int], None]
 
     @property
-    def cpu(self) -> BrokerCpu:
-        return BrokerCpu(self.pid)
+    def cpu(self) -> BrokersCpu:
+        return BrokersCpu(self.pids)
+
+    @property
+    def slug(self) -> str:
+        """``kafka`` or ``lumber``: a part of topic names."""
+        return self.name.split()[-1].lower()
 
 
 def admin_create_topic(bootstrap: str) -> Callable[[str, int], None]:
@@ -178,162 +206,23 @@ def make_records(count: int) -> list[bytes]:
     return [distinct[i % 1000] for i in range(count)]
 
 
-# ------------------------------------------------------------------------------------------- clients
-
-
-def producer_config(bootstrap: str, batch: int, acks: str) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": bootstrap,
-        "acks": acks,
-        "enable.idempotence": False,
-        "compression.type": "none",
-        "linger.ms": 0 if batch == 1 else 5,
-        "batch.num.messages": batch,
-        "queue.buffering.max.messages": 2_000_000,
-    }
-
-
-class ConfluentProducer:
-    """A confluent-kafka producer connected to ``topic``'s leader before any clock starts; :meth:`send`
-    produces ``records`` (to ``partition``, or spread by librdkafka's partitioner) and waits for every
-    acknowledgement, raising on any delivery error."""
-
-    def __init__(self, bootstrap: str, topic: str, batch: int, acks: str) -> None:
-        self.topic = topic
-        self.bootstrap = bootstrap
-        self.errors: list[str] = []
-        self.producer = Producer(
-            {
-                **producer_config(bootstrap, batch, acks),
-                "delivery.report.only.error": True,
-                "on_delivery": self._delivered,
-            }
-        )
-        self.producer.list_topics(topic, timeout=30)
-
-    def _delivered(self, err: Any, _msg: Any) -> None:
-        if err is not None:
-            self.errors.append(str(err))
-
-    def send(self, records: list[bytes], partition: int | None) -> None:
-        topic = self.topic
-        produce, poll = self.producer.produce, self.producer.poll
-        if partition is None:
-            for i, value in enumerate(records):
-                produce(topic, value)
-                if not i % 5000:
-                    poll(0)
-        else:
-            for i, value in enumerate(records):
-                produce(topic, value, partition=partition)
-                if not i % 5000:
-                    poll(0)
-        left = self.producer.flush(PHASE_TIMEOUT_S)
-        if left or self.errors:
-            raise RuntimeError(
-                f"{topic} at {self.bootstrap}: {left} records unacknowledged, errors: {self.errors[:3]}"
-            )
-
-
-def connected_consumer(bootstrap: str, topic: str) -> Any:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-{topic}",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        }
-    )
-    consumer.list_topics(topic, timeout=30)  # connected, with metadata, before any clock starts
-    return consumer
-
-
-def confluent_consume(consumer: Any, topic: str, partitions: int, count: int) -> None:
-    """Read ``topic``'s partitions from offset 0 until ``count`` records came; raise on an error or more."""
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    seen = 0
-    deadline = time.monotonic() + PHASE_TIMEOUT_S
-    while seen < count:
-        for msg in consumer.consume(num_messages=10_000, timeout=1.0):
-            error = msg.error()
-            if error is not None and error.code() != KafkaError._PARTITION_EOF:
-                raise RuntimeError(f"{topic}: consumer error {error}")
-            if error is None:
-                seen += 1
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{topic}: consumed {seen} of {count} records in {PHASE_TIMEOUT_S:.0f} s")
-    if seen != count:
-        raise RuntimeError(f"{topic}: consumed {seen} records, expected {count}")
-
-
-def high_watermarks(bootstrap: str, topic: str, partitions: int) -> int:
-    """The sum of ``topic``'s high watermarks; a partition answered NOT_LEADER (Kafka, a new topic of many
-    partitions whose leaders the broker is still loading) is asked again, up to 30 s."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-hw-{topic}"})
-    try:
-        total = 0
-        for p in range(partitions):
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    total += consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
-                    break
-                except KafkaException as exc:
-                    if (
-                        exc.args[0].code() != KafkaError.NOT_LEADER_FOR_PARTITION
-                        or time.monotonic() > deadline
-                    ):
-                        raise
-                    time.sleep(0.2)
-        return total
-    finally:
-        consumer.close()
-
-
-def kcat_produce(bootstrap: str, topic: str, lines: Path, acks: str, batch: int) -> None:
-    """kcat -P of ``lines`` (one record a line) to partition 0."""
-    argv = [
-        "kcat",
-        "-P",
-        "-b",
-        bootstrap,
-        "-t",
-        topic,
-        "-p",
-        "0",
-        *("-X", f"acks={acks}", "-X", f"linger.ms={0 if batch == 1 else 5}"),
-        *("-X", f"batch.num.messages={batch}", "-X", "queue.buffering.max.messages=2000000"),
-        "-l",
-        str(lines),
-    ]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=PHASE_TIMEOUT_S, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(
-            f"kcat -P to {topic} at {bootstrap} exited {done.returncode}: {done.stderr[-300:]}"
-        )
-
-
-def kcat_consume(bootstrap: str, topic: str, count: int) -> None:
-    """kcat -C of ``count`` records from the beginning; every record's offset printed and counted."""
-    argv = ["kcat", "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-c", str(count), "-e", "-q"]
-    argv += ["-f", "%o\n"]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=PHASE_TIMEOUT_S, check=False)
-    offsets = done.stdout.split()
-    if done.returncode != 0 or len(offsets) != count or offsets[-1] != str(count - 1):
-        raise RuntimeError(
-            f"kcat -C of {topic} at {bootstrap} exited {done.returncode} after {len(offsets)} of {count} "
-            f"records (last offset {offsets[-1] if offsets else None}): {done.stderr[-300:]}"
-        )
-
-
 # ------------------------------------------------------------------------------------------- the run
 
 
 Report = Callable[[str], None]
 
 
+#: a phase the comparison runs for one broker: before the rounds (``round_number`` 0) or in each round
+ExtraPhase = Callable[["KafkaBench", BrokerUnderTest, int], None]
+
+
 class KafkaBench:
-    """The comparison's rounds over ``brokers`` (Kafka first); results in :attr:`comparison`."""
+    """The comparison's rounds over ``brokers`` (Kafka first); results in :attr:`comparison`.
+
+    ``before_rounds`` phases run once per broker after its warm-up (the memory phase), ``each_round``
+    phases after the standard cases of every round (the connections phases); ``standard_cases=False`` runs
+    only those and the partitions (a test's quick run). The helpers a phase uses (:meth:`phase`,
+    :meth:`consume`, :meth:`measure`, :meth:`failed`) record into :attr:`comparison`."""
 
     def __init__(
         self,
@@ -343,32 +232,49 @@ class KafkaBench:
         partitions: list[int],
         scratch: Path,
         say: Report,
+        *,
+        comparison: KafkaComparison | None = None,
+        before_rounds: Sequence[ExtraPhase] = (),
+        each_round: Sequence[ExtraPhase] = (),
+        standard_cases: bool = True,
     ) -> None:
         self.brokers = brokers
         self.values = make_records(records)
         self.scratch = scratch
         self.say = say
-        self.comparison = KafkaComparison(records, rounds, partitions)
+        self.comparison = comparison or KafkaComparison(records, rounds, partitions)
+        self.before_rounds = before_rounds
+        self.each_round = each_round
+        self.standard_cases = standard_cases
         self._lines = scratch / "kcat-records.txt"
 
     def run(self) -> KafkaComparison:
         self.scratch.mkdir(parents=True, exist_ok=True)
         self._lines.write_bytes(b"\n".join(self.values) + b"\n")
         for broker in self.brokers:
-            self._warm_up(broker)
+            self.warm_up(broker)
+        for broker in self.brokers:
+            for extra in self.before_rounds:
+                extra(self, broker, 0)
         for round_number in range(1, self.comparison.rounds + 1):
-            order = self.brokers if round_number % 2 else list(reversed(self.brokers))
-            for broker in order:
+            for broker in self.round_order(round_number):
                 self._round(broker, round_number)
+                for extra in self.each_round:
+                    extra(self, broker, round_number)
         return self.comparison
 
-    def _warm_up(self, broker: BrokerUnderTest) -> None:
-        topic = f"warmup-{broker.name.split()[-1].lower()}"
+    def round_order(self, round_number: int) -> list[BrokerUnderTest]:
+        """Kafka first in odd rounds, Lumber first in even ones."""
+        return self.brokers if round_number % 2 else list(reversed(self.brokers))
+
+    def warm_up(self, broker: BrokerUnderTest, topic: str | None = None) -> None:
+        """An unreported produce and consume at batch 50 (to ``topic``, default ``warmup-<slug>``)."""
+        topic = topic or f"warmup-{broker.slug}"
         count = min(WARMUP_RECORDS, len(self.values))
         try:
             broker.create_topic(topic, 1)
             ConfluentProducer(broker.bootstrap, topic, 50, "1").send(self.values[:count], 0)
-            consumer = connected_consumer(broker.bootstrap, topic)
+            consumer = connected_consumer(broker.bootstrap, topic, count)
             try:
                 confluent_consume(consumer, topic, 1, count)
             finally:
@@ -379,22 +285,42 @@ class KafkaBench:
 
     def _round(self, broker: BrokerUnderTest, round_number: int) -> None:
         n = len(self.values)
-        slug = broker.name.split()[-1].lower()
+        slug = broker.slug
+        if self.standard_cases:
+            self._standard_cases(broker, round_number)
+        for partitions in self.comparison.partitions:
+            topic = f"k{round_number}-{slug}-p{partitions}"
+            if self.phase(
+                partitions_case("produce", partitions),
+                broker,
+                round_number,
+                topic,
+                partitions,
+                n,
+                partial(self.make_producer, broker, topic, 50, "1", None),
+            ):
+                self.consume(
+                    partitions_case("consume", partitions), broker, round_number, topic, partitions, n
+                )
+
+    def _standard_cases(self, broker: BrokerUnderTest, round_number: int) -> None:
+        n = len(self.values)
+        slug = broker.slug
         for case in PRODUCE_CASES:
             topic = f"k{round_number}-{slug}-b{case.batch}-acks{case.acks}"
-            self._phase(
+            self.phase(
                 case.name,
                 broker,
                 round_number,
                 topic,
                 1,
                 n,
-                partial(self._producer, broker, topic, case.batch, case.acks, 0),
+                partial(self.make_producer, broker, topic, case.batch, case.acks, 0),
             )
         produced = f"k{round_number}-{slug}-b50-acks1"
-        self._consume(CONSUME, broker, round_number, produced, 1, n)
+        self.consume(CONSUME, broker, round_number, produced, 1, n)
         kcat_topic = f"k{round_number}-{slug}-kcat"
-        if self._phase(
+        if self.phase(
             KCAT_PRODUCE,
             broker,
             round_number,
@@ -403,30 +329,17 @@ class KafkaBench:
             n,
             lambda: partial(kcat_produce, broker.bootstrap, kcat_topic, self._lines, "1", 50),
         ):
-            self._measure(
+            self.measure(
                 KCAT_CONSUME, broker, round_number, n, lambda: kcat_consume(broker.bootstrap, kcat_topic, n)
             )
-        for partitions in self.comparison.partitions:
-            topic = f"k{round_number}-{slug}-p{partitions}"
-            if self._phase(
-                partitions_case("produce", partitions),
-                broker,
-                round_number,
-                topic,
-                partitions,
-                n,
-                partial(self._producer, broker, topic, 50, "1", None),
-            ):
-                self._consume(
-                    partitions_case("consume", partitions), broker, round_number, topic, partitions, n
-                )
 
-    def _producer(
+    def make_producer(
         self, broker: BrokerUnderTest, topic: str, batch: int, acks: str, partition: int | None
     ) -> Callable[[], None]:
+        """A connected producer of every record of the run to ``topic``; what it returns sends them."""
         return partial(ConfluentProducer(broker.bootstrap, topic, batch, acks).send, self.values, partition)
 
-    def _phase(
+    def phase(
         self,
         case: str,
         broker: BrokerUnderTest,
@@ -442,27 +355,27 @@ class KafkaBench:
             broker.create_topic(topic, partitions)
             produce = prepare()
         except Exception as exc:
-            return self._failed(case, broker, round_number, exc)
-        if not self._measure(case, broker, round_number, count, produce):
+            return self.failed(case, broker, round_number, exc)
+        if not self.measure(case, broker, round_number, count, produce):
             return False
         try:
             held = high_watermarks(broker.bootstrap, topic, partitions)
         except Exception as exc:
-            return self._failed(case, broker, round_number, exc)
+            return self.failed(case, broker, round_number, exc)
         if held != count:
             lost = RuntimeError(f"{topic}: the high watermarks add up to {held}, {count} were acknowledged")
-            return self._failed(case, broker, round_number, lost)
+            return self.failed(case, broker, round_number, lost)
         return True
 
-    def _consume(
+    def consume(
         self, case: str, broker: BrokerUnderTest, round_number: int, topic: str, partitions: int, count: int
     ) -> bool:
         try:
-            consumer = connected_consumer(broker.bootstrap, topic)
+            consumer = connected_consumer(broker.bootstrap, topic, count)
         except Exception as exc:
-            return self._failed(case, broker, round_number, exc)
+            return self.failed(case, broker, round_number, exc)
         try:
-            return self._measure(
+            return self.measure(
                 case,
                 broker,
                 round_number,
@@ -472,7 +385,7 @@ class KafkaBench:
         finally:
             consumer.close()
 
-    def _measure(
+    def measure(
         self, case: str, broker: BrokerUnderTest, round_number: int, count: int, body: Callable[[], None]
     ) -> bool:
         """Run ``body``, timed and with the broker's CPU read before and after; record it under ``case``."""
@@ -482,7 +395,7 @@ class KafkaBench:
                 body()
                 seconds = time.perf_counter() - started
         except Exception as exc:
-            return self._failed(case, broker, round_number, exc)
+            return self.failed(case, broker, round_number, exc)
         result = self.comparison.result(case, broker.name)
         result.rate.add(count / seconds)
         result.cpu_per_million.add(per_million(spent.seconds, count))
@@ -492,7 +405,7 @@ class KafkaBench:
         )
         return True
 
-    def _failed(self, case: str, broker: BrokerUnderTest, round_number: int, exc: Exception) -> bool:
+    def failed(self, case: str, broker: BrokerUnderTest, round_number: int, exc: Exception) -> bool:
         log.debug("%s %s failed", broker.name, case, exc_info=exc)
         line = f"round {round_number} {broker.name} {case}: {type(exc).__name__}: {exc}"
         self.comparison.failures.append(line)
@@ -504,9 +417,19 @@ class KafkaBench:
 
 
 def run_kafka_comparison(
-    cluster: Any, scratch: Path, records: int, rounds: int, partitions: list[int], say: Report
+    cluster: Any,
+    scratch: Path,
+    records: int,
+    rounds: int,
+    partitions: list[int],
+    say: Report,
+    *,
+    before_rounds: Sequence[ExtraPhase] = (),
+    each_round: Sequence[ExtraPhase] = (),
+    standard_cases: bool = True,
 ) -> KafkaComparison:
-    """Apache Kafka against a Lumber broker (:mod:`bench.paper_kafka`), both stopped after."""
+    """Apache Kafka against a Lumber broker (:mod:`bench.paper_kafka`), both stopped after; the extra
+    phases and ``standard_cases`` as :class:`KafkaBench` takes them."""
     import confluent_kafka  # noqa: PLC0415
 
     kafka = KafkaCluster(
@@ -524,12 +447,22 @@ def run_kafka_comparison(
         if node.pid is None or lumber.popen is None:
             raise RuntimeError("a broker of the Kafka comparison is not running")
         brokers = [
-            BrokerUnderTest(KAFKA, kafka.bootstrap, node.pid, admin_create_topic(kafka.bootstrap)),
+            BrokerUnderTest(KAFKA, kafka.bootstrap, (node.pid,), admin_create_topic(kafka.bootstrap)),
             BrokerUnderTest(
-                LUMBER, lumber.address, lumber.popen.pid, lumber_create_topic(cluster, lumber.broker_id)
+                LUMBER, lumber.address, (lumber.popen.pid,), lumber_create_topic(cluster, lumber.broker_id)
             ),
         ]
-        comparison = KafkaBench(brokers, records, rounds, partitions, scratch / "kafka-bench", say).run()
+        comparison = KafkaBench(
+            brokers,
+            records,
+            rounds,
+            partitions,
+            scratch / "kafka-bench",
+            say,
+            before_rounds=before_rounds,
+            each_round=each_round,
+            standard_cases=standard_cases,
+        ).run()
         comparison.notes.append(
             f"Apache Kafka {kafka_version()} (one KRaft combined node, JVM {' '.join(node.jvm_options)} "
             f"-Xmx{node.heap_mb}m; settings beyond Kafka's defaults: listeners on 127.0.0.1, internal "
@@ -548,13 +481,3 @@ def kafka_version() -> str:
         if jar.name.startswith("kafka_2.13-"):
             return jar.name.removeprefix("kafka_2.13-").removesuffix(".jar")
     return "?"
-
-
-def kcat_version() -> str:
-    done = subprocess.run(["kcat", "-V"], capture_output=True, text=True, check=False, timeout=10)
-    line = next((line for line in done.stdout.splitlines() if line.startswith("Version ")), "")
-    words = line.split()  # Version 1.7.1 (JSON, ..., librdkafka 2.0.2 builtin.features=...)
-    if len(words) < 2:
-        return "kcat"
-    librdkafka = words[words.index("librdkafka") + 1] if "librdkafka" in words[:-1] else "?"
-    return f"kcat {words[1]} (librdkafka {librdkafka})"

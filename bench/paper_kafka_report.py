@@ -1,12 +1,17 @@
 """The tables of the Kafka comparison (:mod:`bench.paper_kafka`), Markdown for ``BENCHMARKS.md``.
 
-Two tables: the cases (records/s and broker CPU seconds per million records, each ``median [min - max]``
-over the rounds, and the ratios Lumber / Kafka of the medians, with issue 39's goal beside the cases that
-have one), then the partitions (each broker's throughput at 1, 4, 10, 100 (1,000) partitions and its fraction
-of its own one-partition figure). A line per failure follows. Pure formatting, no state.
+The cases (records/s and broker CPU seconds per million records, each ``median [min - max]`` over the
+rounds, and the ratios Lumber / Kafka of the medians, with issue 39's goal beside the cases that have one);
+the partitions and the connections (each broker's throughput at 1, 4, 10, 100 (1,000) partitions, at 1, 10,
+100 connections, and its fraction of its own figure at the smallest count); replication (three brokers each:
+RF 1 ``acks=1`` and RF 3 ``acks=all``, each system's ratio of the two against issue 39's goal, Lumber's at
+least Kafka's); memory (each broker's RSS before and after 1,000 partitions). Each table only when its
+phases ran. A line per note and per failure follows. Pure formatting, no state.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from bench.paper_kafka import (
     CONSUME,
@@ -15,9 +20,13 @@ from bench.paper_kafka import (
     KCAT_PRODUCE,
     LUMBER,
     PRODUCE_CASES,
+    CaseResult,
     KafkaComparison,
     partitions_case,
 )
+from bench.paper_kafka_connections import connections_case
+from bench.paper_kafka_memory import memory_case
+from bench.paper_kafka_replication import BASELINE, REPLICATED, replication_case
 from bench.spread import Spread, ratio, ratio_text
 
 #: issue 39's goals (Lumber / Kafka, in one run), by case: (throughput at least, CPU per record at most)
@@ -52,13 +61,16 @@ def markdown(comparison: KafkaComparison) -> str:
             f"{comparison.records:,} records of 100 bytes, {comparison.rounds} rounds, median [min - max]; "
             "broker CPU in seconds per million records"
         ),
-        "",
-        (
-            "| case | Kafka rec/s | Lumber rec/s | Lumber / Kafka | goal | Kafka broker CPU "
-            "| Lumber broker CPU | Lumber / Kafka | goal |"
-        ),
-        "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |",
     ]
+    if case_names(comparison):
+        lines += [
+            "",
+            (
+                "| case | Kafka rec/s | Lumber rec/s | Lumber / Kafka | goal | Kafka broker CPU "
+                "| Lumber broker CPU | Lumber / Kafka | goal |"
+            ),
+            "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |",
+        ]
     for case in case_names(comparison):
         by_broker = comparison.cases[case]
         kafka, lumber = by_broker.get(KAFKA), by_broker.get(LUMBER)
@@ -75,35 +87,26 @@ def markdown(comparison: KafkaComparison) -> str:
         )
     if comparison.partitions:
         lines += ["", *partition_lines(comparison)]
+    if comparison.connections:
+        lines += [
+            "",
+            *growth_lines(
+                comparison, "one topic, batch 50, acks=1", comparison.connections, connections_case
+            ),
+        ]
+    if comparison.replication:
+        lines += ["", *replication_lines(comparison)]
+    if comparison.memory:
+        lines += ["", *memory_lines(comparison)]
     lines += ["", *(f"- {note}" for note in comparison.notes)]
     lines += [f"- FAILED {failure}" for failure in comparison.failures]
     return "\n".join(lines).rstrip() + "\n"
 
 
 def partition_lines(comparison: KafkaComparison) -> list[str]:
-    """Throughput by partition count, and each broker's fraction of its own figure at the smallest count."""
-    lines = [
-        (
-            "| one producer, batch 50, acks=1 | Kafka rec/s | of its fewest | Lumber rec/s | of its fewest "
-            "| Lumber / Kafka |"
-        ),
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for phase in ("produce", "consume"):
-        first = {KAFKA: Spread(), LUMBER: Spread()}
-        for index, partitions in enumerate(comparison.partitions):
-            by_broker = comparison.cases.get(partitions_case(phase, partitions), {})
-            rates = {
-                name: (by_broker[name].rate if name in by_broker else Spread()) for name in (KAFKA, LUMBER)
-            }
-            if index == 0:
-                first = rates
-            lines.append(
-                f"| {partitions_case(phase, partitions)} | {rates[KAFKA].text()} "
-                f"| {ratio_text(ratio(rates[KAFKA], first[KAFKA]))} | {rates[LUMBER].text()} "
-                f"| {ratio_text(ratio(rates[LUMBER], first[LUMBER]))} "
-                f"| {ratio_text(ratio(rates[LUMBER], rates[KAFKA]))} |"
-            )
+    """Throughput by partition count, each broker's fraction of its own figure at the smallest count, and
+    issue 39's partition goals."""
+    lines = growth_lines(comparison, "one producer, batch 50, acks=1", comparison.partitions, partitions_case)
     goals = []
     for many, few, at_least in PARTITION_GOALS:
         if many in comparison.partitions and few in comparison.partitions:
@@ -117,3 +120,107 @@ def partition_lines(comparison: KafkaComparison) -> list[str]:
                     f"(goal for Lumber {_goal(value, at_least, at_least=True)})"
                 )
     return lines + ([""] + [f"- {goal}" for goal in goals] if goals else [])
+
+
+def _rates(by_broker: dict[str, CaseResult], attribute: str = "rate") -> dict[str, Spread]:
+    return {
+        name: (getattr(by_broker[name], attribute) if name in by_broker else Spread())
+        for name in (KAFKA, LUMBER)
+    }
+
+
+def growth_lines(
+    comparison: KafkaComparison, title: str, counts: list[int], case: Callable[[str, int], str]
+) -> list[str]:
+    """A row per phase and count: each broker's rate, its fraction of its own rate at the first count,
+    Lumber / Kafka, and each broker's CPU seconds per million records."""
+    lines = [
+        (
+            f"| {title} | Kafka rec/s | of its fewest | Lumber rec/s | of its fewest | Lumber / Kafka "
+            "| Kafka broker CPU | Lumber broker CPU |"
+        ),
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for phase in ("produce", "consume"):
+        first = {KAFKA: Spread(), LUMBER: Spread()}
+        for index, count in enumerate(counts):
+            by_broker = comparison.cases.get(case(phase, count), {})
+            rates, cpu = _rates(by_broker), _rates(by_broker, "cpu_per_million")
+            if index == 0:
+                first = rates
+            lines.append(
+                f"| {case(phase, count)} | {rates[KAFKA].text()} "
+                f"| {ratio_text(ratio(rates[KAFKA], first[KAFKA]))} | {rates[LUMBER].text()} "
+                f"| {ratio_text(ratio(rates[LUMBER], first[LUMBER]))} "
+                f"| {ratio_text(ratio(rates[LUMBER], rates[KAFKA]))} | {cpu[KAFKA].text(2)} "
+                f"| {cpu[LUMBER].text(2)} |"
+            )
+    return lines
+
+
+def replication_lines(comparison: KafkaComparison) -> list[str]:
+    """Three brokers each: the four cases with CPU, then each system's RF 3 acks=all / RF 1 acks=1 and the
+    goal (Lumber's at least Kafka's)."""
+    lines = [
+        (
+            "| three brokers, batch 50 | Kafka rec/s | Lumber rec/s | Lumber / Kafka | Kafka brokers' CPU "
+            "| Lumber brokers' CPU | Lumber / Kafka |"
+        ),
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    (base_rf, base_acks), (repl_rf, repl_acks) = BASELINE, REPLICATED
+    names = [
+        replication_case("produce", base_rf, base_acks),
+        replication_case("produce", repl_rf, repl_acks),
+        replication_case("consume", base_rf),
+        replication_case("consume", repl_rf),
+    ]
+    for name in names:
+        by_broker = comparison.cases.get(name, {})
+        rates, cpu = _rates(by_broker), _rates(by_broker, "cpu_per_million")
+        lines.append(
+            f"| {name} | {rates[KAFKA].text()} | {rates[LUMBER].text()} "
+            f"| {ratio_text(ratio(rates[LUMBER], rates[KAFKA]))} | {cpu[KAFKA].text(2)} "
+            f"| {cpu[LUMBER].text(2)} | {ratio_text(ratio(cpu[LUMBER], cpu[KAFKA]))} |"
+        )
+    base = _rates(comparison.cases.get(names[0], {}))
+    replicated = _rates(comparison.cases.get(names[1], {}))
+    kafka_ratio = ratio(replicated[KAFKA], base[KAFKA])
+    lumber_ratio = ratio(replicated[LUMBER], base[LUMBER])
+    verdict = (
+        "-"
+        if kafka_ratio is None or lumber_ratio is None
+        else ("met" if lumber_ratio >= kafka_ratio else "not met")
+    )
+    return [
+        *lines,
+        "",
+        f"- {KAFKA} RF {repl_rf} acks={repl_acks} / RF {base_rf} acks={base_acks}: {ratio_text(kafka_ratio)}",
+        (
+            f"- {LUMBER} RF {repl_rf} acks={repl_acks} / RF {base_rf} acks={base_acks}: "
+            f"{ratio_text(lumber_ratio)} "
+            f"(goal for Lumber: at least Kafka's {ratio_text(kafka_ratio)}: {verdict})"
+        ),
+    ]
+
+
+def memory_lines(comparison: KafkaComparison) -> list[str]:
+    """Each broker's RSS before and after its memory phase, and that phase's rates (one reading each)."""
+    lines = [
+        (
+            "| broker | partitions | RSS before, MiB | RSS after, MiB | growth, MiB | KiB per partition "
+            "| produce rec/s | consume rec/s |"
+        ),
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, reading in comparison.memory.items():
+        partitions = int(reading["partitions"])
+        growth = reading["after_mib"] - reading["before_mib"]
+        produced = comparison.cases.get(memory_case("produce", partitions), {}).get(name)
+        consumed = comparison.cases.get(memory_case("consume", partitions), {}).get(name)
+        lines.append(
+            f"| {name} | {partitions:,} | {reading['before_mib']:,.0f} | {reading['after_mib']:,.0f} "
+            f"| {growth:,.0f} | {growth * 1024 / partitions:,.1f} "
+            f"| {produced.rate.text() if produced else '-'} | {consumed.rate.text() if consumed else '-'} |"
+        )
+    return lines

@@ -27,6 +27,9 @@ Expose = Literal["flushed", "appended"]
 #: Kafka's ``cleanup.policy`` values: delete old segments, keep the last value of every key, or both.
 CleanupPolicy = Literal["delete", "compact", "compact,delete"]
 TimestampTypeName = Literal["CreateTime", "LogAppendTime"]
+#: Kafka's ``compression.type`` values for a topic and a broker: keep the producer's codec, or store every
+#: batch with this one (``uncompressed`` is Kafka's name for no codec).
+TopicCompressionName = Literal["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"]
 MIB = 1024 * 1024
 
 
@@ -118,6 +121,13 @@ class LogConfig(ConfigSection):
         "Whose time a record carries (Kafka's log.message.timestamp.type): 'CreateTime' keeps the "
         "producer's; 'LogAppendTime' stamps each batch with the leader's clock as it appends it (the "
         "records then read the batch's time). A topic's own message.timestamp.type overrides it.",
+    )
+    compression_type: TopicCompressionName = setting(
+        "producer",
+        "The codec of stored batches (Kafka's compression.type): 'producer' keeps each batch as its "
+        "producer compressed it; 'uncompressed', 'gzip', 'snappy', 'lz4' or 'zstd' make the leader "
+        "recompress every produced batch of another codec before appending it (Kafka's LogValidator; "
+        "followers copy the leader's bytes). A topic's own compression.type overrides it.",
     )
 
     cleanup_policy: CleanupPolicy = setting(

@@ -107,6 +107,7 @@ TOPIC_CONFIG_KEYS: Mapping[str, TopicConfigKey] = {
     key.name: key
     for key in (
         TopicConfigKey(zk_paths.CLEANUP_POLICY, "log", "cleanup_policy", "log.cleanup.policy", "LIST"),
+        TopicConfigKey(zk_paths.COMPRESSION_TYPE, "log", "compression_type", "compression.type", "STRING"),
         TopicConfigKey(
             zk_paths.DELETE_RETENTION_MS,
             "log",

@@ -45,9 +45,10 @@ All paths are relative to the chroot of ``[zookeeper] connect``::
         {"config": {"cleanup.policy": "compact", "min.insync.replicas": "2", "segment.bytes": "1048576"},
          "version": 1}
         Keys (Kafka's names; what each overrides and takes is the table
-        :data:`~broker.cluster.topic_config.TOPIC_CONFIG_KEYS`): cleanup.policy, delete.retention.ms,
-        max.message.bytes, min.cleanable.dirty.ratio, min.compaction.lag.ms, min.insync.replicas,
-        retention.bytes, retention.ms, segment.bytes, segment.ms, unclean.leader.election.enable. Values
+        :data:`~broker.cluster.topic_config.TOPIC_CONFIG_KEYS`): cleanup.policy, compression.type,
+        delete.retention.ms, max.message.bytes, min.cleanable.dirty.ratio, min.compaction.lag.ms,
+        min.insync.replicas, retention.bytes, retention.ms, segment.bytes, segment.ms,
+        unclean.leader.election.enable. Values
         are strings in their checked form. Written with the topic by TopicAdmin (one multi), then
         replaced as a whole by :class:`~broker.cluster.topic_config_store.TopicConfigStore` (AlterConfigs,
         IncrementalAlterConfigs, ``lumber topics alter-config``): a multi of ``check`` on the topic node
@@ -160,6 +161,7 @@ CONTROLLED_SHUTDOWN_PATH = f"{ADMIN_PATH}/controlled_shutdown"
 #: The topic config keys Lumber reads from ``/config/topics/<topic>`` (Kafka's names; the table of what
 #: each overrides and takes is :data:`broker.cluster.topic_config.TOPIC_CONFIG_KEYS`).
 CLEANUP_POLICY = "cleanup.policy"
+COMPRESSION_TYPE = "compression.type"
 DELETE_RETENTION_MS = "delete.retention.ms"
 MAX_MESSAGE_BYTES = "max.message.bytes"
 MESSAGE_TIMESTAMP_TYPE = "message.timestamp.type"

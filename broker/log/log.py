@@ -2,7 +2,8 @@
 
 Appends go to the last (active) segment, after :mod:`broker.log.log_validator` accepted them; the log
 rolls to a new segment at ``segment_bytes`` or ``segment_ms``. Offsets are logical and consecutive: an
-append assigns them by rewriting each batch's base offset, never re-encoding records. Reads return a
+append assigns them by rewriting each batch's base offset, never re-encoding records (a topic's
+``compression.type`` recompresses a batch before, in the validator). Reads return a
 :class:`~broker.log.file_region.FileRegion` of whole batches for ``sendfile``.
 
 Offsets a log maintains::
@@ -73,7 +74,7 @@ from broker.log.log_flush import LogFlush
 from broker.log.log_listeners import EndOffsetListener, HighWatermarkListener, LogListeners
 from broker.log.log_replication import LogReplication
 from broker.log.log_truncation import LogTruncation, TruncationGuard, no_truncation_guard
-from broker.log.log_validator import ValidatedAppend, validate_append
+from broker.log.log_validator import TARGET_CODECS, ValidatedAppend, validate_append
 from broker.log.log_view import LogView
 from broker.log.producer_state import ProducerStateManager
 from broker.log.recovery import RecoveryResult, load_segments
@@ -257,6 +258,7 @@ class Log(LogReplication, LogTruncation, LogCleanup, LogFlush):
             max_message_bytes=config.max_message_bytes,
             validate_records=config.validate_records,
             compacted="compact" in config.cleanup_policy,
+            target_codec=TARGET_CODECS[config.compression_type],
         )
         return self._append_validated(validated, leader_epoch, False)
 

@@ -31,7 +31,17 @@ least one (a partial batch at the end is CORRUPT_MESSAGE, none at all INVALID_RE
    the first such request starts loading it here, :mod:`broker.log.kernel_load`, and is walked), not by
    decoding records.
 
-A follower's append (``from_leader``) skips steps 1 and 4 and takes the leader's offsets as they are: a
+6. the topic's codec (``compression.type``, :data:`TARGET_CODECS`): a leader of a topic whose codec is not
+   ``producer`` stores every batch of another codec recompressed with it
+   (:func:`~broker.record.record_batch_builder.recompressed_batch`, Kafka's
+   ``LogValidator.buildRecordsAndAssignOffsets``: the producer id, epoch and base sequence, the
+   transactional bit and every record kept; the offsets, leader epoch and LogAppendTime are the append's,
+   as for any batch), then checks the new batch's size again (:class:`RecordTooLargeError`, as Kafka's
+   ``UnifiedLog.append`` does after a recompression). A batch already of that codec is kept as it is, and
+   ``producer`` (the default) costs one comparison per request. Kafka takes one batch per request (v2);
+   Lumber takes several and recompresses each on its own.
+
+A follower's append (``from_leader``) skips steps 1, 4 and 6 and takes the leader's offsets as they are: a
 batch the log cleaner rewrote covers its original offset range with fewer records (``lastOffsetDelta``
 above ``recordCount - 1``), or none at all (an empty batch kept for a producer's last sequence).
 
@@ -47,25 +57,39 @@ functions: thread-safe.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from broker.log.errors import RecordTooLargeError
 from broker.log.kernel_load import start_loading_kernels
-from broker.record.batch_header import NO_TIMESTAMP
+from broker.record.batch_header import COMPRESSION_MASK, NO_TIMESTAMP
 from broker.record.batch_scan import scan_batches
+from broker.record.compression import CompressionType
 from broker.record.errors import CorruptRecordError, InvalidRecordError
 from broker.record.record_batch import RecordBatch
+from broker.record.record_batch_builder import recompressed_batch
 from broker.record.varint import Buffer
 
 __all__ = [
+    "TARGET_CODECS",
     "ValidatedAppend",
     "ValidatedBatches",
     "validate_append",
     "validate_batches",
     "validate_stored_batch",
 ]
+
+
+#: A topic's ``compression.type`` -> the codec its stored batches get (None: each keeps its producer's).
+TARGET_CODECS: Mapping[str, CompressionType | None] = {
+    "producer": None,
+    "uncompressed": CompressionType.NONE,
+    "gzip": CompressionType.GZIP,
+    "snappy": CompressionType.SNAPPY,
+    "lz4": CompressionType.LZ4,
+    "zstd": CompressionType.ZSTD,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,10 +120,12 @@ def validate_append(
     max_message_bytes: int,
     validate_records: bool = True,
     compacted: bool = False,
+    target_codec: CompressionType | None = None,
     from_leader: bool = False,
 ) -> ValidatedAppend:
     """Split ``buffer`` into whole batches and check each (see the module docstring); raises the first
     failure, and the caller appends nothing then. ``compacted``: refuse records without a key (step 5);
+    ``target_codec``: the topic's codec (step 6, :data:`TARGET_CODECS`; None keeps the producer's);
     ``from_leader``: a follower's append of its leader's batches."""
     scan = scan_batches(buffer, where=where)
     if scan.partial_tail_bytes:
@@ -116,6 +142,11 @@ def validate_append(
     record_count, max_timestamp_ms = _check_batches(scan.batches, where, max_message_bytes, validate_records)
     if compacted:
         _check_keys(scan.batches, where)
+    if target_codec is not None and any(
+        batch.attributes & COMPRESSION_MASK != target_codec for batch in scan.batches
+    ):
+        batches, size_bytes = _recompressed(scan.batches, target_codec, where, max_message_bytes)
+        return ValidatedAppend(batches, size_bytes, record_count, max_timestamp_ms)
     return ValidatedAppend(scan.batches, scan.complete_bytes, record_count, max_timestamp_ms)
 
 
@@ -193,6 +224,32 @@ def _check_keys(batches: Sequence[RecordBatch], where: str) -> None:
             f"{record.offset - batch.base_offset} of the batch (of {batch.record_count} records) has none",
             position=batch.position,
         )
+
+
+def _recompressed(
+    batches: tuple[RecordBatch, ...], codec: CompressionType, where: str, max_message_bytes: int
+) -> tuple[tuple[RecordBatch, ...], int]:
+    """Step 6: ``batches`` with each of another codec than ``codec`` recompressed with it, and their bytes.
+    A recompressed batch over ``max_message_bytes`` refuses the request."""
+    stored: list[RecordBatch] = []
+    for batch in batches:
+        if batch.compression == codec:
+            stored.append(batch)
+            continue
+        new = RecordBatch(recompressed_batch(batch, codec), where=where, position=batch.position)
+        if new.size_bytes > max_message_bytes:
+            raise RecordTooLargeError(
+                f"{where} (recompressed: compression.type {_codec_name(codec)})",
+                new.size_bytes,
+                max_message_bytes,
+                position=batch.position,
+            )
+        stored.append(new)
+    return tuple(stored), sum(batch.size_bytes for batch in stored)
+
+
+def _codec_name(codec: CompressionType) -> str:
+    return next(name for name, target in TARGET_CODECS.items() if target == codec)
 
 
 def validate_stored_batch(batch: RecordBatch) -> None:

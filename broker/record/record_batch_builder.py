@@ -17,6 +17,9 @@ records (offset deltas, timestamps, headers, the producer fields, the leader epo
 offset range kept: Kafka's ``MemoryRecords.filterTo`` for magic 2); :func:`retained_batch_of_bytes` does the
 same from the retained records' own bytes, for the common case where none of their deltas changes.
 
+A fourth, for the leader of a topic whose ``compression.type`` names a codec: :func:`recompressed_batch`
+stores a produced batch's records with that codec (Kafka's ``LogValidator.buildRecordsAndAssignOffsets``).
+
 Thread safety: a :class:`RecordBatchBuilder` belongs to one thread; :func:`pack_batch` and
 :func:`retained_batch` are stateless.
 """
@@ -49,7 +52,13 @@ from broker.record.record_encoder import NULL_PART, encode_record, key_part
 from broker.record.record_header import NO_HEADERS, Header, encode_headers
 from broker.record.varint import VARINT_CACHE_HIGH, VARINT_CACHE_LOW, VARINTS, encode_varint
 
-__all__ = ["RecordBatchBuilder", "pack_batch", "retained_batch", "retained_batch_of_bytes"]
+__all__ = [
+    "RecordBatchBuilder",
+    "pack_batch",
+    "recompressed_batch",
+    "retained_batch",
+    "retained_batch_of_bytes",
+]
 
 # The header split at the CRC boundary: [0, 21) baseOffset, batchLength, partitionLeaderEpoch, magic, crc;
 # [21, 61) attributes, lastOffsetDelta, firstTimestamp, maxTimestamp, producerId, producerEpoch,
@@ -315,6 +324,39 @@ def _pack_retained(
         batch.producer_epoch,
         batch.base_sequence,
         record_count,
+    )
+    crc = crc32c.crc32c(data, crc32c.crc32c(tail))
+    head = _HEADER_BEFORE_ATTRIBUTES.pack(
+        batch.base_offset, MIN_BATCH_LENGTH + len(data), batch.partition_leader_epoch, MAGIC, crc
+    )
+    return b"".join((head, tail, data))
+
+
+def recompressed_batch(batch: RecordBatch, codec: CompressionType) -> bytes:
+    """``batch`` (a validated produced batch: offset deltas 0 .. count - 1) with its records compressed
+    with ``codec``, always (``NONE``: stored plain), even where that makes them larger: what a topic's
+    ``compression.type`` asks of the leader (Kafka's ``buildRecordsAndAssignOffsets``).
+
+    Kept, as Kafka keeps them: the producer id, epoch and base sequence, the transactional bit, the
+    record count and offset range, and every record's offset, timestamp, key, value and headers. The
+    records' bytes are the producer's, decompressed: their deltas stay valid because ``firstTimestamp``
+    and ``maxTimestamp`` are kept too. Set afresh: the codec, and the timestamp type CreateTime (a
+    LogAppendTime topic's append stamps it after, as it stamps every batch); the control and
+    delete-horizon bits are clear (a produced batch has neither). The base offset and leader epoch are
+    the batch's, rewritten by the append like any batch's."""
+    data = batch.records_data()
+    if codec:  # CompressionType.NONE is 0
+        data = compress(codec, data)
+    attributes = int(codec) | (batch.attributes & TRANSACTIONAL_MASK)
+    tail = _HEADER_FROM_ATTRIBUTES.pack(
+        attributes,
+        batch.last_offset_delta,
+        batch.first_timestamp_ms,
+        batch.max_timestamp_ms,
+        batch.producer_id,
+        batch.producer_epoch,
+        batch.base_sequence,
+        batch.record_count,
     )
     crc = crc32c.crc32c(data, crc32c.crc32c(tail))
     head = _HEADER_BEFORE_ATTRIBUTES.pack(

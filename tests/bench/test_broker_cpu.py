@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from bench.broker_cpu import BrokerCpu, BrokerGoneError, per_million, stat_cpu_seconds
+from bench.broker_cpu import BrokerCpu, BrokerGoneError, BrokersCpu, per_million, stat_cpu_seconds
 
 # a real line's shape: pid (comm) state ppid ... utime=field 14, stime=field 15
 LINE = "4242 (java) S 1 4242 4242 0 -1 4194560 9 0 0 0 1234 567 0 0 20 0 40 0 777 0 0\n"
@@ -68,6 +68,21 @@ def test_a_gone_process_is_an_error_not_zero() -> None:
     child.wait()
     with pytest.raises(BrokerGoneError, match=f"process {child.pid} is gone"):
         BrokerCpu(child.pid).seconds()
+
+
+def test_several_processes_sum_and_a_gone_one_is_an_error() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        ours, theirs = BrokerCpu(os.getpid()), BrokerCpu(child.pid)
+        low = ours.seconds() + theirs.seconds()
+        both = BrokersCpu((os.getpid(), child.pid)).seconds()
+        high = ours.seconds() + theirs.seconds()
+        assert low <= both <= high
+    finally:
+        child.kill()
+        child.wait()
+    with pytest.raises(BrokerGoneError, match=f"process {child.pid} is gone"):
+        BrokersCpu((os.getpid(), child.pid)).seconds()
 
 
 def test_per_million() -> None:

@@ -4,6 +4,9 @@ and issue 39's goals beside them."""
 from __future__ import annotations
 
 from bench.paper_kafka import KAFKA, LUMBER, KafkaComparison, partitions_case
+from bench.paper_kafka_connections import connections_case
+from bench.paper_kafka_memory import memory_case
+from bench.paper_kafka_replication import replication_case
 from bench.paper_kafka_report import markdown
 
 
@@ -47,7 +50,56 @@ def test_cases_with_medians_ratios_and_goals() -> None:
 
 def test_partitions_against_each_broker_own_fewest() -> None:
     lines = markdown(comparison()).splitlines()
-    assert "| produce, 1 partition | 200,000 | 1.00x | 400,000 | 1.00x | 2.00x |" in lines
-    assert "| produce, 4 partitions | 100,000 | 0.50x | 200,000 | 0.50x | 2.00x |" in lines
-    assert "| consume, 1 partition | - | - | - | - | - |" in lines
+    assert "| produce, 1 partition | 200,000 | 1.00x | 400,000 | 1.00x | 2.00x | 5.00 | 3.00 |" in lines
+    assert "| produce, 4 partitions | 100,000 | 0.50x | 200,000 | 0.50x | 2.00x | 9.00 | 3.00 |" in lines
+    assert "| consume, 1 partition | - | - | - | - | - | - | - |" in lines
     assert "- Lumber produce, 4 / 1 partitions: 0.50x (goal for Lumber >= 1x: not met)" in lines
+
+
+def growth_comparison() -> KafkaComparison:
+    result = KafkaComparison(records=20_000, rounds=2, partitions=[], connections=[1, 10])
+    rates = {
+        (connections_case("produce", 1), KAFKA): [200_000.0, 100_000.0],
+        (connections_case("produce", 10), KAFKA): [150_000.0, 50_000.0],
+        (connections_case("produce", 1), LUMBER): [100_000.0],
+        (connections_case("produce", 10), LUMBER): [120_000.0],
+        (replication_case("produce", 1, "1"), KAFKA): [300_000.0],
+        (replication_case("produce", 3, "all"), KAFKA): [150_000.0],
+        (replication_case("produce", 1, "1"), LUMBER): [100_000.0],
+        (replication_case("produce", 3, "all"), LUMBER): [40_000.0],
+        (memory_case("produce", 1000), LUMBER): [90_000.0],
+    }
+    for (case, broker), values in rates.items():
+        for value in values:
+            result.result(case, broker).rate.add(value)
+            result.result(case, broker).cpu_per_million.add(2.0)
+    result.replication = True
+    result.memory[KAFKA] = {"partitions": 1000.0, "before_mib": 400.0, "after_mib": 500.0}
+    result.memory[LUMBER] = {"partitions": 1000.0, "before_mib": 100.0, "after_mib": 150.0}
+    return result
+
+
+def test_connections_replication_and_memory_tables() -> None:
+    lines = markdown(growth_comparison()).splitlines()
+    assert (
+        "| produce, 1 connection | 150,000 [100,000 - 200,000] | 1.00x | 100,000 | 1.00x | 0.67x "
+        "| 2.00 [2.00 - 2.00] | 2.00 |"
+    ) in lines
+    assert (
+        "| produce, 10 connections | 100,000 [50,000 - 150,000] | 0.67x | 120,000 | 1.20x | 1.20x "
+        "| 2.00 [2.00 - 2.00] | 2.00 |"
+    ) in lines
+    assert "| consume, 10 connections | - | - | - | - | - | - | - |" in lines
+    # no standard cases ran: no cases table
+    assert not any(line.startswith("| case |") for line in lines)
+    assert (
+        "| replication: produce, RF 3, acks=all | 150,000 | 40,000 | 0.27x | 2.00 | 2.00 | 1.00x |" in lines
+    )
+    assert "- Apache Kafka RF 3 acks=all / RF 1 acks=1: 0.50x" in lines
+    assert (
+        "- Lumber RF 3 acks=all / RF 1 acks=1: 0.40x (goal for Lumber: at least Kafka's 0.50x: not met)"
+    ) in lines
+    assert "| Apache Kafka | 1,000 | 400 | 500 | 100 | 102.4 | - | - |" in lines
+    assert "| Lumber | 1,000 | 100 | 150 | 50 | 51.2 | 90,000 | - |" in lines
+    # no partitions phases ran: no partitions table
+    assert not any(line.startswith("| one producer") for line in lines)

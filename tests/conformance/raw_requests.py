@@ -20,6 +20,7 @@ from typing import Any
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
     from kafka.protocol.consumer import FetchRequest, FetchResponse
     from kafka.protocol.consumer.offsets import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
     from kafka.protocol.metadata import MetadataRequest, MetadataResponse
@@ -33,6 +34,21 @@ INIT_PRODUCER_ID_VERSION = 4
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 METADATA_VERSION = 9
 FETCH_VERSION = 12
+DESCRIBE_CONFIGS_VERSION = 4
+#: DescribeConfigs' resource types
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+#: DescribeConfigs v1+ config sources, by number
+CONFIG_SOURCES = (
+    "UNKNOWN",
+    "DYNAMIC_TOPIC_CONFIG",
+    "DYNAMIC_BROKER_CONFIG",
+    "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    "STATIC_BROKER_CONFIG",
+    "DEFAULT_CONFIG",
+    "DYNAMIC_BROKER_LOGGER_CONFIG",
+    "CLIENT_METRICS_CONFIG",
+    "GROUP_CONFIG",
+)
 #: the CreateTime of the first record of every :func:`idempotent_batch` (then one ms per record)
 BATCH_TIMESTAMP_MS = 1_700_000_000_000
 
@@ -224,6 +240,76 @@ def batch_epochs(address: str, topic: str, partition: int, end: int) -> list[tup
                 batches.append((batch.base_offset, batch.last_offset, batch.leader_epoch))
                 offset = batch.last_offset + 1
     return [b for b in batches if b[0] < end]
+
+
+#: A batch's codec (bits 0-2 of its attributes) by name, as ``compression.type`` names it.
+CODEC_NAMES = ("uncompressed", "gzip", "snappy", "lz4", "zstd")
+
+
+def stored_batches(address: str, topic: str, partition: int, end: int) -> list[dict[str, Any]]:
+    """Every batch of ``topic-partition`` below offset ``end`` as Fetch v12 from ``address`` returns it (the
+    stored bytes: neither broker converts a v2 batch on the way out): its offsets, record count, codec,
+    timestamp type, and producer fields (whether it has a producer id: the ids differ between clusters)."""
+    batches: list[dict[str, Any]] = []
+    offset = 0
+    while offset < end:
+        [response] = exchange(address, [fetch_frame(topic, partition, 52, offset=offset)])
+        if response is None:
+            raise AssertionError(f"{address} did not answer a Fetch of {topic}-{partition} at {offset}")
+        answer = FetchResponse.decode(response, version=FETCH_VERSION, header=True, framed=True)
+        [data] = [p for t in answer.responses for p in t.partitions]
+        if data.error_code != 0 or not data.records:
+            raise AssertionError(f"{topic}-{partition} at {offset} from {address}: error {data.error_code}")
+        records = MemoryRecords(bytes(data.records))
+        while (batch := records.next_batch()) is not None:
+            if batch.last_offset >= offset and batch.base_offset < end:
+                batches.append(
+                    {
+                        "offsets": [batch.base_offset, batch.last_offset],
+                        "records": batch.records_count,
+                        "codec": CODEC_NAMES[batch.compression_type],
+                        "timestamp_type": batch.timestamp_type,
+                        "has_producer_id": batch.producer_id >= 0,
+                        "producer_epoch": batch.producer_epoch,
+                        "base_sequence": batch.base_sequence,
+                        "transactional": batch.is_transactional,
+                    }
+                )
+                offset = batch.last_offset + 1
+    return batches
+
+
+def describe_config(address: str, resource_type: int, name: str, key: str) -> dict[str, Any] | None:
+    """DescribeConfigs v4 of one config of one resource, synonyms included (every one, in order: a client's
+    map by name would keep one of a topic config's and its broker default's, which share the name
+    ``compression.type``): its value, source and read-only flag, or the error's code; None if the resource
+    has no such config."""
+    resource = DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=resource_type, resource_name=name, configuration_keys=[key]
+    )
+    request = DescribeConfigsRequest(resources=[resource], include_synonyms=True, include_documentation=False)
+    request.API_VERSION = DESCRIBE_CONFIGS_VERSION
+    request.with_header(correlation_id=53, client_id="conformance")
+    [response] = exchange(
+        address, [bytes(request.encode(version=DESCRIBE_CONFIGS_VERSION, header=True, framed=True))]
+    )
+    if response is None:
+        raise AssertionError(f"{address} did not answer DescribeConfigs of {name}")
+    decoded = DescribeConfigsResponse.decode(
+        response, version=DESCRIBE_CONFIGS_VERSION, header=True, framed=True
+    )
+    [result] = decoded.results
+    if result.error_code:
+        return {"error_code": result.error_code}
+    for config in result.configs:
+        if config.name == key:
+            return {
+                "value": config.value,
+                "source": CONFIG_SOURCES[config.config_source],
+                "read_only": config.read_only,
+                "synonyms": [[s.name, s.value, CONFIG_SOURCES[s.source]] for s in config.synonyms],
+            }
+    return None
 
 
 def exchange(address: str, frames: list[bytes], timeout_s: float = 10.0) -> list[bytes | None]:

@@ -83,13 +83,8 @@ def _produce_steps(target: Target, topic: str, steps: list[tuple[str, int, int, 
 
 
 def _log(target: Target, topic: str) -> dict[str, Any]:
-    """The partition read from offset 0 by kafka-python; read again (for at most 15 s) while it comes back
-    empty: once, on a busy CI machine, the read right after the produces found no record on Kafka."""
-    deadline = time.monotonic() + 15
+    """The partition read from offset 0 by kafka-python."""
     read = kafka_python_read_all(target, topic, 0)
-    while not read["records"] and time.monotonic() < deadline:
-        time.sleep(0.5)
-        read = kafka_python_read_all(target, topic, 0)
     return {"records": [[r["offset"], r["key"], r["value"]] for r in read["records"]], "error": read["error"]}
 
 

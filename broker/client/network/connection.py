@@ -294,7 +294,9 @@ class BrokerConnection:
         """Write ``body`` at the negotiated version (or ``version``); return at once.
 
         ``callback`` runs in the reader thread once the response (or failure) is there. Without
-        ``expect_response`` (Produce with acks 0) the request is complete once written.
+        ``expect_response`` (Produce with acks 0) the request is complete once written. A request that
+        cannot be written fails once: :class:`BrokerConnectionError` is raised, unless the reader saw the
+        connection end first and already failed it through ``callback``.
         """
         api_key = int(api_for_request(body).key)
         if version is None:
@@ -371,9 +373,13 @@ class BrokerConnection:
             except OSError as exc:
                 error = self._write_error(exc, f"a {len(frame)}-byte request")
                 with self._lock:  # this request fails here, by raising: not through its callback too
-                    self._pending.pop(correlation_id, None)
+                    ours = not expect_response or self._pending.pop(correlation_id, None) is not None
                 self._fail(error)
-                raise error from exc
+                if ours:
+                    raise error from exc
+                # the reader saw the connection end first and failed the request through its callback,
+                # once: raising too would fail it twice (a producer retried its batch twice, then died of
+                # the second requeue, when kill -9 met a write in progress)
         if not expect_response:
             pending._complete(None, None)
         return pending

@@ -15,6 +15,7 @@ from broker.config import BrokerConfig, LogConfig
 def test_every_key_overrides_a_real_setting_with_its_bounds() -> None:
     assert sorted(TOPIC_CONFIG_KEYS) == [
         "cleanup.policy",
+        "compression.type",
         "delete.retention.ms",
         "max.message.bytes",
         "message.timestamp.type",
@@ -89,7 +90,8 @@ def test_values_are_stored_in_their_checked_form() -> None:
         ("cleanup.policy", "compact,,delete", "expected compact, delete, or both separated by a comma"),
         ("unclean.leader.election.enable", "1", "unclean.leader.election.enable='1': expected true or false"),
         ("min.insync.replicas", "0", "min.insync.replicas='0': with replication factor 3 it must be"),
-        ("compression.type", "lz4", "topic 't': Lumber does not read the topic config 'compression.type'"),
+        ("compression.type", "brotli", "compression.type='brotli': expected producer or uncompressed or "),
+        ("preallocate", "true", "topic 't': Lumber does not read the topic config 'preallocate'"),
     ],
 )
 def test_a_bad_value_names_topic_key_value_and_what_it_takes(key: str, value: str, message: str) -> None:

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from broker.errors import BrokerError
-from broker.log.errors import LogError, RecordTooLargeError
+from broker.log.errors import LogError, OutOfOrderSequenceError, RecordTooLargeError
 from broker.log.log import Log
-from broker.log.log_validator import validate_batches, validate_stored_batch
+from broker.log.log_validator import validate_append, validate_batches, validate_stored_batch
+from broker.record.batch_header import TimestampType
 from broker.record.batch_scan import scan_batches
 from broker.record.compression import CompressionType
 from broker.record.errors import (
@@ -21,7 +22,7 @@ from broker.record.errors import (
 from broker.record.record_batch import RecordBatch
 from broker.record.record_batch_builder import RecordBatchBuilder
 from broker.server.error_codes import error_code_of
-from tests.broker.log.helpers import config, make_batch
+from tests.broker.log.helpers import BASE_TS, config, make_batch
 from tests.support.poison_batches import (
     forge_batch,
     gzip_flag_on_plain_records,
@@ -186,3 +187,130 @@ def test_a_zstd_bomb_is_refused_without_exhausting_memory() -> None:
     error = refused(bomb)
     assert type(error) is CorruptRecordError
     assert "ZSTD records decompress to more than 67108864 bytes" in str(error)
+
+
+# -- step 6: the topic's compression.type
+
+
+def idempotent_batch(codec: CompressionType, base_sequence: int, count: int) -> bytes:
+    builder = RecordBatchBuilder(codec, producer_id=11, producer_epoch=2, base_sequence=base_sequence)
+    for i in range(count):
+        builder.append(BASE_TS + i, f"k{base_sequence + i}".encode(), b"GET /index.html 200 " * 10)
+    return builder.build()
+
+
+def stored_batches(log: Log) -> list[RecordBatch]:
+    region = log.read(log.log_start_offset, 1 << 20)
+    assert region is not None
+    batches = list(scan_batches(region.read_bytes()).batches)
+    for batch in batches:
+        batch.validate()
+    return batches
+
+
+def test_the_topic_codec_recompresses_each_batch_of_another_codec() -> None:
+    lz4, plain = make_batch(0, 5, codec=CompressionType.LZ4), make_batch(5, 2)
+    zstd = make_batch(7, 3, codec=CompressionType.ZSTD)
+    validated = validate_append(
+        lz4 + plain + zstd, where="t-0 append", max_message_bytes=MAX, target_codec=CompressionType.ZSTD
+    )
+    assert [b.compression for b in validated.batches] == [CompressionType.ZSTD] * 3
+    assert validated.batches[2].buffer == zstd  # already zstd: kept as it is
+    assert [b.records_data() for b in validated.batches] == [
+        RecordBatch(lz4).records_data(),
+        RecordBatch(plain).records_data(),
+        RecordBatch(zstd).records_data(),
+    ]
+    assert (validated.record_count, validated.size_bytes) == (
+        10,
+        sum(b.size_bytes for b in validated.batches),
+    )
+    assert validated.size_bytes != len(lz4 + plain + zstd)
+
+
+@pytest.mark.parametrize(
+    ("target", "data"),
+    [
+        (None, make_batch(0, 5, codec=CompressionType.LZ4)),  # producer: the producer's codec
+        (CompressionType.NONE, make_batch(0, 5)),  # uncompressed, and so is the batch
+        (CompressionType.LZ4, make_batch(0, 5, codec=CompressionType.LZ4)),
+    ],
+)
+def test_a_batch_of_the_topics_codec_is_not_copied(target: CompressionType | None, data: bytes) -> None:
+    scanned = scan_batches(data).batches
+    validated = validate_append(data, where="t-0 append", max_message_bytes=MAX, target_codec=target)
+    assert validated.batches[0].buffer.obj is scanned[0].buffer.obj  # the request's own bytes
+    assert validated.size_bytes == len(data)
+
+
+def test_a_batch_too_large_once_recompressed_is_refused() -> None:
+    """A zstd batch of 2,000 records is 21,982 bytes; stored uncompressed it is over the limit: the
+    request is refused after the recompression, as Kafka's append refuses it."""
+    data = make_batch(0, 2_000, codec=CompressionType.ZSTD, value_size=100)
+    assert len(data) == 21_982
+    with pytest.raises(RecordTooLargeError) as info:
+        validate_append(data, where="t-0 append", max_message_bytes=32_768, target_codec=CompressionType.NONE)
+    assert str(info.value) == (
+        "t-0 append (recompressed: compression.type uncompressed): record batch at position 0 is 230823 "
+        "bytes, larger than max_message_bytes 32768"
+    )
+    assert error_code_of(info.value) == 10  # MESSAGE_TOO_LARGE
+
+
+def test_a_log_stores_the_topics_codec_and_keeps_the_idempotent_producers_state(tmp_path: Path) -> None:
+    directory = tmp_path / "gz-0"
+    directory.mkdir()
+    log = Log(directory, config(tmp_path, compression_type="gzip"))
+    try:
+        first = log.append(idempotent_batch(CompressionType.LZ4, 0, 4), leader_epoch=3)
+        second = log.append(idempotent_batch(CompressionType.NONE, 4, 3), leader_epoch=3)
+        again = log.append(idempotent_batch(CompressionType.LZ4, 0, 4), leader_epoch=3)  # a retry
+        assert (first.first_offset, first.last_offset, second.first_offset, second.last_offset) == (
+            0,
+            3,
+            4,
+            6,
+        )
+        assert (again.duplicate, again.first_offset, again.last_offset) == (True, 0, 3)
+        batches = stored_batches(log)
+        assert [
+            (b.base_offset, b.last_offset, b.compression, b.partition_leader_epoch, b.base_sequence)
+            for b in batches
+        ] == [(0, 3, CompressionType.GZIP, 3, 0), (4, 6, CompressionType.GZIP, 3, 4)]
+        assert [(b.producer_id, b.producer_epoch) for b in batches] == [(11, 2), (11, 2)]
+        records = [r for b in batches for r in b.records()]
+        assert [(r.offset, r.key, r.timestamp_ms) for r in records] == [
+            (i, f"k{i}".encode(), BASE_TS + (i if i < 4 else i - 4)) for i in range(7)
+        ]
+        assert log.size_bytes == sum(b.size_bytes for b in batches) == first.size_bytes + second.size_bytes
+        with pytest.raises(OutOfOrderSequenceError):  # the sequence continues at 7
+            log.append(idempotent_batch(CompressionType.LZ4, 9, 1))
+    finally:
+        log.close()
+
+
+def test_log_append_time_stamps_the_recompressed_batch_and_a_follower_copies_it(tmp_path: Path) -> None:
+    now_ms = BASE_TS + 60_000
+    (tmp_path / "leader-0").mkdir()
+    (tmp_path / "follower-0").mkdir()
+    settings = config(tmp_path, compression_type="zstd", message_timestamp_type="LogAppendTime")
+    leader = Log(tmp_path / "leader-0", settings, clock=lambda: now_ms)
+    follower = Log(tmp_path / "follower-0", settings.model_copy(update={"compression_type": "snappy"}))
+    try:
+        leader.append(make_batch(0, 3, codec=CompressionType.GZIP), leader_epoch=0)
+        (batch,) = stored_batches(leader)
+        assert (batch.compression, batch.timestamp_type, batch.max_timestamp_ms) == (
+            CompressionType.ZSTD,
+            TimestampType.LOG_APPEND_TIME,
+            now_ms,
+        )
+        assert [r.timestamp_ms for r in batch.records()] == [now_ms] * 3
+        region = leader.read(0, 1 << 20)
+        assert region is not None
+        follower.append_as_follower(region.read_bytes())  # no recompression: the leader's bytes
+        again = follower.read(0, 1 << 20)
+        assert again is not None
+        assert again.read_bytes() == region.read_bytes()
+    finally:
+        leader.close()
+        follower.close()

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.record.batch_header import HEADER_SIZE, TimestampType
-from broker.record.compression import CompressionType
+from broker.record.compression import CompressionType, compress
 from broker.record.record_batch import RecordBatch
-from broker.record.record_batch_builder import RecordBatchBuilder
+from broker.record.record_batch_builder import RecordBatchBuilder, recompressed_batch
 from broker.record.varint import encode_varint
 
 TIMESTAMPS = st.integers(min_value=0, max_value=2**45)
@@ -87,3 +87,46 @@ def test_exact_bytes_of_a_small_batch() -> None:
     assert data[HEADER_SIZE:] == record
     header = struct.unpack(">qiibIhiqqqhii", data[:HEADER_SIZE])
     assert header == (7, len(data) - 12, -1, 2, crc32c.crc32c(data[21:]), 0, 0, 1000, 1000, 3, 1, 9, 1)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_recompressed_batch_keeps_the_producer_fields_and_the_records(codec: CompressionType) -> None:
+    builder = RecordBatchBuilder(CompressionType.LZ4, producer_id=7, producer_epoch=3, base_sequence=41)
+    for i in range(20):
+        builder.append(1_000 + i, f"k{i}".encode(), b"log line " * 20, (("host", b"h1"),))
+    produced = RecordBatch(builder.build())
+    stored = RecordBatch(recompressed_batch(produced, codec))
+    stored.validate()  # the CRC covers the new attributes
+    stored.validate_records()
+    assert (stored.compression, stored.timestamp_type, stored.is_transactional) == (
+        codec,
+        TimestampType.CREATE_TIME,
+        False,
+    )
+    assert (stored.producer_id, stored.producer_epoch, stored.base_sequence) == (7, 3, 41)
+    assert (stored.record_count, stored.last_offset_delta, stored.first_timestamp_ms) == (20, 19, 1_000)
+    assert stored.max_timestamp_ms == 1_019
+    assert stored.records_data() == produced.records_data()  # the producer's record bytes, recompressed
+    assert stored.records() == produced.records()
+    if codec == CompressionType.NONE:
+        assert (
+            stored.size_bytes == HEADER_SIZE + len(produced.records_data()) == 4_051
+        )  # 10 records of 199 bytes, 10 of 200
+    else:
+        assert stored.buffer[HEADER_SIZE:] == compress(codec, produced.records_data())
+
+
+def test_recompressed_batch_compresses_even_when_larger_and_keeps_the_transactional_bit() -> None:
+    builder = RecordBatchBuilder(is_transactional=True, producer_id=9, producer_epoch=0, base_sequence=0)
+    builder.append(5, None, b"\x8f")
+    produced = RecordBatch(builder.build())
+    assert produced.size_bytes == 69
+    stored = RecordBatch(recompressed_batch(produced, CompressionType.GZIP))
+    stored.validate()
+    # Kafka's builder compresses whatever the size: 8 bytes of records take 28 as gzip
+    assert (stored.size_bytes, stored.compression, stored.is_transactional) == (
+        89,
+        CompressionType.GZIP,
+        True,
+    )
+    assert [(r.offset, r.timestamp_ms, r.key, r.value) for r in stored.records()] == [(0, 5, None, b"\x8f")]

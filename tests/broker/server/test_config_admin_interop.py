@@ -74,6 +74,7 @@ def test_confluent_kafka_describes_alters_and_incrementally_alters_topic_configs
     configs = describe(admin, "cfg")
     assert sorted(configs) == [
         "cleanup.policy",
+        "compression.type",
         "delete.retention.ms",
         "max.message.bytes",
         "message.timestamp.type",
@@ -181,15 +182,16 @@ def test_confluent_kafka_describes_alters_and_incrementally_alters_topic_configs
     resource = ConfigResource(ConfigResource.Type.TOPIC, "nope")
     with pytest.raises(KafkaException, match="UNKNOWN_TOPIC_OR_PART"):
         admin.describe_configs([resource], request_timeout=TIMEOUT_S)[resource].result(TIMEOUT_S)
-    resource = ConfigResource(ConfigResource.Type.TOPIC, "cfg", set_config={"compression.type": "lz4"})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "cfg", set_config={"preallocate": "true"})
     with pytest.raises(KafkaException) as refused:
         legacy_alter(admin, resource)
     assert refused.value.args[0].name() == "INVALID_CONFIG"
     assert refused.value.args[0].str() == (
-        "topic 'cfg': Lumber does not read the topic config 'compression.type' (accepted: cleanup.policy, "
-        "delete.retention.ms, max.message.bytes, message.timestamp.type, min.cleanable.dirty.ratio, "
-        "min.compaction.lag.ms, min.insync.replicas, retention.bytes, retention.ms, segment.bytes, "
-        "segment.ms, unclean.leader.election.enable); set the others in lumber.toml"
+        "topic 'cfg': Lumber does not read the topic config 'preallocate' (accepted: cleanup.policy, "
+        "compression.type, delete.retention.ms, max.message.bytes, message.timestamp.type, "
+        "min.cleanable.dirty.ratio, min.compaction.lag.ms, min.insync.replicas, retention.bytes, "
+        "retention.ms, segment.bytes, segment.ms, unclean.leader.election.enable); set the others in "
+        "lumber.toml"
     )
 
 

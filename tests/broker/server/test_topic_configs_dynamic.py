@@ -1,6 +1,7 @@
 """Topic configs applied by every broker while it runs (and by a broker restarted later): two real broker
 processes replicating one partition, configs changed with confluent-kafka's IncrementalAlterConfigs, the
-effect read from the replicas' segment files."""
+effect read from the replicas' segment files (``compression.type``: the codec of each stored batch, and the
+follower's bytes equal to the leader's)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from broker.record.batch_scan import scan_batches
 from tests.support.broker_cluster import BrokerCluster, BrokerProcess, wait_for
 
 with warnings.catch_warnings():
@@ -199,3 +201,40 @@ def test_topic_configs_change_the_running_replicas_and_a_restarted_one(start_clu
     for broker in (leader, follower):
         wait_for_bases(broker, [layout[-1][0]])
     assert cluster.high_watermark(TOPIC, 0) == 35
+
+
+def stored_codecs(broker: BrokerProcess) -> list[int]:
+    """The codec of every batch in the partition's segment files on ``broker``, in offset order."""
+    folder = broker.log_dir / f"{TOPIC}-0"
+    data = b"".join(path.read_bytes() for path in sorted(folder.glob("*.log")))
+    batches = scan_batches(data).batches
+    for batch in batches:
+        batch.validate()
+    return [int(batch.compression) for batch in batches]
+
+
+def test_compression_type_recompresses_on_the_leader_and_the_follower_copies_it(start_cluster: Any) -> None:
+    cluster: BrokerCluster = start_cluster(2, replica_fetch_wait_max_ms=100, replica_lag_time_max_ms=3000)
+    cluster.create_topic(TOPIC, 1, {0: [0, 1]}, configs={"compression.type": "gzip"})
+    leader, follower = cluster.brokers
+    c = Cluster(cluster)
+    c.producer = ConfluentProducer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "acks": "all",
+            "linger.ms": 0,
+            "compression.type": "lz4",
+        }
+    )
+    c.produce(3)  # lz4 batches, stored gzip (1)
+    c.alter(("compression.type", "producer", AlterConfigOpType.SET), expect={"compression.type": "producer"})
+    c.produce(2)  # stored as sent: lz4 (3)
+    c.alter(
+        ("compression.type", "uncompressed", AlterConfigOpType.SET),
+        expect={"compression.type": "uncompressed"},
+    )
+    c.produce(2)  # stored plain (0)
+    assert stored_codecs(leader) == [1, 1, 1, 3, 3, 0, 0]
+    wait_for(lambda: segments(follower) == segments(leader), TIMEOUT_S, "the follower to copy the leader")
+    folder = f"{TOPIC}-0/00000000000000000000.log"
+    assert (follower.log_dir / folder).read_bytes() == (leader.log_dir / folder).read_bytes()

@@ -84,12 +84,13 @@ def test_replication_factor_zero_is_a_usage_error(config: Path) -> None:
             ),
         ),
         (
-            ("create", "x", "--partitions", "1", "--config", "compression.type=gzip"),
+            ("create", "x", "--partitions", "1", "--config", "preallocate=true"),
             (
                 "lumber: error: --config: topic 'x': Lumber does not read the topic config "
-                "'compression.type' (accepted: cleanup.policy, delete.retention.ms, max.message.bytes, "
-                "message.timestamp.type, min.cleanable.dirty.ratio, min.compaction.lag.ms, "
-                "min.insync.replicas, retention.bytes, retention.ms, segment.bytes, segment.ms, "
+                "'preallocate' (accepted: cleanup.policy, compression.type, delete.retention.ms, "
+                "max.message.bytes, message.timestamp.type, min.cleanable.dirty.ratio, "
+                "min.compaction.lag.ms, min.insync.replicas, retention.bytes, retention.ms, segment.bytes, "
+                "segment.ms, "
                 "unclean.leader.election.enable); set the others in lumber.toml\n"
             ),
         ),
@@ -176,7 +177,9 @@ def test_help_names_the_replication_options(config: Path) -> None:
     )
     assert (
         "--config KEY=VALUE a topic config, repeatable: cleanup.policy (compact, delete, or both "
-        "separated by a comma), delete.retention.ms (an integer of at least 0), max.message.bytes (an "
+        "separated by a comma), compression.type (producer or uncompressed or gzip or snappy or lz4 or "
+        "zstd), "
+        "delete.retention.ms (an integer of at least 0), max.message.bytes (an "
         "integer from 61 to 2147483647), message.timestamp.type (CreateTime or LogAppendTime), "
         "min.cleanable.dirty.ratio (a number from 0 to 1), "
         "min.compaction.lag.ms (an integer of at least 0), min.insync.replicas (an integer from 1 to the "

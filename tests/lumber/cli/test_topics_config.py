@@ -88,22 +88,31 @@ def test_alter_config_refusals_name_the_topic_key_and_value(zk: Any, config: Pat
             ),
         ),
         (
-            ("--set", "compression.type=lz4"),
+            ("--set", "compression.type=GZIP"),
+            (
+                "lumber: error: --set: topic 'events': compression.type='GZIP': expected producer or "
+                "uncompressed or gzip or snappy or lz4 or zstd\n"
+            ),
+        ),
+        (
+            ("--set", "preallocate=true"),
             (
                 "lumber: error: --set: topic 'events': Lumber does not read the topic config "
-                "'compression.type' (accepted: cleanup.policy, delete.retention.ms, max.message.bytes, "
-                "message.timestamp.type, min.cleanable.dirty.ratio, min.compaction.lag.ms, "
-                "min.insync.replicas, retention.bytes, retention.ms, segment.bytes, segment.ms, "
+                "'preallocate' (accepted: cleanup.policy, compression.type, delete.retention.ms, "
+                "max.message.bytes, message.timestamp.type, min.cleanable.dirty.ratio, "
+                "min.compaction.lag.ms, min.insync.replicas, retention.bytes, retention.ms, segment.bytes, "
+                "segment.ms, "
                 "unclean.leader.election.enable); set the others in lumber.toml\n"
             ),
         ),
         (
-            ("--delete", "compression.type"),
+            ("--delete", "preallocate"),
             (
-                "lumber: error: --delete compression.type: Lumber does not read the topic config "
-                "'compression.type' (accepted: cleanup.policy, delete.retention.ms, max.message.bytes, "
-                "message.timestamp.type, min.cleanable.dirty.ratio, min.compaction.lag.ms, "
-                "min.insync.replicas, retention.bytes, retention.ms, segment.bytes, segment.ms, "
+                "lumber: error: --delete preallocate: Lumber does not read the topic config "
+                "'preallocate' (accepted: cleanup.policy, compression.type, delete.retention.ms, "
+                "max.message.bytes, message.timestamp.type, min.cleanable.dirty.ratio, "
+                "min.compaction.lag.ms, min.insync.replicas, retention.bytes, retention.ms, segment.bytes, "
+                "segment.ms, "
                 "unclean.leader.election.enable)\n"
             ),
         ),
@@ -139,6 +148,7 @@ def test_describe_lists_every_config_with_its_source(zk: Any, config: Path) -> N
     assert lines[3:] == [
         "  config                          value       from",
         "  cleanup.policy                  compact     topic override",
+        "  compression.type                producer    default",
         "  delete.retention.ms             86400000    default",
         "  max.message.bytes               1048588     default",
         "  message.timestamp.type          CreateTime  default",
