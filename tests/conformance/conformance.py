@@ -86,8 +86,8 @@ def _old_librdkafka_scram_nonce(transcript: Transcript) -> Transcript:
     version = tuple(transcript.get("librdkafka", ()))
     if not isinstance(login, dict) or version >= (2, 6, 1):
         return transcript
-    refused = login.get("exit") == 1 and "invalid credentials" in str(login.get("first_failure"))
-    if refused or login == {"exit": 0, "first_failure": None, "said": []}:
+    refused = login.get("succeeded") is False and "invalid credentials" in str(login.get("first_failure"))
+    if refused or login == {"succeeded": True, "first_failure": None, "said": []}:
         transcript["login"] = "refused by Kafka 4 (the nonce kcat's librdkafka sends), accepted by Lumber"
     return transcript
 
