@@ -32,11 +32,10 @@ from typing import Any
 
 from broker.cluster.user_credential_store import UserCredentialStore
 from broker.network.scram_credential import ScramCredential, ScramMechanism
+from lumber.dev.broker_cluster import BrokerCluster
 from lumber.dev.dev_certificates import CertificateAuthority
 from lumber.dev.process import free_port
-from lumber.dev.zookeeper_server import ZooKeeperServer
-from tests.support.broker_cluster import BrokerCluster
-from tests.support.zookeeper import make_chroot
+from lumber.dev.zookeeper_server import ZooKeeperServer, make_chroot
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

@@ -97,4 +97,9 @@ class ResponseSendError(ConnectionFailure):
 
 class SaslAuthenticationError(NetworkError):
     """A SASL exchange failed; the message may be logged (it names the user and why, never a password or
-    key), the client is told only SASL_AUTHENTICATION_FAILED and the mechanism."""
+    key). The client is told SASL_AUTHENTICATION_FAILED with ``client_message`` when given (Kafka's own words
+    for PLAIN's refusals), else Kafka's generic "invalid credentials with SASL mechanism ..." message."""
+
+    def __init__(self, message: str, *, client_message: str | None = None) -> None:
+        super().__init__(message)
+        self.client_message = client_message

@@ -15,8 +15,9 @@ The states, as Kafka's (re-authentication, KIP-368, is not supported)::
   the connection without an answer.
 * An unknown mechanism is answered UNSUPPORTED_SASL_MECHANISM with the enabled ones, then closed.
 * A failed SaslAuthenticate (:class:`~broker.network.errors.SaslAuthenticationError`) is answered
-  SASL_AUTHENTICATION_FAILED with Kafka's message ("Authentication failed during authentication due to
-  invalid credentials with SASL mechanism SCRAM-SHA-512"), then closed; the log line names the client's
+  SASL_AUTHENTICATION_FAILED with Kafka's message (SCRAM: "Authentication failed during authentication due
+  to invalid credentials with SASL mechanism SCRAM-SHA-512"; PLAIN: PlainSaslServer's own, e.g.
+  "Authentication failed: Invalid username or password"), then closed; the log line names the client's
   address, the mechanism and why (the user, never the password).
 * **Throttling**: every failure from a host is recorded in the listener's
   :class:`~broker.network.failed_authentications.FailedAuthentications`; while a host has failed too often
@@ -169,7 +170,8 @@ class SaslAuthenticator:
             failures.record_failure(self._host)
             response = SaslAuthenticateResponse(
                 error_code=int(ErrorCode.SASL_AUTHENTICATION_FAILED),
-                error_message="Authentication failed during authentication due to invalid credentials with "
+                error_message=exc.client_message
+                or "Authentication failed during authentication due to invalid credentials with "
                 f"SASL mechanism {self._mechanism}",
             )
             return SaslStep(

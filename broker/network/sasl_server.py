@@ -16,13 +16,17 @@ SCRAM, two rounds (``,``-separated ``key=value`` attributes)::
     ClientSignature = HMAC(stored_key, AuthMessage);  ClientKey = ClientProof XOR ClientSignature
     accepted iff H(ClientKey) == stored_key;  ServerSignature = HMAC(server_key, AuthMessage)
 
-The client-final nonce must end with the server's full nonce (Kafka's check, which older librdkafka
-relies on by sending the client nonce twice). Channel binding ("p=") is refused, extensions after the nonce
-are ignored (Kafka's: tokenauth is for
-delegation tokens, which Lumber has not). PLAIN is one message ``authzid NUL user NUL password``, checked
-against the user's SCRAM credential (Lumber keeps one credential store; Kafka's PLAIN reads passwords from
-its JAAS file instead): PBKDF2 with the credential's salt and iterations, so a PLAIN login costs the broker
-what a SCRAM login costs the client.
+The client-final nonce must end with the server's full nonce: Kafka 3.x's check, which librdkafka before
+2.6.1 (kcat's on Debian) relies on by sending the client nonce twice; Kafka 4 requires the nonce to equal the
+server's (RFC 5802) and refuses those clients (tests/conformance/DIFFERENCES.md,
+``old_librdkafka_scram_nonce``). Channel binding ("p=") is refused, extensions after the nonce are ignored
+(Kafka's: tokenauth is for delegation tokens, which Lumber has not). PLAIN is one message
+``authzid NUL user NUL password``, checked against the user's SCRAM credential (Lumber keeps one
+credential store; Kafka's PLAIN reads passwords from its JAAS file instead): PBKDF2 with the credential's
+salt and iterations, so a PLAIN login costs the broker what a SCRAM login costs the client. A refused PLAIN
+login is told PlainSaslServer's words (``Authentication failed: Invalid username or password``, ``...:
+username not specified``, ``...: password not specified``, the authorization id, ``Invalid SASL/PLAIN
+response: expected 3 tokens, got N``), a refused SCRAM login Kafka's generic message.
 
 Failures raise :class:`~broker.network.errors.SaslAuthenticationError`, whose message may be logged (it names
 the user, never a password or key); the client is told only that its credentials were invalid. An unknown
@@ -52,6 +56,8 @@ MECHANISMS = (PLAIN, *(m.mechanism_name for m in ScramMechanism))
 _NONCE_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 #: The longest user name a client may give (a longer one fails before anything is looked up).
 _MAX_USERNAME = 256
+#: what Kafka's PlainSaslServer tells a client whose user or password is wrong (Lumber tells the same)
+_PLAIN_INVALID = "Authentication failed: Invalid username or password"
 
 
 class SaslServer(Protocol):
@@ -178,8 +184,8 @@ class ScramSaslServer:
             raise SaslAuthenticationError(
                 "the client-final message's channel binding differs from its header"
             )
-        # Kafka checks that the nonce *ends with* the server's (librdkafka 1.x, kcat's, sends the client nonce
-        # twice); the proof covers the nonce as sent, so a replay still fails
+        # Kafka 3.x's check, the nonce *ends with* the server's (librdkafka < 2.6.1, kcat's, sends the client
+        # nonce twice; Kafka 4 wants equality); the proof covers the nonce as sent, so a replay still fails
         if not attributes[1][2:].endswith(self._nonce):
             raise SaslAuthenticationError("the client-final message's nonce is not the server's")
         mechanism = self._mechanism
@@ -218,17 +224,36 @@ class PlainSaslServer:
         self._done = True
         parts = _text(token, "PLAIN message").split("\0")
         if len(parts) != 3:
-            raise SaslAuthenticationError("the PLAIN message is not authzid NUL user NUL password")
+            raise SaslAuthenticationError(
+                "the PLAIN message is not authzid NUL user NUL password",
+                client_message=f"Invalid SASL/PLAIN response: expected 3 tokens, got {min(len(parts), 4)}",
+            )
         authzid, user, password = parts
-        if not user or len(user) > _MAX_USERNAME or not password:
-            raise SaslAuthenticationError("the PLAIN message has an empty or invalid user or password")
-        if authzid and authzid != user:
-            raise SaslAuthenticationError(f"user {user!r} asked for another authorization id")
+        if not user or len(user) > _MAX_USERNAME:
+            raise SaslAuthenticationError(
+                "the PLAIN message has an empty or invalid user",
+                client_message="Authentication failed: username not specified"
+                if not user
+                else _PLAIN_INVALID,
+            )
+        if not password:
+            raise SaslAuthenticationError(
+                f"user {user!r} sent an empty password",
+                client_message="Authentication failed: password not specified",
+            )
         for mechanism in (ScramMechanism.SCRAM_SHA_512, ScramMechanism.SCRAM_SHA_256):
             credential = self._credentials(user, mechanism)
             if credential is not None:
                 if not credential.matches_password(password, mechanism):
-                    raise SaslAuthenticationError(f"user {user!r}: invalid credentials")
+                    raise SaslAuthenticationError(
+                        f"user {user!r}: invalid credentials", client_message=_PLAIN_INVALID
+                    )
+                if authzid and authzid != user:  # checked after the password, as Kafka does
+                    raise SaslAuthenticationError(
+                        f"user {user!r} asked for another authorization id",
+                        client_message="Authentication failed: Client requested an authorization id that "
+                        "is different from username",
+                    )
                 self._user = user
                 return b""
-        raise SaslAuthenticationError(f"user {user!r} has no credential")
+        raise SaslAuthenticationError(f"user {user!r} has no credential", client_message=_PLAIN_INVALID)

@@ -22,11 +22,16 @@ import os
 import shutil
 import socket
 import subprocess
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lumber.dev.process import LOOPBACK, ProcessHandle, port_in_use, start_and_wait, stop
 from pipeline.errors import DevStackError
+
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
 
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 
@@ -39,6 +44,28 @@ appender.console.layout.pattern = %d{ISO8601} %-5p [%t] %c{1}: %m%n
 rootLogger.level = info
 rootLogger.appenderRef.console.ref = console
 """
+
+
+def new_client(connect: str, timeout_s: float = 10.0) -> KazooClient:
+    """A started kazoo client on ``connect``."""
+    from kazoo.client import KazooClient  # noqa: PLC0415 - the CLI's start-up does not pay for kazoo
+
+    client = KazooClient(hosts=connect, timeout=timeout_s)
+    client.start(timeout=30)
+    return client
+
+
+def make_chroot(root_connect: str, name: str) -> str:
+    """Create a fresh unique chroot for one test or one benchmark run; return the connect string that
+    uses it."""
+    path = f"/t-{name[:40]}-{uuid.uuid4().hex[:8]}".replace("[", "_").replace("]", "_")
+    root = new_client(root_connect)
+    try:
+        root.ensure_path(path)
+    finally:
+        root.stop()
+        root.close()
+    return f"{root_connect}{path}"
 
 
 def java_executable() -> str:

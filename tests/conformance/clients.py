@@ -7,6 +7,7 @@ holds nothing client-specific. Every wait is bounded.
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
 import struct
 import subprocess
@@ -14,6 +15,8 @@ import time
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from tests.conformance.target import Target
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -26,6 +29,19 @@ with warnings.catch_warnings():
     from kafka import TopicPartition as KpPartition
 
 Record = dict[str, Any]
+#: how long an aiokafka helper lets its event loop run after ``stop()``: a TLS connection's transport closes
+#: a few loop turns after aiokafka closes it, and a loop ended before that leaves it unclosed
+TLS_CLOSE_S = 0.1
+
+
+def collect_unclosed_sockets() -> None:
+    """Collect the sockets a client left to the garbage collector, here and without a ResourceWarning (which
+    would otherwise fail whichever later test happens to collect them): an aiokafka TLS transport whose close
+    had not finished when its event loop ended (on a loaded machine ``TLS_CLOSE_S`` is not always enough),
+    a kafka-python client's bootstrap sockets after a refused login."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
 
 
 def error_name(exc: BaseException) -> str:
@@ -36,26 +52,26 @@ def error_name(exc: BaseException) -> str:
 
 
 def create_topic(
-    bootstrap: str,
+    target: Target,
     topic: str,
     partitions: int = 1,
     configs: Mapping[str, str] | None = None,
     replication_factor: int = 1,
 ) -> str | None:
     """CreateTopics through confluent-kafka's AdminClient; None, or the error name the broker answered."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(target.client_config)
     new = NewTopic(topic, partitions, replication_factor, config=dict(configs or {}))
     try:
         admin.create_topics([new], operation_timeout=30)[topic].result(timeout=60)
     except KafkaException as exc:
         return error_name(exc)
-    wait_for_leaders(bootstrap, topic, partitions)
+    wait_for_leaders(target, topic, partitions)
     return None
 
 
-def wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout_s: float = 30.0) -> None:
+def wait_for_leaders(target: Target, topic: str, partitions: int, timeout_s: float = 30.0) -> None:
     """Wait until Metadata names a leader for each of the topic's partitions."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(target.client_config)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         found = admin.list_topics(topic, timeout=10).topics.get(topic)
@@ -71,7 +87,7 @@ def wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout_s: flo
 
 
 def produce(
-    bootstrap: str,
+    target: Target,
     topic: str,
     records: Sequence[Record],
     config: Mapping[str, Any] | None = None,
@@ -79,7 +95,7 @@ def produce(
     """Produce ``records`` (dicts with ``value`` and optionally ``key``, ``partition``, ``headers``,
     ``timestamp``) with one confluent-kafka producer, then flush; the delivery reports, in order."""
     reports: list[Record] = []
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **(config or {})})
+    producer = Producer({**target.client_config, "linger.ms": 5, **(config or {})})
 
     def delivered(err: KafkaError | None, msg: Any) -> None:
         reports.append(
@@ -104,7 +120,7 @@ def _headers(raw: Any) -> list[list[Any]]:
 
 
 def consume(
-    bootstrap: str,
+    target: Target,
     topic: str,
     partitions: Sequence[int],
     count: int,
@@ -115,7 +131,7 @@ def consume(
     the records (partition order, then offset) and the errors seen."""
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **target.client_config,
             "group.id": f"conformance-{topic}",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
@@ -155,12 +171,12 @@ def consume(
     return {"records": records, "errors": sorted(set(errors))}
 
 
-def consume_to_end(bootstrap: str, topic: str, partition: int, timeout_s: float = 60.0) -> dict[str, Any]:
+def consume_to_end(target: Target, topic: str, partition: int, timeout_s: float = 60.0) -> dict[str, Any]:
     """Read ``topic-partition`` with confluent-kafka from offset 0 until the end it had when the read began
     (librdkafka's partition EOF); the records, the errors seen and whether the end was reached."""
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **target.client_config,
             "group.id": f"conformance-{topic}",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
@@ -198,14 +214,14 @@ def kcat(args: Sequence[str], stdin: str | None = None, timeout_s: float = 60.0)
 
 
 def kafka_python_read_all(
-    bootstrap: str, topic: str, partition: int, timeout_s: float = 30.0
+    target: Target, topic: str, partition: int, timeout_s: float = 30.0
 ) -> dict[str, Any]:
     """kafka-python reads ``topic-partition`` from offset 0 to its end; the records and any error.
 
     Every caller reads a partition it has just written, so an end offset of 0 is asked again, every 0.5 s for
     at most 15 s: twice on a busy CI machine kafka-python's first ListOffsets right after the produces
     answered 0 from Kafka, and the scenario read nothing."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=2000)
+    consumer = KafkaConsumer(**target.kafka_python_config, enable_auto_commit=False, consumer_timeout_ms=2000)
     tp = KpPartition(topic, partition)
     records: list[Record] = []
     error: str | None = None
@@ -237,11 +253,11 @@ def kafka_python_read_all(
     return {"records": records, "error": error}
 
 
-def aiokafka_read_all(bootstrap: str, topic: str, partition: int, timeout_s: float = 30.0) -> dict[str, Any]:
+def aiokafka_read_all(target: Target, topic: str, partition: int, timeout_s: float = 30.0) -> dict[str, Any]:
     """aiokafka reads ``topic-partition`` from offset 0 to its end; the records and any error."""
 
     async def run() -> dict[str, Any]:
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        consumer = AIOKafkaConsumer(**target.aiokafka_config(), enable_auto_commit=False)
         tp = AioPartition(topic, partition)
         records: list[Record] = []
         error: str | None = None
@@ -267,9 +283,12 @@ def aiokafka_read_all(bootstrap: str, topic: str, partition: int, timeout_s: flo
             error = type(exc).__name__
         finally:
             await consumer.stop()
+            await asyncio.sleep(TLS_CLOSE_S)
         return {"records": records, "error": error}
 
-    return asyncio.run(run())
+    read = asyncio.run(run())
+    collect_unclosed_sockets()
+    return read
 
 
 def advertised_api_keys(bootstrap: str) -> set[int]:

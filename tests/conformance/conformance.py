@@ -1,8 +1,9 @@
 """Run one scenario against Kafka and Lumber and compare what a user observes.
 
 A *scenario* is a function ``scenario(target, topic, **kwargs) -> Transcript``: it drives standard clients
-(confluent-kafka, kcat, kafka-python, aiokafka) against ``target.bootstrap`` and returns plain data (dicts,
-lists, strings, ints) of what the clients saw. :func:`conform` runs it against Kafka first, then Lumber, with
+(confluent-kafka, kcat, kafka-python, aiokafka) against ``target.bootstrap``, configured with the listener's
+``target.security`` (any listener: PLAINTEXT or SASL_SSL), and returns plain data (dicts, lists, strings,
+ints) of what the clients saw. :func:`conform` runs it against Kafka first, then Lumber, with
 the same fresh topic name, and fails at the first difference, printing both transcripts.
 
 A transcript may differ only where ``DIFFERENCES.md`` lists the difference: each row's id names a
@@ -80,6 +81,17 @@ def _last_isr_member(transcript: Transcript) -> Transcript:
     return transcript
 
 
+def _old_librdkafka_scram_nonce(transcript: Transcript) -> Transcript:
+    login = transcript.get("login")
+    version = tuple(transcript.get("librdkafka", ()))
+    if not isinstance(login, dict) or version >= (2, 6, 1):
+        return transcript
+    refused = login.get("succeeded") is False and "invalid credentials" in str(login.get("first_failure"))
+    if refused or login == {"succeeded": True, "first_failure": None, "said": []}:
+        transcript["login"] = "refused by Kafka 4 (the nonce kcat's librdkafka sends), accepted by Lumber"
+    return transcript
+
+
 #: One normaliser per row of DIFFERENCES.md (same id), applied to the named scenarios' transcripts.
 NORMALISERS: dict[str, Normaliser] = {
     "min_insync_replicas_source": _min_insync_source,
@@ -88,6 +100,7 @@ NORMALISERS: dict[str, Normaliser] = {
     "consumer_group_protocol": _consumer_group_protocol,
     "produce_error_message": _produce_error_message,
     "last_isr_member": _last_isr_member,
+    "old_librdkafka_scram_nonce": _old_librdkafka_scram_nonce,
 }
 
 

@@ -5,6 +5,10 @@
   settings (the fixtures of :mod:`tests.support.broker_cluster` flush every 20 ms and fsync before acks=all to
   hide the paper's flush delay; here the defaults must show, so ``flush_ms`` is set back to its default).
 
+``sasl_ssl_brokers``: the same two behind a SASL_SSL listener with users and an ACL authorizer
+(:mod:`tests.conformance.secure_targets`), each started once per session, Kafka's and Lumber's at the same
+time; their certificates come from one test CA.
+
 Both run their log cleaner every 500 ms when idle (``log.cleaner.backoff.ms``, ``[log] cleaner_backoff_ms``;
 both default to 15 s) and check retention every 500 ms (``log.retention.check.interval.ms``, ``[log]
 retention_check_interval_ms``; 5 min by default in both) so compaction and retention scenarios take
@@ -13,12 +17,20 @@ seconds. Both fixtures mark their tests ``interop`` and ``zookeeper``.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from lumber.dev.kafka_server import KafkaCluster
 from lumber.dev.zookeeper_server import ZooKeeperServer
+from tests.conformance.secure_targets import (
+    SecureBroker,
+    sasl_ssl_kafka,
+    sasl_ssl_lumber,
+    server_certificate,
+)
 from tests.conformance.target import Target
 from tests.support.broker_cluster import OFFSETS_TOPIC_PARTITIONS, BrokerCluster
 from tests.support.zookeeper import make_chroot
@@ -70,6 +82,28 @@ def lumber_target(lumber_cluster: BrokerCluster) -> Target:
     return Target(
         "lumber", lumber_cluster.bootstrap_servers, tuple(b.log_dir for b in lumber_cluster.brokers)
     )
+
+
+@pytest.fixture(scope="session")
+def sasl_ssl_brokers(
+    zookeeper_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[SecureBroker, SecureBroker]]:
+    """Kafka's and Lumber's SASL_SSL brokers (Kafka first), started at the same time."""
+    ca, server = server_certificate(tmp_path_factory.mktemp("sasl-ssl-ca"))
+    managers = [
+        sasl_ssl_kafka(tmp_path_factory.mktemp("kafka-sasl-ssl"), ca, server),
+        sasl_ssl_lumber(
+            make_chroot(zookeeper_server.connect, "conformance-sasl-ssl"),
+            tmp_path_factory.mktemp("lumber-sasl-ssl"),
+            ca,
+            server,
+        ),
+    ]
+    with contextlib.ExitStack() as stack:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            futures = [pool.submit(stack.enter_context, manager) for manager in managers]
+        kafka, lumber = (future.result() for future in futures)
+        yield kafka, lumber
 
 
 @pytest.fixture

@@ -60,7 +60,7 @@ def _create(admin: AdminClient, topic: str, partitions: int, rf: int, configs: d
 
 
 def create_topics_invalid(target: Target, topic: str) -> Transcript:
-    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    admin = AdminClient(target.client_config)
     cases: dict[str, tuple[str, int, int, dict[str, str]]] = {
         "slash": ("bad/name", 1, 1, {}),
         "dots": ("..", 1, 1, {}),
@@ -77,7 +77,7 @@ def create_topics_invalid(target: Target, topic: str) -> Transcript:
 
 
 def produce_to_missing_topic(target: Target, topic: str) -> Transcript:
-    reports = produce(target.bootstrap, topic, [{"value": b"x"}], {"message.timeout.ms": 5000})
+    reports = produce(target, topic, [{"value": b"x"}], {"message.timeout.ms": 5000})
     return {"reports": [{"error": r["error"]} for r in reports]}
 
 
@@ -97,18 +97,16 @@ def _describe(admin: AdminClient, topic: str) -> dict[str, Any]:
 
 
 def describe_topic_configs(target: Target, topic: str) -> Transcript:
-    created = create_topic(
-        target.bootstrap, topic, configs={"cleanup.policy": "compact", "retention.ms": "3600000"}
-    )
+    created = create_topic(target, topic, configs={"cleanup.policy": "compact", "retention.ms": "3600000"})
     return {
         "created": created,
-        "configs": _describe(AdminClient({"bootstrap.servers": target.bootstrap}), topic),
+        "configs": _describe(AdminClient(target.client_config), topic),
     }
 
 
 def alter_topic_configs(target: Target, topic: str) -> Transcript:
-    created = create_topic(target.bootstrap, topic, configs={"cleanup.policy": "compact"})
-    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    created = create_topic(target, topic, configs={"cleanup.policy": "compact"})
+    admin = AdminClient(target.client_config)
     resource = ConfigResource(
         ResourceType.TOPIC,
         topic,
@@ -133,9 +131,9 @@ def alter_topic_configs(target: Target, topic: str) -> Transcript:
 
 
 def delete_and_recreate(target: Target, topic: str) -> Transcript:
-    created = create_topic(target.bootstrap, topic, partitions=2)
-    produce(target.bootstrap, topic, [{"value": b"old", "partition": 1}])
-    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    created = create_topic(target, topic, partitions=2)
+    produce(target, topic, [{"value": b"old", "partition": 1}])
+    admin = AdminClient(target.client_config)
     try:
         admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
         deleted = None
@@ -148,8 +146,8 @@ def delete_and_recreate(target: Target, topic: str) -> Transcript:
         if recreated != "TOPIC_ALREADY_EXISTS":
             break
         time.sleep(0.2)
-    wait_for_leaders(target.bootstrap, topic, 3)
-    read = consume(target.bootstrap, topic, [0, 1, 2], 1, timeout_s=3)
+    wait_for_leaders(target, topic, 3)
+    read = consume(target, topic, [0, 1, 2], 1, timeout_s=3)
     partitions = len(admin.list_topics(topic, timeout=10).topics[topic].partitions)
     return {
         "created": created,

@@ -64,9 +64,9 @@ def _watermarks(bootstrap: str, topic: str, partition: int) -> list[int]:
 
 
 def delete_records(target: Target, topic: str) -> Transcript:
-    created = create_topic(target.bootstrap, topic, partitions=2)
-    produce(target.bootstrap, topic, [{"value": f"v{i}".encode(), "partition": 0} for i in range(100)])
-    produce(target.bootstrap, topic, [{"value": f"w{i}".encode(), "partition": 1} for i in range(10)])
+    created = create_topic(target, topic, partitions=2)
+    produce(target, topic, [{"value": f"v{i}".encode(), "partition": 0} for i in range(100)])
+    produce(target, topic, [{"value": f"w{i}".encode(), "partition": 1} for i in range(10)])
     to_40 = _confluent_delete(target.bootstrap, topic, 0, 40)
     again_to_20 = _confluent_delete(target.bootstrap, topic, 0, 20)  # below the start: changes nothing
     past_end = _confluent_delete(target.bootstrap, topic, 0, 101)
@@ -82,10 +82,10 @@ def delete_records(target: Target, topic: str) -> Transcript:
     finally:
         admin.close()
     # from offset 0, now out of range: auto.offset.reset=earliest moves the consumer to the log start
-    read = consume(target.bootstrap, topic, [0], 5, config={"auto.offset.reset": "earliest"})
+    read = consume(target, topic, [0], 5, config={"auto.offset.reset": "earliest"})
     compacted = f"{topic}-compacted"
-    create_topic(target.bootstrap, compacted, configs={"cleanup.policy": "compact"})
-    produce(target.bootstrap, compacted, [{"key": b"k", "value": b"v", "partition": 0}])
+    create_topic(target, compacted, configs={"cleanup.policy": "compact"})
+    produce(target, compacted, [{"key": b"k", "value": b"v", "partition": 0}])
     return {
         "created": created,
         "to_40": to_40,
@@ -184,8 +184,8 @@ def test_describe_cluster(targets: tuple[Target, Target]) -> None:
 
 
 def describe_log_dirs(target: Target, topic: str) -> Transcript:
-    create_topic(target.bootstrap, topic, partitions=2)
-    produce(target.bootstrap, topic, [{"value": b"x" * 100, "partition": 0} for _ in range(10)])
+    create_topic(target, topic, partitions=2)
+    produce(target, topic, [{"value": b"x" * 100, "partition": 0} for _ in range(10)])
     admin = KafkaAdminClient(bootstrap_servers=target.bootstrap)
     try:
         asked = admin.describe_log_dirs({topic: [0, 1, 7]})
@@ -220,10 +220,10 @@ def test_describe_log_dirs(targets: tuple[Target, Target]) -> None:
 
 
 def describe_producers(target: Target, topic: str) -> Transcript:
-    create_topic(target.bootstrap, topic, partitions=2)
+    create_topic(target, topic, partitions=2)
     idempotent = {"enable.idempotence": True, "acks": "all"}
-    produce(target.bootstrap, topic, [{"value": b"i", "partition": 0} for _ in range(20)], idempotent)
-    produce(target.bootstrap, topic, [{"value": b"p", "partition": 1} for _ in range(5)])
+    produce(target, topic, [{"value": b"i", "partition": 0} for _ in range(20)], idempotent)
+    produce(target, topic, [{"value": b"p", "partition": 1} for _ in range(5)])
     now_ms = time.time() * 1000
     admin = KafkaAdminClient(bootstrap_servers=target.bootstrap)
     try:
@@ -280,7 +280,7 @@ def _election(bootstrap: str, election_type: ElectionType, partitions: list[Any]
 
 
 def elect_leaders(target: Target, topic: str) -> Transcript:
-    create_topic(target.bootstrap, topic, partitions=2)
+    create_topic(target, topic, partitions=2)
     asked = [TopicPartition(topic, 0), TopicPartition(topic, 1), TopicPartition(topic, 9)]
     return {
         "preferred": _election(target.bootstrap, ElectionType.PREFERRED, asked, topic),

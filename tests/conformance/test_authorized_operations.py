@@ -23,8 +23,8 @@ from tests.conformance.target import Target
 
 
 def authorized_operations_without_an_authorizer(target: Target, topic: str) -> Transcript:
-    config = {"bootstrap.servers": target.bootstrap}
-    created = create_topic(target.bootstrap, topic)
+    config = target.client_config
+    created = create_topic(target, topic)
     commit_offset(config, f"{topic}-group", topic)
     rename = {topic: "<topic>", f"{topic}-missing": "<topic>-missing"}
     rename |= {f"{topic}-group": "<group>", f"{topic}-no-group": "<no-group>"}

@@ -116,7 +116,7 @@ def _still_serves(sock: socket.socket) -> Any:
 
 
 def unknown_partition(target: Target, topic: str) -> Transcript:
-    created = create_topic(target.bootstrap, topic, partitions=1)
+    created = create_topic(target, topic, partitions=1)
     host, port = target.bootstrap.split(",")[0].rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=5) as sock:
         sock.sendall(produce_frame(topic, 5, 1, 11))

@@ -77,7 +77,7 @@ COMPACT = {
 
 def _kcat_read_all(target: Target, topic: str, *options: str) -> tuple[int, str, str]:
     """``kcat -C -e`` of ``topic-0`` from the beginning, a ``key<TAB>value`` line per record."""
-    argv = ["-C", "-b", target.bootstrap, "-t", topic, "-p", "0", "-e", "-o", "beginning", "-q", *options]
+    argv = ["-C", *target.kcat_args, "-t", topic, "-p", "0", "-e", "-o", "beginning", "-q", *options]
     return kcat([*argv, "-f", "%k\t%s\n"])
 
 
@@ -90,7 +90,7 @@ def _last_values(records: list[dict[str, Any]]) -> dict[str, str | None]:
 
 def cleaned_topic_read_by_every_client(target: Target, topic: str) -> Transcript:
     created = create_topic(
-        target.bootstrap,
+        target,
         topic,
         configs=COMPACT,
     )
@@ -103,10 +103,10 @@ def cleaned_topic_read_by_every_client(target: Target, topic: str) -> Transcript
             }
             for k in range(KEYS)
         ]
-        reports = produce(target.bootstrap, topic, records)
+        reports = produce(target, topic, records)
         assert {r["error"] for r in reports} == {None}, f"{target.name}: {topic} refused a write"
         time.sleep(0.11)  # segment.ms: the next round's first append rolls a new segment
-    produce(target.bootstrap, topic, [{"key": b"roll", "value": b"rolled", "partition": 0}])
+    produce(target, topic, [{"key": b"roll", "value": b"rolled", "partition": 0}])
     end = KEYS * ROUNDS + 1
     target.wait_cleaned(topic, 0, end - 1, timeout_s=90)
     # what the reads below would meet (both brokers' segments have one format): no segment holding only
@@ -118,11 +118,11 @@ def cleaned_topic_read_by_every_client(target: Target, topic: str) -> Transcript
     expected = {f"key-{k:04d}": f"round {ROUNDS - 1} of key {k} {PADDING}" for k in range(KEYS)} | {
         "roll": "rolled"
     }
-    confluent = consume_to_end(target.bootstrap, topic, 0)
+    confluent = consume_to_end(target, topic, 0)
     code, out, err = _kcat_read_all(target, topic)
     kcat_map = dict(line.split("\t", 1) for line in out.splitlines())
-    python = kafka_python_read_all(target.bootstrap, topic, 0)
-    aio = aiokafka_read_all(target.bootstrap, topic, 0)
+    python = kafka_python_read_all(target, topic, 0)
+    aio = aiokafka_read_all(target, topic, 0)
     return {
         "created": created,
         "segments_of_empty_batches": segments_of_empty_batches,
@@ -146,14 +146,14 @@ def test_cleaned_topic_read_by_every_client(targets: tuple[Target, Target]) -> N
 
 
 def _written(target: Target, topic: str, records: list[dict[str, Any]]) -> None:
-    reports = produce(target.bootstrap, topic, records)
+    reports = produce(target, topic, records)
     assert {r["error"] for r in reports} == {None}, f"{target.name}: {topic} refused a write"
     time.sleep(0.11)  # segment.ms: the next append rolls a new segment
 
 
 def tombstones_gone_after_delete_retention(target: Target, topic: str) -> Transcript:
     created = create_topic(
-        target.bootstrap,
+        target,
         topic,
         configs=COMPACT,
     )
@@ -172,7 +172,7 @@ def tombstones_gone_after_delete_retention(target: Target, topic: str) -> Transc
     end = 200 + 100 + 1 + 100 + 1
     target.wait_cleaned(topic, 0, end - 1, timeout_s=90)
     expected = {f"key-{k:03d}": f"again {k}" for k in range(100, 200)} | {"roll": "rolled again"}
-    confluent = consume_to_end(target.bootstrap, topic, 0)
+    confluent = consume_to_end(target, topic, 0)
     code, out, err = _kcat_read_all(target, topic, "-Z")
     kcat_keys = [line.split("\t", 1)[0] for line in out.splitlines()]
     deleted = {f"key-{k:03d}" for k in range(100)}
@@ -220,12 +220,12 @@ def _empty_batches(target: Target, topic: str) -> list[dict[str, Any]]:
 
 def idempotent_batches_emptied_by_compaction(target: Target, topic: str) -> Transcript:
     created = create_topic(
-        target.bootstrap,
+        target,
         topic,
         configs=COMPACT,
     )
     idempotent = ConfluentProducer(
-        {"bootstrap.servers": target.bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 50}
+        {**target.client_config, "enable.idempotence": True, "acks": "all", "linger.ms": 50}
     )
     reports: list[Any] = []
 
@@ -246,7 +246,7 @@ def idempotent_batches_emptied_by_compaction(target: Target, topic: str) -> Tran
     _written(target, topic, [{"key": b"roll", "value": b"rolled", "partition": 0}])
     target.wait_cleaned(topic, 0, 400, timeout_s=90)
     empty_batches = _empty_batches(target, topic)
-    admin = KafkaAdminClient(bootstrap_servers=target.bootstrap)
+    admin = KafkaAdminClient(**target.kafka_python_config)
     try:
         states = admin.describe_producers([KpPartition(topic, 0)])
     finally:
@@ -262,7 +262,7 @@ def idempotent_batches_emptied_by_compaction(target: Target, topic: str) -> Tran
         "roll": "rolled",
         "after": "after cleaning",
     }
-    confluent = consume_to_end(target.bootstrap, topic, 0)
+    confluent = consume_to_end(target, topic, 0)
     code, out, err = _kcat_read_all(target, topic)
     return {
         "created": created,

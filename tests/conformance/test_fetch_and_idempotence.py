@@ -32,7 +32,7 @@ with warnings.catch_warnings():
 
 
 def fetch_limits_below_one_batch(target: Target, topic: str) -> Transcript:
-    created = create_topic(target.bootstrap, topic)
+    created = create_topic(target, topic)
     records: list[dict[str, Any]] = [
         {
             "key": f"k{i}".encode(),
@@ -42,9 +42,9 @@ def fetch_limits_below_one_batch(target: Target, topic: str) -> Transcript:
         }
         for i in range(6)
     ]
-    produce(target.bootstrap, topic, records, {"linger.ms": 0, "max.in.flight.requests.per.connection": 1})
+    produce(target, topic, records, {"linger.ms": 0, "max.in.flight.requests.per.connection": 1})
     small = consume(
-        target.bootstrap,
+        target,
         topic,
         [0],
         len(records),
@@ -54,7 +54,7 @@ def fetch_limits_below_one_batch(target: Target, topic: str) -> Transcript:
             "max.partition.fetch.bytes": 100,
         },
     )
-    python = kafka_python_read_all(target.bootstrap, topic, 0)
+    python = kafka_python_read_all(target, topic, 0)
     return {
         "created": created,
         "confluent": [(r["offset"], r["key"], len(r["value"])) for r in small["records"]],
@@ -65,10 +65,10 @@ def fetch_limits_below_one_batch(target: Target, topic: str) -> Transcript:
 
 
 def idempotent_producer(target: Target, topic: str) -> Transcript:
-    created = create_topic(target.bootstrap, topic, partitions=2)
+    created = create_topic(target, topic, partitions=2)
     records = [{"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": i % 2} for i in range(2000)]
     reports = produce(
-        target.bootstrap,
+        target,
         topic,
         records,
         {
@@ -78,7 +78,7 @@ def idempotent_producer(target: Target, topic: str) -> Transcript:
             "batch.size": 2000,
         },
     )
-    read = consume(target.bootstrap, topic, [0, 1], len(records))
+    read = consume(target, topic, [0, 1], len(records))
     by_partition: dict[int, list[str]] = {0: [], 1: []}
     for record in read["records"]:
         by_partition[record["partition"]].append(record["value"])
@@ -118,18 +118,14 @@ def _bucket(waited_ms: float, max_wait_ms: int) -> str:
 
 
 def fetch_at_log_end_waits(target: Target, topic: str) -> Transcript:
-    created = create_topic(target.bootstrap, topic)
-    produce(
-        target.bootstrap, topic, [{"value": b"v%d" % i, "partition": 0} for i in range(3)], {"acks": "all"}
-    )
+    created = create_topic(target, topic)
+    produce(target, topic, [{"value": b"v%d" % i, "partition": 0} for i in range(3)], {"acks": "all"})
     empty = _timed_fetch(target, topic, 3, 500)
     empty["waited"] = _bucket(empty.pop("waited_ms"), 500)
 
     def late() -> None:
         time.sleep(0.3)
-        produce(
-            target.bootstrap, topic, [{"value": b"late", "partition": 0}], {"acks": "all", "linger.ms": 0}
-        )
+        produce(target, topic, [{"value": b"late", "partition": 0}], {"acks": "all", "linger.ms": 0})
 
     writer = threading.Thread(target=late)
     writer.start()

@@ -51,7 +51,7 @@ CONSUMER_GROUP_HEARTBEAT = 68  # api key
 def _member(target: Target, group: str, strategy: str) -> Any:
     return Consumer(
         {
-            "bootstrap.servers": target.bootstrap,
+            **target.client_config,
             "group.id": group,
             "partition.assignment.strategy": strategy,
             "session.timeout.ms": 10_000,
@@ -82,7 +82,7 @@ def _stable(members: list[Any], timeout_s: float = 60.0) -> dict[str, Any]:
 
 
 def three_members_then_one_leaves(target: Target, topic: str, strategy: str) -> Transcript:
-    created = create_topic(target.bootstrap, topic, partitions=PARTITIONS)
+    created = create_topic(target, topic, partitions=PARTITIONS)
     group = f"{topic}-group"
     members = [_member(target, group, strategy) for _ in range(3)]
     try:
@@ -100,7 +100,7 @@ def three_members_then_one_leaves(target: Target, topic: str, strategy: str) -> 
 def _static(target: Target, group: str, instance: str) -> Any:
     return Consumer(
         {
-            "bootstrap.servers": target.bootstrap,
+            **target.client_config,
             "group.id": group,
             "group.instance.id": instance,
             "session.timeout.ms": 30_000,
@@ -131,9 +131,9 @@ def _described(admin: Any, group: str) -> dict[str, Any]:
 
 
 def static_member_returns(target: Target, topic: str) -> Transcript:
-    created = create_topic(target.bootstrap, topic, partitions=2)
+    created = create_topic(target, topic, partitions=2)
     group = f"{topic}-group"
-    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    admin = AdminClient(target.client_config)
     first = _static(target, group, "static-1")
     first.subscribe([topic])
     first_assigned = _assigned(first)
@@ -172,10 +172,10 @@ def static_member_returns(target: Target, topic: str) -> Transcript:
 
 
 def admin_alters_then_lists_offsets(target: Target, topic: str) -> Transcript:
-    created = create_topic(target.bootstrap, topic, partitions=2)
-    produce(target.bootstrap, topic, [{"value": b"r%d" % i, "partition": i % 2} for i in range(10)])
+    created = create_topic(target, topic, partitions=2)
+    produce(target, topic, [{"value": b"r%d" % i, "partition": i % 2} for i in range(10)])
     group = f"{topic}-group"
-    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    admin = AdminClient(target.client_config)
 
     def offsets(found: Any) -> list[list[Any]]:
         return sorted([tp.partition, tp.offset, tp.error.name() if tp.error else None] for tp in found)
@@ -195,7 +195,7 @@ def admin_alters_then_lists_offsets(target: Target, topic: str) -> Transcript:
     just_one = offsets(one[group].result(timeout=30).topic_partitions)
     member = Consumer(
         {
-            "bootstrap.servers": target.bootstrap,
+            **target.client_config,
             "group.id": group,
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
@@ -221,8 +221,8 @@ def admin_alters_then_lists_offsets(target: Target, topic: str) -> Transcript:
 
 
 def commit_with_metadata_then_delete_group(target: Target, topic: str) -> Transcript:
-    created = create_topic(target.bootstrap, topic, partitions=2)
-    produce(target.bootstrap, topic, [{"value": b"x", "partition": p} for p in (0, 0, 1)])
+    created = create_topic(target, topic, partitions=2)
+    produce(target, topic, [{"value": b"x", "partition": p} for p in (0, 0, 1)])
     group = f"{topic}-group"
     member = _member(target, group, "range")
     try:
@@ -249,7 +249,7 @@ def commit_with_metadata_then_delete_group(target: Target, topic: str) -> Transc
         read_back = [[tp.partition, tp.offset, tp.metadata] for tp in committed]
     finally:
         reader.close()
-    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    admin = AdminClient(target.client_config)
     try:
         admin.delete_consumer_groups([group], request_timeout=20)[group].result(timeout=30)
         deleted = None
@@ -289,9 +289,9 @@ def test_admin_alters_then_lists_offsets(targets: tuple[Target, Target]) -> None
 
 
 def admin_deletes_one_partitions_offset(target: Target, topic: str) -> Transcript:
-    created = create_topic(target.bootstrap, topic, partitions=2)
+    created = create_topic(target, topic, partitions=2)
     group = f"{topic}-group"
-    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    admin = AdminClient(target.client_config)
     wanted = [TopicPartition(topic, 0, 3), TopicPartition(topic, 1, 4)]
     # NOT_COORDINATOR while a new coordinator loads (see admin_alters_then_lists_offsets); the session's first
     # group request waits for Kafka to create __consumer_offsets' 50 partitions, and librdkafka times it out
@@ -306,7 +306,7 @@ def admin_deletes_one_partitions_offset(target: Target, topic: str) -> Transcrip
             if error_name(exc) != "_TIMED_OUT":
                 raise
         time.sleep(0.5)
-    raw = KafkaAdminClient(bootstrap_servers=target.bootstrap, request_timeout_ms=30_000)
+    raw = KafkaAdminClient(**target.kafka_python_config, request_timeout_ms=30_000)
     try:
         deleted = raw.delete_group_offsets(group, [KpPartition(topic, 0)])
         by_partition = sorted([tp.partition, error.__name__] for tp, error in deleted.items())
@@ -321,7 +321,7 @@ def admin_deletes_one_partitions_offset(target: Target, topic: str) -> Transcrip
     found = listed[group].result(timeout=30).topic_partitions
     remaining = sorted([tp.partition, tp.offset] for tp in found if tp.offset >= 0)
     member = _member(target, group, "range")
-    raw = KafkaAdminClient(bootstrap_servers=target.bootstrap, request_timeout_ms=30_000)
+    raw = KafkaAdminClient(**target.kafka_python_config, request_timeout_ms=30_000)
     try:
         member.subscribe([topic])
         member_assigned = _assigned(member)
@@ -341,12 +341,12 @@ def admin_deletes_one_partitions_offset(target: Target, topic: str) -> Transcrip
 
 
 def consumer_group_protocol(target: Target, topic: str) -> Transcript:
-    created = create_topic(target.bootstrap, topic, partitions=2)
+    created = create_topic(target, topic, partitions=2)
     advertises = CONSUMER_GROUP_HEARTBEAT in advertised_api_keys(target.bootstrap)
-    produce(target.bootstrap, topic, [{"value": b"v%d" % i, "partition": i % 2} for i in range(4)])
+    produce(target, topic, [{"value": b"v%d" % i, "partition": i % 2} for i in range(4)])
     member = Consumer(
         {
-            "bootstrap.servers": target.bootstrap,
+            **target.client_config,
             "group.id": f"{topic}-group",
             "group.protocol": "consumer",
             "auto.offset.reset": "earliest",

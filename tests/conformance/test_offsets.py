@@ -34,9 +34,9 @@ TIMESTAMPS[4] = BASE_TS + 60_000  # the largest timestamp is the fifth record's
 
 
 def list_offsets(target: Target, topic: str) -> Transcript:
-    created = create_topic(target.bootstrap, topic)
+    created = create_topic(target, topic)
     produce(
-        target.bootstrap,
+        target,
         topic,
         [
             {"key": b"k", "value": str(i).encode(), "partition": 0, "timestamp": ts}
@@ -44,7 +44,7 @@ def list_offsets(target: Target, topic: str) -> Transcript:
         ],
         {"linger.ms": 0, "max.in.flight.requests.per.connection": 1},
     )
-    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    admin = AdminClient(target.client_config)
     tp = TopicPartition(topic, 0)
     specs: dict[str, Any] = {
         "earliest": OffsetSpec.earliest(),
@@ -61,7 +61,7 @@ def list_offsets(target: Target, topic: str) -> Transcript:
             answers[name] = {"offset": found.offset, "timestamp": found.timestamp}
         except KafkaException as exc:
             answers[name] = error_name(exc)
-    consumer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": f"conformance-{topic}"})
+    consumer = Consumer({**target.client_config, "group.id": f"conformance-{topic}"})
     try:
         for_times = {
             ts: consumer.offsets_for_times([TopicPartition(topic, 0, ts)], timeout=10)[0].offset
@@ -80,15 +80,15 @@ def list_offsets(target: Target, topic: str) -> Transcript:
 
 def offsets_after_retention(target: Target, topic: str, recent_ts: int) -> Transcript:
     configs = {"segment.ms": "1000", "retention.ms": str(24 * 3600 * 1000)}
-    created = create_topic(target.bootstrap, topic, configs=configs)
+    created = create_topic(target, topic, configs=configs)
     one_batch = {"linger.ms": 200, "max.in.flight.requests.per.connection": 1}
     old = [{"value": b"old%d" % i, "partition": 0, "timestamp": ts} for i, ts in enumerate(TIMESTAMPS[:5])]
-    produce(target.bootstrap, topic, old, one_batch)
+    produce(target, topic, old, one_batch)
     time.sleep(1.5)  # past segment.ms: the next append rolls a new segment
     recent = [{"value": b"new%d" % i, "partition": 0, "timestamp": recent_ts + i * 1000} for i in range(5)]
-    produce(target.bootstrap, topic, recent, one_batch)
+    produce(target, topic, recent, one_batch)
     tp = TopicPartition(topic, 0)
-    consumer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": f"conformance-{topic}"})
+    consumer = Consumer({**target.client_config, "group.id": f"conformance-{topic}"})
     try:
         deadline = time.monotonic() + 30
         watermarks = consumer.get_watermark_offsets(tp, timeout=10)
@@ -106,12 +106,12 @@ def offsets_after_retention(target: Target, topic: str, recent_ts: int) -> Trans
         }
     finally:
         consumer.close()
-    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    admin = AdminClient(target.client_config)
     answers = {}
     for name, spec in (("earliest", OffsetSpec.earliest()), ("max_timestamp", OffsetSpec.max_timestamp())):
         found = admin.list_offsets({tp: spec}, request_timeout=10)[tp].result(timeout=20)
         answers[name] = {"offset": found.offset, "timestamp": found.timestamp}
-    read = consume(target.bootstrap, topic, [0], 5, timeout_s=10)
+    read = consume(target, topic, [0], 5, timeout_s=10)
     return {
         "created": created,
         "watermarks": list(watermarks),
@@ -122,11 +122,11 @@ def offsets_after_retention(target: Target, topic: str, recent_ts: int) -> Trans
 
 
 def offset_out_of_range(target: Target, topic: str, reset: str) -> Transcript:
-    created = create_topic(target.bootstrap, topic)
-    produce(target.bootstrap, topic, [{"value": str(i).encode(), "partition": 0} for i in range(5)])
+    created = create_topic(target, topic)
+    produce(target, topic, [{"value": str(i).encode(), "partition": 0} for i in range(5)])
     consumer = Consumer(
         {
-            "bootstrap.servers": target.bootstrap,
+            **target.client_config,
             "group.id": f"conformance-{topic}-{reset}",
             "auto.offset.reset": reset,
             "enable.partition.eof": True,
@@ -145,7 +145,7 @@ def offset_out_of_range(target: Target, topic: str, reset: str) -> Transcript:
                 break
     finally:
         consumer.close()
-    read = consume(target.bootstrap, topic, [0], 5, timeout_s=5)
+    read = consume(target, topic, [0], 5, timeout_s=5)
     return {"created": created, "seen": seen, "log": [r["offset"] for r in read["records"]]}
 
 

@@ -84,12 +84,12 @@ def _produce_steps(target: Target, topic: str, steps: list[tuple[str, int, int, 
 
 def _log(target: Target, topic: str) -> dict[str, Any]:
     """The partition read from offset 0 by kafka-python."""
-    read = kafka_python_read_all(target.bootstrap, topic, 0)
+    read = kafka_python_read_all(target, topic, 0)
     return {"records": [[r["offset"], r["key"], r["value"]] for r in read["records"]], "error": read["error"]}
 
 
 def producer_sequence_errors(target: Target, topic: str) -> Transcript:
-    created = create_topic(target.bootstrap, topic)
+    created = create_topic(target, topic)
     producer = _new_producer(target)
     other = _new_producer(target)
     answers = _produce_steps(
@@ -110,7 +110,7 @@ def producer_sequence_errors(target: Target, topic: str) -> Transcript:
 
 
 def producer_fenced_epoch(target: Target, topic: str) -> Transcript:
-    created = create_topic(target.bootstrap, topic)
+    created = create_topic(target, topic)
     producer = _new_producer(target)
     first = _produce_steps(target, topic, [("epoch_0", producer, 0, 0, 2)])
     [answer] = exchange(_leader(target), [init_producer_id_frame(2, producer, 0)])

@@ -127,7 +127,7 @@ def _produce_through_a_kill(
 
     producer = Producer(
         {
-            "bootstrap.servers": target.bootstrap,
+            **target.client_config,
             "acks": "all",
             "enable.idempotence": True,
             "linger.ms": 5,
@@ -169,9 +169,9 @@ def _create_placed(
         replica_assignment=[[target.broker_ids[i] for i in brokers]],
         config={"min.insync.replicas": str(min_insync)},
     )
-    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    admin = AdminClient(target.client_config)
     admin.create_topics([new], operation_timeout=30)[topic].result(timeout=60)
-    wait_for_leaders(target.bootstrap, topic, 1)
+    wait_for_leaders(target, topic, 1)
 
 
 def _wait_for_state(
@@ -212,7 +212,7 @@ def leader_killed_mid_produce(target: ClusterTarget, topic: str) -> Transcript:
     reports, before_kill = _produce_through_a_kill(target, topic, 1)
     acked = {r["value"].decode(): r["offset"] for r in reports if r["error"] is None}
     after = _wait_for_state(target, target.addresses[0], topic, (0, 2), [0, 2])
-    read = consume_to_end(target.bootstrap, topic, 0, timeout_s=60)
+    read = consume_to_end(target, topic, 0, timeout_s=60)
     values = [r["value"] for r in read["records"]]
     read_offsets = {r["value"]: r["offset"] for r in read["records"]}
     end = read["records"][-1]["offset"] + 1 if read["records"] else 0

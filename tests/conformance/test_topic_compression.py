@@ -61,16 +61,16 @@ def stored_codec(
     target: Target, topic: str, topic_codec: str, timestamp_type: str = "CreateTime"
 ) -> Transcript:
     created = create_topic(
-        target.bootstrap, topic, configs={KEY: topic_codec, "message.timestamp.type": timestamp_type}
+        target, topic, configs={KEY: topic_codec, "message.timestamp.type": timestamp_type}
     )
     lz4 = produce(
-        target.bootstrap,
+        target,
         topic,
         _records(0, 20),
         {"compression.type": "lz4", "enable.idempotence": True, "linger.ms": 200},
     )
-    plain = produce(target.bootstrap, topic, _records(20, 10), {"compression.type": "none", "linger.ms": 200})
-    read = consume(target.bootstrap, topic, [0], 30)
+    plain = produce(target, topic, _records(20, 10), {"compression.type": "none", "linger.ms": 200})
+    read = consume(target, topic, [0], 30)
     if timestamp_type == "LogAppendTime":  # the append's time: one per batch, not the producer's
         records = read["records"]
         read["records"] = {
@@ -86,7 +86,7 @@ def stored_codec(
         "created": created,
         "reports": lz4 + plain,
         "confluent_kafka": read,
-        "kafka_python": kafka_python_read_all(target.bootstrap, topic, 0),
+        "kafka_python": kafka_python_read_all(target, topic, 0),
         "stored": stored_batches(target.bootstrap, topic, 0, 30),
         "described": describe_config(target.bootstrap, TOPIC_RESOURCE, topic, KEY),
     }
@@ -115,11 +115,11 @@ def _create(admin: AdminClient, topic: str, value: str) -> str | None:
 
 
 def compression_type_configs(target: Target, topic: str) -> Transcript:
-    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    admin = AdminClient(target.client_config)
     transcript: Transcript = {
         "create_brotli": _create(admin, f"{topic}-b", "brotli"),
         "create_capitals": _create(admin, f"{topic}-c", "GZIP"),
-        "created": create_topic(target.bootstrap, topic),
+        "created": create_topic(target, topic),
         "default": describe_config(target.bootstrap, TOPIC_RESOURCE, topic, KEY),
         "set_brotli": _alter(admin, topic, "brotli", AlterConfigOpType.SET),
         "after_brotli": describe_config(target.bootstrap, TOPIC_RESOURCE, topic, KEY),

@@ -4,28 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 
 from kazoo.client import KazooClient, KazooState
 
+from lumber.dev.zookeeper_server import make_chroot, new_client
 
-def new_client(connect: str, timeout_s: float = 10.0) -> KazooClient:
-    """A started kazoo client on ``connect``."""
-    client = KazooClient(hosts=connect, timeout=timeout_s)
-    client.start(timeout=30)
-    return client
-
-
-def make_chroot(root_connect: str, name: str) -> str:
-    """Create a fresh unique chroot for one test; return the connect string that uses it."""
-    path = f"/t-{name[:40]}-{uuid.uuid4().hex[:8]}".replace("[", "_").replace("]", "_")
-    root = new_client(root_connect)
-    try:
-        root.ensure_path(path)
-    finally:
-        root.stop()
-        root.close()
-    return f"{root_connect}{path}"
+__all__ = ["expire_session", "make_chroot", "new_client"]
 
 
 def expire_session(client: KazooClient, connect: str, timeout_s: float = 30.0) -> None:

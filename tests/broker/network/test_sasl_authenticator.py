@@ -128,3 +128,41 @@ def test_skipping_the_handshake_an_unknown_mechanism_and_v0_close_the_connection
     assert step.response is None
     step = authenticator().handle(b"\x00")
     assert step.close_reason == "an unknown (api key -1) request during the SASL handshake or versions step"
+
+
+def _plain_refusal(token: bytes) -> tuple[int, str | None, str | None]:
+    auth = authenticator()
+    auth.handle(frame(SaslHandshakeRequest("PLAIN"), 1))
+    step = auth.handle(frame(SaslAuthenticateRequest(token), 1))
+    failed = answer(step.response, 36, 1)
+    assert step.failed
+    return failed.error_code, failed.error_message, step.close_reason
+
+
+def test_a_refused_plain_login_is_told_kafkas_plain_messages() -> None:
+    """Kafka 4.4's PlainSaslServer's words for each refusal (not the SCRAM servers' generic message); the
+    log line keeps Lumber's reason, which names the user and never the password."""
+    invalid = "Authentication failed: Invalid username or password"
+    cases = {
+        b"\0alice\0not-pw": (invalid, "user 'alice': invalid credentials"),
+        b"\0mallory\0pw": (invalid, "user 'mallory' has no credential"),
+        b"\0\0pw": ("Authentication failed: username not specified", "an empty or invalid user"),
+        b"\0alice\0": (
+            "Authentication failed: password not specified",
+            "user 'alice' sent an empty password",
+        ),
+        b"bob\0alice\0pw": (
+            "Authentication failed: Client requested an authorization id that is different from username",
+            "user 'alice' asked for another authorization id",
+        ),
+        b"alice\0pw": ("Invalid SASL/PLAIN response: expected 3 tokens, got 2", "not authzid NUL user NUL"),
+        b"a\0b\0c\0d\0e\0f": ("Invalid SASL/PLAIN response: expected 3 tokens, got 4", "not authzid NUL"),
+    }
+    for token, (message, reason) in cases.items():
+        code, told, logged = _plain_refusal(token)
+        assert (code, told) == (ErrorCode.SASL_AUTHENTICATION_FAILED, message), token
+        assert logged is not None
+        assert reason in logged, (token, logged)
+        assert b"not-pw" not in logged.encode()
+    # the authorization id is checked after the password, as Kafka does: a wrong password says so
+    assert _plain_refusal(b"bob\0alice\0not-pw")[1] == invalid
