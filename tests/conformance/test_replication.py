@@ -40,6 +40,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -344,8 +345,9 @@ def follower_truncated_to_leader_epoch(target: ClusterTarget, topic: str) -> Tra
     leading_again = _wait_for_state(target, target.addresses[0], topic, (1,), [1, 2])
     old_leader = target.addresses[1]
     positions = _wait_for_positions(old_leader, topic)
-    read = consume_to_end(old_leader, topic, 0, timeout_s=60)
-    kafka_python = kafka_python_read_all(old_leader, topic, 0)
+    through_old_leader = replace(target, bootstrap=old_leader)
+    read = consume_to_end(through_old_leader, topic, 0, timeout_s=60)
+    kafka_python = kafka_python_read_all(through_old_leader, topic, 0)
     batches = batch_epochs(old_leader, topic, 0, positions["high_watermark"])
     epochs = sorted({before["leader_epoch"], failed_over["leader_epoch"], leading_again["leader_epoch"]})
     current = leading_again["leader_epoch"]
