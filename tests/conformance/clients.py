@@ -216,22 +216,14 @@ def kcat(args: Sequence[str], stdin: str | None = None, timeout_s: float = 60.0)
 def kafka_python_read_all(
     target: Target, topic: str, partition: int, timeout_s: float = 30.0
 ) -> dict[str, Any]:
-    """kafka-python reads ``topic-partition`` from offset 0 to its end; the records and any error.
-
-    Every caller reads a partition it has just written, so an end offset of 0 is asked again, every 0.5 s for
-    at most 15 s: twice on a busy CI machine kafka-python's first ListOffsets right after the produces
-    answered 0 from Kafka, and the scenario read nothing."""
+    """kafka-python reads ``topic-partition`` from offset 0 to its end; the records and any error."""
     consumer = KafkaConsumer(**target.kafka_python_config, enable_auto_commit=False, consumer_timeout_ms=2000)
     tp = KpPartition(topic, partition)
     records: list[Record] = []
     error: str | None = None
     try:
         consumer.assign([tp])
-        asked_until = time.monotonic() + 15
         end = consumer.end_offsets([tp])[tp]
-        while end == 0 and time.monotonic() < asked_until:
-            time.sleep(0.5)
-            end = consumer.end_offsets([tp])[tp]
         consumer.seek(tp, 0)
         deadline = time.monotonic() + timeout_s
         while consumer.position(tp) < end and time.monotonic() < deadline:

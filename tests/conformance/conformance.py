@@ -10,18 +10,29 @@ A transcript may differ only where ``DIFFERENCES.md`` lists the difference: each
 normaliser in :data:`NORMALISERS` that both transcripts of the scenarios it names go through before the
 comparison. A Lumber bug is fixed, never listed. Values that must differ between any two runs (wall-clock
 timestamps, cluster ids, ports) are normalised by the scenario itself, which says so where it does.
+
+Records a scenario stamps itself carry CreateTime timestamps from :data:`RECENT_TS` on, the same in both
+runs: both brokers check retention every 500 ms here (``conftest.py``) with ``retention.ms`` 7 days, so
+records stamped years ago were deleted while the clients were still reading them (a read that found the log
+start past them and nothing to read, on Kafka once and on Lumber once). A scenario that needs older records
+says so and sets the topic's ``retention.ms`` itself.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tests.conformance.target import Target
+
+#: CreateTime of the records scenarios stamp themselves: a minute before this module was imported, the same
+#: for both brokers' runs (see the module docstring)
+RECENT_TS = int(time.time() * 1000) - 60_000
 
 Transcript = dict[str, Any]
 Scenario = Callable[..., Transcript]

@@ -18,6 +18,8 @@ import time
 import warnings
 from typing import Any
 
+from tests.conformance.conformance import RECENT_TS
+
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
@@ -50,7 +52,7 @@ CONFIG_SOURCES = (
     "GROUP_CONFIG",
 )
 #: the CreateTime of the first record of every :func:`idempotent_batch` (then one ms per record)
-BATCH_TIMESTAMP_MS = 1_700_000_000_000
+BATCH_TIMESTAMP_MS = RECENT_TS
 
 
 def read_response(sock: socket.socket, timeout_s: float = 2.0) -> tuple[bytes | None, bool]:

@@ -22,7 +22,7 @@ import warnings
 from typing import Any
 
 from tests.conformance.clients import consume, create_topic, kafka_python_read_all, produce
-from tests.conformance.conformance import Transcript, conform
+from tests.conformance.conformance import RECENT_TS, Transcript, conform
 from tests.conformance.raw_requests import fetch_frame, read_response
 from tests.conformance.target import Target
 
@@ -38,7 +38,7 @@ def fetch_limits_below_one_batch(target: Target, topic: str) -> Transcript:
             "key": f"k{i}".encode(),
             "value": bytes([65 + i]) * 5000,
             "partition": 0,
-            "timestamp": 1_700_000_000_000 + i,
+            "timestamp": RECENT_TS + i,
         }
         for i in range(6)
     ]

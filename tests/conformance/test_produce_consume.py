@@ -32,13 +32,8 @@ from tests.conformance.clients import (
     kcat,
     produce,
 )
-from tests.conformance.conformance import Transcript, conform
+from tests.conformance.conformance import RECENT_TS, Transcript, conform
 from tests.conformance.target import Target
-
-#: CreateTime of codec_round_trip's records: this session's (a minute before the module was imported, the
-#: same for both brokers' runs). With timestamps of 2023, both brokers' retention check (every 500 ms here,
-#: ``retention.ms`` 7 days by default) deleted the records while the three clients were still reading them.
-RECENT_TS = int(time.time() * 1000) - 60_000
 
 
 def kcat_produce_then_consume_at_once(target: Target, topic: str) -> Transcript:
@@ -69,17 +64,17 @@ def kcat_produce_then_consume_at_once(target: Target, topic: str) -> Transcript:
 def produce_and_read_back(target: Target, topic: str, acks: str) -> Transcript:
     created = create_topic(target, topic)
     records: list[dict[str, Any]] = [
-        {"key": b"k1", "value": b"v1", "partition": 0, "timestamp": 1_700_000_000_000},
-        {"key": None, "value": b"no key", "partition": 0, "timestamp": 1_700_000_000_001},
-        {"key": b"tombstone", "value": None, "partition": 0, "timestamp": 1_700_000_000_002},
+        {"key": b"k1", "value": b"v1", "partition": 0, "timestamp": RECENT_TS},
+        {"key": None, "value": b"no key", "partition": 0, "timestamp": RECENT_TS + 1},
+        {"key": b"tombstone", "value": None, "partition": 0, "timestamp": RECENT_TS + 2},
         {
             "key": b"h",
             "value": b"with headers",
             "partition": 0,
             "headers": [("a", b"1"), ("a", b"2"), ("empty", b""), ("none", None)],
-            "timestamp": 1_600_000_000_000,
+            "timestamp": RECENT_TS - 3_600_000,  # an hour before the others
         },
-        {"key": b"", "value": b"", "partition": 0, "timestamp": 1_700_000_000_003},
+        {"key": b"", "value": b"", "partition": 0, "timestamp": RECENT_TS + 3},
     ]
     reports = produce(target, topic, records, {"acks": acks})
     read = consume(target, topic, [0], len(records))

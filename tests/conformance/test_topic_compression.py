@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests.conformance.clients import consume, create_topic, error_name, kafka_python_read_all, produce
-from tests.conformance.conformance import Transcript, conform
+from tests.conformance.conformance import RECENT_TS, Transcript, conform
 from tests.conformance.raw_requests import BROKER_RESOURCE, TOPIC_RESOURCE, describe_config, stored_batches
 from tests.conformance.target import Target
 
@@ -41,7 +41,7 @@ with warnings.catch_warnings():
     )
 
 KEY = "compression.type"
-BASE_TS = 1_700_000_000_000
+BASE_TS = RECENT_TS
 
 
 def _records(first: int, count: int) -> list[dict[str, Any]]:
