@@ -708,7 +708,9 @@ def test_a_new_leader_never_answers_a_latest_offset_below_what_was_acknowledged(
         found = answer.topics[0].partitions[0]
     finally:
         resume(paused)
-    assert (found.error_code, found.offset) in ((int(ErrorCode.OFFSET_NOT_AVAILABLE), -1), (0, 50))
+    # once in CI (not reproduced in 27 runs by hand): (0, 0); the new leader's own account, to find why
+    story = [line for line in leader.log().splitlines() if "kip207" in line][-12:]
+    assert (found.error_code, found.offset) in ((int(ErrorCode.OFFSET_NOT_AVAILABLE), -1), (0, 50)), story
     tp = TopicPartition("kip207", 0)
     with Consumer(ConsumerConfig(bootstrap_servers=[first.address, second.address])) as consumer:
         assert consumer.end_offsets([tp])[tp] == 50
