@@ -165,7 +165,8 @@ def test_a_member_whose_session_expired_cannot_commit(broker_cluster: Any) -> No
         got = drive([m], lambda g: len(g[0]) == 20)
         old_id = m.member_id
         expire_session(m.zookeeper, broker_cluster.zk_connect)
-        with pytest.raises(CommitFailedError, match="session expired"):
+        # refused by the expired session, or before the client reconnected (once on a busy CI machine)
+        with pytest.raises(CommitFailedError, match=r"session expired|zookeeper is not connected"):
             m.commit()
         assert [offset_of(zk, "fenced", p) for p in range(2)] == [None, None]
         # it joins again as a new member and gets the uncommitted records again (at least once)
