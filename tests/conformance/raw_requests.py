@@ -223,13 +223,14 @@ def partition_state(address: str, topic: str, partition: int) -> dict[str, Any]:
     }
 
 
-def batch_epochs(address: str, topic: str, partition: int, end: int) -> list[tuple[int, int, int]]:
-    """Every batch of ``topic-partition`` below offset ``end`` as Fetch v12 from ``address`` reads it:
-    ``(base offset, last offset, partition leader epoch)``, in log order."""
-    batches: list[tuple[int, int, int]] = []
+def _fetched_batches(address: str, topic: str, partition: int, end: int, correlation_id: int) -> list[Any]:
+    """Every batch of ``topic-partition`` below offset ``end`` as Fetch v12 from ``address`` returns it (the
+    stored bytes: neither broker converts a v2 batch on the way out), kafka-python's batch objects in log
+    order."""
+    batches: list[Any] = []
     offset = 0
     while offset < end:
-        [response] = exchange(address, [fetch_frame(topic, partition, 51, offset=offset)])
+        [response] = exchange(address, [fetch_frame(topic, partition, correlation_id, offset=offset)])
         if response is None:
             raise AssertionError(f"{address} did not answer a Fetch of {topic}-{partition} at {offset}")
         answer = FetchResponse.decode(response, version=FETCH_VERSION, header=True, framed=True)
@@ -239,9 +240,19 @@ def batch_epochs(address: str, topic: str, partition: int, end: int) -> list[tup
         records = MemoryRecords(bytes(data.records))
         while (batch := records.next_batch()) is not None:
             if batch.last_offset >= offset:
-                batches.append((batch.base_offset, batch.last_offset, batch.leader_epoch))
+                if batch.base_offset < end:
+                    batches.append(batch)
                 offset = batch.last_offset + 1
-    return [b for b in batches if b[0] < end]
+    return batches
+
+
+def batch_epochs(address: str, topic: str, partition: int, end: int) -> list[tuple[int, int, int]]:
+    """Every batch of ``topic-partition`` below offset ``end`` as Fetch v12 from ``address`` reads it:
+    ``(base offset, last offset, partition leader epoch)``, in log order."""
+    return [
+        (batch.base_offset, batch.last_offset, batch.leader_epoch)
+        for batch in _fetched_batches(address, topic, partition, end, 51)
+    ]
 
 
 #: A batch's codec (bits 0-2 of its attributes) by name, as ``compression.type`` names it.
@@ -249,36 +260,22 @@ CODEC_NAMES = ("uncompressed", "gzip", "snappy", "lz4", "zstd")
 
 
 def stored_batches(address: str, topic: str, partition: int, end: int) -> list[dict[str, Any]]:
-    """Every batch of ``topic-partition`` below offset ``end`` as Fetch v12 from ``address`` returns it (the
-    stored bytes: neither broker converts a v2 batch on the way out): its offsets, record count, codec,
-    timestamp type, and producer fields (whether it has a producer id: the ids differ between clusters)."""
-    batches: list[dict[str, Any]] = []
-    offset = 0
-    while offset < end:
-        [response] = exchange(address, [fetch_frame(topic, partition, 52, offset=offset)])
-        if response is None:
-            raise AssertionError(f"{address} did not answer a Fetch of {topic}-{partition} at {offset}")
-        answer = FetchResponse.decode(response, version=FETCH_VERSION, header=True, framed=True)
-        [data] = [p for t in answer.responses for p in t.partitions]
-        if data.error_code != 0 or not data.records:
-            raise AssertionError(f"{topic}-{partition} at {offset} from {address}: error {data.error_code}")
-        records = MemoryRecords(bytes(data.records))
-        while (batch := records.next_batch()) is not None:
-            if batch.last_offset >= offset and batch.base_offset < end:
-                batches.append(
-                    {
-                        "offsets": [batch.base_offset, batch.last_offset],
-                        "records": batch.records_count,
-                        "codec": CODEC_NAMES[batch.compression_type],
-                        "timestamp_type": batch.timestamp_type,
-                        "has_producer_id": batch.producer_id >= 0,
-                        "producer_epoch": batch.producer_epoch,
-                        "base_sequence": batch.base_sequence,
-                        "transactional": batch.is_transactional,
-                    }
-                )
-                offset = batch.last_offset + 1
-    return batches
+    """Every batch of ``topic-partition`` below offset ``end`` as Fetch v12 from ``address`` returns it: its
+    offsets, record count, codec, timestamp type, and producer fields (whether it has a producer id: the
+    ids differ between clusters)."""
+    return [
+        {
+            "offsets": [batch.base_offset, batch.last_offset],
+            "records": batch.records_count,
+            "codec": CODEC_NAMES[batch.compression_type],
+            "timestamp_type": batch.timestamp_type,
+            "has_producer_id": batch.producer_id >= 0,
+            "producer_epoch": batch.producer_epoch,
+            "base_sequence": batch.base_sequence,
+            "transactional": batch.is_transactional,
+        }
+        for batch in _fetched_batches(address, topic, partition, end, 52)
+    ]
 
 
 def describe_config(address: str, resource_type: int, name: str, key: str) -> dict[str, Any] | None:
