@@ -49,7 +49,10 @@ leader's append and the follower's append, so a leadership change never interlea
 takes its leader-ISR lock for reading there; appends to one partition are serialised by the log anyway).
 The log is thread-safe on its own (one append lock; readers take none, see :mod:`broker.log.log`). Reads of
 ``leader_epoch``, ``is_leader`` and ``isr`` without the lock see a value that was true a moment ago, which
-is all Metadata-like answers need. Nothing here calls ZooKeeper or blocks on another partition.
+is all Metadata-like answers need; an answer that depends on several of them at once (ListOffsets' KIP-207
+check: leadership, the epoch's start, the followers and the high watermark) reads them under the lock, or
+it could see a leadership half applied (leader set, epoch start and followers not yet). Nothing here calls
+ZooKeeper or blocks on another partition.
 """
 
 from __future__ import annotations
@@ -555,15 +558,24 @@ class Partition:
 
         A new leader whose high watermark has not yet reached the start of its epoch answers
         OFFSET_NOT_AVAILABLE (Kafka's KIP-207): the previous leader may have exposed offsets this one
-        cannot vouch for yet, and a latest offset must never go back."""
+        cannot vouch for yet, and a latest offset must never go back. NOT_LEADER_OR_FOLLOWER when this
+        replica does not lead; the leadership, the epoch's start, the followers and the high watermark are
+        read under the lock, as one (see the module docstring)."""
         log = self.log
-        start = self.leader_epoch_start_offset
-        if start > 0 and self._remote and log.high_watermark < start:
-            raise OffsetNotAvailableError(self.topic_partition, log.high_watermark, start)
+        with self._lock:
+            if self.leader_id != self.broker_id:
+                raise self._not_leader()
+            start, followed, high_watermark = (
+                self.leader_epoch_start_offset,
+                bool(self._remote),
+                log.high_watermark,
+            )
+        if start > 0 and followed and high_watermark < start:
+            raise OffsetNotAvailableError(self.topic_partition, high_watermark, start)
         if timestamp == EARLIEST_TIMESTAMP:
             return log.log_start_offset, -1
         if timestamp == LATEST_TIMESTAMP:
-            return log.high_watermark, -1
+            return high_watermark, -1
         if timestamp == MAX_TIMESTAMP:
             found = log.offset_of_max_timestamp()
             return (-1, -1) if found is None else found

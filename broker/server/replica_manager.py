@@ -41,8 +41,7 @@ logs, offsets, replica state and the purgatory, never the wire format. What it o
   follower (``replica_id`` >= 0) reads up to the log end, and its fetch offset is its log end offset
   (:meth:`Partition.update_follower_fetch_state`), which may move the ISR and the high watermark, its log
   start a waiting DeleteRecords' (:mod:`broker.server.delayed_delete_records`); epochs fenced as Kafka's.
-* **ListOffsets** (:meth:`fetch_offset_for_timestamp`) and **OffsetForLeaderEpoch**
-  (:meth:`last_offset_for_leader_epoch`).
+* **Offsets**: ListOffsets (:meth:`fetch_offset_for_timestamp`) and OffsetForLeaderEpoch (its next method).
 * **ISR changes** (:mod:`broker.server.isr_changes`, mixed in): one thread (``isr-<id>``) writes the
   leaders' ISR changes to their state znodes, each conditional on the znode version it was computed from,
   the changes queued meanwhile in one pipelined batch
@@ -324,11 +323,12 @@ class ReplicaManager(IsrChanges, ReplicaMoves):
             self.fetchers.remove_partitions([tp])
             if partition.make_leader(state, replicas):
                 logger.info(
-                    "broker %d: leading %s in epoch %d from offset %d, ISR %s",
+                    "broker %d: leading %s in epoch %d from offset %d, high watermark %d, ISR %s",
                     self._broker_id,
                     tp,
                     state.leader_epoch,
                     partition.log_end_offset,
+                    partition.log.high_watermark,
                     list(state.isr),
                 )
         elif partition.make_follower(state, replicas) or not self.fetchers.has_partition(tp):

@@ -13,6 +13,9 @@ acknowledged record lost.
 
 from __future__ import annotations
 
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -24,7 +27,7 @@ from broker.record.compression import CompressionType
 from broker.record.record_batch_builder import RecordBatchBuilder
 from broker.record.topic_partition import TopicPartition
 from broker.server.delayed_produce import DelayedProduce, ProduceResult
-from broker.server.errors import NotLeaderOrFollowerError
+from broker.server.errors import NotLeaderOrFollowerError, OffsetNotAvailableError
 from broker.server.partition import Partition
 from tests.broker.log.helpers import BASE_TS, config
 
@@ -128,3 +131,67 @@ def test_a_leader_demoted_or_closed_acknowledges_nothing_more(tmp_path: Path) ->
     assert done
     assert isinstance(error, NotLeaderOrFollowerError)
     leader.log.close()
+
+
+def test_a_latest_offset_is_never_answered_from_a_leadership_half_applied(tmp_path: Path) -> None:
+    """KIP-207 under a leadership change: a ListOffsets answered while ``make_leader`` was half done (leader
+    set, the epoch's start and the followers not yet) passed the check and answered the follower's high
+    watermark, 0, after 50 acknowledged records (seen in CI, and 3 times in 20 runs of the replication
+    test under load). Here one thread makes this replica leader and follower in turn while another asks
+    for the latest offset: its high watermark (0) stays below its epoch's start (50) and its followers
+    never fetch, so every answer must be OFFSET_NOT_AVAILABLE or NOT_LEADER_OR_FOLLOWER, never an offset."""
+    source = replica(tmp_path, 1)
+    source.make_leader(
+        PartitionState(leader=1, leader_epoch=0, isr=(1, 0), controller_epoch=1, zk_version=0), (1, 0, 2)
+    )
+    source.append_records_to_leader(idempotent_batch(0, 50))
+    target = replica(tmp_path, 0)
+    target.make_follower(
+        PartitionState(leader=1, leader_epoch=0, isr=(1, 0), controller_epoch=1, zk_version=0), (1, 0, 2)
+    )
+    copy(source, target)
+    assert (target.log_end_offset, target.high_watermark) == (50, 0)
+    stop = threading.Event()
+
+    def change_leadership() -> None:
+        for i in range(1, 150):
+            if stop.is_set():
+                return
+            version = 2 * i
+            target.make_leader(
+                PartitionState(
+                    leader=0, leader_epoch=version, isr=(0, 2), controller_epoch=1, zk_version=version
+                ),
+                (1, 0, 2),
+            )
+            target.make_follower(
+                PartitionState(
+                    leader=2, leader_epoch=version + 1, isr=(2, 0), controller_epoch=1, zk_version=version + 1
+                ),
+                (1, 0, 2),
+            )
+
+    answers: list[tuple[int, int]] = []
+    refusals = {"offset not available": 0, "not leader": 0}
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter allows: the window is short
+    changer = threading.Thread(target=change_leadership, name="leadership")
+    try:
+        changer.start()
+        deadline = time.monotonic() + 10
+        while changer.is_alive() and time.monotonic() < deadline:
+            try:
+                answers.append(target.fetch_offset_for_timestamp(-1))
+            except OffsetNotAvailableError:
+                refusals["offset not available"] += 1
+            except NotLeaderOrFollowerError:
+                refusals["not leader"] += 1
+    finally:
+        sys.setswitchinterval(interval)
+        stop.set()
+        changer.join(30)
+    assert answers == []
+    assert refusals["offset not available"] > 0, refusals
+    assert refusals["not leader"] > 0, refusals
+    source.log.close()
+    target.log.close()

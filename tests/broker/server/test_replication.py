@@ -708,9 +708,12 @@ def test_a_new_leader_never_answers_a_latest_offset_below_what_was_acknowledged(
         found = answer.topics[0].partitions[0]
     finally:
         resume(paused)
-    # once in CI (not reproduced in 27 runs by hand): (0, 0); the new leader's own account, to find why
-    story = [line for line in leader.log().splitlines() if "kip207" in line][-12:]
-    assert (found.error_code, found.offset) in ((int(ErrorCode.OFFSET_NOT_AVAILABLE), -1), (0, 50)), story
+    # (0, 0) here was a ListOffsets read while the new leader's make_leader was half done (see
+    # tests/broker/server/test_partition.py); the new leader's own account is printed if it comes back
+    answer_of = (found.error_code, found.offset)
+    if answer_of not in ((int(ErrorCode.OFFSET_NOT_AVAILABLE), -1), (0, 50)):
+        story = [line for line in leader.log().splitlines() if "kip207" in line or "ERROR" in line]
+        pytest.fail(f"latest offset {answer_of}; the new leader's log:\n" + "\n".join(story))
     tp = TopicPartition("kip207", 0)
     with Consumer(ConsumerConfig(bootstrap_servers=[first.address, second.address])) as consumer:
         assert consumer.end_offsets([tp])[tp] == 50
