@@ -694,18 +694,18 @@ def test_a_new_leader_never_answers_a_latest_offset_below_what_was_acknowledged(
         leader = cluster.brokers[elected.leader]
         conn = connect(leader)
         try:
-            answer = conn.request(
-                ListOffsetsRequest(
-                    replica_id=-1,
-                    topics=[
-                        ListOffsetsTopic("kip207", [ListOffsetsPartition(partition_index=0, timestamp=-1)])
-                    ],
-                ),
-                version=6,
-            )
+            # ZooKeeper names the new leader a moment before the broker's own view has it: until then it
+            # answers NOT_LEADER_OR_FOLLOWER, and a client asks again (for at most 10 s here)
+            deadline = time.monotonic() + 10
+            latest = ListOffsetsTopic("kip207", [ListOffsetsPartition(partition_index=0, timestamp=-1)])
+            while True:
+                answer = conn.request(ListOffsetsRequest(replica_id=-1, topics=[latest]), version=6)
+                found = answer.topics[0].partitions[0]
+                if found.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
         finally:
             conn.close()
-        found = answer.topics[0].partitions[0]
     finally:
         resume(paused)
     # (0, 0) here was a ListOffsets read while the new leader's make_leader was half done (see
