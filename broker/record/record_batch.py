@@ -14,7 +14,9 @@ This module is the way into a batch: callers ask it, not the layout.
   :meth:`RecordBatch.records` (the plain walk), :meth:`RecordBatch.values` (offsets and values: the
   columnar reader, :mod:`broker.record.value_columns`, from
   :data:`~broker.record.record_walker.VECTORISED_MIN_RECORDS` records when it vouches for them, else the
-  values walk), :meth:`RecordBatch.validate_records` (bytes compared for records of one layout, else the
+  values walk), :meth:`RecordBatch.values_of` (the same for a consumer's fetch of many batches: the
+  columnar reader over all of them at once, else each batch's :meth:`~RecordBatch.values`; the consumer
+  picks no reader), :meth:`RecordBatch.validate_records` (bytes compared for records of one layout, else the
   walk). Where every record lies, with its key (the log cleaner's way: :meth:`RecordBatch.key_columns`
   of batch views, :meth:`RecordBatch.key_columns_of` of batches in a read of a segment, in place): the
   compiled reader of many batches at once (:mod:`broker.record.key_columns`), else the same columns by the
