@@ -1,13 +1,13 @@
 """Replication under faults as faults (issue 19), three real broker processes on a real ZooKeeper and
-unmodified confluent-kafka clients: kill -9 of the leader (once, and twenty times: slow), a leader paused past
-its session (SIGSTOP), a killed controller, SIGTERM moving leadership first, a stopped follower not holding
-acks=all writes, preferred leader election putting leadership back, and an ISR lost whole. After every fault
-every acknowledged record is read back, at the partition and offset it was acknowledged with, in order, and
-with idempotence none twice; the replicas' segment files are byte-identical up to the high watermark."""
+unmodified confluent-kafka clients: a leader paused past its session (SIGSTOP), a killed controller, SIGTERM
+moving leadership first, a stopped follower not holding acks=all writes, preferred leader election putting
+leadership back, and an ISR lost whole. kill -9 of the leader under load: test_replication_kill_leader.py.
+After every fault every acknowledged record is read back, at the partition and offset it was acknowledged
+with, in order, and with idempotence none twice; the replicas' segment files are byte-identical up to the high
+watermark."""
 
 from __future__ import annotations
 
-import random
 import time
 import warnings
 from collections.abc import Callable
@@ -29,60 +29,6 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.interop]
-
-
-def kill_leader_rounds(
-    cluster: BrokerCluster, topic: str, rounds: int, rng: random.Random, producing: Callable[[], bool]
-) -> list[tuple[int, int, float]]:
-    """kill -9 partition 0's leader ``rounds`` times under load; each time wait for a new leader, restart
-    the killed broker and wait for the full ISR. Returns (killed, elected, seconds to elect) per round."""
-    rounds_seen = []
-    for _ in range(rounds):
-        time.sleep(rng.uniform(0.3, 1.0))
-        assert producing(), "the producer stopped before the kill rounds ended"
-        leader = cluster.leader_of(topic, 0)
-        killed_at = time.monotonic()
-        leader.kill()
-        elected = new_leader(cluster, topic, 0, leader.broker_id)
-        rounds_seen.append((leader.broker_id, elected.leader, time.monotonic() - killed_at))
-        leader.start()
-        cluster.wait_for_isr(topic, 0, [0, 1, 2], timeout_s=60)
-    return rounds_seen
-
-
-def _kill_the_leader(start_cluster: Callable[..., BrokerCluster], rounds: int, seed: int) -> None:
-    cluster = start_cluster(3, min_insync_replicas=2, **REPLICATION)
-    cluster.create_topic("ha", 3, replication_factor=3)
-    load = AckedProducer(cluster, "ha", 3).start()
-    wait_for(lambda: len(load.acknowledged) >= 500, 60, "500 acknowledged records before the first kill")
-    try:
-        seen = kill_leader_rounds(cluster, "ha", rounds, random.Random(seed), lambda: load.running)
-    finally:
-        unsent = load.stop()
-    assert unsent == 0
-    assert load.fatal == []
-    assert load.errors == []
-    assert len(seen) == rounds
-    assert all(elected != killed for killed, elected, _s in seen)
-    records = read_partitions(cluster, "ha", 3)
-    check_every_acknowledged_record(records, load, exactly_once=True)
-    assert len(load.acknowledged) == load.sent
-    for p in range(3):
-        cluster.wait_for_isr("ha", p, [0, 1, 2], timeout_s=60)
-        wait_for_identical_replicas(cluster, "ha", p)
-
-
-def test_kill_9_of_the_leader_loses_no_acknowledged_record(
-    start_cluster: Callable[..., BrokerCluster],
-) -> None:
-    _kill_the_leader(start_cluster, rounds=2, seed=19)
-
-
-@pytest.mark.slow
-def test_twenty_kill_9s_of_the_leader_lose_and_duplicate_no_acknowledged_record(
-    start_cluster: Callable[..., BrokerCluster],
-) -> None:
-    _kill_the_leader(start_cluster, rounds=20, seed=20)
 
 
 def test_a_leader_paused_past_its_session_is_replaced_and_rejoins_as_a_follower(
