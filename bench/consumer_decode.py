@@ -209,6 +209,40 @@ def fetch_table(baseline: ModuleType, repeats: int, *, baseline_together: bool =
         )
 
 
+def paired_table(baseline: ModuleType, rounds: int) -> None:
+    """The baseline's ``decode_values`` against this tree's, in rounds of about 20 ms a side, the order
+    swapped every round: the median of the rounds' ratios (now / baseline) and their quartiles. A busy
+    spell of a shared machine falls on both sides of a round, so the ratio holds where best-of timings
+    do not."""
+    print(f"1b. now / baseline decode_values, paired rounds ({rounds}), median [quartiles]")
+    for name, per_batch, codec, value_bytes in CASES:
+        records = build_fetch(per_batch, codec, value_bytes, FETCH_BYTES)
+        new = partial(decode_values, fetched_batches(records))
+        old = partial(baseline.decode_values, fetched_batches(records, baseline.FetchedBatch))
+        calls = 1
+        while True:
+            started = time.perf_counter()
+            for _ in range(calls):
+                new()
+            if time.perf_counter() - started >= 0.02:
+                break
+            calls *= 2
+        ratios: list[float] = []
+        for round_number in range(rounds):
+            seconds = {}
+            for side, run in (
+                (("old", old), ("new", new)) if round_number % 2 else (("new", new), ("old", old))
+            ):
+                started = time.perf_counter()
+                for _ in range(calls):
+                    run()
+                seconds[side] = time.perf_counter() - started
+            ratios.append(seconds["new"] / seconds["old"])
+        ratios.sort()
+        median, low, high = ratios[rounds // 2], ratios[rounds // 4], ratios[3 * rounds // 4]
+        print(f"{name:<44} {median:6.3f} [{low:.3f}, {high:.3f}]")
+
+
 def decode_one_by_one(batches: list[Any]) -> list[Any]:
     """What ``poll_values`` did before: each batch's ``values()`` in turn."""
     return [batch.values() for batch in batches]
@@ -246,7 +280,17 @@ def main(argv: list[str] | None = None) -> int:
         help="the baseline column is the baseline's decode_values (all the batches at once), not its "
         "FetchedBatch.values batch by batch: the old and the new poll_values decoding in one process",
     )
+    parser.add_argument(
+        "--paired",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="only the baseline's decode_values against this tree's in ROUNDS paired rounds (median ratio)",
+    )
     args = parser.parse_args(argv)
+    if args.paired:
+        paired_table(load_baseline(args.baseline_rev), args.paired)
+        return 0
     fetch_table(load_baseline(args.baseline_rev), args.repeats, baseline_together=args.baseline_together)
     break_even_table(args.repeats)
     return 0
