@@ -1,14 +1,14 @@
 """The records of a fetched batch as columns: offsets, timestamps, keys, values and ``host`` headers.
 
 The load needs, per record, exactly these five things, for millions of records: the batch's records are
-read by the one record walker (:meth:`~broker.client.consumer.fetched_batch.FetchedBatch.walk`, which is
-:func:`broker.record.record_walker.walk_records`: inline single-byte varint fast paths, the header block
-of consecutive records decoded once) and turned into five lists, instead of building a
-:class:`~broker.client.consumer.consumer_record.ConsumerRecord` per record. Only the first ``host`` header of
-each record is kept. Records before the batch's ``from_offset`` or at or after ``until_offset`` are left out.
-Every length is checked against the record and the batch: a malformed batch raises
-:class:`~broker.client.errors.CorruptBatchError` naming the topic-partition and the batch's base offset
-(the batch's CRC was already checked by the consumer).
+read by the reader the batch chooses (:meth:`~broker.client.consumer.fetched_batch.FetchedBatch.walk`, which
+asks :meth:`~broker.record.record_batch.RecordBatch.records`: the one record walker, inline single-byte
+varint fast paths, the header block of consecutive records decoded once) and turned into five lists,
+instead of building a :class:`~broker.client.consumer.consumer_record.ConsumerRecord` per record. Only the
+first ``host`` header of each record is kept. Records before the batch's ``from_offset`` or at or after
+``until_offset`` are left out. Every length is checked against the record and the batch: a malformed batch
+raises :class:`~broker.client.errors.CorruptBatchError` naming the topic-partition and the batch's base
+offset (the batch's CRC was already checked by the consumer).
 """
 
 from __future__ import annotations

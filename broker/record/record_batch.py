@@ -14,7 +14,9 @@ This module is the way into a batch: callers ask it, not the layout.
   :meth:`RecordBatch.records` (the plain walk), :meth:`RecordBatch.values` (offsets and values: the
   columnar reader, :mod:`broker.record.value_columns`, from
   :data:`~broker.record.record_walker.VECTORISED_MIN_RECORDS` records when it vouches for them, else the
-  values walk), :meth:`RecordBatch.validate_records` (bytes compared for records of one layout, else the
+  values walk), :meth:`RecordBatch.values_of` (the same for a consumer's fetch of many batches: the
+  columnar reader over all of them at once, else each batch's :meth:`~RecordBatch.values`; the consumer
+  picks no reader), :meth:`RecordBatch.validate_records` (bytes compared for records of one layout, else the
   walk). Where every record lies, with its key (the log cleaner's way: :meth:`RecordBatch.key_columns`
   of batch views, :meth:`RecordBatch.key_columns_of` of batches in a read of a segment, in place): the
   compiled reader of many batches at once (:mod:`broker.record.key_columns`), else the same columns by the
@@ -73,8 +75,9 @@ from broker.record.key_columns import (
 )
 from broker.record.layout_check import one_record_batches_valid, records_of_one_layout
 from broker.record.record import Record
-from broker.record.record_walker import NO_OFFSET_LIMIT, VECTORISED_MIN_RECORDS, walk_records, walk_values
-from broker.record.value_columns import decode_values_vectorised
+from broker.record.record_walker import NO_OFFSET_LIMIT as NO_OFFSET_LIMIT  # noqa: PLC0414 - re-exported
+from broker.record.record_walker import VECTORISED_MIN_RECORDS, walk_records, walk_values
+from broker.record.value_columns import decode_values_vectorised, load_decoder
 from broker.record.varint import Buffer
 
 if TYPE_CHECKING:
@@ -306,13 +309,20 @@ class RecordBatch:
                 where, f"expected CRC 0x{self.crc:08x} got 0x{actual:08x}", position=position, offset=offset
             )
 
-    def records(self, *, from_offset: int = 0, until_offset: int = NO_OFFSET_LIMIT) -> list[Record]:
+    def records(
+        self,
+        *,
+        from_offset: int = 0,
+        until_offset: int = NO_OFFSET_LIMIT,
+        body: bytes | memoryview | None = None,
+    ) -> list[Record]:
         """The records whose offsets are in ``[from_offset, until_offset)``, decompressed when needed.
-        Call :meth:`validate` first for untrusted bytes."""
+        Call :meth:`validate` first for untrusted bytes. ``body``: :meth:`body`, when the caller has it."""
         header = self._header
         log_append_ms = header[8] if header[5] & TIMESTAMP_TYPE_MASK else None
+        data = self.records_data() if body is None else body
         return walk_records(
-            self.records_data(),
+            data.tobytes() if type(data) is memoryview else data,
             header[12],
             self.base_offset,
             header[7],
@@ -357,6 +367,36 @@ class RecordBatch:
             self._where if where is None else where,
             None if where is not None else self._position,
         )
+
+    @staticmethod
+    def load_columns() -> bool:
+        """Import numpy, which the columnar readers need, now rather than in the middle of the first read
+        (50-100 ms, once per process: :func:`~broker.record.value_columns.load_decoder`); False without
+        numpy (the walks then read every batch)."""
+        return load_decoder()
+
+    @staticmethod
+    def values_of(
+        batches: Sequence[RecordBatch],
+        from_offsets: Sequence[int],
+        *,
+        bodies: Sequence[bytes | memoryview] | None = None,
+    ) -> Sequence[tuple[Sequence[int], list[bytes | None]]]:
+        """``[batch.values(start) for batch, start in zip(batches, from_offsets)]`` (a consumer's fetch, of
+        any partitions), read together by the columnar reader from ``VECTORISED_MIN_RECORDS`` records
+        between them when it vouches for them all, else batch by batch (:meth:`values`: the first batch
+        that does not decode raises). ``bodies``: the batches' :meth:`body`, when the caller has them."""
+        data = [batch.body() for batch in batches] if bodies is None else bodies
+        counts = [batch._header[12] for batch in batches]
+        if sum(counts) >= VECTORISED_MIN_RECORDS:
+            base_offsets = [batch.base_offset for batch in batches]
+            found = decode_values_vectorised(data, counts, base_offsets, from_offsets)
+            if found is not None:
+                return found
+        return [
+            batch.values(start, body=body)
+            for batch, start, body in zip(batches, from_offsets, data, strict=True)
+        ]
 
     def stamped_prefix(self, base_offset: int, leader_epoch: int) -> bytes:
         """The batch's first 16 bytes with ``base_offset`` and ``leader_epoch`` (its ``batchLength`` kept):

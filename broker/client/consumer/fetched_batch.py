@@ -9,10 +9,10 @@ them their own way. :meth:`FetchedBatch.values` is the fast path when only offse
 :class:`~broker.record.record.Record`. All skip records before ``from_offset`` (a fetch returns whole
 batches, so the first one may start before the position asked for).
 
-Every record is read by the one record walker, :mod:`broker.record.record_walker`, through one of its
-strategies: the numpy pass over many batches (:mod:`broker.record.value_columns`) from
-:data:`~broker.record.record_walker.VECTORISED_MIN_RECORDS` records per call, the values walk below that
-or when the numpy pass declines, the full walk for records. A batch that does not decode raises
+The batches choose the reader of their records, not this module: :meth:`RecordBatch.values_of
+<broker.record.record_batch.RecordBatch.values_of>` for many batches (the columnar reader over all of them
+at once, from enough records, else each batch's :meth:`~broker.record.record_batch.RecordBatch.values`),
+:meth:`~broker.record.record_batch.RecordBatch.records` for records. A batch that does not decode raises
 :class:`~broker.client.errors.CorruptBatchError` naming the topic-partition, the batch's base offset and
 what is wrong.
 """
@@ -26,12 +26,13 @@ from broker.client.consumer.consumer_record import ConsumerRecord
 from broker.client.errors import CorruptBatchError
 from broker.record.errors import CorruptRecordError
 from broker.record.record import Record
-from broker.record.record_batch import RecordBatch
-from broker.record.record_walker import NO_OFFSET_LIMIT, VECTORISED_MIN_RECORDS, walk_records, walk_values
+from broker.record.record_batch import NO_OFFSET_LIMIT, RecordBatch
 from broker.record.topic_partition import TopicPartition
-from broker.record.value_columns import decode_values_vectorised, load_decoder
 
 __all__ = ["FetchedBatch", "PartitionValues", "decode_values", "load_decoder"]
+
+#: Import numpy now, so that the first :func:`decode_values` does not pause for it (False without numpy).
+load_decoder = RecordBatch.load_columns
 
 
 class PartitionValues(NamedTuple):
@@ -95,38 +96,12 @@ class FetchedBatch:
             raise self._corrupt(f"records do not decode: {exc.reason}") from exc
         return PartitionValues(tp, offsets, values)
 
-    def _values_walked(self, data: bytes | memoryview) -> PartitionValues:
-        if type(data) is memoryview:
-            data = data.tobytes()  # slicing bytes is cheaper than slicing a view, per record
-        batch = self.batch
-        try:
-            offsets, values = walk_values(
-                data, batch.record_count, batch.base_offset, self.from_offset, str(self.topic_partition)
-            )
-        except CorruptRecordError as exc:
-            raise self._corrupt(f"records do not decode: {exc.reason}") from exc
-        return PartitionValues(self.topic_partition, offsets, values)
-
     def walk(self, until_offset: int = NO_OFFSET_LIMIT) -> list[Record]:
         """The records in ``[from_offset, until_offset)``, each a :class:`~broker.record.record.Record`
         (offset, timestamp, key, value, headers)."""
         data = self._records_data()
-        if type(data) is memoryview:
-            data = data.tobytes()
-        batch = self.batch
-        log_append_ms = batch.max_timestamp_ms if batch.timestamp_type else None
         try:
-            return walk_records(
-                data,
-                batch.record_count,
-                batch.base_offset,
-                batch.first_timestamp_ms,
-                log_append_ms,
-                str(self.topic_partition),
-                None,
-                from_offset=self.from_offset,
-                until_offset=until_offset,
-            )
+            return self.batch.records(from_offset=self.from_offset, until_offset=until_offset, body=data)
         except CorruptRecordError as exc:
             raise self._corrupt(f"records do not decode: {exc.reason}") from exc
 
@@ -140,26 +115,22 @@ class FetchedBatch:
 
 
 def decode_values(batches: Sequence[FetchedBatch]) -> list[PartitionValues]:
-    """``[batch.values() for batch in batches]``, decoded in one vectorised pass when they hold enough
-    records between them (the batches may belong to different partitions).
+    """``[batch.values() for batch in batches]``, read together when the batches choose to
+    (:meth:`RecordBatch.values_of <broker.record.record_batch.RecordBatch.values_of>`: the batches may belong
+    to different partitions).
 
     A batch that does not decode raises :class:`~broker.client.errors.CorruptBatchError` naming it, as
     :meth:`FetchedBatch.values` would; the batches before it are decoded, but not returned.
     """
-    total = 0
-    for fetched in batches:
-        total += fetched.batch.record_count
-    if total < VECTORISED_MIN_RECORDS:
-        return [fetched.values() for fetched in batches]
     bodies = [fetched._records_data() for fetched in batches]
-    found = decode_values_vectorised(
-        bodies,
-        [fetched.batch.record_count for fetched in batches],
-        [fetched.batch.base_offset for fetched in batches],
-        [fetched.from_offset for fetched in batches],
-    )
-    if found is None:  # something is off: decode batch by batch, so that the culprit is named
-        return [fetched._values_walked(body) for fetched, body in zip(batches, bodies, strict=True)]
+    try:
+        found = RecordBatch.values_of(
+            [fetched.batch for fetched in batches],
+            [fetched.from_offset for fetched in batches],
+            bodies=bodies,
+        )
+    except CorruptRecordError:  # name the culprit: batch by batch, each naming its own partition and offset
+        return [fetched.values() for fetched in batches]
     return [
         PartitionValues(fetched.topic_partition, offsets, values)
         for fetched, (offsets, values) in zip(batches, found, strict=True)

@@ -9,7 +9,7 @@ import weakref
 from pathlib import Path
 
 from broker.log.deferred_release import DeferredRelease
-from tests.broker.log.test_log_cleaner import append_ops, clean_all, new_cleaner, open_log
+from tests.broker.log.compacted_logs import append_ops, clean_all, new_cleaner, open_log
 
 
 class Item:

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from broker.network.request_channel import NetworkRequest, NetworkResponse, RequestChannel
 from broker.network.socket_server import SocketServer
 from broker.protocol.frame import framed
@@ -209,3 +211,17 @@ def wait_until(predicate: Callable[[], bool], timeout_s: float = 5.0, what: str 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
         time.sleep(0.005)
+
+
+#: The logger the socket server's processors log their connection closes to.
+NETWORK_LOGGER = "broker.network"
+
+
+def closing_log(caplog: pytest.LogCaptureFixture, text: str) -> str:
+    """The processor's log line about closing a connection that contains ``text`` (waits for it)."""
+
+    def lines() -> list[str]:
+        return [r.getMessage() for r in list(caplog.records) if "closed connection" in r.getMessage()]
+
+    wait_until(lambda: any(text in line for line in lines()), what=f"a closing log line with {text!r}")
+    return next(line for line in lines() if text in line)

@@ -1,11 +1,13 @@
-"""The socket server end to end: real sockets on 127.0.0.1, real acceptor and processor threads."""
+"""The socket server end to end: real sockets on 127.0.0.1, real acceptor and processor threads: framing and
+the order of requests and responses, sendfile regions, idle connections, back-pressure, many connections, and
+the life cycle. Bad size prefixes and garbage: test_socket_server_bad_frames.py; requests served on the
+processor thread: test_socket_server_inline.py."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
 import logging
-import os
 import random
 import socket
 import struct
@@ -13,23 +15,22 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from broker.log.file_handle import FileHandle
 from broker.log.file_region import FileRegion
 from broker.network.errors import ListenError, NetworkConfigError, SocketServerStateError
-from broker.network.inline_serving import PIPELINED_MAX_BYTES
-from broker.network.request_channel import InlineHandler, NetworkRequest, NetworkResponse, RequestChannel
+from broker.network.request_channel import NetworkRequest, NetworkResponse, RequestChannel
 from broker.network.socket_server import SocketServer
 from broker.protocol.frame import framed
 from tests.broker.network.helpers import (
     CLOSE,
-    ECHO,
     ECHO_THEN_CLOSE,
     EMPTY,
+    NETWORK_LOGGER,
     NO_ANSWER,
+    closing_log,
     commands,
     connect,
     echo,
@@ -42,19 +43,6 @@ from tests.broker.network.helpers import (
     serving,
     wait_until,
 )
-
-_LOGGER = "broker.network"
-
-
-def _closing_log(caplog: pytest.LogCaptureFixture, text: str) -> str:
-    """The processor's log line about closing a connection that contains ``text`` (waits for it)."""
-
-    def lines() -> list[str]:
-        return [r.getMessage() for r in list(caplog.records) if "closed connection" in r.getMessage()]
-
-    wait_until(lambda: any(text in line for line in lines()), what=f"a closing log line with {text!r}")
-    return next(line for line in lines() if text in line)
-
 
 # -- framing and request/response order -------------------------------------------------------------------
 
@@ -140,7 +128,7 @@ def test_an_empty_response_unmutes_the_connection() -> None:
 
 
 def test_close_after_sends_the_response_then_closes(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger=_LOGGER)
+    caplog.set_level(logging.INFO, logger=NETWORK_LOGGER)
     with serving() as served:
         sock = served.connect()
         other = served.connect()
@@ -148,7 +136,7 @@ def test_close_after_sends_the_response_then_closes(caplog: pytest.LogCaptureFix
         # the request after it is never read: the connection closes once the response is out
         sock.sendall(framed(frame) + framed(request_frame(6)))
         assert read_until_closed(sock) == framed(frame)
-        assert "asked by the test" in _closing_log(caplog, "asked by the test")
+        assert "asked by the test" in closing_log(caplog, "asked by the test")
         send_request(other, request_frame(7))
         assert recv_frame(other) == request_frame(7)
         served.wait_stat("response_closed", 1)
@@ -158,12 +146,12 @@ def test_close_after_sends_the_response_then_closes(caplog: pytest.LogCaptureFix
 
 
 def test_close_after_without_chunks_closes_at_once(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger=_LOGGER)
+    caplog.set_level(logging.INFO, logger=NETWORK_LOGGER)
     with serving() as served:
         sock = served.connect()
         send_request(sock, request_frame(1, api_key=CLOSE))
         assert read_until_closed(sock) == b""
-        line = _closing_log(caplog, "closed at once by the test")
+        line = closing_log(caplog, "closed at once by the test")
         assert sock.getsockname()[1] == int(line.split(" from 127.0.0.1:")[1].split(":")[0])
         served.wait_stat("response_closed", 1)
         assert served.stats()["responses_empty"] == 1
@@ -221,135 +209,6 @@ def test_a_second_response_to_the_same_request_is_dropped() -> None:
         assert is_open(sock)
 
 
-# -- bad size prefixes and garbage ------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("size", "counter", "words"),
-    [
-        (1025, "oversized_closed", "exceeds the limit max_request_bytes=1024"),
-        (2**31 - 1, "oversized_closed", "exceeds the limit max_request_bytes=1024"),
-        (-1, "invalid_size_closed", "is negative"),
-        (-(2**31), "invalid_size_closed", "is negative"),
-        (0, "invalid_size_closed", "smaller than a request header (8 bytes"),
-        (7, "invalid_size_closed", "smaller than a request header (8 bytes"),
-    ],
-)
-def test_a_bad_size_prefix_closes_only_that_connection(
-    caplog: pytest.LogCaptureFixture, size: int, counter: str, words: str
-) -> None:
-    caplog.set_level(logging.INFO, logger=_LOGGER)
-    with serving(max_request_bytes=1024) as served:
-        good = served.connect()
-        bad = served.connect()
-        send_request(good, request_frame(1))
-        assert recv_frame(good) == request_frame(1)
-        bad.sendall(struct.pack(">i", size) + b"\x00" * 8)
-        assert read_until_closed(bad) == b""
-        line = _closing_log(caplog, words)
-        peer = f"127.0.0.1:{bad.getsockname()[1]}"
-        assert f"from {peer}:" in line
-        assert f"request size prefix {size} " in line
-        assert "max_request_bytes=1024" in line
-        served.wait_stat(counter, 1)
-        for correlation_id in range(2, 12):
-            send_request(good, request_frame(correlation_id))
-            assert recv_frame(good) == request_frame(correlation_id)
-        stats = served.stats()
-        assert stats["connections_closed"] == 1
-        assert stats["requests"] == 11
-        assert len(served.handlers.handled) == 11
-
-
-def test_a_request_of_exactly_max_request_bytes_is_served() -> None:
-    with serving(max_request_bytes=64) as served:
-        sock = served.connect()
-        frame = request_frame(3, b"m" * 56)
-        assert len(frame) == 64
-        send_request(sock, frame)
-        assert recv_frame(sock) == frame
-        smallest = request_frame(4)
-        assert len(smallest) == 8
-        send_request(sock, smallest)
-        assert recv_frame(sock) == smallest
-
-
-def _rss_bytes() -> int:
-    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def test_a_huge_announced_size_allocates_nothing_and_the_server_keeps_serving() -> None:
-    with serving(max_request_bytes=1 << 30) as served:
-        good = served.connect()
-        send_request(good, request_frame(1))
-        assert recv_frame(good) == request_frame(1)
-        before = _rss_bytes()
-        huge = [served.connect() for _ in range(4)]
-        for sock in huge:
-            sock.sendall(struct.pack(">i", (1 << 30) - 1) + request_frame(0, b"only a little"))
-        time.sleep(0.2)
-        for correlation_id in range(2, 6):
-            send_request(good, request_frame(correlation_id))
-            assert recv_frame(good) == request_frame(correlation_id)
-        grown = _rss_bytes() - before
-        assert grown < 64 * 1024 * 1024, f"RSS grew by {grown} bytes"
-        assert all(is_open(sock) for sock in huge)
-        for sock in huge:
-            sock.close()
-        served.wait_stat("peer_closed", 4)
-        assert served.stats()["requests"] == 5
-
-
-def _expected_echo(stream: bytes, max_bytes: int) -> tuple[bytes, bool]:
-    """What the echo server answers to ``stream``, and whether it closes the connection."""
-    out: list[bytes] = []
-    pos = 0
-    while len(stream) - pos >= 4:
-        (size,) = struct.unpack_from(">i", stream, pos)
-        if size < 8 or size > max_bytes:
-            return b"".join(out), True
-        if len(stream) - pos - 4 < size:
-            break
-        out.append(stream[pos : pos + 4 + size])
-        pos += 4 + size
-    return b"".join(out), False
-
-
-def test_random_garbage_gets_exactly_what_framing_allows() -> None:
-    rng = random.Random(20111)
-    max_bytes = 200
-    streams = []
-    for _ in range(40):
-        parts = []
-        for _ in range(rng.randrange(0, 6)):
-            body = rng.randbytes(rng.randrange(8, max_bytes + 1))
-            parts.append(framed(body))
-        parts.append(rng.randbytes(rng.randrange(0, 40)))
-        if rng.random() < 0.5:
-            parts.append(struct.pack(">i", rng.choice([-5, 0, 3, max_bytes + 1, 2**31 - 1])))
-        streams.append(b"".join(parts))
-    with serving(echo, max_request_bytes=max_bytes) as served:
-        good = served.connect()
-        socks = [served.connect() for _ in streams]
-        for sock, stream in zip(socks, streams, strict=True):
-            sock.sendall(stream)
-        closes = 0
-        for sock, stream in zip(socks, streams, strict=True):
-            expected, closes_it = _expected_echo(stream, max_bytes)
-            if closes_it:
-                closes += 1
-                assert read_until_closed(sock) == expected
-            else:
-                assert recv_exact(sock, len(expected)) == expected
-                assert is_open(sock, 0.05)
-        assert closes > 5
-        send_request(good, request_frame(99, b"still here"))
-        assert recv_frame(good) == request_frame(99, b"still here")
-        stats = served.stats()
-        assert stats["oversized_closed"] + stats["invalid_size_closed"] == closes
-        assert stats["connections_open"] == len(streams) + 1 - closes
-
-
 # -- sendfile ---------------------------------------------------------------------------------------------
 
 
@@ -394,7 +253,7 @@ def test_file_regions_are_sent_with_sendfile_byte_exact(segment_file: tuple[File
 def test_a_region_past_the_end_of_its_file_closes_only_that_connection(
     caplog: pytest.LogCaptureFixture, segment_file: tuple[FileHandle, bytes]
 ) -> None:
-    caplog.set_level(logging.INFO, logger=_LOGGER)
+    caplog.set_level(logging.INFO, logger=NETWORK_LOGGER)
     handle, data = segment_file
     broken = FileRegion(handle, len(data) - 10, 100, base_offset=0, next_offset=1)
 
@@ -408,14 +267,14 @@ def test_a_region_past_the_end_of_its_file_closes_only_that_connection(
         bad = served.connect()
         send_request(bad, request_frame(1, api_key=NO_ANSWER))
         assert read_until_closed(bad) == b"head" + data[-10:]
-        assert "ended after 10 of its 100 bytes" in _closing_log(caplog, "ended after")
+        assert "ended after 10 of its 100 bytes" in closing_log(caplog, "ended after")
         send_request(good, request_frame(2))
         assert recv_frame(good) == request_frame(2)
         served.wait_stat("error_closed", 1)
 
 
 def test_an_unsendable_chunk_closes_only_that_connection(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger=_LOGGER)
+    caplog.set_level(logging.INFO, logger=NETWORK_LOGGER)
 
     def respond(request: NetworkRequest) -> NetworkResponse:
         if request.frame[:2] == struct.pack(">h", NO_ANSWER):
@@ -427,7 +286,7 @@ def test_an_unsendable_chunk_closes_only_that_connection(caplog: pytest.LogCaptu
         bad = served.connect()
         send_request(bad, request_frame(1, api_key=NO_ANSWER))
         assert read_until_closed(bad) == b""
-        assert "response chunk 1 is a int" in _closing_log(caplog, "response chunk 1")
+        assert "response chunk 1 is a int" in closing_log(caplog, "response chunk 1")
         send_request(good, request_frame(2))
         assert recv_frame(good) == request_frame(2)
 
@@ -607,263 +466,3 @@ def test_servers_sharing_a_channel_route_responses_to_their_own_connections() ->
             assert via_first.processor_id in {0, 1}
         finally:
             second.shutdown()
-
-
-# -- requests served on the processor thread (InlineHandler) ----------------------------------------------
-
-#: Test api keys: echoed by a handler thread (not inline), answered later from another thread, and held
-#: unanswered until the test releases them (:meth:`_Inline.release`).
-_HANDED_OVER, _LATER, _HELD = 6, 7, 8
-
-
-class _Inline:
-    """An inline handler answering like :func:`commands`, recording the thread and order of each request."""
-
-    def __init__(self, channel: RequestChannel) -> None:
-        self.channel = channel
-        self.served: list[tuple[int, str]] = []
-        self.later: list[NetworkRequest] = []
-        self.held: list[NetworkRequest] = []
-
-    def release(self) -> None:
-        """Answer the held requests (echo), from this (another) thread."""
-        held, self.held = self.held, []
-        for request in held:
-            self.channel.send_response(echo(request))
-
-    def handle(self, request: NetworkRequest) -> None:
-        (api_key, _version, correlation_id) = struct.unpack_from(">hhi", request.frame, 0)
-        self.served.append((correlation_id, threading.current_thread().name))
-        if api_key == _LATER:
-            self.later.append(request)
-            threading.Timer(0.2, lambda: self.channel.send_response(echo(request))).start()
-            return
-        if api_key == _HELD:
-            self.held.append(request)
-            return
-        if api_key == CLOSE + 100:
-            raise RuntimeError("the inline handler failed")
-        response = commands(request)
-        if response is not None:
-            self.channel.send_response(response)
-
-
-@contextlib.contextmanager
-def _serving_inline(keys: set[int], pipeline: frozenset[int] = frozenset()) -> Iterator[tuple[Any, _Inline]]:
-    channel_box: list[_Inline] = []
-
-    def handle(request: NetworkRequest) -> None:
-        channel_box[0].handle(request)
-
-    handler = InlineHandler(handle, frozenset(keys), pipeline_api_keys=pipeline)
-    with serving(inline=handler, num_processors=1) as served:
-        inline = _Inline(served.channel)
-        channel_box.append(inline)
-        yield served, inline
-
-
-def test_inline_requests_are_served_by_the_processor_in_order_with_handed_over_ones() -> None:
-    with _serving_inline({ECHO, EMPTY}) as (served, inline):
-        sock = served.connect()
-        kinds = [(ECHO, EMPTY, _HANDED_OVER)[i % 3] if i % 5 else ECHO for i in range(600)]
-        frames = [request_frame(i, i.to_bytes(4, "big") * (i % 9), api_key=k) for i, k in enumerate(kinds)]
-        sock.sendall(b"".join(framed(f) for f in frames))
-        answered = [f for f, k in zip(frames, kinds, strict=True) if k != EMPTY]
-        assert [recv_frame(sock) for _ in answered] == answered
-        inline_ids = [i for i, k in enumerate(kinds) if k in (ECHO, EMPTY)]
-        assert [cid for cid, _ in inline.served] == inline_ids
-        assert {name for _, name in inline.served} == {f"{served.name}-network-processor-0"}
-        handed = [struct.unpack_from(">i", r.frame, 4)[0] for r in served.handlers.handled]
-        assert handed == [i for i, k in enumerate(kinds) if k == _HANDED_OVER]
-        served.wait_stat("responses_sent", len(answered))
-        stats = served.stats()
-        assert stats["requests"] == 600
-        assert stats["responses_empty"] == kinds.count(EMPTY)
-        assert stats["request_bytes"] == sum(4 + len(f) for f in frames)
-        assert is_open(sock)
-
-
-def test_an_inline_request_answered_later_holds_back_the_next_one() -> None:
-    with _serving_inline({ECHO, _LATER}) as (served, inline):
-        sock = served.connect()
-        later = request_frame(1, b"answered from a timer", api_key=_LATER)
-        after = request_frame(2, b"pipelined behind it")
-        sock.sendall(framed(later) + framed(after))
-        time.sleep(0.1)
-        assert [cid for cid, _ in inline.served] == [1]  # muted: the second is not served yet
-        assert recv_frame(sock) == later
-        assert recv_frame(sock) == after
-        assert [cid for cid, _ in inline.served] == [1, 2]
-        # another connection is served meanwhile: the delay mutes only its own connection
-        other = served.connect()
-        sock.sendall(framed(request_frame(3, api_key=_LATER)))
-        send_request(other, request_frame(4, b"not held back"))
-        assert recv_frame(other) == request_frame(4, b"not held back")
-        assert recv_frame(sock) == request_frame(3, api_key=_LATER)
-
-
-def test_buffered_requests_are_pipelined_behind_one_answered_later_and_answered_in_order() -> None:
-    """Read-ahead pipelining: the requests already buffered behind one that waits are served at once (an
-    acks=-1 Produce waiting for its group commit: one fsync then answers them all), in request order."""
-    with _serving_inline({ECHO, EMPTY, CLOSE, _LATER}, frozenset({ECHO, EMPTY, CLOSE, _LATER})) as (
-        served,
-        inline,
-    ):
-        sock = served.connect()
-        kinds = [_LATER, ECHO, EMPTY, _LATER, ECHO]
-        frames = [request_frame(i, b"p%d" % i, api_key=k) for i, k in enumerate(kinds, start=1)]
-        sock.sendall(b"".join(framed(f) for f in frames))
-        wait_until(lambda: len(inline.served) == 5, 5, "every buffered request to be served")
-        assert [cid for cid, _ in inline.served] == [1, 2, 3, 4, 5]  # before the first one's answer
-        assert [recv_frame(sock) for _ in range(4)] == [frames[0], frames[1], frames[3], frames[4]]
-        send_request(sock, request_frame(6, b"after the pipeline"))
-        assert recv_frame(sock) == request_frame(6, b"after the pipeline")
-        served.wait_stat("responses_empty", 1)
-        assert served.stats()["requests"] == 6
-        # a request that closes the connection ends the pipeline: nothing after it is served
-        other = served.connect()
-        doomed = [request_frame(7, api_key=_LATER), request_frame(8, api_key=CLOSE), request_frame(9, b"no")]
-        other.sendall(b"".join(framed(f) for f in doomed))
-        assert recv_frame(other) == doomed[0]
-        assert read_until_closed(other) == b""
-        assert [cid for cid, _ in inline.served][6:] == [7, 8]
-
-
-def test_requests_larger_than_the_read_ahead_buffer_are_read_and_pipelined_behind_a_waiting_one() -> None:
-    """Reading ahead: behind a request that waits, pipeline requests larger than the 128 KiB read-ahead
-    buffer (never whole in it) are read from the socket and served before its answer; a request of another
-    api key behind them is not read until every one before it is answered; answers in request order."""
-    with _serving_inline({ECHO, EMPTY, _HELD}, frozenset({ECHO, _HELD})) as (served, inline):
-        sock = served.connect()
-        big = [request_frame(i, bytes([i]) * (300 * 1024)) for i in (2, 3)]
-        held = request_frame(1, b"held", api_key=_HELD)
-        other = request_frame(4, b"not a pipeline request", api_key=EMPTY)
-        after = request_frame(5, b"echoed after it")
-        sock.sendall(b"".join(framed(f) for f in [held, *big, other, after]))
-        wait_until(lambda: len(inline.served) == 3, 5, "both large requests to be served behind the held one")
-        time.sleep(0.2)
-        assert [cid for cid, _ in inline.served] == [1, 2, 3]
-        assert served.stats()["requests_read_ahead"] == 2
-        assert [r.frame for r in inline.held] == [held]
-        inline.release()
-        assert [recv_frame(sock) for _ in range(3)] == [held, *big]
-        assert recv_frame(sock) == after
-        assert [cid for cid, _ in inline.served] == [1, 2, 3, 4, 5]
-        stats = served.stats()
-        assert stats["requests"] == 5
-        assert stats["requests_read_ahead"] == 2
-        assert stats["responses_empty"] == 1
-        assert stats["request_bytes"] == sum(4 + len(f) for f in [held, *big, other, after])
-
-
-def test_reading_ahead_stops_at_the_pipelined_bytes_bound_per_connection() -> None:
-    """Behind a waiting request, reading ahead serves requests until their frames hold
-    PIPELINED_MAX_BYTES; the rest is read once the earlier answers are sent, still in order."""
-    with _serving_inline({ECHO, _HELD}, frozenset({ECHO, _HELD})) as (served, inline):
-        sock = served.connect()
-        piece = PIPELINED_MAX_BYTES // 3 + 1  # three pieces reach the bound
-        frames = [request_frame(1, b"held", api_key=_HELD)]
-        frames += [request_frame(i, bytes([i]) * piece) for i in range(2, 7)]
-        sender = threading.Thread(target=sock.sendall, args=(b"".join(framed(f) for f in frames),))
-        sender.start()
-        wait_until(lambda: len(inline.served) == 4, 10, "three requests to be served behind the held one")
-        time.sleep(0.3)
-        assert [cid for cid, _ in inline.served] == [1, 2, 3, 4]
-        inline.release()
-        assert [recv_frame(sock) for _ in frames] == frames
-        sender.join(10)
-        assert [cid for cid, _ in inline.served] == [1, 2, 3, 4, 5, 6]
-        assert served.stats()["requests"] == 6
-
-
-def test_an_answer_larger_than_the_socket_buffer_to_a_pipeline_request_is_sent_whole() -> None:
-    """A pipeline request answered at once with more than the socket takes: the connection waits for
-    writing (it does not read ahead while a response is being sent), and the next request is served after."""
-    with _serving_inline({ECHO}, frozenset({ECHO})) as (served, _inline):
-        sock = served.connect()
-        big = request_frame(1, os.urandom(8 * 1024 * 1024))
-        send_request(sock, big)
-        time.sleep(0.2)  # the answer fills the socket buffers before the client reads
-        assert recv_frame(sock) == big
-        send_request(sock, request_frame(2, b"next"))
-        assert recv_frame(sock) == request_frame(2, b"next")
-
-
-def test_a_peer_closing_its_end_while_reading_ahead_still_gets_every_answer() -> None:
-    """A client that sends its pipelined requests and shuts down its sending side: the end of stream is
-    seen while the first request waits, and the connection is closed only after every answer is sent."""
-    with _serving_inline({ECHO, _HELD}, frozenset({ECHO, _HELD})) as (served, inline):
-        sock = served.connect()
-        frames = [request_frame(1, api_key=_HELD), request_frame(2, b"x" * 200_000)]
-        sock.sendall(b"".join(framed(f) for f in frames))
-        sock.shutdown(socket.SHUT_WR)
-        wait_until(lambda: len(inline.served) == 2, 5, "the request behind the held one to be served")
-        inline.release()
-        assert [recv_frame(sock) for _ in frames] == frames
-        assert read_until_closed(sock) == b""
-        served.wait_stat("peer_closed", 1)
-
-
-def test_an_inline_handler_failing_closes_only_its_connection(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger=_LOGGER)
-    with _serving_inline({ECHO, CLOSE, CLOSE + 100}) as (served, _inline):
-        failing, closing, fine = served.connect(), served.connect(), served.connect()
-        send_request(failing, request_frame(1, api_key=CLOSE + 100))
-        assert read_until_closed(failing) == b""
-        wait_until(
-            lambda: any(
-                "serving a request from" in r.getMessage() and r.exc_info for r in list(caplog.records)
-            ),
-            what="the handler's failure logged with its traceback",
-        )
-        send_request(closing, request_frame(2, api_key=CLOSE))
-        assert read_until_closed(closing) == b""
-        send_request(fine, request_frame(3, b"still served"))
-        assert recv_frame(fine) == request_frame(3, b"still served")
-        served.wait_stat("connections_open", 1)
-
-
-def test_runs_are_taken_one_request_at_a_time_and_the_rest_served_alone_in_order() -> None:
-    """``handle_run`` gets a buffered run as an iterator and serves its leading requests that need no
-    answer (EMPTY); the first it refuses (ECHO) is served alone by ``handle``, then the requests behind it
-    are offered as a run again. Every request is served once, in order, and a run refused at its first
-    request takes that request only (a producer's ``acks=1`` requests pipelined behind each other)."""
-    taken: list[tuple[int, int]] = []  # (requests taken, requests served) per handle_run call
-    order: list[int] = []
-    box: list[RequestChannel] = []
-
-    def handle(request: NetworkRequest) -> None:
-        order.append(struct.unpack_from(">i", request.frame, 4)[0])
-        response = commands(request)
-        if response is not None:
-            box[0].send_response(response)
-
-    def handle_run(requests: Iterator[NetworkRequest]) -> int:
-        assert not isinstance(requests, list | tuple)  # taken lazily, never cut all at once
-        took = served = 0
-        for request in requests:
-            took += 1
-            if struct.unpack_from(">h", request.frame, 0)[0] != EMPTY:
-                break
-            order.append(struct.unpack_from(">i", request.frame, 4)[0])
-            served += 1
-        taken.append((took, served))
-        return served
-
-    keys = frozenset({ECHO, EMPTY})
-    handler = InlineHandler(handle, keys, handle_run, run_api_keys=keys)
-    with serving(inline=handler, num_processors=1) as served_by:
-        box.append(served_by.channel)
-        sock = served_by.connect()
-        kinds = [ECHO] * 300 + [EMPTY] * 40 + [ECHO] * 2 + [EMPTY] * 5 + [ECHO]
-        frames = [request_frame(i, b"r%d" % i, api_key=k) for i, k in enumerate(kinds)]
-        sock.sendall(b"".join(framed(f) for f in frames))
-        echoed = [f for f, k in zip(frames, kinds, strict=True) if k == ECHO]
-        assert [recv_frame(sock) for _ in echoed] == echoed
-        served_by.wait_stat("requests", len(frames))
-        assert order == list(range(len(frames)))
-        assert all(took <= served + 1 for took, served in taken)
-        assert sum(served for _, served in taken) == 45
-        stats = served_by.stats()
-        assert stats["responses_empty"] == 45
-        assert stats["request_bytes"] == sum(4 + len(f) for f in frames)

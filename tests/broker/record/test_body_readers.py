@@ -1,7 +1,8 @@
 """Every reader of record bodies over the same batches, compared: the plain walk (``RecordBatch.records``),
 the values walk, the columnar reader (``value_columns``), the compiled reader of many batches
 (``key_columns``) and its walk (``walked_key_columns_in``), and the readers the batches choose themselves
-(``RecordBatch.values``, ``RecordBatch.key_columns``, ``RecordBatch.key_columns_of``): the same offsets,
+(``RecordBatch.values``, ``RecordBatch.values_of``, ``RecordBatch.key_columns``,
+``RecordBatch.key_columns_of``): the same offsets,
 keys and values, record for record (broker/record/record_batch.py's body readers)."""
 
 from __future__ import annotations
@@ -90,6 +91,55 @@ def test_the_readers_of_many_batches_agree_with_each_batch_alone() -> None:
     assert compiled is not None
     assert compiled.offsets.tolist() == list(range(64))
     assert compiled.batch_starts == [0, 3, 63, 64]
+    chosen = RecordBatch.values_of(batches, [0, 3, 63])
+    assert [(list(o), v) for o, v in chosen] == [(list(o), v) for o, v in one_by_one]
+    walked = [batch.records() for batch in batches]
+    assert [(list(o), v) for o, v in chosen] == [
+        ([r.offset for r in w], [r.value for r in w]) for w in walked
+    ]
+
+
+@pytest.mark.parametrize("columnar", [True, False], ids=["columnar", "declined"])
+@pytest.mark.parametrize("counts", [(3, 60, 1), (3, 5, 1)], ids=["together", "too-few-records"])
+def test_the_values_of_many_batches_the_batches_choose_are_each_batchs_walk(
+    columnar: bool, counts: tuple[int, int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``RecordBatch.values_of`` reads many batches by the columnar reader from enough records between
+    them, else (too few records, or the reader declining) batch by batch: the same offsets and values as
+    the plain walk of each batch, from each batch's own from-offset."""
+    codecs = (CompressionType.NONE, CompressionType.GZIP, CompressionType.NONE)
+    bases = (0, counts[0], counts[0] + counts[1])
+    batches = [build(n, codec, base, seed=n) for n, codec, base in zip(counts, codecs, bases, strict=True)]
+    starts = [base + 1 if n > 1 else base for n, base in zip(counts, bases, strict=True)]
+    calls: list[int] = []
+
+    def columnar_reader(*args: object) -> object:
+        calls.append(len(args[0]))  # type: ignore[arg-type]
+        return decode_values_vectorised(*args) if columnar else None  # type: ignore[arg-type]
+
+    monkeypatch.setattr("broker.record.record_batch.decode_values_vectorised", columnar_reader)
+    chosen = RecordBatch.values_of(batches, starts)
+    expected = [
+        ([r.offset for r in walked], [r.value for r in walked])
+        for walked in (b.records(from_offset=s) for b, s in zip(batches, starts, strict=True))
+    ]
+    assert [(list(o), v) for o, v in chosen] == expected
+    together = sum(counts) >= VECTORISED_MIN_RECORDS
+    # together: one call over the three batches (then, declined, one per batch of enough records alone)
+    assert calls == ([3] + ([] if columnar else [1]) if together else [])
+
+
+def test_a_corrupt_batch_among_many_is_named_by_its_own_walk() -> None:
+    batches = [
+        build(n, CompressionType.NONE, base, seed=n) for n, base in ((30, 0), (VECTORISED_MIN_RECORDS, 30))
+    ]
+    data = bytearray(batches[1].buffer)
+    data[61] = 0x7F  # the first record's length varint: 63 bytes, not what it holds
+    restamp_crc(data)
+    broken = RecordBatch(data, where="clicks-0", position=4096)
+    with pytest.raises(CorruptRecordError) as raised:
+        RecordBatch.values_of([batches[0], broken], [0, 30])
+    assert (raised.value.where, raised.value.position) == ("clicks-0", 4096)
 
 
 def test_a_corrupt_body_is_named_by_the_reader_the_batch_falls_back_to() -> None:

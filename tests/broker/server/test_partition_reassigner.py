@@ -16,7 +16,7 @@ import pytest
 
 from broker.cluster import reassignment_store
 from broker.record.topic_partition import TopicPartition
-from tests.broker.server.test_replication import (
+from tests.support.acked_producer import (
     REPLICATION,
     AckedProducer,
     check_every_acknowledged_record,

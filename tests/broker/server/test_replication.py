@@ -1,222 +1,45 @@
 """Replication end to end (issue 19): three real broker processes on a real ZooKeeper, unmodified
-confluent-kafka clients, and faults as faults (kill -9, SIGSTOP past the session, SIGTERM).
-
-After every fault the test counts what the producers were told was stored and what comes back: every
-acknowledged record is read back, at the partition and offset it was acknowledged with, in order, and with
-idempotence none twice; the replicas' segment files are byte-identical up to the high watermark.
-"""
+confluent-kafka clients: byte-identical replicas, a restarted follower catching up, min.insync.replicas,
+acks=all waiting for the ISR, followers fetching through sessions, the metrics, and what a new leader answers
+for the latest offset (KIP-207). The faults (kill -9, SIGSTOP past the session, SIGTERM, a lost ISR):
+test_replication_faults.py. Every test counts what the producers were told was stored and what comes back; the
+load and the checks: tests/support/acked_producer.py."""
 
 from __future__ import annotations
 
-import random
-import threading
 import time
 import warnings
-from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from broker.client.consumer.consumer import Consumer
 from broker.client.consumer.consumer_config import ConsumerConfig
-from broker.cluster.partition_state import PartitionState
 from broker.protocol import ErrorCode
 from broker.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from broker.record.topic_partition import TopicPartition
 from lumber.dev.process import free_port
 from tests.broker.server.helpers import answered, batch, connect, offsets_in, produce, session_fetch
 from tests.broker.server.test_broker_metrics import scrape
+from tests.support.acked_producer import (
+    REPLICATION,
+    AckedProducer,
+    check_every_acknowledged_record,
+    new_leader,
+    read_partitions,
+    wait_for_identical_replicas,
+)
 from tests.support.broker_cluster import BROKER_SESSION_TIMEOUT_MS, BrokerCluster, wait_for
 from tests.support.sigstop import pause, resume
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from confluent_kafka import Consumer as ConfluentConsumer
     from confluent_kafka import KafkaError
     from confluent_kafka import Producer as ConfluentProducer
-    from confluent_kafka import TopicPartition as ConfluentPartition
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.interop]
-
-#: Short lag and fetch waits, so that ISR changes happen within a test's patience.
-REPLICATION = {
-    "replica_lag_time_max_ms": 3000,
-    "replica_fetch_wait_max_ms": 200,
-    "replica_fetch_backoff_ms": 200,
-}
-
-
-class AckedProducer:
-    """An idempotent acks=all confluent-kafka producer on a thread, remembering each acknowledged value
-    with its partition and offset."""
-
-    def __init__(
-        self,
-        cluster: BrokerCluster,
-        topic: str,
-        partitions: int,
-        *,
-        idempotent: bool = True,
-        settings: dict[str, Any] | None = None,
-    ) -> None:
-        self.topic = topic
-        self.partitions = partitions
-        self.acknowledged: dict[bytes, tuple[int, int]] = {}
-        self.errors: list[str] = []
-        self.fatal: list[str] = []
-        self.sent = 0
-        self._stop = threading.Event()
-        self._producer = ConfluentProducer(
-            {
-                "bootstrap.servers": cluster.bootstrap_servers,
-                "enable.idempotence": idempotent,
-                "acks": "all",
-                "linger.ms": 5,
-                "message.timeout.ms": 120_000,
-                "retry.backoff.ms": 50,
-                "reconnect.backoff.max.ms": 200,
-                "topic.metadata.refresh.interval.ms": 1000,
-                "error_cb": lambda error: self.fatal.append(str(error)) if error.fatal() else None,
-                **(settings or {}),
-            }
-        )
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _delivered(self, error: Any, message: Any) -> None:
-        if error is not None:
-            self.errors.append(str(error))
-        else:
-            self.acknowledged[message.value()] = (message.partition(), message.offset())
-
-    def _run(self) -> None:
-        p = self._producer
-        while not self._stop.is_set():
-            value = b"v%07d" % self.sent
-            try:
-                p.produce(
-                    self.topic, value, partition=self.sent % self.partitions, on_delivery=self._delivered
-                )
-            except BufferError:
-                p.poll(0.05)
-                continue
-            self.sent += 1
-            if self.sent % 20 == 0:
-                p.poll(0.005)
-
-    def start(self) -> AckedProducer:
-        self._thread.start()
-        return self
-
-    @property
-    def running(self) -> bool:
-        return self._thread.is_alive()
-
-    def stop(self, flush_s: float = 120.0) -> int:
-        """Stop producing; returns how many messages are still undelivered after the flush."""
-        self._stop.set()
-        self._thread.join(10)
-        return int(self._producer.flush(flush_s))
-
-
-def read_partitions(
-    cluster: BrokerCluster, topic: str, partitions: int, timeout_s: float = 60.0
-) -> list[Any]:
-    """Every record of ``topic`` below each partition's high watermark, with confluent-kafka."""
-    consumer = ConfluentConsumer(
-        {
-            "bootstrap.servers": cluster.bootstrap_servers,
-            "group.id": "replication-test-reader",  # librdkafka needs one; offsets are never committed
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "enable.partition.eof": True,
-        }
-    )
-    try:
-        ends = {}
-        for p in range(partitions):
-            _low, high = consumer.get_watermark_offsets(ConfluentPartition(topic, p), timeout=10)
-            ends[p] = high
-        consumer.assign([ConfluentPartition(topic, p, 0) for p in range(partitions)])
-        records: list[Any] = []
-        done = {p for p, end in ends.items() if end == 0}
-        deadline = time.monotonic() + timeout_s
-        while len(done) < partitions:
-            assert time.monotonic() < deadline, (
-                f"read {len(records)} records; partitions done: {sorted(done)}"
-            )
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            error = message.error()
-            partition, offset = int(message.partition() or 0), int(message.offset() or 0)
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    if offset >= ends[partition]:
-                        done.add(partition)
-                    continue
-                raise AssertionError(f"consumer error: {error}")
-            records.append(message)
-            if offset + 1 >= ends[partition]:
-                done.add(partition)
-        return records
-    finally:
-        consumer.close()
-
-
-def check_every_acknowledged_record(records: list[Any], load: AckedProducer, *, exactly_once: bool) -> None:
-    """Every acknowledged value is read back at its acknowledged partition and offset, in order per
-    partition; with ``exactly_once`` no value is stored twice."""
-    counts = Counter(r.value() for r in records)
-    if exactly_once:
-        duplicated = {v: n for v, n in counts.items() if n > 1}
-        assert duplicated == {}, f"{len(duplicated)} values stored twice, e.g. {list(duplicated)[:5]}"
-    where = {r.value(): (r.partition(), r.offset()) for r in records}
-    lost = sorted(v for v in load.acknowledged if v not in where)
-    assert lost == [], f"{len(lost)} of {len(load.acknowledged)} acknowledged records lost, e.g. {lost[:5]}"
-    moved = {
-        v: (load.acknowledged[v], where[v]) for v in load.acknowledged if load.acknowledged[v] != where[v]
-    }
-    assert moved == {}, (
-        f"{len(moved)} records not where they were acknowledged, e.g. {list(moved.items())[:5]}"
-    )
-    for p in range(load.partitions):
-        acked = sorted((offset, value) for value, (part, offset) in load.acknowledged.items() if part == p)
-        assert [v for _o, v in acked] == sorted(v for _o, v in acked), f"partition {p}: out of order"
-
-
-def segment_bytes(log_dir: Path, topic: str, partition: int) -> bytes:
-    """Every ``.log`` segment of the partition, concatenated in offset order."""
-    folder = log_dir / f"{topic}-{partition}"
-    return b"".join(path.read_bytes() for path in sorted(folder.glob("*.log")))
-
-
-def wait_for_identical_replicas(
-    cluster: BrokerCluster, topic: str, partition: int, timeout_s: float = 30.0
-) -> bytes:
-    """Wait until every replica's segments are byte-identical; returns them."""
-    replicas = cluster.admin.describe_topic(topic)[partition]
-    seen: list[int] = []
-
-    def identical() -> bool:
-        contents = [segment_bytes(cluster.brokers[r].log_dir, topic, partition) for r in replicas]
-        seen[:] = [len(c) for c in contents]
-        return len(set(contents)) == 1
-
-    wait_for(
-        identical,
-        timeout_s,
-        f"{topic}-{partition}'s replicas {list(replicas)} to hold the same bytes ({seen})",
-    )
-    return segment_bytes(cluster.brokers[replicas[0]].log_dir, topic, partition)
-
-
-def new_leader(cluster: BrokerCluster, topic: str, partition: int, old: int) -> PartitionState:
-    return cluster.wait_for_leader(
-        topic, partition, lambda s: s.leader not in (-1, old), timeout_s=BROKER_SESSION_TIMEOUT_MS / 1000 + 15
-    )
 
 
 # ------------------------------------------------------------------------------------------------ tests
@@ -264,60 +87,6 @@ def test_too_few_live_brokers_for_the_replication_factor_is_refused_clearly(
     assert "wide" not in admin.list_topics(timeout=10).topics
 
 
-def kill_leader_rounds(
-    cluster: BrokerCluster, topic: str, rounds: int, rng: random.Random, producing: Callable[[], bool]
-) -> list[tuple[int, int, float]]:
-    """kill -9 partition 0's leader ``rounds`` times under load; each time wait for a new leader, restart
-    the killed broker and wait for the full ISR. Returns (killed, elected, seconds to elect) per round."""
-    rounds_seen = []
-    for _ in range(rounds):
-        time.sleep(rng.uniform(0.3, 1.0))
-        assert producing(), "the producer stopped before the kill rounds ended"
-        leader = cluster.leader_of(topic, 0)
-        killed_at = time.monotonic()
-        leader.kill()
-        elected = new_leader(cluster, topic, 0, leader.broker_id)
-        rounds_seen.append((leader.broker_id, elected.leader, time.monotonic() - killed_at))
-        leader.start()
-        cluster.wait_for_isr(topic, 0, [0, 1, 2], timeout_s=60)
-    return rounds_seen
-
-
-def _kill_the_leader(start_cluster: Callable[..., BrokerCluster], rounds: int, seed: int) -> None:
-    cluster = start_cluster(3, min_insync_replicas=2, **REPLICATION)
-    cluster.create_topic("ha", 3, replication_factor=3)
-    load = AckedProducer(cluster, "ha", 3).start()
-    wait_for(lambda: len(load.acknowledged) >= 500, 60, "500 acknowledged records before the first kill")
-    try:
-        seen = kill_leader_rounds(cluster, "ha", rounds, random.Random(seed), lambda: load.running)
-    finally:
-        unsent = load.stop()
-    assert unsent == 0
-    assert load.fatal == []
-    assert load.errors == []
-    assert len(seen) == rounds
-    assert all(elected != killed for killed, elected, _s in seen)
-    records = read_partitions(cluster, "ha", 3)
-    check_every_acknowledged_record(records, load, exactly_once=True)
-    assert len(load.acknowledged) == load.sent
-    for p in range(3):
-        cluster.wait_for_isr("ha", p, [0, 1, 2], timeout_s=60)
-        wait_for_identical_replicas(cluster, "ha", p)
-
-
-def test_kill_9_of_the_leader_loses_no_acknowledged_record(
-    start_cluster: Callable[..., BrokerCluster],
-) -> None:
-    _kill_the_leader(start_cluster, rounds=2, seed=19)
-
-
-@pytest.mark.slow
-def test_twenty_kill_9s_of_the_leader_lose_and_duplicate_no_acknowledged_record(
-    start_cluster: Callable[..., BrokerCluster],
-) -> None:
-    _kill_the_leader(start_cluster, rounds=20, seed=20)
-
-
 def test_a_restarted_follower_catches_up_and_rejoins_the_isr_byte_for_byte(
     start_cluster: Callable[..., BrokerCluster],
 ) -> None:
@@ -340,68 +109,6 @@ def test_a_restarted_follower_catches_up_and_rejoins_the_isr_byte_for_byte(
     assert load.errors == []
     wait_for_identical_replicas(cluster, "follow", 0)
     check_every_acknowledged_record(read_partitions(cluster, "follow", 1), load, exactly_once=True)
-
-
-def test_a_leader_paused_past_its_session_is_replaced_and_rejoins_as_a_follower(
-    start_cluster: Callable[..., BrokerCluster],
-) -> None:
-    cluster = start_cluster(3, min_insync_replicas=2, **REPLICATION)
-    cluster.create_topic("paused", 1, replication_factor=3)
-    # a paused broker answers nothing and resets nothing: requests in flight to it wait out librdkafka's
-    # socket.timeout.ms (60 s by default) before the producer moves on to the new leader
-    load = AckedProducer(
-        cluster, "paused", 1, settings={"socket.timeout.ms": 5000, "request.timeout.ms": 5000}
-    ).start()
-    wait_for(lambda: len(load.acknowledged) >= 300, 60, "300 acknowledged records")
-    old = cluster.leader_of("paused", 0)
-    pid = old.popen.pid if old.popen is not None else 0
-    pause(pid)
-    try:
-        elected = new_leader(cluster, "paused", 0, old.broker_id)
-        acked_at_election = len(load.acknowledged)
-        wait_for(
-            lambda: len(load.acknowledged) >= acked_at_election + 300, 60, "300 records on the new leader"
-        )
-    finally:
-        resume(pid)
-    cluster.wait_for_isr("paused", 0, [0, 1, 2], timeout_s=60)
-    assert cluster.state_of("paused", 0).leader_epoch >= elected.leader_epoch
-    assert load.stop() == 0
-    assert load.errors == []
-    assert load.fatal == []
-    wait_for_identical_replicas(cluster, "paused", 0)
-    check_every_acknowledged_record(read_partitions(cluster, "paused", 1), load, exactly_once=True)
-
-
-def test_a_killed_controller_is_replaced_and_elections_keep_working(
-    start_cluster: Callable[..., BrokerCluster],
-) -> None:
-    cluster = start_cluster(3, **REPLICATION)
-    cluster.create_topic("ctl", 3, replication_factor=3)
-    controller = cluster.controller_id()
-    assert controller in (0, 1, 2)
-    started = time.monotonic()
-    cluster.brokers[controller].kill()
-    wait_for(
-        lambda: cluster.controller_id() not in (-1, controller),
-        BROKER_SESSION_TIMEOUT_MS / 1000 + 5,
-        "a new controller within one session timeout",
-    )
-    assert time.monotonic() - started < BROKER_SESSION_TIMEOUT_MS / 1000 + 5
-    for p in range(3):
-        # a partition the dead controller only followed keeps its leader: the new controller takes the
-        # dead broker out of its ISR a moment later (Kafka's onReplicasBecomeOffline), so wait for both
-        state = cluster.wait_for_leader(
-            "ctl", p, lambda s: s.leader not in (-1, controller) and controller not in s.isr
-        )
-        assert set(state.isr) == {0, 1, 2} - {controller}
-    # the new controller elects too: kill another leader
-    survivor = cluster.leader_of("ctl", 0)
-    survivor.kill()
-    last = cluster.wait_for_leader(
-        "ctl", 0, lambda s: s.leader not in (-1, controller, survivor.broker_id), timeout_s=20
-    )
-    assert last.leader == ({0, 1, 2} - {controller, survivor.broker_id}).pop()
 
 
 def test_min_insync_replicas_refuses_acks_all_writes_with_nothing_appended(
@@ -440,91 +147,6 @@ def test_min_insync_replicas_refuses_acks_all_writes_with_nothing_appended(
     wait_for(
         lambda: cluster.high_watermark("strict", 0) == log_end_before + 1, 10, "the acks=1 record exposed"
     )
-
-
-def test_sigterm_moves_leadership_first_so_no_request_fails(
-    start_cluster: Callable[..., BrokerCluster],
-) -> None:
-    cluster = start_cluster(3, **REPLICATION)
-    cluster.create_topic("calm", 3, replication_factor=3)
-    load = AckedProducer(cluster, "calm", 3).start()
-    wait_for(lambda: len(load.acknowledged) >= 500, 60, "500 acknowledged records")
-    leader = cluster.leader_of("calm", 0)
-    leader.stop()  # SIGTERM: a controlled shutdown
-    text = leader.log()
-    assert "leadership moved to other replicas in" in text, text[-2000:]
-    moved_ms = float(text.split("leadership moved to other replicas in ")[1].split(" ms")[0])
-    assert moved_ms < 1000
-    for p in range(3):
-        assert cluster.state_of("calm", p).leader != leader.broker_id
-    acked = len(load.acknowledged)
-    wait_for(lambda: len(load.acknowledged) >= acked + 300, 60, "300 more records after the shutdown")
-    assert load.stop() == 0
-    assert load.errors == []
-    assert load.fatal == []
-    check_every_acknowledged_record(read_partitions(cluster, "calm", 3), load, exactly_once=True)
-
-
-def test_a_stopped_follower_does_not_hold_acks_all_writes_until_its_lag_runs_out(
-    start_cluster: Callable[..., BrokerCluster],
-) -> None:
-    # a follower that had caught up counts for the high watermark for replica_lag_time_max_ms (Kafka's
-    # rule), but only while its broker may be in the ISR: stopped, it must not hold writes for 60 s
-    cluster = start_cluster(3, **{**REPLICATION, "replica_lag_time_max_ms": 60_000})
-    cluster.create_topic("held", 1, replication_factor=3)
-    cluster.wait_for_isr("held", 0, [0, 1, 2])
-    load = AckedProducer(
-        cluster, "held", 1, settings={"message.timeout.ms": 20_000, "request.timeout.ms": 8_000}
-    ).start()
-    wait_for(lambda: len(load.acknowledged) >= 300, 60, "300 acknowledged records")
-    leader = cluster.leader_of("held", 0)
-    follower = next(b for b in cluster.brokers if b is not leader)
-    follower.stop()  # SIGTERM: the controller takes it out of the ISR, then it deregisters
-    acked = len(load.acknowledged)
-    wait_for(lambda: len(load.acknowledged) >= acked + 300, 30, "300 more records after the follower stopped")
-    assert load.stop() == 0
-    assert load.errors == []
-    assert load.fatal == []
-    assert follower.broker_id not in cluster.state_of("held", 0).isr
-    check_every_acknowledged_record(read_partitions(cluster, "held", 1), load, exactly_once=True)
-
-
-def test_preferred_leader_election_puts_leadership_back(start_cluster: Callable[..., BrokerCluster]) -> None:
-    cluster = start_cluster(3, **REPLICATION)
-    assignment = cluster.create_topic("pref", 1, replication_factor=3)
-    preferred = assignment[0][0]
-    cluster.brokers[preferred].stop()
-    moved = cluster.wait_for_leader("pref", 0, lambda s: s.leader not in (-1, preferred))
-    cluster.brokers[preferred].start()
-    cluster.wait_for_isr("pref", 0, [0, 1, 2], timeout_s=60)
-    assert cluster.state_of("pref", 0).leader == moved.leader
-    cluster.admin.request_preferred_election(None)
-    back = cluster.wait_for_leader("pref", 0, lambda s: s.leader == preferred, timeout_s=20)
-    assert back.leader_epoch == moved.leader_epoch + 1
-
-
-def test_an_isr_lost_whole_leaves_the_partition_offline_without_unclean_election(
-    start_cluster: Callable[..., BrokerCluster],
-) -> None:
-    cluster = start_cluster(3, **REPLICATION)
-    cluster.create_topic("clean", 1, replication_factor=3)
-    leader = cluster.leader_of("clean", 0)
-    followers = [b for b in cluster.brokers if b is not leader]
-    for b in followers:
-        b.kill()
-    cluster.wait_for_isr("clean", 0, [leader.broker_id], timeout_s=30)
-    leader.kill()
-    for b in followers:  # one of them becomes the controller (the leader may have been it)
-        b.start()
-    offline = cluster.wait_for_leader("clean", 0, lambda s: s.leader == -1, timeout_s=30)
-    assert list(offline.isr) == [leader.broker_id]
-    time.sleep(2)
-    # the live replicas were not in the ISR: no unclean election
-    assert cluster.state_of("clean", 0) == offline
-    leader.start()
-    back = cluster.wait_for_leader("clean", 0, lambda s: s.leader == leader.broker_id, timeout_s=30)
-    assert back.leader_epoch == offline.leader_epoch + 1
-    cluster.wait_for_isr("clean", 0, [0, 1, 2], timeout_s=30)
 
 
 def test_metrics_count_under_replicated_partitions_isr_expansions_and_the_controller(

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.broker.server.test_replication import (
+from tests.support.acked_producer import (
     REPLICATION,
     AckedProducer,
     check_every_acknowledged_record,

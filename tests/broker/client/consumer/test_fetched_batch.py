@@ -19,6 +19,7 @@ from broker.record.record_batch_builder import RecordBatchBuilder
 from broker.record.record_walker import VECTORISED_MIN_RECORDS
 from broker.record.topic_partition import TopicPartition
 from broker.record.value_columns import decode_values_vectorised
+from broker.record.value_columns import load_decoder as import_numpy
 from broker.record.varint import encode_varint
 
 TP = TopicPartition("events", 2)
@@ -361,7 +362,7 @@ BATCH_SHAPES = st.lists(
 
 @settings(max_examples=60, deadline=None)
 @given(BATCH_SHAPES, st.integers(min_value=0, max_value=200), st.integers(min_value=0, max_value=2**40))
-def test_decoding_many_batches_at_once_matches_the_walk_batch_by_batch(
+def test_decoding_many_batches_at_once_matches_the_record_walk_batch_by_batch(
     shapes: list[tuple[int, str, CompressionType]], skip: int, first_base: int
 ) -> None:
     batches: list[bytes] = []
@@ -385,21 +386,20 @@ def test_decoding_many_batches_at_once_matches_the_walk_batch_by_batch(
     from_offset = first_base + skip
     fetched = as_fetched(*batches, from_offset=from_offset)
     reference = [
-        b._values_walked(b.batch.buffer[HEADER_SIZE:] if not b.batch.attributes & 7 else b._records_data())
-        for b in fetched
+        ([r.offset for r in walked], [r.value for r in walked]) for walked in (b.walk() for b in fetched)
     ]
     together = decode_values(fetched)
-    assert [(list(c.offsets), c.values) for c in together] == [(list(c.offsets), c.values) for c in reference]
+    assert [(list(c.offsets), c.values) for c in together] == reference
     assert pairs(together) == [(o, v) for o, v in expected if o >= from_offset]
 
 
 def test_without_numpy_everything_is_walked_in_python(monkeypatch: pytest.MonkeyPatch) -> None:
     batches = as_fetched(paper_batch(0, 50), paper_batch(50, 50, CompressionType.LZ4), paper_batch(100, 50))
-    load_decoder.cache_clear()
+    import_numpy.cache_clear()
     monkeypatch.setitem(sys.modules, "numpy", None)  # import numpy now raises ImportError
     try:
         assert load_decoder() is False
         assert decode_values_vectorised([b"\x00"], [1], [0], [0]) is None
         assert pairs(decode_values(batches)) == [(offset, value_of(offset)) for offset in range(150)]
     finally:
-        load_decoder.cache_clear()
+        import_numpy.cache_clear()

@@ -1,0 +1,295 @@
+"""The socket server's inline serving (InlineHandler, real sockets on 127.0.0.1): requests answered on the
+processor thread in order with handed-over ones, answers given later, pipelining behind a waiting request and
+its bounds, and an inline handler's failure closing only its connection."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from broker.network.inline_serving import PIPELINED_MAX_BYTES
+from broker.network.request_channel import InlineHandler, NetworkRequest, RequestChannel
+from broker.protocol.frame import framed
+from tests.broker.network.helpers import (
+    CLOSE,
+    ECHO,
+    EMPTY,
+    NETWORK_LOGGER,
+    commands,
+    echo,
+    is_open,
+    read_until_closed,
+    recv_frame,
+    request_frame,
+    send_request,
+    serving,
+    wait_until,
+)
+
+# -- requests served on the processor thread (InlineHandler) ----------------------------------------------
+
+#: Test api keys: echoed by a handler thread (not inline), answered later from another thread, and held
+#: unanswered until the test releases them (:meth:`_Inline.release`).
+_HANDED_OVER, _LATER, _HELD = 6, 7, 8
+
+
+class _Inline:
+    """An inline handler answering like :func:`commands`, recording the thread and order of each request."""
+
+    def __init__(self, channel: RequestChannel) -> None:
+        self.channel = channel
+        self.served: list[tuple[int, str]] = []
+        self.later: list[NetworkRequest] = []
+        self.held: list[NetworkRequest] = []
+
+    def release(self) -> None:
+        """Answer the held requests (echo), from this (another) thread."""
+        held, self.held = self.held, []
+        for request in held:
+            self.channel.send_response(echo(request))
+
+    def handle(self, request: NetworkRequest) -> None:
+        (api_key, _version, correlation_id) = struct.unpack_from(">hhi", request.frame, 0)
+        self.served.append((correlation_id, threading.current_thread().name))
+        if api_key == _LATER:
+            self.later.append(request)
+            threading.Timer(0.2, lambda: self.channel.send_response(echo(request))).start()
+            return
+        if api_key == _HELD:
+            self.held.append(request)
+            return
+        if api_key == CLOSE + 100:
+            raise RuntimeError("the inline handler failed")
+        response = commands(request)
+        if response is not None:
+            self.channel.send_response(response)
+
+
+@contextlib.contextmanager
+def _serving_inline(keys: set[int], pipeline: frozenset[int] = frozenset()) -> Iterator[tuple[Any, _Inline]]:
+    channel_box: list[_Inline] = []
+
+    def handle(request: NetworkRequest) -> None:
+        channel_box[0].handle(request)
+
+    handler = InlineHandler(handle, frozenset(keys), pipeline_api_keys=pipeline)
+    with serving(inline=handler, num_processors=1) as served:
+        inline = _Inline(served.channel)
+        channel_box.append(inline)
+        yield served, inline
+
+
+def test_inline_requests_are_served_by_the_processor_in_order_with_handed_over_ones() -> None:
+    with _serving_inline({ECHO, EMPTY}) as (served, inline):
+        sock = served.connect()
+        kinds = [(ECHO, EMPTY, _HANDED_OVER)[i % 3] if i % 5 else ECHO for i in range(600)]
+        frames = [request_frame(i, i.to_bytes(4, "big") * (i % 9), api_key=k) for i, k in enumerate(kinds)]
+        sock.sendall(b"".join(framed(f) for f in frames))
+        answered = [f for f, k in zip(frames, kinds, strict=True) if k != EMPTY]
+        assert [recv_frame(sock) for _ in answered] == answered
+        inline_ids = [i for i, k in enumerate(kinds) if k in (ECHO, EMPTY)]
+        assert [cid for cid, _ in inline.served] == inline_ids
+        assert {name for _, name in inline.served} == {f"{served.name}-network-processor-0"}
+        handed = [struct.unpack_from(">i", r.frame, 4)[0] for r in served.handlers.handled]
+        assert handed == [i for i, k in enumerate(kinds) if k == _HANDED_OVER]
+        served.wait_stat("responses_sent", len(answered))
+        stats = served.stats()
+        assert stats["requests"] == 600
+        assert stats["responses_empty"] == kinds.count(EMPTY)
+        assert stats["request_bytes"] == sum(4 + len(f) for f in frames)
+        assert is_open(sock)
+
+
+def test_an_inline_request_answered_later_holds_back_the_next_one() -> None:
+    with _serving_inline({ECHO, _LATER}) as (served, inline):
+        sock = served.connect()
+        later = request_frame(1, b"answered from a timer", api_key=_LATER)
+        after = request_frame(2, b"pipelined behind it")
+        sock.sendall(framed(later) + framed(after))
+        time.sleep(0.1)
+        assert [cid for cid, _ in inline.served] == [1]  # muted: the second is not served yet
+        assert recv_frame(sock) == later
+        assert recv_frame(sock) == after
+        assert [cid for cid, _ in inline.served] == [1, 2]
+        # another connection is served meanwhile: the delay mutes only its own connection
+        other = served.connect()
+        sock.sendall(framed(request_frame(3, api_key=_LATER)))
+        send_request(other, request_frame(4, b"not held back"))
+        assert recv_frame(other) == request_frame(4, b"not held back")
+        assert recv_frame(sock) == request_frame(3, api_key=_LATER)
+
+
+def test_buffered_requests_are_pipelined_behind_one_answered_later_and_answered_in_order() -> None:
+    """Read-ahead pipelining: the requests already buffered behind one that waits are served at once (an
+    acks=-1 Produce waiting for its group commit: one fsync then answers them all), in request order."""
+    with _serving_inline({ECHO, EMPTY, CLOSE, _LATER}, frozenset({ECHO, EMPTY, CLOSE, _LATER})) as (
+        served,
+        inline,
+    ):
+        sock = served.connect()
+        kinds = [_LATER, ECHO, EMPTY, _LATER, ECHO]
+        frames = [request_frame(i, b"p%d" % i, api_key=k) for i, k in enumerate(kinds, start=1)]
+        sock.sendall(b"".join(framed(f) for f in frames))
+        wait_until(lambda: len(inline.served) == 5, 5, "every buffered request to be served")
+        assert [cid for cid, _ in inline.served] == [1, 2, 3, 4, 5]  # before the first one's answer
+        assert [recv_frame(sock) for _ in range(4)] == [frames[0], frames[1], frames[3], frames[4]]
+        send_request(sock, request_frame(6, b"after the pipeline"))
+        assert recv_frame(sock) == request_frame(6, b"after the pipeline")
+        served.wait_stat("responses_empty", 1)
+        assert served.stats()["requests"] == 6
+        # a request that closes the connection ends the pipeline: nothing after it is served
+        other = served.connect()
+        doomed = [request_frame(7, api_key=_LATER), request_frame(8, api_key=CLOSE), request_frame(9, b"no")]
+        other.sendall(b"".join(framed(f) for f in doomed))
+        assert recv_frame(other) == doomed[0]
+        assert read_until_closed(other) == b""
+        assert [cid for cid, _ in inline.served][6:] == [7, 8]
+
+
+def test_requests_larger_than_the_read_ahead_buffer_are_read_and_pipelined_behind_a_waiting_one() -> None:
+    """Reading ahead: behind a request that waits, pipeline requests larger than the 128 KiB read-ahead
+    buffer (never whole in it) are read from the socket and served before its answer; a request of another
+    api key behind them is not read until every one before it is answered; answers in request order."""
+    with _serving_inline({ECHO, EMPTY, _HELD}, frozenset({ECHO, _HELD})) as (served, inline):
+        sock = served.connect()
+        big = [request_frame(i, bytes([i]) * (300 * 1024)) for i in (2, 3)]
+        held = request_frame(1, b"held", api_key=_HELD)
+        other = request_frame(4, b"not a pipeline request", api_key=EMPTY)
+        after = request_frame(5, b"echoed after it")
+        sock.sendall(b"".join(framed(f) for f in [held, *big, other, after]))
+        wait_until(lambda: len(inline.served) == 3, 5, "both large requests to be served behind the held one")
+        time.sleep(0.2)
+        assert [cid for cid, _ in inline.served] == [1, 2, 3]
+        assert served.stats()["requests_read_ahead"] == 2
+        assert [r.frame for r in inline.held] == [held]
+        inline.release()
+        assert [recv_frame(sock) for _ in range(3)] == [held, *big]
+        assert recv_frame(sock) == after
+        assert [cid for cid, _ in inline.served] == [1, 2, 3, 4, 5]
+        stats = served.stats()
+        assert stats["requests"] == 5
+        assert stats["requests_read_ahead"] == 2
+        assert stats["responses_empty"] == 1
+        assert stats["request_bytes"] == sum(4 + len(f) for f in [held, *big, other, after])
+
+
+def test_reading_ahead_stops_at_the_pipelined_bytes_bound_per_connection() -> None:
+    """Behind a waiting request, reading ahead serves requests until their frames hold
+    PIPELINED_MAX_BYTES; the rest is read once the earlier answers are sent, still in order."""
+    with _serving_inline({ECHO, _HELD}, frozenset({ECHO, _HELD})) as (served, inline):
+        sock = served.connect()
+        piece = PIPELINED_MAX_BYTES // 3 + 1  # three pieces reach the bound
+        frames = [request_frame(1, b"held", api_key=_HELD)]
+        frames += [request_frame(i, bytes([i]) * piece) for i in range(2, 7)]
+        sender = threading.Thread(target=sock.sendall, args=(b"".join(framed(f) for f in frames),))
+        sender.start()
+        wait_until(lambda: len(inline.served) == 4, 10, "three requests to be served behind the held one")
+        time.sleep(0.3)
+        assert [cid for cid, _ in inline.served] == [1, 2, 3, 4]
+        inline.release()
+        assert [recv_frame(sock) for _ in frames] == frames
+        sender.join(10)
+        assert [cid for cid, _ in inline.served] == [1, 2, 3, 4, 5, 6]
+        assert served.stats()["requests"] == 6
+
+
+def test_an_answer_larger_than_the_socket_buffer_to_a_pipeline_request_is_sent_whole() -> None:
+    """A pipeline request answered at once with more than the socket takes: the connection waits for
+    writing (it does not read ahead while a response is being sent), and the next request is served after."""
+    with _serving_inline({ECHO}, frozenset({ECHO})) as (served, _inline):
+        sock = served.connect()
+        big = request_frame(1, os.urandom(8 * 1024 * 1024))
+        send_request(sock, big)
+        time.sleep(0.2)  # the answer fills the socket buffers before the client reads
+        assert recv_frame(sock) == big
+        send_request(sock, request_frame(2, b"next"))
+        assert recv_frame(sock) == request_frame(2, b"next")
+
+
+def test_a_peer_closing_its_end_while_reading_ahead_still_gets_every_answer() -> None:
+    """A client that sends its pipelined requests and shuts down its sending side: the end of stream is
+    seen while the first request waits, and the connection is closed only after every answer is sent."""
+    with _serving_inline({ECHO, _HELD}, frozenset({ECHO, _HELD})) as (served, inline):
+        sock = served.connect()
+        frames = [request_frame(1, api_key=_HELD), request_frame(2, b"x" * 200_000)]
+        sock.sendall(b"".join(framed(f) for f in frames))
+        sock.shutdown(socket.SHUT_WR)
+        wait_until(lambda: len(inline.served) == 2, 5, "the request behind the held one to be served")
+        inline.release()
+        assert [recv_frame(sock) for _ in frames] == frames
+        assert read_until_closed(sock) == b""
+        served.wait_stat("peer_closed", 1)
+
+
+def test_an_inline_handler_failing_closes_only_its_connection(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger=NETWORK_LOGGER)
+    with _serving_inline({ECHO, CLOSE, CLOSE + 100}) as (served, _inline):
+        failing, closing, fine = served.connect(), served.connect(), served.connect()
+        send_request(failing, request_frame(1, api_key=CLOSE + 100))
+        assert read_until_closed(failing) == b""
+        wait_until(
+            lambda: any(
+                "serving a request from" in r.getMessage() and r.exc_info for r in list(caplog.records)
+            ),
+            what="the handler's failure logged with its traceback",
+        )
+        send_request(closing, request_frame(2, api_key=CLOSE))
+        assert read_until_closed(closing) == b""
+        send_request(fine, request_frame(3, b"still served"))
+        assert recv_frame(fine) == request_frame(3, b"still served")
+        served.wait_stat("connections_open", 1)
+
+
+def test_runs_are_taken_one_request_at_a_time_and_the_rest_served_alone_in_order() -> None:
+    """``handle_run`` gets a buffered run as an iterator and serves its leading requests that need no
+    answer (EMPTY); the first it refuses (ECHO) is served alone by ``handle``, then the requests behind it
+    are offered as a run again. Every request is served once, in order, and a run refused at its first
+    request takes that request only (a producer's ``acks=1`` requests pipelined behind each other)."""
+    taken: list[tuple[int, int]] = []  # (requests taken, requests served) per handle_run call
+    order: list[int] = []
+    box: list[RequestChannel] = []
+
+    def handle(request: NetworkRequest) -> None:
+        order.append(struct.unpack_from(">i", request.frame, 4)[0])
+        response = commands(request)
+        if response is not None:
+            box[0].send_response(response)
+
+    def handle_run(requests: Iterator[NetworkRequest]) -> int:
+        assert not isinstance(requests, list | tuple)  # taken lazily, never cut all at once
+        took = served = 0
+        for request in requests:
+            took += 1
+            if struct.unpack_from(">h", request.frame, 0)[0] != EMPTY:
+                break
+            order.append(struct.unpack_from(">i", request.frame, 4)[0])
+            served += 1
+        taken.append((took, served))
+        return served
+
+    keys = frozenset({ECHO, EMPTY})
+    handler = InlineHandler(handle, keys, handle_run, run_api_keys=keys)
+    with serving(inline=handler, num_processors=1) as served_by:
+        box.append(served_by.channel)
+        sock = served_by.connect()
+        kinds = [ECHO] * 300 + [EMPTY] * 40 + [ECHO] * 2 + [EMPTY] * 5 + [ECHO]
+        frames = [request_frame(i, b"r%d" % i, api_key=k) for i, k in enumerate(kinds)]
+        sock.sendall(b"".join(framed(f) for f in frames))
+        echoed = [f for f, k in zip(frames, kinds, strict=True) if k == ECHO]
+        assert [recv_frame(sock) for _ in echoed] == echoed
+        served_by.wait_stat("requests", len(frames))
+        assert order == list(range(len(frames)))
+        assert all(took <= served + 1 for took, served in taken)
+        assert sum(served for _, served in taken) == 45
+        stats = served_by.stats()
+        assert stats["responses_empty"] == 45
+        assert stats["request_bytes"] == sum(4 + len(f) for f in frames)
