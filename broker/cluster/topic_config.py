@@ -116,13 +116,13 @@ TOPIC_CONFIG_KEYS: Mapping[str, TopicConfigKey] = {
     key.name: key
     for key in (
         TopicConfigKey(zk_paths.CLEANUP_POLICY, "log", "cleanup_policy", "log.cleanup.policy", "LIST"),
-        TopicConfigKey(zk_paths.COMPRESSION_TYPE, "log", "compression_type", "compression.type", "STRING"),
         TopicConfigKey(
             zk_paths.COMPRESSION_GZIP_LEVEL, "log", "compression_gzip_level", "compression.gzip.level", "INT"
         ),
         TopicConfigKey(
             zk_paths.COMPRESSION_LZ4_LEVEL, "log", "compression_lz4_level", "compression.lz4.level", "INT"
         ),
+        TopicConfigKey(zk_paths.COMPRESSION_TYPE, "log", "compression_type", "compression.type", "STRING"),
         TopicConfigKey(
             zk_paths.COMPRESSION_ZSTD_LEVEL, "log", "compression_zstd_level", "compression.zstd.level", "INT"
         ),
