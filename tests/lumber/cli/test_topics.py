@@ -119,6 +119,13 @@ def test_replication_factor_zero_is_a_usage_error(config: Path) -> None:
             ),
         ),
         (
+            ("create", "x", "--partitions", "1", "--config", "compression.gzip.level=0"),
+            (
+                "lumber: error: --config: topic 'x': compression.gzip.level='0': expected an integer from 1 "
+                "to 9, or -1\n"
+            ),
+        ),
+        (
             ("create", "x", "--partitions", "1", "--config", "min.insync.replicas"),
             "lumber: error: --config 'min.insync.replicas': expected KEY=VALUE, e.g. min.insync.replicas=2\n",
         ),
