@@ -24,9 +24,9 @@ for a topic, a broker and a producer): :func:`compress` takes one, checked again
 ``Deflater.DEFAULT_COMPRESSION`` means); zstd -131072 to 22 (default 3; 0 is zstd's own default, also 3);
 lz4 1 to 17, default 9, where Kafka's ``Lz4BlockOutputStream`` uses lz4's fast compressor at the default
 and its high compressor at any other level: here the default is lz4 frame level 0 (the fast compressor)
-and another level is that frame level (high compression from 3; lz4's frame library compresses levels 1
-and 2 with the fast compressor, where lz4-java's high compressor takes them). Snappy and no codec have
-no level.
+and another level is that frame level (lz4's frame library compresses level 1 with the fast compressor,
+where lz4-java's high compressor takes it, and 2 and up with its high compressors). Snappy and no codec
+have no level.
 
 Decompression failures raise :class:`~broker.record.errors.CorruptRecordError` naming ``where``, and so does a
 payload that would decompress to more than ``max_bytes`` (:data:`MAX_DECOMPRESSED_BYTES` by default): the
