@@ -12,7 +12,8 @@ in a temporary folder (``expose = "appended"``, no flush during the run) whose `
 case's topic codec, and times :meth:`Log.append` with the calling thread's CPU time (``time.thread_time``:
 validation, recompression and the write all run on it); 5 rounds per case, the fastest counts. It prints
 microseconds per append, the records' megabytes per CPU second, the stored batch's size, and the ratio to
-the first case (lz4 stored as sent).
+the first case (lz4 stored as sent). The cases with a level set the topic's ``compression.gzip.level``,
+``compression.lz4.level`` or ``compression.zstd.level`` (KIP-390); the others take the codec's default.
 """
 
 from __future__ import annotations
@@ -33,17 +34,24 @@ from broker.record.compression import CompressionType
 from broker.record.record_batch_builder import RecordBatchBuilder
 
 ROUNDS = 5
-#: (producer codec, topic compression.type): the first is the baseline
-CASES = (
-    (CompressionType.LZ4, "producer"),
-    (CompressionType.LZ4, "lz4"),
-    (CompressionType.NONE, "producer"),
-    (CompressionType.NONE, "uncompressed"),
-    (CompressionType.LZ4, "zstd"),
-    (CompressionType.LZ4, "gzip"),
-    (CompressionType.LZ4, "snappy"),
-    (CompressionType.LZ4, "uncompressed"),
-    (CompressionType.NONE, "zstd"),
+#: (producer codec, topic compression.type, the codec's level or None for its default): the first is the
+#: baseline
+CASES: tuple[tuple[CompressionType, str, int | None], ...] = (
+    (CompressionType.LZ4, "producer", None),
+    (CompressionType.LZ4, "lz4", None),
+    (CompressionType.NONE, "producer", None),
+    (CompressionType.NONE, "uncompressed", None),
+    (CompressionType.LZ4, "zstd", None),
+    (CompressionType.LZ4, "gzip", None),
+    (CompressionType.LZ4, "snappy", None),
+    (CompressionType.LZ4, "uncompressed", None),
+    (CompressionType.NONE, "zstd", None),
+    (CompressionType.LZ4, "zstd", 1),
+    (CompressionType.LZ4, "zstd", 19),
+    (CompressionType.LZ4, "gzip", 1),
+    (CompressionType.LZ4, "gzip", 9),
+    (CompressionType.NONE, "lz4", 17),
+    (CompressionType.LZ4, "lz4", 17),
 )
 
 
@@ -66,7 +74,9 @@ def producer_batch(codec: CompressionType, records: int) -> tuple[bytes, int]:
     return builder.build(), payload
 
 
-def measure(folder: Path, case: int, batch: bytes, topic_codec: str, appends: int) -> tuple[float, int]:
+def measure(
+    folder: Path, case: int, batch: bytes, topic_codec: str, level: int | None, appends: int
+) -> tuple[float, int]:
     """The fastest round's CPU seconds for ``appends`` appends, and the stored size of one batch."""
     best = float("inf")
     stored = 0
@@ -79,6 +89,7 @@ def measure(folder: Path, case: int, batch: bytes, topic_codec: str, appends: in
             flush_messages=10**9,
             flush_ms=10**9,
             compression_type=topic_codec,  # type: ignore[arg-type]
+            **({f"compression_{topic_codec}_level": level} if level is not None else {}),  # type: ignore[arg-type]
         )
         log = Log(directory, config)
         try:
@@ -98,19 +109,20 @@ def main() -> int:
     parser.add_argument("--appends", type=int, default=2000, help="appends per round (default 2000)")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()}; {args.records} records of 200 bytes per batch, best of {ROUNDS}")
-    columns = ("producer codec", "topic compression.type", "us per append", "MB/s of records", "stored bytes")
-    print(f"| {' | '.join(columns)} | ratio |")
-    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    columns = ("producer codec", "topic compression.type", "level", "us per append", "MB/s of records")
+    print(f"| {' | '.join(columns)} | stored bytes | ratio |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     baseline = None
     with tempfile.TemporaryDirectory(prefix="topic-compression-") as tmp:
-        for case, (codec, topic_codec) in enumerate(CASES):
+        for case, (codec, topic_codec, level) in enumerate(CASES):
             batch, payload = producer_batch(codec, args.records)
-            seconds, stored = measure(Path(tmp), case, batch, topic_codec, args.appends)
+            seconds, stored = measure(Path(tmp), case, batch, topic_codec, level, args.appends)
             per_append_us = seconds / args.appends * 1e6
             baseline = baseline or per_append_us
             mb_per_s = payload * args.appends / seconds / 1e6
             print(
-                f"| {codec.name.lower()} ({len(batch)} B) | {topic_codec} | {per_append_us:.1f} | "
+                f"| {codec.name.lower()} ({len(batch)} B) | {topic_codec} | "
+                f"{'default' if level is None else level} | {per_append_us:.1f} | "
                 f"{mb_per_s:.0f} | {stored} | {per_append_us / baseline:.2f} |"
             )
     return 0

@@ -129,6 +129,29 @@ class LogConfig(ConfigSection):
         "recompress every produced batch of another codec before appending it (Kafka's LogValidator; "
         "followers copy the leader's bytes). A topic's own compression.type overrides it.",
     )
+    compression_gzip_level: int = setting(
+        -1,
+        "The level of a gzip topic's recompression (Kafka's compression.gzip.level): 1 (fastest) to 9 "
+        "(smallest), or -1, zlib's default (6). A batch the producer already compressed with gzip is kept "
+        "as it is, whatever its level, as Kafka keeps it. A topic's own compression.gzip.level overrides it.",
+        ge=-1,
+        le=9,
+    )
+    compression_lz4_level: int = setting(
+        9,
+        "The level of an lz4 topic's recompression (Kafka's compression.lz4.level): 1 to 17; the default "
+        "9 is lz4's fast compressor (Kafka's), another level its high compressor. A topic's own "
+        "compression.lz4.level overrides it.",
+        ge=1,
+        le=17,
+    )
+    compression_zstd_level: int = setting(
+        3,
+        "The level of a zstd topic's recompression (Kafka's compression.zstd.level): -131072 (fastest) "
+        "to 22 (smallest). A topic's own compression.zstd.level overrides it.",
+        ge=-131072,
+        le=22,
+    )
 
     cleanup_policy: CleanupPolicy = setting(
         "delete",
@@ -198,6 +221,15 @@ class LogConfig(ConfigSection):
         ge=0,
     )
 
+    @property
+    def compression_level(self) -> int | None:
+        """The level ``compression_type`` recompresses with (None: ``producer``, or a codec without one)."""
+        return {
+            "gzip": self.compression_gzip_level,
+            "lz4": self.compression_lz4_level,
+            "zstd": self.compression_zstd_level,
+        }.get(self.compression_type)
+
     @model_validator(mode="after")
     def _check_log_dirs(self) -> Self:
         if not self.log_dirs:
@@ -206,6 +238,8 @@ class LogConfig(ConfigSection):
             raise ValueError(f"log.log_dirs names a folder twice: {self.log_dirs!r}")
         if any(not d for d in self.log_dirs):
             raise ValueError(f"log.log_dirs has an empty folder name: {self.log_dirs!r}")
+        if self.compression_gzip_level == 0:
+            raise ValueError("log.compression_gzip_level must be from 1 to 9, or -1 (zlib's default), not 0")
         if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
             raise ValueError(
                 f"log.min_cleanable_dirty_ratio must be from 0 to 1, not {self.min_cleanable_dirty_ratio!r}"

@@ -31,6 +31,7 @@ from annotated_types import Ge, Le
 from broker.cluster import zk_paths
 from broker.cluster.errors import InvalidTopicConfigError
 from broker.config import BrokerConfig, LogConfig
+from broker.record.compression import LEVELS, CompressionLevels, CompressionType
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,12 @@ ConfigType = Literal["BOOLEAN", "STRING", "INT", "SHORT", "LONG", "DOUBLE", "LIS
 INT32_MAX = 2**31 - 1
 #: The ``cleanup.policy`` list's members.
 CLEANUP_POLICIES = ("compact", "delete")
+#: The codec level keys and the levels each takes (Kafka's ranges: gzip's -1 is outside its 1 to 9).
+CODEC_LEVELS: Mapping[str, CompressionLevels] = {
+    zk_paths.COMPRESSION_GZIP_LEVEL: LEVELS[CompressionType.GZIP],
+    zk_paths.COMPRESSION_LZ4_LEVEL: LEVELS[CompressionType.LZ4],
+    zk_paths.COMPRESSION_ZSTD_LEVEL: LEVELS[CompressionType.ZSTD],
+}
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,8 @@ class TopicConfigKey:
             )
         if self.type == "BOOLEAN":
             return "true or false"
+        if self.name in CODEC_LEVELS:
+            return CODEC_LEVELS[self.name].describe()
         if self.type == "LIST":
             return "compact, delete, or both separated by a comma"
         if self.type == "STRING":
@@ -107,7 +116,16 @@ TOPIC_CONFIG_KEYS: Mapping[str, TopicConfigKey] = {
     key.name: key
     for key in (
         TopicConfigKey(zk_paths.CLEANUP_POLICY, "log", "cleanup_policy", "log.cleanup.policy", "LIST"),
+        TopicConfigKey(
+            zk_paths.COMPRESSION_GZIP_LEVEL, "log", "compression_gzip_level", "compression.gzip.level", "INT"
+        ),
+        TopicConfigKey(
+            zk_paths.COMPRESSION_LZ4_LEVEL, "log", "compression_lz4_level", "compression.lz4.level", "INT"
+        ),
         TopicConfigKey(zk_paths.COMPRESSION_TYPE, "log", "compression_type", "compression.type", "STRING"),
+        TopicConfigKey(
+            zk_paths.COMPRESSION_ZSTD_LEVEL, "log", "compression_zstd_level", "compression.zstd.level", "INT"
+        ),
         TopicConfigKey(
             zk_paths.DELETE_RETENTION_MS,
             "log",
@@ -217,6 +235,8 @@ def _stored_value(topic: str, key: TopicConfigKey, raw: str | None, replication_
         )
     if (low is not None and integer < low) or (high is not None and integer > high):
         raise refuse()
+    if key.name in CODEC_LEVELS and not CODEC_LEVELS[key.name].takes(integer):
+        raise refuse()
     return str(integer)
 
 
@@ -243,6 +263,8 @@ def parsed_value(key: TopicConfigKey, value: str) -> Any:
     low, high = key.bounds()
     if (low is not None and integer < low) or (high is not None and integer > high):
         raise ValueError(f"{value!r} is out of bounds")
+    if key.name in CODEC_LEVELS and not CODEC_LEVELS[key.name].takes(integer):
+        raise ValueError(f"{value!r} is not {CODEC_LEVELS[key.name].describe()}")
     return integer
 
 

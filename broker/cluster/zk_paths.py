@@ -46,9 +46,9 @@ All paths are relative to the chroot of ``[zookeeper] connect``::
          "version": 1}
         Keys (Kafka's names; what each overrides and takes is the table
         :data:`~broker.cluster.topic_config.TOPIC_CONFIG_KEYS`): cleanup.policy, compression.type,
-        delete.retention.ms, max.message.bytes, min.cleanable.dirty.ratio, min.compaction.lag.ms,
-        min.insync.replicas, retention.bytes, retention.ms, segment.bytes, segment.ms,
-        unclean.leader.election.enable. Values
+        compression.gzip.level, compression.lz4.level, compression.zstd.level, delete.retention.ms,
+        max.message.bytes, min.cleanable.dirty.ratio, min.compaction.lag.ms, min.insync.replicas,
+        retention.bytes, retention.ms, segment.bytes, segment.ms, unclean.leader.election.enable. Values
         are strings in their checked form. Written with the topic by TopicAdmin (one multi), then
         replaced as a whole by :class:`~broker.cluster.topic_config_store.TopicConfigStore` (AlterConfigs,
         IncrementalAlterConfigs, ``lumber topics alter-config``): a multi of ``check`` on the topic node
@@ -162,6 +162,9 @@ CONTROLLED_SHUTDOWN_PATH = f"{ADMIN_PATH}/controlled_shutdown"
 #: each overrides and takes is :data:`broker.cluster.topic_config.TOPIC_CONFIG_KEYS`).
 CLEANUP_POLICY = "cleanup.policy"
 COMPRESSION_TYPE = "compression.type"
+COMPRESSION_GZIP_LEVEL = "compression.gzip.level"
+COMPRESSION_LZ4_LEVEL = "compression.lz4.level"
+COMPRESSION_ZSTD_LEVEL = "compression.zstd.level"
 DELETE_RETENTION_MS = "delete.retention.ms"
 MAX_MESSAGE_BYTES = "max.message.bytes"
 MESSAGE_TIMESTAMP_TYPE = "message.timestamp.type"

@@ -252,13 +252,15 @@ class Log(LogReplication, LogTruncation, LogCleanup, LogFlush):
         (and recovers it).
         """
         config = self._config
+        target_codec = TARGET_CODECS[config.compression_type]
         validated = validate_append(
             batches,
             where=f"{self._where} append",
             max_message_bytes=config.max_message_bytes,
             validate_records=config.validate_records,
             compacted="compact" in config.cleanup_policy,
-            target_codec=TARGET_CODECS[config.compression_type],
+            target_codec=target_codec,
+            target_level=None if target_codec is None else config.compression_level,
         )
         return self._append_validated(validated, leader_epoch, False)
 

@@ -37,8 +37,11 @@ least one (a partial batch at the end is CORRUPT_MESSAGE, none at all INVALID_RE
    ``LogValidator.buildRecordsAndAssignOffsets``: the producer id, epoch and base sequence, the
    transactional bit and every record kept; the offsets, leader epoch and LogAppendTime are the append's,
    as for any batch), then checks the new batch's size again (:class:`RecordTooLargeError`, as Kafka's
-   ``UnifiedLog.append`` does after a recompression). A batch already of that codec is kept as it is, and
-   ``producer`` (the default) costs one comparison per request. Kafka takes one batch per request (v2);
+   ``UnifiedLog.append`` does after a recompression). The codec's level is the topic's
+   (``compression.gzip.level``, ``compression.lz4.level``, ``compression.zstd.level``: ``target_level``).
+   A batch already of that codec is kept as it is, whatever level its producer used (Kafka's
+   ``inPlaceAssignment`` compares codecs, not levels), and ``producer`` (the default) costs one
+   comparison per request. Kafka takes one batch per request (v2);
    Lumber takes several and recompresses each on its own.
 
 A follower's append (``from_leader``) skips steps 1, 4 and 6 and takes the leader's offsets as they are: a
@@ -121,11 +124,13 @@ def validate_append(
     validate_records: bool = True,
     compacted: bool = False,
     target_codec: CompressionType | None = None,
+    target_level: int | None = None,
     from_leader: bool = False,
 ) -> ValidatedAppend:
     """Split ``buffer`` into whole batches and check each (see the module docstring); raises the first
     failure, and the caller appends nothing then. ``compacted``: refuse records without a key (step 5);
-    ``target_codec``: the topic's codec (step 6, :data:`TARGET_CODECS`; None keeps the producer's);
+    ``target_codec``: the topic's codec (step 6, :data:`TARGET_CODECS`; None keeps the producer's),
+    ``target_level`` its level (None: the codec's default);
     ``from_leader``: a follower's append of its leader's batches."""
     scan = scan_batches(buffer, where=where)
     if scan.partial_tail_bytes:
@@ -145,7 +150,9 @@ def validate_append(
     if target_codec is not None and any(
         batch.attributes & COMPRESSION_MASK != target_codec for batch in scan.batches
     ):
-        batches, size_bytes = _recompressed(scan.batches, target_codec, where, max_message_bytes)
+        batches, size_bytes = _recompressed(
+            scan.batches, target_codec, target_level, where, max_message_bytes
+        )
         return ValidatedAppend(batches, size_bytes, record_count, max_timestamp_ms)
     return ValidatedAppend(scan.batches, scan.complete_bytes, record_count, max_timestamp_ms)
 
@@ -227,16 +234,21 @@ def _check_keys(batches: Sequence[RecordBatch], where: str) -> None:
 
 
 def _recompressed(
-    batches: tuple[RecordBatch, ...], codec: CompressionType, where: str, max_message_bytes: int
+    batches: tuple[RecordBatch, ...],
+    codec: CompressionType,
+    level: int | None,
+    where: str,
+    max_message_bytes: int,
 ) -> tuple[tuple[RecordBatch, ...], int]:
-    """Step 6: ``batches`` with each of another codec than ``codec`` recompressed with it, and their bytes.
+    """Step 6: ``batches`` with each of another codec than ``codec`` recompressed with it at ``level``, and
+    their bytes.
     A recompressed batch over ``max_message_bytes`` refuses the request."""
     stored: list[RecordBatch] = []
     for batch in batches:
         if batch.compression == codec:
             stored.append(batch)
             continue
-        new = RecordBatch(recompressed_batch(batch, codec), where=where, position=batch.position)
+        new = RecordBatch(recompressed_batch(batch, codec, level), where=where, position=batch.position)
         if new.size_bytes > max_message_bytes:
             raise RecordTooLargeError(
                 f"{where} (recompressed: compression.type {_codec_name(codec)})",

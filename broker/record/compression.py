@@ -15,8 +15,18 @@ compressed blob (the record count stays in the header). The blob's framing per c
 * ``LZ4`` (3): the LZ4 frame format (magic 0x184D2204). Java's reader only accepts independent blocks, so we
   write block-independent frames (64 KiB blocks, no content size, no content checksum); reading accepts any
   valid frame, including several concatenated ones.
-* ``ZSTD`` (4): zstd frames (level 3, Kafka's default); reading accepts frames without a content size (what
-  Java's streaming ``ZstdOutputStream`` writes) and several concatenated frames.
+* ``ZSTD`` (4): zstd frames; reading accepts frames without a content size (what Java's streaming
+  ``ZstdOutputStream`` writes) and several concatenated frames.
+
+Levels (Kafka's KIP-390: ``compression.gzip.level``, ``compression.lz4.level``, ``compression.zstd.level``,
+for a topic, a broker and a producer): :func:`compress` takes one, checked against Kafka's ranges
+(:data:`LEVELS`); None is the codec's default. gzip takes 1 to 9 or -1 (zlib's default, 6, what Java's
+``Deflater.DEFAULT_COMPRESSION`` means); zstd -131072 to 22 (default 3; 0 is zstd's own default, also 3);
+lz4 1 to 17, default 9, where Kafka's ``Lz4BlockOutputStream`` uses lz4's fast compressor at the default
+and its high compressor at any other level: here the default is lz4 frame level 0 (the fast compressor)
+and another level is that frame level (lz4's frame library compresses level 1 with the fast compressor,
+where lz4-java's high compressor takes it, and 2 and up with its high compressors). Snappy and no codec
+have no level.
 
 Decompression failures raise :class:`~broker.record.errors.CorruptRecordError` naming ``where``, and so does a
 payload that would decompress to more than ``max_bytes`` (:data:`MAX_DECOMPRESSED_BYTES` by default): the
@@ -32,8 +42,9 @@ import mmap
 import struct
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import IntEnum
+from typing import NamedTuple
 
 import cramjam
 
@@ -54,10 +65,34 @@ XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 _XERIAL_BLOCK_BYTES = 32 * 1024
 _INT32_BE = struct.Struct(">i")
-_GZIP_LEVEL = 6  # zlib's default, what Java's GZIPOutputStream uses
 _GZIP_WBITS = 31  # gzip container
 _GUNZIP_WBITS = 47  # gzip or zlib header, detected
-_ZSTD_LEVEL = 3
+_LZ4_FAST = 0  # lz4 frame level of the fast compressor, Kafka's at its default level
+
+
+class CompressionLevels(NamedTuple):
+    """A codec's compression levels as Kafka's ``CompressionType`` defines them."""
+
+    lowest: int
+    highest: int
+    default: int
+
+    def takes(self, level: int) -> bool:
+        """Whether ``level`` is one of the codec's (the default too where it is outside the range: gzip's)."""
+        return self.lowest <= level <= self.highest or level == self.default
+
+    def describe(self) -> str:
+        """The levels in words (config errors)."""
+        text = f"an integer from {self.lowest} to {self.highest}"
+        return text if self.lowest <= self.default <= self.highest else f"{text}, or {self.default}"
+
+
+#: The codecs that take a level, with Kafka's ranges and defaults (``CompressionType.GZIP.minLevel()``...).
+LEVELS: Mapping[CompressionType, CompressionLevels] = {
+    CompressionType.GZIP: CompressionLevels(1, 9, -1),
+    CompressionType.LZ4: CompressionLevels(1, 17, 9),
+    CompressionType.ZSTD: CompressionLevels(-131072, 22, 3),
+}
 
 Buffer = bytes | bytearray | memoryview
 
@@ -71,21 +106,29 @@ class _TooLargeError(Exception):
     """The payload decompresses to more than the limit."""
 
 
-def compress(codec: CompressionType, data: Buffer) -> bytes:
-    """``data`` compressed and framed for ``codec`` (``NONE`` returns the bytes unchanged)."""
+def compress(codec: CompressionType, data: Buffer, level: int | None = None) -> bytes:
+    """``data`` compressed and framed for ``codec`` (``NONE`` returns the bytes unchanged) at ``level``
+    (None: the codec's default; a level outside the codec's :data:`LEVELS` is a ValueError, and so is one
+    for a codec without levels)."""
+    if level is not None:
+        levels = LEVELS.get(codec)
+        if levels is None or not levels.takes(level):
+            takes = "no level" if levels is None else levels.describe()
+            raise ValueError(f"{codec.name.lower()} compression level {level}: it takes {takes}")
     if codec == CompressionType.NONE:
         return bytes(data)
     if codec == CompressionType.GZIP:
-        deflater = zlib.compressobj(_GZIP_LEVEL, zlib.DEFLATED, _GZIP_WBITS)
+        deflater = zlib.compressobj(-1 if level is None else level, zlib.DEFLATED, _GZIP_WBITS)
         return deflater.compress(data) + deflater.flush()
     if codec == CompressionType.SNAPPY:
         return _xerial_snappy_compress(data)
     if codec == CompressionType.LZ4:
-        lz4_frame = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
+        frame_level = _LZ4_FAST if level is None or level == LEVELS[codec].default else level
+        lz4_frame = cramjam.lz4.Compressor(level=frame_level, content_checksum=False, block_linked=False)
         lz4_frame.compress(data)
         return bytes(lz4_frame.finish())
     if codec == CompressionType.ZSTD:
-        return bytes(cramjam.zstd.compress(data, level=_ZSTD_LEVEL))
+        return bytes(cramjam.zstd.compress(data, level=LEVELS[codec].default if level is None else level))
     raise UnsupportedCompressionError("<compress>", f"unknown compression codec {int(codec)}")
 
 

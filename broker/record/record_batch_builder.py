@@ -79,13 +79,15 @@ def pack_batch(
     base_sequence: int = NO_SEQUENCE,
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     is_transactional: bool = False,
+    level: int | None = None,
 ) -> bytes:
     """The batch of ``count`` encoded ``records`` (offset deltas 0 .. count - 1): compressed with
-    ``codec`` when that makes them smaller, with its header and CRC. Every argument may be given by
-    position: the producer calls it once per batch (``send()`` at batch size 1), where keywords cost."""
+    ``codec`` at ``level`` (None: the codec's default) when that makes them smaller, with its header and
+    CRC. Every argument may be given by position: the producer calls it once per batch (``send()`` at
+    batch size 1), where keywords cost."""
     attributes = 0
     if codec:  # CompressionType.NONE is 0
-        compressed = compress(codec, records)
+        compressed = compress(codec, records, level)
         if len(compressed) < len(records):
             records = compressed
             attributes = int(codec)
@@ -113,7 +115,8 @@ class RecordBatchBuilder:
 
     ``size_in_bytes()`` is an upper bound of what :meth:`build` returns: when a codec would not make the
     records smaller, the batch is written uncompressed (kafka-python does the same), so the uncompressed
-    size bounds every outcome. The producer fields default to Kafka's "none" values (-1).
+    size bounds every outcome. The producer fields default to Kafka's "none" values (-1); ``level`` is the
+    codec's (None: its default).
     """
 
     __slots__ = (
@@ -124,6 +127,7 @@ class RecordBatchBuilder:
         "_count",
         "_first_timestamp_ms",
         "_is_transactional",
+        "_level",
         "_max_timestamp_ms",
         "_partition_leader_epoch",
         "_producer_epoch",
@@ -142,8 +146,10 @@ class RecordBatchBuilder:
         base_sequence: int = NO_SEQUENCE,
         partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
         is_transactional: bool = False,
+        level: int | None = None,
     ) -> None:
         self._codec = CompressionType(codec)
+        self._level = level
         self._base_offset = base_offset
         self._producer_id = producer_id
         self._producer_epoch = producer_epoch
@@ -234,6 +240,7 @@ class RecordBatchBuilder:
             base_sequence=self._base_sequence,
             partition_leader_epoch=self._partition_leader_epoch,
             is_transactional=self._is_transactional,
+            level=self._level,
         )
 
 
@@ -332,10 +339,11 @@ def _pack_retained(
     return b"".join((head, tail, data))
 
 
-def recompressed_batch(batch: RecordBatch, codec: CompressionType) -> bytes:
+def recompressed_batch(batch: RecordBatch, codec: CompressionType, level: int | None = None) -> bytes:
     """``batch`` (a validated produced batch: offset deltas 0 .. count - 1) with its records compressed
-    with ``codec``, always (``NONE``: stored plain), even where that makes them larger: what a topic's
-    ``compression.type`` asks of the leader (Kafka's ``buildRecordsAndAssignOffsets``).
+    with ``codec`` at ``level`` (None: the codec's default), always (``NONE``: stored plain), even where
+    that makes them larger: what a topic's ``compression.type`` and its codec's level
+    (``compression.gzip.level``...) ask of the leader (Kafka's ``buildRecordsAndAssignOffsets``).
 
     Kept, as Kafka keeps them: the producer id, epoch and base sequence, the transactional bit, the
     record count and offset range, and every record's offset, timestamp, key, value and headers. The
@@ -346,7 +354,7 @@ def recompressed_batch(batch: RecordBatch, codec: CompressionType) -> bytes:
     the batch's, rewritten by the append like any batch's."""
     data = batch.records_data()
     if codec:  # CompressionType.NONE is 0
-        data = compress(codec, data)
+        data = compress(codec, data, level)
     attributes = int(codec) | (batch.attributes & TRANSACTIONAL_MASK)
     tail = _HEADER_FROM_ATTRIBUTES.pack(
         attributes,

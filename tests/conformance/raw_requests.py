@@ -278,6 +278,12 @@ def stored_batches(address: str, topic: str, partition: int, end: int) -> list[d
     ]
 
 
+def stored_batch_bytes(address: str, topic: str, partition: int, end: int) -> list[bytes]:
+    """The bytes of every batch of ``topic-partition`` below offset ``end`` as Fetch v12 from ``address``
+    returns them (header included), in log order."""
+    return [bytes(batch._buffer) for batch in _fetched_batches(address, topic, partition, end, 54)]
+
+
 def describe_config(address: str, resource_type: int, name: str, key: str) -> dict[str, Any] | None:
     """DescribeConfigs v4 of one config of one resource, synonyms included (every one, in order: a client's
     map by name would keep one of a topic config's and its broker default's, which share the name

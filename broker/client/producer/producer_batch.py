@@ -56,7 +56,7 @@ from itertools import accumulate
 from typing import NamedTuple
 
 from broker.client.errors import ClientError, DeliveryTimeoutError, IllegalBatchStateError
-from broker.record.batch_header import HEADER_SIZE
+from broker.record.batch_header import HEADER_SIZE, NO_PARTITION_LEADER_EPOCH
 from broker.record.compression import CompressionType
 from broker.record.record_batch import RecordBatch, restamp_crc, set_producer_fields
 from broker.record.record_batch_builder import pack_batch
@@ -146,6 +146,7 @@ class ProducerBatch:
         "is_raw",
         "keep_records",
         "last_error",
+        "level",
         "max_timestamp_ms",
         "partition",
         "producer_epoch",
@@ -167,10 +168,13 @@ class ProducerBatch:
         created_at: float,
         *,
         keep_records: bool = False,
+        level: int | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
         self.codec = codec
+        #: the codec's level (None: its default)
+        self.level = level
         self.created_at = created_at
         #: keep the segments until done, for a delivery listener (see the module docstring)
         self.keep_records = keep_records
@@ -395,6 +399,9 @@ class ProducerBatch:
             self.producer_id,
             self.producer_epoch,
             self.base_sequence,
+            NO_PARTITION_LEADER_EPOCH,
+            False,
+            self.level,
         )
         if not self.keep_records:
             self.segments = []  # the values are in the bytes now

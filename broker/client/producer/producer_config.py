@@ -61,6 +61,26 @@ class ProducerConfig(SecuritySettings):
     compression_type: CompressionName = setting(
         "none", "Codec of every batch: none, gzip, snappy, lz4 or zstd."
     )
+    compression_gzip_level: int = setting(
+        -1,
+        "The level of gzip batches (Kafka's compression.gzip.level, KIP-390): 1 (fastest) to 9 (smallest), "
+        "or -1, zlib's default (6).",
+        ge=-1,
+        le=9,
+    )
+    compression_lz4_level: int = setting(
+        9,
+        "The level of lz4 batches (Kafka's compression.lz4.level): 1 to 17; the default 9 is lz4's fast "
+        "compressor (Kafka's), another level its high compressor.",
+        ge=1,
+        le=17,
+    )
+    compression_zstd_level: int = setting(
+        3,
+        "The level of zstd batches (Kafka's compression.zstd.level): -131072 (fastest) to 22 (smallest).",
+        ge=-131072,
+        le=22,
+    )
     batch_size: int = setting(
         128 * 1024,
         "A partition's batch is sent once its records reach this many bytes (uncompressed). A "
@@ -151,6 +171,10 @@ class ProducerConfig(SecuritySettings):
     @model_validator(mode="after")
     def _check(self) -> Self:
         check_servers("producer", self.bootstrap_servers)
+        if self.compression_gzip_level == 0:
+            raise ValueError(
+                "ProducerConfig: compression_gzip_level must be from 1 to 9, or -1 (zlib's default), not 0"
+            )
         if self.enable_idempotence and self.acks != "all":
             raise ValueError(
                 f"ProducerConfig: enable_idempotence = true needs acks = 'all', got acks = '{self.acks}'; "
@@ -167,6 +191,15 @@ class ProducerConfig(SecuritySettings):
                 "ProducerConfig: audit_interval_ms > 0 needs an audit_topic and an audit_registry_url"
             )
         return self
+
+    @property
+    def compression_level(self) -> int | None:
+        """The level of ``compression_type`` (None: a codec without levels)."""
+        return {
+            "gzip": self.compression_gzip_level,
+            "lz4": self.compression_lz4_level,
+            "zstd": self.compression_zstd_level,
+        }.get(self.compression_type)
 
     @property
     def acks_value(self) -> int:

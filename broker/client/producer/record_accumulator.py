@@ -92,6 +92,7 @@ class RecordAccumulator:
         self._config = config
         self._metadata = metadata
         self._codec = CompressionType[config.compression_type.upper()]
+        self._level = config.compression_level
         self._keep_records = keep_records
         self._acks = config.acks_value
         #: A batch's records may take this many bytes (the batch header excluded).
@@ -322,7 +323,9 @@ class RecordAccumulator:
             self._space_waiters -= 1
 
     def _new_batch(self, key: PartitionKey) -> ProducerBatch:
-        batch = ProducerBatch(key[0], key[1], self._codec, time.monotonic(), keep_records=self._keep_records)
+        batch = ProducerBatch(
+            key[0], key[1], self._codec, time.monotonic(), keep_records=self._keep_records, level=self._level
+        )
         self._open[key] = batch
         self._incomplete.add(batch)
         wake_at = self._sender_wake_at

@@ -63,3 +63,19 @@ def test_sections_load_from_toml_tables() -> None:
         config_from_mapping({"producer": {"compression_type": "brotli"}})
     with pytest.raises(ConfigError, match=r"section \[consumer\]: consumer.request_timeout_ms"):
         config_from_mapping({"consumer": {"request_timeout_ms": 100}})
+
+
+def test_producer_codec_levels_take_kafkas_ranges() -> None:
+    """compression.gzip.level, compression.lz4.level, compression.zstd.level (KIP-390, Java producer 3.8+):
+    [producer] compression_gzip_level and so on, with Kafka's defaults and ranges."""
+    config = config_from_mapping({"producer": {"compression_type": "zstd", "compression_zstd_level": 19}})
+    assert (config.producer.compression_level, config.producer.compression_gzip_level) == (19, -1)
+    assert ProducerConfig().compression_level is None  # none
+    assert ProducerConfig(compression_type="lz4").compression_level == 9
+    assert ProducerConfig(compression_type="snappy").compression_level is None
+    with pytest.raises(ClientConfigError, match=r"compression_gzip_level must be from 1 to 9, or -1 .*not 0"):
+        ProducerConfig(compression_gzip_level=0)
+    with pytest.raises(ConfigError, match=r"key 'producer.compression_zstd_level'"):
+        config_from_mapping({"producer": {"compression_zstd_level": 23}})
+    with pytest.raises(ConfigError, match=r"key 'producer.compression_lz4_level'"):
+        config_from_mapping({"producer": {"compression_lz4_level": 0}})

@@ -15,7 +15,10 @@ from broker.config import BrokerConfig, LogConfig
 def test_every_key_overrides_a_real_setting_with_its_bounds() -> None:
     assert sorted(TOPIC_CONFIG_KEYS) == [
         "cleanup.policy",
+        "compression.gzip.level",
+        "compression.lz4.level",
         "compression.type",
+        "compression.zstd.level",
         "delete.retention.ms",
         "max.message.bytes",
         "message.timestamp.type",
@@ -34,6 +37,41 @@ def test_every_key_overrides_a_real_setting_with_its_bounds() -> None:
     assert TOPIC_CONFIG_KEYS["segment.bytes"].bounds() == (128, 2**31 - 1)
     assert TOPIC_CONFIG_KEYS["max.message.bytes"].bounds() == (61, 2**31 - 1)  # INT: an int32
     assert TOPIC_CONFIG_KEYS["retention.ms"].bounds() == (-1, None)
+    assert TOPIC_CONFIG_KEYS["compression.zstd.level"].bounds() == (-131072, 22)
+    assert TOPIC_CONFIG_KEYS["compression.gzip.level"].broker_name == "compression.gzip.level"
+
+
+def test_codec_levels_take_kafkas_ranges() -> None:
+    """Kafka's CompressionType: gzip 1 to 9 or -1 (the default), lz4 1 to 17, zstd -131072 to 22; stored
+    as plain integers."""
+    assert check_topic_configs(
+        "t",
+        {
+            "compression.gzip.level": " -1 ",
+            "compression.lz4.level": "017",
+            "compression.zstd.level": "-131072",
+        },
+        1,
+    ) == {"compression.gzip.level": "-1", "compression.lz4.level": "17", "compression.zstd.level": "-131072"}
+    for key, value in (("compression.gzip.level", "1"), ("compression.gzip.level", "9")):
+        assert check_topic_configs("t", {key: value}, 1) == {key: value}
+    config = topic_log_config(
+        "t",
+        LogConfig(),
+        {"compression.type": "zstd", "compression.zstd.level": "19", "compression.gzip.level": "1"},
+    )
+    assert (config.compression_level, config.compression_gzip_level, config.compression_lz4_level) == (
+        19,
+        1,
+        9,
+    )
+    assert LogConfig(compression_type="gzip").compression_level == -1
+    assert LogConfig(compression_type="snappy").compression_level is None
+    assert LogConfig().compression_level is None  # producer: each batch keeps its own
+    with pytest.raises(ValueError, match=r"log.compression_gzip_level must be from 1 to 9, or -1 .*not 0"):
+        LogConfig(compression_gzip_level=0)
+    with pytest.raises(ValueError, match="compression_lz4_level"):
+        LogConfig(compression_lz4_level=18)
 
 
 def test_values_are_stored_in_their_checked_form() -> None:
@@ -91,6 +129,34 @@ def test_values_are_stored_in_their_checked_form() -> None:
         ("unclean.leader.election.enable", "1", "unclean.leader.election.enable='1': expected true or false"),
         ("min.insync.replicas", "0", "min.insync.replicas='0': with replication factor 3 it must be"),
         ("compression.type", "brotli", "compression.type='brotli': expected producer or uncompressed or "),
+        (
+            "compression.gzip.level",
+            "0",
+            "topic 't': compression.gzip.level='0': expected an integer from 1 to 9, or -1",
+        ),
+        (
+            "compression.gzip.level",
+            "10",
+            "compression.gzip.level='10': expected an integer from 1 to 9, or -1",
+        ),
+        (
+            "compression.gzip.level",
+            "-2",
+            "compression.gzip.level='-2': expected an integer from 1 to 9, or -1",
+        ),
+        ("compression.lz4.level", "0", "compression.lz4.level='0': expected an integer from 1 to 17"),
+        ("compression.lz4.level", "18", "compression.lz4.level='18': expected an integer from 1 to 17"),
+        (
+            "compression.zstd.level",
+            "23",
+            "compression.zstd.level='23': expected an integer from -131072 to 22",
+        ),
+        (
+            "compression.zstd.level",
+            "-131073",
+            "compression.zstd.level='-131073': expected an integer from -131072 to 22",
+        ),
+        ("compression.zstd.level", "fast", "compression.zstd.level='fast': expected an integer from -131072"),
         ("preallocate", "true", "topic 't': Lumber does not read the topic config 'preallocate'"),
     ],
 )

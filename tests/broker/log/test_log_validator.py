@@ -22,7 +22,7 @@ from broker.record.errors import (
 from broker.record.record_batch import RecordBatch
 from broker.record.record_batch_builder import RecordBatchBuilder
 from broker.server.error_codes import error_code_of
-from tests.broker.log.helpers import BASE_TS, config, make_batch
+from tests.broker.log.helpers import BASE_TS, config, make_batch, read_all
 from tests.support.poison_batches import (
     forge_batch,
     gzip_flag_on_plain_records,
@@ -314,3 +314,63 @@ def test_log_append_time_stamps_the_recompressed_batch_and_a_follower_copies_it(
     finally:
         leader.close()
         follower.close()
+
+
+def test_the_topics_level_recompresses_and_a_batch_of_its_codec_keeps_its_level() -> None:
+    """KIP-390: a batch of another codec is recompressed at the topic's level (zstd 19 smaller than zstd 1,
+    the same records); a zstd batch stays as its producer compressed it, at whatever level, as Kafka's
+    LogValidator decides by codec alone (``inPlaceAssignment``)."""
+    gzip = make_batch(0, 500, codec=CompressionType.GZIP, value_size=200)
+    at = {
+        level: validate_append(
+            gzip,
+            where="t-0 append",
+            max_message_bytes=MAX,
+            target_codec=CompressionType.ZSTD,
+            target_level=level,
+        ).batches[0]
+        for level in (1, 19, None)
+    }
+    assert [b.compression for b in at.values()] == [CompressionType.ZSTD] * 3
+    assert {level: b.size_bytes for level, b in at.items()} == {1: 5_113, 19: 3_948, None: 6_776}
+    assert {b.records_data() for b in at.values()} == {RecordBatch(gzip).records_data()}
+    zstd_1 = RecordBatchBuilder(CompressionType.ZSTD, level=1)
+    for i in range(50):
+        zstd_1.append(BASE_TS + i, f"k{i}".encode(), b"GET /index.html 200 " * 10)
+    kept = zstd_1.build()
+    validated = validate_append(
+        kept, where="t-0 append", max_message_bytes=MAX, target_codec=CompressionType.ZSTD, target_level=19
+    )
+    assert validated.batches[0].buffer == kept
+
+
+def test_a_log_recompresses_at_its_topics_level_and_reads_back_every_record(tmp_path: Path) -> None:
+    records_sent = [
+        (f"k{i}".encode(), f"GET /items/{i} 200 user={i % 97} agent=lumber\n".encode() * 4)
+        for i in range(400)
+    ]
+    sizes = {}
+    for level in (1, 19):
+        directory = tmp_path / f"zstd{level}-0"
+        directory.mkdir()
+        log = Log(directory, config(tmp_path, compression_type="zstd", compression_zstd_level=level))
+        try:
+            for first in range(0, 400, 100):
+                lz4 = RecordBatchBuilder(CompressionType.LZ4)
+                for i, (key, value) in enumerate(records_sent[first : first + 100]):
+                    lz4.append(BASE_TS + first + i, key, value)
+                log.append(lz4.build(), leader_epoch=0)
+            batches = stored_batches(log)
+            assert [(b.base_offset, b.compression) for b in batches] == [
+                (0, CompressionType.ZSTD),
+                (100, CompressionType.ZSTD),
+                (200, CompressionType.ZSTD),
+                (300, CompressionType.ZSTD),
+            ]
+            assert [(r.offset, r.key, r.value) for r in read_all(log)] == [
+                (i, key, value) for i, (key, value) in enumerate(records_sent)
+            ]
+            sizes[level] = log.size_bytes
+        finally:
+            log.close()
+    assert sizes == {1: 4_805, 19: 4_088}

@@ -11,7 +11,7 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.record.compression import XERIAL_MAGIC, CompressionType, compress, decompress
+from broker.record.compression import LEVELS, XERIAL_MAGIC, CompressionType, compress, decompress
 from broker.record.errors import CorruptRecordError, UnsupportedCompressionError
 
 with warnings.catch_warnings():
@@ -59,6 +59,57 @@ def test_lz4_frames_have_independent_blocks_and_no_content_checksum() -> None:
     assert flg & 0x20  # block independence: Java's reader refuses dependent blocks
     assert not flg & 0x04  # no content checksum
     assert not flg & 0x08  # no content size
+
+
+#: 233,370 bytes of access-log lines: compressible, and the same every run.
+LOG_LINES = b"".join(b"GET /items/%d 200 user=%d agent=lumber-bench\n" % (i, i % 97) for i in range(5000))
+
+
+@pytest.mark.parametrize(
+    ("codec", "sizes"),
+    [
+        (CompressionType.GZIP, {None: 19_499, 1: 20_573, 6: 19_499, -1: 19_499}),
+        (CompressionType.LZ4, {None: 37_987, 1: 37_987, 3: 36_017, 9: 37_987, 17: 35_329}),
+        (CompressionType.ZSTD, {None: 10_166, -5: 28_275, 1: 10_231, 3: 10_166, 19: 8_512}),
+    ],
+    ids=lambda c: getattr(c, "name", ""),
+)
+def test_a_level_changes_the_bytes_and_every_level_reads_back(
+    codec: CompressionType, sizes: dict[int | None, int]
+) -> None:
+    """Kafka's levels (KIP-390): the default (None) is gzip -1 (zlib's 6), lz4 9 (the fast compressor,
+    as lz4 1 here) and zstd 3; zstd 19 is smaller than zstd 1, lz4 17 than lz4's fast compressor."""
+    got = {level: compress(codec, LOG_LINES, level) for level in sizes}
+    assert {level: len(framed) for level, framed in got.items()} == sizes
+    for framed in got.values():
+        assert decompress(codec, framed, where="t") == LOG_LINES
+    assert len(LOG_LINES) == 233_370
+
+
+@pytest.mark.parametrize("codec", list(LEVELS), ids=lambda c: c.name)
+def test_the_ends_of_each_range_compress(codec: CompressionType) -> None:
+    levels = LEVELS[codec]
+    for level in (levels.lowest, levels.highest, levels.default):
+        assert decompress(codec, compress(codec, b"abc" * 1000, level), where="t") == b"abc" * 1000
+
+
+@pytest.mark.parametrize(
+    ("codec", "level", "message"),
+    [
+        (CompressionType.GZIP, 0, "gzip compression level 0: it takes an integer from 1 to 9, or -1"),
+        (CompressionType.GZIP, 10, "gzip compression level 10: it takes an integer from 1 to 9, or -1"),
+        (CompressionType.LZ4, 18, "lz4 compression level 18: it takes an integer from 1 to 17"),
+        (CompressionType.ZSTD, 23, "zstd compression level 23: it takes an integer from -131072 to 22"),
+        (CompressionType.ZSTD, -131073, "zstd compression level -131073: it takes an integer from -131072"),
+        (CompressionType.SNAPPY, 1, "snappy compression level 1: it takes no level"),
+        (CompressionType.NONE, 1, "none compression level 1: it takes no level"),
+    ],
+)
+def test_a_level_outside_the_codecs_range_is_refused(
+    codec: CompressionType, level: int, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        compress(codec, b"abc", level)
 
 
 def test_gzip_with_several_members_and_zero_padding() -> None:

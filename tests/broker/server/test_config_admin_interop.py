@@ -74,7 +74,10 @@ def test_confluent_kafka_describes_alters_and_incrementally_alters_topic_configs
     configs = describe(admin, "cfg")
     assert sorted(configs) == [
         "cleanup.policy",
+        "compression.gzip.level",
+        "compression.lz4.level",
         "compression.type",
+        "compression.zstd.level",
         "delete.retention.ms",
         "max.message.bytes",
         "message.timestamp.type",
@@ -188,7 +191,8 @@ def test_confluent_kafka_describes_alters_and_incrementally_alters_topic_configs
     assert refused.value.args[0].name() == "INVALID_CONFIG"
     assert refused.value.args[0].str() == (
         "topic 'cfg': Lumber does not read the topic config 'preallocate' (accepted: cleanup.policy, "
-        "compression.type, delete.retention.ms, max.message.bytes, message.timestamp.type, "
+        "compression.gzip.level, compression.lz4.level, compression.type, compression.zstd.level, "
+        "delete.retention.ms, max.message.bytes, message.timestamp.type, "
         "min.cleanable.dirty.ratio, min.compaction.lag.ms, min.insync.replicas, retention.bytes, "
         "retention.ms, segment.bytes, segment.ms, unclean.leader.election.enable); set the others in "
         "lumber.toml"

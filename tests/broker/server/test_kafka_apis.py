@@ -152,7 +152,7 @@ def test_config_apis_answer_each_resource_on_its_own(broker_cluster: BrokerClust
         configs = {c.name: (c.value, c.config_source, c.read_only) for c in created.topics[0].configs}
         assert configs["retention.ms"] == ("60000", ConfigSource.TOPIC_CONFIG, False)
         assert configs["segment.bytes"] == ("1073741824", ConfigSource.DEFAULT_CONFIG, False)
-        assert len(configs) == 13
+        assert len(configs) == 16
 
         described = conn.request(
             DescribeConfigsRequest(

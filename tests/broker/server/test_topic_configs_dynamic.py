@@ -86,19 +86,19 @@ class Cluster:
             if broker.running:
                 wait_for_line(broker, line)
 
-    def produce(self, count: int) -> None:
+    def produce(self, count: int, value: bytes = VALUE) -> None:
         """``count`` messages, one batch each, each acknowledged by both replicas before the next."""
         for _ in range(count):
-            assert self.produce_one() is None
+            assert self.produce_one(value) is None
 
-    def produce_one(self) -> KafkaError | None:
+    def produce_one(self, value: bytes = VALUE) -> KafkaError | None:
         """One message, flushed; its delivery error (None: stored)."""
         errors: list[KafkaError | None] = []
 
         def delivered(err: KafkaError | None, _msg: object) -> None:
             errors.append(err)
 
-        self.producer.produce(TOPIC, VALUE, partition=0, on_delivery=delivered)
+        self.producer.produce(TOPIC, value, partition=0, on_delivery=delivered)
         assert self.producer.flush(TIMEOUT_S) == 0
         assert len(errors) == 1
         return errors[0]
@@ -205,12 +205,18 @@ def test_topic_configs_change_the_running_replicas_and_a_restarted_one(start_clu
 
 def stored_codecs(broker: BrokerProcess) -> list[int]:
     """The codec of every batch in the partition's segment files on ``broker``, in offset order."""
+    return [codec for codec, _ in stored_batches(broker)]
+
+
+def stored_batches(broker: BrokerProcess) -> list[tuple[int, int]]:
+    """``(codec, size in bytes)`` of every batch in the partition's segment files on ``broker``, in offset
+    order."""
     folder = broker.log_dir / f"{TOPIC}-0"
     data = b"".join(path.read_bytes() for path in sorted(folder.glob("*.log")))
     batches = scan_batches(data).batches
     for batch in batches:
         batch.validate()
-    return [int(batch.compression) for batch in batches]
+    return [(int(batch.compression), batch.size_bytes) for batch in batches]
 
 
 def test_compression_type_recompresses_on_the_leader_and_the_follower_copies_it(start_cluster: Any) -> None:
@@ -235,6 +241,39 @@ def test_compression_type_recompresses_on_the_leader_and_the_follower_copies_it(
     )
     c.produce(2)  # stored plain (0)
     assert stored_codecs(leader) == [1, 1, 1, 3, 3, 0, 0]
+    wait_for(lambda: segments(follower) == segments(leader), TIMEOUT_S, "the follower to copy the leader")
+    folder = f"{TOPIC}-0/00000000000000000000.log"
+    assert (follower.log_dir / folder).read_bytes() == (leader.log_dir / folder).read_bytes()
+
+
+def test_a_topics_level_changes_the_next_recompression_and_the_follower_copies_it(start_cluster: Any) -> None:
+    """compression.zstd.level (KIP-390) altered on a running replicated zstd topic: the same lz4 message is
+    stored smaller at 19 than at 1 (the leader's recompression reads the level the moment it is applied),
+    and the follower's segment is the leader's bytes."""
+    cluster: BrokerCluster = start_cluster(2, replica_fetch_wait_max_ms=100, replica_lag_time_max_ms=3000)
+    cluster.create_topic(
+        TOPIC, 1, {0: [0, 1]}, configs={"compression.type": "zstd", "compression.zstd.level": "1"}
+    )
+    leader, follower = cluster.brokers
+    c = Cluster(cluster)
+    c.producer = ConfluentProducer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "acks": "all",
+            "linger.ms": 0,
+            "compression.type": "lz4",
+        }
+    )
+    value = b"".join(b"GET /items/%d 200 user=%d ok\n" % (i, i % 7) for i in range(36))  # 998 bytes
+    c.produce(2, value)
+    c.alter(
+        ("compression.zstd.level", "19", AlterConfigOpType.SET),
+        expect={"compression.type": "zstd", "compression.zstd.level": "19"},
+    )
+    c.produce(2, value)
+    at_1, at_19 = stored_batches(leader)[0][1], stored_batches(leader)[2][1]
+    assert stored_batches(leader) == [(4, at_1), (4, at_1), (4, at_19), (4, at_19)]
+    assert at_19 < at_1
     wait_for(lambda: segments(follower) == segments(leader), TIMEOUT_S, "the follower to copy the leader")
     folder = f"{TOPIC}-0/00000000000000000000.log"
     assert (follower.log_dir / folder).read_bytes() == (leader.log_dir / folder).read_bytes()

@@ -87,7 +87,8 @@ def test_replication_factor_zero_is_a_usage_error(config: Path) -> None:
             ("create", "x", "--partitions", "1", "--config", "preallocate=true"),
             (
                 "lumber: error: --config: topic 'x': Lumber does not read the topic config "
-                "'preallocate' (accepted: cleanup.policy, compression.type, delete.retention.ms, "
+                "'preallocate' (accepted: cleanup.policy, compression.gzip.level, compression.lz4.level, "
+                "compression.type, compression.zstd.level, delete.retention.ms, "
                 "max.message.bytes, message.timestamp.type, min.cleanable.dirty.ratio, "
                 "min.compaction.lag.ms, min.insync.replicas, retention.bytes, retention.ms, segment.bytes, "
                 "segment.ms, "
@@ -115,6 +116,13 @@ def test_replication_factor_zero_is_a_usage_error(config: Path) -> None:
             (
                 "lumber: error: --config: topic 'x': unclean.leader.election.enable='maybe': expected true "
                 "or false\n"
+            ),
+        ),
+        (
+            ("create", "x", "--partitions", "1", "--config", "compression.gzip.level=0"),
+            (
+                "lumber: error: --config: topic 'x': compression.gzip.level='0': expected an integer from 1 "
+                "to 9, or -1\n"
             ),
         ),
         (
@@ -177,8 +185,9 @@ def test_help_names_the_replication_options(config: Path) -> None:
     )
     assert (
         "--config KEY=VALUE a topic config, repeatable: cleanup.policy (compact, delete, or both "
-        "separated by a comma), compression.type (producer or uncompressed or gzip or snappy or lz4 or "
-        "zstd), "
+        "separated by a comma), compression.gzip.level (an integer from 1 to 9, or -1), "
+        "compression.lz4.level (an integer from 1 to 17), compression.type (producer or uncompressed or "
+        "gzip or snappy or lz4 or zstd), compression.zstd.level (an integer from -131072 to 22), "
         "delete.retention.ms (an integer of at least 0), max.message.bytes (an "
         "integer from 61 to 2147483647), message.timestamp.type (CreateTime or LogAppendTime), "
         "min.cleanable.dirty.ratio (a number from 0 to 1), "

@@ -98,7 +98,8 @@ def test_alter_config_refusals_name_the_topic_key_and_value(zk: Any, config: Pat
             ("--set", "preallocate=true"),
             (
                 "lumber: error: --set: topic 'events': Lumber does not read the topic config "
-                "'preallocate' (accepted: cleanup.policy, compression.type, delete.retention.ms, "
+                "'preallocate' (accepted: cleanup.policy, compression.gzip.level, compression.lz4.level, "
+                "compression.type, compression.zstd.level, delete.retention.ms, "
                 "max.message.bytes, message.timestamp.type, min.cleanable.dirty.ratio, "
                 "min.compaction.lag.ms, min.insync.replicas, retention.bytes, retention.ms, segment.bytes, "
                 "segment.ms, "
@@ -109,7 +110,8 @@ def test_alter_config_refusals_name_the_topic_key_and_value(zk: Any, config: Pat
             ("--delete", "preallocate"),
             (
                 "lumber: error: --delete preallocate: Lumber does not read the topic config "
-                "'preallocate' (accepted: cleanup.policy, compression.type, delete.retention.ms, "
+                "'preallocate' (accepted: cleanup.policy, compression.gzip.level, compression.lz4.level, "
+                "compression.type, compression.zstd.level, delete.retention.ms, "
                 "max.message.bytes, message.timestamp.type, min.cleanable.dirty.ratio, "
                 "min.compaction.lag.ms, min.insync.replicas, retention.bytes, retention.ms, segment.bytes, "
                 "segment.ms, "
@@ -148,7 +150,10 @@ def test_describe_lists_every_config_with_its_source(zk: Any, config: Path) -> N
     assert lines[3:] == [
         "  config                          value       from",
         "  cleanup.policy                  compact     topic override",
+        "  compression.gzip.level          -1          default",
+        "  compression.lz4.level           9           default",
         "  compression.type                producer    default",
+        "  compression.zstd.level          3           default",
         "  delete.retention.ms             86400000    default",
         "  max.message.bytes               1048588     default",
         "  message.timestamp.type          CreateTime  default",

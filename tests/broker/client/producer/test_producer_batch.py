@@ -71,6 +71,18 @@ def test_kafka_python_reads_our_batches(codec: CompressionType) -> None:
     assert {tuple(r.headers) for r in records} == {(("host", b"producer-1"),)}
 
 
+def test_a_batch_is_compressed_at_its_producers_level() -> None:
+    """[producer] compression_zstd_level: the same records, smaller at zstd 19 than at 1, read back alike."""
+    values = tuple(f"GET /items/{i} 200 user={i % 97} agent=lumber\n".encode() * 4 for i in range(300))
+    built = {}
+    for level in (1, 19):
+        batch = ProducerBatch("t", 0, CompressionType.ZSTD, 0.0, level=level)
+        assert batch.append_values(5_000, b"key", values, 0, HOST, NO_LIMIT) == 300
+        built[level] = batch.build()
+        assert [r.value for r in decode(built[level])] == list(values)
+    assert {level: len(data) for level, data in built.items()} == {1: 2_471, 19: 1_932}
+
+
 def test_append_respects_the_byte_bound_but_always_takes_a_first_record() -> None:
     bound = record_bound(100, 1, len(HOST))
     batch = ProducerBatch("t", 0, CompressionType.NONE, 0.0)
