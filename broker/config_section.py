@@ -119,9 +119,19 @@ class ConfigSection(BaseModel):
         """The section's file keys (derived keys left out) with their pydantic field info."""
         return {
             name: info
-            for name, info in cls.model_fields.items()
+            for name, info in cls._fields_in_order().items()
             if not (isinstance(info.json_schema_extra, dict) and DERIVED in info.json_schema_extra)
         }
+
+    @classmethod
+    def _fields_in_order(cls) -> dict[str, Any]:
+        """The fields, the section's own first, then each base section's (pydantic lists a base's first):
+        a section split over base classes by concern still reads from its main keys."""
+        fields = cls.model_fields
+        order = [
+            name for klass in cls.__mro__ for name in vars(klass).get("__annotations__", {}) if name in fields
+        ]
+        return {name: fields[name] for name in dict.fromkeys([*order, *fields])}
 
     @classmethod
     def documented_keys(cls) -> dict[str, Any]:

@@ -44,13 +44,10 @@ All paths are relative to the chroot of ``[zookeeper] connect``::
     /config/topics/<topic>                  persistent, the topic's overrides (Kafka's ConfigEntityZNode)
         {"config": {"cleanup.policy": "compact", "min.insync.replicas": "2", "segment.bytes": "1048576"},
          "version": 1}
-        Keys (Kafka's names; what each overrides and takes is the table
-        :data:`~broker.cluster.topic_config.TOPIC_CONFIG_KEYS`): cleanup.policy, compression.type,
-        compression.gzip.level, compression.lz4.level, compression.zstd.level, delete.retention.ms,
-        max.message.bytes, min.cleanable.dirty.ratio, min.compaction.lag.ms, min.insync.replicas,
-        retention.bytes, retention.ms, segment.bytes, segment.ms, unclean.leader.election.enable. Values
-        are strings in their checked form. Written with the topic by TopicAdmin (one multi), then
-        replaced as a whole by :class:`~broker.cluster.topic_config_store.TopicConfigStore` (AlterConfigs,
+        Keys: Kafka's topic config names, each listed with what it overrides and takes in
+        :data:`~broker.cluster.topic_config.TOPIC_CONFIG_KEYS` (the constants below). Values are strings
+        in their checked form. Written with the topic by TopicAdmin (one multi), then replaced as a whole
+        by :class:`~broker.cluster.topic_config_store.TopicConfigStore` (AlterConfigs,
         IncrementalAlterConfigs, ``lumber topics alter-config``): a multi of ``check`` on the topic node
         and ``set`` at the config node's version read (``create`` if it has none), so that two
         concurrent alters cannot lose a key and no config outlives a deleted topic. A key with no override
