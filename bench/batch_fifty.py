@@ -23,19 +23,20 @@ and the wall clock:
 It prints broker CPU microseconds per 1,000 records and records per second (the best of the runs) and the
 ratios after / before. ``--profile DIR`` records py-spy (raw collapsed stacks, 200 samples per second) on
 the broker during each case of this tree's last run: ``DIR/<case>.txt``; a profiled run's figures are not to
-be compared.
+be compared. The measuring process imports the bench's own modules (``bench.batch_one``,
+``bench.paper_kafka_clients``, ``bench.broker_cpu``) from the measured tree: copy this tree's into an older
+checkout that lacks them.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench.batch_one import start_spy, stop_spy, tree_arguments, tree_rows
 
 REPO = Path(__file__).resolve().parent.parent
 VALUE = b"v" * 100
@@ -70,45 +71,23 @@ def _measure(records: int, profile: Path | None) -> None:
         cpu = BrokerCpu(pid)
         for case, (acks, partitions, partition) in CASES.items():
             producer = ConfluentProducer(broker.address, f"fifty-{partitions}", 50, acks)
-            spy = None
-            if profile is not None:
-                name = case.replace(", ", "-").replace(" ", "-").replace("=", "")
-                argv = [str(REPO / ".venv/bin/py-spy"), "record", "-r", "200", "-f", "raw"]
-                argv += ["-o", str(profile / f"{name}.txt"), "--pid", str(pid)]
-                spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                time.sleep(1.0)
+            name = case.replace(", ", "-").replace(" ", "-").replace("=", "")
+            spy = None if profile is None else start_spy(pid, profile / f"{name}.txt")
             start = time.perf_counter()
             with cpu.phase() as spent:
                 producer.send(values, partition)
             wall = time.perf_counter() - start
-            if spy is not None:
-                spy.send_signal(signal.SIGINT)
-                spy.wait(60)
+            stop_spy(spy)
             print(f"{case}\t{spent.seconds / records * 1e9:.1f}\t{records / wall:.0f}", flush=True)
 
 
 def _run(tree: Path, records: int, profile: Path | None) -> dict[str, tuple[float, float]]:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    argv = [sys.executable, str(Path(__file__).resolve()), "--measure", "--records", str(records)]
-    if profile is not None:
-        argv += ["--profile", str(profile)]
-    out = subprocess.run(
-        argv, cwd=tree, env=env, check=True, capture_output=True, text=True, timeout=1800
-    ).stdout
-    rows = (line.split("\t") for line in out.splitlines() if line.count("\t") == 2)
+    rows = tree_rows(str(Path(__file__).resolve()), tree, records, profile)
     return {name: (float(cpu), float(rate)) for name, cpu, rate in rows}
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--before", type=Path, help="the older checkout to compare with")
-    parser.add_argument("--runs", type=int, default=3, help="alternating runs per tree (default 3)")
-    parser.add_argument("--records", type=int, default=500_000, help="records per case (500,000)")
-    parser.add_argument("--profile", type=Path, help="record py-spy on this tree's last run into this folder")
-    parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.profile is not None:
-        args.profile.mkdir(parents=True, exist_ok=True)
+    args = tree_arguments(__doc__.split("\n", 1)[0], 500_000)
     if args.measure:
         _measure(args.records, args.profile)
         return 0
