@@ -149,18 +149,11 @@ def _measure(records: int, profile: Path | None) -> None:
         cpu = BrokerCpu(pid)
 
         def measured(case: str, run: Callable[[], None], requests: int) -> None:
-            spy = None
-            if profile is not None:
-                name = case.split(",", maxsplit=1)[0].replace(" ", "-").replace("=", "")
-                argv = [str(REPO / ".venv/bin/py-spy"), "record", "-r", "200", "-f", "raw"]
-                argv += ["-o", str(profile / f"{name}.txt"), "--pid", str(pid)]
-                spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                time.sleep(1.0)
+            name = case.split(",", maxsplit=1)[0].replace(" ", "-").replace("=", "")
+            spy = None if profile is None else start_spy(pid, profile / f"{name}.txt")
             with cpu.phase() as spent:
                 run()
-            if spy is not None:
-                spy.send_signal(signal.SIGINT)
-                spy.wait(60)
+            stop_spy(spy)
             print(f"{case}\t{spent.seconds / requests * 1e6:.2f}", flush=True)
 
         measured(CASES[0], lambda: _produce(bootstrap, "1", records), records)
@@ -174,27 +167,56 @@ def _measure(records: int, profile: Path | None) -> None:
         measured(CASES[2], lambda: _fetch(broker.address, written, records), records)
 
 
-def _run(tree: Path, records: int, profile: Path | None) -> dict[str, float]:
+def start_spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy recording process ``pid`` (raw collapsed stacks, 200 samples per second) into ``out``."""
+    argv = [str(REPO / ".venv/bin/py-spy"), "record", "-r", "200", "-f", "raw", "-o", str(out)]
+    spy = subprocess.Popen([*argv, "--pid", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
+    return spy
+
+
+def stop_spy(spy: subprocess.Popen[bytes] | None) -> None:
+    """Stop a :func:`start_spy` recording (it writes its file on SIGINT)."""
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(60)
+
+
+def tree_rows(script: str, tree: Path, records: int, profile: Path | None) -> list[list[str]]:
+    """Run ``script --measure`` on ``tree`` (``PYTHONPATH`` set to it) and return its tab-separated output
+    lines, split."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    argv = [sys.executable, str(Path(__file__).resolve()), "--measure", "--records", str(records)]
+    argv = [sys.executable, script, "--measure", "--records", str(records)]
     if profile is not None:
         argv += ["--profile", str(profile)]
     out = subprocess.run(
         argv, cwd=tree, env=env, check=True, capture_output=True, text=True, timeout=1800
     ).stdout
-    return {name: float(us) for name, us in (line.split("\t") for line in out.splitlines() if "\t" in line)}
+    return [line.split("\t") for line in out.splitlines() if "\t" in line]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+def tree_arguments(description: str, records: int) -> argparse.Namespace:
+    """The command line of a bench that measures ``--before`` and this tree alternately in processes of
+    their own (``--measure``: one such run), its profile folder made."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--before", type=Path, help="the older checkout to compare with")
     parser.add_argument("--runs", type=int, default=3, help="alternating runs per tree (default 3)")
-    parser.add_argument("--records", type=int, default=20_000, help="records (requests) per case (20,000)")
+    parser.add_argument("--records", type=int, default=records, help=f"records per case ({records:,})")
     parser.add_argument("--profile", type=Path, help="record py-spy on this tree's last run into this folder")
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
+    return args
+
+
+def _run(tree: Path, records: int, profile: Path | None) -> dict[str, float]:
+    rows = tree_rows(str(Path(__file__).resolve()), tree, records, profile)
+    return {name: float(us) for name, us in rows}
+
+
+def main() -> int:
+    args = tree_arguments(__doc__.split("\n", 1)[0], 20_000)
     if args.measure:
         _measure(args.records, args.profile)
         return 0

@@ -92,6 +92,19 @@ KAFKA_HEAP_MB = 1024
 LUMBER_DEFAULTS: dict[str, Any] = {"flush_ms": 1000, "num_io_threads": 4}
 
 
+def benchmark_kafka(directory: Path, size: int = 1) -> KafkaCluster:
+    """``size`` Kafka nodes (not started) as every Kafka comparison runs them: Kafka's defaults
+    (:data:`KAFKA_DEFAULTS`) and the JVM as ``kafka-server-start.sh`` runs it (``-Xmx1G -Xms1G``, G1 with
+    the script's flags)."""
+    return KafkaCluster(
+        directory,
+        size=size,
+        heap_mb=KAFKA_HEAP_MB,
+        settings=KAFKA_DEFAULTS,
+        jvm_options=(f"-Xms{KAFKA_HEAP_MB}m", *KAFKA_SCRIPT_JVM_OPTIONS),
+    )
+
+
 @dataclass(frozen=True)
 class ProduceCase:
     name: str
@@ -432,12 +445,7 @@ def run_kafka_comparison(
     phases and ``standard_cases`` as :class:`KafkaBench` takes them."""
     import confluent_kafka  # noqa: PLC0415
 
-    kafka = KafkaCluster(
-        scratch / "kafka",
-        heap_mb=KAFKA_HEAP_MB,
-        settings=KAFKA_DEFAULTS,
-        jvm_options=(f"-Xms{KAFKA_HEAP_MB}m", *KAFKA_SCRIPT_JVM_OPTIONS),
-    )
+    kafka = benchmark_kafka(scratch / "kafka")
     say("starting Apache Kafka (one KRaft combined node) and a Lumber broker with its defaults")
     kafka.start()
     lumber = None

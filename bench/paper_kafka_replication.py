@@ -37,17 +37,16 @@ from typing import Any
 
 from bench.paper_kafka import (
     KAFKA,
-    KAFKA_DEFAULTS,
-    KAFKA_HEAP_MB,
     LUMBER,
     LUMBER_DEFAULTS,
     BrokerUnderTest,
     KafkaBench,
     KafkaComparison,
     Report,
+    benchmark_kafka,
 )
 from bench.paper_kafka_clients import confluent_consume, connected_consumer
-from lumber.dev.kafka_server import KAFKA_SCRIPT_JVM_OPTIONS, KafkaCluster
+from lumber.dev.kafka_server import KafkaCluster
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -191,13 +190,7 @@ def _systems(cluster: Any, kafka: KafkaCluster, lumber: list[Any]) -> dict[str, 
 def run_replication(cluster: Any, scratch: Path, comparison: KafkaComparison, say: Report) -> None:
     """Three Kafka nodes against three Lumber brokers on ``cluster``'s ZooKeeper, the results into
     ``comparison``; every broker started here is stopped before it returns."""
-    kafka = KafkaCluster(
-        scratch / "kafka-replication",
-        size=BROKERS,
-        heap_mb=KAFKA_HEAP_MB,
-        settings=KAFKA_DEFAULTS,
-        jvm_options=(f"-Xms{KAFKA_HEAP_MB}m", *KAFKA_SCRIPT_JVM_OPTIONS),
-    )
+    kafka = benchmark_kafka(scratch / "kafka-replication", BROKERS)
     say(f"replication: starting {BROKERS} Kafka nodes (KRaft, combined) and {BROKERS} Lumber brokers")
     lumber: list[Any] = []
     try:

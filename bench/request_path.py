@@ -13,6 +13,10 @@ cluster view in which this broker leads ``t-0``:
 
 * Produce v7 ``acks=1`` of one batch of 1 and of 50 records of 200 bytes, and ``acks=-1`` of 1 record
   (answered at once: the ISR is the leader);
+* Produce v9 ``acks=1`` and ``acks=-1`` of one batch as librdkafka sends at batch 50 (the Kafka
+  comparison's producer, issue 39): 50 keyless records of 100-byte values, no headers, timestamps a few
+  milliseconds apart (one varint width), so that the validation's one-layout check vouches for the records
+  instead of walking them (the 50-record case above has keys of two lengths, which it declines);
 * the same ``acks=1`` request with another buffered behind it, as a pipelining client's reach a processor:
   ``handle_run`` offered the two first (it takes neither), then ``handle``;
 * ``handle_run`` of 100 pipelined ``acks=0`` Produce requests (one append), per request;
@@ -125,6 +129,16 @@ def _measure() -> None:
             builder.append(1_700_000_000_000 + i, b"k%d" % i, b"v" * 200)
         return builder.build()
 
+    def librdkafka_batch() -> bytes:
+        builder = RecordBatchBuilder()
+        for i in range(50):
+            builder.append(1_700_000_000_000 + i // 20, None, b"v" * 100)
+        return builder.build()
+
+    def librdkafka_produce(acks: int) -> NetworkRequest:
+        data = [TopicProduceData("t", [PartitionProduceData(0, librdkafka_batch())])]
+        return request(ProduceRequest(acks=acks, timeout_ms=5000, topic_data=data), 9)
+
     def request(body: Any, version: int, correlation_id: int = 1) -> NetworkRequest:
         frame = encode_request(version, correlation_id, "bench", body)[4:]
         return NetworkRequest(0, "bench", "bench", frame, 0)
@@ -172,6 +186,8 @@ def _measure() -> None:
     cases = [
         ("produce acks=1, 1 record", handling(produce(1, 1)), 3000),
         ("produce acks=1, 50 records", handling(produce(1, 50)), 1000),
+        ("produce v9 acks=1, librdkafka's 50 keyless records", handling(librdkafka_produce(1)), 1000),
+        ("produce v9 acks=-1, librdkafka's 50 keyless records", handling(librdkafka_produce(-1)), 1000),
         ("produce acks=1, 1 record, another behind it", handling_pipelined, 3000),
         ("produce acks=-1, 1 record", handling(produce(-1, 1)), 3000),
         ("produce acks=0, run of 100 (per request)", handling_runs, 3000),

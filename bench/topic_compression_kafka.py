@@ -29,8 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.broker_cpu import BrokerCpu, per_million
-from bench.paper_kafka import KAFKA_DEFAULTS, KAFKA_HEAP_MB, LUMBER_DEFAULTS, kafka_version
-from lumber.dev.kafka_server import KAFKA_SCRIPT_JVM_OPTIONS, KafkaCluster
+from bench.paper_kafka import LUMBER_DEFAULTS, benchmark_kafka, kafka_version
 from tests.support.broker_cluster import bench_cluster
 
 with warnings.catch_warnings():
@@ -132,12 +131,7 @@ def main() -> int:
     )
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="topic-compression-kafka-") as scratch:
-        kafka = KafkaCluster(
-            Path(scratch) / "kafka",
-            heap_mb=KAFKA_HEAP_MB,
-            settings=KAFKA_DEFAULTS,
-            jvm_options=(f"-Xms{KAFKA_HEAP_MB}m", *KAFKA_SCRIPT_JVM_OPTIONS),
-        )
+        kafka = benchmark_kafka(Path(scratch) / "kafka")
         kafka.start()
         try:
             pid = kafka.nodes[0].pid

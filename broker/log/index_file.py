@@ -10,19 +10,30 @@ What lives here: opening an existing file and checking it (:meth:`IndexFile._loa
 parser; a broken invariant raises :class:`~broker.log.errors.CorruptIndexError` so the loader rebuilds the
 index from the log), writing a fresh one atomically (:meth:`IndexFile.create`: a ``.tmp`` file, fsync,
 rename, fsync of the folder; :meth:`IndexFile.create_empty` for files flushed before they count),
-appending an entry (file and memory; the entries of one multi-batch append written to the file at once,
-:meth:`IndexFile.batched_writes`), the entries as two ``array('q')`` columns (``_keys``, the column
-binary searches run on, and ``_values``), flush, close and delete.
+appending an entry (to memory at once; to the file in one write per :data:`PENDING_ENTRIES` entries, and
+at :meth:`IndexFile.flush` before its fsync and at :meth:`IndexFile.close`), the entries as two
+``array('q')`` columns (``_keys``, the column binary searches run on, and ``_values``), flush, close and
+delete.
+
+Why the file lags memory: a batch-50 produce request of 100-byte records is over ``index.interval.bytes``
+(4 KiB), so writing each entry at once cost two ``write`` calls per request (the offset and the time index),
+as many as the record bytes' own append (issue 39; Kafka's indexes are memory-mapped and cost no call).
+The file is what a restart reads: a flushed segment's index was written before its fsync, and recovery
+rebuilds the indexes of every segment past the recovery point (the unflushed ones) from the log, so entries
+lost with a killed process are never missed. A live segment's file may hold fewer entries than memory
+(a sparser index: every entry in it is still a correct one).
 
 Thread safety: appends come from the owning log under its lock; lookups are lock-free (entries are only
-ever added, the arrays only grow, and readers only use entries below the size the log has published).
+ever added, the arrays only grow, and readers only use entries below the size the log has published). The
+entries waiting for the file are guarded by ``_pending_lock``: the log's flush writes them from its own
+thread, outside the log's lock, while appends go on.
 """
 
 from __future__ import annotations
 
+import threading
 from array import array
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Self
 
@@ -30,24 +41,27 @@ from broker.log.errors import CorruptIndexError
 from broker.log.file_handle import FileHandle, fsync_dir
 from broker.log.file_names import temp_path
 
-__all__ = ["MAX_RELATIVE_OFFSET", "IndexFile", "check_entry_size"]
+__all__ = ["MAX_RELATIVE_OFFSET", "PENDING_ENTRIES", "IndexFile", "check_entry_size"]
 
 MAX_RELATIVE_OFFSET = 2**31 - 1
+#: Entries kept for the file before they are written in one call (bounds the memory with no flush policy).
+PENDING_ENTRIES = 256
 
 
 class IndexFile:
     """One index file of a segment and its entries in memory: ``(key, value)`` pairs in ``_keys`` and
     ``_values``, both strictly ordered by key."""
 
-    __slots__ = ("_base_offset", "_batched", "_file", "_keys", "_values")
+    __slots__ = ("_base_offset", "_file", "_keys", "_pending", "_pending_lock", "_values")
 
     def __init__(self, file: FileHandle, base_offset: int, keys: array[int], values: array[int]) -> None:
         self._file = file
         self._base_offset = base_offset
         self._keys = keys
         self._values = values
-        #: Entries appended inside :meth:`batched_writes`, not yet written to the file.
-        self._batched: list[bytes] | None = None
+        #: Entries in memory not yet written to the file, in order (see the module docstring).
+        self._pending: list[bytes] = []
+        self._pending_lock = threading.Lock()
 
     # -- opening
 
@@ -141,37 +155,46 @@ class IndexFile:
             )
 
     def _append(self, key: int, value: int) -> None:
-        """Write the entry ``(key, value)`` to the file (inside :meth:`batched_writes`: at its end), then
-        add it in memory (the caller checked it)."""
+        """Add the entry ``(key, value)`` in memory and to the entries waiting for the file (written once
+        :data:`PENDING_ENTRIES` wait, or at :meth:`flush` / :meth:`close`); the caller checked it."""
         entry = self._pack(key, value, self._base_offset)
-        if self._batched is None:
-            self._file.append(entry)
-        else:
-            self._batched.append(entry)
+        with self._pending_lock:
+            pending = self._pending
+            pending.append(entry)
+            if len(pending) >= PENDING_ENTRIES:
+                self._write_pending_locked()
         self._keys.append(key)
         self._values.append(value)
 
-    @contextmanager
-    def batched_writes(self) -> Iterator[None]:
-        """Entries appended inside are written to the file at the end, in one write (a segment's append
-        of many batches: the log cleaner's chunks). They are in memory at once; the file is what recovery
-        reads, and it rebuilds the indexes past the recovery point anyway."""
-        self._batched = []
-        try:
-            yield
-        finally:
-            pending, self._batched = self._batched, None
-            if pending:
-                self._file.append(b"".join(pending))
+    def _write_pending_locked(self) -> None:
+        """Write the waiting entries to the file in one call (the caller holds ``_pending_lock``)."""
+        pending = self._pending
+        if pending:
+            self._file.append(pending[0] if len(pending) == 1 else b"".join(pending))
+            pending.clear()
+
+    def write_pending(self) -> None:
+        """Write the entries still waiting to the file (no fsync)."""
+        with self._pending_lock:
+            self._write_pending_locked()
 
     def flush(self) -> None:
+        """Write the waiting entries, then fsync the file."""
+        self.write_pending()
         self._file.fsync()
 
     def close(self) -> None:
-        self._file.close()
+        """Write the waiting entries and close the file."""
+        try:
+            self.write_pending()
+        finally:
+            self._file.close()
 
     def delete(self) -> None:
-        """Unlink the file; the descriptor closes when the last reference goes."""
+        """Unlink the file (dropping the entries waiting for it); the descriptor closes when the last
+        reference goes."""
+        with self._pending_lock:
+            self._pending.clear()
         self._file.path.unlink(missing_ok=True)
 
 

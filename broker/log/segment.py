@@ -346,11 +346,7 @@ class Segment:
         except LogStorageError:
             self._undo_partial_write(start)
             raise
-        if len(sizes) == 1:  # a produce request's one batch: at most one entry per index
-            self._index(start, sizes, base_offsets, last_offsets, max_timestamps_ms)
-            return
-        with self._offset_index.batched_writes(), self._time_index.batched_writes():
-            self._index(start, sizes, base_offsets, last_offsets, max_timestamps_ms)
+        self._index(start, sizes, base_offsets, last_offsets, max_timestamps_ms)
 
     def _index(
         self,

@@ -13,6 +13,10 @@ append's result. The acknowledged offset is the ISR's high watermark, which adva
 the purgatory hears of it through the log's listeners, and of a leadership change from the replica
 manager.
 
+:func:`answer_or_watch` answers at once, with no operation built, when every partition can be answered
+already (a partition without followers: its own append acknowledges it), as the purgatory's first check
+would (issue 39: one operation per ``acks=-1`` request cost a lock, a deadline and two checks a partition).
+
 Thread-safe as every :class:`~broker.server.delayed_operation.DelayedOperation`: :meth:`ready` runs on any
 thread that checks it, :meth:`on_complete` exactly once.
 """
@@ -29,6 +33,7 @@ from broker.record.topic_partition import TopicPartition
 from broker.server.delayed_operation import DelayedOperation
 from broker.server.errors import RequestTimedOutError, ServerError
 from broker.server.partition import Partition
+from broker.server.purgatory import Purgatory
 
 
 class ProduceResult(NamedTuple):
@@ -79,3 +84,25 @@ class DelayedProduce(DelayedOperation):
             if error is not None:
                 results[tp] = ProduceResult(error, results[tp].info, partition)
         self._respond(results)
+
+
+def answer_or_watch(
+    purgatory: Purgatory,
+    waiting: dict[TopicPartition, tuple[Partition, int]],
+    results: dict[TopicPartition, ProduceResult],
+    timeout_ms: int,
+    respond: ProduceCallback,
+) -> None:
+    """Answer an ``acks=-1`` append now when every partition in ``waiting`` can be answered (with the
+    results :meth:`DelayedProduce.on_complete` would give), else watch a :class:`DelayedProduce` for it."""
+    errors: list[tuple[TopicPartition, Partition, ServerError]] = []
+    for tp, (partition, end) in waiting.items():
+        done, error = partition.check_enough_replicas(end)
+        if not done:
+            purgatory.watch(DelayedProduce(waiting, results, timeout_ms, respond))
+            return
+        if error is not None:
+            errors.append((tp, partition, error))
+    for tp, partition, error in errors:
+        results[tp] = ProduceResult(error, results[tp].info, partition)
+    respond(results)

@@ -90,7 +90,7 @@ from broker.record.topic_partition import TopicPartition
 from broker.server.completing_here import CompletingHere
 from broker.server.delayed_fetch import DelayedFetch, FetchCallback
 from broker.server.delayed_operation import DelayedOperation
-from broker.server.delayed_produce import DelayedProduce, ProduceCallback, ProduceResult
+from broker.server.delayed_produce import ProduceCallback, ProduceResult, answer_or_watch
 from broker.server.errors import NotLeaderOrFollowerError, ServerError, UnknownTopicOrPartitionError
 from broker.server.isr_changes import IsrChanges, IsrStore, eligible
 from broker.server.partition import Partition
@@ -423,7 +423,7 @@ class ReplicaManager(IsrChanges, ReplicaMoves):
         for partition, end in waiting.values():
             if partition.flush_on_ack:
                 partition.request_flush(end)
-        self._purgatory.watch(DelayedProduce(waiting, results, timeout_ms, respond))
+        answer_or_watch(self._purgatory, waiting, results, timeout_ms, respond)
 
     def append_run(self, runs: Sequence[tuple[Partition, Sequence[Buffer]]]) -> int:
         """Append pipelined ``acks=0`` requests, each run of requests to one partition in one append, with

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from broker.log.errors import CorruptIndexError
+from broker.log.index_file import PENDING_ENTRIES
 from broker.log.offset_index import OffsetIndex
 from broker.log.time_index import TimeIndex
 
@@ -32,6 +33,31 @@ def test_offset_index_file_bytes(tmp_path: Path) -> None:
         CorruptIndexError, match="last entry points at position 70000, the log has 70000 bytes"
     ):
         OffsetIndex.load(path, BASE, 70_000)
+
+
+def test_entries_reach_the_file_in_one_write_per_pending_run_at_flush_and_at_close(tmp_path: Path) -> None:
+    """Appended entries are in memory at once; the file gets them in one write when PENDING_ENTRIES wait,
+    at flush and at close, and never after delete."""
+    path = tmp_path / "00000000000000001000.index"
+    index = OffsetIndex.create(path, BASE)
+    for i in range(PENDING_ENTRIES - 1):
+        index.append(BASE + i, 100 * i)
+    assert index.entry_count == PENDING_ENTRIES - 1
+    assert path.read_bytes() == b""
+    index.append(BASE + PENDING_ENTRIES - 1, 100 * (PENDING_ENTRIES - 1))
+    assert len(path.read_bytes()) == 8 * PENDING_ENTRIES
+    index.append(BASE + PENDING_ENTRIES, 100 * PENDING_ENTRIES)
+    assert len(path.read_bytes()) == 8 * PENDING_ENTRIES
+    index.flush()
+    assert len(path.read_bytes()) == 8 * (PENDING_ENTRIES + 1)
+    index.append(BASE + PENDING_ENTRIES + 1, 100 * (PENDING_ENTRIES + 1))
+    index.close()
+    loaded = OffsetIndex.load(path, BASE, 100 * (PENDING_ENTRIES + 1) + 1)
+    assert loaded.entries() == [(BASE + i, 100 * i) for i in range(PENDING_ENTRIES + 2)]
+    loaded.append(BASE + PENDING_ENTRIES + 2, 100 * (PENDING_ENTRIES + 2))
+    loaded.delete()
+    loaded.close()
+    assert not path.exists()
 
 
 def test_time_index_file_bytes(tmp_path: Path) -> None:

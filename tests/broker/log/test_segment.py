@@ -66,9 +66,11 @@ def test_sparse_index_every_interval_bytes(segment: Segment) -> None:
     segment.close()
 
 
-def test_a_many_batch_append_writes_the_index_files_one_batch_appends_write(tmp_path: Path) -> None:
-    """The entries of one append of many batches go to the index files in one write each (at the end of
-    the append): the files hold exactly what the same batches appended one by one leave."""
+def test_the_index_files_get_the_entries_at_flush_the_same_for_one_append_of_many_batches(
+    tmp_path: Path,
+) -> None:
+    """Index entries reach the files at the segment's flush (not one write per entry, issue 39), and the
+    files then hold exactly what the same batches appended one by one leave."""
     batches = [RecordBatch(make_batch(100 + 5 * i, 5, timestamp_ms=BASE_TS + 5 * i)) for i in range(12)]
     offsets = [100 + 5 * i for i in range(12)]
     (tmp_path / "one").mkdir()
@@ -81,6 +83,11 @@ def test_a_many_batch_append_writes_the_index_files_one_batch_appends_write(tmp_
     at_once.append(batches[1:], offsets[1:])
     assert at_once.offset_index.entries() == one_by_one.offset_index.entries()
     assert len(at_once.offset_index.entries()) == 5
+    for folder in ("one", "many"):
+        assert (tmp_path / folder / "00000000000000000100.index").read_bytes() == b""
+        assert (tmp_path / folder / "00000000000000000100.timeindex").read_bytes() == b""
+    one_by_one.flush()
+    at_once.flush()
     for suffix in ("log", "index", "timeindex"):
         written = (tmp_path / "many" / f"00000000000000000100.{suffix}").read_bytes()
         assert written == (tmp_path / "one" / f"00000000000000000100.{suffix}").read_bytes()

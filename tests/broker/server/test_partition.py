@@ -26,10 +26,12 @@ from broker.log.log import Log
 from broker.record.compression import CompressionType
 from broker.record.record_batch_builder import RecordBatchBuilder
 from broker.record.topic_partition import TopicPartition
-from broker.server.delayed_produce import DelayedProduce, ProduceResult
+from broker.server.delayed_produce import DelayedProduce, ProduceResult, answer_or_watch
 from broker.server.errors import NotLeaderOrFollowerError, OffsetNotAvailableError
 from broker.server.partition import Partition
+from broker.server.purgatory import Purgatory
 from tests.broker.log.helpers import BASE_TS, config
+from tests.support.broker_cluster import wait_for
 
 PRODUCER_ID = 7
 
@@ -195,3 +197,61 @@ def test_a_latest_offset_is_never_answered_from_a_leadership_half_applied(tmp_pa
     assert refusals["not leader"] > 0, refusals
     source.log.close()
     target.log.close()
+
+
+def test_an_acks_all_produce_is_answered_at_once_only_when_every_partition_can_be(tmp_path: Path) -> None:
+    """answer_or_watch: a leader without followers (or demoted: its error) is answered at once with no
+    operation in the purgatory; a produce with one partition still waiting for its follower is watched
+    and answered, with both partitions' results, once the follower fetched."""
+    alone, replicated = replica(tmp_path, 0), replica(tmp_path, 1)
+    alone.make_leader(
+        PartitionState(leader=0, leader_epoch=0, isr=(0,), controller_epoch=1, zk_version=0), (0,)
+    )
+    both = PartitionState(leader=1, leader_epoch=0, isr=(1, 2), controller_epoch=1, zk_version=0)
+    replicated.make_leader(both, (1, 2))
+    replicated.update_follower_fetch_state(2, 0)
+    follower = replica(tmp_path, 2)
+    follower.make_follower(both, (1, 2))
+    tp_alone, tp_replicated = TopicPartition("alone", 0), TopicPartition("replicated", 0)
+    purgatory = Purgatory("test")
+    try:
+        answers: list[dict[TopicPartition, ProduceResult]] = []
+        info = alone.append_records_to_leader(idempotent_batch(0, 3), required_acks=-1)
+        results = {tp_alone: ProduceResult(None, info, alone)}
+        answer_or_watch(purgatory, {tp_alone: (alone, 3)}, results, 30_000, answers.append)
+        assert answers == [{tp_alone: ProduceResult(None, info, alone)}]
+        assert purgatory.pending() == 0
+
+        waited = replicated.append_records_to_leader(idempotent_batch(0, 4), required_acks=-1)
+        results = {
+            tp_alone: ProduceResult(None, info, alone),
+            tp_replicated: ProduceResult(None, waited, replicated),
+        }
+        answer_or_watch(
+            purgatory, {tp_alone: (alone, 3), tp_replicated: (replicated, 4)}, results, 30_000, answers.append
+        )
+        assert len(answers) == 1
+        assert purgatory.pending() == 1
+        copy(replicated, follower)
+        purgatory.notify(tp_replicated)
+        wait_for(lambda: len(answers) == 2, 10, what="the watched produce answered")
+        assert answers[1] == {
+            tp_alone: ProduceResult(None, info, alone),
+            tp_replicated: ProduceResult(None, waited, replicated),
+        }
+
+        alone.make_follower(
+            PartitionState(leader=3, leader_epoch=1, isr=(3,), controller_epoch=1, zk_version=1), (0, 3)
+        )
+        results = {tp_alone: ProduceResult(None, info, alone)}
+        watched = purgatory.pending()  # the completed operation stays in the deadline heap until its deadline
+        answer_or_watch(purgatory, {tp_alone: (alone, 3)}, results, 30_000, answers.append)
+        assert len(answers) == 3
+        [(error, answered_info, partition)] = answers[2].values()
+        assert isinstance(error, NotLeaderOrFollowerError)
+        assert (answered_info, partition) == (info, alone)
+        assert purgatory.pending() == watched
+    finally:
+        purgatory.shutdown()
+        for partition in (alone, replicated, follower):
+            partition.log.close()
