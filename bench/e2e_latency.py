@@ -2,7 +2,7 @@
 
 Run from the repository root, after ``make jars`` (under the machine's benchmark lock)::
 
-    flock /work/bench.lock .venv/bin/python bench/e2e_latency.py              # 10 s per rate, 2 rounds
+    flock /work/bench.lock .venv/bin/python bench/e2e_latency.py              # 10 s per rate, 3 rounds
     .venv/bin/python bench/e2e_latency.py --seconds 3 --rounds 1             # a smoke run
 
 What is measured: one broker of each (Kafka 4.4 in KRaft combined mode, ``lumber.dev.kafka_server``; Lumber
@@ -10,19 +10,25 @@ with its default settings on a real ZooKeeper), a one-partition topic on each, a
 a confluent-kafka producer and consumer with librdkafka's defaults (``acks=all``, ``linger.ms`` 5,
 ``fetch.wait.max.ms`` 500). The producer, in this process, is paced at each ``--rates`` msg/s for
 ``--seconds`` (plus a second before and one after, not measured), each 200-byte value stamped with its
-scheduled send time (``time.time_ns``), so a producer falling behind shows as latency. The consumer runs in
-a child process (``spawn``), assigned to the new topic's end (offset 0) a second before the producer
-starts, and records receive time minus stamp. Reported per broker and rate: messages received of those sent
-in the window, p50, p99, p99.9 and max in ms. First each broker takes ``--warmup-seconds`` (5) of the
-highest rate, not reported (a cold JVM compiles Kafka's hot paths in its first seconds: latencies of
-seconds). Then the brokers run alternately, Kafka first, ``--rounds`` times, each round on fresh topics.
-The machine may be shared: compare the two brokers within a round.
+scheduled send time (``time.time_ns``), so a producer falling behind shows as latency; a producer more than
+``MAX_BEHIND_S`` (1 s) behind its schedule stops. The consumer runs in a child process (``spawn``),
+assigned to the new topic's end (offset 0) a second before the producer starts; it waits for one message
+(``poll``), takes every other one already there (``consume`` without waiting) and records receive time
+minus stamp for each. Reported per broker and rate: messages received of those sent in the window, p50,
+p99, p99.9 and max in ms, and :mod:`bench.latency_verdict`'s verdict (sustained only if the producer kept
+the rate, everything arrived, latency did not grow through the window and the p50 is at most 100 ms).
+First each broker takes ``--warmup-seconds`` (5) of the highest rate, not reported (a cold JVM compiles
+Kafka's hot paths in its first seconds: latencies of seconds). Then the brokers run alternately, Kafka
+first, ``--rounds`` times, each round on fresh topics.
+The machine may be shared: compare the two brokers within a round. The table ends with the medians of
+the rounds per rate and broker.
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
+import statistics
 import sys
 import tempfile
 import time
@@ -35,6 +41,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.latency_verdict import MAX_BEHIND_S, judge  # noqa: E402
 from lumber.dev.kafka_server import KafkaCluster  # noqa: E402
 from tests.support.broker_cluster import bench_cluster  # noqa: E402
 
@@ -60,6 +67,7 @@ class Row:
     p99_ms: float = 0.0
     p999_ms: float = 0.0
     max_ms: float = 0.0
+    verdict: str = ""
 
 
 def consumer_child(bootstrap: str, topic: str, expected: int, ready: Any, results: Connection) -> None:
@@ -79,14 +87,18 @@ def consumer_child(bootstrap: str, topic: str, expected: int, ready: Any, result
         ready.set()
         silent_since = time.monotonic()
         while len(pairs) < 2 * expected and time.monotonic() - silent_since < 60:
-            msg = consumer.poll(0.2)  # one message as soon as it is there (consume() waits to fill a batch)
-            value = msg.value() if msg is not None else None
-            if msg is None or msg.error() or value is None:
+            first = consumer.poll(0.2)  # one message as soon as it is there
+            if first is None:
                 continue
+            # then every one already fetched, without waiting (consume() with a timeout waits to fill)
             now = time.time_ns()
-            stamp = int(value[:16], 16)
-            pairs.append(stamp)
-            pairs.append(now - stamp)
+            for msg in (first, *consumer.consume(10_000, 0)):
+                value = msg.value()
+                if msg.error() or value is None:
+                    continue
+                stamp = int(value[:16], 16)
+                pairs.append(stamp)
+                pairs.append(now - stamp)
             silent_since = time.monotonic()
         results.send_bytes(pairs.tobytes())
     finally:
@@ -125,6 +137,8 @@ def measure(broker: str, bootstrap: str, rate: int, seconds: float, round_: int)
         interval_ns = 1e9 / rate
         start_ns = time.time_ns() + 50_000_000
         sent = 0
+        behind = False
+        produce = producer.produce  # bound once: at 100,000 msg/s the loop's own cost counts
         while sent < total:
             now = time.time_ns()
             due = min(total, int((now - start_ns) / interval_ns) + 1) if now >= start_ns else 0
@@ -132,10 +146,19 @@ def measure(broker: str, bootstrap: str, rate: int, seconds: float, round_: int)
                 time.sleep(max(0.0, (start_ns + sent * interval_ns - now) / 1e9))
                 producer.poll(0)
                 continue
+            if now - (start_ns + sent * interval_ns) > MAX_BEHIND_S * 1e9:
+                behind = True
+                break
             for k in range(sent, due):
-                producer.produce(topic, b"%016x" % int(start_ns + k * interval_ns) + VALUE_PAD, partition=0)
+                try:
+                    produce(topic, b"%016x" % int(start_ns + k * interval_ns) + VALUE_PAD, partition=0)
+                except BufferError:  # librdkafka's queue is full: the broker is behind
+                    producer.poll(0.01)
+                    due = k
+                    break
             sent = due
             producer.poll(0)
+        elapsed_s = (time.time_ns() - start_ns) / 1e9
         producer.flush(30)
         answer = receiver.recv_bytes() if receiver.poll(GRACE_S + 60) else b""
     finally:
@@ -149,11 +172,25 @@ def measure(broker: str, bootstrap: str, rate: int, seconds: float, round_: int)
         (stamps > start_ns + (warm - 0.5) * interval_ns)
         & (stamps < start_ns + (warm + measured - 0.5) * interval_ns)
     ]
+    window = window[np.argsort(window[:, 0], kind="stable")]
     latencies = window[:, 1] / 1e6
     row = Row(broker, rate, round_, sent=measured, received=len(latencies))
+    growth_ms = None
     if len(latencies):
         row.p50_ms, row.p99_ms, row.p999_ms = (float(np.percentile(latencies, q)) for q in (50, 99, 99.9))
         row.max_ms = float(latencies.max())
+        fifth = max(1, len(latencies) // 5)
+        growth_ms = float(np.median(latencies[-fifth:]) - np.median(latencies[:fifth]))
+    row.verdict = judge(
+        rate=rate,
+        measured=measured,
+        received=row.received,
+        achieved_rate=sent / elapsed_s if elapsed_s > 0 else 0.0,
+        behind_after=sent if behind else None,
+        p50_ms=row.p50_ms if len(latencies) else None,
+        growth_ms=growth_ms,
+        grace_s=GRACE_S + 60,
+    ).text
     return row
 
 
@@ -161,9 +198,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--rates", type=int, nargs="+", default=[1000, 10_000])
+    parser.add_argument("--rates", type=int, nargs="+", default=[1000, 10_000, 100_000])
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warmup-seconds", type=float, default=5.0)
     args = parser.parse_args()
     rows: list[Row] = []
@@ -189,18 +226,29 @@ def main() -> int:
                                 f"round {row.round} {row.broker:6} {row.rate:>6} msg/s: "
                                 f"{row.received:,}/{row.sent:,} "
                                 f"p50 {row.p50_ms:.1f} p99 {row.p99_ms:.1f} p99.9 {row.p999_ms:.1f} "
-                                f"max {row.max_ms:.1f} ms",
+                                f"max {row.max_ms:.1f} ms; {row.verdict}",
                                 flush=True,
                             )
         finally:
             kafka.stop()
-    print("\n| round | broker | msg/s | received | p50 ms | p99 ms | p99.9 ms | max ms |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| round | broker | msg/s | received | p50 ms | p99 ms | p99.9 ms | max ms | verdict |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(
             f"| {row.round} | {row.broker} | {row.rate:,} | {row.received:,} / {row.sent:,} | "
-            f"{row.p50_ms:.1f} | {row.p99_ms:.1f} | {row.p999_ms:.1f} | {row.max_ms:.1f} |"
+            f"{row.p50_ms:.1f} | {row.p99_ms:.1f} | {row.p999_ms:.1f} | {row.max_ms:.1f} | {row.verdict} |"
         )
+    print("\nmedians of the rounds:\n\n| msg/s | broker | p50 ms | p99 ms | p99.9 ms | sustained rounds |")
+    print("|---|---|---|---|---|---|")
+    for rate in args.rates:
+        for broker in ("kafka", "lumber"):
+            mine = [r for r in rows if r.rate == rate and r.broker == broker]
+            if mine:
+                p50, p99, p999 = (
+                    statistics.median(getattr(r, f) for r in mine) for f in ("p50_ms", "p99_ms", "p999_ms")
+                )
+                held = sum(r.verdict.startswith("sustained") for r in mine)
+                print(f"| {rate:,} | {broker} | {p50:.1f} | {p99:.1f} | {p999:.1f} | {held} of {len(mine)} |")
     return 0
 
 

@@ -13,7 +13,8 @@ Start-up, in order (each step undone if a later one fails):
    (bound before anything is registered, so the registered port answers);
 5. register ``/brokers/ids/<id>`` (ephemeral): from now on clients find the broker, and the controller
    counts it live;
-6. stand for controller (:mod:`broker.server.controller`).
+6. stand for controller (:mod:`broker.server.controller`);
+7. freeze what start-up made out of the garbage collector's walks (:mod:`broker.server.garbage_collection`).
 
 :meth:`BrokerServer.shutdown` undoes them in reverse, after a **controlled shutdown** (``[broker]
 controlled_shutdown``): the broker asks the controller to move the leadership of its partitions to other
@@ -65,6 +66,7 @@ from broker.server.authorizer import AclAuthorizer
 from broker.server.broker_metrics import BrokerCollector, BrokerMetrics, MeteredRequestChannel
 from broker.server.controller import Controller
 from broker.server.errors import ServerError
+from broker.server.garbage_collection import GarbageCollection
 from broker.server.group.group_coordinator import GroupCoordinator
 from broker.server.group.group_metadata_manager import GroupMetadataManager
 from broker.server.handler_pool import HandlerPool
@@ -236,6 +238,7 @@ class BrokerServer:
             self.shutdown()
             raise
         self._started = True
+        GarbageCollection.settle()  # what start-up made is never walked again: no full-collection pauses
         logger.info(
             "broker %d of cluster %s is up on %s (advertised as %s), zookeeper %s, log dirs %s",
             config.broker_id,
