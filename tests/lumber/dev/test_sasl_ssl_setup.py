@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from tests.support.broker_cluster import OFFSETS_TOPIC_PARTITIONS, BrokerCluster
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-    from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
+    from confluent_kafka.admin import AdminClient
 
 PASSWORDS = {"admin": "setup-admin-Pa55", "carol": "setup-carol-Pa55"}
 
@@ -78,7 +79,7 @@ def test_a_lumber_broker_with_the_setup_serves_its_users_over_sasl_ssl(
             {"bootstrap.servers": address, **setup.client_settings("admin", "PLAIN"), "group.id": "setup"}
         )
         consumer.assign([TopicPartition("setup", 0, 0)])
-        got: list[tuple[int, bytes]] = []
+        got: list[tuple[int | None, bytes | None]] = []
         for _ in range(40):
             for message in consumer.consume(10, 0.5):
                 assert message.error() is None, message.error()
@@ -89,7 +90,8 @@ def test_a_lumber_broker_with_the_setup_serves_its_users_over_sasl_ssl(
         assert got == [(i, f"v{i}".encode()) for i in range(10)]
         errors: list[KafkaError] = []
         wrong = {**setup.client_settings("carol"), "sasl.password": "not-the-password"}
-        admin = AdminClient({"bootstrap.servers": address, **wrong, "error_cb": errors.append})
+        config: dict[str, Any] = {"bootstrap.servers": address, **wrong, "error_cb": errors.append}
+        admin = AdminClient(config)
         for _ in range(40):
             admin.poll(0.25)
             if errors:
