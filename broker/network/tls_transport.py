@@ -127,8 +127,8 @@ class TlsTransport:
         try:
             while filled < wanted:
                 n = read(wanted - filled, view[filled:])
-                if n == 0:
-                    break
+                if n == 0:  # close_notify (the C read answers it with 0, SSLObject.read too)
+                    return filled or -1
                 filled += n
         except ssl.SSLWantReadError:
             pass  # no whole record left
