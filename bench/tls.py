@@ -1,23 +1,30 @@
 """What TLS and SASL cost a broker, and whether the plaintext path changed: produce and consume over
-SASL_SSL against PLAINTEXT, on one broker, in one run (issue 37's benchmark).
+SASL_SSL against PLAINTEXT, on one broker, in one run (issue 37's benchmark), and the same on Apache Kafka.
 
-Run from the repository root (take the machine's benchmark lock)::
+Run from the repository root (take the machine's benchmark lock; Kafka's jars from ``make jars`` or
+``LUMBER_JARS_DIR``)::
 
-    flock /work/bench.lock .venv/bin/python bench/tls.py [--messages 200000] [--rounds 3] [--before TREE]
+    flock /work/bench.lock .venv/bin/python bench/tls.py [--messages 200000] [--rounds 3] [--no-kafka] \
+        [--before TREE]
 
-It starts a real ZooKeeper and one Lumber broker process with a PLAINTEXT and a SASL_SSL listener (a CA and
-certificates made by :mod:`lumber.dev.dev_certificates`, a SCRAM-SHA-512 user), and measures with
-confluent-kafka (librdkafka, the same client for both listeners), 200-byte values, one partition per case:
+It starts a real ZooKeeper and one Lumber broker process with a PLAINTEXT and a SASL_SSL listener, and one
+Apache Kafka 4.4 node (KRaft combined, :mod:`bench.paper_kafka`'s heap and JVM options) with the same two
+listeners: both from one :class:`~lumber.dev.sasl_ssl_setup.SaslSslSetup` (a CA and certificate of its
+own, a SCRAM-SHA-512 user, no authorizer). It measures with confluent-kafka (librdkafka, the same client
+and settings for every listener), 200-byte values, one partition per case:
 
 1. **produce, batch 50**: ``acks=1``, ``batch.num.messages=50``, ``linger.ms=5``: requests of 50 records;
 2. **consume**: the topic just written, from offset 0, once the broker exposes all of it (not timed).
 
-``--before TREE`` also starts a second broker from another checkout (``PYTHONPATH=TREE``, its default
-PLAINTEXT listener) and measures its PLAINTEXT cases in the same rounds: the plaintext hot path of this tree
-against that one. A warm-up of 1,000 messages per case comes first (not counted: it creates
-``__consumer_offsets`` and opens the connections). Cases alternate within each round so that all see the
-same machine load; the best of ``--rounds`` counts. It prints messages/s per case and the ratios
-SASL_SSL / PLAINTEXT (and this tree / TREE for PLAINTEXT).
+Kafka's SASL_SSL / PLAINTEXT ratio, with the same client in the same rounds, tells what TLS costs the client
+and the machine from what it costs Lumber's network layer (librdkafka writes a produce request as dozens of
+small TLS records: every broker decrypts each). ``--before TREE`` also starts a second Lumber broker from
+another checkout (``PYTHONPATH=TREE``, its default PLAINTEXT listener) and measures its PLAINTEXT cases in
+the same rounds: the plaintext hot path of this tree against that one. A warm-up comes first (not counted:
+it creates ``__consumer_offsets``, opens the connections, and gives Kafka's JIT 20,000 messages a case).
+Cases alternate within each round so that all see the same machine load; the best of ``--rounds`` counts.
+It prints messages/s per case and the ratios SASL_SSL / PLAINTEXT of each broker (and this tree / TREE for
+PLAINTEXT).
 """
 
 from __future__ import annotations
@@ -27,22 +34,28 @@ import os
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from broker.cluster.user_credential_store import UserCredentialStore
-from broker.network.scram_credential import ScramCredential, ScramMechanism
+from bench.paper_kafka import KAFKA_DEFAULTS, KAFKA_HEAP_MB, admin_create_topic
 from lumber.dev.broker_cluster import BrokerCluster
-from lumber.dev.dev_certificates import CertificateAuthority
-from lumber.dev.process import free_port
+from lumber.dev.kafka_server import KAFKA_SCRIPT_JVM_OPTIONS, KafkaCluster
+from lumber.dev.process import LOOPBACK, free_port
+from lumber.dev.sasl_ssl_setup import SaslSslSetup
 from lumber.dev.zookeeper_server import ZooKeeperServer, make_chroot
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-PASSWORD = "bench-password"
+PASSWORDS = {"bench": "bench-password"}
 VALUE = b"x" * 200
+#: Messages a case produces and consumes before the rounds (Kafka's: its JIT compiles the request path).
+WARM_UP = {"lumber": 1000, "kafka": 20_000}
+
+#: A case: how to create its topics, and the client settings of its listener.
+Case = tuple[Callable[[str], object], dict[str, Any]]
 
 
 def produce(settings: dict[str, Any], topic: str, count: int) -> float:
@@ -82,43 +95,49 @@ def consume(settings: dict[str, Any], topic: str, count: int) -> float:
     return count / elapsed
 
 
-def start_broker(
-    cluster: BrokerCluster, folder: Path, ca: CertificateAuthority | None
-) -> dict[str, dict[str, Any]]:
-    """A broker; the client settings of each of its listeners by protocol."""
+def start_lumber(cluster: BrokerCluster, setup: SaslSslSetup | None) -> dict[str, dict[str, Any]]:
+    """A Lumber broker; the client settings of each of its listeners by protocol (PLAINTEXT only without
+    ``setup``)."""
     plain = free_port()
-    if ca is None:
+    if setup is None:
         cluster.add_broker({"flush_ms": 1000, "num_io_threads": 4}, port=plain)
-        return {"PLAINTEXT": {"bootstrap.servers": f"127.0.0.1:{plain}"}}
+        return {"PLAINTEXT": {"bootstrap.servers": f"{LOOPBACK}:{plain}"}}
     secure = free_port()
-    server = ca.issue("broker")
+    setup.add_users(cluster.zk)
     cluster.add_broker(
-        {
-            "listeners": [f"PLAINTEXT://127.0.0.1:{plain}", f"SASL_SSL://127.0.0.1:{secure}"],
-            "ssl_certfile": str(server.certfile),
-            "ssl_keyfile": str(server.keyfile),
-            "sasl_enabled_mechanisms": ["SCRAM-SHA-512"],
-            "flush_ms": 1000,
-            "num_io_threads": 4,
-        },
-        port=plain,
+        {**setup.lumber_settings(plain, secure), "flush_ms": 1000, "num_io_threads": 4}, port=plain
     )
-    UserCredentialStore(cluster.zk).upsert(
-        "bench",
-        {ScramMechanism.SCRAM_SHA_512: ScramCredential.generate(PASSWORD, ScramMechanism.SCRAM_SHA_512)},
-    )
-    del folder
     return {
-        "PLAINTEXT": {"bootstrap.servers": f"127.0.0.1:{plain}"},
-        "SASL_SSL": {
-            "bootstrap.servers": f"127.0.0.1:{secure}",
-            "security.protocol": "SASL_SSL",
-            "ssl.ca.location": str(ca.cafile),
-            "sasl.mechanism": "SCRAM-SHA-512",
-            "sasl.username": "bench",
-            "sasl.password": PASSWORD,
-        },
+        "PLAINTEXT": {"bootstrap.servers": f"{LOOPBACK}:{plain}"},
+        "SASL_SSL": {"bootstrap.servers": f"{LOOPBACK}:{secure}", **setup.client_settings("bench")},
     }
+
+
+def start_kafka(base: Path, setup: SaslSslSetup) -> tuple[KafkaCluster, dict[str, Case]]:
+    """A Kafka node with the same two listeners; its cases by protocol (topics made over PLAINTEXT)."""
+    kafka = KafkaCluster(
+        base,
+        heap_mb=KAFKA_HEAP_MB,
+        settings=KAFKA_DEFAULTS,
+        jvm_options=(f"-Xms{KAFKA_HEAP_MB}m", *KAFKA_SCRIPT_JVM_OPTIONS),
+    )
+    [node] = kafka.nodes
+    secure = free_port()
+    node.settings = {**KAFKA_DEFAULTS, **setup.kafka_settings(node.address, node.controller_port, secure)}
+    node.format_args = setup.kafka_format_args()
+    kafka.start()
+    create = admin_create_topic(node.address)
+    return kafka, {
+        "PLAINTEXT": (lambda topic: create(topic, 1), {"bootstrap.servers": node.address}),
+        "SASL_SSL": (
+            lambda topic: create(topic, 1),
+            {"bootstrap.servers": f"{LOOPBACK}:{secure}", **setup.client_settings("bench")},
+        ),
+    }
+
+
+def lumber_cases(cluster: BrokerCluster, settings: dict[str, dict[str, Any]]) -> dict[str, Case]:
+    return {protocol: (lambda topic: cluster.create_topic(topic, 1), s) for protocol, s in settings.items()}
 
 
 def main() -> None:
@@ -127,42 +146,46 @@ def main() -> None:
     )
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-kafka", action="store_true", help="Lumber's cases only")
     parser.add_argument("--before", metavar="TREE", help="another checkout whose PLAINTEXT path to compare")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="lumber-bench-tls-") as tmp:
         base = Path(tmp)
+        setup = SaslSslSetup.create(base / "ca", PASSWORDS, mechanisms=("SCRAM-SHA-512",), authorizer=False)
         zookeeper = ZooKeeperServer(base / "zookeeper", free_port())
         zookeeper.start()
         clusters: list[BrokerCluster] = []
+        kafka: KafkaCluster | None = None
         try:
             this = BrokerCluster(make_chroot(zookeeper.connect, "this"), base / "this")
             clusters.append(this)
-            cases = {
-                f"this {p}": (this, s)
-                for p, s in start_broker(this, base, CertificateAuthority(base / "ca")).items()
-            }
+            cases = {f"this {p}": c for p, c in lumber_cases(this, start_lumber(this, setup)).items()}
+            if not args.no_kafka:
+                kafka, kafka_cases = start_kafka(base / "kafka", setup)
+                cases |= {f"kafka {p}": c for p, c in kafka_cases.items()}
             if args.before:
                 saved = os.environ.get("PYTHONPATH")
                 os.environ["PYTHONPATH"] = str(Path(args.before).resolve())
                 try:
                     before = BrokerCluster(make_chroot(zookeeper.connect, "before"), base / "before")
                     clusters.append(before)
-                    cases["before PLAINTEXT"] = (before, start_broker(before, base, None)["PLAINTEXT"])
+                    cases["before PLAINTEXT"] = lumber_cases(before, start_lumber(before, None))["PLAINTEXT"]
                 finally:
                     if saved is None:
                         os.environ.pop("PYTHONPATH", None)
                     else:
                         os.environ["PYTHONPATH"] = saved
-            for name, (cluster, settings) in cases.items():  # not counted: __consumer_offsets, connections
+            for name, (create, settings) in cases.items():  # not counted: __consumer_offsets, connections
                 warm = f"warm-{name.replace(' ', '-')}"
-                cluster.create_topic(warm, 1)
-                produce(settings, warm, 1000)
-                consume(settings, warm, 1000)
+                create(warm)
+                count = WARM_UP["kafka" if name.startswith("kafka") else "lumber"]
+                produce(settings, warm, count)
+                consume(settings, warm, count)
             best: dict[str, dict[str, float]] = {name: {"produce": 0.0, "consume": 0.0} for name in cases}
             for round_ in range(args.rounds):
-                for name, (cluster, settings) in cases.items():
+                for name, (create, settings) in cases.items():
                     topic = f"t{round_}-{name.replace(' ', '-')}"
-                    cluster.create_topic(topic, 1)
+                    create(topic)
                     best[name]["produce"] = max(
                         best[name]["produce"], produce(settings, topic, args.messages)
                     )
@@ -173,15 +196,20 @@ def main() -> None:
         finally:
             for cluster in clusters:
                 cluster.stop()
+            if kafka is not None:
+                kafka.stop()
             zookeeper.stop()
     print(f"\n{args.messages} messages of 200 bytes, best of {args.rounds} rounds (messages/s):")
     for name, figures in best.items():
         produced, consumed = figures["produce"], figures["consume"]
         print(f"  {name:18} produce (batch 50) {produced:>10,.0f}   consume {consumed:>10,.0f}")
-    plain, secure = best["this PLAINTEXT"], best["this SASL_SSL"]
-    for what in ("produce", "consume"):
-        print(f"  SASL_SSL / PLAINTEXT {what}: {secure[what] / plain[what]:.2f}")
+    for broker in ("this", "kafka"):
+        if f"{broker} SASL_SSL" in best:
+            plain, secure = best[f"{broker} PLAINTEXT"], best[f"{broker} SASL_SSL"]
+            for what in ("produce", "consume"):
+                print(f"  {broker:5} SASL_SSL / PLAINTEXT {what}: {secure[what] / plain[what]:.2f}")
     if "before PLAINTEXT" in best:
+        plain = best["this PLAINTEXT"]
         for what in ("produce", "consume"):
             print(f"  PLAINTEXT this / before {what}: {plain[what] / best['before PLAINTEXT'][what]:.2f}")
 

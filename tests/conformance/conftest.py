@@ -29,7 +29,7 @@ from tests.conformance.secure_targets import (
     SecureBroker,
     sasl_ssl_kafka,
     sasl_ssl_lumber,
-    server_certificate,
+    sasl_ssl_setup,
 )
 from tests.conformance.target import Target
 from tests.support.broker_cluster import OFFSETS_TOPIC_PARTITIONS, BrokerCluster
@@ -89,14 +89,13 @@ def sasl_ssl_brokers(
     zookeeper_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[SecureBroker, SecureBroker]]:
     """Kafka's and Lumber's SASL_SSL brokers (Kafka first), started at the same time."""
-    ca, server = server_certificate(tmp_path_factory.mktemp("sasl-ssl-ca"))
+    setup = sasl_ssl_setup(tmp_path_factory.mktemp("sasl-ssl-ca"))
     managers = [
-        sasl_ssl_kafka(tmp_path_factory.mktemp("kafka-sasl-ssl"), ca, server),
+        sasl_ssl_kafka(tmp_path_factory.mktemp("kafka-sasl-ssl"), setup),
         sasl_ssl_lumber(
             make_chroot(zookeeper_server.connect, "conformance-sasl-ssl"),
             tmp_path_factory.mktemp("lumber-sasl-ssl"),
-            ca,
-            server,
+            setup,
         ),
     ]
     with contextlib.ExitStack() as stack:

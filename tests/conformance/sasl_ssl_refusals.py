@@ -30,7 +30,7 @@ from typing import Any
 
 from tests.conformance.clients import TLS_CLOSE_S, collect_unclosed_sockets, kcat, wait_for_leaders
 from tests.conformance.conformance import Transcript
-from tests.conformance.secure_targets import PASSWORDS
+from tests.conformance.secure_targets import as_user, binding
 from tests.conformance.target import Target
 
 with warnings.catch_warnings():
@@ -39,15 +39,7 @@ with warnings.catch_warnings():
     from aiokafka import TopicPartition as AioPartition
     from aiokafka.errors import KafkaError as AioKafkaError
     from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-    from confluent_kafka.admin import (  # type: ignore[attr-defined]
-        AclBinding,
-        AclOperation,
-        AclPermissionType,
-        AdminClient,
-        NewTopic,
-        ResourcePatternType,
-        ResourceType,
-    )
+    from confluent_kafka.admin import AclOperation, AdminClient, NewTopic, ResourceType  # type: ignore[attr-defined]
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KpPartition
     from kafka.errors import KafkaError as KafkaPythonError
@@ -155,11 +147,6 @@ def _logins(target: Target) -> dict[str, Any]:
     }
 
 
-def as_user(target: Target, user: str) -> Target:
-    """``target`` logging in as ``user`` (same mechanism)."""
-    return _as(target, sasl_username=user, sasl_password=PASSWORDS[user])
-
-
 LOGIN_REFUSALS = ("wrong_password", "unknown_user", "unknown_mechanism", "untrusted_ca")
 
 
@@ -188,12 +175,6 @@ def kcat_scram_login(target: Target, topic: str) -> Transcript:
     """kcat (``-L``) logging in with the target's SCRAM mechanism, and which librdkafka it is."""
     del topic
     return {"librdkafka": list(kcat_librdkafka_version()), "login": _kcat_login(target)}
-
-
-def _binding(resource_type: ResourceType, name: str, operation: AclOperation) -> AclBinding:
-    return AclBinding(
-        resource_type, name, ResourcePatternType.LITERAL, "User:bob", "*", operation, AclPermissionType.ALLOW
-    )
 
 
 def _confluent_delivery(target: Target, topic: str) -> dict[str, Any]:
@@ -359,10 +340,10 @@ def acl_refusals(target: Target, topic: str) -> Transcript:
     for name in (writable, readable):
         wait_for_leaders(admin_target, name, 1)
     bindings = [
-        _binding(ResourceType.TOPIC, writable, AclOperation.WRITE),
-        _binding(ResourceType.TOPIC, readable, AclOperation.READ),
-        _binding(ResourceType.GROUP, readable_group, AclOperation.READ),
-        _binding(ResourceType.GROUP, describe_only, AclOperation.DESCRIBE),
+        binding(ResourceType.TOPIC, writable, AclOperation.WRITE, "User:bob"),
+        binding(ResourceType.TOPIC, readable, AclOperation.READ, "User:bob"),
+        binding(ResourceType.GROUP, readable_group, AclOperation.READ, "User:bob"),
+        binding(ResourceType.GROUP, describe_only, AclOperation.DESCRIBE, "User:bob"),
     ]
     for future in admin.create_acls(bindings).values():
         future.result(30)

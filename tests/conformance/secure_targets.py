@@ -1,25 +1,16 @@
 """Kafka and Lumber behind a SASL_SSL listener, configured the same way, for the security scenarios.
 
-Both brokers get:
+Both brokers get the SASL_SSL listener, PLAINTEXT listener, users and ACL authorizer of one
+:class:`~lumber.dev.sasl_ssl_setup.SaslSslSetup` (one test CA; ``SCRAM-SHA-512`` and ``PLAIN``;
+``User:ANONYMOUS`` and ``User:admin`` super users), with the users of :data:`PASSWORDS`:
 
-* a **SASL_SSL** listener: TLS with a server certificate for ``127.0.0.1`` and ``localhost`` from one test
-  CA (:class:`~lumber.dev.dev_certificates.CertificateAuthority`, as the security tests make theirs; ECDSA
-  P-256, the key unencrypted), SASL with ``SCRAM-SHA-512`` and ``PLAIN`` enabled;
-* a PLAINTEXT listener (where each talks to itself: the Kafka node's inter-broker and controller traffic, a
-  Lumber broker's registration address), whose principal ``User:ANONYMOUS`` is a super user, as is
-  ``User:admin``;
-* an ACL authorizer (Kafka's ``StandardAuthorizer``, Lumber's ``authorizer = "acl"``) with
-  ``allow.everyone.if.no.acl.found`` false (both defaults);
-* the users of :data:`PASSWORDS`: ``admin`` (a super user), ``alice`` (granted every operation on every
-  topic and every group by wildcard ACLs, :data:`ALICE_GRANTS`, made here as admin once the broker is up),
-  ``bob`` (nothing: a scenario grants what it refuses him).
-
-How each stores the users: Kafka's SCRAM credentials come from the storage tool (``--add-scram``), its PLAIN
-passwords from the listener's JAAS line (``user_<name>="<password>"``); Lumber keeps one SCRAM credential per
-user in ZooKeeper and checks PLAIN against it (docs/security.md). Kafka reads its certificate and key as an
-inline PEM keystore (``ssl.keystore.type=PEM``, ``ssl.keystore.key`` and ``ssl.keystore.certificate.chain``
-in ``server.properties``, newlines escaped as Java properties read them: an unencrypted key needs no key
-password that way); Lumber reads the same two PEM files (``ssl_certfile``, ``ssl_keyfile``).
+* ``admin`` (a super user);
+* ``alice``, granted every operation on every topic and every group by wildcard ACLs (:data:`ALICE_GRANTS`,
+  made here as admin once the broker is up);
+* ``bob`` (nothing: a scenario grants what it refuses him);
+* ``carol`` and ``dave`` (nothing: tests/conformance/test_acls.py grants each what its scenario needs,
+  ``carol`` for the denials, ``dave`` for the authorized operations, so that no other scenario's grants
+  reach theirs).
 
 Lumber's ``sasl_max_failed_authentications`` is raised to 100,000: its throttle refuses a host that failed
 ten logins within a minute, every login from it, and the refusal scenarios fail on purpose from 127.0.0.1,
@@ -35,14 +26,12 @@ import contextlib
 import time
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from broker.cluster.user_credential_store import UserCredentialStore
-from broker.network.scram_credential import ScramCredential, ScramMechanism
-from lumber.dev.dev_certificates import CertificateAuthority, IssuedCertificate
 from lumber.dev.kafka_server import KafkaCluster
 from lumber.dev.process import LOOPBACK, free_port
+from lumber.dev.sasl_ssl_setup import SaslSslSetup
 from tests.conformance.target import Target
 from tests.support.broker_cluster import OFFSETS_TOPIC_PARTITIONS, BrokerCluster
 
@@ -62,30 +51,29 @@ PASSWORDS = {
     "admin": "sasl-ssl-admin-Pa55",
     "alice": "sasl-ssl-alice-Pa55",
     "bob": "sasl-ssl-bob-Pa55",
+    "carol": "sasl-ssl-carol-Pa55",
+    "dave": "sasl-ssl-dave-Pa55",
 }
-MECHANISMS = ("SCRAM-SHA-512", "PLAIN")
 PROBE_TOPIC = "grants-probe"
-SUPER_USERS = ("User:ANONYMOUS", "User:admin")
+
+
+def binding(
+    resource_type: ResourceType,
+    name: str,
+    operation: AclOperation,
+    principal: str,
+    *,
+    permission: AclPermissionType = AclPermissionType.ALLOW,
+    pattern: ResourcePatternType = ResourcePatternType.LITERAL,
+) -> AclBinding:
+    """An ACL for ``principal`` from any host (the scenarios' grants and denials)."""
+    return AclBinding(resource_type, name, pattern, principal, "*", operation, permission)
+
+
 #: alice's ACLs: every operation on every topic and every group (Kafka's wildcard resource name, ``*``)
-ALICE_GRANTS = (
-    AclBinding(
-        ResourceType.TOPIC,
-        "*",
-        ResourcePatternType.LITERAL,
-        "User:alice",
-        "*",
-        AclOperation.ALL,
-        AclPermissionType.ALLOW,
-    ),
-    AclBinding(
-        ResourceType.GROUP,
-        "*",
-        ResourcePatternType.LITERAL,
-        "User:alice",
-        "*",
-        AclOperation.ALL,
-        AclPermissionType.ALLOW,
-    ),
+ALICE_GRANTS = tuple(
+    binding(resource_type, "*", AclOperation.ALL, "User:alice")
+    for resource_type in (ResourceType.TOPIC, ResourceType.GROUP)
 )
 
 
@@ -96,72 +84,42 @@ class SecureBroker:
     name: str
     address: str
     log_dirs: tuple[Path, ...]
-    cafile: Path
+    setup: SaslSslSetup
+
+    @property
+    def cafile(self) -> Path:
+        return self.setup.cafile
 
     def target(self, user: str = "alice", mechanism: str = "SCRAM-SHA-512") -> Target:
         """The broker as ``user`` logging in with ``mechanism`` and trusting the test CA."""
         return Target(
-            self.name,
-            self.address,
-            self.log_dirs,
-            security={
-                "security.protocol": "SASL_SSL",
-                "ssl.ca.location": str(self.cafile),
-                "sasl.mechanism": mechanism,
-                "sasl.username": user,
-                "sasl.password": PASSWORDS[user],
-            },
+            self.name, self.address, self.log_dirs, security=self.setup.client_settings(user, mechanism)
         )
 
 
-def server_certificate(folder: Path) -> tuple[CertificateAuthority, IssuedCertificate]:
-    """The test CA in ``folder`` and a server certificate for 127.0.0.1 and localhost."""
-    ca = CertificateAuthority(folder)
-    return ca, ca.issue("broker")
+def as_user(target: Target, user: str) -> Target:
+    """``target`` logging in as ``user`` of :data:`PASSWORDS` (same mechanism)."""
+    return replace(
+        target, security={**target.security, "sasl.username": user, "sasl.password": PASSWORDS[user]}
+    )
 
 
-def _properties_value(pem: str) -> str:
-    """A PEM block as one ``server.properties`` value (Java properties read ``\\n`` as a newline)."""
-    return pem.strip().replace("\n", "\\n")
+def sasl_ssl_setup(folder: Path) -> SaslSslSetup:
+    """The test CA in ``folder``, a server certificate for 127.0.0.1 and localhost, :data:`PASSWORDS`."""
+    return SaslSslSetup.create(folder, PASSWORDS)
 
 
 @contextlib.contextmanager
-def sasl_ssl_kafka(
-    base_dir: Path, ca: CertificateAuthority, server: IssuedCertificate
-) -> Iterator[SecureBroker]:
+def sasl_ssl_kafka(base_dir: Path, setup: SaslSslSetup) -> Iterator[SecureBroker]:
     """One Kafka node (KRaft combined) with a SASL_SSL listener, users and grants as above."""
     cluster = KafkaCluster(base_dir, size=1)
     [node] = cluster.nodes
     port = free_port()
-    plain_users = " ".join(f'user_{user}="{password}"' for user, password in PASSWORDS.items())
-    node.settings = {
-        "listeners": f"PLAINTEXT://{LOOPBACK}:{node.port},CONTROLLER://{LOOPBACK}:{node.controller_port},"
-        f"SASL_SSL://{LOOPBACK}:{port}",
-        "advertised.listeners": f"PLAINTEXT://{node.address},SASL_SSL://{LOOPBACK}:{port}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL",
-        "sasl.enabled.mechanisms": ",".join(MECHANISMS),
-        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
-            "org.apache.kafka.common.security.scram.ScramLoginModule required;"
-        ),
-        "listener.name.sasl_ssl.plain.sasl.jaas.config": (
-            f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};"
-        ),
-        "listener.name.sasl_ssl.ssl.keystore.type": "PEM",
-        "listener.name.sasl_ssl.ssl.keystore.key": _properties_value(server.keyfile.read_text()),
-        "listener.name.sasl_ssl.ssl.keystore.certificate.chain": _properties_value(
-            server.certfile.read_text()
-        ),
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": ";".join(SUPER_USERS),
-    }
-    node.format_args = tuple(
-        arg
-        for user, password in PASSWORDS.items()
-        for arg in ("--add-scram", f"SCRAM-SHA-512=[name={user},password={password}]")
-    )
+    node.settings = setup.kafka_settings(node.address, node.controller_port, port)
+    node.format_args = setup.kafka_format_args()
     cluster.start()
     try:
-        broker = SecureBroker("kafka", f"{LOOPBACK}:{port}", (node.data_dir,), ca.cafile)
+        broker = SecureBroker("kafka", f"{LOOPBACK}:{port}", (node.data_dir,), setup)
         grant_alice(broker)
         yield broker
     finally:
@@ -169,28 +127,16 @@ def sasl_ssl_kafka(
 
 
 @contextlib.contextmanager
-def sasl_ssl_lumber(
-    zk_connect: str, base_dir: Path, ca: CertificateAuthority, server: IssuedCertificate
-) -> Iterator[SecureBroker]:
+def sasl_ssl_lumber(zk_connect: str, base_dir: Path, setup: SaslSslSetup) -> Iterator[SecureBroker]:
     """One Lumber broker on the chroot ``zk_connect`` with a SASL_SSL listener, users and grants as above."""
     cluster = BrokerCluster(zk_connect, base_dir)
-    users = UserCredentialStore(cluster.zk)
-    for user, password in PASSWORDS.items():
-        users.upsert(
-            user,
-            {ScramMechanism.SCRAM_SHA_512: ScramCredential.generate(password, ScramMechanism.SCRAM_SHA_512)},
-        )
+    setup.add_users(cluster.zk)
     plain, port = free_port(), free_port()
     try:
         cluster.add_broker(
             {
-                "listeners": [f"PLAINTEXT://{LOOPBACK}:{plain}", f"SASL_SSL://{LOOPBACK}:{port}"],
-                "ssl_certfile": str(server.certfile),
-                "ssl_keyfile": str(server.keyfile),
-                "sasl_enabled_mechanisms": list(MECHANISMS),
+                **setup.lumber_settings(plain, port),
                 "sasl_max_failed_authentications": 100_000,
-                "authorizer": "acl",
-                "super_users": list(SUPER_USERS),
                 "flush_ms": 1000,
                 "offsets_topic_partitions": OFFSETS_TOPIC_PARTITIONS,
                 "group_initial_rebalance_delay_ms": 0,
@@ -198,7 +144,7 @@ def sasl_ssl_lumber(
             port=plain,
         )
         broker = SecureBroker(
-            "lumber", f"{LOOPBACK}:{port}", tuple(b.log_dir for b in cluster.brokers), ca.cafile
+            "lumber", f"{LOOPBACK}:{port}", tuple(b.log_dir for b in cluster.brokers), setup
         )
         grant_alice(broker)
         yield broker

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from lumber.dev.dev_certificates import CertificateAuthority
+from lumber.dev.sasl_ssl_setup import MECHANISMS
 from tests.conformance.conformance import Scenario, conform
 from tests.conformance.sasl_ssl_refusals import (
     LOGIN_REFUSALS,
@@ -29,7 +30,7 @@ from tests.conformance.sasl_ssl_refusals import (
     kcat_scram_login,
     refused_logins,
 )
-from tests.conformance.secure_targets import MECHANISMS, SecureBroker
+from tests.conformance.secure_targets import SecureBroker
 from tests.conformance.target import Target
 from tests.conformance.test_admin import describe_topic_configs
 from tests.conformance.test_groups import (
