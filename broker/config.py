@@ -12,7 +12,7 @@ from typing import Literal, Self
 
 from pydantic import model_validator
 
-from broker.config_section import ConfigSection, setting
+from broker.config_section import ConfigSection, codec_level, setting
 from broker.endpoint import Endpoint, InvalidListenerError, SecurityProtocol, parse_endpoints
 from broker.group_config import BrokerGroupConfig
 from broker.security_config import BrokerSecurityConfig
@@ -225,11 +225,7 @@ class LogConfig(ConfigSection):
     @property
     def compression_level(self) -> int | None:
         """The level ``compression_type`` recompresses with (None: ``producer``, or a codec without one)."""
-        return {
-            "gzip": self.compression_gzip_level,
-            "lz4": self.compression_lz4_level,
-            "zstd": self.compression_zstd_level,
-        }.get(self.compression_type)
+        return codec_level(self, self.compression_type)
 
     @model_validator(mode="after")
     def _check_log_dirs(self) -> Self:

@@ -153,6 +153,12 @@ class ConfigSection(BaseModel):
         return found
 
 
+def codec_level(section: ConfigSection, codec: str) -> int | None:
+    """``section``'s ``compression_<codec>_level`` key, the level ``codec`` compresses with (None: a codec
+    without levels, or ``producer``); one reading for the broker's ``[log]`` and the ``[producer]``."""
+    return getattr(section, f"compression_{codec}_level", None) if codec in ("gzip", "lz4", "zstd") else None
+
+
 def describe_type(tp: Any) -> str:
     """An annotation in words: ``an integer``, ``one of 'a', 'b'``, ``an array of a string``."""
     origin = get_origin(tp)

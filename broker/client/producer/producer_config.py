@@ -24,7 +24,7 @@ from pydantic import model_validator
 from broker.client.errors import ClientConfigError
 from broker.client.security_settings import SecuritySettings
 from broker.client.settings import check_servers
-from broker.config_section import setting
+from broker.config_section import codec_level, setting
 
 Acks = Literal["0", "1", "all"]
 CompressionName = Literal["none", "gzip", "snappy", "lz4", "zstd"]
@@ -195,11 +195,7 @@ class ProducerConfig(SecuritySettings):
     @property
     def compression_level(self) -> int | None:
         """The level of ``compression_type`` (None: a codec without levels)."""
-        return {
-            "gzip": self.compression_gzip_level,
-            "lz4": self.compression_lz4_level,
-            "zstd": self.compression_zstd_level,
-        }.get(self.compression_type)
+        return codec_level(self, self.compression_type)
 
     @property
     def acks_value(self) -> int:

@@ -9,7 +9,6 @@ watermark."""
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Callable
 
 import pytest
@@ -24,9 +23,6 @@ from tests.support.acked_producer import (
 )
 from tests.support.broker_cluster import BROKER_SESSION_TIMEOUT_MS, BrokerCluster, wait_for
 from tests.support.sigstop import pause, resume
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.interop]
 

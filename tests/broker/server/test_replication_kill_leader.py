@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import random
 import time
-import warnings
 from collections.abc import Callable
 
 import pytest
@@ -22,9 +21,6 @@ from tests.support.acked_producer import (
     wait_for_identical_replicas,
 )
 from tests.support.broker_cluster import BrokerCluster, wait_for
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.interop]
 
