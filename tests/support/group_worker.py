@@ -18,6 +18,7 @@ file, flushed at once (so a kill -9 loses nothing written):
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import sys
 import time
@@ -84,6 +85,10 @@ def run_kafka_python(bootstrap: str, group: str, topic: str, events: Events, sto
         from kafka.errors import KafkaError  # noqa: PLC0415
         from kafka.structs import OffsetAndMetadata  # noqa: PLC0415
 
+    # the coordinator's own account on stderr (the worker's .log): which join and sync requests it sent and
+    # what came back, so that a member that stops in a rebalance says where
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("kafka.coordinator").setLevel(logging.DEBUG)
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=group,
