@@ -47,8 +47,9 @@ from tests.broker.network.helpers import (
 
 #: Test api keys: echoed by a handler thread (not inline), answered later from another thread, held
 #: unanswered until the test releases them (:meth:`_Inline.release`), and echoed followed by
-#: :data:`_LARGE_BYTES` bytes (an answer far larger than its request).
-_HANDED_OVER, _LATER, _HELD, _LARGE = 6, 7, 8, 9
+#: :data:`_LARGE_BYTES` bytes (an answer far larger than its request), and echoed after releasing the held
+#: ones (on the processor's thread, so that their answers and its own reach the processor in one list).
+_HANDED_OVER, _LATER, _HELD, _LARGE, _RELEASE = 6, 7, 8, 9, 10
 _LARGE_BYTES = 1024 * 1024
 
 
@@ -85,6 +86,8 @@ class _Inline:
             return
         if api_key == CLOSE + 100:
             raise RuntimeError("the inline handler failed")
+        if api_key == _RELEASE:
+            self.release()
         if api_key == _LARGE:
             self.channel.send_response(NetworkResponse(request, (_large_answer(request.frame),)))
             return
@@ -414,3 +417,20 @@ def test_answers_to_buffered_pipeline_requests_leave_in_one_send_over_tls(tmp_pa
             assert served.stats()["responses_merged"] == 19
             tls.sendall(framed(request_frame(20, b"next")))
             assert recv_frame(tls) == request_frame(20, b"next")
+
+
+def test_answers_given_together_to_a_waiting_request_and_those_behind_it_leave_in_one_send() -> None:
+    """An acks=-1 request and the ones pipelined behind it answered together (one group commit): the
+    waiting request's answer starts its send only after the others in the same list are given, so all
+    leave in one send."""
+    keys = {ECHO, _HELD, _RELEASE}
+    with _serving_inline(keys, frozenset(keys)) as (served, inline):
+        sock = served.connect()
+        frames = [request_frame(i, b"h%d" % i, api_key=_HELD) for i in range(1, 4)]
+        frames.append(request_frame(4, b"answers them all", api_key=_RELEASE))
+        sock.sendall(b"".join(framed(f) for f in frames))
+        expected = b"".join(framed(f) for f in frames)
+        assert recv_exact(sock, len(expected)) == expected
+        assert [cid for cid, _ in inline.served] == [1, 2, 3, 4]
+        served.wait_stat("responses_sent", 4)
+        assert served.stats()["responses_merged"] == 3
