@@ -18,6 +18,10 @@ Invariants:
   its bounds), oldest first, each with its response once given; each becomes ``in_flight`` in turn, so
   responses still leave in request order; ``pipelined_bytes`` is the size of their frames. While they
   wait the connection may stay selected for reading (MUTED is then *reading ahead*);
+* one send may carry several answers: the in-flight request's and those already given to the pipelined
+  requests right behind it (:meth:`Connection.start_send`), in request order; the last of them is then
+  ``in_flight`` and the ones before it are answered (their bytes are in the send, which the connection
+  finishes before reading anything more);
 * ``send`` is set only in SENDING; ``interest`` is the selector events the socket is registered for
   (0 = not registered), kept by the processor;
 * the socket is non-blocking with ``TCP_NODELAY``, and closed exactly once (:meth:`Connection.close`);
@@ -112,15 +116,45 @@ class Connection:
         :meth:`NetworkReceive.read_from` for what it raises)."""
         return self.receive.read_from(self.sock)
 
-    def start_send(self, response: NetworkResponse) -> ResponseSend:
-        """Enter SENDING with ``response``'s chunks (raises
-        :class:`~broker.network.errors.ResponseSendError` for a chunk that cannot be sent)."""
-        send = ResponseSend(self.peer, response.chunks, tls=self.tls)
+    def start_send(self, response: NetworkResponse) -> tuple[int, int]:
+        """Enter SENDING with ``response``'s chunks (the in-flight request's answer) followed by those of
+        the pipelined requests already answered right behind it, up to the first not answered yet or one
+        that closes the connection: one send, whose last request becomes ``in_flight`` (the ones before it
+        are answered once their bytes are in the send). Returns how many pipelined requests it took and their
+        frames' bytes (for the processor's counters and ``pipelined_bytes``). Raises
+        :class:`~broker.network.errors.ResponseSendError` for a chunk that cannot be sent."""
+        chunks = response.chunks
+        close_after = response.close_after
+        reason = response.reason
+        taken = taken_bytes = 0
+        responses = 1
+        pipelined = self.pipelined
+        if not close_after and pipelined and pipelined[0].response is not None:
+            merged = list(chunks)
+            while pipelined:
+                waiting = pipelined[0]
+                following = waiting.response
+                if following is None:
+                    break
+                pipelined.popleft()
+                taken += 1
+                taken_bytes += len(waiting.request.frame)
+                self.in_flight = waiting.request
+                if following.chunks:
+                    merged.extend(following.chunks)
+                    responses += 1
+                if following.close_after:
+                    close_after, reason = True, following.reason
+                    break
+            chunks = tuple(merged)
+            self.pipelined_bytes -= taken_bytes
+        send = ResponseSend(self.peer, chunks, tls=self.tls)
+        send.responses = responses
         self.send = send
-        if response.close_after:
+        if close_after:
             self.close_after = True
-            self.close_reason = response.reason
-        return send
+            self.close_reason = reason
+        return taken, taken_bytes
 
     def finish_request(self) -> None:
         """The in-flight request is answered: back to RECEIVING."""

@@ -33,7 +33,16 @@ read (at most ``max_request_bytes``, as always); an idle connection holds nothin
 read-ahead buffer). Kafka differs: its processor mutes a channel from a complete request until that
 request's response is sent, so a producer's pipelined requests wait in the socket (docs/storage.md says so).
 
-Both keep the processor's invariant that responses leave in request order per connection.
+**Answers together.** When a pipeline request is answered at once (an ``acks=1`` Produce) and whole
+pipeline requests wait behind it in the read-ahead buffer (a producer's requests that arrived together),
+those are served first, as pipelined requests, and then the answers go out in one send (one ``sendmsg``,
+or one TLS write, instead of one each): :meth:`Connection.start_send` takes the answers given to the
+pipelined requests right behind the in-flight one, up to the first not given yet (that one and those behind
+it go together once it is given) or the first that closes the connection. Only what the buffer already
+holds is served before the first answer is written (nothing more is read for it), so that answer waits at
+most for the requests of one read (the read-ahead buffer's 128 KiB). Kafka answers each request on its own.
+
+All of these keep the processor's invariant that responses leave in request order per connection.
 """
 
 from __future__ import annotations
@@ -162,6 +171,8 @@ class InlineServing:
                 return True
         if local:
             responses, self._local_responses = local, []
+            if self._answers_behind(conn, request, responses):
+                self._serve_buffered(conn)  # their answers join this one's send
             self._process_new_responses(responses, received_ns)
             to_write, self._to_write = self._to_write, []
             for pending in to_write:
@@ -178,16 +189,40 @@ class InlineServing:
             self._idle.pop(conn.connection_id, None)  # the rest of the response waits for the socket
         return False
 
+    def _answers_behind(
+        self, conn: Connection, request: NetworkRequest, responses: list[NetworkResponse]
+    ) -> bool:
+        """Whether ``request`` (in flight on ``conn``, just served inline) is a pipeline request answered at
+        once by ``responses`` and followed by a whole pipeline request in the read-ahead buffer: the buffered
+        ones are then served before its answer is written, so that their answers go in the same send."""
+        keys = self._pipeline_keys
+        receive = conn.receive
+        return (
+            conn.in_flight is request
+            and conn.send is None
+            and receive.has_frame
+            and ((request.frame[0] << 8) | request.frame[1]) in keys
+            and receive.next_api_key() in keys
+            and any(r.request is request for r in responses)
+            and not any(r.close_after for r in responses)
+        )
+
     def _serve_pipelined(self, conn: Connection) -> None:
         """``conn``'s in-flight request waits for its answer: serve the requests with pipeline api keys that
         its read-ahead buffer holds, then keep reading ahead if it may (see the module docstring)."""
+        if self._serve_buffered(conn):
+            self._keep_reading_ahead(conn)
+
+    def _serve_buffered(self, conn: Connection) -> bool:
+        """Serve the whole requests with pipeline api keys at the front of ``conn``'s read-ahead buffer
+        behind its in-flight one, while it may pipeline; False if that closed the connection."""
         receive, keys = conn.receive, self._pipeline_keys
         while self._may_pipeline(conn) and receive.has_frame and receive.next_api_key() in keys:
             frame = receive.read_from(conn.sock)  # buffered: no syscall
             assert frame is not None
             if not self._serve_one_pipelined(conn, frame):
-                return
-        self._keep_reading_ahead(conn)
+                return False
+        return True
 
     def _read_ahead(self, conn: Connection, max_reads: int) -> None:
         """Read ``conn`` while its in-flight request waits (it is *reading ahead*): serve each pipeline
@@ -269,6 +304,15 @@ class InlineServing:
             self._process_new_responses(responses, request.received_ns)
         return not conn.closed
 
+    def _start_send(self, conn: Connection, response: NetworkResponse) -> None:
+        """``conn.start_send(response)``, counting the pipelined requests it took (raises what it raises)."""
+        taken, taken_bytes = conn.start_send(response)
+        if taken:
+            self._pipelined_bytes -= taken_bytes
+            send = conn.send
+            assert send is not None
+            self.counters.responses_empty += taken + 1 - send.responses
+
     def _after_request(self, conn: Connection, now: int) -> None:
         """``conn``'s in-flight request is answered: the next pipelined request takes its place (its
         response, if given, starts now), or the connection is unmuted when none is left."""
@@ -293,7 +337,7 @@ class InlineServing:
                     return
                 continue
             try:
-                conn.start_send(response)
+                self._start_send(conn, response)
             except ResponseSendError as exc:
                 self._close(conn, exc.reason, "error_closed", logging.ERROR)
                 return

@@ -22,6 +22,7 @@ requests               complete requests handed to the request channel
 request_bytes          bytes of those requests, size prefixes included
 requests_read_ahead    ... of which read from the socket while an earlier request of the connection waited
 responses_sent         responses with chunks, fully sent
+responses_merged       ... of which sent in one send with the response before them (pipelined answers)
 responses_empty        empty responses (nothing to send: the connection was just unmuted or closed)
 responses_dropped      responses whose connection was closed (or that answered no request in flight)
 response_bytes         bytes of the responses fully sent
@@ -53,6 +54,7 @@ class NetworkCounters:
     request_bytes: int = 0
     requests_read_ahead: int = 0
     responses_sent: int = 0
+    responses_merged: int = 0
     responses_empty: int = 0
     responses_dropped: int = 0
     response_bytes: int = 0

@@ -30,8 +30,9 @@ Invariants:
   until its response (and those of the requests pipelined behind it) is fully sent or was empty, so a
   client that pipelines is simply read later (its read-ahead buffer, at most ``READ_AHEAD_BYTES``, waits;
   TCP holds the rest). Pipelining (above) is the bounded exception: behind a waiting Produce, the
-  following Produce requests are read and served, and their responses queued in request order. A run
-  served by ``handle_run`` is requests that need no response at all, served in order.
+  following Produce requests are read and served, and their responses queued in request order (sent
+  together as far as they are given). A run served by ``handle_run`` is requests that need no response
+  at all, served in order.
 * **A failure closes only its connection.** An I/O error, end of stream, a size prefix out of bounds, an
   unsendable response or even a bug while serving one connection closes that connection with a logged
   reason; the processor keeps serving the others.
@@ -274,42 +275,57 @@ class Processor(InlineServing, TlsHandshaking, SaslServing):
 
     # 2. queue responses
     def _process_new_responses(self, responses: list[NetworkResponse], now: int) -> None:
+        held: list[tuple[Connection, NetworkResponse]] = []
         for response in responses:
             request = response.request
             conn = self._connections.get(request.connection_id)
-            if conn is not None and conn.pipelined and conn.in_flight is not request:
+            if conn is not None and conn.pipelined:
+                if conn.in_flight is request and conn.send is None:
+                    # started after the others: answers later in this list to the requests pipelined
+                    # behind it go out in the same send
+                    held.append((conn, response))
+                    continue
                 waiting = next((p for p in conn.pipelined if p.request is request), None)
                 if waiting is not None and waiting.response is None:
                     waiting.response = response  # sent after the requests before it
                     continue
-            if conn is None or conn.in_flight is not request or conn.send is not None:
-                self.counters.responses_dropped += 1
-                logger.debug(
-                    "processor %d: dropping a response to %s (%s): %s",
-                    self.processor_id,
-                    request.connection_id,
-                    request.peer,
-                    "the connection is closed" if conn is None else "its request is not in flight",
-                )
-                continue
-            try:
-                if not response.chunks:
-                    self.counters.responses_empty += 1
-                    conn.finish_request()
-                    if response.close_after:
-                        self._close(conn, response.reason or "the response asked to close", "response_closed")
-                    else:
-                        self._after_request(conn, now)
-                    continue
-                conn.start_send(response)
-            except ResponseSendError as exc:
-                self._close(conn, exc.reason, "error_closed", logging.ERROR)
-                continue
-            except Exception:
-                logger.exception("processor %d: cannot start a response to %s", self.processor_id, conn.peer)
-                self._close(conn, "unexpected error starting a response", "error_closed", None)
-                continue
-            self._to_write.append(conn)
+            self._start_response(conn, response, now)
+        for conn, response in held:
+            self._start_response(conn, response, now)
+
+    def _start_response(self, conn: Connection | None, response: NetworkResponse, now: int) -> None:
+        """Start sending ``response`` to its in-flight request (with the pipelined answers right behind
+        it, see :meth:`Connection.start_send`), or finish an empty one; drop it if its connection is
+        closed or its request is not in flight."""
+        request = response.request
+        if conn is None or conn.in_flight is not request or conn.send is not None:
+            self.counters.responses_dropped += 1
+            logger.debug(
+                "processor %d: dropping a response to %s (%s): %s",
+                self.processor_id,
+                request.connection_id,
+                request.peer,
+                "the connection is closed" if conn is None else "its request is not in flight",
+            )
+            return
+        try:
+            if not response.chunks:
+                self.counters.responses_empty += 1
+                conn.finish_request()
+                if response.close_after:
+                    self._close(conn, response.reason or "the response asked to close", "response_closed")
+                else:
+                    self._after_request(conn, now)
+                return
+            self._start_send(conn, response)
+        except ResponseSendError as exc:
+            self._close(conn, exc.reason, "error_closed", logging.ERROR)
+            return
+        except Exception:
+            logger.exception("processor %d: cannot start a response to %s", self.processor_id, conn.peer)
+            self._close(conn, "unexpected error starting a response", "error_closed", None)
+            return
+        self._to_write.append(conn)
 
     # 3. poll
     def _poll(self, now: int) -> None:
@@ -478,10 +494,14 @@ class Processor(InlineServing, TlsHandshaking, SaslServing):
         if not sends:
             return
         now = time.monotonic_ns()
+        counters = self.counters
         for conn in sends:
             if conn.closed:
                 continue
-            self.counters.responses_sent += 1
+            send = conn.send
+            responses = 1 if send is None else send.responses
+            counters.responses_sent += responses
+            counters.responses_merged += responses - 1
             conn.finish_request()
             if conn.close_after:
                 self._close(conn, conn.close_reason or "the response asked to close", "response_closed")

@@ -74,7 +74,17 @@ def _as_region(chunk: object) -> TransferableRegion | None:
 class ResponseSend:
     """The chunks of one response still to send, and how far the current one has gone."""
 
-    __slots__ = ("_index", "_offset", "_parts", "_peer", "_tls", "_unflushed", "size_bytes", "written_bytes")
+    __slots__ = (
+        "_index",
+        "_offset",
+        "_parts",
+        "_peer",
+        "_tls",
+        "_unflushed",
+        "responses",
+        "size_bytes",
+        "written_bytes",
+    )
 
     def __init__(self, peer: str, chunks: tuple[bytes | Region, ...], *, tls: bool = False) -> None:
         """Raises :class:`~broker.network.errors.ResponseSendError` for a chunk that cannot be sent."""
@@ -110,6 +120,8 @@ class ResponseSend:
         #: The response's size on the wire.
         self.size_bytes = size
         self.written_bytes = 0
+        #: How many responses (with bytes) the chunks are: several answered together go as one send.
+        self.responses = 1
 
     @property
     def completed(self) -> bool:

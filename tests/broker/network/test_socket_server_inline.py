@@ -1,6 +1,7 @@
 """The socket server's inline serving (InlineHandler, real sockets on 127.0.0.1): requests answered on the
 processor thread in order with handed-over ones, answers given later, pipelining behind a waiting request and
-its bounds, and an inline handler's failure closing only its connection."""
+its bounds, the answers of buffered pipeline requests leaving in one send (to a slow reader, a peer that goes
+away mid-send, over TLS), and an inline handler's failure closing only its connection."""
 
 from __future__ import annotations
 
@@ -8,26 +9,33 @@ import contextlib
 import logging
 import os
 import socket
+import ssl
 import struct
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from broker.endpoint import SecurityProtocol
 from broker.network.inline_serving import PIPELINED_MAX_BYTES
-from broker.network.request_channel import InlineHandler, NetworkRequest, RequestChannel
+from broker.network.request_channel import InlineHandler, NetworkRequest, NetworkResponse, RequestChannel
+from broker.network.ssl_factory import server_ssl_context
 from broker.protocol.frame import framed
+from lumber.dev.dev_certificates import CertificateAuthority
 from tests.broker.network.helpers import (
     CLOSE,
     ECHO,
+    ECHO_THEN_CLOSE,
     EMPTY,
     NETWORK_LOGGER,
     commands,
     echo,
     is_open,
     read_until_closed,
+    recv_exact,
     recv_frame,
     request_frame,
     send_request,
@@ -37,9 +45,18 @@ from tests.broker.network.helpers import (
 
 # -- requests served on the processor thread (InlineHandler) ----------------------------------------------
 
-#: Test api keys: echoed by a handler thread (not inline), answered later from another thread, and held
-#: unanswered until the test releases them (:meth:`_Inline.release`).
-_HANDED_OVER, _LATER, _HELD = 6, 7, 8
+#: Test api keys: echoed by a handler thread (not inline), answered later from another thread, held
+#: unanswered until the test releases them (:meth:`_Inline.release`), and echoed followed by
+#: :data:`_LARGE_BYTES` bytes (an answer far larger than its request), and echoed after releasing the held
+#: ones (on the processor's thread, so that their answers and its own reach the processor in one list).
+_HANDED_OVER, _LATER, _HELD, _LARGE, _RELEASE = 6, 7, 8, 9, 10
+_LARGE_BYTES = 1024 * 1024
+
+
+def _large_answer(frame: bytes) -> bytes:
+    """What :data:`_LARGE` answers to ``frame``: the frame, then ``_LARGE_BYTES`` of its correlation id's
+    last byte."""
+    return framed(frame + bytes([frame[7]]) * _LARGE_BYTES)
 
 
 class _Inline:
@@ -69,20 +86,27 @@ class _Inline:
             return
         if api_key == CLOSE + 100:
             raise RuntimeError("the inline handler failed")
+        if api_key == _RELEASE:
+            self.release()
+        if api_key == _LARGE:
+            self.channel.send_response(NetworkResponse(request, (_large_answer(request.frame),)))
+            return
         response = commands(request)
         if response is not None:
             self.channel.send_response(response)
 
 
 @contextlib.contextmanager
-def _serving_inline(keys: set[int], pipeline: frozenset[int] = frozenset()) -> Iterator[tuple[Any, _Inline]]:
+def _serving_inline(
+    keys: set[int], pipeline: frozenset[int] = frozenset(), **server_args: Any
+) -> Iterator[tuple[Any, _Inline]]:
     channel_box: list[_Inline] = []
 
     def handle(request: NetworkRequest) -> None:
         channel_box[0].handle(request)
 
     handler = InlineHandler(handle, frozenset(keys), pipeline_api_keys=pipeline)
-    with serving(inline=handler, num_processors=1) as served:
+    with serving(inline=handler, num_processors=1, **server_args) as served:
         inline = _Inline(served.channel)
         channel_box.append(inline)
         yield served, inline
@@ -293,3 +317,120 @@ def test_runs_are_taken_one_request_at_a_time_and_the_rest_served_alone_in_order
         stats = served_by.stats()
         assert stats["responses_empty"] == 45
         assert stats["request_bytes"] == sum(4 + len(f) for f in frames)
+
+
+# -- the answers of buffered pipeline requests in one send ------------------------------------------------
+
+
+def test_answers_to_buffered_pipeline_requests_answered_at_once_leave_in_one_send_in_request_order() -> None:
+    """A producer's acks=1 requests arriving together (one read): each is served at once, and their
+    answers go out as one send, byte for byte in request order; empty answers (acks=0) between them add
+    nothing; the connection then serves its next request as before."""
+    with _serving_inline({ECHO, EMPTY}, frozenset({ECHO, EMPTY})) as (served, inline):
+        sock = served.connect()
+        kinds = [EMPTY if i % 7 == 3 else ECHO for i in range(40)]
+        frames = [request_frame(i, b"r%d" % i * (i % 5), api_key=k) for i, k in enumerate(kinds)]
+        sock.sendall(b"".join(framed(f) for f in frames))  # 1.5 KB: one segment, one read
+        echoed = [framed(f) for f, k in zip(frames, kinds, strict=True) if k == ECHO]
+        assert recv_exact(sock, sum(map(len, echoed))) == b"".join(echoed)
+        assert [cid for cid, _ in inline.served] == list(range(40))
+        served.wait_stat("responses_sent", len(echoed))
+        stats = served.stats()
+        assert stats["responses_merged"] == len(echoed) - 1  # one send for all of them
+        assert stats["responses_empty"] == kinds.count(EMPTY)
+        assert stats["requests"] == 40
+        send_request(sock, request_frame(40, b"next"))
+        assert recv_frame(sock) == request_frame(40, b"next")
+        served.wait_stat("responses_sent", len(echoed) + 1)
+        assert served.stats()["responses_merged"] == len(echoed) - 1
+
+
+def test_a_send_of_several_answers_stops_at_one_not_given_yet_and_at_one_that_closes() -> None:
+    """Answers after one not given yet (an acks=-1 request waiting) wait for it, then leave together;
+    an answer that closes the connection ends the send and nothing after it is served."""
+    keys = {ECHO, ECHO_THEN_CLOSE, _LATER}
+    with _serving_inline(keys, frozenset(keys)) as (served, inline):
+        sock = served.connect()
+        kinds = [ECHO, ECHO, _LATER, ECHO, ECHO]
+        frames = [request_frame(i, b"m%d" % i, api_key=k) for i, k in enumerate(kinds)]
+        sock.sendall(b"".join(framed(f) for f in frames))
+        expected = b"".join(framed(f) for f in frames)
+        assert recv_exact(sock, len(expected)) == expected
+        served.wait_stat("responses_sent", 5)
+        assert served.stats()["responses_merged"] == 3  # [0, 1] then [2, 3, 4]
+        other = served.connect()
+        doomed = [request_frame(5), request_frame(6, api_key=ECHO_THEN_CLOSE), request_frame(7, b"never")]
+        other.sendall(b"".join(framed(f) for f in doomed))
+        assert read_until_closed(other) == framed(doomed[0]) + framed(doomed[1])
+        assert [cid for cid, _ in inline.served][5:] == [5, 6]
+        served.wait_stat("response_closed", 1)
+        assert served.stats()["responses_merged"] == 4
+
+
+def test_one_send_of_answers_larger_than_the_socket_buffers_reaches_a_slow_reader_whole() -> None:
+    """Six answers of 1 MiB to requests that arrived together: one send, far more than the socket takes;
+    the client reads only after a pause, and gets every byte in order; the connection goes on."""
+    with _serving_inline({ECHO, _LARGE}, frozenset({ECHO, _LARGE})) as (served, _inline):
+        sock = served.connect()
+        frames = [request_frame(i, api_key=_LARGE) for i in range(1, 7)]
+        sock.sendall(b"".join(framed(f) for f in frames))
+        time.sleep(0.3)  # the send fills the socket buffers and waits for writing
+        for frame in frames:
+            assert recv_exact(sock, 4 + 8 + _LARGE_BYTES) == _large_answer(frame)
+        served.wait_stat("responses_sent", 6)
+        assert served.stats()["responses_merged"] == 5
+        send_request(sock, request_frame(7, b"after"))
+        assert recv_frame(sock) == request_frame(7, b"after")
+
+
+def test_a_peer_going_away_in_the_middle_of_a_send_of_several_answers_closes_only_its_connection() -> None:
+    with _serving_inline({ECHO, _LARGE}, frozenset({ECHO, _LARGE})) as (served, _inline):
+        leaving, staying = served.connect(), served.connect()
+        frames = [request_frame(i, api_key=_LARGE) for i in range(1, 7)]
+        leaving.sendall(b"".join(framed(f) for f in frames))
+        assert recv_exact(leaving, 4 + 8 + 1000) == _large_answer(frames[0])[:1012]
+        leaving.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        leaving.close()  # a reset, with most of the send still to go
+        served.wait_stat("peer_closed", 1)
+        stats = served.stats()
+        assert stats["responses_sent"] == 0
+        assert stats["connections_open"] == 1
+        send_request(staying, request_frame(7, b"still served"))
+        assert recv_frame(staying) == request_frame(7, b"still served")
+
+
+def test_answers_to_buffered_pipeline_requests_leave_in_one_send_over_tls(tmp_path: Path) -> None:
+    ca = CertificateAuthority(tmp_path / "ca")
+    issued = ca.issue("broker")
+    context = server_ssl_context(certfile=str(issued.certfile), keyfile=str(issued.keyfile))
+    server_args = {"ssl_context": context, "security_protocol": SecurityProtocol.SSL, "listener_name": "SSL"}
+    with _serving_inline({ECHO, _LARGE}, frozenset({ECHO, _LARGE}), **server_args) as (served, _inline):
+        client_context = ssl.create_default_context(cafile=str(ca.cafile))
+        raw = socket.create_connection(("127.0.0.1", served.port), timeout=5)
+        with client_context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            frames = [request_frame(i, b"t%d" % i * i) for i in range(20)]
+            frames[7] = request_frame(7, api_key=_LARGE)
+            tls.sendall(b"".join(framed(f) for f in frames))  # one TLS record
+            expected = b"".join(_large_answer(f) if i == 7 else framed(f) for i, f in enumerate(frames))
+            assert recv_exact(tls, len(expected)) == expected
+            served.wait_stat("responses_sent", 20)
+            assert served.stats()["responses_merged"] == 19
+            tls.sendall(framed(request_frame(20, b"next")))
+            assert recv_frame(tls) == request_frame(20, b"next")
+
+
+def test_answers_given_together_to_a_waiting_request_and_those_behind_it_leave_in_one_send() -> None:
+    """An acks=-1 request and the ones pipelined behind it answered together (one group commit): the
+    waiting request's answer starts its send only after the others in the same list are given, so all
+    leave in one send."""
+    keys = {ECHO, _HELD, _RELEASE}
+    with _serving_inline(keys, frozenset(keys)) as (served, inline):
+        sock = served.connect()
+        frames = [request_frame(i, b"h%d" % i, api_key=_HELD) for i in range(1, 4)]
+        frames.append(request_frame(4, b"answers them all", api_key=_RELEASE))
+        sock.sendall(b"".join(framed(f) for f in frames))
+        expected = b"".join(framed(f) for f in frames)
+        assert recv_exact(sock, len(expected)) == expected
+        assert [cid for cid, _ in inline.served] == [1, 2, 3, 4]
+        served.wait_stat("responses_sent", 4)
+        assert served.stats()["responses_merged"] == 3
