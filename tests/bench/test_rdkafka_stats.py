@@ -46,8 +46,9 @@ def test_the_phase_starts_at_the_mark() -> None:
         broker = {"nodeid": 1, "tx": tx, "txbytes": tx * 100, "wakeups": 0, "req": {"Produce": produce}}
         broker |= {"rtt": {"cnt": batches, "sum": batches * 2000}, "waitresp_cnt": batches, "outbuf_cnt": 0}
         bootstrap = {"nodeid": -1, "tx": 1000, "req": {"Produce": 1000}}  # never counted
-        topic = {"batchcnt": {"cnt": batches, "sum": batches * 50}, "partitions": {"0": {"txmsgs": txmsgs}}}
-        topic["partitions"]["-1"] = {"txmsgs": 0}  # librdkafka's unassigned partition
+        # "-1": librdkafka's unassigned partition, never counted
+        partitions = {"0": {"txmsgs": txmsgs}, "-1": {"txmsgs": 0}}
+        topic = {"batchcnt": {"cnt": batches, "sum": batches * 50}, "partitions": partitions}
         return json.dumps({"brokers": {"a": broker, "b": bootstrap}, "topics": {"t": topic}})
 
     stats.callback(emission(tx=7, produce=5, txmsgs=250, batches=5))
