@@ -51,7 +51,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.broker_cpu import BrokersCpu
+from bench.broker_cpu import BrokersCpu, stat_cpu_seconds
 from bench.clients import producer_config as lumber_producer_config
 from bench.paper_kafka import (
     LUMBER_DEFAULTS,
@@ -99,7 +99,30 @@ class CaseFigures:
     broker_share: Spread = field(default_factory=Spread)  # broker CPU / wall (cores)
     client_share: Spread = field(default_factory=Spread)
     idle: Spread = field(default_factory=Spread)  # the machine's idle share
+    broker_thread: Spread = field(default_factory=Spread)  # the broker's busiest thread, cores
+    client_thread: Spread = field(default_factory=Spread)  # this process's busiest thread, cores
     stats: dict[str, Spread] = field(default_factory=dict)
+
+
+def thread_seconds(pid: int | str) -> dict[str, float]:
+    """CPU seconds of each thread of process ``pid`` (``self`` for this one), by ``<tid> <name>``."""
+    found: dict[str, float] = {}
+    ticks = os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            line = (task / "stat").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that ended
+        name = line[line.index("(") + 1 : line.rindex(")")]
+        found[f"{task.name} {name}"] = stat_cpu_seconds(line, ticks)
+    return found
+
+
+def busiest(before: dict[str, float], after: dict[str, float], wall: float) -> tuple[str, float]:
+    """The thread that spent the most CPU between two readings: its name and its share of ``wall``."""
+    spent = {key: after[key] - before.get(key, 0.0) for key in after}
+    key = max(spent, key=lambda k: spent[k])
+    return key.split(" ", 1)[1], spent[key] / wall if wall else 0.0
 
 
 class Meter:
@@ -111,6 +134,12 @@ class Meter:
         self._start: tuple[float, float, float, float, int, int] | None = None
         self.wall = self.broker = self.client = self.caller = 0.0
         self.idle_share = 0.0
+        #: the broker's and this process's busiest thread over the phase: name, share of the wall time
+        self.broker_thread = self.client_thread = ("", 0.0)
+        self._threads: tuple[dict[str, float], dict[str, float]] = ({}, {})
+
+    def _thread_readings(self) -> tuple[dict[str, float], dict[str, float]]:
+        return thread_seconds(self.cpu.pids[0]), thread_seconds("self")
 
     @staticmethod
     def _read(cpu: BrokersCpu) -> tuple[float, float, float, float, int, int]:
@@ -119,15 +148,19 @@ class Meter:
         return time.perf_counter(), cpu.seconds(), own.user + own.system, time.thread_time(), idle, ticks
 
     def start(self) -> None:
+        self._threads = self._thread_readings()
         self._start = self._read(self.cpu)
 
     def stop(self) -> None:
         end = self._read(self.cpu)
+        threads = self._thread_readings()
         if self._start is None:
             raise RuntimeError("a phase stopped that never started")
         wall, broker, client, caller, idle, ticks = (b - a for a, b in zip(self._start, end, strict=True))
         self.wall, self.broker, self.client, self.caller = wall, broker, client, caller
         self.idle_share = idle / ticks if ticks else 0.0
+        self.broker_thread = busiest(self._threads[0], threads[0], wall)
+        self.client_thread = busiest(self._threads[1], threads[1], wall)
 
 
 def rdkafka_send(
@@ -244,8 +277,12 @@ def record(f: CaseFigures, meter: Meter, stats: RdkafkaStats | None, records: in
     f.idle.add(meter.idle_share)
     line = (
         f"{records / meter.wall:>9,.0f} rec/s  broker {meter.broker / meter.wall:.2f} cores  client "
-        f"{meter.client / meter.wall:.2f} cores  idle {meter.idle_share:.2f}"
+        f"{meter.client / meter.wall:.2f} cores  idle {meter.idle_share:.2f}  busiest threads: broker "
+        f"{meter.broker_thread[0]} {meter.broker_thread[1]:.2f}, client {meter.client_thread[0]} "
+        f"{meter.client_thread[1]:.2f}"
     )
+    f.broker_thread.add(meter.broker_thread[1])
+    f.client_thread.add(meter.client_thread[1])
     if stats is not None:
         summary = stats.summary()
         for key, value in summary.items():
@@ -330,10 +367,11 @@ def report(
         f"{rounds} rounds; CPU in us per 1,000 records; shares in cores of the 2"
     )
     print(
-        "| case | system | rec/s | broker CPU | client CPU | caller thread | broker cores | client cores | "
-        "machine idle | records / request | sets / request | rtt ms | queue ms | in flight |"
+        "| case | system | rec/s | broker CPU | client CPU | caller thread | broker cores | its busiest "
+        "thread | client cores | its busiest thread | machine idle | records / request | sets / request | "
+        "rtt ms | queue ms | in flight |"
     )
-    print("| --- | --- |" + " ---: |" * 12)
+    print("| --- | --- |" + " ---: |" * 14)
     for name, by_system in figures.items():
         for system, f in by_system.items():
             cells = [
@@ -342,7 +380,9 @@ def report(
                 f"{f.client_cpu.median:.0f}",
                 f"{f.caller_cpu.median:.0f}",
                 f"{f.broker_share.median:.2f}",
+                f"{f.broker_thread.median:.2f}",
                 f"{f.client_share.median:.2f}",
+                f"{f.client_thread.median:.2f}",
                 f"{f.idle.median:.2f}",
             ]
             cells += [f"{f.stats[k].median:.2f}" if k in f.stats else "" for k in STATS_COLUMNS]
