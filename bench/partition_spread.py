@@ -201,9 +201,13 @@ def rdkafka_send(
             meter.stop()
         if left:
             raise RuntimeError(f"{topic} at {bootstrap}: {left} records unacknowledged")
-        emitted = stats.emissions  # one emission more: the last window's samples
-        wait_until = time.monotonic() + 5 * STATS_INTERVAL_MS / 1000
-        while stats.emissions == emitted and time.monotonic() < wait_until:
+        # two emissions more: the first may have been made before the last response was counted and
+        # served only now; the second was made after ``flush`` returned, its windows close the phase
+        emitted = stats.emissions
+        wait_until = time.monotonic() + 50 * STATS_INTERVAL_MS / 1000  # a loaded machine delays its timer
+        while stats.emissions < emitted + 2:
+            if time.monotonic() > wait_until:
+                raise TimeoutError(f"{topic}: librdkafka emitted no statistics after the phase")
             producer.poll(0.02)
         return stats
 
