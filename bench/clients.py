@@ -265,19 +265,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'case':<40s} {'best msg/s':>12s} {'x kafka-python':>15s} {'x RabbitMQ ref':>15s}")
     for name, found in rates.items():
         rate = best(found)
-        baseline = produce_baseline if name.startswith("produce") else consume_baseline
+        against = produce_baseline if name.startswith("produce") else consume_baseline
         reference = RABBITMQ_PRODUCE if name.startswith("produce") else RABBITMQ_CONSUME
-        print(f"{name:<40s} {rate:>12,.0f} {rate / baseline:>15.2f} {rate / reference:>15.2f}")
+        print(f"{name:<40s} {rate:>12,.0f} {rate / against:>15.2f} {rate / reference:>15.2f}")
     print()
     for name, target in TARGETS.items():
-        found = (
+        achieved = (
             best(rates.get(name, [])) if name != "consume" else best(rates.get("consume, poll_values", []))
         )
         reference = RABBITMQ_PRODUCE if name.startswith("produce") else RABBITMQ_CONSUME
         print(
             f"issue 9 target {name}: >= {target:g}x RabbitMQ's {reference:,} msg/s "
             f"= {target * reference:,.0f}; "
-            f"here {found:,.0f} ({found / reference:.1f}x)"
+            f"here {achieved:,.0f} ({achieved / reference:.1f}x)"
         )
     return 0
 
