@@ -15,7 +15,9 @@ watcher for metadata. It holds no partition state of its own. What each API answ
   INVALID_REQUIRED_ACKS for every partition); the replica manager appends and says when to answer
   (``acks=-1``: once every in-sync replica has the batches, or, with ``[log] flush_on_ack``, once they are
   fsynced; REQUEST_TIMED_OUT after ``timeout_ms``). ``acks=0`` gets no response: a failure closes the
-  connection, so that the producer notices (as Kafka does). A refused partition has nothing appended.
+  connection, so that the producer notices (as Kafka does). A refused partition has nothing appended. A
+  connection's learnt one-partition request and a pipelined ``acks=0`` run take the fast paths of
+  :mod:`broker.server.produce_fast_path`, with the same answers.
 * **Fetch**: whole batches as file regions that the network layer sends with ``sendfile`` (the broker never
   decodes a batch to serve it); ``min_bytes`` and ``max_wait_ms`` as the replica manager applies them.
 * **Fetch sessions** (KIP-227, Fetch v7+): a full fetch with ``session_epoch`` 0 opens a session when
