@@ -36,7 +36,6 @@ from broker.protocol.messages.produce import (
 )
 from broker.record.compression import CompressionType
 from broker.record.record_batch_builder import RecordBatchBuilder
-from broker.record.topic_partition import TopicPartition
 from broker.server.kafka_apis import KafkaApis
 from broker.server.purgatory import Purgatory
 from broker.server.replica_manager import ReplicaManager
@@ -49,7 +48,6 @@ from tests.support.broker_cluster import wait_for
 pytestmark = pytest.mark.zookeeper
 
 TOPIC = "fast"
-TP = TopicPartition(TOPIC, 0)
 PRODUCE_KEY = 0
 MAX_MESSAGE_BYTES = 8000
 CONNECTION = "127.0.0.1:9092-127.0.0.1:50000-0"
@@ -82,20 +80,25 @@ class Broker:
             return None
         return b"".join(bytes(chunk) for chunk in response.chunks)  # type: ignore[arg-type]
 
-    def segment_bytes(self) -> bytes:
-        log = self.logs.get_log(TOPIC, 0)
+    def segment_bytes(self, partition: int = 0) -> bytes:
+        log = self.logs.get_log(TOPIC, partition)
         assert log is not None
         return b"".join(path.read_bytes() for path in sorted(log.dir.glob("*.log")))
 
 
 @contextmanager
-def two_brokers(zk: Any, tmp_path: Path, leader: int = 0) -> Iterator[tuple[Broker, Broker]]:
-    """A broker with the fast path and one without, both broker 0 of ``TOPIC``'s one partition (led by
+def two_brokers(
+    zk: Any, tmp_path: Path, leader: int = 0, partitions: int = 1
+) -> Iterator[tuple[Broker, Broker]]:
+    """A broker with the fast path and one without, both broker 0 of ``TOPIC``'s ``partitions`` (led by
     ``leader``, in epoch 3)."""
     add_broker(zk, 0, free_port())
-    zk.create(zk_paths.topic_path(TOPIC), zk_paths.encode_assignment({0: [0]}), makepath=True)
+    assignment = {p: [0] for p in range(partitions)}
+    zk.create(zk_paths.topic_path(TOPIC), zk_paths.encode_assignment(assignment), makepath=True)
     state = PartitionState(leader=leader, leader_epoch=3, isr=(0,), controller_epoch=1)
-    zk.create(zk_paths.partition_state_path(TOPIC, 0), zk_paths.encode_partition_state(state), makepath=True)
+    for p in range(partitions):
+        path = zk_paths.partition_state_path(TOPIC, p)
+        zk.create(path, zk_paths.encode_partition_state(state), makepath=True)
     with ExitStack() as stack:
         brokers = []
         for name, enabled in (("fast", True), ("general", False)):
@@ -107,7 +110,11 @@ def two_brokers(zk: Any, tmp_path: Path, leader: int = 0) -> Iterator[tuple[Brok
             watcher = ClusterWatcher(zk)
             watcher.start()
             stack.callback(watcher.stop)
-            wait_for(lambda w=watcher: TP in w.view.states, 10, "the partition's state in the view")  # type: ignore[misc]
+            wait_for(
+                lambda w=watcher: len(w.view.states) == partitions,  # type: ignore[misc]
+                10,
+                "the partitions' states in the view",
+            )
             replicas = ReplicaManager(0, logs, watcher, purgatory)
             stack.callback(replicas.shutdown)
             replicas.apply(EMPTY_VIEW, watcher.view)
@@ -130,12 +137,20 @@ def two_brokers(zk: Any, tmp_path: Path, leader: int = 0) -> Iterator[tuple[Brok
 
 
 def frame(
-    records: bytes, correlation_id: int, *, acks: int = 1, version: int = 9, partitions: int = 1
+    records: bytes,
+    correlation_id: int,
+    *,
+    acks: int = 1,
+    version: int = 9,
+    partitions: int = 1,
+    partition: int = 0,
 ) -> bytes:
+    """A Produce request of ``records`` to ``partition`` (``partitions`` > 1: to partitions 0, 1, ...)."""
+    indexes = range(partitions) if partitions > 1 else [partition]
     body = ProduceRequest(
         acks=acks,
         timeout_ms=5000,
-        topic_data=[TopicProduceData(TOPIC, [PartitionProduceData(p, records) for p in range(partitions)])],
+        topic_data=[TopicProduceData(TOPIC, [PartitionProduceData(p, records) for p in indexes])],
     )
     return encode_request(version, correlation_id, "fast-producer", body)[4:]
 
@@ -270,3 +285,23 @@ def test_requests_of_other_shapes_are_never_learnt(zk: Any, tmp_path: Path) -> N
         assert fast.apis.fast_produce.served == 0
         assert fast.segment_bytes() == general.segment_bytes()
         assert fast.logs.get_log(TOPIC, 0).log_end_offset == 20  # type: ignore[union-attr]
+
+
+def test_a_producer_spreading_over_partitions_has_each_request_learnt(zk: Any, tmp_path: Path) -> None:
+    """One connection's requests to partitions 0, 1, 2, 0, 1, 2, ... (librdkafka's partitioner): the
+    first to each partition is learnt, the others served fast, each at its partition's offsets."""
+    with two_brokers(zk, tmp_path, partitions=3) as (fast, general):
+        for i in range(9):
+            f = frame(keyless(4 + i), i, partition=i % 3)
+            fast_answer = fast.serve(f)
+            assert fast_answer == general.serve(f)
+            assert fast_answer is not None
+            body = decode_response(PRODUCE_KEY, 9, fast_answer[4:]).body
+            assert isinstance(body, ProduceResponse)
+            [topic] = body.responses
+            [partition] = topic.partition_responses
+            expected_base = sum(4 + j for j in range(i % 3, i, 3))
+            assert (partition.index, partition.error_code, partition.base_offset) == (i % 3, 0, expected_base)
+        assert fast.apis.fast_produce.served == 6
+        for p in range(3):
+            assert fast.segment_bytes(p) == general.segment_bytes(p)
