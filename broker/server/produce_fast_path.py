@@ -15,9 +15,10 @@ the append, never a step of the append:
    (:meth:`~broker.protocol.codec.ProduceTemplate.records_of`), so the version, client id, transactional
    id, ``acks``, ``timeout_ms``, topic and partition are the learnt request's.
 2. **Authorise** WRITE on the topic, per request (:class:`~broker.server.auth_helper.AuthHelper`, the same
-   check as the general path's); **find the partition** led here
-   (:meth:`~broker.server.replica_manager.ReplicaManager.leader_partition`). Either refused: the fast path
-   declines, the general path answers the refusal (nothing has been done).
+   check as the general path's): refused, the fast path declines and the general path answers the refusal
+   (nothing has been done). **Find the partition** led here
+   (:meth:`~broker.server.replica_manager.ReplicaManager.leader_partition`, whose errors are answered as
+   an append's, below).
 3. **Append** through :meth:`~broker.server.replica_manager.ReplicaManager.append_to_local_log`, the one
    path into the log (validation, the idempotent producer's checks, offsets, leader epoch), inside
    :meth:`~broker.server.replica_manager.ReplicaManager.completing_here` as the general path.
@@ -112,7 +113,9 @@ class ProduceFastPath:
         #: False: nothing is learnt, every request takes the general path (tests compare the two).
         self.enabled = enabled
         self._learnt: dict[str, list[_Learnt]] = {}
-        #: Requests served here, to the end (tests and diagnosis).
+        #: Requests this path took (tests and diagnosis), and those of them it answered itself from the
+        #: packed template (the others: a failure or a wait, answered by the general path's code).
+        self.taken = 0
         self.served = 0
 
     def learn(self, request: NetworkRequest, header: RequestHeader, body: ProduceRequest) -> None:
@@ -230,6 +233,7 @@ class ProduceFastPath:
             request.session, AclOperation.WRITE, ResourceType.TOPIC, tp.topic
         ):
             return False  # the general path refuses it, naming why
+        self.taken += 1
         replicas = self._replicas
         acks = learnt.acks
         with replicas.completing_here():  # the followers' waiting fetches are answered here

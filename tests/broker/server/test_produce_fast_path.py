@@ -4,9 +4,9 @@ view, each its own log folder), one with the fast path and one without, are give
 of one connection, and answer the same bytes and write the same segment bytes, for every outcome: appends
 (``acks=1`` and ``acks=-1``, idempotent batches and their retries), a corrupt CRC, a bad magic, a record
 too large, an idempotent producer's sequence gap, a partition led elsewhere, a request of another shape.
-The fast broker's ``served`` count says which requests took the fast path (all the learnt ones but the
-failures), so these tests fail with the path turned off. The acks=0 runs' part of the module (``serve_run``)
-is tested on the wire in tests/broker/server/test_replica_manager.py."""
+The fast broker's ``taken`` and ``served`` counts say how many requests took the fast path and how many
+of them it answered itself, so these tests fail with the path turned off. The acks=0 runs' part of the
+module (``serve_run``) is tested on the wire in tests/broker/server/test_replica_manager.py."""
 
 from __future__ import annotations
 
@@ -88,14 +88,14 @@ class Broker:
 
 @contextmanager
 def two_brokers(
-    zk: Any, tmp_path: Path, leader: int = 0, partitions: int = 1
+    zk: Any, tmp_path: Path, leader: int = 0, partitions: int = 1, replicas: tuple[int, ...] = (0,)
 ) -> Iterator[tuple[Broker, Broker]]:
     """A broker with the fast path and one without, both broker 0 of ``TOPIC``'s ``partitions`` (led by
     ``leader``, in epoch 3)."""
     add_broker(zk, 0, free_port())
-    assignment = {p: [0] for p in range(partitions)}
+    assignment = {p: list(replicas) for p in range(partitions)}
     zk.create(zk_paths.topic_path(TOPIC), zk_paths.encode_assignment(assignment), makepath=True)
-    state = PartitionState(leader=leader, leader_epoch=3, isr=(0,), controller_epoch=1)
+    state = PartitionState(leader=leader, leader_epoch=3, isr=replicas, controller_epoch=1)
     for p in range(partitions):
         path = zk_paths.partition_state_path(TOPIC, p)
         zk.create(path, zk_paths.encode_partition_state(state), makepath=True)
@@ -115,15 +115,15 @@ def two_brokers(
                 10,
                 "the partitions' states in the view",
             )
-            replicas = ReplicaManager(0, logs, watcher, purgatory)
-            stack.callback(replicas.shutdown)
-            replicas.apply(EMPTY_VIEW, watcher.view)
+            manager = ReplicaManager(0, logs, watcher, purgatory)
+            stack.callback(manager.shutdown)
+            manager.apply(EMPTY_VIEW, watcher.view)
             channel = RequestChannel()
             sink = Sink()
             channel.register_processor(0, sink)
             apis = KafkaApis(
                 config=BrokerConfig(),
-                replica_manager=replicas,
+                replica_manager=manager,
                 admin_manager=None,  # type: ignore[arg-type]  # no admin request here
                 cluster=watcher,
                 channel=channel,
@@ -144,12 +144,13 @@ def frame(
     version: int = 9,
     partitions: int = 1,
     partition: int = 0,
+    timeout_ms: int = 5000,
 ) -> bytes:
     """A Produce request of ``records`` to ``partition`` (``partitions`` > 1: to partitions 0, 1, ...)."""
     indexes = range(partitions) if partitions > 1 else [partition]
     body = ProduceRequest(
         acks=acks,
-        timeout_ms=5000,
+        timeout_ms=timeout_ms,
         topic_data=[TopicProduceData(TOPIC, [PartitionProduceData(p, records) for p in indexes])],
     )
     return encode_request(version, correlation_id, "fast-producer", body)[4:]
@@ -207,7 +208,12 @@ def test_appends_answer_and_store_the_same_bytes_as_the_general_path(zk: Any, tm
             assert fast_answer == general_answer, i
             assert fast_answer == answer(versions[i], i + 1, offsets[i]), (i, fast_answer, general_answer)
         # the first of each request learnt: 1, 5 and 7 took the general path
-        assert (fast.apis.fast_produce.served, general.apis.fast_produce.served) == (5, 0)
+        counts = (
+            fast.apis.fast_produce.taken,
+            fast.apis.fast_produce.served,
+            general.apis.fast_produce.taken,
+        )
+        assert counts == (5, 5, 0)
         stored = fast.segment_bytes()
         assert stored == general.segment_bytes()
         assert len(stored) > 0
@@ -255,14 +261,14 @@ def test_every_failure_answers_as_the_general_path_and_appends_nothing(zk: Any, 
             (0, 20),
             (0, 22),
         ]
-        # 2-9 recognised; 2, 3, 4 and 7 failed (answered by the general builder): 4 served to the end
-        assert fast.apis.fast_produce.served == 4
+        # 2-9 taken; 2, 3, 4 and 7 failed (answered by the general path's builder), 4 answered fast
+        assert (fast.apis.fast_produce.taken, fast.apis.fast_produce.served) == (8, 4)
         assert fast.segment_bytes() == general.segment_bytes()
 
 
-def test_a_partition_led_elsewhere_and_other_shapes_take_the_general_path(zk: Any, tmp_path: Path) -> None:
-    """Broker 0 does not lead: NOT_LEADER_OR_FOLLOWER from both, nothing appended; a request of two
-    partitions and an acks=0 request are never learnt."""
+def test_a_partition_led_elsewhere_answers_as_the_general_path(zk: Any, tmp_path: Path) -> None:
+    """Broker 0 does not lead: NOT_LEADER_OR_FOLLOWER from both (the second request taken by the fast
+    path, answered by the general path's builder), nothing appended."""
     with two_brokers(zk, tmp_path, leader=1) as (fast, general):
         frames = [frame(keyless(5), 1), frame(keyless(5), 2)]
         answers = [(fast.serve(f), general.serve(f)) for f in frames]
@@ -270,11 +276,12 @@ def test_a_partition_led_elsewhere_and_other_shapes_take_the_general_path(zk: An
             assert fast_answer == general_answer
             assert fast_answer is not None
             assert error_of(9, fast_answer)[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
-        assert fast.apis.fast_produce.served == 0
+        assert (fast.apis.fast_produce.taken, fast.apis.fast_produce.served) == (1, 0)
         assert fast.segment_bytes() == general.segment_bytes() == b""
 
 
 def test_requests_of_other_shapes_are_never_learnt(zk: Any, tmp_path: Path) -> None:
+    """A request of two partitions and an acks=0 request: the general path's answers, nothing learnt."""
     with two_brokers(zk, tmp_path) as (fast, general):
         two = [frame(keyless(5), i, partitions=2) for i in (1, 2)]  # partition 1 does not exist here
         for f in two:
@@ -282,7 +289,7 @@ def test_requests_of_other_shapes_are_never_learnt(zk: Any, tmp_path: Path) -> N
         for i in (3, 4):
             assert fast.serve(frame(keyless(5), i, acks=0)) is None
             assert general.serve(frame(keyless(5), i, acks=0)) is None
-        assert fast.apis.fast_produce.served == 0
+        assert fast.apis.fast_produce.taken == 0
         assert fast.segment_bytes() == general.segment_bytes()
         assert fast.logs.get_log(TOPIC, 0).log_end_offset == 20  # type: ignore[union-attr]
 
@@ -302,6 +309,24 @@ def test_a_producer_spreading_over_partitions_has_each_request_learnt(zk: Any, t
             [partition] = topic.partition_responses
             expected_base = sum(4 + j for j in range(i % 3, i, 3))
             assert (partition.index, partition.error_code, partition.base_offset) == (i % 3, 0, expected_base)
-        assert fast.apis.fast_produce.served == 6
+        assert (fast.apis.fast_produce.taken, fast.apis.fast_produce.served) == (6, 6)
         for p in range(3):
             assert fast.segment_bytes(p) == general.segment_bytes(p)
+
+
+def test_an_acks_all_append_waiting_for_a_follower_is_answered_as_the_general_path(
+    zk: Any, tmp_path: Path
+) -> None:
+    """Broker 1 is in the ISR and never fetches: an acks=-1 request recognised by the fast path is
+    appended, waits in the purgatory and is answered REQUEST_TIMED_OUT at its timeout, as the general
+    path answers it (the same bytes), its records in the log."""
+    with two_brokers(zk, tmp_path, replicas=(0, 1)) as (fast, general):
+        for i in (1, 2):
+            f = frame(keyless(3), i, acks=-1, timeout_ms=300)
+            fast_answer = fast.serve(f)
+            assert fast_answer == general.serve(f)
+            assert error_of(9, fast_answer) == (ErrorCode.REQUEST_TIMED_OUT, -1)
+        # the second appended by the fast path, answered by the general path's code
+        assert (fast.apis.fast_produce.taken, fast.apis.fast_produce.served) == (1, 0)
+        assert fast.segment_bytes() == general.segment_bytes()
+        assert fast.logs.get_log(TOPIC, 0).log_end_offset == 6  # type: ignore[union-attr]
