@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -208,6 +209,7 @@ def _measure() -> None:
     finally:
         purgatory.shutdown()
         logs.close()
+        shutil.rmtree(folder, ignore_errors=True)  # each run's log is ~170 MB
 
 
 def _run(tree: Path) -> dict[str, float]:
