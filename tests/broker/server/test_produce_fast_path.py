@@ -330,3 +330,19 @@ def test_an_acks_all_append_waiting_for_a_follower_is_answered_as_the_general_pa
         assert (fast.apis.fast_produce.taken, fast.apis.fast_produce.served) == (1, 0)
         assert fast.segment_bytes() == general.segment_bytes()
         assert fast.logs.get_log(TOPIC, 0).log_end_offset == 6  # type: ignore[union-attr]
+
+
+def test_empty_and_truncated_records_answer_as_the_general_path(zk: Any, tmp_path: Path) -> None:
+    """A learnt request whose records are empty, or a batch cut short, recognised by the fast path: the
+    general path's answer, byte for byte, and nothing appended; the next good request at offset 10."""
+    good = keyless(10)
+    frames = [frame(good, 1), frame(b"", 2), frame(good[:40], 3), frame(good[:-1], 4), frame(good, 5)]
+    with two_brokers(zk, tmp_path) as (fast, general):
+        answers = [(fast.serve(f), general.serve(f)) for f in frames]
+        for i, (fast_answer, general_answer) in enumerate(answers):
+            assert fast_answer == general_answer, (i, fast_answer, general_answer)
+        assert [error_of(9, a)[0] for a, _ in answers[1:4]] == [error_of(9, b)[0] for _, b in answers[1:4]]
+        assert all(error_of(9, a)[0] != 0 for a, _ in answers[1:4])
+        assert error_of(9, answers[4][0]) == (0, 10)
+        assert fast.apis.fast_produce.taken == 4
+        assert fast.segment_bytes() == general.segment_bytes()
