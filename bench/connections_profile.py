@@ -52,7 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     rates = {clients: Spread() for clients in counts}
     cpu = {clients: Spread() for clients in counts}
     failed = False
-    with bench_cluster(Path(tempfile.mkdtemp(prefix="lumber-connections-")), 0) as cluster:
+    with (
+        tempfile.TemporaryDirectory(prefix="lumber-connections-") as scratch,
+        bench_cluster(Path(scratch), 0) as cluster,
+    ):
         broker = cluster.add_broker(LUMBER_DEFAULTS)
         if broker.popen is None:
             raise RuntimeError("the broker did not start")

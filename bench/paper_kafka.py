@@ -34,9 +34,15 @@ The clients' code is :mod:`bench.paper_kafka_clients`.
 Every phase is checked, not only timed: no delivery error, the topic's high watermarks add up to the
 records sent, the consumer received exactly that many. **Broker CPU**: utime + stime of the broker
 process (``/proc/<pid>/stat``, :mod:`bench.broker_cpu`) before and after each phase, as CPU seconds per
-million records: the fairest figure on a shared machine. Before round 1 each broker takes one unreported
-produce and consume at batch 50 (a cold JVM compiles Kafka's hot paths in its first seconds; Lumber's
-numba kernels compile on first use). Round ``r`` drives Kafka first when ``r`` is odd, Lumber first when
+million records: the fairest figure on a shared machine; and the broker's cores over the phase (its CPU
+seconds over the wall seconds). **Machine idle**: the share of both cores' time that was idle during each
+phase (``/proc/stat``, :mod:`bench.machine_idle`): a phase with a core to spare was bound by the broker or
+the client, one with nothing idle by the machine, whose rate moves with whatever else ran. **Warm-up**:
+before round 1 each broker takes every produce shape the rounds measure (batch 1 and 50, ``acks=1`` and
+``all``, each partition count), ``warm_up_s`` seconds of traffic each, and reads back the topics of the
+shapes the rounds read (:mod:`bench.paper_kafka_warmup`: a cold JVM compiles each shape's paths only
+after thousands of its requests; Lumber's numba kernels compile on first use); each pass's rate is kept in
+:attr:`KafkaComparison.warm_up`. Round ``r`` drives Kafka first when ``r`` is odd, Lumber first when
 even. Figures: the median of the rounds with min and max (:mod:`bench.spread`); tables in
 :mod:`bench.paper_kafka_report`. One thread drives it all (librdkafka's own threads and the connections
 phases' client threads aside); a failed phase is recorded in :attr:`KafkaComparison.failures` and the run
@@ -55,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.broker_cpu import BrokersCpu, per_million
+from bench.machine_idle import MachineIdle
 from bench.paper_kafka_clients import (
     ConfluentProducer,
     confluent_consume,
@@ -64,6 +71,7 @@ from bench.paper_kafka_clients import (
     kcat_produce,
     kcat_version,
 )
+from bench.paper_kafka_warmup import WARM_UP_SECONDS, WarmUpShape, warm_up
 from bench.spread import Spread
 from lumber.dev.kafka_server import KAFKA_SCRIPT_JVM_OPTIONS, KafkaCluster
 from lumber.dev.peer_jars import peer_jars
@@ -77,7 +85,6 @@ log = logging.getLogger("bench.paper_kafka")
 KAFKA = "Apache Kafka"
 LUMBER = "Lumber"
 RECORD_BYTES = 100
-WARMUP_RECORDS = 50_000
 #: Kafka's server settings that differ from its defaults in ``lumber.dev.kafka_server`` (sized for tests),
 #: set back to Kafka 4.x's defaults for the benchmark
 KAFKA_DEFAULTS = {
@@ -129,10 +136,13 @@ def partitions_case(phase: str, partitions: int) -> str:
 
 @dataclass
 class CaseResult:
-    """One case on one broker: records/s and broker CPU seconds per million records, one value a round."""
+    """One case on one broker, one value a round: records/s, broker CPU seconds per million records, the
+    broker's cores (CPU seconds over wall seconds) and the machine's idle share (0 to 1, every core)."""
 
     rate: Spread = field(default_factory=Spread)
     cpu_per_million: Spread = field(default_factory=Spread)
+    broker_cores: Spread = field(default_factory=Spread)
+    idle: Spread = field(default_factory=Spread)
 
 
 @dataclass
@@ -150,6 +160,9 @@ class KafkaComparison:
     memory: dict[str, dict[str, float]] = field(default_factory=dict)
     #: whether the replication phases ran (:mod:`bench.paper_kafka_replication`)
     replication: bool = False
+    #: the warm-up's passes, records/s each in order, by case warmed, then by broker
+    #: (:mod:`bench.paper_kafka_warmup`)
+    warm_up: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -250,6 +263,7 @@ class KafkaBench:
         before_rounds: Sequence[ExtraPhase] = (),
         each_round: Sequence[ExtraPhase] = (),
         standard_cases: bool = True,
+        warm_up_s: float = WARM_UP_SECONDS,
     ) -> None:
         self.brokers = brokers
         self.values = make_records(records)
@@ -259,6 +273,7 @@ class KafkaBench:
         self.before_rounds = before_rounds
         self.each_round = each_round
         self.standard_cases = standard_cases
+        self.warm_up_s = warm_up_s
         self._lines = scratch / "kcat-records.txt"
 
     def run(self) -> KafkaComparison:
@@ -280,21 +295,40 @@ class KafkaBench:
         """Kafka first in odd rounds, Lumber first in even ones."""
         return self.brokers if round_number % 2 else list(reversed(self.brokers))
 
-    def warm_up(self, broker: BrokerUnderTest, topic: str | None = None) -> None:
-        """An unreported produce and consume at batch 50 (to ``topic``, default ``warmup-<slug>``)."""
-        topic = topic or f"warmup-{broker.slug}"
-        count = min(WARMUP_RECORDS, len(self.values))
+    def warm_up_shapes(self) -> list[WarmUpShape]:
+        """Every produce shape the rounds measure (see the module docstring), in the rounds' order."""
+        shapes = []
+        if self.standard_cases:
+            shapes += [
+                WarmUpShape(case.name, case.batch, case.acks, 1, 0, (case.batch, case.acks) == (50, "1"))
+                for case in PRODUCE_CASES
+            ]
+        shapes += [
+            WarmUpShape(partitions_case("produce", count), 50, "1", count, None, True)
+            for count in self.comparison.partitions
+        ]
+        return shapes
+
+    def warm_up(self, broker: BrokerUnderTest) -> None:
+        """Every shape of :meth:`warm_up_shapes` for ``warm_up_s`` seconds, unreported but its passes'
+        rates (:mod:`bench.paper_kafka_warmup`)."""
         try:
-            broker.create_topic(topic, 1)
-            ConfluentProducer(broker.bootstrap, topic, 50, "1").send(self.values[:count], 0)
-            consumer = connected_consumer(broker.bootstrap, topic, count)
-            try:
-                confluent_consume(consumer, topic, 1, count)
-            finally:
-                consumer.close()
+            passes = warm_up(
+                broker.bootstrap,
+                broker.create_topic,
+                broker.slug,
+                self.warm_up_shapes(),
+                self.values,
+                self.warm_up_s,
+                self.say,
+                broker.name,
+            )
         except Exception as exc:
             log.debug("warm-up of %s failed", broker.name, exc_info=True)
             self.comparison.failures.append(f"{broker.name} warm-up: {type(exc).__name__}: {exc}")
+            return
+        for case, rates in passes.items():
+            self.comparison.warm_up.setdefault(case, {})[broker.name] = rates
 
     def _round(self, broker: BrokerUnderTest, round_number: int) -> None:
         n = len(self.values)
@@ -401,9 +435,10 @@ class KafkaBench:
     def measure(
         self, case: str, broker: BrokerUnderTest, round_number: int, count: int, body: Callable[[], None]
     ) -> bool:
-        """Run ``body``, timed and with the broker's CPU read before and after; record it under ``case``."""
+        """Run ``body``, timed, with the broker's CPU and the machine's idle ticks read before and after;
+        record it under ``case``."""
         try:
-            with broker.cpu.phase() as spent:
+            with MachineIdle().phase() as idle, broker.cpu.phase() as spent:
                 started = time.perf_counter()
                 body()
                 seconds = time.perf_counter() - started
@@ -412,9 +447,12 @@ class KafkaBench:
         result = self.comparison.result(case, broker.name)
         result.rate.add(count / seconds)
         result.cpu_per_million.add(per_million(spent.seconds, count))
+        result.broker_cores.add(spent.seconds / seconds)
+        result.idle.add(idle.share)
         self.say(
             f"round {round_number} {broker.name:<13} {case:<30} {count / seconds:>10,.0f} rec/s  "
-            f"broker CPU {per_million(spent.seconds, count):6.2f} s per million ({seconds:.2f} s)"
+            f"broker CPU {per_million(spent.seconds, count):6.2f} s per million ({seconds:.2f} s, "
+            f"{spent.seconds / seconds:.2f} cores); machine idle {idle.share:.0%}"
         )
         return True
 
@@ -440,9 +478,10 @@ def run_kafka_comparison(
     before_rounds: Sequence[ExtraPhase] = (),
     each_round: Sequence[ExtraPhase] = (),
     standard_cases: bool = True,
+    warm_up_s: float = WARM_UP_SECONDS,
 ) -> KafkaComparison:
     """Apache Kafka against a Lumber broker (:mod:`bench.paper_kafka`), both stopped after; the extra
-    phases and ``standard_cases`` as :class:`KafkaBench` takes them."""
+    phases, ``standard_cases`` and ``warm_up_s`` as :class:`KafkaBench` takes them."""
     import confluent_kafka  # noqa: PLC0415
 
     kafka = benchmark_kafka(scratch / "kafka")
@@ -470,6 +509,7 @@ def run_kafka_comparison(
             before_rounds=before_rounds,
             each_round=each_round,
             standard_cases=standard_cases,
+            warm_up_s=warm_up_s,
         ).run()
         comparison.notes.append(
             f"Apache Kafka {kafka_version()} (one KRaft combined node, JVM {' '.join(node.jvm_options)} "

@@ -5,8 +5,11 @@ rounds, and the ratios Lumber / Kafka of the medians, with issue 39's goal besid
 the partitions and the connections (each broker's throughput at 1, 4, 10, 100 (1,000) partitions, at 1, 10,
 100 connections, and its fraction of its own figure at the smallest count); replication (three brokers each:
 RF 1 ``acks=1`` and RF 3 ``acks=all``, each system's ratio of the two against issue 39's goal, Lumber's at
-least Kafka's); memory (each broker's RSS before and after 1,000 partitions). Each table only when its
-phases ran. A line per note and per failure follows. Pure formatting, no state.
+least Kafka's); memory (each broker's RSS before and after 1,000 partitions); the machine (every case's
+broker cores, CPU seconds over wall seconds, and the machine's idle share in percent of both cores, each
+``median [min - max]``: a phase with a core idle was bound by its broker or client, one with none by the
+machine); the warm-up (each shape's passes before round 1 and the first and last pass's rate). Each table
+only when its phases ran. A line per note and per failure follows. Pure formatting, no state.
 """
 
 from __future__ import annotations
@@ -98,6 +101,10 @@ def markdown(comparison: KafkaComparison) -> str:
         lines += ["", *replication_lines(comparison)]
     if comparison.memory:
         lines += ["", *memory_lines(comparison)]
+    if any(result.idle for by_broker in comparison.cases.values() for result in by_broker.values()):
+        lines += ["", *machine_lines(comparison)]
+    if comparison.warm_up:
+        lines += ["", *warm_up_lines(comparison)]
     lines += ["", *(f"- {note}" for note in comparison.notes)]
     lines += [f"- FAILED {failure}" for failure in comparison.failures]
     return "\n".join(lines).rstrip() + "\n"
@@ -223,4 +230,51 @@ def memory_lines(comparison: KafkaComparison) -> list[str]:
             f"| {growth:,.0f} | {growth * 1024 / partitions:,.1f} "
             f"| {produced.rate.text() if produced else '-'} | {consumed.rate.text() if consumed else '-'} |"
         )
+    return lines
+
+
+def _percent(spread: Spread) -> str:
+    return Spread([value * 100 for value in spread.values]).text()
+
+
+def machine_lines(comparison: KafkaComparison) -> list[str]:
+    """Every case in the order run: each broker's cores over the phase and the machine's idle share."""
+    lines = [
+        (
+            "| case | Kafka broker cores | machine idle % | Lumber broker cores | machine idle % "
+            "| Lumber / Kafka rec/s |"
+        ),
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for case, by_broker in comparison.cases.items():
+        cores, idle, rates = (
+            _rates(by_broker, "broker_cores"),
+            _rates(by_broker, "idle"),
+            _rates(by_broker),
+        )
+        lines.append(
+            f"| {case} | {cores[KAFKA].text(2)} | {_percent(idle[KAFKA])} | {cores[LUMBER].text(2)} "
+            f"| {_percent(idle[LUMBER])} | {ratio_text(ratio(rates[LUMBER], rates[KAFKA]))} |"
+        )
+    return lines
+
+
+def _passes(rates: list[float] | None) -> tuple[str, str]:
+    if not rates:
+        return "-", "-"
+    return str(len(rates)), f"{rates[0]:,.0f} / {rates[-1]:,.0f}"
+
+
+def warm_up_lines(comparison: KafkaComparison) -> list[str]:
+    """Each warmed shape: each broker's passes before round 1, and its first and last pass's rate."""
+    lines = [
+        (
+            "| warm-up before round 1 | Kafka passes | Kafka rec/s, first / last pass | Lumber passes "
+            "| Lumber rec/s, first / last pass |"
+        ),
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for case, by_broker in comparison.warm_up.items():
+        kafka, lumber = _passes(by_broker.get(KAFKA)), _passes(by_broker.get(LUMBER))
+        lines.append(f"| {case} | {kafka[0]} | {kafka[1]} | {lumber[0]} | {lumber[1]} |")
     return lines

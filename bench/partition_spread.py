@@ -53,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.broker_cpu import BrokersCpu, stat_cpu_seconds
 from bench.clients import producer_config as lumber_producer_config
+from bench.machine_idle import MachineIdle
 from bench.paper_kafka import (
     LUMBER_DEFAULTS,
     admin_create_topic,
@@ -81,13 +82,9 @@ CASES: dict[str, tuple[str, int, str]] = {
     "Lumber's producer, 1 partition": ("lumber", 1, "in turn"),
     "Lumber's producer, 4 partitions, 50 each in turn": ("lumber", 4, "in turn"),
 }
+#: The machine's idle ticks (``/proc/stat``), read around every phase.
+MACHINE = MachineIdle()
 STATS_COLUMNS = ("records_per_request", "sets_per_request", "rtt_ms", "int_latency_ms", "in_flight")
-
-
-def machine_ticks() -> tuple[int, int]:
-    """(idle + iowait, all) clock ticks of every core since boot, from ``/proc/stat``'s ``cpu`` line."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return fields[3] + fields[4], sum(fields[:8])
 
 
 @dataclass
@@ -144,7 +141,7 @@ class Meter:
     @staticmethod
     def _read(cpu: BrokersCpu) -> tuple[float, float, float, float, int, int]:
         own = os.times()
-        idle, ticks = machine_ticks()
+        idle, ticks = MACHINE.ticks()
         return time.perf_counter(), cpu.seconds(), own.user + own.system, time.thread_time(), idle, ticks
 
     def start(self) -> None:
@@ -158,7 +155,7 @@ class Meter:
             raise RuntimeError("a phase stopped that never started")
         wall, broker, client, caller, idle, ticks = (b - a for a, b in zip(self._start, end, strict=True))
         self.wall, self.broker, self.client, self.caller = wall, broker, client, caller
-        self.idle_share = idle / ticks if ticks else 0.0
+        self.idle_share = idle / ticks if ticks else 1.0
         self.broker_thread = busiest(self._threads[0], threads[0], wall)
         self.client_thread = busiest(self._threads[1], threads[1], wall)
 

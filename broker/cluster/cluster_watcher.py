@@ -45,7 +45,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType
 
 from broker.cluster import zk_paths, zk_reads
-from broker.cluster.cluster_view import EMPTY_VIEW, ClusterView
+from broker.cluster.cluster_view import EMPTY_VIEW, NO_BROKER, ClusterView
 from broker.cluster.errors import ClusterError, zookeeper_error
 from broker.cluster.partition_reassignment import PartitionReassignment
 from broker.record.topic_partition import TopicPartition
@@ -176,6 +176,21 @@ class ClusterWatcher:
             logger.warning("cluster: cannot re-read the cluster (%r); serving the last view", exc)
             self._mark(_Dirty(full=True))
             return self._view
+
+    def controller_id(self) -> int:
+        """The view's controller; when the view names none, ``/controller`` read again now (on the
+        caller's thread, and published): an election the watch has not delivered yet is not answered as
+        "no controller" (a client that caches that answer may wait for its next metadata refresh before
+        it sends an admin request). -1 only when ZooKeeper holds no controller either, or cannot be read.
+        """
+        view = self._view
+        if view.controller_id != NO_BROKER or not self._started or not self._client.connected:
+            return view.controller_id
+        try:
+            return self._reload(_Dirty(controller=True)).controller_id
+        except (KazooException, KazooTimeoutError) as exc:
+            logger.warning("cluster: cannot read the controller (%r); answering none", exc)
+            return NO_BROKER
 
     def wait_for(self, predicate: Callable[[ClusterView], bool], timeout_s: float) -> bool:
         """Wait until ``predicate(view)`` holds; False if it still does not after ``timeout_s``."""

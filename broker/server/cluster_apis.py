@@ -76,7 +76,7 @@ class ClusterApis:
             operations = self._auth.cluster_authorized_operations(request.session)
         answer = DescribeClusterResponse(
             cluster_id=self._cluster_id,
-            controller_id=view.controller_id,
+            controller_id=self._cluster.controller_id(),
             brokers=brokers,
             cluster_authorized_operations=operations,
         )

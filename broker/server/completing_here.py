@@ -11,7 +11,7 @@ outer one. Not shared between threads: each thread's set is its own (``threading
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection
 from types import TracebackType
 
 from broker.record.topic_partition import TopicPartition
@@ -22,7 +22,7 @@ class CompletingHere:
 
     __slots__ = ("_changed", "_check", "_local")
 
-    def __init__(self, local: threading.local, check: Callable[[Iterable[TopicPartition]], None]) -> None:
+    def __init__(self, local: threading.local, check: Callable[[Collection[TopicPartition]], None]) -> None:
         self._local = local
         self._check = check
         self._changed: set[TopicPartition] | None = None

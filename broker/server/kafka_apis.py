@@ -15,7 +15,9 @@ watcher for metadata. It holds no partition state of its own. What each API answ
   INVALID_REQUIRED_ACKS for every partition); the replica manager appends and says when to answer
   (``acks=-1``: once every in-sync replica has the batches, or, with ``[log] flush_on_ack``, once they are
   fsynced; REQUEST_TIMED_OUT after ``timeout_ms``). ``acks=0`` gets no response: a failure closes the
-  connection, so that the producer notices (as Kafka does). A refused partition has nothing appended.
+  connection, so that the producer notices (as Kafka does). A refused partition has nothing appended. A
+  connection's learnt one-partition request and a pipelined ``acks=0`` run take the fast paths of
+  :mod:`broker.server.produce_fast_path`, with the same answers.
 * **Fetch**: whole batches as file regions that the network layer sends with ``sendfile`` (the broker never
   decodes a batch to serve it); ``min_bytes`` and ``max_wait_ms`` as the replica manager applies them.
 * **Fetch sessions** (KIP-227, Fetch v7+): a full fetch with ``session_epoch`` 0 opens a session when
@@ -86,7 +88,6 @@ from broker.protocol import (
     encode_fetch_response,
     encode_response,
 )
-from broker.protocol.codec import ProduceTemplate, produce_acks, produce_template
 from broker.protocol.messages.fetch import (
     FetchableTopicResponse,
     FetchRequest,
@@ -122,7 +123,7 @@ from broker.server.group_apis import GroupApis
 from broker.server.log_admin_apis import LogAdminApis
 from broker.server.metadata_apis import MetadataApis
 from broker.server.offset_apis import OffsetApis
-from broker.server.partition import Partition
+from broker.server.produce_fast_path import ProduceFastPath
 from broker.server.reassignment_apis import Alter, ReassignmentApis
 from broker.server.replica_manager import FetchPartitionResult, FetchRead, ReplicaManager
 from broker.server.sasl_apis import SaslApis
@@ -185,6 +186,9 @@ class KafkaApis:
         self._channel = channel
         self._producer_ids = producer_ids
         self._fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
+        self.fast_produce = ProduceFastPath(
+            replicas=replica_manager, cluster=cluster, auth=auth, channel=channel, answer=self._produce_answer
+        )
         self._handlers: dict[int, Callable[[NetworkRequest, RequestHeader, Any], None]] = {
             int(ApiKey.PRODUCE): self._produce,
             int(ApiKey.FETCH): self._fetch,
@@ -226,7 +230,15 @@ class KafkaApis:
     # ------------------------------------------------------------------------------------ dispatch
 
     def handle(self, request: NetworkRequest) -> None:
-        """Decode ``request``, answer it (now or later), or close its connection naming why."""
+        """Decode ``request``, answer it (now or later), or close its connection naming why; a learnt
+        one-partition Produce takes the fast path (:mod:`broker.server.produce_fast_path`) instead."""
+        try:
+            if self.fast_produce.serve(request):
+                return
+        except Exception as exc:
+            logger.exception("%s: a Produce request failed", request.peer)
+            self._close(request, f"handling failed: {exc!r}")
+            return
         try:
             decoded = decode_request(request.frame)
         except UnsupportedVersionError as exc:
@@ -256,66 +268,9 @@ class KafkaApis:
 
     def handle_run(self, requests: Iterable[NetworkRequest]) -> int:
         """Serve the leading ``acks=0`` Produce requests of ``requests`` (consecutive requests of one
-        connection) together; returns how many were served. They get no response, as with :meth:`handle`.
-        ``requests`` is taken one at a time, and nothing after the first request that ends the run.
-
-        Served together means one append per run of requests to the same partition
-        (:meth:`ReplicaManager.append_run`), with the same outcome as appending them one by one. A request
-        that is not a single-partition ``acks=0`` Produce to a partition led here, or whose append fails,
-        ends the run: it and the requests after it are left to :meth:`handle` (which answers or closes as
-        usual), nothing of them appended.
-        """
-        view = self._cluster.view
-        runs: list[tuple[Partition, list[Buffer]]] = []
-        template: ProduceTemplate | None = None  # the last request decoded: the next are likely the same
-        partition: Partition | None = None
-        for request in requests:
-            frame = request.frame
-            records: Buffer | None = None if template is None else template.records_of(frame)
-            if records is None:
-                acks = produce_acks(frame)
-                if acks is not None and acks != 0:
-                    break  # answered: handle() takes it (read from its header, not decoded twice)
-                try:
-                    header, body = decode_request(frame)
-                except ProtocolError:
-                    break
-                if (
-                    type(body) is not ProduceRequest
-                    or body.acks != 0
-                    or header.api_version < _FIRST_RECORD_BATCH_PRODUCE_VERSION
-                    or len(body.topic_data) != 1
-                    or len(body.topic_data[0].partition_data) != 1
-                ):
-                    break
-                topic_data = body.topic_data[0]
-                partition_data = topic_data.partition_data[0]
-                decoded_records = partition_data.records
-                if not isinstance(decoded_records, (bytes, bytearray, memoryview)):
-                    break
-                records = decoded_records
-                if not self._auth.authorize(
-                    request.session, AclOperation.WRITE, ResourceType.TOPIC, topic_data.name
-                ):
-                    break  # handle() refuses it
-                try:
-                    partition = self._replicas.leader_partition(
-                        view, TopicPartition(topic_data.name, partition_data.index)
-                    )
-                except _ANSWERED:
-                    break
-                template = produce_template(header.api_version, header.client_id, body)
-            # else: the same request as the template's (acks=0, same partition), other records
-            if partition is None:  # unreachable: a template is only kept with its partition
-                break
-            if runs and runs[-1][0] is partition:
-                runs[-1][1].append(records)
-            else:
-                runs.append((partition, [records]))
-        if not runs:  # the first request ended the run (an acks=1 Produce pipelined behind another)
-            return 0
-        with self._replicas.completing_here():  # the followers' waiting fetches are answered here
-            return self._replicas.append_run(runs)
+        connection) together; returns how many were served
+        (:meth:`~broker.server.produce_fast_path.ProduceFastPath.serve_run`)."""
+        return self.fast_produce.serve_run(requests)
 
     def _send(self, request: NetworkRequest, chunks: Sequence[bytes | Region]) -> None:
         self._channel.send_response(NetworkResponse(request, tuple(chunks)))
@@ -372,58 +327,68 @@ class KafkaApis:
                     )
                 )
 
+        self.fast_produce.learn(request, header, body)
+
         def respond(results: dict[TopicPartition, ProduceResult]) -> None:
-            if refused:
-                results = {**results, **refused}
-            failed = [
-                f"{tp}: {error_code_of(r.error).name}: {r.error}"
-                for tp, r in results.items()
-                if r.error is not None
-            ]
-            if failed:
-                logger.info("produce from %s: %s", request.peer, "; ".join(failed))
-            if acks == 0:
-                if failed:
-                    # no response to carry the error: close, so that the producer notices (as Kafka does)
-                    self._channel.send_response(
-                        NetworkResponse(
-                            request,
-                            (),
-                            close_after=True,
-                            reason="acks=0 produce failed: " + "; ".join(failed),
-                        )
-                    )
-                else:
-                    self._channel.send_response(NetworkResponse(request, ()))
-                return
-            topics = []
-            for topic_data in body.topic_data:
-                name = topic_data.name
-                partitions = []
-                for partition_data in topic_data.partition_data:
-                    result = results[TopicPartition(name, partition_data.index)]
-                    error, info, partition = result.error, result.info, result.partition
-                    code = _NONE if error is None else int(error_code_of(error))
-                    partitions.append(
-                        PartitionProduceResponse(
-                            index=partition_data.index,
-                            error_code=code,
-                            base_offset=info.first_offset if info is not None and error is None else -1,
-                            log_append_time_ms=info.log_append_time_ms if info is not None else -1,
-                            log_start_offset=-1
-                            if partition is None or code in _NO_LOG_START
-                            else partition.log_start_offset,
-                            error_message=None if error is None else str(error),
-                        )
-                    )
-                topics.append(TopicProduceResponse(name=name, partition_responses=partitions))
-            self._respond(request, header, ProduceResponse(responses=topics))
+            self._produce_answer(request, header, body, {**results, **refused} if refused else results)
 
         if not entries:
             respond({})
             return
         with self._replicas.completing_here():  # the followers' waiting fetches are answered here
             self._replicas.append_records(entries, acks=acks, timeout_ms=body.timeout_ms, respond=respond)
+
+    def _produce_answer(
+        self,
+        request: NetworkRequest,
+        header: RequestHeader,
+        body: ProduceRequest,
+        results: dict[TopicPartition, ProduceResult],
+    ) -> None:
+        """Answer ``body`` with every partition's result (the fast path's errors and waits too)."""
+        failed = [
+            f"{tp}: {error_code_of(r.error).name}: {r.error}"
+            for tp, r in results.items()
+            if r.error is not None
+        ]
+        if failed:
+            logger.info("produce from %s: %s", request.peer, "; ".join(failed))
+        if body.acks == 0:
+            if failed:
+                # no response to carry the error: close, so that the producer notices (as Kafka does)
+                self._channel.send_response(
+                    NetworkResponse(
+                        request,
+                        (),
+                        close_after=True,
+                        reason="acks=0 produce failed: " + "; ".join(failed),
+                    )
+                )
+            else:
+                self._channel.send_response(NetworkResponse(request, ()))
+            return
+        topics = []
+        for topic_data in body.topic_data:
+            name = topic_data.name
+            partitions = []
+            for partition_data in topic_data.partition_data:
+                result = results[TopicPartition(name, partition_data.index)]
+                error, info, partition = result.error, result.info, result.partition
+                code = _NONE if error is None else int(error_code_of(error))
+                partitions.append(
+                    PartitionProduceResponse(
+                        index=partition_data.index,
+                        error_code=code,
+                        base_offset=info.first_offset if info is not None and error is None else -1,
+                        log_append_time_ms=info.log_append_time_ms if info is not None else -1,
+                        log_start_offset=-1
+                        if partition is None or code in _NO_LOG_START
+                        else partition.log_start_offset,
+                        error_message=None if error is None else str(error),
+                    )
+                )
+            topics.append(TopicProduceResponse(name=name, partition_responses=partitions))
+        self._respond(request, header, ProduceResponse(responses=topics))
 
     def _produce_error_all(
         self, request: NetworkRequest, header: RequestHeader, body: ProduceRequest, error: ServerError

@@ -6,6 +6,10 @@ asked-for topics, only those the client may see.
 * **Topics**: the asked-for ones, or every topic (a null list, or an empty one at v0), from the cluster
   watcher's view. Unknown topics are created when the request and ``[broker] auto_create_topics`` both allow
   it.
+* **Controller**: the one the view names; while the view names none, ``/controller`` is read again
+  (:meth:`~broker.cluster.cluster_watcher.ClusterWatcher.controller_id`), so an election the watch has not
+  delivered yet is answered: librdkafka's admin client, told "no controller", waits for its next metadata
+  refresh (its CreateTopics then timed out after 30 s against a broker that had just started).
 * **Authorization** (``[broker] authorizer``): a request for every topic lists only those the principal may
   DESCRIBE; a topic asked for by name that it may not describe is answered TOPIC_AUTHORIZATION_FAILED, with
   no partitions (whether it exists is not told). Auto-creating needs CREATE on the cluster or on the topic;
@@ -135,7 +139,7 @@ class MetadataApis:
             MetadataResponse(
                 brokers=brokers,
                 cluster_id=self._cluster_id,
-                controller_id=view.controller_id,
+                controller_id=self._cluster.controller_id(),
                 topics=topics,
                 cluster_authorized_operations=cluster_operations,
             ),

@@ -26,7 +26,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Collection
 
 from broker.record.topic_partition import TopicPartition
 from broker.server.completing_here import CompletingHere
@@ -94,8 +94,14 @@ class Purgatory:
                 self._changed.add(tp)
                 self._cond.notify()
 
-    def check_and_complete(self, keys: Iterable[TopicPartition]) -> None:
+    def check_and_complete(self, keys: Collection[TopicPartition]) -> None:
         """Re-check, on this thread, the operations watching ``keys`` (Kafka's ``checkAndComplete``)."""
+        watching = self._watchers
+        if not any(tp in watching for tp in keys):
+            # nothing watches them (a produce without followers or fetches waiting): no lock taken. An
+            # operation registered after this read is checked by ``watch`` itself after registering,
+            # which sees the change made before this call
+            return
         with self._cond:
             watchers = self._watchers
             candidates = [op for tp in keys for op in watchers.get(tp, ())]

@@ -25,12 +25,12 @@ logs, offsets, replica state and the purgatory, never the wire format. What it o
   cannot leave an older config. A log created here starts with its topic's config (at start-up before any
   request, :mod:`broker.server.broker_server`). ``min.insync.replicas`` is each partition's, set on apply.
 * **Append** (:meth:`append_records`, Kafka's ``appendRecords``): each partition's records go through
-  :meth:`_append_to_local_log` and :meth:`Partition.append_records_to_leader`, the one path into
-  :meth:`broker.log.log.Log.append`, which validates them (:mod:`broker.log.log_validator`), assigns the
-  offsets and stamps the leader epoch. ``acks=0`` and ``acks=1`` are answered at once; ``acks=-1`` once
-  every in-sync replica has the batches (:meth:`Partition.check_enough_replicas`), through a
-  :class:`~broker.server.delayed_produce.DelayedProduce` in the purgatory. The processors' pipelined
-  ``acks=0`` runs (:meth:`append_run`) are the same path: one append per run of requests to one partition.
+  :meth:`append_to_local_log` and :meth:`Partition.append_records_to_leader`, the one path into
+  :meth:`broker.log.log.Log.append` (validation, offsets, the leader epoch). ``acks=0`` and ``acks=1`` are
+  answered at once, ``acks=-1`` once every in-sync replica has the batches (:meth:`answer_when_acknowledged`:
+  a :class:`~broker.server.delayed_produce.DelayedProduce`). The processors' pipelined ``acks=0`` runs
+  (:meth:`append_run`: one append per run of requests to one partition) and the one-partition requests of
+  :mod:`broker.server.produce_fast_path` take the same path.
   The protocol layer serves a Produce inside :meth:`completing_here`, so the thread that appended answers
   the followers' fetches waiting for the batches (Kafka's action queue), and a Fetch likewise, so the
   thread that served a follower's fetch answers the produces its log end offset acknowledges.
@@ -156,8 +156,7 @@ class ReplicaManager(IsrChanges, ReplicaMoves):
         self.isr_expands = 0
 
     def _throttle_snapshot(self) -> ThrottleSnapshot:
-        throttle = self.throttle
-        return throttle.snapshot if throttle is not None else _NO_THROTTLE
+        return self.throttle.snapshot if self.throttle is not None else _NO_THROTTLE
 
     def start(self) -> None:
         """Start the ISR thread (writes and expiry); :meth:`apply` works without it."""
@@ -384,7 +383,7 @@ class ReplicaManager(IsrChanges, ReplicaMoves):
 
     # ------------------------------------------------------------------------------------ append
 
-    def _append_to_local_log(self, partition: Partition, records: Buffer, acks: int = 1) -> AppendInfo:
+    def append_to_local_log(self, partition: Partition, records: Buffer, acks: int = 1) -> AppendInfo:
         """Every append of the broker goes through here (see the module docstring)."""
         return partition.append_records_to_leader(records, acks)
 
@@ -407,7 +406,7 @@ class ReplicaManager(IsrChanges, ReplicaMoves):
                 partition = self.leader_partition(view, tp)
                 if records is None:
                     raise InvalidRecordError(str(tp), "the request has no records")
-                info = self._append_to_local_log(partition, records, acks)
+                info = self.append_to_local_log(partition, records, acks)
             except (LogError, RecordError, ServerError) as exc:
                 results[tp] = ProduceResult(exc, None, partition)  # the answer's log start offset
             else:
@@ -415,6 +414,12 @@ class ReplicaManager(IsrChanges, ReplicaMoves):
         if acks != -1:
             respond(results)
             return
+        self.answer_when_acknowledged(results, timeout_ms, respond)
+
+    def answer_when_acknowledged(
+        self, results: dict[TopicPartition, ProduceResult], timeout_ms: int, respond: ProduceCallback
+    ) -> None:
+        """``respond(results)`` of an ``acks=-1`` append once acknowledged, or at ``timeout_ms``."""
         waiting = {
             tp: (result.partition, result.info.last_offset + 1)
             for tp, result in results.items()
@@ -436,11 +441,11 @@ class ReplicaManager(IsrChanges, ReplicaMoves):
         appended = 0
         for partition, parts in runs:
             try:
-                self._append_to_local_log(partition, parts[0] if len(parts) == 1 else b"".join(parts), 0)
+                self.append_to_local_log(partition, parts[0] if len(parts) == 1 else b"".join(parts), 0)
             except (LogError, RecordError, ServerError):
                 for part in parts:
                     try:
-                        self._append_to_local_log(partition, part, 0)
+                        self.append_to_local_log(partition, part, 0)
                     except (LogError, RecordError, ServerError):
                         return appended
                     appended += 1
@@ -490,10 +495,8 @@ class ReplicaManager(IsrChanges, ReplicaMoves):
         log_starts: Mapping[TopicPartition, int],
     ) -> None:
         for (tp, fetch_offset, _max, _epoch), result in zip(reads, results, strict=True):
-            if result.error is not None:
-                continue
             partition = self._partitions.get(tp)
-            if partition is None:
+            if result.error is not None or partition is None:
                 continue
             try:
                 if partition.update_follower_fetch_state(replica_id, fetch_offset, log_starts.get(tp)):
@@ -556,13 +559,10 @@ class ReplicaManager(IsrChanges, ReplicaMoves):
             skip = throttled and self.leader_quota.exceeded()
             if not skip and (limit > 0 or first_with_data):
                 try:
-                    if follower:
-                        # a caught-up follower (most partitions of its every fetch) reads nothing
-                        region = (
-                            None
-                            if fetch_offset == partition.log.log_end_offset
-                            else partition.read_for_follower(fetch_offset, max(limit, 1))
-                        )
+                    if follower and fetch_offset == partition.log.log_end_offset:
+                        region = None  # a caught-up follower (most partitions of its every fetch)
+                    elif follower:
+                        region = partition.read_for_follower(fetch_offset, max(limit, 1))
                     else:
                         region = partition.read(fetch_offset, max(limit, 1))
                 except (LogError, RecordError) as exc:

@@ -3,14 +3,14 @@ process per broker, on one ZooKeeper chroot.
 
 A :class:`BrokerProcess` writes its own ``lumber.toml`` (``[zookeeper]``, ``[broker]``, ``[log]``: a setting
 goes to ``[log]`` when it is one of the log's keys, else to ``[broker]``) into its folder, runs ``python -m
-lumber --config <folder>/lumber.toml broker start`` with its output in ``<folder>/broker.log`` and its log
-dir at ``<folder>/logs``, and is ready once its ZooKeeper registration names its address and its port
-accepts connections. It can be stopped (SIGTERM), killed (SIGKILL) and restarted with the same id, port and
-log dir. The brokers flush every 20 ms (``[log] flush_ms``, unless told otherwise) so that callers need not
-wait the paper's second for messages to be exposed, use 4 s ZooKeeper sessions so that a killed broker's
-registration goes soon (a cluster may ask for shorter ones: ``session_timeout_ms`` among the settings goes to
-``[zookeeper]``, for the kill -9 loops, whose every round waits out a killed broker's session), and have no
-metrics endpoint unless asked.
+lumber --config <folder>/lumber.toml broker start`` with its output in ``<folder>/broker.log`` and its log dir
+at ``<folder>/logs``, and is ready once its ZooKeeper registration names its address, the chroot has a
+controller (``/controller``) and its port accepts connections. It can be stopped (SIGTERM), killed (SIGKILL)
+and restarted with the same id, port and log dir. The brokers flush every 20 ms (``[log] flush_ms``, unless
+told otherwise) so that callers need not wait the paper's second for messages to be exposed, use 4 s ZooKeeper
+sessions so that a killed broker's registration goes soon (a cluster may ask for shorter ones:
+``session_timeout_ms`` among the settings goes to ``[zookeeper]``, for the kill -9 loops, whose every round
+waits out a killed broker's session), and have no metrics endpoint unless asked.
 
 :class:`BrokerCluster` is brokers sharing one chroot, with topic helpers that wait until the brokers serve
 the topic; :func:`bench_cluster` is a ZooKeeper of its own with such a cluster, for ``bench/``. The pytest
@@ -155,6 +155,8 @@ class BrokerProcess:
             return False
         if zk_paths.decode_broker(zk_paths.broker_path(self.broker_id), data) != ("127.0.0.1", self.port):
             return False
+        if self.zk.exists(zk_paths.CONTROLLER_PATH) is None:
+            return False  # registered before it stood for controller: admin clients would hear of none
         with socket.socket() as sock:
             sock.settimeout(1.0)
             return sock.connect_ex(("127.0.0.1", self.port)) == 0

@@ -1,6 +1,8 @@
 """bench/paper_kafka.py: a tiny run of the Kafka comparison against a real Apache Kafka broker and a real
-Lumber broker, with the memory phase before the rounds and the connections phases in them; every phase
-counted exactly (what was acknowledged is what the high watermarks add up to and what was read)."""
+Lumber broker, with the warm-up of every measured shape and the memory phase before the rounds and the
+connections phases in them; every phase counted exactly (what was acknowledged is what the high watermarks
+add up to and what was read), with the broker's cores and the machine's idle share beside its rate; and the
+shapes the warm-up takes for a full run."""
 
 from __future__ import annotations
 
@@ -9,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.paper_kafka import KAFKA, LUMBER, partitions_case, run_kafka_comparison
+from bench.paper_kafka import KAFKA, LUMBER, KafkaBench, partitions_case, run_kafka_comparison
 from bench.paper_kafka_connections import ConnectionsPhase, connections_case
 from bench.paper_kafka_memory import MemoryPhase, memory_case
+from bench.paper_kafka_warmup import WarmUpShape
 from tests.support.broker_cluster import BrokerCluster
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.interop]
@@ -33,8 +36,26 @@ def test_memory_partitions_and_connections_counted_on_both_brokers(
         before_rounds=[MemoryPhase(partitions=20)],
         each_round=[ConnectionsPhase([1, 3])],
         standard_cases=False,
+        warm_up_s=0.0,
     )
     assert comparison.failures == []
+    # the warm-up took each partitions shape the rounds measure, one pass each (no time asked for), and
+    # read back every record it produced to each
+    assert list(comparison.warm_up) == [partitions_case("produce", 1), partitions_case("produce", 4)]
+    for by_broker in comparison.warm_up.values():
+        assert sorted(by_broker) == sorted([KAFKA, LUMBER])
+        for rates in by_broker.values():
+            assert len(rates) == 1
+            assert rates[0] > 0
+    for broker in (KAFKA, LUMBER):
+        for partitions in (1, 4):
+            assert any(
+                line.startswith(f"warm-up {broker}")
+                and partitions_case("produce", partitions) in line
+                and f"1 passes of {RECORDS:,}" in line
+                and line.endswith(f"read back {RECORDS:,}")
+                for line in said
+            ), (broker, partitions)
     expected = [
         memory_case("produce", 20),
         memory_case("consume", 20),
@@ -55,6 +76,15 @@ def test_memory_partitions_and_connections_counted_on_both_brokers(
             result = comparison.cases[case][broker]
             assert len(result.rate.values) == 1, (case, broker)
             assert result.rate.values[0] > 0
+            # the broker's cores over the same phase: its CPU seconds over the wall seconds, so CPU per
+            # record times records per second (read in 10 ms ticks: a phase of 600 records may show a
+            # few "cores" of one tick, so no upper bound here), and the machine's idle share
+            assert len(result.broker_cores.values) == 1, (case, broker)
+            assert result.broker_cores.values[0] == pytest.approx(
+                result.cpu_per_million.values[0] * result.rate.values[0] / 1_000_000
+            )
+            assert len(result.idle.values) == 1, (case, broker)
+            assert 0.0 <= result.idle.values[0] <= 1.0
     assert comparison.connections == [1, 3]
     assert set(comparison.memory) == {KAFKA, LUMBER}
     for reading in comparison.memory.values():
@@ -62,3 +92,17 @@ def test_memory_partitions_and_connections_counted_on_both_brokers(
         assert 10 < reading["before_mib"] < 4096
         assert 10 < reading["after_mib"] < 4096
     assert any(line.startswith("memory Lumber") for line in said)
+
+
+def test_warm_up_takes_every_produce_shape_the_rounds_measure(tmp_path: Path) -> None:
+    bench = KafkaBench([], 200_000, 3, [1, 4, 10, 100], tmp_path, print)
+    assert bench.warm_up_shapes() == [
+        WarmUpShape("produce, batch 1, acks=1", 1, "1", 1, 0, consume=False),
+        WarmUpShape("produce, batch 1, acks=all", 1, "all", 1, 0, consume=False),
+        WarmUpShape("produce, batch 50, acks=1", 50, "1", 1, 0, consume=True),
+        WarmUpShape("produce, batch 50, acks=all", 50, "all", 1, 0, consume=False),
+        WarmUpShape(partitions_case("produce", 1), 50, "1", 1, None, consume=True),
+        WarmUpShape(partitions_case("produce", 4), 50, "1", 4, None, consume=True),
+        WarmUpShape(partitions_case("produce", 10), 50, "1", 10, None, consume=True),
+        WarmUpShape(partitions_case("produce", 100), 50, "1", 100, None, consume=True),
+    ]

@@ -103,3 +103,60 @@ def test_connections_replication_and_memory_tables() -> None:
     assert "| Lumber | 1,000 | 100 | 150 | 50 | 51.2 | 90,000 | - |" in lines
     # no partitions phases ran: no partitions table
     assert not any(line.startswith("| one producer") for line in lines)
+
+
+def machine_comparison() -> KafkaComparison:
+    result = KafkaComparison(records=200_000, rounds=3, partitions=[1])
+    figures = {
+        # case, broker: (rates, broker cores, idle shares), one value a round
+        ("produce, batch 50, acks=1", KAFKA): (
+            [300_000.0, 200_000.0, 250_000.0],
+            [1.2, 1.0, 1.1],
+            [0.3, 0.1, 0.2],
+        ),
+        ("produce, batch 50, acks=1", LUMBER): (
+            [250_000.0, 250_000.0, 250_000.0],
+            [0.95, 0.9, 1.0],
+            [0.0, 0.02, 0.4],
+        ),
+        (partitions_case("produce", 1), LUMBER): ([400_000.0], [0.5], [0.55]),
+    }
+    for (case, broker), (rates, cores, idle) in figures.items():
+        for rate, core, share in zip(rates, cores, idle, strict=True):
+            result.result(case, broker).rate.add(rate)
+            result.result(case, broker).cpu_per_million.add(3.0)
+            result.result(case, broker).broker_cores.add(core)
+            result.result(case, broker).idle.add(share)
+    result.warm_up["produce, batch 1, acks=1"] = {KAFKA: [20_000.0, 35_000.0, 41_000.0], LUMBER: [30_000.0]}
+    result.warm_up[partitions_case("produce", 1)] = {KAFKA: [480_000.0, 600_000.0]}
+    return result
+
+
+def test_machine_table_broker_cores_and_idle_share_beside_each_case() -> None:
+    lines = markdown(machine_comparison()).splitlines()
+    assert (
+        "| case | Kafka broker cores | machine idle % | Lumber broker cores | machine idle % "
+        "| Lumber / Kafka rec/s |"
+    ) in lines
+    assert (
+        "| produce, batch 50, acks=1 | 1.10 [1.00 - 1.20] | 20 [10 - 30] | 0.95 [0.90 - 1.00] | 2 [0 - 40] "
+        "| 1.00x |"
+    ) in lines
+    # a case one broker did not run shows "-" on its side
+    assert "| produce, 1 partition | - | - | 0.50 | 55 | - |" in lines
+
+
+def test_warm_up_table_passes_and_first_and_last_rate() -> None:
+    lines = markdown(machine_comparison()).splitlines()
+    assert (
+        "| warm-up before round 1 | Kafka passes | Kafka rec/s, first / last pass | Lumber passes "
+        "| Lumber rec/s, first / last pass |"
+    ) in lines
+    assert "| produce, batch 1, acks=1 | 3 | 20,000 / 41,000 | 1 | 30,000 / 30,000 |" in lines
+    assert "| produce, 1 partition | 2 | 480,000 / 600,000 | - | - |" in lines
+
+
+def test_no_machine_or_warm_up_table_without_their_figures() -> None:
+    lines = markdown(comparison()).splitlines()
+    assert not any(line.startswith("| case | Kafka broker cores") for line in lines)
+    assert not any(line.startswith("| warm-up before round 1") for line in lines)

@@ -46,7 +46,7 @@ import ssl
 import struct
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from broker.client.client_security import PLAINTEXT, ClientSecurity
@@ -320,6 +320,25 @@ class BrokerConnection:
             frames = [encode_request(version, next(ids) & 0x7FFFFFFF, client_id, body) for body in bodies]
         except ProtocolError as exc:
             raise BrokerConnectionError(self.name, f"cannot encode the request: {exc}") from exc
+        self._write_unanswered(frames)
+
+    def send_unanswered_frames(
+        self, api_key: int, encode: Callable[[int, str | None, Iterator[int]], list[bytes]]
+    ) -> None:
+        """:meth:`send_unanswered` of requests the caller frames itself (the producer's ``acks=0`` Produce
+        requests, :mod:`broker.client.producer.produce_frames`): ``encode(version, client_id, ids)``
+        returns whole frames (size prefix included) of API ``api_key`` at the negotiated ``version`` with
+        this connection's client id, each with the next of ``ids``, the connection's correlation ids,
+        masked to 31 bits."""
+        version = self.api_version(api_key)
+        try:
+            frames = encode(version, self.client_id, self._correlation_ids)
+        except ProtocolError as exc:
+            raise BrokerConnectionError(self.name, f"cannot encode the request: {exc}") from exc
+        if frames:
+            self._write_unanswered(frames)
+
+    def _write_unanswered(self, frames: list[bytes]) -> None:
         wire = frames[0] if len(frames) == 1 else b"".join(frames)
         sock = self._sock
         with self._send_lock:

@@ -85,15 +85,25 @@ class BatchState(enum.Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
 
+    #: a member is only ever equal to itself: its identity is its hash. Enum's own hashes the name in
+    #: Python, about 0.17 us, which every batch paid four times or more in the tables below (issue 39)
+    __hash__ = object.__hash__
 
+
+# The members as module constants: ``BatchState.OPEN`` is a class attribute lookup through the enum's
+# descriptor in Python 3.11 (about 0.13 us, against 0.01 for a global), on every batch's every change.
+_OPEN = BatchState.OPEN
+_DRAINED = BatchState.DRAINED
+_SUCCEEDED = BatchState.SUCCEEDED
+_FAILED = BatchState.FAILED
 #: state -> the states it may change to
 _NEXT_STATES: dict[BatchState, frozenset[BatchState]] = {
-    BatchState.OPEN: frozenset({BatchState.DRAINED, BatchState.FAILED}),
-    BatchState.DRAINED: frozenset({BatchState.OPEN, BatchState.SUCCEEDED, BatchState.FAILED}),
-    BatchState.SUCCEEDED: frozenset(),
-    BatchState.FAILED: frozenset(),
+    _OPEN: frozenset({_DRAINED, _FAILED}),
+    _DRAINED: frozenset({_OPEN, _SUCCEEDED, _FAILED}),
+    _SUCCEEDED: frozenset(),
+    _FAILED: frozenset(),
 }
-_FINAL_STATES = frozenset({BatchState.SUCCEEDED, BatchState.FAILED})
+_FINAL_STATES = frozenset({_SUCCEEDED, _FAILED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +197,7 @@ class ProducerBatch:
         #: a raw batch's bytes (its parts as given); see buffer_bytes
         self.reserved_bytes = 0
         self.callbacks: list[tuple[int, int, DeliveryCallback]] | None = None
-        self.state = BatchState.OPEN
+        self.state = _OPEN
         self.attempts = 0
         self.retry_at = 0.0
         self.encoded: bytes | None = None
@@ -219,7 +229,7 @@ class ProducerBatch:
     @property
     def drained(self) -> bool:
         """Whether the batch was taken for a request and is not back in its queue nor done."""
-        return self.state is BatchState.DRAINED
+        return self.state is _DRAINED
 
     def _change_state(self, to: BatchState) -> None:
         """Move to ``to``, or raise :class:`IllegalBatchStateError` when the table does not allow it."""
@@ -340,7 +350,7 @@ class ProducerBatch:
 
     def mark_drained(self) -> None:
         """The batch left its queue for a request (no appends after this)."""
-        self._change_state(BatchState.DRAINED)
+        self._change_state(_DRAINED)
 
     def stamp(self, producer_id: int, producer_epoch: int, base_sequence: int) -> bool:
         """Give the batch the idempotent producer's id, epoch and first sequence, unless it has them from
@@ -362,7 +372,7 @@ class ProducerBatch:
 
     def requeue(self, retry_at: float) -> None:
         """Back in its partition's queue after a retriable error, to be sent again from ``retry_at``."""
-        self._change_state(BatchState.OPEN)
+        self._change_state(_OPEN)
         self.retry_at = retry_at
 
     def expiry_error(self, now: float, delivery_timeout_ms: int) -> DeliveryTimeoutError:
@@ -427,7 +437,7 @@ class ProducerBatch:
         has one outcome: a second raises :class:`IllegalBatchStateError`, and so does a success of a batch
         that was never sent (not DRAINED)."""
         with _EVENT_LOCK:
-            self._change_state(BatchState.SUCCEEDED if error is None else BatchState.FAILED)
+            self._change_state(_SUCCEEDED if error is None else _FAILED)
             self.base_offset = base_offset
             self.error = error
             event = self._event

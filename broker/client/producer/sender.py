@@ -8,7 +8,8 @@ Kafka's ``Sender``. It loops, in the thread ``lumber-producer-sender``:
    (sleeping there until one may be ready), and fails those past ``delivery_timeout_ms``;
 3. sends each broker its request (one batch per partition, pipelined on one connection, up to
    ``max_in_flight_requests_per_connection`` in flight); with ``acks=0`` all its requests in one write
-   (``send_unanswered``: no response, the batches are done once written, offsets -1).
+   (``send_unanswered_frames``: no response, the batches are done once written, offsets -1), each request
+   framed from its partition's template (:class:`~broker.client.producer.produce_frames.ProduceFrames`).
 
 Responses arrive in the connection's reader thread (:meth:`Sender._on_response`), which completes the
 batches: a retriable error (leader moved, connection lost, request timed out...) puts the batch back at
@@ -31,6 +32,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from functools import partial
 
 from broker.client.errors import BrokerConnectionError, BrokerResponseError, ClientError, ProducerClosedError
 from broker.client.metadata.broker_pool import BrokerPool
@@ -38,9 +40,11 @@ from broker.client.metadata.cluster_metadata import ClusterMetadata
 from broker.client.metadata.cluster_snapshot import ClusterSnapshot
 from broker.client.network.pending_request import PendingRequest
 from broker.client.producer.delivery_listener import DeliveryListener
+from broker.client.producer.produce_frames import ProduceFrames
 from broker.client.producer.producer_batch import ProducerBatch
 from broker.client.producer.producer_config import ProducerConfig
 from broker.client.producer.record_accumulator import RecordAccumulator
+from broker.protocol.api_key import ApiKey
 from broker.protocol.error_code import ErrorCode
 from broker.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from broker.protocol.messages.produce import (
@@ -51,6 +55,8 @@ from broker.protocol.messages.produce import (
 )
 
 log = logging.getLogger(__name__)
+
+_PRODUCE_KEY = int(ApiKey.PRODUCE)
 
 #: Produce errors of the idempotent producer's sequence check: the batch was refused, not stored.
 _SEQUENCE_ERROR_CODES = frozenset(
@@ -82,6 +88,7 @@ class Sender:
         self._listener = listener
         self._acks = config.acks_value
         self._request_timeout_ms = config.request_timeout_ms
+        self._frames = ProduceFrames(self._acks, config.request_timeout_ms)
         self._retry_backoff_s = config.retry_backoff_ms / 1000
         self._delivery_timeout_s = config.delivery_timeout_ms / 1000
         self._thread = threading.Thread(target=self._run, name="lumber-producer-sender", daemon=True)
@@ -157,7 +164,7 @@ class Sender:
                 # broker appends a run of acks=0 requests to one partition at once (KafkaApis.handle_run),
                 # which a request of several partitions would end (issue 39: half the throughput at 2)
                 ordered = batches if len(batches) == 1 else sorted(batches, key=_partition_of)
-                connection.send_unanswered([self._produce_request([batch]) for batch in ordered])
+                connection.send_unanswered_frames(_PRODUCE_KEY, partial(self._frames.frames, batches=ordered))
             else:
                 connection.send(
                     self._produce_request(batches),

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kazoo.protocol.states import Callback
 
 from broker.cluster.broker_info import BrokerInfo
 from broker.cluster.broker_registration import BrokerRegistration
@@ -177,6 +178,32 @@ def test_refresh_reads_at_once_and_the_watch_agrees(zk: Any, other: Any) -> None
         assert watcher.wait_for(lambda v: "later" in v.topics, WAIT_S)
         assert len(changes.wait(2)) == 2
     finally:
+        watcher.stop()
+
+
+def test_controller_id_reads_an_election_the_watch_has_not_delivered(zk: Any, other: Any) -> None:
+    # kazoo delivers watch events on one callback thread: held here, the watcher cannot hear of the
+    # election, as on a busy broker just after it registered (a client asking then was told "none")
+    watcher = ClusterWatcher(zk)
+    watcher.start()
+    gate = threading.Event()
+    held = threading.Event()
+
+    def hold() -> None:
+        held.set()
+        gate.wait(WAIT_S)
+
+    zk.handler.dispatch_callback(Callback("watch", hold, ()))
+    try:
+        assert held.wait(WAIT_S)
+        other.create("/controller", b'{"brokerid":2,"timestamp":"1","version":1}', ephemeral=True)
+        assert watcher.view.controller_id == -1  # the watch is held
+        assert watcher.controller_id() == 2
+        assert watcher.view.controller_id == 2  # published, so later answers agree
+        other.delete("/controller")
+        assert watcher.controller_id() == 2  # a known controller is the view's: no read per request
+    finally:
+        gate.set()
         watcher.stop()
 
 

@@ -14,6 +14,7 @@ from lumber.dev.zookeeper_server import ZooKeeperServer, make_chroot, new_client
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
 
 
 def test_make_chroot_gives_a_fresh_path_per_call(zookeeper_server: ZooKeeperServer) -> None:
@@ -39,6 +40,9 @@ def test_a_broker_serves_a_topic_and_comes_back_after_a_kill(
     cluster = BrokerCluster(make_chroot(zookeeper_server.connect, "broker-cluster"), tmp_path)
     try:
         broker = cluster.add_broker({"flush_ms": 1000, "auto_create_topics": False})
+        # ready means ready for an admin client: its first Metadata names the controller
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        assert admin.list_topics(timeout=10).controller_id == 0
         config = tomllib.loads(broker.config_path.read_text())
         assert config["zookeeper"]["session_timeout_ms"] == BROKER_SESSION_TIMEOUT_MS
         assert config["log"]["flush_ms"] == 1000  # a [log] key

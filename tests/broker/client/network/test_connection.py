@@ -1,19 +1,23 @@
 """The client's broker connection against a real broker process: a request that cannot be written fails
-exactly once, whichever of the writer and the reader sees the connection end first."""
+exactly once, whichever of the writer and the reader sees the connection end first; requests the caller
+frames itself (send_unanswered_frames) are written in one go, at the negotiated version, with the
+connection's client id and correlation ids."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from broker.client.errors import BrokerConnectionError
 from broker.client.network.pending_request import PendingRequest
+from broker.protocol.codec import encode_request
+from broker.protocol.errors import EncodeError
 from broker.protocol.messages.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from broker.record.record_batch_builder import RecordBatchBuilder
-from tests.broker.server.helpers import connect
+from tests.broker.server.helpers import connect, fetch, offsets_in, wait_exposed
 from tests.support.broker_cluster import BrokerCluster
 
 
@@ -80,3 +84,49 @@ def test_a_write_that_fails_first_raises_and_calls_nothing_back(broker_cluster: 
     finally:
         conn.close()
     assert outcomes == []
+
+
+def test_frames_the_caller_encodes_are_written_in_order_at_the_negotiated_version(
+    broker_cluster: BrokerCluster,
+) -> None:
+    broker_cluster.create_topic("frames", 1)
+    conn = connect(broker_cluster.brokers[0], client_id="framer")
+    asked: list[tuple[int, str | None]] = []
+    writes: list[int] = []
+    write = conn._sendall
+
+    def counted(data: Any) -> None:
+        writes.append(len(data))
+        write(data)
+
+    def encode(version: int, client_id: str | None, ids: Iterator[int]) -> list[bytes]:
+        asked.append((version, client_id))
+        body = ProduceRequest(**{**_produce_body("frames")._asdict(), "acks": 0})
+        return [encode_request(version, next(ids) & 0x7FFFFFFF, client_id, body) for _ in range(3)]
+
+    conn._sendall = counted
+    try:
+        conn.send_unanswered_frames(0, encode)
+        conn.send_unanswered_frames(0, lambda version, client_id, ids: [])  # nothing: nothing written
+        assert asked == [(9, "framer")]
+        assert len(writes) == 1  # the three requests in one write
+        wait_exposed(conn, "frames", 0, 3)  # a request after them is answered: the ids moved on
+        parts = fetch(conn, [("frames", 0, 0, 1 << 20)])
+        assert offsets_in(parts[("frames", 0)].records) == [0, 1, 2]
+    finally:
+        conn.close()
+
+
+def test_frames_that_cannot_be_encoded_raise_a_connection_error(broker_cluster: BrokerCluster) -> None:
+    conn = connect(broker_cluster.brokers[0])
+
+    def refuse(version: int, client_id: str | None, ids: Iterator[int]) -> list[bytes]:
+        raise EncodeError(f"Produce v{version}: no such field")
+
+    try:
+        with pytest.raises(
+            BrokerConnectionError, match="cannot encode the request: Produce v9: no such field"
+        ):
+            conn.send_unanswered_frames(0, refuse)
+    finally:
+        conn.close()

@@ -18,6 +18,15 @@ What every run must show (:func:`check_run`):
   machine) is removed and its partitions reassigned before it learns so, and it keeps its assignment until
   its next heartbeat or commit is refused. Such a zombie is fenced, not trusted: an overlap passes only if
   the earlier owner committed nothing of the partition after the next owner's assignment began.
+
+kafka-python 3.0.12 drops a rebalance it completed while its ``poll()`` was not waiting for it: the
+JoinGroup-SyncGroup task runs on its IO thread, ``poll(timeout_ms=100)`` gives up on it when its timer ends,
+and the next ``poll`` finds the task done and starts a new one (``BaseCoordinator.join_group_async`` tests
+``is_done``, not its result), so the assignment is never applied and the member sends JoinGroup again at
+once. A leader's JoinGroup in Stable rebalances the group, on Kafka 4.4 as on Lumber, so a loaded machine
+shows extra generations ("member ... rejoined" right after a generation completed); the waits allow for
+them. A wait that times out fails with each live member's last assignment, its coordinator's last join
+and sync lines (the kafka-python worker logs them) and the broker's account of the group.
 """
 
 from __future__ import annotations
@@ -51,6 +60,8 @@ with warnings.catch_warnings():
 REPO = Path(__file__).resolve().parents[4]
 PARTITIONS = 12
 GROUP_SETTINGS = {"group_initial_rebalance_delay_ms": 0, "group_min_session_timeout_ms": 1000}
+#: The lines of a kafka-python worker's coordinator log a timed-out wait shows (GroupRun.diagnosis).
+_COORDINATOR_WORDS = ("JoinGroup", "SyncGroup", "joining", "Enabling heartbeat", "timed out", "dead", "fail")
 
 
 @dataclass
@@ -169,7 +180,37 @@ class GroupRun:
                 owned += latest
             return sorted(owned) == list(range(PARTITIONS)) and len(self.live()) == members
 
-        wait_for(assigned, timeout_s, f"{members} members sharing the {PARTITIONS} partitions")
+        deadline = time.monotonic() + timeout_s
+        while not assigned():
+            if time.monotonic() > deadline:
+                pytest.fail(
+                    f"timed out after {timeout_s} s waiting for {members} members sharing the {PARTITIONS} "
+                    f"partitions\n{self.diagnosis()}",
+                    pytrace=False,
+                )
+            time.sleep(0.05)
+
+    def diagnosis(self) -> str:
+        """Where each live member stands, for a wait that timed out: its last assign or revoke event and,
+        for kafka-python, the last join, sync and heartbeat lines of its coordinator's log; then the
+        coordinator's own account of the group (its broker logs)."""
+        lines = []
+        for worker in self.live():
+            latest = [e for e in worker.events() if e["e"] in ("assign", "revoke")][-1:]
+            lines.append(f"{worker.events_path.name}: last {latest[0] if latest else 'no assignment'}")
+            log = self.base / f"{worker.events_path.stem}.log"
+            if worker.kind == "kafka-python" and log.exists():
+                text = log.read_text(errors="replace").splitlines()
+                said = [line[:300] for line in text if any(word in line for word in _COORDINATOR_WORDS)]
+                beats = [line[:300] for line in text if "Sending HeartbeatRequest" in line]
+                lines += [f"  {line}" for line in said[-12:] + beats[-1:]]
+        for broker in self.cluster.brokers:
+            if broker.log_path.exists():
+                marker = f"group {self.group}:"
+                text = broker.log_path.read_text(errors="replace").splitlines()
+                told = [line for line in text if marker in line]
+                lines += [f"broker {broker.broker_id}: {line}" for line in told[-15:]]
+        return "\n".join(lines)
 
     def close(self) -> None:
         for worker in self.live():

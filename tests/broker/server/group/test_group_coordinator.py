@@ -12,8 +12,14 @@ from collections.abc import Callable
 from broker.protocol import ErrorCode
 from broker.protocol.messages.delete_groups import DeleteGroupsRequest
 from broker.protocol.messages.describe_groups import DescribeGroupsRequest
+from broker.protocol.messages.heartbeat import HeartbeatRequest
 from broker.protocol.messages.leave_group import LeaveGroupRequest, MemberIdentity
 from broker.protocol.messages.list_groups import ListGroupsRequest
+from broker.protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
 from broker.protocol.messages.offset_delete import (
     OffsetDeleteRequest,
     OffsetDeleteRequestPartition,
@@ -208,3 +214,49 @@ def test_group_requests_before_the_offsets_topic_exists_answer_not_coordinator(
         assert committed(conn, "early") == (5, "m")
     finally:
         conn.close()
+
+
+def test_group_requests_pipelined_behind_a_waiting_commit_are_each_answered_in_order(
+    start_cluster: Callable[..., BrokerCluster],
+) -> None:
+    # A kafka-python member's coordinator connection carries its heartbeat thread's requests beside its
+    # synchronous commits and its rebalance: here all written at once behind a commit that waits for its
+    # fsync (OffsetCommit is one of the processor's pipeline keys: a commit right behind it is served while
+    # it waits and their answers may leave in one send; a request of any other key waits in the socket).
+    # Every request gets its own answer, in request order, the leader's rejoin and sync included.
+    cluster = start_cluster(1, **GROUP_SETTINGS)
+    home = coordinator(cluster, "g")
+    conn = connect(home)
+    m1 = join(conn, "g").wait(10).member_id
+    assert join(conn, "g", m1).wait(10).generation_id == 1
+    assert sync(conn, "g", 1, m1, {m1: b"A1"}).wait(10).error_code == 0
+
+    def commit_request(generation: int, offset: int) -> OffsetCommitRequest:
+        return OffsetCommitRequest(
+            group_id="g",
+            generation_id_or_member_epoch=generation,
+            member_id=m1,
+            topics=[OffsetCommitRequestTopic("t", [OffsetCommitRequestPartition(0, offset, 3, "")])],
+        )
+
+    pending = [
+        conn.send(commit_request(1, 10)),
+        conn.send(commit_request(1, 11)),
+        conn.send(HeartbeatRequest(group_id="g", generation_id=1, member_id=m1)),
+        conn.send(commit_request(1, 12)),
+        join(conn, "g", m1),  # the leader rejoins a Stable group: generation 2 (it is the only member)
+        sync(conn, "g", 2, m1, {m1: b"A2"}),
+        conn.send(HeartbeatRequest(group_id="g", generation_id=2, member_id=m1)),
+        conn.send(commit_request(2, 13)),
+        conn.send(commit_request(2, 14)),
+    ]
+    answers = [p.wait(10) for p in pending]
+    assert [a.topics[0].partitions[0].error_code for a in answers[:2]] == [0, 0]
+    assert answers[2].error_code == ErrorCode.NONE
+    assert answers[3].topics[0].partitions[0].error_code == 0
+    assert (answers[4].error_code, answers[4].generation_id, answers[4].leader) == (0, 2, m1)
+    assert (answers[5].error_code, bytes(answers[5].assignment)) == (0, b"A2")
+    assert answers[6].error_code == ErrorCode.NONE
+    assert [a.topics[0].partitions[0].error_code for a in answers[7:]] == [0, 0]
+    assert committed(conn, "g") == (14, "")
+    conn.close()
