@@ -52,14 +52,6 @@ _FIXTURE_MARKERS = {
 }
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    # pytest-xdist's `--dist loadfile` reorders the files by their number of tests unless told not to
-    # (--loadscope-reorder is its default): the order below would be lost, and the files of one slow test
-    # each (the chaos run, the Airflow DAG) would start last and run alone at the end, minutes after the
-    # other worker has finished. No effect without xdist.
-    config.option.loadscopereorder = False
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
