@@ -8,7 +8,9 @@ at ``<folder>/logs``, and is ready once its ZooKeeper registration names its add
 controller (``/controller``) and its port accepts connections. It can be stopped (SIGTERM), killed (SIGKILL)
 and restarted with the same id, port and log dir. The brokers flush every 20 ms (``[log] flush_ms``, unless
 told otherwise) so that callers need not wait the paper's second for messages to be exposed, use 4 s ZooKeeper
-sessions so that a killed broker's registration goes soon, and have no metrics endpoint unless asked.
+sessions so that a killed broker's registration goes soon (a cluster may ask for shorter ones:
+``session_timeout_ms`` among the settings goes to ``[zookeeper]``, for the kill -9 loops, whose every round
+waits out a killed broker's session), and have no metrics endpoint unless asked.
 
 :class:`BrokerCluster` is brokers sharing one chroot, with topic helpers that wait until the brokers serve
 the topic; :func:`bench_cluster` is a ZooKeeper of its own with such a cluster, for ``bench/``. The pytest
@@ -43,6 +45,8 @@ with warnings.catch_warnings():
     from confluent_kafka import TopicPartition as ConfluentPartition
 
 BROKER_SESSION_TIMEOUT_MS = 4000
+#: settings that go to ``[zookeeper]`` rather than ``[broker]`` or ``[log]``
+_ZOOKEEPER_SETTINGS = {"session_timeout_ms"}
 _LOG_SETTINGS = {
     "recovery_checkpoint_interval_ms",
     "flush_ms",
@@ -121,13 +125,19 @@ class BrokerProcess:
             "metrics_port": 0,  # off unless a test asks (9308 + id would collide between parallel runs)
         }
         log: dict[str, Any] = {"log_dirs": [str(self.log_dir)], "flush_ms": 20}
+        zookeeper: dict[str, Any] = {
+            "connect": self.zk_connect,
+            "session_timeout_ms": BROKER_SESSION_TIMEOUT_MS,
+        }
+        zookeeper.update(self.zookeeper_settings)
         for key, value in self.settings.items():
-            (log if key in _LOG_SETTINGS else broker)[key] = value
+            if key in _ZOOKEEPER_SETTINGS:
+                zookeeper[key] = value
+            else:
+                (log if key in _LOG_SETTINGS else broker)[key] = value
         lines = [
             "[zookeeper]",
-            f"connect = {_toml_value(self.zk_connect)}",
-            f"session_timeout_ms = {BROKER_SESSION_TIMEOUT_MS}",
-            *(f"{k} = {_toml_value(v)}" for k, v in self.zookeeper_settings.items()),
+            *(f"{k} = {_toml_value(v)}" for k, v in zookeeper.items()),
             "",
             "[broker]",
             *(f"{k} = {_toml_value(v)}" for k, v in broker.items()),

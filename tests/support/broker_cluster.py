@@ -5,7 +5,8 @@ Fixtures (imported by ``tests/conftest.py``):
 
 * ``broker_cluster``: one broker on the test's own ZooKeeper chroot, stopped after the test;
 * ``start_cluster``: a factory, ``start_cluster(3)`` starts three brokers (``**settings`` go to ``[broker]``
-  and ``[log]`` of each broker's config, e.g. ``auto_create_topics=False``).
+  and ``[log]`` of each broker's config, e.g. ``auto_create_topics=False``; ``session_timeout_ms`` to
+  ``[zookeeper]``: :data:`KILL_LOOP_SESSION_TIMEOUT_MS` for the kill -9 loops).
 
 The fixtures' brokers also fsync before answering acks=all (``[log] flush_on_ack``, unless a test passes
 ``flush_on_ack=False``): with the default ``expose = "flushed"``, what an acks=all producer was told is
@@ -35,6 +36,7 @@ from tests.support.zookeeper import make_chroot
 
 __all__ = [
     "BROKER_SESSION_TIMEOUT_MS",
+    "KILL_LOOP_SESSION_TIMEOUT_MS",
     "OFFSETS_TOPIC_PARTITIONS",
     "BrokerCluster",
     "BrokerProcess",
@@ -44,6 +46,13 @@ __all__ = [
     "start_cluster",
     "wait_for",
 ]
+
+#: ``session_timeout_ms`` (``[zookeeper]``) of the kill -9 loops' brokers, half the default
+#: (:data:`BROKER_SESSION_TIMEOUT_MS`): every round waits out the killed broker's session, for a new leader
+#: or for the restarted broker to register again (its old node must go first), so a round is 2 s shorter.
+#: 2 s still outlives a loaded machine's pauses of a broker (kazoo pings every third of it; the test
+#: ZooKeeper's tickTime is 500 ms).
+KILL_LOOP_SESSION_TIMEOUT_MS = 2000
 
 #: ``[broker] offsets_topic_partitions`` of the fixtures' brokers: every confluent-kafka consumer has a
 #: group.id and looks its coordinator up, which creates ``__consumer_offsets``; 4 partitions instead of

@@ -24,7 +24,12 @@ from broker.log.file_names import CLEANER_OFFSET_CHECKPOINT_FILE_NAME
 from broker.log.log import Log
 from broker.record.batch_scan import scan_batches
 from broker.record.topic_partition import TopicPartition
-from tests.support.broker_cluster import BrokerCluster, BrokerProcess, wait_for
+from tests.support.broker_cluster import (
+    KILL_LOOP_SESSION_TIMEOUT_MS,
+    BrokerCluster,
+    BrokerProcess,
+    wait_for,
+)
 
 KCAT = "/usr/bin/kcat"
 TOPIC = "changelog"
@@ -244,7 +249,8 @@ def _recovered_map(broker: BrokerProcess, into: Path) -> tuple[dict[bytes, bytes
 def test_kill_9_at_random_moments_of_cleaning_always_recovers_the_same_map(
     start_cluster: Callable[..., BrokerCluster], tmp_path: Path
 ) -> None:
-    cluster = start_cluster(1, **COMPACTED)
+    # 2 s ZooKeeper sessions: each restart waits for the killed broker's registration to go
+    cluster = start_cluster(1, session_timeout_ms=KILL_LOOP_SESSION_TIMEOUT_MS, **COMPACTED)
     cluster.create_topic(TOPIC, 1)
     broker = cluster.broker(0)
     rng = random.Random(31)

@@ -1,8 +1,8 @@
 """kill -9 of the leader under an idempotent acks=all load (issue 19), three real broker processes on a real
 ZooKeeper and unmodified confluent-kafka clients, once and twenty times (slow; a file of its own so that the
 suite's workers spread it): each round waits for a new leader, restarts the killed broker and waits for the
-full ISR; then every acknowledged record is read back once, at its partition and offset, in order, and the
-replicas' segments are byte-identical."""
+full ISR (the brokers' ZooKeeper sessions are 2 s: each round waits one out); then every acknowledged record
+is read back once, at its partition and offset, in order, and the replicas' segments are byte-identical."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from tests.support.acked_producer import (
     read_partitions,
     wait_for_identical_replicas,
 )
-from tests.support.broker_cluster import BrokerCluster, wait_for
+from tests.support.broker_cluster import KILL_LOOP_SESSION_TIMEOUT_MS, BrokerCluster, wait_for
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.interop]
 
@@ -45,7 +45,9 @@ def kill_leader_rounds(
 
 
 def _kill_the_leader(start_cluster: Callable[..., BrokerCluster], rounds: int, seed: int) -> None:
-    cluster = start_cluster(3, min_insync_replicas=2, **REPLICATION)
+    cluster = start_cluster(
+        3, min_insync_replicas=2, session_timeout_ms=KILL_LOOP_SESSION_TIMEOUT_MS, **REPLICATION
+    )
     cluster.create_topic("ha", 3, replication_factor=3)
     load = AckedProducer(cluster, "ha", 3).start()
     wait_for(lambda: len(load.acknowledged) >= 500, 60, "500 acknowledged records before the first kill")

@@ -6,8 +6,9 @@ from __future__ import annotations
 import tomllib
 import warnings
 from pathlib import Path
+from typing import Any, cast
 
-from lumber.dev.broker_cluster import BROKER_SESSION_TIMEOUT_MS, BrokerCluster
+from lumber.dev.broker_cluster import BROKER_SESSION_TIMEOUT_MS, BrokerCluster, BrokerProcess
 from lumber.dev.zookeeper_server import ZooKeeperServer, make_chroot, new_client
 
 with warnings.catch_warnings():
@@ -64,3 +65,16 @@ def test_a_broker_serves_a_topic_and_comes_back_after_a_kill(
     finally:
         cluster.stop()
     assert cluster.brokers[0].handle is None
+
+
+def test_session_timeout_ms_among_the_settings_goes_to_zookeeper(tmp_path: Path) -> None:
+    """The kill -9 loops' shorter sessions: ``session_timeout_ms`` replaces the default in ``[zookeeper]``
+    (once: a TOML key twice would not parse) and is not a ``[broker]`` key."""
+    broker = BrokerProcess(
+        0, 9092, tmp_path, "127.0.0.1:2181/t", cast(Any, None), {"session_timeout_ms": 2000, "flush_ms": 5}
+    )
+    broker.write_config()
+    config = tomllib.loads(broker.config_path.read_text())
+    assert config["zookeeper"] == {"connect": "127.0.0.1:2181/t", "session_timeout_ms": 2000}
+    assert "session_timeout_ms" not in config["broker"]
+    assert config["log"]["flush_ms"] == 5

@@ -20,7 +20,7 @@ from broker.record.topic_partition import TopicPartition
 from tests.broker.client.helpers import consumer, producer, read_batches, read_records
 from tests.broker.server.helpers import connect, produce
 from tests.broker.server.test_idempotent_produce import idempotent_batch
-from tests.support.broker_cluster import servers
+from tests.support.broker_cluster import KILL_LOOP_SESSION_TIMEOUT_MS, servers
 from tests.support.sigstop import pause, resume
 
 with warnings.catch_warnings():
@@ -73,7 +73,7 @@ def kill_rounds(cluster: Any, rounds: int, rng: random.Random, producing: Callab
 def test_lumber_producer_through_ten_kill_9s_stores_every_acknowledged_record_once(
     start_cluster: Callable[..., Any],
 ) -> None:
-    cluster = start_cluster(1)
+    cluster = start_cluster(1, session_timeout_ms=KILL_LOOP_SESSION_TIMEOUT_MS)  # each restart waits one out
     cluster.create_topic("idem", PARTITIONS)
     acknowledged: dict[bytes, tuple[int, int]] = {}
     failed: list[BaseException] = []
@@ -124,7 +124,7 @@ def test_lumber_producer_through_ten_kill_9s_stores_every_acknowledged_record_on
 def test_confluent_kafka_through_ten_kill_9s_stores_every_acknowledged_record_once(
     start_cluster: Callable[..., Any],
 ) -> None:
-    cluster = start_cluster(1)
+    cluster = start_cluster(1, session_timeout_ms=KILL_LOOP_SESSION_TIMEOUT_MS)  # each restart waits one out
     cluster.create_topic("idem", PARTITIONS)
     acknowledged: dict[bytes, tuple[int, int]] = {}
     errors: list[str] = []
