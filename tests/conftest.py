@@ -58,12 +58,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for fixture, marker in _FIXTURE_MARKERS.items():
             if fixture in names and marker not in {m.name for m in item.iter_markers()}:
                 item.add_marker(getattr(pytest.mark, marker))
-    # `make pytest` runs `--dist loadfile`: pytest-xdist hands whole files to the workers in this order, so
-    # the files holding a slow test (minutes each) go first and the short files fill the gaps after them,
-    # rather than one of them starting last and running alone at the end. The sort is stable: each file's
-    # tests keep their order, and so do the files within each group.
-    slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
-    items.sort(key=lambda item: item.path not in slow_files)
 
 
 @pytest.fixture(scope="session")
