@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import select
 import socket
 import struct
 import threading
@@ -225,3 +226,12 @@ def closing_log(caplog: pytest.LogCaptureFixture, text: str) -> str:
 
     wait_until(lambda: any(text in line for line in lines()), what=f"a closing log line with {text!r}")
     return next(line for line in lines() if text in line)
+
+
+def ready(sock: socket.socket, timeout_s: float, *, write: bool = False) -> bool:
+    """Whether ``sock`` is readable (``write``: writable) within ``timeout_s``: ``poll``, which takes a
+    descriptor of any number (``select`` refuses one above 1023, and a pytest worker that ran many
+    broker tests holds that many)."""
+    poller = select.poll()
+    poller.register(sock, select.POLLOUT if write else select.POLLIN)
+    return bool(poller.poll(timeout_s * 1000))

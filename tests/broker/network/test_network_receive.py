@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import select
 import socket
 import struct
 import threading
@@ -19,6 +18,7 @@ from broker.network.network_receive import (
     NetworkReceive,
 )
 from broker.protocol.frame import framed
+from tests.broker.network.helpers import ready
 
 _PEER = "127.0.0.1:4242"
 
@@ -69,7 +69,7 @@ def test_pipelined_frames_come_out_of_one_recv_in_order(pair: tuple[socket.socke
     client.sendall(b"".join(framed(f) for f in frames))
     assert receive.read_from(server) == frames[0]
     # the other 19 were read by the same recv: the socket is empty, the receive serves them
-    assert select.select([server], [], [], 0)[0] == []
+    assert not ready(server, 0)
     got: list[bytes | None] = []
     while _has_frame(receive):
         got.append(receive.read_from(server))
@@ -86,7 +86,7 @@ def test_read_ahead_is_bounded(pair: tuple[socket.socket, socket.socket]) -> Non
     wire = b"".join(framed(frame) for _ in range(2 * READ_AHEAD_BYTES // len(framed(frame))))
     writer = threading.Thread(target=lambda: client.sendall(wire))
     writer.start()
-    assert select.select([server], [], [], 5)[0]
+    assert ready(server, 5)
     assert receive.read_from(server) == frame
     writer_left = len(wire) - READ_AHEAD_BYTES
     assert writer_left > 0
@@ -102,7 +102,7 @@ def test_read_ahead_is_bounded(pair: tuple[socket.socket, socket.socket]) -> Non
             if receive.read_from(server) is not None:
                 got += 1
         except BlockingIOError:
-            assert select.select([server], [], [], 5)[0]
+            assert ready(server, 5)
     writer.join()
     assert got == len(wire) // len(framed(frame))
 
@@ -118,7 +118,7 @@ def _send_and_read_all(
         try:
             frame = receive.read_from(server)
         except BlockingIOError:
-            assert select.select([server], [], [], 5)[0]
+            assert ready(server, 5)
             continue
         if frame is not None:
             got.append(frame)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import select
 import socket
 import threading
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from broker.log.file_handle import FileHandle
 from broker.log.file_region import FileRegion
 from broker.network.errors import ResponseSendError
 from broker.network.response_send import ResponseSend
+from tests.broker.network.helpers import ready
 
 _PEER = "127.0.0.1:4242"
 
@@ -58,7 +58,7 @@ def _send_all(send: ResponseSend, sock: socket.socket) -> int:
         send.write_to(sock)
         calls += 1
         if not send.completed:
-            assert select.select([], [sock], [], 5)[1]
+            assert ready(sock, 5, write=True)
     return calls
 
 
