@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import re
 import struct
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -54,6 +55,10 @@ HOUR_MS = 3_600_000
 AUDIT_TOPIC = "_audit"
 #: 2026-11-22T08:00:00Z: event times in the tests are hours from here.
 BASE_MS = 1_795_334_400_000
+#: ``[completeness] lookback_ms`` of the tests' loads: the default week, reaching back to ``BASE_MS`` however
+#: long after it the tests run (with the default, the hours of ``BASE_MS`` left the window a week later, on
+#: 2026-11-29, and no load decided them any more).
+LOOKBACK_MS = max(7 * 24 * HOUR_MS, int(time.time() * 1000) - BASE_MS + 7 * 24 * HOUR_MS)
 
 #: The loaded table of page views (v1 and v2 in one), as Spark reads it back with its dt/hr folders.
 PAGE_VIEW_DDL = (
@@ -197,6 +202,7 @@ def load_config(
             "zookeeper": {"connect": zk_connect, "session_timeout_ms": 6000},
             "registry": {"url": registry_url},
             "consumer": {"fetch_max_wait_ms": 100, "request_timeout_ms": 10_000},
+            "completeness": {"lookback_ms": LOOKBACK_MS},
             "load": {
                 "job": job,
                 "warehouse_url": str(warehouse),

@@ -8,9 +8,8 @@ Life of a connection::
 
 * **Security** (:mod:`broker.client.client_security`): on SSL and SASL_SSL listeners the bytes go through a
   :class:`~broker.client.network.tls_channel.TlsChannel` (TLS from several threads safely); on SASL
-  listeners the client logs in after ApiVersions, as Kafka's SaslClientAuthenticator does: SaslHandshake v1
-  names the mechanism, then one SaslAuthenticate per token of
-  :mod:`~broker.network.sasl_client`. A refused login or a failed TLS handshake raises
+  listeners the client logs in after ApiVersions (:mod:`~broker.client.network.sasl_login`, as Kafka's
+  SaslClientAuthenticator). A refused login or a failed TLS handshake raises
   :class:`~broker.client.errors.AuthenticationError` naming the broker, the mechanism and the user (never
   the password); it is not retriable.
 
@@ -58,8 +57,8 @@ from broker.client.errors import (
     UnsupportedApiError,
 )
 from broker.client.network.pending_request import Callback, PendingRequest
+from broker.client.network.sasl_login import sasl_login
 from broker.client.network.tls_channel import TlsChannel
-from broker.network.sasl_client import ScramError, sasl_client
 from broker.protocol import (
     ApiKey,
     ProtocolError,
@@ -70,8 +69,6 @@ from broker.protocol import (
 from broker.protocol.apis import APIS_BY_KEY, api_for_request
 from broker.protocol.error_code import ErrorCode
 from broker.protocol.messages.api_versions import API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse
-from broker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
-from broker.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +173,12 @@ class BrokerConnection:
         try:
             self._negotiate()
             if self.security.protocol.uses_sasl:
-                self._authenticate()
+                sasl_login(
+                    self.name,
+                    self.security,
+                    lambda body, version: self._send_at(body, version, None, True).wait(),
+                    self.api_version(int(ApiKey.SASL_AUTHENTICATE)),
+                )
             self._ready = True
         except BaseException:
             self.close()
@@ -198,45 +200,6 @@ class BrokerConnection:
             sock.close()
             raise BrokerConnectionError(self.name, f"TLS handshake failed: {exc.strerror or exc}") from exc
         self._sendall, self._recv_into, self._more = channel.sendall, channel.recv_into, channel.pending
-
-    def _authenticate(self) -> None:
-        """Log in with the SASL mechanism of :attr:`security` (see the module docstring)."""
-        security = self.security
-        mechanism = security.sasl_mechanism
-        who = f"SASL {mechanism} login as {security.sasl_username!r}"
-        handshake: SaslHandshakeResponse = self._send_at(
-            SaslHandshakeRequest(mechanism), 1, None, True
-        ).wait()
-        if handshake.error_code != ErrorCode.NONE:
-            enabled = ", ".join(handshake.mechanisms) or "none"
-            raise AuthenticationError(
-                self.name,
-                f"{who} refused: {ErrorCode.name_of(handshake.error_code)} (the broker's listener enables: "
-                f"{enabled})",
-            )
-        client = sasl_client(mechanism, security.sasl_username, security.sasl_password)
-        version = self.api_version(int(ApiKey.SASL_AUTHENTICATE))
-        token: bytes | None = client.initial()
-        try:
-            while token is not None:
-                answer: SaslAuthenticateResponse = self._send_at(
-                    SaslAuthenticateRequest(token), version, None, True
-                ).wait()
-                if answer.error_code != ErrorCode.NONE:
-                    raise AuthenticationError(
-                        self.name,
-                        f"{who} refused: {ErrorCode.name_of(answer.error_code)}: "
-                        f"{answer.error_message or 'no message'}",
-                    )
-                token = client.evaluate(answer.auth_bytes)
-                if client.complete and token is None:
-                    return
-        except ScramError as exc:
-            raise AuthenticationError(self.name, f"{who} failed: {exc}") from None
-        except BrokerConnectionError as exc:
-            if isinstance(exc, AuthenticationError):
-                raise
-            raise AuthenticationError(self.name, f"{who} failed: {exc.reason}") from None
 
     def _negotiate(self) -> None:
         version = API_VERSIONS.max_version
