@@ -83,6 +83,16 @@ GeneralAnswer = Callable[
 ]
 
 
+def _one_partition(header: RequestHeader, body: ProduceRequest) -> bool:
+    """Whether ``body`` is the shape this path serves: record batches (v3+) to one topic's one partition."""
+    topics = body.topic_data
+    return (
+        header.api_version >= _FIRST_RECORD_BATCH_PRODUCE_VERSION
+        and len(topics) == 1
+        and len(topics[0].partition_data) == 1
+    )
+
+
 class _Learnt(NamedTuple):
     """A connection's request as the fast path serves it."""
 
@@ -122,13 +132,7 @@ class ProduceFastPath:
         """Remember ``request`` (being served by the general path) for its connection's next requests, if
         it has the shape the fast path serves (see the module docstring)."""
         topics = body.topic_data
-        if (
-            not self.enabled
-            or body.acks not in (1, -1)
-            or header.api_version < _FIRST_RECORD_BATCH_PRODUCE_VERSION
-            or len(topics) != 1
-            or len(topics[0].partition_data) != 1
-        ):
+        if not self.enabled or body.acks not in (1, -1) or not _one_partition(header, body):
             return
         topic, partition = topics[0].name, topics[0].partition_data[0].index
         template = produce_template(header.api_version, header.client_id, body)
@@ -177,13 +181,7 @@ class ProduceFastPath:
                     header, body = decode_request(frame)
                 except ProtocolError:
                     break
-                if (
-                    type(body) is not ProduceRequest
-                    or body.acks != 0
-                    or header.api_version < _FIRST_RECORD_BATCH_PRODUCE_VERSION
-                    or len(body.topic_data) != 1
-                    or len(body.topic_data[0].partition_data) != 1
-                ):
+                if type(body) is not ProduceRequest or body.acks != 0 or not _one_partition(header, body):
                     break
                 topic_data = body.topic_data[0]
                 partition_data = topic_data.partition_data[0]
