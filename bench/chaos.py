@@ -136,7 +136,9 @@ class ChaosRun:
         kinds = [k for k in self.args.faults.split(",") if k]
         if not self.stack.tmpfs_ok:
             kinds = [k for k in kinds if not k.endswith("disk_full")]
-        fault_until = self.args.minutes * 60
+        # the fault period starts now, after the stacks are up: their start-up (a minute on a loaded
+        # machine) must not eat into it, or a short run draws fewer faults than it promises
+        fault_until = self.stack.elapsed() + self.args.minutes * 60
         say(f"faults for {self.args.minutes} min: {', '.join(kinds)}")
         threads = [
             threading.Thread(target=self.injector.fault_loop, args=(slot, fault_until, kinds), daemon=True)
@@ -145,7 +147,7 @@ class ChaosRun:
         for thread in threads:
             thread.start()
         for thread in threads:
-            thread.join(timeout=fault_until + 900)
+            thread.join(timeout=max(0.0, fault_until - self.stack.elapsed()) + 900)
             if thread.is_alive():
                 self.failures.append("a fault did not finish within 15 minutes after the fault period")
         return self.finish()
