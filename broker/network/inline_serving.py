@@ -42,6 +42,12 @@ it go together once it is given) or the first that closes the connection. Only w
 holds is served before the first answer is written (nothing more is read for it), so that answer waits at
 most for the requests of one read (the read-ahead buffer's 128 KiB). Kafka answers each request on its own.
 
+**Served together.** With the handler's ``handle_pipelined``, a pipeline request with whole pipeline
+requests buffered behind it (in flight, or itself pipelined) is given to it with those, in one call
+(:meth:`InlineServing._handle`): the others are queued as pipelined requests as the handler takes them,
+within the bounds above, and no more are given once an answer closes the connection. The handler serves
+them as one at a time, in order (a producer's requests to one partition appended in one write).
+
 All of these keep the processor's invariant that responses leave in request order per connection.
 """
 

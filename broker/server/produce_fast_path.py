@@ -33,6 +33,16 @@ the append, never a step of the append:
 So a request served here gets the same append, the same answer bytes and the same side effects as on the
 general path (tests/broker/server/test_produce_fast_path.py compares both, byte for byte, for each case).
 
+**A read's requests together** (:meth:`ProduceFastPath.serve_pipelined`, issue 39): the network processor
+gives the whole Produce requests buffered behind the first of a read (``KafkaApis.handle_pipelined``).
+Each is recognised and authorised alone (steps 1 and 2); consecutive ones of one partition and one
+``acks`` are appended in one pass (:meth:`~broker.server.replica_manager.ReplicaManager.append_many`,
+:meth:`broker.log.log.Log.append_many`: each validated and checked against the idempotent producers'
+state alone, with the outcome of appending them one by one, but one ``writev`` and one publication of the
+new log end), then each is answered in order (step 4) after that write. A request of another shape is
+served by ``KafkaApis.handle`` after the requests gathered before it are appended, so appends keep the
+requests' order; the processor stops giving requests once an answer closes the connection.
+
 Concurrency: one connection's requests are served one at a time, in order (by its processor, or a handler
 thread). The learnt requests are a dict keyed by connection id, whose ``get`` and ``setitem`` are atomic;
 it is cleared when it holds :data:`MAX_LEARNT` connections (a closed connection's entry stays until then).
