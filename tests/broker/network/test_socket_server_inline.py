@@ -100,6 +100,7 @@ class _Inline:
 def _serving_inline(
     keys: set[int],
     pipeline: frozenset[int] = frozenset(),
+    *,
     groups: list[list[int]] | None = None,
     **server_args: Any,
 ) -> Iterator[tuple[Any, _Inline]]:
@@ -369,7 +370,7 @@ def test_buffered_pipeline_requests_are_given_together_up_to_an_answer_that_clos
     request after one whose answer closes the connection, and those are never served."""
     groups: list[list[int]] = []
     keys = {ECHO, EMPTY, ECHO_THEN_CLOSE}
-    with _serving_inline(keys, frozenset(keys), groups) as (served, inline):
+    with _serving_inline(keys, frozenset(keys), groups=groups) as (served, inline):
         sock = served.connect()
         kinds = [EMPTY if i == 2 else ECHO for i in range(6)]
         frames = [request_frame(i, b"r%d" % i * i, api_key=k) for i, k in enumerate(kinds)]
@@ -445,7 +446,11 @@ def test_answers_to_buffered_pipeline_requests_leave_in_one_send_over_tls(tmp_pa
     ca = CertificateAuthority(tmp_path / "ca")
     issued = ca.issue("broker")
     context = server_ssl_context(certfile=str(issued.certfile), keyfile=str(issued.keyfile))
-    server_args = {"ssl_context": context, "security_protocol": SecurityProtocol.SSL, "listener_name": "SSL"}
+    server_args: dict[str, Any] = {
+        "ssl_context": context,
+        "security_protocol": SecurityProtocol.SSL,
+        "listener_name": "SSL",
+    }
     with _serving_inline({ECHO, _LARGE}, frozenset({ECHO, _LARGE}), **server_args) as (served, _inline):
         client_context = ssl.create_default_context(cafile=str(ca.cafile))
         raw = socket.create_connection(("127.0.0.1", served.port), timeout=5)
