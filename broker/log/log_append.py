@@ -168,14 +168,14 @@ class LogAppend:
                 for validated in requests:
                     to_append = validated.batches
                     record_count, max_timestamp_ms = validated.record_count, validated.max_timestamp_ms
-                    idempotent = False
+                    # a follower keeps the producer state too (it may lead next)
+                    idempotent = any(batch.producer_id != NO_PRODUCER_ID for batch in to_append)
                     if follower:
                         first_base = to_append[0].base_offset
                         if first_base < offset:
                             raise UnexpectedAppendOffsetError(self._where, offset, first_base, batch_index=0)
                         self._assign_batch_epochs(to_append)
-                    elif any(batch.producer_id != NO_PRODUCER_ID for batch in to_append):
-                        idempotent = True
+                    elif idempotent:
                         try:
                             duplicate, to_append = self._producers.prepare().check_batches(to_append, offset)
                         except _PRODUCER_ERRORS as exc:
