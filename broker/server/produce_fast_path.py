@@ -300,7 +300,9 @@ class ProduceFastPath:
 
     def _append_group(self, group: list[tuple[NetworkRequest, _Learnt, Buffer]]) -> bool:
         """Append ``group`` (recognised requests to one partition, one ``acks``) in one write and answer
-        each in order; False if a failure closed the connection (nothing more is then served)."""
+        each in order; False if a failure closed the connection at the first request not answered
+        (nothing more is then served)."""
+        answered = 0
         try:
             if len(group) == 1:
                 self._append_one(*group[0])
@@ -321,11 +323,12 @@ class ProduceFastPath:
                     outcomes = [exc] * len(group)
                 for (request, learnt, _), outcome in zip(group, outcomes, strict=True):
                     self._reply(request, learnt, partition, outcome)
+                    answered += 1
         except Exception as exc:  # as KafkaApis.handle: the connection closes, the broker goes on
-            first = group[0][0]
-            logger.exception("%s: a Produce request failed", first.peer)
+            failed = group[answered][0]
+            logger.exception("%s: a Produce request failed", failed.peer)
             reason = f"handling failed: {exc!r}"
-            self._channel.send_response(NetworkResponse(first, (), close_after=True, reason=reason))
+            self._channel.send_response(NetworkResponse(failed, (), close_after=True, reason=reason))
             return False
         return True
 
