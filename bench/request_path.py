@@ -19,6 +19,9 @@ cluster view in which this broker leads ``t-0``:
   instead of walking them (the 50-record case above has keys of two lengths, which it declines);
 * the same ``acks=1`` request with another buffered behind it, as a pipelining client's reach a processor:
   ``handle_run`` offered the two first (it takes neither), then ``handle``;
+* eight of the librdkafka ``acks=1`` requests whole in one read: ``handle_run`` offered them (it takes
+  none), then ``handle_pipelined`` given them together (issue 39, ``write39``: one write), or on a tree
+  without it ``handle`` one at a time (as its processor serves them); per request;
 * ``handle_run`` of 100 pipelined ``acks=0`` Produce requests (one append), per request;
 * Fetch v11 of one partition from offset 0, up to 1 MiB (a file region: nothing is copied).
 
@@ -171,6 +174,22 @@ def _measure() -> None:
             handler.handle(pipelined[0])
         channel.out.clear()
 
+    read_of_eight = [librdkafka_produce(1) for _ in range(8)]
+
+    def handling_read_of_eight(n: int) -> None:
+        # eight requests whole in one read: offered to handle_run (it takes none), then given together
+        # (handle_pipelined, from write39 on) or one at a time (before: the processor's pipelining)
+        together = getattr(handler, "handle_pipelined", None)
+        for _ in range(n // 8):
+            if handler.handle_run(read_of_eight) != 0:
+                raise RuntimeError("handle_run took an acks=1 request")
+            if together is not None:
+                together(iter(read_of_eight))
+            else:
+                for one in read_of_eight:
+                    handler.handle(one)
+        channel.out.clear()
+
     def handling_runs(n: int) -> None:
         for _ in range(n // 100):
             if handler.handle_run(run_of_100) != 100:
@@ -194,6 +213,11 @@ def _measure() -> None:
         ("produce v9 acks=1, librdkafka's 50 keyless records", handling(librdkafka_produce(1)), 1000),
         ("produce v9 acks=-1, librdkafka's 50 keyless records", handling(librdkafka_produce(-1)), 1000),
         ("produce acks=1, 1 record, another behind it", handling_pipelined, 3000),
+        (
+            "produce v9 acks=1, librdkafka's 50 records, 8 in one read (per request)",
+            handling_read_of_eight,
+            1000,
+        ),
         ("produce acks=-1, 1 record", handling(produce(-1, 1)), 3000),
         ("produce acks=0, run of 100 (per request)", handling_runs, 3000),
         ("fetch 1 partition, 1 MiB", handling(fetch), 3000),

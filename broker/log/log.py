@@ -24,7 +24,8 @@ Layout: :class:`Log` is one class, its methods grouped by concept in mixins besi
 lives here (set in ``Log.__init__``, under the concurrency rules below) and each mixin lists the
 attributes it uses:
 
-* this module: loading, appending, rolling, reading, the listeners, closing and deleting;
+* this module: loading, rolling, reading, the listeners, closing and deleting;
+* :mod:`broker.log.log_append`: appending, a request at a time or several requests in one write;
 * :mod:`broker.log.log_flush`: flushes (the paper's M and S policy, and group commit for ``[log]
   flush_on_ack``);
 * :mod:`broker.log.log_replication`: the replicated high watermark, leader epochs and the follower's
@@ -63,25 +64,22 @@ from pathlib import Path
 
 from broker.clock import Clock, system_clock_ms
 from broker.config import DEFAULT_PRODUCER_ID_EXPIRATION_MS, LogConfig
-from broker.log.append_info import AppendInfo
-from broker.log.errors import LogClosedError, LogStorageError, UnexpectedAppendOffsetError
+from broker.log.errors import LogClosedError, LogStorageError
 from broker.log.file_handle import fsync_dir
 from broker.log.file_names import deleted_partition_dir_name, parse_partition_dir_name
 from broker.log.file_region import FileRegion
 from broker.log.leader_epoch_cache import LeaderEpochCache
+from broker.log.log_append import LogAppend
 from broker.log.log_cleanup import LogCleanup
 from broker.log.log_flush import LogFlush
 from broker.log.log_listeners import EndOffsetListener, HighWatermarkListener, LogListeners
 from broker.log.log_replication import LogReplication
 from broker.log.log_truncation import LogTruncation, TruncationGuard, no_truncation_guard
-from broker.log.log_validator import TARGET_CODECS, ValidatedAppend, validate_append
 from broker.log.log_view import LogView
 from broker.log.producer_state import ProducerStateManager
 from broker.log.recovery import RecoveryResult, load_segments
 from broker.log.segment import Segment
-from broker.record.batch_header import NO_PRODUCER_ID
 from broker.record.errors import InvalidTopicError
-from broker.record.record_batch import RecordBatch
 from broker.record.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -89,7 +87,7 @@ logger = logging.getLogger(__name__)
 Buffer = bytes | bytearray | memoryview
 
 
-class Log(LogReplication, LogTruncation, LogCleanup, LogFlush):
+class Log(LogAppend, LogReplication, LogTruncation, LogCleanup, LogFlush):
     """One partition's log in ``directory`` (named ``<topic>-<partition>``). Thread-safe."""
 
     def __init__(
@@ -231,177 +229,6 @@ class Log(LogReplication, LogTruncation, LogCleanup, LogFlush):
         return self._producers
 
     # ------------------------------------------------------------------------------------ append
-
-    def append(self, batches: Buffer, *, leader_epoch: int = -1) -> AppendInfo:
-        """Validate the batches (one call of :func:`~broker.log.log_validator.validate_append`), then append
-        them all with offsets assigned from the log end offset.
-
-        With ``leader_epoch >= 0`` (a leader's append) every batch is written with its
-        ``partitionLeaderEpoch`` set to it, and the leader epoch cache records it at the first offset;
-        ``-1`` writes the epoch each batch carried.
-
-        The whole request is rejected, with nothing written, if any batch is invalid:
-        :class:`CorruptRecordError` (magic, lengths, CRC, record framing, a partial batch at the end),
-        :class:`RecordTooLargeError`, :class:`InvalidRecordError` (no batch, record count not matching the
-        offset range or the records, a control batch),
-        :class:`~broker.log.errors.OutOfOrderSequenceError` and
-        :class:`~broker.log.errors.InvalidProducerEpochError` (an idempotent producer's sequence gap or
-        fenced epoch). A batch an idempotent producer already appended is not appended again: when every
-        batch is such a retry, the result has ``duplicate`` set and the original batch's offsets.
-        :class:`LogStorageError` on an I/O error, after which the log is offline until the broker restarts
-        (and recovers it).
-        """
-        config = self._config
-        target_codec = TARGET_CODECS[config.compression_type]
-        validated = validate_append(
-            batches,
-            where=f"{self._where} append",
-            max_message_bytes=config.max_message_bytes,
-            validate_records=config.validate_records,
-            compacted="compact" in config.cleanup_policy,
-            target_codec=target_codec,
-            target_level=None if target_codec is None else config.compression_level,
-        )
-        return self._append_validated(validated, leader_epoch, False)
-
-    def _append_validated(self, validated: ValidatedAppend, leader_epoch: int, follower: bool) -> AppendInfo:
-        """The append of :meth:`append` (``follower`` False) and :meth:`append_as_follower` (True)."""
-        record_count, max_timestamp_ms = validated.record_count, validated.max_timestamp_ms
-
-        config = self._config
-        to_append = validated.batches
-        idempotent = any(batch.producer_id != NO_PRODUCER_ID for batch in to_append)
-        with self._lock:
-            self._check_writable()
-            if follower:
-                first_base = to_append[0].base_offset
-                if first_base < self._next_offset:
-                    raise UnexpectedAppendOffsetError(
-                        self._where, self._next_offset, first_base, batch_index=0
-                    )
-                self._assign_batch_epochs(to_append)
-            elif idempotent:
-                duplicate, to_append = self._producers.prepare().check_batches(to_append, self._next_offset)
-                if duplicate is not None and not to_append:
-                    return AppendInfo(
-                        first_offset=duplicate.first_offset,
-                        last_offset=duplicate.last_offset,
-                        max_timestamp_ms=duplicate.timestamp_ms,
-                        record_count=0,
-                        batch_count=0,
-                        size_bytes=0,
-                        duplicate=True,
-                        # Kafka answers a duplicate with the original batch's max timestamp here, on a
-                        # CreateTime topic too (its UnifiedLog sets logAppendTime to it)
-                        log_append_time_ms=duplicate.timestamp_ms,
-                    )
-                if duplicate is not None:
-                    record_count = sum(b.record_count for b in to_append)
-                    max_timestamp_ms = max(b.max_timestamp_ms for b in to_append)
-            if leader_epoch >= 0:
-                # before any byte of the epoch is written: the checkpoint is never behind the log
-                self._epochs.assign(leader_epoch, self._next_offset)
-            hw_follows_appends = self._hw_follows_appends
-            update_producer = self._producers.update
-            now = self._clock()
-            log_append_time_ms = -1
-            if not follower and config.message_timestamp_type == "LogAppendTime":
-                # the leader's clock in every batch (a follower keeps the leader's bytes)
-                to_append = tuple(batch.with_log_append_time(now) for batch in to_append)
-                log_append_time_ms = max_timestamp_ms = now
-            view = self._view
-            segments = view.segments
-            active = segments[-1]
-            offset = self._next_offset
-            first_offset = to_append[0].base_offset if follower else offset
-            pending: list[RecordBatch] = []
-            pending_bases: list[int] = []
-            pending_bytes = 0
-            try:
-                for batch in to_append:
-                    end = offset  # where a roll starts the next segment: segments stay contiguous
-                    if follower:
-                        offset = batch.base_offset  # the leader's offsets, gaps included
-                    last_offset = offset + batch.last_offset_delta
-                    if active.should_roll(
-                        batch.size_bytes,
-                        batch.max_timestamp_ms,
-                        last_offset,
-                        now,
-                        segment_bytes=config.segment_bytes,
-                        segment_ms=config.segment_ms,
-                        pending_bytes=pending_bytes,
-                    ):
-                        if pending:
-                            active.append(pending, pending_bases, leader_epoch)
-                            pending, pending_bases, pending_bytes = [], [], 0
-                        active = self._roll(active, end, now)
-                        segments = (*segments, active)
-                    pending.append(batch)
-                    pending_bases.append(offset)
-                    pending_bytes += batch.size_bytes
-                    if idempotent:
-                        update_producer(
-                            batch.producer_id,
-                            batch.producer_epoch,
-                            batch.base_sequence,
-                            offset,
-                            last_offset,
-                            batch.max_timestamp_ms,
-                            now,
-                        )
-                    offset = last_offset + 1
-                active.append(pending, pending_bases, leader_epoch)
-            except LogStorageError as exc:
-                self._offline_reason = str(exc)
-                logger.error("%s: log is offline after a failed append: %s", self._where, exc)  # noqa: TRY400
-                raise
-            self._next_offset = offset
-            self._unflushed_messages += record_count
-            new_deadline = self._first_unflushed_ms is None
-            if new_deadline:
-                self._first_unflushed_ms = now
-            if hw_follows_appends:
-                high_watermark, hw_segment, hw_position = offset, active, active.size_bytes
-            else:
-                high_watermark, hw_segment, hw_position = (
-                    view.high_watermark,
-                    view.hw_segment,
-                    view.hw_position,
-                )
-            self._view = LogView(
-                segments=segments,
-                base_offsets=view.base_offsets
-                if segments is view.segments
-                else tuple(s.base_offset for s in segments),
-                log_end_offset=offset,
-                end_position=active.size_bytes,
-                high_watermark=high_watermark,
-                hw_segment=hw_segment,
-                hw_position=hw_position,
-            )
-            flush_due = self._unflushed_messages >= config.flush_messages
-        listeners = self._listeners
-        if hw_follows_appends:
-            listeners.publish(offset)
-        if listeners.end_listeners:
-            listeners.publish_end(offset)
-        if self._wake_flusher is not None:
-            if flush_due or new_deadline:
-                self._wake_flusher(self)
-        elif flush_due:
-            self.flush()
-        return AppendInfo(
-            first_offset=first_offset,
-            last_offset=offset - 1,
-            max_timestamp_ms=max_timestamp_ms,
-            record_count=record_count,
-            batch_count=len(to_append),
-            size_bytes=validated.size_bytes
-            if to_append is validated.batches
-            else sum(b.size_bytes for b in to_append),
-            log_append_time_ms=log_append_time_ms,
-        )
 
     def _roll(self, active: Segment, base_offset: int, now_ms: int) -> Segment:
         """Close off ``active``, snapshot the producer state as of ``base_offset``, and start a segment

@@ -42,6 +42,12 @@ it go together once it is given) or the first that closes the connection. Only w
 holds is served before the first answer is written (nothing more is read for it), so that answer waits at
 most for the requests of one read (the read-ahead buffer's 128 KiB). Kafka answers each request on its own.
 
+**Served together.** With the handler's ``handle_pipelined``, a pipeline request with whole pipeline
+requests buffered behind it (in flight, or itself pipelined) is given to it with those, in one call
+(:meth:`InlineServing._handle`): the others are queued as pipelined requests as the handler takes them,
+within the bounds above, and no more are given once an answer closes the connection. The handler serves
+them as one at a time, in order (a producer's requests to one partition appended in one write).
+
 All of these keep the processor's invariant that responses leave in request order per connection.
 """
 
@@ -156,7 +162,7 @@ class InlineServing:
         assert self._inline is not None
         request = self._in_flight(conn, frame, received_ns)
         try:
-            self._inline.handle(request)
+            self._handle(conn, request)
         except Exception:
             logger.exception("processor %d: serving a request from %s failed", self.processor_id, conn.peer)
             self._close(conn, "unexpected error while serving a request", "error_closed", None)
@@ -281,9 +287,42 @@ class InlineServing:
         )
         self._set_interest(conn, _READ if reading_ahead else 0)
 
-    def _serve_one_pipelined(self, conn: Connection, frame: bytes) -> bool:
-        """Serve ``frame`` behind ``conn``'s waiting requests; False if that closed the connection."""
-        assert self._inline is not None
+    def _handle(self, conn: Connection, request: NetworkRequest) -> None:
+        """Give ``request`` (``conn``'s in-flight or last pipelined one) to the inline handler: alone, or
+        with the whole pipeline requests buffered behind it (served as pipelined requests) when the handler
+        serves them together (``handle_pipelined``: their appends to one partition in one write)."""
+        inline = self._inline
+        assert inline is not None
+        keys, receive, frame = self._pipeline_keys, conn.receive, request.frame
+        if (
+            inline.handle_pipelined is not None
+            and receive.has_frame
+            and ((frame[0] << 8) | frame[1]) in keys
+            and receive.next_api_key() in keys
+            and self._may_pipeline(conn)
+        ):
+            inline.handle_pipelined(self._pipelined_requests(conn, request))
+        else:
+            inline.handle(request)
+
+    def _pipelined_requests(self, conn: Connection, first: NetworkRequest) -> Iterator[NetworkRequest]:
+        """``first``, then each whole pipeline request buffered behind it, cut from the read-ahead buffer and
+        queued as pipelined only when taken, while ``conn`` may pipeline and no answer given so far closes
+        it (as :meth:`_serve_buffered` would serve them one at a time)."""
+        yield first
+        receive, keys, local = conn.receive, self._pipeline_keys, self._local_responses
+        while (
+            receive.has_frame
+            and receive.next_api_key() in keys
+            and self._may_pipeline(conn)
+            and not any(response.close_after for response in local)
+        ):
+            frame = receive.read_from(conn.sock)  # buffered: no syscall
+            assert frame is not None
+            yield self._pipelined(conn, frame)
+
+    def _pipelined(self, conn: Connection, frame: bytes) -> NetworkRequest:
+        """``frame`` queued behind ``conn``'s waiting requests, counted."""
         request = NetworkRequest(
             self.processor_id, conn.connection_id, conn.peer, frame, time.monotonic_ns(), conn.session
         )
@@ -293,8 +332,14 @@ class InlineServing:
         counters = self.counters
         counters.requests += 1
         counters.request_bytes += SIZE_PREFIX_BYTES + len(frame)
+        return request
+
+    def _serve_one_pipelined(self, conn: Connection, frame: bytes) -> bool:
+        """Serve ``frame`` behind ``conn``'s waiting requests (with those buffered behind it, see
+        :meth:`_handle`); False if that closed the connection."""
+        request = self._pipelined(conn, frame)
         try:
-            self._inline.handle(request)
+            self._handle(conn, request)
         except Exception:
             logger.exception("processor %d: serving a request from %s failed", self.processor_id, conn.peer)
             self._close(conn, "unexpected error while serving a request", "error_closed", None)

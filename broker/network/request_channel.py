@@ -104,6 +104,14 @@ class InlineHandler:
     keys that its read-ahead buffer already holds, through :attr:`handle`, and sends their answers in
     request order after the waiting one's; one fsync can then answer a pipelining producer's requests
     together instead of one each.
+
+    ``handle_pipelined`` serves a request with pipeline api keys and the whole requests with such keys that
+    the read-ahead buffer holds behind it (the first is the in-flight request or a pipelined one, the
+    others are pipelined behind it), exactly as :attr:`handle` would one at a time, in order, but may append
+    several of them in one write (a producer's requests to one partition that arrived in one read). It
+    takes them from an iterator that cuts each from the buffer when taken and ends once the connection may
+    pipeline no more or an answer given so far closes the connection; it must answer every request it takes
+    but for those behind one whose answer closes the connection.
     """
 
     handle: Callable[[NetworkRequest], None]
@@ -111,6 +119,7 @@ class InlineHandler:
     handle_run: Callable[[Iterator[NetworkRequest]], int] | None = None
     run_api_keys: frozenset[int] = frozenset()
     pipeline_api_keys: frozenset[int] = frozenset()
+    handle_pipelined: Callable[[Iterator[NetworkRequest]], None] | None = None
 
 
 class ResponseSink(Protocol):

@@ -337,7 +337,12 @@ class BrokerServer:
         self._pool.start()
         inline = (
             InlineHandler(
-                handler.handle, INLINE_API_KEYS, handler.handle_run, RUN_API_KEYS, PIPELINE_API_KEYS
+                handler.handle,
+                INLINE_API_KEYS,
+                handler.handle_run,
+                RUN_API_KEYS,
+                PIPELINE_API_KEYS,
+                handler.handle_pipelined,
             )
             if config.inline_requests
             else None

@@ -272,6 +272,12 @@ class KafkaApis:
         (:meth:`~broker.server.produce_fast_path.ProduceFastPath.serve_run`)."""
         return self.fast_produce.serve_run(requests)
 
+    def handle_pipelined(self, requests: Iterable[NetworkRequest]) -> None:
+        """Serve a connection's pipelined requests in order as :meth:`handle` would, the learnt ones to one
+        partition appended in one write
+        (:meth:`~broker.server.produce_fast_path.ProduceFastPath.serve_pipelined`)."""
+        self.fast_produce.serve_pipelined(requests, self.handle)
+
     def _send(self, request: NetworkRequest, chunks: Sequence[bytes | Region]) -> None:
         self._channel.send_response(NetworkResponse(request, tuple(chunks)))
 

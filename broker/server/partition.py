@@ -3,9 +3,9 @@
 The :class:`~broker.server.replica_manager.ReplicaManager` keeps one :class:`Partition` per local log and
 reaches the log only through it: :meth:`Partition.append_records_to_leader` is the one call of
 :meth:`broker.log.log.Log.append` in the broker (Produce, and the processors' pipelined ``acks=0`` runs),
-:meth:`Partition.append_records_to_follower` the one call of :meth:`~broker.log.log.Log.append_as_follower`
-(the replica fetcher); reads go through :meth:`Partition.read` and
-:meth:`Partition.fetch_offset_for_timestamp`.
+:meth:`Partition.append_many_to_leader` of :meth:`~broker.log.log.Log.append_many` (pipelined requests),
+:meth:`Partition.append_records_to_follower` of :meth:`~broker.log.log.Log.append_as_follower` (the
+replica fetcher); reads go through :meth:`Partition.read` and :meth:`Partition.fetch_offset_for_timestamp`.
 
 A replica is the **leader** or a **follower**, as the partition's state znode says
 (``/brokers/topics/<t>/partitions/<p>/state``: leader, leader epoch, ISR; :mod:`broker.cluster.zk_paths`).
@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from broker.clock import Clock, system_clock_ms
@@ -67,6 +67,7 @@ from broker.cluster.partition_state import PartitionState
 from broker.log.append_info import AppendInfo
 from broker.log.file_region import FileRegion
 from broker.log.log import Buffer, Log
+from broker.log.log_append import AppendOutcome
 from broker.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from broker.record.topic_partition import TopicPartition
 from broker.server.errors import (
@@ -284,24 +285,32 @@ class Partition:
         return NotLeaderOrFollowerError(self.topic_partition, self.leader_id, self.broker_id)
 
     # ------------------------------------------------------------------------------------ append
-
     def append_records_to_leader(self, records: Buffer, required_acks: int = 1) -> AppendInfo:
-        """Append a producer's batches: validated, offsets assigned from the log end, the leader epoch
-        stamped (the one path into :meth:`Log.append`; it raises the log's errors, with nothing appended).
-
-        NOT_LEADER_OR_FOLLOWER when this replica does not lead; NOT_ENOUGH_REPLICAS for ``acks=-1`` while
-        the ISR is smaller than ``min.insync.replicas``."""
+        """Append a producer's batches at the log end, leader epoch stamped (the one path into
+        :meth:`Log.append`, whose errors it raises, nothing appended): NOT_LEADER_OR_FOLLOWER when this
+        replica does not lead, NOT_ENOUGH_REPLICAS for ``acks=-1`` while the ISR is below min.insync."""
         with self._lock:
-            if self.leader_id != self.broker_id:
-                raise self._not_leader()
-            if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
-                raise NotEnoughReplicasError(self.topic_partition, sorted(self.isr), self.min_insync_replicas)
+            self._check_appendable(required_acks)
             info = self.log.append(records, leader_epoch=self.leader_epoch)
-            if not self._remote:
-                return info
-            # the ISR may be the leader alone: then the high watermark follows the log end
-            self._maybe_increment_high_watermark(self._clock())
+            if self._remote:  # the ISR may be the leader alone: then the high watermark follows the log end
+                self._maybe_increment_high_watermark(self._clock())
             return info
+
+    def append_many_to_leader(self, requests: Sequence[Buffer], acks: int = 1) -> list[AppendOutcome]:
+        """:meth:`append_records_to_leader` of several requests in one write (the one call of
+        :meth:`Log.append_many`): each request's outcome; raises what refuses them all."""
+        with self._lock:
+            self._check_appendable(acks)
+            outcomes = self.log.append_many(requests, leader_epoch=self.leader_epoch)
+            if self._remote:
+                self._maybe_increment_high_watermark(self._clock())
+            return outcomes
+
+    def _check_appendable(self, required_acks: int) -> None:
+        if self.leader_id != self.broker_id:
+            raise self._not_leader()
+        if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
+            raise NotEnoughReplicasError(self.topic_partition, sorted(self.isr), self.min_insync_replicas)
 
     def append_records_to_follower(self, records: Buffer, leader_epoch: int) -> AppendInfo | None:
         """Append the leader's batches unchanged (the replica fetcher); None when this replica no longer

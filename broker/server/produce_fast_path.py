@@ -33,6 +33,16 @@ the append, never a step of the append:
 So a request served here gets the same append, the same answer bytes and the same side effects as on the
 general path (tests/broker/server/test_produce_fast_path.py compares both, byte for byte, for each case).
 
+**A read's requests together** (:meth:`ProduceFastPath.serve_pipelined`, issue 39): the network processor
+gives the whole Produce requests buffered behind the first of a read (``KafkaApis.handle_pipelined``).
+Each is recognised and authorised alone (steps 1 and 2); consecutive ones of one partition and one
+``acks`` are appended in one pass (:meth:`~broker.server.replica_manager.ReplicaManager.append_many`,
+:meth:`broker.log.log.Log.append_many`: each validated and checked against the idempotent producers'
+state alone, with the outcome of appending them one by one, but one ``writev`` and one publication of the
+new log end), then each is answered in order (step 4) after that write. A request of another shape is
+served by ``KafkaApis.handle`` after the requests gathered before it are appended, so appends keep the
+requests' order; the processor stops giving requests once an answer closes the connection.
+
 Concurrency: one connection's requests are served one at a time, in order (by its processor, or a handler
 thread). The learnt requests are a dict keyed by connection id, whose ``get`` and ``setitem`` are atomic;
 it is cleared when it holds :data:`MAX_LEARNT` connections (a closed connection's entry stays until then).
@@ -42,10 +52,11 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 from broker.cluster.cluster_watcher import ClusterWatcher
+from broker.log.append_info import AppendInfo
 from broker.log.errors import LogError
 from broker.log.log import Buffer
 from broker.network.request_channel import NetworkRequest, NetworkResponse, RequestChannel
@@ -76,6 +87,9 @@ _CORRELATION_ID = struct.Struct(">i")
 #: What the general path's append catches (``ReplicaManager.append_records``): a partition's answer.
 _APPEND_ERRORS = (LogError, RecordError, ServerError)
 
+#: What a recognised request's append gave: its offsets, or why nothing was appended.
+_Outcome = AppendInfo | LogError | RecordError | ServerError
+
 #: The general path's answer to a Produce (``KafkaApis._produce_answer``): the request, its decoded
 #: header and body, and every partition's result.
 GeneralAnswer = Callable[
@@ -100,6 +114,8 @@ class _Learnt(NamedTuple):
     tp: TopicPartition
     acks: int
     answer: ProduceAnswer
+    #: ``(tp, acks)``: the requests one write may append together.
+    key: tuple[TopicPartition, int]
 
 
 class ProduceFastPath:
@@ -127,6 +143,9 @@ class ProduceFastPath:
         #: packed template (the others: a failure or a wait, answered by the general path's code).
         self.taken = 0
         self.served = 0
+        #: Requests taken that were appended with others in one write, and the writes that did it.
+        self.grouped = 0
+        self.group_writes = 0
 
     def learn(self, request: NetworkRequest, header: RequestHeader, body: ProduceRequest) -> None:
         """Remember ``request`` (being served by the general path) for its connection's next requests, if
@@ -146,12 +165,14 @@ class ProduceFastPath:
             return
         elif len(known) >= MAX_LEARNT_PER_CONNECTION:
             del known[0]
+        tp = TopicPartition(topic, partition)
         known.append(
             _Learnt(
                 template,
-                TopicPartition(topic, partition),
+                tp,
                 body.acks,
                 produce_answer(header.api_version, topic, partition),
+                (tp, body.acks),
             )
         )
 
@@ -215,46 +236,124 @@ class ProduceFastPath:
     def serve(self, request: NetworkRequest) -> bool:
         """Serve ``request`` if it is one of its connection's learnt requests with other records; False
         (nothing done) if the general path must serve it."""
+        recognised = self._recognise(request)
+        if recognised is None:
+            return False
+        self._append_one(request, *recognised)
+        return True
+
+    def serve_pipelined(
+        self, requests: Iterable[NetworkRequest], handle: Callable[[NetworkRequest], None]
+    ) -> None:
+        """Serve a connection's pipelined ``requests`` in order, each as ``handle`` (``KafkaApis.handle``)
+        would, but the consecutive learnt requests to one partition (with one ``acks``) appended in one
+        write (see the module docstring). A request of another shape or partition first has the requests
+        gathered before it appended, then is served alone, so the appends keep the requests' order.
+        ``requests`` is taken one at a time (the processor ends it once an answer closes the connection)."""
+        group: list[tuple[NetworkRequest, _Learnt, Buffer]] = []
+        for request in requests:
+            recognised = self._recognise(request)
+            if recognised is not None and (not group or group[0][1].key == recognised[0].key):
+                group.append((request, *recognised))
+                continue
+            if group and not self._append_group(group):
+                return
+            group = []
+            if recognised is None:
+                handle(request)
+            else:
+                group.append((request, *recognised))
+        if group:
+            self._append_group(group)
+
+    def _recognise(self, request: NetworkRequest) -> tuple[_Learnt, Buffer] | None:
+        """The learnt request ``request`` is and its records, if its principal may write to the topic."""
         known = self._learnt.get(request.connection_id)
         if known is None:
-            return False
+            return None
         frame = request.frame
         for learnt in known:
             records = learnt.template.records_of(frame)
             if records is not None:
                 break
         else:
-            return False
-        tp = learnt.tp
+            return None
         auth = self._auth
         if auth.enabled and not auth.authorize(
-            request.session, AclOperation.WRITE, ResourceType.TOPIC, tp.topic
+            request.session, AclOperation.WRITE, ResourceType.TOPIC, learnt.tp.topic
         ):
-            return False  # the general path refuses it, naming why
+            return None  # the general path refuses it, naming why
+        return learnt, records
+
+    def _append_one(self, request: NetworkRequest, learnt: _Learnt, records: Buffer) -> None:
+        """Append a recognised request and answer it."""
         self.taken += 1
         replicas = self._replicas
-        acks = learnt.acks
         with replicas.completing_here():  # the followers' waiting fetches are answered here
             partition: Partition | None = None
             try:
-                partition = replicas.leader_partition(self._cluster.view, tp)
-                info = replicas.append_to_local_log(partition, records, acks)
+                partition = replicas.leader_partition(self._cluster.view, learnt.tp)
+                outcome: _Outcome = replicas.append_to_local_log(partition, records, learnt.acks)
             except _APPEND_ERRORS as exc:
-                self._general(request, {tp: ProduceResult(exc, None, partition)}, acks)
+                outcome = exc
+            self._reply(request, learnt, partition, outcome)
+
+    def _append_group(self, group: list[tuple[NetworkRequest, _Learnt, Buffer]]) -> bool:
+        """Append ``group`` (recognised requests to one partition, one ``acks``) in one write and answer
+        each in order; False if a failure closed the connection at the first request not answered
+        (nothing more is then served)."""
+        answered = 0
+        try:
+            if len(group) == 1:
+                self._append_one(*group[0])
                 return True
-            if acks == -1 and (
-                partition.flush_on_ack
-                or partition.check_enough_replicas(info.last_offset + 1) != (True, None)
-            ):
-                self._general(request, {tp: ProduceResult(None, info, partition)}, acks)
-                return True
-            self.served += 1
-            (correlation_id,) = _CORRELATION_ID.unpack_from(frame, 4)
-            answer = learnt.answer.encode(
-                correlation_id, info.first_offset, info.log_append_time_ms, partition.log_start_offset
-            )
-            self._channel.send_response(NetworkResponse(request, (answer,)))
+            self.taken += len(group)
+            self.grouped += len(group)
+            self.group_writes += 1
+            replicas = self._replicas
+            tp, acks = group[0][1].key
+            with replicas.completing_here():
+                partition: Partition | None = None
+                try:
+                    partition = replicas.leader_partition(self._cluster.view, tp)
+                    outcomes: Sequence[_Outcome] = replicas.append_many(
+                        partition, [records for _, _, records in group], acks
+                    )
+                except _APPEND_ERRORS as exc:
+                    outcomes = [exc] * len(group)
+                for (request, learnt, _), outcome in zip(group, outcomes, strict=True):
+                    self._reply(request, learnt, partition, outcome)
+                    answered += 1
+        except Exception as exc:  # as KafkaApis.handle: the connection closes, the broker goes on
+            failed = group[answered][0]
+            logger.exception("%s: a Produce request failed", failed.peer)
+            reason = f"handling failed: {exc!r}"
+            self._channel.send_response(NetworkResponse(failed, (), close_after=True, reason=reason))
+            return False
         return True
+
+    def _reply(
+        self, request: NetworkRequest, learnt: _Learnt, partition: Partition | None, outcome: _Outcome
+    ) -> None:
+        """Answer a recognised request from its append's ``outcome``: packed from the learnt answer when it
+        succeeded and needs no wait, else as the general path goes on (see the module docstring)."""
+        tp, acks = learnt.key
+        if not isinstance(outcome, AppendInfo):
+            self._general(request, {tp: ProduceResult(outcome, None, partition)}, acks)
+            return
+        if partition is None:  # pragma: no cover - an append is made to its partition
+            raise TypeError(f"{tp}: an append without its partition")
+        if acks == -1 and (
+            partition.flush_on_ack or partition.check_enough_replicas(outcome.last_offset + 1) != (True, None)
+        ):
+            self._general(request, {tp: ProduceResult(None, outcome, partition)}, acks)
+            return
+        self.served += 1
+        (correlation_id,) = _CORRELATION_ID.unpack_from(request.frame, 4)
+        answer = learnt.answer.encode(
+            correlation_id, outcome.first_offset, outcome.log_append_time_ms, partition.log_start_offset
+        )
+        self._channel.send_response(NetworkResponse(request, (answer,)))
 
     def _general(
         self, request: NetworkRequest, results: dict[TopicPartition, ProduceResult], acks: int

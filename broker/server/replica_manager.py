@@ -28,12 +28,10 @@ logs, offsets, replica state and the purgatory, never the wire format. What it o
   :meth:`append_to_local_log` and :meth:`Partition.append_records_to_leader`, the one path into
   :meth:`broker.log.log.Log.append` (validation, offsets, the leader epoch). ``acks=0`` and ``acks=1`` are
   answered at once, ``acks=-1`` once every in-sync replica has the batches (:meth:`answer_when_acknowledged`:
-  a :class:`~broker.server.delayed_produce.DelayedProduce`). The processors' pipelined ``acks=0`` runs
-  (:meth:`append_run`: one append per run of requests to one partition) and the one-partition requests of
-  :mod:`broker.server.produce_fast_path` take the same path.
-  The protocol layer serves a Produce inside :meth:`completing_here`, so the thread that appended answers
-  the followers' fetches waiting for the batches (Kafka's action queue), and a Fetch likewise, so the
-  thread that served a follower's fetch answers the produces its log end offset acknowledges.
+  a :class:`~broker.server.delayed_produce.DelayedProduce`). ``acks=0`` runs (:meth:`append_run`) and
+  :mod:`~broker.server.produce_fast_path` take it (a read's requests in one write: :meth:`append_many`).
+  A Produce is served inside :meth:`completing_here`, so the thread that appended answers the followers'
+  fetches waiting for its batches (Kafka's action queue), and a Fetch the produces it acknowledges.
 * **Fetch reads** (:meth:`fetch_messages`, :meth:`read_from_local_log`): whole batches as file regions for
   ``sendfile``, ``partition_max_bytes`` and ``max_bytes`` honoured (only the first partition with data may
   exceed them, by one batch, as in KIP-74); fewer than ``min_bytes`` wait up to ``max_wait_ms`` as a
@@ -83,6 +81,7 @@ from broker.log.append_info import AppendInfo
 from broker.log.errors import LogError
 from broker.log.file_region import FileRegion
 from broker.log.log import Buffer
+from broker.log.log_append import AppendOutcome
 from broker.log.log_manager import LogManager
 from broker.record.errors import InvalidRecordError, RecordError
 from broker.record.topic_name import validate_topic_name
@@ -109,8 +108,7 @@ _NO_THROTTLE = ThrottleSnapshot()
 
 
 class FetchPartitionResult(NamedTuple):
-    """One partition's part of a Fetch (Kafka's ``FetchPartitionData``; a tuple: one is built per partition
-    per read)."""
+    """One partition's part of a Fetch (Kafka's ``FetchPartitionData``; a tuple, one per partition read)."""
 
     #: Why nothing was read; None on success (``records`` may still be None: nothing to read yet).
     error: LogError | RecordError | ServerError | None
@@ -387,6 +385,10 @@ class ReplicaManager(IsrChanges, ReplicaMoves):
         """Every append of the broker goes through here (see the module docstring)."""
         return partition.append_records_to_leader(records, acks)
 
+    def append_many(self, partition: Partition, requests: Sequence[Buffer], acks: int) -> list[AppendOutcome]:
+        """:meth:`append_to_local_log` of several requests in one write: each one's outcome, or raises."""
+        return partition.append_many_to_leader(requests, acks)
+
     def append_records(
         self,
         entries: Sequence[tuple[TopicPartition, Buffer | None]],
@@ -432,12 +434,10 @@ class ReplicaManager(IsrChanges, ReplicaMoves):
 
     def append_run(self, runs: Sequence[tuple[Partition, Sequence[Buffer]]]) -> int:
         """Append pipelined ``acks=0`` requests, each run of requests to one partition in one append, with
-        the same outcome as appending them one by one; returns how many requests were appended.
-
-        When a run's append fails, its requests are appended one at a time up to the failing one, and
-        the count stops there: that request and the ones after it are left to the caller (which serves
-        them one by one, reporting the failure), nothing of them appended.
-        """
+        the same outcome as appending them one by one; returns how many requests were appended. When a
+        run's append fails, its requests are appended one at a time up to the failing one, and the count
+        stops there: that request and the ones after it are left to the caller (which serves them one by
+        one, reporting the failure), nothing of them appended."""
         appended = 0
         for partition, parts in runs:
             try:

@@ -98,14 +98,33 @@ class _Inline:
 
 @contextlib.contextmanager
 def _serving_inline(
-    keys: set[int], pipeline: frozenset[int] = frozenset(), **server_args: Any
+    keys: set[int],
+    pipeline: frozenset[int] = frozenset(),
+    *,
+    groups: list[list[int]] | None = None,
+    **server_args: Any,
 ) -> Iterator[tuple[Any, _Inline]]:
+    """Serve ``keys`` inline; with ``groups``, the handler also serves pipelined requests together
+    (``handle_pipelined``: one at a time here), and each call's correlation ids are appended to it."""
     channel_box: list[_Inline] = []
 
     def handle(request: NetworkRequest) -> None:
         channel_box[0].handle(request)
 
-    handler = InlineHandler(handle, frozenset(keys), pipeline_api_keys=pipeline)
+    def handle_pipelined(requests: Iterator[NetworkRequest]) -> None:
+        assert groups is not None
+        taken: list[int] = []
+        groups.append(taken)
+        for request in requests:
+            taken.append(struct.unpack_from(">i", request.frame, 4)[0])
+            channel_box[0].handle(request)
+
+    handler = InlineHandler(
+        handle,
+        frozenset(keys),
+        pipeline_api_keys=pipeline,
+        handle_pipelined=None if groups is None else handle_pipelined,
+    )
     with serving(inline=handler, num_processors=1, **server_args) as served:
         inline = _Inline(served.channel)
         channel_box.append(inline)
@@ -345,6 +364,30 @@ def test_answers_to_buffered_pipeline_requests_answered_at_once_leave_in_one_sen
         assert served.stats()["responses_merged"] == len(echoed) - 1
 
 
+def test_buffered_pipeline_requests_are_given_together_up_to_an_answer_that_closes() -> None:
+    """A read's pipeline requests go to ``handle_pipelined`` in one call, in order (the first in flight,
+    the others pipelined behind it), their answers in one send in request order; the call is given no
+    request after one whose answer closes the connection, and those are never served."""
+    groups: list[list[int]] = []
+    keys = {ECHO, EMPTY, ECHO_THEN_CLOSE}
+    with _serving_inline(keys, frozenset(keys), groups=groups) as (served, inline):
+        sock = served.connect()
+        kinds = [EMPTY if i == 2 else ECHO for i in range(6)]
+        frames = [request_frame(i, b"r%d" % i * i, api_key=k) for i, k in enumerate(kinds)]
+        sock.sendall(b"".join(framed(f) for f in frames))  # one read
+        echoed = [framed(f) for f, k in zip(frames, kinds, strict=True) if k == ECHO]
+        assert recv_exact(sock, sum(map(len, echoed))) == b"".join(echoed)
+        assert groups == [list(range(6))]
+        served.wait_stat("responses_sent", len(echoed))
+        assert served.stats()["responses_merged"] == len(echoed) - 1
+        closing = request_frame(7, b"closes", api_key=ECHO_THEN_CLOSE)
+        after = [request_frame(8, b"never served"), request_frame(9, b"nor this")]
+        sock.sendall(b"".join(framed(f) for f in [request_frame(6, b"first"), closing, *after]))
+        assert read_until_closed(sock) == framed(request_frame(6, b"first")) + framed(closing)
+        assert groups == [list(range(6)), [6, 7]]
+        assert [cid for cid, _ in inline.served] == list(range(8))
+
+
 def test_a_send_of_several_answers_stops_at_one_not_given_yet_and_at_one_that_closes() -> None:
     """Answers after one not given yet (an acks=-1 request waiting) wait for it, then leave together;
     an answer that closes the connection ends the send and nothing after it is served."""
@@ -403,7 +446,11 @@ def test_answers_to_buffered_pipeline_requests_leave_in_one_send_over_tls(tmp_pa
     ca = CertificateAuthority(tmp_path / "ca")
     issued = ca.issue("broker")
     context = server_ssl_context(certfile=str(issued.certfile), keyfile=str(issued.keyfile))
-    server_args = {"ssl_context": context, "security_protocol": SecurityProtocol.SSL, "listener_name": "SSL"}
+    server_args: dict[str, Any] = {
+        "ssl_context": context,
+        "security_protocol": SecurityProtocol.SSL,
+        "listener_name": "SSL",
+    }
     with _serving_inline({ECHO, _LARGE}, frozenset({ECHO, _LARGE}), **server_args) as (served, _inline):
         client_context = ssl.create_default_context(cafile=str(ca.cafile))
         raw = socket.create_connection(("127.0.0.1", served.port), timeout=5)

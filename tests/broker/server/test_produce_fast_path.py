@@ -80,6 +80,23 @@ class Broker:
             return None
         return b"".join(bytes(chunk) for chunk in response.chunks)  # type: ignore[arg-type]
 
+    def serve_pipelined(self, frames: list[bytes]) -> list[bytes | None]:
+        """The answers to ``frames`` given together, as a processor gives a read's pipelined requests
+        (``KafkaApis.handle_pipelined``), each as :meth:`serve` returns it."""
+        before = len(self.sink.responses)
+        requests = [NetworkRequest(0, CONNECTION, "127.0.0.1:50000", f, 0) for f in frames]
+        self.apis.handle_pipelined(iter(requests))
+        wait_for(lambda: len(self.sink.responses) - before >= len(frames), 10, "the answers")
+        by_request = {id(r.request): r for r in self.sink.responses[before:]}
+        answers: list[bytes | None] = []
+        for request in requests:
+            response = by_request[id(request)]
+            if response.close_after or not response.chunks:
+                answers.append(None)
+            else:
+                answers.append(b"".join(bytes(chunk) for chunk in response.chunks))  # type: ignore[arg-type]
+        return answers
+
     def segment_bytes(self, partition: int = 0) -> bytes:
         log = self.logs.get_log(TOPIC, partition)
         assert log is not None
@@ -346,3 +363,60 @@ def test_empty_and_truncated_records_answer_as_the_general_path(zk: Any, tmp_pat
         assert error_of(9, answers[4][0]) == (0, 10)
         assert fast.apis.fast_produce.taken == 4
         assert fast.segment_bytes() == general.segment_bytes()
+
+
+def test_pipelined_requests_are_appended_in_one_write_as_one_by_one(zk: Any, tmp_path: Path) -> None:
+    """A read's pipelined requests given together to the fast broker, one at a time to the general one:
+    the same answers and segment bytes, for a group with a corrupt request, an idempotent producer's gap,
+    a batch appended in the group then retried in it, a request to another partition in the middle (which
+    ends a group), and acks=-1 requests; the learnt requests to one partition went in few writes."""
+    corrupt = bytearray(keyless(10))
+    corrupt[-1] ^= 0xFF
+    frames = [
+        frame(keyless(50), 1),  # learnt: the general path
+        frame(keyless(50, BASE_TS + 5), 2),
+        frame(keyless(7), 3),
+        frame(bytes(corrupt), 4),  # refused in the middle of the group, alone
+        frame(keyless(3), 5),
+        frame(idempotent(0, 2), 6),
+        frame(idempotent(5, 2), 7),  # a gap: 2 expected
+        frame(idempotent(2, 1), 8),
+        frame(idempotent(0, 2), 9),  # a retry of the batch appended by 6: its offsets
+        frame(keyless(4), 10, partition=1),  # another partition: learnt, the group before it appended
+        frame(keyless(5), 11, partition=1),
+        frame(keyless(6), 12),
+        frame(keyless(2), 13, acks=-1),  # acks=-1: learnt, then a group of its own
+        frame(keyless(2), 14, acks=-1),
+        frame(keyless(3), 15, acks=-1),
+        frame(keyless(1), 16),
+    ]
+    with two_brokers(zk, tmp_path, partitions=2) as (fast, general):
+        fast_answers = fast.serve_pipelined(frames)
+        general_answers = [general.serve(f) for f in frames]
+        for i, (fast_answer, general_answer) in enumerate(zip(fast_answers, general_answers, strict=True)):
+            assert fast_answer == general_answer, (i, fast_answer, general_answer)
+        assert [error_of(9, a) for a in fast_answers] == [
+            (0, 0),
+            (0, 50),
+            (0, 100),
+            (ErrorCode.CORRUPT_MESSAGE, -1),
+            (0, 107),
+            (0, 110),
+            (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, -1),
+            (0, 112),
+            (0, 110),
+            (0, 0),
+            (0, 4),
+            (0, 113),
+            (0, 119),
+            (0, 121),
+            (0, 123),
+            (0, 126),
+        ]
+        path = fast.apis.fast_produce
+        # 2-9 in one write, 11, 12, 14-15 and 16 each alone; 1, 10 and 13 learnt by the general path
+        assert (path.taken, path.grouped, path.group_writes) == (13, 10, 2)
+        assert (general.apis.fast_produce.taken, general.apis.fast_produce.grouped) == (0, 0)
+        for p in range(2):
+            assert fast.segment_bytes(p) == general.segment_bytes(p)
+        assert [fast.logs.get_log(TOPIC, p).log_end_offset for p in range(2)] == [127, 9]  # type: ignore[union-attr]
