@@ -1,8 +1,8 @@
 """bench/paper_kafka.py: a tiny run of the Kafka comparison against a real Apache Kafka broker and a real
 Lumber broker, with the warm-up of every measured shape and the memory phase before the rounds and the
 connections phases in them; every phase counted exactly (what was acknowledged is what the high watermarks
-add up to and what was read), with the broker's cores and the machine's idle share beside its rate; and the
-shapes the warm-up takes for a full run."""
+add up to and what was read, a consume phase's passes over its topic included), with the broker's cores
+and the machine's idle share beside its rate; and the shapes the warm-up takes for a full run."""
 
 from __future__ import annotations
 
@@ -37,8 +37,25 @@ def test_memory_partitions_and_connections_counted_on_both_brokers(
         each_round=[ConnectionsPhase([1, 3])],
         standard_cases=False,
         warm_up_s=0.0,
+        consume_records=2 * RECORDS,
     )
     assert comparison.failures == []
+    # the partitions' consume phases read their topic twice over (consume_records), the memory and
+    # connections phases' once; every phase's line names the records it timed
+    for broker in (KAFKA, LUMBER):
+        for partitions in (1, 4):
+            (line,) = [
+                line
+                for line in said
+                if line.startswith(f"round 1 {broker}") and partitions_case("consume", partitions) in line
+            ]
+            assert f"({2 * RECORDS:,} records in " in line, line
+            (line,) = [
+                line
+                for line in said
+                if line.startswith(f"round 1 {broker}") and partitions_case("produce", partitions) in line
+            ]
+            assert f"({RECORDS:,} records in " in line, line
     # the warm-up took each partitions shape the rounds measure, one pass each (no time asked for), and
     # read back every record it produced to each
     assert list(comparison.warm_up) == [partitions_case("produce", 1), partitions_case("produce", 4)]
