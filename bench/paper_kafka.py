@@ -15,10 +15,13 @@ The clients, 100-byte records, one producer or one consumer at a time:
   ``batch.num.messages=50``), each with ``acks=1`` and ``acks=all``, idempotence off; the producer is
   connected, with the topic's metadata, before the clock starts, which runs from the first ``produce()`` to
   ``flush()`` returning (every record acknowledged). Then a confluent-kafka consumer reads the batch-50
-  ``acks=1`` topic from the beginning (``assign``, no group commits), connected before the clock starts,
-  and again from offset 0 until it has read at least ``consume_records`` (:data:`CONSUME_RECORDS`, 2
-  million: ten passes over 200,000 records, two seconds or more; one pass lasted a quarter of a second,
-  which the machine's noise and the first fetch's start moved by several per cent either way).
+  ``acks=1`` topic from the beginning (``assign``, no group commits), connected before the clock starts;
+  then another consumer, also connected before the clock, reads it again, until the phase has read at
+  least ``consume_records`` (:data:`CONSUME_RECORDS`, 2 million: ten consumers one after the other over
+  200,000 records, two seconds or more; one pass lasts a quarter of a second, which the machine's noise
+  and the first fetch's start moved by several per cent either way). Not one consumer assigned the topic
+  again: at the topic's end its next Fetch waits ``fetch.wait.max.ms`` (500 ms) in the broker, and
+  librdkafka sends no other Fetch to that broker meanwhile, so each pass would wait for it.
 * **kcat** (librdkafka's command-line client, a separate process) producing the same records at batch 50,
   ``acks=1``, from a file, and consuming them from the beginning (``-c N``): the process's whole run is
   timed, its start-up included, alike for both brokers.
@@ -440,25 +443,27 @@ class KafkaBench:
         count: int,
         passes: int = 1,
     ) -> bool:
-        """Read ``topic``'s ``count`` records ``passes`` times over, timed as one phase of ``count * passes``
-        records."""
+        """Read ``topic``'s ``count`` records with ``passes`` consumers connected before the clock starts,
+        one after the other, timed as one phase of ``count * passes`` records."""
+        consumers: list[Any] = []
         try:
-            consumer = connected_consumer(broker.bootstrap, topic, count)
-        except Exception as exc:
-            return self.failed(case, broker, round_number, exc)
-        try:
-            return self.measure(
-                case,
-                broker,
-                round_number,
-                count * passes,
-                lambda: confluent_consume(consumer, topic, partitions, count, passes),
-            )
+            try:
+                for _ in range(passes):
+                    consumers.append(connected_consumer(broker.bootstrap, topic, count))  # noqa: PERF401 - each one closed if a later one fails
+            except Exception as exc:
+                return self.failed(case, broker, round_number, exc)
+
+            def read() -> None:
+                for consumer in consumers:
+                    confluent_consume(consumer, topic, partitions, count)
+
+            return self.measure(case, broker, round_number, count * passes, read)
         finally:
-            consumer.close()
+            for consumer in consumers:
+                consumer.close()
 
     def measure(
-        self, case: str, broker: BrokerUnderTest, round_number: int, count: int, body: Callable[[], object]
+        self, case: str, broker: BrokerUnderTest, round_number: int, count: int, body: Callable[[], None]
     ) -> bool:
         """Run ``body``, timed, with the broker's CPU and the machine's idle ticks read before and after;
         record it under ``case``."""

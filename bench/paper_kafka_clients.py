@@ -7,9 +7,7 @@ kcat, and the high-watermark check, alike for Apache Kafka and Lumber.
   :meth:`ConfluentProducer.send` returns once every record is acknowledged and raises on any delivery error
   or record left unacknowledged.
 * :func:`confluent_consume`: a consumer assigned the partitions from offset 0 (no group commits) reads until
-  it has exactly ``count`` records, ``passes`` times (assigned from offset 0 again for each pass: a topic of
-  200,000 records is read in a quarter of a second, too short a phase to time against the noise of a
-  shared machine); more, fewer (in :data:`PHASE_TIMEOUT_S`) or an error raise. Its
+  it has exactly ``count`` records; more, fewer (in :data:`PHASE_TIMEOUT_S`) or an error raise. Its
   prefetch queue holds the whole run and, over its byte threshold, pauses 10 ms instead of librdkafka's
   1 s (:func:`connected_consumer`): the client must not be what a consume phase measures.
 * :func:`high_watermarks`: the sum of a topic's high watermarks (ListOffsets), what a phase checks against
@@ -116,19 +114,11 @@ def connected_consumer(bootstrap: str, topic: str, records: int = QUEUED_MIN_MES
     return consumer
 
 
-def confluent_consume(consumer: Any, topic: str, partitions: int, count: int, passes: int = 1) -> int:
-    """Read ``topic``'s partitions from offset 0 until ``count`` records came, ``passes`` times over; raise
-    on an error or more. Returns the records read (``count * passes``)."""
-    deadline = time.monotonic() + PHASE_TIMEOUT_S
-    for _ in range(passes):
-        consumer.unassign()  # the next assign starts every partition at offset 0 again
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        _read_exactly(consumer, topic, count, deadline)
-    return count * passes
-
-
-def _read_exactly(consumer: Any, topic: str, count: int, deadline: float) -> None:
+def confluent_consume(consumer: Any, topic: str, partitions: int, count: int) -> None:
+    """Read ``topic``'s partitions from offset 0 until ``count`` records came; raise on an error or more."""
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     seen = 0
+    deadline = time.monotonic() + PHASE_TIMEOUT_S
     while seen < count:
         # no more than are missing: librdkafka waits for a whole batch of num_messages (or the timeout)
         for msg in consumer.consume(num_messages=min(10_000, count - seen), timeout=1.0):

@@ -11,7 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from bench.paper_kafka import KAFKA, LUMBER, KafkaBench, partitions_case, run_kafka_comparison
+from bench.paper_kafka import (
+    KAFKA,
+    LUMBER,
+    BrokerUnderTest,
+    KafkaBench,
+    lumber_create_topic,
+    partitions_case,
+    run_kafka_comparison,
+)
+from bench.paper_kafka_clients import ConfluentProducer
 from bench.paper_kafka_connections import ConnectionsPhase, connections_case
 from bench.paper_kafka_memory import MemoryPhase, memory_case
 from bench.paper_kafka_warmup import WarmUpShape
@@ -123,3 +132,25 @@ def test_warm_up_takes_every_produce_shape_the_rounds_measure(tmp_path: Path) ->
         WarmUpShape(partitions_case("produce", 10), 50, "1", 10, None, consume=True),
         WarmUpShape(partitions_case("produce", 100), 50, "1", 100, None, consume=True),
     ]
+
+
+def test_a_consume_phase_of_three_passes_times_three_consumers_reading_every_record(
+    start_cluster: Callable[..., BrokerCluster], tmp_path: Path
+) -> None:
+    cluster = start_cluster(1)
+    lumber = cluster.broker(0)
+    assert lumber.popen is not None
+    broker = BrokerUnderTest(LUMBER, lumber.address, (lumber.popen.pid,), lumber_create_topic(cluster, 0))
+    broker.create_topic("passes", 1)
+    ConfluentProducer(broker.bootstrap, "passes", 50, "1").send([b"%05d" % i for i in range(RECORDS)], 0)
+    said: list[str] = []
+    bench = KafkaBench([broker], RECORDS, 1, [1], tmp_path, said.append, consume_records=3 * RECORDS - 1)
+    assert bench.consume_passes == 3  # the fewest passes that read at least consume_records
+    assert bench.consume("consume", broker, 1, "passes", 1, RECORDS, bench.consume_passes)
+    assert bench.comparison.failures == []
+    # one phase of 1,800 records: each consumer read the topic's 600 from offset 0 (one that read fewer
+    # times out, one that read more raises), and the rate counts all three
+    (line,) = said
+    assert f"({3 * RECORDS:,} records in " in line, line
+    (rate,) = bench.comparison.cases["consume"][LUMBER].rate.values
+    assert rate > 0
