@@ -15,8 +15,8 @@ Everything runs on 127.0.0.1 and is started and stopped by this process: an Apac
 **Apache Kafka first** (:mod:`bench.paper_kafka`, which describes it): one Kafka broker and one Lumber broker
 with their default settings, the same clients against both (confluent-kafka producing 100-byte records at
 batch 1 and 50, ``acks=1`` and ``acks=all``, and consuming, each consume phase at least
-``--consume-records`` records, 2 million, passes over its topic; kcat; 1, 4, 10, 100 and with
-``--many-partitions`` 1,000 partitions; 1, 10 and 100 client connections, ``--connections``, in
+``--consume-records`` records, 2 million, its topic read by one consumer after another; kcat; 1, 4, 10,
+100 and with ``--many-partitions`` 1,000 partitions; 1, 10 and 100 client connections, ``--connections``, in
 :mod:`bench.paper_kafka_connections`; each broker's RSS before and after 1,000 partitions, ``--memory``, in
 :mod:`bench.paper_kafka_memory`), ``--rounds`` alternated rounds, and the brokers' CPU seconds per million
 records from ``/proc/<pid>/stat``; then three Kafka brokers against three Lumber brokers, RF 3 ``acks=all``
@@ -342,8 +342,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--consume-records",
         type=int,
         default=None,
-        help="the fewest records a Kafka comparison consume phase reads, passes over its topic "
-        f"({CONSUME_RECORDS:,}; --quick: one pass)",
+        help="the fewest records a Kafka comparison consume phase reads, its topic read by one "
+        f"consumer after another ({CONSUME_RECORDS:,}; --quick: one consumer)",
     )
     parser.add_argument("--rates", default="10000,100000", help="latency rates, msg/s (default 10000,100000)")
     parser.add_argument("--latency-seconds", type=float, default=None, help="traffic per latency run (5)")

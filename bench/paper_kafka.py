@@ -162,6 +162,8 @@ class KafkaComparison:
     records: int
     rounds: int
     partitions: list[int]
+    #: consumers that read each consume phase's topic in turn (``records`` each)
+    consume_passes: int = 1
     cases: dict[str, dict[str, CaseResult]] = field(default_factory=dict)
     #: client counts of the connections phases (:mod:`bench.paper_kafka_connections`), empty if not run
     connections: list[int] = field(default_factory=list)
@@ -287,6 +289,7 @@ class KafkaBench:
         self.warm_up_s = warm_up_s
         #: passes over a topic of ``records`` each consume phase of the rounds reads (at least one)
         self.consume_passes = max(1, -(-consume_records // records)) if records else 1
+        self.comparison.consume_passes = self.consume_passes
         self._lines = scratch / "kcat-records.txt"
 
     def run(self) -> KafkaComparison:
