@@ -27,8 +27,8 @@ The clients, 100-byte records, one producer or one consumer at a time:
   timed, its start-up included, alike for both brokers.
 * **Partitions**: a confluent-kafka producer at batch 50, ``acks=1``, no key (librdkafka's partitioner
   spreads the records over all partitions), to topics of 1, 4, 10 and 100 (and with
-  ``--many-partitions``, 1,000) partitions; then one consumer assigned all of them reads everything, in
-  as many passes as the consume phase above.
+  ``--many-partitions``, 1,000) partitions; then one consumer assigned all of them reads everything, and
+  as many consumers in turn as in the consume phase above.
 * **Extra phases** other modules give :class:`KafkaBench`: ``before_rounds`` once per broker after its
   warm-up (the memory at 1,000 partitions, :mod:`bench.paper_kafka_memory`), ``each_round`` after a
   broker's cases in every round (1, 10 and 100 client connections, :mod:`bench.paper_kafka_connections`),
@@ -102,8 +102,8 @@ KAFKA_DEFAULTS = {
     "group.initial.rebalance.delay.ms": "3000",
 }
 KAFKA_HEAP_MB = 1024
-#: the fewest records a consume phase reads (the topic read again from offset 0 until then): a phase of two
-#: seconds or more, where one pass over 200,000 records takes a quarter of a second
+#: the fewest records a consume phase reads (its topic read by one consumer after another until then): a
+#: phase of two seconds or more, where one pass over 200,000 records takes a quarter of a second
 CONSUME_RECORDS = 2_000_000
 #: Lumber's defaults where the tests' broker launcher (tests/support/broker_cluster.py) sets its own
 LUMBER_DEFAULTS: dict[str, Any] = {"flush_ms": 1000, "num_io_threads": 4}
@@ -452,7 +452,7 @@ class KafkaBench:
         try:
             try:
                 for _ in range(passes):
-                    consumers.append(connected_consumer(broker.bootstrap, topic, count))  # noqa: PERF401 - each one closed if a later one fails
+                    consumers.append(connected_consumer(broker.bootstrap, topic, count))  # noqa: PERF401 - closed below
             except Exception as exc:
                 return self.failed(case, broker, round_number, exc)
 
