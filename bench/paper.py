@@ -14,8 +14,9 @@ Everything runs on 127.0.0.1 and is started and stopped by this process: an Apac
 
 **Apache Kafka first** (:mod:`bench.paper_kafka`, which describes it): one Kafka broker and one Lumber broker
 with their default settings, the same clients against both (confluent-kafka producing 100-byte records at
-batch 1 and 50, ``acks=1`` and ``acks=all``, and consuming; kcat; 1, 4, 10, 100 and with
-``--many-partitions`` 1,000 partitions; 1, 10 and 100 client connections, ``--connections``, in
+batch 1 and 50, ``acks=1`` and ``acks=all``, and consuming, each consume phase at least
+``--consume-records`` records, 2 million, its topic read by one consumer after another; kcat; 1, 4, 10,
+100 and with ``--many-partitions`` 1,000 partitions; 1, 10 and 100 client connections, ``--connections``, in
 :mod:`bench.paper_kafka_connections`; each broker's RSS before and after 1,000 partitions, ``--memory``, in
 :mod:`bench.paper_kafka_memory`), ``--rounds`` alternated rounds, and the brokers' CPU seconds per million
 records from ``/proc/<pid>/stat``; then three Kafka brokers against three Lumber brokers, RF 3 ``acks=all``
@@ -130,7 +131,7 @@ from bench.paper_common import (
     make_values,
     median,
 )
-from bench.paper_kafka import ExtraPhase, run_kafka_comparison
+from bench.paper_kafka import CONSUME_RECORDS, ExtraPhase, run_kafka_comparison
 from bench.paper_kafka_connections import ConnectionsPhase
 from bench.paper_kafka_curves import draw_curves, has_curves
 from bench.paper_kafka_memory import MemoryPhase
@@ -337,6 +338,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--kafka-messages", type=int, default=None, help="records per Kafka comparison run (--messages)"
     )
+    parser.add_argument(
+        "--consume-records",
+        type=int,
+        default=None,
+        help="the fewest records a Kafka comparison consume phase reads, its topic read by one "
+        f"consumer after another ({CONSUME_RECORDS:,}; --quick: one consumer)",
+    )
     parser.add_argument("--rates", default="10000,100000", help="latency rates, msg/s (default 10000,100000)")
     parser.add_argument("--latency-seconds", type=float, default=None, help="traffic per latency run (5)")
     parser.add_argument("--raw-mb", type=int, default=None, help="MiB per raw-limit round (default 512)")
@@ -377,6 +385,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.messages = 20_000 if args.quick else 200_000
     if args.kafka_messages is None:
         args.kafka_messages = args.messages
+    if args.consume_records is None:
+        args.consume_records = args.kafka_messages if args.quick else CONSUME_RECORDS
     if args.latency_seconds is None:
         args.latency_seconds = 1.5 if args.quick else 5.0
     if args.raw_mb is None:
@@ -497,6 +507,7 @@ def main(argv: list[str] | None = None) -> int:
                     console.print,
                     before_rounds=before_rounds,
                     each_round=each_round,
+                    consume_records=args.consume_records,
                 )
                 if args.replication:
                     run_replication(cluster, scratch, report.kafka, console.print)

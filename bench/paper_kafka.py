@@ -15,13 +15,20 @@ The clients, 100-byte records, one producer or one consumer at a time:
   ``batch.num.messages=50``), each with ``acks=1`` and ``acks=all``, idempotence off; the producer is
   connected, with the topic's metadata, before the clock starts, which runs from the first ``produce()`` to
   ``flush()`` returning (every record acknowledged). Then a confluent-kafka consumer reads the batch-50
-  ``acks=1`` topic from the beginning (``assign``, no group commits), connected before the clock starts.
+  ``acks=1`` topic from the beginning (``assign``, no group commits), connected before the clock starts;
+  then another consumer, also connected before the clock, reads it again, until the phase has read at
+  least ``consume_records`` (:data:`CONSUME_RECORDS`, 2 million: ten consumers one after the other over
+  200,000 records, two seconds or more; one pass lasts a quarter of a second, which the machine's noise
+  and the first fetch's start moved by several per cent either way). Not one consumer assigned the topic
+  again: at the topic's end its next Fetch waits ``fetch.wait.max.ms`` (500 ms) in the broker, and
+  librdkafka sends no other Fetch to that broker meanwhile, so each pass would wait for it.
 * **kcat** (librdkafka's command-line client, a separate process) producing the same records at batch 50,
   ``acks=1``, from a file, and consuming them from the beginning (``-c N``): the process's whole run is
   timed, its start-up included, alike for both brokers.
 * **Partitions**: a confluent-kafka producer at batch 50, ``acks=1``, no key (librdkafka's partitioner
   spreads the records over all partitions), to topics of 1, 4, 10 and 100 (and with
-  ``--many-partitions``, 1,000) partitions; then one consumer assigned all of them reads everything.
+  ``--many-partitions``, 1,000) partitions; then one consumer assigned all of them reads everything, and
+  as many consumers in turn as in the consume phase above.
 * **Extra phases** other modules give :class:`KafkaBench`: ``before_rounds`` once per broker after its
   warm-up (the memory at 1,000 partitions, :mod:`bench.paper_kafka_memory`), ``each_round`` after a
   broker's cases in every round (1, 10 and 100 client connections, :mod:`bench.paper_kafka_connections`),
@@ -95,6 +102,9 @@ KAFKA_DEFAULTS = {
     "group.initial.rebalance.delay.ms": "3000",
 }
 KAFKA_HEAP_MB = 1024
+#: the fewest records a consume phase reads (its topic read by one consumer after another until then): a
+#: phase of two seconds or more, where one pass over 200,000 records takes a quarter of a second
+CONSUME_RECORDS = 2_000_000
 #: Lumber's defaults where the tests' broker launcher (tests/support/broker_cluster.py) sets its own
 LUMBER_DEFAULTS: dict[str, Any] = {"flush_ms": 1000, "num_io_threads": 4}
 
@@ -152,6 +162,8 @@ class KafkaComparison:
     records: int
     rounds: int
     partitions: list[int]
+    #: consumers that read each consume phase's topic in turn (``records`` each)
+    consume_passes: int = 1
     cases: dict[str, dict[str, CaseResult]] = field(default_factory=dict)
     #: client counts of the connections phases (:mod:`bench.paper_kafka_connections`), empty if not run
     connections: list[int] = field(default_factory=list)
@@ -264,6 +276,7 @@ class KafkaBench:
         each_round: Sequence[ExtraPhase] = (),
         standard_cases: bool = True,
         warm_up_s: float = WARM_UP_SECONDS,
+        consume_records: int = CONSUME_RECORDS,
     ) -> None:
         self.brokers = brokers
         self.values = make_records(records)
@@ -274,6 +287,9 @@ class KafkaBench:
         self.each_round = each_round
         self.standard_cases = standard_cases
         self.warm_up_s = warm_up_s
+        #: passes over a topic of ``records`` each consume phase of the rounds reads (at least one)
+        self.consume_passes = max(1, -(-consume_records // records)) if records else 1
+        self.comparison.consume_passes = self.consume_passes
         self._lines = scratch / "kcat-records.txt"
 
     def run(self) -> KafkaComparison:
@@ -347,7 +363,13 @@ class KafkaBench:
                 partial(self.make_producer, broker, topic, 50, "1", None),
             ):
                 self.consume(
-                    partitions_case("consume", partitions), broker, round_number, topic, partitions, n
+                    partitions_case("consume", partitions),
+                    broker,
+                    round_number,
+                    topic,
+                    partitions,
+                    n,
+                    self.consume_passes,
                 )
 
     def _standard_cases(self, broker: BrokerUnderTest, round_number: int) -> None:
@@ -365,7 +387,7 @@ class KafkaBench:
                 partial(self.make_producer, broker, topic, case.batch, case.acks, 0),
             )
         produced = f"k{round_number}-{slug}-b50-acks1"
-        self.consume(CONSUME, broker, round_number, produced, 1, n)
+        self.consume(CONSUME, broker, round_number, produced, 1, n, self.consume_passes)
         kcat_topic = f"k{round_number}-{slug}-kcat"
         if self.phase(
             KCAT_PRODUCE,
@@ -415,22 +437,33 @@ class KafkaBench:
         return True
 
     def consume(
-        self, case: str, broker: BrokerUnderTest, round_number: int, topic: str, partitions: int, count: int
+        self,
+        case: str,
+        broker: BrokerUnderTest,
+        round_number: int,
+        topic: str,
+        partitions: int,
+        count: int,
+        passes: int = 1,
     ) -> bool:
+        """Read ``topic``'s ``count`` records with ``passes`` consumers connected before the clock starts,
+        one after the other, timed as one phase of ``count * passes`` records."""
+        consumers: list[Any] = []
         try:
-            consumer = connected_consumer(broker.bootstrap, topic, count)
-        except Exception as exc:
-            return self.failed(case, broker, round_number, exc)
-        try:
-            return self.measure(
-                case,
-                broker,
-                round_number,
-                count,
-                lambda: confluent_consume(consumer, topic, partitions, count),
-            )
+            try:
+                for _ in range(passes):
+                    consumers.append(connected_consumer(broker.bootstrap, topic, count))  # noqa: PERF401 - closed below
+            except Exception as exc:
+                return self.failed(case, broker, round_number, exc)
+
+            def read() -> None:
+                for consumer in consumers:
+                    confluent_consume(consumer, topic, partitions, count)
+
+            return self.measure(case, broker, round_number, count * passes, read)
         finally:
-            consumer.close()
+            for consumer in consumers:
+                consumer.close()
 
     def measure(
         self, case: str, broker: BrokerUnderTest, round_number: int, count: int, body: Callable[[], None]
@@ -451,8 +484,8 @@ class KafkaBench:
         result.idle.add(idle.share)
         self.say(
             f"round {round_number} {broker.name:<13} {case:<30} {count / seconds:>10,.0f} rec/s  "
-            f"broker CPU {per_million(spent.seconds, count):6.2f} s per million ({seconds:.2f} s, "
-            f"{spent.seconds / seconds:.2f} cores); machine idle {idle.share:.0%}"
+            f"broker CPU {per_million(spent.seconds, count):6.2f} s per million ({count:,} records in "
+            f"{seconds:.2f} s, {spent.seconds / seconds:.2f} cores); machine idle {idle.share:.0%}"
         )
         return True
 
@@ -479,9 +512,10 @@ def run_kafka_comparison(
     each_round: Sequence[ExtraPhase] = (),
     standard_cases: bool = True,
     warm_up_s: float = WARM_UP_SECONDS,
+    consume_records: int = CONSUME_RECORDS,
 ) -> KafkaComparison:
     """Apache Kafka against a Lumber broker (:mod:`bench.paper_kafka`), both stopped after; the extra
-    phases, ``standard_cases`` and ``warm_up_s`` as :class:`KafkaBench` takes them."""
+    phases, ``standard_cases``, ``warm_up_s`` and ``consume_records`` as :class:`KafkaBench` takes them."""
     import confluent_kafka  # noqa: PLC0415
 
     kafka = benchmark_kafka(scratch / "kafka")
@@ -510,6 +544,7 @@ def run_kafka_comparison(
             each_round=each_round,
             standard_cases=standard_cases,
             warm_up_s=warm_up_s,
+            consume_records=consume_records,
         ).run()
         comparison.notes.append(
             f"Apache Kafka {kafka_version()} (one KRaft combined node, JVM {' '.join(node.jvm_options)} "

@@ -65,6 +65,11 @@ def markdown(comparison: KafkaComparison) -> str:
             "broker CPU in seconds per million records"
         ),
     ]
+    if comparison.consume_passes > 1:
+        lines[0] += (
+            f"; each confluent-kafka consume phase: {comparison.consume_passes} consumers read its topic "
+            f"in turn ({comparison.consume_passes * comparison.records:,} records)"
+        )
     if case_names(comparison):
         lines += [
             "",

@@ -1,8 +1,8 @@
 """bench/paper_kafka.py: a tiny run of the Kafka comparison against a real Apache Kafka broker and a real
 Lumber broker, with the warm-up of every measured shape and the memory phase before the rounds and the
 connections phases in them; every phase counted exactly (what was acknowledged is what the high watermarks
-add up to and what was read), with the broker's cores and the machine's idle share beside its rate; and the
-shapes the warm-up takes for a full run."""
+add up to and what was read, a consume phase's passes over its topic included), with the broker's cores
+and the machine's idle share beside its rate; and the shapes the warm-up takes for a full run."""
 
 from __future__ import annotations
 
@@ -11,7 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from bench.paper_kafka import KAFKA, LUMBER, KafkaBench, partitions_case, run_kafka_comparison
+from bench.paper_kafka import (
+    KAFKA,
+    LUMBER,
+    BrokerUnderTest,
+    KafkaBench,
+    lumber_create_topic,
+    partitions_case,
+    run_kafka_comparison,
+)
+from bench.paper_kafka_clients import ConfluentProducer
 from bench.paper_kafka_connections import ConnectionsPhase, connections_case
 from bench.paper_kafka_memory import MemoryPhase, memory_case
 from bench.paper_kafka_warmup import WarmUpShape
@@ -37,8 +46,25 @@ def test_memory_partitions_and_connections_counted_on_both_brokers(
         each_round=[ConnectionsPhase([1, 3])],
         standard_cases=False,
         warm_up_s=0.0,
+        consume_records=2 * RECORDS,
     )
     assert comparison.failures == []
+    # the partitions' consume phases read their topic twice over (consume_records), the memory and
+    # connections phases' once; every phase's line names the records it timed
+    for broker in (KAFKA, LUMBER):
+        for partitions in (1, 4):
+            (line,) = [
+                line
+                for line in said
+                if line.startswith(f"round 1 {broker}") and partitions_case("consume", partitions) in line
+            ]
+            assert f"({2 * RECORDS:,} records in " in line, line
+            (line,) = [
+                line
+                for line in said
+                if line.startswith(f"round 1 {broker}") and partitions_case("produce", partitions) in line
+            ]
+            assert f"({RECORDS:,} records in " in line, line
     # the warm-up took each partitions shape the rounds measure, one pass each (no time asked for), and
     # read back every record it produced to each
     assert list(comparison.warm_up) == [partitions_case("produce", 1), partitions_case("produce", 4)]
@@ -106,3 +132,25 @@ def test_warm_up_takes_every_produce_shape_the_rounds_measure(tmp_path: Path) ->
         WarmUpShape(partitions_case("produce", 10), 50, "1", 10, None, consume=True),
         WarmUpShape(partitions_case("produce", 100), 50, "1", 100, None, consume=True),
     ]
+
+
+def test_a_consume_phase_of_three_passes_times_three_consumers_reading_every_record(
+    start_cluster: Callable[..., BrokerCluster], tmp_path: Path
+) -> None:
+    cluster = start_cluster(1)
+    lumber = cluster.broker(0)
+    assert lumber.popen is not None
+    broker = BrokerUnderTest(LUMBER, lumber.address, (lumber.popen.pid,), lumber_create_topic(cluster, 0))
+    broker.create_topic("passes", 1)
+    ConfluentProducer(broker.bootstrap, "passes", 50, "1").send([b"%05d" % i for i in range(RECORDS)], 0)
+    said: list[str] = []
+    bench = KafkaBench([broker], RECORDS, 1, [1], tmp_path, said.append, consume_records=3 * RECORDS - 1)
+    assert bench.consume_passes == 3  # the fewest passes that read at least consume_records
+    assert bench.consume("consume", broker, 1, "passes", 1, RECORDS, bench.consume_passes)
+    assert bench.comparison.failures == []
+    # one phase of 1,800 records: each consumer read the topic's 600 from offset 0 (one that read fewer
+    # times out, one that read more raises), and the rate counts all three
+    (line,) = said
+    assert f"({3 * RECORDS:,} records in " in line, line
+    (rate,) = bench.comparison.cases["consume"][LUMBER].rate.values
+    assert rate > 0

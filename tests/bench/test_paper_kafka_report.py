@@ -36,6 +36,13 @@ def test_cases_with_medians_ratios_and_goals() -> None:
         "200,000 records of 100 bytes, 3 rounds, median [min - max]; "
         "broker CPU in seconds per million records"
     )
+    passes = comparison()
+    passes.consume_passes = 10
+    assert markdown(passes).splitlines()[0] == (
+        "200,000 records of 100 bytes, 3 rounds, median [min - max]; "
+        "broker CPU in seconds per million records; each confluent-kafka consume phase: 10 consumers read "
+        "its topic in turn (2,000,000 records)"
+    )
     assert (
         "| produce, batch 50, acks=1 | 250,000 [200,000 - 300,000] | 125,000 [100,000 - 150,000] | 0.50x "
         "| >= 1x: not met | 5.00 [4.00 - 6.00] | 8.00 [7.00 - 9.00] | 1.60x | <= 1.5x: not met |"
