@@ -294,8 +294,9 @@ def _start_account(run: GroupRun, index: int, p: int) -> str:
     """How worker ``index`` came to start partition ``p`` where it did, from its own log: librdkafka's
     committed-offset fetches and starts (its ``cgrp`` debug: "... [p] back to pending list with offset
     INVALID" is the coordinator answering "no offset") and its offset resets (a Fetch answered
-    OFFSET_OUT_OF_RANGE is a warning); kafka-python's committed-offset fetches and resets; then the
-    coordinator's account of the group."""
+    OFFSET_OUT_OF_RANGE is a warning); kafka-python's committed-offset fetches and resets; then each
+    broker's loads and unloads of ``__consumer_offsets`` partitions (a group reloaded from its log while a
+    commit was under way) and the coordinator's account of the group."""
     worker = run.workers[index]
     log = run.base / f"{worker.events_path.stem}.log"
     text = log.read_text(errors="replace").splitlines() if log.exists() else []
@@ -303,6 +304,11 @@ def _start_account(run: GroupRun, index: int, p: int) -> str:
     words = ("OFFSETFETCH", "SRVPEND", "OFFSET", "reset", "Reset", "committed", "out of range", "Failed")
     told = [line[:300] for line in text if any(m in line for m in marks) and any(w in line for w in words)]
     lines = [f"{log.name}, partition {p}:"] + [f"  {line}" for line in told[-25:]]
+    for broker in run.cluster.brokers:
+        if broker.log_path.exists():
+            text = broker.log_path.read_text(errors="replace").splitlines()
+            loads = [line for line in text if OFFSETS_TOPIC in line and "loaded" in line]
+            lines += [f"broker {broker.broker_id}: {line[:300]}" for line in loads[-10:]]
     return "\n".join([*lines, run.diagnosis()])
 
 
