@@ -9,7 +9,10 @@ What every run must show (:func:`check_run`):
 * every produced record consumed;
 * a partition's new owner starts exactly where the committed offsets say (at or after the last commit seen
   before its assignment, never past a record not yet consumed): so the only records consumed twice are those
-  after the last commit, consumed by a member that was killed before committing them;
+  after the last commit, consumed by a member that was killed before committing them. A start refused says
+  whose commit it ignored and, from the starting member's own log, what its client was told: librdkafka's
+  committed-offset answer ("... back to pending list with offset INVALID": the coordinator answered "none")
+  or an offset reset (a Fetch answered OFFSET_OUT_OF_RANGE), kafka-python's committed offset or reset;
 * no two members own a partition at the same time: each member's ownership runs from its assign callback to
   its revoke callback, its clean close or its kill -9. This is stricter than "no overlap within a
   generation" (eager rebalancing revokes everything before a member rejoins); kafka-python's members also
