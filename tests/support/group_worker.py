@@ -4,7 +4,9 @@
 ``kind`` is ``confluent`` (confluent-kafka, librdkafka), ``kafka-python`` or ``aiokafka``. The consumer
 subscribes to ``topic`` with ``group`` (range assignor, eager: every partition is revoked before a
 rebalance), commits synchronously after every record, and writes one JSON line per event to the events
-file, flushed at once (so a kill -9 loses nothing written):
+file, flushed at once (so a kill -9 loses nothing written). Its stderr (the test's ``<events stem>.log``)
+carries the client's own account of where each assigned partition started: librdkafka's ``cgrp`` debug
+and kafka-python's coordinator and offset-reset lines:
 
 * ``{"e": "assign", "t": time, "gen": generation or -1, "parts": [...]}`` from the rebalance callback
   (kafka-python's and aiokafka's generation is read from their coordinator; confluent-kafka does not expose
@@ -52,6 +54,10 @@ def run_confluent(bootstrap: str, group: str, topic: str, events: Events, stoppi
             "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
             "partition.assignment.strategy": "range",
             "topic.metadata.refresh.interval.ms": 1000,
+            # librdkafka's group account on stderr (the worker's .log): each committed offset the
+            # coordinator answered ("... [p] back to pending list with offset ...") and where each
+            # partition started, so that a start the test's checks refuse says whose answer it was
+            "debug": "cgrp",
         }
     )
 
@@ -66,7 +72,9 @@ def run_confluent(bootstrap: str, group: str, topic: str, events: Events, stoppi
         message = consumer.poll(0.1)
         if message is None or message.error() is not None:
             continue
-        offset, value = message.offset() or 0, message.value() or b""
+        # a record without an offset would be logged as -1, never mistaken for offset 0
+        offset, value = message.offset(), message.value() or b""
+        offset = -1 if offset is None else offset
         events.write("rec", p=message.partition(), o=offset, v=value.decode())
         try:
             consumer.commit(message=message, asynchronous=False)
@@ -89,6 +97,7 @@ def run_kafka_python(bootstrap: str, group: str, topic: str, events: Events, sto
     # what came back, so that a member that stops in a rebalance says where
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("kafka.coordinator").setLevel(logging.DEBUG)
+    logging.getLogger("kafka.consumer.fetcher").setLevel(logging.INFO)  # resets, out-of-range fetches
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=group,

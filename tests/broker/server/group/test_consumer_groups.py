@@ -9,7 +9,10 @@ What every run must show (:func:`check_run`):
 * every produced record consumed;
 * a partition's new owner starts exactly where the committed offsets say (at or after the last commit seen
   before its assignment, never past a record not yet consumed): so the only records consumed twice are those
-  after the last commit, consumed by a member that was killed before committing them;
+  after the last commit, consumed by a member that was killed before committing them. A start refused says
+  whose commit it ignored and, from the starting member's own log, what its client was told: librdkafka's
+  committed-offset answer ("... back to pending list with offset INVALID": the coordinator answered "none")
+  or an offset reset (a Fetch answered OFFSET_OUT_OF_RANGE), kafka-python's committed offset or reset;
 * no two members own a partition at the same time: each member's ownership runs from its assign callback to
   its revoke callback, its clean close or its kill -9. This is stricter than "no overlap within a
   generation" (eager rebalancing revokes everything before a member rejoins); kafka-python's members also
@@ -222,8 +225,8 @@ def check_run(run: GroupRun) -> dict[str, int]:
     consumed: dict[str, int] = defaultdict(int)
     intervals: dict[int, list[tuple[float, float, int]]] = defaultdict(list)
     by_generation: dict[int, dict[int, int]] = defaultdict(dict)
-    starts: list[tuple[float, int, int, int]] = []  # (assign time, partition, worker, first offset)
-    commits: dict[int, list[tuple[float, int]]] = defaultdict(list)
+    starts: list[tuple[float, int, int, dict[str, Any]]] = []  # (assign time, partition, worker, first rec)
+    commits: dict[int, list[tuple[float, int, int]]] = defaultdict(list)  # p -> (time, offset, worker)
     commit_times: dict[tuple[int, int], list[float]] = defaultdict(list)  # (worker, partition) -> times
     records: dict[int, list[tuple[float, int]]] = defaultdict(list)
     assignments = 0
@@ -237,9 +240,9 @@ def check_run(run: GroupRun) -> dict[str, int]:
                 assignments += 1
                 for p in event["parts"]:
                     owned[p] = event["t"]
-                    first = _first_record(events, event, p)
-                    if first is not None:
-                        starts.append((event["t"], p, index, first))
+                    rec = _first_record(events, event, p)
+                    if rec is not None:
+                        starts.append((event["t"], p, index, rec))
                     if event["gen"] >= 0:
                         other = by_generation[event["gen"]].get(p)
                         assert other is None or other == index, (
@@ -256,7 +259,7 @@ def check_run(run: GroupRun) -> dict[str, int]:
                 records[event["p"]].append((event["t"], event["o"]))
                 assert event["p"] in owned, f"worker {index} consumed {event} outside its assignment"
             elif kind == "commit":
-                commits[event["p"]].append((event["t"], event["o"]))
+                commits[event["p"]].append((event["t"], event["o"], index))
                 commit_times[index, event["p"]].append(event["t"])
         for p, since in owned.items():
             intervals[p].append((since, end, index))
@@ -271,24 +274,54 @@ def check_run(run: GroupRun) -> dict[str, int]:
                 f"partition {p}: worker {w1} owned it until {e1:.3f}, worker {w2} from {s2:.3f}, and worker "
                 f"{w1} committed it at {late[0]:.3f}: a removed member's commit was accepted"
             )
-    for assigned_at, p, index, first in starts:
-        committed = max((o for t, o in commits[p] if t <= assigned_at), default=0)
+    for assigned_at, p, index, rec in starts:
+        first = int(rec["o"])
+        before = [(o, w, t) for t, o, w in commits[p] if t <= assigned_at]
+        committed = max((o for o, _w, _t in before), default=0)
         seen = max((o + 1 for t, o in records[p] if t <= assigned_at), default=0)
-        assert committed <= first <= max(seen, committed), (
-            f"worker {index} started partition {p} at offset {first}: the last commit before was "
-            f"{committed}, the records consumed before reached {seen}"
-        )
+        if not committed <= first <= max(seen, committed):
+            by = "none" if not before else "{} (worker {} at {:.3f})".format(*max(before))
+            pytest.fail(
+                f"worker {index} started partition {p} at offset {first} (assigned at {assigned_at:.3f}): "
+                f"the last commit before was {by}, the records consumed before reached {seen}; that first "
+                f"record: {rec['v']} at {rec['t']:.3f}, produced at (partition, offset) "
+                f"{run.produced.get(rec['v'])}\n"
+                f"{_start_account(run, index, p)}",
+                pytrace=False,
+            )
     duplicates = sum(n - 1 for n in consumed.values())
     return {"records": len(run.produced), "duplicates": duplicates, "assignments": assignments}
 
 
-def _first_record(events: list[dict[str, Any]], assign: dict[str, Any], p: int) -> int | None:
-    """The offset of the first record of ``p`` consumed under ``assign`` (before ``p`` is revoked)."""
+def _start_account(run: GroupRun, index: int, p: int) -> str:
+    """How worker ``index`` came to start partition ``p`` where it did, from its own log: librdkafka's
+    committed-offset fetches and starts (its ``cgrp`` debug: "... [p] back to pending list with offset
+    INVALID" is the coordinator answering "no offset") and its offset resets (a Fetch answered
+    OFFSET_OUT_OF_RANGE is a warning); kafka-python's committed-offset fetches and resets; then each
+    broker's loads and unloads of ``__consumer_offsets`` partitions (a group reloaded from its log while a
+    commit was under way) and the coordinator's account of the group."""
+    worker = run.workers[index]
+    log = run.base / f"{worker.events_path.stem}.log"
+    text = log.read_text(errors="replace").splitlines() if log.exists() else []
+    marks = (f"[{p}]", f"partition={p})")
+    words = ("OFFSETFETCH", "SRVPEND", "OFFSET", "reset", "Reset", "committed", "out of range", "Failed")
+    told = [line[:300] for line in text if any(m in line for m in marks) and any(w in line for w in words)]
+    lines = [f"{log.name}, partition {p}:"] + [f"  {line}" for line in told[-25:]]
+    for broker in run.cluster.brokers:
+        if broker.log_path.exists():
+            text = broker.log_path.read_text(errors="replace").splitlines()
+            loads = [line for line in text if OFFSETS_TOPIC in line and "loaded" in line]
+            lines += [f"broker {broker.broker_id}: {line[:300]}" for line in loads[-10:]]
+    return "\n".join([*lines, run.diagnosis()])
+
+
+def _first_record(events: list[dict[str, Any]], assign: dict[str, Any], p: int) -> dict[str, Any] | None:
+    """The first record event of ``p`` consumed under ``assign`` (before ``p`` is revoked)."""
     for event in events[events.index(assign) + 1 :]:
         if event["e"] == "revoke" and p in event["parts"]:
             return None
         if event["e"] == "rec" and event["p"] == p:
-            return int(event["o"])
+            return event
     return None
 
 
