@@ -203,6 +203,7 @@ class HdfsServer:
         """Write ``conf/`` (core-site.xml, hdfs-site.xml, log4j.properties) and create the data folders."""
         self.conf_dir.mkdir(parents=True, exist_ok=True)
         (self.base_dir / "data").mkdir(parents=True, exist_ok=True)
+        self.java_tmp_dir.mkdir(parents=True, exist_ok=True)
         (self.conf_dir / "core-site.xml").write_text(
             _xml_config(
                 {
@@ -215,6 +216,12 @@ class HdfsServer:
         (self.conf_dir / "hdfs-site.xml").write_text(_xml_config(self.properties()))
         (self.conf_dir / "log4j.properties").write_text(_LOG4J)
 
+    @property
+    def java_tmp_dir(self) -> Path:
+        """The JVMs' ``java.io.tmpdir`` (Jetty's web-app folders of both web UIs, extracted native
+        libraries): inside the server's folder, so a killed server leaves nothing in the machine's /tmp."""
+        return self.base_dir / "java-tmp"
+
     def _java(self, heap_mb: int, log_name: str) -> list[str]:
         classpath = self.classpath if self.classpath is not None else peer_classpath("hadoop")
         return [
@@ -222,6 +229,7 @@ class HdfsServer:
             f"-Xmx{heap_mb}m",
             "-XX:+UseSerialGC",
             "-Djava.net.preferIPv4Stack=true",
+            f"-Djava.io.tmpdir={self.java_tmp_dir}",
             f"-Dhadoop.log.dir={self.base_dir}",
             f"-Dhadoop.log.file={log_name}",
             f"-Dhadoop.home.dir={self.base_dir}",

@@ -39,7 +39,7 @@ from lumber.dev.zookeeper_server import ZooKeeperServer
 from schemas.registry.config import RegistryConfig
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema, shipped_schema_text
-from tests.support.broker_cluster import BrokerCluster
+from tests.support.broker_cluster import BrokerCluster, fixture_broker_settings
 from tests.support.load_job import page_view
 from tests.support.registry import ADMIN_PASSWORD, READER_PASSWORD, SecureRegistry, launch_secure_registry
 from tests.support.zookeeper import make_chroot
@@ -102,7 +102,7 @@ def auth_stack(
     )
     cluster = BrokerCluster(make_chroot(zookeeper_server.connect, "registry_clients"), base / "brokers")
     try:
-        cluster.add_broker()
+        cluster.add_broker(fixture_broker_settings())
         cluster.create_topic(TOPIC, 2)
         cluster.create_topic(AUDIT_TOPIC, 1)
         with registry.admin() as admin:

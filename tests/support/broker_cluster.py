@@ -8,6 +8,9 @@ Fixtures (imported by ``tests/conftest.py``):
   and ``[log]`` of each broker's config, e.g. ``auto_create_topics=False``; ``session_timeout_ms`` to
   ``[zookeeper]``: :data:`KILL_LOOP_SESSION_TIMEOUT_MS` for the kill -9 loops).
 
+The fixtures' brokers, and the shared stacks' that :func:`fixture_broker_settings` configures, look for
+expired segments and idempotent producers only when a test asks (:data:`UNCHECKED_RETENTION_INTERVAL_MS`).
+
 The fixtures' brokers also fsync before answering acks=all (``[log] flush_on_ack``, unless a test passes
 ``flush_on_ack=False``): with the default ``expose = "flushed"``, what an acks=all producer was told is
 stored is then also exposed, so a test may read it at once. They create ``__consumer_offsets`` with 4
@@ -19,7 +22,7 @@ partitions (:data:`OFFSETS_TOPIC_PARTITIONS`). :class:`BrokerProcess`, :class:`B
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +41,12 @@ __all__ = [
     "BROKER_SESSION_TIMEOUT_MS",
     "KILL_LOOP_SESSION_TIMEOUT_MS",
     "OFFSETS_TOPIC_PARTITIONS",
+    "UNCHECKED_RETENTION_INTERVAL_MS",
     "BrokerCluster",
     "BrokerProcess",
     "bench_cluster",
     "broker_cluster",
+    "fixture_broker_settings",
     "servers",
     "start_cluster",
     "wait_for",
@@ -59,6 +64,22 @@ KILL_LOOP_SESSION_TIMEOUT_MS = 2000
 #: Kafka's 50 keep that cheap on 2 cores (a test may pass its own).
 OFFSETS_TOPIC_PARTITIONS = 4
 
+#: ``[log] retention_check_interval_ms`` of the tests' brokers unless a test gives its own: a day, longer than
+#: any run, so the retention thread never wakes. The tests' records carry fixed timestamps (hours of
+#: 2026-11-22, ``tests.support.load_job.BASE_MS``) and retention judges a segment by its newest timestamp:
+#: with the default check every 5 minutes and the default ``retention_ms`` of a week, a broker that ran
+#: past 5 minutes would delete every rolled segment of those hours (and forget their idempotent producers)
+#: once the hours were a week old, as they are from 2026-11-29 on. ``retention_ms`` itself keeps its
+#: default, so DescribeConfigs still answers as a broker with Lumber's defaults; the tests of retention give
+#: a short interval of their own.
+UNCHECKED_RETENTION_INTERVAL_MS = 24 * 3600 * 1000
+
+
+def fixture_broker_settings(settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``settings`` with the retention check of the tests' brokers (see
+    :data:`UNCHECKED_RETENTION_INTERVAL_MS`) unless they give one."""
+    return {"retention_check_interval_ms": UNCHECKED_RETENTION_INTERVAL_MS, **(settings or {})}
+
 
 @pytest.fixture
 def start_cluster(
@@ -66,7 +87,8 @@ def start_cluster(
 ) -> Iterator[Callable[..., BrokerCluster]]:
     clusters: list[BrokerCluster] = []
 
-    def start(brokers: int = 1, **settings: Any) -> BrokerCluster:
+    def start(brokers: int = 1, **given: Any) -> BrokerCluster:
+        settings = fixture_broker_settings(given)
         settings.setdefault("flush_on_ack", True)  # acknowledged by acks=all, so exposed: see above
         settings.setdefault("offsets_topic_partitions", OFFSETS_TOPIC_PARTITIONS)
         name = f"{request.node.name}-c{len(clusters)}"

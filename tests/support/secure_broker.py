@@ -18,7 +18,7 @@ from typing import Any
 
 from lumber.dev.dev_certificates import CertificateAuthority, IssuedCertificate
 from lumber.dev.process import free_port
-from tests.support.broker_cluster import BrokerCluster, BrokerProcess
+from tests.support.broker_cluster import BrokerCluster, BrokerProcess, fixture_broker_settings
 
 #: A password distinctive enough to grep every output for.
 PASSWORD = "Alice-S3cret-5f1e9c-never-printed"
@@ -40,18 +40,20 @@ class SecureBroker:
         if client_auth != "none":
             tls |= {"ssl_client_auth": client_auth, "ssl_cafile": str(self.ca.cafile)}
         self.broker: BrokerProcess = cluster.add_broker(
-            {
-                "listeners": [
-                    f"PLAINTEXT://127.0.0.1:{self.plain_port}",
-                    f"SSL://127.0.0.1:{self.ssl_port}",
-                    f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}",
-                    f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port}",
-                ],
-                "sasl_enabled_mechanisms": ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
-                "sasl_max_failed_authentications": 100_000,
-                **tls,
-                **settings,
-            },
+            fixture_broker_settings(
+                {
+                    "listeners": [
+                        f"PLAINTEXT://127.0.0.1:{self.plain_port}",
+                        f"SSL://127.0.0.1:{self.ssl_port}",
+                        f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}",
+                        f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port}",
+                    ],
+                    "sasl_enabled_mechanisms": ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
+                    "sasl_max_failed_authentications": 100_000,
+                    **tls,
+                    **settings,
+                }
+            ),
             port=self.plain_port,
         )
         self.cluster = cluster

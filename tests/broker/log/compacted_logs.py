@@ -1,11 +1,16 @@
 """Compacted logs for the cleaner's tests (test_log_cleaner*.py, test_deferred_release.py): a log opened with
 ``cleanup.policy=compact``, key/value operations appended and replayed into a dict, the log read back as a
-consumer fetches it, and a cleaner over it run pass by pass."""
+consumer fetches it, and a cleaner over it run pass by pass.
+
+A :class:`LogCleaner` holds the segments its passes replaced for ``file_delete_delay_ms`` (60 s) before it
+lets their descriptors go (:mod:`broker.log.deferred_release`); the cleaners :func:`new_cleaner` made are shut
+down after each test (:func:`shut_down_cleaners`, by ``conftest.py``), or the tests of one process held
+over a thousand descriptors of unlinked segments at once and ``select()`` failed in later tests."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from broker.clock import system_clock_ms
@@ -23,6 +28,9 @@ from broker.record.record_batch_builder import RecordBatchBuilder
 from tests.broker.log.helpers import BASE_TS, config
 
 Op = tuple[bytes, bytes | None]  # key, value (None: a tombstone)
+
+#: how to shut down each cleaner :func:`new_cleaner` made in the running test, in order
+_to_shut_down: list[Callable[[], None]] = []
 
 
 def open_log(root: Path, name: str = "compacted-0", **overrides: object) -> Log:
@@ -116,7 +124,15 @@ def new_cleaner(
     log_config = config(root, cleaner_dedupe_buffer_bytes=dedupe_bytes)
     manager = LogCleanerManager([root], lambda: {root: logs}, system_clock_ms)
     log_cleaner = LogCleaner(log_config, manager)
-    return log_cleaner, log_cleaner.new_cleaner()
+    cleaner = log_cleaner.new_cleaner()
+    _to_shut_down.extend((cleaner.close, log_cleaner.shutdown))
+    return log_cleaner, cleaner
+
+
+def shut_down_cleaners() -> None:
+    """Close the cleaners :func:`new_cleaner` made and drop the segments they replaced, at once."""
+    while _to_shut_down:
+        _to_shut_down.pop(0)()
 
 
 def clean_all(log_cleaner: LogCleaner, cleaner: Cleaner) -> list[CleanerStats]:

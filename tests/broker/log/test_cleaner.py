@@ -24,6 +24,7 @@ def clean_once(root: Path, log: Log) -> int:
         stats = log_cleaner.clean_once(cleaner)
     finally:
         cleaner.close()
+        log_cleaner.shutdown()  # the replaced segments' descriptors go now, not 60 s later
     assert stats is not None
     assert log_cleaner.totals.failed == 0
     return stats.end_offset

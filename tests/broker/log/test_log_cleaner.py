@@ -197,7 +197,9 @@ def test_the_key_columns_and_the_record_walk_clean_to_the_same_bytes(
         assert read_bytes(columns_log) == read_bytes(walk_log), f"round {round_number}"
         assert log_map(columns_log) == replay(ops)
         now[0] += 2_000  # past the horizon of the tombstones stamped so far
-    for log, _, _ in logs.values():
+    for log, log_cleaner, cleaner in logs.values():
+        cleaner.close()
+        log_cleaner.shutdown()  # the replaced segments' descriptors go now, not 60 s later
         log.close()
 
 
@@ -296,7 +298,9 @@ def test_the_chunk_columns_the_batch_columns_and_the_walk_clean_to_the_same_byte
         (b.producer_id, b.base_sequence + b.last_offset_delta) for b in empty if b.next_offset != end
     ]
     assert kept_for_producers == [(900, sequences[900] - 1)]
-    for log, _, _ in logs.values():
+    for log, log_cleaner, cleaner in logs.values():
+        cleaner.close()
+        log_cleaner.shutdown()  # the replaced segments' descriptors go now, not 60 s later
         log.close()
 
 

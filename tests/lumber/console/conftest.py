@@ -2,6 +2,10 @@
 audited producers, a live consumer group, and ``lumber console`` itself as a process; and Debian's
 Chromium, headless, driven by Playwright (``browser``, ``visit``).
 
+The stack is built once per pytest process (session scope, though only this package sees it): as a
+package fixture it was torn down and built again, Spark load and all, whenever pytest-xdist gave a worker
+another package's file between two of the console's.
+
 The story (times are 2026-11-22, three days before this repository's clock, so every window has ended):
 
 1. topic T (2 partitions), schemas v1 and v2 under ``T-value``; host ``web-1`` (audited) produces 6 v1
@@ -45,7 +49,7 @@ from schemas.client import SchemaRegistryClient
 from schemas.registry.config import RegistryConfig
 from schemas.serde import AvroSerde
 from schemas.shipped import shipped_schema_text
-from tests.support.broker_cluster import BrokerCluster, wait_for
+from tests.support.broker_cluster import BrokerCluster, fixture_broker_settings, wait_for
 from tests.support.confluent_group import confluent_group_member
 from tests.support.load_job import BASE_MS, HOUR_MS, load_config, page_view, unique_topic
 from tests.support.registry import RegistryProcess
@@ -71,6 +75,14 @@ class ConsoleStack:
     #: partition -> the values produced, in offset order (dicts; NOT_AVRO for the bad record)
     values: dict[int, list[Any]] = field(default_factory=dict)
     schema_ids: dict[str, int] = field(default_factory=dict)
+    #: topics the package's tests created on the stack (:meth:`create_topic`), beside :attr:`topic`: the
+    #: cluster page lists exactly these, whichever of those tests ran before it on the worker
+    other_topics: set[str] = field(default_factory=set)
+
+    def create_topic(self, topic: str, partitions: int) -> None:
+        """Create ``topic`` on the stack's cluster for one test, and remember it in :attr:`other_topics`."""
+        self.other_topics.add(topic)
+        self.cluster.create_topic(topic, partitions)
 
     def get(self, path: str, **params: Any) -> httpx.Response:
         return httpx.get(self.url + path, params=params or None, timeout=30)  # {} would drop ?query
@@ -111,7 +123,7 @@ def _send(
     stack.values.setdefault(partition, []).extend(values)
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="session")
 def console_stack(
     zookeeper_server: ZooKeeperServer,
     load_registry: RegistryProcess,
@@ -124,7 +136,7 @@ def console_stack(
     console = None
     kafka_members = ExitStack()
     try:
-        cluster.add_broker()
+        cluster.add_broker(fixture_broker_settings())
         topic = unique_topic("page_view")
         cluster.create_topic(topic, 2)
         registry = SchemaRegistryClient(load_registry.url)

@@ -79,7 +79,7 @@ def test_kafka_group_history_from_the_offsets_topic(visit: Visit, console_stack:
     shows a point per commit at its commit time, with the log end of that time."""
     stack = console_stack
     topic, group = unique_topic("lagged"), unique_topic("khistory")
-    stack.cluster.create_topic(topic, 2)
+    stack.create_topic(topic, 2)
     produce(stack, topic, 0, 10)
     produce(stack, topic, 1, 4)
     consumer = Consumer(
@@ -222,7 +222,7 @@ def test_zookeeper_group_history_from_the_lag_exporter(
     stack = console_stack
     exporter_url, console_url = exporter_console
     topic, group = unique_topic("zklagged"), unique_topic("zkhistory")
-    stack.cluster.create_topic(topic, 1)
+    stack.create_topic(topic, 1)
     produce(stack, topic, 0, 10)
     tp = TopicPartition(topic, 0)
     member = GroupConsumer(

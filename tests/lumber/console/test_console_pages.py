@@ -34,14 +34,14 @@ def test_cluster_page(visit: Visit, console_stack: ConsoleStack) -> None:
     topics_shown = {
         row.split("\t")[0] for row in page.locator("main table").nth(1).inner_text().splitlines()[1:]
     }
-    assert topics_shown == {console_stack.topic}
+    assert topics_shown == {console_stack.topic, *console_stack.other_topics}
     page.click(f"text=show internal topics ({len(internal)})")
     page.wait_for_url("**/?internal=1")
     assert visit.errors == []
     topics_shown = {
         row.split("\t")[0] for row in page.locator("main table").nth(1).inner_text().splitlines()[1:]
     }
-    assert topics_shown == {console_stack.topic, *internal}
+    assert topics_shown == {console_stack.topic, *console_stack.other_topics, *internal}
     assert page.inner_text("#internal-toggle") == "hide internal topics"
 
 

@@ -60,6 +60,17 @@ def test_heaps_stay_under_one_gib_together(hdfs_server: HdfsServer) -> None:
     assert sum(heaps) < 1024
 
 
+def test_the_daemons_temporary_files_stay_in_the_servers_folder(hdfs_server: HdfsServer) -> None:
+    """Jetty unpacks each web UI into ``java.io.tmpdir``: in the server's folder, not /tmp, so a server
+    killed with kill -9 leaves nothing behind that pytest's rotation of its folders does not remove."""
+    assert hdfs_server.namenode_handle is not None
+    assert hdfs_server.datanode_handle is not None
+    for handle in (hdfs_server.namenode_handle, hdfs_server.datanode_handle):
+        assert f"-Djava.io.tmpdir={hdfs_server.java_tmp_dir}" in handle.argv
+    # both daemons serve a web UI (WebHDFS, the DataNode's HTTP port): one Jetty folder each
+    assert len(list(hdfs_server.java_tmp_dir.glob("jetty-127_0_0_1-*"))) == 2
+
+
 def test_a_file_written_over_rpc_reads_back_over_rpc_and_webhdfs(
     hdfs_server: HdfsServer, hdfs_url: str
 ) -> None:
