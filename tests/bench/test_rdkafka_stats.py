@@ -33,7 +33,9 @@ def test_a_phase_of_librdkafka_counted_by_partition_and_request(broker_cluster: 
     assert stats.window("batchcnt").count == requests
     assert summary["sets_per_request"] == 1.0
     assert stats.window("batchcnt").total == RECORDS
-    assert stats.window("rtt").count == requests
+    # every request of the phase answered once: its Produce requests, and those of the connection to the
+    # broker when it opened after the mark (ApiVersions, Metadata: a loaded machine's CI run counted 2)
+    assert stats.window("rtt").count == stats.counter("tx")
     # Lumber's own producer to the same topic leaves the statistics object of librdkafka's untouched
     lumber_send(address, "stats-4", values[:200], 4)(None)
     assert stats.records_by_partition() == {0: 500, 1: 500, 2: 500, 3: 500}
