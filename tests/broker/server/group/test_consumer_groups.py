@@ -12,7 +12,12 @@ What every run must show (:func:`check_run`):
   after the last commit, consumed by a member that was killed before committing them. A start refused says
   whose commit it ignored and, from the starting member's own log, what its client was told: librdkafka's
   committed-offset answer ("... back to pending list with offset INVALID": the coordinator answered "none")
-  or an offset reset (a Fetch answered OFFSET_OUT_OF_RANGE), kafka-python's committed offset or reset;
+  or an offset reset (a Fetch answered OFFSET_OUT_OF_RANGE), kafka-python's committed offset or reset.
+  One start below the commit is the client's, not the coordinator's: librdkafka can deliver, right after a
+  rebalance, a record it fetched under the member's earlier assignment of the partition (its issue 1359;
+  seen here: the member's log says it started at the commit, 106, and its first record was offset 0,
+  fetched 4 s before). Such a start passes only when librdkafka's own log says it started the partition at
+  the last commit (:func:`_rdkafka_started_at`); the stale records count as duplicates;
 * no two members own a partition at the same time: each member's ownership runs from its assign callback to
   its revoke callback, its clean close or its kill -9. This is stricter than "no overlap within a
   generation" (eager rebalancing revokes everything before a member rejoins); kafka-python's members also
