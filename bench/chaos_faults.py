@@ -275,7 +275,9 @@ class FaultInjector:
                 self._elect_disk_broker()
             log_from = file_size(self.stack.procs[f"broker-{DISK_BROKER}"].log_path)
             filler = where / ".chaos-filler"
-            with filler.open("wb") as out, contextlib.suppress(OSError):
+            # unbuffered, and the close inside the suppression: a buffered close flushes into the full
+            # disk and raised ENOSPC out of the fault (a CI run of 2026-11-29)
+            with contextlib.suppress(OSError), filler.open("wb", buffering=0) as out:
                 while True:
                     out.write(b"\0" * (1 << 20))
                     out.flush()
