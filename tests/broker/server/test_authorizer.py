@@ -3,9 +3,10 @@ metadata_apis.py, group_apis.py, admin_apis.py, acl_apis.py): two real broker pr
 ``authorizer = "acl"``, one SASL_PLAINTEXT listener that is also the inter-broker one (the brokers log in
 as ``User:broker``, a super user), a real ZooKeeper, unmodified confluent-kafka and kafka-python clients.
 
-One cluster serves the module (starting brokers is the slow part); each test uses topics, groups and
-principals of its own, so that the ACLs of one do not answer another's question. ACLs are managed through
-confluent-kafka's AdminClient as ``User:admin`` (a super user), log end offsets counted as admin.
+One cluster serves the module (``acl_cluster``, tests/broker/server/acl_cluster.py: starting brokers is the
+slow part); each test uses topics, groups and principals of its own, so that the ACLs of one do not answer
+another's question. ACLs are managed through confluent-kafka's AdminClient as ``User:admin`` (a super
+user), log end offsets counted as admin.
 """
 
 from __future__ import annotations
@@ -13,20 +14,24 @@ from __future__ import annotations
 import json
 import time
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from broker.cluster.user_credential_store import UserCredentialStore
-from broker.network.scram_credential import ScramCredential, ScramMechanism
 from broker.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from broker.server.inter_broker_send import InterBrokerSend
-from lumber.dev.process import free_port
-from lumber.dev.zookeeper_server import ZooKeeperServer
-from tests.support.broker_cluster import OFFSETS_TOPIC_PARTITIONS, BrokerCluster
-from tests.support.zookeeper import make_chroot
+from tests.broker.server.acl_cluster import (
+    DENY,
+    GROUP,
+    PASSWORDS,
+    PREFIXED,
+    TOPIC,
+    AclCluster,
+    acl,
+    acl_cluster,
+    produce,
+)
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -36,11 +41,9 @@ with warnings.catch_warnings():
         ElectionType,
         KafkaError,
         KafkaException,
-        Producer,
     )
     from confluent_kafka import TopicPartition as ConfluentPartition
     from confluent_kafka.admin import (  # type: ignore[attr-defined]
-        AclBinding,
         AclBindingFilter,
         AclOperation,
         AclPermissionType,
@@ -69,153 +72,9 @@ with warnings.catch_warnings():
     )
     from kafka.structs import OffsetAndMetadata
 
+__all__ = ["acl_cluster"]  # the fixture
+
 pytestmark = [pytest.mark.zookeeper, pytest.mark.interop]
-
-PASSWORDS = {
-    "admin": "admin-Pa55-never-shown",
-    "broker": "broker-Pa55-never-shown",
-    "alice": "alice-Pa55-never-shown",
-    "bob": "bob-Pa55-never-shown",
-    "carol": "carol-Pa55-never-shown",
-    "dave": "dave-Pa55-never-shown",
-    "erin": "erin-Pa55-never-shown",
-}
-ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
-TOPIC, GROUP = ResourceType.TOPIC, ResourceType.GROUP
-LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
-ANY_ACL = AclBindingFilter(
-    ResourceType.ANY,
-    None,  # type: ignore[arg-type]  # None matches any (confluent-kafka's stubs say str)
-    ResourcePatternType.ANY,
-    None,  # type: ignore[arg-type]
-    None,  # type: ignore[arg-type]
-    AclOperation.ANY,
-    AclPermissionType.ANY,
-)
-
-
-class AclCluster:
-    """Two brokers with the ACL authorizer, users in ZooKeeper, clients for each principal."""
-
-    def __init__(self, cluster: BrokerCluster, ports: list[int]) -> None:
-        self.cluster = cluster
-        self.ports = ports
-
-    def bootstrap(self, broker: int | None = None) -> str:
-        ports = self.ports if broker is None else [self.ports[broker]]
-        return ",".join(f"127.0.0.1:{p}" for p in ports)
-
-    def confluent(self, user: str, broker: int | None = None) -> dict[str, Any]:
-        return {
-            "bootstrap.servers": self.bootstrap(broker),
-            "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "SCRAM-SHA-512",
-            "sasl.username": user,
-            "sasl.password": PASSWORDS[user],
-        }
-
-    def kafka_python(self, user: str) -> dict[str, Any]:
-        return {
-            "bootstrap_servers": self.bootstrap(),
-            "security_protocol": "SASL_PLAINTEXT",
-            "sasl_mechanism": "PLAIN",
-            "sasl_plain_username": user,
-            "sasl_plain_password": PASSWORDS[user],
-        }
-
-    def admin(self, broker: int | None = None) -> AdminClient:
-        return AdminClient(self.confluent("admin", broker))
-
-    def allow(self, *bindings: AclBinding) -> None:
-        admin = self.admin()  # kept until the futures are done: its handle answers them
-        futures = admin.create_acls(list(bindings))
-        for future in futures.values():
-            assert future.result(30) is None
-        self.wait_seen(list(bindings))
-
-    def wait_seen(self, bindings: list[AclBinding]) -> None:
-        """Wait until every broker's copy of the ACLs has ``bindings`` (each broker follows ZooKeeper's
-        change notifications: a moment after the one that wrote them)."""
-        for broker in range(len(self.ports)):
-            admin = self.admin(broker)
-            deadline = time.monotonic() + 20
-            while True:
-                described = set(admin.describe_acls(ANY_ACL).result(30))
-                if described >= set(bindings):
-                    break
-                assert time.monotonic() < deadline, f"broker {broker} has not seen {bindings}"
-                time.sleep(0.05)
-
-    def log_end(self, topic: str, partition: int = 0) -> int:
-        consumer = Consumer({**self.confluent("admin"), "group.id": "log-end-probe"})
-        try:
-            return int(consumer.get_watermark_offsets(ConfluentPartition(topic, partition), timeout=10)[1])
-        finally:
-            consumer.close()
-
-
-def acl(
-    resource_type: ResourceType,
-    name: str,
-    principal: str,
-    operation: AclOperation,
-    permission: AclPermissionType = ALLOW,
-    pattern: ResourcePatternType = LITERAL,
-) -> AclBinding:
-    return AclBinding(resource_type, name, pattern, principal, "*", operation, permission)
-
-
-def produce(settings: dict[str, Any], topic: str, count: int, **extra: Any) -> list[int]:
-    """Produce ``count`` records to partition 0; each delivery's error code (0: delivered)."""
-    producer = Producer({**settings, "acks": "all", "message.timeout.ms": 8000, **extra})
-    codes: list[int] = []
-    for i in range(count):
-        producer.produce(
-            topic,
-            b"v%d" % i,
-            partition=0,
-            on_delivery=lambda err, _m: codes.append(0 if err is None else err.code()),
-        )
-    producer.flush(30)
-    return codes
-
-
-@pytest.fixture(scope="module")
-def acl_cluster(
-    zookeeper_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[AclCluster]:
-    base = tmp_path_factory.mktemp("acl-cluster")
-    cluster = BrokerCluster(make_chroot(zookeeper_server.connect, "test_authorizer"), base)
-    users = UserCredentialStore(cluster.zk)
-    for user, password in PASSWORDS.items():
-        users.upsert(
-            user, {m: ScramCredential.generate(password, m, iterations=4096) for m in ScramMechanism}
-        )
-    password_file = base / "broker.password"
-    password_file.write_text(PASSWORDS["broker"] + "\n")
-    ports = [free_port(), free_port()]
-    try:
-        for port in ports:
-            cluster.add_broker(
-                {
-                    "listeners": [f"SASL_PLAINTEXT://127.0.0.1:{port}"],
-                    "sasl_enabled_mechanisms": ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
-                    "sasl_max_failed_authentications": 100_000,
-                    "authorizer": "acl",
-                    "super_users": ["User:admin", "User:broker"],
-                    "inter_broker_sasl_mechanism": "SCRAM-SHA-512",
-                    "inter_broker_sasl_username": "broker",
-                    "inter_broker_sasl_password_file": str(password_file),
-                    "flush_on_ack": True,
-                    "offsets_topic_partitions": OFFSETS_TOPIC_PARTITIONS,
-                    "offsets_topic_replication_factor": 1,
-                    "group_initial_rebalance_delay_ms": 0,
-                },
-                port=port,
-            )
-        yield AclCluster(cluster, ports)
-    finally:
-        cluster.stop()
 
 
 def test_write_allowed_on_a_but_not_b(acl_cluster: AclCluster) -> None:

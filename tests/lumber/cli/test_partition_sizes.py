@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker.server.test_authorizer import PASSWORDS, AclCluster, acl_cluster
+from tests.broker.server.acl_cluster import PASSWORDS, AclCluster, acl_cluster
 from tests.support.acked_producer import REPLICATION
 from tests.support.broker_cluster import BrokerCluster
 from tests.support.secure_broker import PASSWORD, USER, SecureBroker
