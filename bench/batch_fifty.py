@@ -17,8 +17,10 @@ records, then measures each case from the broker's ``/proc/<pid>/stat`` (utime +
 and the wall clock:
 
 * **acks=1, 1 partition**, **acks=all, 1 partition**: ``--records`` records to partition 0;
-* **acks=1, 4 partitions**: ``--records`` records spread by librdkafka's partitioner (keyless: sticky
-  batches, one partition per batch), every acknowledgement awaited.
+* **acks=1, 4 / 10 / 1,000 partitions**: ``--records`` records spread by librdkafka's partitioner
+  (keyless: sticky batches, one partition per batch), every acknowledgement awaited: the Kafka
+  comparison's growth curve (``bench/paper_kafka.py``), whose goals are 4 partitions at 1.0x of one and
+  1,000 at 0.8x of 10.
 
 It prints broker CPU microseconds per 1,000 records and records per second (the best of the runs) and the
 ratios after / before. ``--profile DIR`` records py-spy (raw collapsed stacks, 200 samples per second) on
@@ -47,6 +49,8 @@ CASES: dict[str, tuple[str, int, int | None]] = {
     "acks=1, 1 partition": ("1", 1, 0),
     "acks=all, 1 partition": ("all", 1, 0),
     "acks=1, 4 partitions": ("1", 4, None),
+    "acks=1, 10 partitions": ("1", 10, None),
+    "acks=1, 1,000 partitions": ("1", 1000, None),
 }
 
 
@@ -64,7 +68,7 @@ def _measure(records: int, profile: Path | None) -> None:
         broker = cluster.add_broker(BROKER_SETTINGS)
         assert broker.popen is not None
         pid = broker.popen.pid
-        for partitions in (1, 4):
+        for partitions in sorted({partitions for _, partitions, _ in CASES.values()}):
             cluster.create_topic(f"fifty-{partitions}", partitions)
         warm = ConfluentProducer(broker.address, "fifty-1", 50, "1")
         warm.send(values[: records // 5], 0)  # connections, first appends, compiled kernels

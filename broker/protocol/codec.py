@@ -332,7 +332,8 @@ class ProduceTemplate(NamedTuple):
 
     The producer encodes with it (:func:`encode_request`); the broker recognises, with
     :meth:`records_of`, the requests a pipelining producer sends one after the other, which differ only in
-    those two parts, without decoding each.
+    those two parts, without decoding each, and with :meth:`partition_records_of` those to any partition of
+    the same topic (a producer spreading its records over the topic's partitions).
     """
 
     head: bytes  # api key and version
@@ -346,7 +347,34 @@ class ProduceTemplate(NamedTuple):
         middle = self.middle
         if not (frame.startswith(self.head) and frame.startswith(middle, 8)):
             return None
-        pos = 8 + len(middle)
+        return self._records_at(frame, 8 + len(middle))
+
+    def partition_records_of(self, frame: bytes) -> tuple[int, memoryview] | None:
+        """The partition index and records of ``frame`` when it is this request to any partition of the
+        same topic (the index is the last four bytes of :attr:`middle`), with any correlation id and
+        records, byte-for-byte; ``None`` otherwise."""
+        middle = self.middle
+        index_at = len(middle) - 4
+        if not (frame.startswith(self.head) and frame.startswith(middle[:index_at], 8)):
+            return None
+        try:
+            (partition,) = _CORRELATION_ID.unpack_from(frame, 8 + index_at)
+        except struct.error:
+            return None
+        records = self._records_at(frame, 8 + len(middle))
+        return None if records is None else (partition, records)
+
+    def same_but_partition(self, other: ProduceTemplate) -> bool:
+        """Whether ``other`` is this request to a partition of the same topic (perhaps another)."""
+        return (
+            self.head == other.head
+            and self.middle[:-4] == other.middle[:-4]
+            and self.flexible == other.flexible
+            and self.tail == other.tail
+        )
+
+    def _records_at(self, frame: bytes, pos: int) -> memoryview | None:
+        """The records whose length is at ``pos`` of ``frame``, if they and :attr:`tail` end the frame."""
         size = len(frame)
         try:
             if self.flexible:  # length + 1 as a uvarint: two bytes below 16 KiB, read inline

@@ -11,9 +11,11 @@ the append, never a step of the append:
 1. **Recognise** (instead of decoding): the general path learns a connection's request
    (:meth:`ProduceFastPath.learn`, from ``KafkaApis._produce``: Produce v3+, ``acks`` 1 or -1, one topic
    with one partition and its records) as a :class:`~broker.protocol.codec.ProduceTemplate`, which
-   recognises the same request with any correlation id and records
-   (:meth:`~broker.protocol.codec.ProduceTemplate.records_of`), so the version, client id, transactional
-   id, ``acks``, ``timeout_ms``, topic and partition are the learnt request's.
+   recognises the same request to any partition of the topic with any correlation id and records
+   (:meth:`~broker.protocol.codec.ProduceTemplate.partition_records_of`), so the version, client id,
+   transactional id, ``acks``, ``timeout_ms`` and topic are the learnt request's. One learnt request serves
+   a producer spreading its records over all the topic's partitions (a request per partition, in any
+   order), however many they are.
 2. **Authorise** WRITE on the topic, per request (:class:`~broker.server.auth_helper.AuthHelper`, the same
    check as the general path's): refused, the fast path declines and the general path answers the refusal
    (nothing has been done). **Find the partition** led here
@@ -35,17 +37,29 @@ general path (tests/broker/server/test_produce_fast_path.py compares both, byte 
 
 **A read's requests together** (:meth:`ProduceFastPath.serve_pipelined`, issue 39): the network processor
 gives the whole Produce requests buffered behind the first of a read (``KafkaApis.handle_pipelined``).
-Each is recognised and authorised alone (steps 1 and 2); consecutive ones of one partition and one
-``acks`` are appended in one pass (:meth:`~broker.server.replica_manager.ReplicaManager.append_many`,
+Each is recognised and authorised alone (steps 1 and 2) and gathered with the others of its partition and
+``acks``; a request of another shape, or the end of the requests, appends what was gathered, one
+partition's requests in one pass (:meth:`~broker.server.replica_manager.ReplicaManager.append_many`,
 :meth:`broker.log.log.Log.append_many`: each validated and checked against the idempotent producers'
 state alone, with the outcome of appending them one by one, but one ``writev`` and one publication of the
-new log end), then each is answered in order (step 4) after that write. A request of another shape is
-served by ``KafkaApis.handle`` after the requests gathered before it are appended, so appends keep the
-requests' order; the processor stops giving requests once an answer closes the connection.
+new log end), the partitions in the order of their first request, each request answered (step 4) after
+its partition's write. Then the request of another shape is served by ``KafkaApis.handle``, so it comes
+after the requests before it; the processor stops giving requests once an answer closes the connection.
+
+So one partition's requests are appended in their order, as Kafka appends them, but a read's requests to
+different partitions are not: ``p0 p1 p0`` appends both of partition 0's, then partition 1's. Nothing a
+client sees depends on that order: the answers still leave in request order (the processor queues each
+with its request), each partition's offsets are those of appending one by one, and no answer is sent
+before its append. Kafka appends each request on its own, in order (docs/storage.md). One difference
+remains if the broker fails unexpectedly while appending (a defect, never a client's bytes: those are
+answered): the connection closes at the first request left unanswered, and a later request of a
+partition appended before it may be in the log, unanswered, as a request whose answer was lost.
 
 Concurrency: one connection's requests are served one at a time, in order (by its processor, or a handler
 thread). The learnt requests are a dict keyed by connection id, whose ``get`` and ``setitem`` are atomic;
 it is cleared when it holds :data:`MAX_LEARNT` connections (a closed connection's entry stays until then).
+The partitions' answers (:class:`_Target`) are a dict shared by all connections, keyed by what makes them,
+so two threads making the same entry at once make equal ones; it is cleared at :data:`MAX_TARGETS`.
 """
 
 from __future__ import annotations
@@ -78,9 +92,11 @@ logger = logging.getLogger(__name__)
 
 #: The most connections whose requests are kept learnt at once.
 MAX_LEARNT = 4096
-#: The most requests kept learnt per connection (a producer spreading over partitions sends one per
-#: partition); the oldest is forgotten first.
+#: The most requests kept learnt per connection (one per topic, ``acks``, transactional id, ...); the
+#: oldest is forgotten first.
 MAX_LEARNT_PER_CONNECTION = 16
+#: The most partitions' answers kept (:class:`_Target`, shared by the connections).
+MAX_TARGETS = 16_384
 #: Produce v0-v2 carry the old message sets, which the general path refuses.
 _FIRST_RECORD_BATCH_PRODUCE_VERSION = 3
 _CORRELATION_ID = struct.Struct(">i")
@@ -108,14 +124,26 @@ def _one_partition(header: RequestHeader, body: ProduceRequest) -> bool:
 
 
 class _Learnt(NamedTuple):
-    """A connection's request as the fast path serves it."""
+    """A connection's request as the fast path recognises it, to any partition of its topic."""
 
     template: ProduceTemplate
+    version: int
+    topic: str
+    acks: int
+
+
+class _Target(NamedTuple):
+    """A recognised request's partition: where it is appended and how its success is answered."""
+
     tp: TopicPartition
     acks: int
     answer: ProduceAnswer
     #: ``(tp, acks)``: the requests one write may append together.
     key: tuple[TopicPartition, int]
+
+
+#: A recognised request: the request, its partition and its records.
+_Recognised = tuple[NetworkRequest, _Target, Buffer]
 
 
 class ProduceFastPath:
@@ -139,6 +167,7 @@ class ProduceFastPath:
         #: False: nothing is learnt, every request takes the general path (tests compare the two).
         self.enabled = enabled
         self._learnt: dict[str, list[_Learnt]] = {}
+        self._targets: dict[tuple[int, str, int, int], _Target] = {}
         #: Requests this path took (tests and diagnosis), and those of them it answered itself from the
         #: packed template (the others: a failure or a wait, answered by the general path's code).
         self.taken = 0
@@ -153,7 +182,6 @@ class ProduceFastPath:
         topics = body.topic_data
         if not self.enabled or body.acks not in (1, -1) or not _one_partition(header, body):
             return
-        topic, partition = topics[0].name, topics[0].partition_data[0].index
         template = produce_template(header.api_version, header.client_id, body)
         connection_id = request.connection_id
         known = self._learnt.get(connection_id)
@@ -161,20 +189,11 @@ class ProduceFastPath:
             if len(self._learnt) >= MAX_LEARNT:
                 self._learnt.clear()
             known = self._learnt[connection_id] = []
-        elif any(learnt.template == template for learnt in known):
+        elif any(learnt.template.same_but_partition(template) for learnt in known):
             return
         elif len(known) >= MAX_LEARNT_PER_CONNECTION:
             del known[0]
-        tp = TopicPartition(topic, partition)
-        known.append(
-            _Learnt(
-                template,
-                tp,
-                body.acks,
-                produce_answer(header.api_version, topic, partition),
-                (tp, body.acks),
-            )
-        )
+        known.append(_Learnt(template, header.api_version, topics[0].name, body.acks))
 
     def serve_run(self, requests: Iterable[NetworkRequest]) -> int:
         """Serve the leading ``acks=0`` Produce requests of ``requests`` (consecutive requests of one
@@ -245,60 +264,73 @@ class ProduceFastPath:
     def serve_pipelined(
         self, requests: Iterable[NetworkRequest], handle: Callable[[NetworkRequest], None]
     ) -> None:
-        """Serve a connection's pipelined ``requests`` in order, each as ``handle`` (``KafkaApis.handle``)
-        would, but the consecutive learnt requests to one partition (with one ``acks``) appended in one
-        write (see the module docstring). A request of another shape or partition first has the requests
-        gathered before it appended, then is served alone, so the appends keep the requests' order.
+        """Serve a connection's pipelined ``requests``, each as ``handle`` (``KafkaApis.handle``) would, but
+        the learnt requests to one partition (with one ``acks``) between two requests of another shape
+        appended in one write (see the module docstring). A request of another shape first has the
+        requests gathered before it appended, then is served alone.
         ``requests`` is taken one at a time (the processor ends it once an answer closes the connection)."""
-        group: list[tuple[NetworkRequest, _Learnt, Buffer]] = []
+        groups: dict[tuple[TopicPartition, int], list[_Recognised]] = {}
         for request in requests:
             recognised = self._recognise(request)
-            if recognised is not None and (not group or group[0][1].key == recognised[0].key):
-                group.append((request, *recognised))
+            if recognised is not None:
+                target = recognised[0]
+                group = groups.get(target.key)
+                if group is None:
+                    groups[target.key] = [(request, *recognised)]
+                else:
+                    group.append((request, *recognised))
                 continue
-            if group and not self._append_group(group):
+            if groups and not all(self._append_group(group) for group in groups.values()):
+                return  # a failure closed the connection
+            groups = {}
+            handle(request)
+        for group in groups.values():
+            if not self._append_group(group):
                 return
-            group = []
-            if recognised is None:
-                handle(request)
-            else:
-                group.append((request, *recognised))
-        if group:
-            self._append_group(group)
 
-    def _recognise(self, request: NetworkRequest) -> tuple[_Learnt, Buffer] | None:
-        """The learnt request ``request`` is and its records, if its principal may write to the topic."""
+    def _recognise(self, request: NetworkRequest) -> tuple[_Target, Buffer] | None:
+        """The partition of the learnt request ``request`` is and its records, if its principal may write
+        to the topic."""
         known = self._learnt.get(request.connection_id)
         if known is None:
             return None
         frame = request.frame
         for learnt in known:
-            records = learnt.template.records_of(frame)
-            if records is not None:
+            found = learnt.template.partition_records_of(frame)
+            if found is not None:
                 break
         else:
             return None
         auth = self._auth
         if auth.enabled and not auth.authorize(
-            request.session, AclOperation.WRITE, ResourceType.TOPIC, learnt.tp.topic
+            request.session, AclOperation.WRITE, ResourceType.TOPIC, learnt.topic
         ):
             return None  # the general path refuses it, naming why
-        return learnt, records
+        partition, records = found
+        key = (learnt.version, learnt.topic, partition, learnt.acks)
+        target = self._targets.get(key)
+        if target is None:
+            if len(self._targets) >= MAX_TARGETS:
+                self._targets.clear()
+            tp = TopicPartition(learnt.topic, partition)
+            answer = produce_answer(learnt.version, learnt.topic, partition)
+            target = self._targets[key] = _Target(tp, learnt.acks, answer, (tp, learnt.acks))
+        return target, records
 
-    def _append_one(self, request: NetworkRequest, learnt: _Learnt, records: Buffer) -> None:
+    def _append_one(self, request: NetworkRequest, target: _Target, records: Buffer) -> None:
         """Append a recognised request and answer it."""
         self.taken += 1
         replicas = self._replicas
         with replicas.completing_here():  # the followers' waiting fetches are answered here
             partition: Partition | None = None
             try:
-                partition = replicas.leader_partition(self._cluster.view, learnt.tp)
-                outcome: _Outcome = replicas.append_to_local_log(partition, records, learnt.acks)
+                partition = replicas.leader_partition(self._cluster.view, target.tp)
+                outcome: _Outcome = replicas.append_to_local_log(partition, records, target.acks)
             except _APPEND_ERRORS as exc:
                 outcome = exc
-            self._reply(request, learnt, partition, outcome)
+            self._reply(request, target, partition, outcome)
 
-    def _append_group(self, group: list[tuple[NetworkRequest, _Learnt, Buffer]]) -> bool:
+    def _append_group(self, group: list[_Recognised]) -> bool:
         """Append ``group`` (recognised requests to one partition, one ``acks``) in one write and answer
         each in order; False if a failure closed the connection at the first request not answered
         (nothing more is then served)."""
@@ -321,8 +353,8 @@ class ProduceFastPath:
                     )
                 except _APPEND_ERRORS as exc:
                     outcomes = [exc] * len(group)
-                for (request, learnt, _), outcome in zip(group, outcomes, strict=True):
-                    self._reply(request, learnt, partition, outcome)
+                for (request, target, _), outcome in zip(group, outcomes, strict=True):
+                    self._reply(request, target, partition, outcome)
                     answered += 1
         except Exception as exc:  # as KafkaApis.handle: the connection closes, the broker goes on
             failed = group[answered][0]
@@ -333,11 +365,11 @@ class ProduceFastPath:
         return True
 
     def _reply(
-        self, request: NetworkRequest, learnt: _Learnt, partition: Partition | None, outcome: _Outcome
+        self, request: NetworkRequest, target: _Target, partition: Partition | None, outcome: _Outcome
     ) -> None:
         """Answer a recognised request from its append's ``outcome``: packed from the learnt answer when it
         succeeded and needs no wait, else as the general path goes on (see the module docstring)."""
-        tp, acks = learnt.key
+        tp, acks = target.key
         if not isinstance(outcome, AppendInfo):
             self._general(request, {tp: ProduceResult(outcome, None, partition)}, acks)
             return
@@ -350,7 +382,7 @@ class ProduceFastPath:
             return
         self.served += 1
         (correlation_id,) = _CORRELATION_ID.unpack_from(request.frame, 4)
-        answer = learnt.answer.encode(
+        answer = target.answer.encode(
             correlation_id, outcome.first_offset, outcome.log_append_time_ms, partition.log_start_offset
         )
         self._channel.send_response(NetworkResponse(request, (answer,)))

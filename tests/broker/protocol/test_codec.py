@@ -399,6 +399,23 @@ def test_a_produce_template_recognises_only_the_same_request_with_other_records(
     assert [template.records_of(frame[4:]) for frame in others] == [None] * len(others)
     assert template.records_of(b"") is None
     assert template.records_of(encode_request(version, 1, "producer-1", body(b""))[4:30]) is None
+    # any partition of the topic: its index and records; the same others but the partition: not it
+    for partition in (0, 11, 12, 2**31 - 1, -1):
+        frame = encode_request(version, 5, "producer-1", body(b"abc", partition=partition))[4:]
+        found_any = template.partition_records_of(frame)
+        assert found_any is not None
+        assert (found_any[0], bytes(found_any[1])) == (partition, b"abc")
+        assert template.partition_records_of(frame[:-1]) is None
+        assert template.same_but_partition(
+            codec.produce_template(version, "producer-1", body(b"", partition))
+        )
+    assert [template.partition_records_of(frame[4:]) for frame in others[1:]] == [None] * (len(others) - 1)
+    assert [
+        template.same_but_partition(codec.produce_template(version, client, body(b"", acks=acks)))
+        for client, acks in (("producer-1", 1), ("producer-2", 0))
+    ] == [False, False]
+    assert template.partition_records_of(b"") is None
+    assert template.partition_records_of(frame[: 8 + len(template.middle) - 2]) is None  # the index cut
 
 
 @pytest.mark.parametrize("version", range(3, 10))

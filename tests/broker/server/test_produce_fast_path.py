@@ -311,9 +311,10 @@ def test_requests_of_other_shapes_are_never_learnt(zk: Any, tmp_path: Path) -> N
         assert fast.logs.get_log(TOPIC, 0).log_end_offset == 20  # type: ignore[union-attr]
 
 
-def test_a_producer_spreading_over_partitions_has_each_request_learnt(zk: Any, tmp_path: Path) -> None:
+def test_a_producer_spreading_over_partitions_has_its_first_request_learnt(zk: Any, tmp_path: Path) -> None:
     """One connection's requests to partitions 0, 1, 2, 0, 1, 2, ... (librdkafka's partitioner): the
-    first to each partition is learnt, the others served fast, each at its partition's offsets."""
+    first is learnt for every partition of the topic, the others served fast, each at its partition's
+    offsets."""
     with two_brokers(zk, tmp_path, partitions=3) as (fast, general):
         for i in range(9):
             f = frame(keyless(4 + i), i, partition=i % 3)
@@ -326,7 +327,7 @@ def test_a_producer_spreading_over_partitions_has_each_request_learnt(zk: Any, t
             [partition] = topic.partition_responses
             expected_base = sum(4 + j for j in range(i % 3, i, 3))
             assert (partition.index, partition.error_code, partition.base_offset) == (i % 3, 0, expected_base)
-        assert (fast.apis.fast_produce.taken, fast.apis.fast_produce.served) == (6, 6)
+        assert (fast.apis.fast_produce.taken, fast.apis.fast_produce.served) == (8, 8)
         for p in range(3):
             assert fast.segment_bytes(p) == general.segment_bytes(p)
 
@@ -368,8 +369,9 @@ def test_empty_and_truncated_records_answer_as_the_general_path(zk: Any, tmp_pat
 def test_pipelined_requests_are_appended_in_one_write_as_one_by_one(zk: Any, tmp_path: Path) -> None:
     """A read's pipelined requests given together to the fast broker, one at a time to the general one:
     the same answers and segment bytes, for a group with a corrupt request, an idempotent producer's gap,
-    a batch appended in the group then retried in it, a request to another partition in the middle (which
-    ends a group), and acks=-1 requests; the learnt requests to one partition went in few writes."""
+    a batch appended in the group then retried in it, requests to another partition in the middle (a
+    group of their own), and acks=-1 requests (another learnt request, which ends the groups before it);
+    each partition's learnt requests went in one write."""
     corrupt = bytearray(keyless(10))
     corrupt[-1] ^= 0xFF
     frames = [
@@ -382,7 +384,7 @@ def test_pipelined_requests_are_appended_in_one_write_as_one_by_one(zk: Any, tmp
         frame(idempotent(5, 2), 7),  # a gap: 2 expected
         frame(idempotent(2, 1), 8),
         frame(idempotent(0, 2), 9),  # a retry of the batch appended by 6: its offsets
-        frame(keyless(4), 10, partition=1),  # another partition: learnt, the group before it appended
+        frame(keyless(4), 10, partition=1),  # another partition: recognised, a group of its own
         frame(keyless(5), 11, partition=1),
         frame(keyless(6), 12),
         frame(keyless(2), 13, acks=-1),  # acks=-1: learnt, then a group of its own
@@ -414,9 +416,34 @@ def test_pipelined_requests_are_appended_in_one_write_as_one_by_one(zk: Any, tmp
             (0, 126),
         ]
         path = fast.apis.fast_produce
-        # 2-9 in one write, 11, 12, 14-15 and 16 each alone; 1, 10 and 13 learnt by the general path
-        assert (path.taken, path.grouped, path.group_writes) == (13, 10, 2)
+        # 2-9 and 12 in one write, 10-11 in one, 14-15 in one, 16 alone; 1 and 13 learnt by the general path
+        assert (path.taken, path.grouped, path.group_writes) == (14, 13, 3)
         assert (general.apis.fast_produce.taken, general.apis.fast_produce.grouped) == (0, 0)
         for p in range(2):
             assert fast.segment_bytes(p) == general.segment_bytes(p)
         assert [fast.logs.get_log(TOPIC, p).log_end_offset for p in range(2)] == [127, 9]  # type: ignore[union-attr]
+
+
+def test_a_read_spread_over_many_partitions_is_appended_one_write_per_partition(
+    zk: Any, tmp_path: Path
+) -> None:
+    """A read of librdkafka's requests to 40 partitions, twice over in alternating order (more partitions
+    than a connection keeps learnt requests): one request learnt, every partition's requests appended in one
+    write, each answered and stored as one by one, answers in request order."""
+    partitions = 40
+    order = [*range(partitions), *reversed(range(partitions))]
+    frames = [frame(keyless(1 + i % 5), i + 1, partition=p) for i, p in enumerate(order)]
+    with two_brokers(zk, tmp_path, partitions=partitions) as (fast, general):
+        fast_answers = [fast.serve(frames[0]), *fast.serve_pipelined(frames[1:])]
+        general_answers = [general.serve(f) for f in frames]
+        assert fast_answers == general_answers
+        expected: dict[int, int] = {}
+        for i, p in enumerate(order):
+            assert error_of(9, fast_answers[i]) == (0, expected.get(p, 0)), (i, p)
+            expected[p] = expected.get(p, 0) + 1 + i % 5
+        path = fast.apis.fast_produce
+        # the first learnt by the general path; partition 0's second request alone in its group (its first
+        # was before the read), the 39 others two to a write
+        assert (path.taken, path.served, path.grouped, path.group_writes) == (79, 79, 78, 39)
+        for p in range(partitions):
+            assert fast.segment_bytes(p) == general.segment_bytes(p), p
