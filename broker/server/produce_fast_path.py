@@ -280,13 +280,31 @@ class ProduceFastPath:
                 else:
                     group.append((request, *recognised))
                 continue
-            if groups and not all(self._append_group(group) for group in groups.values()):
+            if groups and not self._append_groups(groups):
                 return  # a failure closed the connection
             groups = {}
             handle(request)
-        for group in groups.values():
-            if not self._append_group(group):
-                return
+        if groups:
+            self._append_groups(groups)
+
+    def _append_groups(self, groups: dict[tuple[TopicPartition, int], list[_Recognised]]) -> bool:
+        """Append and answer each partition's group in turn; False if a failure closed the connection.
+
+        Then the groups after the failed one are not appended, and each of their requests is answered by
+        closing the connection too: one of them may come before the failed request (``p0 p1 p0`` failing
+        at the second ``p0``), and a request left without an answer would keep its connection muted. The
+        processor closes the connection at the first of those answers in request order and drops the
+        others."""
+        pending = list(groups.values())
+        for index, group in enumerate(pending):
+            if self._append_group(group):
+                continue
+            reason = "an earlier request of the connection failed"
+            for later in pending[index + 1 :]:
+                for request, _, _ in later:
+                    self._channel.send_response(NetworkResponse(request, (), close_after=True, reason=reason))
+            return False
+        return True
 
     def _recognise(self, request: NetworkRequest) -> tuple[_Target, Buffer] | None:
         """The partition of the learnt request ``request`` is and its records, if its principal may write

@@ -447,3 +447,40 @@ def test_a_read_spread_over_many_partitions_is_appended_one_write_per_partition(
         assert (path.taken, path.served, path.grouped, path.group_writes) == (79, 79, 78, 39)
         for p in range(partitions):
             assert fast.segment_bytes(p) == general.segment_bytes(p), p
+
+
+def test_a_failure_in_a_group_answers_every_request_it_leaves_by_closing(
+    zk: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests to partitions 0, 1, 0, the fast path's own code failing while answering the second to
+    partition 0 (a defect injected into Lumber's code, not a client's bytes): the first is answered, the
+    failed one closes the connection, and the request to partition 1 before it, whose group is never
+    appended, is answered by closing too (unanswered, it would keep the connection muted for good)."""
+    path_error = RuntimeError("injected")
+    with two_brokers(zk, tmp_path, partitions=2) as (fast, _general):
+        path = fast.apis.fast_produce
+        assert fast.serve(frame(keyless(2), 1)) is not None  # learnt
+        reply = path._reply
+
+        def failing_reply(request: NetworkRequest, *args: Any) -> None:
+            if struct.unpack_from(">i", request.frame, 4)[0] == 4:
+                raise path_error
+            reply(request, *args)
+
+        monkeypatch.setattr(path, "_reply", failing_reply)
+        frames = [frame(keyless(3), 2), frame(keyless(4), 3, partition=1), frame(keyless(5), 4)]
+        answers = fast.serve_pipelined(frames)
+        assert error_of(9, answers[0]) == (0, 2)
+        assert answers[1:] == [None, None]
+        closing = {
+            struct.unpack_from(">i", r.request.frame, 4)[0]: r.reason
+            for r in fast.sink.responses
+            if r.close_after
+        }
+        assert closing == {
+            3: "an earlier request of the connection failed",
+            4: f"handling failed: {path_error!r}",
+        }
+        # partition 0's group was appended (its second request unanswered, as an answer lost); partition 1's
+        # never was
+        assert [fast.logs.get_log(TOPIC, p).log_end_offset for p in range(2)] == [10, 0]  # type: ignore[union-attr]
