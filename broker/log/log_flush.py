@@ -144,6 +144,15 @@ class LogFlush:
             self.flush()
         return False
 
+    def flush_pending(self) -> bool:
+        """Whether the log has unflushed messages, or a flush requested, that a flush would write (not
+        when it is closed or offline: a flush then does nothing)."""
+        return (
+            (self._unflushed_messages > 0 or self.flush_requested)
+            and not self._closed
+            and self._offline_reason is None
+        )
+
     @property
     def flush_requested(self) -> bool:
         """Whether a waiter asked for offsets that are not flushed yet (:meth:`request_flush`)."""

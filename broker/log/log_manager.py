@@ -13,7 +13,11 @@ Running (after :meth:`LogManager.start`):
 * the flusher thread flushes a log as soon as it holds ``flush_messages`` unflushed messages (appends
   wake it), a waiting ``acks=-1`` produce asks for it (``flush_on_ack``: group commit, one fsync per
   turn answers every waiter, see :mod:`broker.log.log`) or its oldest unflushed message is ``flush_ms``
-  old, and rewrites each dir's checkpoints every ``recovery_checkpoint_interval_ms``:
+  old. It looks only at the logs that have something to flush (the *dirty* logs: each tells the manager
+  through ``wake_flusher`` when its first unflushed message starts a deadline, when ``flush_messages`` is
+  reached and when a flush is requested), so a broker with thousands of idle partitions pays nothing for
+  them per turn (it scanned and sorted them all, twice a turn: 0.15 of a core at 4,000 partitions). It
+  rewrites each dir's checkpoints every ``recovery_checkpoint_interval_ms``:
   ``recovery-point-offset-checkpoint`` (every log's flushed offset) and ``replication-offset-checkpoint``
   (Kafka's name and format: the replicated high watermark of every log that has one, see
   :mod:`broker.log.log_replication`). The latter is written only once a log of the dir has one or the
@@ -32,6 +36,12 @@ Running (after :meth:`LogManager.start`):
 :meth:`LogManager.close` stops the threads (the cleaner's first, a pass in progress stopping at its next
 check), flushes and closes every log, writes the checkpoints and the
 clean-shutdown markers, and releases the locks. All methods are thread-safe.
+
+Concurrency of the dirty logs (``_dirty``, under ``_dirty_lock``): a log is added by ``_wake_flusher``
+(an appending, truncating or requesting thread) and removed only by a flush turn that finds it with
+nothing to flush, which removes it first and then looks again, adding it back if it has become dirty
+meanwhile: an append between the look and the removal is seen by the second look, one after the removal
+adds the log itself. So every log with unflushed messages is in the set.
 """
 
 from __future__ import annotations
@@ -75,6 +85,10 @@ logger = logging.getLogger(__name__)
 _MAX_FLUSHER_SLEEP_MS = 1000
 
 
+def _topic_partition(log: Log) -> TopicPartition:
+    return log.topic_partition
+
+
 class LogManager:
     """Owns every partition in ``config.log_dirs``. Use as a context manager, or call :meth:`close`."""
 
@@ -99,6 +113,8 @@ class LogManager:
         self._lock_fds: dict[Path, int] = {}
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._dirty: set[Log] = set()
+        self._dirty_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._closed = False
         try:
@@ -356,7 +372,10 @@ class LogManager:
 
     def _wake_flusher(self, log: Log) -> None:
         """A log has a flush due (M, or a waiter's :meth:`Log.request_flush`) or a new flush deadline (S):
-        wake the flusher, or flush now if the threads are not running and a flush is due."""
+        wake the flusher, or flush now if the threads are not running and a flush is due. Either way the
+        log is dirty until a flush turn finds it clean (see the module docstring)."""
+        with self._dirty_lock:
+            self._dirty.add(log)
         if self._threads and not self._stop.is_set():
             self._wake.set()
             return
@@ -369,21 +388,33 @@ class LogManager:
         """Flush every log whose flush policy asks for it; returns which were flushed."""
         now = self._clock() if now_ms is None else now_ms
         flushed: list[TopicPartition] = []
-        for log in self.all_logs():
-            if not log.flush_due(now):
-                continue
-            started = time.perf_counter()
-            try:
-                log.flush()
-            except LogClosedError:
-                continue  # deleted meanwhile
-            except LogError:
-                logger.exception("%s: flush failed", log.topic_partition)
-                continue
-            flushed.append(log.topic_partition)
-            for listener in self._flush_listeners:
-                listener(log.topic_partition, time.perf_counter() - started)
+        for log in self._dirty_logs():
+            if log.flush_due(now):
+                started = time.perf_counter()
+                try:
+                    log.flush()
+                except LogClosedError:
+                    pass  # deleted meanwhile: forgotten below
+                except LogError:
+                    logger.exception("%s: flush failed", log.topic_partition)
+                else:
+                    flushed.append(log.topic_partition)
+                    for listener in self._flush_listeners:
+                        listener(log.topic_partition, time.perf_counter() - started)
+            if not log.flush_pending():
+                with self._dirty_lock:
+                    self._dirty.discard(log)
+                if log.flush_pending():  # an append came between the two looks: it stays
+                    with self._dirty_lock:
+                        self._dirty.add(log)
         return flushed
+
+    def _dirty_logs(self) -> list[Log]:
+        """The logs that may have something to flush, ordered by topic and partition."""
+        with self._dirty_lock:
+            dirty = list(self._dirty)
+        dirty.sort(key=_topic_partition)
+        return dirty
 
     def apply_retention(self, now_ms: int | None = None) -> dict[TopicPartition, tuple[int, ...]]:
         """Apply retention to every log; returns the base offsets of the deleted segments per partition."""
@@ -450,7 +481,7 @@ class LogManager:
                     self.checkpoint_recovery_points()
                     last_checkpoint_ms = now
                 sleep_ms = min(_MAX_FLUSHER_SLEEP_MS, interval_ms - (now - last_checkpoint_ms))
-                for log in self.all_logs():
+                for log in self._dirty_logs():
                     deadline = log.next_flush_deadline_ms()
                     if deadline is not None:
                         sleep_ms = min(sleep_ms, deadline - now)

@@ -282,3 +282,36 @@ def test_flush_requests_are_answered_by_group_commit(tmp_path: Path) -> None:
         assert log.request_flush(240) is True  # already on disk: nothing to wait for
         assert 1 <= len(flushes) <= 80
         assert flushes == sorted(flushes)
+
+
+def test_a_flush_turn_looks_only_at_the_logs_with_something_to_flush(tmp_path: Path) -> None:
+    """300 idle logs and 3 appended to, the clock injected: a turn flushes the 3 once due, in partition
+    order, then forgets them; an append to a forgotten log makes it dirty again, the next due turn flushes
+    it; a deleted dirty log is forgotten without a flush. Idle logs are never looked at."""
+    clock = FakeClock()
+    clock.now_ms = BASE_TS
+    config = manager_config(tmp_path, flush_ms=1000, flush_messages=10**6)
+    with LogManager(config, clock=clock) as manager:
+        logs = [manager.get_or_create_log("idle", p) for p in range(300)]
+        busy = [manager.get_or_create_log("busy", p) for p in (2, 0, 1)]
+        for log in busy:
+            log.append(make_batch(0, 4))
+        assert sorted(str(log.topic_partition) for log in manager._dirty) == ["busy-0", "busy-1", "busy-2"]
+        clock.now_ms = BASE_TS + 999
+        assert manager.flush_due_logs() == []
+        clock.now_ms = BASE_TS + 1000
+        assert manager.flush_due_logs() == [TopicPartition("busy", p) for p in range(3)]
+        assert [log.flushed_offset for log in busy] == [4, 4, 4]
+        assert manager._dirty == set()
+        busy[0].append(make_batch(4, 2))
+        assert manager._dirty == {busy[0]}
+        clock.now_ms = BASE_TS + 1999
+        assert manager.flush_due_logs() == []
+        clock.now_ms = BASE_TS + 2000
+        assert manager.flush_due_logs() == [TopicPartition("busy", 2)]
+        assert busy[0].flushed_offset == 6
+        logs[7].append(make_batch(0, 1))
+        manager.delete_log("idle", 7)
+        clock.now_ms = BASE_TS + 5000
+        assert manager.flush_due_logs() == []
+        assert manager._dirty == set()
