@@ -22,16 +22,18 @@ and the wall clock:
   comparison's growth curve (``bench/paper_kafka.py``), whose goals are 4 partitions at 1.0x of one and
   1,000 at 0.8x of 10.
 
-It prints broker CPU microseconds per 1,000 records and records per second (the best of the runs) and the
-ratios after / before. ``--profile DIR`` records py-spy (raw collapsed stacks, 200 samples per second) on
-the broker during each case of this tree's last run: ``DIR/<case>.txt``; a profiled run's figures are not to
-be compared. The measuring process imports the bench's own modules (``bench.batch_one``,
-``bench.paper_kafka_clients``, ``bench.broker_cpu``) from the measured tree: copy this tree's into an older
-checkout that lacks them.
+``--idle-partitions N`` creates a topic of N partitions no case produces to, as a broker's other partitions
+(what a turn of the log flusher once scanned). It prints broker CPU microseconds per 1,000 records and records
+per second (the best of the runs) and the ratios after / before. ``--profile DIR`` records py-spy (raw
+collapsed stacks, 200 samples per second) on the broker during each case of this tree's last run:
+``DIR/<case>.txt``; a profiled run's figures are not to be compared. The measuring process imports the bench's
+own modules (``bench.batch_one``, ``bench.paper_kafka_clients``, ``bench.broker_cpu``) from the measured tree:
+copy this tree's into an older checkout that lacks them.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -54,7 +56,7 @@ CASES: dict[str, tuple[str, int, int | None]] = {
 }
 
 
-def _measure(records: int, profile: Path | None) -> None:
+def _measure(records: int, profile: Path | None, idle_partitions: int) -> None:
     """One run in this process, on the tree ``PYTHONPATH`` names: prints ``case<TAB>cpu_us<TAB>rate``."""
     from bench.broker_cpu import BrokerCpu  # noqa: PLC0415 - the measured tree is on PYTHONPATH
     from bench.paper_kafka_clients import ConfluentProducer  # noqa: PLC0415
@@ -70,6 +72,8 @@ def _measure(records: int, profile: Path | None) -> None:
         pid = broker.popen.pid
         for partitions in sorted({partitions for _, partitions, _ in CASES.values()}):
             cluster.create_topic(f"fifty-{partitions}", partitions)
+        if idle_partitions:
+            cluster.create_topic("idle", idle_partitions)
         warm = ConfluentProducer(broker.address, "fifty-1", 50, "1")
         warm.send(values[: records // 5], 0)  # connections, first appends, compiled kernels
         cpu = BrokerCpu(pid)
@@ -85,15 +89,26 @@ def _measure(records: int, profile: Path | None) -> None:
             print(f"{case}\t{spent.seconds / records * 1e9:.1f}\t{records / wall:.0f}", flush=True)
 
 
-def _run(tree: Path, records: int, profile: Path | None) -> dict[str, tuple[float, float]]:
-    rows = tree_rows(str(Path(__file__).resolve()), tree, records, profile)
+def _run(
+    tree: Path, records: int, profile: Path | None, idle_partitions: int
+) -> dict[str, tuple[float, float]]:
+    extra = ("--idle-partitions", str(idle_partitions))
+    rows = tree_rows(str(Path(__file__).resolve()), tree, records, profile, extra)
     return {name: (float(cpu), float(rate)) for name, cpu, rate in rows}
 
 
 def main() -> int:
-    args = tree_arguments(__doc__.split("\n", 1)[0], 500_000)
+    def idle(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--idle-partitions",
+            type=int,
+            default=0,
+            help="also create a topic of this many partitions no case produces to (the broker's others)",
+        )
+
+    args = tree_arguments(__doc__.split("\n", 1)[0], 500_000, idle)
     if args.measure:
-        _measure(args.records, args.profile)
+        _measure(args.records, args.profile, args.idle_partitions)
         return 0
     trees = {"after": REPO} if args.before is None else {"before": args.before.resolve(), "after": REPO}
     cpu: dict[str, dict[str, float]] = {label: {} for label in trees}
@@ -102,12 +117,13 @@ def main() -> int:
     for run in range(args.runs):
         for label, tree in trees.items():
             profile = args.profile if label == "after" and run == args.runs - 1 else None
-            for name, (us, per_second) in _run(tree, args.records, profile).items():
+            for name, (us, per_second) in _run(tree, args.records, profile, args.idle_partitions).items():
                 cpu[label][name] = min(us, cpu[label].get(name, float("inf")))
                 rate[label][name] = max(per_second, rate[label].get(name, 0.0))
             loads.append(os.getloadavg()[0])
     print(
         f"load average (1 min) {min(loads):.2f}-{max(loads):.2f}; {args.records:,} records a case, "
+        f"{args.idle_partitions:,} idle partitions, "
         f"best of {args.runs} runs: broker CPU us per 1,000 records, records/s"
     )
     both = "before" in trees

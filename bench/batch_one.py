@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -182,11 +182,13 @@ def stop_spy(spy: subprocess.Popen[bytes] | None) -> None:
         spy.wait(60)
 
 
-def tree_rows(script: str, tree: Path, records: int, profile: Path | None) -> list[list[str]]:
-    """Run ``script --measure`` on ``tree`` (``PYTHONPATH`` set to it) and return its tab-separated output
-    lines, split."""
+def tree_rows(
+    script: str, tree: Path, records: int, profile: Path | None, extra: Sequence[str] = ()
+) -> list[list[str]]:
+    """Run ``script --measure`` on ``tree`` (``PYTHONPATH`` set to it), with the script's own ``extra``
+    arguments, and return its tab-separated output lines, split."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    argv = [sys.executable, script, "--measure", "--records", str(records)]
+    argv = [sys.executable, script, "--measure", "--records", str(records), *extra]
     if profile is not None:
         argv += ["--profile", str(profile)]
     out = subprocess.run(
@@ -195,10 +197,15 @@ def tree_rows(script: str, tree: Path, records: int, profile: Path | None) -> li
     return [line.split("\t") for line in out.splitlines() if "\t" in line]
 
 
-def tree_arguments(description: str, records: int) -> argparse.Namespace:
+def tree_arguments(
+    description: str, records: int, more: Callable[[argparse.ArgumentParser], None] | None = None
+) -> argparse.Namespace:
     """The command line of a bench that measures ``--before`` and this tree alternately in processes of
-    their own (``--measure``: one such run), its profile folder made."""
+    their own (``--measure``: one such run), its profile folder made; ``more`` adds the bench's own
+    options."""
     parser = argparse.ArgumentParser(description=description)
+    if more is not None:
+        more(parser)
     parser.add_argument("--before", type=Path, help="the older checkout to compare with")
     parser.add_argument("--runs", type=int, default=3, help="alternating runs per tree (default 3)")
     parser.add_argument("--records", type=int, default=records, help=f"records per case ({records:,})")

@@ -16,7 +16,8 @@ Everything runs on 127.0.0.1 and is started and stopped by this process: an Apac
 with their default settings, the same clients against both (confluent-kafka producing 100-byte records at
 batch 1 and 50, ``acks=1`` and ``acks=all``, and consuming, each consume phase at least
 ``--consume-records`` records, 2 million, its topic read by one consumer after another; kcat; 1, 4, 10,
-100 and with ``--many-partitions`` 1,000 partitions; 1, 10 and 100 client connections, ``--connections``, in
+100 and with ``--many-partitions`` 1,000 partitions, each produce phase at least ``--produce-records``
+records, 1 million; 1, 10 and 100 client connections, ``--connections``, in
 :mod:`bench.paper_kafka_connections`; each broker's RSS before and after 1,000 partitions, ``--memory``, in
 :mod:`bench.paper_kafka_memory`), ``--rounds`` alternated rounds, and the brokers' CPU seconds per million
 records from ``/proc/<pid>/stat``; then three Kafka brokers against three Lumber brokers, RF 3 ``acks=all``
@@ -131,7 +132,7 @@ from bench.paper_common import (
     make_values,
     median,
 )
-from bench.paper_kafka import CONSUME_RECORDS, ExtraPhase, run_kafka_comparison
+from bench.paper_kafka import CONSUME_RECORDS, PRODUCE_RECORDS, ExtraPhase, run_kafka_comparison
 from bench.paper_kafka_connections import ConnectionsPhase
 from bench.paper_kafka_curves import draw_curves, has_curves
 from bench.paper_kafka_memory import MemoryPhase
@@ -345,6 +346,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="the fewest records a Kafka comparison consume phase reads, its topic read by one "
         f"consumer after another ({CONSUME_RECORDS:,}; --quick: one consumer)",
     )
+    parser.add_argument(
+        "--produce-records",
+        type=int,
+        default=None,
+        help="the fewest records a produce phase of the Kafka comparison's partitions cases sends "
+        f"({PRODUCE_RECORDS:,}; --quick: the run's records once)",
+    )
     parser.add_argument("--rates", default="10000,100000", help="latency rates, msg/s (default 10000,100000)")
     parser.add_argument("--latency-seconds", type=float, default=None, help="traffic per latency run (5)")
     parser.add_argument("--raw-mb", type=int, default=None, help="MiB per raw-limit round (default 512)")
@@ -387,6 +395,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.kafka_messages = args.messages
     if args.consume_records is None:
         args.consume_records = args.kafka_messages if args.quick else CONSUME_RECORDS
+    if args.produce_records is None:
+        args.produce_records = args.kafka_messages if args.quick else PRODUCE_RECORDS
     if args.latency_seconds is None:
         args.latency_seconds = 1.5 if args.quick else 5.0
     if args.raw_mb is None:
@@ -508,6 +518,7 @@ def main(argv: list[str] | None = None) -> int:
                     before_rounds=before_rounds,
                     each_round=each_round,
                     consume_records=args.consume_records,
+                    produce_records=args.produce_records,
                 )
                 if args.replication:
                     run_replication(cluster, scratch, report.kafka, console.print)

@@ -27,8 +27,11 @@ The clients, 100-byte records, one producer or one consumer at a time:
   timed, its start-up included, alike for both brokers.
 * **Partitions**: a confluent-kafka producer at batch 50, ``acks=1``, no key (librdkafka's partitioner
   spreads the records over all partitions), to topics of 1, 4, 10 and 100 (and with
-  ``--many-partitions``, 1,000) partitions; then one consumer assigned all of them reads everything, and
-  as many consumers in turn as in the consume phase above.
+  ``--many-partitions``, 1,000) partitions, the run's records sent again until at least
+  ``produce_records`` (:data:`PRODUCE_RECORDS`, 1 million: a phase of 200,000 lasted 0.17 s on Lumber,
+  whose rounds then spread by a fifth, and at 1,000 partitions librdkafka's first batch to each partition
+  was a large part of it); then one consumer assigned all of them reads everything, and as many consumers
+  in turn as read at least ``consume_records``.
 * **Extra phases** other modules give :class:`KafkaBench`: ``before_rounds`` once per broker after its
   warm-up (the memory at 1,000 partitions, :mod:`bench.paper_kafka_memory`), ``each_round`` after a
   broker's cases in every round (1, 10 and 100 client connections, :mod:`bench.paper_kafka_connections`),
@@ -105,6 +108,8 @@ KAFKA_HEAP_MB = 1024
 #: the fewest records a consume phase reads (its topic read by one consumer after another until then): a
 #: phase of two seconds or more, where one pass over 200,000 records takes a quarter of a second
 CONSUME_RECORDS = 2_000_000
+#: the fewest records each produce phase of the partitions' cases sends (the run's records, again and again)
+PRODUCE_RECORDS = 1_000_000
 #: Lumber's defaults where the tests' broker launcher (tests/support/broker_cluster.py) sets its own
 LUMBER_DEFAULTS: dict[str, Any] = {"flush_ms": 1000, "num_io_threads": 4}
 
@@ -164,6 +169,9 @@ class KafkaComparison:
     partitions: list[int]
     #: consumers that read each consume phase's topic in turn (``records`` each)
     consume_passes: int = 1
+    #: how many times each produce phase of the partitions' cases sends the run's records (and so the
+    #: records its consume phase reads per consumer)
+    produce_passes: int = 1
     cases: dict[str, dict[str, CaseResult]] = field(default_factory=dict)
     #: client counts of the connections phases (:mod:`bench.paper_kafka_connections`), empty if not run
     connections: list[int] = field(default_factory=list)
@@ -277,6 +285,7 @@ class KafkaBench:
         standard_cases: bool = True,
         warm_up_s: float = WARM_UP_SECONDS,
         consume_records: int = CONSUME_RECORDS,
+        produce_records: int = PRODUCE_RECORDS,
     ) -> None:
         self.brokers = brokers
         self.values = make_records(records)
@@ -290,6 +299,12 @@ class KafkaBench:
         #: passes over a topic of ``records`` each consume phase of the rounds reads (at least one)
         self.consume_passes = max(1, -(-consume_records // records)) if records else 1
         self.comparison.consume_passes = self.consume_passes
+        #: the records each produce phase of the partitions' cases sends, and its consume phase's passes
+        self.produce_passes = max(1, -(-produce_records // records)) if records else 1
+        self.comparison.produce_passes = self.produce_passes
+        self.growth_values = self.values * self.produce_passes
+        growth = len(self.growth_values)
+        self.growth_consume_passes = max(1, -(-consume_records // growth)) if growth else 1
         self._lines = scratch / "kcat-records.txt"
 
     def run(self) -> KafkaComparison:
@@ -347,10 +362,10 @@ class KafkaBench:
             self.comparison.warm_up.setdefault(case, {})[broker.name] = rates
 
     def _round(self, broker: BrokerUnderTest, round_number: int) -> None:
-        n = len(self.values)
         slug = broker.slug
         if self.standard_cases:
             self._standard_cases(broker, round_number)
+        growth = len(self.growth_values)
         for partitions in self.comparison.partitions:
             topic = f"k{round_number}-{slug}-p{partitions}"
             if self.phase(
@@ -359,8 +374,8 @@ class KafkaBench:
                 round_number,
                 topic,
                 partitions,
-                n,
-                partial(self.make_producer, broker, topic, 50, "1", None),
+                growth,
+                partial(self.make_producer, broker, topic, 50, "1", None, self.growth_values),
             ):
                 self.consume(
                     partitions_case("consume", partitions),
@@ -368,8 +383,8 @@ class KafkaBench:
                     round_number,
                     topic,
                     partitions,
-                    n,
-                    self.consume_passes,
+                    growth,
+                    self.growth_consume_passes,
                 )
 
     def _standard_cases(self, broker: BrokerUnderTest, round_number: int) -> None:
@@ -403,10 +418,18 @@ class KafkaBench:
             )
 
     def make_producer(
-        self, broker: BrokerUnderTest, topic: str, batch: int, acks: str, partition: int | None
+        self,
+        broker: BrokerUnderTest,
+        topic: str,
+        batch: int,
+        acks: str,
+        partition: int | None,
+        values: list[bytes] | None = None,
     ) -> Callable[[], None]:
-        """A connected producer of every record of the run to ``topic``; what it returns sends them."""
-        return partial(ConfluentProducer(broker.bootstrap, topic, batch, acks).send, self.values, partition)
+        """A connected producer of ``values`` (every record of the run) to ``topic``; what it returns sends
+        them."""
+        sent = self.values if values is None else values
+        return partial(ConfluentProducer(broker.bootstrap, topic, batch, acks).send, sent, partition)
 
     def phase(
         self,
@@ -513,9 +536,11 @@ def run_kafka_comparison(
     standard_cases: bool = True,
     warm_up_s: float = WARM_UP_SECONDS,
     consume_records: int = CONSUME_RECORDS,
+    produce_records: int = PRODUCE_RECORDS,
 ) -> KafkaComparison:
     """Apache Kafka against a Lumber broker (:mod:`bench.paper_kafka`), both stopped after; the extra
-    phases, ``standard_cases``, ``warm_up_s`` and ``consume_records`` as :class:`KafkaBench` takes them."""
+    phases, ``standard_cases``, ``warm_up_s``, ``consume_records`` and ``produce_records`` as
+    :class:`KafkaBench` takes them."""
     import confluent_kafka  # noqa: PLC0415
 
     kafka = benchmark_kafka(scratch / "kafka")
@@ -545,6 +570,7 @@ def run_kafka_comparison(
             standard_cases=standard_cases,
             warm_up_s=warm_up_s,
             consume_records=consume_records,
+            produce_records=produce_records,
         ).run()
         comparison.notes.append(
             f"Apache Kafka {kafka_version()} (one KRaft combined node, JVM {' '.join(node.jvm_options)} "

@@ -70,6 +70,12 @@ def markdown(comparison: KafkaComparison) -> str:
             f"; each confluent-kafka consume phase: {comparison.consume_passes} consumers read its topic "
             f"in turn ({comparison.consume_passes * comparison.records:,} records)"
         )
+    if comparison.produce_passes > 1:
+        lines[0] += (
+            f"; each produce phase of the partitions' cases sends the records {comparison.produce_passes} "
+            f"times ({comparison.produce_passes * comparison.records:,} records), its consume phase "
+            "reading at least as many records as the consume phase"
+        )
     if case_names(comparison):
         lines += [
             "",

@@ -47,10 +47,13 @@ def test_memory_partitions_and_connections_counted_on_both_brokers(
         standard_cases=False,
         warm_up_s=0.0,
         consume_records=2 * RECORDS,
+        produce_records=3 * RECORDS - 1,
     )
     assert comparison.failures == []
-    # the partitions' consume phases read their topic twice over (consume_records), the memory and
-    # connections phases' once; every phase's line names the records it timed
+    assert comparison.produce_passes == 3
+    # the partitions' produce phases sent the records three times (the fewest passes that send
+    # produce_records), and their consume phases read those once (more than consume_records); the memory
+    # and connections phases' once; every phase's line names the records it timed
     for broker in (KAFKA, LUMBER):
         for partitions in (1, 4):
             (line,) = [
@@ -58,13 +61,13 @@ def test_memory_partitions_and_connections_counted_on_both_brokers(
                 for line in said
                 if line.startswith(f"round 1 {broker}") and partitions_case("consume", partitions) in line
             ]
-            assert f"({2 * RECORDS:,} records in " in line, line
+            assert f"({3 * RECORDS:,} records in " in line, line
             (line,) = [
                 line
                 for line in said
                 if line.startswith(f"round 1 {broker}") and partitions_case("produce", partitions) in line
             ]
-            assert f"({RECORDS:,} records in " in line, line
+            assert f"({3 * RECORDS:,} records in " in line, line
     # the warm-up took each partitions shape the rounds measure, one pass each (no time asked for), and
     # read back every record it produced to each
     assert list(comparison.warm_up) == [partitions_case("produce", 1), partitions_case("produce", 4)]

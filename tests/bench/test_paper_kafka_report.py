@@ -43,6 +43,15 @@ def test_cases_with_medians_ratios_and_goals() -> None:
         "broker CPU in seconds per million records; each confluent-kafka consume phase: 10 consumers read "
         "its topic in turn (2,000,000 records)"
     )
+    passes.produce_passes = 5
+    assert (
+        markdown(passes)
+        .splitlines()[0]
+        .endswith(
+            "(2,000,000 records); each produce phase of the partitions' cases sends the records 5 times "
+            "(1,000,000 records), its consume phase reading at least as many records as the consume phase"
+        )
+    )
     assert (
         "| produce, batch 50, acks=1 | 250,000 [200,000 - 300,000] | 125,000 [100,000 - 150,000] | 0.50x "
         "| >= 1x: not met | 5.00 [4.00 - 6.00] | 8.00 [7.00 - 9.00] | 1.60x | <= 1.5x: not met |"
