@@ -80,8 +80,9 @@ def draw_curves(comparison: KafkaComparison, path: Path, started: str) -> None:
         _panel(axes[0][column], comparison, comparison.partitions, partitions_case, phase, "partitions")
         _panel(axes[1][column], comparison, comparison.connections, connections_case, phase, "connections")
     figure.suptitle(
-        f"Apache Kafka and Lumber, one broker each, {comparison.records:,} records of 100 bytes, "
-        f"{comparison.rounds} rounds (median, bars min-max), {started}",
+        f"Apache Kafka and Lumber, one broker each, {comparison.rounds} rounds (median, bars min-max), "
+        f"{started}\nrecords of 100 bytes: {comparison.produce_passes * comparison.records:,} a produce "
+        f"phase against partitions, {comparison.records:,} against connections",
         fontsize=10,
     )
     figure.tight_layout()
