@@ -243,6 +243,11 @@ def lumber_create_topic(cluster: Any, broker_id: int) -> Callable[[str, int], No
     return create
 
 
+def passes(fewest: int, per_pass: int) -> int:
+    """The fewest passes of ``per_pass`` records that make at least ``fewest`` (one at the least)."""
+    return max(1, -(-fewest // per_pass)) if per_pass else 1
+
+
 def make_records(count: int) -> list[bytes]:
     """``count`` 100-byte log-line-like values (1000 distinct ones, cycled), no newline in them (kcat)."""
     distinct = [
@@ -297,14 +302,13 @@ class KafkaBench:
         self.standard_cases = standard_cases
         self.warm_up_s = warm_up_s
         #: passes over a topic of ``records`` each consume phase of the rounds reads (at least one)
-        self.consume_passes = max(1, -(-consume_records // records)) if records else 1
+        self.consume_passes = passes(consume_records, records)
         self.comparison.consume_passes = self.consume_passes
         #: the records each produce phase of the partitions' cases sends, and its consume phase's passes
-        self.produce_passes = max(1, -(-produce_records // records)) if records else 1
+        self.produce_passes = passes(produce_records, records)
         self.comparison.produce_passes = self.produce_passes
         self.growth_values = self.values * self.produce_passes
-        growth = len(self.growth_values)
-        self.growth_consume_passes = max(1, -(-consume_records // growth)) if growth else 1
+        self.growth_consume_passes = passes(consume_records, len(self.growth_values))
         self._lines = scratch / "kcat-records.txt"
 
     def run(self) -> KafkaComparison:
