@@ -1,10 +1,9 @@
 """The producer's accumulator: the batches of every partition, from the first record to the last outcome.
 
 Kafka's ``RecordAccumulator``: :class:`~broker.client.producer.producer.Producer` (the API) appends records
-here, and
-:class:`~broker.client.producer.sender.Sender` (the sender thread) drains the batches that are ready into
-requests, puts a batch to retry back at the head of its partition, and frees a batch's buffer memory once it
-is done.
+here, and :class:`~broker.client.producer.sender.Sender` (the sender thread) drains the batches that are
+ready into requests, puts a batch to retry back at the head of its partition, and frees a batch's buffer
+memory once it is done.
 
 State, per partition (``(topic, partition)``):
 
@@ -31,7 +30,8 @@ someone flushes, closes or waits for buffer space. A batch whose leader is unkno
 metadata), and so does one whose partition has a batch in flight or that waits for a producer id.
 Batches past ``delivery_timeout_ms`` are taken out to fail. Each broker gets one request of one batch
 per partition (at most ``max_request_size`` bytes); with ``acks=0``, which keeps nothing in flight, as
-many requests as its partitions have batches queued (up to :data:`MAX_UNANSWERED_REQUESTS`).
+many requests as its partitions have batches queued (up to :data:`MAX_UNANSWERED_REQUESTS`). A thread that
+closed many batches since the sender's last pass waits for its next (:mod:`~broker.client.producer.hand_off`).
 
 **Backpressure.** Records hold ``buffer_memory`` bytes (their size bound) from the append until their batch
 is done (:meth:`RecordAccumulator.deallocate`): the buffered bytes are, at every moment, the sum of the
@@ -59,6 +59,7 @@ from collections.abc import Sequence
 
 from broker.client.errors import BufferExhaustedError, ClientError, ProducerClosedError, UnknownPartitionError
 from broker.client.metadata.cluster_metadata import ClusterMetadata
+from broker.client.producer.hand_off import HANDOFF_WEIGHT, HandOff
 from broker.client.producer.partitioner import StickyPartitioner
 from broker.client.producer.producer_batch import BulkDelivery, DeliveryCallback, ProducerBatch, RecordFuture
 from broker.client.producer.producer_config import MAX_IDEMPOTENT_IN_FLIGHT, ProducerConfig
@@ -95,11 +96,9 @@ class RecordAccumulator:
         self._level = config.compression_level
         self._keep_records = keep_records
         self._acks = config.acks_value
-        #: A batch's records may take this many bytes (the batch header excluded).
-        self.batch_records_limit = max(
-            1, min(config.batch_size, config.max_request_size - REQUEST_OVERHEAD_BYTES) - HEADER_SIZE
-        )
         self._request_limit = config.max_request_size - REQUEST_OVERHEAD_BYTES
+        #: A batch's records may take this many bytes (the batch header excluded).
+        self.batch_records_limit = max(1, min(config.batch_size, self._request_limit) - HEADER_SIZE)
         self._buffer_memory = config.buffer_memory
         self._linger_s = config.linger_ms / 1000
         self._max_block_s = config.max_block_ms / 1000
@@ -112,6 +111,7 @@ class RecordAccumulator:
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)
         self._space = threading.Condition(self._lock)
+        self._hand_off = HandOff(self._lock, self._work)
         self._open: dict[PartitionKey, ProducerBatch] = {}
         self._queued: dict[PartitionKey, deque[ProducerBatch]] = {}
         self._incomplete: set[ProducerBatch] = set()
@@ -179,9 +179,9 @@ class RecordAccumulator:
                 batch.add_callback(index, timestamp_ms, on_delivery)
             if batch.size_bytes >= limit:
                 self._close_batch(key_tuple, batch)
-        return _new_tuple(
-            RecordFuture, (batch, index, timestamp_ms)
-        )  # no constructor frame: see RecordFuture
+            if self._hand_off.weight >= HANDOFF_WEIGHT:
+                self._hand_off.wait_for_sender()
+        return _new_tuple(RecordFuture, (batch, index, timestamp_ms))  # no constructor frame: RecordFuture's
 
     def _append_to_new_batch(
         self,
@@ -262,6 +262,8 @@ class RecordAccumulator:
                 delivery._add(batch, first, batch.count - first)
                 if batch.size_bytes >= limit:
                     self._close_batch(key_tuple, batch)
+            if self._hand_off.weight >= HANDOFF_WEIGHT:
+                self._hand_off.wait_for_sender()
         return delivery
 
     def append_raw(
@@ -300,6 +302,8 @@ class RecordAccumulator:
             if on_delivery is not None:
                 target.add_callback(index, first_timestamp_ms, on_delivery)
             delivery._add(target, index, record_count)
+            if self._hand_off.weight >= HANDOFF_WEIGHT:
+                self._hand_off.wait_for_sender()
         return delivery
 
     def _wait_for_space(self, size: int, topic: str) -> None:
@@ -341,6 +345,7 @@ class RecordAccumulator:
         if queue is None:
             queue = self._queued[key] = deque()
         queue.append(batch)
+        self._hand_off.weight += 1 + len(batch.segments)
         if self._sender_wake_at != _NOT_WAITING:  # a busy sender drains it anyway before it sleeps
             self._work.notify()
 
@@ -382,6 +387,7 @@ class RecordAccumulator:
         """Close at once: take every batch not drained yet out (the caller fails them); the sender stops."""
         with self._lock:
             self._force_closed = True
+            self._hand_off.held_back = True  # for good: the sender makes no more passes
             waiting = [b for q in self._queued.values() for b in q] + list(self._open.values())
             self._queued.clear()
             self._open.clear()
@@ -409,6 +415,8 @@ class RecordAccumulator:
         """Under the lock: take the batches that are ready and whose leader can take a request (see "When
         a batch is ready" in the module docstring); also returns how long the sender may sleep."""
         snapshot = self._metadata.snapshot
+        self._hand_off.pass_begins()
+        held_back = False  # by the brokers (see hand_off)
         hurry = self._flushing > 0 or self._closing or self._space_waiters > 0
         wake_in = 1.0 if self._incomplete else 5.0
         ready: ReadyRequests = {}
@@ -433,6 +441,7 @@ class RecordAccumulator:
                 head = queue[0]
                 if head.retry_at > now:
                     wake_in = min(wake_in, head.retry_at - now)
+                    held_back = True
                     continue
             elif open_batch is not None:
                 head = open_batch
@@ -446,17 +455,21 @@ class RecordAccumulator:
                 continue
             if self._idempotent:
                 if key in self._partition_in_flight:
+                    held_back = True
                     continue  # its batch in flight completes (or is retried) first; a response wakes us
                 if head.producer_id < 0 and self._producer_id < 0:
                     wake_in = min(wake_in, max(self._next_init_at - now, 0.01))
+                    held_back = True
                     continue  # it waits for a producer id
             leader = snapshot.leader(key[0], key[1])
             if leader is None:
                 self._metadata.request_update()
                 wake_in = min(wake_in, max(self._retry_backoff_s, 0.01))
+                held_back = True
                 continue
             node = leader.node_id
             if self._acks != 0 and node not in ready and self._in_flight.get(node, 0) >= self._max_in_flight:
+                held_back = True
                 continue  # a response will wake the sender
             size = head.size_bytes + HEADER_SIZE
             taken = sizes.get(node, 0)
@@ -497,6 +510,7 @@ class RecordAccumulator:
         if ready and self._acks != 0:
             for node in ready:
                 self._in_flight[node] = self._in_flight.get(node, 0) + 1
+        self._hand_off.held_back = held_back
         return ready, expired, max(wake_in, 0.0)
 
     def request_done(self, node_id: int) -> None:
