@@ -3,8 +3,8 @@
 An appending thread that has closed batches holding :data:`HANDOFF_WEIGHT` (one per batch and one per
 segment, a run of records handed over in one call) since the sender's last pass waits for its next pass, at
 most :data:`HANDOFF_WAIT_S`, unless that pass was held back by the brokers (a batch waiting for an answer,
-a leader, a producer id or its retry back-off: another pass would not take more), the producer is closing,
-or the appending thread is the sender's own (a delivery callback that sends).
+a leader, a producer id or its retry back-off: another pass would not take more), the sender has stopped
+(a forced close), or the appending thread is the sender's own (a delivery callback that sends).
 
 Why: the threads share the GIL. Without the hand-off an appending thread keeps it for whole switch
 intervals (5 ms) and closes batches faster than the sender takes them, until ``buffer_memory`` is full;
@@ -42,8 +42,8 @@ class HandOff:
         self._sender_thread = -1
 
     def wait_for_sender(self) -> None:
-        """Called by an appending thread once :attr:`weight` reaches :data:`HANDOFF_WEIGHT` (and the producer
-        is not closing): wait for the sender's next pass unless it was held back or this is its thread."""
+        """Called by an appending thread once :attr:`weight` reaches :data:`HANDOFF_WEIGHT`: wait for the
+        sender's next pass unless it was held back (or stopped) or this is its thread."""
         if self.held_back or threading.get_ident() == self._sender_thread:
             return
         passes = self._passes

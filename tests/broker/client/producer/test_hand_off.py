@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -32,21 +33,31 @@ def hand_off() -> tuple[threading.Lock, HandOff]:
     return lock, HandOff(lock, threading.Condition(lock))
 
 
-def test_an_appending_thread_waits_for_the_senders_next_pass(long_wait: None) -> None:
-    lock, handoff = hand_off()
-    with lock:
-        handoff.pass_begins()  # the sender's thread is this one, as a real sender's is its own
+def appender(
+    lock: threading.Lock, handoff: HandOff, first: Callable[[], None]
+) -> tuple[threading.Thread, list[float]]:
+    """A started thread that, under the lock, runs ``first``, then waits for the sender as an appending thread
+    does once it closed 300; the list gets how long it waited."""
     waited: list[float] = []
 
-    def appender() -> None:
+    def run() -> None:
         with lock:
+            first()
             handoff.weight = 300
             started = time.monotonic()
             handoff.wait_for_sender()
             waited.append(time.monotonic() - started)
 
-    thread = threading.Thread(target=appender)
+    thread = threading.Thread(target=run)
     thread.start()
+    return thread, waited
+
+
+def test_an_appending_thread_waits_for_the_senders_next_pass(long_wait: None) -> None:
+    lock, handoff = hand_off()
+    with lock:
+        handoff.pass_begins()  # the sender's thread is this one, as a real sender's is its own
+    thread, waited = appender(lock, handoff, lambda: None)
     time.sleep(0.2)
     with lock:
         assert waited == []  # still waiting: no pass yet
@@ -60,24 +71,17 @@ def test_an_appending_thread_waits_for_the_senders_next_pass(long_wait: None) ->
 @pytest.mark.parametrize("case", ["held back by the brokers", "the sender's own thread"])
 def test_no_wait_when_a_pass_would_not_help(long_wait: None, case: str) -> None:
     lock, handoff = hand_off()
-    result: list[float] = []
 
-    def appender() -> None:
-        with lock:
-            if case == "the sender's own thread":
-                handoff.pass_begins()
-            else:
-                handoff.held_back = True
-            handoff.weight = 300
-            started = time.monotonic()
-            handoff.wait_for_sender()
-            result.append(time.monotonic() - started)
+    def first() -> None:
+        if case == "the sender's own thread":
+            handoff.pass_begins()
+        else:
+            handoff.held_back = True
 
-    thread = threading.Thread(target=appender)
-    thread.start()
+    thread, waited = appender(lock, handoff, first)
     thread.join(LONG_WAIT_S)
-    assert len(result) == 1
-    assert result[0] < 0.5
+    assert len(waited) == 1
+    assert waited[0] < 0.5
     assert handoff.weight == 300  # nothing passed
 
 
