@@ -117,15 +117,8 @@ class _Dirty:
     owners: set[TopicPartition] = field(default_factory=set)
 
     def __bool__(self) -> bool:
-        return (
-            self.rejoin
-            or self.resync
-            or self.election
-            or self.rebalance
-            or self.assignment
-            or self.rewind
-            or bool(self.owners)
-        )
+        flags = (self.rejoin, self.resync, self.election, self.rebalance, self.assignment, self.rewind)
+        return any(flags) or bool(self.owners)
 
     def merge(self, other: _Dirty) -> None:
         self.rejoin |= other.rejoin
@@ -193,6 +186,7 @@ class GroupMembership:
         self._leader: GroupLeader | None = None
         self._assignment: GroupAssignment | None = None
         self._progress_lost = False
+        self._loss_told = False  # a commit refused while disconnected told the application (see _on_state)
         # signalling between threads
         self._events = threading.Condition()
         self._dirty = _Dirty()
@@ -326,6 +320,7 @@ class GroupMembership:
         """kazoo's session listener (its connection thread): never calls ZooKeeper."""
         if state == KazooState.CONNECTED:
             self._connected.set()
+            self._loss_told = False
             client_id = self._client.client_id
             registered = self._ownership.session_id
             same = registered is not None and client_id is not None and client_id[0] == registered
@@ -337,7 +332,7 @@ class GroupMembership:
         self._connected.clear()
         self._handover.pause()
         if state == KazooState.LOST:
-            if self._handover.holds_partitions():
+            if self._handover.holds_partitions() and not self._loss_told:
                 self._progress_lost = True  # what was handed out since the last commit will not be committed
             log.warning(
                 "group %s: member %s: the zookeeper session expired; joining again",
@@ -382,7 +377,8 @@ class GroupMembership:
                 if self._closing.is_set():
                     break
             if not self._connected.is_set() or not self._client.connected:
-                self._fail_requests("zookeeper is not connected")
+                if self._fail_requests("zookeeper is not connected"):  # a refused commit told of the loss
+                    self._progress_lost, self._loss_told = False, True
                 self._closing.wait(_DISCONNECTED_POLL_S)
                 continue
             with self._events:
@@ -434,7 +430,7 @@ class GroupMembership:
                 self._mark(owners=freed)
         if dirty.rewind:
             self._reload_offsets()
-        while self._requests:
+        while self._requests and self._connected.is_set():  # else _run refuses them: not connected
             request = self._requests.popleft()
             try:
                 if request.kind is _RequestKind.COMMIT:
@@ -453,11 +449,15 @@ class GroupMembership:
             except CommitFailedError as exc:
                 log.warning("group %s: auto-commit: %s", self.group, exc)
 
-    def _fail_requests(self, why: str) -> None:
+    def _fail_requests(self, why: str) -> bool:
+        """Fail every request waiting; whether a commit was one."""
+        commit = False
         while self._requests:
             request = self._requests.popleft()
+            commit |= request.kind is _RequestKind.COMMIT
             request.error = CommitFailedError(f"group {self.group}: {request.kind.value} failed: {why}")
             request.done.set()
+        return commit
 
     # ------------------------------------------------------------------------------ joining and electing
 
