@@ -8,7 +8,8 @@ Run from the repository root, after ``make jars`` (under the machine's benchmark
 What is measured: one broker of each (Kafka 4.4 in KRaft combined mode, ``lumber.dev.kafka_server``; Lumber
 with its default settings on a real ZooKeeper), a one-partition topic on each, and the same client for both:
 a confluent-kafka producer and consumer with librdkafka's defaults (``acks=all``, ``linger.ms`` 5,
-``fetch.wait.max.ms`` 500). The producer, in this process, is paced at each ``--rates`` msg/s for
+``fetch.wait.max.ms`` 500; ``--linger-ms 0`` sends each message at once, leaving the brokers' own path).
+The producer, in this process, is paced at each ``--rates`` msg/s for
 ``--seconds`` (plus a second before and one after, not measured), each 200-byte value stamped with its
 scheduled send time (``time.time_ns``), so a producer falling behind shows as latency; a producer more than
 ``MAX_BEHIND_S`` (1 s) behind its schedule stops. The consumer runs in a child process (``spawn``),
@@ -123,7 +124,9 @@ def create_topic(bootstrap: str, topic: str) -> None:
     raise TimeoutError(f"{topic} got no leader at {bootstrap}")
 
 
-def measure(broker: str, bootstrap: str, rate: int, seconds: float, round_: int) -> Row:
+def measure(
+    broker: str, bootstrap: str, rate: int, seconds: float, round_: int, linger_ms: int | None = None
+) -> Row:
     import numpy as np  # noqa: PLC0415
 
     topic = f"e2e-{broker}-{rate}-{round_}"
@@ -136,7 +139,8 @@ def measure(broker: str, bootstrap: str, rate: int, seconds: float, round_: int)
     receiver, sender = context.Pipe(duplex=False)
     child = context.Process(target=consumer_child, args=(bootstrap, topic, total, ready, sender), daemon=True)
     child.start()
-    producer = Producer({"bootstrap.servers": bootstrap})
+    linger = {} if linger_ms is None else {"linger.ms": linger_ms}
+    producer = Producer({"bootstrap.servers": bootstrap, **linger})
     try:
         if not ready.wait(60):
             raise TimeoutError(f"{broker}: the consumer did not start within 60 s")
@@ -209,6 +213,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warmup-seconds", type=float, default=5.0)
+    parser.add_argument("--linger-ms", type=int, help="the producer's linger.ms (default: librdkafka's, 5)")
     args = parser.parse_args()
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="e2e-latency-") as tmp:
@@ -219,7 +224,7 @@ def main() -> int:
             with bench_cluster(Path(tmp) / "lumber", 1, flush_ms=1000) as lumber:
                 targets = (("kafka", kafka.bootstrap), ("lumber", lumber.bootstrap_servers))
                 for broker, bootstrap in targets:  # a JVM's first seconds are its JIT's: not measured
-                    warm = measure(broker, bootstrap, max(args.rates), args.warmup_seconds, 0)
+                    warm = measure(broker, bootstrap, max(args.rates), args.warmup_seconds, 0, args.linger_ms)
                     print(f"warm-up {broker}: p50 {warm.p50_ms:.1f} p99 {warm.p99_ms:.1f} ms", flush=True)
                 for round_ in range(1, args.rounds + 1):
                     for rate in args.rates:
@@ -227,7 +232,7 @@ def main() -> int:
                             ("kafka", kafka.bootstrap),
                             ("lumber", lumber.bootstrap_servers),
                         ):
-                            row = measure(broker, bootstrap, rate, args.seconds, round_)
+                            row = measure(broker, bootstrap, rate, args.seconds, round_, args.linger_ms)
                             rows.append(row)
                             print(
                                 f"round {row.round} {row.broker:6} {row.rate:>6} msg/s: "
