@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -24,12 +26,43 @@ from pipeline.errors import DevStackError
 LOOPBACK = "127.0.0.1"
 
 
+#: free_port's ports start here and end below the kernel's ephemeral range (see free_port).
+FIRST_FREE_PORT = 10_000
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_handed_out: set[int] = set()
+_handed_out_lock = threading.Lock()
+
+
 def free_port(host: str = LOOPBACK) -> int:
-    """A port that nothing listens on right now (the OS's choice)."""
+    """A port nothing is bound to now, none handed out before by this process, and below the kernel's
+    ephemeral range, from which the OS also takes outgoing connections' source ports: a port chosen there
+    was once a client connection's before the Kafka node it was chosen for could bind it (a CI run). The
+    OS's choice (bind to port 0) only where that range leaves fewer than 1,000 ports below it."""
+    try:
+        ephemeral = int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 32768
+    with _handed_out_lock:
+        for _ in range(500 if ephemeral - FIRST_FREE_PORT >= 1000 else 0):
+            port = random.randrange(FIRST_FREE_PORT, ephemeral)  # noqa: S311 - spread, not secrecy
+            if port not in _handed_out and not _bound(host, port):
+                _handed_out.add(port)
+                return port
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            chosen: int = sock.getsockname()[1]
+            _handed_out.add(chosen)
+            return chosen
+
+
+def _bound(host: str, port: int) -> bool:
+    """True when ``host:port`` cannot be bound now, even in TIME_WAIT (stricter than :func:`port_in_use`)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+        return False
 
 
 def port_in_use(port: int, host: str = LOOPBACK) -> bool:
