@@ -45,7 +45,7 @@ def free_port(host: str = LOOPBACK) -> int:
     with _handed_out_lock:
         for _ in range(500 if ephemeral - FIRST_FREE_PORT >= 1000 else 0):
             port = random.randrange(FIRST_FREE_PORT, ephemeral)  # noqa: S311 - spread, not secrecy
-            if port not in _handed_out and not _bound(host, port):
+            if port not in _handed_out and not port_in_use(port, host, time_wait_free=False):
                 _handed_out.add(port)
                 return port
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -55,20 +55,12 @@ def free_port(host: str = LOOPBACK) -> int:
             return chosen
 
 
-def _bound(host: str, port: int) -> bool:
-    """True when ``host:port`` cannot be bound now, even in TIME_WAIT (stricter than :func:`port_in_use`)."""
+def port_in_use(port: int, host: str = LOOPBACK, *, time_wait_free: bool = True) -> bool:
+    """True when a server could not listen on ``host:port`` now (something is bound to it); with
+    ``time_wait_free`` false, also while a closed connection of that port waits out TIME_WAIT."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return True
-        return False
-
-
-def port_in_use(port: int, host: str = LOOPBACK) -> bool:
-    """True when a server could not listen on ``host:port`` now (something is bound to it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers do: TIME_WAIT is no owner
+        if time_wait_free:  # as servers do: TIME_WAIT is no owner
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:
