@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import socket
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-
-from lumber.dev.process import port_in_use
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -57,30 +54,6 @@ def say(line: str = "") -> None:
 
 def hour_text(ms: int) -> str:
     return time.strftime("%Y-%m-%dT%H", time.gmtime(ms / 1000))
-
-
-#: every port :func:`free_ports` handed out in this process: the stacks' ports are chosen before their
-#: servers bind them, so a port free now may be handed out twice (a CI run gave the target stack's registry
-#: and its lag exporter one port: the exporter died on "Address already in use" while the registry answered
-#: its readiness check)
-_handed_out: set[int] = set()
-
-
-def free_ports(count: int) -> int:
-    """The first of ``count`` consecutive free ports on 127.0.0.1, none of them handed out before."""
-    for _ in range(200):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            first = int(sock.getsockname()[1])
-        ports = range(first, first + count)
-        if (
-            first + count < 65000
-            and _handed_out.isdisjoint(ports)
-            and not any(port_in_use(port) for port in ports)
-        ):
-            _handed_out.update(ports)
-            return first
-    raise RuntimeError(f"no {count} consecutive free ports")
 
 
 def wait_for(predicate: Callable[[], bool], timeout_s: float, interval_s: float = 0.25) -> bool:

@@ -36,7 +36,6 @@ from bench.chaos_common import (
     SESSION_TIMEOUT_MS,
     TMPFS_BYTES,
     TOPICS,
-    free_ports,
     hour_text,
     say,
     wait_for,
@@ -49,6 +48,7 @@ from broker.cluster.topic_admin import TopicAdmin
 from broker.record.topic_partition import TopicPartition
 from lumber.config import LumberConfig, dump_config
 from lumber.dev.dev_stack import DevStack
+from lumber.dev.process import free_ports
 from lumber.dev.zookeeper_server import four_letter_word
 
 

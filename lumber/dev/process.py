@@ -38,21 +38,37 @@ def free_port(host: str = LOOPBACK) -> int:
     ephemeral range, from which the OS also takes outgoing connections' source ports: a port chosen there
     was once a client connection's before the Kafka node it was chosen for could bind it (a CI run). The
     OS's choice (bind to port 0) only where that range leaves fewer than 1,000 ports below it."""
+    return free_ports(1, host)
+
+
+def free_ports(count: int, host: str = LOOPBACK) -> int:
+    """The first of ``count`` consecutive ports, each one :func:`free_port` could hand out (a stack whose
+    brokers take port, port + 1, ...)."""
     try:
         ephemeral = int(EPHEMERAL_RANGE.read_text().split()[0])
     except (OSError, ValueError, IndexError):
         ephemeral = 32768
     with _handed_out_lock:
         for _ in range(500 if ephemeral - FIRST_FREE_PORT >= 1000 else 0):
-            port = random.randrange(FIRST_FREE_PORT, ephemeral)  # noqa: S311 - spread, not secrecy
-            if port not in _handed_out and not port_in_use(port, host, time_wait_free=False):
-                _handed_out.add(port)
-                return port
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind((host, 0))
-            chosen: int = sock.getsockname()[1]
-            _handed_out.add(chosen)
-            return chosen
+            first = random.randrange(FIRST_FREE_PORT, ephemeral - count)  # noqa: S311 - spread, not secrecy
+            if _free_to_hand_out(range(first, first + count), host):
+                return first
+        for _ in range(200):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.bind((host, 0))
+                first = int(sock.getsockname()[1])
+            if first + count <= 65536 and _free_to_hand_out(range(first, first + count), host):
+                return first
+    raise DevStackError(f"no {count} consecutive free ports on {host}")
+
+
+def _free_to_hand_out(ports: range, host: str) -> bool:
+    """Whether none of ``ports`` was handed out nor is bound or in TIME_WAIT; if so they are handed out now
+    (under the lock)."""
+    if not _handed_out.isdisjoint(ports) or any(port_in_use(p, host, time_wait_free=False) for p in ports):
+        return False
+    _handed_out.update(ports)
+    return True
 
 
 def port_in_use(port: int, host: str = LOOPBACK, *, time_wait_free: bool = True) -> bool:

@@ -311,12 +311,15 @@ def test_watches_come_back_after_session_expiry(zk: Any, other: Any, zk_connect:
 def test_stop_ends_the_notifications(zk: Any, other: Any) -> None:
     changes = Changes()
     watcher = ClusterWatcher(zk, on_change=changes)
+    before = set(threading.enumerate())  # another test's broker on this worker may still be stopping
     watcher.start()
+    started = [t for t in threading.enumerate() if t not in before and t.name.startswith("cluster-watcher")]
+    assert sorted(t.name for t in started) == ["cluster-watcher", "cluster-watcher-notify"]
     add_broker(other, 1, 9091)
     changes.wait(1)
     watcher.stop()
     watcher.stop()  # idempotent
-    assert not any(t.name.startswith("cluster-watcher") for t in threading.enumerate())
+    assert [t.name for t in started if t.is_alive()] == []
     add_broker(other, 2, 9092)
     TopicAdmin(other).create_topic("ignored", 1)
     # a fresh watcher sees it, the stopped one does not

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import lumber.dev.process as process
-from lumber.dev.process import FIRST_FREE_PORT, LOOPBACK, free_port
+from lumber.dev.process import FIRST_FREE_PORT, LOOPBACK, free_port, free_ports, port_in_use
 
 
 def ephemeral_low() -> int:
@@ -22,6 +22,18 @@ def test_free_ports_are_below_the_ephemeral_range_and_never_handed_out_twice() -
     ports = [free_port() for _ in range(1000)]
     assert len(set(ports)) == 1000
     assert all(FIRST_FREE_PORT <= port < ephemeral_low() for port in ports)
+
+
+def test_runs_of_consecutive_ports_share_the_never_twice_rule() -> None:
+    # a chaos run's stacks: single ports and runs of three (brokers at port, port + 1, port + 2), chosen one
+    # after the other with nothing bound meanwhile
+    handed = [free_port() for _ in range(400)]
+    for _ in range(50):
+        first = free_ports(3)
+        handed += [first, first + 1, first + 2]
+    assert len(set(handed)) == len(handed) == 550
+    assert all(FIRST_FREE_PORT <= port < ephemeral_low() for port in handed)
+    assert not any(port_in_use(port) for port in handed[:20])
 
 
 @pytest.fixture
@@ -49,3 +61,6 @@ def test_the_oss_choice_when_the_range_leaves_too_few_ports(
     monkeypatch.setattr(process, "EPHEMERAL_RANGE", narrow)
     port = free_port()
     assert port >= ephemeral_low()  # the kernel's own range, as bind() to port 0 gives
+    first = free_ports(3)
+    assert first >= ephemeral_low()
+    assert {first, first + 1, first + 2}.isdisjoint({port})
