@@ -338,7 +338,9 @@ def main() -> int:
                     pid = kafka.nodes[0].pid
                     assert pid is not None
                     systems["Kafka"] = System(
-                        kafka.bootstrap, BrokersCpu((pid,)), admin_create_topic(kafka.bootstrap)
+                        kafka.bootstrap,
+                        BrokersCpu((pid,)),
+                        admin_create_topic(kafka.bootstrap, kafka.nodes[0].data_dir),
                     )
                 if "lumber" in names:
                     lumber = cluster.add_broker(LUMBER_DEFAULTS)

@@ -126,7 +126,7 @@ def start_kafka(base: Path, setup: SaslSslSetup) -> tuple[KafkaCluster, dict[str
     node.settings = {**KAFKA_DEFAULTS, **setup.kafka_settings(node.address, node.controller_port, secure)}
     node.format_args = setup.kafka_format_args()
     kafka.start()
-    create = admin_create_topic(node.address)
+    create = admin_create_topic(node.address, node.data_dir)
     return kafka, {
         "PLAINTEXT": (lambda topic: create(topic, 1), {"bootstrap.servers": node.address}),
         "SASL_SSL": (

@@ -10,6 +10,9 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
+
+from bench.e2e_latency import Row, pooled_percentiles
 from broker.server.garbage_collection import YOUNG_THRESHOLD
 from tests.support.broker_cluster import BrokerCluster
 
@@ -58,3 +61,17 @@ def test_the_consumer_settles_its_collector_before_it_signals_ready(broker_clust
 def test_the_producer_settles_its_collector_and_every_message_arrives(broker_cluster: BrokerCluster) -> None:
     # 200 msg/s for 0.5 s measured: 100 sent, 100 received; the producer's process frozen
     assert run(PRODUCER, broker_cluster.bootstrap_servers) == ["100", "100", "True", str(YOUNG_THRESHOLD)]
+
+
+def test_the_pooled_percentiles_take_every_rounds_messages_together() -> None:
+    # round 1: 1..100 ms, round 2: 101..200 ms; a round without messages adds none
+    rounds = [
+        Row("lumber", 1000, 1, latencies_ms=np.arange(1, 101, dtype=float)),
+        Row("lumber", 1000, 2, latencies_ms=np.arange(101, 201, dtype=float)),
+        Row("lumber", 1000, 3, latencies_ms=np.array([], dtype=float)),
+    ]
+    count, p50, p99, p999 = pooled_percentiles(rounds)  # type: ignore[misc]
+    assert count == 200
+    assert (p50, p99) == (100.5, 198.01)
+    assert round(p999, 3) == 199.801
+    assert pooled_percentiles([Row("kafka", 1000, 1)]) is None

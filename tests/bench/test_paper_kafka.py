@@ -16,6 +16,8 @@ from bench.paper_kafka import (
     LUMBER,
     BrokerUnderTest,
     KafkaBench,
+    admin_create_topic,
+    benchmark_kafka,
     lumber_create_topic,
     partitions_case,
     run_kafka_comparison,
@@ -29,6 +31,20 @@ from tests.support.broker_cluster import BrokerCluster
 pytestmark = [pytest.mark.zookeeper, pytest.mark.interop]
 
 RECORDS = 600
+
+
+def test_a_kafka_topic_is_created_once_every_partition_has_its_log(tmp_path: Path) -> None:
+    # Kafka names the leaders before its broker has made the logs (for 500 partitions, a second or more
+    # before the last): the comparison's phases start only once every partition's log folder is there
+    kafka = benchmark_kafka(tmp_path / "kafka")
+    kafka.start()
+    try:
+        [node] = kafka.nodes
+        admin_create_topic(kafka.bootstrap, node.data_dir)("many", 500)
+        made = {entry.name for entry in node.data_dir.iterdir() if entry.name.startswith("many-")}
+        assert made == {f"many-{p}" for p in range(500)}
+    finally:
+        kafka.stop()
 
 
 def test_memory_partitions_and_connections_counted_on_both_brokers(
