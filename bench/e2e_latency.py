@@ -26,7 +26,7 @@ First each broker takes ``--warmup-seconds`` (5) of the highest rate, not report
 Kafka's hot paths in its first seconds: latencies of seconds). Then the brokers run alternately, Kafka
 first, ``--rounds`` times, each round on fresh topics.
 The machine may be shared: compare the two brokers within a round. The table ends with the medians of
-the rounds per rate and broker.
+the rounds per rate and broker, then each broker's percentiles over every round's messages together.
 """
 
 from __future__ import annotations
