@@ -311,7 +311,8 @@ def test_watches_come_back_after_session_expiry(zk: Any, other: Any, zk_connect:
 def test_stop_ends_the_notifications(zk: Any, other: Any) -> None:
     changes = Changes()
     watcher = ClusterWatcher(zk, on_change=changes)
-    before = set(threading.enumerate())  # another test's broker on this worker may still be stopping
+    # another module's watcher may live on this worker (tests/lumber/console's session-long group leader)
+    before = set(threading.enumerate())
     watcher.start()
     started = [t for t in threading.enumerate() if t not in before and t.name.startswith("cluster-watcher")]
     assert sorted(t.name for t in started) == ["cluster-watcher", "cluster-watcher-notify"]
