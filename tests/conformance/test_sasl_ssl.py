@@ -27,6 +27,7 @@ from tests.conformance.conformance import Scenario, conform
 from tests.conformance.sasl_ssl_refusals import (
     LOGIN_REFUSALS,
     acl_refusals,
+    client_message,
     kcat_scram_login,
     refused_logins,
 )
@@ -131,3 +132,27 @@ def test_acl_refusals_over_sasl_ssl(sasl_ssl_brokers: tuple[SecureBroker, Secure
     for client in ("confluent_kafka", "kafka_python", "aiokafka"):
         error = transcript["no_read_on_group"][client]["error"]
         assert error in {"GROUP_AUTHORIZATION_FAILED", "GroupAuthorizationFailedError"}, client
+
+
+def test_a_refused_certificate_reads_the_same_in_either_of_librdkafkas_wordings() -> None:
+    # kcat 1.7.1 once logged the second wording against Lumber where Kafka's run logged the first (CI)
+    target = Target("lumber", "127.0.0.1:17389", ())
+    where = " [thrd:sasl_ssl://127.0.0.1:17389/bootstrap]: sasl_ssl://127.0.0.1:17389/bootstrap: "
+    handshake = (
+        f"{where}SSL handshake failed: error:0A000086:SSL routines::certificate verify failed: broker "
+        "certificate could not be verified, verify that ssl.ca.location is correctly configured (after 1ms "
+        "in state SSL_HANDSHAKE)"
+    )
+    bare = (
+        f"{where}error:0A000086:SSL routines::certificate verify failed (after 12ms in state SSL_HANDSHAKE)"
+    )
+    expected = (
+        " [thrd:sasl_ssl://<broker>/bootstrap]: sasl_ssl://<broker>/bootstrap: certificate verify failed "
+        "(after <n>ms in state SSL_HANDSHAKE)"
+    )
+    assert client_message(target, handshake) == client_message(target, bare) == expected
+    # other refusals keep their words
+    sasl = f"{where}SASL authentication error: Authentication failed (after 3ms in state AUTH_REQ)"
+    assert client_message(target, sasl).endswith(
+        "/bootstrap: SASL authentication error: Authentication failed (after <n>ms in state AUTH_REQ)"
+    )
