@@ -262,7 +262,6 @@ class Cleaner:
             index_interval_bytes=log.config.index_interval_bytes,
             now_ms=self._clock(),
             suffix=CLEANED_SUFFIX,
-            durable=False,  # flushed before the swap
         )
 
     def _swap_group(self, log: Log, group: list[Segment], cleaned: Segment) -> None:

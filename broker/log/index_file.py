@@ -9,7 +9,8 @@ numbers, one of them an offset stored relative to the segment's base offset (an 
 What lives here: opening an existing file and checking it (:meth:`IndexFile._load`, with the subclass's
 parser; a broken invariant raises :class:`~broker.log.errors.CorruptIndexError` so the loader rebuilds the
 index from the log), writing a fresh one atomically (:meth:`IndexFile.create`: a ``.tmp`` file, fsync,
-rename, fsync of the folder; :meth:`IndexFile.create_empty` for files flushed before they count),
+rename, fsync of the folder: recovery's rebuilt indexes), creating a new segment's empty one
+(:meth:`IndexFile.create_empty`: no ``.tmp`` file, no fsync),
 appending an entry (to memory at once; to the file in one write per :data:`PENDING_ENTRIES` entries, and
 at :meth:`IndexFile.flush` before its fsync and at :meth:`IndexFile.close`), the entries as two
 ``array('q')`` columns (``_keys``, the column binary searches run on, and ``_values``), flush, close and
@@ -21,7 +22,10 @@ as many as the record bytes' own append (issue 39; Kafka's indexes are memory-ma
 The file is what a restart reads: a flushed segment's index was written before its fsync, and recovery
 rebuilds the indexes of every segment past the recovery point (the unflushed ones) from the log, so entries
 lost with a killed process are never missed. A live segment's file may hold fewer entries than memory
-(a sparser index: every entry in it is still a correct one).
+(a sparser index: every entry in it is still a correct one). For the same reason a new segment's empty
+index is created without a ``.tmp`` file or an fsync (Kafka creates its indexes lazily, with none either):
+until the segment's first flush it lies past the recovery point, and a file a power loss left missing is
+rebuilt like a torn one (issue 39: creating a 1,000-partition topic fsynced 4,000 empty index files).
 
 Thread safety: appends come from the owning log under its lock; lookups are lock-free (entries are only
 ever added, the arrays only grow, and readers only use entries below the size the log has published). The
@@ -107,10 +111,17 @@ class IndexFile:
 
     @classmethod
     def create_empty(cls, path: Path, base_offset: int) -> Self:
-        """A new, empty index at ``path``, which must not exist: neither written through a ``.tmp`` file
-        nor fsynced, for an index whose segment is flushed before anything relies on it (the log
-        cleaner's ``.cleaned`` segments: :meth:`flush` fsyncs it before the swap)."""
-        return cls(FileHandle.open(path, create=True, exclusive=True), base_offset, array("q"), array("q"))
+        """A new, empty index at ``path`` (replacing any file), neither written through a ``.tmp`` file nor
+        fsynced: a new segment's (:meth:`Segment.create <broker.log.segment.Segment.create>`), whose
+        entries count only once its segment is flushed (:meth:`flush` fsyncs them then; see the module
+        docstring)."""
+        file = FileHandle.open(path, create=True)
+        try:
+            file.truncate(0)
+        except BaseException:
+            file.close()
+            raise
+        return cls(file, base_offset, array("q"), array("q"))
 
     @staticmethod
     def _pack(key: int, value: int, base_offset: int) -> bytes:

@@ -16,6 +16,13 @@ which the flusher starts as soon as the current one ends: N concurrent producers
 not N. Without a ``wake_flusher`` the requesting thread flushes inline (``_flush_lock`` serialises it with
 any other flush, and a flush that finds the offset already flushed returns at once).
 
+What a flush makes durable beyond the segments' bytes: the folder's entries when a segment was rolled
+(``_dir_dirty``), and, at a new log's first flush, its folder and the folder's own entry in the log dir
+(``_folder_unsynced``: a partition folder and its first segment are created with no fsync, as Kafka
+creates them, issue 39). Until that flush nothing in the folder counts: a power loss may take the folder
+or its files, and the log is then made again, empty, or recovered as any unflushed segment; a log nothing
+was ever appended to is never flushed for them.
+
 Concurrency (the rules of :mod:`broker.log.log`): flushes are serialised by ``_flush_lock`` and fsync
 outside the append lock ``_lock``, so appends continue during an fsync; the flushed offset and the
 counters are changed under ``_lock``. ``flush_requested_offset`` only grows, under ``_lock``; the flusher
@@ -66,6 +73,7 @@ class LogFlush:
     _first_unflushed_ms: int | None
     _flush_requested_offset: int
     _dir_dirty: bool
+    _folder_unsynced: bool
     _replicated: bool
     _replicated_hw: int | None
 
@@ -98,11 +106,14 @@ class LogFlush:
             end_segment = view.segments[-1]
             end_position = view.end_position
             dir_dirty, self._dir_dirty = self._dir_dirty, False
+            folder_unsynced, self._folder_unsynced = self._folder_unsynced, False
         try:
             for segment in to_flush:
                 segment.flush()
-            if dir_dirty:
+            if dir_dirty or folder_unsynced:
                 fsync_dir(self._dir)
+            if folder_unsynced:
+                fsync_dir(self._dir.parent)
         except LogStorageError as exc:
             with self._lock:
                 self._offline_reason = str(exc)

@@ -53,6 +53,7 @@ import os
 import shutil
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
@@ -244,19 +245,23 @@ class LogManager:
             existing = self._logs.get(tp)
             if existing is not None:
                 return existing
-            counts = dict.fromkeys(self._dirs, 0)
-            for d in self._dir_of.values():
-                counts[d] += 1
-            directory = min(self._dirs, key=lambda d: counts[d])
+            if len(self._dirs) == 1:
+                directory = self._dirs[0]
+            else:  # the log dir holding the fewest partitions (counted in C: thousands of partitions)
+                counts = Counter(self._dir_of.values())
+                directory = min(self._dirs, key=lambda d: counts[d])
             path = partition_dir(directory, tp)
             try:
-                path.mkdir(exist_ok=True)
-                fsync_dir(directory)
+                path.mkdir()  # fsynced in its parent by the log's first flush
+                new_folder = True
+            except FileExistsError:
+                new_folder = False
             except OSError as exc:
                 raise LogStorageError(f"{path}: cannot create the partition folder: {exc}") from exc
             log = Log(
                 path,
                 config if config is not None else self._config,
+                new_folder=new_folder,
                 recovery_point=0,
                 clean_shutdown=False,
                 clock=self._clock,

@@ -82,6 +82,8 @@ class RecoveryResult:
     recovery_point: int
     #: Pass 0: stray files deleted.
     removed_files: tuple[str, ...] = ()
+    #: The folder held no segment: a new, empty one was created at offset 0 (nothing fsynced yet).
+    created_segment: bool = False
     #: Pass 0: segments whose index was missing or failed its sanity check (so they were validated too).
     bad_indexes: tuple[str, ...] = ()
     #: Pass 1: base offsets of the segments whose batches were validated, and how many batches were valid.
@@ -109,7 +111,8 @@ def load_segments(
 ) -> tuple[list[Segment], RecoveryResult]:
     """Open the segments of a partition folder, recovering as the module docstring describes.
 
-    Always returns at least one segment (a new one at offset 0 for an empty folder).
+    Always returns at least one segment (a new one at offset 0 for an empty folder, not fsynced: the log
+    fsyncs it with the folder at its first flush).
     """
     swapped = recover_swaps(directory, where=where, index_interval_bytes=index_interval_bytes)
     # ---- pass 0: housekeeping, and open what needs no validation
@@ -144,7 +147,9 @@ def load_segments(
     bases = sorted(log_bases)
     if not bases:
         segment = Segment.create(directory, 0, index_interval_bytes=index_interval_bytes, now_ms=now_ms)
-        return [segment], RecoveryResult(where, clean_shutdown, recovery_point, removed_files=tuple(removed))
+        return [segment], RecoveryResult(
+            where, clean_shutdown, recovery_point, removed_files=tuple(removed), created_segment=True
+        )
 
     first_to_validate = len(bases) if clean_shutdown else max(bisect_right(bases, recovery_point) - 1, 0)
     loaded: dict[int, Segment] = {}

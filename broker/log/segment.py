@@ -102,23 +102,19 @@ class Segment:
         index_interval_bytes: int,
         now_ms: int,
         suffix: str = "",
-        durable: bool = True,
     ) -> Segment:
-        """A new, empty segment; fails if any of its files already exists. ``suffix`` is appended to the
-        three file names (the log cleaner writes ``.cleaned`` segments). ``durable=False`` skips writing
-        the empty indexes atomically and durably (:meth:`IndexFile.create_empty`): for a segment flushed
-        before anything relies on it (the cleaner's, flushed before its swap)."""
+        """A new, empty segment; fails if its ``.log`` file already exists (index files left without one
+        are replaced). ``suffix`` is appended to the three file names (the log cleaner writes ``.cleaned``
+        segments). Nothing is fsynced, neither the three files nor the folder
+        (:meth:`IndexFile.create_empty`): the owner fsyncs the folder before anything relies on the
+        segment (the log at its next flush, a truncation at once, the cleaner before its swap)."""
         log_path = _with_suffix(segment_path(directory, base_offset, LOG_SUFFIX), suffix)
         log = FileHandle.open(log_path, create=True, exclusive=True)
         index_path = _with_suffix(segment_path(directory, base_offset, INDEX_SUFFIX), suffix)
         time_index_path = _with_suffix(segment_path(directory, base_offset, TIME_INDEX_SUFFIX), suffix)
         try:
-            if durable:
-                offset_index = OffsetIndex.create(index_path, base_offset)
-                time_index = TimeIndex.create(time_index_path, base_offset)
-            else:
-                offset_index = OffsetIndex.create_empty(index_path, base_offset)
-                time_index = TimeIndex.create_empty(time_index_path, base_offset)
+            offset_index = OffsetIndex.create_empty(index_path, base_offset)
+            time_index = TimeIndex.create_empty(time_index_path, base_offset)
         except BaseException:
             log.close()
             log_path.unlink(missing_ok=True)

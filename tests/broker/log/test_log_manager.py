@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from broker.config import LogConfig
+from broker.log import file_handle, log_flush, log_manager
 from broker.log.errors import LogClosedError, LogDirLockedError
 from broker.log.log_manager import LogManager
 from broker.record.errors import InvalidTopicError
@@ -41,6 +42,43 @@ def test_creates_partitions_and_finds_them_again(tmp_path: Path) -> None:
         assert reloaded.recovery_result.clean_shutdown
         assert reloaded.recovery_result.validated_segments == ()
         assert_records_match(read_all(reloaded), 0, 5)
+
+
+def test_a_new_partition_folder_is_fsynced_at_its_logs_first_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Creating a partition fsyncs no folder (as Kafka creates one); the log's first flush fsyncs its
+    folder and the folder's entry in the log dir, once; a roll makes the next flush fsync the folder
+    again. The real ``fsync_dir`` runs, recorded on the way."""
+    synced: list[Path] = []
+    real = file_handle.fsync_dir
+
+    def recorded(path: Path) -> None:
+        synced.append(path)
+        real(path)
+
+    monkeypatch.setattr(log_flush, "fsync_dir", recorded)
+    monkeypatch.setattr(log_manager, "fsync_dir", recorded)
+    with LogManager(manager_config(tmp_path, segment_bytes=1500)) as manager:
+        log = manager.get_or_create_log("fresh", 0)
+        log.assign_epoch_start_offset(0, 0)  # its checkpoint fsyncs itself and the folder, as Kafka's
+        assert synced == []
+        log.flush()  # nothing appended: nothing to make durable
+        assert synced == []
+        log.append(make_batch(0, 5))
+        log.flush()
+        assert synced == [tmp_path / "fresh-0", tmp_path]
+        log.append(make_batch(5, 5))
+        log.flush()
+        assert synced == [tmp_path / "fresh-0", tmp_path]
+        log.append(make_batch(10, 20))  # over segment_bytes: a new segment
+        assert len(log.segments) == 2
+        log.flush()
+        assert synced == [tmp_path / "fresh-0", tmp_path, tmp_path / "fresh-0"]
+        synced.clear()
+        again = manager.get_or_create_log("fresh", 0)
+        assert again is log
+        assert synced == []
 
 
 def test_without_the_clean_marker_recovery_starts_at_the_checkpoint(tmp_path: Path) -> None:

@@ -217,6 +217,50 @@ def test_stray_files_are_removed(tmp_path: Path) -> None:
     log.close()
 
 
+@pytest.mark.parametrize("clean", [True, False])
+@pytest.mark.parametrize(
+    "left",
+    [
+        (),
+        (".log",),
+        (".log", ".index"),
+        (".log", ".timeindex", "leader-epoch-checkpoint"),
+        (".index", ".timeindex"),
+        (".log", ".index", ".timeindex", ".snapshot", "leader-epoch-checkpoint"),
+    ],
+)
+def test_a_new_logs_files_a_power_loss_may_take_are_made_again(
+    tmp_path: Path, left: tuple[str, ...], clean: bool
+) -> None:
+    """A new log's folder and files are not fsynced before its first flush: a power loss may leave any of
+    them. Whatever is left loads as the empty log it was, which then takes appends, reads and a restart."""
+    directory = tmp_path / "fresh-0"
+    directory.mkdir()
+    log = Log(directory, config(tmp_path), new_folder=True)
+    assert log.recovery_result.created_segment
+    log.assign_epoch_start_offset(3, 0)
+    log.close()
+    made = {p.name for p in directory.iterdir()}
+    assert made == {f"{0:020d}{suffix}" for suffix in (".log", ".index", ".timeindex", ".snapshot")} | {
+        "leader-epoch-checkpoint"
+    }
+    for path in directory.iterdir():
+        if not any(path.name.endswith(kept) for kept in left):
+            path.unlink()
+    log = reopen(directory, clean=clean)
+    assert log.recovery_result.created_segment == (".log" not in left)
+    assert log.recovery_result.truncation is None
+    assert (log.log_start_offset, log.log_end_offset) == (0, 0)
+    for _ in range(3):
+        log.append(make_batch(log.log_end_offset, 5))
+    log.flush()
+    log.close()
+    log = reopen(directory, clean=True)
+    assert log.recovery_result.bad_indexes == ()
+    assert_records_match(read_all(log), 0, 15)
+    log.close()
+
+
 # ------------------------------------------------------------------------------------------ crash
 
 
