@@ -39,9 +39,16 @@ class FileHandle:
 
     @classmethod
     def open(
-        cls, path: Path, *, create: bool = False, exclusive: bool = False, append: bool = True
+        cls,
+        path: Path,
+        *,
+        create: bool = False,
+        exclusive: bool = False,
+        append: bool = True,
+        truncate: bool = False,
     ) -> FileHandle:
-        """Open ``path`` read-write (appending). ``create``/``exclusive`` map to O_CREAT/O_EXCL."""
+        """Open ``path`` read-write (appending). ``create``/``exclusive``/``truncate`` map to
+        O_CREAT/O_EXCL/O_TRUNC."""
         flags = os.O_RDWR | os.O_CLOEXEC
         if append:
             flags |= os.O_APPEND
@@ -49,6 +56,8 @@ class FileHandle:
             flags |= os.O_CREAT
         if exclusive:
             flags |= os.O_EXCL
+        if truncate:
+            flags |= os.O_TRUNC
         try:
             fd = os.open(path, flags, 0o644)
         except FileNotFoundError:

@@ -102,10 +102,7 @@ class Log(LogAppend, LogReplication, LogTruncation, LogCleanup, LogFlush):
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         replicated_high_watermark: int | None = None,
         log_start_offset: int = 0,
-        new_folder: bool = False,
     ) -> None:
-        """``new_folder``: the caller has just made ``directory`` (not fsynced in its parent: the first
-        flush does it, see :mod:`broker.log.log_flush`)."""
         tp = parse_partition_dir_name(directory.name)
         if tp is None:
             raise InvalidTopicError(f"{directory}: a partition folder is named <topic>-<partition>")
@@ -136,7 +133,7 @@ class Log(LogAppend, LogReplication, LogTruncation, LogCleanup, LogFlush):
         self._first_unflushed_ms: int | None = None
         self._flush_requested_offset = 0
         self._dir_dirty = False
-        self._folder_unsynced = new_folder or self._recovery.created_segment
+        self._new_segment_unsynced = self._recovery.created_segment
         self._view = LogView(
             segments=tuple(segments),
             base_offsets=tuple(s.base_offset for s in segments),

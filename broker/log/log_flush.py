@@ -17,11 +17,11 @@ not N. Without a ``wake_flusher`` the requesting thread flushes inline (``_flush
 any other flush, and a flush that finds the offset already flushed returns at once).
 
 What a flush makes durable beyond the segments' bytes: the folder's entries when a segment was rolled
-(``_dir_dirty``), and, at a new log's first flush, its folder and the folder's own entry in the log dir
-(``_folder_unsynced``: a partition folder and its first segment are created with no fsync, as Kafka
-creates them, issue 39). Until that flush nothing in the folder counts: a power loss may take the folder
-or its files, and the log is then made again, empty, or recovered as any unflushed segment; a log nothing
-was ever appended to is never flushed for them.
+(``_dir_dirty``) and at a new log's first flush (``_new_segment_unsynced``): a new segment's files are
+created with no fsync (:meth:`Segment.create <broker.log.segment.Segment.create>`), and the folder is
+fsynced when a flush first makes data in them count, as Kafka's ``LocalLog.flush`` does for a segment past
+the recovery point (issue 39). Until then a power loss may take the files, and the log is made again,
+empty, or recovered as any unflushed segment; a log nothing was ever appended to is never flushed for them.
 
 Concurrency (the rules of :mod:`broker.log.log`): flushes are serialised by ``_flush_lock`` and fsync
 outside the append lock ``_lock``, so appends continue during an fsync; the flushed offset and the
@@ -73,7 +73,7 @@ class LogFlush:
     _first_unflushed_ms: int | None
     _flush_requested_offset: int
     _dir_dirty: bool
-    _folder_unsynced: bool
+    _new_segment_unsynced: bool
     _replicated: bool
     _replicated_hw: int | None
 
@@ -106,14 +106,12 @@ class LogFlush:
             end_segment = view.segments[-1]
             end_position = view.end_position
             dir_dirty, self._dir_dirty = self._dir_dirty, False
-            folder_unsynced, self._folder_unsynced = self._folder_unsynced, False
+            new_segment_unsynced, self._new_segment_unsynced = self._new_segment_unsynced, False
         try:
             for segment in to_flush:
                 segment.flush()
-            if dir_dirty or folder_unsynced:
+            if dir_dirty or new_segment_unsynced:
                 fsync_dir(self._dir)
-            if folder_unsynced:
-                fsync_dir(self._dir.parent)
         except LogStorageError as exc:
             with self._lock:
                 self._offline_reason = str(exc)

@@ -252,16 +252,13 @@ class LogManager:
                 directory = min(self._dirs, key=lambda d: counts[d])
             path = partition_dir(directory, tp)
             try:
-                path.mkdir()  # fsynced in its parent by the log's first flush
-                new_folder = True
-            except FileExistsError:
-                new_folder = False
+                path.mkdir(exist_ok=True)
+                fsync_dir(directory)
             except OSError as exc:
                 raise LogStorageError(f"{path}: cannot create the partition folder: {exc}") from exc
             log = Log(
                 path,
                 config if config is not None else self._config,
-                new_folder=new_folder,
                 recovery_point=0,
                 clean_shutdown=False,
                 clock=self._clock,

@@ -96,3 +96,17 @@ def test_offsets_must_fit_relative_to_the_base(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=f"offset {BASE + 2**31} does not fit relative to base 1000"):
         times.maybe_append(5, BASE + 2**31)
     times.close()
+
+
+def test_a_new_segments_empty_index_replaces_a_leftover_file(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000001000.index"
+    path.write_bytes(bytes(24))  # left by an earlier segment at that offset
+    index = OffsetIndex.create_empty(path, BASE)
+    assert path.read_bytes() == b""
+    index.append(1_010, 4_096)
+    index.flush()
+    assert path.read_bytes() == (10).to_bytes(4, "big") + (4_096).to_bytes(4, "big")
+    index.close()
+    loaded = OffsetIndex.load(path, BASE, 8_192)
+    assert loaded.lookup(1_020) == (1_010, 4_096)
+    loaded.close()

@@ -44,12 +44,13 @@ def test_creates_partitions_and_finds_them_again(tmp_path: Path) -> None:
         assert_records_match(read_all(reloaded), 0, 5)
 
 
-def test_a_new_partition_folder_is_fsynced_at_its_logs_first_flush(
+def test_a_new_logs_folder_is_fsynced_at_its_first_flush(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Creating a partition fsyncs no folder (as Kafka creates one); the log's first flush fsyncs its
-    folder and the folder's entry in the log dir, once; a roll makes the next flush fsync the folder
-    again. The real ``fsync_dir`` runs, recorded on the way."""
+    """Creating a partition fsyncs the log dir (the new folder's entry) but not the folder, whose segment
+    files are made with no fsync; the log's first flush fsyncs the folder, once, as Kafka's first flush of a
+    new segment does; a roll makes the next flush fsync it again. The real ``fsync_dir`` runs, recorded on
+    the way."""
     synced: list[Path] = []
     real = file_handle.fsync_dir
 
@@ -60,21 +61,22 @@ def test_a_new_partition_folder_is_fsynced_at_its_logs_first_flush(
     monkeypatch.setattr(log_flush, "fsync_dir", recorded)
     monkeypatch.setattr(log_manager, "fsync_dir", recorded)
     with LogManager(manager_config(tmp_path, segment_bytes=1500)) as manager:
+        synced.clear()
         log = manager.get_or_create_log("fresh", 0)
         log.assign_epoch_start_offset(0, 0)  # its checkpoint fsyncs itself and the folder, as Kafka's
-        assert synced == []
+        assert synced == [tmp_path]
         log.flush()  # nothing appended: nothing to make durable
-        assert synced == []
+        assert synced == [tmp_path]
         log.append(make_batch(0, 5))
         log.flush()
-        assert synced == [tmp_path / "fresh-0", tmp_path]
+        assert synced == [tmp_path, tmp_path / "fresh-0"]
         log.append(make_batch(5, 5))
         log.flush()
-        assert synced == [tmp_path / "fresh-0", tmp_path]
+        assert synced == [tmp_path, tmp_path / "fresh-0"]
         log.append(make_batch(10, 20))  # over segment_bytes: a new segment
         assert len(log.segments) == 2
         log.flush()
-        assert synced == [tmp_path / "fresh-0", tmp_path, tmp_path / "fresh-0"]
+        assert synced == [tmp_path, tmp_path / "fresh-0", tmp_path / "fresh-0"]
         synced.clear()
         again = manager.get_or_create_log("fresh", 0)
         assert again is log

@@ -232,11 +232,11 @@ def test_stray_files_are_removed(tmp_path: Path) -> None:
 def test_a_new_logs_files_a_power_loss_may_take_are_made_again(
     tmp_path: Path, left: tuple[str, ...], clean: bool
 ) -> None:
-    """A new log's folder and files are not fsynced before its first flush: a power loss may leave any of
+    """A new log's segment files are not fsynced before its first flush: a power loss may leave any of
     them. Whatever is left loads as the empty log it was, which then takes appends, reads and a restart."""
     directory = tmp_path / "fresh-0"
     directory.mkdir()
-    log = Log(directory, config(tmp_path), new_folder=True)
+    log = Log(directory, config(tmp_path))
     assert log.recovery_result.created_segment
     log.assign_epoch_start_offset(3, 0)
     log.close()
