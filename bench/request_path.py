@@ -21,7 +21,9 @@ cluster view in which this broker leads ``t-0``:
   ``handle_run`` offered the two first (it takes neither), then ``handle``;
 * eight of the librdkafka ``acks=1`` requests whole in one read: ``handle_run`` offered them (it takes
   none), then ``handle_pipelined`` given them together (issue 39, ``write39``: one write), or on a tree
-  without it ``handle`` one at a time (as its processor serves them); per request;
+  without it ``handle`` one at a time (as its processor serves them); per request; and the same read with
+  its requests to :data:`SPREAD` partitions in turn (as librdkafka spreads a producer's requests over a
+  topic's partitions: one append group per partition, issue 39's "4 partitions at least 1.0x of 1");
 * ``handle_run`` of 100 pipelined ``acks=0`` Produce requests (one append), per request;
 * Fetch v11 of one partition from offset 0, up to 1 MiB (a file region: nothing is copied).
 
@@ -50,6 +52,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 ROUNDS = 7
+#: The partitions of ``t`` (all led here): the spread read's requests go to them in turn.
+SPREAD = 4
 
 
 def _measure() -> None:
@@ -86,14 +90,16 @@ def _measure() -> None:
     compile_all()
     folder = tempfile.mkdtemp(prefix="lumber-request-path-")
     logs = LogManager(LogConfig(log_dirs=[folder], flush_messages=10**9, flush_ms=10**9, expose="appended"))
-    logs.get_or_create_log("t", 0)
-    brokers, topics = {0: BrokerInfo(0, "127.0.0.1", 9092)}, {"t": {0: (0,)}}
+    for partition in range(SPREAD):
+        logs.get_or_create_log("t", partition)
+    brokers, topics = {0: BrokerInfo(0, "127.0.0.1", 9092)}, {"t": dict.fromkeys(range(SPREAD), (0,))}
     try:  # a tree with replication: t-0's state names this broker leader, in epoch 0
         from broker.cluster.partition_state import PartitionState  # noqa: PLC0415
         from broker.record.topic_partition import TopicPartition  # noqa: PLC0415
 
         state = PartitionState(leader=0, leader_epoch=0, isr=(0,), controller_epoch=1, zk_version=0)
-        view = ClusterView(brokers=brokers, topics=topics, states={TopicPartition("t", 0): state})
+        states = {TopicPartition("t", p): state for p in range(SPREAD)}
+        view = ClusterView(brokers=brokers, topics=topics, states=states)
     except ImportError:  # before issue 19: the first replica leads
         view = ClusterView(brokers=brokers, topics=topics)
     watcher, channel, purgatory = Watcher(view), Channel(), Purgatory("bench")
@@ -143,8 +149,8 @@ def _measure() -> None:
             builder.append(1_700_000_000_000 + i // 20, None, b"v" * 100)
         return builder.build()
 
-    def librdkafka_produce(acks: int) -> NetworkRequest:
-        data = [TopicProduceData("t", [PartitionProduceData(0, librdkafka_batch())])]
+    def librdkafka_produce(acks: int, partition: int = 0) -> NetworkRequest:
+        data = [TopicProduceData("t", [PartitionProduceData(partition, librdkafka_batch())])]
         return request(ProduceRequest(acks=acks, timeout_ms=5000, topic_data=data), 9)
 
     def request(body: Any, version: int, correlation_id: int = 1) -> NetworkRequest:
@@ -174,21 +180,24 @@ def _measure() -> None:
             handler.handle(pipelined[0])
         channel.out.clear()
 
-    read_of_eight = [librdkafka_produce(1) for _ in range(8)]
+    def handling_read_of_eight(partitions: int) -> Callable[[int], None]:
+        read_of_eight = [librdkafka_produce(1, i % partitions) for i in range(8)]
 
-    def handling_read_of_eight(n: int) -> None:
-        # eight requests whole in one read: offered to handle_run (it takes none), then given together
-        # (handle_pipelined, from write39 on) or one at a time (before: the processor's pipelining)
-        together = getattr(handler, "handle_pipelined", None)
-        for _ in range(n // 8):
-            if handler.handle_run(read_of_eight) != 0:
-                raise RuntimeError("handle_run took an acks=1 request")
-            if together is not None:
-                together(iter(read_of_eight))
-            else:
-                for one in read_of_eight:
-                    handler.handle(one)
-        channel.out.clear()
+        def run(n: int) -> None:
+            # eight requests whole in one read: offered to handle_run (it takes none), then given together
+            # (handle_pipelined, from write39 on) or one at a time (before: the processor's pipelining)
+            together = getattr(handler, "handle_pipelined", None)
+            for _ in range(n // 8):
+                if handler.handle_run(read_of_eight) != 0:
+                    raise RuntimeError("handle_run took an acks=1 request")
+                if together is not None:
+                    together(iter(read_of_eight))
+                else:
+                    for one in read_of_eight:
+                        handler.handle(one)
+            channel.out.clear()
+
+        return run
 
     def handling_runs(n: int) -> None:
         for _ in range(n // 100):
@@ -215,7 +224,12 @@ def _measure() -> None:
         ("produce acks=1, 1 record, another behind it", handling_pipelined, 3000),
         (
             "produce v9 acks=1, librdkafka's 50 records, 8 in one read (per request)",
-            handling_read_of_eight,
+            handling_read_of_eight(1),
+            1000,
+        ),
+        (
+            f"produce v9 acks=1, librdkafka's 50 records, 8 in one read, {SPREAD} partitions (per request)",
+            handling_read_of_eight(SPREAD),
             1000,
         ),
         ("produce acks=-1, 1 record", handling(produce(-1, 1)), 3000),
