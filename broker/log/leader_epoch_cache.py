@@ -57,12 +57,15 @@ class LeaderEpochCache:
     """The ``(epoch, start_offset)`` entries of one partition and their checkpoint file. Create with
     :meth:`load`."""
 
-    __slots__ = ("_entries", "_path", "_where")
+    __slots__ = ("_entries", "_path", "_where", "folder_synced")
 
     def __init__(self, path: Path, *, where: str, entries: Iterable[EpochEntry] = ()) -> None:
         self._path = path
         self._where = where
         self._entries: tuple[EpochEntry, ...] = tuple(entries)
+        #: Whether a change was written since this cache was made, and so the partition folder fsynced
+        #: with it (the log's flush needs no fsync of its own for the folder's files made before).
+        self.folder_synced = False
 
     @classmethod
     def load(
@@ -196,6 +199,7 @@ class LeaderEpochCache:
     def _replace(self, entries: tuple[EpochEntry, ...]) -> None:
         write_checkpoint_lines(self._path, [f"{epoch} {offset}" for epoch, offset in entries])
         self._entries = entries
+        self.folder_synced = True
 
     def __repr__(self) -> str:
         return f"LeaderEpochCache({self._where}, {list(self._entries)})"

@@ -20,8 +20,10 @@ What a flush makes durable beyond the segments' bytes: the folder's entries when
 (``_dir_dirty``) and at a new log's first flush (``_new_segment_unsynced``): a new segment's files are
 created with no fsync (:meth:`Segment.create <broker.log.segment.Segment.create>`), and the folder is
 fsynced when a flush first makes data in them count, as Kafka's ``LocalLog.flush`` does for a segment past
-the recovery point (issue 39). Until then a power loss may take the files, and the log is made again,
-empty, or recovered as any unflushed segment; a log nothing was ever appended to is never flushed for them.
+the recovery point (issue 39), unless a leader epoch's checkpoint has fsynced it since (a leader's first
+epoch is written when it is made leader, a follower's with the first batches it copies). Until then a
+power loss may take the files, and the log is made again, empty, or recovered as any unflushed segment; a
+log nothing was ever appended to is never flushed for them.
 
 Concurrency (the rules of :mod:`broker.log.log`): flushes are serialised by ``_flush_lock`` and fsync
 outside the append lock ``_lock``, so appends continue during an fsync; the flushed offset and the
@@ -46,6 +48,7 @@ from broker.log.log_listeners import LogListeners
 from broker.log.log_view import LogView
 
 if TYPE_CHECKING:
+    from broker.log.leader_epoch_cache import LeaderEpochCache
     from broker.log.log import Log
     from broker.log.segment import Segment
 
@@ -74,6 +77,7 @@ class LogFlush:
     _flush_requested_offset: int
     _dir_dirty: bool
     _new_segment_unsynced: bool
+    _epochs: LeaderEpochCache
     _replicated: bool
     _replicated_hw: int | None
 
@@ -106,7 +110,9 @@ class LogFlush:
             end_segment = view.segments[-1]
             end_position = view.end_position
             dir_dirty, self._dir_dirty = self._dir_dirty, False
-            new_segment_unsynced, self._new_segment_unsynced = self._new_segment_unsynced, False
+            # a leader-epoch checkpoint written since the log was made fsynced the folder already
+            new_segment_unsynced = self._new_segment_unsynced and not self._epochs.folder_synced
+            self._new_segment_unsynced = False
         try:
             for segment in to_flush:
                 segment.flush()

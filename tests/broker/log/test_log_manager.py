@@ -49,8 +49,8 @@ def test_a_new_logs_folder_is_fsynced_at_its_first_flush(
 ) -> None:
     """Creating a partition fsyncs the log dir (the new folder's entry) but not the folder, whose segment
     files are made with no fsync; the log's first flush fsyncs the folder, once, as Kafka's first flush of a
-    new segment does; a roll makes the next flush fsync it again. The real ``fsync_dir`` runs, recorded on
-    the way."""
+    new segment does, unless a leader epoch's checkpoint fsynced it meanwhile; a roll makes the next flush
+    fsync it again. The real ``fsync_dir`` runs, recorded on the way."""
     synced: list[Path] = []
     real = file_handle.fsync_dir
 
@@ -63,7 +63,6 @@ def test_a_new_logs_folder_is_fsynced_at_its_first_flush(
     with LogManager(manager_config(tmp_path, segment_bytes=1500)) as manager:
         synced.clear()
         log = manager.get_or_create_log("fresh", 0)
-        log.assign_epoch_start_offset(0, 0)  # its checkpoint fsyncs itself and the folder, as Kafka's
         assert synced == [tmp_path]
         log.flush()  # nothing appended: nothing to make durable
         assert synced == [tmp_path]
@@ -81,6 +80,11 @@ def test_a_new_logs_folder_is_fsynced_at_its_first_flush(
         again = manager.get_or_create_log("fresh", 0)
         assert again is log
         assert synced == []
+        led = manager.get_or_create_log("led", 0)
+        led.assign_epoch_start_offset(0, 0)  # its checkpoint fsyncs itself and the folder, as Kafka's
+        led.append(make_batch(0, 5), leader_epoch=0)
+        led.flush()
+        assert synced == [tmp_path]  # the log dir at creation; the folder by the checkpoint, not again
 
 
 def test_without_the_clean_marker_recovery_starts_at_the_checkpoint(tmp_path: Path) -> None:
