@@ -41,27 +41,31 @@ The clients, 100-byte records, one producer or one consumer at a time:
 
 The clients' code is :mod:`bench.paper_kafka_clients`.
 
-Every phase is checked, not only timed: no delivery error, the topic's high watermarks add up to the
-records sent, the consumer received exactly that many. **Broker CPU**: utime + stime of the broker
-process (``/proc/<pid>/stat``, :mod:`bench.broker_cpu`) before and after each phase, as CPU seconds per
-million records: the fairest figure on a shared machine; and the broker's cores over the phase (its CPU
-seconds over the wall seconds). **Machine idle**: the share of both cores' time that was idle during each
-phase (``/proc/stat``, :mod:`bench.machine_idle`): a phase with a core to spare was bound by the broker or
-the client, one with nothing idle by the machine, whose rate moves with whatever else ran. **Warm-up**:
-before round 1 each broker takes every produce shape the rounds measure (batch 1 and 50, ``acks=1`` and
-``all``, each partition count), ``warm_up_s`` seconds of traffic each, and reads back the topics of the
-shapes the rounds read (:mod:`bench.paper_kafka_warmup`: a cold JVM compiles each shape's paths only
-after thousands of its requests; Lumber's numba kernels compile on first use); each pass's rate is kept in
-:attr:`KafkaComparison.warm_up`. Round ``r`` drives Kafka first when ``r`` is odd, Lumber first when
-even. Figures: the median of the rounds with min and max (:mod:`bench.spread`); tables in
+Every phase is checked, not only timed: no delivery error, the topic's high watermarks add up to the records
+sent, the consumer received exactly that many. **Broker CPU**: utime + stime of the broker process
+(``/proc/<pid>/stat``, :mod:`bench.broker_cpu`) before and after each phase, as CPU seconds per million
+records: the fairest figure on a shared machine; and the broker's cores over the phase (its CPU seconds over
+the wall seconds). **Client CPU**: the same per million records for this process (the driving thread and
+librdkafka's) and kcat's, :func:`client_cpu_seconds`: on two cores the broker and the client share, a phase
+that leaves none idle runs at about two cores over the two costs' sum, so a ratio of two phases is the inverse
+ratio of their sums, the client's share included. **Machine idle**: the share of both cores' time that was
+idle during each phase (``/proc/stat``, :mod:`bench.machine_idle`): a phase with a core to spare was bound by
+the broker or the client, one with nothing idle by the machine, whose rate moves with whatever else ran.
+**Warm-up**: before round 1 each broker takes every produce shape the rounds measure (batch 1 and 50,
+``acks=1`` and ``all``, each partition count), ``warm_up_s`` seconds of traffic each, and reads back the
+topics of the shapes the rounds read (:mod:`bench.paper_kafka_warmup`: a cold JVM compiles each shape's paths
+only after thousands of its requests; Lumber's numba kernels compile on first use); each pass's rate is kept
+in :attr:`KafkaComparison.warm_up`. Round ``r`` drives Kafka first when ``r`` is odd, Lumber first when even.
+Figures: the median of the rounds with min and max (:mod:`bench.spread`); tables in
 :mod:`bench.paper_kafka_report`. One thread drives it all (librdkafka's own threads and the connections
-phases' client threads aside); a failed phase is recorded in :attr:`KafkaComparison.failures` and the run
-goes on.
+phases' client threads aside); a failed phase is recorded in :attr:`KafkaComparison.failures` and the run goes
+on.
 """
 
 from __future__ import annotations
 
 import logging
+import resource
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -145,6 +149,14 @@ KCAT_PRODUCE = "kcat produce, batch 50, acks=1"
 KCAT_CONSUME = "kcat consume"
 
 
+def client_cpu_seconds() -> float:
+    """The clients' CPU seconds so far: this process's, every thread (the driving Python thread and the client
+    libraries' own, librdkafka's), and its waited-for children's (kcat). The brokers are children too, but
+    none ends inside a phase, so none is counted in one."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
 def partitions_case(phase: str, partitions: int) -> str:
     return f"{phase}, {partitions:,} partition{'s' if partitions != 1 else ''}"
 
@@ -152,10 +164,12 @@ def partitions_case(phase: str, partitions: int) -> str:
 @dataclass
 class CaseResult:
     """One case on one broker, one value a round: records/s, broker CPU seconds per million records, the
-    broker's cores (CPU seconds over wall seconds) and the machine's idle share (0 to 1, every core)."""
+    client's (:func:`client_cpu_seconds`), the broker's cores (CPU seconds over wall seconds) and the
+    machine's idle share (0 to 1, every core)."""
 
     rate: Spread = field(default_factory=Spread)
     cpu_per_million: Spread = field(default_factory=Spread)
+    client_cpu_per_million: Spread = field(default_factory=Spread)
     broker_cores: Spread = field(default_factory=Spread)
     idle: Spread = field(default_factory=Spread)
 
@@ -496,24 +510,28 @@ class KafkaBench:
     def measure(
         self, case: str, broker: BrokerUnderTest, round_number: int, count: int, body: Callable[[], None]
     ) -> bool:
-        """Run ``body``, timed, with the broker's CPU and the machine's idle ticks read before and after;
-        record it under ``case``."""
+        """Run ``body``, timed, with the broker's and the clients' CPU and the machine's idle ticks read
+        before and after; record it under ``case``."""
         try:
             with MachineIdle().phase() as idle, broker.cpu.phase() as spent:
+                client = client_cpu_seconds()
                 started = time.perf_counter()
                 body()
                 seconds = time.perf_counter() - started
+                client = client_cpu_seconds() - client
         except Exception as exc:
             return self.failed(case, broker, round_number, exc)
         result = self.comparison.result(case, broker.name)
         result.rate.add(count / seconds)
         result.cpu_per_million.add(per_million(spent.seconds, count))
+        result.client_cpu_per_million.add(per_million(client, count))
         result.broker_cores.add(spent.seconds / seconds)
         result.idle.add(idle.share)
         self.say(
             f"round {round_number} {broker.name:<13} {case:<30} {count / seconds:>10,.0f} rec/s  "
-            f"broker CPU {per_million(spent.seconds, count):6.2f} s per million ({count:,} records in "
-            f"{seconds:.2f} s, {spent.seconds / seconds:.2f} cores); machine idle {idle.share:.0%}"
+            f"broker CPU {per_million(spent.seconds, count):6.2f}, client {per_million(client, count):5.2f} "
+            f"s per million ({count:,} records in {seconds:.2f} s, {spent.seconds / seconds:.2f} cores); "
+            f"machine idle {idle.share:.0%}"
         )
         return True
 

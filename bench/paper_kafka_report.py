@@ -133,11 +133,40 @@ def partition_lines(comparison: KafkaComparison) -> list[str]:
                 ours = cases.get(partitions_case("produce", many), {}).get(name)
                 base = cases.get(partitions_case("produce", few), {}).get(name)
                 value = ratio(ours.rate, base.rate) if ours and base else None
-                goals.append(
+                goal = (
                     f"{name} produce, {many:,} / {few:,} partitions: {ratio_text(value)} "
                     f"(goal for Lumber {_goal(value, at_least, at_least=True)})"
                 )
+                if ours and base:
+                    goal += _shares(few, many, base, ours, at_least if name == LUMBER else None)
+                goals.append(goal)
     return lines + ([""] + [f"- {goal}" for goal in goals] if goals else [])
+
+
+def _shares(few: int, many: int, base: CaseResult, ours: CaseResult, goal: float | None) -> str:
+    """What the client's and the broker's CPU per record say of a partitions ratio: on two cores they share,
+    with none idle, each phase runs at two cores over the two costs' sum, so the ratio is (client + broker at
+    ``few``) / (client + broker at ``many``): the client's own ratio alone if the broker cost nothing, and,
+    for a ``goal``, the most the broker may spend per record at ``many`` to reach it with these client
+    costs."""
+    spreads = (
+        base.client_cpu_per_million,
+        ours.client_cpu_per_million,
+        base.cpu_per_million,
+        ours.cpu_per_million,
+    )
+    if not all(spread.values for spread in spreads) or not ours.client_cpu_per_million.median:
+        return ""
+    client_few, client_many, broker_few, broker_many = (spread.median for spread in spreads)
+    text = (
+        f"; CPU s per million records at {few:,} / {many:,}: client {client_few:.2f} / {client_many:.2f} "
+        f"(alone {client_few / client_many:.2f}x: a broker costing nothing), broker {broker_few:.2f} / "
+        f"{broker_many:.2f}"
+    )
+    if goal is not None:
+        most = (client_few + broker_few) / goal - client_many
+        text += f"; {goal:g}x with this client needs the broker at {many:,} at most {most:.2f}"
+    return text
 
 
 def _rates(by_broker: dict[str, CaseResult], attribute: str = "rate") -> dict[str, Spread]:
@@ -151,19 +180,20 @@ def growth_lines(
     comparison: KafkaComparison, title: str, counts: list[int], case: Callable[[str, int], str]
 ) -> list[str]:
     """A row per phase and count: each broker's rate, its fraction of its own rate at the first count,
-    Lumber / Kafka, and each broker's CPU seconds per million records."""
+    Lumber / Kafka, and each broker's and its client's CPU seconds per million records."""
     lines = [
         (
             f"| {title} | Kafka rec/s | of its fewest | Lumber rec/s | of its fewest | Lumber / Kafka "
-            "| Kafka broker CPU | Lumber broker CPU |"
+            "| Kafka broker CPU | Lumber broker CPU | client CPU, Kafka | client CPU, Lumber |"
         ),
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for phase in ("produce", "consume"):
         first = {KAFKA: Spread(), LUMBER: Spread()}
         for index, count in enumerate(counts):
             by_broker = comparison.cases.get(case(phase, count), {})
             rates, cpu = _rates(by_broker), _rates(by_broker, "cpu_per_million")
+            client = _rates(by_broker, "client_cpu_per_million")
             if index == 0:
                 first = rates
             lines.append(
@@ -171,7 +201,7 @@ def growth_lines(
                 f"| {ratio_text(ratio(rates[KAFKA], first[KAFKA]))} | {rates[LUMBER].text()} "
                 f"| {ratio_text(ratio(rates[LUMBER], first[LUMBER]))} "
                 f"| {ratio_text(ratio(rates[LUMBER], rates[KAFKA]))} | {cpu[KAFKA].text(2)} "
-                f"| {cpu[LUMBER].text(2)} |"
+                f"| {cpu[LUMBER].text(2)} | {client[KAFKA].text(2)} | {client[LUMBER].text(2)} |"
             )
     return lines
 

@@ -130,6 +130,9 @@ def test_memory_partitions_and_connections_counted_on_both_brokers(
             )
             assert len(result.idle.values) == 1, (case, broker)
             assert 0.0 <= result.idle.values[0] <= 1.0
+            # the clients' CPU over the same phase: this process's threads did the producing or consuming
+            assert len(result.client_cpu_per_million.values) == 1, (case, broker)
+            assert result.client_cpu_per_million.values[0] > 0, (case, broker)
     assert comparison.connections == [1, 3]
     assert set(comparison.memory) == {KAFKA, LUMBER}
     for reading in comparison.memory.values():

@@ -26,6 +26,14 @@ def comparison() -> KafkaComparison:
         for value, seconds in zip(values, cpu, strict=True):
             result.result(case, broker).rate.add(value)
             result.result(case, broker).cpu_per_million.add(seconds)
+    # the clients' CPU per million records, on the partitions cases only
+    for (case, broker), seconds in {
+        (partitions_case("produce", 1), KAFKA): 1.0,
+        (partitions_case("produce", 4), KAFKA): 2.0,
+        (partitions_case("produce", 1), LUMBER): 1.5,
+        (partitions_case("produce", 4), LUMBER): 2.5,
+    }.items():
+        result.result(case, broker).client_cpu_per_million.add(seconds)
     result.failures.append("round 2 Lumber kcat consume: RuntimeError: kcat exited 1")
     return result
 
@@ -66,9 +74,36 @@ def test_cases_with_medians_ratios_and_goals() -> None:
 
 def test_partitions_against_each_broker_own_fewest() -> None:
     lines = markdown(comparison()).splitlines()
-    assert "| produce, 1 partition | 200,000 | 1.00x | 400,000 | 1.00x | 2.00x | 5.00 | 3.00 |" in lines
-    assert "| produce, 4 partitions | 100,000 | 0.50x | 200,000 | 0.50x | 2.00x | 9.00 | 3.00 |" in lines
-    assert "| consume, 1 partition | - | - | - | - | - | - | - |" in lines
+    assert (
+        "| one producer, batch 50, acks=1 | Kafka rec/s | of its fewest | Lumber rec/s | of its fewest "
+        "| Lumber / Kafka | Kafka broker CPU | Lumber broker CPU | client CPU, Kafka | client CPU, Lumber |"
+    ) in lines
+    assert (
+        "| produce, 1 partition | 200,000 | 1.00x | 400,000 | 1.00x | 2.00x | 5.00 | 3.00 | 1.00 | 1.50 |"
+    ) in lines
+    assert (
+        "| produce, 4 partitions | 100,000 | 0.50x | 200,000 | 0.50x | 2.00x | 9.00 | 3.00 | 2.00 | 2.50 |"
+    ) in lines
+    assert "| consume, 1 partition | - | - | - | - | - | - | - | - | - |" in lines
+    # each ratio with the two costs it is the inverse of on two shared cores: Lumber's (1.5 + 3) / (2.5 + 3)
+    # = 0.82; the client's alone 1.5 / 2.5; 1.0x needs the broker at 4 at most (1.5 + 3) / 1.0 - 2.5 = 2.0
+    assert (
+        "- Lumber produce, 4 / 1 partitions: 0.50x (goal for Lumber >= 1x: not met); CPU s per million "
+        "records at 1 / 4: client 1.50 / 2.50 (alone 0.60x: a broker costing nothing), broker 3.00 / 3.00; "
+        "1x with this client needs the broker at 4 at most 2.00"
+    ) in lines
+    # Kafka's line has no goal of its own to solve for
+    assert (
+        "- Apache Kafka produce, 4 / 1 partitions: 0.50x (goal for Lumber >= 1x: not met); CPU s per million "
+        "records at 1 / 4: client 1.00 / 2.00 (alone 0.50x: a broker costing nothing), broker 5.00 / 9.00"
+    ) in lines
+
+
+def test_partitions_goal_lines_without_client_figures_give_the_ratio_alone() -> None:
+    result = comparison()
+    for case in (partitions_case("produce", 1), partitions_case("produce", 4)):
+        result.cases[case][LUMBER].client_cpu_per_million.values.clear()
+    lines = markdown(result).splitlines()
     assert "- Lumber produce, 4 / 1 partitions: 0.50x (goal for Lumber >= 1x: not met)" in lines
 
 
@@ -99,13 +134,13 @@ def test_connections_replication_and_memory_tables() -> None:
     lines = markdown(growth_comparison()).splitlines()
     assert (
         "| produce, 1 connection | 150,000 [100,000 - 200,000] | 1.00x | 100,000 | 1.00x | 0.67x "
-        "| 2.00 [2.00 - 2.00] | 2.00 |"
+        "| 2.00 [2.00 - 2.00] | 2.00 | - | - |"
     ) in lines
     assert (
         "| produce, 10 connections | 100,000 [50,000 - 150,000] | 0.67x | 120,000 | 1.20x | 1.20x "
-        "| 2.00 [2.00 - 2.00] | 2.00 |"
+        "| 2.00 [2.00 - 2.00] | 2.00 | - | - |"
     ) in lines
-    assert "| consume, 10 connections | - | - | - | - | - | - | - |" in lines
+    assert "| consume, 10 connections | - | - | - | - | - | - | - | - | - |" in lines
     # no standard cases ran: no cases table
     assert not any(line.startswith("| case |") for line in lines)
     assert (
