@@ -21,7 +21,9 @@ those, never to the handlers.
 
 **Inline requests** and **pipelining**: with an
 :class:`~broker.network.request_channel.InlineHandler`, step 3 serves the requests it names on the
-processor's own thread (:mod:`broker.network.inline_serving`, mixed into :class:`Processor`).
+processor's own thread (:mod:`broker.network.inline_serving`, mixed into :class:`Processor`), inside the
+handler's ``serving`` block, held over the turn's reads and writes: what the handler defers to its end
+(the delayed operations the turn's appends made ready) runs after the turn's answers were written.
 
 Invariants:
 
@@ -127,6 +129,7 @@ class Processor(InlineServing, TlsHandshaking, SaslServing):
         self._inline_keys = inline.api_keys if inline is not None else frozenset()
         self._run_keys = inline.run_api_keys if inline is not None and inline.handle_run else frozenset()
         self._pipeline_keys = inline.pipeline_api_keys if inline is not None else frozenset()
+        self._serving = inline.serving if inline is not None and inline.serving else contextlib.nullcontext
         self.counters = NetworkCounters()
 
         self._selector = selectors.DefaultSelector()
@@ -341,25 +344,26 @@ class Processor(InlineServing, TlsHandshaking, SaslServing):
                 last_active = next(iter(self._idle.values()))
                 timeout_s = min(timeout_s, max(0.0, (last_active + self._max_idle_ns - now) / 1e9))
         events = self._selector.select(timeout_s)
-        for key, mask in events:
-            conn: Connection | None = key.data
-            if conn is None:
-                self._wakeup.drain()
-                continue
-            if conn.closed:
-                continue
-            if conn.tls_handshaking:
-                self._tls_handshake(conn)
-                continue
-            if mask & _WRITE and conn.send is not None:
-                self._write(conn)
-            if mask & _READ and not conn.closed:
-                self._read(conn)  # in flight too: reading ahead (selected for reading only then)
-        if self._buffered:
-            buffered, self._buffered = self._buffered, []
-            for conn in buffered:
-                if conn.in_flight is None and not conn.closed and (conn.receive.has_frame or conn.tls):
-                    self._read(conn)
+        with self._serving():  # the inline handler's deferred work runs after this turn's answers
+            for key, mask in events:
+                conn: Connection | None = key.data
+                if conn is None:
+                    self._wakeup.drain()
+                    continue
+                if conn.closed:
+                    continue
+                if conn.tls_handshaking:
+                    self._tls_handshake(conn)
+                    continue
+                if mask & _WRITE and conn.send is not None:
+                    self._write(conn)
+                if mask & _READ and not conn.closed:
+                    self._read(conn)  # in flight too: reading ahead (selected for reading only then)
+            if self._buffered:
+                buffered, self._buffered = self._buffered, []
+                for conn in buffered:
+                    if conn.in_flight is None and not conn.closed and (conn.receive.has_frame or conn.tls):
+                        self._read(conn)
         self._close_idle_connections(time.monotonic_ns())
 
     def _read(self, conn: Connection) -> None:

@@ -34,6 +34,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -112,6 +113,13 @@ class InlineHandler:
     takes them from an iterator that cuts each from the buffer when taken and ends once the connection may
     pipeline no more or an answer given so far closes the connection; it must answer every request it takes
     but for those behind one whose answer closes the connection.
+
+    ``serving`` makes the block the processor holds open over each turn's reading and serving, answers
+    written included: what the handler defers to the end of the outermost block it opens (the server's
+    purgatory re-checking the delayed operations that the turn's appends made ready: a consumer's waiting
+    Fetch, a follower's) then runs once the turn's answers have been written, so an ``acks=1`` Produce is
+    answered before the Fetch it wakes is (Kafka's ``KafkaApis.handle`` sends its response, then drains its
+    action queue).
     """
 
     handle: Callable[[NetworkRequest], None]
@@ -120,6 +128,7 @@ class InlineHandler:
     run_api_keys: frozenset[int] = frozenset()
     pipeline_api_keys: frozenset[int] = frozenset()
     handle_pipelined: Callable[[Iterator[NetworkRequest]], None] | None = None
+    serving: Callable[[], AbstractContextManager[object]] | None = None
 
 
 class ResponseSink(Protocol):

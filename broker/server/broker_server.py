@@ -343,6 +343,7 @@ class BrokerServer:
                 RUN_API_KEYS,
                 PIPELINE_API_KEYS,
                 handler.handle_pipelined,
+                replicas.completing_here,
             )
             if config.inline_requests
             else None

@@ -10,7 +10,10 @@ partition depends on that thread:
   ``Partition.updateFollowerFetchState``'s ``tryCompleteDelayedRequests``). An ``acks=-1`` Produce thus
   answers the followers' waiting fetches on the thread that appended, and a follower's fetch that moves the
   high watermark answers the waiting produces on the thread that served it: no hand-over to another
-  thread on the replication path;
+  thread on the replication path. On a network processor serving requests itself, the outermost block is
+  its turn (``InlineHandler.serving``), so the checks run once the turn's answers are written: an
+  ``acks=1`` Produce's answer leaves before the consumer's Fetch it wakes is read and answered, as Kafka's
+  ``KafkaApis.handle`` sends the response before ``tryCompleteActions``;
 * **anywhere else** (the flusher, the ISR thread, the cluster watcher, a group write): the partition is
   queued and the purgatory's own thread re-checks the operations that watch it, so no thread that holds a
   lock a response may need (a group's) ever builds a response.

@@ -5,12 +5,15 @@ away mid-send, over TLS), and an inline handler's failure closing only its conne
 
 from __future__ import annotations
 
+import array
 import contextlib
+import fcntl
 import logging
 import os
 import socket
 import ssl
 import struct
+import termios
 import threading
 import time
 from collections.abc import Iterator
@@ -102,10 +105,12 @@ def _serving_inline(
     pipeline: frozenset[int] = frozenset(),
     *,
     groups: list[list[int]] | None = None,
+    serving_block: Any = None,
     **server_args: Any,
 ) -> Iterator[tuple[Any, _Inline]]:
     """Serve ``keys`` inline; with ``groups``, the handler also serves pipelined requests together
-    (``handle_pipelined``: one at a time here), and each call's correlation ids are appended to it."""
+    (``handle_pipelined``: one at a time here), and each call's correlation ids are appended to it; with
+    ``serving_block``, that is the handler's ``serving``."""
     channel_box: list[_Inline] = []
 
     def handle(request: NetworkRequest) -> None:
@@ -124,11 +129,42 @@ def _serving_inline(
         frozenset(keys),
         pipeline_api_keys=pipeline,
         handle_pipelined=None if groups is None else handle_pipelined,
+        serving=serving_block,
     )
     with serving(inline=handler, num_processors=1, **server_args) as served:
         inline = _Inline(served.channel)
         channel_box.append(inline)
         yield served, inline
+
+
+def test_the_serving_block_ends_once_the_turns_answers_are_written() -> None:
+    # what a handler defers to the end of its serving block (the server's purgatory checks: the fetches an
+    # append woke) must not hold back the answers of the turn: at each end of the block, every request
+    # served so far has its answer in the client's socket already
+    client: list[socket.socket] = []
+    ends: list[tuple[str, int, int]] = []
+    box: list[_Inline] = []
+
+    @contextlib.contextmanager
+    def block() -> Iterator[None]:
+        yield
+        if client and box:
+            held = array.array("i", [0])
+            fcntl.ioctl(client[0].fileno(), termios.FIONREAD, held)  # bytes the client may read now
+            ends.append((threading.current_thread().name, len(box[0].served), held[0]))
+
+    with _serving_inline({ECHO}, serving_block=block) as (served, inline):
+        box.append(inline)
+        sock = served.connect()
+        client.append(sock)
+        frames = [request_frame(i, bytes([i]) * 40, api_key=ECHO) for i in range(3)]
+        sock.sendall(b"".join(framed(f) for f in frames))
+        wait_until(lambda: bool(ends) and ends[-1][1] == 3, what="the turn that served the last request")
+        answers = [len(framed(f)) for f in frames]
+        for thread, served_then, held in ends:
+            assert thread == inline.served[0][1]  # the processor's thread
+            assert held == sum(answers[:served_then])
+        assert [recv_frame(sock) for _ in frames] == frames
 
 
 def test_inline_requests_are_served_by_the_processor_in_order_with_handed_over_ones() -> None:
