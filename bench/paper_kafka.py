@@ -67,7 +67,6 @@ from __future__ import annotations
 import logging
 import resource
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -78,6 +77,7 @@ from bench.broker_cpu import BrokersCpu, per_million
 from bench.machine_idle import MachineIdle
 from bench.paper_kafka_clients import (
     ConfluentProducer,
+    admin_create_topic,
     confluent_consume,
     connected_consumer,
     high_watermarks,
@@ -89,10 +89,6 @@ from bench.paper_kafka_warmup import WARM_UP_SECONDS, WarmUpShape, warm_up
 from bench.spread import Spread
 from lumber.dev.kafka_server import KAFKA_SCRIPT_JVM_OPTIONS, KafkaCluster
 from lumber.dev.peer_jars import peer_jars
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 log = logging.getLogger("bench.paper_kafka")
 
@@ -222,31 +218,6 @@ class BrokerUnderTest:
     def slug(self) -> str:
         """``kafka`` or ``lumber``: a part of topic names."""
         return self.name.split()[-1].lower()
-
-
-def admin_create_topic(bootstrap: str, log_dir: Path) -> Callable[[str, int], None]:
-    """CreateTopics through confluent-kafka's AdminClient, then wait until every partition has a leader and
-    its log folder in ``log_dir``, as Lumber's are waited for: Kafka names the leaders before it has made the
-    logs (BENCHMARKS.md, 2026-11-29 21:42), so a phase started on the leaders timed Kafka's creation too."""
-
-    def create(topic: str, partitions: int) -> None:
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=60)[topic].result(timeout=120)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            found = admin.list_topics(topic, timeout=10).topics.get(topic)
-            if (
-                found is not None
-                and found.error is None
-                and len(found.partitions) == partitions
-                and all(p.leader >= 0 for p in found.partitions.values())
-                and all((log_dir / f"{topic}-{p}").is_dir() for p in range(partitions))
-            ):
-                return
-            time.sleep(0.1)
-        raise TimeoutError(f"{topic}: not all {partitions} partitions got a leader and a log at {bootstrap}")
-
-    return create
 
 
 def lumber_create_topic(cluster: Any, broker_id: int) -> Callable[[str, int], None]:

@@ -12,6 +12,7 @@ kcat, and the high-watermark check, alike for Apache Kafka and Lumber.
   1 s (:func:`connected_consumer`): the client must not be what a consume phase measures.
 * :func:`high_watermarks`: the sum of a topic's high watermarks (ListOffsets), what a phase checks against
   the records acknowledged.
+* :func:`admin_create_topic`: CreateTopics on Apache Kafka, waited for until every partition's log exists.
 * kcat (a separate process): :func:`kcat_produce` from a file of one record a line, :func:`kcat_consume`
   counting every offset it prints.
 
@@ -23,12 +24,14 @@ from __future__ import annotations
 import subprocess
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 #: the longest a phase may take before it fails
 PHASE_TIMEOUT_S = 600.0
@@ -201,3 +204,28 @@ def kcat_version() -> str:
         return "kcat"
     librdkafka = words[words.index("librdkafka") + 1] if "librdkafka" in words[:-1] else "?"
     return f"kcat {words[1]} (librdkafka {librdkafka})"
+
+
+def admin_create_topic(bootstrap: str, log_dir: Path) -> Callable[[str, int], None]:
+    """CreateTopics through confluent-kafka's AdminClient, then wait until every partition has a leader and
+    its log folder in ``log_dir``, as Lumber's are waited for: Kafka names the leaders before it has made the
+    logs (BENCHMARKS.md, 2026-11-29 21:42), so a phase started on the leaders timed Kafka's creation too."""
+
+    def create(topic: str, partitions: int) -> None:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=60)[topic].result(timeout=120)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            found = admin.list_topics(topic, timeout=10).topics.get(topic)
+            if (
+                found is not None
+                and found.error is None
+                and len(found.partitions) == partitions
+                and all(p.leader >= 0 for p in found.partitions.values())
+                and all((log_dir / f"{topic}-{p}").is_dir() for p in range(partitions))
+            ):
+                return
+            time.sleep(0.1)
+        raise TimeoutError(f"{topic}: not all {partitions} partitions got a leader and a log at {bootstrap}")
+
+    return create

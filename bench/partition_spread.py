@@ -56,12 +56,11 @@ from bench.clients import producer_config as lumber_producer_config
 from bench.machine_idle import MachineIdle
 from bench.paper_kafka import (
     LUMBER_DEFAULTS,
-    admin_create_topic,
     benchmark_kafka,
     lumber_create_topic,
     make_records,
 )
-from bench.paper_kafka_clients import PHASE_TIMEOUT_S, high_watermarks, producer_config
+from bench.paper_kafka_clients import PHASE_TIMEOUT_S, admin_create_topic, high_watermarks, producer_config
 from bench.rdkafka_stats import RdkafkaStats
 from bench.spread import Spread
 from broker.client.producer.producer import Producer as LumberProducer

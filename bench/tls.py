@@ -38,7 +38,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.paper_kafka import KAFKA_DEFAULTS, KAFKA_HEAP_MB, admin_create_topic
+from bench.paper_kafka import KAFKA_DEFAULTS, KAFKA_HEAP_MB
+from bench.paper_kafka_clients import admin_create_topic
 from lumber.dev.broker_cluster import BrokerCluster
 from lumber.dev.kafka_server import KAFKA_SCRIPT_JVM_OPTIONS, KafkaCluster
 from lumber.dev.process import LOOPBACK, free_port

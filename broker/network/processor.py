@@ -19,11 +19,9 @@ touches it. Each turn of the loop runs the same steps, in this order::
 authentication (:mod:`broker.network.sasl_serving`): until then step 3 hands their events and frames to
 those, never to the handlers.
 
-**Inline requests** and **pipelining**: with an
-:class:`~broker.network.request_channel.InlineHandler`, step 3 serves the requests it names on the
-processor's own thread (:mod:`broker.network.inline_serving`, mixed into :class:`Processor`), inside the
-handler's ``serving`` block, held over the turn's reads and writes: what the handler defers to its end
-(the delayed operations the turn's appends made ready) runs after the turn's answers were written.
+**Inline requests** and **pipelining**: with an :class:`~broker.network.request_channel.InlineHandler`, step 3
+serves the requests it names on this thread (:mod:`broker.network.inline_serving`, mixed in), in the
+handler's ``serving`` block, whose deferred work runs once the turn's answers are written.
 
 Invariants:
 

@@ -16,13 +16,12 @@ from bench.paper_kafka import (
     LUMBER,
     BrokerUnderTest,
     KafkaBench,
-    admin_create_topic,
     benchmark_kafka,
     lumber_create_topic,
     partitions_case,
     run_kafka_comparison,
 )
-from bench.paper_kafka_clients import ConfluentProducer
+from bench.paper_kafka_clients import ConfluentProducer, admin_create_topic
 from bench.paper_kafka_connections import ConnectionsPhase, connections_case
 from bench.paper_kafka_memory import MemoryPhase, memory_case
 from bench.paper_kafka_warmup import WarmUpShape
