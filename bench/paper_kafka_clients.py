@@ -206,14 +206,23 @@ def kcat_version() -> str:
     return f"kcat {words[1]} (librdkafka {librdkafka})"
 
 
-def admin_create_topic(bootstrap: str, log_dir: Path) -> Callable[[str, int], None]:
-    """CreateTopics through confluent-kafka's AdminClient, then wait until every partition has a leader and
-    its log folder in ``log_dir``, as Lumber's are waited for: Kafka names the leaders before it has made the
-    logs (BENCHMARKS.md, 2026-11-29 21:42), so a phase started on the leaders timed Kafka's creation too."""
+def admin_create_topic(
+    bootstrap: str,
+    log_dir: Path | None = None,
+    *,
+    replication_factor: int = 1,
+    config: dict[str, str] | None = None,
+) -> Callable[[str, int], None]:
+    """CreateTopics through confluent-kafka's AdminClient (with ``replication_factor`` and the topic
+    ``config``), then wait until every partition has a leader and all its replicas in sync, and, with
+    ``log_dir`` (one broker's data folder), its log folder there, as Lumber's are waited for: Kafka names the
+    leaders before it has made the logs (BENCHMARKS.md, 2026-11-29 21:42), so a phase started on the leaders
+    timed Kafka's creation too."""
 
     def create(topic: str, partitions: int) -> None:
         admin = AdminClient({"bootstrap.servers": bootstrap})
-        admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=60)[topic].result(timeout=120)
+        new = NewTopic(topic, partitions, replication_factor, config=config or {})
+        admin.create_topics([new], operation_timeout=60)[topic].result(timeout=120)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             found = admin.list_topics(topic, timeout=10).topics.get(topic)
@@ -221,11 +230,16 @@ def admin_create_topic(bootstrap: str, log_dir: Path) -> Callable[[str, int], No
                 found is not None
                 and found.error is None
                 and len(found.partitions) == partitions
-                and all(p.leader >= 0 for p in found.partitions.values())
-                and all((log_dir / f"{topic}-{p}").is_dir() for p in range(partitions))
+                and all(
+                    p.leader >= 0 and len(p.isrs) == replication_factor for p in found.partitions.values()
+                )
+                and (log_dir is None or all((log_dir / f"{topic}-{p}").is_dir() for p in range(partitions)))
             ):
                 return
             time.sleep(0.1)
-        raise TimeoutError(f"{topic}: not all {partitions} partitions got a leader and a log at {bootstrap}")
+        raise TimeoutError(
+            f"{topic}: not every one of its {partitions} partitions got a leader, {replication_factor} "
+            f"in-sync replicas{' and a log' if log_dir else ''} at {bootstrap}"
+        )
 
     return create

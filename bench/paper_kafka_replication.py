@@ -28,8 +28,6 @@ with its leader for CPU, which three machines would not.
 
 from __future__ import annotations
 
-import time
-import warnings
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -45,12 +43,8 @@ from bench.paper_kafka import (
     Report,
     benchmark_kafka,
 )
-from bench.paper_kafka_clients import confluent_consume, connected_consumer
+from bench.paper_kafka_clients import admin_create_topic, confluent_consume, connected_consumer
 from lumber.dev.kafka_server import KafkaCluster
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 BROKERS = 3
 PARTITIONS = 3
@@ -62,35 +56,6 @@ REPLICATED = (3, "all")
 def replication_case(phase: str, replication_factor: int, acks: str | None = None) -> str:
     suffix = f", acks={acks}" if acks is not None else ""
     return f"replication: {phase}, RF {replication_factor}{suffix}"
-
-
-def admin_create_replicated(bootstrap: str, replication_factor: int) -> Callable[[str, int], None]:
-    """CreateTopics with ``replication_factor``, then wait until every partition has a leader and its full
-    ISR."""
-
-    def create(topic: str, partitions: int) -> None:
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        new = NewTopic(topic, partitions, replication_factor)
-        admin.create_topics([new], operation_timeout=60)[topic].result(timeout=120)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            found = admin.list_topics(topic, timeout=10).topics.get(topic)
-            if (
-                found is not None
-                and found.error is None
-                and len(found.partitions) == partitions
-                and all(
-                    p.leader >= 0 and len(p.isrs) == replication_factor for p in found.partitions.values()
-                )
-            ):
-                return
-            time.sleep(0.1)
-        raise TimeoutError(
-            f"{topic}: not every one of its {partitions} partitions got a leader and {replication_factor} "
-            f"in-sync replicas at {bootstrap}"
-        )
-
-    return create
 
 
 def lumber_create_replicated(
@@ -174,7 +139,7 @@ def _systems(cluster: Any, kafka: KafkaCluster, lumber: list[Any]) -> dict[str, 
     return {
         KAFKA: {
             rf: BrokerUnderTest(
-                KAFKA, kafka.bootstrap, kafka_pids, admin_create_replicated(kafka.bootstrap, rf)
+                KAFKA, kafka.bootstrap, kafka_pids, admin_create_topic(kafka.bootstrap, replication_factor=rf)
             )
             for rf in factors
         },

@@ -22,7 +22,6 @@ import os
 import random
 import sys
 import tempfile
-import time
 import warnings
 from pathlib import Path
 
@@ -30,13 +29,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.broker_cpu import BrokerCpu, per_million
 from bench.paper_kafka import LUMBER_DEFAULTS, benchmark_kafka, kafka_version
+from bench.paper_kafka_clients import admin_create_topic
 from tests.support.broker_cluster import bench_cluster
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     import confluent_kafka
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 TOPIC_CODECS = ("producer", "zstd", "gzip")
 TIMEOUT_S = 600.0
@@ -55,20 +54,7 @@ def values(count: int) -> list[bytes]:
 
 
 def create(bootstrap: str, topic: str, codec: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    new = NewTopic(topic, 1, 1, config={"compression.type": codec})
-    admin.create_topics([new], operation_timeout=60)[topic].result(timeout=120)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        found = admin.list_topics(topic, timeout=10).topics.get(topic)
-        if (
-            found is not None
-            and found.error is None
-            and all(p.leader >= 0 for p in found.partitions.values())
-        ):
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"{topic} at {bootstrap} has no leader after 60 s")
+    admin_create_topic(bootstrap, config={"compression.type": codec})(topic, 1)
 
 
 def produce(bootstrap: str, topic: str, records: list[bytes]) -> None:
